@@ -1,0 +1,293 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+)
+
+// maxCASAttempts bounds the compare-and-swap retries of one call. Contention
+// ends quickly: once a host's circuit is open, failures stop writing and
+// allows stop writing after one probe wins, so losing this many times in a
+// row means the store or fleet misbehaves; Allow then holds for
+// ReleaseInterval rather than spin.
+const maxCASAttempts = 16
+
+// ErrContended is returned when a write lost maxCASAttempts compare-and-swaps
+// in a row.
+var ErrContended = errors.New("kvbreaker: too many concurrent writers")
+
+// Verdict is Breaker.Allow's answer.
+type Verdict struct {
+	Decision Decision
+	// RetryAt is when a held message should ask again (Hold only).
+	RetryAt time.Time
+	// HeldSince is the instant to pass back to Allow when asking again:
+	// the heldSince given, or now for a message held for the first time.
+	HeldSince time.Time
+}
+
+// Status is a host's stored state, as Breaker.Inspect reads it.
+type Status struct {
+	Host   string
+	Found  bool
+	State  State
+	Record Record
+	// Size is the encoded record's size in bytes.
+	Size    int
+	Version Version
+	// Err is set when the stored record could not be decoded (it counts as
+	// absent).
+	Err error
+}
+
+// Breaker is a per-host circuit breaker whose state lives in a Store shared
+// by the fleet. It is safe for concurrent use; many Breakers (one per worker
+// process) may share one store.
+type Breaker struct {
+	store   Store
+	cfg     Config
+	traits  Traits
+	s       Settings
+	clock   func() time.Time
+	log     *slog.Logger
+	timeout time.Duration
+}
+
+// NewBreaker validates s against the store's traits and returns a Breaker.
+// The error lists every invalid setting and what to change.
+func NewBreaker(store Store, s Settings) (*Breaker, error) {
+	if store == nil {
+		return nil, errors.New("kvbreaker: NewBreaker needs a Store")
+	}
+	t := store.Traits()
+	cfg, err := NewConfig(s, t)
+	if err != nil {
+		return nil, err
+	}
+	b := &Breaker{store: store, cfg: cfg, traits: t, s: s, clock: s.Clock, log: s.Logger, timeout: s.CallTimeout}
+	if b.clock == nil {
+		b.clock = time.Now
+	}
+	if b.log == nil {
+		b.log = slog.Default()
+	}
+	if b.timeout == 0 {
+		b.timeout = DefaultCallTimeout
+	}
+	if !t.Atomic {
+		b.log.Warn("kvbreaker: store has no atomic compare-and-swap; running last-writer-wins, so concurrent workers may each see a transition",
+			"store", fmt.Sprintf("%T", store))
+	}
+	return b, nil
+}
+
+// Config returns the normalised configuration, including the derived
+// StateTTL every record is written with.
+func (b *Breaker) Config() Config { return b.cfg }
+
+// StateTTL is the TTL every record is written with:
+// max(RecoveryDelay, FailureWindow) + TTLMargin unless set explicitly.
+func (b *Breaker) StateTTL() time.Duration { return b.cfg.StateTTL }
+
+// now reads the clock once per call, to the millisecond the record keeps, so
+// what a worker decides equals what it stores.
+func (b *Breaker) now() time.Time { return b.clock().Round(0).Truncate(time.Millisecond) }
+
+// current is a record as read, with the version to compare against.
+type current struct {
+	rec Record
+	ver Version
+}
+
+func (b *Breaker) get(ctx context.Context, host string) (current, error) {
+	ctx, cancel := context.WithTimeout(ctx, b.timeout)
+	defer cancel()
+	v, ver, err := b.store.Get(ctx, host)
+	if errors.Is(err, ErrNotFound) {
+		return current{}, nil
+	}
+	if err != nil {
+		return current{}, err
+	}
+	return current{rec: b.decode(host, v), ver: ver}, nil
+}
+
+// decode treats an undecodable record as absent; its version is kept so the
+// next write replaces it.
+func (b *Breaker) decode(host string, v []byte) Record {
+	r, err := DecodeRecord(v)
+	if err != nil {
+		b.log.Warn("kvbreaker: ignoring undecodable record; it will be overwritten", "host", host, "err", err)
+	}
+	return r
+}
+
+// apply performs step's write. On a conflict it returns the key's current
+// contents when the store sent them (ok == true), saving a Get.
+func (b *Breaker) apply(ctx context.Context, host string, cur current, st *Step) (next current, ok bool, err error) {
+	ctx, cancel := context.WithTimeout(ctx, b.timeout)
+	defer cancel()
+	switch st.Write {
+	case WritePut:
+		_, err = b.store.CompareAndSwap(ctx, host, cur.ver, EncodeRecord(st.Record), b.cfg.StateTTL)
+	case WriteDelete:
+		err = b.store.CompareAndDelete(ctx, host, cur.ver)
+		if errors.Is(err, ErrNotFound) {
+			// Someone else closed it; nothing of ours to report.
+			st.To = StateClosed
+			return current{}, false, ErrNotFound
+		}
+	}
+	if ce, isCE := errors.AsType[*ConflictError](err); isCE {
+		if ce.Version == NoVersion {
+			return current{}, true, err
+		}
+		return current{rec: b.decode(host, ce.Value), ver: ce.Version}, true, err
+	}
+	return current{}, false, err
+}
+
+// run reads host's record and applies decide to it, retrying on conflicts.
+// It returns the committed step; OnStateChange fires after the write.
+func (b *Breaker) run(ctx context.Context, host string, decide func(Record) Step) (Step, error) {
+	if err := ValidateKey(host); err != nil {
+		return Step{}, err
+	}
+	var cur current
+	fresh := false
+	for range maxCASAttempts {
+		if !fresh {
+			var err error
+			if cur, err = b.get(ctx, host); err != nil {
+				return Step{}, err
+			}
+		}
+		st := decide(cur.rec)
+		if st.Write == WriteNone {
+			return st, nil
+		}
+		next, ok, err := b.apply(ctx, host, cur, &st)
+		switch {
+		case err == nil:
+			b.notify(host, &st)
+			return st, nil
+		case errors.Is(err, ErrNotFound):
+			return Step{From: StateClosed, To: StateClosed}, nil
+		case errors.Is(err, ErrConflict):
+			cur, fresh = next, ok
+			continue
+		}
+		return Step{}, err
+	}
+	return Step{}, fmt.Errorf("%w: %d lost compare-and-swaps on %q", ErrContended, maxCASAttempts, host)
+}
+
+func (b *Breaker) notify(host string, st *Step) {
+	if st.Changed() && b.s.OnStateChange != nil {
+		b.s.OnStateChange(host, st.From, st.To)
+	}
+}
+
+// Allow decides whether to deliver to host now. heldSince is when the
+// message was first held (zero for a fresh one; Verdict.HeldSince tells what
+// to pass next time). A message held for HoldLimit is dropped without a store
+// read.
+//
+// When the store fails, Allow still answers (Send, or Hold for
+// ReleaseInterval with FailClosed) and returns the error alongside. After
+// too many lost probe elections it holds for ReleaseInterval.
+func (b *Breaker) Allow(ctx context.Context, host string, heldSince time.Time) (Verdict, error) {
+	now := b.now()
+	if b.cfg.HoldExpired(heldSince, now) {
+		if b.s.OnDrop != nil {
+			b.s.OnDrop(host, heldSince)
+		}
+		return Verdict{Decision: Drop, HeldSince: heldSince}, nil
+	}
+	st, err := b.run(ctx, host, func(r Record) Step { return AllowStep(r, now, heldSince, &b.cfg) })
+	if heldSince.IsZero() {
+		heldSince = now
+	}
+	switch {
+	case errors.Is(err, ErrInvalidKey):
+		return Verdict{Decision: Send}, err
+	case errors.Is(err, ErrContended):
+		// Another worker is probing; look again shortly.
+		return Verdict{Decision: Hold, RetryAt: b.holdBriefly(now, heldSince), HeldSince: heldSince}, nil
+	case err != nil:
+		err = fmt.Errorf("kvbreaker: allow %q: %w", host, err)
+		if b.s.FailClosed {
+			return Verdict{Decision: Hold, RetryAt: b.holdBriefly(now, heldSince), HeldSince: heldSince}, err
+		}
+		return Verdict{Decision: Send}, err
+	}
+	v := Verdict{Decision: st.Decision, RetryAt: st.RetryAt}
+	if st.Decision == Hold {
+		v.HeldSince = heldSince
+	}
+	return v, nil
+}
+
+func (b *Breaker) holdBriefly(now, heldSince time.Time) time.Time {
+	return minTime(now.Add(b.cfg.ReleaseInterval), heldSince.Add(b.cfg.HoldLimit))
+}
+
+// Failure records that a delivery to host failed (no answer, 5xx, timeout).
+func (b *Breaker) Failure(ctx context.Context, host string) error {
+	now := b.now()
+	_, err := b.run(ctx, host, func(r Record) Step { return FailureStep(r, now, &b.cfg) })
+	return wrap("failure", host, err)
+}
+
+// Success records that host answered; its record is deleted and the circuit
+// closes.
+func (b *Breaker) Success(ctx context.Context, host string) error {
+	_, err := b.run(ctx, host, SuccessStep)
+	return wrap("success", host, err)
+}
+
+// ReachableFailure records a failure that proves the host is up (it
+// answered, e.g. with a 4xx): like Success, the circuit closes.
+func (b *Breaker) ReachableFailure(ctx context.Context, host string) error {
+	_, err := b.run(ctx, host, SuccessStep)
+	return wrap("reachable failure", host, err)
+}
+
+// Reset deletes host's record whatever it holds, force-closing the circuit.
+func (b *Breaker) Reset(ctx context.Context, host string) error {
+	_, err := b.run(ctx, host, func(r Record) Step {
+		return Step{From: r.State(), To: StateClosed, Write: WriteDelete}
+	})
+	return wrap("reset", host, err)
+}
+
+// Inspect reads host's record without changing it.
+func (b *Breaker) Inspect(ctx context.Context, host string) (Status, error) {
+	s := Status{Host: host}
+	if err := ValidateKey(host); err != nil {
+		return s, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, b.timeout)
+	defer cancel()
+	v, ver, err := b.store.Get(ctx, host)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return s, nil
+	case err != nil:
+		return s, wrap("inspect", host, err)
+	}
+	s.Found, s.Size, s.Version = true, len(v), ver
+	s.Record, s.Err = DecodeRecord(v)
+	s.State = s.Record.State()
+	return s, nil
+}
+
+func wrap(op, host string, err error) error {
+	if err == nil || errors.Is(err, ErrInvalidKey) {
+		return err
+	}
+	return fmt.Errorf("kvbreaker: %s %q: %w", op, host, err)
+}

@@ -1,0 +1,47 @@
+package core
+
+import (
+	"fmt"
+	"net"
+	"net/url"
+	"strings"
+
+	"golang.org/x/net/idna"
+)
+
+// HostKey returns the per-host key for a delivery URL: the host in lower
+// case, internationalised names in their ASCII (IDNA) form, and the port kept
+// unless it is the scheme's default ("https://Bücher.example:443/inbox" ⇒
+// "xn--bcher-kva.example"; "http://example.com:8080/" ⇒ "example.com:8080").
+// A bare "host" or "host:port" is accepted too.
+func HostKey(rawURL string) (string, error) {
+	s := strings.TrimSpace(rawURL)
+	if !strings.Contains(s, "://") {
+		s = "//" + s
+	}
+	u, err := url.Parse(s)
+	if err != nil {
+		return "", fmt.Errorf("%w: %v", ErrInvalidKey, err)
+	}
+	host, port := u.Hostname(), u.Port()
+	if host == "" {
+		return "", fmt.Errorf("%w: no host in %q", ErrInvalidKey, rawURL)
+	}
+	if ip := net.ParseIP(host); ip != nil {
+		host = ip.String()
+	} else {
+		host = strings.TrimSuffix(host, ".")
+		if host, err = idna.Lookup.ToASCII(host); err != nil {
+			return "", fmt.Errorf("%w: host %q: %v", ErrInvalidKey, u.Hostname(), err)
+		}
+	}
+	switch {
+	case port == "", port == "80" && u.Scheme == "http", port == "443" && u.Scheme == "https":
+		if strings.Contains(host, ":") {
+			host = "[" + host + "]"
+		}
+	default:
+		host = net.JoinHostPort(host, port)
+	}
+	return host, ValidateKey(host)
+}
