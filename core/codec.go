@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 )
 
@@ -105,7 +106,7 @@ func DecodeRecord(b []byte) (Record, error) {
 	var base int64
 	if flags&flagRestrained != 0 {
 		v, n := binary.Varint(b)
-		if n <= 0 {
+		if !canonical(b, n) {
 			return fail("bad restrained-until")
 		}
 		base, b = v, b[n:]
@@ -115,7 +116,7 @@ func DecodeRecord(b []byte) (Record, error) {
 	}
 	r.Probing = flags&flagProbing != 0
 	count, n := binary.Uvarint(b)
-	if n <= 0 {
+	if !canonical(b, n) {
 		return fail("bad failure count")
 	}
 	b = b[n:]
@@ -127,7 +128,7 @@ func DecodeRecord(b []byte) (Record, error) {
 	if count > 0 {
 		r.Failures = make([]time.Time, count)
 		first, n := binary.Varint(b)
-		if n <= 0 {
+		if !canonical(b, n) || (first > 0 && base > math.MaxInt64-first) || (first < 0 && base < math.MinInt64-first) {
 			return fail("bad first failure")
 		}
 		b = b[n:]
@@ -135,7 +136,7 @@ func DecodeRecord(b []byte) (Record, error) {
 		r.Failures[0] = time.UnixMilli(ms).UTC()
 		for i := 1; i < int(count); i++ {
 			gap, n := binary.Uvarint(b)
-			if n <= 0 || gap > 1<<50 {
+			if !canonical(b, n) || gap > math.MaxInt64-uint64(max(ms, 0)) {
 				return fail(fmt.Sprintf("bad gap before failure %d", i))
 			}
 			b = b[n:]
@@ -147,4 +148,10 @@ func DecodeRecord(b []byte) (Record, error) {
 		return fail(fmt.Sprintf("%d trailing bytes", len(b)))
 	}
 	return r, nil
+}
+
+// canonical reports whether a varint of n bytes was read from b and is in its
+// shortest form, so every record has exactly one encoding.
+func canonical(b []byte, n int) bool {
+	return n > 0 && (n == 1 || b[n-1] != 0)
 }
