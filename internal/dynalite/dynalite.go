@@ -1,0 +1,338 @@
+// Package dynalite runs dynalite, a DynamoDB-compatible server (npm
+// dynalite@4.0.0, pinned in this directory's package.json and
+// package-lock.json), on 127.0.0.1 for tests and benchmarks.
+//
+// The first Start in a fresh checkout runs `npm ci` here (node_modules is
+// git-ignored); it needs node and npm on PATH and the npm registry. A missing
+// tool fails the test with the fix in the message, never a skip.
+//
+//	srv := dynalite.Start(t)            // stopped by t.Cleanup
+//	client := srv.Client()              // *dynamodb.Client with fake credentials
+//	srv.Kill(); srv.Restart()           // fault injection, same endpoint
+//
+// In TestMain, where there is no testing.TB, use Launch and Stop.
+//
+// dynalite's gaps, which adapters must not rely on: no TTL API
+// (UpdateTimeToLive / DescribeTimeToLive are unknown operations, and nothing
+// is ever deleted by TTL), and a failed condition never returns the old item
+// (ReturnValuesOnConditionCheckFailure=ALL_OLD is accepted and ignored).
+package dynalite
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	dyn "github.com/aws/aws-sdk-go-v2/service/dynamodb"
+)
+
+// DirEnv overrides the directory holding launch.js and package.json (by
+// default found from this source file's path, which -trimpath removes).
+const DirEnv = "KVBREAKER_DYNALITE_DIR"
+
+// startTimeout bounds npm-less startup: node loading dynalite and listening.
+const startTimeout = 30 * time.Second
+
+// Server is a running dynalite process. Its methods are safe for concurrent
+// use.
+type Server struct {
+	// Endpoint is the base URL, http://127.0.0.1:PORT; it stays the same
+	// across Restart.
+	Endpoint string
+
+	port    int
+	dataDir string // "" for in-memory
+
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	done   chan struct{} // closed when cmd has been waited for
+	stderr *lockedBuffer
+}
+
+// Option configures Launch and Start.
+type Option func(*Server)
+
+// Persistent keeps the data in dir (LevelDB) instead of memory, so tables and
+// items survive Kill and Restart.
+func Persistent(dir string) Option { return func(s *Server) { s.dataDir = dir } }
+
+// Start launches dynalite, fails tb if it cannot, and stops it in
+// tb.Cleanup.
+func Start(tb testing.TB, opts ...Option) *Server {
+	tb.Helper()
+	s, err := Launch(context.Background(), opts...)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(s.Stop)
+	return s
+}
+
+// Launch installs dynalite if needed and starts it on a free port. The caller
+// must call Stop.
+func Launch(ctx context.Context, opts ...Option) (*Server, error) {
+	s := &Server{}
+	for _, o := range opts {
+		o(s)
+	}
+	if err := Install(ctx); err != nil {
+		return nil, err
+	}
+	if err := s.start(ctx); err != nil {
+		return nil, err
+	}
+	s.Endpoint = "http://127.0.0.1:" + strconv.Itoa(s.port)
+	return s, nil
+}
+
+// Dir returns the fixture directory (launch.js, package.json).
+func Dir() (string, error) {
+	if d := os.Getenv(DirEnv); d != "" {
+		return d, nil
+	}
+	_, file, _, ok := runtime.Caller(0)
+	if !ok || !filepath.IsAbs(file) {
+		return "", fmt.Errorf("dynalite fixture: cannot locate its directory (built with -trimpath?): set %s to the path of internal/dynalite", DirEnv)
+	}
+	return filepath.Dir(file), nil
+}
+
+var installMu sync.Mutex
+
+// Install runs `npm ci` in the fixture directory if node_modules/dynalite is
+// missing. Concurrent test binaries serialise on a lock file.
+func Install(ctx context.Context) error {
+	dir, err := Dir()
+	if err != nil {
+		return err
+	}
+	if _, err := exec.LookPath("node"); err != nil {
+		return errors.New("dynalite fixture: node not found on PATH: install Node.js 20 or later (e.g. apt-get install nodejs npm)")
+	}
+	marker := filepath.Join(dir, "node_modules", "dynalite", "package.json")
+	if _, err := os.Stat(marker); err == nil {
+		return nil
+	}
+	installMu.Lock()
+	defer installMu.Unlock()
+	unlock, err := lockFile(filepath.Join(dir, ".install.lock"))
+	if err != nil {
+		return fmt.Errorf("dynalite fixture: %w", err)
+	}
+	defer unlock()
+	if _, err := os.Stat(marker); err == nil {
+		return nil // another process installed it while we waited
+	}
+	if _, err := exec.LookPath("npm"); err != nil {
+		return fmt.Errorf("dynalite fixture: npm not found on PATH: install npm, or run `npm ci` in %s", dir)
+	}
+	cmd := exec.CommandContext(ctx, "npm", "ci", "--no-audit", "--no-fund")
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("dynalite fixture: `npm ci` in %s failed (it needs the npm registry): %w\n%s", dir, err, out)
+	}
+	return nil
+}
+
+// start launches the process on s.port (0 the first time) and waits until it
+// answers HTTP.
+func (s *Server) start(ctx context.Context) error {
+	dir, err := Dir()
+	if err != nil {
+		return err
+	}
+	args := []string{filepath.Join(dir, "launch.js"), "--port", strconv.Itoa(s.port)}
+	if s.dataDir != "" {
+		args = append(args, "--path", s.dataDir)
+	}
+	cmd := exec.Command("node", args...)
+	cmd.Dir = dir
+	stdin, err := cmd.StdinPipe() // the launcher exits when this closes
+	if err != nil {
+		return fmt.Errorf("dynalite fixture: %w", err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return fmt.Errorf("dynalite fixture: %w", err)
+	}
+	stderr := &lockedBuffer{}
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("dynalite fixture: start node: %w", err)
+	}
+	done := make(chan struct{})
+	ready := make(chan int, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			if p, ok := strings.CutPrefix(sc.Text(), "LISTENING "); ok {
+				if n, err := strconv.Atoi(p); err == nil {
+					ready <- n
+				}
+			}
+		}
+		_ = cmd.Wait()
+		close(done)
+	}()
+	s.mu.Lock()
+	s.cmd, s.stdin, s.done, s.stderr = cmd, stdin, done, stderr
+	s.mu.Unlock()
+
+	ctx, cancel := context.WithTimeout(ctx, startTimeout)
+	defer cancel()
+	select {
+	case port := <-ready:
+		s.port = port
+	case <-done:
+		return fmt.Errorf("dynalite fixture: node exited before listening: %s", strings.TrimSpace(stderr.String()))
+	case <-ctx.Done():
+		s.Kill()
+		return fmt.Errorf("dynalite fixture: not listening after %v: %s", startTimeout, strings.TrimSpace(stderr.String()))
+	}
+	if err := waitHTTP(ctx, "http://127.0.0.1:"+strconv.Itoa(s.port)); err != nil {
+		s.Kill()
+		return fmt.Errorf("dynalite fixture: %w; stderr: %s", err, strings.TrimSpace(stderr.String()))
+	}
+	return nil
+}
+
+// waitHTTP polls url until any HTTP answer comes back.
+func waitHTTP(ctx context.Context, url string) error {
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return err
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			_ = resp.Body.Close()
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("no HTTP answer from %s: %w", url, err)
+		case <-tick.C:
+		}
+	}
+}
+
+// PID returns the running process's id, or 0 when stopped.
+func (s *Server) PID() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil || s.cmd.Process == nil {
+		return 0
+	}
+	select {
+	case <-s.done:
+		return 0
+	default:
+		return s.cmd.Process.Pid
+	}
+}
+
+// Kill ends the process abruptly (SIGKILL by PID), as a crash would, and
+// waits for it. In-memory data is lost; see Persistent.
+func (s *Server) Kill() { s.halt(true) }
+
+// Stop asks the process to exit (its stdin closes), kills it after a second
+// if it has not, and waits. Stop is idempotent.
+func (s *Server) Stop() { s.halt(false) }
+
+func (s *Server) halt(kill bool) {
+	s.mu.Lock()
+	cmd, stdin, done := s.cmd, s.stdin, s.done
+	s.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	if kill {
+		_ = cmd.Process.Kill()
+	} else {
+		_ = stdin.Close()
+	}
+	select {
+	case <-done:
+	case <-time.After(time.Second):
+		_ = cmd.Process.Kill()
+		<-done
+	}
+	_ = stdin.Close()
+}
+
+// Restart starts a stopped or killed server again on the same port, so
+// clients built for Endpoint reconnect. It stops a running one first.
+func (s *Server) Restart(ctx context.Context) error {
+	s.Stop()
+	var err error
+	// The port was ours a moment ago; retry briefly if the kernel has not
+	// released it yet.
+	for range 20 {
+		if err = s.start(ctx); err == nil || !strings.Contains(err.Error(), "EADDRINUSE") {
+			return err
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return err
+}
+
+// Client returns a DynamoDB client for this server: static fake credentials,
+// region us-east-1, BaseEndpoint set to Endpoint, and the SDK's standard
+// retryer. opts adjust it (e.g. retry settings).
+func (s *Server) Client(opts ...func(*dyn.Options)) *dyn.Client {
+	return NewClient(s.Endpoint, opts...)
+}
+
+// NewClient returns a DynamoDB client for a local endpoint with static fake
+// credentials and region us-east-1.
+func NewClient(endpoint string, opts ...func(*dyn.Options)) *dyn.Client {
+	cfg := aws.Config{
+		Region:      "us-east-1",
+		Credentials: credentials.NewStaticCredentialsProvider("AKIDFAKEFORTESTS", "fake-secret-for-tests", ""),
+	}
+	all := append([]func(*dyn.Options){func(o *dyn.Options) { o.BaseEndpoint = aws.String(endpoint) }}, opts...)
+	return dyn.NewFromConfig(cfg, all...)
+}
+
+// Addr returns host:port.
+func (s *Server) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port)) }
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.b.Len() > 64<<10 {
+		return len(p), nil
+	}
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}

@@ -1,0 +1,7 @@
+//go:build !unix
+
+package dynalite
+
+// lockFile is a no-op where flock is unavailable: run one test binary at a
+// time on first install.
+func lockFile(string) (func(), error) { return func() {}, nil }
