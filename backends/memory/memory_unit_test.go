@@ -1,0 +1,123 @@
+package memory
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/kvbreaker/kvbreaker/core"
+)
+
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *fakeClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
+func (c *fakeClock) Add(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+func TestExactExpiry(t *testing.T) {
+	clk := &fakeClock{now: time.Unix(1e9, 0)}
+	s := New(WithClock(clk.Now))
+	ctx := context.Background()
+	v, err := s.CompareAndSwap(ctx, "h", core.NoVersion, []byte("x"), time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk.Add(time.Second - time.Nanosecond)
+	if _, got, err := s.Get(ctx, "h"); err != nil || got != v {
+		t.Fatalf("alive 1ns before its TTL: %v %v", got, err)
+	}
+	clk.Add(time.Nanosecond)
+	if _, _, err := s.Get(ctx, "h"); !errors.Is(err, core.ErrNotFound) {
+		t.Fatalf("at its TTL: %v", err)
+	}
+	// The expired key counts as absent for create-only...
+	v2, err := s.CompareAndSwap(ctx, "h", core.NoVersion, []byte("y"), time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// ...and its old version is never handed out again.
+	if v2 == v {
+		t.Fatal("version reused")
+	}
+	if _, err := s.CompareAndSwap(ctx, "h", v, []byte("z"), time.Second); !errors.Is(err, core.ErrConflict) {
+		t.Fatalf("stale version accepted: %v", err)
+	}
+}
+
+// TestReclaimsDeadHosts: a million hosts written once and never again do
+// not stay in memory.
+func TestReclaimsDeadHosts(t *testing.T) {
+	clk := &fakeClock{now: time.Unix(1e9, 0)}
+	s := New(WithClock(clk.Now))
+	ctx := context.Background()
+	peak := 0
+	for i := range 1_000_000 {
+		if _, err := s.CompareAndSwap(ctx, fmt.Sprint("host-", i), core.NoVersion, []byte{1}, time.Second); err != nil {
+			t.Fatal(err)
+		}
+		clk.Add(time.Millisecond) // ~1,000 live at any time
+		peak = max(peak, s.Len())
+	}
+	if peak > 4000 {
+		t.Fatalf("peak %d entries for ~1,000 live ones", peak)
+	}
+}
+
+func TestConcurrentCAS(t *testing.T) {
+	s := New()
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	wins := 0
+	for range 32 {
+		wg.Go(func() {
+			for range 100 {
+				for {
+					b, v, err := s.Get(ctx, "k")
+					n := 0
+					if err == nil {
+						n = int(b[0]) | int(b[1])<<8
+					}
+					n++
+					_, err = s.CompareAndSwap(ctx, "k", v, []byte{byte(n), byte(n >> 8)}, time.Minute)
+					if err == nil {
+						mu.Lock()
+						wins++
+						mu.Unlock()
+						break
+					}
+					if !errors.Is(err, core.ErrConflict) {
+						t.Error(err)
+						return
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	b, _, _ := s.Get(ctx, "k")
+	if n := int(b[0]) | int(b[1])<<8; n != 3200 || wins != 3200 {
+		t.Fatalf("counter %d after %d successful increments: lost updates", n, wins)
+	}
+}
+
+func TestContextHonoured(t *testing.T) {
+	s := New()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, _, err := s.Get(ctx, "k"); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Get: %v", err)
+	}
+	if _, err := s.CompareAndSwap(ctx, "k", 0, nil, time.Second); !errors.Is(err, context.Canceled) {
+		t.Fatalf("CompareAndSwap: %v", err)
+	}
+}

@@ -1,0 +1,77 @@
+package core
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestNewConfigDefaults(t *testing.T) {
+	c, err := NewConfig(Settings{}, Traits{Atomic: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.FailureThreshold != 5 || c.FailureWindow != 10*time.Minute || c.RecoveryDelay != 30*time.Minute ||
+		c.HoldLimit != 7*24*time.Hour || c.ReleaseInterval != time.Second {
+		t.Fatalf("defaults: %+v", c)
+	}
+	if want := 30*time.Minute + 5*time.Second; c.StateTTL != want {
+		t.Fatalf("StateTTL = %v, want %v", c.StateTTL, want)
+	}
+	// The window dominates when it is longer than the recovery delay.
+	c, _ = NewConfig(Settings{FailureWindow: time.Hour}, Traits{})
+	if want := time.Hour + 5*time.Second; c.StateTTL != want {
+		t.Fatalf("StateTTL = %v, want %v", c.StateTTL, want)
+	}
+	// A store needing more than the default margin gets it.
+	coarse := Traits{Expiry: ExpiryModel{Kind: ExpiryRelative, Granularity: 10 * time.Second}}
+	c, _ = NewConfig(Settings{ClockSkew: 2 * time.Second}, coarse)
+	if want := 30*time.Minute + 14*time.Second; c.StateTTL != want {
+		t.Fatalf("StateTTL = %v, want %v", c.StateTTL, want)
+	}
+}
+
+func TestNewConfigRejects(t *testing.T) {
+	etcdLike := Traits{Atomic: true, Expiry: ExpiryModel{Kind: ExpiryRelative, Granularity: time.Second}}
+	cases := []struct {
+		name   string
+		s      Settings
+		traits Traits
+		want   []string // every fragment must appear
+	}{
+		{name: "negative-durations", s: Settings{FailureWindow: -1, RecoveryDelay: -time.Second, HoldLimit: -1, ReleaseInterval: -1, ClockSkew: -1, CallTimeout: -1},
+			want: []string{"FailureWindow is -1ns", "RecoveryDelay is -1s", "HoldLimit", "ReleaseInterval", "ClockSkew", "CallTimeout", "set a positive duration"}},
+		{name: "threshold-below-one", s: Settings{FailureThreshold: -3}, want: []string{"FailureThreshold is -3: set at least 1"}},
+		{name: "state-ttl-below-recovery", s: Settings{StateTTL: 10 * time.Minute}, want: []string{"StateTTL is 10m0s, below 30m2s", "raise StateTTL"}},
+		{name: "state-ttl-without-margin", s: Settings{StateTTL: 30 * time.Minute}, traits: etcdLike, want: []string{"StateTTL is 30m0s, below 30m3s"}},
+		{name: "margin-below-store-need", s: Settings{TTLMargin: time.Second}, traits: etcdLike, want: []string{"TTLMargin is 1s but this store (relative expiry, granularity 1s", "needs at least 3s"}},
+		{name: "custom-policy-without-ttl", s: Settings{FailurePolicy: func([]time.Time) bool { return true }}, want: []string{"FailurePolicy is set but StateTTL is not"}},
+		{name: "all-at-once", s: Settings{FailureThreshold: -1, HoldLimit: -1, TTLMargin: -1}, want: []string{"FailureThreshold", "HoldLimit", "TTLMargin"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := NewConfig(tc.s, tc.traits)
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q\ndoes not say %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestNewConfigAcceptsExplicit(t *testing.T) {
+	c, err := NewConfig(Settings{StateTTL: 2 * time.Hour, FailurePolicy: func(f []time.Time) bool { return len(f) > 50 }}, Traits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.StateTTL != 2*time.Hour || c.HistoryLimit != DefaultHistoryLimit {
+		t.Fatalf("%+v", c)
+	}
+	if _, err := NewConfig(Settings{TTLMargin: 3 * time.Second, StateTTL: 30*time.Minute + 3*time.Second}, Traits{Expiry: ExpiryModel{Granularity: time.Second}}); err != nil {
+		t.Fatalf("exact requirement rejected: %v", err)
+	}
+}
