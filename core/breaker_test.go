@@ -434,7 +434,7 @@ func (s brokenStore) CompareAndSwap(context.Context, string, core.Version, []byt
 	return 0, s.err
 }
 func (s brokenStore) CompareAndDelete(context.Context, string, core.Version) error { return s.err }
-func (s brokenStore) Traits() core.Traits                                        { return core.Traits{Atomic: true} }
+func (s brokenStore) Traits() core.Traits                                          { return core.Traits{Atomic: true} }
 
 type hangingStore struct{ brokenStore }
 
