@@ -54,6 +54,7 @@ type Breaker struct {
 	clock   func() time.Time
 	log     *slog.Logger
 	timeout time.Duration
+	cache   *cache
 }
 
 // NewBreaker validates s against the store's traits and returns a Breaker.
@@ -77,6 +78,11 @@ func NewBreaker(store Store, s Settings) (*Breaker, error) {
 	if b.timeout == 0 {
 		b.timeout = DefaultCallTimeout
 	}
+	stale := s.CacheStaleness
+	if stale == 0 {
+		stale = time.Second
+	}
+	b.cache = newCache(s.CacheSize, stale)
 	if !t.Atomic {
 		b.log.Warn("kvbreaker: store has no atomic compare-and-swap; running last-writer-wins, so concurrent workers may each see a transition",
 			"store", fmt.Sprintf("%T", store))
@@ -125,20 +131,24 @@ func (b *Breaker) decode(host string, v []byte) Record {
 	return r
 }
 
-// apply performs step's write. On a conflict it returns the key's current
-// contents when the store sent them (ok == true), saving a Get.
+// apply performs step's write and returns what the store now holds. On a
+// conflict it returns the key's current contents when the store sent them
+// (ok == true), saving a Get.
 func (b *Breaker) apply(ctx context.Context, host string, cur current, st *Step) (next current, ok bool, err error) {
 	ctx, cancel := context.WithTimeout(ctx, b.timeout)
 	defer cancel()
 	switch st.Write {
 	case WritePut:
-		_, err = b.store.CompareAndSwap(ctx, host, cur.ver, EncodeRecord(st.Record), b.cfg.StateTTL)
+		var ver Version
+		ver, err = b.store.CompareAndSwap(ctx, host, cur.ver, EncodeRecord(st.Record), b.cfg.StateTTL)
+		if err == nil {
+			return current{rec: st.Record, ver: ver}, true, nil
+		}
 	case WriteDelete:
 		err = b.store.CompareAndDelete(ctx, host, cur.ver)
-		if errors.Is(err, ErrNotFound) {
-			// Someone else closed it; nothing of ours to report.
-			st.To = StateClosed
-			return current{}, false, ErrNotFound
+		if err == nil || errors.Is(err, ErrNotFound) {
+			// ErrNotFound: someone else closed it; nothing of ours to report.
+			return current{}, true, err
 		}
 	}
 	if ce, isCE := errors.AsType[*ConflictError](err); isCE {
@@ -150,26 +160,33 @@ func (b *Breaker) apply(ctx context.Context, host string, cur current, st *Step)
 	return current{}, false, err
 }
 
-// run reads host's record and applies decide to it, retrying on conflicts.
-// It returns the committed step; OnStateChange fires after the write.
-func (b *Breaker) run(ctx context.Context, host string, decide func(Record) Step) (Step, error) {
+// run reads host's record (from the cache when it may be served) and
+// applies decide to it, retrying on conflicts with the store's current
+// record. It returns the committed step; OnStateChange fires after the write.
+func (b *Breaker) run(ctx context.Context, host string, now time.Time, decide func(Record) Step) (Step, error) {
 	if err := ValidateKey(host); err != nil {
 		return Step{}, err
 	}
-	var cur current
-	fresh := false
+	cur, fresh := b.cache.get(host, now)
 	for range maxCASAttempts {
 		if !fresh {
 			var err error
 			if cur, err = b.get(ctx, host); err != nil {
+				b.cache.forget(host)
 				return Step{}, err
 			}
+			b.cache.put(host, cur, now)
 		}
 		st := decide(cur.rec)
 		if st.Write == WriteNone {
 			return st, nil
 		}
 		next, ok, err := b.apply(ctx, host, cur, &st)
+		if ok {
+			b.cache.put(host, next, now)
+		} else {
+			b.cache.forget(host)
+		}
 		switch {
 		case err == nil:
 			b.notify(host, &st)
@@ -207,7 +224,7 @@ func (b *Breaker) Allow(ctx context.Context, host string, heldSince time.Time) (
 		}
 		return Verdict{Decision: Drop, HeldSince: heldSince}, nil
 	}
-	st, err := b.run(ctx, host, func(r Record) Step { return AllowStep(r, now, heldSince, &b.cfg) })
+	st, err := b.run(ctx, host, now, func(r Record) Step { return AllowStep(r, now, heldSince, &b.cfg) })
 	if heldSince.IsZero() {
 		heldSince = now
 	}
@@ -238,27 +255,27 @@ func (b *Breaker) holdBriefly(now, heldSince time.Time) time.Time {
 // Failure records that a delivery to host failed (no answer, 5xx, timeout).
 func (b *Breaker) Failure(ctx context.Context, host string) error {
 	now := b.now()
-	_, err := b.run(ctx, host, func(r Record) Step { return FailureStep(r, now, &b.cfg) })
+	_, err := b.run(ctx, host, now, func(r Record) Step { return FailureStep(r, now, &b.cfg) })
 	return wrap("failure", host, err)
 }
 
 // Success records that host answered; its record is deleted and the circuit
 // closes.
 func (b *Breaker) Success(ctx context.Context, host string) error {
-	_, err := b.run(ctx, host, SuccessStep)
+	_, err := b.run(ctx, host, b.now(), SuccessStep)
 	return wrap("success", host, err)
 }
 
 // ReachableFailure records a failure that proves the host is up (it
 // answered, e.g. with a 4xx): like Success, the circuit closes.
 func (b *Breaker) ReachableFailure(ctx context.Context, host string) error {
-	_, err := b.run(ctx, host, SuccessStep)
+	_, err := b.run(ctx, host, b.now(), SuccessStep)
 	return wrap("reachable failure", host, err)
 }
 
 // Reset deletes host's record whatever it holds, force-closing the circuit.
 func (b *Breaker) Reset(ctx context.Context, host string) error {
-	_, err := b.run(ctx, host, func(r Record) Step {
+	_, err := b.run(ctx, host, b.now(), func(r Record) Step {
 		return Step{From: r.State(), To: StateClosed, Write: WriteDelete}
 	})
 	return wrap("reset", host, err)

@@ -72,6 +72,15 @@ type Settings struct {
 	// FailClosed makes Allow hold for ReleaseInterval when the store fails;
 	// by default it sends (fails open). The error is returned either way.
 	FailClosed bool
+	// CacheSize enables a local cache of up to this many hosts' records,
+	// so repeated checks of a host cost no store read. Zero disables it.
+	// A cached record is served for at most CacheStaleness and never past
+	// its RestrainedUntil, so caching can delay seeing another worker's
+	// opening or closing of a circuit by at most CacheStaleness; this
+	// worker's own writes update the cache at once.
+	CacheSize int
+	// CacheStaleness: how long a cached record may be served. Default 1 s.
+	CacheStaleness time.Duration
 	// CallTimeout bounds each store call, within the caller's context.
 	// Default 5 s.
 	CallTimeout time.Duration
@@ -121,6 +130,10 @@ func NewConfig(s Settings, t Traits) (Config, error) {
 	}
 	skew := dur("ClockSkew", s.ClockSkew, DefaultClockSkew)
 	dur("CallTimeout", s.CallTimeout, DefaultCallTimeout)
+	dur("CacheStaleness", s.CacheStaleness, time.Second)
+	if s.CacheSize < 0 {
+		bad("CacheSize is %d: set a number of hosts to cache, or zero to disable the cache", s.CacheSize)
+	}
 	switch {
 	case s.FailureThreshold < 0:
 		bad("FailureThreshold is %d: set at least 1, or zero for the default %d", s.FailureThreshold, DefaultFailureThreshold)

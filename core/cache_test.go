@@ -1,0 +1,129 @@
+package core_test
+
+import (
+	"context"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/kvbreaker/kvbreaker/backends/memory"
+	"github.com/kvbreaker/kvbreaker/core"
+)
+
+// TestCacheServesHeldRechecks: with the cache on, re-checks of a held
+// message cost no store read until the restraint ends.
+func TestCacheServesHeldRechecks(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := &countingStore{Store: memory.New()}
+		opener := newBreaker(t, store, core.Settings{FailureThreshold: 1})
+		cached := newBreaker(t, store, core.Settings{CacheSize: 100, CacheStaleness: time.Hour})
+		opener.Failure(t.Context(), host)
+		v := mustAllow(t, cached, time.Time{})
+		before := store.gets.Load()
+		for range 20 {
+			time.Sleep(time.Minute)
+			if v = mustAllow(t, cached, v.HeldSince); v.Decision != core.Hold {
+				t.Fatalf("%v", v.Decision)
+			}
+		}
+		if n := store.gets.Load() - before; n != 0 {
+			t.Fatalf("%d store reads for 20 held re-checks", n)
+		}
+		time.Sleep(time.Until(v.RetryAt))
+		if v = mustAllow(t, cached, v.HeldSince); v.Decision != core.Probe {
+			t.Fatalf("restraint over, cached worker got %v, want the probe", v.Decision)
+		}
+		if store.gets.Load() == before {
+			t.Fatal("the probe was elected from the cache, not the store")
+		}
+	})
+}
+
+// stampStore records when each key was last written, by whom.
+type stampStore struct {
+	core.Store
+	mu   sync.Mutex
+	last map[string]time.Time
+}
+
+func (s *stampStore) CompareAndSwap(ctx context.Context, key string, old core.Version, value []byte, ttl time.Duration) (core.Version, error) {
+	v, err := s.Store.CompareAndSwap(ctx, key, old, value, ttl)
+	if err == nil {
+		s.stamp(key)
+	}
+	return v, err
+}
+
+func (s *stampStore) CompareAndDelete(ctx context.Context, key string, old core.Version) error {
+	err := s.Store.CompareAndDelete(ctx, key, old)
+	if err == nil {
+		s.stamp(key)
+	}
+	return err
+}
+
+func (s *stampStore) stamp(key string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.last[key] = time.Now()
+}
+
+func (s *stampStore) lastWrite(key string) time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.last[key]
+}
+
+// TestCacheDelayBounded: a cached decision differs from the store's answer
+// only when another worker wrote the record within the last CacheStaleness,
+// so the cache delays an opening or a closing by at most that much.
+func TestCacheDelayBounded(t *testing.T) {
+	const stale = 10 * time.Second
+	synctest.Test(t, func(t *testing.T) {
+		store := &stampStore{Store: memory.New(), last: map[string]time.Time{}}
+		s := core.Settings{FailureThreshold: 2, FailureWindow: time.Minute, RecoveryDelay: 2 * time.Minute}
+		others := newBreaker(t, store, s)
+		truth := newBreaker(t, store, s) // uncached, reads only
+		s.CacheSize, s.CacheStaleness = 10, stale
+		cached := newBreaker(t, store, s)
+		rng := rand.New(rand.NewPCG(7, 8))
+		ctx := t.Context()
+		differ, compared := 0, 0
+		for range 20000 {
+			time.Sleep(time.Duration(rng.IntN(int(3 * time.Second))))
+			switch rng.IntN(6) {
+			case 0:
+				others.Success(ctx, host)
+			case 1, 2:
+				others.Failure(ctx, host)
+			case 3:
+				cached.Failure(ctx, host)
+			}
+			st, _ := truth.Inspect(ctx, host)
+			want := core.AllowStep(st.Record, time.Now(), time.Time{}, ptr(truth.Config())).Decision
+			got, err := cached.Allow(ctx, host, time.Time{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			compared++
+			if got.Decision == core.Probe {
+				// The cached worker wrote; nothing to compare against.
+				continue
+			}
+			if got.Decision != want {
+				differ++
+				if age := time.Since(store.lastWrite(host)); age >= stale {
+					t.Fatalf("cached %v, store says %v, but the record last changed %v ago (staleness %v)", got.Decision, want, age, stale)
+				}
+			}
+		}
+		if differ == 0 {
+			t.Fatalf("no cached decision ever differed in %d: the cache was not exercised", compared)
+		}
+		t.Logf("%d of %d cached decisions differed, each within %v of another worker's write", differ, compared, stale)
+	})
+}
+
+func ptr[T any](v T) *T { return &v }
