@@ -1,0 +1,458 @@
+// Package miniflare runs a small Worker (worker.js) under Miniflare
+// (npm miniflare@4.20260426.0, pinned in this directory's package.json and
+// package-lock.json) on 127.0.0.1, serving the Workers KV subset of
+// Cloudflare's v4 REST API over a real Miniflare KV binding, so the 60 s
+// minimum TTL, whole-second expiry and key/metadata limits are Cloudflare's
+// simulator's, not ours.
+//
+// The first Launch in a fresh checkout runs `npm ci` here (node_modules is
+// git-ignored); it needs node (20 or later) and npm on PATH and the npm
+// registry. A missing tool fails with the fix in the message, never a skip.
+//
+//	srv := miniflare.Start(t)                 // stopped by t.Cleanup
+//	client := kv.NewKVService(srv.ClientOptions()...)
+//	store := cloudflarekv.New(client, srv.AccountID, srv.NamespaceID, …Clock(srv.Now))
+//	srv.Advance(ctx, 61*time.Second)          // KV expiry without waiting
+//
+// In TestMain, where there is no testing.TB, use Launch and Stop.
+//
+// Time: the KV's clock is real time plus an offset that only Advance moves
+// (Miniflare's internal fake timers, re-pinned to real time + offset on every
+// request once the offset is non-zero). Now returns the same instant, so a
+// store whose clock is Now judges logical expiry exactly as the simulator
+// judges physical expiry.
+package miniflare
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cloudflare/cloudflare-go/v6/option"
+)
+
+// DirEnv overrides the directory holding worker.js, launch.js and
+// package.json (by default found from this source file's path, which
+// -trimpath removes).
+const DirEnv = "KVBREAKER_MINIFLARE_DIR"
+
+// startTimeout bounds startup once installed: node loading Miniflare and
+// workerd listening.
+const startTimeout = 60 * time.Second
+
+// Server is a running Miniflare process. Its methods are safe for concurrent
+// use.
+type Server struct {
+	// URL is the Worker's origin, http://127.0.0.1:PORT.
+	URL string
+	// AccountID and NamespaceID are the IDs the REST routes accept.
+	AccountID, NamespaceID string
+	// Token is the bearer token every API request must carry.
+	Token string
+
+	writeLimit bool
+
+	mu     sync.Mutex
+	offset time.Duration
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	done   chan struct{}
+	stderr *lockedBuffer
+}
+
+// Option configures Launch and Start.
+type Option func(*Server)
+
+// WriteLimit makes the Worker answer a second write (PUT or DELETE) to one
+// key within a second with 429 and Retry-After: 1, as Cloudflare does.
+func WriteLimit() Option { return func(s *Server) { s.writeLimit = true } }
+
+// Start launches Miniflare, fails tb if it cannot, and stops it in
+// tb.Cleanup.
+func Start(tb testing.TB, opts ...Option) *Server {
+	tb.Helper()
+	s, err := Launch(context.Background(), opts...)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(s.Stop)
+	return s
+}
+
+// Launch installs Miniflare if needed and starts it on a free port, with a
+// random account ID, namespace ID and API token. The caller must call Stop.
+func Launch(ctx context.Context, opts ...Option) (*Server, error) {
+	s := &Server{
+		AccountID:   randomHex(16),
+		NamespaceID: randomHex(16),
+		Token:       "test-token-" + randomHex(12),
+	}
+	for _, o := range opts {
+		o(s)
+	}
+	if err := Install(ctx); err != nil {
+		return nil, err
+	}
+	if err := s.start(ctx); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// BaseURL is what cloudflare-go's option.WithBaseURL takes: URL + "/client/v4/".
+func (s *Server) BaseURL() string { return s.URL + "/client/v4/" }
+
+// ClientOptions returns the cloudflare-go request options that point a
+// client at this server: base URL and API token.
+func (s *Server) ClientOptions() []option.RequestOption {
+	return []option.RequestOption{option.WithBaseURL(s.BaseURL()), option.WithAPIToken(s.Token)}
+}
+
+// Now returns the KV's current time: real time plus the Advance offset.
+func (s *Server) Now() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return time.Now().Add(s.offset)
+}
+
+// Advance moves the KV's clock (and Now) forward by d: entries whose
+// expiration has passed become invisible at once.
+func (s *Server) Advance(ctx context.Context, d time.Duration) error {
+	if d < 0 {
+		return fmt.Errorf("miniflare: advance by %v: cannot go back in time", d)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock() // Now waits until the server's clock has moved too
+	if _, err := s.control(ctx, http.MethodPost, "advance?ms="+strconv.FormatInt(d.Milliseconds(), 10)); err != nil {
+		return err
+	}
+	s.offset += d.Truncate(time.Millisecond)
+	return nil
+}
+
+// Throttle makes the next count API requests fail with 429 and the given
+// Retry-After (whole seconds, at least 1).
+func (s *Server) Throttle(ctx context.Context, count int, retryAfter time.Duration) error {
+	secs := max(1, int((retryAfter+time.Second-1)/time.Second))
+	_, err := s.control(ctx, http.MethodPost, fmt.Sprintf("throttle?count=%d&retry_after=%d", count, secs))
+	return err
+}
+
+// Stats counts the API requests the Worker has served since the last
+// ResetStats.
+type Stats struct {
+	Get, Put, Delete int
+	// Throttled counts 429s sent because of Throttle; RateLimited those
+	// sent by the one-write-per-second-per-key limit.
+	Throttled, RateLimited int
+}
+
+// Stats returns the request counts.
+func (s *Server) Stats(ctx context.Context) (Stats, error) {
+	b, err := s.control(ctx, http.MethodGet, "stats")
+	if err != nil {
+		return Stats{}, err
+	}
+	var raw struct {
+		GET, PUT, DELETE, Throttled, RateLimited int
+	}
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return Stats{}, fmt.Errorf("miniflare: stats: %w", err)
+	}
+	return Stats{Get: raw.GET, Put: raw.PUT, Delete: raw.DELETE, Throttled: raw.Throttled, RateLimited: raw.RateLimited}, nil
+}
+
+// ResetStats zeroes the request counts and forgets the write limiter's
+// history.
+func (s *Server) ResetStats(ctx context.Context) error {
+	_, err := s.control(ctx, http.MethodPost, "reset-stats")
+	return err
+}
+
+// Do sends an API request with the server's token (for tests that look
+// beneath an adapter). path is relative to
+// /client/v4/accounts/:account/storage/kv/namespaces/:namespace/.
+func (s *Server) Do(ctx context.Context, method, path string, body io.Reader) (*http.Response, error) {
+	u := s.BaseURL() + "accounts/" + s.AccountID + "/storage/kv/namespaces/" + s.NamespaceID + "/" + path
+	req, err := http.NewRequestWithContext(ctx, method, u, body)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+s.Token)
+	return http.DefaultClient.Do(req)
+}
+
+// RawGet returns the stored value and metadata of key (unescaped), bypassing
+// any adapter; found is false on 404.
+func (s *Server) RawGet(ctx context.Context, key string) (value []byte, metadata json.RawMessage, found bool, err error) {
+	esc := url.PathEscape(key)
+	res, err := s.Do(ctx, http.MethodGet, "values/"+esc, nil)
+	if err != nil {
+		return nil, nil, false, err
+	}
+	value, err = io.ReadAll(res.Body)
+	_ = res.Body.Close()
+	switch {
+	case err != nil:
+		return nil, nil, false, err
+	case res.StatusCode == http.StatusNotFound:
+		return nil, nil, false, nil
+	case res.StatusCode != http.StatusOK:
+		return nil, nil, false, fmt.Errorf("miniflare: get %q: %s: %s", key, res.Status, value)
+	}
+	res, err = s.Do(ctx, http.MethodGet, "metadata/"+esc, nil)
+	if err != nil {
+		return nil, nil, false, err
+	}
+	defer func() { _ = res.Body.Close() }()
+	var env struct {
+		Result json.RawMessage `json:"result"`
+	}
+	if err := json.NewDecoder(res.Body).Decode(&env); err != nil {
+		return nil, nil, false, fmt.Errorf("miniflare: metadata %q: %w", key, err)
+	}
+	return value, env.Result, true, nil
+}
+
+// Key is one entry of a keys listing.
+type Key struct {
+	Name       string          `json:"name"`
+	Expiration int64           `json:"expiration"`
+	Metadata   json.RawMessage `json:"metadata"`
+}
+
+// List returns the keys (up to 1000) starting with prefix.
+func (s *Server) List(ctx context.Context, prefix string) ([]Key, error) {
+	res, err := s.Do(ctx, http.MethodGet, "keys?prefix="+url.QueryEscape(prefix), nil)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = res.Body.Close() }()
+	var env struct {
+		Success bool  `json:"success"`
+		Result  []Key `json:"result"`
+	}
+	if err := json.NewDecoder(res.Body).Decode(&env); err != nil || !env.Success {
+		return nil, fmt.Errorf("miniflare: list %q: %s (%v)", prefix, res.Status, err)
+	}
+	return env.Result, nil
+}
+
+func (s *Server) control(ctx context.Context, method, op string) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, method, s.URL+"/__kvbreaker/"+op, nil)
+	if err != nil {
+		return nil, err
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("miniflare: %s: %w", op, err)
+	}
+	defer func() { _ = res.Body.Close() }()
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		return nil, fmt.Errorf("miniflare: %s: %w", op, err)
+	}
+	if res.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("miniflare: %s: %s: %s", op, res.Status, b)
+	}
+	return b, nil
+}
+
+// Dir returns the fixture directory (worker.js, launch.js, package.json).
+func Dir() (string, error) {
+	if d := os.Getenv(DirEnv); d != "" {
+		return d, nil
+	}
+	_, file, _, ok := runtime.Caller(0)
+	if !ok || !filepath.IsAbs(file) {
+		return "", fmt.Errorf("miniflare fixture: cannot locate its directory (built with -trimpath?): set %s to the path of internal/miniflare", DirEnv)
+	}
+	return filepath.Dir(file), nil
+}
+
+var installMu sync.Mutex
+
+// Install runs `npm ci` in the fixture directory if node_modules/miniflare
+// is missing. Concurrent test binaries serialise on a lock file.
+func Install(ctx context.Context) error {
+	dir, err := Dir()
+	if err != nil {
+		return err
+	}
+	if _, err := exec.LookPath("node"); err != nil {
+		return errors.New("miniflare fixture: node not found on PATH: install Node.js 20 or later (e.g. apt-get install nodejs npm)")
+	}
+	marker := filepath.Join(dir, "node_modules", "miniflare", "package.json")
+	if _, err := os.Stat(marker); err == nil {
+		return nil
+	}
+	installMu.Lock()
+	defer installMu.Unlock()
+	unlock, err := lockFile(filepath.Join(os.TempDir(), "kvbreaker-miniflare-install.lock"))
+	if err != nil {
+		return fmt.Errorf("miniflare fixture: %w", err)
+	}
+	defer unlock()
+	if _, err := os.Stat(marker); err == nil {
+		return nil // another process installed it while we waited
+	}
+	if _, err := exec.LookPath("npm"); err != nil {
+		return fmt.Errorf("miniflare fixture: npm not found on PATH: install npm, or run `npm ci` in %s", dir)
+	}
+	cmd := exec.CommandContext(ctx, "npm", "ci", "--no-audit", "--no-fund")
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("miniflare fixture: `npm ci` in %s failed (it needs the npm registry): %w\n%s", dir, err, out)
+	}
+	return nil
+}
+
+func (s *Server) start(ctx context.Context) error {
+	dir, err := Dir()
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command("node", filepath.Join(dir, "launch.js"))
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(),
+		"KVB_ACCOUNT_ID="+s.AccountID,
+		"KVB_NAMESPACE_ID="+s.NamespaceID,
+		"KVB_API_TOKEN="+s.Token,
+		"KVB_WRITE_LIMIT="+map[bool]string{true: "1"}[s.writeLimit],
+	)
+	// Its own process group, so Stop can end workerd (node's child) by the
+	// group id even if node dies first.
+	ownGroup(cmd)
+	stdin, err := cmd.StdinPipe() // the launcher exits when this closes
+	if err != nil {
+		return fmt.Errorf("miniflare fixture: %w", err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return fmt.Errorf("miniflare fixture: %w", err)
+	}
+	stderr := &lockedBuffer{}
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("miniflare fixture: start node: %w", err)
+	}
+	done := make(chan struct{})
+	ready := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			var line struct {
+				URL string `json:"url"`
+			}
+			if json.Unmarshal(sc.Bytes(), &line) == nil && line.URL != "" {
+				select {
+				case ready <- line.URL:
+				default:
+				}
+			}
+		}
+		_ = cmd.Wait()
+		close(done)
+	}()
+	s.mu.Lock()
+	s.cmd, s.stdin, s.done, s.stderr = cmd, stdin, done, stderr
+	s.mu.Unlock()
+
+	ctx, cancel := context.WithTimeout(ctx, startTimeout)
+	defer cancel()
+	select {
+	case s.URL = <-ready:
+	case <-done:
+		return fmt.Errorf("miniflare fixture: node exited before listening: %s", strings.TrimSpace(stderr.String()))
+	case <-ctx.Done():
+		s.Stop()
+		return fmt.Errorf("miniflare fixture: not listening after %v: %s", startTimeout, strings.TrimSpace(stderr.String()))
+	}
+	if _, err := s.control(ctx, http.MethodGet, "clock"); err != nil {
+		s.Stop()
+		return fmt.Errorf("miniflare fixture: %w; stderr: %s", err, strings.TrimSpace(stderr.String()))
+	}
+	return nil
+}
+
+// PID returns node's process id (also the process group id of node and
+// workerd), or 0 when stopped.
+func (s *Server) PID() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil || s.cmd.Process == nil {
+		return 0
+	}
+	select {
+	case <-s.done:
+		return 0
+	default:
+		return s.cmd.Process.Pid
+	}
+}
+
+// Stop asks the launcher to exit (its stdin closes; Miniflare disposes
+// workerd), kills the process group by id after 5 s if it has not, and
+// waits. Stop is idempotent.
+func (s *Server) Stop() {
+	s.mu.Lock()
+	cmd, stdin, done := s.cmd, s.stdin, s.done
+	s.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	_ = stdin.Close()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		killGroup(cmd)
+		<-done
+	}
+	// workerd normally exits with node; make sure nothing of the group
+	// survives.
+	killGroup(cmd)
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.b.Len() > 64<<10 {
+		return len(p), nil
+	}
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
