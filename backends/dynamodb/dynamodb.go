@@ -1,0 +1,382 @@
+// Package dynamodb is a core.Store over Amazon DynamoDB (aws-sdk-go-v2):
+// one item per host, compare-and-swap as one conditional PutItem or
+// DeleteItem on a version attribute, and expiry judged by the reader's clock.
+//
+// # Items
+//
+// Each host is one item in a table whose partition key is the String
+// attribute AttrKey ("pk"):
+//
+//	pk         S  key prefix + host
+//	rec        B  the encoded record (omitted when empty)
+//	ver        N  the version: a random non-zero 64-bit number, new on every write
+//	expiresAt  N  logical expiry, epoch seconds, ceil(writer's now + ttl)
+//	purgeAt    N  physical expiry for the table's TTL: expiresAt + PurgeDelay
+//
+// DynamoDB's TTL deletes expired items days late, so expiry is enforced by the
+// readers: an item whose expiresAt is at or before the reader's clock reads as
+// core.ErrNotFound and counts as absent for a create. Writer/reader clock skew
+// therefore cancels (DESIGN §2: margin ≥ early + granularity). The physical
+// TTL runs on AWS's clock and must never come first, so it is a separate
+// attribute padded by PurgeDelay (default one hour, far above any sane fleet
+// clock skew) rather than the logical expiry itself.
+//
+// # Conditions
+//
+//	create (old == core.NoVersion):  attribute_not_exists(pk) OR expiresAt <= :now
+//	swap / delete (old == v):        ver = :v AND expiresAt > :now
+//
+// where :now is the reader's clock in whole epoch seconds, rounded down.
+// Because expiresAt is a whole second, "now >= expiresAt" and
+// "floor(now) >= expiresAt" are the same test, so Get and the conditions
+// always agree on what has expired. A failed condition asks for the old item
+// (ReturnValuesOnConditionCheckFailure=ALL_OLD) and returns it in a
+// *core.ConflictError; servers that do not return it (dynalite), and real
+// DynamoDB when the item is absent, cost one consistent GetItem instead.
+//
+// # Errors
+//
+// Errors read "dynamodb: <op> <table>/<key>: <cause>" and keep the SDK's
+// error types: a conflict matches both core.ErrConflict and
+// *types.ConditionalCheckFailedException; throttling
+// (*types.ProvisionedThroughputExceededException, ThrottlingException) is
+// retried by the client's retryer, bounded by the context, and surfaces with
+// its type when retries run out.
+package dynamodb
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	dyn "github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/kvbreaker/kvbreaker/core"
+)
+
+// Attribute names of a host's item. Create tables outside CreateTable with
+// AttrKey as the String partition key (and no sort key), and enable TTL on
+// AttrPurgeAt.
+const (
+	AttrKey       = "pk"
+	AttrRecord    = "rec"
+	AttrVersion   = "ver"
+	AttrExpiresAt = "expiresAt"
+	AttrPurgeAt   = "purgeAt"
+)
+
+// DefaultPurgeDelay is how long after its logical expiry an item becomes
+// eligible for DynamoDB's TTL deletion.
+const DefaultPurgeDelay = time.Hour
+
+// Store is a core.Store over one DynamoDB table. It is safe for concurrent
+// use. The zero value is not usable; call New.
+type Store struct {
+	client *dyn.Client
+	table  string
+	prefix string
+	clock  func() time.Time
+	purge  int64 // seconds
+}
+
+// Option configures a Store.
+type Option func(*Store)
+
+// WithKeyPrefix prepends prefix to every host key, so several fleets (or
+// test runs) can share one table.
+func WithKeyPrefix(prefix string) Option { return func(s *Store) { s.prefix = prefix } }
+
+// WithClock makes the store judge expiry, and compute expiry instants, by
+// clock instead of time.Now.
+func WithClock(clock func() time.Time) Option { return func(s *Store) { s.clock = clock } }
+
+// WithPurgeDelay sets how long after the logical expiry the physical TTL
+// attribute lets DynamoDB delete an item (rounded up to whole seconds;
+// default DefaultPurgeDelay). It must exceed the fleet's clock skew.
+func WithPurgeDelay(d time.Duration) Option {
+	return func(s *Store) { s.purge = int64(math.Ceil(d.Seconds())) }
+}
+
+// New returns a Store over table, using client as configured by the caller
+// (credentials, region, endpoint, retryer). The table must exist with
+// AttrKey as its String partition key; see CreateTable.
+func New(client *dyn.Client, table string, opts ...Option) (*Store, error) {
+	s := &Store{client: client, table: table, clock: time.Now, purge: int64(DefaultPurgeDelay / time.Second)}
+	for _, o := range opts {
+		if o != nil {
+			o(s)
+		}
+	}
+	var errs []error
+	if client == nil {
+		errs = append(errs, errors.New("client is nil"))
+	}
+	if table == "" {
+		errs = append(errs, errors.New("table name is empty"))
+	}
+	if s.clock == nil {
+		errs = append(errs, errors.New("clock is nil"))
+	}
+	if s.purge < 0 {
+		errs = append(errs, fmt.Errorf("purge delay is %ds: set zero or more", s.purge))
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("dynamodb: new: %w", errors.Join(errs...))
+	}
+	return s, nil
+}
+
+// Traits: atomic conditional writes; absolute expiry filtered by the
+// reader's clock, in whole seconds rounded up (never early, up to 1 s late);
+// linearizable reads (ConsistentRead).
+func (s *Store) Traits() core.Traits {
+	return core.Traits{
+		Atomic: true,
+		Expiry: core.ExpiryModel{
+			Kind:        core.ExpiryReaderFiltered,
+			Granularity: time.Second,
+			// Rounding the expiry instant up keeps an entry readable for
+			// [ttl, ttl+1s) after its write, by the reader's clock.
+			Early: 0,
+			Late:  time.Second,
+		},
+	}
+}
+
+// item is a decoded host item.
+type item struct {
+	value     []byte
+	version   core.Version
+	expiresAt int64 // epoch seconds
+}
+
+// expired reports whether it has expired by now: now >= expiresAt, which for
+// a whole-second expiresAt is floor(now) >= expiresAt.
+func (it item) expired(now time.Time) bool { return now.Unix() >= it.expiresAt }
+
+func (s *Store) where(key string) string { return s.table + "/" + strconv.Quote(key) }
+
+func (s *Store) wrap(op, key string, err error) error {
+	return fmt.Errorf("dynamodb: %s %s: %w", op, s.where(key), err)
+}
+
+func (s *Store) keyAttr(key string) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{AttrKey: &types.AttributeValueMemberS{Value: s.prefix + key}}
+}
+
+// Get implements core.Store with a consistent GetItem.
+func (s *Store) Get(ctx context.Context, key string) ([]byte, core.Version, error) {
+	it, found, err := s.read(ctx, key)
+	if err != nil {
+		return nil, core.NoVersion, s.wrap("get", key, err)
+	}
+	if !found {
+		return nil, core.NoVersion, core.ErrNotFound
+	}
+	return it.value, it.version, nil
+}
+
+// read returns key's live item; found is false when it is absent or expired.
+func (s *Store) read(ctx context.Context, key string) (it item, found bool, err error) {
+	out, err := s.client.GetItem(ctx, &dyn.GetItemInput{
+		TableName:      aws.String(s.table),
+		Key:            s.keyAttr(key),
+		ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return item{}, false, err
+	}
+	if len(out.Item) == 0 {
+		return item{}, false, nil
+	}
+	it, err = decodeItem(out.Item)
+	if err != nil {
+		return item{}, false, err
+	}
+	if it.expired(s.clock()) {
+		return item{}, false, nil
+	}
+	return it, true, nil
+}
+
+// CompareAndSwap implements core.Store with one conditional PutItem.
+func (s *Store) CompareAndSwap(ctx context.Context, key string, old core.Version, value []byte, ttl time.Duration) (core.Version, error) {
+	if ttl <= 0 {
+		return core.NoVersion, s.wrap("put", key, fmt.Errorf("ttl %v is not positive", ttl))
+	}
+	now := s.clock()
+	exp := ceilUnix(now.Add(ttl))
+	ver := newVersion(old)
+	av := map[string]types.AttributeValue{
+		AttrKey:       &types.AttributeValueMemberS{Value: s.prefix + key},
+		AttrVersion:   &types.AttributeValueMemberN{Value: strconv.FormatUint(uint64(ver), 10)},
+		AttrExpiresAt: &types.AttributeValueMemberN{Value: strconv.FormatInt(exp, 10)},
+		AttrPurgeAt:   &types.AttributeValueMemberN{Value: strconv.FormatInt(exp+s.purge, 10)},
+	}
+	if len(value) > 0 {
+		av[AttrRecord] = &types.AttributeValueMemberB{Value: value}
+	}
+	in := &dyn.PutItemInput{
+		TableName:                           aws.String(s.table),
+		Item:                                av,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	}
+	in.ConditionExpression, in.ExpressionAttributeNames, in.ExpressionAttributeValues = condition(old, now)
+	_, err := s.client.PutItem(ctx, in)
+	if err == nil {
+		return ver, nil
+	}
+	if ccf, ok := errors.AsType[*types.ConditionalCheckFailedException](err); ok {
+		return core.NoVersion, s.conflict(ctx, "put", key, err, ccf, now)
+	}
+	return core.NoVersion, s.wrap("put", key, err)
+}
+
+// CompareAndDelete implements core.Store with one conditional DeleteItem.
+func (s *Store) CompareAndDelete(ctx context.Context, key string, old core.Version) error {
+	if old == core.NoVersion {
+		// Deleting "absent": nothing to delete, but say what is there.
+		it, found, err := s.read(ctx, key)
+		switch {
+		case err != nil:
+			return s.wrap("delete", key, err)
+		case !found:
+			return core.ErrNotFound
+		}
+		return s.wrap("delete", key, &core.ConflictError{Value: it.value, Version: it.version})
+	}
+	now := s.clock()
+	in := &dyn.DeleteItemInput{
+		TableName:                           aws.String(s.table),
+		Key:                                 s.keyAttr(key),
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	}
+	in.ConditionExpression, in.ExpressionAttributeNames, in.ExpressionAttributeValues = condition(old, now)
+	_, err := s.client.DeleteItem(ctx, in)
+	if err == nil {
+		return nil
+	}
+	if ccf, ok := errors.AsType[*types.ConditionalCheckFailedException](err); ok {
+		return s.conflict(ctx, "delete", key, err, ccf, now)
+	}
+	return s.wrap("delete", key, err)
+}
+
+// condition returns the condition expression for a write expecting old,
+// judged at now.
+func condition(old core.Version, now time.Time) (*string, map[string]string, map[string]types.AttributeValue) {
+	values := map[string]types.AttributeValue{
+		":now": &types.AttributeValueMemberN{Value: strconv.FormatInt(now.Unix(), 10)},
+	}
+	if old == core.NoVersion {
+		return aws.String("attribute_not_exists(#pk) OR #exp <= :now"),
+			map[string]string{"#pk": AttrKey, "#exp": AttrExpiresAt}, values
+	}
+	values[":old"] = &types.AttributeValueMemberN{Value: strconv.FormatUint(uint64(old), 10)}
+	return aws.String("#ver = :old AND #exp > :now"),
+		map[string]string{"#ver": AttrVersion, "#exp": AttrExpiresAt}, values
+}
+
+// conflict turns a failed condition into the error the contract asks for: a
+// *core.ConflictError carrying the current item (from ALL_OLD, else from a
+// consistent re-read), or core.ErrNotFound for a delete of an absent key.
+// err is the SDK's error, kept for errors.As.
+func (s *Store) conflict(ctx context.Context, op, key string, err error, ccf *types.ConditionalCheckFailedException, now time.Time) error {
+	var (
+		cur   item
+		found bool
+	)
+	if len(ccf.Item) > 0 {
+		it, derr := decodeItem(ccf.Item)
+		if derr != nil {
+			return s.wrap(op, key, fmt.Errorf("%w: %w (old item: %v)", core.ErrConflict, err, derr))
+		}
+		// Judge it with the same :now the condition used.
+		cur, found = it, !it.expired(now)
+	} else {
+		// No old item: the server does not return it (dynalite), or the
+		// key is absent (DynamoDB). A consistent read tells which.
+		var rerr error
+		cur, found, rerr = s.read(ctx, key)
+		if rerr != nil {
+			return s.wrap(op, key, fmt.Errorf("%w: %w (re-read failed: %v)", core.ErrConflict, err, rerr))
+		}
+	}
+	if !found {
+		if op == "delete" {
+			return core.ErrNotFound
+		}
+		return s.wrap(op, key, &core.ConflictError{Version: core.NoVersion, Err: err})
+	}
+	return s.wrap(op, key, &core.ConflictError{Value: cur.value, Version: cur.version, Err: err})
+}
+
+// decodeItem parses a host item; a missing or malformed version or expiry is
+// an error (the item is not one of ours).
+func decodeItem(av map[string]types.AttributeValue) (item, error) {
+	var it item
+	ver, err := numberAttr(av, AttrVersion)
+	if err != nil {
+		return item{}, err
+	}
+	v, err := strconv.ParseUint(ver, 10, 64)
+	if err != nil || v == 0 {
+		return item{}, fmt.Errorf("malformed item: %s = %q is not a version", AttrVersion, ver)
+	}
+	it.version = core.Version(v)
+	exp, err := numberAttr(av, AttrExpiresAt)
+	if err != nil {
+		return item{}, err
+	}
+	if it.expiresAt, err = strconv.ParseInt(exp, 10, 64); err != nil {
+		return item{}, fmt.Errorf("malformed item: %s = %q is not epoch seconds", AttrExpiresAt, exp)
+	}
+	switch r := av[AttrRecord].(type) {
+	case nil:
+		it.value = []byte{}
+	case *types.AttributeValueMemberB:
+		it.value = r.Value
+	default:
+		return item{}, fmt.Errorf("malformed item: %s is %T, not binary", AttrRecord, r)
+	}
+	return it, nil
+}
+
+func numberAttr(av map[string]types.AttributeValue, name string) (string, error) {
+	switch n := av[name].(type) {
+	case *types.AttributeValueMemberN:
+		return n.Value, nil
+	case nil:
+		return "", fmt.Errorf("malformed item: no %s attribute", name)
+	default:
+		return "", fmt.Errorf("malformed item: %s is %T, not a number", name, n)
+	}
+}
+
+// ceilUnix returns t in epoch seconds, rounded up.
+func ceilUnix(t time.Time) int64 {
+	s := t.Unix()
+	if t.Nanosecond() > 0 {
+		s++
+	}
+	return s
+}
+
+// newVersion returns a random non-zero version different from old. Random
+// (rather than old+1) versions are never reused after a delete and
+// re-create, so a stale compare cannot succeed by coincidence (ABA); two
+// writes to one key collide with probability 2⁻⁶⁴.
+func newVersion(old core.Version) core.Version {
+	for {
+		v := core.Version(rand.Uint64())
+		if v != core.NoVersion && v != old {
+			return v
+		}
+	}
+}

@@ -1,0 +1,78 @@
+package dynamodb_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	dyn "github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/kvbreaker/kvbreaker/backends/dynamodb"
+	"github.com/kvbreaker/kvbreaker/internal/dynalite"
+)
+
+// The shared dynalite server and table for every test but the fault test,
+// which kills its own server.
+var (
+	srv    *dynalite.Server
+	client *dyn.Client
+)
+
+const table = "kvbreaker"
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	var err error
+	if srv, err = dynalite.Launch(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer srv.Stop()
+	client = srv.Client()
+	if err := dynamodb.CreateTable(ctx, client, table); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return m.Run()
+}
+
+var prefixes atomic.Int64
+
+// uniquePrefix returns a key prefix no other test or store uses.
+func uniquePrefix(t testing.TB) string {
+	return fmt.Sprintf("%s/%d/", strings.ReplaceAll(t.Name(), "/", "_"), prefixes.Add(1))
+}
+
+// fakeClock is the readers' and writers' clock for tests that move time:
+// dynalite never expires anything itself, so the store's clock is the only
+// one that matters.
+type fakeClock struct{ ns atomic.Int64 }
+
+func newFakeClock(t time.Time) *fakeClock {
+	c := &fakeClock{}
+	c.ns.Store(t.UnixNano())
+	return c
+}
+
+func (c *fakeClock) Now() time.Time          { return time.Unix(0, c.ns.Load()) }
+func (c *fakeClock) Advance(d time.Duration) { c.ns.Add(int64(d)) }
+func (c *fakeClock) Set(t time.Time)         { c.ns.Store(t.UnixNano()) }
+
+// newStore returns a store over the shared table under a fresh prefix.
+func newStore(t testing.TB, opts ...dynamodb.Option) *dynamodb.Store {
+	t.Helper()
+	s, err := dynamodb.New(client, table, append([]dynamodb.Option{dynamodb.WithKeyPrefix(uniquePrefix(t))}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}

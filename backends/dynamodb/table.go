@@ -1,0 +1,132 @@
+package dynamodb
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	dyn "github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
+)
+
+// CreateTable makes table ready for a Store, idempotently: it creates it with
+// on-demand billing and AttrKey as the String partition key if it does not
+// exist, waits until it is ACTIVE, and enables TTL on AttrPurgeAt.
+//
+// An existing table with another key schema is an error, as is one whose TTL
+// is enabled on another attribute (a table has at most one). A server without
+// the TTL API (dynalite, some emulators: UnknownOperationException) is
+// tolerated: the store filters expired items on read either way, and only
+// physical deletion is lost. The wait is bounded by ctx.
+func CreateTable(ctx context.Context, client *dyn.Client, table string) error {
+	if client == nil || table == "" {
+		return errors.New("dynamodb: create table: needs a client and a table name")
+	}
+	wrap := func(op string, err error) error {
+		return fmt.Errorf("dynamodb: create table %s: %s: %w", table, op, err)
+	}
+	_, err := client.CreateTable(ctx, &dyn.CreateTableInput{
+		TableName: aws.String(table),
+		AttributeDefinitions: []types.AttributeDefinition{
+			{AttributeName: aws.String(AttrKey), AttributeType: types.ScalarAttributeTypeS},
+		},
+		KeySchema:   []types.KeySchemaElement{{AttributeName: aws.String(AttrKey), KeyType: types.KeyTypeHash}},
+		BillingMode: types.BillingModePayPerRequest,
+	})
+	if _, exists := errors.AsType[*types.ResourceInUseException](err); err != nil && !exists {
+		return wrap("CreateTable", err)
+	}
+	if err := waitActive(ctx, client, table); err != nil {
+		return wrap("DescribeTable", err)
+	}
+	return enableTTL(ctx, client, table)
+}
+
+// waitActive polls DescribeTable until the table is ACTIVE and checks its key
+// schema.
+func waitActive(ctx context.Context, client *dyn.Client, table string) error {
+	delay := 50 * time.Millisecond
+	for {
+		out, err := client.DescribeTable(ctx, &dyn.DescribeTableInput{TableName: aws.String(table)})
+		if err != nil {
+			return err
+		}
+		td := out.Table
+		if !hasOurKey(td) {
+			return fmt.Errorf("table exists with another key schema: want %q (S) as the only (HASH) key", AttrKey)
+		}
+		if td.TableStatus == types.TableStatusActive {
+			return nil
+		}
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("table is %s: %w", td.TableStatus, ctx.Err())
+		case <-t.C:
+		}
+		delay = min(2*delay, 2*time.Second)
+	}
+}
+
+func hasOurKey(td *types.TableDescription) bool {
+	if td == nil || len(td.KeySchema) != 1 || aws.ToString(td.KeySchema[0].AttributeName) != AttrKey ||
+		td.KeySchema[0].KeyType != types.KeyTypeHash {
+		return false
+	}
+	for _, d := range td.AttributeDefinitions {
+		if aws.ToString(d.AttributeName) == AttrKey {
+			return d.AttributeType == types.ScalarAttributeTypeS
+		}
+	}
+	return false
+}
+
+// enableTTL turns on TTL deletion by AttrPurgeAt unless it is on already.
+func enableTTL(ctx context.Context, client *dyn.Client, table string) error {
+	wrap := func(op string, err error) error {
+		return fmt.Errorf("dynamodb: create table %s: %s: %w", table, op, err)
+	}
+	desc, err := client.DescribeTimeToLive(ctx, &dyn.DescribeTimeToLiveInput{TableName: aws.String(table)})
+	switch {
+	case unknownOperation(err):
+		return nil // no TTL API: see the doc comment
+	case err != nil:
+		return wrap("DescribeTimeToLive", err)
+	}
+	if d := desc.TimeToLiveDescription; d != nil {
+		attr := aws.ToString(d.AttributeName)
+		switch d.TimeToLiveStatus {
+		case types.TimeToLiveStatusEnabled, types.TimeToLiveStatusEnabling:
+			if attr == AttrPurgeAt {
+				return nil
+			}
+			return wrap("TTL", fmt.Errorf("TTL is enabled on attribute %q; a table has one TTL attribute and this store needs %q", attr, AttrPurgeAt))
+		case types.TimeToLiveStatusDisabling:
+			return wrap("TTL", errors.New("TTL is being disabled; retry when that has finished (up to an hour)"))
+		}
+	}
+	_, err = client.UpdateTimeToLive(ctx, &dyn.UpdateTimeToLiveInput{
+		TableName: aws.String(table),
+		TimeToLiveSpecification: &types.TimeToLiveSpecification{
+			AttributeName: aws.String(AttrPurgeAt),
+			Enabled:       aws.Bool(true),
+		},
+	})
+	switch {
+	case unknownOperation(err):
+		return nil
+	case err != nil:
+		return wrap("UpdateTimeToLive", err)
+	}
+	return nil
+}
+
+// unknownOperation reports whether err says the server lacks the operation.
+func unknownOperation(err error) bool {
+	ae, ok := errors.AsType[smithy.APIError](err)
+	return ok && ae.ErrorCode() == "UnknownOperationException"
+}
