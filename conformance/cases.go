@@ -1,0 +1,444 @@
+package conformance
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/kvbreaker/kvbreaker/core"
+)
+
+// The promises the suite checks, as its messages name them.
+const (
+	promiseTraits        = "Traits must be well formed (no negative durations, a known expiry kind)"
+	promiseGetAbsent     = "Get of an absent key must return an error matching core.ErrNotFound"
+	promiseCreate        = "CompareAndSwap with core.NoVersion must create an absent key and return a version other than core.NoVersion"
+	promiseRead          = "Get must return the value and version the last write stored"
+	promiseNewVersion    = "every write must return a new version"
+	promiseCreateOnly    = "CompareAndSwap with core.NoVersion on a present key must fail with an error matching core.ErrConflict"
+	promiseStale         = "CompareAndSwap with a stale version must fail with an error matching core.ErrConflict and leave the value unchanged"
+	promiseAbsentVersion = "CompareAndSwap with a version on an absent key must fail with an error matching core.ErrConflict"
+	promiseConflictValue = "a *core.ConflictError must carry the key's real current value and version"
+	promiseDelete        = "CompareAndDelete with the current version must delete the key"
+	promiseDeleteAbsent  = "CompareAndDelete of an absent key must return an error matching core.ErrNotFound"
+	promiseDeleteStale   = "CompareAndDelete with a stale version must fail with an error matching core.ErrConflict and keep the key"
+	promiseNoReuse       = "a re-created key must not reuse a version from before its deletion"
+	promiseKeys          = "keys must round-trip unchanged and distinct keys must not collide"
+	promiseCancel        = "a call with an ended context must fail with the context's error and change nothing"
+	promiseStaleness     = "a Get must see a completed write within the declared ReadStaleness"
+	promiseLinearizable  = "concurrent CompareAndSwaps must be linearizable"
+	promiseLostUpdate    = "CompareAndSwap must not lose updates"
+	promiseNotEarly      = "an entry must not vanish before its TTL minus the declared Early and Granularity"
+	promiseNotLate       = "an entry must vanish within its TTL plus the declared Granularity (and Late, for relative expiry)"
+	promiseExpiredGet    = "an expired entry must count as absent for Get"
+	promiseExpiredCAS    = "an expired entry must count as absent for CompareAndSwap"
+	promiseExpiredDelete = "an expired entry must count as absent for CompareAndDelete"
+)
+
+// cases is the suite's table, run in this order.
+var cases []testCase
+
+func init() {
+	cases = []testCase{
+		{name: "traits", promise: promiseTraits, run: checkTraits},
+		{name: "get-absent", promise: promiseGetAbsent, run: checkGetAbsent},
+		{name: "create-and-read", promise: promiseCreate, run: checkCreateAndRead},
+		{name: "versions-change-on-every-write", promise: promiseNewVersion, run: checkVersionsChange},
+		{name: "create-only", promise: promiseCreateOnly, atomic: true, run: checkCreateOnly},
+		{name: "stale-version-conflicts", promise: promiseStale, atomic: true, run: checkStaleVersion},
+		{name: "absent-with-version-conflicts", promise: promiseAbsentVersion, atomic: true, run: checkAbsentWithVersion},
+		{name: "compare-and-delete", promise: promiseDelete, run: checkDelete},
+		{name: "compare-and-delete-stale", promise: promiseDeleteStale, atomic: true, run: checkDeleteStale},
+		{name: "recreate-new-version", promise: promiseNoReuse, atomic: true, run: checkRecreate},
+		{name: "hostile-keys", promise: promiseKeys, run: checkHostileKeys},
+		{name: "context-ended", promise: promiseCancel, run: checkContext},
+		{name: "read-staleness", promise: promiseStaleness, run: checkStaleness},
+		{name: "concurrent-cas-linearizable", promise: promiseLinearizable, atomic: true, run: checkLinearizable},
+		{name: "expiry", promise: promiseNotEarly + "; " + promiseNotLate, slow: true, run: checkExpiry},
+		{name: "expired-counts-as-absent", promise: promiseExpiredCAS, slow: true, run: checkExpiredAbsent},
+		{name: "breaker-fleet", promise: promiseFleet, run: checkFleet},
+	}
+}
+
+// ttl is the TTL contract cases write with: long enough never to expire
+// during a case.
+const ttl = 10 * time.Minute
+
+func val(s string) []byte { return []byte(s) }
+
+func checkTraits(_ context.Context, e *env) {
+	t := e.traits
+	m := t.Expiry
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"Expiry.Granularity", m.Granularity}, {"Expiry.MinTTL", m.MinTTL}, {"Expiry.Early", m.Early}, {"Expiry.Late", m.Late},
+		{"ReadStaleness", t.ReadStaleness}, {"MinWriteInterval", t.MinWriteInterval}} {
+		if d.v < 0 {
+			e.errorf(promiseTraits, "%s is %v", d.name, d.v)
+		}
+	}
+	if m.Kind != core.ExpiryRelative && m.Kind != core.ExpiryReaderFiltered {
+		e.errorf(promiseTraits, "Expiry.Kind is %v", m.Kind)
+	}
+	if again := e.raw.Traits(); again != t {
+		e.errorf(promiseTraits, "Traits changed between two stores of one harness: %+v then %+v", t, again)
+	}
+}
+
+func checkGetAbsent(ctx context.Context, e *env) {
+	v, ver, err := e.store.Get(ctx, "absent.example")
+	if !errors.Is(err, core.ErrNotFound) {
+		e.errorf(promiseGetAbsent, "Get(absent.example) = %q, %d, %v", v, ver, err)
+	}
+}
+
+// create writes key with value if absent, reporting a violation of
+// promiseCreate on failure.
+func (e *env) create(ctx context.Context, key string, value []byte, ttl time.Duration) (core.Version, bool) {
+	ver, err := e.store.CompareAndSwap(ctx, key, core.NoVersion, value, ttl)
+	switch {
+	case err != nil:
+		e.fatalf(promiseCreate, "CompareAndSwap(%q, NoVersion) = %v", key, err)
+		return 0, false
+	case ver == core.NoVersion:
+		e.fatalf(promiseCreate, "CompareAndSwap(%q, NoVersion) returned core.NoVersion", key)
+		return 0, false
+	}
+	return ver, true
+}
+
+// awaitRead polls Get(key) for up to the declared ReadStaleness until it
+// returns version want (or, with want == NoVersion, ErrNotFound), and
+// reports a violation of promise otherwise. It returns the last answer and
+// how long the write stayed invisible.
+func (e *env) awaitRead(ctx context.Context, promise, key string, want core.Version, wantValue []byte) ([]byte, core.Version, time.Duration, bool) {
+	start := time.Now()
+	deadline := start.Add(e.traits.ReadStaleness)
+	for first := true; ; first = false {
+		v, ver, err := e.store.Get(ctx, key)
+		// Visible on the first read: not stale at all.
+		var seen time.Duration
+		if !first {
+			seen = time.Since(start)
+		}
+		switch {
+		case want == core.NoVersion && errors.Is(err, core.ErrNotFound):
+			return nil, core.NoVersion, seen, true
+		case want != core.NoVersion && err == nil && ver == want:
+			if !bytes.Equal(v, wantValue) {
+				e.errorf(promise, "Get(%q) returned version %d with value %q, but that version was written with %q", key, ver, v, wantValue)
+				return v, ver, seen, false
+			}
+			return v, ver, seen, true
+		case err != nil && !errors.Is(err, core.ErrNotFound):
+			e.errorf(promise, "Get(%q) = %v", key, err)
+			return nil, 0, seen, false
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			if want == core.NoVersion {
+				e.errorf(promise, "Get(%q) still returns version %d (%q) %v after it was deleted (declared ReadStaleness %v)", key, ver, v, seen.Round(time.Millisecond), e.traits.ReadStaleness)
+			} else {
+				e.errorf(promise, "Get(%q) returns version %d (%q, err %v) %v after version %d was written (declared ReadStaleness %v)", key, ver, v, err, seen.Round(time.Millisecond), want, e.traits.ReadStaleness)
+			}
+			return v, ver, seen, false
+		}
+		_ = sleep(ctx, min(50*time.Millisecond, e.traits.ReadStaleness/20+time.Millisecond))
+	}
+}
+
+func checkCreateAndRead(ctx context.Context, e *env) {
+	const key = "create.example"
+	ver, ok := e.create(ctx, key, val("one"), ttl)
+	if !ok {
+		return
+	}
+	e.awaitRead(ctx, promiseRead, key, ver, val("one"))
+	// An empty value is a value, not an absence.
+	ver2, err := e.store.CompareAndSwap(ctx, "empty.example", core.NoVersion, []byte{}, ttl)
+	if err != nil {
+		e.errorf(promiseCreate, "CompareAndSwap(empty.example, NoVersion, empty value) = %v", err)
+		return
+	}
+	e.awaitRead(ctx, promiseRead, "empty.example", ver2, []byte{})
+}
+
+func checkVersionsChange(ctx context.Context, e *env) {
+	const key = "versions.example"
+	ver, ok := e.create(ctx, key, val("same"), ttl)
+	if !ok {
+		return
+	}
+	seen := map[core.Version]int{ver: 0}
+	for i := 1; i <= 4; i++ {
+		// The same bytes each time: the version must change anyway.
+		next, err := e.store.CompareAndSwap(ctx, key, ver, val("same"), ttl)
+		if err != nil {
+			e.errorf(promiseNewVersion, "write %d: CompareAndSwap(%q, %d) with the current version = %v", i, key, ver, err)
+			return
+		}
+		if next == core.NoVersion {
+			e.errorf(promiseNewVersion, "write %d returned core.NoVersion", i)
+			return
+		}
+		if j, dup := seen[next]; dup {
+			e.errorf(promiseNewVersion, "write %d returned version %d, already returned by write %d", i, next, j)
+		}
+		seen[next] = i
+		ver = next
+		if _, _, _, ok := e.awaitRead(ctx, promiseRead, key, ver, val("same")); !ok {
+			return
+		}
+	}
+}
+
+func checkCreateOnly(ctx context.Context, e *env) {
+	const key = "create-only.example"
+	ver, ok := e.create(ctx, key, val("first"), ttl)
+	if !ok {
+		return
+	}
+	got, err := e.store.CompareAndSwap(ctx, key, core.NoVersion, val("second"), ttl)
+	if !errors.Is(err, core.ErrConflict) {
+		e.errorf(promiseCreateOnly, "second CompareAndSwap(%q, NoVersion) = %d, %v", key, got, err)
+	}
+	e.checkConflict(err, key, ver, val("first"))
+	e.awaitRead(ctx, promiseStale, key, ver, val("first"))
+}
+
+// checkConflict checks that a *core.ConflictError, if err is one, carries
+// the real current value and version.
+func (e *env) checkConflict(err error, key string, ver core.Version, value []byte) {
+	ce, ok := errors.AsType[*core.ConflictError](err)
+	if !ok {
+		return
+	}
+	if !errors.Is(err, core.ErrConflict) {
+		e.errorf(promiseConflictValue, "%q: the *core.ConflictError does not match core.ErrConflict", key)
+	}
+	if ce.Version != ver || (ver != core.NoVersion && !bytes.Equal(ce.Value, value)) {
+		e.errorf(promiseConflictValue, "%q: conflict reported version %d value %q, but the key holds version %d value %q", key, ce.Version, ce.Value, ver, value)
+	}
+}
+
+func checkStaleVersion(ctx context.Context, e *env) {
+	const key = "stale.example"
+	v1, ok := e.create(ctx, key, val("v1"), ttl)
+	if !ok {
+		return
+	}
+	v2, err := e.store.CompareAndSwap(ctx, key, v1, val("v2"), ttl)
+	if err != nil {
+		e.errorf(promiseStale, "CompareAndSwap(%q, %d) with the current version = %v", key, v1, err)
+		return
+	}
+	got, err := e.store.CompareAndSwap(ctx, key, v1, val("v3"), ttl)
+	if !errors.Is(err, core.ErrConflict) {
+		e.errorf(promiseStale, "CompareAndSwap(%q, %d) after the key moved to version %d = %d, %v", key, v1, v2, got, err)
+	}
+	e.checkConflict(err, key, v2, val("v2"))
+	e.awaitRead(ctx, promiseStale, key, v2, val("v2"))
+	// A version the store never handed out conflicts too.
+	bogus := v2 + 1000003
+	if bogus == v1 {
+		bogus++
+	}
+	if _, err := e.store.CompareAndSwap(ctx, key, bogus, val("v4"), ttl); !errors.Is(err, core.ErrConflict) {
+		e.errorf(promiseStale, "CompareAndSwap(%q, %d) with a version never written = %v", key, bogus, err)
+	}
+}
+
+func checkAbsentWithVersion(ctx context.Context, e *env) {
+	const key = "absent-with-version.example"
+	_, err := e.store.CompareAndSwap(ctx, key, 42, val("x"), ttl)
+	if !errors.Is(err, core.ErrConflict) {
+		e.errorf(promiseAbsentVersion, "CompareAndSwap(%q, 42) on an absent key = %v", key, err)
+	}
+	e.checkConflict(err, key, core.NoVersion, nil)
+	e.awaitRead(ctx, promiseAbsentVersion, key, core.NoVersion, nil)
+}
+
+func checkDelete(ctx context.Context, e *env) {
+	const key = "delete.example"
+	ver, ok := e.create(ctx, key, val("doomed"), ttl)
+	if !ok {
+		return
+	}
+	if _, _, _, ok := e.awaitRead(ctx, promiseRead, key, ver, val("doomed")); !ok {
+		return
+	}
+	if err := e.store.CompareAndDelete(ctx, key, ver); err != nil {
+		e.errorf(promiseDelete, "CompareAndDelete(%q, %d) with the current version = %v", key, ver, err)
+		return
+	}
+	if _, _, _, ok := e.awaitRead(ctx, promiseDelete, key, core.NoVersion, nil); !ok {
+		return
+	}
+	if err := e.store.CompareAndDelete(ctx, key, ver); !errors.Is(err, core.ErrNotFound) {
+		e.errorf(promiseDeleteAbsent, "second CompareAndDelete(%q, %d) = %v", key, ver, err)
+	}
+	if err := e.store.CompareAndDelete(ctx, "never-written.example", core.NoVersion); !errors.Is(err, core.ErrNotFound) {
+		e.errorf(promiseDeleteAbsent, "CompareAndDelete(never-written.example, NoVersion) = %v", err)
+	}
+	// Deleted means absent for create-only too.
+	if _, err := e.store.CompareAndSwap(ctx, key, core.NoVersion, val("again"), ttl); err != nil {
+		e.errorf(promiseCreate, "CompareAndSwap(%q, NoVersion) after a delete = %v", key, err)
+	}
+}
+
+func checkDeleteStale(ctx context.Context, e *env) {
+	const key = "delete-stale.example"
+	v1, ok := e.create(ctx, key, val("v1"), ttl)
+	if !ok {
+		return
+	}
+	v2, err := e.store.CompareAndSwap(ctx, key, v1, val("v2"), ttl)
+	if err != nil {
+		e.errorf(promiseStale, "CompareAndSwap(%q, %d) with the current version = %v", key, v1, err)
+		return
+	}
+	err = e.store.CompareAndDelete(ctx, key, v1)
+	if !errors.Is(err, core.ErrConflict) {
+		e.errorf(promiseDeleteStale, "CompareAndDelete(%q, %d) after the key moved to version %d = %v", key, v1, v2, err)
+	}
+	e.checkConflict(err, key, v2, val("v2"))
+	e.awaitRead(ctx, promiseDeleteStale, key, v2, val("v2"))
+}
+
+func checkRecreate(ctx context.Context, e *env) {
+	const key = "recreate.example"
+	seen := map[core.Version]bool{}
+	for i := range 3 {
+		ver, ok := e.create(ctx, key, val("same"), ttl)
+		if !ok {
+			return
+		}
+		if seen[ver] {
+			e.errorf(promiseNoReuse, "creation %d of %q returned version %d again: a worker holding the old version could overwrite the new record", i+1, key, ver)
+		}
+		seen[ver] = true
+		if err := e.store.CompareAndDelete(ctx, key, ver); err != nil {
+			e.errorf(promiseDelete, "CompareAndDelete(%q, %d) = %v", key, ver, err)
+			return
+		}
+	}
+}
+
+// hostileKeys are keys an adapter must escape, not mangle: escaping
+// collisions ("a/b" vs "a%2Fb", "a b" vs "a+b"), path tricks, case, and
+// the longest keys core.ValidateKey accepts.
+func hostileKeys() []string {
+	keys := []string{
+		"a/b", "a%2Fb", "a%2fb", "a b", "a+b", "a%20b", "a#b", "a?b", "a?b=c&d", "a\\b",
+		"..", ".", "../x", "./x", "a/../b", "/leading", "trailing/", "//",
+		"Host.Example", "host.example", "xn--bcher-kva.example", "bücher.example", "日本語.jp", "🦀.example",
+		"[::1]:8080", "example.com:8080", "*", "~user", "a%", "%", "'quote\"",
+		strings.Repeat("k", core.MaxKeyLen),
+		strings.Repeat("k", core.MaxKeyLen-1) + "j",
+		strings.Repeat("é", core.MaxKeyLen/2), // 2-byte runes, 256 bytes
+		strings.Repeat("🦀", core.MaxKeyLen/4), // 4-byte runes, 256 bytes
+	}
+	return keys
+}
+
+func checkHostileKeys(ctx context.Context, e *env) {
+	keys := hostileKeys()
+	vers := make([]core.Version, len(keys))
+	for i, k := range keys {
+		if err := core.ValidateKey(k); err != nil {
+			panic(fmt.Sprintf("conformance: hostile key %q is not valid: %v", k, err))
+		}
+		ver, err := e.store.CompareAndSwap(ctx, k, core.NoVersion, val(fmt.Sprintf("value %d", i)), ttl)
+		if err != nil {
+			e.errorf(promiseKeys, "CompareAndSwap(%q, NoVersion) = %v (another key may have collided with it)", k, err)
+			continue
+		}
+		vers[i] = ver
+	}
+	for i, k := range keys {
+		if vers[i] == core.NoVersion {
+			continue
+		}
+		e.awaitRead(ctx, promiseKeys, k, vers[i], val(fmt.Sprintf("value %d", i)))
+	}
+	// Deleting one key must leave its look-alikes in place.
+	for i, k := range keys[:2] {
+		if vers[i] == core.NoVersion {
+			continue
+		}
+		if err := e.store.CompareAndDelete(ctx, k, vers[i]); err != nil {
+			e.errorf(promiseKeys, "CompareAndDelete(%q, %d) = %v", k, vers[i], err)
+		}
+	}
+	for i, k := range keys[2:4] {
+		j := i + 2
+		if vers[j] == core.NoVersion {
+			continue
+		}
+		e.awaitRead(ctx, promiseKeys, k, vers[j], val(fmt.Sprintf("value %d", j)))
+	}
+}
+
+func checkContext(ctx context.Context, e *env) {
+	const key = "context.example"
+	canceled, cancel := context.WithCancel(ctx)
+	cancel()
+	expired, cancel2 := context.WithDeadline(ctx, time.Now().Add(-time.Second))
+	defer cancel2()
+	for _, c := range []struct {
+		name string
+		ctx  context.Context
+		want error
+	}{{"canceled", canceled, context.Canceled}, {"past deadline", expired, context.DeadlineExceeded}} {
+		if _, _, err := e.store.Get(c.ctx, key); !errors.Is(err, c.want) {
+			e.errorf(promiseCancel, "Get with a %s context = %v, want an error matching %v", c.name, err, c.want)
+		}
+		if _, err := e.store.CompareAndSwap(c.ctx, key, core.NoVersion, val("x"), ttl); !errors.Is(err, c.want) {
+			e.errorf(promiseCancel, "CompareAndSwap with a %s context = %v, want an error matching %v", c.name, err, c.want)
+		}
+		if err := e.store.CompareAndDelete(c.ctx, key, 1); !errors.Is(err, c.want) {
+			e.errorf(promiseCancel, "CompareAndDelete with a %s context = %v, want an error matching %v", c.name, err, c.want)
+		}
+	}
+	if v, ver, err := e.store.Get(ctx, key); !errors.Is(err, core.ErrNotFound) {
+		e.errorf(promiseCancel, "a CompareAndSwap with an ended context wrote anyway: Get(%q) = %q, %d, %v", key, v, ver, err)
+	}
+}
+
+// checkStaleness measures how long a completed write stays invisible to Get,
+// after the reader has just read the previous version (a cache's worst case).
+func checkStaleness(ctx context.Context, e *env) {
+	const key = "staleness.example"
+	ver, ok := e.create(ctx, key, val("v0"), ttl)
+	if !ok {
+		return
+	}
+	if _, _, _, ok := e.awaitRead(ctx, promiseStaleness, key, ver, val("v0")); !ok {
+		return
+	}
+	var worst time.Duration
+	for i := 1; i <= 3; i++ {
+		// Read the current version right before overwriting it.
+		if _, _, err := e.store.Get(ctx, key); err != nil {
+			e.errorf(promiseStaleness, "Get(%q) = %v", key, err)
+			return
+		}
+		value := val(fmt.Sprintf("v%d", i))
+		next, err := e.store.CompareAndSwap(ctx, key, ver, value, ttl)
+		if err != nil {
+			e.errorf(promiseStaleness, "CompareAndSwap(%q, %d) with the current version = %v", key, ver, err)
+			return
+		}
+		ver = next
+		_, _, seen, ok := e.awaitRead(ctx, promiseStaleness, key, ver, value)
+		worst = max(worst, seen)
+		if !ok {
+			break
+		}
+	}
+	e.rep.setStaleness(worst)
+	e.logf("a write stayed invisible to Get for up to %v (declared ReadStaleness %v)", worst.Round(time.Millisecond), e.traits.ReadStaleness)
+}

@@ -1,0 +1,158 @@
+package conformance
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/kvbreaker/kvbreaker/core"
+	"github.com/kvbreaker/kvbreaker/skew"
+)
+
+const promiseFleet = "Breakers sharing the store must open together, hold, elect a single probe, reopen on its failure and close on its success"
+
+// checkFleet runs three Breakers with clocks skewed up to ±ClockSkew over
+// the store: one fast, one slow, one right. Their clocks run on a simulated
+// true time (the record's TTL is minutes, so the store never sees it pass).
+func checkFleet(ctx context.Context, e *env) {
+	const host = "fleet.example"
+	d := e.opts.ClockSkew
+	truth := skew.NewManual(time.Now().Truncate(time.Second))
+	clocks := []*skew.Clock{
+		{Base: truth.Now, Offset: d, Bound: d},
+		{Base: truth.Now, Offset: -d, Bound: d},
+		{Base: truth.Now},
+	}
+	var (
+		mu          sync.Mutex
+		transitions []string
+	)
+	settings := core.Settings{
+		FailureThreshold: 2,
+		FailureWindow:    30 * time.Second,
+		RecoveryDelay:    time.Minute,
+		ReleaseInterval:  time.Second,
+		ClockSkew:        d,
+		CallTimeout:      30*time.Second + e.traits.MinWriteInterval,
+		OnStateChange: func(_ string, from, to core.State) {
+			mu.Lock()
+			transitions = append(transitions, from.String()+"→"+to.String())
+			mu.Unlock()
+		},
+	}
+	fleet := make([]*core.Breaker, len(clocks))
+	for i, c := range clocks {
+		s := settings
+		s.Clock = c.Now
+		b, err := core.NewBreaker(e.store, s)
+		if err != nil {
+			e.errorf(promiseFleet, "core.NewBreaker over the store's declared traits: %v", err)
+			return
+		}
+		fleet[i] = b
+	}
+	wait := settings.RecoveryDelay + 2*d + time.Millisecond
+
+	// allowAll asks every worker at once and returns their decisions.
+	allowAll := func() ([]core.Decision, bool) {
+		out := make([]core.Decision, len(fleet))
+		errs := make([]error, len(fleet))
+		var wg sync.WaitGroup
+		for i, b := range fleet {
+			wg.Go(func() {
+				v, err := b.Allow(ctx, host, time.Time{})
+				out[i], errs[i] = v.Decision, err
+			})
+		}
+		wg.Wait()
+		for i, err := range errs {
+			if err != nil {
+				e.errorf(promiseFleet, "worker %d: Allow(%q) = %v", i, host, err)
+				return out, false
+			}
+		}
+		return out, true
+	}
+	// expectAll polls (up to the declared ReadStaleness) until every worker
+	// decides want.
+	expectAll := func(step string, want core.Decision) bool {
+		deadline := time.Now().Add(e.traits.ReadStaleness)
+		for {
+			got, ok := allowAll()
+			if !ok {
+				return false
+			}
+			if !slices.ContainsFunc(got, func(d core.Decision) bool { return d != want }) {
+				return true
+			}
+			if time.Now().After(deadline) {
+				e.errorf(promiseFleet, "%s: workers decided %v, want all %v", step, got, want)
+				return false
+			}
+			if sleep(ctx, 100*time.Millisecond) != nil {
+				return false
+			}
+		}
+	}
+	// probe advances true time past the restraint and expects one probe.
+	probe := func(step string) (int, bool) {
+		truth.Advance(wait)
+		got, ok := allowAll()
+		if !ok {
+			return -1, false
+		}
+		probers := []int{}
+		for i, dec := range got {
+			switch dec {
+			case core.Probe:
+				probers = append(probers, i)
+			case core.Hold:
+			default:
+				e.errorf(promiseFleet, "%s: worker %d decided %v, want probe or hold", step, i, dec)
+				return -1, false
+			}
+		}
+		switch {
+		case len(probers) == 0:
+			e.errorf(promiseFleet, "%s: no worker got the probe once every clock had passed the restraint (decisions %v)", step, got)
+			return -1, false
+		case len(probers) > 1 && e.traits.Atomic:
+			e.errorf(promiseFleet, "%s: workers %v all got the probe; an atomic store elects exactly one (decisions %v)", step, probers, got)
+			return -1, false
+		}
+		return probers[0], true
+	}
+	check := func(step string, err error) bool {
+		if err != nil {
+			e.errorf(promiseFleet, "%s: %v", step, err)
+			return false
+		}
+		return true
+	}
+
+	// Open: two failures from two workers trip the circuit.
+	if !check("first failure", fleet[0].Failure(ctx, host)) || !check("second failure", fleet[1].Failure(ctx, host)) {
+		return
+	}
+	if !expectAll("after the circuit opened", core.Hold) {
+		return
+	}
+	// A single probe; its failure reopens the circuit at once.
+	p, ok := probe("first probe")
+	if !ok || !check("probe failure", fleet[p].Failure(ctx, host)) || !expectAll("after the probe failed", core.Hold) {
+		return
+	}
+	p, ok = probe("second probe")
+	if !ok || !check("probe success", fleet[p].Success(ctx, host)) || !expectAll("after the probe succeeded", core.Send) {
+		return
+	}
+	mu.Lock()
+	got := slices.Clone(transitions)
+	mu.Unlock()
+	want := []string{"closed→open", "open→half-open", "half-open→open", "open→half-open", "half-open→closed"}
+	if e.traits.Atomic && !slices.Equal(got, want) {
+		e.errorf(promiseFleet, "OnStateChange fired %v across the fleet, want %v, each once", got, want)
+	}
+	e.logf("transitions across 3 workers skewed by ±%v: %v", d, got)
+}

@@ -1,0 +1,238 @@
+package conformance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+	"github.com/kvbreaker/kvbreaker/core"
+)
+
+// The linearizability case's operations on one key, as porcupine sees them.
+type (
+	opGet struct{}
+	opCAS struct {
+		old   core.Version
+		value string
+	}
+	opDel struct{ old core.Version }
+
+	getOut struct {
+		found bool
+		value string
+		ver   core.Version
+	}
+	// writeOut is a CompareAndSwap's or CompareAndDelete's answer.
+	writeOut struct {
+		ok, notFound, conflict bool
+		ver                    core.Version // new version (CAS ok)
+		// cur is what a *core.ConflictError said the key holds.
+		hasCur   bool
+		curVer   core.Version
+		curValue string
+	}
+	regState struct {
+		value string
+		ver   core.Version // NoVersion: absent
+	}
+)
+
+// registerModel is the sequential specification of one key: a value and its
+// version, or absent.
+var registerModel = porcupine.Model{
+	Init: func() any { return regState{} },
+	Step: func(st, in, out any) (bool, any) {
+		s := st.(regState)
+		switch in := in.(type) {
+		case opGet:
+			o := out.(getOut)
+			if !o.found {
+				return s.ver == core.NoVersion, s
+			}
+			return s.ver == o.ver && s.value == o.value, s
+		case opCAS:
+			o := out.(writeOut)
+			if o.ok {
+				return in.old == s.ver && o.ver != core.NoVersion, regState{value: in.value, ver: o.ver}
+			}
+			return o.conflict && in.old != s.ver && o.curMatches(s), s
+		case opDel:
+			o := out.(writeOut)
+			switch {
+			case o.ok:
+				return s.ver != core.NoVersion && in.old == s.ver, regState{}
+			case o.notFound:
+				return s.ver == core.NoVersion, s
+			}
+			return o.conflict && s.ver != core.NoVersion && in.old != s.ver && o.curMatches(s), s
+		}
+		return false, s
+	},
+	DescribeOperation: func(in, out any) string {
+		switch in := in.(type) {
+		case opGet:
+			o := out.(getOut)
+			if !o.found {
+				return "get() → absent"
+			}
+			return fmt.Sprintf("get() → %q@%d", o.value, o.ver)
+		case opCAS:
+			return fmt.Sprintf("cas(%d, %q) → %s", in.old, in.value, out.(writeOut))
+		case opDel:
+			return fmt.Sprintf("delete(%d) → %s", in.old, out.(writeOut))
+		}
+		return "?"
+	},
+}
+
+func (o writeOut) curMatches(s regState) bool {
+	return !o.hasCur || (o.curVer == s.ver && (s.ver == core.NoVersion || o.curValue == s.value))
+}
+
+func (o writeOut) String() string {
+	switch {
+	case o.ok:
+		return fmt.Sprintf("ok@%d", o.ver)
+	case o.notFound:
+		return "not found"
+	case o.hasCur:
+		return fmt.Sprintf("conflict (holds %q@%d)", o.curValue, o.curVer)
+	}
+	return "conflict"
+}
+
+// checkLinearizable races Goroutines workers through read-then-swap rounds
+// on one key (with an occasional compare-and-delete) and checks the history
+// with porcupine. It has no false positives; a race that did not happen is
+// not found, so raise Options.Iterations and run under -race for more.
+func checkLinearizable(ctx context.Context, e *env) {
+	const key = "linearizable.example"
+	var (
+		mu      sync.Mutex
+		history []porcupine.Operation
+		failed  error
+	)
+	base := time.Now()
+	stamp := func() int64 { return int64(time.Since(base)) }
+	record := func(client int, in, out any, call int64) {
+		ret := stamp()
+		mu.Lock()
+		history = append(history, porcupine.Operation{ClientId: client, Input: in, Output: out, Call: call, Return: ret})
+		mu.Unlock()
+	}
+	fail := func(err error) {
+		mu.Lock()
+		if failed == nil {
+			failed = err
+		}
+		mu.Unlock()
+	}
+	writeResult := func(err error) (writeOut, error) {
+		var o writeOut
+		switch {
+		case err == nil:
+			o.ok = true
+		case errors.Is(err, core.ErrNotFound):
+			o.notFound = true
+		case errors.Is(err, core.ErrConflict):
+			o.conflict = true
+			if ce, ok := errors.AsType[*core.ConflictError](err); ok {
+				o.hasCur, o.curVer, o.curValue = true, ce.Version, string(ce.Value)
+			}
+		default:
+			return o, err
+		}
+		return o, nil
+	}
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for w := range e.opts.Goroutines {
+		wg.Go(func() {
+			<-start
+			for i := range e.opts.Iterations {
+				if ctx.Err() != nil {
+					fail(ctx.Err())
+					return
+				}
+				call := stamp()
+				v, ver, err := e.store.Get(ctx, key)
+				found := err == nil
+				if err != nil && !errors.Is(err, core.ErrNotFound) {
+					fail(fmt.Errorf("Get(%q) = %w", key, err))
+					return
+				}
+				record(w, opGet{}, getOut{found: found, value: string(v), ver: ver}, call)
+				if !found {
+					ver = core.NoVersion
+				}
+				yield()
+				call = stamp()
+				if found && i%8 == 7 {
+					err := e.store.CompareAndDelete(ctx, key, ver)
+					o, err := writeResult(err)
+					if err != nil {
+						fail(fmt.Errorf("CompareAndDelete(%q, %d) = %w", key, ver, err))
+						return
+					}
+					record(w, opDel{old: ver}, o, call)
+					continue
+				}
+				value := fmt.Sprintf("w%d-%d", w, i)
+				nv, err := e.store.CompareAndSwap(ctx, key, ver, []byte(value), ttl)
+				o, err := writeResult(err)
+				if err != nil {
+					fail(fmt.Errorf("CompareAndSwap(%q, %d) = %w", key, ver, err))
+					return
+				}
+				o.ver = nv
+				record(w, opCAS{old: ver, value: value}, o, call)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	if failed != nil {
+		e.errorf(promiseLinearizable, "a call failed under concurrency, so the history cannot be checked: %v", failed)
+		return
+	}
+	// Direct evidence first: versions are never reused (promiseNoReuse),
+	// so two writes that both succeeded from one version lost an update.
+	wins := map[core.Version][]string{}
+	oks := 0
+	for _, op := range history {
+		var old core.Version
+		var ok bool
+		switch in := op.Input.(type) {
+		case opCAS:
+			old, ok = in.old, op.Output.(writeOut).ok
+		case opDel:
+			old, ok = in.old, op.Output.(writeOut).ok
+		}
+		if ok {
+			oks++
+			if old != core.NoVersion {
+				wins[old] = append(wins[old], registerModel.DescribeOperation(op.Input, op.Output))
+			}
+		}
+	}
+	for old, ws := range wins {
+		if len(ws) > 1 {
+			e.errorf(promiseLostUpdate, "%d writes expecting version %d all succeeded: %v", len(ws), old, ws)
+		}
+	}
+	res := porcupine.CheckOperationsTimeout(registerModel, history, time.Minute)
+	switch res {
+	case porcupine.Illegal:
+		e.errorf(promiseLinearizable, "the history of %d operations (%d successful writes) by %d goroutines has no linearization", len(history), oks, e.opts.Goroutines)
+	case porcupine.Unknown:
+		e.logf("porcupine timed out on %d operations; no violation found in that time", len(history))
+	default:
+		e.logf("%d operations (%d successful writes) by %d goroutines: linearizable", len(history), oks, e.opts.Goroutines)
+	}
+	if oks == 0 {
+		e.errorf(promiseLinearizable, "no write succeeded in %d operations", len(history))
+	}
+}

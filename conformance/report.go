@@ -1,0 +1,199 @@
+package conformance
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/kvbreaker/kvbreaker/core"
+)
+
+// Result is one case's outcome.
+type Result struct {
+	// Case is the case's name (the subtest name under Run).
+	Case string
+	// Promise is the contract clause the case checks.
+	Promise string
+	// Skipped says why the case did not run; empty when it ran.
+	Skipped string
+	// Problems are the violations found, each naming the broken promise.
+	Problems []string
+	// Notes are measurements and observations worth reporting.
+	Notes []string
+}
+
+// Passed reports whether the case ran and found nothing wrong.
+func (r *Result) Passed() bool { return r.Skipped == "" && len(r.Problems) == 0 }
+
+// ExpiryMeasurement is what the expiry case observed for one entry.
+type ExpiryMeasurement struct {
+	// TTL is the TTL written; Effective is max(TTL, MinTTL).
+	TTL, Effective time.Duration
+	// VanishedAfter is when, after the write, the entry was first seen
+	// absent: between Min (last seen present) and Max (first seen absent),
+	// as the write's and the reads' round trips allow.
+	Min, Max time.Duration
+	// Early and Late are how far Max fell before, and Min after, the
+	// Effective TTL (zero when on time).
+	Early, Late time.Duration
+	// Advanced: the backend clock was advanced (TimeAdvancer) rather than
+	// waited for.
+	Advanced bool
+}
+
+// RoundTrip summarises one operation's round-trip times.
+type RoundTrip struct {
+	Op       string
+	N        int
+	P50, P99 time.Duration
+}
+
+// Report is what Measure found: per-case results and measurements.
+type Report struct {
+	// Traits are what the store declared.
+	Traits core.Traits
+	// Options are the options the suite ran with, defaults applied.
+	Options Options
+
+	mu      sync.Mutex
+	Results []Result
+	// Expiry is set when the expiry case ran.
+	Expiry *ExpiryMeasurement
+	// Staleness is the longest a completed write stayed invisible to Get;
+	// StalenessMeasured says the staleness case ran.
+	Staleness         time.Duration
+	StalenessMeasured bool
+	rtt               map[string][]time.Duration
+}
+
+func newReport(t core.Traits, o Options) *Report {
+	return &Report{Traits: t, Options: o, rtt: make(map[string][]time.Duration)}
+}
+
+func (r *Report) add(res Result) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.Results = append(r.Results, res)
+}
+
+func (r *Report) roundTrip(op string, d time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.rtt[op] = append(r.rtt[op], d)
+}
+
+func (r *Report) setExpiry(m ExpiryMeasurement) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.Expiry = &m
+}
+
+func (r *Report) setStaleness(d time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.StalenessMeasured = true
+	r.Staleness = max(r.Staleness, d)
+}
+
+// RoundTrips returns p50 and p99 round-trip times per operation (get, cas,
+// delete) over every call the suite made.
+func (r *Report) RoundTrips() []RoundTrip {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []RoundTrip
+	for _, op := range []string{"get", "cas", "delete"} {
+		ds := slices.Clone(r.rtt[op])
+		if len(ds) == 0 {
+			continue
+		}
+		slices.Sort(ds)
+		q := func(p float64) time.Duration { return ds[min(len(ds)-1, int(p*float64(len(ds))))] }
+		out = append(out, RoundTrip{Op: op, N: len(ds), P50: q(0.50), P99: q(0.99)})
+	}
+	return out
+}
+
+// Err returns every violation found, joined, or nil.
+func (r *Report) Err() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var errs []error
+	for _, res := range r.Results {
+		for _, p := range res.Problems {
+			errs = append(errs, errors.New(p))
+		}
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	return fmt.Errorf("conformance: the store breaks %d promise(s):\n%w", len(errs), errors.Join(errs...))
+}
+
+// ObservedExpiry is the declared expiry model widened by what was measured:
+// Early raised to the earliest vanish seen, Late to the latest.
+func (r *Report) ObservedExpiry() core.ExpiryModel {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	m := r.Traits.Expiry
+	if r.Expiry != nil {
+		m.Early = max(m.Early, r.Expiry.Early)
+		m.Late = max(m.Late, r.Expiry.Late)
+	}
+	return m
+}
+
+// TTLMarginFor is the TTLMargin a fleet whose clocks differ by up to skew
+// needs over this store: what the declared model requires, or more if the
+// store was measured expiring earlier than it declares.
+func (r *Report) TTLMarginFor(skew time.Duration) time.Duration {
+	return max(r.Traits.Expiry.RequiredMargin(skew), r.ObservedExpiry().RequiredMargin(skew))
+}
+
+// String formats the report as a short text table.
+func (r *Report) String() string {
+	var b strings.Builder
+	t := r.Traits
+	fmt.Fprintf(&b, "declared: atomic=%v expiry=%s granularity=%v minTTL=%v early=%v late=%v staleness=%v minWriteInterval=%v\n",
+		t.Atomic, t.Expiry.Kind, t.Expiry.Granularity, t.Expiry.MinTTL, t.Expiry.Early, t.Expiry.Late, t.ReadStaleness, t.MinWriteInterval)
+	r.mu.Lock()
+	results := slices.Clone(r.Results)
+	exp, stale, staleOK := r.Expiry, r.Staleness, r.StalenessMeasured
+	r.mu.Unlock()
+	for _, res := range results {
+		status := "PASS"
+		switch {
+		case res.Skipped != "":
+			status = "SKIP"
+		case len(res.Problems) > 0:
+			status = "FAIL"
+		}
+		fmt.Fprintf(&b, "%-4s %-34s %s\n", status, res.Case, res.Promise)
+		for _, p := range res.Problems {
+			fmt.Fprintf(&b, "       - %s\n", p)
+		}
+		for _, n := range res.Notes {
+			fmt.Fprintf(&b, "       · %s\n", n)
+		}
+	}
+	if exp != nil {
+		how := "waited"
+		if exp.Advanced {
+			how = "advanced backend clock"
+		}
+		fmt.Fprintf(&b, "expiry: ttl=%v effective=%v vanished after [%v, %v] (%s); early by %v, late by %v\n",
+			exp.TTL, exp.Effective, exp.Min.Round(time.Millisecond), exp.Max.Round(time.Millisecond), how, exp.Early.Round(time.Millisecond), exp.Late.Round(time.Millisecond))
+	}
+	if staleOK {
+		fmt.Fprintf(&b, "read staleness seen: %v (declared %v)\n", stale.Round(time.Millisecond), t.ReadStaleness)
+	}
+	for _, rt := range r.RoundTrips() {
+		fmt.Fprintf(&b, "round trip %-6s n=%-5d p50=%v p99=%v\n", rt.Op, rt.N, rt.P50.Round(time.Microsecond), rt.P99.Round(time.Microsecond))
+	}
+	skew := r.Options.ClockSkew
+	fmt.Fprintf(&b, "TTLMargin needed for clock skew %v: %v (declared model alone: %v)\n",
+		skew, r.TTLMarginFor(skew), t.Expiry.RequiredMargin(skew))
+	return b.String()
+}
