@@ -78,6 +78,9 @@ func NewBreaker(store Store, s Settings) (*Breaker, error) {
 	if b.timeout == 0 {
 		b.timeout = DefaultCallTimeout
 	}
+	if _, ok := store.(InProcess); ok {
+		b.timeout = 0
+	}
 	stale := s.CacheStaleness
 	if stale == 0 {
 		stale = time.Second
@@ -108,8 +111,16 @@ type current struct {
 	ver Version
 }
 
+// callContext bounds one store call by CallTimeout.
+func (b *Breaker) callContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	if b.timeout == 0 {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, b.timeout)
+}
+
 func (b *Breaker) get(ctx context.Context, host string) (current, error) {
-	ctx, cancel := context.WithTimeout(ctx, b.timeout)
+	ctx, cancel := b.callContext(ctx)
 	defer cancel()
 	v, ver, err := b.store.Get(ctx, host)
 	if errors.Is(err, ErrNotFound) {
@@ -135,7 +146,7 @@ func (b *Breaker) decode(host string, v []byte) Record {
 // conflict it returns the key's current contents when the store sent them
 // (ok == true), saving a Get.
 func (b *Breaker) apply(ctx context.Context, host string, cur current, st *Step) (next current, ok bool, err error) {
-	ctx, cancel := context.WithTimeout(ctx, b.timeout)
+	ctx, cancel := b.callContext(ctx)
 	defer cancel()
 	switch st.Write {
 	case WritePut:
@@ -287,7 +298,7 @@ func (b *Breaker) Inspect(ctx context.Context, host string) (Status, error) {
 	if err := ValidateKey(host); err != nil {
 		return s, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, b.timeout)
+	ctx, cancel := b.callContext(ctx)
 	defer cancel()
 	v, ver, err := b.store.Get(ctx, host)
 	switch {

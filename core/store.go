@@ -56,6 +56,14 @@ type Store interface {
 	Traits() Traits
 }
 
+// InProcess is an optional Store interface for stores that answer without
+// I/O (backends/memory): Breaker skips the per-call timeout for them, which
+// would cost more than the call itself.
+type InProcess interface {
+	Store
+	InProcess()
+}
+
 // ConflictError is a conflict that carries the key's current value, for
 // backends that return it in the same round trip (etcd's Txn Else branch,
 // DynamoDB's ReturnValuesOnConditionCheckFailure). It matches ErrConflict.

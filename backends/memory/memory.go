@@ -45,6 +45,10 @@ func New(opts ...Option) *Store {
 	return s
 }
 
+// InProcess marks the store as answering without I/O (core.InProcess), so
+// Breaker spares it a per-call timeout.
+func (s *Store) InProcess() {}
+
 // Traits: atomic, exact relative expiry, linearizable reads.
 func (s *Store) Traits() core.Traits {
 	return core.Traits{Atomic: true, Expiry: core.ExpiryModel{Kind: core.ExpiryRelative}}
