@@ -69,7 +69,7 @@ func newKV(b *testing.B, s core.Settings) (*core.Breaker, *clock) {
 	return br, c
 }
 
-func neverTrip(gobreaker.Counts) bool { return false }
+func neverTrip(gobreaker.Counts) bool     { return false }
 func tripOnFirst(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= 1 }
 
 func newDistributed(b *testing.B, st gobreaker.Settings) *gobreaker.DistributedCircuitBreaker[struct{}] {
