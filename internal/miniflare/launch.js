@@ -10,7 +10,10 @@
 //
 // Time control: the Worker's CONTROL service binding is this process. It pins
 // Miniflare's KV clock with the same internal control operation Miniflare's
-// own tests use (enableFakeTimers on the KV namespace's Durable Object).
+// own tests use (enableFakeTimers on the KV namespace's Durable Object): the
+// clock starts at the real time of launch and moves only by /advance. A
+// heartbeat re-pins it every second, which also keeps the Durable Object
+// from being evicted (a new instance would start on real time).
 
 import { Miniflare, _enableControlEndpoints } from "miniflare";
 import { fileURLToPath } from "node:url";
@@ -23,6 +26,7 @@ const namespace = process.env.KVB_NAMESPACE_ID || "kvbreaker-namespace";
 _enableControlEndpoints();
 
 let kvObject; // the KV namespace's Durable Object stub, resolved lazily
+let nowMs = Date.now(); // the KV clock, frozen between advances
 
 async function controlOp(name, ...args) {
   if (kvObject === undefined) {
@@ -35,6 +39,16 @@ async function controlOp(name, ...args) {
   const text = await res.text();
   if (!res.ok) throw new Error(`control ${name}: ${res.status} ${text}`);
   return text;
+}
+
+// pin sets the KV clock to nowMs. Calls run one at a time, each reading nowMs
+// when it runs, so a heartbeat can never land an older instant after an
+// advance.
+let chain = Promise.resolve();
+function pin() {
+  const p = chain.then(() => controlOp("enableFakeTimers", nowMs));
+  chain = p.catch(() => {});
+  return p;
 }
 
 const mf = new Miniflare({
@@ -54,11 +68,14 @@ const mf = new Miniflare({
     async CONTROL(request) {
       const url = new URL(request.url);
       try {
-        if (url.pathname === "/settime") {
-          const ts = Number(await request.text());
-          await controlOp("enableFakeTimers", ts);
-          return new Response("ok");
+        if (url.pathname === "/advance") {
+          const ms = Number(url.searchParams.get("ms"));
+          if (!Number.isInteger(ms) || ms < 0) return new Response("ms must be a non-negative integer", { status: 400 });
+          nowMs += ms;
+          await pin();
+          return Response.json({ now_ms: nowMs });
         }
+        if (url.pathname === "/clock") return Response.json({ now_ms: nowMs });
         return new Response(`no control ${url.pathname}`, { status: 404 });
       } catch (e) {
         return new Response(String(e?.stack ?? e), { status: 500 });
@@ -85,7 +102,12 @@ process.stdin.resume();
 
 try {
   const url = await mf.ready;
-  process.stdout.write(JSON.stringify({ url: url.href.replace(/\/$/, ""), account, namespace }) + "\n");
+  await pin();
+  const heartbeat = setInterval(() => {
+    pin().catch((e) => process.stderr.write(`heartbeat: ${e}\n`));
+  }, 1000);
+  heartbeat.unref();
+  process.stdout.write(JSON.stringify({ url: url.href.replace(/\/$/, ""), account, namespace, now_ms: nowMs }) + "\n");
 } catch (e) {
   process.stderr.write(`miniflare failed to start: ${e?.stack ?? e}\n`);
   await stop(1);

@@ -16,11 +16,13 @@
 //
 // In TestMain, where there is no testing.TB, use Launch and Stop.
 //
-// Time: the KV's clock is real time plus an offset that only Advance moves
-// (Miniflare's internal fake timers, re-pinned to real time + offset on every
-// request once the offset is non-zero). Now returns the same instant, so a
-// store whose clock is Now judges logical expiry exactly as the simulator
-// judges physical expiry.
+// Time: the KV's clock starts at the real time of launch and then stands
+// still; only Advance moves it (Miniflare's internal fake timers, the control
+// operation Miniflare's own tests use, re-pinned every second so an evicted
+// Durable Object cannot fall back to real time). Now returns the same
+// instant, so a store or Breaker whose clock is Now judges logical expiry
+// exactly as the simulator judges physical expiry, to the millisecond.
+// Nothing expires in real time: tests that wait must Advance.
 package miniflare
 
 import (
@@ -70,7 +72,7 @@ type Server struct {
 	writeLimit bool
 
 	mu     sync.Mutex
-	offset time.Duration
+	now    time.Time // the KV clock
 	cmd    *exec.Cmd
 	stdin  io.WriteCloser
 	done   chan struct{}
@@ -125,26 +127,41 @@ func (s *Server) ClientOptions() []option.RequestOption {
 	return []option.RequestOption{option.WithBaseURL(s.BaseURL()), option.WithAPIToken(s.Token)}
 }
 
-// Now returns the KV's current time: real time plus the Advance offset.
+// Now returns the KV's current time, which only Advance moves.
 func (s *Server) Now() time.Time {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return time.Now().Add(s.offset)
+	return s.now
 }
 
-// Advance moves the KV's clock (and Now) forward by d: entries whose
-// expiration has passed become invisible at once.
+// Advance moves the KV's clock (and Now) forward by d, to the millisecond:
+// entries whose expiration has passed become invisible at once.
 func (s *Server) Advance(ctx context.Context, d time.Duration) error {
 	if d < 0 {
 		return fmt.Errorf("miniflare: advance by %v: cannot go back in time", d)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock() // Now waits until the server's clock has moved too
-	if _, err := s.control(ctx, http.MethodPost, "advance?ms="+strconv.FormatInt(d.Milliseconds(), 10)); err != nil {
+	b, err := s.control(ctx, http.MethodPost, "advance?ms="+strconv.FormatInt(d.Milliseconds(), 10))
+	if err != nil {
 		return err
 	}
-	s.offset += d.Truncate(time.Millisecond)
+	now, err := parseClock(b)
+	if err != nil {
+		return err
+	}
+	s.now = now
 	return nil
+}
+
+func parseClock(b []byte) (time.Time, error) {
+	var c struct {
+		NowMS *int64 `json:"now_ms"`
+	}
+	if err := json.Unmarshal(b, &c); err != nil || c.NowMS == nil {
+		return time.Time{}, fmt.Errorf("miniflare: bad clock answer %q (%v)", b, err)
+	}
+	return time.UnixMilli(*c.NowMS), nil
 }
 
 // Throttle makes the next count API requests fail with 429 and the given
@@ -386,11 +403,18 @@ func (s *Server) start(ctx context.Context) error {
 		s.Stop()
 		return fmt.Errorf("miniflare fixture: not listening after %v: %s", startTimeout, strings.TrimSpace(stderr.String()))
 	}
-	if _, err := s.control(ctx, http.MethodGet, "clock"); err != nil {
-		s.Stop()
-		return fmt.Errorf("miniflare fixture: %w; stderr: %s", err, strings.TrimSpace(stderr.String()))
+	b, err := s.control(ctx, http.MethodGet, "clock")
+	if err == nil {
+		var now time.Time
+		if now, err = parseClock(b); err == nil {
+			s.mu.Lock()
+			s.now = now
+			s.mu.Unlock()
+			return nil
+		}
 	}
-	return nil
+	s.Stop()
+	return fmt.Errorf("miniflare fixture: %w; stderr: %s", err, strings.TrimSpace(stderr.String()))
 }
 
 // PID returns node's process id (also the process group id of node and

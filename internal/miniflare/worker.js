@@ -14,8 +14,8 @@
 //
 // Test controls (not part of Cloudflare's API), under /__kvbreaker/:
 //
-//	POST /__kvbreaker/advance?ms=N     move the KV clock N ms forward (fake time = real time + offset)
-//	GET  /__kvbreaker/clock            {"offset_ms": ..., "now_ms": ...}
+//	POST /__kvbreaker/advance?ms=N     move the KV clock N ms forward; answers {"now_ms": ...}
+//	GET  /__kvbreaker/clock            {"now_ms": ...}: the KV clock, frozen between advances
 //	POST /__kvbreaker/throttle?count=N&retry_after=S
 //	                                   answer the next N API requests with 429 and Retry-After: S
 //	GET  /__kvbreaker/stats            request counts by method, and the 429s sent
@@ -34,7 +34,6 @@ const CODE_AUTH = 10000;
 const CODE_RATE_LIMITED = 10049;
 const CODE_NO_NAMESPACE = 10013;
 
-let offsetMs = 0; // fake time = Date.now() + offsetMs once non-zero
 let throttle = { count: 0, retryAfter: 1 };
 let stats = { GET: 0, PUT: 0, DELETE: 0, throttled: 0, rateLimited: 0 };
 const lastWrite = new Map(); // key -> ms of the last accepted write (real time)
@@ -50,31 +49,16 @@ function fail(status, code, message, headers = {}) {
   return envelope(status, null, [{ code, message }], {}, headers);
 }
 
-// syncClock pins Miniflare's KV clock to real time + offset before a KV call.
-// Miniflare's fake timers are a frozen instant, so they are re-set on every
-// request once an offset exists; before that the KV runs on real time.
-async function syncClock(env) {
-  if (offsetMs !== 0) {
-    const res = await env.CONTROL.fetch("http://control/settime", {
-      method: "POST",
-      body: String(Date.now() + offsetMs),
-    });
-    if (!res.ok) throw new Error(`control settime: ${res.status} ${await res.text()}`);
-  }
-}
-
 async function control(request, env, url) {
   const op = url.pathname.slice("/__kvbreaker/".length);
   switch (`${request.method} ${op}`) {
-    case "POST advance": {
-      const ms = Number(url.searchParams.get("ms"));
-      if (!Number.isFinite(ms) || ms < 0) return fail(400, CODE_BAD_REQUEST, "ms must be a non-negative number");
-      offsetMs += ms;
-      await syncClock(env);
-      return Response.json({ offset_ms: offsetMs, now_ms: Date.now() + offsetMs });
+    case "POST advance":
+    case "GET clock": {
+      // The clock lives in the launcher (the CONTROL service), which pins
+      // Miniflare's KV timers to it.
+      const res = await env.CONTROL.fetch(`http://control/${op}${url.search}`, { method: request.method });
+      return new Response(res.body, { status: res.status, headers: { "content-type": "application/json" } });
     }
-    case "GET clock":
-      return Response.json({ offset_ms: offsetMs, now_ms: Date.now() + offsetMs });
     case "POST throttle":
       throttle = {
         count: Number(url.searchParams.get("count") ?? "1"),
@@ -152,7 +136,6 @@ async function api(request, env, url) {
     stats.throttled++;
     return fail(429, CODE_RATE_LIMITED, "Too many requests (fixture throttle)", { "Retry-After": throttle.retryAfter });
   }
-  await syncClock(env);
 
   if (kind === "keys") {
     if (request.method !== "GET") return fail(405, CODE_BAD_REQUEST, "method not allowed");
