@@ -1,0 +1,207 @@
+package model
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/kvbreaker/kvbreaker/core"
+)
+
+// SeedRecord is the design note's two-field Circuit: the failure instants
+// that still count and the instant deliveries are restrained until (zero
+// means nothing: closed).
+type SeedRecord struct {
+	Failures        []time.Time
+	RestrainedUntil time.Time
+}
+
+// State derives what two fields can tell: closed when not restrained, open
+// otherwise. They cannot tell half-open from open, which is the note's
+// "Costs" point (a): the labels of a probe and of a strike are lost.
+func (r SeedRecord) State() core.State {
+	if r.RestrainedUntil.IsZero() {
+		return core.StateClosed
+	}
+	return core.StateOpen
+}
+
+// SeedConfig holds the note's configuration (its defaults shown in its
+// pseudocode) plus the message-side hold limit every model shares.
+type SeedConfig struct {
+	FailureThreshold int           // default 5
+	FailureWindow    time.Duration // default 10 min
+	RecoveryDelay    time.Duration // default 30 min
+	TTLMargin        time.Duration // default 5 s
+	// HoldLimit is not in the note's pseudocode, which has no held
+	// messages: it is the message layer's drop rule (fedify's
+	// heldActivityTtl), applied to every model alike. Default 7 days.
+	HoldLimit time.Duration
+}
+
+// StateTTL is the note's derived TTL: max(recoveryDelay, failureWindow) +
+// ttlMargin.
+func (c *SeedConfig) StateTTL() time.Duration {
+	return max(c.RecoveryDelay, c.FailureWindow) + c.TTLMargin
+}
+
+// normalise fills in the note's defaults and rejects negative values.
+func (c SeedConfig) normalise() (SeedConfig, error) {
+	def := func(v *time.Duration, d time.Duration) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	if c.FailureThreshold < 0 || c.FailureWindow < 0 || c.RecoveryDelay < 0 || c.TTLMargin < 0 || c.HoldLimit < 0 {
+		return c, fmt.Errorf("seed: negative setting in %+v", c)
+	}
+	if c.FailureThreshold == 0 {
+		c.FailureThreshold = 5
+	}
+	def(&c.FailureWindow, 10*time.Minute)
+	def(&c.RecoveryDelay, 30*time.Minute)
+	def(&c.TTLMargin, 5*time.Second)
+	def(&c.HoldLimit, 7*24*time.Hour)
+	return c, nil
+}
+
+// prune is the note's prune: drop failures older than the window, keep the
+// newest failureThreshold.
+func (c *SeedConfig) prune(fs []time.Time, now time.Time) []time.Time {
+	earliest := now.Add(-c.FailureWindow)
+	out := make([]time.Time, 0, len(fs))
+	for _, f := range fs {
+		if !f.Before(earliest) {
+			out = append(out, f)
+		}
+	}
+	if len(out) > c.FailureThreshold {
+		out = out[len(out)-c.FailureThreshold:]
+	}
+	return out
+}
+
+// tripped is the note's tripped: enough failures, and the newest
+// failureThreshold fit in one window (measured from maximum(failures)).
+func (c *SeedConfig) tripped(fs []time.Time) bool {
+	n := c.FailureThreshold
+	if len(fs) < n {
+		return false
+	}
+	return slices.MaxFunc(fs, time.Time.Compare).Sub(fs[len(fs)-n]) <= c.FailureWindow
+}
+
+// SeedStep is the result of one transition of the two-field model.
+type SeedStep struct {
+	Verdict    Verdict
+	Write      core.Write
+	Record     SeedRecord
+	Transition Transition
+}
+
+// SeedDeliver is the note's deliver: send when not restrained, hold while
+// now < restrainedUntil (retrying at restrainedUntil, the note's "triple
+// duty"), otherwise restrain for a fresh recoveryDelay and probe.
+func SeedDeliver(rec SeedRecord, now, heldSince time.Time, c *SeedConfig) SeedStep {
+	switch {
+	case holdExpired(now, heldSince, c.HoldLimit):
+		return SeedStep{Verdict: Verdict{Decision: core.Drop}}
+	case rec.RestrainedUntil.IsZero():
+		return SeedStep{Verdict: Verdict{Decision: core.Send}}
+	case now.Before(rec.RestrainedUntil):
+		return SeedStep{Verdict: Verdict{Decision: core.Hold, RetryAt: holdRetry(now, heldSince, rec.RestrainedUntil, c.HoldLimit)}}
+	}
+	next := SeedRecord{Failures: rec.Failures, RestrainedUntil: now.Add(c.RecoveryDelay)}
+	return SeedStep{Verdict: Verdict{Decision: core.Probe}, Write: core.WritePut, Record: next}
+}
+
+// SeedFail is the note's fail!: record and prune the failure; a restrained
+// circuit is re-armed for recoveryDelay (whether or not a probe was in
+// flight: two fields cannot tell), a closed one opens when tripped.
+func SeedFail(rec SeedRecord, now time.Time, c *SeedConfig) SeedStep {
+	next := SeedRecord{Failures: c.prune(append(slices.Clip(rec.Failures), now), now)}
+	switch {
+	case !rec.RestrainedUntil.IsZero():
+		next.RestrainedUntil = now.Add(c.RecoveryDelay)
+	case c.tripped(next.Failures):
+		next.RestrainedUntil = now.Add(c.RecoveryDelay)
+	}
+	return SeedStep{Write: core.WritePut, Record: next, Transition: Transition{From: rec.State(), To: next.State()}}
+}
+
+// SeedSuccess is the note's success!: wipe the record.
+func SeedSuccess(rec SeedRecord, found bool) SeedStep {
+	if !found {
+		return SeedStep{}
+	}
+	return SeedStep{Write: core.WriteDelete, Transition: Transition{From: rec.State(), To: core.StateClosed}}
+}
+
+// Seed is the note's two-field model over its own TTL store, labelled
+// "seed-2field".
+type Seed struct {
+	cfg   SeedConfig
+	store ttlStore[SeedRecord]
+}
+
+// NewSeed returns an empty Seed.
+func NewSeed(c SeedConfig) (*Seed, error) {
+	c, err := c.normalise()
+	if err != nil {
+		return nil, err
+	}
+	return &Seed{cfg: c, store: newTTLStore[SeedRecord]()}, nil
+}
+
+// Config returns the normalised configuration.
+func (s *Seed) Config() SeedConfig { return s.cfg }
+
+// Name returns "seed-2field".
+func (s *Seed) Name() string { return "seed-2field" }
+
+func (s *Seed) apply(host string, now time.Time, st SeedStep) {
+	switch st.Write {
+	case core.WritePut:
+		s.store.put(host, st.Record, now, s.cfg.StateTTL())
+	case core.WriteDelete:
+		s.store.del(host)
+	}
+}
+
+// Allow is deliver.
+func (s *Seed) Allow(host string, now, heldSince time.Time) (Verdict, Transition) {
+	if holdExpired(now, heldSince, s.cfg.HoldLimit) {
+		return Verdict{Decision: core.Drop}, Transition{}
+	}
+	rec, _ := s.store.get(host, now)
+	st := SeedDeliver(rec, now, heldSince, &s.cfg)
+	s.apply(host, now, st)
+	return st.Verdict, st.Transition
+}
+
+// Failure is fail!.
+func (s *Seed) Failure(host string, now time.Time) Transition {
+	rec, _ := s.store.get(host, now)
+	st := SeedFail(rec, now, &s.cfg)
+	s.apply(host, now, st)
+	return st.Transition
+}
+
+// Success is success!.
+func (s *Seed) Success(host string, now time.Time) Transition {
+	rec, ok := s.store.get(host, now)
+	st := SeedSuccess(rec, ok)
+	s.apply(host, now, st)
+	return st.Transition
+}
+
+// Live implements Model.
+func (s *Seed) Live(host string, now time.Time) bool {
+	_, ok := s.store.get(host, now)
+	return ok
+}
+
+// Record returns host's stored record at now, if any.
+func (s *Seed) Record(host string, now time.Time) (SeedRecord, bool) {
+	return s.store.get(host, now)
+}

@@ -1,0 +1,628 @@
+// Package sim is a deterministic fleet simulator: N workers deliver messages
+// to M hosts (healthy, dead, flapping, slow) in simulated time, and one
+// stream of events drives every breaker model at once, so their decisions
+// can be compared step by step.
+//
+// The fedify reference model drives the trace: its decision says whether a
+// message is sent, held (and re-queued at its retry instant) or dropped. The
+// other models see exactly the same calls at the same instants — every
+// decision request and every outcome — and their answers are compared with
+// the reference's. A delivery's outcome reaches the models after its
+// latency, so other workers may decide about the same host in between.
+//
+// Without Races each host is served in order: while a plain send to a host
+// is in flight, that host's other messages wait (decisions may still be
+// made while a probe is in flight: they are half-open holds). Every outcome
+// then reaches the models before the host's next decision that could send,
+// which is the "realistic, sequential" stream of the design note. With
+// Races any worker takes any message, and arrivals come in bursts (an
+// activity fanned out to several inboxes on one host), so failures of sends
+// decided while the circuit was closed arrive after it has opened.
+package sim
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/kvbreaker/kvbreaker/core"
+	"github.com/kvbreaker/kvbreaker/internal/model"
+)
+
+// Epoch is simulated time zero.
+var Epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// Options are the breaker options given to every model (zero means the
+// default, the same for all: fedify's).
+type Options struct {
+	FailureThreshold int
+	FailureWindow    time.Duration
+	RecoveryDelay    time.Duration
+	HoldLimit        time.Duration
+	ReleaseInterval  time.Duration
+	// StateTTL is fedify's explicit stateTtl and kvbreaker's StateTTL;
+	// zero derives each model's own. The two-field model always derives
+	// its TTL, as the note proposes.
+	StateTTL time.Duration
+}
+
+// Scenario describes one simulation. Zero fields take the defaults noted.
+type Scenario struct {
+	Workers  int           // concurrent deliveries; default 16
+	Hosts    int           // default 200
+	Duration time.Duration // simulated traffic; default 6 h
+	Seed     uint64        // same seed, same report
+	// Rate is the mean number of arrivals per host per hour (Poisson);
+	// default 30.
+	Rate float64
+	// Mix weighs the host behaviours; zero means DefaultMix.
+	Mix Mix
+	// Races turns off per-host ordering and makes each arrival a burst of
+	// 1..Burst messages to the host.
+	Races bool
+	// Burst is the largest burst with Races; default 8.
+	Burst int
+	// Timeout is when an unanswered delivery fails; default 10 s.
+	Timeout time.Duration
+	// Quiet is how long the fleet stays idle after Duration before the
+	// records still live are counted; default 1 h.
+	Quiet   time.Duration
+	Options Options
+
+	// AfterEvent, if set, is called after each decision and outcome with
+	// the host it concerned, the instant, and the models (the reference
+	// first).
+	AfterEvent func(host string, now time.Time, models []model.Model) `json:"-"`
+}
+
+func (s *Scenario) defaults() {
+	def := func(v *time.Duration, d time.Duration) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	if s.Workers == 0 {
+		s.Workers = 16
+	}
+	if s.Hosts == 0 {
+		s.Hosts = 200
+	}
+	def(&s.Duration, 6*time.Hour)
+	if s.Rate == 0 {
+		s.Rate = 30
+	}
+	if s.Mix.total() == 0 {
+		s.Mix = DefaultMix
+	}
+	if s.Burst == 0 {
+		s.Burst = 8
+	}
+	def(&s.Timeout, 10*time.Second)
+	def(&s.Quiet, time.Hour)
+}
+
+// Validate reports every invalid field, after defaults.
+func (s Scenario) Validate() error {
+	s.defaults()
+	var errs []error
+	bad := func(f string, a ...any) { errs = append(errs, fmt.Errorf(f, a...)) }
+	if s.Workers < 0 || s.Workers > 100_000 {
+		bad("workers is %d: want 1 to 100000", s.Workers)
+	}
+	if s.Hosts < 0 || s.Hosts > 1_000_000 {
+		bad("hosts is %d: want 1 to 1000000", s.Hosts)
+	}
+	if s.Duration < 0 || s.Duration > 30*24*time.Hour {
+		bad("duration is %v: want more than 0 and at most 720h", s.Duration)
+	}
+	if !(s.Rate > 0) || s.Rate > 36_000 {
+		bad("rate is %v: want more than 0 and at most 36000 arrivals per host per hour", s.Rate)
+	}
+	for i, w := range s.Mix {
+		if w < 0 {
+			bad("mix weight of %s is %d: want 0 or more", Behaviour(i), w)
+		}
+	}
+	if s.Burst < 0 || s.Burst > 1000 {
+		bad("burst is %d: want 1 to 1000", s.Burst)
+	}
+	if s.Timeout < time.Millisecond {
+		bad("timeout is %v: want at least 1ms", s.Timeout)
+	}
+	if s.Quiet < 0 {
+		bad("quiet is %v: want 0 or more", s.Quiet)
+	}
+	o := s.Options
+	if o.FailureThreshold < 0 {
+		bad("failure threshold is %d: want 1 or more", o.FailureThreshold)
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"failure window", o.FailureWindow}, {"recovery delay", o.RecoveryDelay}, {"hold limit", o.HoldLimit}, {"release interval", o.ReleaseInterval}, {"state TTL", o.StateTTL}} {
+		if d.v < 0 {
+			bad("%s is %v: want a positive duration, or 0 for the default", d.name, d.v)
+		}
+		if d.v%time.Millisecond != 0 {
+			bad("%s is %v: the simulator keeps whole milliseconds", d.name, d.v)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// ModelReport is one model's numbers, compared with the reference.
+type ModelReport struct {
+	Model string `json:"model"`
+	// Refused is the model's error when it rejects the options (kvbreaker
+	// refuses a StateTTL below what the store needs); the numbers are then
+	// zero.
+	Refused string `json:"refused,omitempty"`
+	// StateTTL is the TTL the model writes records with.
+	StateTTL  string `json:"state_ttl,omitempty"`
+	Decisions int    `json:"decisions"`
+	// Agreement is the fraction of decisions equal to the reference's.
+	Agreement float64 `json:"agreement"`
+	// UnsafeDivergences: the model sends or probes where the reference
+	// holds or drops.
+	UnsafeDivergences int `json:"unsafe_divergences"`
+	// SafeDivergences: the model holds or drops where the reference sends
+	// or probes.
+	SafeDivergences int `json:"safe_divergences"`
+	// LateProbes: the model probes where the reference holds, but only
+	// because the reference probed at an earlier decision that this model
+	// held and that probe is still in flight: the model's one probe, later,
+	// not an extra delivery. Counted apart from unsafe divergences.
+	LateProbes int `json:"late_probes"`
+	// SendProbeSwaps: both deliver, but one sends and the other probes.
+	SendProbeSwaps int `json:"send_probe_swaps"`
+	// RetryMismatches: both hold, with different retry instants.
+	RetryMismatches int `json:"retry_mismatches"`
+	// TransitionMismatches: a decision or outcome after which the model
+	// reported a different state change (or none) than the reference.
+	TransitionMismatches int `json:"transition_mismatches"`
+	Transitions          int `json:"transitions"`
+	// SendsToDownHosts counts the model's sends and probes to a host that
+	// was unreachable at that instant.
+	SendsToDownHosts int `json:"sends_to_down_hosts"`
+	Probes           int `json:"probes"`
+	Drops            int `json:"drops"`
+	// PeakRecords is the most live records seen, sampled every simulated
+	// minute; RecordsLeftAfterQuiet those still live after Quiet.
+	PeakRecords           int `json:"peak_records"`
+	RecordsLeftAfterQuiet int `json:"records_left_after_quiet"`
+
+	agree int
+}
+
+// Baseline is a fleet without a breaker: every message is sent once, when
+// it arrives.
+type Baseline struct {
+	Model            string `json:"model"`
+	SendsToDownHosts int    `json:"sends_to_down_hosts"`
+}
+
+// Trace summarises what happened to the messages (as the reference
+// decided).
+type Trace struct {
+	Messages   int `json:"messages"`
+	Deliveries int `json:"deliveries"`
+	Delivered  int `json:"delivered"`
+	Failed     int `json:"failed"`
+	Holds      int `json:"holds"`
+	Dropped    int `json:"dropped"`
+	// Pending messages were still held or queued when traffic stopped.
+	Pending int `json:"pending"`
+}
+
+// HostCounts is how many hosts have each behaviour.
+type HostCounts struct {
+	Healthy  int `json:"healthy"`
+	Dead     int `json:"dead"`
+	Flapping int `json:"flapping"`
+	Slow     int `json:"slow"`
+}
+
+// Report is the result of Run.
+type Report struct {
+	Workers  int        `json:"workers"`
+	Hosts    HostCounts `json:"hosts"`
+	Duration string     `json:"duration"`
+	Seed     uint64     `json:"seed"`
+	Rate     float64    `json:"rate_per_host_hour"`
+	Races    bool       `json:"races"`
+	Quiet    string     `json:"quiet"`
+	Trace    Trace      `json:"trace"`
+	Baseline Baseline   `json:"baseline"`
+	// Models lists the reference (fedify-4field) first.
+	Models []ModelReport `json:"models"`
+}
+
+type message struct {
+	host      int
+	heldSince time.Time
+}
+
+type evKind int8
+
+const (
+	evArrive evKind = iota
+	evRetry
+	evDone
+	evSample
+)
+
+type event struct {
+	at   int64 // ms since Epoch
+	seq  uint64
+	kind evKind
+	host int
+	msg  *message
+	ok   bool // evDone: the delivery succeeded
+	send bool // evDone: a plain send (not a probe)
+}
+
+// Run simulates s and reports every model's numbers. It returns an error
+// only for an invalid scenario.
+func Run(s Scenario) (*Report, error) {
+	if err := s.Validate(); err != nil {
+		return nil, err
+	}
+	s.defaults()
+	r := &runner{
+		s:   s,
+		rng: rand.New(rand.NewPCG(s.Seed, 0x6b76627265616b)),
+		// Latencies come from their own stream, so the workload (hosts,
+		// arrivals, bursts) is the same whatever the breakers decide.
+		lat: rand.New(rand.NewPCG(s.Seed, 0x6c6174656e6379)),
+		end: s.Duration.Milliseconds(), timeout: s.Timeout.Milliseconds(),
+	}
+	if err := r.setup(); err != nil {
+		return nil, err
+	}
+	r.loop()
+	return r.report(), nil
+}
+
+type runner struct {
+	s       Scenario
+	rng     *rand.Rand // workload
+	lat     *rand.Rand // delivery latencies
+	end     int64
+	timeout int64
+	now     int64
+	seq     uint64
+	events  eventHeap
+	hosts   []*host
+	ready   []*message
+	free    int
+
+	models  []model.Model
+	reports []ModelReport // parallel to models, then refused ones
+	refused []ModelReport
+	v       []model.Verdict
+	tr      []model.Transition
+	trace   Trace
+	base    int
+}
+
+func (r *runner) clock() time.Time { return Epoch.Add(time.Duration(r.now) * time.Millisecond) }
+
+func (r *runner) setup() error {
+	o := r.s.Options
+	fed, err := model.NewFedify(model.FedifyOptions{
+		FailureThreshold: o.FailureThreshold, FailureWindow: o.FailureWindow, RecoveryDelay: o.RecoveryDelay,
+		HeldActivityTTL: o.HoldLimit, ReleaseInterval: o.ReleaseInterval, StateTTL: o.StateTTL,
+	})
+	if err != nil {
+		return err
+	}
+	seed, err := model.NewSeed(model.SeedConfig{
+		FailureThreshold: o.FailureThreshold, FailureWindow: o.FailureWindow, RecoveryDelay: o.RecoveryDelay, HoldLimit: o.HoldLimit,
+	})
+	if err != nil {
+		return err
+	}
+	sc := seed.Config()
+	r.models = []model.Model{fed, seed}
+	r.reports = []ModelReport{
+		{Model: fed.Name(), StateTTL: fed.Config().StateTTL.String()},
+		{Model: seed.Name(), StateTTL: sc.StateTTL().String()},
+	}
+	kv, err := model.NewKvbreaker(core.Settings{
+		FailureThreshold: o.FailureThreshold, FailureWindow: o.FailureWindow, RecoveryDelay: o.RecoveryDelay,
+		HoldLimit: o.HoldLimit, ReleaseInterval: o.ReleaseInterval, StateTTL: o.StateTTL,
+	}, r.clock)
+	if err != nil {
+		r.refused = append(r.refused, ModelReport{Model: "kvbreaker", Refused: err.Error()})
+	} else {
+		r.models = append(r.models, kv)
+		r.reports = append(r.reports, ModelReport{Model: kv.Name(), StateTTL: kv.Breaker().StateTTL().String()})
+	}
+	r.v = make([]model.Verdict, len(r.models))
+	r.tr = make([]model.Transition, len(r.models))
+
+	counts := r.s.Mix.counts(r.s.Hosts)
+	var kinds []Behaviour
+	for b, n := range counts {
+		for range n {
+			kinds = append(kinds, Behaviour(b))
+		}
+	}
+	r.rng.Shuffle(len(kinds), func(i, j int) { kinds[i], kinds[j] = kinds[j], kinds[i] })
+	for i, b := range kinds {
+		h := &host{name: fmt.Sprintf("host%05d.example", i), behaviour: b, owed: make([]bool, len(r.models))}
+		if b == Flapping {
+			h.toggles, h.startDown = flapTimeline(r.rng, r.end)
+		}
+		r.hosts = append(r.hosts, h)
+		r.schedule(event{at: r.nextArrival(0), kind: evArrive, host: i})
+	}
+	for t := int64(0); t < r.end; t += minute {
+		r.schedule(event{at: t, kind: evSample})
+	}
+	r.free = r.s.Workers
+	return nil
+}
+
+func (r *runner) nextArrival(from int64) int64 {
+	mean := float64(hour) / r.s.Rate
+	return from + 1 + int64(r.rng.ExpFloat64()*mean)
+}
+
+func (r *runner) schedule(e event) {
+	if e.at >= r.end {
+		return
+	}
+	r.seq++
+	e.seq = r.seq
+	r.events.push(e)
+}
+
+func (r *runner) loop() {
+	for r.events.len() > 0 {
+		e := r.events.pop()
+		r.now = e.at
+		switch e.kind {
+		case evArrive:
+			n := 1
+			if r.s.Races {
+				n = 1 + r.rng.IntN(r.s.Burst)
+			}
+			h := r.hosts[e.host]
+			for range n {
+				r.trace.Messages++
+				if h.down(r.now) {
+					r.base++
+				}
+				r.ready = append(r.ready, &message{host: e.host})
+			}
+			r.schedule(event{at: r.nextArrival(r.now), kind: evArrive, host: e.host})
+		case evRetry:
+			r.ready = append(r.ready, e.msg)
+		case evDone:
+			r.outcome(e)
+		case evSample:
+			r.sample(r.reportsPeak)
+		}
+		r.dispatch()
+	}
+	r.trace.Pending = len(r.ready)
+	for _, h := range r.hosts {
+		r.trace.Pending += len(h.blocked)
+	}
+	// The fleet goes quiet: nothing is delivered any more, time passes,
+	// and what is left in each store is counted.
+	r.now = r.end + r.s.Quiet.Milliseconds()
+	r.sample(func(i, n int) { r.reports[i].RecordsLeftAfterQuiet = n })
+}
+
+func (r *runner) reportsPeak(i, n int) { r.reports[i].PeakRecords = max(r.reports[i].PeakRecords, n) }
+
+func (r *runner) sample(set func(i, n int)) {
+	now := r.clock()
+	for i, m := range r.models {
+		n := 0
+		for _, h := range r.hosts {
+			if m.Live(h.name, now) {
+				n++
+			}
+		}
+		set(i, n)
+	}
+}
+
+func (r *runner) dispatch() {
+	for r.free > 0 && len(r.ready) > 0 {
+		m := r.ready[0]
+		r.ready[0] = nil
+		r.ready = r.ready[1:]
+		h := r.hosts[m.host]
+		if !r.s.Races && h.sending {
+			h.blocked = append(h.blocked, m)
+			continue
+		}
+		r.decide(m, h)
+	}
+}
+
+func delivers(d core.Decision) bool { return d == core.Send || d == core.Probe }
+
+func (r *runner) decide(m *message, h *host) {
+	now := r.clock()
+	for i, md := range r.models {
+		r.v[i], r.tr[i] = md.Allow(h.name, now, m.heldSince)
+	}
+	ref := r.v[0]
+	down := h.down(r.now)
+	for i := range r.models {
+		rep, v := &r.reports[i], r.v[i]
+		rep.Decisions++
+		switch {
+		case v.Decision == ref.Decision:
+			rep.agree++
+			if v.Decision == core.Hold && !v.RetryAt.Equal(ref.RetryAt) {
+				rep.RetryMismatches++
+			}
+		case v.Decision == core.Probe && ref.Decision == core.Hold && h.owed[i]:
+			// The reference probed at an earlier decision this model
+			// held; this is that single probe, taken later, while the
+			// reference's own probe is still in flight.
+			rep.LateProbes++
+		case delivers(v.Decision) && !delivers(ref.Decision):
+			rep.UnsafeDivergences++
+		case !delivers(v.Decision) && delivers(ref.Decision):
+			rep.SafeDivergences++
+		default:
+			rep.SendProbeSwaps++
+		}
+		switch {
+		case ref.Decision == core.Probe && !delivers(v.Decision):
+			h.owed[i] = true
+		case v.Decision == core.Probe, ref.Decision == core.Send:
+			h.owed[i] = false
+		}
+		if delivers(v.Decision) && down {
+			rep.SendsToDownHosts++
+		}
+		switch v.Decision {
+		case core.Probe:
+			rep.Probes++
+		case core.Drop:
+			rep.Drops++
+		}
+	}
+	r.transitions()
+	switch ref.Decision {
+	case core.Send, core.Probe:
+		r.free--
+		r.trace.Deliveries++
+		lat, ok := h.deliver(r.now, r.lat, r.timeout)
+		send := ref.Decision == core.Send
+		if send && !r.s.Races {
+			h.sending = true
+		}
+		// An outcome that would land after the traffic stops is lost;
+		// the worker is freed when the run ends anyway.
+		r.schedule(event{at: r.now + lat, kind: evDone, host: m.host, ok: ok, send: send})
+	case core.Hold:
+		r.trace.Holds++
+		if m.heldSince.IsZero() {
+			m.heldSince = now
+		}
+		r.schedule(event{at: ref.RetryAt.Sub(Epoch).Milliseconds(), kind: evRetry, host: m.host, msg: m})
+	case core.Drop:
+		r.trace.Dropped++
+	}
+	r.after(h)
+}
+
+func (r *runner) outcome(e event) {
+	r.free++
+	h := r.hosts[e.host]
+	now := r.clock()
+	if e.ok {
+		r.trace.Delivered++
+	} else {
+		r.trace.Failed++
+	}
+	for i, md := range r.models {
+		if e.ok {
+			r.tr[i] = md.Success(h.name, now)
+		} else {
+			r.tr[i] = md.Failure(h.name, now)
+		}
+	}
+	r.transitions()
+	// An outcome can change either side's restraint: stop excusing.
+	clear(h.owed)
+	if e.send && !r.s.Races {
+		h.sending = false
+		r.ready = append(r.ready, h.blocked...)
+		h.blocked = nil
+	}
+	r.after(h)
+}
+
+func (r *runner) transitions() {
+	for i := range r.models {
+		if r.tr[i].Changed() {
+			r.reports[i].Transitions++
+		}
+		if r.tr[i] != r.tr[0] {
+			r.reports[i].TransitionMismatches++
+		}
+	}
+}
+
+func (r *runner) after(h *host) {
+	if r.s.AfterEvent != nil {
+		r.s.AfterEvent(h.name, r.clock(), r.models)
+	}
+}
+
+func (r *runner) report() *Report {
+	s := r.s
+	c := s.Mix.counts(s.Hosts)
+	rep := &Report{
+		Workers: s.Workers, Duration: s.Duration.String(), Seed: s.Seed, Rate: s.Rate, Races: s.Races, Quiet: s.Quiet.String(),
+		Hosts:    HostCounts{Healthy: c[Healthy], Dead: c[Dead], Flapping: c[Flapping], Slow: c[Slow]},
+		Trace:    r.trace,
+		Baseline: Baseline{Model: "no-breaker", SendsToDownHosts: r.base},
+	}
+	for _, m := range r.reports {
+		if m.Decisions > 0 {
+			m.Agreement = float64(m.agree) / float64(m.Decisions)
+		}
+		rep.Models = append(rep.Models, m)
+	}
+	rep.Models = append(rep.Models, r.refused...)
+	return rep
+}
+
+// eventHeap is a binary min-heap ordered by (at, seq): events at the same
+// instant run in the order they were scheduled.
+type eventHeap struct{ a []event }
+
+func (h *eventHeap) len() int { return len(h.a) }
+
+func (h *eventHeap) less(i, j int) bool {
+	if h.a[i].at != h.a[j].at {
+		return h.a[i].at < h.a[j].at
+	}
+	return h.a[i].seq < h.a[j].seq
+}
+
+func (h *eventHeap) push(e event) {
+	h.a = append(h.a, e)
+	for i := len(h.a) - 1; i > 0; {
+		p := (i - 1) / 2
+		if !h.less(i, p) {
+			break
+		}
+		h.a[i], h.a[p] = h.a[p], h.a[i]
+		i = p
+	}
+}
+
+func (h *eventHeap) pop() event {
+	top := h.a[0]
+	n := len(h.a) - 1
+	h.a[0] = h.a[n]
+	h.a = h.a[:n]
+	for i := 0; ; {
+		l, m := 2*i+1, i
+		if l < n && h.less(l, m) {
+			m = l
+		}
+		if l+1 < n && h.less(l+1, m) {
+			m = l + 1
+		}
+		if m == i {
+			break
+		}
+		h.a[i], h.a[m] = h.a[m], h.a[i]
+		i = m
+	}
+	return top
+}
