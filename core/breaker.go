@@ -179,6 +179,11 @@ func (b *Breaker) run(ctx context.Context, host string, now time.Time, decide fu
 		return Step{}, err
 	}
 	cur, fresh := b.cache.get(host, now)
+	hinted := false
+	if !fresh && b.traits.Atomic {
+		cur, hinted = b.cache.hint(host)
+		fresh = hinted
+	}
 	for range maxCASAttempts {
 		if !fresh {
 			var err error
@@ -190,8 +195,15 @@ func (b *Breaker) run(ctx context.Context, host string, now time.Time, decide fu
 		}
 		st := decide(cur.rec)
 		if st.Write == WriteNone {
+			if hinted {
+				// A hint is only validated by a write; without one,
+				// read what the store really holds.
+				hinted, fresh = false, false
+				continue
+			}
 			return st, nil
 		}
+		hinted = false
 		next, ok, err := b.apply(ctx, host, cur, &st)
 		if ok {
 			b.cache.put(host, next, now)

@@ -407,7 +407,17 @@ func TestDo(t *testing.T) {
 
 type countingStore struct {
 	core.Store
-	gets atomic.Int64
+	gets, writes atomic.Int64
+}
+
+func (s *countingStore) CompareAndSwap(ctx context.Context, key string, old core.Version, value []byte, ttl time.Duration) (core.Version, error) {
+	s.writes.Add(1)
+	return s.Store.CompareAndSwap(ctx, key, old, value, ttl)
+}
+
+func (s *countingStore) CompareAndDelete(ctx context.Context, key string, old core.Version) error {
+	s.writes.Add(1)
+	return s.Store.CompareAndDelete(ctx, key, old)
 }
 
 func (s *countingStore) Get(ctx context.Context, key string) ([]byte, core.Version, error) {

@@ -5,11 +5,18 @@ import (
 	"time"
 )
 
-// cache is a bounded local cache of records, off unless Settings.CacheSize
-// is set. An entry is served until min(read + CacheStaleness,
-// RestrainedUntil): so a cached answer differs from the store's only by what
-// other workers wrote within the last CacheStaleness, and a restraint's end
-// (where a probe must be elected in the store) is never served from cache.
+// cache is a bounded local cache of the records a Breaker last read or
+// wrote. It has two uses:
+//
+//   - Decisions, only when Settings.CacheSize is set: an entry is served
+//     until min(read + CacheStaleness, RestrainedUntil), so a cached answer
+//     differs from the store's only by what other workers wrote within the
+//     last CacheStaleness, and a restraint's end (where a probe must be
+//     elected in the store) is never served from cache.
+//   - Write hints, always, on atomic stores: a write is first tried as a
+//     compare-and-swap against the remembered version, which the store
+//     validates, so a Failure after an Allow costs one round trip instead
+//     of a read and a write. A stale hint only costs a conflict.
 type cache struct {
 	mu    sync.Mutex
 	max   int
@@ -22,18 +29,18 @@ type cached struct {
 	until time.Time
 }
 
+// hintSize bounds the hints kept when the decision cache is off.
+const hintSize = 4096
+
 func newCache(size int, stale time.Duration) *cache {
 	if size <= 0 {
-		return nil
+		size, stale = hintSize, 0
 	}
 	return &cache{max: size, stale: stale, m: make(map[string]cached, min(size, 1024))}
 }
 
 // get returns host's cached record if it may still be served at now.
 func (c *cache) get(host string, now time.Time) (current, bool) {
-	if c == nil {
-		return current{}, false
-	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e, ok := c.m[host]
@@ -43,11 +50,16 @@ func (c *cache) get(host string, now time.Time) (current, bool) {
 	return e.cur, true
 }
 
+// hint returns host's last known record and version, however old.
+func (c *cache) hint(host string) (current, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.m[host]
+	return e.cur, ok
+}
+
 // put caches what was read or written at now.
 func (c *cache) put(host string, cur current, now time.Time) {
-	if c == nil {
-		return
-	}
 	until := now.Add(c.stale)
 	if r := cur.rec.RestrainedUntil; !r.IsZero() && r.Before(until) {
 		until = r
@@ -65,9 +77,6 @@ func (c *cache) put(host string, cur current, now time.Time) {
 }
 
 func (c *cache) forget(host string) {
-	if c == nil {
-		return
-	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.m, host)

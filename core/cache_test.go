@@ -21,7 +21,7 @@ func TestCacheServesHeldRechecks(t *testing.T) {
 		cached := newBreaker(t, store, core.Settings{CacheSize: 100, CacheStaleness: time.Hour})
 		opener.Failure(t.Context(), host)
 		v := mustAllow(t, cached, time.Time{})
-		before := store.gets.Load()
+		before, writes := store.gets.Load(), store.writes.Load()
 		for range 20 {
 			time.Sleep(time.Minute)
 			if v = mustAllow(t, cached, v.HeldSince); v.Decision != core.Hold {
@@ -35,8 +35,8 @@ func TestCacheServesHeldRechecks(t *testing.T) {
 		if v = mustAllow(t, cached, v.HeldSince); v.Decision != core.Probe {
 			t.Fatalf("restraint over, cached worker got %v, want the probe", v.Decision)
 		}
-		if store.gets.Load() == before {
-			t.Fatal("the probe was elected from the cache, not the store")
+		if store.writes.Load() != writes+1 {
+			t.Fatal("the probe was not elected by a compare-and-swap in the store")
 		}
 	})
 }
@@ -127,3 +127,30 @@ func TestCacheDelayBounded(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestRoundTrips pins the store calls each decision costs, with the cache
+// off: a closed Allow is one read, a Failure after it one write (the version
+// read by Allow is tried first), a Success on an absent record one read and
+// no write.
+func TestRoundTrips(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := &countingStore{Store: memory.New()}
+		b := newBreaker(t, store, core.Settings{})
+		other := newBreaker(t, store, core.Settings{})
+		ctx := t.Context()
+		step := func(name string, f func(), gets, writes int64) {
+			t.Helper()
+			g, w := store.gets.Load(), store.writes.Load()
+			f()
+			if dg, dw := store.gets.Load()-g, store.writes.Load()-w; dg != gets || dw != writes {
+				t.Errorf("%s: %d reads, %d writes; want %d, %d", name, dg, dw, gets, writes)
+			}
+		}
+		step("allow closed", func() { mustAllow(t, b, time.Time{}) }, 1, 0)
+		step("failure after allow", func() { b.Failure(ctx, host) }, 0, 1)
+		step("second failure", func() { b.Failure(ctx, host) }, 0, 1)
+		step("failure on a stale hint", func() { other.Failure(ctx, host); b.Failure(ctx, host) }, 1, 2+1)
+		step("success", func() { b.Success(ctx, host) }, 0, 1)
+		step("success on absent", func() { b.Success(ctx, host) }, 1, 0)
+	})
+}
