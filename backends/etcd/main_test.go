@@ -1,0 +1,65 @@
+package etcd_test
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/kvbreaker/kvbreaker/backends/etcd"
+	"github.com/kvbreaker/kvbreaker/internal/etcdtest"
+)
+
+// server is the embedded etcd shared by the package's tests; endpoints are
+// its client URLs.
+var (
+	server    *etcdtest.Server
+	endpoints []string
+)
+
+func TestMain(m *testing.M) {
+	s, err := etcdtest.New()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "backends/etcd: cannot start the embedded etcd the tests need: %v\n", err)
+		os.Exit(1)
+	}
+	server, endpoints = s, s.Endpoints()
+	code := m.Run()
+	s.Close()
+	os.Exit(code)
+}
+
+var prefixSeq atomic.Int64
+
+// uniquePrefix returns a key prefix no other test uses.
+func uniquePrefix(t testing.TB) string {
+	name := strings.NewReplacer("/", "_", " ", "_").Replace(t.Name())
+	return fmt.Sprintf("test/%s/%d/", name, prefixSeq.Add(1))
+}
+
+// newClient returns a client of the shared server, closed when t ends.
+func newClient(t testing.TB) *clientv3.Client {
+	t.Helper()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatalf("client: %v", err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	return cli
+}
+
+// newStore returns a Store over the shared server under a fresh prefix.
+func newStore(t testing.TB, opts ...etcd.Option) *etcd.Store {
+	t.Helper()
+	s, err := etcd.New(newClient(t), append([]etcd.Option{etcd.WithPrefix(uniquePrefix(t))}, opts...)...)
+	if err != nil {
+		t.Fatalf("etcd.New: %v", err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
