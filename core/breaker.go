@@ -174,13 +174,13 @@ func (b *Breaker) apply(ctx context.Context, host string, cur current, st *Step)
 // run reads host's record (from the cache when it may be served) and
 // applies decide to it, retrying on conflicts with the store's current
 // record. It returns the committed step; OnStateChange fires after the write.
-func (b *Breaker) run(ctx context.Context, host string, now time.Time, decide func(Record) Step) (Step, error) {
+func (b *Breaker) run(ctx context.Context, host string, now time.Time, write bool, decide func(Record) Step) (Step, error) {
 	if err := ValidateKey(host); err != nil {
 		return Step{}, err
 	}
 	cur, fresh := b.cache.get(host, now)
 	hinted := false
-	if !fresh && b.traits.Atomic {
+	if !fresh && write && b.traits.Atomic {
 		cur, hinted = b.cache.hint(host)
 		fresh = hinted
 	}
@@ -247,7 +247,7 @@ func (b *Breaker) Allow(ctx context.Context, host string, heldSince time.Time) (
 		}
 		return Verdict{Decision: Drop, HeldSince: heldSince}, nil
 	}
-	st, err := b.run(ctx, host, now, func(r Record) Step { return AllowStep(r, now, heldSince, &b.cfg) })
+	st, err := b.run(ctx, host, now, false, func(r Record) Step { return AllowStep(r, now, heldSince, &b.cfg) })
 	if heldSince.IsZero() {
 		heldSince = now
 	}
@@ -278,27 +278,27 @@ func (b *Breaker) holdBriefly(now, heldSince time.Time) time.Time {
 // Failure records that a delivery to host failed (no answer, 5xx, timeout).
 func (b *Breaker) Failure(ctx context.Context, host string) error {
 	now := b.now()
-	_, err := b.run(ctx, host, now, func(r Record) Step { return FailureStep(r, now, &b.cfg) })
+	_, err := b.run(ctx, host, now, true, func(r Record) Step { return FailureStep(r, now, &b.cfg) })
 	return wrap("failure", host, err)
 }
 
 // Success records that host answered; its record is deleted and the circuit
 // closes.
 func (b *Breaker) Success(ctx context.Context, host string) error {
-	_, err := b.run(ctx, host, b.now(), SuccessStep)
+	_, err := b.run(ctx, host, b.now(), true, SuccessStep)
 	return wrap("success", host, err)
 }
 
 // ReachableFailure records a failure that proves the host is up (it
 // answered, e.g. with a 4xx): like Success, the circuit closes.
 func (b *Breaker) ReachableFailure(ctx context.Context, host string) error {
-	_, err := b.run(ctx, host, b.now(), SuccessStep)
+	_, err := b.run(ctx, host, b.now(), true, SuccessStep)
 	return wrap("reachable failure", host, err)
 }
 
 // Reset deletes host's record whatever it holds, force-closing the circuit.
 func (b *Breaker) Reset(ctx context.Context, host string) error {
-	_, err := b.run(ctx, host, b.now(), func(r Record) Step {
+	_, err := b.run(ctx, host, b.now(), true, func(r Record) Step {
 		return Step{From: r.State(), To: StateClosed, Write: WriteDelete}
 	})
 	return wrap("reset", host, err)

@@ -18,7 +18,7 @@ import (
 //     validates, so a Failure after an Allow costs one round trip instead
 //     of a read and a write. A stale hint only costs a conflict.
 type cache struct {
-	mu    sync.Mutex
+	mu    sync.RWMutex
 	max   int
 	stale time.Duration
 	m     map[string]cached
@@ -41,8 +41,11 @@ func newCache(size int, stale time.Duration) *cache {
 
 // get returns host's cached record if it may still be served at now.
 func (c *cache) get(host string, now time.Time) (current, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	if c.stale == 0 {
+		return current{}, false
+	}
+	c.mu.RLock()
+	defer c.mu.RUnlock()
 	e, ok := c.m[host]
 	if !ok || !now.Before(e.until) {
 		return current{}, false
@@ -52,8 +55,8 @@ func (c *cache) get(host string, now time.Time) (current, bool) {
 
 // hint returns host's last known record and version, however old.
 func (c *cache) hint(host string) (current, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	c.mu.RLock()
+	defer c.mu.RUnlock()
 	e, ok := c.m[host]
 	return e.cur, ok
 }
@@ -63,6 +66,16 @@ func (c *cache) put(host string, cur current, now time.Time) {
 	until := now.Add(c.stale)
 	if r := cur.rec.RestrainedUntil; !r.IsZero() && r.Before(until) {
 		until = r
+	}
+	if c.stale == 0 {
+		// Hints only: skip the write when the version is already known
+		// (the common closed-host read).
+		c.mu.RLock()
+		e, ok := c.m[host]
+		c.mu.RUnlock()
+		if ok && e.cur.ver == cur.ver {
+			return
+		}
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
