@@ -108,9 +108,6 @@ func WithMaxKeysPerLease(n int) Option { return func(c *config) { c.policy.maxKe
 // server. A larger minimum found in a later grant still raises it.
 func WithMinTTL(d time.Duration) Option { return func(c *config) { c.minTTL = d } }
 
-// withClock replaces time.Now for the lease pool (tests).
-func withClock(clock func() time.Time) Option { return func(c *config) { c.clock = clock } }
-
 func newConfig(opts []Option) (config, error) {
 	c := config{
 		prefix:    DefaultPrefix,
