@@ -79,11 +79,16 @@ func newTTLStore[R any]() ttlStore[R] { return ttlStore[R]{m: make(map[string]tt
 // deleted, as a store that expires lazily would).
 func (s *ttlStore[R]) get(key string, now time.Time) (R, bool) {
 	e, ok := s.m[key]
-	if ok && !now.Before(e.expires) {
-		delete(s.m, key)
-		ok = false
+	if !ok {
+		var zero R
+		return zero, false
 	}
-	return e.rec, ok
+	if !now.Before(e.expires) {
+		delete(s.m, key)
+		var zero R
+		return zero, false
+	}
+	return e.rec, true
 }
 
 func (s *ttlStore[R]) put(key string, rec R, now time.Time, ttl time.Duration) {
