@@ -266,6 +266,9 @@ func (s *Server) halt(kill bool) {
 	if cmd == nil {
 		return
 	}
+	if sigCont != nil {
+		_ = cmd.Process.Signal(sigCont) // a paused process cannot exit
+	}
 	if kill {
 		_ = cmd.Process.Kill()
 	} else {
@@ -278,6 +281,27 @@ func (s *Server) halt(kill bool) {
 		<-done
 	}
 	_ = stdin.Close()
+}
+
+// Pause freezes the process (SIGSTOP): connections are accepted by the
+// kernel but never answered, as with a hung server or a network partition.
+// Resume undoes it; Stop and Kill resume first. On systems without
+// SIGSTOP both return an error matching errors.ErrUnsupported.
+func (s *Server) Pause() error { return s.signal(sigStop) }
+
+// Resume continues a paused process (SIGCONT).
+func (s *Server) Resume() error { return s.signal(sigCont) }
+
+func (s *Server) signal(sig os.Signal) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if sig == nil {
+		return fmt.Errorf("dynalite fixture: pause/resume: %w on this OS", errors.ErrUnsupported)
+	}
+	if s.cmd == nil || s.cmd.Process == nil {
+		return errors.New("dynalite fixture: not running")
+	}
+	return s.cmd.Process.Signal(sig)
 }
 
 // Restart starts a stopped or killed server again on the same port, so

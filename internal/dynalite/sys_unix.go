@@ -8,6 +8,9 @@ import (
 	"syscall"
 )
 
+// Signals for Pause and Resume.
+var sigStop, sigCont os.Signal = syscall.SIGSTOP, syscall.SIGCONT
+
 // lockFile takes an exclusive flock on path, so two test binaries never run
 // npm ci in the same directory at once.
 func lockFile(path string) (unlock func(), err error) {
