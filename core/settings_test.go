@@ -42,7 +42,7 @@ func TestNewConfigRejects(t *testing.T) {
 		{name: "negative-durations", s: Settings{FailureWindow: -1, RecoveryDelay: -time.Second, HoldLimit: -1, ReleaseInterval: -1, ClockSkew: -1, CallTimeout: -1},
 			want: []string{"FailureWindow is -1ns", "RecoveryDelay is -1s", "HoldLimit", "ReleaseInterval", "ClockSkew", "CallTimeout", "set a positive duration"}},
 		{name: "threshold-below-one", s: Settings{FailureThreshold: -3}, want: []string{"FailureThreshold is -3: set at least 1"}},
-		{name: "state-ttl-below-recovery", s: Settings{StateTTL: 10 * time.Minute}, want: []string{"StateTTL is 10m0s, below 30m2s", "raise StateTTL"}},
+		{name: "state-ttl-below-recovery", s: Settings{StateTTL: 10 * time.Minute}, want: []string{"StateTTL is 10m0s, below 30m2.001s", "raise StateTTL"}},
 		{name: "state-ttl-without-margin", s: Settings{StateTTL: 30 * time.Minute}, traits: etcdLike, want: []string{"StateTTL is 30m0s, below 30m3s"}},
 		{name: "margin-below-store-need", s: Settings{TTLMargin: time.Second}, traits: etcdLike, want: []string{"TTLMargin is 1s but this store (relative expiry, granularity 1s", "needs at least 3s"}},
 		{name: "custom-policy-without-ttl", s: Settings{FailurePolicy: func([]time.Time) bool { return true }}, want: []string{"FailurePolicy is set but StateTTL is not"}},

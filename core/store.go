@@ -136,9 +136,13 @@ type ExpiryModel struct {
 // RequiredMargin is the smallest TTLMargin that keeps a record alive until it
 // can no longer matter, for a fleet whose clocks differ from true time by at
 // most skew (DESIGN §2): Early + Granularity, plus 2×skew for relative
-// expiry.
+// expiry. Granularity counts as at least a millisecond, the resolution
+// records keep time at: an entry is gone at the very instant its TTL ends,
+// which is also the instant the probe falls due when the clocks are skew
+// apart, so an exact store needs that one tick (the skew package's margin
+// experiment shows the demotion without it).
 func (m ExpiryModel) RequiredMargin(skew time.Duration) time.Duration {
-	need := m.Early + m.Granularity
+	need := m.Early + max(m.Granularity, time.Millisecond)
 	if m.Kind == ExpiryRelative {
 		need += 2 * skew
 	}

@@ -1,0 +1,67 @@
+package skew
+
+import (
+	"math/rand/v2"
+	"time"
+
+	"github.com/kvbreaker/kvbreaker/core"
+)
+
+// Profile is a backend's expiry profile: the traits its adapter declares
+// (with default options), from which the worst distortion it may inflict
+// follows (FromTraits). skew does not import the backends; instead each
+// backend's own test asserts that its Store's Traits() equal its profile's,
+// so the two cannot drift apart:
+//
+//	if got, want := store.Traits(), skew.Etcd.Traits; got != want {
+//		t.Fatalf("Traits() = %+v, but skew.Etcd declares %+v: update one of them", got, want)
+//	}
+type Profile struct {
+	Name   string
+	Traits core.Traits
+}
+
+// Distortion is the worst distortion p's traits allow (see FromTraits).
+func (p Profile) Distortion(rng *rand.Rand) Distortion { return FromTraits(p.Traits, rng) }
+
+// RequiredMargin is the TTLMargin p needs for a fleet with clock skew δ.
+func (p Profile) RequiredMargin(skew time.Duration) time.Duration {
+	return p.Traits.Expiry.RequiredMargin(skew)
+}
+
+// The four backends' profiles (DESIGN §3), as their adapters declare them
+// with default options.
+var (
+	// Memory: atomic, exact relative expiry on the store's clock.
+	Memory = Profile{Name: "memory", Traits: core.Traits{
+		Atomic: true,
+		Expiry: core.ExpiryModel{Kind: core.ExpiryRelative},
+	}}
+	// Etcd: leases of whole seconds rounded up, at least the server's 2 s
+	// minimum; the leader checks expiry every 500 ms, and pooled leases may
+	// outlive the TTL by up to 60 s.
+	Etcd = Profile{Name: "etcd", Traits: core.Traits{
+		Atomic: true,
+		Expiry: core.ExpiryModel{Kind: core.ExpiryRelative, Granularity: time.Second, MinTTL: 2 * time.Second,
+			Late: 500*time.Millisecond + 60*time.Second},
+	}}
+	// DynamoDB: an expiry attribute in epoch seconds (rounded up), filtered
+	// on read by the reader's clock, with consistent reads.
+	DynamoDB = Profile{Name: "dynamodb", Traits: core.Traits{
+		Atomic: true,
+		Expiry: core.ExpiryModel{Kind: core.ExpiryReaderFiltered, Granularity: time.Second, Late: time.Second},
+	}}
+	// WorkersKV: last writer wins; expiration_ttl of at least 60 s with the
+	// exact expiry in metadata, filtered on read; reads up to 60 s stale;
+	// one write per second per key.
+	WorkersKV = Profile{Name: "workerskv", Traits: core.Traits{
+		Atomic: false,
+		Expiry: core.ExpiryModel{Kind: core.ExpiryReaderFiltered, Granularity: time.Second, MinTTL: 60 * time.Second,
+			Late: time.Second},
+		ReadStaleness:    60 * time.Second,
+		MinWriteInterval: time.Second,
+	}}
+)
+
+// Profiles returns the four backend profiles.
+func Profiles() []Profile { return []Profile{Memory, Etcd, DynamoDB, WorkersKV} }
