@@ -87,8 +87,8 @@ func FromTraits(t core.Traits, rng *rand.Rand) Distortion {
 // Traits is what a store with this distortion should declare.
 func (d Distortion) Traits() core.Traits {
 	return core.Traits{
-		Atomic: !d.LastWriterWins,
-		Expiry: core.ExpiryModel{Kind: d.Kind, Granularity: d.Granularity, MinTTL: d.MinTTL, Early: d.Early, Late: d.Late},
+		Atomic:        !d.LastWriterWins,
+		Expiry:        core.ExpiryModel{Kind: d.Kind, Granularity: d.Granularity, MinTTL: d.MinTTL, Early: d.Early, Late: d.Late},
 		ReadStaleness: d.Staleness, MinWriteInterval: d.WriteInterval,
 	}
 }
