@@ -1,0 +1,398 @@
+package dynamodb_test
+
+// The tests in this file run the adapter against an HTTP server on 127.0.0.1
+// that answers with DynamoDB responses CONSTRUCTED BY HAND from the AWS
+// documentation (the DynamoDB API reference's error shapes, the "Error
+// handling with DynamoDB" page's example bodies, and the
+// ReturnValuesOnConditionCheckFailure member of
+// ConditionalCheckFailedException). They are not captured from the live
+// service. They cover what dynalite cannot: the old item returned with a
+// failed condition, throttling errors, and the TTL API.
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	dyn "github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/kvbreaker/kvbreaker/backends/dynamodb"
+	"github.com/kvbreaker/kvbreaker/core"
+	"github.com/kvbreaker/kvbreaker/internal/dynalite"
+)
+
+// awsReply is one HTTP response in DynamoDB's JSON 1.0 protocol.
+type awsReply struct {
+	status int
+	body   string
+}
+
+func ok(body string) awsReply { return awsReply{http.StatusOK, body} }
+
+// awsError builds an error body as the service sends it: "__type" is the
+// namespaced error code, "message" the text.
+func awsError(typ, message string, extra string) awsReply {
+	body := fmt.Sprintf(`{"__type":%q,"message":%q%s}`, typ, message, extra)
+	return awsReply{http.StatusBadRequest, body}
+}
+
+const (
+	nsDynamo = "com.amazonaws.dynamodb.v20120810#"
+	// Message texts as the AWS documentation gives them.
+	msgConditional = "The conditional request failed"
+	msgThroughput  = "You exceeded your maximum allowed provisioned throughput for a table or for one or more global secondary indexes. To view performance metrics for provisioned throughput vs. consumed throughput, open the Amazon CloudWatch console."
+	msgThrottling  = "Rate of requests exceeds the allowed throughput."
+)
+
+// awsRequest is what the fake service received.
+type awsRequest struct {
+	op   string // X-Amz-Target without the API version
+	body map[string]any
+}
+
+// fakeAWS answers each operation from its script, in order; the last reply
+// of a script repeats.
+type fakeAWS struct {
+	mu     sync.Mutex
+	script map[string][]awsReply
+	got    []awsRequest
+}
+
+func (f *fakeAWS) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	raw, _ := io.ReadAll(r.Body)
+	var body map[string]any
+	_ = json.Unmarshal(raw, &body)
+	op := strings.TrimPrefix(r.Header.Get("X-Amz-Target"), "DynamoDB_20120810.")
+	f.mu.Lock()
+	f.got = append(f.got, awsRequest{op, body})
+	replies := f.script[op]
+	var rep awsReply
+	switch len(replies) {
+	case 0:
+		rep = awsError("com.amazon.coral.service#UnknownOperationException", "", "")
+	case 1:
+		rep = replies[0]
+	default:
+		rep, f.script[op] = replies[0], replies[1:]
+	}
+	f.mu.Unlock()
+	w.Header().Set("Content-Type", "application/x-amz-json-1.0")
+	w.Header().Set("x-amzn-RequestId", "RECORDEDSHAPE0000000000000000000000000000000000000")
+	// The SDK verifies this checksum of the body, as the service sends it.
+	w.Header().Set("x-amz-crc32", strconv.FormatUint(uint64(crc32.ChecksumIEEE([]byte(rep.body))), 10))
+	w.WriteHeader(rep.status)
+	_, _ = io.WriteString(w, rep.body)
+}
+
+func (f *fakeAWS) ops() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var ops []string
+	for _, r := range f.got {
+		ops = append(ops, r.op)
+	}
+	return ops
+}
+
+func (f *fakeAWS) request(i int) awsRequest {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.got[i]
+}
+
+// newFakeAWS serves script on 127.0.0.1 and returns a client for it with a
+// fast retry backoff (users configure their own retryer).
+func newFakeAWS(t *testing.T, script map[string][]awsReply, opts ...func(*dyn.Options)) (*fakeAWS, *dyn.Client) {
+	t.Helper()
+	f := &fakeAWS{script: script}
+	srv := httptest.NewServer(f)
+	t.Cleanup(srv.Close)
+	fast := func(o *dyn.Options) {
+		o.Retryer = retry.NewStandard(func(so *retry.StandardOptions) {
+			so.MaxAttempts = 3
+			so.Backoff = retry.BackoffDelayerFunc(func(int, error) (time.Duration, error) { return time.Millisecond, nil })
+		})
+	}
+	return f, dynalite.NewClient(srv.URL, append([]func(*dyn.Options){fast}, opts...)...)
+}
+
+// itemJSON is a host item in DynamoDB JSON.
+func itemJSON(key string, val []byte, ver core.Version, expiresAt int64) string {
+	return fmt.Sprintf(`{"pk":{"S":%q},"rec":{"B":%q},"ver":{"N":"%d"},"expiresAt":{"N":"%d"},"purgeAt":{"N":"%d"}}`,
+		key, base64.StdEncoding.EncodeToString(val), ver, expiresAt, expiresAt+3600)
+}
+
+func conditionalFailed(item string) awsReply {
+	extra := ""
+	if item != "" {
+		extra = `,"Item":` + item
+	}
+	return awsError(nsDynamo+"ConditionalCheckFailedException", msgConditional, extra)
+}
+
+func TestAWSShapes(t *testing.T) {
+	clk := newFakeClock(time.Date(2026, 11, 30, 9, 0, 0, 500_000_000, time.UTC))
+	now := clk.Now().Unix()
+	live := itemJSON("h.example", []byte("current"), 77, now+100)
+	expired := itemJSON("h.example", []byte("old"), 66, now)
+	for _, tc := range []struct {
+		name    string
+		script  map[string][]awsReply
+		call    func(context.Context, *dynamodb.Store) error
+		check   func(*testing.T, error)
+		wantOps []string
+	}{
+		{
+			name:   "put-conflict-returns-old-item-without-a-read",
+			script: map[string][]awsReply{"PutItem": {conditionalFailed(live)}},
+			call:   casCall(5),
+			check: func(t *testing.T, err error) {
+				mustConflict(t, err, []byte("current"), 77)
+			},
+			wantOps: []string{"PutItem"},
+		},
+		{
+			name:   "put-conflict-old-item-expired-counts-as-absent",
+			script: map[string][]awsReply{"PutItem": {conditionalFailed(expired)}},
+			call:   casCall(66),
+			check: func(t *testing.T, err error) {
+				mustConflict(t, err, nil, core.NoVersion)
+			},
+			wantOps: []string{"PutItem"},
+		},
+		{
+			name: "put-conflict-without-item-rereads-consistently",
+			// DynamoDB sends no Item when there was none; so does dynalite
+			// always. Either way the adapter reads.
+			script: map[string][]awsReply{"PutItem": {conditionalFailed("")}, "GetItem": {ok(`{}`)}},
+			call:   casCall(5),
+			check: func(t *testing.T, err error) {
+				mustConflict(t, err, nil, core.NoVersion)
+			},
+			wantOps: []string{"PutItem", "GetItem"},
+		},
+		{
+			name:   "put-conflict-malformed-old-item-still-conflicts",
+			script: map[string][]awsReply{"PutItem": {conditionalFailed(`{"pk":{"S":"h.example"}}`)}},
+			call:   casCall(5),
+			check: func(t *testing.T, err error) {
+				if !errors.Is(err, core.ErrConflict) || !strings.Contains(err.Error(), "malformed item") {
+					t.Fatalf("err = %v", err)
+				}
+				if _, isCE := errors.AsType[*core.ConflictError](err); isCE {
+					t.Fatal("a malformed old item must not be passed on as the current value")
+				}
+			},
+			wantOps: []string{"PutItem"},
+		},
+		{
+			name:   "delete-conflict-returns-old-item",
+			script: map[string][]awsReply{"DeleteItem": {conditionalFailed(live)}},
+			call:   func(ctx context.Context, s *dynamodb.Store) error { return s.CompareAndDelete(ctx, "h.example", 5) },
+			check: func(t *testing.T, err error) {
+				mustConflict(t, err, []byte("current"), 77)
+			},
+			wantOps: []string{"DeleteItem"},
+		},
+		{
+			name:   "delete-conflict-old-item-expired-is-not-found",
+			script: map[string][]awsReply{"DeleteItem": {conditionalFailed(expired)}},
+			call:   func(ctx context.Context, s *dynamodb.Store) error { return s.CompareAndDelete(ctx, "h.example", 66) },
+			check: func(t *testing.T, err error) {
+				if !errors.Is(err, core.ErrNotFound) {
+					t.Fatalf("err = %v, want ErrNotFound", err)
+				}
+			},
+			wantOps: []string{"DeleteItem"},
+		},
+		{
+			name:   "throttled-then-accepted-is-retried-by-the-sdk",
+			script: map[string][]awsReply{"PutItem": {awsError(nsDynamo+"ProvisionedThroughputExceededException", msgThroughput, ""), awsError(nsDynamo+"ProvisionedThroughputExceededException", msgThroughput, ""), ok(`{}`)}},
+			call:   casCall(core.NoVersion),
+			check: func(t *testing.T, err error) {
+				if err != nil {
+					t.Fatal(err)
+				}
+			},
+			wantOps: []string{"PutItem", "PutItem", "PutItem"},
+		},
+		{
+			name:   "throttled-until-retries-run-out-keeps-the-sdk-type",
+			script: map[string][]awsReply{"GetItem": {awsError(nsDynamo+"ProvisionedThroughputExceededException", msgThroughput, "")}},
+			call: func(ctx context.Context, s *dynamodb.Store) error {
+				_, _, err := s.Get(ctx, "h.example")
+				return err
+			},
+			check: func(t *testing.T, err error) {
+				if _, ok := errors.AsType[*types.ProvisionedThroughputExceededException](err); !ok {
+					t.Fatalf("err = %v: *types.ProvisionedThroughputExceededException lost", err)
+				}
+				if !strings.HasPrefix(err.Error(), `dynamodb: get kvbreaker/"h.example": `) || errors.Is(err, core.ErrNotFound) {
+					t.Fatalf("err = %q", err)
+				}
+			},
+			wantOps: []string{"GetItem", "GetItem", "GetItem"},
+		},
+		{
+			name:   "get-reads-consistently-and-filters-expired",
+			script: map[string][]awsReply{"GetItem": {ok(`{"Item":` + expired + `}`)}},
+			call: func(ctx context.Context, s *dynamodb.Store) error {
+				_, _, err := s.Get(ctx, "h.example")
+				return err
+			},
+			check: func(t *testing.T, err error) {
+				if !errors.Is(err, core.ErrNotFound) {
+					t.Fatalf("err = %v, want ErrNotFound", err)
+				}
+			},
+			wantOps: []string{"GetItem"},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f, c := newFakeAWS(t, tc.script)
+			s, err := dynamodb.New(c, table, dynamodb.WithClock(clk.Now))
+			if err != nil {
+				t.Fatal(err)
+			}
+			tc.check(t, tc.call(t.Context(), s))
+			if got := f.ops(); fmt.Sprint(got) != fmt.Sprint(tc.wantOps) {
+				t.Fatalf("requests %v, want %v", got, tc.wantOps)
+			}
+			for i, op := range f.ops() {
+				req := f.request(i)
+				switch op {
+				case "PutItem", "DeleteItem":
+					if req.body["ReturnValuesOnConditionCheckFailure"] != "ALL_OLD" || req.body["ConditionExpression"] == nil {
+						t.Errorf("%s request without ALL_OLD or a condition: %v", op, req.body)
+					}
+				case "GetItem":
+					if req.body["ConsistentRead"] != true {
+						t.Errorf("GetItem without ConsistentRead: %v", req.body)
+					}
+				}
+			}
+		})
+	}
+}
+
+func casCall(old core.Version) func(context.Context, *dynamodb.Store) error {
+	return func(ctx context.Context, s *dynamodb.Store) error {
+		_, err := s.CompareAndSwap(ctx, "h.example", old, []byte("new"), time.Minute)
+		return err
+	}
+}
+
+func TestAWSShapesThrottlingBoundedByContext(t *testing.T) {
+	// A retryer that would wait 10 s between attempts: the context, not
+	// the retryer, ends the call.
+	_, c := newFakeAWS(t, map[string][]awsReply{
+		"PutItem": {awsError("com.amazon.coral.availability#ThrottlingException", msgThrottling, "")},
+	}, func(o *dyn.Options) {
+		o.Retryer = retry.NewStandard(func(so *retry.StandardOptions) {
+			so.MaxAttempts = 10
+			so.Backoff = retry.BackoffDelayerFunc(func(int, error) (time.Duration, error) { return 10 * time.Second, nil })
+		})
+	})
+	s, err := dynamodb.New(c, table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err = s.CompareAndSwap(ctx, "h.example", core.NoVersion, []byte("x"), time.Minute)
+	d := time.Since(start)
+	if !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, core.ErrConflict) {
+		t.Fatalf("err = %v, want the context's deadline", err)
+	}
+	if d > 2*time.Second {
+		t.Fatalf("took %v; the context allowed 300ms", d)
+	}
+	t.Logf("throttled call ended after %v: %v", d.Round(time.Millisecond), err)
+}
+
+func TestAWSShapesCreateTable(t *testing.T) {
+	const (
+		creating = `{"TableDescription":{"TableName":"kvbreaker","TableStatus":"CREATING","KeySchema":[{"AttributeName":"pk","KeyType":"HASH"}],"AttributeDefinitions":[{"AttributeName":"pk","AttributeType":"S"}],"BillingModeSummary":{"BillingMode":"PAY_PER_REQUEST"}}}`
+		descCreating = `{"Table":{"TableName":"kvbreaker","TableStatus":"CREATING","KeySchema":[{"AttributeName":"pk","KeyType":"HASH"}],"AttributeDefinitions":[{"AttributeName":"pk","AttributeType":"S"}]}}`
+		descActive   = `{"Table":{"TableName":"kvbreaker","TableStatus":"ACTIVE","KeySchema":[{"AttributeName":"pk","KeyType":"HASH"}],"AttributeDefinitions":[{"AttributeName":"pk","AttributeType":"S"}]}}`
+		descOtherKey = `{"Table":{"TableName":"kvbreaker","TableStatus":"ACTIVE","KeySchema":[{"AttributeName":"id","KeyType":"HASH"}],"AttributeDefinitions":[{"AttributeName":"id","AttributeType":"S"}]}}`
+		ttlDisabled  = `{"TimeToLiveDescription":{"TimeToLiveStatus":"DISABLED"}}`
+		ttlOurs      = `{"TimeToLiveDescription":{"AttributeName":"purgeAt","TimeToLiveStatus":"ENABLED"}}`
+		ttlOther     = `{"TimeToLiveDescription":{"AttributeName":"ttl","TimeToLiveStatus":"ENABLED"}}`
+		ttlUpdated   = `{"TimeToLiveSpecification":{"AttributeName":"purgeAt","Enabled":true}}`
+	)
+	inUse := awsError(nsDynamo+"ResourceInUseException", "Table already exists: kvbreaker", "")
+	for _, tc := range []struct {
+		name    string
+		script  map[string][]awsReply
+		wantErr string
+		wantOps []string
+	}{
+		{"new-table-waits-and-enables-ttl",
+			map[string][]awsReply{"CreateTable": {ok(creating)}, "DescribeTable": {ok(descCreating), ok(descActive)},
+				"DescribeTimeToLive": {ok(ttlDisabled)}, "UpdateTimeToLive": {ok(ttlUpdated)}},
+			"", []string{"CreateTable", "DescribeTable", "DescribeTable", "DescribeTimeToLive", "UpdateTimeToLive"}},
+		{"existing-table-with-ttl-is-left-alone",
+			map[string][]awsReply{"CreateTable": {inUse}, "DescribeTable": {ok(descActive)}, "DescribeTimeToLive": {ok(ttlOurs)}},
+			"", []string{"CreateTable", "DescribeTable", "DescribeTimeToLive"}},
+		{"ttl-on-another-attribute-is-an-error",
+			map[string][]awsReply{"CreateTable": {inUse}, "DescribeTable": {ok(descActive)}, "DescribeTimeToLive": {ok(ttlOther)}},
+			`TTL is enabled on attribute "ttl"`, []string{"CreateTable", "DescribeTable", "DescribeTimeToLive"}},
+		{"other-key-schema-is-an-error",
+			map[string][]awsReply{"CreateTable": {inUse}, "DescribeTable": {ok(descOtherKey)}},
+			"another key schema", []string{"CreateTable", "DescribeTable"}},
+		{"server-without-ttl-api-is-tolerated",
+			map[string][]awsReply{"CreateTable": {ok(creating)}, "DescribeTable": {ok(descActive)}},
+			"", []string{"CreateTable", "DescribeTable", "DescribeTimeToLive"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f, c := newFakeAWS(t, tc.script)
+			err := dynamodb.CreateTable(t.Context(), c, table)
+			switch {
+			case tc.wantErr == "" && err != nil:
+				t.Fatal(err)
+			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+				t.Fatalf("err = %v, want one containing %q", err, tc.wantErr)
+			}
+			if got := f.ops(); fmt.Sprint(got) != fmt.Sprint(tc.wantOps) {
+				t.Fatalf("requests %v, want %v", got, tc.wantOps)
+			}
+			for i, op := range f.ops() {
+				req := f.request(i)
+				switch op {
+				case "CreateTable":
+					if req.body["BillingMode"] != "PAY_PER_REQUEST" {
+						t.Errorf("CreateTable without on-demand billing: %v", req.body)
+					}
+				case "UpdateTimeToLive":
+					spec, _ := req.body["TimeToLiveSpecification"].(map[string]any)
+					if spec["AttributeName"] != dynamodb.AttrPurgeAt || spec["Enabled"] != true {
+						t.Errorf("UpdateTimeToLive %v, want %s enabled", req.body, dynamodb.AttrPurgeAt)
+					}
+				}
+			}
+		})
+	}
+}
+
+func TestCreateTableIsIdempotentOnDynalite(t *testing.T) {
+	for range 2 {
+		if err := dynamodb.CreateTable(t.Context(), client, "idempotent"); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
