@@ -326,7 +326,7 @@ func TestAWSShapesThrottlingBoundedByContext(t *testing.T) {
 
 func TestAWSShapesCreateTable(t *testing.T) {
 	const (
-		creating = `{"TableDescription":{"TableName":"kvbreaker","TableStatus":"CREATING","KeySchema":[{"AttributeName":"pk","KeyType":"HASH"}],"AttributeDefinitions":[{"AttributeName":"pk","AttributeType":"S"}],"BillingModeSummary":{"BillingMode":"PAY_PER_REQUEST"}}}`
+		creating     = `{"TableDescription":{"TableName":"kvbreaker","TableStatus":"CREATING","KeySchema":[{"AttributeName":"pk","KeyType":"HASH"}],"AttributeDefinitions":[{"AttributeName":"pk","AttributeType":"S"}],"BillingModeSummary":{"BillingMode":"PAY_PER_REQUEST"}}}`
 		descCreating = `{"Table":{"TableName":"kvbreaker","TableStatus":"CREATING","KeySchema":[{"AttributeName":"pk","KeyType":"HASH"}],"AttributeDefinitions":[{"AttributeName":"pk","AttributeType":"S"}]}}`
 		descActive   = `{"Table":{"TableName":"kvbreaker","TableStatus":"ACTIVE","KeySchema":[{"AttributeName":"pk","KeyType":"HASH"}],"AttributeDefinitions":[{"AttributeName":"pk","AttributeType":"S"}]}}`
 		descOtherKey = `{"Table":{"TableName":"kvbreaker","TableStatus":"ACTIVE","KeySchema":[{"AttributeName":"id","KeyType":"HASH"}],"AttributeDefinitions":[{"AttributeName":"id","AttributeType":"S"}]}}`
