@@ -1,0 +1,510 @@
+package cloudflarekv
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/cloudflare/cloudflare-go/v6/kv"
+	"github.com/cloudflare/cloudflare-go/v6/option"
+
+	"github.com/kvbreaker/kvbreaker/conformance"
+	"github.com/kvbreaker/kvbreaker/core"
+)
+
+// harness makes conformance stores over the shared Miniflare, each under its
+// own prefix, on Miniflare's clock, which Advance moves.
+type harness struct{}
+
+func (harness) MakeStore(context.Context) (core.Store, error) {
+	return New(client(), srv.AccountID, srv.NamespaceID, WithPrefix(uniquePrefix("conformance")), WithClock(srv.Now))
+}
+func (harness) Close() {}
+func (harness) Advance(ctx context.Context, d time.Duration) error {
+	return srv.Advance(ctx, d)
+}
+
+func TestConformance(t *testing.T) {
+	conformance.Run(t, func(context.Context, *testing.T) (conformance.Harness, error) { return harness{}, nil })
+}
+
+// TestRoundTrip checks what lands in KV: the envelope, the logical expiry in
+// the metadata, and a padded physical expiry at least the 60 s minimum.
+func TestRoundTrip(t *testing.T) {
+	ctx := t.Context()
+	s := newStore(t)
+	if _, _, err := s.Get(ctx, "host.example"); !errors.Is(err, core.ErrNotFound) {
+		t.Fatalf("Get of an absent key = %v, want ErrNotFound", err)
+	}
+	rec := core.EncodeRecord(core.Record{Failures: []time.Time{srv.Now().Truncate(time.Millisecond)}})
+	for _, tc := range []struct {
+		name    string
+		ttl     time.Duration
+		wantTTL int64 // expiration_ttl in seconds
+	}{
+		{"short-ttl-raised-to-60s", 5 * time.Second, 60},
+		{"long-ttl-padded", 10 * time.Minute, 600 + 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			key := tc.name + ".example"
+			written := srv.Now()
+			ver, err := s.CompareAndSwap(ctx, key, core.NoVersion, rec, tc.ttl)
+			if err != nil || ver == core.NoVersion {
+				t.Fatalf("CompareAndSwap = %d, %v", ver, err)
+			}
+			// A second store reads from KV, not from s's cache.
+			v, ver2, err := sibling(t, s).Get(ctx, key)
+			if err != nil || ver2 != ver || string(v) != string(rec) {
+				t.Fatalf("Get from another store = %x, %d, %v; want %x, %d", v, ver2, err, rec, ver)
+			}
+			raw, meta, found, err := srv.RawGet(ctx, s.prefix+key)
+			if err != nil || !found {
+				t.Fatalf("RawGet = %v, %v", found, err)
+			}
+			var env envelope
+			var md metadata
+			if err := json.Unmarshal(raw, &env); err != nil {
+				t.Fatalf("stored value %q is not the envelope: %v", raw, err)
+			}
+			if err := json.Unmarshal(meta, &md); err != nil {
+				t.Fatalf("stored metadata %q: %v", meta, err)
+			}
+			wantExp := written.Add(tc.ttl).UnixMilli()
+			if env.Exp != wantExp || md.Exp != wantExp || md.Ver != uint64(ver) {
+				t.Errorf("logical expiry: value %d, metadata %d (version %d); want %d and version %d", env.Exp, md.Exp, md.Ver, wantExp, ver)
+			}
+			keys, err := srv.List(ctx, s.prefix+key)
+			if err != nil || len(keys) != 1 {
+				t.Fatalf("List = %v, %v", keys, err)
+			}
+			if want := written.Unix() + tc.wantTTL; keys[0].Expiration != want {
+				t.Errorf("physical expiration = %d, want %d (now %d + expiration_ttl %d)", keys[0].Expiration, want, written.Unix(), tc.wantTTL)
+			}
+		})
+	}
+}
+
+// hostileKeys are keys that break naive escaping, plus the longest a host
+// can be.
+var hostileKeys = []string{
+	"a/b", "a%2Fb", "a%2fb", "a b", "a+b", "a%20b", "a#b", "a?b", "a?b=c&d", "a\\b", "a;b", "a:b", "a@b",
+	"..", ".", "../x", "./x", "a/../b", "/leading", "trailing/", "//", "%", "a%", "%zz", "%00",
+	"Host.Example", "host.example", "bücher.example", "日本語.jp", "🦀.example", "e\u0301", "é",
+	"[::1]:8080", "*", "~user", "'quote\"", "<tag>",
+	strings.Repeat("k", core.MaxKeyLen),
+	strings.Repeat("🦀", core.MaxKeyLen/4),
+}
+
+// TestHostileKeys writes every hostile key through one store and reads it
+// back through another (so from KV, not a cache), and checks that KV holds
+// exactly prefix+key for each: escaped for the URL, never mangled, never
+// colliding.
+func TestHostileKeys(t *testing.T) {
+	ctx := t.Context()
+	s := newStore(t)
+	vers := make(map[string]core.Version)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	for i, k := range hostileKeys {
+		if err := core.ValidateKey(k); err != nil {
+			t.Fatalf("test key %q: %v", k, err)
+		}
+		wg.Go(func() {
+			ver, err := s.CompareAndSwap(ctx, k, core.NoVersion, fmt.Appendf(nil, "value %d", i), time.Hour)
+			if err != nil {
+				t.Errorf("CompareAndSwap(%q) = %v", k, err)
+			}
+			mu.Lock()
+			vers[k] = ver
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	r := sibling(t, s)
+	for i, k := range hostileKeys {
+		v, ver, err := r.Get(ctx, k)
+		if err != nil || ver != vers[k] || string(v) != fmt.Sprintf("value %d", i) {
+			t.Errorf("Get(%q) = %q, %d, %v; want %q, %d", k, v, ver, err, fmt.Sprintf("value %d", i), vers[k])
+		}
+	}
+	keys, err := srv.List(ctx, s.prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored := map[string]bool{}
+	for _, k := range keys {
+		stored[k.Name] = true
+	}
+	for _, k := range hostileKeys {
+		if !stored[s.prefix+k] {
+			t.Errorf("KV has no key named exactly %q", s.prefix+k)
+		}
+	}
+	if len(keys) != len(hostileKeys) {
+		t.Errorf("KV holds %d keys under the prefix, want %d (one per hostile key)", len(keys), len(hostileKeys))
+	}
+	// Too long with the prefix: an error, not a panic or a truncation.
+	long := strings.Repeat("x", MaxKeyLen)
+	if _, err := s.CompareAndSwap(ctx, long, core.NoVersion, []byte("x"), time.Hour); err == nil || !strings.Contains(err.Error(), "512-byte") {
+		t.Errorf("CompareAndSwap of a %d-byte key = %v, want the key-limit error", len(long), err)
+	}
+}
+
+// TestExpiryOnMiniflareTime measures expiry on Miniflare's clock: logical
+// expiry is exact to the millisecond, and KV keeps the entry physically at
+// least until then (60 s minimum, padding).
+func TestExpiryOnMiniflareTime(t *testing.T) {
+	ctx := t.Context()
+	s := newStore(t)
+	const key = "expiring.example"
+	if _, err := s.CompareAndSwap(ctx, key, core.NoVersion, []byte("x"), 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	r := sibling(t, s)
+	steps := []struct {
+		advance         time.Duration // cumulative
+		logical, stored bool
+	}{
+		{4999 * time.Millisecond, true, true},
+		{5000 * time.Millisecond, false, true},
+		{59 * time.Second, false, true},
+		{65 * time.Second, false, false},
+	}
+	var at time.Duration
+	for _, st := range steps {
+		if err := srv.Advance(ctx, st.advance-at); err != nil {
+			t.Fatal(err)
+		}
+		at = st.advance
+		_, _, err := r.Get(ctx, key)
+		if got := err == nil; got != st.logical || (err != nil && !errors.Is(err, core.ErrNotFound)) {
+			t.Errorf("%v after a 5 s write: Get = %v, want present=%v", at, err, st.logical)
+		}
+		_, _, found, err := srv.RawGet(ctx, s.prefix+key)
+		if err != nil || found != st.stored {
+			t.Errorf("%v after a 5 s write: stored in KV = %v (%v), want %v", at, found, err, st.stored)
+		}
+	}
+}
+
+// TestPhysicalNeverBeforeLogical writes with a writer clock δ ahead and reads
+// with a reader clock δ behind (the worst case for reader-filtered expiry):
+// the reader counts the entry live until TTL + 2δ of true time, so KV must
+// still hold it then. With the padding removed, KV deletes it first — which
+// is what the padding is for (DESIGN §2).
+func TestPhysicalNeverBeforeLogical(t *testing.T) {
+	const skew = time.Second
+	const ttl = 90 * time.Second
+	for _, tc := range []struct {
+		name      string
+		pad       time.Duration
+		wantFound bool
+	}{
+		{"padded", 2*skew + time.Second, true},
+		{"unpadded-loses-it", 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := t.Context()
+			w := newStore(t, WithClockSkew(skew), WithClock(func() time.Time { return srv.Now().Add(skew) }))
+			w.pad = tc.pad
+			r := sibling(t, w, WithClockSkew(skew), WithClock(func() time.Time { return srv.Now().Add(-skew) }))
+			if _, err := w.CompareAndSwap(ctx, "skewed.example", core.NoVersion, []byte("x"), ttl); err != nil {
+				t.Fatal(err)
+			}
+			// True time TTL + 2δ - 100 ms: the reader's clock says 100 ms
+			// remain.
+			if err := srv.Advance(ctx, ttl+2*skew-100*time.Millisecond); err != nil {
+				t.Fatal(err)
+			}
+			_, _, err := r.Get(ctx, "skewed.example")
+			if found := err == nil; found != tc.wantFound {
+				t.Errorf("reader Get %v into a %v TTL (writer +%v, reader -%v) = %v; want found=%v", ttl+2*skew-100*time.Millisecond, ttl, skew, skew, err, tc.wantFound)
+			}
+			if err := srv.Advance(ctx, 200*time.Millisecond); err != nil {
+				t.Fatal(err)
+			}
+			if _, _, err := r.Get(ctx, "skewed.example"); !errors.Is(err, core.ErrNotFound) {
+				t.Errorf("reader Get once its clock passed the expiry = %v, want ErrNotFound", err)
+			}
+		})
+	}
+}
+
+// countingClock returns a clock on Miniflare's time that moves 1 ms forward
+// on every read, so each failure in a burst has its own instant.
+func countingClock() func() time.Time {
+	base := srv.Now()
+	var n atomic.Int64
+	return func() time.Time { return base.Add(time.Duration(n.Add(1)) * time.Millisecond) }
+}
+
+// TestBurstCoalesced fails one host from many goroutines at once. Miniflare
+// answers a second write to a key within 1 s with 429; the store must send
+// at most one write per second, and the stored record must hold every
+// failure instant.
+func TestBurstCoalesced(t *testing.T) {
+	ctx := t.Context()
+	if err := srv.ResetStats(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s := newStore(t)
+	clock := countingClock()
+	b, err := core.NewBreaker(s, core.Settings{FailureThreshold: 100, Clock: clock, CallTimeout: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const burst = 40
+	start := time.Now()
+	var wg sync.WaitGroup
+	for range burst {
+		wg.Go(func() {
+			if err := b.Failure(ctx, "burst.example"); err != nil {
+				t.Errorf("Failure = %v", err)
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	st, err := srv.Stats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _, found, err := srv.RawGet(ctx, s.prefix+"burst.example")
+	if err != nil || !found {
+		t.Fatalf("RawGet = %v, %v", found, err)
+	}
+	value, _, _ := decodeEnvelope(raw)
+	rec, err := core.DecodeRecord(value)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rec.Failures) != burst {
+		t.Errorf("stored record holds %d failure instants, want all %d", len(rec.Failures), burst)
+	}
+	if st.RateLimited != 0 {
+		t.Errorf("Miniflare answered %d writes with 429: the store wrote one key more than once a second", st.RateLimited)
+	}
+	if st.Put > 1+int(elapsed/time.Second)+1 {
+		t.Errorf("%d PUTs in %v for %d failures: not coalesced", st.Put, elapsed, burst)
+	}
+	t.Logf("%d concurrent failures of one host: %d PUTs, %d GETs, %v", burst, st.Put, st.Get, elapsed.Round(time.Millisecond))
+}
+
+// TestConcurrentWritesMerged writes two unrelated records to one key within
+// the write interval, from callers that did not see each other (both pass
+// NoVersion): the store merges them instead of keeping only the last.
+func TestConcurrentWritesMerged(t *testing.T) {
+	ctx := t.Context()
+	s := newStore(t)
+	now := srv.Now().Truncate(time.Millisecond)
+	a := core.EncodeRecord(core.Record{Failures: []time.Time{now.Add(-2 * time.Second), now}})
+	b := core.EncodeRecord(core.Record{Failures: []time.Time{now.Add(-time.Second)}, RestrainedUntil: now.Add(time.Minute), Probing: true})
+	// Occupy the key's write slot so both writes queue together.
+	if _, err := s.CompareAndSwap(ctx, "merge.example", core.NoVersion, core.EncodeRecord(core.Record{}), time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	vers := make([]core.Version, 2)
+	for i, v := range [][]byte{a, b} {
+		wg.Go(func() {
+			var err error
+			if vers[i], err = s.CompareAndSwap(ctx, "merge.example", 12345, v, time.Hour); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	if vers[0] != vers[1] {
+		t.Errorf("merged writes returned versions %d and %d, want the one version stored", vers[0], vers[1])
+	}
+	v, ver, err := sibling(t, s).Get(ctx, "merge.example")
+	if err != nil || ver != vers[0] {
+		t.Fatalf("Get = %d, %v", ver, err)
+	}
+	got, err := core.DecodeRecord(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := core.Record{Failures: []time.Time{now.Add(-2 * time.Second), now.Add(-time.Second), now}, RestrainedUntil: now.Add(time.Minute), Probing: true}
+	if string(core.EncodeRecord(got)) != string(core.EncodeRecord(want)) {
+		t.Errorf("stored %+v, want the merge %+v", got, want)
+	}
+}
+
+// TestRateLimited throttles Miniflare (429, Retry-After: 1): reads fail at
+// once or come from the cache, writes are retried after Retry-After, and a
+// caller whose deadline comes first is answered at once while its write
+// stays queued.
+func TestRateLimited(t *testing.T) {
+	ctx := t.Context()
+	s := newStore(t)
+	if _, err := s.CompareAndSwap(ctx, "cached.example", core.NoVersion, []byte("c"), time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.ResetStats(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	t.Run("read-fails-fast", func(t *testing.T) {
+		if err := srv.Throttle(ctx, 1, time.Second); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		_, _, err := s.Get(ctx, "other.example")
+		var rl *RateLimitError
+		if !errors.Is(err, ErrRateLimited) || !errors.As(err, &rl) {
+			t.Fatalf("Get while throttled = %v, want ErrRateLimited", err)
+		}
+		if d := time.Since(start); d > 500*time.Millisecond {
+			t.Errorf("throttled Get took %v: the SDK retried the 429 itself", d)
+		}
+		// During the backoff: no request at all, cached keys still answer.
+		before, _ := srv.Stats(ctx)
+		if _, _, err := s.Get(ctx, "other.example"); !errors.Is(err, ErrRateLimited) {
+			t.Errorf("second Get during the backoff = %v, want ErrRateLimited", err)
+		}
+		if v, _, err := s.Get(ctx, "cached.example"); err != nil || string(v) != "c" {
+			t.Errorf("cached Get during the backoff = %q, %v", v, err)
+		}
+		after, _ := srv.Stats(ctx)
+		if after.Get != before.Get {
+			t.Errorf("%d GETs sent during the backoff, want 0", after.Get-before.Get)
+		}
+	})
+
+	t.Run("write-retried-after-retry-after", func(t *testing.T) {
+		waitBackoff(t, s)
+		if err := srv.Throttle(ctx, 1, time.Second); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		ver, err := s.CompareAndSwap(ctx, "retried.example", core.NoVersion, []byte("r"), time.Hour)
+		elapsed := time.Since(start)
+		if err != nil {
+			t.Fatalf("CompareAndSwap through one 429 = %v", err)
+		}
+		if elapsed < 900*time.Millisecond || elapsed > 3*time.Second {
+			t.Errorf("CompareAndSwap through a 429 with Retry-After: 1 took %v, want about 1 s", elapsed)
+		}
+		if _, got, err := sibling(t, s).Get(ctx, "retried.example"); err != nil || got != ver {
+			t.Errorf("Get after the retried write = %d, %v; want %d", got, err, ver)
+		}
+	})
+
+	t.Run("short-deadline-answered-at-once", func(t *testing.T) {
+		waitBackoff(t, s)
+		if err := srv.Throttle(ctx, 1, 2*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := s.Get(ctx, "trigger.example"); !errors.Is(err, ErrRateLimited) {
+			t.Fatalf("Get while throttled = %v", err)
+		}
+		short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		defer cancel()
+		start := time.Now()
+		_, err := s.CompareAndSwap(short, "queued.example", core.NoVersion, []byte("q"), time.Hour)
+		var rl *RateLimitError
+		if !errors.As(err, &rl) || !rl.Queued {
+			t.Fatalf("CompareAndSwap with a deadline before the backoff ends = %v, want a queued *RateLimitError", err)
+		}
+		if d := time.Since(start); d > 100*time.Millisecond {
+			t.Errorf("answered after %v, want at once", d)
+		}
+		if err := s.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if v, _, err := sibling(t, s).Get(ctx, "queued.example"); err != nil || string(v) != "q" {
+			t.Errorf("the queued write did not land: Get = %q, %v", v, err)
+		}
+	})
+}
+
+// waitBackoff waits out s's 429 backoff (real time, bounded by Retry-After).
+func waitBackoff(t *testing.T, s *Store) {
+	t.Helper()
+	if until, limited := s.backingOff(); limited {
+		time.Sleep(time.Until(until))
+	}
+}
+
+// TestDeadEndpointFailsFast points the store at a closed port: with one SDK
+// retry a read fails within a few seconds, where the SDK's default of ten
+// retries with backoff would block for minutes.
+func TestDeadEndpointFailsFast(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := "http://" + ln.Addr().String() + "/client/v4/"
+	_ = ln.Close()
+	for _, tc := range []struct {
+		retries int
+		within  time.Duration
+	}{{0, time.Second}, {DefaultMaxRetries, 3 * time.Second}} {
+		t.Run(fmt.Sprintf("retries-%d", tc.retries), func(t *testing.T) {
+			s, err := New(kv.NewKVService(option.WithBaseURL(dead), option.WithAPIToken("secret-token-xyz")), "acct", "ns", WithMaxRetries(tc.retries))
+			if err != nil {
+				t.Fatal(err)
+			}
+			start := time.Now()
+			_, _, err = s.Get(t.Context(), "dead.example")
+			d := time.Since(start)
+			if err == nil || errors.Is(err, core.ErrNotFound) {
+				t.Fatalf("Get from a dead endpoint = %v", err)
+			}
+			if d > tc.within {
+				t.Errorf("Get from a dead endpoint took %v, want under %v", d, tc.within)
+			}
+			if strings.Contains(err.Error(), "secret-token-xyz") {
+				t.Errorf("error leaks the token: %v", err)
+			}
+			t.Logf("retries %d: failed after %v: %v", tc.retries, d.Round(time.Millisecond), err)
+		})
+	}
+}
+
+// TestErrorsNeverCarryToken uses a wrong token: the 403 comes back as
+// "cloudflarekv: <op> <key>: <cause>" without the token, and not as
+// ErrNotFound.
+func TestErrorsNeverCarryToken(t *testing.T) {
+	const token = "wrong-token-5f3a9c"
+	c := kv.NewKVService(option.WithBaseURL(srv.BaseURL()), option.WithAPIToken(token))
+	s, err := New(c, srv.AccountID, srv.NamespaceID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, getErr := s.Get(t.Context(), "auth.example")
+	_, putErr := s.CompareAndSwap(t.Context(), "auth.example", core.NoVersion, []byte("x"), time.Hour)
+	for op, err := range map[string]error{"get": getErr, "put": putErr} {
+		if err == nil || errors.Is(err, core.ErrNotFound) {
+			t.Errorf("%s with a wrong token = %v, want an error", op, err)
+			continue
+		}
+		if !strings.HasPrefix(err.Error(), `cloudflarekv: `+op+` "auth.example": HTTP 403`) {
+			t.Errorf("%s error = %q, want cloudflarekv: %s \"auth.example\": HTTP 403 …", op, err, op)
+		}
+		if strings.Contains(err.Error(), token) {
+			t.Errorf("%s error leaks the token: %v", op, err)
+		}
+	}
+}
+
+// TestNewValidates reports every bad option at once.
+func TestNewValidates(t *testing.T) {
+	_, err := New(nil, "", "ns/x", WithPrefix(".."), WithClockSkew(-time.Second))
+	if err == nil {
+		t.Fatal("New with bad options succeeded")
+	}
+	for _, want := range []string{"client is nil", "account ID", "namespace ID", "prefix", "clock skew"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("New's error does not mention %q: %v", want, err)
+		}
+	}
+}

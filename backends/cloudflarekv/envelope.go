@@ -1,0 +1,142 @@
+package cloudflarekv
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/kvbreaker/kvbreaker/core"
+)
+
+// envelope is the stored value: the record (base64, since the REST API's
+// multipart "value" field is text), its version, and its logical expiry in
+// Unix milliseconds. The expiry is also in the key's metadata (for listings
+// and sweepers); Get reads the value's copy, so a read costs one request, not
+// two.
+type envelope struct {
+	Exp   int64  `json:"exp"`
+	Ver   uint64 `json:"ver"`
+	Value string `json:"val"`
+}
+
+// metadata is what the key's metadata holds.
+type metadata struct {
+	Exp int64  `json:"exp"`
+	Ver uint64 `json:"ver"`
+}
+
+func encodeEnvelope(w write) (value, meta string) {
+	v, _ := json.Marshal(envelope{Exp: w.exp.UnixMilli(), Ver: uint64(w.ver), Value: base64.StdEncoding.EncodeToString(w.value)})
+	m, _ := json.Marshal(metadata{Exp: w.exp.UnixMilli(), Ver: uint64(w.ver)})
+	return string(v), string(m)
+}
+
+// decodeEnvelope parses a stored value. A value this package did not write
+// is returned as it is, with version 1 and no logical expiry, so Breaker
+// sees a corrupt record and overwrites it.
+func decodeEnvelope(b []byte) (value []byte, ver core.Version, exp time.Time) {
+	var env envelope
+	if json.Unmarshal(b, &env) == nil && env.Ver != 0 {
+		if v, err := base64.StdEncoding.DecodeString(env.Value); err == nil {
+			return v, core.Version(env.Ver), time.UnixMilli(env.Exp)
+		}
+	}
+	return b, 1, time.Unix(1<<40, 0)
+}
+
+// physicalTTL is the expiration_ttl, in whole seconds, for a logical ttl:
+// at least Workers KV's minimum, and padded so that KV, counting from its
+// own whole-second clock, never deletes before any reader's clock (within
+// the skew bound) has passed the logical expiry.
+func (s *Store) physicalTTL(ttl time.Duration) int64 {
+	d := max(MinTTL, ttl+s.pad)
+	return int64((d + time.Second - 1) / time.Second)
+}
+
+// escapeKey percent-encodes a key name for one URL path segment: every byte
+// except ASCII letters, digits and "-_.~". '/', '%', '?', '#', spaces and
+// non-ASCII bytes all become %XX, so the segment decodes back to exactly the
+// key. (The prefix makes a segment of only dots, which a URL resolver would
+// treat as "." or "..", impossible.)
+func escapeKey(key string) string {
+	const hex = "0123456789ABCDEF"
+	var b strings.Builder
+	b.Grow(len(key) * 3)
+	for i := 0; i < len(key); i++ {
+		c := key[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '-', c == '_', c == '.', c == '~':
+			b.WriteByte(c)
+		default:
+			b.WriteByte('%')
+			b.WriteByte(hex[c>>4])
+			b.WriteByte(hex[c&15])
+		}
+	}
+	return b.String()
+}
+
+// write is one queued write of a key: a put (value, ttl, exp) or a delete.
+// ver identifies it (the version Get will show for a put); base is the
+// version its caller read before computing it.
+type write struct {
+	del   bool
+	value []byte
+	ttl   time.Duration
+	exp   time.Time
+	ver   core.Version
+	base  core.Version
+}
+
+// combine merges newer into older, as CompareAndSwap documents: a delete,
+// a write after a delete, or a write computed from older (newer.base ==
+// older.ver) replaces older; otherwise the two records are merged.
+func combine(older, newer write) write {
+	if newer.del || older.del || newer.base == older.ver {
+		return newer
+	}
+	merged := newer
+	merged.value = mergeRecords(older.value, newer.value)
+	merged.ttl = max(older.ttl, newer.ttl)
+	if older.exp.After(newer.exp) {
+		merged.exp = older.exp
+	}
+	merged.base = older.base
+	return merged
+}
+
+// mergeRecords merges two encoded core.Records written concurrently: the
+// union of their failure instants (sorted, duplicates once; not capped, as
+// the next Failure prunes to the history limit, so no failure is lost), the
+// later RestrainedUntil, and Probing if either was probing. If either does
+// not decode, the newer wins.
+func mergeRecords(older, newer []byte) []byte {
+	a, errA := core.DecodeRecord(older)
+	b, errB := core.DecodeRecord(newer)
+	if errA != nil || errB != nil {
+		return newer
+	}
+	var r core.Record
+	r.Failures = slices.Concat(a.Failures, b.Failures)
+	slices.SortFunc(r.Failures, func(x, y time.Time) int { return x.Compare(y) })
+	r.Failures = slices.CompactFunc(r.Failures, time.Time.Equal)
+	r.RestrainedUntil = a.RestrainedUntil
+	if b.RestrainedUntil.After(r.RestrainedUntil) {
+		r.RestrainedUntil = b.RestrainedUntil
+	}
+	r.Probing = (a.Probing || b.Probing) && !r.RestrainedUntil.IsZero()
+	if len(r.Failures) == 0 {
+		r.Failures = nil
+	}
+	return core.EncodeRecord(r)
+}
+
+func (w write) String() string {
+	if w.del {
+		return fmt.Sprintf("delete (write %d)", w.ver)
+	}
+	return fmt.Sprintf("put version %d, %d bytes, ttl %v", w.ver, len(w.value), w.ttl)
+}

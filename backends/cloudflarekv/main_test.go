@@ -1,0 +1,72 @@
+package cloudflarekv
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/cloudflare/cloudflare-go/v6/kv"
+
+	"github.com/kvbreaker/kvbreaker/internal/miniflare"
+)
+
+// srv is the package's Miniflare, with Cloudflare's one-write-per-second
+// limit on, shared by every test (each uses its own key prefix). Tests that
+// throttle it or advance its clock do not run in parallel.
+var srv *miniflare.Server
+
+func TestMain(m *testing.M) {
+	var err error
+	srv, err = miniflare.Launch(context.Background(), miniflare.WriteLimit())
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	srv.Stop()
+	os.Exit(code)
+}
+
+var prefixes atomic.Int64
+
+// uniquePrefix returns a key prefix no other store in this run uses.
+func uniquePrefix(name string) string {
+	return "t" + strconv.FormatInt(prefixes.Add(1), 10) + "-" + name + ":"
+}
+
+// client returns a kv client for srv.
+func client() *kv.KVService { return kv.NewKVService(srv.ClientOptions()...) }
+
+// newStore returns a store over srv under a fresh prefix, on srv's clock.
+func newStore(t testing.TB, opts ...Option) *Store {
+	t.Helper()
+	all := append([]Option{WithPrefix(uniquePrefix(t.Name())), WithClock(srv.Now)}, opts...)
+	s, err := New(client(), srv.AccountID, srv.NamespaceID, all...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := s.Flush(ctx); err != nil {
+			t.Errorf("Flush: %v", err)
+		}
+	})
+	return s
+}
+
+// sibling returns a second store over the same keys as s (another process
+// of the fleet: its own cache and write queue).
+func sibling(t testing.TB, s *Store, opts ...Option) *Store {
+	t.Helper()
+	all := append([]Option{WithPrefix(s.prefix), WithClock(srv.Now)}, opts...)
+	s2, err := New(client(), srv.AccountID, srv.NamespaceID, all...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s2
+}

@@ -1,0 +1,387 @@
+package cloudflarekv
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/cloudflare/cloudflare-go/v6/kv"
+	"github.com/cloudflare/cloudflare-go/v6/option"
+	"github.com/cloudflare/cloudflare-go/v6/shared"
+
+	"github.com/kvbreaker/kvbreaker/core"
+)
+
+// keyState is the write side of one key: the write being sent, the one
+// queued behind it, and when the last request went out.
+type keyState struct {
+	key      string // the host key, for errors
+	lastSent time.Time
+	pending  *op
+	inflight *op
+	timer    *time.Timer
+	// last is this store's latest write that went out successfully, until
+	// a read from KV shows that something else replaced it.
+	last *write
+	// seq changes whenever a local write is queued or completes, so a read
+	// that overlapped one neither overwrites it in the cache nor clears
+	// last.
+	seq uint64
+}
+
+// latest returns the newest write of this store that KV holds or is about
+// to hold: in flight, or the last one sent. s.mu is held.
+func (st *keyState) latest() *write {
+	if st.inflight != nil {
+		return &st.inflight.w
+	}
+	return st.last
+}
+
+// op is a queued or in-flight write and the callers waiting for it.
+type op struct {
+	w        write
+	done     chan struct{}
+	err      error
+	attempts int
+	waiters  int
+	// next is set when this op was folded into a later one (a requeue
+	// after 429): its waiters go on waiting for next.
+	next *op
+}
+
+// state returns key's write state, creating it. s.mu is held.
+func (s *Store) state(full, key string) *keyState {
+	st, ok := s.keys[full]
+	if !ok {
+		if len(s.keys) >= s.sweepAt {
+			s.sweep()
+		}
+		st = &keyState{key: key}
+		s.keys[full] = st
+	}
+	return st
+}
+
+// sweep forgets idle keys whose write interval has passed. s.mu is held.
+func (s *Store) sweep() {
+	now := time.Now()
+	for k, st := range s.keys {
+		if st.pending == nil && st.inflight == nil && now.Sub(st.lastSent) >= s.interval {
+			delete(s.keys, k)
+		}
+	}
+	s.sweepAt = max(1024, 2*len(s.keys))
+}
+
+// enqueue queues w for full (merging it into a queued write), makes it what
+// this store's Get returns, and waits for the request that carries it.
+func (s *Store) enqueue(ctx context.Context, opName, key, full string, w write) (core.Version, error) {
+	s.mu.Lock()
+	st := s.state(full, key)
+	s.bump(st)
+	p := st.pending
+	if p == nil {
+		// A write not computed from what this store last sent (another
+		// goroutine read before that write) is merged with it, so the
+		// new request does not undo it.
+		if l := st.latest(); l != nil {
+			w = combine(*l, w)
+		}
+		p = &op{w: w, done: make(chan struct{})}
+		st.pending = p
+	} else {
+		p.w = combine(p.w, w)
+	}
+	p.waiters++
+	s.cache.set(full, entry{present: !p.w.del, value: p.w.value, ver: p.w.ver, exp: p.w.exp, pinned: true})
+	sendAt := s.schedule(full, st)
+	s.mu.Unlock()
+
+	// A caller that cannot outlast a 429 backoff is answered now; its
+	// write stays queued.
+	if dl, ok := ctx.Deadline(); ok && sendAt.After(dl) {
+		if until, limited := s.backingOff(); limited {
+			s.leave(p)
+			return 0, opError(opName, key, &RateLimitError{Until: until, Queued: true})
+		}
+	}
+	for {
+		select {
+		case <-p.done:
+			if p.next != nil {
+				p = p.next
+				continue
+			}
+			if p.err != nil {
+				return 0, opError(opName, key, p.err)
+			}
+			if p.w.del {
+				// Superseded by a delete: this write was made and undone.
+				return w.ver, nil
+			}
+			return p.w.ver, nil
+		case <-ctx.Done():
+			s.leave(p)
+			return 0, opError(opName, key, fmt.Errorf("%w (the write stays queued and is still sent)", ctx.Err()))
+		}
+	}
+}
+
+// bump marks a local write event on st. s.mu is held.
+func (s *Store) bump(st *keyState) {
+	s.seq++
+	st.seq = s.seq
+}
+
+// leave records that a waiter of p gave up.
+func (s *Store) leave(p *op) {
+	s.mu.Lock()
+	for p.next != nil {
+		p = p.next
+	}
+	p.waiters--
+	s.mu.Unlock()
+}
+
+// schedule arms st's timer to send its queued write once the write interval
+// since the last request and any 429 backoff have passed, and returns that
+// instant. A write in flight arms it when it completes. s.mu is held.
+func (s *Store) schedule(full string, st *keyState) time.Time {
+	at := st.lastSent.Add(s.interval)
+	if s.backoff.After(at) {
+		at = s.backoff
+	}
+	if st.pending == nil || st.inflight != nil || st.timer != nil {
+		return at
+	}
+	st.timer = time.AfterFunc(time.Until(at), func() { s.flush(full) })
+	return at
+}
+
+// backOffLocked stops all requests until until. s.mu is held.
+func (s *Store) backOffLocked(until time.Time) {
+	if until.After(s.backoff) {
+		s.backoff = until
+	}
+}
+
+// backingOff returns until when the store is backing off after a 429.
+func (s *Store) backingOff() (time.Time, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.backoff, time.Now().Before(s.backoff)
+}
+
+// flush sends full's queued write.
+func (s *Store) flush(full string) {
+	s.mu.Lock()
+	st := s.keys[full]
+	if st == nil {
+		s.mu.Unlock()
+		return
+	}
+	st.timer = nil
+	p := st.pending
+	if p == nil {
+		s.mu.Unlock()
+		return
+	}
+	if time.Now().Before(s.backoff) {
+		// Another key's 429 stopped the store meanwhile.
+		s.schedule(full, st)
+		s.mu.Unlock()
+		return
+	}
+	st.pending, st.inflight = nil, p
+	st.lastSent = time.Now()
+	p.attempts++
+	s.mu.Unlock()
+
+	err := s.send(full, p.w)
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st.inflight = nil
+	s.bump(st)
+	var rl *RateLimitError
+	limited := errors.As(err, &rl)
+	if limited {
+		s.backOffLocked(rl.Until)
+	}
+	switch {
+	case limited && p.attempts < s.attempts:
+		// Queue it again, under any write queued meanwhile.
+		if q := st.pending; q != nil {
+			q.w = combine(p.w, q.w)
+			q.waiters += p.waiters
+			q.attempts = max(q.attempts, p.attempts)
+			p.next = q
+			close(p.done)
+		} else {
+			st.pending = p
+		}
+	case err != nil:
+		p.err = err
+		st.last = nil // what KV holds is unknown
+		close(p.done)
+		if st.pending == nil {
+			// What KV holds is unknown now.
+			s.cache.drop(full, p.w.ver)
+		}
+		if p.waiters <= 0 {
+			s.log.Warn("cloudflarekv: write lost: its request failed after every caller had stopped waiting",
+				"key", st.key, "write", p.w.String(), "err", err)
+		}
+	default:
+		w := p.w
+		st.last = &w
+		close(p.done)
+		s.cache.unpin(full, p.w.ver, time.Now())
+	}
+	s.schedule(full, st)
+	if !s.busy() {
+		s.idle.Broadcast()
+	}
+}
+
+// requestOptions are added to every request: few SDK retries, and never an
+// SDK retry of a 429, which the store handles itself.
+func (s *Store) requestOptions() []option.RequestOption {
+	return []option.RequestOption{
+		option.WithMaxRetries(s.maxRetries),
+		option.WithMiddleware(func(req *http.Request, next option.MiddlewareNext) (*http.Response, error) {
+			res, err := next(req)
+			if err == nil && res.StatusCode == http.StatusTooManyRequests {
+				res.Header.Set("X-Should-Retry", "false")
+			}
+			return res, err
+		}),
+	}
+}
+
+// send performs one write request, detached from its callers' contexts
+// (several may be waiting for it) but bounded by the request timeout.
+func (s *Store) send(full string, w write) error {
+	ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
+	defer cancel()
+	seg := escapeKey(full)
+	var err error
+	if w.del {
+		var params kv.NamespaceValueDeleteParams
+		params.AccountID.Value, params.AccountID.Present = s.account, true
+		_, err = s.values.Delete(ctx, s.namespace, seg, params, s.requestOptions()...)
+	} else {
+		value, meta := encodeEnvelope(w)
+		var params kv.NamespaceValueUpdateParams
+		params.AccountID.Value, params.AccountID.Present = s.account, true
+		params.Value.Value, params.Value.Present = shared.UnionString(value), true
+		params.ExpirationTTL.Value, params.ExpirationTTL.Present = float64(s.physicalTTL(w.ttl)), true
+		// A JSON string: cloudflare-go would flatten a Go map into form
+		// fields, which the API ignores.
+		params.Metadata.Value, params.Metadata.Present = meta, true
+		_, err = s.values.Update(ctx, s.namespace, seg, params, s.requestOptions()...)
+	}
+	return apiError(err)
+}
+
+// fetch reads full from KV and caches the answer, unless a local write of
+// the key started meanwhile.
+func (s *Store) fetch(full string) (entry, error) {
+	s.mu.Lock()
+	seq := s.seqOf(full)
+	s.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
+	defer cancel()
+	var params kv.NamespaceValueGetParams
+	params.AccountID.Value, params.AccountID.Present = s.account, true
+	res, err := s.values.Get(ctx, s.namespace, escapeKey(full), params, s.requestOptions()...)
+	var e entry
+	var rl *RateLimitError
+	switch err = apiError(err); {
+	case errors.Is(err, core.ErrNotFound):
+		e = entry{}
+	case errors.As(err, &rl):
+		s.mu.Lock()
+		s.backOffLocked(rl.Until)
+		s.mu.Unlock()
+		return entry{}, err
+	case err != nil:
+		return entry{}, err
+	default:
+		body, rerr := io.ReadAll(io.LimitReader(res.Body, 1<<20))
+		_ = res.Body.Close()
+		if rerr != nil {
+			return entry{}, fmt.Errorf("reading the value: %w", rerr)
+		}
+		value, ver, exp := decodeEnvelope(body)
+		e = entry{present: true, value: value, ver: ver, exp: exp}
+	}
+	e.at = time.Now()
+	s.mu.Lock()
+	if s.seqOf(full) == seq {
+		s.cache.set(full, e)
+		// KV answered after this store's last write completed: if it
+		// shows something else, that write was replaced, and later
+		// writes must not be merged with it.
+		if st := s.keys[full]; st != nil && st.last != nil && (!e.present || e.ver != st.last.ver) {
+			st.last = nil
+		}
+	}
+	s.mu.Unlock()
+	return e, nil
+}
+
+// seqOf returns full's local write sequence (0 if never written). s.mu is
+// held.
+func (s *Store) seqOf(full string) uint64 {
+	if st, ok := s.keys[full]; ok {
+		return st.seq
+	}
+	return 0
+}
+
+// apiError turns cloudflare-go's error into the store's: ErrNotFound for a
+// 404, a *RateLimitError for a 429, and otherwise the status and
+// Cloudflare's error messages. The SDK's own error is not wrapped: it holds
+// the request, whose Authorization header carries the token.
+func apiError(err error) error {
+	if err == nil {
+		return nil
+	}
+	var ae *kv.Error
+	if !errors.As(err, &ae) {
+		return err // transport errors and context errors, which carry no token
+	}
+	switch ae.StatusCode {
+	case http.StatusNotFound:
+		return core.ErrNotFound
+	case http.StatusTooManyRequests:
+		return &RateLimitError{Until: time.Now().Add(retryAfter(ae.Response))}
+	}
+	msgs := make([]string, 0, len(ae.Errors))
+	for _, e := range ae.Errors {
+		msgs = append(msgs, fmt.Sprintf("%d %s", e.Code, e.Message))
+	}
+	return fmt.Errorf("HTTP %d from the Cloudflare API: %s", ae.StatusCode, strings.Join(msgs, "; "))
+}
+
+// retryAfter reads Retry-After (seconds or an HTTP date), defaulting to one
+// second and capped at maxRetryAfter.
+func retryAfter(res *http.Response) time.Duration {
+	d := time.Second
+	if res != nil {
+		v := res.Header.Get("Retry-After")
+		if secs, err := strconv.ParseFloat(v, 64); err == nil && secs > 0 {
+			d = time.Duration(secs * float64(time.Second))
+		} else if t, err := http.ParseTime(v); err == nil {
+			d = time.Until(t)
+		}
+	}
+	return min(max(d, 0), maxRetryAfter)
+}
