@@ -149,19 +149,19 @@ func writeTable(w io.Writer, r *sim.Report, elapsed time.Duration) {
 		cols = append(cols, m.Model)
 	}
 	row := func(label string, base string, f func(m sim.ModelReport) string) {
-		fmt.Fprintf(w, "%-32s %13s", label, base)
+		fmt.Fprintf(w, "%-34s %13s", label, base)
 		for _, m := range r.Models {
 			v := "refused"
 			if m.Refused == "" {
 				v = f(m)
 			}
-			fmt.Fprintf(w, " %14s", v)
+			fmt.Fprintf(w, " %15s", v)
 		}
 		fmt.Fprintln(w)
 	}
-	fmt.Fprintf(w, "%-32s %13s", "", cols[0])
+	fmt.Fprintf(w, "%-34s %13s", "", cols[0])
 	for _, c := range cols[1:] {
-		fmt.Fprintf(w, " %14s", c)
+		fmt.Fprintf(w, " %15s", c)
 	}
 	fmt.Fprintln(w)
 	down := r.Baseline.SendsToDownHosts
@@ -173,8 +173,12 @@ func writeTable(w io.Writer, r *sim.Report, elapsed time.Duration) {
 	row("agreement with fedify", "-", func(m sim.ModelReport) string { return fmt.Sprintf("%.4f%%", 100*m.Agreement) })
 	row("  unsafe (sends where it holds)", "-", func(m sim.ModelReport) string { return num(m.UnsafeDivergences) })
 	row("  safe (holds where it sends)", "-", func(m sim.ModelReport) string { return num(m.SafeDivergences) })
-	row("  late probes", "-", func(m sim.ModelReport) string { return num(m.LateProbes) })
+	row("  late probes (same probe, later)", "-", func(m sim.ModelReport) string { return num(m.LateProbes) })
 	row("  send/probe swaps", "-", func(m sim.ModelReport) string { return num(m.SendProbeSwaps) })
+	row("records lost to TTL in restraint", "-", func(m sim.ModelReport) string { return num(m.RecordsLost) })
+	row("  divergences after a lost one", "-", func(m sim.ModelReport) string {
+		return fmt.Sprintf("%s (%s unsafe)", num(m.AfterRecordLoss), num(m.AfterRecordLossUnsafe))
+	})
 	row("retry-instant mismatches", "-", func(m sim.ModelReport) string { return num(m.RetryMismatches) })
 	row("state-change label mismatches", "-", func(m sim.ModelReport) string { return num(m.TransitionMismatches) })
 	row("record TTL", "-", func(m sim.ModelReport) string { return m.StateTTL })
@@ -198,6 +202,15 @@ func writeTable(w io.Writer, r *sim.Report, elapsed time.Duration) {
 Retry-instant and label mismatches of seed-2field are expected: two fields cannot tell
 half-open from open (the note's "Costs"); kvbreaker's probing bit restores them.
 `)
+	for _, m := range r.Models {
+		if m.RecordsLost > 0 {
+			fmt.Fprint(w, `A record is lost when a restrained host is asked again more than the TTL margin after
+its restraint ended (workers busy, or no traffic): the model then sends instead of probing
+and, in this shadow run, stays out of step until the host answers again.
+`)
+			break
+		}
+	}
 }
 
 func spared(n, of int) string {

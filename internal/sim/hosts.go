@@ -138,6 +138,9 @@ type host struct {
 	// owed[i]: the reference probed at a decision model i held, and no
 	// outcome has arrived since.
 	owed []bool
+	// lost[i]: model i lost its record to its TTL while the reference
+	// restrained this host, and the host has not answered since.
+	lost []bool
 }
 
 // down reports whether a delivery sent at t (ms) fails because the host is

@@ -176,6 +176,19 @@ type ModelReport struct {
 	LateProbes int `json:"late_probes"`
 	// SendProbeSwaps: both deliver, but one sends and the other probes.
 	SendProbeSwaps int `json:"send_probe_swaps"`
+	// RecordsLost counts decisions where the model found no record (its
+	// TTL had run out) while the reference still restrained the host: an
+	// open host asked again more than the TTL margin after its restraint
+	// ended (no traffic, or held messages stuck behind busy workers). The
+	// model sends instead of probing and counts failures afresh.
+	RecordsLost int `json:"records_lost"`
+	// AfterRecordLoss counts the divergences at a host from such a loss
+	// until the host next answers (when every model deletes its record and
+	// they are in step again); they are not counted as unsafe, safe, late
+	// or swaps. AfterRecordLossUnsafe is the part that sends or probes
+	// where the reference holds.
+	AfterRecordLoss       int `json:"after_record_loss"`
+	AfterRecordLossUnsafe int `json:"after_record_loss_unsafe"`
 	// RetryMismatches: both hold, with different retry instants.
 	RetryMismatches int `json:"retry_mismatches"`
 	// TransitionMismatches: a decision or outcome after which the model
@@ -298,6 +311,7 @@ type runner struct {
 	free    int
 
 	models  []model.Model
+	ref     *model.Fedify // models[0]
 	reports []ModelReport // parallel to models, then refused ones
 	refused []ModelReport
 	v       []model.Verdict
@@ -325,6 +339,7 @@ func (r *runner) setup() error {
 	}
 	sc := seed.Config()
 	r.models = []model.Model{fed, seed}
+	r.ref = fed
 	r.reports = []ModelReport{
 		{Model: fed.Name(), StateTTL: fed.Config().StateTTL.String()},
 		{Model: seed.Name(), StateTTL: sc.StateTTL().String()},
@@ -351,7 +366,7 @@ func (r *runner) setup() error {
 	}
 	r.rng.Shuffle(len(kinds), func(i, j int) { kinds[i], kinds[j] = kinds[j], kinds[i] })
 	for i, b := range kinds {
-		h := &host{name: fmt.Sprintf("host%05d.example", i), behaviour: b, owed: make([]bool, len(r.models))}
+		h := &host{name: fmt.Sprintf("host%05d.example", i), behaviour: b, owed: make([]bool, len(r.models)), lost: make([]bool, len(r.models))}
 		if b == Flapping {
 			h.toggles, h.startDown = flapTimeline(r.rng, r.end)
 		}
@@ -458,11 +473,22 @@ func (r *runner) decide(m *message, h *host) {
 	for i := range r.models {
 		rep, v := &r.reports[i], r.v[i]
 		rep.Decisions++
+		if v.Decision == core.Send && ref.Decision != core.Send && !h.lost[i] && !r.models[i].Live(h.name, now) {
+			// Same calls, yet no record where the reference restrains:
+			// this model's record expired (its TTL), not a race.
+			h.lost[i] = true
+			rep.RecordsLost++
+		}
 		switch {
 		case v.Decision == ref.Decision:
 			rep.agree++
 			if v.Decision == core.Hold && !v.RetryAt.Equal(ref.RetryAt) {
 				rep.RetryMismatches++
+			}
+		case h.lost[i]:
+			rep.AfterRecordLoss++
+			if delivers(v.Decision) && !delivers(ref.Decision) {
+				rep.AfterRecordLossUnsafe++
 			}
 		case v.Decision == core.Probe && ref.Decision == core.Hold && h.owed[i]:
 			// The reference probed at an earlier decision this model
@@ -526,6 +552,16 @@ func (r *runner) outcome(e event) {
 	} else {
 		r.trace.Failed++
 	}
+	if rec, ok := r.ref.Record(h.name, now); ok && rec.State != core.StateClosed {
+		for i, md := range r.models[1:] {
+			if !h.lost[i+1] && !md.Live(h.name, now) {
+				// The outcome (often the reference's own probe's) lands
+				// on a record this model has already let expire.
+				h.lost[i+1] = true
+				r.reports[i+1].RecordsLost++
+			}
+		}
+	}
 	for i, md := range r.models {
 		if e.ok {
 			r.tr[i] = md.Success(h.name, now)
@@ -536,6 +572,10 @@ func (r *runner) outcome(e event) {
 	r.transitions()
 	// An outcome can change either side's restraint: stop excusing.
 	clear(h.owed)
+	if e.ok {
+		// Every model deleted its record: they are in step again.
+		clear(h.lost)
+	}
 	if e.send && !r.s.Races {
 		h.sending = false
 		r.ready = append(r.ready, h.blocked...)

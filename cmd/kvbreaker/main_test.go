@@ -1,0 +1,148 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+func runCmd(args ...string) (code int, stdout, stderr string) {
+	var o, e bytes.Buffer
+	code = run(args, &o, &e)
+	return code, o.String(), e.String()
+}
+
+func TestHelp(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		code int
+		out  []string // in stdout, or stderr when code != 0
+	}{
+		{"help-flag", []string{"--help"}, exitOK, []string{"Usage:", "kvbreaker <command>", "simulate", "kvbreaker simulate"}},
+		{"help-command", []string{"help", "simulate"}, exitOK, []string{"Usage: kvbreaker simulate", "fedify-4field", "-races", "-state-ttl", "Examples:"}},
+		{"no-arguments", nil, exitUsage, []string{"Commands:", "simulate"}},
+		{"unknown-command", []string{"frobnicate"}, exitUsage, []string{`unknown command "frobnicate"`, "Commands:"}},
+		{"simulate-help", []string{"simulate", "--help"}, exitOK, []string{"Usage: kvbreaker simulate", "seed-2field", "kvbreaker", "-format", "table or json"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, out, errOut := runCmd(tc.args...)
+			if code != tc.code {
+				t.Fatalf("exit %d, want %d\nstdout: %s\nstderr: %s", code, tc.code, out, errOut)
+			}
+			text := out + errOut
+			for _, w := range tc.out {
+				if !strings.Contains(text, w) {
+					t.Errorf("output lacks %q:\n%s", w, text)
+				}
+			}
+		})
+	}
+}
+
+func TestSimulateBadFlags(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"unknown-flag", []string{"--bogus"}, "flag provided but not defined: -bogus"},
+		{"bad-duration", []string{"--duration", "forever"}, `invalid value "forever" for flag -duration`},
+		{"negative-workers", []string{"--workers", "-3"}, "workers is -3"},
+		{"zero-hosts", []string{"--hosts", "0"}, "--hosts must be positive"},
+		{"bad-format", []string{"--format", "xml"}, `--format is "xml": want table or json`},
+		{"bad-mix", []string{"--mix", "zombie=3"}, `unknown behaviour "zombie"`},
+		{"negative-state-ttl", []string{"--state-ttl", "-1m"}, "state TTL is -1m0s"},
+		{"stray-argument", []string{"now"}, `unexpected argument "now"`},
+		{"sub-millisecond", []string{"--recovery-delay", "1500us"}, "whole milliseconds"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, out, errOut := runCmd(append([]string{"simulate"}, tc.args...)...)
+			if code != exitUsage {
+				t.Fatalf("exit %d, want %d", code, exitUsage)
+			}
+			if out != "" {
+				t.Errorf("stdout should be empty on a usage error, got %q", out)
+			}
+			if !strings.Contains(errOut, tc.want) {
+				t.Errorf("stderr lacks %q:\n%s", tc.want, errOut)
+			}
+		})
+	}
+}
+
+// small keeps the command tests quick.
+var small = []string{"simulate", "--hosts", "40", "--duration", "2h", "--mix", "healthy=2,dead=1,flapping=1"}
+
+func TestSimulateJSON(t *testing.T) {
+	code, out, errOut := runCmd(append(small, "--format", "json", "--races")...)
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var got struct {
+		Races    bool `json:"races"`
+		Baseline struct {
+			Model            string `json:"model"`
+			SendsToDownHosts *int   `json:"sends_to_down_hosts"`
+		} `json:"baseline"`
+		Models []map[string]any `json:"models"`
+	}
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, out)
+	}
+	if !got.Races || got.Baseline.SendsToDownHosts == nil || *got.Baseline.SendsToDownHosts == 0 {
+		t.Fatalf("baseline missing or empty: %+v", got.Baseline)
+	}
+	var names []string
+	for _, m := range got.Models {
+		names = append(names, m["model"].(string))
+		for _, k := range []string{"decisions", "agreement", "unsafe_divergences", "safe_divergences", "transition_mismatches",
+			"sends_to_down_hosts", "probes", "drops", "peak_records", "records_left_after_quiet"} {
+			if _, ok := m[k].(float64); !ok {
+				t.Errorf("model %v: %q missing or not a number", m["model"], k)
+			}
+		}
+		if m["sends_to_down_hosts"].(float64) >= float64(*got.Baseline.SendsToDownHosts) {
+			t.Errorf("%v sent as much to down hosts as no breaker", m["model"])
+		}
+	}
+	if strings.Join(names, ",") != "fedify-4field,seed-2field,kvbreaker" {
+		t.Fatalf("models = %v", names)
+	}
+}
+
+func TestSimulateTable(t *testing.T) {
+	code, out, errOut := runCmd(small...)
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	for _, w := range []string{"no breaker", "fedify-4field", "seed-2field", "kvbreaker", "sends to down hosts", "spared vs no breaker",
+		"agreement with fedify", "100.0000%", "records left after 1h0m0s quiet", "Without a breaker the fleet sent"} {
+		if !strings.Contains(out, w) {
+			t.Errorf("table lacks %q:\n%s", w, out)
+		}
+	}
+}
+
+// TestSimulateStateTTLFootgun: the command still runs, and says kvbreaker
+// refuses the configuration and why.
+func TestSimulateStateTTLFootgun(t *testing.T) {
+	code, out, errOut := runCmd(append(small, "--state-ttl", "10m")...)
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	for _, w := range []string{"refused", "kvbreaker refused this configuration", "StateTTL is 10m0s", "10m0s"} {
+		if !strings.Contains(out, w) {
+			t.Errorf("output lacks %q:\n%s", w, out)
+		}
+	}
+}
+
+func TestNum(t *testing.T) {
+	for n, want := range map[int]string{0: "0", 999: "999", 1000: "1,000", 1234567: "1,234,567", -4321: "-4,321"} {
+		if got := num(n); got != want {
+			t.Errorf("num(%d) = %q, want %q", n, got, want)
+		}
+	}
+}
