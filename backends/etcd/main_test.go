@@ -23,6 +23,7 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	etcdtest.Main() // serves etcd instead, when this is StartProcess's child
 	s, err := etcdtest.New()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "backends/etcd: cannot start the embedded etcd the tests need: %v\n", err)

@@ -9,11 +9,14 @@
 package etcdtest
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/url"
 	"os"
+	"os/exec"
 	"sync"
 	"testing"
 	"time"
@@ -42,15 +45,38 @@ type Server struct {
 	client  string // http://127.0.0.1:port
 	peer    string
 
+	// proc: the server runs in a child process (StartProcess); else in
+	// this one.
+	proc bool
+
 	mu   sync.Mutex
-	etcd *embed.Etcd // nil while stopped
+	etcd *embed.Etcd // in-process server; nil while stopped
+	cmd  *exec.Cmd   // child process; nil while stopped
+	// stdin is the child's standard input: closing it stops the child,
+	// and the child stops on its own if this process dies.
+	stdin io.WriteCloser
 }
 
 // Start starts a server for tb and stops it (and removes its data) when tb
 // finishes. It fails tb if the server cannot start.
 func Start(tb testing.TB) *Server {
 	tb.Helper()
-	s, err := newServer(tb.TempDir(), false)
+	s, err := newServer(tb.TempDir(), false, false)
+	if err != nil {
+		tb.Fatalf("etcdtest: %v", err)
+	}
+	tb.Cleanup(s.Close)
+	return s
+}
+
+// StartProcess is Start with the server in a child process (this test
+// binary, run again), so that stopping it is a real process exit and none of
+// the server's goroutines live in the test's process: use it for fault
+// tests that check for goroutine leaks. The package's TestMain must call
+// Main first. Stop ends the child gracefully, Kill abruptly.
+func StartProcess(tb testing.TB) *Server {
+	tb.Helper()
+	s, err := newServer(tb.TempDir(), false, true)
 	if err != nil {
 		tb.Fatalf("etcdtest: %v", err)
 	}
@@ -65,7 +91,7 @@ func New() (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("etcdtest: temp dir: %w", err)
 	}
-	s, err := newServer(dir, true)
+	s, err := newServer(dir, true, false)
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, err
@@ -73,7 +99,7 @@ func New() (*Server, error) {
 	return s, nil
 }
 
-func newServer(dir string, ownsDir bool) (*Server, error) {
+func newServer(dir string, ownsDir, proc bool) (*Server, error) {
 	var lastErr error
 	// A port picked free can be taken by someone else before etcd binds
 	// it; try a few fresh pairs.
@@ -85,6 +111,7 @@ func newServer(dir string, ownsDir bool) (*Server, error) {
 		s := &Server{
 			dir:     dir,
 			ownsDir: ownsDir,
+			proc:    proc,
 			client:  fmt.Sprintf("http://127.0.0.1:%d", ports[0]),
 			peer:    fmt.Sprintf("http://127.0.0.1:%d", ports[1]),
 		}
@@ -141,7 +168,7 @@ func (s *Server) Client(tb testing.TB) *clientv3.Client {
 func (s *Server) Running() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.etcd != nil
+	return s.etcd != nil || s.cmd != nil
 }
 
 // Stop stops the server, keeping its ports and data for Restart. Clients see
@@ -149,6 +176,10 @@ func (s *Server) Running() bool {
 func (s *Server) Stop() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.cmd != nil {
+		s.stopProcess(false)
+		return
+	}
 	if s.etcd == nil {
 		return
 	}
@@ -168,21 +199,34 @@ func (s *Server) Stop() {
 func (s *Server) Restart() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.etcd != nil {
+	if s.etcd != nil || s.cmd != nil {
 		return nil
 	}
-	cfg := embed.NewConfig()
-	cfg.Name = "etcdtest"
-	cfg.Dir = s.DataDir()
-	cfg.TickMs = TickMs
-	cfg.ElectionMs = ElectionMs
-	cu, err := url.Parse(s.client)
+	if s.proc {
+		return s.startProcess()
+	}
+	e, err := startEmbedded(s.DataDir(), s.client, s.peer)
 	if err != nil {
 		return err
 	}
-	pu, err := url.Parse(s.peer)
+	s.etcd = e
+	return nil
+}
+
+// startEmbedded starts an embedded etcd and waits until it is ready.
+func startEmbedded(dataDir, clientURL, peerURL string) (*embed.Etcd, error) {
+	cfg := embed.NewConfig()
+	cfg.Name = "etcdtest"
+	cfg.Dir = dataDir
+	cfg.TickMs = TickMs
+	cfg.ElectionMs = ElectionMs
+	cu, err := url.Parse(clientURL)
 	if err != nil {
-		return err
+		return nil, err
+	}
+	pu, err := url.Parse(peerURL)
+	if err != nil {
+		return nil, err
 	}
 	cfg.ListenClientUrls = []url.URL{*cu}
 	cfg.AdvertiseClientUrls = []url.URL{*cu}
@@ -191,24 +235,43 @@ func (s *Server) Restart() error {
 	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
 	cfg.ListenMetricsUrls = nil
 	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
-	// A small backend: tests write little, and the default mmaps 10 GiB.
+	// Tests write little; keep the space quota small.
 	cfg.QuotaBackendBytes = 256 << 20
 	e, err := embed.StartEtcd(cfg)
 	if err != nil {
-		return fmt.Errorf("etcdtest: start etcd on %s (data %s): %w", s.client, cfg.Dir, err)
+		return nil, fmt.Errorf("etcdtest: start etcd on %s (data %s): %w", clientURL, cfg.Dir, err)
 	}
 	select {
 	case <-e.Server.ReadyNotify():
 	case err := <-e.Err():
 		e.Close()
-		return fmt.Errorf("etcdtest: etcd on %s failed while starting: %w", s.client, err)
+		return nil, fmt.Errorf("etcdtest: etcd on %s failed while starting: %w", clientURL, err)
 	case <-time.After(startTimeout):
 		e.Server.Stop()
 		e.Close()
-		return fmt.Errorf("etcdtest: etcd on %s not ready after %v", s.client, startTimeout)
+		return nil, fmt.Errorf("etcdtest: etcd on %s not ready after %v", clientURL, startTimeout)
 	}
-	s.etcd = e
-	return nil
+	// Ready means raft is up; the client handlers (and their goroutines)
+	// start just after. Wait for a real answer, so that a goroutine
+	// snapshot taken after Start sees the whole server.
+	if err := roundTrip(clientURL); err != nil {
+		e.Close()
+		return nil, fmt.Errorf("etcdtest: etcd on %s does not answer: %w", clientURL, err)
+	}
+	return e, nil
+}
+
+// roundTrip reads a key from the server at clientURL.
+func roundTrip(clientURL string) error {
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{clientURL}, DialTimeout: startTimeout, Logger: zap.NewNop()})
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+	defer cancel()
+	_, err = cli.Get(ctx, "etcdtest/ready")
+	return err
 }
 
 // Close stops the server and, when New created the directory, removes it.

@@ -1,0 +1,201 @@
+package etcd_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/goleak"
+
+	"github.com/kvbreaker/kvbreaker/backends/etcd"
+	"github.com/kvbreaker/kvbreaker/core"
+	"github.com/kvbreaker/kvbreaker/internal/etcdtest"
+)
+
+// TestServerStopAndRestart kills etcd in the middle of a run: every call
+// fails within its deadline with an error naming the endpoint, the Breaker
+// fails open (or closed, when so configured) and returns the error, and
+// after a restart on the same ports and data everything works again, with
+// the records written before the stop still there. No goroutine outlives
+// the test.
+func TestServerStopAndRestart(t *testing.T) {
+	// Registered first, so it runs last: after the stores, clients and the
+	// server below are closed. The shared server's goroutines predate it.
+	ignore := goleak.IgnoreCurrent()
+	t.Cleanup(func() { goleak.VerifyNone(t, ignore) })
+
+	// The server runs in a child process, so a stop is a real process
+	// exit and the leak check sees only this process's goroutines: the
+	// client's and the store's.
+	srv := etcdtest.StartProcess(t)
+	ctx := t.Context()
+	const callTimeout = 400 * time.Millisecond
+	const slack = 300 * time.Millisecond
+	store, err := etcd.Dial(ctx, srv.Endpoints(), nil, etcd.WithPrefix("fault/"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	clock := newFakeClock()
+	tr := &transitions{n: map[string]int{}}
+	settings := core.Settings{
+		FailureThreshold: 2, RecoveryDelay: time.Minute, FailureWindow: time.Minute,
+		CallTimeout: callTimeout, Clock: clock.Now, OnStateChange: tr.record,
+	}
+	open, err := core.NewBreaker(store, settings)
+	if err != nil {
+		t.Fatal(err)
+	}
+	settings.FailClosed = true
+	closed, err := core.NewBreaker(store, settings)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Before the fault: one host open, one with a failure counted.
+	for range 2 {
+		if err := open.Failure(ctx, "down.example"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := open.Failure(ctx, "flaky.example"); err != nil {
+		t.Fatal(err)
+	}
+	wantTransitions(t, tr, map[string]int{"closed→open": 1})
+
+	srv.Kill() // as a crash: SIGKILL
+
+	t.Run("store-calls-fail-within-deadline", func(t *testing.T) {
+		for op, call := range map[string]func(context.Context) error{
+			"get": func(ctx context.Context) error { _, _, err := store.Get(ctx, "down.example"); return err },
+			"put": func(ctx context.Context) error {
+				_, err := store.CompareAndSwap(ctx, "new.example", core.NoVersion, []byte("v"), time.Minute)
+				return err
+			},
+			"delete": func(ctx context.Context) error { return store.CompareAndDelete(ctx, "down.example", 1) },
+		} {
+			cctx, cancel := context.WithTimeout(ctx, callTimeout)
+			err := within(t, callTimeout+slack, op, func() error { return call(cctx) })
+			cancel()
+			if err == nil || errors.Is(err, core.ErrConflict) || errors.Is(err, core.ErrNotFound) {
+				t.Errorf("%s with etcd stopped: %v, want a transport error", op, err)
+				continue
+			}
+			if want := "etcd: " + op; !strings.HasPrefix(err.Error(), want) || !strings.Contains(err.Error(), srv.Endpoints()[0]) {
+				t.Errorf("%s error %q: want %q… naming %s", op, err, want, srv.Endpoints()[0])
+			}
+		}
+	})
+
+	t.Run("breaker-fails-open", func(t *testing.T) {
+		for _, host := range []string{"down.example", "fine.example"} {
+			v, err := within(t, callTimeout+slack, "Allow", func() allowResult {
+				v, err := open.Allow(ctx, host, time.Time{})
+				return allowResult{v, err}
+			}).get()
+			if err == nil || v.Decision != core.Send {
+				t.Errorf("Allow(%s) with etcd stopped = %v, %v; want send and an error", host, v.Decision, err)
+			}
+			if !strings.Contains(err.Error(), "etcd: get") {
+				t.Errorf("Allow's error %q does not carry the store's", err)
+			}
+		}
+		err := within(t, callTimeout+slack, "Failure", func() error { return open.Failure(ctx, "flaky.example") })
+		if err == nil {
+			t.Error("Failure with etcd stopped returned no error")
+		}
+	})
+
+	t.Run("breaker-fails-closed-when-configured", func(t *testing.T) {
+		v, err := within(t, callTimeout+slack, "Allow", func() allowResult {
+			v, err := closed.Allow(ctx, "fine.example", time.Time{})
+			return allowResult{v, err}
+		}).get()
+		if err == nil || v.Decision != core.Hold || !v.RetryAt.Equal(clock.Now().Add(core.DefaultReleaseInterval)) {
+			t.Errorf("FailClosed Allow with etcd stopped = %+v, %v; want hold for the release interval and an error", v, err)
+		}
+	})
+	wantTransitions(t, tr, map[string]int{})
+
+	if err := srv.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	// The client reconnects on its own; wait (bounded) for the first
+	// answer.
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		cctx, cancel := context.WithTimeout(ctx, time.Second)
+		_, _, err := store.Get(cctx, "down.example")
+		cancel()
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("store still failing 15 s after the restart: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond) // waiting for a real reconnection
+	}
+
+	t.Run("works-after-restart", func(t *testing.T) {
+		// The open record survived the restart.
+		v, err := open.Allow(ctx, "down.example", time.Time{})
+		if err != nil || v.Decision != core.Hold {
+			t.Errorf("Allow on the open host after restart = %v, %v; want hold", v.Decision, err)
+		}
+		// The failure counted before the stop still counts: one more opens.
+		if err := open.Failure(ctx, "flaky.example"); err != nil {
+			t.Fatal(err)
+		}
+		wantTransitions(t, tr, map[string]int{"closed→open": 1})
+		clock.Advance(time.Minute + time.Second)
+		v, err = closed.Allow(ctx, "down.example", time.Time{})
+		if err != nil || v.Decision != core.Probe {
+			t.Fatalf("Allow after the recovery delay = %v, %v; want probe", v.Decision, err)
+		}
+		if err := closed.Success(ctx, "down.example"); err != nil {
+			t.Fatal(err)
+		}
+		wantTransitions(t, tr, map[string]int{"open→half-open": 1, "half-open→closed": 1})
+		// New records get leases: the pool's cached lease survived too.
+		if _, err := store.CompareAndSwap(ctx, "new.example", core.NoVersion, []byte("v"), time.Minute); err != nil {
+			t.Errorf("write after restart: %v", err)
+		}
+	})
+
+	store.Close()
+	srv.Close()
+}
+
+type allowResult struct {
+	v   core.Verdict
+	err error
+}
+
+func (r allowResult) get() (core.Verdict, error) { return r.v, r.err }
+
+// TestLostLeaseIsRegranted: when the server no longer knows the pooled
+// lease (revoked by an operator, or lost with the data), the write grants a
+// new one instead of failing.
+func TestLostLeaseIsRegranted(t *testing.T) {
+	s := newStore(t)
+	ctx := t.Context()
+	mustCAS(t, s, "a", core.NoVersion, "v", longTTL)
+	resp, err := s.Client().Get(ctx, s.Prefix()+"a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Client().Revoke(ctx, clientv3.LeaseID(resp.Kvs[0].Lease)); err != nil {
+		t.Fatal(err)
+	}
+	before := s.Stats().Grants
+	mustCAS(t, s, "b", core.NoVersion, "v", longTTL)
+	if got := s.Stats().Grants - before; got != 1 {
+		t.Errorf("write after the pooled lease was revoked made %d grants, want 1", got)
+	}
+	if got := leaseTTL(t, s, "b"); got != 63 {
+		t.Errorf("new lease granted for %d s, want 63", got)
+	}
+}
