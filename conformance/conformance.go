@@ -60,7 +60,7 @@ func (o Options) withDefaults(t core.Traits) Options {
 		o.Trials = 200
 	}
 	if o.Timeout <= 0 {
-		o.Timeout = 2*time.Minute + 2*max(o.ExpiryTTL, t.Expiry.MinTTL) + t.Expiry.Granularity + t.Expiry.Late + 2*t.ReadStaleness
+		o.Timeout = 2*time.Minute + 2*max(o.ExpiryTTL, t.Expiry.MinTTL) + t.Expiry.Granularity + t.Expiry.Late + 8*t.ReadStaleness
 	}
 	return o
 }
@@ -178,14 +178,18 @@ type testCase struct {
 	// stores).
 	atomic bool
 	// slow: the case waits in real time unless the harness is a
-	// TimeAdvancer.
-	slow bool
-	run  func(ctx context.Context, e *env)
+	// TimeAdvancer; slowIf: it waits when the store declares these traits.
+	slow   bool
+	slowIf func(core.Traits) bool
+	run    func(ctx context.Context, e *env)
 }
 
 func (c *testCase) skip(t core.Traits, h Harness, o Options) string {
 	if c.atomic && !t.Atomic {
 		return fmt.Sprintf("%s: store declares Traits().Atomic == false (last writer wins), so it does not promise %q", c.name, c.promise)
+	}
+	if c.slowIf != nil && c.slowIf(t) && o.SkipSlow {
+		return fmt.Sprintf("%s: waits out the declared ReadStaleness (%v) between steps (skipped under -short)", c.name, t.ReadStaleness)
 	}
 	if c.slow && o.SkipSlow {
 		if _, ok := h.(TimeAdvancer); !ok {

@@ -59,6 +59,10 @@ func (e *env) expire(ctx context.Context, key string) (core.Version, ExpiryMeasu
 	}
 	interval := min(max(eff/50, 10*time.Millisecond), 250*time.Millisecond)
 	grace := 2*interval + 250*time.Millisecond
+	// Until the declared staleness has passed, an absent answer may just
+	// be a read that has not caught up with the write.
+	visible := ret.Add(e.traits.ReadStaleness)
+	seen := false
 	lastPresent := start
 	for {
 		s := time.Now()
@@ -66,6 +70,11 @@ func (e *env) expire(ctx context.Context, key string) (core.Version, ExpiryMeasu
 		r := time.Now()
 		if !ok {
 			return ver, meas, false
+		}
+		if !isPresent && !seen && s.Before(visible) {
+			isPresent = true // not visible yet, not gone
+		} else if isPresent {
+			seen = true
 		}
 		if isPresent {
 			lastPresent = s
@@ -104,17 +113,14 @@ func (e *env) expireAdvancing(ctx context.Context, adv TimeAdvancer, key string,
 	if !ok {
 		return 0, meas, false
 	}
-	step := max((hi-lo)/10, 10*time.Millisecond)
-	at := time.Duration(0)
-	// Just before the earliest permitted instant, then in steps past the
-	// latest one.
-	if first := lo - step; first > 0 {
-		if err := adv.Advance(ctx, first); err != nil {
-			e.errorf(promiseNotEarly, "TimeAdvancer.Advance(%v) = %v", first, err)
-			return ver, meas, false
-		}
-		at = first
+	// Coarse steps up to the earliest permitted instant, then fine ones
+	// past the latest.
+	coarse := max(meas.Effective/50, 10*time.Millisecond)
+	fine := max((hi-lo)/10, 10*time.Millisecond)
+	if _, _, _, ok := e.awaitRead(ctx, promiseRead, key, ver, val("expiring")); !ok {
+		return ver, meas, false
 	}
+	at := time.Duration(0)
 	for {
 		isPresent, ok := e.present(ctx, key, ver)
 		if !ok {
@@ -136,6 +142,10 @@ func (e *env) expireAdvancing(ctx context.Context, adv TimeAdvancer, key string,
 			e.errorf(promiseNotLate, "%q written with TTL %v (effective %v) is still present after advancing the backend clock %v; the declared model says it is gone by %v",
 				key, meas.TTL, meas.Effective, at, hi)
 			return ver, meas, false
+		}
+		step := fine
+		if at+coarse < lo-fine {
+			step = coarse
 		}
 		if err := adv.Advance(ctx, step); err != nil {
 			e.errorf(promiseNotLate, "TimeAdvancer.Advance(%v) = %v", step, err)

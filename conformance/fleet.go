@@ -2,6 +2,7 @@ package conformance
 
 import (
 	"context"
+	"log/slog"
 	"slices"
 	"sync"
 	"time"
@@ -35,6 +36,7 @@ func checkFleet(ctx context.Context, e *env) {
 		ReleaseInterval:  time.Second,
 		ClockSkew:        d,
 		CallTimeout:      30*time.Second + e.traits.MinWriteInterval,
+		Logger:           slog.New(slog.DiscardHandler),
 		OnStateChange: func(_ string, from, to core.State) {
 			mu.Lock()
 			transitions = append(transitions, from.String()+"→"+to.String())
@@ -123,12 +125,15 @@ func checkFleet(ctx context.Context, e *env) {
 		}
 		return probers[0], true
 	}
+	// check reports a failed write, and otherwise waits out the declared
+	// read staleness, so the next read-modify-write sees this write (a
+	// stale read would lose it: the declared behaviour, not a fault).
 	check := func(step string, err error) bool {
 		if err != nil {
 			e.errorf(promiseFleet, "%s: %v", step, err)
 			return false
 		}
-		return true
+		return sleep(ctx, e.traits.ReadStaleness) == nil
 	}
 
 	// Open: two failures from two workers trip the circuit.

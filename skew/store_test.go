@@ -208,11 +208,11 @@ func TestProfilesRoundTrip(t *testing.T) {
 func TestClockBoundAndUntil(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c := &skew.Clock{Offset: 900 * time.Millisecond, Drift: 1e-3, Bound: time.Second}
-		if got := c.Now().Sub(time.Now()); got != 900*time.Millisecond {
+		if got := time.Until(c.Now()); got != 900*time.Millisecond {
 			t.Fatalf("offset at epoch = %v", got)
 		}
 		time.Sleep(time.Hour) // drift would add 3.6 s
-		if got := c.Now().Sub(time.Now()); got != time.Second {
+		if got := time.Until(c.Now()); got != time.Second {
 			t.Fatalf("offset after an hour = %v, want clamped to 1s", got)
 		}
 		d := &skew.Clock{Offset: -time.Second, Drift: 1e-4, Bound: time.Second}

@@ -1,0 +1,437 @@
+package conformance_test
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/kvbreaker/kvbreaker/backends/memory"
+	"github.com/kvbreaker/kvbreaker/conformance"
+	"github.com/kvbreaker/kvbreaker/core"
+	"github.com/kvbreaker/kvbreaker/skew"
+)
+
+// harness makes stores with make; the memory stores under it run on clock.
+type harness struct {
+	make func() core.Store
+}
+
+func (h harness) MakeStore(context.Context) (core.Store, error) { return h.make(), nil }
+func (h harness) Close()                                        {}
+
+// advancing is a harness over memory stores on a clock it can move.
+type advancing struct {
+	harness
+	mu  sync.Mutex
+	off time.Duration
+}
+
+func (a *advancing) now() time.Time {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return time.Now().Add(a.off)
+}
+
+func (a *advancing) Advance(_ context.Context, d time.Duration) error {
+	a.mu.Lock()
+	a.off += d
+	a.mu.Unlock()
+	return nil
+}
+
+func memoryHarness(wrap func(*memory.Store) core.Store) conformance.Harness {
+	return harness{make: func() core.Store { return wrap(memory.New()) }}
+}
+
+func advancingHarness(wrap func(*memory.Store) core.Store) *advancing {
+	a := &advancing{}
+	a.harness = harness{make: func() core.Store { return wrap(memory.New(memory.WithClock(a.now))) }}
+	return a
+}
+
+func plain(s *memory.Store) core.Store { return s }
+
+// measure runs the suite through Measure, the no-*testing.T form.
+func measure(t *testing.T, h conformance.Harness, opts conformance.Options) (*conformance.Report, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	rep, err := conformance.Measure(ctx, h, opts)
+	if rep == nil {
+		t.Fatalf("Measure returned no report: %v", err)
+	}
+	return rep, err
+}
+
+// wantBroken checks that err reports case c breaking a promise that
+// mentions promise.
+func wantBroken(t *testing.T, rep *conformance.Report, err error, c, promise string) {
+	t.Helper()
+	if err == nil {
+		t.Fatalf("the suite found nothing wrong; want case %s to report %q\n%s", c, promise, rep)
+	}
+	for _, res := range rep.Results {
+		if res.Case != c {
+			continue
+		}
+		for _, p := range res.Problems {
+			if strings.Contains(p, promise) && strings.Contains(err.Error(), p) {
+				t.Logf("reported: %s", p)
+				return
+			}
+		}
+		t.Fatalf("case %s reported %q, want a problem naming %q", c, res.Problems, promise)
+	}
+	t.Fatalf("case %s did not run; results: %+v", c, rep.Results)
+}
+
+func TestMemoryPassesCheck(t *testing.T) {
+	t.Parallel()
+	if err := conformance.Check(t.Context(), memoryHarness(plain)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestAdvancingHarness(t *testing.T) {
+	t.Parallel()
+	start := time.Now()
+	rep, err := measure(t, advancingHarness(plain), conformance.Options{ExpiryTTL: time.Hour})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, rep)
+	}
+	if rep.Expiry == nil || !rep.Expiry.Advanced {
+		t.Fatalf("the expiry case did not advance the clock: %+v", rep.Expiry)
+	}
+	if took := time.Since(start); took > 30*time.Second {
+		t.Fatalf("an hour's TTL took %v of real time to check", took)
+	}
+	t.Log("\n" + rep.String())
+}
+
+// earlyStore expires every entry 2 s before its TTL.
+type earlyStore struct{ *memory.Store }
+
+func (s earlyStore) CompareAndSwap(ctx context.Context, key string, old core.Version, v []byte, ttl time.Duration) (core.Version, error) {
+	return s.Store.CompareAndSwap(ctx, key, old, v, max(ttl-2*time.Second, time.Millisecond))
+}
+
+func TestExpiresEarly(t *testing.T) {
+	t.Parallel()
+	for _, adv := range []bool{false, true} {
+		t.Run(fmt.Sprint("advancing=", adv), func(t *testing.T) {
+			t.Parallel()
+			wrap := func(s *memory.Store) core.Store { return earlyStore{s} }
+			var h conformance.Harness = memoryHarness(wrap)
+			if adv {
+				h = advancingHarness(wrap)
+			}
+			rep, err := measure(t, h, conformance.Options{})
+			wantBroken(t, rep, err, "expiry", "an entry must not vanish before its TTL")
+			if e := rep.Expiry; e == nil || e.Early < time.Second {
+				t.Fatalf("measured expiry %+v, want about 2 s early", e)
+			}
+			if got := rep.TTLMarginFor(time.Second); got < 3*time.Second {
+				t.Fatalf("TTLMarginFor(1s) = %v, want at least the 2 s measured early plus 2δ", got)
+			}
+		})
+	}
+}
+
+// leakStore ignores the TTL: entries live a day.
+type leakStore struct{ *memory.Store }
+
+func (s leakStore) CompareAndSwap(ctx context.Context, key string, old core.Version, v []byte, _ time.Duration) (core.Version, error) {
+	return s.Store.CompareAndSwap(ctx, key, old, v, 24*time.Hour)
+}
+
+func TestTTLIgnored(t *testing.T) {
+	t.Parallel()
+	rep, err := measure(t, memoryHarness(func(s *memory.Store) core.Store { return leakStore{s} }), conformance.Options{})
+	wantBroken(t, rep, err, "expiry", "an entry must vanish within its TTL")
+	wantBroken(t, rep, err, "expired-counts-as-absent", "an entry must vanish within its TTL")
+}
+
+// racyStore compares and then writes in two steps, letting others in
+// between, while declaring atomic compare-and-swap.
+type racyStore struct{ *memory.Store }
+
+func (s racyStore) CompareAndSwap(ctx context.Context, key string, old core.Version, v []byte, ttl time.Duration) (core.Version, error) {
+	_, cur, err := s.Get(ctx, key)
+	if err != nil && !errors.Is(err, core.ErrNotFound) {
+		return 0, err
+	}
+	if cur != old {
+		return 0, core.ErrConflict
+	}
+	runtime.Gosched()
+	time.Sleep(50 * time.Microsecond)
+	for {
+		// Blind write over whatever is there now.
+		_, now, _ := s.Get(ctx, key)
+		ver, err := s.Store.CompareAndSwap(ctx, key, now, v, ttl)
+		if !errors.Is(err, core.ErrConflict) {
+			return ver, err
+		}
+	}
+}
+
+func TestCASNotAtomic(t *testing.T) {
+	t.Parallel()
+	rep, err := measure(t, memoryHarness(func(s *memory.Store) core.Store { return racyStore{s} }),
+		conformance.Options{SkipSlow: true, Goroutines: 16, Iterations: 60})
+	wantBroken(t, rep, err, "concurrent-cas-linearizable", "CompareAndSwap must not lose updates")
+	wantBroken(t, rep, err, "concurrent-cas-linearizable", "concurrent CompareAndSwaps must be linearizable")
+}
+
+// blindStore skips the version check: every CompareAndSwap overwrites.
+type blindStore struct{ *memory.Store }
+
+func (s blindStore) CompareAndSwap(ctx context.Context, key string, _ core.Version, v []byte, ttl time.Duration) (core.Version, error) {
+	for {
+		_, cur, _ := s.Get(ctx, key)
+		ver, err := s.Store.CompareAndSwap(ctx, key, cur, v, ttl)
+		if !errors.Is(err, core.ErrConflict) {
+			return ver, err
+		}
+	}
+}
+
+func TestVersionCheckSkipped(t *testing.T) {
+	t.Parallel()
+	rep, err := measure(t, memoryHarness(func(s *memory.Store) core.Store { return blindStore{s} }), conformance.Options{SkipSlow: true})
+	wantBroken(t, rep, err, "stale-version-conflicts", "CompareAndSwap with a stale version must fail")
+	wantBroken(t, rep, err, "create-only", "CompareAndSwap with core.NoVersion on a present key must fail")
+}
+
+// cachingStore serves Gets from a 2 s cache while declaring fresh reads.
+type cachingStore struct {
+	*memory.Store
+	mu    sync.Mutex
+	cache map[string]cached
+}
+
+type cached struct {
+	v   []byte
+	ver core.Version
+	err error
+	at  time.Time
+}
+
+func (s *cachingStore) Get(ctx context.Context, key string) ([]byte, core.Version, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c, ok := s.cache[key]; ok && time.Since(c.at) < 2*time.Second {
+		return c.v, c.ver, c.err
+	}
+	v, ver, err := s.Store.Get(ctx, key)
+	s.cache[key] = cached{v, ver, err, time.Now()}
+	return v, ver, err
+}
+
+func TestStalerThanDeclared(t *testing.T) {
+	t.Parallel()
+	rep, err := measure(t, memoryHarness(func(s *memory.Store) core.Store {
+		return &cachingStore{Store: s, cache: map[string]cached{}}
+	}), conformance.Options{SkipSlow: true})
+	wantBroken(t, rep, err, "read-staleness", "a Get must see a completed write within the declared ReadStaleness")
+	if rep.Staleness != 0 || !rep.StalenessMeasured {
+		// The write never showed within the declared 0 s: measured as
+		// the polling gave up.
+		t.Logf("staleness measured %v", rep.Staleness)
+	}
+}
+
+func TestVersionReused(t *testing.T) {
+	t.Parallel()
+	h := harness{make: func() core.Store {
+		return &oneVersionStore{Store: memory.New()}
+	}}
+	rep, err := measure(t, h, conformance.Options{SkipSlow: true})
+	wantBroken(t, rep, err, "recreate-new-version", "a re-created key must not reuse a version")
+}
+
+// oneVersionStore numbers each key's writes from 1 since its creation, as a
+// naive version attribute does, so a re-created key starts at 1 again.
+type oneVersionStore struct {
+	*memory.Store
+	mu    sync.Mutex
+	count map[string]core.Version
+	real  map[string]core.Version
+}
+
+func (s *oneVersionStore) init() {
+	if s.count == nil {
+		s.count, s.real = map[string]core.Version{}, map[string]core.Version{}
+	}
+}
+
+func (s *oneVersionStore) Get(ctx context.Context, key string) ([]byte, core.Version, error) {
+	v, ver, err := s.Store.Get(ctx, key)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.init()
+	if err != nil || ver != s.real[key] {
+		return v, 0, err
+	}
+	return v, s.count[key], nil
+}
+
+func (s *oneVersionStore) CompareAndSwap(ctx context.Context, key string, old core.Version, v []byte, ttl time.Duration) (core.Version, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.init()
+	_, real, err := s.Store.Get(ctx, key)
+	cur := s.count[key]
+	if err != nil {
+		cur = 0
+	}
+	if cur != old {
+		return 0, core.ErrConflict
+	}
+	nv, err := s.Store.CompareAndSwap(ctx, key, real, v, ttl)
+	if err != nil {
+		return 0, err
+	}
+	s.count[key], s.real[key] = cur+1, nv
+	return cur + 1, nil
+}
+
+func (s *oneVersionStore) CompareAndDelete(ctx context.Context, key string, old core.Version) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.init()
+	_, real, err := s.Store.Get(ctx, key)
+	if err != nil {
+		return err
+	}
+	if s.count[key] != old {
+		return core.ErrConflict
+	}
+	if err := s.Store.CompareAndDelete(ctx, key, real); err != nil {
+		return err
+	}
+	delete(s.count, key)
+	return nil
+}
+
+// escapingStore maps "/" to "%2F" before storing, so "a/b" and "a%2Fb"
+// collide.
+type escapingStore struct{ *memory.Store }
+
+func esc(k string) string { return strings.ReplaceAll(k, "/", "%2F") }
+
+func (s escapingStore) Get(ctx context.Context, key string) ([]byte, core.Version, error) {
+	return s.Store.Get(ctx, esc(key))
+}
+
+func (s escapingStore) CompareAndSwap(ctx context.Context, key string, old core.Version, v []byte, ttl time.Duration) (core.Version, error) {
+	return s.Store.CompareAndSwap(ctx, esc(key), old, v, ttl)
+}
+
+func (s escapingStore) CompareAndDelete(ctx context.Context, key string, old core.Version) error {
+	return s.Store.CompareAndDelete(ctx, esc(key), old)
+}
+
+func TestKeysCollide(t *testing.T) {
+	t.Parallel()
+	rep, err := measure(t, memoryHarness(func(s *memory.Store) core.Store { return escapingStore{s} }), conformance.Options{SkipSlow: true})
+	wantBroken(t, rep, err, "hostile-keys", "distinct keys must not collide")
+}
+
+// deafStore ignores its context.
+type deafStore struct{ *memory.Store }
+
+func (s deafStore) Get(_ context.Context, key string) ([]byte, core.Version, error) {
+	return s.Store.Get(context.Background(), key)
+}
+
+func (s deafStore) CompareAndSwap(_ context.Context, key string, old core.Version, v []byte, ttl time.Duration) (core.Version, error) {
+	return s.Store.CompareAndSwap(context.Background(), key, old, v, ttl)
+}
+
+func TestContextIgnored(t *testing.T) {
+	t.Parallel()
+	rep, err := measure(t, memoryHarness(func(s *memory.Store) core.Store { return deafStore{s} }), conformance.Options{SkipSlow: true})
+	wantBroken(t, rep, err, "context-ended", "a call with an ended context must fail")
+}
+
+// liarStore reports conflicts carrying a made-up current value.
+type liarStore struct{ *memory.Store }
+
+func (s liarStore) CompareAndSwap(ctx context.Context, key string, old core.Version, v []byte, ttl time.Duration) (core.Version, error) {
+	ver, err := s.Store.CompareAndSwap(ctx, key, old, v, ttl)
+	if errors.Is(err, core.ErrConflict) {
+		return 0, &core.ConflictError{Value: []byte("made up"), Version: 424242}
+	}
+	return ver, err
+}
+
+func TestConflictValueWrong(t *testing.T) {
+	t.Parallel()
+	rep, err := measure(t, memoryHarness(func(s *memory.Store) core.Store { return liarStore{s} }), conformance.Options{SkipSlow: true})
+	wantBroken(t, rep, err, "stale-version-conflicts", "a *core.ConflictError must carry the key's real current value")
+}
+
+// presentStore filters expired entries on read (the logical expiry is in a
+// header) but compares against physical versions, so an expired entry still
+// blocks create-only.
+type presentStore struct{ *memory.Store }
+
+func (presentStore) Traits() core.Traits {
+	return core.Traits{Atomic: true, Expiry: core.ExpiryModel{Kind: core.ExpiryReaderFiltered}}
+}
+
+func (s presentStore) Get(ctx context.Context, key string) ([]byte, core.Version, error) {
+	b, ver, err := s.Store.Get(ctx, key)
+	if err != nil {
+		return nil, 0, err
+	}
+	if !time.Now().Before(time.Unix(0, int64(binary.BigEndian.Uint64(b)))) {
+		return nil, 0, core.ErrNotFound
+	}
+	return b[8:], ver, nil
+}
+
+func (s presentStore) CompareAndSwap(ctx context.Context, key string, old core.Version, v []byte, ttl time.Duration) (core.Version, error) {
+	b := binary.BigEndian.AppendUint64(nil, uint64(time.Now().Add(ttl).UnixNano()))
+	return s.Store.CompareAndSwap(ctx, key, old, append(b, v...), ttl+time.Hour)
+}
+
+func TestExpiredButPresent(t *testing.T) {
+	t.Parallel()
+	rep, err := measure(t, memoryHarness(func(s *memory.Store) core.Store { return presentStore{s} }), conformance.Options{})
+	wantBroken(t, rep, err, "expired-counts-as-absent", "an expired entry must count as absent for CompareAndSwap")
+}
+
+// TestDistortedStoresConform: stores distorted the way each backend
+// profile allows (scaled to seconds) pass, so the suite does not fail a
+// store for what it declares.
+func TestDistortedStoresConform(t *testing.T) {
+	t.Parallel()
+	for _, p := range skew.Profiles() {
+		t.Run(p.Name, func(t *testing.T) {
+			t.Parallel()
+			tr := p.Traits
+			tr.Expiry.MinTTL = min(tr.Expiry.MinTTL, 2*time.Second)
+			tr.Expiry.Late = min(tr.Expiry.Late, time.Second)
+			tr.ReadStaleness = min(tr.ReadStaleness, 300*time.Millisecond)
+			tr.MinWriteInterval = min(tr.MinWriteInterval, 100*time.Millisecond)
+			h := harness{make: func() core.Store {
+				d := skew.FromTraits(tr, nil)
+				d.Round = skew.Ceil // what the adapters do; Floor would be "early" by up to G
+				return skew.New(skew.NewExact(nil), d, nil).View(nil)
+			}}
+			rep, err := measure(t, h, conformance.Options{})
+			if err != nil {
+				t.Fatalf("%v\n%s", err, rep)
+			}
+			t.Log("\n" + rep.String())
+		})
+	}
+}

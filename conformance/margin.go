@@ -1,0 +1,54 @@
+package conformance
+
+import (
+	"context"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/kvbreaker/kvbreaker/skew"
+)
+
+const promiseMargin = "the TTLMargin RequiredMargin derives from the declared expiry model must keep every half-open probe a probe"
+
+// checkMargin runs skew's margin experiment on the store's declared traits:
+// in simulated time, a fleet with clocks up to ±ClockSkew apart over a store
+// distorted as badly as the declaration allows. At the required margin no
+// probe may be demoted to a plain send; one millisecond below, the demotion
+// is looked for too and reported (it shows the bound is tight). The
+// experiment uses an in-process store, not the adapter: it checks that the
+// declaration and kvbreaker's margin fit together, while the expiry cases
+// check the declaration against the real store.
+func checkMargin(ctx context.Context, e *env) {
+	p := skew.Profile{Name: "declared", Traits: e.traits}
+	need := p.RequiredMargin(e.opts.ClockSkew)
+	at, err := e.simulate(ctx, p, need)
+	if err != nil {
+		e.errorf(promiseMargin, "the experiment failed: %v", err)
+		return
+	}
+	if at.Demoted > 0 {
+		e.errorf(promiseMargin, "%v; first: %v", at, at.Examples)
+	}
+	below, err := e.simulate(ctx, p, need-time.Millisecond)
+	if err != nil {
+		e.errorf(promiseMargin, "the experiment failed: %v", err)
+		return
+	}
+	e.logf("%v", at)
+	e.logf("%v", below)
+}
+
+// simulate runs the experiment in a testing/synctest bubble under Run, or
+// on a manual clock under Check.
+func (e *env) simulate(ctx context.Context, p skew.Profile, margin time.Duration) (res skew.MarginResult, err error) {
+	sim := skew.MarginSim{Profile: p, Skew: e.opts.ClockSkew, Margin: margin, Trials: e.opts.Trials, Seed: 1}
+	if e.t == nil {
+		return sim.Run(ctx)
+	}
+	synctest.Test(e.t, func(t *testing.T) {
+		sim.Time = skew.SystemTime{}
+		res, err = sim.Run(t.Context())
+	})
+	return res, err
+}
