@@ -117,6 +117,11 @@ func (f *fakeAWS) request(i int) awsRequest {
 // fast retry backoff (users configure their own retryer).
 func newFakeAWS(t *testing.T, script map[string][]awsReply, opts ...func(*dyn.Options)) (*fakeAWS, *dyn.Client) {
 	t.Helper()
+	return newFakeAWSB(t, script, opts...)
+}
+
+func newFakeAWSB(t testing.TB, script map[string][]awsReply, opts ...func(*dyn.Options)) (*fakeAWS, *dyn.Client) {
+	t.Helper()
 	f := &fakeAWS{script: script}
 	srv := httptest.NewServer(f)
 	t.Cleanup(srv.Close)
@@ -181,6 +186,26 @@ func TestAWSShapes(t *testing.T) {
 			call:   casCall(5),
 			check: func(t *testing.T, err error) {
 				mustConflict(t, err, nil, core.NoVersion)
+			},
+			wantOps: []string{"PutItem", "GetItem"},
+		},
+		{
+			name: "create-conflict-then-absent-on-reread-is-a-bare-conflict",
+			// The create failed, then the key was deleted before the
+			// re-read: "conflict, currently absent" would contradict the
+			// failure, so no current value is claimed.
+			script: map[string][]awsReply{"PutItem": {conditionalFailed("")}, "GetItem": {ok(`{}`)}},
+			call:   casCall(core.NoVersion),
+			check: func(t *testing.T, err error) {
+				if !errors.Is(err, core.ErrConflict) {
+					t.Fatalf("err = %v, want a conflict", err)
+				}
+				if ce, isCE := errors.AsType[*core.ConflictError](err); isCE {
+					t.Fatalf("conflict claims the key holds version %d", ce.Version)
+				}
+				if _, ok := errors.AsType[*types.ConditionalCheckFailedException](err); !ok {
+					t.Fatalf("err = %v: SDK error lost", err)
+				}
 			},
 			wantOps: []string{"PutItem", "GetItem"},
 		},

@@ -233,7 +233,7 @@ func (s *Store) CompareAndSwap(ctx context.Context, key string, old core.Version
 		return ver, nil
 	}
 	if ccf, ok := errors.AsType[*types.ConditionalCheckFailedException](err); ok {
-		return core.NoVersion, s.conflict(ctx, "put", key, err, ccf, now)
+		return core.NoVersion, s.conflict(ctx, "put", key, old, err, ccf, now)
 	}
 	return core.NoVersion, s.wrap("put", key, err)
 }
@@ -263,7 +263,7 @@ func (s *Store) CompareAndDelete(ctx context.Context, key string, old core.Versi
 		return nil
 	}
 	if ccf, ok := errors.AsType[*types.ConditionalCheckFailedException](err); ok {
-		return s.conflict(ctx, "delete", key, err, ccf, now)
+		return s.conflict(ctx, "delete", key, old, err, ccf, now)
 	}
 	return s.wrap("delete", key, err)
 }
@@ -287,7 +287,14 @@ func condition(old core.Version, now time.Time) (*string, map[string]string, map
 // *core.ConflictError carrying the current item (from ALL_OLD, else from a
 // consistent re-read), or core.ErrNotFound for a delete of an absent key.
 // err is the SDK's error, kept for errors.As.
-func (s *Store) conflict(ctx context.Context, op, key string, err error, ccf *types.ConditionalCheckFailedException, now time.Time) error {
+//
+// A re-read happens after the failed write, so it may see a later state. That
+// is still a state the key had while the call was in flight, so reporting it
+// is linearizable — unless it is the very state the write expected (a create
+// failed, then the key was deleted before the read): no single instant
+// explains both, so that case returns a bare conflict (matching
+// core.ErrConflict, no current value) and the caller reads for itself.
+func (s *Store) conflict(ctx context.Context, op, key string, old core.Version, err error, ccf *types.ConditionalCheckFailedException, now time.Time) error {
 	var (
 		cur   item
 		found bool
@@ -306,6 +313,9 @@ func (s *Store) conflict(ctx context.Context, op, key string, err error, ccf *ty
 		cur, found, rerr = s.read(ctx, key)
 		if rerr != nil {
 			return s.wrap(op, key, fmt.Errorf("%w: %w (re-read failed: %v)", core.ErrConflict, err, rerr))
+		}
+		if (!found && old == core.NoVersion) || (found && cur.version == old) {
+			return s.wrap(op, key, fmt.Errorf("%w: %w (the key changed again before the re-read)", core.ErrConflict, err))
 		}
 	}
 	if !found {

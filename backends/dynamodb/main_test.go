@@ -10,6 +10,7 @@ import (
 	"time"
 
 	dyn "github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"go.uber.org/goleak"
 
 	"github.com/kvbreaker/kvbreaker/backends/dynamodb"
 	"github.com/kvbreaker/kvbreaker/internal/dynalite"
@@ -42,7 +43,20 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	return m.Run()
+	code := m.Run()
+	srv.Stop()
+	if code == 0 {
+		// Idle keep-alive connections of the tests' SDK clients are the
+		// only goroutines allowed to outlive the tests.
+		if err := goleak.Find(
+			goleak.IgnoreAnyFunction("net/http.(*persistConn).readLoop"),
+			goleak.IgnoreAnyFunction("net/http.(*persistConn).writeLoop"),
+		); err != nil {
+			fmt.Fprintln(os.Stderr, "goroutine leak:", err)
+			return 1
+		}
+	}
+	return code
 }
 
 var prefixes atomic.Int64
@@ -76,3 +90,6 @@ func newStore(t testing.TB, opts ...dynamodb.Option) *dynamodb.Store {
 	}
 	return s
 }
+
+// localEndpoint is the dynalite server TestMain started.
+func localEndpoint() string { return srv.Endpoint }
