@@ -225,7 +225,8 @@ func (s *Store) Traits() core.Traits {
 
 // Stats counts a Store's work since it was made.
 type Stats struct {
-	// Writes is the number of compare-and-swap writes sent (won or lost).
+	// Writes is the number of compare-and-swaps sent to etcd (won or
+	// lost), each with a lease.
 	Writes uint64
 	// Grants is the number of leases granted for them (not counting New's
 	// one-time minimum-TTL probe).
@@ -304,13 +305,15 @@ func (s *Store) CompareAndSwap(ctx context.Context, key string, old core.Version
 	} else {
 		cmp = clientv3.Compare(clientv3.ModRevision(k), "=", int64(old))
 	}
-	s.writes.Add(1)
-	// A lease the server no longer knows (its data was replaced) fails the
-	// put; drop it and grant afresh, once.
+	// A lease the server no longer knows (revoked, or lost with the data)
+	// fails the put; drop it and grant afresh, once.
 	for attempt := 0; ; attempt++ {
 		id, granted, err := s.pool.get(ctx, ttlSec)
 		if err != nil {
 			return 0, s.opError("put", key, err)
+		}
+		if attempt == 0 {
+			s.writes.Add(1)
 		}
 		if !granted {
 			s.reused.Add(1)
