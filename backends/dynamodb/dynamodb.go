@@ -32,7 +32,10 @@
 // always agree on what has expired. A failed condition asks for the old item
 // (ReturnValuesOnConditionCheckFailure=ALL_OLD) and returns it in a
 // *core.ConflictError; servers that do not return it (dynalite), and real
-// DynamoDB when the item is absent, cost one consistent GetItem instead.
+// DynamoDB when the item is absent, cost one consistent GetItem instead. If
+// that read finds exactly the state the write expected (a create failed,
+// then the key was deleted), no single instant explains both answers, so the
+// error matches core.ErrConflict without claiming a current value.
 //
 // # Errors
 //
@@ -133,8 +136,22 @@ func New(client *dyn.Client, table string, opts ...Option) (*Store, error) {
 }
 
 // Traits: atomic conditional writes; absolute expiry filtered by the
-// reader's clock, in whole seconds rounded up (never early, up to 1 s late);
-// linearizable reads (ConsistentRead).
+// reader's clock; linearizable reads (ConsistentRead, and conditions are
+// evaluated on the item's latest version).
+//
+// Expiry model. A write at writer time w with ttl stores
+// expiresAt = ceil(w + ttl) in whole epoch seconds, and a reader at time r
+// treats the item as absent once r >= expiresAt. On one clock the entry is
+// therefore live for [ttl, ttl + 1 s): never early (Early 0), up to 1 s late
+// (Late 1 s), quantised to Granularity 1 s. Across clocks, expiresAt is in
+// the writer's time, as are the record's own instants (failures,
+// RestrainedUntil) it protects, and every reader judges both on its own
+// clock, so writer/reader skew cancels (core.ExpiryReaderFiltered: the
+// required margin is Early + Granularity = 1 s, with no skew term). The only
+// server clock involved is the physical TTL's, on AttrPurgeAt, which runs
+// PurgeDelay (default 1 h) behind the logical expiry and, in DynamoDB,
+// typically days later still; no read sees that lag, so it is not part of
+// Late.
 func (s *Store) Traits() core.Traits {
 	return core.Traits{
 		Atomic: true,
@@ -170,7 +187,10 @@ func (s *Store) keyAttr(key string) map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{AttrKey: &types.AttributeValueMemberS{Value: s.prefix + key}}
 }
 
-// Get implements core.Store with a consistent GetItem.
+// Get implements core.Store with a consistent GetItem. An absent item, or
+// one whose expiresAt has passed by the store's clock, returns
+// core.ErrNotFound; an item missing its version or expiry attributes is an
+// error ("malformed item"), not absent, so foreign data is never overwritten.
 func (s *Store) Get(ctx context.Context, key string) ([]byte, core.Version, error) {
 	it, found, err := s.read(ctx, key)
 	if err != nil {
@@ -205,7 +225,12 @@ func (s *Store) read(ctx context.Context, key string) (it item, found bool, err 
 	return it, true, nil
 }
 
-// CompareAndSwap implements core.Store with one conditional PutItem.
+// CompareAndSwap implements core.Store with one conditional PutItem and
+// returns the new (random) version. A failed condition returns an error
+// matching core.ErrConflict and *types.ConditionalCheckFailedException; it is
+// a *core.ConflictError holding the current value and version (NoVersion when
+// absent or expired) except in the rare race described on conflict, when no
+// current value is claimed. ttl must be positive.
 func (s *Store) CompareAndSwap(ctx context.Context, key string, old core.Version, value []byte, ttl time.Duration) (core.Version, error) {
 	if ttl <= 0 {
 		return core.NoVersion, s.wrap("put", key, fmt.Errorf("ttl %v is not positive", ttl))
@@ -238,7 +263,11 @@ func (s *Store) CompareAndSwap(ctx context.Context, key string, old core.Version
 	return core.NoVersion, s.wrap("put", key, err)
 }
 
-// CompareAndDelete implements core.Store with one conditional DeleteItem.
+// CompareAndDelete implements core.Store with one conditional DeleteItem. It
+// returns core.ErrNotFound when the key is absent or expired and a conflict
+// (as for CompareAndSwap) when another version is there. With
+// old == core.NoVersion there is nothing to delete: it only reads, returning
+// core.ErrNotFound or a *core.ConflictError.
 func (s *Store) CompareAndDelete(ctx context.Context, key string, old core.Version) error {
 	if old == core.NoVersion {
 		// Deleting "absent": nothing to delete, but say what is there.

@@ -452,15 +452,19 @@ func TestConcurrentCASNoLostUpdate(t *testing.T) {
 				next := binary.BigEndian.AppendUint64(nil, binary.BigEndian.Uint64(val)+1)
 				var nv core.Version
 				nv, err = s.CompareAndSwap(ctx, "counter", ver, next, hour)
-				if ce, ok := errors.AsType[*core.ConflictError](err); ok {
+				if errors.Is(err, core.ErrConflict) {
 					mu.Lock()
 					conflicts++
 					mu.Unlock()
-					if ce.Version == core.NoVersion {
+					ce, ok := errors.AsType[*core.ConflictError](err)
+					switch {
+					case !ok: // no current value given: read it
+						val, ver, err = s.Get(ctx, "counter")
+					case ce.Version == core.NoVersion:
 						err = errors.New("counter vanished")
-						break
+					default:
+						val, ver, err = ce.Value, ce.Version, nil
 					}
-					val, ver, err = ce.Value, ce.Version, nil
 					continue
 				}
 				val, ver = next, nv
