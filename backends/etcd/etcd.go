@@ -207,7 +207,7 @@ func (s *Store) Prefix() string { return s.prefix }
 // MinTTL returns the server's minimum lease TTL as far as the store knows.
 func (s *Store) MinTTL() time.Duration { return time.Duration(s.minTTL.Load()) * time.Second }
 
-// Traits: atomic compare-and-swap, linearizable reads, relative expiry on
+// Traits declares atomic compare-and-swap, linearizable reads, relative expiry on
 // the leader's clock with 1 s granularity, never early, late by up to the
 // 500 ms expiry check plus the lease-reuse slack (a leader change or restart
 // extends leases further, by up to an election timeout).
@@ -238,7 +238,10 @@ type Stats struct {
 	Conflicts uint64
 }
 
-// GrantsPer1000Writes is Grants per 1,000 Writes (0 with no writes).
+// GrantsPer1000Writes is Grants per 1,000 Writes (0 with no writes). With
+// pooling it is about max(1000/DefaultMaxKeysPerLease, 1000 × grant rate /
+// write rate) per TTL: one grant per 1,000 writes while writes are dense, one
+// per reuse slack (60 s for TTLs of 20 min and more) while they are sparse.
 func (st Stats) GrantsPer1000Writes() float64 {
 	if st.Writes == 0 {
 		return 0
@@ -440,6 +443,7 @@ type OpError struct {
 	Err       error
 }
 
+// Error formats the error as "etcd: <op> <key> via <endpoints>: <cause>".
 func (e *OpError) Error() string {
 	var b strings.Builder
 	b.WriteString("etcd: ")
