@@ -239,9 +239,9 @@ type Stats struct {
 }
 
 // GrantsPer1000Writes is Grants per 1,000 Writes (0 with no writes). With
-// pooling it is about max(1000/DefaultMaxKeysPerLease, 1000 × grant rate /
-// write rate) per TTL: one grant per 1,000 writes while writes are dense, one
-// per reuse slack (60 s for TTLs of 20 min and more) while they are sparse.
+// pooling, one grant serves up to DefaultMaxKeysPerLease writes of one TTL
+// within its reuse slack (60 s for TTLs of 20 min or more): about 1 per 1,000
+// writes while writes are dense, 1 per slack while they are sparse.
 func (st Stats) GrantsPer1000Writes() float64 {
 	if st.Writes == 0 {
 		return 0
