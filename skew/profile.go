@@ -51,14 +51,16 @@ var (
 		Atomic: true,
 		Expiry: core.ExpiryModel{Kind: core.ExpiryReaderFiltered, Granularity: time.Second, Late: time.Second},
 	}}
-	// WorkersKV: last writer wins; expiration_ttl of at least 60 s with the
-	// exact expiry in metadata, filtered on read; reads up to 60 s stale;
+	// WorkersKV: last writer wins; expiration_ttl of at least 60 s, padded
+	// by 2δ + 1 s (δ = core.DefaultClockSkew) for physical deletion, with
+	// the exact expiry (to the millisecond) in metadata, filtered on read;
+	// reads up to 60 s (propagation) + 10 s (the adapter's cache) stale;
 	// one write per second per key.
 	WorkersKV = Profile{Name: "workerskv", Traits: core.Traits{
 		Atomic: false,
-		Expiry: core.ExpiryModel{Kind: core.ExpiryReaderFiltered, Granularity: time.Second, MinTTL: 60 * time.Second,
-			Late: time.Second},
-		ReadStaleness:    60 * time.Second,
+		Expiry: core.ExpiryModel{Kind: core.ExpiryReaderFiltered, Granularity: time.Millisecond, MinTTL: 60 * time.Second,
+			Late: 2*core.DefaultClockSkew + 2*time.Second},
+		ReadStaleness:    70 * time.Second,
 		MinWriteInterval: time.Second,
 	}}
 )

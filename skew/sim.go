@@ -129,11 +129,20 @@ func (s *MarginSim) trial(ctx context.Context, rng *rand.Rand, trial int, res *M
 	tl := s.Time
 	truth := tl.Now
 	g := max(s.Profile.Traits.Expiry.Granularity, time.Second)
-	st := New(NewExact(truth), s.Profile.Distortion(rng), truth)
+	d := s.Profile.Distortion(rng)
+	margin := s.Margin
+	if margin < time.Millisecond {
+		// No store lets a Breaker run with less than the record's 1 ms
+		// resolution: run with 1 ms over a store that expires the
+		// difference earlier, which is the same.
+		d.Early += time.Millisecond - margin
+		margin = time.Millisecond
+	}
+	st := New(NewExact(truth), d, truth)
 	need := s.Profile.RequiredMargin(s.Skew)
 	if s.Margin < need {
-		// Under-state the store: exact, reader-filtered expiry needs no
-		// margin, so NewConfig accepts any.
+		// Under-state the store: exact, reader-filtered expiry needs only
+		// the 1 ms tick, so NewConfig accepts the margin.
 		t := s.Profile.Traits
 		t.Expiry = core.ExpiryModel{Kind: core.ExpiryReaderFiltered, MinTTL: t.Expiry.MinTTL, Late: t.Expiry.Late}
 		st.Declare(t)
@@ -147,14 +156,9 @@ func (s *MarginSim) trial(ctx context.Context, rng *rand.Rand, trial int, res *M
 			FailureWindow:    s.FailureWindow,
 			RecoveryDelay:    rd,
 			ClockSkew:        s.Skew,
-			TTLMargin:        s.Margin,
+			TTLMargin:        margin,
 			Clock:            c.Now,
 			Logger:           slog.New(slog.DiscardHandler),
-		}
-		if s.Margin <= 0 {
-			// Zero would mean the default margin: ask for none explicitly.
-			set.TTLMargin = 0
-			set.StateTTL = max(rd, s.FailureWindow)
 		}
 		b, err := core.NewBreaker(st.View(c.Now), set)
 		if err != nil {
