@@ -292,7 +292,9 @@ func TestAWSShapes(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			tc.check(t, tc.call(t.Context(), s))
+			err = tc.call(t.Context(), s)
+			tc.check(t, err)
+			noCredentials(t, err)
 			if got := f.ops(); fmt.Sprint(got) != fmt.Sprint(tc.wantOps) {
 				t.Fatalf("requests %v, want %v", got, tc.wantOps)
 			}
@@ -310,6 +312,20 @@ func TestAWSShapes(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// noCredentials fails if err's text carries the client's credentials (the
+// fixture's fake ones: dynalite.NewClient).
+func noCredentials(t *testing.T, err error) {
+	t.Helper()
+	if err == nil {
+		return
+	}
+	for _, secret := range []string{"AKIDFAKEFORTESTS", "fake-secret-for-tests", "Authorization", "Signature="} {
+		if strings.Contains(err.Error(), secret) {
+			t.Fatalf("error text contains %q: %v", secret, err)
+		}
 	}
 }
 
@@ -346,6 +362,7 @@ func TestAWSShapesThrottlingBoundedByContext(t *testing.T) {
 	if d > 2*time.Second {
 		t.Fatalf("took %v; the context allowed 300ms", d)
 	}
+	noCredentials(t, err)
 	t.Logf("throttled call ended after %v: %v", d.Round(time.Millisecond), err)
 }
 

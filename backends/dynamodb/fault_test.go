@@ -158,6 +158,7 @@ func faultScenario(t *testing.T, down, recover func(*testing.T, *dynalite.Server
 		} else if !strings.Contains(err.Error(), "dynamodb: get fault/") {
 			t.Errorf("%s: error %q does not name the backend, table and key", what, err)
 		}
+		noCredentials(t, err)
 		t.Logf("%s with the server down: %v", what, d.Round(time.Millisecond))
 	}
 	within("Allow (fail-open)", func() error {
