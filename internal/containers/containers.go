@@ -34,6 +34,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -367,16 +368,25 @@ func startError(ctx context.Context, what, image string, ctr testcontainers.Cont
 	return errors.New(msg)
 }
 
-// isNilContainer reports whether ctr is a typed nil (the modules return their
-// own pointer types inside the interface).
+// isNilContainer reports whether ctr holds no container: the modules return
+// their own pointer types, which embed a Container that is itself a typed nil
+// when the start failed early.
 func isNilContainer(ctr testcontainers.Container) bool {
 	switch c := ctr.(type) {
 	case *tcetcd.EtcdContainer:
-		return c == nil || c.Container == nil
+		return c == nil || isNil(c.Container)
 	case *tcdynamodb.DynamoDBContainer:
-		return c == nil || c.Container == nil
+		return c == nil || isNil(c.Container)
 	}
-	return false
+	return isNil(ctr)
+}
+
+func isNil(v any) bool {
+	if v == nil {
+		return true
+	}
+	rv := reflect.ValueOf(v)
+	return rv.Kind() == reflect.Pointer && rv.IsNil()
 }
 
 // FreePorts returns n distinct TCP ports that were free on 127.0.0.1 a moment
