@@ -49,8 +49,8 @@ func runSimulate(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(fs.Output(), simulateHelp)
 		fs.PrintDefaults()
 	}
-	fs.IntVar(&s.Workers, "workers", 16, "concurrent deliveries across the fleet")
-	fs.IntVar(&s.Hosts, "hosts", 200, "remote hosts")
+	fs.IntVar(&s.Workers, "workers", 64, "concurrent deliveries across the fleet")
+	fs.IntVar(&s.Hosts, "hosts", 1000, "remote hosts")
 	fs.DurationVar(&s.Duration, "duration", 6*time.Hour, "simulated `time` of traffic")
 	fs.Uint64Var(&s.Seed, "seed", 1, "random seed; the same seed gives the same report")
 	fs.Float64Var(&s.Rate, "rate", 30, "mean arrivals per host per hour")
@@ -141,8 +141,9 @@ func writeTable(w io.Writer, r *sim.Report, elapsed time.Duration) {
 	fmt.Fprintf(w, "fleet: %d workers -> %d hosts (%d healthy, %d dead, %d flapping, %d slow), %g arrivals/host/hour\n",
 		r.Workers, r.Hosts.Healthy+r.Hosts.Dead+r.Hosts.Flapping+r.Hosts.Slow, r.Hosts.Healthy, r.Hosts.Dead, r.Hosts.Flapping, r.Hosts.Slow, r.Rate)
 	t := r.Trace
-	fmt.Fprintf(w, "trace: %s messages, %s deliveries (%s ok, %s failed), %s holds, %s dropped, %s still waiting at the end\n\n",
-		num(t.Messages), num(t.Deliveries), num(t.Delivered), num(t.Failed), num(t.Holds), num(t.Dropped), num(t.Pending))
+	fmt.Fprintf(w, "trace: %s messages, %s deliveries (%s ok, %s failed), %s holds, %s dropped, %s still waiting at the end;\n"+
+		"       %s held messages were delivered once their host answered again\n\n",
+		num(t.Messages), num(t.Deliveries), num(t.Delivered), num(t.Failed), num(t.Holds), num(t.Dropped), num(t.Pending), num(t.DeliveredAfterHold))
 
 	cols := []string{"no breaker"}
 	for _, m := range r.Models {

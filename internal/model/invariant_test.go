@@ -50,9 +50,9 @@ func TestOpenedIsMaxFailures(t *testing.T) {
 		// below recoveryDelay it cannot: the open record expires first.
 		halfOpen bool
 	}{
-		{FedifyOptions{FailureThreshold: 1, FailureWindow: 10 * time.Second, RecoveryDelay: 30 * time.Second, ReleaseInterval: time.Second}, 9, true},
-		{FedifyOptions{FailureThreshold: 2, FailureWindow: 10 * time.Second, RecoveryDelay: 30 * time.Second, ReleaseInterval: time.Second}, 8, true},
-		{FedifyOptions{FailureThreshold: 3, FailureWindow: 60 * time.Second, RecoveryDelay: 20 * time.Second, ReleaseInterval: time.Second}, 7, true},
+		{FedifyOptions{FailureThreshold: 1, FailureWindow: 10 * time.Second, RecoveryDelay: 30 * time.Second, ReleaseInterval: time.Second}, 7, true},
+		{FedifyOptions{FailureThreshold: 2, FailureWindow: 10 * time.Second, RecoveryDelay: 30 * time.Second, ReleaseInterval: time.Second}, 7, true},
+		{FedifyOptions{FailureThreshold: 3, FailureWindow: 60 * time.Second, RecoveryDelay: 20 * time.Second, ReleaseInterval: time.Second}, 6, true},
 		{FedifyOptions{FailureThreshold: 2, FailureWindow: 10 * time.Second, RecoveryDelay: 30 * time.Second, ReleaseInterval: time.Second, StateTTL: 15 * time.Second}, 10, false},
 	} {
 		o := tc.o

@@ -49,8 +49,8 @@ type Options struct {
 
 // Scenario describes one simulation. Zero fields take the defaults noted.
 type Scenario struct {
-	Workers  int           // concurrent deliveries; default 16
-	Hosts    int           // default 200
+	Workers  int           // concurrent deliveries; default 64
+	Hosts    int           // default 1000
 	Duration time.Duration // simulated traffic; default 6 h
 	Seed     uint64        // same seed, same report
 	// Rate is the mean number of arrivals per host per hour (Poisson);
@@ -83,10 +83,10 @@ func (s *Scenario) defaults() {
 		}
 	}
 	if s.Workers == 0 {
-		s.Workers = 16
+		s.Workers = 64
 	}
 	if s.Hosts == 0 {
-		s.Hosts = 200
+		s.Hosts = 1000
 	}
 	def(&s.Duration, 6*time.Hour)
 	if s.Rate == 0 {
@@ -221,9 +221,12 @@ type Trace struct {
 	Messages   int `json:"messages"`
 	Deliveries int `json:"deliveries"`
 	Delivered  int `json:"delivered"`
-	Failed     int `json:"failed"`
-	Holds      int `json:"holds"`
-	Dropped    int `json:"dropped"`
+	// DeliveredAfterHold messages were held by the breaker at least once
+	// and delivered once their host answered again.
+	DeliveredAfterHold int `json:"delivered_after_hold"`
+	Failed             int `json:"failed"`
+	Holds              int `json:"holds"`
+	Dropped            int `json:"dropped"`
 	// Pending messages were still held or queued when traffic stopped.
 	Pending int `json:"pending"`
 }
@@ -530,7 +533,7 @@ func (r *runner) decide(m *message, h *host) {
 		}
 		// An outcome that would land after the traffic stops is lost;
 		// the worker is freed when the run ends anyway.
-		r.schedule(event{at: r.now + lat, kind: evDone, host: m.host, ok: ok, send: send})
+		r.schedule(event{at: r.now + lat, kind: evDone, host: m.host, msg: m, ok: ok, send: send})
 	case core.Hold:
 		r.trace.Holds++
 		if m.heldSince.IsZero() {
@@ -549,6 +552,9 @@ func (r *runner) outcome(e event) {
 	now := r.clock()
 	if e.ok {
 		r.trace.Delivered++
+		if !e.msg.heldSince.IsZero() {
+			r.trace.DeliveredAfterHold++
+		}
 	} else {
 		r.trace.Failed++
 	}

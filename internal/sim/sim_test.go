@@ -35,11 +35,52 @@ func byName(t *testing.T, r *Report, name string) ModelReport {
 var scenarios = []struct {
 	name string
 	s    Scenario
+	// idleGaps: hosts get so little traffic for the recovery delay that an
+	// open host is often not asked again until after the derived-TTL
+	// models' records expired (TTL = max(RecoveryDelay, FailureWindow) +
+	// 5 s); fedify's record (7 days) is still there. Here 1.5 arrivals a
+	// minute against a 2-minute recovery delay: about 4% of restraints.
+	idleGaps bool
 }{
-	{"default", Scenario{Seed: 1}},
-	{"mostly-failing", Scenario{Seed: 2, Hosts: 60, Mix: Mix{Healthy: 1, Dead: 2, Flapping: 3, Slow: 2}, Rate: 120, Duration: 3 * time.Hour}},
-	{"short-delays", Scenario{Seed: 3, Hosts: 50, Mix: Mix{Healthy: 1, Dead: 1, Flapping: 2, Slow: 2}, Rate: 90, Duration: 2 * time.Hour,
-		Options: Options{FailureThreshold: 3, FailureWindow: time.Minute, RecoveryDelay: 2 * time.Minute, ReleaseInterval: 2 * time.Second, HoldLimit: 20 * time.Minute}}},
+	{"default-mix", Scenario{Seed: 1, Hosts: 200, Workers: 16, Duration: 3 * time.Hour}, false},
+	{"mostly-failing", Scenario{Seed: 2, Hosts: 40, Workers: 16, Mix: Mix{Healthy: 1, Dead: 2, Flapping: 3, Slow: 2}, Rate: 120, Duration: 2 * time.Hour}, false},
+	{"short-delays", Scenario{Seed: 3, Hosts: 40, Workers: 16, Mix: Mix{Healthy: 1, Dead: 1, Flapping: 2, Slow: 2}, Rate: 90, Duration: 2 * time.Hour,
+		Options: Options{FailureThreshold: 3, FailureWindow: time.Minute, RecoveryDelay: 2 * time.Minute, ReleaseInterval: 2 * time.Second, HoldLimit: 20 * time.Minute}}, true},
+}
+
+// TestSequentialAgreement: with per-host ordering, kvbreaker agrees with
+// fedify on 100% of decisions, retry instants and state-change labels, and
+// the note's two-field model on 100% of decisions — as long as no record
+// outlives its derived TTL unasked. Where one does (idle gaps), the only
+// divergences are those after the lost record (DESIGN §2's accepted cost:
+// the probe is demoted to a plain send and failures are counted afresh).
+func TestSequentialAgreement(t *testing.T) {
+	for _, tc := range scenarios {
+		t.Run(tc.name, func(t *testing.T) {
+			r := run(t, tc.s)
+			ref := byName(t, r, "fedify-4field")
+			if ref.Probes == 0 || ref.Transitions == 0 || r.Trace.Holds == 0 {
+				t.Fatalf("scenario exercises nothing: %+v", r.Trace)
+			}
+			kv, seed := byName(t, r, "kvbreaker"), byName(t, r, "seed-2field")
+			for _, m := range []ModelReport{kv, seed} {
+				if m.UnsafeDivergences+m.SafeDivergences+m.LateProbes+m.SendProbeSwaps != 0 || m.Decisions != ref.Decisions {
+					t.Errorf("%s diverged other than by a lost record: %+v", m.Model, m)
+				}
+				if lost := m.RecordsLost > 0; lost != tc.idleGaps {
+					t.Errorf("%s lost %d records to TTL; idle gaps expected: %v", m.Model, m.RecordsLost, tc.idleGaps)
+				}
+			}
+			if kv.RetryMismatches != 0 {
+				t.Errorf("kvbreaker retry instants differ: %+v", kv)
+			}
+			if !tc.idleGaps && (kv.Agreement != 1 || kv.TransitionMismatches != 0 || seed.Agreement != 1) {
+				t.Errorf("not 100%%:\nkvbreaker %+v\nseed %+v", kv, seed)
+			}
+			t.Logf("%d decisions, %d probes, %d transitions; agreement kvbreaker %.4f%%, seed-2field %.4f%%; records lost to TTL %d; seed-2field retry mismatches %d, label mismatches %d (expected: no probing bit)",
+				ref.Decisions, ref.Probes, ref.Transitions, 100*kv.Agreement, 100*seed.Agreement, kv.RecordsLost, seed.RetryMismatches, seed.TransitionMismatches)
+		})
+	}
 }
 
 // staleProbes has probes that stay unanswered (timeout 30 s) past the
@@ -60,31 +101,6 @@ func TestStaleProbesAgreeWithKvbreaker(t *testing.T) {
 	}
 }
 
-// TestSequentialAgreement: with per-host ordering, kvbreaker agrees with
-// fedify on 100% of decisions, retry instants and state-change labels, and
-// the note's two-field model on 100% of decisions.
-func TestSequentialAgreement(t *testing.T) {
-	for _, tc := range scenarios {
-		t.Run(tc.name, func(t *testing.T) {
-			r := run(t, tc.s)
-			ref := byName(t, r, "fedify-4field")
-			if ref.Probes == 0 || ref.Transitions == 0 || r.Trace.Holds == 0 {
-				t.Fatalf("scenario exercises nothing: %+v", r.Trace)
-			}
-			kv := byName(t, r, "kvbreaker")
-			if kv.Agreement != 1 || kv.RetryMismatches != 0 || kv.TransitionMismatches != 0 || kv.Decisions != ref.Decisions {
-				t.Errorf("kvbreaker: %+v", kv)
-			}
-			seed := byName(t, r, "seed-2field")
-			if seed.Agreement != 1 {
-				t.Errorf("seed-2field: %+v", seed)
-			}
-			t.Logf("%d decisions, %d probes, %d transitions; seed-2field retry mismatches %d, label mismatches %d (expected: no probing bit)",
-				ref.Decisions, ref.Probes, ref.Transitions, seed.RetryMismatches, seed.TransitionMismatches)
-		})
-	}
-}
-
 // TestRacesAreSafe: with races injected, neither seed-2field nor kvbreaker
 // ever sends or probes where fedify holds because of a race, and kvbreaker
 // decides exactly as fedify. The one other source of divergence is a
@@ -95,7 +111,7 @@ func TestSequentialAgreement(t *testing.T) {
 func TestRacesAreSafe(t *testing.T) {
 	safe, late, decisions, restrained, lost := 0, 0, 0, 0, 0
 	for _, tc := range scenarios {
-		for seed := range uint64(3) {
+		for seed := range uint64(2) {
 			s := tc.s
 			s.Races = true
 			s.Seed += 100 * seed
@@ -126,8 +142,8 @@ func TestRacesAreSafe(t *testing.T) {
 
 	// With enough workers every held message is asked again on time: no
 	// record is lost, and nothing diverges unsafely at all.
-	for seed := range uint64(3) {
-		r := run(t, Scenario{Seed: 50 + seed, Races: true, Workers: 64})
+	for seed := range uint64(2) {
+		r := run(t, Scenario{Seed: 50 + seed, Races: true, Hosts: 200, Workers: 64, Duration: 3 * time.Hour})
 		for _, name := range []string{"seed-2field", "kvbreaker"} {
 			if m := byName(t, r, name); m.RecordsLost != 0 || m.AfterRecordLossUnsafe != 0 || m.UnsafeDivergences != 0 {
 				t.Errorf("default fleet with races, seed %d: %s %+v", 50+seed, name, m)
@@ -223,7 +239,7 @@ func TestRecordsExpireAfterQuiet(t *testing.T) {
 }
 
 func TestBreakerSparesDeadHosts(t *testing.T) {
-	r := run(t, Scenario{Seed: 7})
+	r := run(t, Scenario{Seed: 7, Hosts: 200})
 	for _, m := range r.Models {
 		if m.SendsToDownHosts*3 > r.Baseline.SendsToDownHosts {
 			t.Errorf("%s sent %d to down hosts; no breaker sent %d", m.Model, m.SendsToDownHosts, r.Baseline.SendsToDownHosts)
