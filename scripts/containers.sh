@@ -12,6 +12,7 @@
 #   KVBREAKER_ETCD_IMAGE      use this etcd image instead of building kvbreaker/etcd:local
 #   KVBREAKER_DYNAMODB_IMAGE  use this image instead of building kvbreaker/dynalite:local
 #                             (amazon/dynamodb-local or a dynalite image, see DEVELOPERS.md)
+#   KVBREAKER_CONTAINERS_NETWORK  host (default) or bridge, with a daemon already running
 #   KVBREAKER_KEEP_DOCKER=1   leave the daemon this script started running (for debugging)
 #   GOTEST_FLAGS              extra go test flags, e.g. "-run TestConformanceEtcd -v"
 set -euo pipefail
@@ -149,10 +150,13 @@ log "images ready after $(($(date +%s) - start)) s: $KVBREAKER_ETCD_IMAGE, $KVBR
 
 # --- 3. The container-mode tests --------------------------------------------
 export KVBREAKER_CONTAINERS=1
-export KVBREAKER_CONTAINERS_NETWORK=host
+# Host network unless asked otherwise; a daemon this script started has no
+# bridge, so it always gets the host network.
+export KVBREAKER_CONTAINERS_NETWORK="${KVBREAKER_CONTAINERS_NETWORK:-host}"
+if [ -n "$dockerd_pid" ]; then KVBREAKER_CONTAINERS_NETWORK=host; fi
 export TESTCONTAINERS_RYUK_DISABLED=true
 export TESTCONTAINERS_HOST_OVERRIDE=127.0.0.1
-log "go test -race ./internal/containers/... (host network, images $KVBREAKER_ETCD_IMAGE and $KVBREAKER_DYNAMODB_IMAGE)"
+log "go test -race ./internal/containers/... ($KVBREAKER_CONTAINERS_NETWORK network, images $KVBREAKER_ETCD_IMAGE and $KVBREAKER_DYNAMODB_IMAGE)"
 set -o pipefail
 # shellcheck disable=SC2086 # GOTEST_FLAGS is a list of flags
 go test -race -count=1 -timeout 20m -json ${GOTEST_FLAGS:-} ./internal/containers/... |
