@@ -59,7 +59,7 @@ func init() {
 		{name: "concurrent-cas-linearizable", promise: promiseLinearizable, atomic: true, run: checkLinearizable},
 		{name: "expiry", promise: promiseNotEarly + "; " + promiseNotLate, slow: true, run: checkExpiry},
 		{name: "expired-counts-as-absent", promise: promiseExpiredCAS, slow: true, run: checkExpiredAbsent},
-		{name: "breaker-fleet", promise: promiseFleet, run: checkFleet, slowIf: func(t core.Traits) bool { return t.ReadStaleness > 5*time.Second }},
+		{name: "breaker-fleet", promise: promiseFleet, run: checkFleet},
 		{name: "margin-keeps-probes", promise: promiseMargin, run: checkMargin},
 	}
 }

@@ -178,18 +178,14 @@ type testCase struct {
 	// stores).
 	atomic bool
 	// slow: the case waits in real time unless the harness is a
-	// TimeAdvancer; slowIf: it waits when the store declares these traits.
-	slow   bool
-	slowIf func(core.Traits) bool
-	run    func(ctx context.Context, e *env)
+	// TimeAdvancer.
+	slow bool
+	run  func(ctx context.Context, e *env)
 }
 
 func (c *testCase) skip(t core.Traits, h Harness, o Options) string {
 	if c.atomic && !t.Atomic {
 		return fmt.Sprintf("%s: store declares Traits().Atomic == false (last writer wins), so it does not promise %q", c.name, c.promise)
-	}
-	if c.slowIf != nil && c.slowIf(t) && o.SkipSlow {
-		return fmt.Sprintf("%s: waits out the declared ReadStaleness (%v) between steps (skipped under -short)", c.name, t.ReadStaleness)
 	}
 	if c.slow && o.SkipSlow {
 		if _, ok := h.(TimeAdvancer); !ok {
@@ -250,6 +246,7 @@ func (e *env) logf(format string, args ...any) {
 	e.notes = append(e.notes, msg)
 	e.mu.Unlock()
 	if e.t != nil {
+		e.t.Helper()
 		e.t.Log(msg)
 	}
 }

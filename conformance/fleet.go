@@ -2,6 +2,7 @@ package conformance
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"slices"
 	"sync"
@@ -125,31 +126,44 @@ func checkFleet(ctx context.Context, e *env) {
 		}
 		return probers[0], true
 	}
-	// check reports a failed write, and otherwise waits out the declared
-	// read staleness, so the next read-modify-write sees this write (a
-	// stale read would lose it: the declared behaviour, not a fault).
-	check := func(step string, err error) bool {
-		if err != nil {
+	// write runs a Breaker write and reports its failure. On a store with
+	// stale reads it then waits (up to the declared ReadStaleness) until a
+	// Get sees the write, so the next read-modify-write does not lose it
+	// (a stale read losing it is the declared behaviour, not a fault).
+	write := func(step string, w func() error) bool {
+		_, before, _ := e.store.Get(ctx, host)
+		if err := w(); err != nil {
 			e.errorf(promiseFleet, "%s: %v", step, err)
 			return false
 		}
-		return sleep(ctx, e.traits.ReadStaleness) == nil
+		deadline := time.Now().Add(e.traits.ReadStaleness)
+		for time.Now().Before(deadline) {
+			_, now, err := e.store.Get(ctx, host)
+			if now != before || (before != core.NoVersion && errors.Is(err, core.ErrNotFound)) {
+				break
+			}
+			if sleep(ctx, min(100*time.Millisecond, e.traits.ReadStaleness/20)) != nil {
+				return false
+			}
+		}
+		return true
 	}
 
 	// Open: two failures from two workers trip the circuit.
-	if !check("first failure", fleet[0].Failure(ctx, host)) || !check("second failure", fleet[1].Failure(ctx, host)) {
-		return
-	}
-	if !expectAll("after the circuit opened", core.Hold) {
+	if !write("first failure", func() error { return fleet[0].Failure(ctx, host) }) ||
+		!write("second failure", func() error { return fleet[1].Failure(ctx, host) }) ||
+		!expectAll("after the circuit opened", core.Hold) {
 		return
 	}
 	// A single probe; its failure reopens the circuit at once.
 	p, ok := probe("first probe")
-	if !ok || !check("probe failure", fleet[p].Failure(ctx, host)) || !expectAll("after the probe failed", core.Hold) {
+	if !ok || !write("probe failure", func() error { return fleet[p].Failure(ctx, host) }) ||
+		!expectAll("after the probe failed", core.Hold) {
 		return
 	}
 	p, ok = probe("second probe")
-	if !ok || !check("probe success", fleet[p].Success(ctx, host)) || !expectAll("after the probe succeeded", core.Send) {
+	if !ok || !write("probe success", func() error { return fleet[p].Success(ctx, host) }) ||
+		!expectAll("after the probe succeeded", core.Send) {
 		return
 	}
 	mu.Lock()
