@@ -329,21 +329,30 @@ func (s *Store) answer(e entry) ([]byte, core.Version, error) {
 // whatever version old is, and returns the version Get will show for it.
 //
 // Writes are coalesced per key: the first goes out at once, and writes
-// arriving within the write interval of it are merged into one queued write,
-// sent when the interval has passed; every caller waits for that request
-// (bounded by its context) and gets its outcome. Merging: a write computed
-// from the queued one (old equals its version; this store's Get returns
-// queued writes, so sequential callers always are) replaces it; a concurrent
-// one (old is something else) is merged field by field as records: the union
-// of failure instants, the later RestrainedUntil, Probing if either, the
-// longer logical expiry. A delete replaces whatever is queued; a write after
-// a queued delete replaces it. Nothing this process writes is lost by
-// coalescing; what can be lost: (1) writes of other processes to the same
-// key within KV's propagation delay (last writer wins), (2) a queued write
-// whose request fails (the waiting callers get the error; if none is left,
-// it is logged), (3) a write still queued when the process exits (see
-// Flush). A caller whose context ends while its write is queued gets the
-// context's error, and the write is still sent.
+// arriving within the write interval of the last request are merged into one
+// queued write, sent when the interval has passed; every caller waits for
+// that request (bounded by its context) and gets its outcome and the version
+// stored. A caller whose context ends first gets the context's error, and its
+// write is still sent.
+//
+// Merging, against the queued write or, when none is queued, the write in
+// flight or last sent by this store: a write computed from it (old is its
+// version; this store's Get returns its own queued and sent writes, so
+// sequential callers always are) replaces it; a write computed from an older
+// read (another goroutine's, concurrent) is merged with it as records: the
+// union of failure instants (uncapped; the next Failure prunes to the
+// history limit), the later RestrainedUntil, Probing if either, the longer
+// TTL. A delete replaces whatever is queued, and a write after a queued
+// delete replaces the delete. Values that are not records: the newer wins.
+//
+// So coalescing loses nothing this process writes. What can be lost: (1)
+// another process's write of the same host within KV's propagation delay
+// (last writer wins; Workers KV cannot compare); (2) a write whose request
+// fails other than with 429 (its waiting callers get the error; if none is
+// left, it is logged), or that still meets 429 after the store's attempts
+// (5); (3) a write still queued when the process exits: call Flush. A merged
+// Probing flag can label a reopened circuit half-open until its
+// RestrainedUntil; the decisions (hold) are the same.
 func (s *Store) CompareAndSwap(ctx context.Context, key string, old core.Version, value []byte, ttl time.Duration) (core.Version, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, opError("put", key, err)

@@ -508,3 +508,67 @@ func TestNewValidates(t *testing.T) {
 		}
 	}
 }
+
+// TestReadCache checks the budget the cache saves: repeated checks of a
+// healthy host within the freshness cost one GET, concurrent ones share it,
+// and with the cache off every check is a GET.
+func TestReadCache(t *testing.T) {
+	ctx := t.Context()
+	for _, tc := range []struct {
+		name     string
+		opts     []Option
+		wantGets int
+	}{
+		{"cached", nil, 1},
+		{"cache-off", []Option{WithCache(0, 0)}, 20},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newStore(t, tc.opts...)
+			br, err := core.NewBreaker(s, core.Settings{Clock: srv.Now})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := srv.ResetStats(ctx); err != nil {
+				t.Fatal(err)
+			}
+			for range 20 {
+				if v, err := br.Allow(ctx, "healthy.example", time.Time{}); err != nil || v.Decision != core.Send {
+					t.Fatalf("Allow = %v, %v", v, err)
+				}
+			}
+			st, err := srv.Stats(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.Get != tc.wantGets {
+				t.Errorf("20 checks of a healthy host sent %d GETs, want %d", st.Get, tc.wantGets)
+			}
+		})
+	}
+}
+
+// TestSequentialWritesReplace checks that writes computed from the store's
+// own previous write replace it rather than merge: a success between two
+// failures wipes the first one.
+func TestSequentialWritesReplace(t *testing.T) {
+	ctx := t.Context()
+	s := newStore(t)
+	br, err := core.NewBreaker(s, core.Settings{Clock: countingClock(), CallTimeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const host = "sequential.example"
+	for _, step := range []func(context.Context, string) error{br.Failure, br.Failure, br.Success, br.Failure} {
+		if err := step(ctx, host); err != nil {
+			t.Fatal(err)
+		}
+	}
+	v, _, err := sibling(t, s).Get(ctx, host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := core.DecodeRecord(v)
+	if err != nil || len(rec.Failures) != 1 {
+		t.Errorf("after failure, failure, success, failure: stored %+v, %v; want the last failure only", rec, err)
+	}
+}

@@ -1,0 +1,68 @@
+package cloudflarekv_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/cloudflare/cloudflare-go/v6/kv"
+
+	"github.com/kvbreaker/kvbreaker/backends/cloudflarekv"
+	"github.com/kvbreaker/kvbreaker/core"
+	"github.com/kvbreaker/kvbreaker/internal/miniflare"
+)
+
+// A breaker whose per-host state lives in Workers KV. Against Cloudflare,
+// build the client from your own token instead of the local Miniflare:
+//
+//	cf := cloudflare.NewClient(option.WithAPIToken(os.Getenv("CLOUDFLARE_API_TOKEN")))
+//	store, err := cloudflarekv.New(cf.KV, accountID, namespaceID)
+func ExampleNew() {
+	ctx := context.Background()
+	srv, err := miniflare.Launch(ctx)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer srv.Stop()
+
+	client := kv.NewKVService(srv.ClientOptions()...)
+	store, err := cloudflarekv.New(client, srv.AccountID, srv.NamespaceID,
+		cloudflarekv.WithPrefix("example:"),
+		cloudflarekv.WithClock(srv.Now)) // Miniflare's clock; time.Now by default
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	breaker, err := core.NewBreaker(store, core.Settings{
+		FailureThreshold: 2,
+		Clock:            srv.Now,
+		Logger:           slog.New(slog.DiscardHandler), // it warns that KV is last-writer-wins
+		OnStateChange: func(host string, from, to core.State) {
+			fmt.Printf("%s: %v → %v\n", host, from, to)
+		},
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for range 2 {
+		if err := breaker.Failure(ctx, "inbox.example"); err != nil {
+			fmt.Println(err)
+			return
+		}
+		_ = srv.Advance(ctx, time.Second)
+	}
+	v, err := breaker.Allow(ctx, "inbox.example", time.Time{})
+	fmt.Println(v.Decision, err)
+	fmt.Println("TTL in KV:", store.Traits().Expiry.MinTTL, "minimum;", breaker.StateTTL(), "for this record")
+	// Send queued writes before exiting.
+	if err := store.Flush(ctx); err != nil {
+		fmt.Println(err)
+	}
+	// Output:
+	// inbox.example: closed → open
+	// hold <nil>
+	// TTL in KV: 1m0s minimum; 30m5s for this record
+}

@@ -1,0 +1,182 @@
+package cloudflarekv
+
+import (
+	"net/http"
+	"net/url"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/kvbreaker/kvbreaker/core"
+)
+
+func TestEscapeKeyRoundTrips(t *testing.T) {
+	for _, k := range hostileKeys {
+		seg := escapeKey("p:" + k)
+		for _, c := range []byte(seg) {
+			if c == '/' || c == '?' || c == '#' || c >= 0x80 || c == ' ' {
+				t.Errorf("escapeKey(%q) = %q keeps %q", k, seg, c)
+			}
+		}
+		if got, err := url.PathUnescape(seg); err != nil || got != "p:"+k {
+			t.Errorf("PathUnescape(escapeKey(%q)) = %q, %v", k, got, err)
+		}
+	}
+}
+
+func TestPhysicalTTL(t *testing.T) {
+	s := &Store{pad: 2*time.Second + granularity}
+	for _, tc := range []struct {
+		ttl  time.Duration
+		want int64
+	}{
+		{time.Millisecond, 60},
+		{56 * time.Second, 60},
+		{57*time.Second + time.Millisecond, 61},
+		{10 * time.Minute, 603},
+		{10*time.Minute + time.Millisecond, 604},
+	} {
+		if got := s.physicalTTL(tc.ttl); got != tc.want {
+			t.Errorf("physicalTTL(%v) = %d, want %d", tc.ttl, got, tc.want)
+		}
+		// Whatever whole second KV counts from, it keeps the entry until
+		// ttl + 2·skew after the write.
+		if got := time.Duration(s.physicalTTL(tc.ttl))*time.Second - granularity; got < tc.ttl+2*time.Second {
+			t.Errorf("physicalTTL(%v) leaves %v after the worst rounding, less than ttl + 2 s", tc.ttl, got)
+		}
+	}
+}
+
+func TestRetryAfter(t *testing.T) {
+	at := func(v string) time.Duration {
+		return retryAfter(&http.Response{Header: http.Header{"Retry-After": {v}}})
+	}
+	if got := at("3"); got != 3*time.Second {
+		t.Errorf("Retry-After: 3 = %v", got)
+	}
+	if got := at(""); got != time.Second {
+		t.Errorf("no Retry-After = %v, want the 1 s default", got)
+	}
+	if got := at("99999"); got != maxRetryAfter {
+		t.Errorf("Retry-After: 99999 = %v, want the cap %v", got, maxRetryAfter)
+	}
+	if got := at(time.Now().Add(10 * time.Second).UTC().Format(http.TimeFormat)); got < 8*time.Second || got > 10*time.Second {
+		t.Errorf("Retry-After as a date 10 s ahead = %v", got)
+	}
+}
+
+func TestMergeRecords(t *testing.T) {
+	t0 := time.UnixMilli(1_800_000_000_000).UTC()
+	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+	for _, tc := range []struct {
+		name         string
+		older, newer core.Record
+		want         core.Record
+	}{
+		{
+			name:  "failure-instants-union",
+			older: core.Record{Failures: []time.Time{at(1), at(3)}},
+			newer: core.Record{Failures: []time.Time{at(2), at(3)}},
+			want:  core.Record{Failures: []time.Time{at(1), at(2), at(3)}},
+		},
+		{
+			name:  "later-restraint-and-probing-kept",
+			older: core.Record{Failures: []time.Time{at(1)}, RestrainedUntil: at(100), Probing: true},
+			newer: core.Record{Failures: []time.Time{at(2)}, RestrainedUntil: at(50)},
+			want:  core.Record{Failures: []time.Time{at(1), at(2)}, RestrainedUntil: at(100), Probing: true},
+		},
+		{
+			name:  "closed-and-open",
+			older: core.Record{Failures: []time.Time{at(5)}, RestrainedUntil: at(60)},
+			newer: core.Record{Failures: []time.Time{at(6)}},
+			want:  core.Record{Failures: []time.Time{at(5), at(6)}, RestrainedUntil: at(60)},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := mergeRecords(core.EncodeRecord(tc.older), core.EncodeRecord(tc.newer))
+			if want := core.EncodeRecord(tc.want); string(got) != string(want) {
+				r, _ := core.DecodeRecord(got)
+				t.Errorf("merge = %+v, want %+v", r, tc.want)
+			}
+		})
+	}
+	if got := mergeRecords([]byte("not a record"), []byte("newer")); string(got) != "newer" {
+		t.Errorf("merging an undecodable record = %q, want the newer value", got)
+	}
+}
+
+func TestCombine(t *testing.T) {
+	rec := func(s int) []byte {
+		return core.EncodeRecord(core.Record{Failures: []time.Time{time.UnixMilli(int64(s) * 1000).UTC()}})
+	}
+	older := write{value: rec(1), ver: 10, base: 1, ttl: time.Minute}
+	for _, tc := range []struct {
+		name      string
+		newer     write
+		wantValue []byte
+		wantDel   bool
+	}{
+		{"derived-replaces", write{value: rec(2), ver: 11, base: 10, ttl: time.Minute}, rec(2), false},
+		{"concurrent-merges", write{value: rec(2), ver: 11, base: 1, ttl: time.Minute}, mergeRecords(rec(1), rec(2)), false},
+		{"delete-replaces", write{del: true, ver: 11, base: 1}, nil, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := combine(older, tc.newer)
+			if got.del != tc.wantDel || string(got.value) != string(tc.wantValue) || got.ver != tc.newer.ver {
+				t.Errorf("combine = %v (value %x), want del=%v value %x version %d", got, got.value, tc.wantDel, tc.wantValue, tc.newer.ver)
+			}
+		})
+	}
+	if got := combine(write{del: true, ver: 5}, write{value: rec(3), ver: 6, base: 99}); got.del || string(got.value) != string(rec(3)) {
+		t.Errorf("a write after a queued delete = %v, want it to replace the delete", got)
+	}
+}
+
+func TestCacheLRU(t *testing.T) {
+	now := time.Now()
+	c := newCache(2)
+	c.set("a", entry{present: true, ver: 1, at: now})
+	c.set("b", entry{present: true, ver: 2, at: now})
+	c.set("p", entry{present: true, ver: 3, pinned: true}) // pinned: not counted, never evicted
+	c.get("a", now, time.Minute)                           // a is now the most recent
+	c.set("c", entry{present: true, ver: 4, at: now})      // evicts b
+	if _, ok := c.get("b", now, time.Minute); ok {
+		t.Error("least recently used entry b was not evicted")
+	}
+	for _, k := range []string{"a", "c", "p"} {
+		if _, ok := c.get(k, now, time.Minute); !ok {
+			t.Errorf("entry %s was evicted", k)
+		}
+	}
+	if n := c.len(); n != 3 {
+		t.Errorf("cache holds %d entries, want 3 (2 + 1 pinned)", n)
+	}
+	if _, ok := c.get("a", now.Add(time.Minute), time.Minute); ok {
+		t.Error("entry older than maxAge was served")
+	}
+	if _, ok := c.get("p", now.Add(time.Hour), time.Minute); !ok {
+		t.Error("pinned entry not served because of its age")
+	}
+	c.unpin("p", 99, now) // another version: stays pinned
+	c.unpin("p", 3, now.Add(time.Hour))
+	c.set("d", entry{present: true, ver: 5, at: now.Add(time.Hour)})
+	c.set("e", entry{present: true, ver: 6, at: now.Add(time.Hour)})
+	var held []string
+	for _, k := range []string{"a", "c", "p", "d", "e"} {
+		if _, ok := c.get(k, now.Add(time.Hour), time.Minute); ok {
+			held = append(held, k)
+		}
+	}
+	if !slices.Equal(held, []string{"d", "e"}) {
+		t.Errorf("after unpinning p and adding d, e: held %v, want [d e]", held)
+	}
+	zero := newCache(0)
+	zero.set("x", entry{present: true, at: now})
+	zero.set("y", entry{present: true, pinned: true})
+	if _, ok := zero.get("x", now, time.Minute); ok {
+		t.Error("a size-0 cache kept a read answer")
+	}
+	if _, ok := zero.get("y", now, time.Minute); !ok {
+		t.Error("a size-0 cache dropped a queued write")
+	}
+}
