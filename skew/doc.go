@@ -1,6 +1,31 @@
-// Package skew simulates what clocks and stores do to a kvbreaker record:
-// per-worker clocks with bounded offset and drift around a simulated true
-// time, and store wrappers that quantise TTLs, expire early or late, judge
-// expiry by the server's or the reader's clock, serve stale reads and limit
-// the write rate per key.
+// Package skew simulates what clocks and stores do to a kvbreaker record,
+// as wrappers usable in any test.
+//
+// Clocks: a true time (a Manual clock, or time.Now inside a testing/synctest
+// bubble, which SystemTime wraps) and per-worker Clocks over it with an
+// offset and a drift, clamped to a skew bound δ (Fleet draws a fleet of
+// them, favouring the extremes ±δ where the worst cases are).
+//
+// Stores: New wraps a real core.Store (any adapter, or Exact, an exact
+// in-process store on the true clock) with a Distortion: TTLs quantised to
+// a granularity (Floor or Ceil), a minimum TTL, expiry up to Early early and
+// Late late, judged by the server's clock (relative TTLs) or by each
+// reader's own clock against an instant the writer's clock set
+// (reader-filtered), reads up to Staleness stale, a per-key write rate
+// limit (ErrRateLimited), and last-writer-wins compares. Each worker reaches
+// the shared store through a View with its own clock.
+//
+// Profiles: Memory, Etcd, DynamoDB and WorkersKV hold the traits each
+// backend's adapter declares; FromTraits turns traits into the worst
+// distortion they allow. skew imports no backend: each backend's test
+// asserts its Traits() equal its profile's.
+//
+// The margin experiment (MarginSim, DESIGN §2): Breakers with skewed clocks
+// share a distorted store; one opens a host's circuit, and another, holding
+// a message for that host, comes back exactly when its own clock reaches the
+// restraint's end. If the record has expired by then, that worker sends
+// instead of probing: the half-open probe is demoted to a plain send, and a
+// failure of that send only re-accumulates instead of reopening the circuit
+// at once. With TTLMargin = RequiredMargin(δ) no probe is demoted, for every
+// profile; one millisecond less and demotions appear (TestMarginKeepsProbes).
 package skew

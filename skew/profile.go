@@ -17,7 +17,9 @@ import (
 //		t.Fatalf("Traits() = %+v, but skew.Etcd declares %+v: update one of them", got, want)
 //	}
 type Profile struct {
-	Name   string
+	// Name is the backend's name (memory, etcd, dynamodb, workerskv).
+	Name string
+	// Traits are what the backend's Store declares with default options.
 	Traits core.Traits
 }
 

@@ -72,6 +72,7 @@ type MarginResult struct {
 	Examples []string
 }
 
+// String summarises the result in one line.
 func (r MarginResult) String() string {
 	return fmt.Sprintf("%s: margin %v (required %v): %d of %d due probes demoted", r.Profile, r.Margin, r.Required, r.Demoted, r.Due)
 }

@@ -28,6 +28,7 @@ const (
 	Ceil
 )
 
+// String returns "floor" or "ceil".
 func (r Rounding) String() string {
 	if r == Ceil {
 		return "ceil"
