@@ -343,7 +343,9 @@ func (c *collector) printOutput(pkg, test string) {
 // each of which must have results.
 func (c *collector) selectColumns(spec string) ([]string, error) {
 	if strings.TrimSpace(spec) == "" {
-		return c.order, nil
+		names := slices.Clone(c.order)
+		slices.SortStableFunc(names, func(a, b string) int { return rank(a) - rank(b) })
+		return names, nil
 	}
 	var names []string
 	var errs []error
@@ -363,6 +365,17 @@ func (c *collector) selectColumns(spec string) ([]string, error) {
 		names = append(names, n)
 	}
 	return names, errors.Join(errs...)
+}
+
+// preferred is the order of the known columns: in-process first, then the
+// real servers, then the container mode; others follow in first-seen order.
+var preferred = []string{"memory", "etcd", "dynamodb", "cloudflarekv", "containers-etcd", "containers-dynamodb"}
+
+func rank(name string) int {
+	if i := slices.Index(preferred, name); i >= 0 {
+		return i
+	}
+	return len(preferred)
 }
 
 func (c *collector) printMatrix(names []string) {

@@ -192,6 +192,21 @@ func TestVerbose(t *testing.T) {
 	}
 }
 
+func TestColumnOrder(t *testing.T) {
+	s := &ev{}
+	for _, pkg := range []string{"x/internal/containers", "x/backends/cloudflarekv", "x/backends/zeta", "x/backends/etcd", "x/backends/memory"} {
+		test := "TestConformance"
+		if strings.HasSuffix(pkg, "containers") {
+			test += "Etcd"
+		}
+		s.result(pkg, test+"/traits", "pass").result(pkg, test, "pass")
+	}
+	out, code := runOn(t, s.String(), options{})
+	if want := "group memory etcd cloudflarekv containers-etcd zeta"; code != 0 || row(out, "group") != want {
+		t.Errorf("exit %d, header %q; want 0 and %q", code, row(out, "group"), want)
+	}
+}
+
 func TestColumnName(t *testing.T) {
 	for _, tc := range []struct{ pkg, test, want string }{
 		{"example.com/kv/backends/etcd", "TestConformance", "etcd"},
