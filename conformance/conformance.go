@@ -91,6 +91,9 @@ func RunOptions(t *testing.T, newHarness HarnessMaker, opts Options) {
 	}
 	t.Cleanup(h.Close)
 	s0, err := h.MakeStore(t.Context())
+	if err == nil && s0 == nil {
+		err = errors.New("returned a nil store and no error")
+	}
 	if err != nil {
 		t.Fatalf("conformance: MakeStore: %v", err)
 	}
@@ -103,7 +106,7 @@ func RunOptions(t *testing.T, newHarness HarnessMaker, opts Options) {
 				rep.add(Result{Case: c.name, Promise: c.promise, Skipped: why})
 				t.Skip(why)
 			}
-			e, err := newEnv(t.Context(), h, traits, opts, rep)
+			e, err := newEnv(t.Context(), h, &s0, traits, opts, rep)
 			if err != nil {
 				t.Fatalf("conformance: MakeStore: %v", err)
 			}
@@ -135,6 +138,9 @@ func Check(ctx context.Context, h Harness) error {
 // returns them; a Report is returned even when there are violations.
 func Measure(ctx context.Context, h Harness, opts Options) (*Report, error) {
 	s0, err := h.MakeStore(ctx)
+	if err == nil && s0 == nil {
+		err = errors.New("returned a nil store and no error")
+	}
 	if err != nil {
 		return nil, fmt.Errorf("conformance: MakeStore: %w", err)
 	}
@@ -149,7 +155,7 @@ func Measure(ctx context.Context, h Harness, opts Options) (*Report, error) {
 			rep.add(Result{Case: c.name, Promise: c.promise, Skipped: why})
 			continue
 		}
-		e, err := newEnv(ctx, h, traits, opts, rep)
+		e, err := newEnv(ctx, h, &s0, traits, opts, rep)
 		if err != nil {
 			rep.add(Result{Case: c.name, Promise: c.promise, Problems: []string{fmt.Sprintf("%s: MakeStore: %v", c.name, err)}})
 			continue
@@ -213,12 +219,18 @@ type env struct {
 	notes    []string
 }
 
-func newEnv(ctx context.Context, h Harness, t core.Traits, o Options, rep *Report) (*env, error) {
+// newEnv makes the environment for one case, over *spare (the store made to
+// read the traits, used by the first case so none is wasted) or a new store.
+func newEnv(ctx context.Context, h Harness, spare *core.Store, t core.Traits, o Options, rep *Report) (*env, error) {
 	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
-	s, err := h.MakeStore(ctx)
-	if err != nil {
-		cancel()
-		return nil, err
+	s := *spare
+	*spare = nil
+	if s == nil {
+		var err error
+		if s, err = h.MakeStore(ctx); err != nil {
+			cancel()
+			return nil, err
+		}
 	}
 	if s == nil {
 		cancel()
