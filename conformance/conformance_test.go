@@ -431,6 +431,14 @@ func TestDistortedStoresConform(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%v\n%s", err, rep)
 			}
+			for _, r := range rep.Results {
+				if r.Case == "concurrent-cas-linearizable" && tr.Atomic != (r.Skipped == "") {
+					t.Errorf("linearizability for Atomic=%v: skipped %q", tr.Atomic, r.Skipped)
+				}
+				if r.Skipped != "" && !strings.Contains(r.Skipped, "Traits().Atomic == false") {
+					t.Errorf("%s skipped without naming the trait: %q", r.Case, r.Skipped)
+				}
+			}
 			t.Log("\n" + rep.String())
 		})
 	}
