@@ -572,3 +572,16 @@ func TestSequentialWritesReplace(t *testing.T) {
 		t.Errorf("after failure, failure, success, failure: stored %+v, %v; want the last failure only", rec, err)
 	}
 }
+
+// TestWrongNamespaceIsAnError: a 404 for a missing namespace must not read as
+// an absent key (an empty store would silently disable the breaker).
+func TestWrongNamespaceIsAnError(t *testing.T) {
+	s, err := New(client(), srv.AccountID, "no-such-namespace")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = s.Get(t.Context(), "host.example")
+	if err == nil || errors.Is(err, core.ErrNotFound) || !strings.Contains(err.Error(), "HTTP 404") {
+		t.Errorf("Get in a missing namespace = %v, want an HTTP 404 error, not ErrNotFound", err)
+	}
+}

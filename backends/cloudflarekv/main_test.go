@@ -3,6 +3,7 @@ package cloudflarekv
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"strconv"
 	"sync/atomic"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cloudflare/cloudflare-go/v6/kv"
+	"go.uber.org/goleak"
 
 	"github.com/kvbreaker/kvbreaker/internal/miniflare"
 )
@@ -28,6 +30,15 @@ func TestMain(m *testing.M) {
 	}
 	code := m.Run()
 	srv.Stop()
+	if code == 0 {
+		// Nothing of the stores may outlive the tests: no write timers,
+		// no reads left running.
+		http.DefaultClient.CloseIdleConnections()
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goroutines leaked:", err)
+			code = 1
+		}
+	}
 	os.Exit(code)
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -360,7 +361,11 @@ func apiError(err error) error {
 	}
 	switch ae.StatusCode {
 	case http.StatusNotFound:
-		return core.ErrNotFound
+		// Only "key not found" is an absent key; a missing namespace or
+		// account must not read as an empty store.
+		if !slices.ContainsFunc(ae.Errors, func(e shared.ErrorData) bool { return e.Code != codeKeyNotFound }) {
+			return core.ErrNotFound
+		}
 	case http.StatusTooManyRequests:
 		return &RateLimitError{Until: time.Now().Add(retryAfter(ae.Response))}
 	}
@@ -370,6 +375,9 @@ func apiError(err error) error {
 	}
 	return fmt.Errorf("HTTP %d from the Cloudflare API: %s", ae.StatusCode, strings.Join(msgs, "; "))
 }
+
+// codeKeyNotFound is Cloudflare's error code for a missing key.
+const codeKeyNotFound = 10009
 
 // retryAfter reads Retry-After (seconds or an HTTP date), defaulting to one
 // second and capped at maxRetryAfter.
