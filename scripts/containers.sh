@@ -124,6 +124,10 @@ if [ -z "${KVBREAKER_DYNAMODB_IMAGE:-}" ]; then
 	if [ ! -f internal/dynalite/node_modules/dynalite/package.json ]; then
 		(cd internal/dynalite && npm ci --no-audit --no-fund)
 	fi
+	if ! command -v node >/dev/null 2>&1; then
+		log "node not found: install Node.js 20 or later (e.g. apt-get install nodejs npm), or set KVBREAKER_DYNAMODB_IMAGE"
+		exit 1
+	fi
 	node=$(readlink -f "$(command -v node)")
 	root="$work/dynalite/rootfs"
 	mkdir -p "$root/usr/local/bin" "$root/app" "$root/tmp"

@@ -196,6 +196,7 @@ func containerLogs(ctx context.Context, c testcontainers.Container) string {
 
 // attempts is how many fresh free ports a host-network start tries: a port
 // found free can be taken by another process before the server binds it.
+// Other failures are not retried.
 const attempts = 3
 
 // StartEtcd runs a single-member etcd with testcontainers' modules/etcd and
@@ -216,7 +217,7 @@ func StartEtcd(ctx context.Context, c Config) (*Server, error) {
 			return s, nil
 		}
 		errs = append(errs, err)
-		if ctx.Err() != nil {
+		if !portTaken(err) || ctx.Err() != nil {
 			break
 		}
 	}
@@ -285,7 +286,7 @@ func StartDynamoDB(ctx context.Context, c Config) (*Server, error) {
 			return s, nil
 		}
 		errs = append(errs, err)
-		if ctx.Err() != nil {
+		if !portTaken(err) || ctx.Err() != nil {
 			break
 		}
 	}
@@ -333,6 +334,13 @@ func startDynamoDB(ctx context.Context, c Config, hostPort int) (*Server, error)
 	}
 	s.Endpoint = "http://" + cs
 	return s, nil
+}
+
+// portTaken reports whether a start failed because another process bound
+// the port picked free first (the server's output says so), the one failure a
+// retry on fresh ports can cure.
+func portTaken(err error) bool {
+	return strings.Contains(err.Error(), "address already in use") || strings.Contains(err.Error(), "EADDRINUSE")
 }
 
 // hostNetwork puts the container in the host's network namespace. Published

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"strings"
 	"sync"
@@ -350,5 +351,34 @@ func TestFreePorts(t *testing.T) {
 			t.Fatalf("FreePorts(3) = %v: want 3 distinct ports", ports)
 		}
 		seen[p] = true
+	}
+}
+
+// TestEtcdPortTaken starts etcd on the host network on a port another
+// process holds: the start must fail, with etcd's own reason, recognised as
+// the one failure StartEtcd retries on fresh ports.
+func TestEtcdPortTaken(t *testing.T) {
+	need(t, etcdSrv, etcdErr)
+	if cfg.Network != NetworkHost {
+		t.Skipf("the port clash needs %s=%s; this run uses %s", EnvNetwork, NetworkHost, cfg.Network)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	peer, err := FreePorts(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), StartTimeout)
+	defer cancel()
+	s, err := startEtcd(ctx, cfg, l.Addr().(*net.TCPAddr).Port, peer[0])
+	if err == nil {
+		_ = s.Terminate(context.WithoutCancel(ctx))
+		t.Fatal("etcd started on a port another process holds")
+	}
+	if !portTaken(err) {
+		t.Fatalf("start on a taken port: %v\nwant an error saying the address is in use", err)
 	}
 }
