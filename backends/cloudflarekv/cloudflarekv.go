@@ -76,11 +76,18 @@ const (
 	// write (eventual consistency).
 	Propagation = 60 * time.Second
 
-	DefaultPrefix         = "kvbreaker:"
-	DefaultWriteInterval  = time.Second
-	DefaultCacheSize      = 4096
+	// DefaultPrefix is prepended to every host to make its key name.
+	DefaultPrefix = "kvbreaker:"
+	// DefaultWriteInterval is Workers KV's one write per second per key.
+	DefaultWriteInterval = time.Second
+	// DefaultCacheSize is how many keys the read cache holds.
+	DefaultCacheSize = 4096
+	// DefaultCacheFreshness is how long a read answer is reused; it adds
+	// to KV's own staleness.
 	DefaultCacheFreshness = 10 * time.Second
-	DefaultMaxRetries     = 1
+	// DefaultMaxRetries is cloudflare-go's retries per request.
+	DefaultMaxRetries = 1
+	// DefaultRequestTimeout bounds each request.
 	DefaultRequestTimeout = 10 * time.Second
 	// DefaultMaxAttempts bounds how often one queued write is sent while
 	// the API answers 429.
@@ -179,9 +186,10 @@ func WithWriteInterval(d time.Duration) Option { return func(s *Store) { s.inter
 // transport errors and 5xx answers; 429s are never retried by the SDK.
 func WithMaxRetries(n int) Option { return func(s *Store) { s.maxRetries = n } }
 
-// WithRequestTimeout bounds each write request, which runs detached from any
-// one caller because it may carry several callers' merged writes (default
-// 10 s). Reads are bounded by their caller's context.
+// WithRequestTimeout bounds each request (default 10 s). Requests run
+// detached from any one caller, since several callers may share one read or
+// be merged into one write; each caller still stops waiting when its own
+// context ends.
 func WithRequestTimeout(d time.Duration) Option { return func(s *Store) { s.timeout = d } }
 
 // WithLogger sets where the store reports writes it had to give up with no

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"strings"
 	"sync"
@@ -585,3 +586,40 @@ func TestWrongNamespaceIsAnError(t *testing.T) {
 		t.Errorf("Get in a missing namespace = %v, want an HTTP 404 error, not ErrNotFound", err)
 	}
 }
+
+// TestLostWriteIsLogged: a write whose caller stopped waiting and that the
+// API keeps refusing (429 on every attempt) is given up after
+// DefaultMaxAttempts and reported through the logger, not dropped silently.
+func TestLostWriteIsLogged(t *testing.T) {
+	ctx := t.Context()
+	var logged strings.Builder
+	var mu sync.Mutex
+	log := slog.New(slog.NewTextHandler(writerFunc(func(p []byte) (int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return logged.Write(p)
+	}), nil))
+	s := newStore(t, WithLogger(log))
+	if err := srv.Throttle(ctx, 100, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Throttle(context.Background(), 0, time.Second) })
+	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	if _, err := s.CompareAndSwap(short, "lost.example", core.NoVersion, []byte("x"), time.Hour); !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, ErrRateLimited) {
+		t.Fatalf("CompareAndSwap = %v, want the deadline or rate-limit error", err)
+	}
+	if err := s.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !strings.Contains(logged.String(), "write lost") || !strings.Contains(logged.String(), "lost.example") {
+		t.Errorf("log = %q, want a write-lost warning naming the key", logged.String())
+	}
+	waitBackoff(t, s)
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
