@@ -19,7 +19,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="/usr/local/go/bin:$PATH"
 export PATH="$(go env GOPATH)/bin:$PATH"
-repo=$(pwd)
 
 log() { printf 'containers.sh: %s\n' "$*" >&2; }
 
