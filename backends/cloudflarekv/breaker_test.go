@@ -29,6 +29,7 @@ func TestBreakerEndToEnd(t *testing.T) {
 		RecoveryDelay:    2 * time.Minute,
 		Clock:            srv.Now,
 		CallTimeout:      10 * time.Second,
+		Logger:           quiet,
 		OnStateChange: func(_ string, from, to core.State) {
 			mu.Lock()
 			transitions = append(transitions, from.String()+"→"+to.String())
@@ -119,7 +120,7 @@ func TestBreakerEndToEnd(t *testing.T) {
 func TestBreakerDo(t *testing.T) {
 	ctx := t.Context()
 	s := newStore(t)
-	br, err := core.NewBreaker(s, core.Settings{FailureThreshold: 2, Clock: countingClock(), CallTimeout: 10 * time.Second})
+	br, err := core.NewBreaker(s, core.Settings{FailureThreshold: 2, Clock: countingClock(), CallTimeout: 10 * time.Second, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}

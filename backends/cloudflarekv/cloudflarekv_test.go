@@ -257,7 +257,7 @@ func TestBurstCoalesced(t *testing.T) {
 	}
 	s := newStore(t)
 	clock := countingClock()
-	b, err := core.NewBreaker(s, core.Settings{FailureThreshold: 100, Clock: clock, CallTimeout: 30 * time.Second})
+	b, err := core.NewBreaker(s, core.Settings{FailureThreshold: 100, Clock: clock, CallTimeout: 30 * time.Second, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -525,7 +525,7 @@ func TestReadCache(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newStore(t, tc.opts...)
-			br, err := core.NewBreaker(s, core.Settings{Clock: srv.Now})
+			br, err := core.NewBreaker(s, core.Settings{Clock: srv.Now, Logger: quiet})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -554,7 +554,7 @@ func TestReadCache(t *testing.T) {
 func TestSequentialWritesReplace(t *testing.T) {
 	ctx := t.Context()
 	s := newStore(t)
-	br, err := core.NewBreaker(s, core.Settings{Clock: countingClock(), CallTimeout: 10 * time.Second})
+	br, err := core.NewBreaker(s, core.Settings{Clock: countingClock(), CallTimeout: 10 * time.Second, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}

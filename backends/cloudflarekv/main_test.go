@@ -3,6 +3,7 @@ package cloudflarekv
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"os"
 	"strconv"
@@ -41,6 +42,10 @@ func TestMain(m *testing.M) {
 	}
 	os.Exit(code)
 }
+
+// quiet is the Breakers' logger: they warn that the store is
+// last-writer-wins, which these tests know.
+var quiet = slog.New(slog.DiscardHandler)
 
 var prefixes atomic.Int64
 

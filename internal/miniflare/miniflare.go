@@ -10,7 +10,7 @@
 // registry. A missing tool fails with the fix in the message, never a skip.
 //
 //	srv := miniflare.Start(t)                 // stopped by t.Cleanup
-//	client := kv.NewKVService(srv.ClientOptions()...)
+//	client := srv.Client()                    // a *kv.KVService (cloudflare-go v6)
 //	store := cloudflarekv.New(client, srv.AccountID, srv.NamespaceID, …Clock(srv.Now))
 //	srv.Advance(ctx, 61*time.Second)          // KV expiry without waiting
 //
@@ -47,6 +47,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cloudflare/cloudflare-go/v6/kv"
 	"github.com/cloudflare/cloudflare-go/v6/option"
 )
 
@@ -126,6 +127,9 @@ func (s *Server) BaseURL() string { return s.URL + "/client/v4/" }
 func (s *Server) ClientOptions() []option.RequestOption {
 	return []option.RequestOption{option.WithBaseURL(s.BaseURL()), option.WithAPIToken(s.Token)}
 }
+
+// Client returns a cloudflare-go Workers KV client for this server.
+func (s *Server) Client() *kv.KVService { return kv.NewKVService(s.ClientOptions()...) }
 
 // Now returns the KV's current time, which only Advance moves.
 func (s *Server) Now() time.Time {
