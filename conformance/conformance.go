@@ -288,31 +288,35 @@ func sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// timedStore records each call's round trip and waits, before a write, until
-// the key's MinWriteInterval has passed since the suite's last write to it.
+// timedStore records each call's round trip and, for a store declaring a
+// MinWriteInterval, serialises writes and starts each one no sooner than
+// the interval (plus a tenth) after the previous write to its key returned.
 type timedStore struct {
 	core.Store
 	rep  *Report
 	pace time.Duration
 
-	mu   sync.Mutex
+	wmu  sync.Mutex // held across paced writes
 	last map[string]time.Time
 }
 
-func (s *timedStore) waitTurn(ctx context.Context, key string) error {
+// turn waits for key's turn to be written and returns the function to call
+// once the write has returned.
+func (s *timedStore) turn(ctx context.Context, key string) (func(), error) {
 	if s.pace <= 0 {
-		return nil
+		return func() {}, nil
 	}
-	s.mu.Lock()
-	// Leave a tenth more than declared: the backend's clock is not ours.
-	at := s.last[key].Add(s.pace + s.pace/10)
-	now := time.Now()
-	if at.Before(now) {
-		at = now
+	s.wmu.Lock()
+	if last, ok := s.last[key]; ok && time.Until(last.Add(s.pace+s.pace/10)) > 0 {
+		if err := sleep(ctx, time.Until(last.Add(s.pace+s.pace/10))); err != nil {
+			s.wmu.Unlock()
+			return nil, err
+		}
 	}
-	s.last[key] = at
-	s.mu.Unlock()
-	return sleep(ctx, time.Until(at))
+	return func() {
+		s.last[key] = time.Now()
+		s.wmu.Unlock()
+	}, nil
 }
 
 func (s *timedStore) Get(ctx context.Context, key string) ([]byte, core.Version, error) {
@@ -323,9 +327,11 @@ func (s *timedStore) Get(ctx context.Context, key string) ([]byte, core.Version,
 }
 
 func (s *timedStore) CompareAndSwap(ctx context.Context, key string, old core.Version, value []byte, ttl time.Duration) (core.Version, error) {
-	if err := s.waitTurn(ctx, key); err != nil {
+	done, err := s.turn(ctx, key)
+	if err != nil {
 		return 0, err
 	}
+	defer done()
 	start := time.Now()
 	ver, err := s.Store.CompareAndSwap(ctx, key, old, value, ttl)
 	s.rep.roundTrip("cas", time.Since(start))
@@ -333,11 +339,13 @@ func (s *timedStore) CompareAndSwap(ctx context.Context, key string, old core.Ve
 }
 
 func (s *timedStore) CompareAndDelete(ctx context.Context, key string, old core.Version) error {
-	if err := s.waitTurn(ctx, key); err != nil {
+	done, err := s.turn(ctx, key)
+	if err != nil {
 		return err
 	}
+	defer done()
 	start := time.Now()
-	err := s.Store.CompareAndDelete(ctx, key, old)
+	err = s.Store.CompareAndDelete(ctx, key, old)
 	s.rep.roundTrip("delete", time.Since(start))
 	return err
 }
