@@ -11,7 +11,7 @@
 //
 //	srv := miniflare.Start(t)                 // stopped by t.Cleanup
 //	client := srv.Client()                    // a *kv.KVService (cloudflare-go v6)
-//	store := cloudflarekv.New(client, srv.AccountID, srv.NamespaceID, …Clock(srv.Now))
+//	store, err := cloudflarekv.New(client, srv.AccountID, srv.NamespaceID, cloudflarekv.WithClock(srv.Now))
 //	srv.Advance(ctx, 61*time.Second)          // KV expiry without waiting
 //
 // In TestMain, where there is no testing.TB, use Launch and Stop.
