@@ -2,11 +2,14 @@ package memory_test
 
 import (
 	"context"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/kvbreaker/kvbreaker/backends/memory"
 	"github.com/kvbreaker/kvbreaker/conformance"
 	"github.com/kvbreaker/kvbreaker/core"
+	"github.com/kvbreaker/kvbreaker/skew"
 )
 
 // harness makes a fresh memory store per case, on real time.
@@ -15,6 +18,48 @@ type harness struct{}
 func (harness) MakeStore(context.Context) (core.Store, error) { return memory.New(), nil }
 func (harness) Close()                                        {}
 
+// TestConformance runs the whole suite on real time: the expiry cases wait
+// for 2 s TTLs (skipped under -short).
 func TestConformance(t *testing.T) {
 	conformance.Run(t, func(context.Context, *testing.T) (conformance.Harness, error) { return harness{}, nil })
+}
+
+// advancing is a harness whose stores run on real time plus an offset that
+// Advance moves: a conformance.TimeAdvancer, so expiry is checked without
+// waiting, with a TTL of an hour.
+type advancing struct {
+	mu  sync.Mutex
+	off time.Duration
+}
+
+func (a *advancing) now() time.Time {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return time.Now().Add(a.off)
+}
+
+func (a *advancing) MakeStore(context.Context) (core.Store, error) {
+	return memory.New(memory.WithClock(a.now)), nil
+}
+
+func (a *advancing) Close() {}
+
+func (a *advancing) Advance(_ context.Context, d time.Duration) error {
+	a.mu.Lock()
+	a.off += d
+	a.mu.Unlock()
+	return nil
+}
+
+func TestConformanceAdvancing(t *testing.T) {
+	conformance.RunOptions(t, func(context.Context, *testing.T) (conformance.Harness, error) { return &advancing{}, nil },
+		conformance.Options{ExpiryTTL: time.Hour})
+}
+
+// TestTraitsMatchSkewProfile keeps skew's memory profile, which the margin
+// experiments run on, equal to what the Store declares.
+func TestTraitsMatchSkewProfile(t *testing.T) {
+	if got, want := memory.New().Traits(), skew.Memory.Traits; got != want {
+		t.Fatalf("Traits() = %+v, but skew.Memory declares %+v: update one of them", got, want)
+	}
 }
