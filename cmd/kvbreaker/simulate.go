@@ -40,6 +40,22 @@ Examples:
 Flags:
 `
 
+const simulateFooter = `
+Reading the numbers (JSON field names in brackets):
+  sends to down hosts [sends_to_down_hosts]  deliveries (sends and probes) to a host
+      that was unreachable at that instant; the no-breaker baseline sends every message once
+  agreement [agreement]  fraction of decisions equal to fedify-4field's
+  unsafe [unsafe_divergences]  sends or probes where the reference holds
+  safe [safe_divergences]  holds where the reference sends or probes
+  late probes [late_probes]  the reference's probe, taken a moment later (not an extra one)
+  records lost [records_lost]  a record expired (derived TTL) before its host was asked
+      again; divergences after it are counted apart [after_record_loss]
+  peak records, records left after quiet [peak_records, records_left_after_quiet]
+      live records in the store at most, and after the fleet went idle for --quiet
+Without --races each host has at most one plain send in flight, so every outcome
+reaches the breakers before the host's next send: the design note's sequential streams.
+`
+
 // runSimulate is the simulate subcommand.
 func runSimulate(args []string, stdout, stderr io.Writer) int {
 	var s sim.Scenario
@@ -48,6 +64,7 @@ func runSimulate(args []string, stdout, stderr io.Writer) int {
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), simulateHelp)
 		fs.PrintDefaults()
+		fmt.Fprint(fs.Output(), simulateFooter)
 	}
 	fs.IntVar(&s.Workers, "workers", 64, "concurrent deliveries across the fleet")
 	fs.IntVar(&s.Hosts, "hosts", 1000, "remote hosts")

@@ -255,3 +255,41 @@ func TestFedifyRecordExpires(t *testing.T) {
 		t.Fatal("record still live after its TTL")
 	}
 }
+
+// TestStateTTLFootgunGap: fedify with an explicit stateTtl (10 min) below
+// recoveryDelay (30 min) loses the open record after 10 minutes and sends
+// to the dead host in the gap until it re-trips, twice per recovery delay;
+// with its default stateTtl it holds throughout. kvbreaker refuses the
+// configuration.
+func TestStateTTLFootgunGap(t *testing.T) {
+	gapSends := func(o FedifyOptions) int {
+		f, err := NewFedify(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		play(t, f, trip(0)) // opens at 4 s: restrained until 30m4s
+		n := 0
+		for d := mn; d <= 30*mn; d += mn { // a message a minute, the host still dead
+			if v, _ := f.Allow("h", at(d), time.Time{}); v.Decision == core.Send {
+				n++
+				f.Failure("h", at(d))
+			}
+		}
+		return n
+	}
+	short, def := gapSends(FedifyOptions{StateTTL: 10 * mn}), gapSends(FedifyOptions{})
+	t.Logf("sends to the dead host inside its 30-minute restraint: %d with stateTtl 10m, %d with the default", short, def)
+	// Gone at 10m4s: sends at 11..15 min re-trip it; gone again at 25 min:
+	// sends at 25..29 min.
+	if short != 10 || def != 0 {
+		t.Fatalf("gap sends: stateTtl 10m %d (want 10), default %d (want 0)", short, def)
+	}
+	_, err := core.NewConfig(core.Settings{StateTTL: 10 * mn}, core.Traits{Atomic: true})
+	if err == nil || !strings.Contains(err.Error(), "StateTTL is 10m0s") {
+		t.Fatalf("core.NewConfig with StateTTL 10m < RecoveryDelay 30m: err = %v", err)
+	}
+	var now time.Time
+	if _, err := NewKvbreaker(core.Settings{StateTTL: 10 * mn}, func() time.Time { return now }); err == nil {
+		t.Fatal("kvbreaker model accepted StateTTL 10m")
+	}
+}

@@ -8,7 +8,6 @@ import (
 )
 
 // trip2 is trip with the labels two fields can give.
-func trip2(start time.Duration) []call { return trip(start) }
 
 // seedCases follow the note's pseudocode line by line (defaults: threshold
 // 5, window 10 min, recovery 30 min, margin 5 s).
@@ -17,26 +16,26 @@ var seedCases = []struct {
 	calls []call
 }{
 	{"closed-sends", []call{fresh(0, core.Send, 0, "none"), fail(0, "none"), fresh(sec, core.Send, 0, "none")}},
-	{"tripped-opens", trip2(0)},
-	{"hold-retries-at-restrained-until", append(trip2(0), fresh(mn, core.Hold, 30*mn+4*sec, "none"))},
-	{"probe-has-no-label", append(trip2(0), fresh(30*mn+4*sec, core.Probe, 0, "none"))},
+	{"tripped-opens", trip(0)},
+	{"hold-retries-at-restrained-until", append(trip(0), fresh(mn, core.Hold, 30*mn+4*sec, "none"))},
+	{"probe-has-no-label", append(trip(0), fresh(30*mn+4*sec, core.Probe, 0, "none"))},
 	// Cost (b): a probe in flight is just "restrained", so held messages
 	// wait for restrainedUntil, not the release interval.
-	{"half-open-hold-waits-for-restraint", append(trip2(0),
+	{"half-open-hold-waits-for-restraint", append(trip(0),
 		fresh(30*mn+4*sec, core.Probe, 0, "none"),
 		fresh(30*mn+5*sec, core.Hold, 60*mn+4*sec, "none"))},
 	// Cost (a): the strike cannot be told from a failure while open.
-	{"strike-has-no-label", append(trip2(0),
+	{"strike-has-no-label", append(trip(0),
 		fresh(30*mn+4*sec, core.Probe, 0, "none"),
 		fail(30*mn+6*sec, "none"),
 		fresh(30*mn+7*sec, core.Hold, 60*mn+6*sec, "none"))},
 	// The race difference: a late failure re-arms the restraint, where
 	// fedify's open circuit ignores it.
-	{"failure-while-restrained-re-arms", append(trip2(0),
+	{"failure-while-restrained-re-arms", append(trip(0),
 		fail(10*sec, "none"),
 		fresh(30*mn+4*sec, core.Hold, 30*mn+10*sec, "none"),
 		fresh(30*mn+10*sec, core.Probe, 0, "none"))},
-	{"success-wipes", append(trip2(0), ok(mn, "open→closed"), fresh(mn, core.Send, 0, "none"))},
+	{"success-wipes", append(trip(0), ok(mn, "open→closed"), fresh(mn, core.Send, 0, "none"))},
 	{"success-without-record-is-silent", []call{ok(0, "none")}},
 	{"drop-at-hold-limit", []call{held(7*24*time.Hour, 0, core.Drop, 0, "none")}},
 }
@@ -62,7 +61,7 @@ func TestSeedDerivedTTL(t *testing.T) {
 	if got, want := c.StateTTL(), 30*mn+5*sec; got != want {
 		t.Fatalf("StateTTL = %v, want max(recoveryDelay, failureWindow) + ttlMargin = %v", got, want)
 	}
-	play(t, s, trip2(0))
+	play(t, s, trip(0))
 	if !s.Live("h", at(30*mn+9*sec-time.Millisecond)) || s.Live("h", at(30*mn+9*sec)) {
 		t.Fatal("the open record must live exactly StateTTL after its last write (4 s)")
 	}

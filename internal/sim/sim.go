@@ -73,7 +73,7 @@ type Scenario struct {
 	// AfterEvent, if set, is called after each decision and outcome with
 	// the host it concerned, the instant, and the models (the reference
 	// first).
-	AfterEvent func(host string, now time.Time, models []model.Model) `json:"-"`
+	AfterEvent func(host string, now time.Time, models []model.Model)
 }
 
 func (s *Scenario) defaults() {
