@@ -1,19 +1,45 @@
-# kvbreaker: `make test` is the one command CI (.ci/run) and the README use.
+# kvbreaker. `make test` is the one command CI (.ci/run) and the README use:
+# lint, then every test with -race — unit tests, the conformance suite on
+# memory, and the real-server matrix (embedded etcd, dynalite, Miniflare) —
+# summarised per backend by internal/matrix.
+#
+#   make test                  everything
+#   make test BACKEND=etcd     one column: memory, etcd, dynamodb, cloudflarekv, containers
+#   make containers            the container mode (Docker; see DEVELOPERS.md)
+#   make demo                  a simulated fleet, the README's first command
+#   make fuzz                  fuzz the record and host-key decoders
+SHELL       := /bin/bash
+.SHELLFLAGS := -o pipefail -c
 GO      ?= go
 RACE    ?= -race
+BACKEND ?=
+ifeq ($(BACKEND),)
 PKGS    ?= ./...
+else ifeq ($(BACKEND),containers)
+PKGS    ?= ./internal/containers/...
+else
+PKGS    ?= ./backends/$(BACKEND)/...
+endif
+MATRIX   = $(if $(filter-out containers,$(BACKEND)),-backend $(BACKEND))
 
-.PHONY: test lint unit demo fuzz
+.PHONY: test lint unit demo fuzz containers
 
 test: lint unit
 
 lint:
 	@test -z "$$(gofmt -l .)" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
-	$(GO) vet $(PKGS)
-	$(GO) tool staticcheck $(PKGS)
+	$(GO) vet ./...
+	$(GO) tool staticcheck ./...
 
 unit:
-	$(GO) test $(RACE) -count=1 -timeout 30m $(PKGS)
+	$(GO) test $(RACE) -count=1 -timeout 30m -json $(PKGS) | $(GO) run ./internal/matrix $(MATRIX)
+
+demo:
+	$(GO) run ./cmd/kvbreaker simulate
 
 fuzz:
 	$(GO) test ./core -run '^$$' -fuzz FuzzDecodeRecord -fuzztime 30s
+	$(GO) test ./core -run '^$$' -fuzz FuzzHostKey -fuzztime 30s
+
+containers:
+	bash scripts/containers.sh
