@@ -40,6 +40,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	dyn "github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/kvbreaker/kvbreaker/internal/npmfixture"
 )
 
 // DirEnv overrides the directory holding launch.js and package.json (by
@@ -104,52 +106,18 @@ func Launch(ctx context.Context, opts ...Option) (*Server, error) {
 
 // Dir returns the fixture directory (launch.js, package.json).
 func Dir() (string, error) {
-	if d := os.Getenv(DirEnv); d != "" {
-		return d, nil
-	}
-	_, file, _, ok := runtime.Caller(0)
-	if !ok || !filepath.IsAbs(file) {
-		return "", fmt.Errorf("dynalite fixture: cannot locate its directory (built with -trimpath?): set %s to the path of internal/dynalite", DirEnv)
-	}
-	return filepath.Dir(file), nil
+	_, file, _, _ := runtime.Caller(0)
+	return npmfixture.Dir("dynalite", DirEnv, file)
 }
 
-var installMu sync.Mutex
-
 // Install runs `npm ci` in the fixture directory if node_modules/dynalite is
-// missing. Concurrent test binaries serialise on a lock file.
+// missing; concurrent test binaries serialise on a lock file.
 func Install(ctx context.Context) error {
 	dir, err := Dir()
 	if err != nil {
 		return err
 	}
-	if _, err := exec.LookPath("node"); err != nil {
-		return errors.New("dynalite fixture: node not found on PATH: install Node.js 20 or later (e.g. apt-get install nodejs npm)")
-	}
-	marker := filepath.Join(dir, "node_modules", "dynalite", "package.json")
-	if _, err := os.Stat(marker); err == nil {
-		return nil
-	}
-	installMu.Lock()
-	defer installMu.Unlock()
-	unlock, err := lockFile(filepath.Join(dir, ".install.lock"))
-	if err != nil {
-		return fmt.Errorf("dynalite fixture: %w", err)
-	}
-	defer unlock()
-	if _, err := os.Stat(marker); err == nil {
-		return nil // another process installed it while we waited
-	}
-	if _, err := exec.LookPath("npm"); err != nil {
-		return fmt.Errorf("dynalite fixture: npm not found on PATH: install npm, or run `npm ci` in %s", dir)
-	}
-	cmd := exec.CommandContext(ctx, "npm", "ci", "--no-audit", "--no-fund")
-	cmd.Dir = dir
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("dynalite fixture: `npm ci` in %s failed (it needs the npm registry): %w\n%s", dir, err, out)
-	}
-	return nil
+	return npmfixture.Install(ctx, "dynalite", dir, "dynalite")
 }
 
 // start launches the process on s.port (0 the first time) and waits until it

@@ -32,7 +32,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -49,6 +48,8 @@ import (
 
 	"github.com/cloudflare/cloudflare-go/v6/kv"
 	"github.com/cloudflare/cloudflare-go/v6/option"
+
+	"github.com/kvbreaker/kvbreaker/internal/npmfixture"
 )
 
 // DirEnv overrides the directory holding worker.js, launch.js and
@@ -298,52 +299,18 @@ func (s *Server) control(ctx context.Context, method, op string) ([]byte, error)
 
 // Dir returns the fixture directory (worker.js, launch.js, package.json).
 func Dir() (string, error) {
-	if d := os.Getenv(DirEnv); d != "" {
-		return d, nil
-	}
-	_, file, _, ok := runtime.Caller(0)
-	if !ok || !filepath.IsAbs(file) {
-		return "", fmt.Errorf("miniflare fixture: cannot locate its directory (built with -trimpath?): set %s to the path of internal/miniflare", DirEnv)
-	}
-	return filepath.Dir(file), nil
+	_, file, _, _ := runtime.Caller(0)
+	return npmfixture.Dir("miniflare", DirEnv, file)
 }
 
-var installMu sync.Mutex
-
-// Install runs `npm ci` in the fixture directory if node_modules/miniflare
-// is missing. Concurrent test binaries serialise on a lock file.
+// Install runs `npm ci` in the fixture directory if node_modules/miniflare is
+// missing; concurrent test binaries serialise on a lock file.
 func Install(ctx context.Context) error {
 	dir, err := Dir()
 	if err != nil {
 		return err
 	}
-	if _, err := exec.LookPath("node"); err != nil {
-		return errors.New("miniflare fixture: node not found on PATH: install Node.js 20 or later (e.g. apt-get install nodejs npm)")
-	}
-	marker := filepath.Join(dir, "node_modules", "miniflare", "package.json")
-	if _, err := os.Stat(marker); err == nil {
-		return nil
-	}
-	installMu.Lock()
-	defer installMu.Unlock()
-	unlock, err := lockFile(filepath.Join(os.TempDir(), "kvbreaker-miniflare-install.lock"))
-	if err != nil {
-		return fmt.Errorf("miniflare fixture: %w", err)
-	}
-	defer unlock()
-	if _, err := os.Stat(marker); err == nil {
-		return nil // another process installed it while we waited
-	}
-	if _, err := exec.LookPath("npm"); err != nil {
-		return fmt.Errorf("miniflare fixture: npm not found on PATH: install npm, or run `npm ci` in %s", dir)
-	}
-	cmd := exec.CommandContext(ctx, "npm", "ci", "--no-audit", "--no-fund")
-	cmd.Dir = dir
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("miniflare fixture: `npm ci` in %s failed (it needs the npm registry): %w\n%s", dir, err, out)
-	}
-	return nil
+	return npmfixture.Install(ctx, "miniflare", dir, "miniflare")
 }
 
 func (s *Server) start(ctx context.Context) error {
