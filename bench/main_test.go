@@ -1,0 +1,309 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	kvsdk "github.com/cloudflare/cloudflare-go/v6/kv"
+	"github.com/cloudflare/cloudflare-go/v6/option"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+
+	"github.com/kvbreaker/kvbreaker/backends/cloudflarekv"
+	dynstore "github.com/kvbreaker/kvbreaker/backends/dynamodb"
+	"github.com/kvbreaker/kvbreaker/backends/etcd"
+	"github.com/kvbreaker/kvbreaker/backends/memory"
+	"github.com/kvbreaker/kvbreaker/core"
+	"github.com/kvbreaker/kvbreaker/internal/dynalite"
+	"github.com/kvbreaker/kvbreaker/internal/etcdtest"
+	"github.com/kvbreaker/kvbreaker/internal/miniflare"
+)
+
+// The real servers, started once by TestMain for the tests and benchmarks
+// that measure round trips: an embedded etcd (in this process), dynalite and
+// Miniflare (node child processes), all on 127.0.0.1.
+var (
+	etcdSrv   *etcdtest.Server
+	dynSrv    *dynalite.Server
+	cfSrv     *miniflare.Server
+	dynClient *dynamodb.Client // uncounted, for CreateTable
+)
+
+const dynTable = "kvbreaker-bench"
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	// Start the three servers at once: each takes a few seconds.
+	var wg sync.WaitGroup
+	errs := make([]error, 3)
+	wg.Go(func() { etcdSrv, errs[0] = etcdtest.New() })
+	wg.Go(func() {
+		if dynSrv, errs[1] = dynalite.Launch(ctx); errs[1] == nil {
+			dynClient = dynSrv.Client()
+			errs[1] = dynstore.CreateTable(ctx, dynClient, dynTable)
+		}
+	})
+	// Without miniflare.WriteLimit: the adapters pace their own writes to
+	// one key (1/s); the server's limit would only add 429s between the
+	// separate stores these tests use as separate workers.
+	wg.Go(func() { cfSrv, errs[2] = miniflare.Launch(ctx) })
+	wg.Wait()
+	defer func() {
+		if etcdSrv != nil {
+			etcdSrv.Close()
+		}
+		if dynSrv != nil {
+			dynSrv.Stop()
+		}
+		if cfSrv != nil {
+			cfSrv.Stop()
+		}
+	}()
+	for i, name := range []string{"etcd", "dynalite", "miniflare"} {
+		if errs[i] != nil {
+			fmt.Fprintf(os.Stderr, "bench: cannot start %s, which the round-trip tests and real-backend benchmarks need: %v\n", name, errs[i])
+			return 1
+		}
+	}
+	return m.Run()
+}
+
+// quiet discards the Breakers' warnings (Workers KV is last-writer-wins,
+// which these tests know).
+var quiet = slog.New(slog.DiscardHandler)
+
+// backends are the stores the round-trip tests cover, memory first.
+var backends = []string{"memory", "etcd", "dynamodb", "cloudflarekv"}
+
+// realBackends are those behind a network round trip.
+var realBackends = backends[1:]
+
+// counts is a snapshot of a counter: reads, writes and anything else.
+type counts struct{ Reads, Writes, Other int64 }
+
+func (c counts) sub(d counts) counts {
+	return counts{c.Reads - d.Reads, c.Writes - d.Writes, c.Other - d.Other}
+}
+
+// tally counts requests by kind; safe for concurrent use.
+type tally struct{ reads, writes, other atomic.Int64 }
+
+func (t *tally) load() counts {
+	if t == nil {
+		return counts{}
+	}
+	return counts{t.reads.Load(), t.writes.Load(), t.other.Load()}
+}
+
+// countingStore counts a Store's calls: Get as a read, CompareAndSwap and
+// CompareAndDelete as writes, and the writes that lost (conflicts).
+type countingStore struct {
+	core.Store
+	calls     tally
+	conflicts atomic.Int64
+}
+
+func (s *countingStore) Get(ctx context.Context, key string) ([]byte, core.Version, error) {
+	s.calls.reads.Add(1)
+	return s.Store.Get(ctx, key)
+}
+
+func (s *countingStore) CompareAndSwap(ctx context.Context, key string, old core.Version, value []byte, ttl time.Duration) (core.Version, error) {
+	s.calls.writes.Add(1)
+	v, err := s.Store.CompareAndSwap(ctx, key, old, value, ttl)
+	if errorsIsConflict(err) {
+		s.conflicts.Add(1)
+	}
+	return v, err
+}
+
+func (s *countingStore) CompareAndDelete(ctx context.Context, key string, old core.Version) error {
+	s.calls.writes.Add(1)
+	err := s.Store.CompareAndDelete(ctx, key, old)
+	if errorsIsConflict(err) {
+		s.conflicts.Add(1)
+	}
+	return err
+}
+
+func errorsIsConflict(err error) bool { return errors.Is(err, core.ErrConflict) }
+
+// countingInterceptor counts etcd's unary gRPC calls: Range as a read;
+// Txn, Put and DeleteRange as writes; anything else (LeaseGrant, ...) as
+// other.
+func countingInterceptor(t *tally) grpc.UnaryClientInterceptor {
+	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		switch method {
+		case "/etcdserverpb.KV/Range":
+			t.reads.Add(1)
+		case "/etcdserverpb.KV/Txn", "/etcdserverpb.KV/Put", "/etcdserverpb.KV/DeleteRange":
+			t.writes.Add(1)
+		default:
+			t.other.Add(1)
+		}
+		return invoker(ctx, method, req, reply, cc, opts...)
+	}
+}
+
+// countingTransport counts HTTP requests. DynamoDB's are classified by
+// their X-Amz-Target operation (GetItem a read; PutItem, DeleteItem,
+// UpdateItem writes), Workers KV's by method (GET a read; PUT, DELETE
+// writes).
+type countingTransport struct {
+	t    *tally
+	next http.RoundTripper
+}
+
+func (c countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	op := r.Header.Get("X-Amz-Target")
+	switch {
+	case op == "DynamoDB_20120810.GetItem", op == "" && r.Method == http.MethodGet:
+		c.t.reads.Add(1)
+	case op == "DynamoDB_20120810.PutItem", op == "DynamoDB_20120810.DeleteItem", op == "DynamoDB_20120810.UpdateItem",
+		op == "" && (r.Method == http.MethodPut || r.Method == http.MethodDelete):
+		c.t.writes.Add(1)
+	default:
+		c.t.other.Add(1)
+	}
+	return c.next.RoundTrip(r)
+}
+
+// fixedClock is the memory backend's clock: time stands still unless a test
+// moves it.
+type fixedClock struct{ ns atomic.Int64 }
+
+func (c *fixedClock) Now() time.Time { return time.Unix(0, c.ns.Load()) }
+
+// rig is one backend's shared keyspace (a fresh prefix), on which a test
+// opens endpoints: each is a separate store instance (another worker
+// process), with its own counters.
+type rig struct {
+	name   string
+	prefix string
+	clock  func() time.Time
+	mem    *memory.Store // memory: the one store every endpoint shares
+	tb     testing.TB
+	// cfCache configures the Workers KV adapter's own read cache:
+	// cloudflarekv.WithCache(size, freshness); nil keeps its default.
+	cfCache []int
+}
+
+var prefixSeq atomic.Int64
+
+func newRig(tb testing.TB, name string) *rig {
+	r := &rig{name: name, tb: tb, clock: time.Now,
+		prefix: "bench-" + strconv.FormatInt(time.Now().UnixNano(), 36) + "-" + strconv.FormatInt(prefixSeq.Add(1), 10) + "/"}
+	switch name {
+	case "memory":
+		c := &fixedClock{}
+		c.ns.Store(time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC).UnixNano())
+		r.clock = c.Now
+		r.mem = memory.New(memory.WithClock(c.Now))
+	case "cloudflarekv":
+		// Miniflare's KV clock stands still unless advanced; records
+		// are judged and written by it.
+		r.clock = cfSrv.Now
+	}
+	return r
+}
+
+// endpoint is one worker's store over a rig's keyspace.
+type endpoint struct {
+	*countingStore
+	wire *tally // requests on the wire; nil for memory
+	etcd *etcd.Store
+}
+
+// open returns a new store over the rig's keyspace.
+func (r *rig) open() *endpoint {
+	tb := r.tb
+	tb.Helper()
+	e := &endpoint{}
+	var s core.Store
+	switch r.name {
+	case "memory":
+		s = r.mem
+	case "etcd":
+		e.wire = &tally{}
+		cli, err := clientv3.New(clientv3.Config{
+			Endpoints: etcdSrv.Endpoints(), DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
+			DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(countingInterceptor(e.wire))},
+		})
+		if err != nil {
+			tb.Fatalf("etcd client: %v", err)
+		}
+		tb.Cleanup(func() { cli.Close() })
+		st, err := etcd.New(cli, etcd.WithPrefix(r.prefix))
+		if err != nil {
+			tb.Fatalf("etcd.New: %v", err)
+		}
+		tb.Cleanup(func() { st.Close() })
+		s, e.etcd = st, st
+	case "dynamodb":
+		e.wire = &tally{}
+		hc := &http.Client{Transport: countingTransport{t: e.wire, next: http.DefaultTransport}}
+		cli := dynalite.NewClient(dynSrv.Endpoint, func(o *dynamodb.Options) { o.HTTPClient = hc })
+		st, err := dynstore.New(cli, dynTable, dynstore.WithKeyPrefix(r.prefix))
+		if err != nil {
+			tb.Fatalf("dynamodb.New: %v", err)
+		}
+		s = st
+	case "cloudflarekv":
+		e.wire = &tally{}
+		hc := &http.Client{Transport: countingTransport{t: e.wire, next: http.DefaultTransport}}
+		cli := kvsdk.NewKVService(append(cfSrv.ClientOptions(), option.WithHTTPClient(hc))...)
+		opts := []cloudflarekv.Option{cloudflarekv.WithPrefix(r.prefix), cloudflarekv.WithClock(cfSrv.Now), cloudflarekv.WithLogger(quiet)}
+		if r.cfCache != nil {
+			opts = append(opts, cloudflarekv.WithCache(r.cfCache[0], time.Duration(r.cfCache[1])*time.Second))
+		}
+		st, err := cloudflarekv.New(cli, cfSrv.AccountID, cfSrv.NamespaceID, opts...)
+		if err != nil {
+			tb.Fatalf("cloudflarekv.New: %v", err)
+		}
+		tb.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			if err := st.Flush(ctx); err != nil {
+				tb.Errorf("cloudflarekv Flush: %v", err)
+			}
+		})
+		s = st
+	default:
+		tb.Fatalf("unknown backend %q", r.name)
+	}
+	e.countingStore = &countingStore{Store: s}
+	return e
+}
+
+// breaker returns a Breaker over a new endpoint, on the rig's clock.
+func (r *rig) breaker(s core.Settings) (*core.Breaker, *endpoint) {
+	r.tb.Helper()
+	e := r.open()
+	s.Clock, s.Logger = r.clock, quiet
+	b, err := core.NewBreaker(e, s)
+	if err != nil {
+		r.tb.Fatalf("NewBreaker: %v", err)
+	}
+	return b, e
+}
+
+// snapshot is an endpoint's store calls and wire requests so far.
+type snapshot struct{ calls, wire counts }
+
+func (e *endpoint) snapshot() snapshot { return snapshot{e.calls.load(), e.wire.load()} }

@@ -1,0 +1,209 @@
+package bench
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"text/tabwriter"
+	"time"
+
+	"github.com/kvbreaker/kvbreaker/core"
+)
+
+// unchecked marks an expected count a test does not assert.
+const unchecked = -1
+
+// want is what one operation may cost: store calls (Get; CompareAndSwap or
+// CompareAndDelete) and requests on the wire (reads; writes).
+type want struct{ gets, writes, wireReads, wireWrites int64 }
+
+// row is one measured operation.
+type row struct {
+	backend, op string
+	calls, wire counts
+	hasWire     bool
+}
+
+// TestRoundTrips measures, on every backend, the store calls and the
+// requests on the wire that each decision costs, asserts the targets of
+// issue 9, and prints the table (go test -v):
+//
+//   - a closed-host Allow is 1 read and 0 writes;
+//   - a Failure after an Allow, and every later uncontended one, is 1 write
+//     round trip and no read on atomic stores (the version Allow read is
+//     tried first);
+//   - a Success on a host with no record writes nothing;
+//   - a held re-check of an open host is 1 read with the cache off and
+//     none with it on.
+//
+// On a stale version (another worker wrote since), etcd's Txn Else branch
+// returns the current record: 2 writes, no read. dynalite ignores
+// ReturnValuesOnConditionCheckFailure=ALL_OLD, so there the adapter re-reads:
+// 2 writes and 1 GetItem (real DynamoDB returns the item with the failed
+// condition, as etcd does). Workers KV has no compare-and-swap, so Breaker
+// keeps no write hints for it and reads before each write; its adapter's own
+// read cache answers most of those reads without a request.
+func TestRoundTrips(t *testing.T) {
+	var (
+		mu   sync.Mutex
+		rows = map[string][]row{}
+	)
+	t.Run("backend", func(t *testing.T) {
+		for _, name := range backends {
+			t.Run(name, func(t *testing.T) {
+				t.Parallel()
+				r := roundTrips(t, name)
+				mu.Lock()
+				rows[name] = r
+				mu.Unlock()
+			})
+		}
+	})
+	var all []row
+	for _, name := range backends {
+		all = append(all, rows[name]...)
+	}
+	t.Log("round trips per operation (store calls by Breaker; requests on the wire):\n" + formatRows(all))
+}
+
+func roundTrips(t *testing.T, name string) []row {
+	r := newRig(t, name)
+	ctx := t.Context()
+	atomicStore := name != "cloudflarekv"
+	b, be := r.breaker(core.Settings{})
+	other, _ := r.breaker(core.Settings{})
+	opener, _ := r.breaker(core.Settings{FailureThreshold: 1})
+	cached, ce := r.breaker(core.Settings{CacheSize: 100, CacheStaleness: time.Hour})
+	// Warm the measured stores (etcd's lease pool grants once per TTL;
+	// counted separately in TestRecordSizeAndLeases).
+	for _, w := range []*core.Breaker{b, cached} {
+		if err := w.Failure(ctx, "warmup.example"); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	var rows []row
+	measure := func(op string, e *endpoint, w want, f func() error) {
+		t.Helper()
+		before := e.snapshot()
+		if err := f(); err != nil {
+			t.Fatalf("%s: %v", op, err)
+		}
+		after := e.snapshot()
+		got := row{backend: name, op: op, calls: after.calls.sub(before.calls), wire: after.wire.sub(before.wire), hasWire: e.wire != nil}
+		rows = append(rows, got)
+		check := func(what string, n, want int64) {
+			if want != unchecked && n != want {
+				t.Errorf("%s: %d %s, want %d", op, n, what, want)
+			}
+		}
+		check("store reads", got.calls.Reads, w.gets)
+		check("store writes", got.calls.Writes, w.writes)
+		if got.hasWire {
+			check("reads on the wire", got.wire.Reads, w.wireReads)
+			check("writes on the wire", got.wire.Writes, w.wireWrites)
+			check("other requests (lease grants)", got.wire.Other, 0)
+		}
+	}
+	allow := func(br *core.Breaker, host string, heldSince time.Time, want core.Decision) (core.Verdict, error) {
+		v, err := br.Allow(ctx, host, heldSince)
+		if err == nil && v.Decision != want {
+			err = fmt.Errorf("Allow(%s) = %v, want %v", host, v.Decision, want)
+		}
+		return v, err
+	}
+	// pick returns the expectation for atomic stores or for Workers KV.
+	pick := func(atomicWant, lwwWant want) want {
+		if atomicStore {
+			return atomicWant
+		}
+		return lwwWant
+	}
+
+	const closed = "closed.example"
+	measure("allow, closed host", be, want{1, 0, 1, 0}, func() error {
+		_, err := allow(b, closed, time.Time{}, core.Send)
+		return err
+	})
+	// Workers KV: Breaker reads before writing (no hints on a
+	// last-writer-wins store); the adapter answers from its cache.
+	measure("failure after allow (first)", be, pick(want{0, 1, 0, 1}, want{1, 1, 0, 1}), func() error {
+		return b.Failure(ctx, closed)
+	})
+	measure("failure (subsequent)", be, pick(want{0, 1, 0, 1}, want{1, 1, 0, 1}), func() error {
+		return b.Failure(ctx, closed)
+	})
+	if err := other.Failure(ctx, closed); err != nil {
+		t.Fatal(err)
+	}
+	staleWant := want{0, 2, 0, 2}
+	switch name {
+	case "dynamodb":
+		staleWant.wireReads = 1 // dynalite: no ALL_OLD, the adapter re-reads
+	case "cloudflarekv":
+		// Last writer wins: the adapter serves its own last write from
+		// its cache and this write overwrites the other worker's.
+		staleWant = want{1, 1, unchecked, 1}
+	}
+	measure("failure, stale version (other worker wrote)", be, staleWant, func() error {
+		return b.Failure(ctx, closed)
+	})
+	measure("success, record present", be, pick(want{0, 1, 0, 1}, want{1, 1, 0, 1}), func() error {
+		return b.Success(ctx, closed)
+	})
+	measure("success, no record", be, want{1, 0, 1, 0}, func() error {
+		return b.Success(ctx, "healthy.example")
+	})
+	if _, err := allow(b, "healthy2.example", time.Time{}, core.Send); err != nil {
+		t.Fatal(err)
+	}
+	// The absent version Allow saw is only a hint, so Success re-reads
+	// rather than miss a circuit another worker opened meanwhile.
+	measure("success after allow, no record, cache off", be, pick(want{1, 0, 1, 0}, want{1, 0, 0, 0}), func() error {
+		return b.Success(ctx, "healthy2.example")
+	})
+	if _, err := allow(cached, "healthy2.example", time.Time{}, core.Send); err != nil {
+		t.Fatal(err)
+	}
+	measure("success after allow, no record, cache on", ce, want{0, 0, 0, 0}, func() error {
+		return cached.Success(ctx, "healthy2.example")
+	})
+
+	const dead = "dead.example"
+	if err := opener.Failure(ctx, dead); err != nil {
+		t.Fatal(err)
+	}
+	v, err := allow(b, dead, time.Time{}, core.Hold)
+	if err != nil {
+		t.Fatal(err)
+	}
+	measure("held re-check, open host, cache off", be, pick(want{1, 0, 1, 0}, want{1, 0, 0, 0}), func() error {
+		_, err := allow(b, dead, v.HeldSince, core.Hold)
+		return err
+	})
+	if v, err = allow(cached, dead, time.Time{}, core.Hold); err != nil {
+		t.Fatal(err)
+	}
+	measure("held re-check, open host, cache on", ce, want{0, 0, 0, 0}, func() error {
+		_, err := allow(cached, dead, v.HeldSince, core.Hold)
+		return err
+	})
+	return rows
+}
+
+// formatRows renders rows as an aligned table.
+func formatRows(rows []row) string {
+	var sb strings.Builder
+	tw := tabwriter.NewWriter(&sb, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "backend\toperation\tstore get\tstore cas/cad\twire reads\twire writes\twire other")
+	for _, r := range rows {
+		wr, ww, wo := "-", "-", "-"
+		if r.hasWire {
+			wr, ww, wo = fmt.Sprint(r.wire.Reads), fmt.Sprint(r.wire.Writes), fmt.Sprint(r.wire.Other)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s\n", r.backend, r.op, r.calls.Reads, r.calls.Writes, wr, ww, wo)
+	}
+	tw.Flush()
+	return sb.String()
+}
