@@ -307,3 +307,5 @@ func (r *rig) breaker(s core.Settings) (*core.Breaker, *endpoint) {
 type snapshot struct{ calls, wire counts }
 
 func (e *endpoint) snapshot() snapshot { return snapshot{e.calls.load(), e.wire.load()} }
+
+func errorsIsNotFound(err error) bool { return errors.Is(err, core.ErrNotFound) }

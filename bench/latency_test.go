@@ -1,0 +1,123 @@
+package bench
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"text/tabwriter"
+	"time"
+
+	"github.com/kvbreaker/kvbreaker/core"
+)
+
+// latencyRig is a rig for latency measurements: the Workers KV adapter's
+// own read cache is off, so every Get is a request (with it on, Allow and
+// Get are both answered from memory and the ratio would compare Breaker's
+// CPU work with a map lookup).
+func latencyRig(tb testing.TB, name string) *rig {
+	r := newRig(tb, name)
+	r.cfCache = []int{0, 0}
+	return r
+}
+
+// closedHost is the host the latency measurements ask about: no record, the
+// common case of a healthy host.
+const closedHost = "closed.example"
+
+// BenchmarkRealGet is one raw store read (of an absent key) per backend, to
+// divide BenchmarkRealAllow by; run them together:
+//
+//	go test ./bench -run '^$' -bench 'Real' -benchmem
+func BenchmarkRealGet(b *testing.B) {
+	for _, name := range realBackends {
+		b.Run(name, func(b *testing.B) {
+			e := latencyRig(b, name).open()
+			ctx := b.Context()
+			for b.Loop() {
+				if _, _, err := e.Get(ctx, closedHost); err != nil && !errorsIsNotFound(err) {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkRealAllow is Breaker.Allow on a closed host per backend: one
+// store read plus Breaker's own work.
+func BenchmarkRealAllow(b *testing.B) {
+	for _, name := range realBackends {
+		b.Run(name, func(b *testing.B) {
+			br, _ := latencyRig(b, name).breaker(core.Settings{})
+			ctx := b.Context()
+			b.ReportAllocs()
+			for b.Loop() {
+				if v, err := br.Allow(ctx, closedHost, time.Time{}); err != nil || v.Decision != core.Send {
+					b.Fatal(v.Decision, err)
+				}
+			}
+		})
+	}
+}
+
+// maxAllowOverGet is what TestAllowLatencyRatio asserts: well above the
+// 1.15 target, which a shared CI machine under -race cannot promise, but
+// well below the ≈2 that a second round trip per Allow would cost.
+const maxAllowOverGet = 1.5
+
+// TestAllowLatencyRatio times Allow on a closed host against a raw Get of
+// the same store, interleaved in blocks so both see the same load, and
+// prints median latencies and their ratio (target ≤ 1.15). It fails above
+// maxAllowOverGet, i.e. if Allow costs more than one round trip.
+func TestAllowLatencyRatio(t *testing.T) {
+	rounds, block := 6, 40
+	if testing.Short() {
+		rounds = 3
+	}
+	var sb strings.Builder
+	tw := tabwriter.NewWriter(&sb, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "backend\tGet median\tAllow median\tAllow/Get\ttarget ≤ 1.15")
+	for _, name := range realBackends {
+		t.Run(name, func(t *testing.T) {
+			r := latencyRig(t, name)
+			e := r.open()
+			br, _ := r.breaker(core.Settings{})
+			ctx := t.Context()
+			var gets, allows []time.Duration
+			for range rounds {
+				for range block {
+					start := time.Now()
+					if _, _, err := e.Get(ctx, closedHost); err != nil && !errorsIsNotFound(err) {
+						t.Fatal(err)
+					}
+					gets = append(gets, time.Since(start))
+				}
+				for range block {
+					start := time.Now()
+					if v, err := br.Allow(ctx, closedHost, time.Time{}); err != nil || v.Decision != core.Send {
+						t.Fatal(v.Decision, err)
+					}
+					allows = append(allows, time.Since(start))
+				}
+			}
+			g, a := median(gets), median(allows)
+			ratio := float64(a) / float64(g)
+			met := "yes"
+			if ratio > 1.15 {
+				met = "no"
+			}
+			fmt.Fprintf(tw, "%s\t%v\t%v\t%.3f\t%s\n", name, g.Round(time.Microsecond), a.Round(time.Microsecond), ratio, met)
+			if ratio > maxAllowOverGet {
+				t.Errorf("Allow median %v is %.2f× the raw Get median %v: more than one round trip?", a, ratio, g)
+			}
+		})
+	}
+	tw.Flush()
+	t.Log("closed-host Allow latency over the raw store read, medians of interleaved samples:\n" + sb.String())
+}
+
+func median(d []time.Duration) time.Duration {
+	s := slices.Clone(d)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
