@@ -29,6 +29,9 @@ type command struct {
 // line here.
 var commands = []command{
 	{"simulate", "replay hours of fleet traffic in seconds and compare breaker models", runSimulate},
+	{"check", "run the conformance checks against a live store and print what it keeps", runCheck},
+	{"inspect", "show a remote host's circuit as the fleet stores it", runInspect},
+	{"reset", "force-close a remote host's circuit (with --yes)", runReset},
 }
 
 const (
@@ -80,5 +83,7 @@ Commands:
 	fmt.Fprint(w, `
 Run "kvbreaker <command> --help" for a command's flags. Start with:
   kvbreaker simulate
+  kvbreaker check --backend etcd --etcd-endpoints http://127.0.0.1:2379
+  kvbreaker inspect --backend etcd --etcd-endpoints http://127.0.0.1:2379 example.com
 `)
 }
