@@ -34,6 +34,7 @@ func BenchmarkRealGet(b *testing.B) {
 		b.Run(name, func(b *testing.B) {
 			e := latencyRig(b, name).open()
 			ctx := b.Context()
+			b.ReportAllocs()
 			for b.Loop() {
 				if _, _, err := e.Get(ctx, closedHost); err != nil && !errorsIsNotFound(err) {
 					b.Fatal(err)

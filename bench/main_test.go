@@ -17,6 +17,7 @@ import (
 	kvsdk "github.com/cloudflare/cloudflare-go/v6/kv"
 	"github.com/cloudflare/cloudflare-go/v6/option"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/goleak"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 
@@ -64,7 +65,7 @@ func run(m *testing.M) int {
 	// separate stores these tests use as separate workers.
 	wg.Go(func() { cfSrv, errs[2] = miniflare.Launch(ctx) })
 	wg.Wait()
-	defer func() {
+	stop := func() {
 		if etcdSrv != nil {
 			etcdSrv.Close()
 		}
@@ -74,14 +75,31 @@ func run(m *testing.M) int {
 		if cfSrv != nil {
 			cfSrv.Stop()
 		}
-	}()
+		etcdSrv, dynSrv, cfSrv = nil, nil, nil
+	}
+	defer stop()
 	for i, name := range []string{"etcd", "dynalite", "miniflare"} {
 		if errs[i] != nil {
 			fmt.Fprintf(os.Stderr, "bench: cannot start %s, which the round-trip tests and real-backend benchmarks need: %v\n", name, errs[i])
 			return 1
 		}
 	}
-	return m.Run()
+	code := m.Run()
+	stop()
+	if code == 0 {
+		// Idle keep-alive connections (the SDK clients keep their own
+		// transports) are the only goroutines allowed to outlive the
+		// tests.
+		http.DefaultTransport.(*http.Transport).CloseIdleConnections()
+		if err := goleak.Find(
+			goleak.IgnoreAnyFunction("net/http.(*persistConn).readLoop"),
+			goleak.IgnoreAnyFunction("net/http.(*persistConn).writeLoop"),
+		); err != nil {
+			fmt.Fprintln(os.Stderr, "bench: goroutines leaked:", err)
+			return 1
+		}
+	}
+	return code
 }
 
 // quiet discards the Breakers' warnings (Workers KV is last-writer-wins,
