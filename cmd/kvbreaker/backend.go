@@ -18,6 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	dyn "github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/cloudflare/cloudflare-go/v6/kv"
 	"github.com/cloudflare/cloudflare-go/v6/option"
 
@@ -90,6 +91,10 @@ type conn struct {
 	defaultPrefix, sep string
 	// store returns a store whose keys all start with prefix.
 	store func(prefix string) (core.Store, error)
+	// purge, when set, removes the physical remains of an entry that has
+	// expired logically (fullKey includes the prefix): DynamoDB keeps
+	// expired items until its TTL sweep, days later.
+	purge func(ctx context.Context, fullKey string) error
 	// advance, when set, moves the backend's clock (test servers only).
 	advance func(ctx context.Context, d time.Duration) error
 	// close releases the connection.
@@ -99,14 +104,17 @@ type conn struct {
 // A backendDef opens a backend from the connection flags.
 type backendDef struct {
 	open func(ctx context.Context, f *backendFlags) (*conn, error)
+	// flags names the backend whose connection flags it takes (itself
+	// for the built-in ones; tests register variants).
+	flags string
 }
 
 // backends is the table of backends by --backend name. Tests add their own.
 var backends = map[string]backendDef{
-	"etcd":         {openEtcd},
-	"dynamodb":     {openDynamoDB},
-	"cloudflarekv": {openCloudflareKV},
-	"memory":       {openMemory},
+	"etcd":         {openEtcd, "etcd"},
+	"dynamodb":     {openDynamoDB, "dynamodb"},
+	"cloudflarekv": {func(ctx context.Context, f *backendFlags) (*conn, error) { return openCloudflareKV(ctx, f, nil, nil) }, "cloudflarekv"},
+	"memory":       {openMemory, "memory"},
 }
 
 func backendNames() []string {
@@ -131,7 +139,8 @@ func (f *backendFlags) validate() error {
 	if f.backend == "" {
 		return usagef("--backend is required: one of %s", strings.Join(backendNames(), ", "))
 	}
-	if _, ok := backends[f.backend]; !ok {
+	def, ok := backends[f.backend]
+	if !ok {
 		return usagef("--backend is %q: want one of %s", f.backend, strings.Join(backendNames(), ", "))
 	}
 	if f.clockSkew < 0 {
@@ -148,10 +157,8 @@ func (f *backendFlags) validate() error {
 		{"cf-base-url", f.cfBaseURL, "cloudflarekv"},
 	}
 	for _, x := range all {
-		if x.value != "" && x.backend != f.backend {
-			if _, known := backends[x.backend]; known {
-				return usagef("--%s is a %s flag, but --backend is %s", x.name, x.backend, f.backend)
-			}
+		if x.value != "" && x.backend != def.flags {
+			return usagef("--%s is a %s flag, but --backend is %s", x.name, x.backend, f.backend)
 		}
 	}
 	need := func(name, value string) error {
@@ -160,7 +167,7 @@ func (f *backendFlags) validate() error {
 		}
 		return nil
 	}
-	switch f.backend {
+	switch def.flags {
 	case "etcd":
 		if err := need("etcd-endpoints", f.etcdEndpoints); err != nil {
 			return err
@@ -341,18 +348,23 @@ func openDynamoDB(ctx context.Context, f *backendFlags) (*conn, error) {
 		store: func(prefix string) (core.Store, error) {
 			return dynamodb.New(client, f.dynamoTable, dynamodb.WithKeyPrefix(prefix))
 		},
+		purge: func(ctx context.Context, fullKey string) error {
+			_, err := client.DeleteItem(ctx, &dyn.DeleteItemInput{
+				TableName: aws.String(f.dynamoTable),
+				Key:       map[string]types.AttributeValue{dynamodb.AttrKey: &types.AttributeValueMemberS{Value: fullKey}},
+			})
+			if err != nil {
+				return fmt.Errorf("dynamodb: purge %s/%q: %w", f.dynamoTable, fullKey, err)
+			}
+			return nil
+		},
 		close: func() {},
 	}, nil
 }
 
-// cfClock, when set, is the clock of the cloudflarekv stores (tests point
-// it at Miniflare's, with cfAdvance).
-var (
-	cfClock   func() time.Time
-	cfAdvance func(ctx context.Context, d time.Duration) error
-)
-
-func openCloudflareKV(ctx context.Context, f *backendFlags) (*conn, error) {
+// openCloudflareKV opens Workers KV. clock, when not nil, is the stores'
+// clock and advance moves it (tests point them at Miniflare's).
+func openCloudflareKV(ctx context.Context, f *backendFlags, clock func() time.Time, advance func(ctx context.Context, d time.Duration) error) (*conn, error) {
 	token := os.Getenv(TokenEnv)
 	if token == "" {
 		return nil, fmt.Errorf("cloudflarekv: %s is not set: export an API token with Workers KV Storage: Edit permission", TokenEnv)
@@ -376,8 +388,8 @@ func openCloudflareKV(ctx context.Context, f *backendFlags) (*conn, error) {
 			// A write the store gives up is reported by the command.
 			cloudflarekv.WithLogger(slog.New(slog.DiscardHandler)),
 		}
-		if cfClock != nil {
-			o = append(o, cloudflarekv.WithClock(cfClock))
+		if clock != nil {
+			o = append(o, cloudflarekv.WithClock(clock))
 		}
 		s, err := cloudflarekv.New(client, f.cfAccount, f.cfNamespace, o...)
 		if err != nil {
@@ -403,7 +415,7 @@ func openCloudflareKV(ctx context.Context, f *backendFlags) (*conn, error) {
 		store: func(prefix string) (core.Store, error) {
 			return newStore(prefix)
 		},
-		advance: cfAdvance,
+		advance: advance,
 		close: func() {
 			// Send what is queued before returning: a Breaker's failure
 			// or a reset must not be lost on exit.

@@ -1,0 +1,127 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/kvbreaker/kvbreaker/backends/dynamodb"
+	"github.com/kvbreaker/kvbreaker/backends/memory"
+	"github.com/kvbreaker/kvbreaker/core"
+	"github.com/kvbreaker/kvbreaker/internal/dynalite"
+	"github.com/kvbreaker/kvbreaker/internal/etcdtest"
+	"github.com/kvbreaker/kvbreaker/internal/miniflare"
+)
+
+// The real servers of the matrix, shared by the package's tests: each test
+// uses its own key prefix (check makes its own).
+var (
+	etcdSrv *etcdtest.Server
+	dynSrv  *dynalite.Server
+	cfSrv   *miniflare.Server
+)
+
+// dynTable is the dynalite table the tests use.
+const dynTable = "kvbreaker-cmd"
+
+// Recognisable secrets: no output of the command may contain them.
+const (
+	awsSecret = "AWSSECRET-must-never-show-4b1d"
+	awsKeyID  = "AKIDCMDTESTMUSTNOTSHOW"
+)
+
+func TestMain(m *testing.M) {
+	code, err := withServers(m.Run)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "cmd/kvbreaker: cannot start the servers the tests need: %v\n", err)
+		os.Exit(1)
+	}
+	os.Exit(code)
+}
+
+// withServers starts etcd, dynalite and Miniflare concurrently, runs f and
+// stops them (by the fixtures' own PIDs).
+func withServers(f func() int) (int, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	var wg sync.WaitGroup
+	var etcdErr, dynErr, cfErr error
+	wg.Go(func() { etcdSrv, etcdErr = etcdtest.New() })
+	wg.Go(func() {
+		if dynSrv, dynErr = dynalite.Launch(ctx); dynErr == nil {
+			dynErr = dynamodb.CreateTable(ctx, dynSrv.Client(), dynTable)
+		}
+	})
+	wg.Go(func() { cfSrv, cfErr = miniflare.Launch(ctx) })
+	wg.Wait()
+	defer func() {
+		if etcdSrv != nil {
+			etcdSrv.Close()
+		}
+		if dynSrv != nil {
+			dynSrv.Stop()
+		}
+		if cfSrv != nil {
+			cfSrv.Stop()
+		}
+	}()
+	for _, err := range []error{etcdErr, dynErr, cfErr} {
+		if err != nil {
+			return 1, err
+		}
+	}
+	// The AWS config chain reads only these, never the machine's own
+	// files or an instance role.
+	for k, v := range map[string]string{
+		"AWS_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": awsKeyID, "AWS_SECRET_ACCESS_KEY": awsSecret,
+		"AWS_CONFIG_FILE": os.DevNull, "AWS_SHARED_CREDENTIALS_FILE": os.DevNull, "AWS_EC2_METADATA_DISABLED": "true",
+		"AWS_PROFILE": "", TokenEnv: cfSrv.Token,
+	} {
+		os.Setenv(k, v)
+	}
+	os.Unsetenv("AWS_PROFILE")
+	return f(), nil
+}
+
+// connArgs returns the connection flags of each backend against the test
+// servers.
+func connArgs(backend string) []string {
+	switch backend {
+	case "etcd":
+		return []string{"--backend", "etcd", "--etcd-endpoints", etcdSrv.Endpoints()[0]}
+	case "dynamodb":
+		return []string{"--backend", "dynamodb", "--dynamodb-table", dynTable, "--dynamodb-endpoint", dynSrv.Endpoint}
+	case "cloudflarekv":
+		return []string{"--backend", "cloudflarekv", "--cf-account", cfSrv.AccountID, "--cf-namespace", cfSrv.NamespaceID, "--cf-base-url", cfSrv.BaseURL()}
+	}
+	return []string{"--backend", backend}
+}
+
+// earlyStore is a memory store that lets entries vanish 2 s before their
+// TTL while declaring exact expiry: the deliberately broken store.
+type earlyStore struct{ *memory.Store }
+
+func (s earlyStore) CompareAndSwap(ctx context.Context, key string, old core.Version, value []byte, ttl time.Duration) (core.Version, error) {
+	return s.Store.CompareAndSwap(ctx, key, old, value, max(time.Millisecond, ttl-2*time.Second))
+}
+
+func init() {
+	backends["broken-early-expiry"] = backendDef{func(context.Context, *backendFlags) (*conn, error) {
+		return &conn{
+			describe: "memory that expires 2s early (test)",
+			sep:      "/",
+			store: func(prefix string) (core.Store, error) {
+				return prefixStore{earlyStore{memory.New()}, prefix}, nil
+			},
+			close: func() {},
+		}, nil
+	}, "memory"}
+	// Workers KV on Miniflare's clock, which check advances instead of
+	// waiting (the fixture's clock stands still otherwise).
+	backends["cloudflarekv-miniflare-clock"] = backendDef{func(ctx context.Context, f *backendFlags) (*conn, error) {
+		return openCloudflareKV(ctx, f, cfSrv.Now, cfSrv.Advance)
+	}, "cloudflarekv"}
+}
