@@ -182,6 +182,11 @@ func roundTrips(t *testing.T, name string) []row {
 		_, err := allow(b, dead, v.HeldSince, core.Hold)
 		return err
 	})
+	// A send decided before the opening fails now: ignored while open,
+	// but the version Allow saw is only a hint, so Breaker re-reads.
+	measure("failure, open host, after a held allow", be, pick(want{1, 0, 1, 0}, want{1, 0, 0, 0}), func() error {
+		return b.Failure(ctx, dead)
+	})
 	if v, err = allow(cached, dead, time.Time{}, core.Hold); err != nil {
 		t.Fatal(err)
 	}
