@@ -1,9 +1,26 @@
-// Package bench compares kvbreaker's decisions with sony/gobreaker's
-// in-process two-step breaker and its distributed breaker, over in-process
-// memory stores, in one `go test -bench` run:
+// Package bench measures what kvbreaker's decisions cost. It has no
+// library code: everything is in its tests and benchmarks, and TestMain
+// starts the real servers they need (embedded etcd, dynalite and Miniflare,
+// on 127.0.0.1), so nothing has to be set up by hand.
 //
-//	go test ./bench -run '^$' -bench . -benchmem
+// Comparisons with sony/gobreaker v2 (its in-process two-step breaker and its
+// distributed breaker over an in-memory SharedDataStore), over in-process
+// memory stores, one host so the comparison is like for like:
 //
-// gobreaker's breaker is one circuit, not one per host; the benchmarks use a
-// single host so the comparison is like for like.
+//	go test ./bench -run '^$' -bench 'AllowClosed|Failure|AllowOpen' -benchmem
+//
+// Over the real backends, Allow on a closed host against a raw Get of the
+// same store (BenchmarkRealAllow, BenchmarkRealGet), side by side:
+//
+//	go test ./bench -run '^$' -bench Real -benchmem -count 6 > real.txt
+//	go tool benchstat -col .name -filter '.name:(RealGet OR RealAllow)' real.txt
+//
+// Tests that assert the targets and print their tables with -v:
+// TestRoundTrips (store calls and requests on the wire per operation, with a
+// counting gRPC interceptor for etcd and a counting http.RoundTripper for
+// DynamoDB and Workers KV), TestAllowLatencyRatio (Allow over Get, medians of
+// interleaved samples), TestContention (64 workers failing on one host over
+// memory and etcd: one closed→open transition, conflicts per failure) and
+// TestRecordSizeAndLeases (encoded record size, etcd lease grants per 1,000
+// writes). RESULTS.md has the figures of one run and the commands.
 package bench
