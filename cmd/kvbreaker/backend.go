@@ -406,7 +406,7 @@ func openCloudflareKV(ctx context.Context, f *backendFlags, clock func() time.Ti
 		return nil, err
 	}
 	if _, _, err := probe.Get(ctx, "kvbreaker-connection-check.invalid"); err != nil && !errors.Is(err, core.ErrNotFound) {
-		return nil, err
+		return nil, fmt.Errorf("checking access to %s (are %s, --cf-account and --cf-namespace right?): %w", where, TokenEnv, err)
 	}
 	return &conn{
 		describe:      where,

@@ -1,0 +1,138 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestHostCommandsBadFlags: bad flags and arguments exit 2 with a message
+// that says what to change, before any connection.
+func TestHostCommandsBadFlags(t *testing.T) {
+	etcdArgs := []string{"--backend", "etcd", "--etcd-endpoints", "http://127.0.0.1:1"}
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no-backend", []string{"check"}, "--backend is required: one of"},
+		{"unknown-backend", []string{"check", "--backend", "redis"}, `--backend is "redis": want one of`},
+		{"etcd-no-endpoints", []string{"check", "--backend", "etcd"}, "--backend etcd needs --etcd-endpoints"},
+		{"etcd-empty-endpoints", []string{"check", "--backend", "etcd", "--etcd-endpoints", " , "}, "--etcd-endpoints has no endpoint"},
+		{"flag-of-other-backend", append([]string{"check", "--dynamodb-table", "t"}, etcdArgs...), "--dynamodb-table is a dynamodb flag, but --backend is etcd"},
+		{"cert-without-key", append([]string{"check", "--etcd-cert", "c.pem"}, etcdArgs...), "--etcd-cert and --etcd-key go together"},
+		{"dynamodb-no-table", []string{"check", "--backend", "dynamodb"}, "--backend dynamodb needs --dynamodb-table"},
+		{"dynamodb-bad-endpoint", []string{"check", "--backend", "dynamodb", "--dynamodb-table", "t", "--dynamodb-endpoint", "localhost:8000"}, "--dynamodb-endpoint is \"localhost:8000\": want an http:// or https:// URL"},
+		{"cf-no-namespace", []string{"check", "--backend", "cloudflarekv", "--cf-account", "a"}, "--backend cloudflarekv needs --cf-namespace"},
+		{"cf-bad-base-url", []string{"check", "--backend", "cloudflarekv", "--cf-account", "a", "--cf-namespace", "n", "--cf-base-url", "ftp://x"}, "--cf-base-url"},
+		{"check-format", []string{"check", "--backend", "memory", "--format", "xml"}, `--format is "xml": want table or json`},
+		{"check-timeout", []string{"check", "--backend", "memory", "--timeout", "0s"}, "--timeout must be positive"},
+		{"check-stray", []string{"check", "--backend", "memory", "now"}, `unexpected argument "now"`},
+		{"check-unknown-flag", []string{"check", "--bogus"}, "flag provided but not defined: -bogus"},
+		{"negative-skew", []string{"check", "--backend", "memory", "--clock-skew", "-1s"}, "--clock-skew is -1s"},
+		{"inspect-no-host", []string{"inspect", "--backend", "memory"}, "which host?"},
+		{"inspect-two-hosts", []string{"inspect", "--backend", "memory", "a.example", "b.example"}, "one HOST at a time"},
+		{"inspect-bad-host", []string{"inspect", "--backend", "memory", "https://"}, `HOST "https://"`},
+		{"inspect-no-backend", []string{"inspect", "a.example"}, "--backend is required"},
+		{"inspect-format", []string{"inspect", "--backend", "memory", "--format", "yaml", "a.example"}, `--format is "yaml"`},
+		{"reset-no-yes", []string{"reset", "--backend", "memory", "a.example"}, "not resetting a.example without confirmation: add --yes"},
+		{"reset-bad-flag", []string{"reset", "--backend", "memory", "--force", "a.example"}, "flag provided but not defined: -force"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, out, errOut := runT(t, tc.args...)
+			if code != exitUsage {
+				t.Fatalf("exit %d, want %d\nstdout: %s\nstderr: %s", code, exitUsage, out, errOut)
+			}
+			if !strings.Contains(errOut, tc.want) {
+				t.Errorf("stderr lacks %q:\n%s", tc.want, errOut)
+			}
+			if out != "" {
+				t.Errorf("stdout not empty: %s", out)
+			}
+		})
+	}
+}
+
+// TestConnectionErrors: a missing token, a refused token, a missing table,
+// unreadable TLS files and a dead endpoint exit 1 with a clear message and
+// no credential in it.
+func TestConnectionErrors(t *testing.T) {
+	dir := t.TempDir()
+	notPEM := filepath.Join(dir, "ca.pem")
+	if err := os.WriteFile(notPEM, []byte("not a certificate"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name  string
+		token string // CLOUDFLARE_API_TOKEN ("-" to keep the server's)
+		args  []string
+		want  []string
+	}{
+		{"missing-token", "", append([]string{"check"}, connArgs("cloudflarekv")...), []string{"CLOUDFLARE_API_TOKEN is not set"}},
+		{"missing-token-inspect", "", append([]string{"inspect"}, append(connArgs("cloudflarekv"), "a.example")...), []string{"CLOUDFLARE_API_TOKEN is not set"}},
+		{"wrong-token", "wrong-token-must-not-show", append([]string{"inspect"}, append(connArgs("cloudflarekv"), "a.example")...), []string{"checking access to cloudflarekv namespace", "Authentication error"}},
+		{"missing-table", "-", []string{"check", "--backend", "dynamodb", "--dynamodb-table", "no-such-table", "--dynamodb-endpoint", dynSrv.Endpoint}, []string{"dynamodb: describe table no-such-table", "ResourceNotFoundException"}},
+		{"cacert-missing", "-", []string{"inspect", "--backend", "etcd", "--etcd-endpoints", etcdSrv.Endpoints()[0], "--etcd-cacert", filepath.Join(dir, "nope.pem"), "a.example"}, []string{"--etcd-cacert", "no such file"}},
+		{"cacert-not-pem", "-", []string{"inspect", "--backend", "etcd", "--etcd-endpoints", etcdSrv.Endpoints()[0], "--etcd-cacert", notPEM, "a.example"}, []string{"no PEM certificate"}},
+		{"etcd-dead", "-", []string{"inspect", "--backend", "etcd", "--etcd-endpoints", "http://user:etcdpass-must-not-show@127.0.0.1:1", "--timeout", "1s", "a.example"}, []string{"etcd:", "127.0.0.1:1"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.token != "-" {
+				t.Setenv(TokenEnv, tc.token)
+			}
+			code, out, errOut := runT(t, tc.args...)
+			if code != exitFail {
+				t.Fatalf("exit %d, want %d\nstdout: %s\nstderr: %s", code, exitFail, out, errOut)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(errOut, w) {
+					t.Errorf("stderr lacks %q:\n%s", w, errOut)
+				}
+			}
+		})
+	}
+}
+
+// TestCredentialsOnSuccess: an etcd endpoint with user information works
+// and the password shows nowhere (runT checks every output for it).
+func TestCredentialsOnSuccess(t *testing.T) {
+	ep := strings.Replace(etcdSrv.Endpoints()[0], "http://", "http://user:etcdpass-must-not-show@", 1)
+	code, out, errOut := runT(t, "check", "--backend", "etcd", "--etcd-endpoints", ep, "--quick")
+	if code != exitOK || !strings.Contains(out, "etcd at http://127.0.0.1:") {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
+	}
+	code, out, errOut = runT(t, append([]string{"inspect"}, append(connArgs("dynamodb"), "a.example")...)...)
+	if code != exitOK || !strings.Contains(out, "closed") {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
+	}
+}
+
+// TestCommandHelp: each command's --help shows every backend's flags by
+// example and exits 0.
+func TestCommandHelp(t *testing.T) {
+	common := []string{"--etcd-endpoints https://", "--etcd-cacert", "--dynamodb-table", "AWS_REGION", "--cf-account", "CLOUDFLARE_API_TOKEN", "--cf-base-url", "Examples:", "-prefix"}
+	for cmd, extra := range map[string][]string{
+		"check":   {"Usage: kvbreaker check", "--quick", "-timeout", "TTLMargin", "exit code is 1"},
+		"inspect": {"Usage: kvbreaker inspect", "HOST", "core.HostKey", "-format"},
+		"reset":   {"Usage: kvbreaker reset", "--yes", "-yes"},
+	} {
+		t.Run(cmd, func(t *testing.T) {
+			code, out, errOut := runT(t, cmd, "--help")
+			if code != exitOK {
+				t.Fatalf("exit %d", code)
+			}
+			for _, w := range append(common, extra...) {
+				if !strings.Contains(out+errOut, w) {
+					t.Errorf("%s --help lacks %q:\n%s", cmd, w, out+errOut)
+				}
+			}
+		})
+	}
+	code, out, _ := runT(t, "--help")
+	for _, w := range []string{"check", "inspect", "reset", "simulate"} {
+		if code != exitOK || !strings.Contains(out, "\n  "+w+" ") {
+			t.Errorf("--help does not list %s:\n%s", w, out)
+		}
+	}
+}
