@@ -231,6 +231,9 @@ func (h *checkHarness) MakeStore(context.Context) (core.Store, error) {
 // Close: the connection belongs to runCheck, which cleans up and closes it.
 func (h *checkHarness) Close() {}
 
+// progressEvery is how often a running check reports progress.
+var progressEvery = 5 * time.Second
+
 // showProgress prints a line to w every few seconds while the check runs.
 // The returned function stops it.
 func (h *checkHarness) showProgress(w io.Writer, start time.Time) func() {
@@ -240,7 +243,7 @@ func (h *checkHarness) showProgress(w io.Writer, start time.Time) func() {
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		t := time.NewTicker(5 * time.Second)
+		t := time.NewTicker(progressEvery)
 		defer t.Stop()
 		for {
 			select {
@@ -346,21 +349,21 @@ func (s *trackedStore) CompareAndDelete(ctx context.Context, key string, old cor
 
 // checkOutput is check's report, as JSON and as the table.
 type checkOutput struct {
-	Backend   string        `json:"backend"`
-	Target    string        `json:"target"`
-	Prefix    string        `json:"prefix"`
-	Quick     bool          `json:"quick"`
-	TimedOut  bool          `json:"timed_out,omitempty"`
-	Seconds   float64       `json:"wall_seconds"`
-	Declared  declaredJSON  `json:"declared"`
-	Promises  []promiseRow  `json:"promises"`
-	RoundTrip []roundTrip   `json:"round_trips"`
-	Margin    marginJSON    `json:"ttl_margin"`
-	Cases     []caseJSON    `json:"cases"`
-	Broken    []string      `json:"broken_promises"`
-	Cleanup   cleanupJSON   `json:"cleanup"`
-	OK        bool          `json:"ok"`
-	expiry    *expiryDetail `json:"-"`
+	Backend   string       `json:"backend"`
+	Target    string       `json:"target"`
+	Prefix    string       `json:"prefix"`
+	Quick     bool         `json:"quick"`
+	TimedOut  bool         `json:"timed_out,omitempty"`
+	Seconds   float64      `json:"wall_seconds"`
+	Declared  declaredJSON `json:"declared"`
+	Promises  []promiseRow `json:"promises"`
+	RoundTrip []roundTrip  `json:"round_trips"`
+	Margin    marginJSON   `json:"ttl_margin"`
+	Cases     []caseJSON   `json:"cases"`
+	Broken    []string     `json:"broken_promises"`
+	Cleanup   cleanupJSON  `json:"cleanup"`
+	OK        bool         `json:"ok"`
+	Expiry    *expiryJSON  `json:"expiry,omitempty"`
 }
 
 type declaredJSON struct {
@@ -410,9 +413,16 @@ type cleanupJSON struct {
 	Left    int `json:"left"`
 }
 
-type expiryDetail struct {
-	ttl, min, max time.Duration
-	advanced      bool
+// expiryJSON is what the expiry case observed: the entry vanished between
+// VanishedMin and VanishedMax after its write.
+type expiryJSON struct {
+	TTLSeconds         float64 `json:"ttl_seconds"`
+	EffectiveSeconds   float64 `json:"effective_ttl_seconds"`
+	VanishedMinSeconds float64 `json:"vanished_min_seconds"`
+	VanishedMaxSeconds float64 `json:"vanished_max_seconds"`
+	EarlySeconds       float64 `json:"early_seconds"`
+	LateSeconds        float64 `json:"late_seconds"`
+	ClockAdvanced      bool    `json:"clock_advanced"`
 }
 
 func secs(d time.Duration) float64 { return d.Seconds() }
@@ -499,7 +509,7 @@ func newCheckOutput(rep *conformance.Report, bf *backendFlags, c *conn, prefix s
 		if e.Advanced {
 			how = "clock advanced"
 		}
-		o.expiry = &expiryDetail{e.TTL, e.Min, e.Max, e.Advanced}
+		o.Expiry = &expiryJSON{secs(e.TTL), secs(e.Effective), secs(e.Min), secs(e.Max), secs(e.Early), secs(e.Late), e.Advanced}
 		early.Measured = fmt.Sprintf("%v early (ttl %v, %s)", e.Early.Round(time.Millisecond), e.Effective, how)
 		late.Measured = fmt.Sprintf("%v late", e.Late.Round(time.Millisecond))
 		early.Result = status("expiry", "must not vanish before")
@@ -567,6 +577,14 @@ func (o *checkOutput) writeTable(w io.Writer) {
 		fmt.Fprintf(w, "%-28s %-22s %-38s %s\n", p.Promise, p.Declared, p.Measured, p.Result)
 	}
 	fmt.Fprintln(w)
+	if e := o.Expiry; e != nil {
+		how := "waited in real time"
+		if e.ClockAdvanced {
+			how = "backend clock advanced"
+		}
+		fmt.Fprintf(w, "expiry: written with TTL %v (effective %v), vanished between %v and %v after the write (%s)\n",
+			dur(e.TTLSeconds), dur(e.EffectiveSeconds), dur(e.VanishedMinSeconds).Round(time.Millisecond), dur(e.VanishedMaxSeconds).Round(time.Millisecond), how)
+	}
 	for _, rt := range o.RoundTrip {
 		fmt.Fprintf(w, "round trip %-7s p50 %-10v p99 %-10v (%d calls)\n", rt.Op, dur(rt.P50Seconds).Round(time.Microsecond), dur(rt.P99Seconds).Round(time.Microsecond), rt.N)
 	}

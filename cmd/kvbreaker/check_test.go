@@ -230,9 +230,17 @@ func TestCheckBrokenStore(t *testing.T) {
 	if rep.Margin.NeededSeconds < rep.Margin.DeclaredModelSeconds+1.5 {
 		t.Errorf("margin %+v: the measured early expiry should raise it by about 2s", rep.Margin)
 	}
-	code, out, errOut := runT(t, "check", "--backend", "broken-early-expiry", "--quiet")
+	if rep.Expiry == nil || rep.Expiry.EarlySeconds < 1.5 || rep.Expiry.ClockAdvanced {
+		t.Errorf("expiry measurement %+v: want about 2s early, waited", rep.Expiry)
+	}
+
+	// The table, with progress on stderr while the expiry case waits.
+	defer func(d time.Duration) { progressEvery = d }(progressEvery)
+	progressEvery = 20 * time.Millisecond
+	code, out, errOut := runT(t, "check", "--backend", "broken-early-expiry")
 	if code != exitFail || !strings.Contains(out, "BROKEN") || !strings.Contains(out, "must not vanish before") ||
-		!strings.Contains(errOut, "breaks") {
+		!strings.Contains(out, "vanished between") || !strings.Contains(errOut, "breaks 2 promise(s)") ||
+		!strings.Contains(errOut, "elapsed, case ") {
 		t.Errorf("table run: exit %d\n%s\n%s", code, out, errOut)
 	}
 }
