@@ -217,6 +217,8 @@ type rig struct {
 	clock  func() time.Time
 	mem    *memory.Store // memory: the one store every endpoint shares
 	tb     testing.TB
+	// opened are the endpoints open returned.
+	opened []*endpoint
 	// cfCache configures the Workers KV adapter's own read cache:
 	// cloudflarekv.WithCache(size, freshness); nil keeps its default.
 	cfCache []int
@@ -306,6 +308,7 @@ func (r *rig) open() *endpoint {
 		tb.Fatalf("unknown backend %q", r.name)
 	}
 	e.countingStore = &countingStore{Store: s}
+	r.opened = append(r.opened, e)
 	return e
 }
 
@@ -319,6 +322,16 @@ func (r *rig) breaker(s core.Settings) (*core.Breaker, *endpoint) {
 		r.tb.Fatalf("NewBreaker: %v", err)
 	}
 	return b, e
+}
+
+// wireTotal sums the requests on the wire of every endpoint opened so far.
+func (r *rig) wireTotal() counts {
+	var c counts
+	for _, e := range r.opened {
+		w := e.wire.load()
+		c.Reads, c.Writes, c.Other = c.Reads+w.Reads, c.Writes+w.Writes, c.Other+w.Other
+	}
+	return c
 }
 
 // snapshot is an endpoint's store calls and wire requests so far.

@@ -71,6 +71,24 @@ func roundTrips(t *testing.T, name string) []row {
 	r := newRig(t, name)
 	ctx := t.Context()
 	atomicStore := name != "cloudflarekv"
+	if !atomicStore {
+		// Miniflare counts the API requests it serves: check that the
+		// transport counted every one (no other test uses it now).
+		if err := cfSrv.ResetStats(ctx); err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			st, err := cfSrv.Stats(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := r.wireTotal()
+			if int64(st.Get) != got.Reads || int64(st.Put+st.Delete) != got.Writes || got.Other != 0 {
+				t.Errorf("Miniflare served %d GET, %d PUT, %d DELETE; the transports counted %d reads, %d writes, %d other",
+					st.Get, st.Put, st.Delete, got.Reads, got.Writes, got.Other)
+			}
+		}()
+	}
 	b, be := r.breaker(core.Settings{})
 	other, _ := r.breaker(core.Settings{})
 	opener, _ := r.breaker(core.Settings{FailureThreshold: 1})
