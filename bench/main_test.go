@@ -202,8 +202,7 @@ func (c countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	return c.next.RoundTrip(r)
 }
 
-// fixedClock is the memory backend's clock: time stands still unless a test
-// moves it.
+// fixedClock is the memory backend's clock: time stands still.
 type fixedClock struct{ ns atomic.Int64 }
 
 func (c *fixedClock) Now() time.Time { return time.Unix(0, c.ns.Load()) }
@@ -214,7 +213,10 @@ func (c *fixedClock) Now() time.Time { return time.Unix(0, c.ns.Load()) }
 type rig struct {
 	name   string
 	prefix string
-	clock  func() time.Time
+	// clock is the stores' clock (memory, Workers KV) or time.Now; the
+	// Breakers run on it plus skip (see advance).
+	clock func() time.Time
+	skip  atomic.Int64
 	mem    *memory.Store // memory: the one store every endpoint shares
 	tb     testing.TB
 	// opened are the endpoints open returned.
@@ -312,11 +314,19 @@ func (r *rig) open() *endpoint {
 	return e
 }
 
+// now is the Breakers' clock: the rig's clock plus what advance skipped.
+func (r *rig) now() time.Time { return r.clock().Add(time.Duration(r.skip.Load())) }
+
+// advance moves the Breakers' clocks forward by d but not the stores',
+// which judge expiry: records stay live, so a test reaches the end of a
+// restraint without waiting (etcd's leases run on the server's real clock).
+func (r *rig) advance(d time.Duration) { r.skip.Add(int64(d)) }
+
 // breaker returns a Breaker over a new endpoint, on the rig's clock.
 func (r *rig) breaker(s core.Settings) (*core.Breaker, *endpoint) {
 	r.tb.Helper()
 	e := r.open()
-	s.Clock, s.Logger = r.clock, quiet
+	s.Clock, s.Logger = r.now, quiet
 	b, err := core.NewBreaker(e, s)
 	if err != nil {
 		r.tb.Fatalf("NewBreaker: %v", err)

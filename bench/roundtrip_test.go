@@ -212,6 +212,24 @@ func roundTrips(t *testing.T, name string) []row {
 		_, err := allow(cached, dead, v.HeldSince, core.Hold)
 		return err
 	})
+
+	// The restraint ends: the first re-check elects itself the probe
+	// with a compare-and-swap; the next worker finds the probe in flight.
+	r.advance(core.DefaultRecoveryDelay)
+	measure("allow at restraint end, probe elected, cache off", be, pick(want{1, 1, 1, 1}, want{1, 1, 0, 1}), func() error {
+		_, err := allow(b, dead, v.HeldSince, core.Probe)
+		return err
+	})
+	// Workers KV: the cached worker's adapter may still serve the open
+	// record, and last writer wins, so it may probe too (documented).
+	lateWant := pick(want{1, 0, 1, 0}, want{1, unchecked, unchecked, unchecked})
+	measure("allow at restraint end, probe in flight, cache on", ce, lateWant, func() error {
+		v, err := cached.Allow(ctx, dead, v.HeldSince)
+		if err == nil && atomicStore && v.Decision != core.Hold {
+			err = fmt.Errorf("Allow = %v during another worker's probe, want hold", v.Decision)
+		}
+		return err
+	})
 	return rows
 }
 
