@@ -217,8 +217,8 @@ type rig struct {
 	// Breakers run on it plus skip (see advance).
 	clock func() time.Time
 	skip  atomic.Int64
-	mem    *memory.Store // memory: the one store every endpoint shares
-	tb     testing.TB
+	mem   *memory.Store // memory: the one store every endpoint shares
+	tb    testing.TB
 	// opened are the endpoints open returned.
 	opened []*endpoint
 	// cfCache configures the Workers KV adapter's own read cache:
