@@ -35,7 +35,12 @@ type row struct {
 //     tried first);
 //   - a Success on a host with no record writes nothing;
 //   - a held re-check of an open host is 1 read with the cache off and
-//     none with it on.
+//     none with it on;
+//   - at the restraint's end, the elected probe is a read and a write, and
+//     a worker finding another's probe in flight reads and holds.
+//
+// On Workers KV it also checks that Miniflare served exactly the requests
+// the transports counted.
 //
 // On a stale version (another worker wrote since), etcd's Txn Else branch
 // returns the current record: 2 writes, no read. dynalite ignores
