@@ -247,6 +247,10 @@ func (b *Breaker) Allow(ctx context.Context, host string, heldSince time.Time) (
 		}
 		return Verdict{Decision: Drop, HeldSince: heldSince}, nil
 	}
+	// No write hints here: Allow writes only to elect a probe, and at a
+	// restraint's end every worker holding a message for the host asks at
+	// once; on a hint each loser would pay a failed compare-and-swap (a
+	// Raft proposal, a DynamoDB write unit) where a read costs less.
 	st, err := b.run(ctx, host, now, false, func(r Record) Step { return AllowStep(r, now, heldSince, &b.cfg) })
 	if heldSince.IsZero() {
 		heldSince = now
