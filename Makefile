@@ -7,6 +7,7 @@
 #   make test BACKEND=etcd     one column: memory, etcd, dynamodb, cloudflarekv, containers
 #   make containers            the container mode (Docker; see DEVELOPERS.md)
 #   make demo                  a simulated fleet, the README's first command
+#   make bench                 round trips per decision, contention, and benchmarks vs gobreaker
 #   make fuzz                  fuzz the record and host-key decoders
 SHELL       := /bin/bash
 .SHELLFLAGS := -o pipefail -c
@@ -22,7 +23,7 @@ PKGS    ?= ./backends/$(BACKEND)/...
 endif
 MATRIX   = $(if $(filter-out containers,$(BACKEND)),-backend $(BACKEND))
 
-.PHONY: test lint unit demo fuzz containers
+.PHONY: test lint unit demo fuzz containers bench
 
 test: lint unit
 
@@ -43,3 +44,11 @@ fuzz:
 
 containers:
 	bash scripts/containers.sh
+
+BENCHCOUNT ?= 6
+BENCHOUT   ?= $(or $(TMPDIR),/tmp)/kvbreaker-bench.txt
+bench:
+	$(GO) test ./bench -run 'TestRoundTrips|TestAllowLatencyRatio|TestContention|TestRecordSizeAndLeases' -v -count=1
+	$(GO) test ./bench -run '^$$' -bench . -benchmem -count $(BENCHCOUNT) | tee $(BENCHOUT)
+	$(GO) tool benchstat $(BENCHOUT)
+	$(GO) tool benchstat -col .name -filter '.name:(RealGet OR RealAllow)' $(BENCHOUT)
