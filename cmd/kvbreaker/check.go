@@ -105,7 +105,10 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
-	c, err := bf.open(ctx)
+	// A dead endpoint fails within connectTimeout, not --timeout.
+	octx, ocancel := context.WithTimeout(ctx, connectTimeout)
+	c, err := bf.open(octx)
+	ocancel()
 	if err != nil {
 		return openFailed("check", err, stderr)
 	}
@@ -166,6 +169,9 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 	}
 	return exitOK
 }
+
+// connectTimeout bounds connecting to the backend.
+const connectTimeout = 30 * time.Second
 
 // openFailed reports a failure to open the backend: a usage error (exit
 // 2) or a connection failure (exit 1).
@@ -250,7 +256,7 @@ func (h *checkHarness) showProgress(w io.Writer, start time.Time) func() {
 			case <-done:
 				return
 			case <-t.C:
-				fmt.Fprintf(w, "kvbreaker check: %s elapsed, case %d, %d store calls so far\n",
+				fmt.Fprintf(w, "kvbreaker check: %s elapsed, %d cases started, %d store calls so far\n",
 					time.Since(start).Round(time.Second), h.n.Load(), h.calls.Load())
 			}
 		}
@@ -630,6 +636,9 @@ func (o *checkOutput) writeTable(w io.Writer) {
 func skipReason(s string) string {
 	if strings.Contains(s, "waits in real time") {
 		return "waits in real time (--quick)"
+	}
+	if strings.Contains(s, "Atomic == false") {
+		return "not promised by a last-writer-wins store"
 	}
 	if _, after, ok := strings.Cut(s, ": "); ok {
 		return after

@@ -240,7 +240,7 @@ func TestCheckBrokenStore(t *testing.T) {
 	code, out, errOut := runT(t, "check", "--backend", "broken-early-expiry")
 	if code != exitFail || !strings.Contains(out, "BROKEN") || !strings.Contains(out, "must not vanish before") ||
 		!strings.Contains(out, "vanished between") || !strings.Contains(errOut, "breaks 2 promise(s)") ||
-		!strings.Contains(errOut, "elapsed, case ") {
+		!strings.Contains(errOut, "elapsed, ") {
 		t.Errorf("table run: exit %d\n%s\n%s", code, out, errOut)
 	}
 }
