@@ -19,7 +19,7 @@ import (
 )
 
 // keyState is the write side of one key: the write being sent, the one
-// queued behind it, and when the last request went out.
+// queued behind it, and when the last request was sent (then answered).
 type keyState struct {
 	key      string // the host key, for errors
 	lastSent time.Time
@@ -208,6 +208,11 @@ func (s *Store) flush(full string) {
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	// Count the interval from the answer, not the request: Cloudflare
+	// judged the write at some instant in between, so the next one, sent
+	// an interval after the answer, is an interval after that instant
+	// whatever the two requests' latencies.
+	st.lastSent = time.Now()
 	st.inflight = nil
 	s.bump(st)
 	var rl *RateLimitError
