@@ -28,6 +28,15 @@ dockerd_pid=""
 cleanup() {
 	local rc=$?
 	if [ -n "$dockerd_pid" ] && [ "${KVBREAKER_KEEP_DOCKER:-}" != 1 ]; then
+		# Remove what the tests left, networks included: testcontainers
+		# creates a default bridge network (there is no "bridge" here), and
+		# a daemon stopped with networks in place leaves their br-*
+		# interfaces and routes on the host, where the next daemon's
+		# subnets collide with them.
+		local nets
+		nets=$(docker network ls -q --filter type=custom 2>/dev/null || true)
+		docker ps -aq 2>/dev/null | xargs -r docker rm -f >/dev/null 2>&1 || true
+		[ -z "$nets" ] || docker network rm $nets >/dev/null 2>&1 || true
 		log "stopping dockerd (pid $dockerd_pid)"
 		kill -TERM "$dockerd_pid" 2>/dev/null || true
 		for _ in $(seq 1 150); do
@@ -39,6 +48,9 @@ cleanup() {
 			kill -KILL "$dockerd_pid" 2>/dev/null || true
 		fi
 		wait "$dockerd_pid" 2>/dev/null || true
+		for n in $nets; do
+			ip link delete "br-${n:0:12}" 2>/dev/null || true
+		done
 		# The daemon's data lives under $work, and it leaves a network
 		# namespace mounted there (exec-root/netns/default): unmount what
 		# is mounted under $work, deepest first, then remove it.

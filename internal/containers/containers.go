@@ -40,6 +40,7 @@ import (
 	"time"
 
 	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/api/types/network"
 	"github.com/testcontainers/testcontainers-go"
 	tcdynamodb "github.com/testcontainers/testcontainers-go/modules/dynamodb"
 	tcetcd "github.com/testcontainers/testcontainers-go/modules/etcd"
@@ -344,10 +345,19 @@ func portTaken(err error) bool {
 }
 
 // hostNetwork puts the container in the host's network namespace. Published
-// ports mean nothing there, so the module's exposed ports are dropped.
+// ports mean nothing there, so the module's exposed ports are dropped, and so
+// is testcontainers' default network: without a "bridge" network it creates
+// one (reaper_default) and attaches every container to it, which for a
+// host-network container puts the bridge's address on the host and fails
+// ("conflicts with existing route") whenever two containers start at once.
 func hostNetwork() testcontainers.CustomizeRequestOption {
 	return func(req *testcontainers.GenericContainerRequest) error {
 		req.ExposedPorts = nil
+		if err := testcontainers.WithEndpointSettingsModifier(func(m map[string]*network.EndpointSettings) {
+			clear(m)
+		})(req); err != nil {
+			return err
+		}
 		return testcontainers.WithHostConfigModifier(func(hc *container.HostConfig) {
 			hc.NetworkMode = "host"
 			hc.PortBindings = nil
