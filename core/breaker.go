@@ -238,7 +238,9 @@ func (b *Breaker) notify(host string, st *Step) {
 //
 // When the store fails, Allow still answers (Send, or Hold for
 // ReleaseInterval with FailClosed) and returns the error alongside. After
-// too many lost probe elections it holds for ReleaseInterval.
+// too many lost probe elections it holds for ReleaseInterval. A host that
+// fails ValidateKey is never passed to the store: Allow answers Send with an
+// error matching ErrInvalidKey (the breaker cannot track such a host).
 func (b *Breaker) Allow(ctx context.Context, host string, heldSince time.Time) (Verdict, error) {
 	now := b.now()
 	if b.cfg.HoldExpired(heldSince, now) {
