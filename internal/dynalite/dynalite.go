@@ -19,12 +19,10 @@
 package dynalite
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -61,11 +59,8 @@ type Server struct {
 	port    int
 	dataDir string // "" for in-memory
 
-	mu     sync.Mutex
-	cmd    *exec.Cmd
-	stdin  io.WriteCloser
-	done   chan struct{} // closed when cmd has been waited for
-	stderr *lockedBuffer
+	mu   sync.Mutex
+	proc *npmfixture.Process // nil before the first start
 }
 
 // Option configures Launch and Start.
@@ -133,53 +128,34 @@ func (s *Server) start(ctx context.Context) error {
 	}
 	cmd := exec.Command("node", args...)
 	cmd.Dir = dir
-	stdin, err := cmd.StdinPipe() // the launcher exits when this closes
-	if err != nil {
-		return fmt.Errorf("dynalite fixture: %w", err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return fmt.Errorf("dynalite fixture: %w", err)
-	}
-	stderr := &lockedBuffer{}
-	cmd.Stderr = stderr
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("dynalite fixture: start node: %w", err)
-	}
-	done := make(chan struct{})
-	ready := make(chan int, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			if p, ok := strings.CutPrefix(sc.Text(), "LISTENING "); ok {
-				if n, err := strconv.Atoi(p); err == nil {
-					ready <- n
-				}
-			}
-		}
-		_ = cmd.Wait()
-		close(done)
-	}()
-	s.mu.Lock()
-	s.cmd, s.stdin, s.done, s.stderr = cmd, stdin, done, stderr
-	s.mu.Unlock()
-
 	ctx, cancel := context.WithTimeout(ctx, startTimeout)
 	defer cancel()
-	select {
-	case port := <-ready:
-		s.port = port
-	case <-done:
-		return fmt.Errorf("dynalite fixture: node exited before listening: %s", strings.TrimSpace(stderr.String()))
-	case <-ctx.Done():
-		s.Kill()
-		return fmt.Errorf("dynalite fixture: not listening after %v: %s", startTimeout, strings.TrimSpace(stderr.String()))
+	proc, port, err := npmfixture.Start(ctx, "dynalite", cmd, listening, startTimeout)
+	if err != nil {
+		return err
 	}
-	if err := waitHTTP(ctx, "http://127.0.0.1:"+strconv.Itoa(s.port)); err != nil {
+	s.mu.Lock()
+	s.proc = proc
+	s.mu.Unlock()
+	s.port, _ = strconv.Atoi(port)
+	if err := waitHTTP(ctx, "http://127.0.0.1:"+port); err != nil {
 		s.Kill()
-		return fmt.Errorf("dynalite fixture: %w; stderr: %s", err, strings.TrimSpace(stderr.String()))
+		return fmt.Errorf("dynalite fixture: %w; stderr: %s", err, proc.Stderr())
 	}
 	return nil
+}
+
+// listening recognises the launcher's "LISTENING <port>" line.
+func listening(line []byte) (string, bool) {
+	p, ok := bytes.CutPrefix(line, []byte("LISTENING "))
+	if !ok {
+		return "", false
+	}
+	n, err := strconv.Atoi(string(p))
+	if err != nil {
+		return "", false
+	}
+	return strconv.Itoa(n), true
 }
 
 // waitHTTP polls url until any HTTP answer comes back.
@@ -208,15 +184,10 @@ func waitHTTP(ctx context.Context, url string) error {
 func (s *Server) PID() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.cmd == nil || s.cmd.Process == nil {
+	if s.proc == nil {
 		return 0
 	}
-	select {
-	case <-s.done:
-		return 0
-	default:
-		return s.cmd.Process.Pid
-	}
+	return s.proc.PID()
 }
 
 // Kill ends the process abruptly (SIGKILL by PID), as a crash would, and
@@ -229,26 +200,19 @@ func (s *Server) Stop() { s.halt(false) }
 
 func (s *Server) halt(kill bool) {
 	s.mu.Lock()
-	cmd, stdin, done := s.cmd, s.stdin, s.done
+	proc := s.proc
 	s.mu.Unlock()
-	if cmd == nil {
+	if proc == nil {
 		return
 	}
 	if sigCont != nil {
-		_ = cmd.Process.Signal(sigCont) // a paused process cannot exit
+		_ = proc.Signal(sigCont) // a paused process cannot exit
 	}
 	if kill {
-		_ = cmd.Process.Kill()
+		proc.Kill()
 	} else {
-		_ = stdin.Close()
+		proc.Stop(time.Second)
 	}
-	select {
-	case <-done:
-	case <-time.After(time.Second):
-		_ = cmd.Process.Kill()
-		<-done
-	}
-	_ = stdin.Close()
 }
 
 // Pause freezes the process (SIGSTOP): connections are accepted by the
@@ -266,10 +230,10 @@ func (s *Server) signal(sig os.Signal) error {
 	if sig == nil {
 		return fmt.Errorf("dynalite fixture: pause/resume: %w on this OS", errors.ErrUnsupported)
 	}
-	if s.cmd == nil || s.cmd.Process == nil {
+	if s.proc == nil {
 		return errors.New("dynalite fixture: not running")
 	}
-	return s.cmd.Process.Signal(sig)
+	return s.proc.Signal(sig)
 }
 
 // Restart starts a stopped or killed server again on the same port, so
@@ -308,23 +272,3 @@ func NewClient(endpoint string, opts ...func(*dyn.Options)) *dyn.Client {
 
 // Addr returns host:port.
 func (s *Server) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port)) }
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.b.Len() > 64<<10 {
-		return len(p), nil
-	}
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}

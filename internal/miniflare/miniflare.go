@@ -26,8 +26,6 @@
 package miniflare
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -41,7 +39,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -61,6 +58,10 @@ const DirEnv = "KVBREAKER_MINIFLARE_DIR"
 // workerd listening.
 const startTimeout = 60 * time.Second
 
+// stopGrace is how long Stop waits for Miniflare to dispose workerd before
+// killing the process group.
+const stopGrace = 5 * time.Second
+
 // Server is a running Miniflare process. Its methods are safe for concurrent
 // use.
 type Server struct {
@@ -73,12 +74,9 @@ type Server struct {
 
 	writeLimit bool
 
-	mu     sync.Mutex
-	now    time.Time // the KV clock
-	cmd    *exec.Cmd
-	stdin  io.WriteCloser
-	done   chan struct{}
-	stderr *lockedBuffer
+	mu   sync.Mutex
+	now  time.Time           // the KV clock
+	proc *npmfixture.Process // nil before start
 }
 
 // Option configures Launch and Start.
@@ -326,54 +324,19 @@ func (s *Server) start(ctx context.Context) error {
 		"KVB_API_TOKEN="+s.Token,
 		"KVB_WRITE_LIMIT="+map[bool]string{true: "1"}[s.writeLimit],
 	)
-	// Its own process group, so Stop can end workerd (node's child) by the
-	// group id even if node dies first.
-	ownGroup(cmd)
-	stdin, err := cmd.StdinPipe() // the launcher exits when this closes
-	if err != nil {
-		return fmt.Errorf("miniflare fixture: %w", err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return fmt.Errorf("miniflare fixture: %w", err)
-	}
-	stderr := &lockedBuffer{}
-	cmd.Stderr = stderr
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("miniflare fixture: start node: %w", err)
-	}
-	done := make(chan struct{})
-	ready := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			var line struct {
-				URL string `json:"url"`
-			}
-			if json.Unmarshal(sc.Bytes(), &line) == nil && line.URL != "" {
-				select {
-				case ready <- line.URL:
-				default:
-				}
-			}
-		}
-		_ = cmd.Wait()
-		close(done)
-	}()
-	s.mu.Lock()
-	s.cmd, s.stdin, s.done, s.stderr = cmd, stdin, done, stderr
-	s.mu.Unlock()
-
 	ctx, cancel := context.WithTimeout(ctx, startTimeout)
 	defer cancel()
-	select {
-	case s.URL = <-ready:
-	case <-done:
-		return fmt.Errorf("miniflare fixture: node exited before listening: %s", strings.TrimSpace(stderr.String()))
-	case <-ctx.Done():
-		s.Stop()
-		return fmt.Errorf("miniflare fixture: not listening after %v: %s", startTimeout, strings.TrimSpace(stderr.String()))
+	// Its own process group, so Stop can end workerd (node's child) by the
+	// group id even if node dies first.
+	proc, origin, err := npmfixture.Start(ctx, "miniflare", cmd, readyURL, startTimeout,
+		npmfixture.Group(), npmfixture.StopOnTimeout(stopGrace))
+	if err != nil {
+		return err
 	}
+	s.mu.Lock()
+	s.proc = proc
+	s.mu.Unlock()
+	s.URL = origin
 	b, err := s.control(ctx, http.MethodGet, "clock")
 	if err == nil {
 		var now time.Time
@@ -385,7 +348,18 @@ func (s *Server) start(ctx context.Context) error {
 		}
 	}
 	s.Stop()
-	return fmt.Errorf("miniflare fixture: %w; stderr: %s", err, strings.TrimSpace(stderr.String()))
+	return fmt.Errorf("miniflare fixture: %w; stderr: %s", err, proc.Stderr())
+}
+
+// readyURL recognises the launcher's JSON line with the Worker's url.
+func readyURL(line []byte) (string, bool) {
+	var l struct {
+		URL string `json:"url"`
+	}
+	if json.Unmarshal(line, &l) != nil || l.URL == "" {
+		return "", false
+	}
+	return l.URL, true
 }
 
 // PID returns node's process id (also the process group id of node and
@@ -393,15 +367,10 @@ func (s *Server) start(ctx context.Context) error {
 func (s *Server) PID() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.cmd == nil || s.cmd.Process == nil {
+	if s.proc == nil {
 		return 0
 	}
-	select {
-	case <-s.done:
-		return 0
-	default:
-		return s.cmd.Process.Pid
-	}
+	return s.proc.PID()
 }
 
 // Stop asks the launcher to exit (its stdin closes; Miniflare disposes
@@ -409,45 +378,18 @@ func (s *Server) PID() int {
 // waits. Stop is idempotent.
 func (s *Server) Stop() {
 	s.mu.Lock()
-	cmd, stdin, done := s.cmd, s.stdin, s.done
+	proc := s.proc
 	s.mu.Unlock()
-	if cmd == nil {
+	if proc == nil {
 		return
 	}
-	_ = stdin.Close()
-	select {
-	case <-done:
-	case <-time.After(5 * time.Second):
-		killGroup(cmd)
-		<-done
-	}
-	// workerd normally exits with node; make sure nothing of the group
-	// survives.
-	killGroup(cmd)
+	// Also kills the group afterwards: workerd normally exits with node;
+	// make sure nothing of the group survives.
+	proc.Stop(stopGrace)
 }
 
 func randomHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.b.Len() > 64<<10 {
-		return len(p), nil
-	}
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

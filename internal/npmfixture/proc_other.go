@@ -1,6 +1,6 @@
 //go:build !unix
 
-package miniflare
+package npmfixture
 
 import "os/exec"
 
