@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"os"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -29,6 +28,7 @@ import (
 	"github.com/kvbreaker/kvbreaker/internal/dynalite"
 	"github.com/kvbreaker/kvbreaker/internal/etcdtest"
 	"github.com/kvbreaker/kvbreaker/internal/miniflare"
+	"github.com/kvbreaker/kvbreaker/internal/servers"
 )
 
 // The real servers, started once by TestMain for the tests and benchmarks
@@ -50,40 +50,18 @@ func TestMain(m *testing.M) {
 func run(m *testing.M) int {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	// Start the three servers at once: each takes a few seconds.
-	var wg sync.WaitGroup
-	errs := make([]error, 3)
-	wg.Go(func() { etcdSrv, errs[0] = etcdtest.New() })
-	wg.Go(func() {
-		if dynSrv, errs[1] = dynalite.Launch(ctx); errs[1] == nil {
-			dynClient = dynSrv.Client()
-			errs[1] = dynstore.CreateTable(ctx, dynClient, dynTable)
-		}
-	})
 	// Without miniflare.WriteLimit: the adapters pace their own writes to
 	// one key (1/s); the server's limit would only add 429s between the
 	// separate stores these tests use as separate workers.
-	wg.Go(func() { cfSrv, errs[2] = miniflare.Launch(ctx) })
-	wg.Wait()
-	stop := func() {
-		if etcdSrv != nil {
-			etcdSrv.Close()
-		}
-		if dynSrv != nil {
-			dynSrv.Stop()
-		}
-		if cfSrv != nil {
-			cfSrv.Stop()
-		}
-		etcdSrv, dynSrv, cfSrv = nil, nil, nil
+	set, err := servers.Start(ctx, dynTable)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "bench: the round-trip tests and real-backend benchmarks need the real servers: %v\n", err)
+		return 1
 	}
+	etcdSrv, dynSrv, cfSrv = set.Etcd, set.Dynalite, set.Miniflare
+	dynClient = dynSrv.Client()
+	stop := func() { set.Stop(); etcdSrv, dynSrv, cfSrv = nil, nil, nil }
 	defer stop()
-	for i, name := range []string{"etcd", "dynalite", "miniflare"} {
-		if errs[i] != nil {
-			fmt.Fprintf(os.Stderr, "bench: cannot start %s, which the round-trip tests and real-backend benchmarks need: %v\n", name, errs[i])
-			return 1
-		}
-	}
 	code := m.Run()
 	stop()
 	if code == 0 {

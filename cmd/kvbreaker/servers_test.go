@@ -5,18 +5,17 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"sync"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
 
-	"github.com/kvbreaker/kvbreaker/backends/dynamodb"
 	"github.com/kvbreaker/kvbreaker/backends/memory"
 	"github.com/kvbreaker/kvbreaker/core"
 	"github.com/kvbreaker/kvbreaker/internal/dynalite"
 	"github.com/kvbreaker/kvbreaker/internal/etcdtest"
 	"github.com/kvbreaker/kvbreaker/internal/miniflare"
+	"github.com/kvbreaker/kvbreaker/internal/servers"
 )
 
 // The real servers of the matrix, shared by the package's tests: each test
@@ -58,32 +57,12 @@ func TestMain(m *testing.M) {
 func withServers(f func() int) (int, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	var wg sync.WaitGroup
-	var etcdErr, dynErr, cfErr error
-	wg.Go(func() { etcdSrv, etcdErr = etcdtest.New() })
-	wg.Go(func() {
-		if dynSrv, dynErr = dynalite.Launch(ctx); dynErr == nil {
-			dynErr = dynamodb.CreateTable(ctx, dynSrv.Client(), dynTable)
-		}
-	})
-	wg.Go(func() { cfSrv, cfErr = miniflare.Launch(ctx) })
-	wg.Wait()
-	defer func() {
-		if etcdSrv != nil {
-			etcdSrv.Close()
-		}
-		if dynSrv != nil {
-			dynSrv.Stop()
-		}
-		if cfSrv != nil {
-			cfSrv.Stop()
-		}
-	}()
-	for _, err := range []error{etcdErr, dynErr, cfErr} {
-		if err != nil {
-			return 1, err
-		}
+	set, err := servers.Start(ctx, dynTable)
+	if err != nil {
+		return 1, err
 	}
+	defer set.Stop()
+	etcdSrv, dynSrv, cfSrv = set.Etcd, set.Dynalite, set.Miniflare
 	// The AWS config chain reads only these, never the machine's own
 	// files or an instance role.
 	for k, v := range map[string]string{
