@@ -23,10 +23,13 @@ const (
 	flagRestrained = 1 << 0
 	flagProbing    = 1 << 1
 	knownFlags     = flagRestrained | flagProbing
-	// maxFailures bounds what a decoder accepts, far above any sane
-	// HistoryLimit, so a hostile record cannot make it allocate much.
-	maxFailures = 1 << 12
 )
+
+// MaxFailures bounds the failures a record holds and the decoder accepts,
+// far above any sane FailureThreshold or HistoryLimit, so a hostile record
+// cannot make it allocate much. NewConfig refuses settings above it: such
+// records would stop decoding, read as absent, and never open the circuit.
+const MaxFailures = 1 << 12
 
 // ErrCorruptRecord is matched (errors.Is) by every decoding error; a
 // *RecordError says what was wrong. Breaker treats such a record as absent
@@ -122,7 +125,7 @@ func DecodeRecord(b []byte) (Record, error) {
 	b = b[n:]
 	// Each failure takes at least one byte: a count the bytes cannot hold
 	// is a lie, rejected before allocating.
-	if count > maxFailures || count > uint64(len(b)) {
+	if count > MaxFailures || count > uint64(len(b)) {
 		return fail(fmt.Sprintf("claims %d failures in %d bytes", count, len(b)))
 	}
 	if count > 0 {

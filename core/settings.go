@@ -139,6 +139,8 @@ func NewConfig(s Settings, t Traits) (Config, error) {
 		bad("FailureThreshold is %d: set at least 1, or zero for the default %d", s.FailureThreshold, DefaultFailureThreshold)
 	case s.FailureThreshold == 0:
 		c.FailureThreshold = DefaultFailureThreshold
+	case s.FailureThreshold > MaxFailures:
+		bad("FailureThreshold is %d, above the %d failures a record can hold: set at most %d", s.FailureThreshold, MaxFailures, MaxFailures)
 	default:
 		c.FailureThreshold = s.FailureThreshold
 	}
@@ -147,6 +149,8 @@ func NewConfig(s Settings, t Traits) (Config, error) {
 		bad("HistoryLimit is %d: set at least 1, or zero for the default %d", s.HistoryLimit, DefaultHistoryLimit)
 	case s.HistoryLimit == 0:
 		c.HistoryLimit = DefaultHistoryLimit
+	case s.HistoryLimit > MaxFailures:
+		bad("HistoryLimit is %d, above the %d failures a record can hold: set at most %d", s.HistoryLimit, MaxFailures, MaxFailures)
 	default:
 		c.HistoryLimit = s.HistoryLimit
 	}
@@ -154,6 +158,14 @@ func NewConfig(s Settings, t Traits) (Config, error) {
 		c.HistoryLimit = c.FailureThreshold
 	}
 
+	if t.MaxClockSkew > 0 && skew > t.MaxClockSkew {
+		opt := t.MaxClockSkewOption
+		if opt == "" {
+			opt = "the store's clock-skew option"
+		}
+		bad("ClockSkew is %v but this store's physical expiry covers at most %v of skew: raise it with %s, or lower ClockSkew if your clocks are that close",
+			skew, t.MaxClockSkew, opt)
+	}
 	need := t.Expiry.RequiredMargin(skew)
 	margin := max(DefaultTTLMargin, need)
 	switch {

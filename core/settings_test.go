@@ -46,6 +46,16 @@ func TestNewConfigRejects(t *testing.T) {
 		{name: "state-ttl-without-margin", s: Settings{StateTTL: 30 * time.Minute}, traits: etcdLike, want: []string{"StateTTL is 30m0s, below 30m3s"}},
 		{name: "margin-below-store-need", s: Settings{TTLMargin: time.Second}, traits: etcdLike, want: []string{"TTLMargin is 1s but this store (relative expiry, granularity 1s", "needs at least 3s"}},
 		{name: "custom-policy-without-ttl", s: Settings{FailurePolicy: func([]time.Time) bool { return true }}, want: []string{"FailurePolicy is set but StateTTL is not"}},
+		// Regression (#12.5): main accepted these; the records stopped
+		// decoding, read as absent, and the circuit never opened.
+		{name: "threshold-above-codec", s: Settings{FailureThreshold: MaxFailures + 1}, want: []string{"FailureThreshold is 4097, above the 4096 failures a record can hold"}},
+		{name: "history-above-codec", s: Settings{HistoryLimit: MaxFailures + 1, FailurePolicy: func([]time.Time) bool { return false }, StateTTL: time.Hour},
+			want: []string{"HistoryLimit is 4097, above the 4096"}},
+		// Regression (#12.6): a store whose physical expiry covers 1 s of
+		// skew accepted ClockSkew 5 s on main.
+		{name: "skew-beyond-store-padding", s: Settings{ClockSkew: 5 * time.Second},
+			traits: Traits{Atomic: true, Expiry: ExpiryModel{Kind: ExpiryReaderFiltered, Granularity: time.Second}, MaxClockSkew: time.Second, MaxClockSkewOption: "dynamodb.WithPurgeDelay"},
+			want:   []string{"ClockSkew is 5s but this store's physical expiry covers at most 1s", "raise it with dynamodb.WithPurgeDelay"}},
 		{name: "all-at-once", s: Settings{FailureThreshold: -1, HoldLimit: -1, TTLMargin: -1}, want: []string{"FailureThreshold", "HoldLimit", "TTLMargin"}},
 	}
 	for _, tc := range cases {
@@ -70,6 +80,14 @@ func TestNewConfigAcceptsExplicit(t *testing.T) {
 	}
 	if c.StateTTL != 2*time.Hour || c.HistoryLimit != DefaultHistoryLimit {
 		t.Fatalf("%+v", c)
+	}
+	// The largest accepted values of the codec-bounded settings.
+	if _, err := NewConfig(Settings{FailureThreshold: MaxFailures}, Traits{}); err != nil {
+		t.Fatalf("threshold at the codec bound rejected: %v", err)
+	}
+	covered := Traits{Expiry: ExpiryModel{Kind: ExpiryReaderFiltered}, MaxClockSkew: 2 * time.Second}
+	if _, err := NewConfig(Settings{ClockSkew: 2 * time.Second}, covered); err != nil {
+		t.Fatalf("skew the store covers rejected: %v", err)
 	}
 	if _, err := NewConfig(Settings{TTLMargin: 3 * time.Second, StateTTL: 30*time.Minute + 3*time.Second}, Traits{Expiry: ExpiryModel{Granularity: time.Second}}); err != nil {
 		t.Fatalf("exact requirement rejected: %v", err)

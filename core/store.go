@@ -162,6 +162,17 @@ type Traits struct {
 	// MinWriteInterval is the shortest interval between writes to one key
 	// the backend accepts (Workers KV: 1 s); zero for none.
 	MinWriteInterval time.Duration
+	// MaxClockSkew is the largest Settings.ClockSkew the store's physical
+	// expiry covers. A reader-filtered store keeps its physical copy past
+	// the logical expiry by a padding (DynamoDB's purge delay, Workers KV's
+	// padded expiration_ttl) so that a reader whose clock is behind still
+	// finds the record it counts as live; the padding bounds the skew it
+	// covers. Zero means no bound: the physical expiry is the logical one.
+	MaxClockSkew time.Duration
+	// MaxClockSkewOption names the adapter option that raises MaxClockSkew
+	// (e.g. "dynamodb.WithPurgeDelay"), quoted when NewConfig refuses a
+	// larger ClockSkew.
+	MaxClockSkewOption string
 }
 
 // MaxKeyLen is the longest key, in bytes, Breaker passes to a Store.
