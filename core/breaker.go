@@ -101,9 +101,23 @@ func (b *Breaker) Config() Config { return b.cfg }
 // max(RecoveryDelay, FailureWindow) + TTLMargin unless set explicitly.
 func (b *Breaker) StateTTL() time.Duration { return b.cfg.StateTTL }
 
-// now reads the clock once per call, to the millisecond the record keeps, so
-// what a worker decides equals what it stores.
-func (b *Breaker) now() time.Time { return b.clock().Round(0).Truncate(time.Millisecond) }
+// instant is one call's reading of time: wall is the Breaker's clock to the
+// millisecond the record keeps (so what a worker decides equals what it
+// stores), mono the monotonic clock the cache judges staleness by (a
+// wall-clock step must not extend a cached entry).
+type instant struct{ wall, mono time.Time }
+
+// instant reads the clock once per call; time.Now a second time only when
+// the decision cache needs the monotonic clock and Settings.Clock replaced
+// it.
+func (b *Breaker) instant() instant {
+	t := b.clock()
+	in := instant{wall: t.Round(0).Truncate(time.Millisecond), mono: t}
+	if b.s.Clock != nil && b.cache.decides() {
+		in.mono = time.Now()
+	}
+	return in
+}
 
 // current is a record as read, with the version to compare against.
 type current struct {
@@ -171,27 +185,37 @@ func (b *Breaker) apply(ctx context.Context, host string, cur current, st *Step)
 	return current{}, false, err
 }
 
-// run reads host's record (from the cache when it may be served) and
-// applies decide to it, retrying on conflicts with the store's current
-// record. It returns the committed step; OnStateChange fires after the write.
-func (b *Breaker) run(ctx context.Context, host string, now time.Time, write bool, decide func(Record) Step) (Step, error) {
+// run reads host's record and applies decide to it, retrying on conflicts
+// with the store's current record. It returns the committed step;
+// OnStateChange fires after the write.
+//
+// Allow (write == false) may decide on a fresh cached record. A write call
+// never does: a cached record is only the compare-and-swap hint, which the
+// store validates, and a "no write" decided on it is confirmed by a read,
+// since another worker may have changed the record since.
+func (b *Breaker) run(ctx context.Context, host string, in instant, write bool, decide func(Record) Step) (Step, error) {
 	if err := ValidateKey(host); err != nil {
 		return Step{}, err
 	}
-	cur, fresh := b.cache.get(host, now)
-	hinted := false
-	if !fresh && write && b.traits.Atomic {
+	var cur current
+	fresh, hinted := false, false
+	switch {
+	case !write:
+		cur, fresh = b.cache.get(host, in.wall, in.mono)
+	case b.traits.Atomic:
+		// A non-atomic store cannot validate a hint: writes read first.
 		cur, hinted = b.cache.hint(host)
 		fresh = hinted
 	}
 	for range maxCASAttempts {
 		if !fresh {
+			seq := b.cache.begin()
 			var err error
 			if cur, err = b.get(ctx, host); err != nil {
 				b.cache.forget(host)
 				return Step{}, err
 			}
-			b.cache.put(host, cur, now)
+			b.cache.put(host, cur, seq, in.mono)
 		}
 		st := decide(cur.rec)
 		if st.Write == WriteNone {
@@ -206,7 +230,7 @@ func (b *Breaker) run(ctx context.Context, host string, now time.Time, write boo
 		hinted = false
 		next, ok, err := b.apply(ctx, host, cur, &st)
 		if ok {
-			b.cache.put(host, next, now)
+			b.cache.put(host, next, b.cache.begin(), in.mono)
 		} else {
 			b.cache.forget(host)
 		}
@@ -242,7 +266,8 @@ func (b *Breaker) notify(host string, st *Step) {
 // fails ValidateKey is never passed to the store: Allow answers Send with an
 // error matching ErrInvalidKey (the breaker cannot track such a host).
 func (b *Breaker) Allow(ctx context.Context, host string, heldSince time.Time) (Verdict, error) {
-	now := b.now()
+	in := b.instant()
+	now := in.wall
 	if b.cfg.HoldExpired(heldSince, now) {
 		if b.s.OnDrop != nil {
 			b.s.OnDrop(host, heldSince)
@@ -253,7 +278,7 @@ func (b *Breaker) Allow(ctx context.Context, host string, heldSince time.Time) (
 	// restraint's end every worker holding a message for the host asks at
 	// once; on a hint each loser would pay a failed compare-and-swap (a
 	// Raft proposal, a DynamoDB write unit) where a read costs less.
-	st, err := b.run(ctx, host, now, false, func(r Record) Step { return AllowStep(r, now, heldSince, &b.cfg) })
+	st, err := b.run(ctx, host, in, false, func(r Record) Step { return AllowStep(r, now, heldSince, &b.cfg) })
 	if heldSince.IsZero() {
 		heldSince = now
 	}
@@ -283,28 +308,28 @@ func (b *Breaker) holdBriefly(now, heldSince time.Time) time.Time {
 
 // Failure records that a delivery to host failed (no answer, 5xx, timeout).
 func (b *Breaker) Failure(ctx context.Context, host string) error {
-	now := b.now()
-	_, err := b.run(ctx, host, now, true, func(r Record) Step { return FailureStep(r, now, &b.cfg) })
+	in := b.instant()
+	_, err := b.run(ctx, host, in, true, func(r Record) Step { return FailureStep(r, in.wall, &b.cfg) })
 	return wrap("failure", host, err)
 }
 
 // Success records that host answered; its record is deleted and the circuit
 // closes.
 func (b *Breaker) Success(ctx context.Context, host string) error {
-	_, err := b.run(ctx, host, b.now(), true, SuccessStep)
+	_, err := b.run(ctx, host, b.instant(), true, SuccessStep)
 	return wrap("success", host, err)
 }
 
 // ReachableFailure records a failure that proves the host is up (it
 // answered, e.g. with a 4xx): like Success, the circuit closes.
 func (b *Breaker) ReachableFailure(ctx context.Context, host string) error {
-	_, err := b.run(ctx, host, b.now(), true, SuccessStep)
+	_, err := b.run(ctx, host, b.instant(), true, SuccessStep)
 	return wrap("reachable failure", host, err)
 }
 
 // Reset deletes host's record whatever it holds, force-closing the circuit.
 func (b *Breaker) Reset(ctx context.Context, host string) error {
-	_, err := b.run(ctx, host, b.now(), true, func(r Record) Step {
+	_, err := b.run(ctx, host, b.instant(), true, func(r Record) Step {
 		return Step{From: r.State(), To: StateClosed, Write: WriteDelete}
 	})
 	return wrap("reset", host, err)
