@@ -42,14 +42,11 @@ type FedifyOptions struct {
 	// StateTTL is the TTL of every record written. Zero derives it as
 	// fedify does: max(RecoveryDelay+FailureWindow,
 	// RecoveryDelay+HeldActivityTTL), or RecoveryDelay+HeldActivityTTL with
-	// a custom Failure. An explicit value is only checked to be positive,
-	// as in the fedify release the design note reviews, so it may undercut
-	// RecoveryDelay (the footgun the note describes).
+	// a custom Failure. An explicit value below RecoveryDelay is an error,
+	// as in fedify 2.3.3 and later ("stateTtl must be at least
+	// recoveryDelay."); to see what a store TTL below the restraint does,
+	// cap the store instead (WithMaxStoreTTL).
 	StateTTL time.Duration
-	// RejectShortStateTTL makes an explicit StateTTL below RecoveryDelay an
-	// error, as later fedify releases do ("stateTtl must be at least
-	// recoveryDelay").
-	RejectShortStateTTL bool
 }
 
 // maxCustomFailureHistory is fedify's MAX_CUSTOM_FAILURE_HISTORY.
@@ -89,7 +86,7 @@ func NewFedifyConfig(o FedifyOptions) (FedifyConfig, error) {
 	if o.StateTTL < 0 {
 		errs = append(errs, fmt.Errorf("stateTtl must be a positive duration (got %v)", o.StateTTL))
 	}
-	if o.RejectShortStateTTL && o.StateTTL > 0 && o.StateTTL < c.RecoveryDelay {
+	if o.StateTTL > 0 && o.StateTTL < c.RecoveryDelay {
 		errs = append(errs, errors.New("stateTtl must be at least recoveryDelay"))
 	}
 	if o.Failure == nil {
@@ -262,27 +259,33 @@ func CheckOpenedInvariant(rec FedifyRecord) error {
 	return nil
 }
 
-// Fedify is fedify's circuit breaker over its own TTL store: the reference
-// model, labelled "fedify-4field".
+// Fedify is a Go model of fedify 2.3.x's CircuitBreaker
+// (packages/fedify/src/federation/circuit-breaker.ts) over its own TTL
+// store: the reference model, labelled "fedify-4field". It is not fedify:
+// TestAgainstFedify drives fedify 2.3.8's own CircuitBreaker on the same
+// random call streams and compares every answer (opt-in, it needs node and
+// npm).
 type Fedify struct {
 	cfg   FedifyConfig
 	store ttlStore[FedifyRecord]
+	name  string
 }
 
 // NewFedify normalises o and returns an empty Fedify.
-func NewFedify(o FedifyOptions) (*Fedify, error) {
+func NewFedify(o FedifyOptions, opts ...Option) (*Fedify, error) {
 	c, err := NewFedifyConfig(o)
 	if err != nil {
 		return nil, err
 	}
-	return &Fedify{cfg: c, store: newTTLStore[FedifyRecord]()}, nil
+	so := applyOptions(opts)
+	return &Fedify{cfg: c, store: newTTLStore[FedifyRecord](so), name: "fedify-4field" + so.suffix()}, nil
 }
 
 // Config returns the normalised options, including the StateTTL in use.
 func (f *Fedify) Config() FedifyConfig { return f.cfg }
 
-// Name returns "fedify-4field".
-func (f *Fedify) Name() string { return "fedify-4field" }
+// Name returns "fedify-4field", with "@ttl" and the cap over a capped store.
+func (f *Fedify) Name() string { return f.name }
 
 func (f *Fedify) apply(host string, now time.Time, st FedifyStep) {
 	switch st.Write {
@@ -324,6 +327,19 @@ func (f *Fedify) Success(host string, now time.Time) Transition {
 func (f *Fedify) Live(host string, now time.Time) bool {
 	_, ok := f.store.get(host, now)
 	return ok
+}
+
+// Restraint implements Model: an open record restrains until opened +
+// recoveryDelay, a half-open one until halfOpened + recoveryDelay.
+func (f *Fedify) Restraint(host string, now time.Time) (time.Time, bool) {
+	rec, ok := f.store.get(host, now)
+	switch {
+	case !ok || rec.State == core.StateClosed:
+		return time.Time{}, false
+	case rec.State == core.StateHalfOpen:
+		return rec.HalfOpened.Add(f.cfg.RecoveryDelay), true
+	}
+	return rec.Opened.Add(f.cfg.RecoveryDelay), true
 }
 
 // Record returns host's stored record at now, if any.

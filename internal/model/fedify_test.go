@@ -205,8 +205,9 @@ func TestFedifyOptions(t *testing.T) {
 		{"default-ttl-covers-held-activities", FedifyOptions{}, 30*mn + 7*24*time.Hour, ""},
 		{"default-ttl-uses-window-when-longer", FedifyOptions{HeldActivityTTL: mn, FailureWindow: time.Hour}, 90 * mn, ""},
 		{"custom-policy-ttl", FedifyOptions{Failure: func([]time.Time) bool { return true }}, 30*mn + 7*24*time.Hour, ""},
-		{"explicit-ttl-below-recovery-accepted", FedifyOptions{StateTTL: 10 * mn}, 10 * mn, ""},
-		{"later-fedify-rejects-short-ttl", FedifyOptions{StateTTL: 10 * mn, RejectShortStateTTL: true}, 0, "stateTtl must be at least recoveryDelay"},
+		{"explicit-ttl-at-recovery-delay", FedifyOptions{StateTTL: 30 * mn}, 30 * mn, ""},
+		// fedify 2.3.3 and later: normalizeCircuitBreakerOptions throws.
+		{"short-ttl-refused", FedifyOptions{StateTTL: 10 * mn}, 0, "stateTtl must be at least recoveryDelay"},
 		{"negative-duration", FedifyOptions{RecoveryDelay: -1}, 0, "recoveryDelay must be a positive duration"},
 		{"negative-threshold", FedifyOptions{FailureThreshold: -1}, 0, "failureThreshold must be a positive integer"},
 	} {
@@ -243,7 +244,7 @@ func TestFedifyCustomPolicyHistory(t *testing.T) {
 }
 
 func TestFedifyRecordExpires(t *testing.T) {
-	f, err := NewFedify(FedifyOptions{StateTTL: 10 * mn})
+	f, err := NewFedify(FedifyOptions{}, WithMaxStoreTTL(10*mn))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -256,14 +257,17 @@ func TestFedifyRecordExpires(t *testing.T) {
 	}
 }
 
-// TestStateTTLFootgunGap: fedify with an explicit stateTtl (10 min) below
-// recoveryDelay (30 min) loses the open record after 10 minutes and sends
-// to the dead host in the gap until it re-trips, twice per recovery delay;
-// with its default stateTtl it holds throughout. kvbreaker refuses the
-// configuration.
-func TestStateTTLFootgunGap(t *testing.T) {
-	gapSends := func(o FedifyOptions) int {
-		f, err := NewFedify(o)
+// TestStoreTTLBelowRestraintGap: the failure mode the design note warns
+// about, a store TTL (10 min) below the restraint (30 min). fedify 2.3.3+
+// refuses such a stateTtl, so the store expires the record on its own
+// (WithMaxStoreTTL): the open record is gone after 10 minutes and the model
+// sends to the dead host in the gap until it re-trips, twice per recovery
+// delay; with the store keeping the record it holds throughout. kvbreaker
+// refuses the StateTTL; a store that expires early is its conformance
+// check's to catch.
+func TestStoreTTLBelowRestraintGap(t *testing.T) {
+	gapSends := func(opts ...Option) int {
+		f, err := NewFedify(FedifyOptions{}, opts...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -277,12 +281,15 @@ func TestStateTTLFootgunGap(t *testing.T) {
 		}
 		return n
 	}
-	short, def := gapSends(FedifyOptions{StateTTL: 10 * mn}), gapSends(FedifyOptions{})
-	t.Logf("sends to the dead host inside its 30-minute restraint: %d with stateTtl 10m, %d with the default", short, def)
+	short, def := gapSends(WithMaxStoreTTL(10*mn)), gapSends()
+	t.Logf("sends to the dead host inside its 30-minute restraint: %d with a 10m store TTL, %d with the default", short, def)
 	// Gone at 10m4s: sends at 11..15 min re-trip it; gone again at 25 min:
 	// sends at 25..29 min.
 	if short != 10 || def != 0 {
-		t.Fatalf("gap sends: stateTtl 10m %d (want 10), default %d (want 0)", short, def)
+		t.Fatalf("gap sends: store TTL 10m %d (want 10), default %d (want 0)", short, def)
+	}
+	if _, err := NewFedify(FedifyOptions{StateTTL: 10 * mn}); err == nil || !strings.Contains(err.Error(), "stateTtl must be at least recoveryDelay") {
+		t.Fatalf("fedify model with stateTtl 10m < recoveryDelay 30m: err = %v", err)
 	}
 	_, err := core.NewConfig(core.Settings{StateTTL: 10 * mn}, core.Traits{Atomic: true})
 	if err == nil || !strings.Contains(err.Error(), "StateTTL is 10m0s") {

@@ -46,14 +46,15 @@ func TestOpenedIsMaxFailures(t *testing.T) {
 	for _, tc := range []struct {
 		o     FedifyOptions
 		depth int
-		// halfOpen: the exploration must reach half-open. With a stateTtl
-		// below recoveryDelay it cannot: the open record expires first.
+		// halfOpen: the exploration must reach half-open. With stateTtl ==
+		// recoveryDelay (the least fedify 2.3.3+ accepts) it cannot: the open
+		// record expires at the very instant it would probe.
 		halfOpen bool
 	}{
 		{FedifyOptions{FailureThreshold: 1, FailureWindow: 10 * time.Second, RecoveryDelay: 30 * time.Second, ReleaseInterval: time.Second}, 7, true},
 		{FedifyOptions{FailureThreshold: 2, FailureWindow: 10 * time.Second, RecoveryDelay: 30 * time.Second, ReleaseInterval: time.Second}, 7, true},
 		{FedifyOptions{FailureThreshold: 3, FailureWindow: 60 * time.Second, RecoveryDelay: 20 * time.Second, ReleaseInterval: time.Second}, 6, true},
-		{FedifyOptions{FailureThreshold: 2, FailureWindow: 10 * time.Second, RecoveryDelay: 30 * time.Second, ReleaseInterval: time.Second, StateTTL: 15 * time.Second}, 10, false},
+		{FedifyOptions{FailureThreshold: 2, FailureWindow: 10 * time.Second, RecoveryDelay: 30 * time.Second, ReleaseInterval: time.Second, StateTTL: 30 * time.Second}, 10, false},
 	} {
 		o := tc.o
 		t.Run(fmt.Sprintf("threshold=%d,window=%v,recovery=%v,ttl=%v", o.FailureThreshold, o.FailureWindow, o.RecoveryDelay, o.StateTTL), func(t *testing.T) {

@@ -13,9 +13,23 @@ import (
 // simulated clock, labelled "kvbreaker".
 type Kvbreaker struct {
 	b     *core.Breaker
-	store *memory.Store
+	store core.Store
+	name  string
 	last  Transition
 	err   error
+}
+
+// cappedStore is a memory store that expires every record at most maxTTL
+// after its write while declaring memory's exact expiry (WithMaxStoreTTL):
+// a store that breaks its declared Traits, which kvbreaker check's expiry
+// measurement reports and a Breaker cannot see.
+type cappedStore struct {
+	*memory.Store
+	maxTTL time.Duration
+}
+
+func (s cappedStore) CompareAndSwap(ctx context.Context, key string, old core.Version, value []byte, ttl time.Duration) (core.Version, error) {
+	return s.Store.CompareAndSwap(ctx, key, old, value, min(ttl, s.maxTTL))
 }
 
 // NewKvbreaker builds a Breaker from s over a fresh memory store, both
@@ -23,8 +37,13 @@ type Kvbreaker struct {
 // every call. s.Clock and s.OnStateChange are replaced. The error is
 // core.NewBreaker's when s is refused (for example a StateTTL below
 // max(RecoveryDelay, FailureWindow) plus the store's margin).
-func NewKvbreaker(s core.Settings, clock func() time.Time) (*Kvbreaker, error) {
-	k := &Kvbreaker{store: memory.New(memory.WithClock(clock))}
+func NewKvbreaker(s core.Settings, clock func() time.Time, opts ...Option) (*Kvbreaker, error) {
+	so := applyOptions(opts)
+	mem := memory.New(memory.WithClock(clock))
+	k := &Kvbreaker{store: mem, name: "kvbreaker" + so.suffix()}
+	if so.maxTTL > 0 {
+		k.store = cappedStore{Store: mem, maxTTL: so.maxTTL}
+	}
 	s.Clock = clock
 	s.OnStateChange = func(_ string, from, to core.State) { k.last = Transition{From: from, To: to} }
 	b, err := core.NewBreaker(k.store, s)
@@ -35,8 +54,8 @@ func NewKvbreaker(s core.Settings, clock func() time.Time) (*Kvbreaker, error) {
 	return k, nil
 }
 
-// Name returns "kvbreaker".
-func (k *Kvbreaker) Name() string { return "kvbreaker" }
+// Name returns "kvbreaker", with "@ttl" and the cap over a capped store.
+func (k *Kvbreaker) Name() string { return k.name }
 
 // Breaker returns the Breaker under test.
 func (k *Kvbreaker) Breaker() *core.Breaker { return k.b }
@@ -83,6 +102,12 @@ func (k *Kvbreaker) Live(host string, _ time.Time) bool {
 		k.keep(err)
 	}
 	return err == nil
+}
+
+// Restraint implements Model: the record's RestrainedUntil.
+func (k *Kvbreaker) Restraint(host string, _ time.Time) (time.Time, bool) {
+	rec, ok := k.Record(host)
+	return rec.RestrainedUntil, ok && !rec.RestrainedUntil.IsZero()
 }
 
 // Record returns host's stored record, if any.

@@ -1,7 +1,9 @@
-// Package model holds the breaker models the simulator compares: fedify's
-// four-field record (the reference, [Fedify]), the design note's two-field
-// record exactly as its pseudocode reads ([Seed]), and kvbreaker's own core
-// behind the [Model] interface ([Kvbreaker]).
+// Package model holds the breaker models the simulator compares: a Go model
+// of fedify 2.3.x's CircuitBreaker with its four-field record (the
+// reference, [Fedify]; not fedify itself, see TestAgainstFedify for what it
+// is checked against), the design note's two-field record exactly as its
+// pseudocode reads ([Seed]), and kvbreaker's own core behind the [Model]
+// interface ([Kvbreaker]).
 //
 // Every model keeps its records in its own store with a TTL on the simulated
 // clock, and every call is one atomic read-decide-write at one instant: in
@@ -15,6 +17,7 @@
 package model
 
 import (
+	"strings"
 	"time"
 
 	"github.com/kvbreaker/kvbreaker/core"
@@ -60,12 +63,58 @@ type Model interface {
 	Success(host string, now time.Time) Transition
 	// Live reports whether host has a record that has not expired at now.
 	Live(host string, now time.Time) bool
+	// Restraint reports whether host's live record at now restrains it
+	// (open or half-open) and until when: the instant the record would
+	// answer Probe (open) or let a stale probe be taken over (half-open).
+	Restraint(host string, now time.Time) (until time.Time, restrained bool)
+}
+
+// Option configures the store under a model.
+type Option func(*storeOptions)
+
+type storeOptions struct{ maxTTL time.Duration }
+
+// WithMaxStoreTTL makes the model's store expire every record at most d
+// after its write, whatever TTL the breaker asked for: a store that keeps
+// records for less time than the breaker needs (an eviction policy, a TTL
+// ceiling, a misdeclared adapter), the failure mode of a store TTL below
+// the restraint. The model's name gets "@ttl" and d appended.
+func WithMaxStoreTTL(d time.Duration) Option { return func(o *storeOptions) { o.maxTTL = d } }
+
+func applyOptions(opts []Option) storeOptions {
+	var o storeOptions
+	for _, f := range opts {
+		f(&o)
+	}
+	return o
+}
+
+// suffix is the name suffix for a capped store: "@ttl10m".
+func (o storeOptions) suffix() string {
+	if o.maxTTL <= 0 {
+		return ""
+	}
+	return "@ttl" + ShortDuration(o.maxTTL)
+}
+
+// ShortDuration formats d without zero trailing units: 10m, 1h, 1h30m, 45s.
+func ShortDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
 }
 
 // ttlStore is a map of records with a TTL each, judged on the caller's
 // instant: the key-value store under the reference models.
 type ttlStore[R any] struct {
 	m map[string]ttlEntry[R]
+	// maxTTL, if positive, caps every TTL (WithMaxStoreTTL).
+	maxTTL time.Duration
 }
 
 type ttlEntry[R any] struct {
@@ -73,7 +122,9 @@ type ttlEntry[R any] struct {
 	expires time.Time
 }
 
-func newTTLStore[R any]() ttlStore[R] { return ttlStore[R]{m: make(map[string]ttlEntry[R])} }
+func newTTLStore[R any](o storeOptions) ttlStore[R] {
+	return ttlStore[R]{m: make(map[string]ttlEntry[R]), maxTTL: o.maxTTL}
+}
 
 // get returns key's record unless it has expired at now (an expired entry is
 // deleted, as a store that expires lazily would).
@@ -92,6 +143,9 @@ func (s *ttlStore[R]) get(key string, now time.Time) (R, bool) {
 }
 
 func (s *ttlStore[R]) put(key string, rec R, now time.Time, ttl time.Duration) {
+	if s.maxTTL > 0 {
+		ttl = min(ttl, s.maxTTL)
+	}
 	s.m[key] = ttlEntry[R]{rec: rec, expires: now.Add(ttl)}
 }
 

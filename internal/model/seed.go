@@ -142,22 +142,24 @@ func SeedSuccess(rec SeedRecord, found bool) SeedStep {
 type Seed struct {
 	cfg   SeedConfig
 	store ttlStore[SeedRecord]
+	name  string
 }
 
 // NewSeed returns an empty Seed.
-func NewSeed(c SeedConfig) (*Seed, error) {
+func NewSeed(c SeedConfig, opts ...Option) (*Seed, error) {
 	c, err := c.normalise()
 	if err != nil {
 		return nil, err
 	}
-	return &Seed{cfg: c, store: newTTLStore[SeedRecord]()}, nil
+	so := applyOptions(opts)
+	return &Seed{cfg: c, store: newTTLStore[SeedRecord](so), name: "seed-2field" + so.suffix()}, nil
 }
 
 // Config returns the normalised configuration.
 func (s *Seed) Config() SeedConfig { return s.cfg }
 
-// Name returns "seed-2field".
-func (s *Seed) Name() string { return "seed-2field" }
+// Name returns "seed-2field", with "@ttl" and the cap over a capped store.
+func (s *Seed) Name() string { return s.name }
 
 func (s *Seed) apply(host string, now time.Time, st SeedStep) {
 	switch st.Write {
@@ -199,6 +201,12 @@ func (s *Seed) Success(host string, now time.Time) Transition {
 func (s *Seed) Live(host string, now time.Time) bool {
 	_, ok := s.store.get(host, now)
 	return ok
+}
+
+// Restraint implements Model.
+func (s *Seed) Restraint(host string, now time.Time) (time.Time, bool) {
+	rec, ok := s.store.get(host, now)
+	return rec.RestrainedUntil, ok && !rec.RestrainedUntil.IsZero()
 }
 
 // Record returns host's stored record at now, if any.
