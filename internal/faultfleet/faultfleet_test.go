@@ -1,0 +1,112 @@
+package faultfleet_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/kvbreaker/kvbreaker/backends/memory"
+	"github.com/kvbreaker/kvbreaker/core"
+	"github.com/kvbreaker/kvbreaker/internal/faultfleet"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func shared(st core.Store) func(context.Context, int) (core.Store, error) {
+	return func(context.Context, int) (core.Store, error) { return st, nil }
+}
+
+// TestCorrectStorePasses is the positive control: the memory store, no
+// faults, every check on.
+func TestCorrectStorePasses(t *testing.T) {
+	st := memory.New()
+	rep, err := faultfleet.Run(t.Context(), faultfleet.Config{
+		NewStore: shared(st), Observer: st, Duration: time.Second,
+	})
+	t.Log(rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Transitions["closed→open"] == 0 || rep.Transitions["open→half-open"] == 0 || rep.Calls["allow:probe"] == 0 {
+		t.Fatalf("the run never opened and probed a circuit: %v", rep)
+	}
+}
+
+// retriedWrites is an adapter with the bug of #12.3: every few writes, it
+// answers like an SDK whose retry of an applied write met that write: a
+// conflict carrying its own value and version.
+type retriedWrites struct {
+	core.Store
+	n atomic.Int64
+}
+
+func (s *retriedWrites) CompareAndSwap(ctx context.Context, key string, old core.Version, value []byte, ttl time.Duration) (core.Version, error) {
+	ver, err := s.Store.CompareAndSwap(ctx, key, old, value, ttl)
+	if err == nil && s.n.Add(1)%3 == 0 {
+		return 0, &core.ConflictError{Value: value, Version: ver}
+	}
+	return ver, err
+}
+
+// TestOwnWriteConflictFails is the negative control: the checks catch the
+// double-counted failure, the probe winner told Hold and the unreported
+// opening that an adapter returning its own write as a conflict causes.
+func TestOwnWriteConflictFails(t *testing.T) {
+	mem := memory.New()
+	st := &retriedWrites{Store: mem}
+	rep, err := faultfleet.Run(t.Context(), faultfleet.Config{
+		NewStore: shared(st), Observer: mem, Duration: 1500 * time.Millisecond,
+	})
+	t.Log(rep)
+	if !errors.Is(err, faultfleet.ErrViolation) {
+		t.Fatalf("got %v, want violations", err)
+	}
+	for _, want := range []string{"counted twice", "won the probe election", "opened the circuit"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("no violation saying %q in:\n%v", want, err)
+		}
+	}
+}
+
+// stuck ignores its context on some reads, as a client with no deadline on
+// a hung connection would.
+type stuck struct {
+	core.Store
+	n atomic.Int64
+}
+
+func (s *stuck) Get(ctx context.Context, key string) ([]byte, core.Version, error) {
+	if s.n.Add(1)%40 == 0 {
+		time.Sleep(400 * time.Millisecond) // a stuck call, not a wait for logic
+	}
+	return s.Store.Get(ctx, key)
+}
+
+// TestStuckCallFails: a call that outlives its context is reported.
+func TestStuckCallFails(t *testing.T) {
+	mem := memory.New()
+	rep, err := faultfleet.Run(t.Context(), faultfleet.Config{
+		NewStore: shared(&stuck{Store: mem}), Observer: mem, Duration: time.Second,
+		Settings: core.Settings{CallTimeout: 100 * time.Millisecond}, Slack: 100 * time.Millisecond,
+		Checks: faultfleet.CheckCallTime,
+	})
+	t.Log(rep)
+	if err == nil || !strings.Contains(err.Error(), "more than CallTimeout") {
+		t.Fatalf("got %v, want a call-time violation", err)
+	}
+}
+
+// TestChecksFor: a last-writer-wins store is not held to a single probe.
+func TestChecksFor(t *testing.T) {
+	if c := faultfleet.ChecksFor(core.Traits{Atomic: false}); c&faultfleet.CheckOneProbe != 0 || c&faultfleet.CheckFailuresOnce == 0 {
+		t.Fatalf("ChecksFor(non-atomic) = %b", c)
+	}
+	if faultfleet.ChecksFor(core.Traits{Atomic: true}) != faultfleet.CheckAll {
+		t.Fatal("ChecksFor(atomic) is not CheckAll")
+	}
+}
