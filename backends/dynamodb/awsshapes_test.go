@@ -162,39 +162,39 @@ func TestAWSShapes(t *testing.T) {
 	}{
 		{
 			name:   "put-conflict-returns-old-item-without-a-read",
-			script: map[string][]awsReply{"PutItem": {conditionalFailed(live)}},
+			script: map[string][]awsReply{"UpdateItem": {conditionalFailed(live)}},
 			call:   casCall(5),
 			check: func(t *testing.T, err error) {
 				mustConflict(t, err, []byte("current"), 77)
 			},
-			wantOps: []string{"PutItem"},
+			wantOps: []string{"UpdateItem"},
 		},
 		{
 			name:   "put-conflict-old-item-expired-counts-as-absent",
-			script: map[string][]awsReply{"PutItem": {conditionalFailed(expired)}},
+			script: map[string][]awsReply{"UpdateItem": {conditionalFailed(expired)}},
 			call:   casCall(66),
 			check: func(t *testing.T, err error) {
 				mustConflict(t, err, nil, core.NoVersion)
 			},
-			wantOps: []string{"PutItem"},
+			wantOps: []string{"UpdateItem"},
 		},
 		{
 			name: "put-conflict-without-item-rereads-consistently",
 			// DynamoDB sends no Item when there was none; so does dynalite
 			// always. Either way the adapter reads.
-			script: map[string][]awsReply{"PutItem": {conditionalFailed("")}, "GetItem": {ok(`{}`)}},
+			script: map[string][]awsReply{"UpdateItem": {conditionalFailed("")}, "GetItem": {ok(`{}`)}},
 			call:   casCall(5),
 			check: func(t *testing.T, err error) {
 				mustConflict(t, err, nil, core.NoVersion)
 			},
-			wantOps: []string{"PutItem", "GetItem"},
+			wantOps: []string{"UpdateItem", "GetItem"},
 		},
 		{
 			name: "create-conflict-then-absent-on-reread-is-a-bare-conflict",
 			// The create failed, then the key was deleted before the
 			// re-read: "conflict, currently absent" would contradict the
 			// failure, so no current value is claimed.
-			script: map[string][]awsReply{"PutItem": {conditionalFailed("")}, "GetItem": {ok(`{}`)}},
+			script: map[string][]awsReply{"UpdateItem": {conditionalFailed("")}, "GetItem": {ok(`{}`)}},
 			call:   casCall(core.NoVersion),
 			check: func(t *testing.T, err error) {
 				if !errors.Is(err, core.ErrConflict) {
@@ -207,11 +207,11 @@ func TestAWSShapes(t *testing.T) {
 					t.Fatalf("err = %v: SDK error lost", err)
 				}
 			},
-			wantOps: []string{"PutItem", "GetItem"},
+			wantOps: []string{"UpdateItem", "GetItem"},
 		},
 		{
 			name:   "put-conflict-malformed-old-item-still-conflicts",
-			script: map[string][]awsReply{"PutItem": {conditionalFailed(`{"pk":{"S":"h.example"}}`)}},
+			script: map[string][]awsReply{"UpdateItem": {conditionalFailed(`{"pk":{"S":"h.example"}}`)}},
 			call:   casCall(5),
 			check: func(t *testing.T, err error) {
 				if !errors.Is(err, core.ErrConflict) || !strings.Contains(err.Error(), "malformed item") {
@@ -221,38 +221,38 @@ func TestAWSShapes(t *testing.T) {
 					t.Fatal("a malformed old item must not be passed on as the current value")
 				}
 			},
-			wantOps: []string{"PutItem"},
+			wantOps: []string{"UpdateItem"},
 		},
 		{
 			name:   "delete-conflict-returns-old-item",
-			script: map[string][]awsReply{"DeleteItem": {conditionalFailed(live)}},
+			script: map[string][]awsReply{"UpdateItem": {conditionalFailed(live)}},
 			call:   func(ctx context.Context, s *dynamodb.Store) error { return s.CompareAndDelete(ctx, "h.example", 5) },
 			check: func(t *testing.T, err error) {
 				mustConflict(t, err, []byte("current"), 77)
 			},
-			wantOps: []string{"DeleteItem"},
+			wantOps: []string{"UpdateItem"},
 		},
 		{
 			name:   "delete-conflict-old-item-expired-is-not-found",
-			script: map[string][]awsReply{"DeleteItem": {conditionalFailed(expired)}},
+			script: map[string][]awsReply{"UpdateItem": {conditionalFailed(expired)}},
 			call:   func(ctx context.Context, s *dynamodb.Store) error { return s.CompareAndDelete(ctx, "h.example", 66) },
 			check: func(t *testing.T, err error) {
 				if !errors.Is(err, core.ErrNotFound) {
 					t.Fatalf("err = %v, want ErrNotFound", err)
 				}
 			},
-			wantOps: []string{"DeleteItem"},
+			wantOps: []string{"UpdateItem"},
 		},
 		{
 			name:   "throttled-then-accepted-is-retried-by-the-sdk",
-			script: map[string][]awsReply{"PutItem": {awsError(nsDynamo+"ProvisionedThroughputExceededException", msgThroughput, ""), awsError(nsDynamo+"ProvisionedThroughputExceededException", msgThroughput, ""), ok(`{}`)}},
+			script: map[string][]awsReply{"UpdateItem": {awsError(nsDynamo+"ProvisionedThroughputExceededException", msgThroughput, ""), awsError(nsDynamo+"ProvisionedThroughputExceededException", msgThroughput, ""), ok(`{}`)}},
 			call:   casCall(core.NoVersion),
 			check: func(t *testing.T, err error) {
 				if err != nil {
 					t.Fatal(err)
 				}
 			},
-			wantOps: []string{"PutItem", "PutItem", "PutItem"},
+			wantOps: []string{"UpdateItem", "UpdateItem", "UpdateItem"},
 		},
 		{
 			name:   "throttled-until-retries-run-out-keeps-the-sdk-type",
@@ -301,7 +301,7 @@ func TestAWSShapes(t *testing.T) {
 			for i, op := range f.ops() {
 				req := f.request(i)
 				switch op {
-				case "PutItem", "DeleteItem":
+				case "UpdateItem":
 					if req.body["ReturnValuesOnConditionCheckFailure"] != "ALL_OLD" || req.body["ConditionExpression"] == nil {
 						t.Errorf("%s request without ALL_OLD or a condition: %v", op, req.body)
 					}
@@ -340,7 +340,7 @@ func TestAWSShapesThrottlingBoundedByContext(t *testing.T) {
 	// A retryer that would wait 10 s between attempts: the context, not
 	// the retryer, ends the call.
 	_, c := newFakeAWS(t, map[string][]awsReply{
-		"PutItem": {awsError("com.amazon.coral.availability#ThrottlingException", msgThrottling, "")},
+		"UpdateItem": {awsError("com.amazon.coral.availability#ThrottlingException", msgThrottling, "")},
 	}, func(o *dyn.Options) {
 		o.Retryer = retry.NewStandard(func(so *retry.StandardOptions) {
 			so.MaxAttempts = 10

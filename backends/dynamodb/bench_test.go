@@ -65,8 +65,8 @@ func BenchmarkConflictPath(b *testing.B) {
 		name   string
 		script map[string][]awsReply
 	}{
-		{"all-old", map[string][]awsReply{"PutItem": {conditionalFailed(item)}}},
-		{"reread", map[string][]awsReply{"PutItem": {conditionalFailed("")}, "GetItem": {ok(`{"Item":` + item + `}`)}}},
+		{"all-old", map[string][]awsReply{"UpdateItem": {conditionalFailed(item)}}},
+		{"reread", map[string][]awsReply{"UpdateItem": {conditionalFailed("")}, "GetItem": {ok(`{"Item":` + item + `}`)}}},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			_, c := newFakeAWSB(b, bc.script)

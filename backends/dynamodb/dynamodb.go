@@ -1,6 +1,6 @@
 // Package dynamodb is a core.Store over Amazon DynamoDB (aws-sdk-go-v2):
-// one item per host, compare-and-swap as one conditional PutItem or
-// DeleteItem on a version attribute, and expiry judged by the reader's clock.
+// one item per host, compare-and-swap as one conditional UpdateItem on a
+// version attribute, and expiry judged by the reader's clock.
 //
 // # Items
 //
@@ -10,20 +10,28 @@
 //	pk         S  key prefix + host
 //	rec        B  the encoded record (omitted when empty)
 //	ver        N  the version: a random non-zero 64-bit number, new on every write
-//	expiresAt  N  logical expiry, epoch seconds, ceil(writer's now + ttl)
+//	expiresAt  N  logical expiry, epoch seconds, ceil(writer's now + ttl); 0 for a tombstone
 //	purgeAt    N  physical expiry for the table's TTL: expiresAt + PurgeDelay
+//	h1 … h4    N  the versions the item had before ver, newest first (0: none)
 //
 // DynamoDB's TTL deletes expired items days late, so expiry is enforced by the
 // readers: an item whose expiresAt is at or before the reader's clock reads as
 // core.ErrNotFound and counts as absent for a create. Writer/reader clock skew
 // therefore cancels (DESIGN §2: margin ≥ early + granularity). The physical
 // TTL runs on AWS's clock and must never come first, so it is a separate
-// attribute padded by PurgeDelay (default one hour, far above any sane fleet
-// clock skew) rather than the logical expiry itself.
+// attribute padded by PurgeDelay (default one hour) rather than the logical
+// expiry itself; the padding is the clock skew the store tolerates (Traits).
+//
+// A delete writes a tombstone instead of removing the item: expiresAt 0 (so
+// it is absent to every reader and every create), no rec, a fresh version,
+// and purgeAt = ceil(now) + PurgeDelay. Every write sets ver, expiresAt and
+// purgeAt and sets or removes rec, so nothing of the previous write's value
+// or expiry survives it.
 //
 // # Conditions
 //
-//	create (old == core.NoVersion):  attribute_not_exists(pk) OR expiresAt <= :now
+//	create (old == core.NoVersion):  attribute_not_exists(pk) OR
+//	                                 (expiresAt <= :now AND NOT (ver = :new OR h1 = :new … OR h4 = :new))
 //	swap / delete (old == v):        ver = :v AND expiresAt > :now
 //
 // where :now is the reader's clock in whole epoch seconds, rounded down.
@@ -36,6 +44,21 @@
 // that read finds exactly the state the write expected (a create failed,
 // then the key was deleted), no single instant explains both answers, so the
 // error matches core.ErrConflict without claiming a current value.
+//
+// # Ambiguous outcomes
+//
+// The SDK retries a write whose first attempt was applied but answered with
+// a 5xx or not at all (a dropped connection). The retry's condition then
+// fails because of the call's own write. Every write carries a version of its
+// own (random, so two writers starting from one version never share it), and
+// a failed condition whose item has that version as ver or in h1…h4 is this
+// call's write: CompareAndSwap returns its version and CompareAndDelete nil,
+// as if the first answer had arrived. The create condition refuses an item
+// that already holds the call's version, so a retried create is never
+// applied twice. This costs nothing in the common case (one UpdateItem per
+// call) and the same as any conflict otherwise. Five versions of evidence
+// tolerate four writes by others between the lost answer and the retry; past
+// that the call reports a conflict, as before.
 //
 // # Errors
 //
@@ -54,7 +77,9 @@ import (
 	"math"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	dyn "github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -72,7 +97,20 @@ const (
 	AttrVersion   = "ver"
 	AttrExpiresAt = "expiresAt"
 	AttrPurgeAt   = "purgeAt"
+	// AttrHistory + "1" … AttrHistory + "4" hold the versions the item had
+	// before the current one, newest first.
+	AttrHistory = "h"
 )
+
+// historyDepth is how many replaced versions an item keeps. A write whose
+// answer was lost is recognised when its SDK retry finds its version among
+// the current one and these, so it tolerates this many writes by other
+// workers between the lost answer and the retry (the SDK's standard
+// retryer waits a random part of 2 s, then of 4 s). Four cost about 50 bytes per item, well
+// inside the 1 KB that one write unit pays for.
+const historyDepth = 4
+
+func attrHistory(i int) string { return AttrHistory + strconv.Itoa(i) }
 
 // DefaultPurgeDelay is how long after its logical expiry an item becomes
 // eligible for DynamoDB's TTL deletion.
@@ -86,24 +124,37 @@ type Store struct {
 	prefix string
 	clock  func() time.Time
 	purge  int64 // seconds
+
+	purgeSet time.Duration // as passed to WithPurgeDelay, for the error
 }
 
 // Option configures a Store.
 type Option func(*Store)
 
 // WithKeyPrefix prepends prefix to every host key, so several fleets (or
-// test runs) can share one table.
+// test runs) can share one table. It must be valid UTF-8 (DynamoDB strings
+// are) and at most MaxKeyPrefixLen bytes, so that every prefixed host key
+// fits DynamoDB's 2,048-byte partition key.
 func WithKeyPrefix(prefix string) Option { return func(s *Store) { s.prefix = prefix } }
+
+// MaxKeyPrefixLen is the longest key prefix: DynamoDB's 2,048-byte limit on
+// a partition key, less the longest host key.
+const MaxKeyPrefixLen = 2048 - core.MaxKeyLen
 
 // WithClock makes the store judge expiry, and compute expiry instants, by
 // clock instead of time.Now.
 func WithClock(clock func() time.Time) Option { return func(s *Store) { s.clock = clock } }
 
 // WithPurgeDelay sets how long after the logical expiry the physical TTL
-// attribute lets DynamoDB delete an item (rounded up to whole seconds;
-// default DefaultPurgeDelay). It must exceed the fleet's clock skew.
+// attribute lets DynamoDB delete an item, rounded up to whole seconds
+// (default DefaultPurgeDelay). It must be positive, and it bounds the clock
+// skew the store tolerates: Traits().MaxClockSkew is the rounded delay, and
+// core.NewBreaker refuses a larger Settings.ClockSkew (see Traits).
 func WithPurgeDelay(d time.Duration) Option {
-	return func(s *Store) { s.purge = int64(math.Ceil(d.Seconds())) }
+	return func(s *Store) {
+		s.purgeSet = d
+		s.purge = int64(math.Ceil(d.Seconds()))
+	}
 }
 
 // New returns a Store over table, using client as configured by the caller
@@ -126,8 +177,14 @@ func New(client *dyn.Client, table string, opts ...Option) (*Store, error) {
 	if s.clock == nil {
 		errs = append(errs, errors.New("clock is nil"))
 	}
-	if s.purge < 0 {
-		errs = append(errs, fmt.Errorf("purge delay is %ds: set zero or more", s.purge))
+	if s.purge <= 0 {
+		errs = append(errs, fmt.Errorf("purge delay is %v: set WithPurgeDelay to at least the fleet's clock skew (Settings.ClockSkew), or leave it out for %v", s.purgeSet, DefaultPurgeDelay))
+	}
+	if !utf8.ValidString(s.prefix) {
+		errs = append(errs, errors.New("key prefix is not valid UTF-8: WithKeyPrefix needs a UTF-8 string (DynamoDB rejects other bytes)"))
+	}
+	if len(s.prefix) > MaxKeyPrefixLen {
+		errs = append(errs, fmt.Errorf("key prefix is %d bytes: WithKeyPrefix allows at most %d (DynamoDB's 2,048-byte partition key less a %d-byte host key)", len(s.prefix), MaxKeyPrefixLen, core.MaxKeyLen))
 	}
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("dynamodb: new: %w", errors.Join(errs...))
@@ -152,9 +209,21 @@ func New(client *dyn.Client, table string, opts ...Option) (*Store, error) {
 // PurgeDelay (default 1 h) behind the logical expiry and, in DynamoDB,
 // typically days later still; no read sees that lag, so it is not part of
 // Late.
+//
+// Clock skew. A reader whose clock is δ behind true time counts an item as
+// live until true time expiresAt + δ, so the physical copy must last that
+// long. DynamoDB's TTL never deletes an item before its purgeAt (it may be
+// days later, but nothing promises that), and purgeAt = expiresAt + P where
+// P is the purge delay in whole seconds, both integers, so nothing is lost
+// to rounding: the item is there until true time expiresAt + P at least,
+// which covers δ ≤ P exactly. MaxClockSkew is therefore P (AWS's TTL clock
+// taken as true time), and core.NewBreaker refuses a larger
+// Settings.ClockSkew, naming WithPurgeDelay.
 func (s *Store) Traits() core.Traits {
 	return core.Traits{
-		Atomic: true,
+		MaxClockSkew:       time.Duration(s.purge) * time.Second,
+		MaxClockSkewOption: "dynamodb.WithPurgeDelay",
+		Atomic:             true,
 		Expiry: core.ExpiryModel{
 			Kind:        core.ExpiryReaderFiltered,
 			Granularity: time.Second,
@@ -171,6 +240,23 @@ type item struct {
 	value     []byte
 	version   core.Version
 	expiresAt int64 // epoch seconds
+	history   [historyDepth]core.Version
+}
+
+// wrote reports whether the item is, or replaced, the write of version v.
+func (it item) wrote(v core.Version) bool {
+	if v == core.NoVersion {
+		return false
+	}
+	if it.version == v {
+		return true
+	}
+	for _, h := range it.history {
+		if h == v {
+			return true
+		}
+	}
+	return false
 }
 
 // expired reports whether it has expired by now: now >= expiresAt, which for
@@ -202,8 +288,18 @@ func (s *Store) Get(ctx context.Context, key string) ([]byte, core.Version, erro
 	return it.value, it.version, nil
 }
 
-// read returns key's live item; found is false when it is absent or expired.
+// read returns key's live item; found is false when it is absent, expired
+// or a tombstone.
 func (s *Store) read(ctx context.Context, key string) (it item, found bool, err error) {
+	it, present, err := s.readItem(ctx, key)
+	if err != nil || !present || it.expired(s.clock()) {
+		return item{}, false, err
+	}
+	return it, true, nil
+}
+
+// readItem returns the item physically stored under key, expired or not.
+func (s *Store) readItem(ctx context.Context, key string) (it item, present bool, err error) {
 	out, err := s.client.GetItem(ctx, &dyn.GetItemInput{
 		TableName:      aws.String(s.table),
 		Key:            s.keyAttr(key),
@@ -215,22 +311,20 @@ func (s *Store) read(ctx context.Context, key string) (it item, found bool, err 
 	if len(out.Item) == 0 {
 		return item{}, false, nil
 	}
-	it, err = decodeItem(out.Item)
-	if err != nil {
+	if it, err = decodeItem(out.Item); err != nil {
 		return item{}, false, err
-	}
-	if it.expired(s.clock()) {
-		return item{}, false, nil
 	}
 	return it, true, nil
 }
 
-// CompareAndSwap implements core.Store with one conditional PutItem and
+// CompareAndSwap implements core.Store with one conditional UpdateItem and
 // returns the new (random) version. A failed condition returns an error
 // matching core.ErrConflict and *types.ConditionalCheckFailedException; it is
 // a *core.ConflictError holding the current value and version (NoVersion when
 // absent or expired) except in the rare race described on conflict, when no
-// current value is claimed. ttl must be positive.
+// current value is claimed. A failed condition caused by this call's own
+// earlier attempt (an SDK retry of an applied write) is a success: see
+// "Ambiguous outcomes" in the package doc. ttl must be positive.
 func (s *Store) CompareAndSwap(ctx context.Context, key string, old core.Version, value []byte, ttl time.Duration) (core.Version, error) {
 	if ttl <= 0 {
 		return core.NoVersion, s.wrap("put", key, fmt.Errorf("ttl %v is not positive", ttl))
@@ -238,32 +332,24 @@ func (s *Store) CompareAndSwap(ctx context.Context, key string, old core.Version
 	now := s.clock()
 	exp := ceilUnix(now.Add(ttl))
 	ver := newVersion(old)
-	av := map[string]types.AttributeValue{
-		AttrKey:       &types.AttributeValueMemberS{Value: s.prefix + key},
-		AttrVersion:   &types.AttributeValueMemberN{Value: strconv.FormatUint(uint64(ver), 10)},
-		AttrExpiresAt: &types.AttributeValueMemberN{Value: strconv.FormatInt(exp, 10)},
-		AttrPurgeAt:   &types.AttributeValueMemberN{Value: strconv.FormatInt(exp+s.purge, 10)},
-	}
-	if len(value) > 0 {
-		av[AttrRecord] = &types.AttributeValueMemberB{Value: value}
-	}
-	in := &dyn.PutItemInput{
-		TableName:                           aws.String(s.table),
-		Item:                                av,
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	}
-	in.ConditionExpression, in.ExpressionAttributeNames, in.ExpressionAttributeValues = condition(old, now)
-	_, err := s.client.PutItem(ctx, in)
+	in := s.update(key, old, ver, now, exp, exp+s.purge, value)
+	_, err := s.client.UpdateItem(ctx, in)
 	if err == nil {
 		return ver, nil
 	}
 	if ccf, ok := errors.AsType[*types.ConditionalCheckFailedException](err); ok {
-		return core.NoVersion, s.conflict(ctx, "put", key, old, err, ccf, now)
+		if err := s.conflict(ctx, "put", key, old, ver, err, ccf, now); err != nil {
+			return core.NoVersion, err
+		}
+		return ver, nil
 	}
 	return core.NoVersion, s.wrap("put", key, err)
 }
 
-// CompareAndDelete implements core.Store with one conditional DeleteItem. It
+// CompareAndDelete implements core.Store with one conditional UpdateItem
+// that replaces the item by a tombstone: an item expired at epoch 0 (so every
+// reader and every create condition counts it as absent) carrying a fresh
+// version, by which a retry of this call recognises its own delete. It
 // returns core.ErrNotFound when the key is absent or expired and a conflict
 // (as for CompareAndSwap) when another version is there. With
 // old == core.NoVersion there is nothing to delete: it only reads, returning
@@ -281,35 +367,90 @@ func (s *Store) CompareAndDelete(ctx context.Context, key string, old core.Versi
 		return s.wrap("delete", key, &core.ConflictError{Value: it.value, Version: it.version})
 	}
 	now := s.clock()
-	in := &dyn.DeleteItemInput{
-		TableName:                           aws.String(s.table),
-		Key:                                 s.keyAttr(key),
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	}
-	in.ConditionExpression, in.ExpressionAttributeNames, in.ExpressionAttributeValues = condition(old, now)
-	_, err := s.client.DeleteItem(ctx, in)
+	ver := newVersion(old)
+	// The tombstone stays physically for PurgeDelay, far longer than any
+	// retry of this call.
+	in := s.update(key, old, ver, now, tombstoneExpiresAt, ceilUnix(now)+s.purge, nil)
+	_, err := s.client.UpdateItem(ctx, in)
 	if err == nil {
 		return nil
 	}
 	if ccf, ok := errors.AsType[*types.ConditionalCheckFailedException](err); ok {
-		return s.conflict(ctx, "delete", key, old, err, ccf, now)
+		return s.conflict(ctx, "delete", key, old, ver, err, ccf, now)
 	}
 	return s.wrap("delete", key, err)
 }
 
-// condition returns the condition expression for a write expecting old,
-// judged at now.
-func condition(old core.Version, now time.Time) (*string, map[string]string, map[string]types.AttributeValue) {
+// tombstoneExpiresAt is the logical expiry of a deleted key's tombstone:
+// every clock is past it, so it reads as absent everywhere, including to
+// adapters that predate tombstones.
+const tombstoneExpiresAt = 0
+
+// update builds the conditional UpdateItem that writes version ver (with
+// value, expiresAt and purgeAt) over a key expected at old, judged at now.
+//
+// UpdateItem rather than PutItem, so the item keeps the versions it had
+// before (AttrHistory...): the write shifts them down and pushes the
+// replaced version in. The actions are listed so that the result is the same
+// whether DynamoDB evaluates every operand on the old item (as documented)
+// or action by action left to right. Every attribute the item owes is set,
+// and rec is removed when value is empty, so no write ever keeps a previous
+// value or expiry.
+func (s *Store) update(key string, old, ver core.Version, now time.Time, expiresAt, purgeAt int64, value []byte) *dyn.UpdateItemInput {
+	names := map[string]string{"#ver": AttrVersion, "#exp": AttrExpiresAt, "#purge": AttrPurgeAt, "#rec": AttrRecord}
 	values := map[string]types.AttributeValue{
-		":now": &types.AttributeValueMemberN{Value: strconv.FormatInt(now.Unix(), 10)},
+		":new":   numberValue(uint64(ver)),
+		":exp":   &types.AttributeValueMemberN{Value: strconv.FormatInt(expiresAt, 10)},
+		":purge": &types.AttributeValueMemberN{Value: strconv.FormatInt(purgeAt, 10)},
+		":zero":  numberValue(0),
+		":now":   &types.AttributeValueMemberN{Value: strconv.FormatInt(now.Unix(), 10)},
 	}
+	var set []string
+	for i := historyDepth; i >= 1; i-- {
+		from := "#ver"
+		if i > 1 {
+			from = "#h" + strconv.Itoa(i-1)
+		}
+		names["#h"+strconv.Itoa(i)] = attrHistory(i)
+		set = append(set, fmt.Sprintf("#h%d = if_not_exists(%s, :zero)", i, from))
+	}
+	set = append(set, "#ver = :new", "#exp = :exp", "#purge = :purge")
+	expr := ""
+	if len(value) > 0 {
+		values[":rec"] = &types.AttributeValueMemberB{Value: value}
+		set = append(set, "#rec = :rec")
+		expr = "SET " + strings.Join(set, ", ")
+	} else {
+		expr = "SET " + strings.Join(set, ", ") + " REMOVE #rec"
+	}
+	var cond string
 	if old == core.NoVersion {
-		return aws.String("attribute_not_exists(#pk) OR #exp <= :now"),
-			map[string]string{"#pk": AttrKey, "#exp": AttrExpiresAt}, values
+		// Absent or expired, and not already holding this very write (an
+		// SDK retry of a create that was applied, then deleted or replaced
+		// by another worker, must not apply it a second time).
+		names["#pk"] = AttrKey
+		mine := []string{"#ver = :new"}
+		for i := 1; i <= historyDepth; i++ {
+			mine = append(mine, fmt.Sprintf("#h%d = :new", i))
+		}
+		cond = "attribute_not_exists(#pk) OR (#exp <= :now AND NOT (" + strings.Join(mine, " OR ") + "))"
+	} else {
+		values[":old"] = numberValue(uint64(old))
+		cond = "#ver = :old AND #exp > :now"
 	}
-	values[":old"] = &types.AttributeValueMemberN{Value: strconv.FormatUint(uint64(old), 10)}
-	return aws.String("#ver = :old AND #exp > :now"),
-		map[string]string{"#ver": AttrVersion, "#exp": AttrExpiresAt}, values
+	return &dyn.UpdateItemInput{
+		TableName:                           aws.String(s.table),
+		Key:                                 s.keyAttr(key),
+		UpdateExpression:                    aws.String(expr),
+		ConditionExpression:                 aws.String(cond),
+		ExpressionAttributeNames:            names,
+		ExpressionAttributeValues:           values,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	}
+}
+
+func numberValue(n uint64) *types.AttributeValueMemberN {
+	return &types.AttributeValueMemberN{Value: strconv.FormatUint(n, 10)}
 }
 
 // conflict turns a failed condition into the error the contract asks for: a
@@ -317,13 +458,18 @@ func condition(old core.Version, now time.Time) (*string, map[string]string, map
 // consistent re-read), or core.ErrNotFound for a delete of an absent key.
 // err is the SDK's error, kept for errors.As.
 //
+// It returns nil when the item shows that this call's own write, version
+// mine, was applied: its version is mine, or mine is in its history. That is
+// an SDK retry whose first attempt was applied but answered with an error or
+// not at all; the write succeeded (and may already have been replaced).
+//
 // A re-read happens after the failed write, so it may see a later state. That
 // is still a state the key had while the call was in flight, so reporting it
 // is linearizable — unless it is the very state the write expected (a create
 // failed, then the key was deleted before the read): no single instant
 // explains both, so that case returns a bare conflict (matching
 // core.ErrConflict, no current value) and the caller reads for itself.
-func (s *Store) conflict(ctx context.Context, op, key string, old core.Version, err error, ccf *types.ConditionalCheckFailedException, now time.Time) error {
+func (s *Store) conflict(ctx context.Context, op, key string, old, mine core.Version, err error, ccf *types.ConditionalCheckFailedException, now time.Time) error {
 	var (
 		cur   item
 		found bool
@@ -333,16 +479,22 @@ func (s *Store) conflict(ctx context.Context, op, key string, old core.Version, 
 		if derr != nil {
 			return s.wrap(op, key, fmt.Errorf("%w: %w (old item: %v)", core.ErrConflict, err, derr))
 		}
+		if it.wrote(mine) {
+			return nil
+		}
 		// Judge it with the same :now the condition used.
 		cur, found = it, !it.expired(now)
 	} else {
 		// No old item: the server does not return it (dynalite), or the
 		// key is absent (DynamoDB). A consistent read tells which.
-		var rerr error
-		cur, found, rerr = s.read(ctx, key)
+		it, present, rerr := s.readItem(ctx, key)
 		if rerr != nil {
 			return s.wrap(op, key, fmt.Errorf("%w: %w (re-read failed: %v)", core.ErrConflict, err, rerr))
 		}
+		if present && it.wrote(mine) {
+			return nil
+		}
+		cur, found = it, present && !it.expired(s.clock())
 		if (!found && old == core.NoVersion) || (found && cur.version == old) {
 			return s.wrap(op, key, fmt.Errorf("%w: %w (the key changed again before the re-read)", core.ErrConflict, err))
 		}
@@ -375,6 +527,15 @@ func decodeItem(av map[string]types.AttributeValue) (item, error) {
 	}
 	if it.expiresAt, err = strconv.ParseInt(exp, 10, 64); err != nil {
 		return item{}, fmt.Errorf("malformed item: %s = %q is not epoch seconds", AttrExpiresAt, exp)
+	}
+	for i := range it.history {
+		// History is evidence only: a missing or unreadable entry (an item
+		// written before it existed) proves nothing and is skipped.
+		if n, ok := av[attrHistory(i+1)].(*types.AttributeValueMemberN); ok {
+			if v, err := strconv.ParseUint(n.Value, 10, 64); err == nil {
+				it.history[i] = core.Version(v)
+			}
+		}
 	}
 	switch r := av[AttrRecord].(type) {
 	case nil:

@@ -331,7 +331,7 @@ func TestPhysicalTTLComesAfterLogicalExpiry(t *testing.T) {
 	}{
 		{"default-one-hour", nil, 3600},
 		{"custom-rounded-up", []dynamodb.Option{dynamodb.WithPurgeDelay(1500 * time.Millisecond)}, 2},
-		{"zero", []dynamodb.Option{dynamodb.WithPurgeDelay(0)}, 0},
+		{"sub-second-rounds-up-to-one", []dynamodb.Option{dynamodb.WithPurgeDelay(time.Nanosecond)}, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s, err := dynamodb.New(client, table, append([]dynamodb.Option{dynamodb.WithKeyPrefix(prefix), dynamodb.WithClock(clk.Now)}, tc.opts...)...)
@@ -399,7 +399,13 @@ func TestNewValidates(t *testing.T) {
 	}{
 		{"nil-client-and-empty-table", nil, "", nil, []string{"client is nil", "table name is empty"}},
 		{"nil-clock", client, "t", []dynamodb.Option{dynamodb.WithClock(nil)}, []string{"clock is nil"}},
-		{"negative-purge", client, "t", []dynamodb.Option{dynamodb.WithPurgeDelay(-time.Second)}, []string{"purge delay"}},
+		{"negative-purge", client, "t", []dynamodb.Option{dynamodb.WithPurgeDelay(-time.Second)}, []string{"purge delay is -1s", "set WithPurgeDelay to at least the fleet's clock skew"}},
+		// Fails on main before #12: a zero purge delay was accepted, and
+		// the physical TTL could delete a record a reader behind by any
+		// skew still counts as live.
+		{"zero-purge", client, "t", []dynamodb.Option{dynamodb.WithPurgeDelay(0)}, []string{"purge delay is 0s", "WithPurgeDelay"}},
+		{"prefix-not-utf8", client, "t", []dynamodb.Option{dynamodb.WithKeyPrefix("fleet\xff/")}, []string{"key prefix is not valid UTF-8"}},
+		{"prefix-too-long", client, "t", []dynamodb.Option{dynamodb.WithKeyPrefix(strings.Repeat("p", dynamodb.MaxKeyPrefixLen+1))}, []string{"key prefix is 1793 bytes", "at most 1792"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s, err := dynamodb.New(tc.client, tc.table, tc.opts...)
@@ -418,9 +424,18 @@ func TestNewValidates(t *testing.T) {
 func TestTraits(t *testing.T) {
 	tr := newStore(t).Traits()
 	want := core.Traits{Atomic: true, Expiry: core.ExpiryModel{
-		Kind: core.ExpiryReaderFiltered, Granularity: time.Second, Late: time.Second}}
+		Kind: core.ExpiryReaderFiltered, Granularity: time.Second, Late: time.Second},
+		MaxClockSkew: time.Hour, MaxClockSkewOption: "dynamodb.WithPurgeDelay"}
 	if tr != want {
 		t.Fatalf("Traits = %+v, want %+v", tr, want)
+	}
+	// The purge delay, rounded up to whole seconds, is exactly the skew
+	// covered (see Traits' doc).
+	if got := newStore(t, dynamodb.WithPurgeDelay(1500*time.Millisecond)).Traits().MaxClockSkew; got != 2*time.Second {
+		t.Fatalf("MaxClockSkew with a 1.5s purge delay = %v, want 2s", got)
+	}
+	if got := newStore(t, dynamodb.WithKeyPrefix(strings.Repeat("p", dynamodb.MaxKeyPrefixLen))).Traits().MaxClockSkew; got != time.Hour {
+		t.Fatalf("a %d-byte prefix is refused or changes the traits: %v", dynamodb.MaxKeyPrefixLen, got)
 	}
 	// Reader-filtered: the fleet's skew cancels, so the margin is E + G.
 	if got := tr.Expiry.RequiredMargin(10 * time.Second); got != time.Second {
