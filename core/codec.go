@@ -114,6 +114,12 @@ func DecodeRecord(b []byte) (Record, error) {
 		}
 		base, b = v, b[n:]
 		r.RestrainedUntil = time.UnixMilli(base).UTC()
+		if r.RestrainedUntil.IsZero() {
+			// time.Time{} means "not restrained": it has no encoding
+			// with the flag set, so accepting it would break the
+			// one-encoding-per-record rule.
+			return fail("restrained until the zero instant")
+		}
 	} else if flags&flagProbing != 0 {
 		return fail("probing without restraint")
 	}

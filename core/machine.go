@@ -63,7 +63,7 @@ func AllowStep(rec Record, now, heldSince time.Time, c *Config) Step {
 		st.RetryAt = minTime(retry, heldSince.Add(c.HoldLimit))
 		st.Decision = Hold
 	default:
-		st.Record = Record{Failures: rec.Failures, RestrainedUntil: now.Add(c.RecoveryDelay), Probing: true}
+		st.Record = Record{Failures: clampFuture(rec.Failures, now), RestrainedUntil: now.Add(c.RecoveryDelay), Probing: true}
 		st.Write = WritePut
 		st.Decision = Probe
 		st.To = StateHalfOpen
@@ -112,7 +112,6 @@ func SuccessStep(rec Record) Step {
 func (c *Config) prune(failures []time.Time, now time.Time) []time.Time {
 	out := make([]time.Time, 0, min(len(failures)+1, c.HistoryLimit))
 	cut := now.Add(-c.FailureWindow)
-	inserted := false
 	add := func(t time.Time) {
 		if c.FailurePolicy == nil && t.Before(cut) {
 			return
@@ -123,16 +122,30 @@ func (c *Config) prune(failures []time.Time, now time.Time) []time.Time {
 		out = append(out, t)
 	}
 	for _, f := range failures {
-		// Clocks differ across the fleet: keep the history sorted even
-		// when this worker's now is behind a recorded failure.
-		if !inserted && now.Before(f) {
-			add(now)
-			inserted = true
-		}
-		add(f)
+		// Clocks differ across the fleet: a failure stamped by a faster
+		// clock is clamped to this writer's now (see clampFuture), which
+		// also keeps the history sorted.
+		add(minTime(f, now))
 	}
-	if !inserted {
-		add(now)
+	add(now)
+	return out
+}
+
+// clampFuture returns failures with every instant after now (stamped by a
+// worker whose clock runs ahead of this writer's) moved to now. The record
+// this writer stores lives until its now + StateTTL; a failure counts until
+// its instant + FailureWindow, so without the clamp a fast clock's failure
+// could outlive the record by up to 2×ClockSkew on a reader-filtered store,
+// and the failure would stop counting early when the record vanished. The
+// common case, no future instant, returns failures itself and allocates
+// nothing.
+func clampFuture(failures []time.Time, now time.Time) []time.Time {
+	if len(failures) == 0 || !now.Before(failures[len(failures)-1]) {
+		return failures
+	}
+	out := make([]time.Time, len(failures))
+	for i, f := range failures {
+		out[i] = minTime(f, now)
 	}
 	return out
 }

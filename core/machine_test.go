@@ -154,9 +154,11 @@ func TestSuccessStep(t *testing.T) {
 
 func TestPruneKeepsOrderUnderSkew(t *testing.T) {
 	c := testConfig(t, Settings{})
-	// This worker's clock is behind the one that wrote the last failure.
+	// This worker's clock is behind the one that wrote the last failure:
+	// that failure is clamped to this writer's now (#12.8), so the history
+	// stays sorted and no instant lies past the writer's now.
 	got := c.prune(failures(1*time.Second, 3*time.Second), at(2*time.Second))
-	want := failures(1*time.Second, 2*time.Second, 3*time.Second)
+	want := failures(1*time.Second, 2*time.Second, 2*time.Second)
 	if len(got) != len(want) {
 		t.Fatalf("got %v", got)
 	}
@@ -275,5 +277,35 @@ func BenchmarkFailureStep(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		FailureStep(rec, at(time.Minute), &c)
+	}
+}
+
+// TestNoFailureAfterWriterNow: whatever a step writes holds no failure
+// instant after the writer's now, so no failure outlives the record (which
+// lives until the writer's now + StateTTL). Fails on main before #12.8: a
+// failure stamped by a clock 2 s fast was carried as is, by FailureStep and
+// by the probe's write.
+func TestNoFailureAfterWriterNow(t *testing.T) {
+	c := testConfig(t, Settings{FailureThreshold: 5})
+	now := at(time.Hour)
+	fast := []time.Time{now.Add(-time.Minute), now.Add(time.Second), now.Add(2 * time.Second)}
+	check := func(name string, st Step) {
+		t.Helper()
+		if st.Write != WritePut {
+			t.Fatalf("%s: no write", name)
+		}
+		for _, f := range st.Record.Failures {
+			if f.After(now) {
+				t.Errorf("%s wrote failure %v, after the writer's now %v", name, f, now)
+			}
+		}
+	}
+	check("FailureStep", FailureStep(Record{Failures: fast}, now, c))
+	open := Record{Failures: fast, RestrainedUntil: now.Add(-time.Millisecond)}
+	check("AllowStep probe", AllowStep(open, now, time.Time{}, c))
+	// The common case allocates nothing: the probe keeps the slice.
+	past := []time.Time{now.Add(-2 * time.Minute), now.Add(-time.Minute)}
+	if st := AllowStep(Record{Failures: past, RestrainedUntil: now}, now, time.Time{}, c); &st.Record.Failures[0] != &past[0] {
+		t.Error("a history with no future instant was copied")
 	}
 }
