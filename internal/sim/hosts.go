@@ -138,9 +138,12 @@ type host struct {
 	// owed[i]: the reference probed at a decision model i held, and no
 	// outcome has arrived since.
 	owed []bool
-	// lost[i]: model i lost its record to its TTL while the reference
-	// restrained this host, and the host has not answered since.
+	// lost[i]: model i (or the reference) had a restrained record expire
+	// at this host, and the host has not answered since: model i's
+	// divergences are counted apart (AfterRecordLoss).
 	lost []bool
+	// exp[i] is model i's expiry bookkeeping at this host.
+	exp []expiry
 }
 
 // down reports whether a delivery sent at t (ms) fails because the host is

@@ -3,8 +3,10 @@
 // stream of events drives every breaker model at once, so their decisions
 // can be compared step by step.
 //
-// The fedify reference model drives the trace: its decision says whether a
-// message is sent, held (and re-queued at its retry instant) or dropped. The
+// The reference is a Go model of fedify 2.3.x's CircuitBreaker
+// (model.Fedify), not fedify itself; it drives the trace: its decision says
+// whether a message is sent, held (and re-queued at its retry instant) or
+// dropped. The
 // other models see exactly the same calls at the same instants — every
 // decision request and every outcome — and their answers are compared with
 // the reference's. A delivery's outcome reaches the models after its
@@ -43,7 +45,9 @@ type Options struct {
 	ReleaseInterval  time.Duration
 	// StateTTL is fedify's explicit stateTtl and kvbreaker's StateTTL;
 	// zero derives each model's own. The two-field model always derives
-	// its TTL, as the note proposes.
+	// its TTL, as the note proposes. Below RecoveryDelay it is invalid:
+	// fedify 2.3.3 and later refuse it (use Scenario.StoreTTL to see what a
+	// store TTL below the restraint does).
 	StateTTL time.Duration
 }
 
@@ -69,6 +73,13 @@ type Scenario struct {
 	// records still live are counted; default 1 h.
 	Quiet   time.Duration
 	Options Options
+	// StoreTTL, if set, adds two models, the fedify model and kvbreaker,
+	// each over a store that expires every record StoreTTL after its
+	// write whatever TTL the breaker asked for ("fedify-4field@ttl10m",
+	// "kvbreaker@ttl10m"): the failure mode of a store TTL below the
+	// restraint, which neither breaker can refuse because the store, not
+	// a setting, shortens the TTL.
+	StoreTTL time.Duration
 
 	// AfterEvent, if set, is called after each decision and outcome with
 	// the host it concerned, the instant, and the models (the reference
@@ -140,13 +151,20 @@ func (s Scenario) Validate() error {
 	for _, d := range []struct {
 		name string
 		v    time.Duration
-	}{{"failure window", o.FailureWindow}, {"recovery delay", o.RecoveryDelay}, {"hold limit", o.HoldLimit}, {"release interval", o.ReleaseInterval}, {"state TTL", o.StateTTL}} {
+	}{{"failure window", o.FailureWindow}, {"recovery delay", o.RecoveryDelay}, {"hold limit", o.HoldLimit}, {"release interval", o.ReleaseInterval}, {"state TTL", o.StateTTL}, {"store TTL", s.StoreTTL}} {
 		if d.v < 0 {
 			bad("%s is %v: want a positive duration, or 0 for the default", d.name, d.v)
 		}
 		if d.v%time.Millisecond != 0 {
 			bad("%s is %v: the simulator keeps whole milliseconds", d.name, d.v)
 		}
+	}
+	rd := o.RecoveryDelay
+	if rd == 0 {
+		rd = 30 * time.Minute
+	}
+	if o.StateTTL > 0 && o.StateTTL < rd {
+		bad("state TTL %v is below the recovery delay %v: fedify 2.3.3 and later refuse it (\"stateTtl must be at least recoveryDelay.\") and kvbreaker refuses it; a store TTL below the restraint is Scenario.StoreTTL (--store-ttl)", o.StateTTL, rd)
 	}
 	return errors.Join(errs...)
 }
@@ -176,17 +194,17 @@ type ModelReport struct {
 	LateProbes int `json:"late_probes"`
 	// SendProbeSwaps: both deliver, but one sends and the other probes.
 	SendProbeSwaps int `json:"send_probe_swaps"`
-	// RecordsLost counts decisions where the model found no record (its
-	// TTL had run out) while the reference still restrained the host: an
-	// open host asked again more than the TTL margin after its restraint
-	// ended (no traffic, or held messages stuck behind busy workers). The
-	// model sends instead of probing and counts failures afresh.
-	RecordsLost int `json:"records_lost"`
-	// AfterRecordLoss counts the divergences at a host from such a loss
-	// until the host next answers (when every model deletes its record and
-	// they are in step again); they are not counted as unsafe, safe, late
-	// or swaps. AfterRecordLossUnsafe is the part that sends or probes
-	// where the reference holds.
+	// ExpiryEffects count what the store's expiry of this model's
+	// restrained records changed, during the traffic (not the quiet
+	// period): an open host asked again more than the TTL margin after its
+	// restraint ended (no traffic, or held messages stuck behind busy
+	// workers), or a store TTL below the restraint.
+	ExpiryEffects
+	// AfterRecordLoss counts the divergences at a host from such an expiry
+	// (this model's or the reference's) until the host next answers (when
+	// every model deletes its record and they are in step again); they are
+	// not counted as unsafe, safe, late or swaps. AfterRecordLossUnsafe is
+	// the part that sends or probes where the reference holds.
 	AfterRecordLoss       int `json:"after_record_loss"`
 	AfterRecordLossUnsafe int `json:"after_record_loss_unsafe"`
 	// RetryMismatches: both hold, with different retry instants.
@@ -325,12 +343,15 @@ type runner struct {
 
 func (r *runner) clock() time.Time { return Epoch.Add(time.Duration(r.now) * time.Millisecond) }
 
-func (r *runner) setup() error {
+// newModels builds the models for s, the reference first, and the reports
+// of those that refused the options.
+func (r *runner) newModels() error {
 	o := r.s.Options
-	fed, err := model.NewFedify(model.FedifyOptions{
+	fo := model.FedifyOptions{
 		FailureThreshold: o.FailureThreshold, FailureWindow: o.FailureWindow, RecoveryDelay: o.RecoveryDelay,
 		HeldActivityTTL: o.HoldLimit, ReleaseInterval: o.ReleaseInterval, StateTTL: o.StateTTL,
-	})
+	}
+	fed, err := model.NewFedify(fo)
 	if err != nil {
 		return err
 	}
@@ -347,18 +368,43 @@ func (r *runner) setup() error {
 		{Model: fed.Name(), StateTTL: fed.Config().StateTTL.String()},
 		{Model: seed.Name(), StateTTL: sc.StateTTL().String()},
 	}
-	kv, err := model.NewKvbreaker(core.Settings{
+	ks := core.Settings{
 		FailureThreshold: o.FailureThreshold, FailureWindow: o.FailureWindow, RecoveryDelay: o.RecoveryDelay,
 		HoldLimit: o.HoldLimit, ReleaseInterval: o.ReleaseInterval, StateTTL: o.StateTTL,
-	}, r.clock)
-	if err != nil {
-		r.refused = append(r.refused, ModelReport{Model: "kvbreaker", Refused: err.Error()})
-	} else {
+	}
+	addKv := func(name, note string, opts ...model.Option) {
+		kv, err := model.NewKvbreaker(ks, r.clock, opts...)
+		if err != nil {
+			r.refused = append(r.refused, ModelReport{Model: name, Refused: err.Error()})
+			return
+		}
 		r.models = append(r.models, kv)
-		r.reports = append(r.reports, ModelReport{Model: kv.Name(), StateTTL: kv.Breaker().StateTTL().String()})
+		r.reports = append(r.reports, ModelReport{Model: kv.Name(), StateTTL: kv.Breaker().StateTTL().String() + note})
+	}
+	addKv("kvbreaker", "")
+	if d := r.s.StoreTTL; d > 0 {
+		short, err := model.NewFedify(fo, model.WithMaxStoreTTL(d))
+		if err != nil {
+			return err
+		}
+		r.models = append(r.models, short)
+		r.reports = append(r.reports, ModelReport{Model: short.Name(), StateTTL: fmt.Sprintf("%v (store %v)", short.Config().StateTTL, d)})
+		addKv("kvbreaker@ttl"+model.ShortDuration(d), fmt.Sprintf(" (store %v)", d), model.WithMaxStoreTTL(d))
 	}
 	r.v = make([]model.Verdict, len(r.models))
 	r.tr = make([]model.Transition, len(r.models))
+	return nil
+}
+
+func (r *runner) newHost(name string) *host {
+	n := len(r.models)
+	return &host{name: name, owed: make([]bool, n), lost: make([]bool, n), exp: make([]expiry, n)}
+}
+
+func (r *runner) setup() error {
+	if err := r.newModels(); err != nil {
+		return err
+	}
 
 	counts := r.s.Mix.counts(r.s.Hosts)
 	var kinds []Behaviour
@@ -369,7 +415,8 @@ func (r *runner) setup() error {
 	}
 	r.rng.Shuffle(len(kinds), func(i, j int) { kinds[i], kinds[j] = kinds[j], kinds[i] })
 	for i, b := range kinds {
-		h := &host{name: fmt.Sprintf("host%05d.example", i), behaviour: b, owed: make([]bool, len(r.models)), lost: make([]bool, len(r.models))}
+		h := r.newHost(fmt.Sprintf("host%05d.example", i))
+		h.behaviour = b
 		if b == Flapping {
 			h.toggles, h.startDown = flapTimeline(r.rng, r.end)
 		}
@@ -439,14 +486,47 @@ func (r *runner) reportsPeak(i, n int) { r.reports[i].PeakRecords = max(r.report
 
 func (r *runner) sample(set func(i, n int)) {
 	now := r.clock()
+	traffic := r.now < r.end
 	for i, m := range r.models {
 		n := 0
 		for _, h := range r.hosts {
+			// A restrained record that expired with no call at its host
+			// since is a silent close too; found here, once a minute.
+			if traffic {
+				r.checkExpiry(h, i, now)
+			}
 			if m.Live(h.name, now) {
 				n++
 			}
 		}
 		set(i, n)
+	}
+}
+
+// checkExpiry counts model i's restrained record at h if the store has
+// expired it. An expiry at the reference puts every model's divergences
+// at h apart, an expiry at model i its own.
+func (r *runner) checkExpiry(h *host, i int, now time.Time) {
+	if !h.exp[i].check(r.models[i], h.name, now, &r.reports[i].ExpiryEffects) {
+		return
+	}
+	if i == 0 {
+		for j := range h.lost {
+			h.lost[j] = true
+		}
+	}
+	h.lost[i] = true
+}
+
+// afterCall records every model's answer to a call at h for the expiry
+// counts.
+func (r *runner) afterCall(h *host, now time.Time, o op) {
+	for i, md := range r.models {
+		var d core.Decision
+		if o == opAllow {
+			d = r.v[i].Decision
+		}
+		h.exp[i].after(md, h.name, now, o, d, r.tr[i], &r.reports[i].ExpiryEffects)
 	}
 }
 
@@ -467,21 +547,25 @@ func (r *runner) dispatch() {
 func delivers(d core.Decision) bool { return d == core.Send || d == core.Probe }
 
 func (r *runner) decide(m *message, h *host) {
+	ref := r.judge(h, m.heldSince, h.down(r.now))
+	r.schedule1(m, h, ref)
+	r.after(h)
+}
+
+// judge asks every model about a delivery to h of a message held since
+// heldSince (zero: fresh) and compares their answers with the reference's,
+// which it returns; down says whether the host is unreachable now.
+func (r *runner) judge(h *host, heldSince time.Time, down bool) model.Verdict {
 	now := r.clock()
 	for i, md := range r.models {
-		r.v[i], r.tr[i] = md.Allow(h.name, now, m.heldSince)
+		r.checkExpiry(h, i, now)
+		r.v[i], r.tr[i] = md.Allow(h.name, now, heldSince)
 	}
+	r.afterCall(h, now, opAllow)
 	ref := r.v[0]
-	down := h.down(r.now)
 	for i := range r.models {
 		rep, v := &r.reports[i], r.v[i]
 		rep.Decisions++
-		if v.Decision == core.Send && ref.Decision != core.Send && !h.lost[i] && !r.models[i].Live(h.name, now) {
-			// Same calls, yet no record where the reference restrains:
-			// this model's record expired (its TTL), not a race.
-			h.lost[i] = true
-			rep.RecordsLost++
-		}
 		switch {
 		case v.Decision == ref.Decision:
 			rep.agree++
@@ -522,6 +606,13 @@ func (r *runner) decide(m *message, h *host) {
 		}
 	}
 	r.transitions()
+	return ref
+}
+
+// schedule1 acts on the reference's verdict for m: a delivery, a retry, or
+// a drop.
+func (r *runner) schedule1(m *message, h *host, ref model.Verdict) {
+	now := r.clock()
 	switch ref.Decision {
 	case core.Send, core.Probe:
 		r.free--
@@ -543,13 +634,11 @@ func (r *runner) decide(m *message, h *host) {
 	case core.Drop:
 		r.trace.Dropped++
 	}
-	r.after(h)
 }
 
 func (r *runner) outcome(e event) {
 	r.free++
 	h := r.hosts[e.host]
-	now := r.clock()
 	if e.ok {
 		r.trace.Delivered++
 		if !e.msg.heldSince.IsZero() {
@@ -558,36 +647,38 @@ func (r *runner) outcome(e event) {
 	} else {
 		r.trace.Failed++
 	}
-	if rec, ok := r.ref.Record(h.name, now); ok && rec.State != core.StateClosed {
-		for i, md := range r.models[1:] {
-			if !h.lost[i+1] && !md.Live(h.name, now) {
-				// The outcome (often the reference's own probe's) lands
-				// on a record this model has already let expire.
-				h.lost[i+1] = true
-				r.reports[i+1].RecordsLost++
-			}
-		}
-	}
-	for i, md := range r.models {
-		if e.ok {
-			r.tr[i] = md.Success(h.name, now)
-		} else {
-			r.tr[i] = md.Failure(h.name, now)
-		}
-	}
-	r.transitions()
-	// An outcome can change either side's restraint: stop excusing.
-	clear(h.owed)
-	if e.ok {
-		// Every model deleted its record: they are in step again.
-		clear(h.lost)
-	}
+	r.tell(h, e.ok)
 	if e.send && !r.s.Races {
 		h.sending = false
 		r.ready = append(r.ready, h.blocked...)
 		h.blocked = nil
 	}
 	r.after(h)
+}
+
+// tell tells every model that a delivery to h succeeded or failed.
+func (r *runner) tell(h *host, ok bool) {
+	now := r.clock()
+	o := opFailure
+	if ok {
+		o = opSuccess
+	}
+	for i, md := range r.models {
+		r.checkExpiry(h, i, now)
+		if ok {
+			r.tr[i] = md.Success(h.name, now)
+		} else {
+			r.tr[i] = md.Failure(h.name, now)
+		}
+	}
+	r.afterCall(h, now, o)
+	r.transitions()
+	// An outcome can change either side's restraint: stop excusing.
+	clear(h.owed)
+	if ok {
+		// Every model deleted its record: they are in step again.
+		clear(h.lost)
+	}
 }
 
 func (r *runner) transitions() {
