@@ -3,6 +3,7 @@ package dynamodb_test
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -201,5 +202,41 @@ func TestBreakerRecordOutlivesRecovery(t *testing.T) {
 	clk.Advance(ttl + time.Second)
 	if st, err := bs[0].Inspect(ctx, host); err != nil || st.Found {
 		t.Fatalf("after the record's TTL: %+v, %v; want it expired", st, err)
+	}
+}
+
+// TestBreakerRefusesSkewBeyondPurgeDelay: the purge delay is the clock skew
+// the store's physical expiry covers (Traits), and NewBreaker holds
+// Settings.ClockSkew to it. Fails on main before #12 (6059c87^): the store
+// declared no MaxClockSkew, so a 1 s purge delay took any ClockSkew.
+func TestBreakerRefusesSkewBeyondPurgeDelay(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		purge   time.Duration
+		skew    time.Duration
+		refused bool
+	}{
+		{"skew-above-purge-delay", time.Second, 2 * time.Second, true},
+		{"skew-above-rounded-purge-delay", 1500 * time.Millisecond, 2*time.Second + time.Millisecond, true},
+		// Controls: the check can pass.
+		{"skew-equal-to-purge-delay", time.Second, time.Second, false},
+		{"skew-within-rounded-purge-delay", 1500 * time.Millisecond, 2 * time.Second, false},
+		{"default-purge-delay", 0, time.Hour, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var opts []dynamodb.Option
+			if tc.purge > 0 {
+				opts = append(opts, dynamodb.WithPurgeDelay(tc.purge))
+			}
+			_, err := core.NewBreaker(newStore(t, opts...), core.Settings{ClockSkew: tc.skew})
+			switch {
+			case tc.refused && err == nil:
+				t.Fatalf("ClockSkew %v over a %v purge delay was accepted", tc.skew, tc.purge)
+			case tc.refused && !strings.Contains(err.Error(), "dynamodb.WithPurgeDelay"):
+				t.Fatalf("the refusal does not name the option to raise: %v", err)
+			case !tc.refused && err != nil:
+				t.Fatalf("ClockSkew %v over a %v purge delay refused: %v", tc.skew, tc.purge, err)
+			}
+		})
 	}
 }

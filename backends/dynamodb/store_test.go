@@ -404,6 +404,8 @@ func TestNewValidates(t *testing.T) {
 		// the physical TTL could delete a record a reader behind by any
 		// skew still counts as live.
 		{"zero-purge", client, "t", []dynamodb.Option{dynamodb.WithPurgeDelay(0)}, []string{"purge delay is 0s", "WithPurgeDelay"}},
+		// Fails on main before #12 too: both prefixes were accepted, and
+		// every write then failed at DynamoDB.
 		{"prefix-not-utf8", client, "t", []dynamodb.Option{dynamodb.WithKeyPrefix("fleet\xff/")}, []string{"key prefix is not valid UTF-8"}},
 		{"prefix-too-long", client, "t", []dynamodb.Option{dynamodb.WithKeyPrefix(strings.Repeat("p", dynamodb.MaxKeyPrefixLen+1))}, []string{"key prefix is 1793 bytes", "at most 1792"}},
 	} {
