@@ -1,0 +1,178 @@
+package etcd_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/kvbreaker/kvbreaker/backends/etcd"
+	"github.com/kvbreaker/kvbreaker/conformance/faultproxy"
+	"github.com/kvbreaker/kvbreaker/core"
+	"github.com/kvbreaker/kvbreaker/internal/faultfleet"
+)
+
+// startProxy puts a fault proxy in front of the shared embedded etcd.
+func startProxy(t testing.TB) *faultproxy.Proxy {
+	t.Helper()
+	p, err := faultproxy.Start(strings.TrimPrefix(endpoints[0], "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	return p
+}
+
+// proxiedStore is a Store whose client talks to etcd through p, under
+// prefix.
+func proxiedStore(t testing.TB, p *faultproxy.Proxy, prefix string) *etcd.Store {
+	t.Helper()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{"http://" + p.Addr()}, DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	s, err := etcd.New(cli, etcd.WithPrefix(prefix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// TestTxnAnswerLostIsNotRetried answers #12.3's question for etcd: clientv3
+// does not retry a write Txn whose answer was lost after etcd applied it
+// (its retry interceptor retries mutations only when no connection was
+// available, i.e. before sending: client/v3/retry.go isSafeRetryMutableRPC,
+// and gRPC retries transparently only streams the server never saw). So the
+// adapter never meets its own write as a conflict within one call; the
+// caller gets a prompt transport error, an outcome it must treat as
+// unknown, and the key holds the write. The proxy counts one request (one
+// HTTP/2 stream) for the call: a retry would make two, and would return a
+// *core.ConflictError carrying this call's own write.
+func TestTxnAnswerLostIsNotRetried(t *testing.T) {
+	p := startProxy(t)
+	prefix := uniquePrefix(t)
+	s := proxiedStore(t, p, prefix)
+	direct := newStore(t, etcd.WithPrefix(prefix))
+	ctx := t.Context()
+	const ttl = time.Minute
+	const timeout = 2 * time.Second
+	// Warm up: the pooled lease for ttl exists, so the armed request below
+	// is the Txn itself and not a Grant.
+	if _, err := s.CompareAndSwap(ctx, "warm", core.NoVersion, []byte("w"), ttl); err != nil {
+		t.Fatal(err)
+	}
+
+	lose := func(t *testing.T, op string, call func(context.Context) error) {
+		t.Helper()
+		before := p.Stats()
+		p.DropNextAnswer()
+		cctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		start := time.Now()
+		err := call(cctx)
+		el := time.Since(start)
+		after := p.Stats()
+		t.Logf("%s with its answer lost: %v after %v; proxy requests +%d", op, err, el.Round(time.Millisecond), after.Requests-before.Requests)
+		if err == nil || errors.Is(err, core.ErrConflict) || errors.Is(err, core.ErrNotFound) {
+			t.Fatalf("%s: got %v, want a transport error (outcome unknown)", op, err)
+		}
+		if !strings.HasPrefix(err.Error(), "etcd: "+op) {
+			t.Errorf("error %q does not say the operation", err)
+		}
+		if after.Dropped-before.Dropped != 1 || after.AnswerTimeouts != before.AnswerTimeouts {
+			t.Fatalf("proxy %+v: the answer was not dropped after etcd answered", after)
+		}
+		if n := after.Requests - before.Requests; n != 1 {
+			t.Fatalf("%d requests for one %s: clientv3 retried", n, op)
+		}
+		if el > timeout {
+			t.Errorf("%s returned after %v, beyond its %v context", op, el, timeout)
+		}
+	}
+
+	t.Run("put", func(t *testing.T) {
+		lose(t, "put", func(ctx context.Context) error {
+			_, err := s.CompareAndSwap(ctx, "k", core.NoVersion, []byte("mine"), ttl)
+			return err
+		})
+		v, _, err := direct.Get(ctx, "k")
+		if err != nil || string(v) != "mine" {
+			t.Fatalf("etcd holds %q, %v: the write was not applied", v, err)
+		}
+	})
+	t.Run("delete", func(t *testing.T) {
+		_, ver, err := direct.Get(ctx, "k")
+		if err != nil {
+			t.Fatal(err)
+		}
+		lose(t, "delete", func(ctx context.Context) error { return s.CompareAndDelete(ctx, "k", ver) })
+		if _, _, err := direct.Get(ctx, "k"); !errors.Is(err, core.ErrNotFound) {
+			t.Fatalf("after the lost delete: %v, want the key gone", err)
+		}
+	})
+}
+
+// TestHungServerErrorsWithinContext: with the server hung (connections
+// accepted, nothing answered) every call returns an error by its context's
+// deadline.
+func TestHungServerErrorsWithinContext(t *testing.T) {
+	p := startProxy(t)
+	s := proxiedStore(t, p, uniquePrefix(t))
+	ctx := t.Context()
+	if _, err := s.CompareAndSwap(ctx, "warm", core.NoVersion, []byte("w"), time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	p.Blackhole(true)
+	const timeout = 300 * time.Millisecond
+	const slack = 500 * time.Millisecond // a loaded 2-core machine under -race
+	for op, call := range map[string]func(context.Context) error{
+		"get": func(ctx context.Context) error { _, _, err := s.Get(ctx, "warm"); return err },
+		"put": func(ctx context.Context) error {
+			_, err := s.CompareAndSwap(ctx, "new", core.NoVersion, []byte("v"), time.Minute)
+			return err
+		},
+		"delete": func(ctx context.Context) error { return s.CompareAndDelete(ctx, "warm", 1) },
+	} {
+		cctx, cancel := context.WithTimeout(ctx, timeout)
+		start := time.Now()
+		err := call(cctx)
+		el := time.Since(start)
+		cancel()
+		if err == nil || errors.Is(err, core.ErrConflict) || errors.Is(err, core.ErrNotFound) {
+			t.Errorf("%s on a hung server: %v, want an error", op, err)
+		}
+		if el > timeout+slack {
+			t.Errorf("%s on a hung server returned after %v, context %v", op, el, timeout)
+		}
+	}
+	if st := p.Stats(); st.Blackholed == 0 {
+		t.Fatalf("proxy %+v: nothing reached the blackhole", st)
+	}
+}
+
+// TestFaultFleet runs a Breaker fleet over etcd through the fault proxy
+// (lost and failed answers after apply, delays, resets, a hung server) and
+// checks that no failure is counted twice, each probe election's winner
+// probes, openings are reported, one probe per restraint, no transition
+// reported twice, and every call returns within CallTimeout.
+func TestFaultFleet(t *testing.T) {
+	p := startProxy(t)
+	prefix := uniquePrefix(t)
+	observer := newStore(t, etcd.WithPrefix(prefix))
+	rep, err := faultfleet.Run(t.Context(), faultfleet.Config{
+		NewStore: func(ctx context.Context, _ int) (core.Store, error) { return proxiedStore(t, p, prefix), nil },
+		Observer: observer,
+		Proxy:    p,
+		Short:    testing.Short(),
+		Logf:     t.Logf,
+	})
+	t.Log(rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+}
