@@ -36,13 +36,26 @@ const (
 	promiseExpiredGet    = "an expired entry must count as absent for Get"
 	promiseExpiredCAS    = "an expired entry must count as absent for CompareAndSwap"
 	promiseExpiredDelete = "an expired entry must count as absent for CompareAndDelete"
+	promiseReach         = "the store must answer"
+	promiseStateTTL      = "an entry written with the StateTTL a default Breaker writes must live that long, and no longer than the declared model allows"
+	promiseReplaceTTL    = "every write must replace the entry's TTL with its own"
+	promiseOffGrid       = "a TTL off the granularity's grid must be rounded up to it, never truncated"
+	promiseSkewedReader  = "a padded store's physical copy must outlast the logical expiry for a reader whose clock is MaxClockSkew behind"
+	promiseLostCAS       = "a CompareAndSwap applied but whose answer was lost must not report a conflict with its own write"
+	promiseLostDelete    = "a CompareAndDelete applied but whose answer was lost must not report the key not found"
+	promiseLostFailure   = "a Breaker must count a failure once when the store's answer to its write was lost"
 )
+
+// reachCase is the first case: it fails when the store does not answer, and
+// every other case is then skipped.
+const reachCase = "reachable"
 
 // cases is the suite's table, run in this order.
 var cases []testCase
 
 func init() {
 	cases = []testCase{
+		{name: reachCase, promise: promiseReach},
 		{name: "traits", promise: promiseTraits, run: checkTraits},
 		{name: "get-absent", promise: promiseGetAbsent, run: checkGetAbsent},
 		{name: "create-and-read", promise: promiseCreate, run: checkCreateAndRead},
@@ -59,8 +72,15 @@ func init() {
 		{name: "concurrent-cas-linearizable", promise: promiseLinearizable, atomic: true, run: checkLinearizable},
 		{name: "expiry", promise: promiseNotEarly + "; " + promiseNotLate, slow: true, run: checkExpiry},
 		{name: "expired-counts-as-absent", promise: promiseExpiredCAS, slow: true, run: checkExpiredAbsent},
+		{name: "expiry-at-state-ttl", promise: promiseStateTTL, waits: true, run: checkStateTTL},
+		{name: "every-write-replaces-ttl", promise: promiseReplaceTTL, waits: true, run: checkReplaceTTL},
+		{name: "ttl-off-grid", promise: promiseOffGrid, waits: true, run: checkOffGrid},
+		{name: "skewed-reader", promise: promiseSkewedReader, waits: true, run: checkSkewedReader},
 		{name: "breaker-fleet", promise: promiseFleet, run: checkFleet},
 		{name: "margin-keeps-probes", promise: promiseMargin, run: checkMargin},
+		{name: "lost-answer-cas", promise: promiseLostCAS, atomic: true, alone: true, run: checkLostCAS},
+		{name: "lost-answer-delete", promise: promiseLostDelete, atomic: true, alone: true, run: checkLostDelete},
+		{name: "lost-answer-breaker", promise: promiseLostFailure, alone: true, run: checkLostFailure},
 	}
 }
 
@@ -113,7 +133,8 @@ func (e *env) create(ctx context.Context, key string, value []byte, ttl time.Dur
 }
 
 // awaitRead polls Get(key) for up to the declared ReadStaleness until it
-// returns version want (or, with want == NoVersion, ErrNotFound), and
+// returns version want (or, with want == NoVersion, ErrNotFound) with
+// wantValue (nil: any value), and
 // reports a violation of promise otherwise. It returns the last answer and
 // how long the write stayed invisible.
 func (e *env) awaitRead(ctx context.Context, promise, key string, want core.Version, wantValue []byte) ([]byte, core.Version, time.Duration, bool) {
@@ -130,7 +151,7 @@ func (e *env) awaitRead(ctx context.Context, promise, key string, want core.Vers
 		case want == core.NoVersion && errors.Is(err, core.ErrNotFound):
 			return nil, core.NoVersion, seen, true
 		case want != core.NoVersion && err == nil && ver == want:
-			if !bytes.Equal(v, wantValue) {
+			if wantValue != nil && !bytes.Equal(v, wantValue) {
 				e.errorf(promise, "Get(%q) returned version %d with value %q, but that version was written with %q", key, ver, v, wantValue)
 				return v, ver, seen, false
 			}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -23,24 +24,38 @@ type Options struct {
 	// positives, but may miss a race that did not happen: raise it (and run
 	// under -race) for more confidence.
 	Iterations int
-	// ExpiryTTL is the TTL the expiry cases write with. Default
+	// ExpiryTTL is the short TTL the expiry cases write with. Default
 	// max(Traits().Expiry.MinTTL, 2 s).
 	ExpiryTTL time.Duration
+	// StateTTL is the long TTL the expiry cases also check: default, the
+	// StateTTL a Breaker with default Settings writes over this store
+	// (30 min 5 s for a store needing at most the default 5 s margin).
+	// It is checked through the harness's TimeAdvancer or
+	// LifetimeReporter, never waited for.
+	StateTTL time.Duration
 	// ClockSkew is the fleet's clock-skew bound δ, used by the Breaker-level
 	// cases and to report the TTLMargin a fleet needs. Default
 	// core.DefaultClockSkew.
 	ClockSkew time.Duration
 	// SkipSlow skips the cases that wait in real time (expiry, staleness)
 	// when the harness cannot advance the backend's clock. Run sets it under
-	// go test -short.
+	// go test -short. The report lists what was not verified.
 	SkipSlow bool
 	// Timeout bounds each case, within the caller's context. Default 2 min
 	// plus the waits the store's declared traits force (minimum TTL, read
 	// staleness).
 	Timeout time.Duration
+	// ReachTimeout bounds the first MakeStore and Get: a store that does
+	// not answer within it fails the first case, naming the harness's
+	// store, and every other case is skipped. Default 5 s.
+	ReachTimeout time.Duration
 	// Trials is how many randomised runs per margin the simulated-time
 	// margin case makes. Default 200.
 	Trials int
+	// CheckTimeout bounds one porcupine search in the linearizability case
+	// (default 1 min). A search that times out is retried on a fresh
+	// history, and the case reports inconclusive if it times out again.
+	CheckTimeout time.Duration
 }
 
 func (o Options) withDefaults(t core.Traits) Options {
@@ -56,13 +71,31 @@ func (o Options) withDefaults(t core.Traits) Options {
 	if o.ClockSkew <= 0 {
 		o.ClockSkew = core.DefaultClockSkew
 	}
+	if o.StateTTL <= 0 {
+		o.StateTTL = defaultStateTTL(t)
+	}
 	if o.Trials <= 0 {
 		o.Trials = 200
+	}
+	if o.ReachTimeout <= 0 {
+		o.ReachTimeout = 5 * time.Second
+	}
+	if o.CheckTimeout <= 0 {
+		o.CheckTimeout = time.Minute
 	}
 	if o.Timeout <= 0 {
 		o.Timeout = 2*time.Minute + 2*max(o.ExpiryTTL, t.Expiry.MinTTL) + t.Expiry.Granularity + t.Expiry.Late + 8*t.ReadStaleness
 	}
 	return o
+}
+
+// defaultStateTTL is the TTL a Breaker with default Settings writes over a
+// store declaring t.
+func defaultStateTTL(t core.Traits) time.Duration {
+	if c, err := core.NewConfig(core.Settings{}, t); err == nil {
+		return c.StateTTL
+	}
+	return max(core.DefaultRecoveryDelay, core.DefaultFailureWindow) + max(core.DefaultTTLMargin, t.Expiry.RequiredMargin(core.DefaultClockSkew))
 }
 
 // Run runs the whole suite against the stores newHarness makes, each case as
@@ -73,7 +106,10 @@ func (o Options) withDefaults(t core.Traits) Options {
 // is not Atomic skips the cases that need a real compare (with a t.Skipf
 // naming the trait) but must still do what it declares; a store that claims
 // atomic compare-and-swap and loses an update fails. Cases that wait in real
-// time are skipped under -short unless the harness implements TimeAdvancer.
+// time are skipped under -short unless the harness implements TimeAdvancer;
+// on real time they run concurrently, each on its own store. The "report"
+// subtest logs the report, and "not-verified" is skipped listing every
+// promise the run did not verify (go test -v shows both).
 func Run(t *testing.T, newHarness HarnessMaker) {
 	t.Helper()
 	RunOptions(t, newHarness, Options{SkipSlow: testing.Short()})
@@ -90,37 +126,42 @@ func RunOptions(t *testing.T, newHarness HarnessMaker, opts Options) {
 		t.Fatal("conformance: HarnessMaker returned a nil Harness and no error")
 	}
 	t.Cleanup(h.Close)
-	s0, err := h.MakeStore(t.Context())
-	if err == nil && s0 == nil {
-		err = errors.New("returned a nil store and no error")
-	}
-	if err != nil {
-		t.Fatalf("conformance: MakeStore: %v", err)
-	}
-	traits := s0.Traits()
-	opts = opts.withDefaults(traits)
-	rep := newReport(traits, opts)
-	for _, c := range cases {
+	r := newRunner(t.Context(), h, opts)
+	for i, c := range cases {
+		pending := r.start(t.Context(), i, c)
 		t.Run(c.name, func(t *testing.T) {
-			if why := c.skip(traits, h, opts); why != "" {
-				rep.add(Result{Case: c.name, Promise: c.promise, Skipped: why})
-				t.Skip(why)
+			var res Result
+			if pending != nil {
+				res = <-pending
+			} else {
+				res = r.run(t.Context(), i, c, t)
 			}
-			e, err := newEnv(t.Context(), h, &s0, traits, opts, rep)
-			if err != nil {
-				t.Fatalf("conformance: MakeStore: %v", err)
+			r.rep.add(res)
+			if res.Skipped != "" {
+				t.Skip(res.Skipped)
 			}
-			e.t = t
-			defer e.cancel()
-			c.run(e.ctx, e)
-			res := e.result(c)
-			rep.add(res)
+			if pending != nil {
+				for _, n := range res.Notes {
+					t.Log(n)
+				}
+			}
+			for _, n := range res.NotVerified {
+				t.Log("NOT VERIFIED: " + n)
+			}
 			for _, p := range res.Problems {
 				t.Error(p)
 			}
+			if res.Inconclusive != "" && len(res.Problems) == 0 {
+				t.Skip("INCONCLUSIVE: " + res.Inconclusive)
+			}
 		})
 	}
-	t.Run("report", func(t *testing.T) { t.Log("\n" + rep.String()) })
+	t.Run("report", func(t *testing.T) { t.Log("\n" + r.rep.String()) })
+	t.Run("not-verified", func(t *testing.T) {
+		if nv := r.rep.NotVerified(); len(nv) > 0 {
+			t.Skipf("%d promise(s) not verified:\n%s", len(nv), strings.Join(nv, "\n"))
+		}
+	})
 }
 
 // Check runs the suite's cases against the stores h makes and returns every
@@ -137,42 +178,20 @@ func Check(ctx context.Context, h Harness) error {
 // TTLMargin the store needs. The error is the joined violations, as Check
 // returns them; a Report is returned even when there are violations.
 func Measure(ctx context.Context, h Harness, opts Options) (*Report, error) {
-	s0, err := h.MakeStore(ctx)
-	if err == nil && s0 == nil {
-		err = errors.New("returned a nil store and no error")
-	}
-	if err != nil {
-		return nil, fmt.Errorf("conformance: MakeStore: %w", err)
-	}
-	traits := s0.Traits()
-	opts = opts.withDefaults(traits)
-	rep := newReport(traits, opts)
-	for _, c := range cases {
+	r := newRunner(ctx, h, opts)
+	for i, c := range cases {
 		if err := ctx.Err(); err != nil {
-			return rep, errors.Join(rep.Err(), err)
+			r.drain()
+			return r.rep, errors.Join(r.rep.Err(), err)
 		}
-		if why := c.skip(traits, h, opts); why != "" {
-			rep.add(Result{Case: c.name, Promise: c.promise, Skipped: why})
+		if pending := r.start(ctx, i, c); pending != nil {
+			go func() { r.rep.add(<-pending) }()
 			continue
 		}
-		e, err := newEnv(ctx, h, &s0, traits, opts, rep)
-		if err != nil {
-			rep.add(Result{Case: c.name, Promise: c.promise, Problems: []string{fmt.Sprintf("%s: MakeStore: %v", c.name, err)}})
-			continue
-		}
-		func() {
-			defer e.cancel()
-			defer func() {
-				// A case must not take kvbreaker check down with it.
-				if r := recover(); r != nil {
-					e.errorf("the store must not panic", "panic: %v", r)
-				}
-			}()
-			c.run(e.ctx, e)
-		}()
-		rep.add(e.result(c))
+		r.rep.add(r.run(ctx, i, c, nil))
 	}
-	return rep, rep.Err()
+	r.drain()
+	return r.rep, r.rep.Err()
 }
 
 // testCase is one row of the suite: a behaviour, the promise it checks, and
@@ -184,9 +203,15 @@ type testCase struct {
 	// stores).
 	atomic bool
 	// slow: the case waits in real time unless the harness is a
-	// TimeAdvancer.
+	// TimeAdvancer (skipped under SkipSlow without one).
 	slow bool
-	run  func(ctx context.Context, e *env)
+	// waits: the case may wait in real time, but decides itself what it
+	// can check under SkipSlow (and reports the rest not verified).
+	waits bool
+	// alone: the case needs every other case finished (it arms a fault
+	// that hits the harness's next request, whichever store sends it).
+	alone bool
+	run   func(ctx context.Context, e *env)
 }
 
 func (c *testCase) skip(t core.Traits, h Harness, o Options) string {
@@ -199,6 +224,139 @@ func (c *testCase) skip(t core.Traits, h Harness, o Options) string {
 		}
 	}
 	return ""
+}
+
+// runner runs the table: the first case checks that the store answers at
+// all, cases that wait in real time run in the background (on a harness
+// without TimeAdvancer, whose clock is shared), and a case that must run
+// alone waits for them.
+type runner struct {
+	h      Harness
+	opts   Options
+	traits core.Traits
+	rep    *Report
+	mu     sync.Mutex // guards spare
+	spare  core.Store
+	// down says why the store is unreachable; every later case skips.
+	down string
+	bg   sync.WaitGroup
+}
+
+func newRunner(ctx context.Context, h Harness, opts Options) *runner {
+	r := &runner{h: h}
+	reach := opts.ReachTimeout
+	if reach <= 0 {
+		reach = 5 * time.Second
+	}
+	rctx, cancel := context.WithTimeout(ctx, reach)
+	defer cancel()
+	start := time.Now()
+	s0, err := h.MakeStore(rctx)
+	if err == nil && s0 == nil {
+		err = errors.New("returned a nil store and no error")
+	}
+	if err != nil {
+		r.down = fmt.Sprintf("MakeStore of %s failed after %v: %v", describe(h, nil), time.Since(start).Round(time.Millisecond), err)
+		r.opts = opts.withDefaults(core.Traits{})
+		r.rep = newReport(core.Traits{}, r.opts)
+		return r
+	}
+	r.spare = s0
+	r.traits = s0.Traits()
+	r.opts = opts.withDefaults(r.traits)
+	r.rep = newReport(r.traits, r.opts)
+	if _, _, err := s0.Get(rctx, "reachable.example"); err != nil && !errors.Is(err, core.ErrNotFound) {
+		r.down = fmt.Sprintf("%s did not answer Get within %v (after %v): %v", describe(h, s0), reach, time.Since(start).Round(time.Millisecond), err)
+	}
+	return r
+}
+
+// describe names the harness's store for an unreachable-store message.
+func describe(h Harness, s core.Store) string {
+	if d, ok := h.(Describer); ok {
+		return d.Describe()
+	}
+	if s != nil {
+		return fmt.Sprintf("the %T store (harness %T; implement conformance.Describer to name its address)", s, h)
+	}
+	return fmt.Sprintf("harness %T (implement conformance.Describer to name its store and address)", h)
+}
+
+// start launches case i in the background if it waits in real time and the
+// harness cannot advance time; it returns nil for a case to run inline.
+// A case that must run alone first waits for the background ones.
+func (r *runner) start(ctx context.Context, i int, c testCase) <-chan Result {
+	if c.alone {
+		r.bg.Wait()
+	}
+	if _, adv := r.h.(TimeAdvancer); adv || !(c.slow || c.waits) || r.down != "" {
+		return nil
+	}
+	if c.skip(r.traits, r.h, r.opts) != "" {
+		return nil
+	}
+	ch := make(chan Result, 1)
+	r.bg.Add(1)
+	go func() {
+		defer r.bg.Done()
+		ch <- r.run(ctx, i, c, nil)
+	}()
+	return ch
+}
+
+// drain waits for the background cases (Measure adds their results as
+// they finish).
+func (r *runner) drain() { r.bg.Wait() }
+
+// run runs case i now and returns its result; t is nil under Measure and
+// for background cases.
+func (r *runner) run(ctx context.Context, i int, c testCase, t *testing.T) (res Result) {
+	base := Result{Case: c.name, Promise: c.promise, order: i}
+	if c.name == reachCase {
+		if r.down != "" {
+			base.Problems = []string{fmt.Sprintf("%s: %s: %s", c.name, promiseReach, r.down)}
+		}
+		return base
+	}
+	if r.down != "" {
+		base.Skipped = fmt.Sprintf("%s: not run, the store is unreachable (see case %s)", c.name, reachCase)
+		return base
+	}
+	if why := c.skip(r.traits, r.h, r.opts); why != "" {
+		base.Skipped = why
+		base.notPromised = c.atomic && !r.traits.Atomic
+		return base
+	}
+	e, err := newEnv(ctx, r.h, r.takeSpare(), r.traits, r.opts, r.rep)
+	if err != nil {
+		base.Problems = []string{fmt.Sprintf("%s: MakeStore: %v", c.name, err)}
+		return base
+	}
+	e.t = t
+	defer e.cancel()
+	func() {
+		defer func() {
+			// A case must not take kvbreaker check (or the suite) down
+			// with it.
+			if p := recover(); p != nil {
+				e.errorf("the store must not panic", "panic: %v", p)
+			}
+		}()
+		c.run(e.ctx, e)
+	}()
+	res = e.result(c)
+	res.order = i
+	return res
+}
+
+// takeSpare hands out the store made to read the traits, once, so none is
+// wasted.
+func (r *runner) takeSpare() core.Store {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s := r.spare
+	r.spare = nil
+	return s
 }
 
 // env is what a case runs with: a fresh store, instrumented to record round
@@ -214,17 +372,19 @@ type env struct {
 	opts   Options
 	rep    *Report
 
-	mu       sync.Mutex
-	problems []string
-	notes    []string
+	mu           sync.Mutex
+	problems     []string
+	notes        []string
+	notVerified  []string
+	inconclusive string
+	advanced     time.Duration // moved on the harness's clock (TimeAdvancer)
 }
 
-// newEnv makes the environment for one case, over *spare (the store made to
+// newEnv makes the environment for one case, over spare (the store made to
 // read the traits, used by the first case so none is wasted) or a new store.
-func newEnv(ctx context.Context, h Harness, spare *core.Store, t core.Traits, o Options, rep *Report) (*env, error) {
+func newEnv(ctx context.Context, h Harness, spare core.Store, t core.Traits, o Options, rep *Report) (*env, error) {
 	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
-	s := *spare
-	*spare = nil
+	s := spare
 	if s == nil {
 		var err error
 		if s, err = h.MakeStore(ctx); err != nil {
@@ -263,10 +423,18 @@ func (e *env) logf(format string, args ...any) {
 	}
 }
 
+// notVerifiedf records something the case could not check, and why.
+func (e *env) notVerifiedf(format string, args ...any) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.notVerified = append(e.notVerified, fmt.Sprintf(format, args...))
+}
+
 func (e *env) result(c testCase) Result {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	r := Result{Case: c.name, Promise: c.promise, Notes: slices.Clone(e.notes)}
+	r := Result{Case: c.name, Promise: c.promise, Notes: slices.Clone(e.notes),
+		NotVerified: slices.Clone(e.notVerified), Inconclusive: e.inconclusive}
 	for _, p := range e.problems {
 		r.Problems = append(r.Problems, c.name+": "+p)
 	}

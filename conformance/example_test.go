@@ -43,5 +43,5 @@ func ExampleMeasure() {
 	fmt.Println("passed:", passed, "skipped:", skipped)
 	// Output:
 	// violations: <nil>
-	// passed: 16 skipped: 2
+	// passed: 24 skipped: 2
 }

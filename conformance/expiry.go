@@ -8,11 +8,10 @@ import (
 	"github.com/kvbreaker/kvbreaker/core"
 )
 
-// window is when, after a write with the suite's expiry TTL, the declared
-// model says the entry may vanish: not before lo, and by hi.
-func (e *env) window() (ttl, eff, lo, hi time.Duration) {
+// windowFor is when, after a write with ttl, the declared model says the
+// entry may vanish: not before lo, and by hi. eff is max(ttl, MinTTL).
+func (e *env) windowFor(ttl time.Duration) (eff, lo, hi time.Duration) {
 	m := e.traits.Expiry
-	ttl = e.opts.ExpiryTTL
 	eff = max(ttl, m.MinTTL)
 	lo = eff - m.Early - m.Granularity
 	hi = eff + m.Granularity
@@ -21,12 +20,13 @@ func (e *env) window() (ttl, eff, lo, hi time.Duration) {
 		// backend deletes it; relative expiry may show it until Late.
 		hi += m.Late
 	}
-	return ttl, eff, lo, hi
+	return eff, lo, hi
 }
 
 // present polls once: true when key reads with version ver, false when
-// absent. Any other answer is reported and ends the measurement.
-func (e *env) present(ctx context.Context, key string, ver core.Version) (bool, bool) {
+// absent. Any other answer is reported and ends the measurement, except,
+// with stale set, an older version (a read within the declared staleness).
+func (e *env) present(ctx context.Context, key string, ver core.Version, stale ...bool) (bool, bool) {
 	_, got, err := e.store.Get(ctx, key)
 	switch {
 	case errors.Is(err, core.ErrNotFound):
@@ -34,6 +34,8 @@ func (e *env) present(ctx context.Context, key string, ver core.Version) (bool, 
 	case err != nil:
 		e.errorf(promiseExpiredGet, "Get(%q) while waiting for it to expire = %v", key, err)
 		return false, false
+	case got != ver && len(stale) > 0 && stale[0]:
+		return true, true
 	case got != ver:
 		e.errorf(promiseExpiredGet, "Get(%q) returned version %d while waiting for version %d to expire; nothing else wrote it", key, got, ver)
 		return false, false
@@ -41,18 +43,56 @@ func (e *env) present(ctx context.Context, key string, ver core.Version) (bool, 
 	return true, true
 }
 
-// expire writes key with the expiry TTL and measures when it vanishes, in
-// real time or by advancing the harness's clock. It reports entries that
-// vanish too early or too late, and returns the version written and whether
-// the entry is now gone.
-func (e *env) expire(ctx context.Context, key string) (core.Version, ExpiryMeasurement, bool) {
-	ttl, eff, lo, hi := e.window()
-	meas := ExpiryMeasurement{TTL: ttl, Effective: eff}
-	if adv, ok := e.h.(TimeAdvancer); ok {
-		return e.expireAdvancing(ctx, adv, key, meas, lo, hi)
+// writeFunc makes the write whose expiry is measured and returns the version
+// it stored (false: it failed, already reported).
+type writeFunc func(ctx context.Context) (core.Version, bool)
+
+// expiring is one expiry measurement: the key, the TTL of the write that
+// counts, how it is written, and the promises an early or late vanish
+// breaks.
+type expiring struct {
+	key          string
+	ttl          time.Duration
+	write        writeFunc // nil: create key with ttl
+	early, late  string    // promises; default promiseNotEarly, promiseNotLate
+	what         string    // how the entry was written, for messages
+	advanceFirst time.Duration
+}
+
+func (x *expiring) defaults(e *env) {
+	if x.write == nil {
+		x.write = func(ctx context.Context) (core.Version, bool) { return e.create(ctx, x.key, val("expiring"), x.ttl) }
 	}
+	if x.early == "" {
+		x.early = promiseNotEarly
+	}
+	if x.late == "" {
+		x.late = promiseNotLate
+	}
+	if x.what == "" {
+		x.what = "written with TTL " + x.ttl.String()
+	}
+}
+
+// expire writes key with the expiry TTL and measures when it vanishes, in
+// real time or by advancing the harness's clock.
+func (e *env) expire(ctx context.Context, key string) (core.Version, ExpiryMeasurement, bool) {
+	return e.measure(ctx, expiring{key: key, ttl: e.opts.ExpiryTTL})
+}
+
+// measure makes x's write and measures when the entry vanishes, in real
+// time or by advancing the harness's clock. It reports entries that vanish
+// too early or too late, and returns the version written and whether the
+// entry is now gone.
+func (e *env) measure(ctx context.Context, x expiring) (core.Version, ExpiryMeasurement, bool) {
+	x.defaults(e)
+	if adv, ok := e.h.(TimeAdvancer); ok {
+		return e.measureAdvancing(ctx, adv, x)
+	}
+	eff, lo, hi := e.windowFor(x.ttl)
+	meas := ExpiryMeasurement{TTL: x.ttl, Effective: eff}
 	start := time.Now()
-	ver, ok := e.create(ctx, key, val("expiring"), ttl)
+	ver, ok := x.write(ctx)
 	ret := time.Now()
 	if !ok {
 		return 0, meas, false
@@ -66,7 +106,7 @@ func (e *env) expire(ctx context.Context, key string) (core.Version, ExpiryMeasu
 	lastPresent := start
 	for {
 		s := time.Now()
-		isPresent, ok := e.present(ctx, key, ver)
+		isPresent, ok := e.present(ctx, x.key, ver, s.Before(visible))
 		r := time.Now()
 		if !ok {
 			return ver, meas, false
@@ -81,8 +121,8 @@ func (e *env) expire(ctx context.Context, key string) (core.Version, ExpiryMeasu
 			if s.Sub(ret) > hi+grace {
 				meas.Min, meas.Max = s.Sub(ret), s.Sub(start)
 				meas.Late = meas.Min - eff
-				e.errorf(promiseNotLate, "%q written with TTL %v (effective %v) is still present %v after the write; the declared model says it is gone by %v",
-					key, ttl, eff, s.Sub(ret).Round(time.Millisecond), hi)
+				e.errorf(x.late, "%q %s (effective %v) is still present %v after the write; the declared model says it is gone by %v",
+					x.key, x.what, eff, s.Sub(ret).Round(time.Millisecond), hi)
 				return ver, meas, false
 			}
 		} else {
@@ -91,72 +131,156 @@ func (e *env) expire(ctx context.Context, key string) (core.Version, ExpiryMeasu
 			meas.Early = max(0, eff-meas.Max)
 			meas.Late = max(0, meas.Min-eff)
 			if meas.Max < lo {
-				e.errorf(promiseNotEarly, "%q written with TTL %v (effective %v) vanished at most %v after the write; the declared model (Early %v, Granularity %v) keeps it for at least %v",
-					key, ttl, eff, meas.Max.Round(time.Millisecond), e.traits.Expiry.Early, e.traits.Expiry.Granularity, lo)
+				e.errorf(x.early, "%q %s (effective %v) vanished at most %v after the write; the declared model (Early %v, Granularity %v) keeps it for at least %v",
+					x.key, x.what, eff, meas.Max.Round(time.Millisecond), e.traits.Expiry.Early, e.traits.Expiry.Granularity, lo)
 			}
 			if meas.Min > hi {
-				e.errorf(promiseNotLate, "%q written with TTL %v (effective %v) was still present %v after the write; the declared model says it is gone by %v",
-					key, ttl, eff, meas.Min.Round(time.Millisecond), hi)
+				e.errorf(x.late, "%q %s (effective %v) was still present %v after the write; the declared model says it is gone by %v",
+					x.key, x.what, eff, meas.Min.Round(time.Millisecond), hi)
 			}
 			return ver, meas, true
 		}
 		if err := sleep(ctx, interval); err != nil {
-			e.errorf(promiseNotLate, "%q: the case's deadline passed while waiting for expiry: %v", key, err)
+			e.errorf(x.late, "%q: the case's deadline passed while waiting for expiry: %v", x.key, err)
 			return ver, meas, false
 		}
 	}
 }
 
-func (e *env) expireAdvancing(ctx context.Context, adv TimeAdvancer, key string, meas ExpiryMeasurement, lo, hi time.Duration) (core.Version, ExpiryMeasurement, bool) {
-	meas.Advanced = true
+// measureAdvancing measures x on the harness's clock. The backend's clock
+// may or may not also run in real time, so after the write it has moved by
+// between at (what was advanced) and at plus the real time since the write
+// began. An entry is early only if it is gone while even that upper bound is
+// below lo; to keep the real time out of the verdict, the decisive probe
+// comes right after the write, with one advance to just short of lo.
+func (e *env) measureAdvancing(ctx context.Context, adv TimeAdvancer, x expiring) (core.Version, ExpiryMeasurement, bool) {
+	eff, lo, hi := e.windowFor(x.ttl)
+	meas := ExpiryMeasurement{TTL: x.ttl, Effective: eff, Advanced: true}
+	if x.advanceFirst > 0 {
+		// A phase for the write relative to the backend's clock.
+		if err := e.advance(ctx, adv, x.advanceFirst); err != nil {
+			e.errorf(x.late, "TimeAdvancer.Advance(%v) = %v", x.advanceFirst, err)
+			return 0, meas, false
+		}
+	}
 	start := time.Now()
-	ver, ok := e.create(ctx, key, val("expiring"), meas.TTL)
+	ver, ok := x.write(ctx)
 	if !ok {
 		return 0, meas, false
 	}
-	// Coarse steps up to the earliest permitted instant, then fine ones
-	// past the latest.
-	coarse := max(meas.Effective/50, 10*time.Millisecond)
-	fine := max((hi-lo)/10, 10*time.Millisecond)
-	if _, _, _, ok := e.awaitRead(ctx, promiseRead, key, ver, val("expiring")); !ok {
+	writeTook := time.Since(start)
+	if _, _, _, ok := e.awaitRead(ctx, promiseRead, x.key, ver, nil); !ok {
 		return ver, meas, false
 	}
-	at := time.Duration(0)
+	// The advance and the read that follow take about as long as the
+	// write did; leave that much (twice, and a millisecond) below lo.
+	guard := 2*writeTook + time.Millisecond
+	fine := max((hi-lo)/10, 10*time.Millisecond)
+	at := max(0, lo-guard)
+	var elapsed time.Duration
+	step := at
 	for {
-		isPresent, ok := e.present(ctx, key, ver)
+		if step > 0 {
+			if err := e.advance(ctx, adv, step); err != nil {
+				e.errorf(x.late, "TimeAdvancer.Advance(%v) = %v", step, err)
+				return ver, meas, false
+			}
+		}
+		isPresent, ok := e.present(ctx, x.key, ver)
+		elapsed = time.Since(start)
 		if !ok {
 			return ver, meas, false
 		}
+		upTo := at + elapsed // the most the backend's clock can have moved
 		if !isPresent {
-			// The backend's clock may also have run in real time since
-			// the write: count that in before calling it early.
-			upTo := at + time.Since(start)
 			meas.Max = upTo
-			meas.Early = max(0, meas.Effective-upTo)
-			meas.Late = max(0, meas.Min-meas.Effective)
-			if upTo < lo {
-				e.errorf(promiseNotEarly, "%q written with TTL %v (effective %v) was gone once the backend clock advanced %v (%v in all); the declared model keeps it for at least %v",
-					key, meas.TTL, meas.Effective, at, upTo.Round(time.Millisecond), lo)
+			meas.Early = max(0, eff-upTo)
+			meas.Late = max(0, meas.Min-eff)
+			switch {
+			case upTo < lo:
+				e.errorf(x.early, "%q %s (effective %v) was gone once the backend clock advanced %v (%v counting the real time since the write); the declared model keeps it for at least %v",
+					x.key, x.what, eff, at, upTo.Round(time.Millisecond), lo)
+				// The verdict is in; now measure how early, in coarse
+				// steps on a second write of the same key.
+				if gone, ok := e.howEarly(ctx, adv, x, eff); ok && gone < meas.Max {
+					meas.Max = gone
+					meas.Early = max(0, eff-gone)
+				}
+			case at < lo:
+				// Gone between lo - guard and lo + the real time: the
+				// probe came too late to tell.
+				e.notVerifiedf("%q %s: gone at the first probe, after %v advanced and %v of real time, which straddles the earliest permitted %v: not early only to within the real time",
+					x.key, x.what, at, elapsed.Round(time.Millisecond), lo)
 			}
 			return ver, meas, true
 		}
 		meas.Min = at
 		if at > hi {
-			meas.Late = at - meas.Effective
-			e.errorf(promiseNotLate, "%q written with TTL %v (effective %v) is still present after advancing the backend clock %v; the declared model says it is gone by %v",
-				key, meas.TTL, meas.Effective, at, hi)
+			meas.Late = at - eff
+			e.errorf(x.late, "%q %s (effective %v) is still present after advancing the backend clock %v; the declared model says it is gone by %v",
+				x.key, x.what, eff, at, hi)
 			return ver, meas, false
 		}
-		step := fine
-		if at+coarse < lo-fine {
-			step = coarse
-		}
-		if err := adv.Advance(ctx, step); err != nil {
-			e.errorf(promiseNotLate, "TimeAdvancer.Advance(%v) = %v", step, err)
-			return ver, meas, false
-		}
+		step = fine
 		at += step
 	}
+}
+
+// howEarly writes x again and advances in steps of a fiftieth of eff until
+// it is gone, returning the most the backend's clock can have moved by then
+// (for the report; the verdict does not depend on it).
+func (e *env) howEarly(ctx context.Context, adv TimeAdvancer, x expiring, eff time.Duration) (time.Duration, bool) {
+	start := time.Now()
+	ver, ok := x.write(ctx)
+	if !ok {
+		return 0, false
+	}
+	step := max(eff/50, time.Millisecond)
+	for at := time.Duration(0); at <= eff; at += step {
+		isPresent, ok := e.present(ctx, x.key, ver)
+		if !ok {
+			return 0, false
+		}
+		if !isPresent {
+			return at + time.Since(start), true
+		}
+		if err := e.advance(ctx, adv, step); err != nil {
+			return 0, false
+		}
+	}
+	return 0, false
+}
+
+// lifetime checks, through the harness's LifetimeReporter, that key (just
+// written with ttl by a call that began at start) is physically kept at
+// least as long as the declared model says, plus pad, and (for relative
+// expiry, where the physical lifetime is the logical one) no longer than
+// TTL + Granularity + Late. It returns the remaining lifetime read.
+func (e *env) lifetime(ctx context.Context, lr LifetimeReporter, key string, ttl time.Duration, start time.Time, pad time.Duration, early, late, what string) (time.Duration, bool) {
+	m := e.traits.Expiry
+	eff := max(ttl, m.MinTTL)
+	rem, err := lr.Lifetime(ctx, e.raw, key)
+	el := time.Since(start)
+	if err != nil {
+		e.errorf(early, "LifetimeReporter.Lifetime(%q) right after it was %s = %v", key, what, err)
+		return 0, false
+	}
+	lo := eff - el - m.Early - m.Granularity + pad
+	if rem < lo {
+		extra := ""
+		if pad > 0 {
+			extra = " plus the declared MaxClockSkew " + pad.String()
+		}
+		e.errorf(early, "%q %s (effective %v) has %v of physical lifetime left %v after the write began; the declared model (Early %v, Granularity %v%s) keeps it at least %v",
+			key, what, eff, rem, el.Round(time.Millisecond), m.Early, m.Granularity, extra, lo.Round(time.Millisecond))
+		return rem, false
+	}
+	if hi := eff + m.Granularity + m.Late; m.Kind == core.ExpiryRelative && rem > hi {
+		e.errorf(late, "%q %s (effective %v) has %v of physical lifetime left; the declared model (Granularity %v, Late %v) keeps it at most %v",
+			key, what, eff, rem, m.Granularity, m.Late, hi)
+		return rem, false
+	}
+	return rem, true
 }
 
 func checkExpiry(ctx context.Context, e *env) {

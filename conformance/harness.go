@@ -25,7 +25,55 @@ type HarnessMaker func(ctx context.Context, t *testing.T) (Harness, error)
 
 // TimeAdvancer is an optional Harness capability for backends whose clock
 // the test controls (Miniflare): Advance moves the backend's clock forward,
-// so expiry can be measured without waiting in real time.
+// so expiry can be measured without waiting in real time. It must move every
+// clock the store judges expiry by: the emulator's and the adapter's.
 type TimeAdvancer interface {
 	Advance(ctx context.Context, d time.Duration) error
+}
+
+// LifetimeReporter is an optional Harness capability that reads how long the
+// backend will physically keep a key: etcd's LeaseTimeToLive of the key's
+// lease, DynamoDB's purge attribute minus now, Workers KV's expiration minus
+// now, Redis's PTTL. With it the suite checks expiry at the TTLs a Breaker
+// really writes (30 min 5 s by default) without waiting for them. A harness
+// with neither this nor TimeAdvancer leaves those promises "not verified" in
+// the report.
+type LifetimeReporter interface {
+	// Lifetime returns the remaining physical lifetime of key as written
+	// through s (a store this harness made): the time from now until the
+	// backend deletes it. Report it as the backend does, rounded down at
+	// worst to the store's declared Granularity. It returns an error
+	// matching core.ErrNotFound when the key is not stored.
+	Lifetime(ctx context.Context, s core.Store, key string) (time.Duration, error)
+}
+
+// SkewedStoreMaker is an optional Harness capability for stores that filter
+// expiry by the reader's clock (core.ExpiryReaderFiltered): it returns a
+// store over the same keyspace as s whose clock runs offset from s's
+// (negative: behind). With TimeAdvancer it lets the suite check, for a store
+// whose physical copy is padded (Traits().MaxClockSkew > 0), that a reader
+// whose clock is MaxClockSkew behind still finds every record it counts as
+// live.
+type SkewedStoreMaker interface {
+	MakeSkewedStore(ctx context.Context, s core.Store, offset time.Duration) (core.Store, error)
+}
+
+// AnswerDropper is an optional Harness capability for stores reached over a
+// network: DropNextAnswer makes the backend apply the next request any store
+// of this harness sends and that request's answer be lost (the connection
+// reset after the request was forwarded), as a loopback fault proxy between
+// the client and the server does (see package
+// github.com/kvbreaker/kvbreaker/conformance/faultproxy). The suite then
+// checks that the adapter (or its client's retry) recognises its own write:
+// a compare-and-swap applied and retried reports success, not a conflict.
+// The suite arms it right before the one call it means, never while other
+// cases run.
+type AnswerDropper interface {
+	DropNextAnswer(ctx context.Context) error
+}
+
+// Describer is an optional Harness capability that names the store and its
+// address ("etcd at 127.0.0.1:2379"), quoted when the store does not answer.
+type Describer interface {
+	Describe() string
 }

@@ -104,12 +104,38 @@ func (o writeOut) String() string {
 	return "conflict"
 }
 
+// checkHistory is porcupine's search (a variable so the suite's own tests
+// can make it time out).
+var checkHistory = porcupine.CheckOperationsTimeout
+
+// linearizableAttempts is how many fresh histories the case checks before
+// calling a search that keeps timing out inconclusive.
+const linearizableAttempts = 3
+
 // checkLinearizable races Goroutines workers through read-then-swap rounds
 // on one key (with an occasional compare-and-delete) and checks the history
 // with porcupine. It has no false positives; a race that did not happen is
-// not found, so raise Options.Iterations and run under -race for more.
+// not found, so raise Options.Iterations and run under -race for more. A
+// search that times out proves nothing: the case retries on a fresh history
+// and, if every search times out, reports itself inconclusive, not passed.
 func checkLinearizable(ctx context.Context, e *env) {
-	const key = "linearizable.example"
+	for attempt := 1; attempt <= linearizableAttempts; attempt++ {
+		switch res := e.raceOnce(ctx, fmt.Sprintf("linearizable-%d.example", attempt)); res {
+		case porcupine.Unknown:
+			e.logf("attempt %d: porcupine's search timed out after %v: no verdict", attempt, e.opts.CheckTimeout)
+		default:
+			return
+		}
+	}
+	e.mu.Lock()
+	e.inconclusive = fmt.Sprintf("porcupine's search timed out (%v each) on %d fresh histories; raise Options.CheckTimeout or lower Iterations", e.opts.CheckTimeout, linearizableAttempts)
+	e.mu.Unlock()
+}
+
+// raceOnce runs one race on key and checks its history; it returns
+// porcupine's verdict (Illegal and a failed race are reported; Ok for a
+// race that could not be checked, as there is nothing to retry).
+func (e *env) raceOnce(ctx context.Context, key string) porcupine.CheckResult {
 	var (
 		mu      sync.Mutex
 		history []porcupine.Operation
@@ -196,7 +222,7 @@ func checkLinearizable(ctx context.Context, e *env) {
 	wg.Wait()
 	if failed != nil {
 		e.errorf(promiseLinearizable, "a call failed under concurrency, so the history cannot be checked: %v", failed)
-		return
+		return porcupine.Ok
 	}
 	// Direct evidence first: versions are never reused (promiseNoReuse),
 	// so two writes that both succeeded from one version lost an update.
@@ -223,16 +249,15 @@ func checkLinearizable(ctx context.Context, e *env) {
 			e.errorf(promiseLostUpdate, "%d writes expecting version %d all succeeded: %v", len(ws), old, ws)
 		}
 	}
-	res := porcupine.CheckOperationsTimeout(registerModel, history, time.Minute)
-	switch res {
-	case porcupine.Illegal:
-		e.errorf(promiseLinearizable, "the history of %d operations (%d successful writes) by %d goroutines has no linearization", len(history), oks, e.opts.Goroutines)
-	case porcupine.Unknown:
-		e.logf("porcupine timed out on %d operations; no violation found in that time", len(history))
-	default:
-		e.logf("%d operations (%d successful writes) by %d goroutines: linearizable", len(history), oks, e.opts.Goroutines)
-	}
 	if oks == 0 {
 		e.errorf(promiseLinearizable, "no write succeeded in %d operations", len(history))
 	}
+	res := checkHistory(registerModel, history, e.opts.CheckTimeout)
+	switch res {
+	case porcupine.Illegal:
+		e.errorf(promiseLinearizable, "the history of %d operations (%d successful writes) by %d goroutines has no linearization", len(history), oks, e.opts.Goroutines)
+	case porcupine.Ok:
+		e.logf("%d operations (%d successful writes) by %d goroutines: linearizable", len(history), oks, e.opts.Goroutines)
+	}
+	return res
 }

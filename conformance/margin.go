@@ -9,13 +9,16 @@ import (
 	"github.com/kvbreaker/kvbreaker/skew"
 )
 
-const promiseMargin = "the TTLMargin RequiredMargin derives from the declared expiry model must keep every half-open probe a probe"
+const (
+	promiseMargin = "the TTLMargin RequiredMargin derives from the declared expiry model must keep every half-open probe a probe"
+	promisePower  = "the margin experiment must have power: one millisecond below the required margin it must see probes demoted"
+)
 
 // checkMargin runs skew's margin experiment on the store's declared traits:
 // in simulated time, a fleet with clocks up to ±ClockSkew apart over a store
 // distorted as badly as the declaration allows. At the required margin no
-// probe may be demoted to a plain send; one millisecond below, the demotion
-// is looked for too and reported (it shows the bound is tight). The
+// probe may be demoted to a plain send; one millisecond below, the
+// experiment must see demotions below the margin, or it has no power. The
 // experiment uses an in-process store, not the adapter: it checks that the
 // declaration and kvbreaker's margin fit together, while the expiry cases
 // check the declaration against the real store.
@@ -37,6 +40,11 @@ func checkMargin(ctx context.Context, e *env) {
 	}
 	e.logf("%v", at)
 	e.logf("%v", below)
+	// A pass at the required margin means something only if the same
+	// experiment catches the demotions one tick below it.
+	if below.Due == 0 || below.Demoted == 0 {
+		e.errorf(promisePower, "%v: with no demotion below the margin, none at the margin proves nothing (raise Options.Trials)", below)
+	}
 }
 
 // simulate runs the experiment in a testing/synctest bubble under Run, or

@@ -23,10 +23,25 @@ type Result struct {
 	Problems []string
 	// Notes are measurements and observations worth reporting.
 	Notes []string
+	// NotVerified lists what the case could not check, each with why (no
+	// harness capability to reach the TTL, skipped under -short): a pass
+	// says nothing about these.
+	NotVerified []string
+	// Inconclusive says why the case's check could not decide (a
+	// linearizability search that timed out, even when retried). An
+	// inconclusive case has not passed.
+	Inconclusive string
+
+	order int // the case's place in the table
+	// notPromised: skipped because the store does not make the promise
+	// (Atomic == false), so it is not "not verified".
+	notPromised bool
 }
 
-// Passed reports whether the case ran and found nothing wrong.
-func (r *Result) Passed() bool { return r.Skipped == "" && len(r.Problems) == 0 }
+// Passed reports whether the case ran, decided, and found nothing wrong.
+func (r *Result) Passed() bool {
+	return r.Skipped == "" && len(r.Problems) == 0 && r.Inconclusive == ""
+}
 
 // ExpiryMeasurement is what the expiry case observed for one entry.
 type ExpiryMeasurement struct {
@@ -73,10 +88,33 @@ func newReport(t core.Traits, o Options) *Report {
 	return &Report{Traits: t, Options: o, rtt: make(map[string][]time.Duration)}
 }
 
+// add records res in table order (background cases finish out of order).
 func (r *Report) add(res Result) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.Results = append(r.Results, res)
+	i, _ := slices.BinarySearchFunc(r.Results, res.order, func(a Result, o int) int { return a.order - o })
+	r.Results = slices.Insert(r.Results, i, res)
+}
+
+// NotVerified lists every promise the run did not verify: cases skipped
+// (with why), checks a case could not make, and inconclusive cases. Empty
+// means everything the suite knows to check was checked.
+func (r *Report) NotVerified() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for _, res := range r.Results {
+		if res.Skipped != "" && !res.notPromised {
+			out = append(out, fmt.Sprintf("%s (%s): %s", res.Case, res.Promise, res.Skipped))
+		}
+		for _, n := range res.NotVerified {
+			out = append(out, res.Case+": "+n)
+		}
+		if res.Inconclusive != "" {
+			out = append(out, fmt.Sprintf("%s (%s): inconclusive: %s", res.Case, res.Promise, res.Inconclusive))
+		}
+	}
+	return out
 }
 
 func (r *Report) roundTrip(op string, d time.Duration) {
@@ -169,6 +207,8 @@ func (r *Report) String() string {
 			status = "SKIP"
 		case len(res.Problems) > 0:
 			status = "FAIL"
+		case res.Inconclusive != "":
+			status = "INCONCLUSIVE"
 		}
 		fmt.Fprintf(&b, "%-4s %-34s %s\n", status, res.Case, res.Promise)
 		for _, p := range res.Problems {
@@ -191,6 +231,12 @@ func (r *Report) String() string {
 	}
 	for _, rt := range r.RoundTrips() {
 		fmt.Fprintf(&b, "round trip %-6s n=%-5d p50=%v p99=%v\n", rt.Op, rt.N, rt.P50.Round(time.Microsecond), rt.P99.Round(time.Microsecond))
+	}
+	if nv := r.NotVerified(); len(nv) > 0 {
+		fmt.Fprintf(&b, "NOT VERIFIED (%d): a pass says nothing about these\n", len(nv))
+		for _, n := range nv {
+			fmt.Fprintf(&b, "       ! %s\n", n)
+		}
 	}
 	skew := r.Options.ClockSkew
 	fmt.Fprintf(&b, "TTLMargin needed for clock skew %v: %v (declared model alone: %v)\n",
