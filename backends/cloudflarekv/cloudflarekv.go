@@ -24,8 +24,11 @@
 // own clock, so writer/reader skew cancels (DESIGN §2: reader-filtered
 // absolute expiry). The physical TTL is padded by twice the clock-skew bound
 // and one second of granularity so that Cloudflare never deletes a record a
-// reader still counts as live; set WithClockSkew to the fleet's
-// Settings.ClockSkew.
+// reader still counts as live; set WithClockSkew to at least the fleet's
+// Settings.ClockSkew (Traits().MaxClockSkew declares it, and
+// core.NewBreaker refuses a larger Settings.ClockSkew). The 60 s floor is
+// the physical copy's only: what Get returns, and so what a Breaker sees,
+// expires at the exact TTL (Traits declares no MinTTL).
 //
 // # Rate limits
 //
@@ -70,7 +73,9 @@ const (
 	// MaxKeyLen is Workers KV's limit on a key name, in bytes; the prefix
 	// plus the host must fit.
 	MaxKeyLen = 512
-	// MinTTL is Workers KV's shortest expiration_ttl.
+	// MinTTL is Workers KV's shortest expiration_ttl: the floor of the
+	// physical copy only. Logical expiry, which Get filters by, is the
+	// exact TTL whatever its length, so Traits declares no minimum.
 	MinTTL = 60 * time.Second
 	// Propagation is how long Workers KV may serve an old value after a
 	// write (eventual consistency).
@@ -164,8 +169,10 @@ func WithPrefix(p string) Option { return func(s *Store) { s.prefix = p } }
 // time.Now). Give it the same clock as the Breakers' Settings.Clock.
 func WithClock(clock func() time.Time) Option { return func(s *Store) { s.clock = clock } }
 
-// WithClockSkew sets the fleet's clock-skew bound (default
-// core.DefaultClockSkew); the physical TTL is padded by twice it. Use the
+// WithClockSkew sets the clock-skew bound the physical TTL is padded for
+// (default core.DefaultClockSkew, must be positive): twice it plus a second.
+// Traits().MaxClockSkew declares it, so core.NewBreaker refuses a
+// Settings.ClockSkew larger than it, naming this option: set at least the
 // Breakers' Settings.ClockSkew.
 func WithClockSkew(d time.Duration) Option { return func(s *Store) { s.skew = d } }
 
@@ -236,29 +243,32 @@ func New(client *kv.KVService, accountID, namespaceID string, opts ...Option) (*
 	}
 	switch {
 	case strings.Trim(s.prefix, ".") == "":
-		bad("prefix %q must contain a character other than '.' (KV rejects the key names \".\" and \"..\")", s.prefix)
+		bad("WithPrefix: prefix %q must contain a character other than '.' (KV rejects the key names \".\" and \"..\")", s.prefix)
 	case len(s.prefix)+core.MaxKeyLen > MaxKeyLen:
-		bad("prefix is %d bytes: at most %d, so that it and a %d-byte host fit KV's %d-byte key limit", len(s.prefix), MaxKeyLen-core.MaxKeyLen, core.MaxKeyLen, MaxKeyLen)
+		bad("WithPrefix: prefix is %d bytes: at most %d, so that it and a %d-byte host fit KV's %d-byte key limit", len(s.prefix), MaxKeyLen-core.MaxKeyLen, core.MaxKeyLen, MaxKeyLen)
 	case !utf8.ValidString(s.prefix):
-		bad("prefix %q is not valid UTF-8", s.prefix)
+		bad("WithPrefix: prefix %q is not valid UTF-8", s.prefix)
 	}
 	if s.clock == nil {
-		bad("clock is nil")
+		bad("WithClock: clock is nil: pass the Breakers' Settings.Clock, or leave it out for time.Now")
 	}
-	if s.skew < 0 {
-		bad("clock skew %v is negative", s.skew)
+	if s.skew <= 0 {
+		bad("WithClockSkew(%v): the clock skew bound must be positive: set it to the Breakers' Settings.ClockSkew (default %v)", s.skew, core.DefaultClockSkew)
 	}
-	if s.interval < 0 {
-		bad("write interval %v is negative", s.interval)
+	if s.interval <= 0 {
+		bad("WithWriteInterval(%v): the write interval must be positive: Workers KV accepts one write per second per key, so set %v", s.interval, DefaultWriteInterval)
 	}
-	if s.cache.max < 0 || s.freshness < 0 {
-		bad("cache size %d or freshness %v is negative", s.cache.max, s.freshness)
+	if s.cache.max < 0 {
+		bad("WithCache: cache size %d is negative: set a number of keys, or 0 to cache no reads", s.cache.max)
+	}
+	if s.freshness < 0 {
+		bad("WithCache: freshness %v is negative: set how long a read answer may be reused (default %v), or 0", s.freshness, DefaultCacheFreshness)
 	}
 	if s.maxRetries < 0 {
-		bad("max retries %d is negative", s.maxRetries)
+		bad("WithMaxRetries(%d): retries must be 0 or more (default %d)", s.maxRetries, DefaultMaxRetries)
 	}
 	if s.timeout <= 0 {
-		bad("request timeout %v is not positive", s.timeout)
+		bad("WithRequestTimeout(%v): the request timeout must be positive (default %v)", s.timeout, DefaultRequestTimeout)
 	}
 	if s.log == nil {
 		s.log = slog.Default()
@@ -270,22 +280,27 @@ func New(client *kv.KVService, accountID, namespaceID string, opts ...Option) (*
 	return s, nil
 }
 
-// Traits declares: last writer wins; reader-filtered absolute expiry, exact
-// to the millisecond, with Workers KV's 60 s minimum TTL (an entry written
-// with a shorter TTL reads as absent once its TTL has passed, but occupies
-// KV until the minimum, and up to 2·skew + 2 s longer: Late); reads up to
-// Propagation plus the cache's freshness stale; one write per second per key.
+// Traits declares what a Breaker sees: last writer wins; reader-filtered
+// absolute expiry, exact to the millisecond and with no minimum TTL (Get
+// filters by the logical expiry, so an entry written with a 5 s TTL reads as
+// absent 5 s later, although KV keeps the physical copy for at least its
+// 60 s minimum); Late bounds that physical copy's extra life, for any TTL:
+// the 60 s floor plus the padding plus KV's whole-second rounding. The
+// padding covers a Settings.ClockSkew up to WithClockSkew's (MaxClockSkew),
+// reads are up to Propagation plus the cache's freshness stale, and one
+// write per key per write interval.
 func (s *Store) Traits() core.Traits {
 	return core.Traits{
 		Atomic: false,
 		Expiry: core.ExpiryModel{
 			Kind:        core.ExpiryReaderFiltered,
 			Granularity: time.Millisecond,
-			MinTTL:      MinTTL,
-			Late:        s.pad + granularity,
+			Late:        MinTTL + s.pad + granularity,
 		},
-		ReadStaleness:    Propagation + s.freshness,
-		MinWriteInterval: s.interval,
+		ReadStaleness:      Propagation + s.freshness,
+		MinWriteInterval:   s.interval,
+		MaxClockSkew:       s.skew,
+		MaxClockSkewOption: "cloudflarekv.WithClockSkew",
 	}
 }
 
@@ -346,12 +361,17 @@ func (s *Store) answer(e entry) ([]byte, core.Version, error) {
 // Merging, against the queued write or, when none is queued, the write in
 // flight or last sent by this store: a write computed from it (old is its
 // version; this store's Get returns its own queued and sent writes, so
-// sequential callers always are) replaces it; a write computed from an older
-// read (another goroutine's, concurrent) is merged with it as records: the
-// union of failure instants (uncapped; the next Failure prunes to the
-// history limit), the later RestrainedUntil, Probing if either, the longer
-// TTL. A delete replaces whatever is queued, and a write after a queued
-// delete replaces the delete. Values that are not records: the newer wins.
+// sequential callers always are) replaces it, and so does any write when
+// its logical expiry has passed by the store's clock (an expired record
+// never comes back through a merge); a write computed from an older read
+// (another goroutine's, concurrent) is merged with it as records: the union
+// of failure instants (uncapped; the next Failure prunes to the history
+// limit), the later RestrainedUntil, Probing if either, the longer TTL. A
+// delete replaces whatever is queued, and a write after a delete replaces
+// the delete, except that a write computed from the version the delete
+// removed (a Failure that read the record before a Success deleted it)
+// keeps only the failure instants it added: the deleted failures, restraint
+// and probe do not come back. Values that are not records: the newer wins.
 //
 // So coalescing loses nothing this process writes. What can be lost: (1)
 // another process's write of the same host within KV's propagation delay
@@ -388,13 +408,17 @@ func (s *Store) CompareAndDelete(ctx context.Context, key string, old core.Versi
 	if err != nil {
 		return opError("delete", key, err)
 	}
-	if _, _, err := s.Get(ctx, key); err != nil {
+	gone, cur, err := s.Get(ctx, key)
+	if err != nil {
 		if errors.Is(err, core.ErrNotFound) {
 			return core.ErrNotFound
 		}
 		return err
 	}
-	_, err = s.enqueue(ctx, "delete", key, full, write{del: true, ver: newVersion(), base: old})
+	// The delete remembers what it removed, so that a write computed from
+	// that record (a Failure that read it before this Success) brings
+	// back none of it.
+	_, err = s.enqueue(ctx, "delete", key, full, write{del: true, ver: newVersion(), base: old, goneVer: cur, goneVal: gone})
 	return err
 }
 

@@ -4,7 +4,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -77,61 +76,6 @@ func escapeKey(key string) string {
 		}
 	}
 	return b.String()
-}
-
-// write is one queued write of a key: a put (value, ttl, exp) or a delete.
-// ver identifies it (the version Get will show for a put); base is the
-// version its caller read before computing it.
-type write struct {
-	del   bool
-	value []byte
-	ttl   time.Duration
-	exp   time.Time
-	ver   core.Version
-	base  core.Version
-}
-
-// combine merges newer into older, as CompareAndSwap documents: a delete,
-// a write after a delete, or a write computed from older (newer.base ==
-// older.ver) replaces older; otherwise the two records are merged.
-func combine(older, newer write) write {
-	if newer.del || older.del || newer.base == older.ver {
-		return newer
-	}
-	merged := newer
-	merged.value = mergeRecords(older.value, newer.value)
-	merged.ttl = max(older.ttl, newer.ttl)
-	if older.exp.After(newer.exp) {
-		merged.exp = older.exp
-	}
-	merged.base = older.base
-	return merged
-}
-
-// mergeRecords merges two encoded core.Records written concurrently: the
-// union of their failure instants (sorted, duplicates once; not capped, as
-// the next Failure prunes to the history limit, so no failure is lost), the
-// later RestrainedUntil, and Probing if either was probing. If either does
-// not decode, the newer wins.
-func mergeRecords(older, newer []byte) []byte {
-	a, errA := core.DecodeRecord(older)
-	b, errB := core.DecodeRecord(newer)
-	if errA != nil || errB != nil {
-		return newer
-	}
-	var r core.Record
-	r.Failures = slices.Concat(a.Failures, b.Failures)
-	slices.SortFunc(r.Failures, func(x, y time.Time) int { return x.Compare(y) })
-	r.Failures = slices.CompactFunc(r.Failures, time.Time.Equal)
-	r.RestrainedUntil = a.RestrainedUntil
-	if b.RestrainedUntil.After(r.RestrainedUntil) {
-		r.RestrainedUntil = b.RestrainedUntil
-	}
-	r.Probing = (a.Probing || b.Probing) && !r.RestrainedUntil.IsZero()
-	if len(r.Failures) == 0 {
-		r.Failures = nil
-	}
-	return core.EncodeRecord(r)
 }
 
 func (w write) String() string {

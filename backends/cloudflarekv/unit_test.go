@@ -106,29 +106,58 @@ func TestMergeRecords(t *testing.T) {
 }
 
 func TestCombine(t *testing.T) {
-	rec := func(s int) []byte {
-		return core.EncodeRecord(core.Record{Failures: []time.Time{time.UnixMilli(int64(s) * 1000).UTC()}})
+	at := func(s int) time.Time { return time.UnixMilli(int64(s) * 1000).UTC() }
+	rec := func(r core.Record) []byte { return core.EncodeRecord(r) }
+	fails := func(s ...int) core.Record {
+		var r core.Record
+		for _, x := range s {
+			r.Failures = append(r.Failures, at(x))
+		}
+		return r
 	}
-	older := write{value: rec(1), ver: 10, base: 1, ttl: time.Minute}
+	now := at(100)
+	live := now.Add(time.Minute)
+	older := write{value: rec(fails(1)), ver: 10, base: 1, ttl: time.Minute, exp: live}
+	// open is a half-open record that a Success deleted (version 20).
+	open := core.Record{Failures: []time.Time{at(1), at(2)}, RestrainedUntil: at(160), Probing: true}
+	deleted := write{del: true, ver: 21, base: 20, goneVer: 20, goneVal: rec(open)}
 	for _, tc := range []struct {
-		name      string
-		newer     write
-		wantValue []byte
-		wantDel   bool
+		name   string
+		older  write
+		newer  write
+		want   []byte // nil: want a delete
+		wantOf core.Version
 	}{
-		{"derived-replaces", write{value: rec(2), ver: 11, base: 10, ttl: time.Minute}, rec(2), false},
-		{"concurrent-merges", write{value: rec(2), ver: 11, base: 1, ttl: time.Minute}, mergeRecords(rec(1), rec(2)), false},
-		{"delete-replaces", write{del: true, ver: 11, base: 1}, nil, true},
+		{"derived-replaces", older, write{value: rec(fails(2)), ver: 11, base: 10, exp: live}, rec(fails(2)), 11},
+		{"concurrent-merges", older, write{value: rec(fails(2)), ver: 11, base: 1, exp: live}, rec(fails(1, 2)), 11},
+		{"delete-replaces", older, write{del: true, ver: 11, base: 1}, nil, 11},
+		{"write-replaces-delete", write{del: true, ver: 5}, write{value: rec(fails(3)), ver: 6, exp: live}, rec(fails(3)), 6},
+		// #12.4: an unanswered probe's record, expired, must not come back.
+		{"expired-not-merged",
+			write{value: rec(core.Record{Failures: []time.Time{at(1)}, RestrainedUntil: at(90), Probing: true}), ver: 10, base: 9, exp: now},
+			write{value: rec(fails(99)), ver: 11, exp: live}, rec(fails(99)), 11},
+		// #12.4: a Failure computed from the record a Success deleted
+		// keeps only its own failure instant.
+		{"computed-from-deleted-rebased", deleted,
+			write{value: rec(core.Record{Failures: []time.Time{at(1), at(2), at(3)}, RestrainedUntil: at(163)}), ver: 22, base: 20, exp: live},
+			rec(fails(3)), 22},
+		{"computed-from-deleted-adds-nothing", deleted,
+			write{value: rec(core.Record{Failures: open.Failures, RestrainedUntil: at(200), Probing: true}), ver: 22, base: 20, exp: live},
+			nil, 21},
+		{"tombstone-carried-past-a-write",
+			combine(deleted, write{value: rec(fails(50)), ver: 23, exp: live}, now),
+			write{value: rec(core.Record{Failures: []time.Time{at(1), at(2), at(51)}, RestrainedUntil: at(163)}), ver: 24, base: 20, exp: live},
+			rec(fails(50, 51)), 24},
+		{"other-base-after-delete-replaces", deleted, write{value: rec(fails(7)), ver: 22, base: 0, exp: live}, rec(fails(7)), 22},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := combine(older, tc.newer)
-			if got.del != tc.wantDel || string(got.value) != string(tc.wantValue) || got.ver != tc.newer.ver {
-				t.Errorf("combine = %v (value %x), want del=%v value %x version %d", got, got.value, tc.wantDel, tc.wantValue, tc.newer.ver)
+			got := combine(tc.older, tc.newer, now)
+			if got.del != (tc.want == nil) || string(got.value) != string(tc.want) || got.ver != tc.wantOf {
+				r, _ := core.DecodeRecord(got.value)
+				w, _ := core.DecodeRecord(tc.want)
+				t.Errorf("combine = %v %+v, want del=%v %+v version %d", got, r, tc.want == nil, w, tc.wantOf)
 			}
 		})
-	}
-	if got := combine(write{del: true, ver: 5}, write{value: rec(3), ver: 6, base: 99}); got.del || string(got.value) != string(rec(3)) {
-		t.Errorf("a write after a queued delete = %v, want it to replace the delete", got)
 	}
 }
 

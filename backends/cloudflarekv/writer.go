@@ -87,17 +87,18 @@ func (s *Store) enqueue(ctx context.Context, opName, key, full string, w write) 
 	st := s.state(full, key)
 	s.bump(st)
 	p := st.pending
+	now := s.clock()
 	if p == nil {
 		// A write not computed from what this store last sent (another
 		// goroutine read before that write) is merged with it, so the
 		// new request does not undo it.
 		if l := st.latest(); l != nil {
-			w = combine(*l, w)
+			w = combine(*l, w, now)
 		}
 		p = &op{w: w, done: make(chan struct{})}
 		st.pending = p
 	} else {
-		p.w = combine(p.w, w)
+		p.w = combine(p.w, w, now)
 	}
 	p.waiters++
 	s.cache.set(full, entry{present: !p.w.del, value: p.w.value, ver: p.w.ver, exp: p.w.exp, pinned: true})
@@ -224,7 +225,7 @@ func (s *Store) flush(full string) {
 	case limited && p.attempts < s.attempts:
 		// Queue it again, under any write queued meanwhile.
 		if q := st.pending; q != nil {
-			q.w = combine(p.w, q.w)
+			q.w = combine(p.w, q.w, s.clock())
 			q.waiters += p.waiters
 			q.attempts = max(q.attempts, p.attempts)
 			p.next = q

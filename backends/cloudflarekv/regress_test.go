@@ -1,0 +1,197 @@
+package cloudflarekv
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cloudflare/cloudflare-go/v6/kv"
+	"github.com/cloudflare/cloudflare-go/v6/option"
+
+	"github.com/kvbreaker/kvbreaker/conformance"
+	"github.com/kvbreaker/kvbreaker/core"
+)
+
+// Regression tests for issue #12 (points 3, 4, 6 and 7, the Workers KV
+// parts), over Miniflare, on its clock.
+
+// TestExpiredProbeNotMergedBack: a probe's record that expired unanswered
+// must not come back through the write coalescer's merge with this store's
+// last write. Fails on main before #12: the next Failure was merged with the
+// expired probe record, so the stored record was half-open with a past
+// RestrainedUntil, and another worker got Probe instead of Send.
+func TestExpiredProbeNotMergedBack(t *testing.T) {
+	ctx := t.Context()
+	const host = "expired-probe.example"
+	s := newStore(t)
+	settings := core.Settings{
+		FailureThreshold: 2, FailureWindow: time.Minute, RecoveryDelay: time.Minute,
+		Clock: srv.Now, CallTimeout: 10 * time.Second, Logger: quiet,
+	}
+	a, err := core.NewBreaker(s, settings)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if err := a.Failure(ctx, host); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := srv.Advance(ctx, settings.RecoveryDelay); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := a.Allow(ctx, host, time.Time{}); err != nil || v.Decision != core.Probe {
+		t.Fatalf("Allow after the recovery delay = %v, %v; want probe", v, err)
+	}
+	// The probe is never answered; its record expires.
+	if err := srv.Advance(ctx, a.StateTTL()); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Failure(ctx, host); err != nil {
+		t.Fatal(err)
+	}
+	b, err := core.NewBreaker(sibling(t, s), settings)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := b.Inspect(ctx, host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.State != core.StateClosed || len(st.Record.Failures) != 1 || !st.Record.RestrainedUntil.IsZero() {
+		t.Errorf("after the probe's record expired and one failure: stored %s %+v; want closed with that one failure", st.State, st.Record)
+	}
+	if v, err := b.Allow(ctx, host, time.Time{}); err != nil || v.Decision != core.Send {
+		t.Errorf("another worker's Allow = %v, %v; want send", v.Decision, err)
+	}
+}
+
+// TestWriteFromDeletedVersionNotRestored: a write computed from a record
+// that a local Success has since deleted (a Failure that read the half-open
+// record before the probe's Success) must not bring back the deleted
+// failures, restraint or probe. Fails on main before #12: the write replaced
+// the delete whole, so the stored record was open again with all the
+// pre-Success failures.
+func TestWriteFromDeletedVersionNotRestored(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		between bool // a Failure computed after the Success lands first
+	}{
+		{"right-after-the-delete", false},
+		{"after-a-later-write", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := t.Context()
+			const host = "deleted-base.example"
+			s := newStore(t)
+			now := srv.Now().Truncate(time.Millisecond)
+			halfOpen := core.Record{Failures: []time.Time{now.Add(-2 * time.Second), now.Add(-time.Second)}, RestrainedUntil: now.Add(time.Minute), Probing: true}
+			v1, err := s.CompareAndSwap(ctx, host, core.NoVersion, core.EncodeRecord(halfOpen), time.Hour)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := s.CompareAndDelete(ctx, host, v1); err != nil { // the probe's Success
+				t.Fatal(err)
+			}
+			want := core.Record{Failures: []time.Time{now}}
+			if tc.between {
+				after := now.Add(time.Millisecond)
+				if _, err := s.CompareAndSwap(ctx, host, core.NoVersion, core.EncodeRecord(core.Record{Failures: []time.Time{after}}), time.Hour); err != nil {
+					t.Fatal(err)
+				}
+				want.Failures = append(want.Failures, after)
+			}
+			// The late Failure, computed from v1: the probe failed, reopen.
+			late := core.Record{Failures: append(halfOpen.Failures[:2:2], now), RestrainedUntil: now.Add(time.Minute)}
+			if _, err := s.CompareAndSwap(ctx, host, v1, core.EncodeRecord(late), time.Hour); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Flush(ctx); err != nil {
+				t.Fatal(err)
+			}
+			v, _, err := sibling(t, s).Get(ctx, host)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := core.DecodeRecord(v)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(core.EncodeRecord(got)) != string(core.EncodeRecord(want)) {
+				t.Errorf("stored %+v; want only the failures added after the Success %+v", got, want)
+			}
+		})
+	}
+}
+
+// TestClockSkewBoundDeclared: WithClockSkew's padding covers that much skew
+// and no more, so Traits declares it and core.NewBreaker refuses a larger
+// Settings.ClockSkew, naming the option. Fails on main before #12: a
+// ClockSkew of 5 s was accepted over a store padded for 1 s.
+func TestClockSkewBoundDeclared(t *testing.T) {
+	s := newStore(t)
+	if got := s.Traits(); got.MaxClockSkew != core.DefaultClockSkew || got.MaxClockSkewOption != "cloudflarekv.WithClockSkew" {
+		t.Errorf("Traits MaxClockSkew %v (option %q), want %v (cloudflarekv.WithClockSkew)", got.MaxClockSkew, got.MaxClockSkewOption, core.DefaultClockSkew)
+	}
+	_, err := core.NewBreaker(s, core.Settings{ClockSkew: 5 * time.Second, Clock: srv.Now, Logger: quiet})
+	if err == nil || !strings.Contains(err.Error(), "cloudflarekv.WithClockSkew") {
+		t.Errorf("NewBreaker with ClockSkew 5s over a store padded for 1s = %v; want an error naming cloudflarekv.WithClockSkew", err)
+	}
+	// Negative control: padded for it, the same settings are accepted.
+	if _, err := core.NewBreaker(newStore(t, WithClockSkew(5*time.Second)), core.Settings{ClockSkew: 5 * time.Second, Clock: srv.Now, Logger: quiet}); err != nil {
+		t.Errorf("NewBreaker with ClockSkew 5s over WithClockSkew(5s) = %v", err)
+	}
+}
+
+// TestNewRefusesEachBadOption: every invalid option is an error from New
+// that names the option and what to set. Fails on main before #12:
+// WithClockSkew(0) (no padding for any skew, and read by core as "no
+// bound") and WithWriteInterval(0) (a second write per second to one key:
+// Cloudflare answers 429) were accepted, and the messages named no option.
+func TestNewRefusesEachBadOption(t *testing.T) {
+	c := kv.NewKVService(option.WithBaseURL(srv.BaseURL()), option.WithAPIToken(srv.Token))
+	for _, tc := range []struct {
+		name string
+		opt  Option
+		want string
+	}{
+		{"zero-clock-skew", WithClockSkew(0), "WithClockSkew(0s)"},
+		{"negative-clock-skew", WithClockSkew(-time.Second), "WithClockSkew(-1s)"},
+		{"zero-write-interval", WithWriteInterval(0), "WithWriteInterval(0s)"},
+		{"negative-write-interval", WithWriteInterval(-time.Second), "WithWriteInterval(-1s)"},
+		{"negative-cache-size", WithCache(-1, time.Second), "WithCache: cache size -1"},
+		{"negative-freshness", WithCache(10, -time.Second), "WithCache: freshness -1s"},
+		{"negative-retries", WithMaxRetries(-1), "WithMaxRetries(-1)"},
+		{"zero-request-timeout", WithRequestTimeout(0), "WithRequestTimeout(0s)"},
+		{"nil-clock", WithClock(nil), "WithClock: clock is nil"},
+		{"dots-prefix", WithPrefix(".."), `prefix ".."`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := New(c, srv.AccountID, srv.NamespaceID, tc.opt)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("New = %v; want an error containing %q", err, tc.want)
+			}
+		})
+	}
+	// Negative control: the valid edge values are accepted.
+	if _, err := New(c, srv.AccountID, srv.NamespaceID, WithCache(0, 0), WithMaxRetries(0), WithClockSkew(time.Millisecond), WithWriteInterval(time.Millisecond)); err != nil {
+		t.Errorf("New with the smallest valid options = %v", err)
+	}
+}
+
+// TestConformanceShortExpiryTTL runs the conformance suite with a 5 s expiry
+// TTL: what a Breaker sees expires at the exact TTL, so Traits declare no
+// minimum TTL and the suite finds no violation. Fails on main before #12:
+// Traits declared MinTTL 60 s, so the suite expected the 5 s entry to live
+// 60 s and reported it as vanishing 55 s early.
+func TestConformanceShortExpiryTTL(t *testing.T) {
+	if got := (&Store{}).Traits().Expiry.MinTTL; got != 0 {
+		t.Errorf("Traits MinTTL %v: the logical expiry has no minimum", got)
+	}
+	conformance.RunOptions(t, func(context.Context, *testing.T) (conformance.Harness, error) { return harness{}, nil },
+		conformance.Options{ExpiryTTL: 5 * time.Second})
+}
+
+var _ = errors.Is
