@@ -176,3 +176,43 @@ func TestFaultFleet(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// sdkRetry is an etcd store behind a client that, like the AWS SDK, retries
+// a write whose answer it did not get, and passes the retry's conflict up
+// without recognising its own first write (the #12.3 bug).
+type sdkRetry struct{ core.Store }
+
+func (s sdkRetry) CompareAndSwap(ctx context.Context, key string, old core.Version, value []byte, ttl time.Duration) (core.Version, error) {
+	v, err := s.Store.CompareAndSwap(ctx, key, old, value, ttl)
+	if err != nil && !errors.Is(err, core.ErrConflict) && ctx.Err() == nil {
+		v, err = s.Store.CompareAndSwap(ctx, key, old, value, ttl)
+	}
+	return v, err
+}
+
+// TestFaultFleetCatchesSDKRetry is TestFaultFleet's negative control over
+// the same real server and proxy: with writes retried as an SDK would, the
+// checks report the double-counted failures, probe winners told Hold or
+// unreported openings that such retries cause.
+func TestFaultFleetCatchesSDKRetry(t *testing.T) {
+	p := startProxy(t)
+	prefix := uniquePrefix(t)
+	observer := newStore(t, etcd.WithPrefix(prefix))
+	rep, err := faultfleet.Run(t.Context(), faultfleet.Config{
+		NewStore: func(ctx context.Context, _ int) (core.Store, error) { return sdkRetry{proxiedStore(t, p, prefix)}, nil },
+		Observer: observer,
+		Proxy:    p,
+		Faults:   faultfleet.FaultDrop,
+		DropRate: 0.2,
+		Short:    true,
+	})
+	t.Log(rep)
+	if !errors.Is(err, faultfleet.ErrViolation) {
+		t.Fatalf("got %v, want violations", err)
+	}
+	if !strings.Contains(err.Error(), "counted twice") && !strings.Contains(err.Error(), "won the probe election") &&
+		!strings.Contains(err.Error(), "opened the circuit") {
+		t.Fatalf("violations do not name an own-write conflict:\n%v", err)
+	}
+	t.Logf("as expected:\n%v", err)
+}
