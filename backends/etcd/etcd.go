@@ -287,6 +287,16 @@ func (s *Store) Get(ctx context.Context, key string) ([]byte, core.Version, erro
 // does not exist), and otherwise returns a *core.ConflictError with the
 // current value and revision read in the same transaction. The new version
 // is the revision of the put.
+//
+// The Txn is sent once, so a conflict never carries this call's own write
+// (#12.3): clientv3 retries a mutation only when no connection was
+// available, before sending (isSafeRetryMutableRPC in client/v3/retry.go),
+// and gRPC retries transparently only streams the server never saw. A Txn
+// whose answer is lost (reset, timeout) returns its transport error within
+// ctx and the op timeout, and the write may have been applied: the caller
+// must treat the outcome as unknown (TestTxnAnswerLostIsNotRetried). The
+// one resend below follows ErrLeaseNotFound, which etcd returns for a Txn
+// it refused whole.
 func (s *Store) CompareAndSwap(ctx context.Context, key string, old core.Version, value []byte, ttl time.Duration) (core.Version, error) {
 	if s.closed.Load() {
 		return 0, s.opError("put", key, ErrClosed)
@@ -343,7 +353,9 @@ func (s *Store) CompareAndSwap(ctx context.Context, key string, old core.Version
 // CompareAndDelete implements core.Store: one Txn that deletes key if its
 // ModRevision is old, and otherwise reads it, returning core.ErrNotFound
 // when it is absent and a *core.ConflictError with its current value and
-// revision when another version is there.
+// revision when another version is there. Like CompareAndSwap it sends its
+// Txn once, so ErrNotFound always means another writer deleted the key, and
+// a lost answer is a transport error (outcome unknown).
 func (s *Store) CompareAndDelete(ctx context.Context, key string, old core.Version) error {
 	if s.closed.Load() {
 		return s.opError("delete", key, ErrClosed)
