@@ -2,7 +2,10 @@ package etcd_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -12,36 +15,144 @@ import (
 
 	"github.com/kvbreaker/kvbreaker/backends/etcd"
 	"github.com/kvbreaker/kvbreaker/conformance"
+	"github.com/kvbreaker/kvbreaker/conformance/faultproxy"
 	"github.com/kvbreaker/kvbreaker/core"
 	"github.com/kvbreaker/kvbreaker/skew"
 )
 
 // harness makes etcd Stores over the shared embedded server, each under a
-// prefix of its own, all on one client.
+// prefix of its own, all on one client that talks to etcd through a fault
+// proxy (conformance.AnswerDropper). It reads a key's lease through a
+// direct client (conformance.LifetimeReporter: etcd's LeaseTimeToLive), so
+// the suite checks pooled leases at the 30 min 5 s a Breaker writes.
 type harness struct {
-	cli *clientv3.Client
-	run string
-	n   atomic.Int64
+	proxy  *faultproxy.Proxy
+	cli    *clientv3.Client // through the proxy
+	direct *clientv3.Client
+	run    string
+	n      atomic.Int64
 }
 
 var harnessRuns atomic.Int64
 
 func newHarness(ctx context.Context, t *testing.T) (conformance.Harness, error) {
-	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
+	p, err := faultproxy.Start(strings.TrimPrefix(endpoints[0], "http://"))
 	if err != nil {
 		return nil, err
 	}
-	return &harness{cli: cli, run: fmt.Sprintf("conformance/%d/", harnessRuns.Add(1))}, nil
+	return harnessVia(p, "http://"+p.Addr())
+}
+
+// harnessVia makes a harness whose stores dial endpoint (through p, if not
+// nil).
+func harnessVia(p *faultproxy.Proxy, endpoint string) (*harness, error) {
+	cfg := clientv3.Config{Endpoints: []string{endpoint}, DialTimeout: 2 * time.Second, Logger: zap.NewNop()}
+	cli, err := clientv3.New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Endpoints = endpoints
+	direct, err := clientv3.New(cfg)
+	if err != nil {
+		cli.Close()
+		return nil, err
+	}
+	return &harness{proxy: p, cli: cli, direct: direct, run: fmt.Sprintf("conformance/%d/", harnessRuns.Add(1))}, nil
 }
 
 func (h *harness) MakeStore(ctx context.Context) (core.Store, error) {
 	return etcd.New(h.cli, etcd.WithPrefix(fmt.Sprintf("%s%d/", h.run, h.n.Add(1))))
 }
 
-func (h *harness) Close() { h.cli.Close() }
+func (h *harness) Close() {
+	h.cli.Close()
+	h.direct.Close()
+	if h.proxy != nil {
+		h.proxy.Close()
+	}
+}
+
+func (h *harness) Describe() string {
+	return fmt.Sprintf("etcd at %s (client endpoint %s)", strings.Join(endpoints, ","), strings.Join(h.cli.Endpoints(), ","))
+}
+
+// DropNextAnswer implements conformance.AnswerDropper: etcd applies the
+// next request through the proxy and its answer is lost.
+func (h *harness) DropNextAnswer(context.Context) error {
+	if h.proxy == nil {
+		return errors.New("no fault proxy")
+	}
+	h.proxy.DropNextAnswer()
+	return nil
+}
+
+// Lifetime implements conformance.LifetimeReporter: the remaining TTL of
+// the key's lease, in the whole seconds LeaseTimeToLive reports (rounded
+// down, within the declared 1 s granularity).
+func (h *harness) Lifetime(ctx context.Context, s core.Store, key string) (time.Duration, error) {
+	st, ok := s.(*etcd.Store)
+	if !ok {
+		return 0, fmt.Errorf("not an etcd store: %T", s)
+	}
+	resp, err := h.direct.Get(ctx, st.Prefix()+key)
+	if err != nil {
+		return 0, err
+	}
+	if len(resp.Kvs) == 0 {
+		return 0, core.ErrNotFound
+	}
+	lease := clientv3.LeaseID(resp.Kvs[0].Lease)
+	if lease == clientv3.NoLease {
+		return 0, fmt.Errorf("%q has no lease: it never expires", key)
+	}
+	ttl, err := h.direct.TimeToLive(ctx, lease)
+	if err != nil {
+		return 0, err
+	}
+	if ttl.TTL < 0 {
+		return 0, fmt.Errorf("%q: lease %x: %w", key, lease, core.ErrNotFound)
+	}
+	return time.Duration(ttl.TTL) * time.Second, nil
+}
 
 func TestConformance(t *testing.T) {
 	conformance.Run(t, newHarness)
+}
+
+// TestConformanceUnreachable: a store whose server does not answer fails
+// the first case within seconds, naming the address, and skips the rest
+// (#13.7; before it, every case waited out its timeout: 211 s).
+func TestConformanceUnreachable(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := ln.Addr().String()
+	ln.Close() // nothing listens there now
+	h, err := harnessVia(nil, "http://"+dead)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	start := time.Now()
+	rep, err := conformance.Measure(t.Context(), h, conformance.Options{ReachTimeout: 3 * time.Second})
+	took := time.Since(start)
+	if err == nil || !strings.Contains(err.Error(), dead) || !strings.Contains(err.Error(), "the store must answer") {
+		t.Fatalf("Measure over an unreachable etcd = %v, want the first case failing naming %s", err, dead)
+	}
+	if took > 15*time.Second {
+		t.Errorf("took %v to report an unreachable store", took)
+	}
+	ran := 0
+	for _, r := range rep.Results[1:] {
+		if r.Skipped == "" {
+			ran++
+		}
+	}
+	if ran > 0 {
+		t.Errorf("%d cases ran against an unreachable store", ran)
+	}
+	t.Logf("%v after %v", err, took.Round(time.Millisecond))
 }
 
 // TestTraitsMatchSkewProfile: with the default server minimum (2 s) the
