@@ -21,7 +21,7 @@ func TestHelp(t *testing.T) {
 		out  []string // in stdout, or stderr when code != 0
 	}{
 		{"help-flag", []string{"--help"}, exitOK, []string{"Usage:", "kvbreaker <command>", "simulate", "kvbreaker simulate"}},
-		{"help-command", []string{"help", "simulate"}, exitOK, []string{"Usage: kvbreaker simulate", "fedify-4field", "-races", "-state-ttl", "Examples:"}},
+		{"help-command", []string{"help", "simulate"}, exitOK, []string{"Usage: kvbreaker simulate", "fedify-4field", "a Go model of fedify 2.3.x", "-races", "-state-ttl", "-store-ttl", "Examples:"}},
 		{"no-arguments", nil, exitUsage, []string{"Commands:", "simulate"}},
 		{"unknown-command", []string{"frobnicate"}, exitUsage, []string{`unknown command "frobnicate"`, "Commands:"}},
 		{"simulate-help", []string{"simulate", "--help"}, exitOK, []string{"Usage: kvbreaker simulate", "seed-2field", "kvbreaker", "-format", "table or json"}},
@@ -54,6 +54,8 @@ func TestSimulateBadFlags(t *testing.T) {
 		{"bad-format", []string{"--format", "xml"}, `--format is "xml": want table or json`},
 		{"bad-mix", []string{"--mix", "zombie=3"}, `unknown behaviour "zombie"`},
 		{"negative-state-ttl", []string{"--state-ttl", "-1m"}, "state TTL is -1m0s"},
+		{"state-ttl-below-recovery", []string{"--state-ttl", "10m"}, "fedify 2.3.3 and later refuse it"},
+		{"negative-store-ttl", []string{"--store-ttl", "-1m"}, "store TTL is -1m0s"},
 		{"stray-argument", []string{"now"}, `unexpected argument "now"`},
 		{"sub-millisecond", []string{"--recovery-delay", "1500us"}, "whole milliseconds"},
 	} {
@@ -98,7 +100,8 @@ func TestSimulateJSON(t *testing.T) {
 	for _, m := range got.Models {
 		names = append(names, m["model"].(string))
 		for _, k := range []string{"decisions", "agreement", "unsafe_divergences", "safe_divergences", "transition_mismatches",
-			"sends_to_down_hosts", "probes", "drops", "peak_records", "records_left_after_quiet"} {
+			"sends_to_down_hosts", "probes", "drops", "peak_records", "records_left_after_quiet",
+			"silent_closes", "sends_instead_of_probe", "sends_instead_of_hold", "late_failures_counted_closed", "reopens_after_expiry"} {
 			if _, ok := m[k].(float64); !ok {
 				t.Errorf("model %v: %q missing or not a number", m["model"], k)
 			}
@@ -125,14 +128,50 @@ func TestSimulateTable(t *testing.T) {
 	}
 }
 
-// TestSimulateStateTTLFootgun: the command still runs, and says kvbreaker
-// refuses the configuration and why.
-func TestSimulateStateTTLFootgun(t *testing.T) {
-	code, out, errOut := runCmd(append(small, "--state-ttl", "10m")...)
+// TestSimulateStoreTTL: --store-ttl puts every breaker over a store that
+// expires records inside the restraint; the table names the columns so and
+// shows the expiry effects, and the JSON carries them. A --state-ttl below
+// the recovery delay is refused, as fedify 2.3.3+ and kvbreaker refuse it.
+//
+// Fails on main before #12: --store-ttl did not exist, and --state-ttl 10m
+// ran fedify's model with a stateTtl fedify itself refuses.
+func TestSimulateStoreTTL(t *testing.T) {
+	code, out, errOut := runCmd(append(small, "--store-ttl", "10m")...)
 	if code != exitOK {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
-	for _, w := range []string{"refused", "kvbreaker refused this configuration", "StateTTL is 10m0s", "10m0s"} {
+	for _, w := range []string{"fedify-4field@ttl10m", "kvbreaker@ttl10m", "silent closes", "sends instead of hold",
+		"late failures counted as closed", "reopens after expiry", "(store 10m)", "A silent close:"} {
+		if !strings.Contains(out, w) {
+			t.Errorf("output lacks %q:\n%s", w, out)
+		}
+	}
+	code, out, errOut = runCmd(append(small, "--store-ttl", "10m", "--format", "json")...)
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var got struct {
+		Models []struct {
+			Model        string `json:"model"`
+			SilentCloses int    `json:"silent_closes"`
+			InsteadHold  int    `json:"sends_instead_of_hold"`
+		} `json:"models"`
+	}
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range got.Models {
+		if !strings.HasSuffix(m.Model, "@ttl10m") || m.SilentCloses == 0 || m.InsteadHold == 0 {
+			t.Errorf("store TTL 10m: %+v", m)
+		}
+	}
+	// fedify accepts a stateTtl of 30m (= recoveryDelay); kvbreaker needs
+	// its margin on top and refuses it, saying why.
+	code, out, errOut = runCmd(append(small, "--state-ttl", "30m")...)
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	for _, w := range []string{"refused", "kvbreaker refused this configuration", "StateTTL is 30m0s"} {
 		if !strings.Contains(out, w) {
 			t.Errorf("output lacks %q:\n%s", w, out)
 		}

@@ -20,12 +20,19 @@ healthy, dead, flapping and slow — in simulated time (hours of traffic in
 seconds, the same seed giving the same numbers), and runs three circuit
 breakers on the very same stream of decisions and outcomes:
 
-  fedify-4field  fedify's breaker (state, failures, opened, halfOpened): the
-                 reference; its decisions drive the trace
+  fedify-4field  a Go model of fedify 2.3.x's CircuitBreaker (state, failures,
+                 opened, halfOpened), not fedify itself: the reference; its
+                 decisions drive the trace
   seed-2field    the design note's (failures, restrainedUntil) record, exactly
                  as its pseudocode reads
   kvbreaker      this project: (failures, restrainedUntil, probing), core.Breaker
                  over the in-memory store
+
+With --store-ttl D every breaker, the reference too, runs over a store that
+expires each record at most D after its write, whatever TTL it asked for
+(names get "@ttlD"). Below the recovery delay this is a store TTL below the
+restraint, the failure mode the design note warns about: fedify 2.3.3+ and
+kvbreaker refuse such a --state-ttl, so only the store can cause it.
 
 and a fleet with no breaker at all, which sends every message once. The table
 shows how many deliveries each sent to hosts that were down, how often each
@@ -34,7 +41,8 @@ agrees with the reference, and how many records each leaves behind.
 Examples:
   kvbreaker simulate
   kvbreaker simulate --races                    # adversarial races
-  kvbreaker simulate --state-ttl 10m            # fedify's stateTtl footgun
+  kvbreaker simulate --store-ttl 10m            # every store expires records after 10m,
+                                                # inside the 30m restraint
   kvbreaker simulate --workers 64 --hosts 1000 --duration 24h --format json
 
 Flags:
@@ -48,8 +56,17 @@ Reading the numbers (JSON field names in brackets):
   unsafe [unsafe_divergences]  sends or probes where the reference holds
   safe [safe_divergences]  holds where the reference sends or probes
   late probes [late_probes]  the reference's probe, taken a moment later (not an extra one)
-  records lost [records_lost]  a record expired (derived TTL) before its host was asked
-      again; divergences after it are counted apart [after_record_loss]
+  silent closes [silent_closes]  restrained (open or half-open) records the store expired
+      during the traffic: each closed a circuit with no state change reported
+    sends instead of probe [sends_instead_of_probe]  the first decision after the lost
+      record's restraint end: a plain send where the record would have probed
+    sends instead of hold [sends_instead_of_hold]  decisions before it ended: sends the
+      record would have held (only a store TTL below the restraint does this)
+    late failures counted as closed [late_failures_counted_closed]  failures reported
+      after the expiry, before the host answered or reopened: counted toward the
+      threshold where the record ignores them (open) or reopens (half-open)
+    reopens after expiry [reopens_after_expiry]  closed->open from those failures
+    divergences from fedify-4field after an expiry are counted apart [after_record_loss]
   peak records, records left after quiet [peak_records, records_left_after_quiet]
       live records in the store at most, and after the fleet went idle for --quiet
 Without --races each host has at most one plain send in flight, so every outcome
@@ -81,7 +98,8 @@ func runSimulate(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&s.Options.RecoveryDelay, "recovery-delay", 30*time.Minute, "an open circuit holds for this long, then lets one probe through")
 	fs.DurationVar(&s.Options.HoldLimit, "hold-limit", 7*24*time.Hour, "a message held this long is dropped")
 	fs.DurationVar(&s.Options.ReleaseInterval, "release-interval", time.Second, "while a probe is in flight, held messages re-check this often")
-	fs.DurationVar(&s.Options.StateTTL, "state-ttl", 0, "record TTL for fedify's stateTtl and kvbreaker's StateTTL (0: each derives its own;\nkvbreaker refuses one below max(recovery-delay, failure-window) + margin)")
+	fs.DurationVar(&s.Options.StateTTL, "state-ttl", 0, "fedify's stateTtl and kvbreaker's StateTTL (0: each derives its own); fedify 2.3.3+\nrefuses one below recovery-delay, kvbreaker one below max(recovery-delay, failure-window) + margin")
+	fs.DurationVar(&s.StoreTTL, "store-ttl", 0, "every breaker's store expires each record at most this `long` after its write,\nwhatever TTL the breaker asked for (0: stores keep records as long as asked)")
 	format := fs.String("format", "table", "output format: table or json")
 
 	if err := fs.Parse(args); err != nil {
@@ -166,6 +184,10 @@ func writeTable(w io.Writer, r *sim.Report, elapsed time.Duration) {
 	for _, m := range r.Models {
 		cols = append(cols, m.Model)
 	}
+	width := 15
+	for _, c := range cols[1:] {
+		width = max(width, len(c))
+	}
 	row := func(label string, base string, f func(m sim.ModelReport) string) {
 		fmt.Fprintf(w, "%-34s %13s", label, base)
 		for _, m := range r.Models {
@@ -173,13 +195,13 @@ func writeTable(w io.Writer, r *sim.Report, elapsed time.Duration) {
 			if m.Refused == "" {
 				v = f(m)
 			}
-			fmt.Fprintf(w, " %15s", v)
+			fmt.Fprintf(w, " %*s", width, v)
 		}
 		fmt.Fprintln(w)
 	}
 	fmt.Fprintf(w, "%-34s %13s", "", cols[0])
 	for _, c := range cols[1:] {
-		fmt.Fprintf(w, " %15s", c)
+		fmt.Fprintf(w, " %*s", width, c)
 	}
 	fmt.Fprintln(w)
 	down := r.Baseline.SendsToDownHosts
@@ -193,8 +215,12 @@ func writeTable(w io.Writer, r *sim.Report, elapsed time.Duration) {
 	row("  safe (holds where it sends)", "-", func(m sim.ModelReport) string { return num(m.SafeDivergences) })
 	row("  late probes (same probe, later)", "-", func(m sim.ModelReport) string { return num(m.LateProbes) })
 	row("  send/probe swaps", "-", func(m sim.ModelReport) string { return num(m.SendProbeSwaps) })
-	row("records lost to TTL in restraint", "-", func(m sim.ModelReport) string { return num(m.RecordsLost) })
-	row("  divergences after a lost one", "-", func(m sim.ModelReport) string {
+	row("silent closes", "-", func(m sim.ModelReport) string { return num(m.SilentCloses) })
+	row("  sends instead of probe", "-", func(m sim.ModelReport) string { return num(m.SendsInsteadOfProbe) })
+	row("  sends instead of hold", "-", func(m sim.ModelReport) string { return num(m.SendsInsteadOfHold) })
+	row("  late failures counted as closed", "-", func(m sim.ModelReport) string { return num(m.LateFailuresCountedClosed) })
+	row("  reopens after expiry", "-", func(m sim.ModelReport) string { return num(m.ReopensAfterExpiry) })
+	row("  divergences after an expiry", "-", func(m sim.ModelReport) string {
 		return fmt.Sprintf("%s (%s unsafe)", num(m.AfterRecordLoss), num(m.AfterRecordLossUnsafe))
 	})
 	row("retry-instant mismatches", "-", func(m sim.ModelReport) string { return num(m.RetryMismatches) })
@@ -216,18 +242,28 @@ func writeTable(w io.Writer, r *sim.Report, elapsed time.Duration) {
 			fmt.Fprintf(w, "%s refused this configuration:\n  %s\n", m.Model, strings.ReplaceAll(m.Refused, "\n", "\n  "))
 		}
 	}
-	fmt.Fprint(w, `fedify-4field is the reference and drives the trace; the others answer the same calls.
+	fmt.Fprint(w, `fedify-4field, a Go model of fedify 2.3.x's breaker, is the reference and drives the trace;
+the others answer the same calls.
 Retry-instant and label mismatches of seed-2field are expected: two fields cannot tell
 half-open from open (the note's "Costs"); kvbreaker's probing bit restores them.
 `)
+	closes, apart := false, false
 	for _, m := range r.Models {
-		if m.RecordsLost > 0 {
-			fmt.Fprint(w, `A record is lost when a restrained host is asked again more than the TTL margin after
-its restraint ended (workers busy, or no traffic): the model then sends instead of probing
-and, in this shadow run, stays out of step until the host answers again.
+		closes = closes || m.SilentCloses > 0
+		apart = apart || m.AfterRecordLoss > 0
+	}
+	if closes {
+		fmt.Fprint(w, `A silent close: a restrained record expired, because its host was not asked again within
+the TTL margin after its restraint ended (workers busy, or no traffic) or because the
+store's TTL is below the restraint. The circuit closed with no state change reported; the
+next decision sent instead of probing (or holding), and later failures counted toward the
+threshold afresh.
 `)
-			break
-		}
+	}
+	if apart {
+		fmt.Fprint(w, `A model whose record expired while the reference's did not stays out of step with it until
+the host answers again: those divergences are counted apart.
+`)
 	}
 }
 

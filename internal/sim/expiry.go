@@ -107,5 +107,13 @@ func (x *expiry) after(md model.Model, host string, now time.Time, o op, d core.
 			x.episode = false
 		}
 	}
-	x.until, x.restrained = md.Restraint(host, now)
+	// Only a probe or a failure can write a restraint; a send finds none,
+	// a hold or a drop leaves the record as it was, and an answer deletes
+	// it. Reading the record only then keeps the simulator fast.
+	switch {
+	case o == opSuccess, o == opAllow && d == core.Send:
+		x.restrained = false
+	case o == opFailure, o == opAllow && d == core.Probe:
+		x.until, x.restrained = md.Restraint(host, now)
+	}
 }
