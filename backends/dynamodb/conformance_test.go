@@ -2,26 +2,136 @@ package dynamodb_test
 
 import (
 	"context"
+	"fmt"
+	"strconv"
+	"sync"
 	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	dyn "github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/kvbreaker/kvbreaker/backends/dynamodb"
 	"github.com/kvbreaker/kvbreaker/conformance"
+	"github.com/kvbreaker/kvbreaker/conformance/faultproxy"
 	"github.com/kvbreaker/kvbreaker/core"
+	"github.com/kvbreaker/kvbreaker/internal/dynalite"
 )
 
 // harness makes stores over the shared dynalite table, each under a key
-// prefix no other store uses.
-type harness struct{ t *testing.T }
+// prefix no other store uses, through a fault proxy (AnswerDropper; the
+// client keeps the SDK's standard retryer, which retries a write whose
+// answer was lost). Expiry is judged by the adapter's clock (dynalite
+// deletes nothing), so Advance moves that clock (TimeAdvancer), and a
+// skewed reader is a store on the same prefix with its clock offset
+// (SkewedStoreMaker). Lifetime reads the purge attribute, the physical
+// expiry DynamoDB's TTL acts on (LifetimeReporter).
+type harness struct {
+	t      *testing.T
+	proxy  *faultproxy.Proxy
+	client *dyn.Client // through the proxy
 
-func (h harness) MakeStore(context.Context) (core.Store, error) {
-	return dynamodb.New(client, table, dynamodb.WithKeyPrefix(uniquePrefix(h.t)))
+	mu       sync.Mutex
+	off      time.Duration
+	prefixes map[core.Store]string
 }
 
-// Close: the table and server belong to TestMain.
-func (harness) Close() {}
+func newHarness(_ context.Context, t *testing.T) (conformance.Harness, error) {
+	p, err := faultproxy.Start(srv.Addr())
+	if err != nil {
+		return nil, err
+	}
+	return &harness{t: t, proxy: p, client: dynalite.NewClient("http://" + p.Addr()), prefixes: map[core.Store]string{}}, nil
+}
+
+func (h *harness) now() time.Time {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return time.Now().Add(h.off)
+}
+
+func (h *harness) store(prefix string, clock func() time.Time) (core.Store, error) {
+	s, err := dynamodb.New(h.client, table, dynamodb.WithKeyPrefix(prefix), dynamodb.WithClock(clock))
+	if err != nil {
+		return nil, err
+	}
+	h.mu.Lock()
+	h.prefixes[s] = prefix
+	h.mu.Unlock()
+	return s, nil
+}
+
+func (h *harness) MakeStore(context.Context) (core.Store, error) {
+	return h.store(uniquePrefix(h.t), h.now)
+}
+
+// Close stops the proxy, saying how many answers it lost (the lost-answer
+// cases prove nothing if it lost none); the table and server belong to
+// TestMain.
+func (h *harness) Close() {
+	h.t.Logf("fault proxy: %+v", h.proxy.Stats())
+	_ = h.proxy.Close()
+}
+
+func (h *harness) Describe() string {
+	return fmt.Sprintf("DynamoDB table %q at %s (through a fault proxy at %s)", table, srv.Endpoint, h.proxy.Addr())
+}
+
+func (h *harness) Advance(_ context.Context, d time.Duration) error {
+	h.mu.Lock()
+	h.off += d
+	h.mu.Unlock()
+	return nil
+}
+
+func (h *harness) MakeSkewedStore(_ context.Context, s core.Store, offset time.Duration) (core.Store, error) {
+	h.mu.Lock()
+	prefix, ok := h.prefixes[s]
+	h.mu.Unlock()
+	if !ok {
+		return nil, fmt.Errorf("not a store of this harness: %T", s)
+	}
+	return h.store(prefix, func() time.Time { return h.now().Add(offset) })
+}
+
+func (h *harness) DropNextAnswer(context.Context) error {
+	h.proxy.DropNextAnswer()
+	return nil
+}
+
+// Lifetime is the item's purge attribute (epoch seconds, on AWS's clock,
+// which here is the harness's) minus now.
+func (h *harness) Lifetime(ctx context.Context, s core.Store, key string) (time.Duration, error) {
+	h.mu.Lock()
+	prefix, ok := h.prefixes[s]
+	h.mu.Unlock()
+	if !ok {
+		return 0, fmt.Errorf("not a store of this harness: %T", s)
+	}
+	out, err := client.GetItem(ctx, &dyn.GetItemInput{
+		TableName:      aws.String(table),
+		Key:            map[string]types.AttributeValue{dynamodb.AttrKey: &types.AttributeValueMemberS{Value: prefix + key}},
+		ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return 0, err
+	}
+	if out.Item == nil {
+		return 0, core.ErrNotFound
+	}
+	n, ok := out.Item[dynamodb.AttrPurgeAt].(*types.AttributeValueMemberN)
+	if !ok {
+		return 0, fmt.Errorf("%q has no %s number attribute: DynamoDB's TTL never deletes it", key, dynamodb.AttrPurgeAt)
+	}
+	sec, err := strconv.ParseInt(n.Value, 10, 64)
+	if err != nil {
+		return 0, err
+	}
+	return time.Unix(sec, 0).Sub(h.now()), nil
+}
 
 func TestConformance(t *testing.T) {
-	conformance.Run(t, func(_ context.Context, t *testing.T) (conformance.Harness, error) {
-		return harness{t}, nil
-	})
+	conformance.Run(t, newHarness)
 }
+

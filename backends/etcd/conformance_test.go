@@ -26,6 +26,7 @@ import (
 // direct client (conformance.LifetimeReporter: etcd's LeaseTimeToLive), so
 // the suite checks pooled leases at the 30 min 5 s a Breaker writes.
 type harness struct {
+	t      testing.TB
 	proxy  *faultproxy.Proxy
 	cli    *clientv3.Client // through the proxy
 	direct *clientv3.Client
@@ -40,7 +41,13 @@ func newHarness(ctx context.Context, t *testing.T) (conformance.Harness, error) 
 	if err != nil {
 		return nil, err
 	}
-	return harnessVia(p, "http://"+p.Addr())
+	h, err := harnessVia(p, "http://"+p.Addr())
+	if err != nil {
+		p.Close()
+		return nil, err
+	}
+	h.t = t
+	return h, nil
 }
 
 // harnessVia makes a harness whose stores dial endpoint (through p, if not
@@ -68,6 +75,8 @@ func (h *harness) Close() {
 	h.cli.Close()
 	h.direct.Close()
 	if h.proxy != nil {
+		// The lost-answer cases prove nothing if it lost none.
+		h.t.Logf("fault proxy: %+v", h.proxy.Stats())
 		h.proxy.Close()
 	}
 }
@@ -133,6 +142,7 @@ func TestConformanceUnreachable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	h.t = t
 	defer h.Close()
 	start := time.Now()
 	rep, err := conformance.Measure(t.Context(), h, conformance.Options{ReachTimeout: 3 * time.Second})
