@@ -222,8 +222,14 @@ func (s *Store) flush(full string) {
 		s.backOffLocked(rl.Until)
 	}
 	switch {
-	case limited && p.attempts < s.attempts:
-		// Queue it again, under any write queued meanwhile.
+	case (limited || ambiguous(err)) && p.attempts < s.attempts:
+		// Queue it again, under any write queued meanwhile. An
+		// ambiguous failure (no answer, or a 5xx, after cloudflare-go's
+		// own retries) may have been applied: sending the same write
+		// again (same envelope, same version) is then a no-op, and a
+		// delete of a key already gone is answered 200, so its callers
+		// learn it succeeded instead of getting an error for a write
+		// that took effect.
 		if q := st.pending; q != nil {
 			q.w = combine(p.w, q.w, s.clock())
 			q.waiters += p.waiters
@@ -379,7 +385,28 @@ func apiError(err error) error {
 	for _, e := range ae.Errors {
 		msgs = append(msgs, fmt.Sprintf("%d %s", e.Code, e.Message))
 	}
-	return fmt.Errorf("HTTP %d from the Cloudflare API: %s", ae.StatusCode, strings.Join(msgs, "; "))
+	return &statusError{code: ae.StatusCode, msg: fmt.Sprintf("HTTP %d from the Cloudflare API: %s", ae.StatusCode, strings.Join(msgs, "; "))}
+}
+
+// statusError is an answer from the Cloudflare API other than 404 and 429.
+type statusError struct {
+	code int
+	msg  string
+}
+
+func (e *statusError) Error() string { return e.msg }
+
+// ambiguous reports whether a failed write may still have been applied: no
+// answer (a transport error, the request timeout) or a 5xx. A 4xx answer
+// says the write was refused.
+func ambiguous(err error) bool {
+	if err == nil || errors.Is(err, core.ErrNotFound) {
+		return false
+	}
+	if se, ok := errors.AsType[*statusError](err); ok {
+		return se.code >= 500
+	}
+	return true
 }
 
 // codeKeyNotFound is Cloudflare's error code for a missing key.
