@@ -69,6 +69,9 @@ type fakeAWS struct {
 	mu     sync.Mutex
 	script map[string][]awsReply
 	got    []awsRequest
+	// reply, if set, answers instead of the script when it returns true:
+	// it sees every request received so far (the last is the current one).
+	reply func(got []awsRequest) (awsReply, bool)
 }
 
 func (f *fakeAWS) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -80,10 +83,16 @@ func (f *fakeAWS) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	f.got = append(f.got, awsRequest{op, body})
 	replies := f.script[op]
 	var rep awsReply
-	switch len(replies) {
-	case 0:
+	custom, isCustom := awsReply{}, false
+	if f.reply != nil {
+		custom, isCustom = f.reply(f.got)
+	}
+	switch {
+	case isCustom:
+		rep = custom
+	case len(replies) == 0:
 		rep = awsError("com.amazon.coral.service#UnknownOperationException", "", "")
-	case 1:
+	case len(replies) == 1:
 		rep = replies[0]
 	default:
 		rep, f.script[op] = replies[0], replies[1:]
@@ -333,6 +342,70 @@ func casCall(old core.Version) func(context.Context, *dynamodb.Store) error {
 	return func(ctx context.Context, s *dynamodb.Store) error {
 		_, err := s.CompareAndSwap(ctx, "h.example", old, []byte("new"), time.Minute)
 		return err
+	}
+}
+
+// TestAWSShapesRetryFindsOwnWrite is the ambiguous outcome as DynamoDB
+// answers it: the first UpdateItem is applied but answered with a 500, the
+// SDK retries, and the retry's failed condition returns the old item
+// (ALL_OLD), which is the first attempt's write or holds it in its history.
+// The adapter must take that as its success without a GetItem. Fails on main
+// before #12 (6059c87^), which sent PutItem/DeleteItem and returned a
+// conflict (or ErrNotFound for the delete).
+func TestAWSShapesRetryFindsOwnWrite(t *testing.T) {
+	clk := newFakeClock(time.Date(2026, 11, 30, 9, 0, 0, 500_000_000, time.UTC))
+	now := clk.Now().Unix()
+	internal := awsReply{http.StatusInternalServerError, `{"__type":"com.amazonaws.dynamodb.v20120810#InternalServerError","message":"Internal server error"}`}
+	// written is the version the first request wrote (its :new).
+	written := func(got []awsRequest) string {
+		vals, _ := got[0].body["ExpressionAttributeValues"].(map[string]any)
+		n, _ := vals[":new"].(map[string]any)
+		s, _ := n["N"].(string)
+		return s
+	}
+	for _, tc := range []struct {
+		name string
+		old  func(mine string) string // the item the retry's ALL_OLD returns
+		call func(context.Context, *dynamodb.Store) error
+	}{
+		{"put-current-version-is-mine",
+			func(mine string) string {
+				return fmt.Sprintf(`{"pk":{"S":"h.example"},"rec":{"B":"bmV3"},"ver":{"N":%q},"expiresAt":{"N":"%d"},"purgeAt":{"N":"%d"}}`, mine, now+60, now+3660)
+			},
+			casCall(5)},
+		{"put-replaced-by-another-worker",
+			func(mine string) string {
+				return fmt.Sprintf(`{"pk":{"S":"h.example"},"rec":{"B":"b3RoZXI="},"ver":{"N":"99"},"h1":{"N":%q},"h2":{"N":"5"},"expiresAt":{"N":"%d"},"purgeAt":{"N":"%d"}}`, mine, now+60, now+3660)
+			},
+			casCall(5)},
+		{"delete-tombstone-is-mine",
+			func(mine string) string {
+				return fmt.Sprintf(`{"pk":{"S":"h.example"},"ver":{"N":%q},"h1":{"N":"5"},"expiresAt":{"N":"0"},"purgeAt":{"N":"%d"}}`, mine, now+3600)
+			},
+			func(ctx context.Context, s *dynamodb.Store) error { return s.CompareAndDelete(ctx, "h.example", 5) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f, c := newFakeAWS(t, nil)
+			f.reply = func(got []awsRequest) (awsReply, bool) {
+				if len(got) == 1 {
+					return internal, true
+				}
+				return conditionalFailed(tc.old(written(got))), true
+			}
+			s, err := dynamodb.New(c, table, dynamodb.WithClock(clk.Now))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := tc.call(t.Context(), s); err != nil {
+				t.Fatalf("retry met its own write: %v; want success", err)
+			}
+			if got := f.ops(); fmt.Sprint(got) != "[UpdateItem UpdateItem]" {
+				t.Fatalf("requests %v, want the write and its retry only", got)
+			}
+			if a, b := f.request(0).body, f.request(1).body; fmt.Sprint(a) != fmt.Sprint(b) {
+				t.Fatalf("the retry is not the same request:\n%v\n%v", a, b)
+			}
+		})
 	}
 }
 

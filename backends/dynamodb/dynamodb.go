@@ -458,6 +458,11 @@ func numberValue(n uint64) *types.AttributeValueMemberN {
 // consistent re-read), or core.ErrNotFound for a delete of an absent key.
 // err is the SDK's error, kept for errors.As.
 //
+// When the server sent no item and the re-read fails, the error does not
+// match core.ErrConflict: the write may have been applied (see "Ambiguous
+// outcomes" in the package doc), so the caller must not retry it as a lost
+// race.
+//
 // It returns nil when the item shows that this call's own write, version
 // mine, was applied: its version is mine, or mine is in its history. That is
 // an SDK retry whose first attempt was applied but answered with an error or
@@ -489,7 +494,11 @@ func (s *Store) conflict(ctx context.Context, op, key string, old, mine core.Ver
 		// key is absent (DynamoDB). A consistent read tells which.
 		it, present, rerr := s.readItem(ctx, key)
 		if rerr != nil {
-			return s.wrap(op, key, fmt.Errorf("%w: %w (re-read failed: %v)", core.ErrConflict, err, rerr))
+			// Without the item nobody can tell whether this call's own
+			// first attempt is what failed the condition, so the outcome
+			// is unknown: not a conflict, or Breaker would recompute on
+			// a record that may already hold this write and apply it twice.
+			return s.wrap(op, key, fmt.Errorf("condition failed and the re-read to tell whose write is there failed: %w (condition: %v)", rerr, err))
 		}
 		if present && it.wrote(mine) {
 			return nil

@@ -507,3 +507,67 @@ func TestConcurrentCASNoLostUpdate(t *testing.T) {
 	}
 	t.Logf("%d increments, %d conflicts", goroutines*increments, conflicts)
 }
+
+// TestEveryWriteReplacesValueAndExpiry: a swap is an UpdateItem, so it must
+// set every attribute a write owes and remove rec for an empty value; a
+// delete leaves a tombstone with no value. Nothing of the previous write's
+// value, expiry or purge instant may survive.
+func TestEveryWriteReplacesValueAndExpiry(t *testing.T) {
+	ctx := t.Context()
+	clk := newFakeClock(time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC))
+	prefix := uniquePrefix(t)
+	s, err := dynamodb.New(client, table, dynamodb.WithKeyPrefix(prefix), dynamodb.WithClock(clk.Now), dynamodb.WithPurgeDelay(10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	num := func(it map[string]types.AttributeValue, name string) int64 {
+		t.Helper()
+		n, ok := it[name].(*types.AttributeValueMemberN)
+		if !ok {
+			t.Fatalf("item has no number %s: %v", name, it)
+		}
+		v, _ := strconv.ParseInt(n.Value, 10, 64)
+		return v
+	}
+	now := clk.Now().Unix()
+	v1 := mustCAS(t, s, "h.example", core.NoVersion, "long", hour)
+	// Shorter TTL and an empty value: both must replace what was there.
+	v2 := mustCAS(t, s, "h.example", v1, "", 5*time.Second)
+	it := rawItem(t, prefix+"h.example")
+	if got := num(it, dynamodb.AttrExpiresAt); got != now+5 {
+		t.Fatalf("expiresAt = %d after a 5s write, want %d (the 1h write's expiry survived?)", got, now+5)
+	}
+	if got := num(it, dynamodb.AttrPurgeAt); got != now+15 {
+		t.Fatalf("purgeAt = %d, want %d", got, now+15)
+	}
+	if _, ok := it[dynamodb.AttrRecord]; ok {
+		t.Fatalf("an empty value kept the previous rec: %v", it)
+	}
+	if v, ver := mustGet(t, s, "h.example"); len(v) != 0 || ver != v2 {
+		t.Fatalf("Get = %q, %d; want empty, %d", v, ver, v2)
+	}
+	if h1 := it[dynamodb.AttrHistory+"1"].(*types.AttributeValueMemberN).Value; h1 != strconv.FormatUint(uint64(v1), 10) {
+		t.Fatalf("h1 = %s, want the replaced version %d", h1, v1)
+	}
+	clk.Advance(2 * time.Second)
+	if err := s.CompareAndDelete(ctx, "h.example", v2); err != nil {
+		t.Fatal(err)
+	}
+	it = rawItem(t, prefix+"h.example")
+	if got := num(it, dynamodb.AttrExpiresAt); got != 0 {
+		t.Fatalf("tombstone expiresAt = %d, want 0", got)
+	}
+	if got := num(it, dynamodb.AttrPurgeAt); got != now+2+10 {
+		t.Fatalf("tombstone purgeAt = %d, want now+purge delay = %d", got, now+12)
+	}
+	if _, ok := it[dynamodb.AttrRecord]; ok {
+		t.Fatalf("the tombstone kept a value: %v", it)
+	}
+	mustAbsent(t, s, "h.example")
+	// A create over the tombstone writes a full item again.
+	mustCAS(t, s, "h.example", core.NoVersion, "again", time.Minute)
+	it = rawItem(t, prefix+"h.example")
+	if got := num(it, dynamodb.AttrExpiresAt); got != now+2+60 {
+		t.Fatalf("expiresAt = %d after re-creating, want %d", got, now+62)
+	}
+}
