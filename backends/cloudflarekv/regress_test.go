@@ -2,7 +2,6 @@ package cloudflarekv
 
 import (
 	"context"
-	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -194,4 +193,3 @@ func TestConformanceShortExpiryTTL(t *testing.T) {
 		conformance.Options{ExpiryTTL: 5 * time.Second})
 }
 
-var _ = errors.Is
