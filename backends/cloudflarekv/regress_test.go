@@ -192,4 +192,3 @@ func TestConformanceShortExpiryTTL(t *testing.T) {
 	conformance.RunOptions(t, func(context.Context, *testing.T) (conformance.Harness, error) { return harness{}, nil },
 		conformance.Options{ExpiryTTL: 5 * time.Second})
 }
-
