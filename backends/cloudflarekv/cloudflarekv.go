@@ -48,7 +48,22 @@
 //     caller waits past its context;
 //   - sets cloudflare-go's retries to 1 (its default of 10, with backoff up
 //     to 30 s, blocks for minutes on a dead endpoint), and never lets it
-//     retry a 429 itself.
+//     retry a 429 itself. One retry means: after a transport error (no
+//     answer, a reset connection) or an HTTP 408, 409 or 5xx, the SDK sends
+//     the same request once more, 1.5 to 2 s later (2 s minus up to 25%
+//     jitter; TestSDKRetryOfLostAnswer measures it through a fault proxy).
+//
+// # Ambiguous outcomes
+//
+// A write whose answer is lost (or is a 5xx) may have been applied. Every
+// write carries its own version in its envelope, so sending it again
+// stores the same bytes, and a repeated delete of a key already gone is
+// answered 200: the SDK's retry and the store's own resend (a write still
+// without a definite answer after the SDK's retries is queued again, like a
+// 429, up to 5 attempts) count no failure twice and make the caller learn
+// that its write took effect. What a resend cannot undo is last-writer-wins
+// itself: another process's write that lands between the two attempts is
+// overwritten by the second, as by any later write.
 package cloudflarekv
 
 import (
@@ -375,10 +390,11 @@ func (s *Store) answer(e entry) ([]byte, core.Version, error) {
 //
 // So coalescing loses nothing this process writes. What can be lost: (1)
 // another process's write of the same host within KV's propagation delay
-// (last writer wins; Workers KV cannot compare); (2) a write whose request
-// fails other than with 429 (its waiting callers get the error; if none is
-// left, it is logged), or that still meets 429 after the store's attempts
-// (5); (3) a write still queued when the process exits: call Flush. A merged
+// (last writer wins; Workers KV cannot compare); (2) a write refused with a
+// 4xx other than 429, or still without a definite answer (429, 5xx, no
+// answer) after the store's attempts (5): its waiting callers get the
+// error; if none is left, it is logged; (3) a write still queued when the
+// process exits: call Flush. A merged
 // Probing flag can label a reopened circuit half-open until its
 // RestrainedUntil; the decisions (hold) are the same.
 func (s *Store) CompareAndSwap(ctx context.Context, key string, old core.Version, value []byte, ttl time.Duration) (core.Version, error) {
