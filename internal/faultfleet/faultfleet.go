@@ -321,7 +321,7 @@ type seen struct {
 	host string
 	rec  core.Record
 	err  error     // undecodable
-	at   time.Time // real time the read began
+	at   time.Time // real time the read answered
 }
 
 type worker struct {
@@ -436,8 +436,8 @@ func (r *runner) observe(ctx context.Context, done <-chan struct{}) {
 func (r *runner) look(ctx context.Context, host string) {
 	cctx, cancel := context.WithTimeout(ctx, r.cfg.Settings.CallTimeout)
 	defer cancel()
-	at := time.Now()
 	v, ver, err := r.cfg.Observer.Get(cctx, host)
+	at := time.Now() // the writer began before the read answered
 	if err != nil {
 		return
 	}
