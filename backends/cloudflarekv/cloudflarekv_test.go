@@ -16,25 +16,8 @@ import (
 	"github.com/cloudflare/cloudflare-go/v6/kv"
 	"github.com/cloudflare/cloudflare-go/v6/option"
 
-	"github.com/kvbreaker/kvbreaker/conformance"
 	"github.com/kvbreaker/kvbreaker/core"
 )
-
-// harness makes conformance stores over the shared Miniflare, each under its
-// own prefix, on Miniflare's clock, which Advance moves.
-type harness struct{}
-
-func (harness) MakeStore(context.Context) (core.Store, error) {
-	return New(client(), srv.AccountID, srv.NamespaceID, WithPrefix(uniquePrefix("conformance")), WithClock(srv.Now))
-}
-func (harness) Close() {}
-func (harness) Advance(ctx context.Context, d time.Duration) error {
-	return srv.Advance(ctx, d)
-}
-
-func TestConformance(t *testing.T) {
-	conformance.Run(t, func(context.Context, *testing.T) (conformance.Harness, error) { return harness{}, nil })
-}
 
 // TestRoundTrip checks what lands in KV: the envelope, the logical expiry in
 // the metadata, and a padded physical expiry at least the 60 s minimum.

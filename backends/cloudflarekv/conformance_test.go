@@ -1,0 +1,125 @@
+package cloudflarekv
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cloudflare/cloudflare-go/v6/kv"
+	"github.com/cloudflare/cloudflare-go/v6/option"
+
+	"github.com/kvbreaker/kvbreaker/conformance"
+	"github.com/kvbreaker/kvbreaker/conformance/faultproxy"
+	"github.com/kvbreaker/kvbreaker/core"
+)
+
+// harness is the plain form (TimeAdvancer only) other tests of this
+// package run the suite with.
+type harness struct{}
+
+func (harness) MakeStore(context.Context) (core.Store, error) {
+	return New(client(), srv.AccountID, srv.NamespaceID, WithPrefix(uniquePrefix("conformance")), WithClock(srv.Now))
+}
+func (harness) Close() {}
+func (harness) Advance(ctx context.Context, d time.Duration) error {
+	return srv.Advance(ctx, d)
+}
+
+// kvHarness makes conformance stores over the shared Miniflare, each under its
+// own prefix, on Miniflare's clock, which Advance moves (TimeAdvancer). A
+// skewed reader is a store on the same prefix whose clock is offset from
+// Miniflare's (SkewedStoreMaker); Lifetime is the key's expiration as
+// Miniflare lists it (LifetimeReporter). Stores talk to Miniflare through a
+// fault proxy (AnswerDropper).
+type kvHarness struct {
+	t     testing.TB
+	proxy *faultproxy.Proxy
+	kv    *kv.KVService
+
+	mu       sync.Mutex
+	prefixes map[core.Store]string
+}
+
+func newKVHarness(_ context.Context, t *testing.T) (conformance.Harness, error) {
+	p, err := faultproxy.Start(srv.URL[len("http://"):])
+	if err != nil {
+		return nil, err
+	}
+	opts := append(srv.ClientOptions(), option.WithBaseURL("http://"+p.Addr()+"/client/v4/"))
+	return &kvHarness{t: t, proxy: p, kv: kv.NewKVService(opts...), prefixes: map[core.Store]string{}}, nil
+}
+
+func (h *kvHarness) store(prefix string, clock func() time.Time) (core.Store, error) {
+	s, err := New(h.kv, srv.AccountID, srv.NamespaceID, WithPrefix(prefix), WithClock(clock))
+	if err != nil {
+		return nil, err
+	}
+	h.mu.Lock()
+	h.prefixes[s] = prefix
+	h.mu.Unlock()
+	return s, nil
+}
+
+func (h *kvHarness) MakeStore(context.Context) (core.Store, error) {
+	return h.store(uniquePrefix("conformance"), srv.Now)
+}
+
+func (h *kvHarness) Close() {
+	// The lost-answer case proves nothing if the proxy lost no answer.
+	h.t.Logf("fault proxy: %+v", h.proxy.Stats())
+	_ = h.proxy.Close()
+}
+
+func (h *kvHarness) Describe() string {
+	return fmt.Sprintf("Miniflare Workers KV at %s (through a fault proxy at %s)", srv.URL, h.proxy.Addr())
+}
+
+func (h *kvHarness) Advance(ctx context.Context, d time.Duration) error { return srv.Advance(ctx, d) }
+
+func (h *kvHarness) MakeSkewedStore(_ context.Context, s core.Store, offset time.Duration) (core.Store, error) {
+	h.mu.Lock()
+	prefix, ok := h.prefixes[s]
+	h.mu.Unlock()
+	if !ok {
+		return nil, fmt.Errorf("not a store of this harness: %T", s)
+	}
+	return h.store(prefix, func() time.Time { return srv.Now().Add(offset) })
+}
+
+func (h *kvHarness) DropNextAnswer(context.Context) error {
+	h.proxy.DropNextAnswer()
+	return nil
+}
+
+// Lifetime is the key's expiration (epoch seconds) as Miniflare lists it,
+// minus Miniflare's now. The store's pending writes are flushed first.
+func (h *kvHarness) Lifetime(ctx context.Context, s core.Store, key string) (time.Duration, error) {
+	h.mu.Lock()
+	prefix, ok := h.prefixes[s]
+	h.mu.Unlock()
+	if !ok {
+		return 0, fmt.Errorf("not a store of this harness: %T", s)
+	}
+	if err := s.(*Store).Flush(ctx); err != nil {
+		return 0, err
+	}
+	keys, err := srv.List(ctx, prefix+key)
+	if err != nil {
+		return 0, err
+	}
+	for _, k := range keys {
+		if k.Name == prefix+key {
+			if k.Expiration == 0 {
+				return 0, fmt.Errorf("%q has no expiration: Workers KV never deletes it", key)
+			}
+			return time.Unix(k.Expiration, 0).Sub(srv.Now()), nil
+		}
+	}
+	return 0, core.ErrNotFound
+}
+
+func TestConformance(t *testing.T) {
+	conformance.Run(t, newKVHarness)
+}
