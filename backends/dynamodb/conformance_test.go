@@ -134,4 +134,3 @@ func (h *harness) Lifetime(ctx context.Context, s core.Store, key string) (time.
 func TestConformance(t *testing.T) {
 	conformance.Run(t, newHarness)
 }
-
