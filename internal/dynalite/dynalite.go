@@ -272,3 +272,14 @@ func NewClient(endpoint string, opts ...func(*dyn.Options)) *dyn.Client {
 
 // Addr returns host:port.
 func (s *Server) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port)) }
+
+// Stderr returns what the server process has written to stderr so far (its
+// crash message, if it died), or "" before the first start.
+func (s *Server) Stderr() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.proc == nil {
+		return ""
+	}
+	return s.proc.Stderr()
+}
