@@ -56,7 +56,7 @@ func ExampleNew() {
 	}
 	v, err := breaker.Allow(ctx, "inbox.example", time.Time{})
 	fmt.Println(v.Decision, err)
-	fmt.Println("TTL in KV:", store.Traits().Expiry.MinTTL, "minimum;", breaker.StateTTL(), "for this record")
+	fmt.Println("record TTL:", breaker.StateTTL(), "(exact; KV keeps the physical copy at least", cloudflarekv.MinTTL, "and padded for", store.Traits().MaxClockSkew, "of clock skew)")
 	// Send queued writes before exiting.
 	if err := store.Flush(ctx); err != nil {
 		fmt.Println(err)
@@ -64,5 +64,5 @@ func ExampleNew() {
 	// Output:
 	// inbox.example: closed → open
 	// hold <nil>
-	// TTL in KV: 1m0s minimum; 30m5s for this record
+	// record TTL: 30m5s (exact; KV keeps the physical copy at least 1m0s and padded for 1s of clock skew)
 }
