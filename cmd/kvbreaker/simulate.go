@@ -28,15 +28,19 @@ breakers on the very same stream of decisions and outcomes:
   kvbreaker      this project: (failures, restrainedUntil, probing), core.Breaker
                  over the in-memory store
 
+and a fleet with no breaker at all, which sends every message once. The table
+shows how many deliveries each sent to hosts that were down, how often each
+agrees with the reference, and how many records each leaves behind.
+
+The fedify model is checked call for call against fedify 2.3.8's own breaker
+on random call streams (opt-in, needs node and npm, from a clone):
+  KVBREAKER_FEDIFY=1 go test -run TestAgainstFedify -v ./internal/model/
+
 With --store-ttl D every breaker, the reference too, runs over a store that
 expires each record at most D after its write, whatever TTL it asked for
 (names get "@ttlD"). Below the recovery delay this is a store TTL below the
 restraint, the failure mode the design note warns about: fedify 2.3.3+ and
 kvbreaker refuse such a --state-ttl, so only the store can cause it.
-
-and a fleet with no breaker at all, which sends every message once. The table
-shows how many deliveries each sent to hosts that were down, how often each
-agrees with the reference, and how many records each leaves behind.
 
 Examples:
   kvbreaker simulate

@@ -21,8 +21,7 @@ type Kvbreaker struct {
 
 // cappedStore is a memory store that expires every record at most maxTTL
 // after its write while declaring memory's exact expiry (WithMaxStoreTTL):
-// a store that breaks its declared Traits, which kvbreaker check's expiry
-// measurement reports and a Breaker cannot see.
+// a store that breaks its declared Traits, which a Breaker cannot see.
 type cappedStore struct {
 	*memory.Store
 	maxTTL time.Duration
