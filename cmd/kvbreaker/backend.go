@@ -384,7 +384,9 @@ func openCloudflareKV(ctx context.Context, f *backendFlags, clock func() time.Ti
 	var stores []*cloudflarekv.Store
 	newStore := func(prefix string) (*cloudflarekv.Store, error) {
 		o := []cloudflarekv.Option{
-			cloudflarekv.WithPrefix(prefix), cloudflarekv.WithClockSkew(f.clockSkew),
+			// The padding covers --clock-skew; the store refuses a zero
+			// padding (it would declare no bound), so 0 pads by 1 ms.
+			cloudflarekv.WithPrefix(prefix), cloudflarekv.WithClockSkew(max(f.clockSkew, time.Millisecond)),
 			// A write the store gives up is reported by the command.
 			cloudflarekv.WithLogger(slog.New(slog.DiscardHandler)),
 		}
