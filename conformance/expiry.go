@@ -151,8 +151,8 @@ func (e *env) measure(ctx context.Context, x expiring) (core.Version, ExpiryMeas
 // may or may not also run in real time, so after the write it has moved by
 // between at (what was advanced) and at plus the real time since the write
 // began. An entry is early only if it is gone while even that upper bound is
-// below lo; to keep the real time out of the verdict, the decisive probe
-// comes right after the write, with one advance to just short of lo.
+// below lo, so the probes approach lo in few, large steps, keeping the real
+// time they take small.
 func (e *env) measureAdvancing(ctx context.Context, adv TimeAdvancer, x expiring) (core.Version, ExpiryMeasurement, bool) {
 	eff, lo, hi := e.windowFor(x.ttl)
 	meas := ExpiryMeasurement{TTL: x.ttl, Effective: eff, Advanced: true}
@@ -168,61 +168,90 @@ func (e *env) measureAdvancing(ctx context.Context, adv TimeAdvancer, x expiring
 	if !ok {
 		return 0, meas, false
 	}
-	writeTook := time.Since(start)
 	if _, _, _, ok := e.awaitRead(ctx, promiseRead, x.key, ver, nil); !ok {
 		return ver, meas, false
 	}
-	// The advance and the read that follow take about as long as the
-	// write did; leave that much (twice, and a millisecond) below lo.
-	guard := 2*writeTook + time.Millisecond
-	fine := max((hi-lo)/10, 10*time.Millisecond)
-	at := max(0, lo-guard)
-	var elapsed time.Duration
-	step := at
-	for {
-		if step > 0 {
-			if err := e.advance(ctx, adv, step); err != nil {
-				e.errorf(x.late, "TimeAdvancer.Advance(%v) = %v", step, err)
-				return ver, meas, false
-			}
+	// Approach lo in probes whose distance to it shrinks fourfold, down to
+	// what keeps even the upper bound (advanced plus the real time since
+	// the write began, with two more probes' worth) below lo: the real
+	// time the approach takes is never counted as slack in the verdict.
+	cost := time.Since(start) // a probe costs about a round trip or two
+	at := time.Duration(0)
+	gone := func(isPresent bool) (core.Version, ExpiryMeasurement, bool, bool) {
+		if isPresent {
+			meas.Min = at
+			return 0, meas, false, false
 		}
+		upTo := at + time.Since(start) // the most the backend's clock can have moved
+		meas.Max = upTo
+		meas.Early = max(0, eff-upTo)
+		meas.Late = max(0, meas.Min-eff)
+		switch {
+		case upTo < lo:
+			e.errorf(x.early, "%q %s (effective %v) was gone once the backend clock advanced %v (%v counting the real time since the write); the declared model keeps it for at least %v",
+				x.key, x.what, eff, at, upTo.Round(time.Millisecond), lo)
+			// The verdict is in; now measure how early, in coarse steps
+			// on a second write of the same key.
+			if g, ok := e.howEarly(ctx, adv, x, eff); ok && g < meas.Max {
+				meas.Max = g
+				meas.Early = max(0, eff-g)
+			}
+		case at < lo:
+			e.notVerifiedf("%q %s: gone at a probe after %v advanced and %v of real time, which straddles the earliest permitted %v: not early only to within the real time",
+				x.key, x.what, at, time.Since(start).Round(time.Millisecond), lo)
+		}
+		return ver, meas, true, true
+	}
+	for gap := min(lo/2, 10*time.Second); gap > 0; gap /= 4 {
+		sound := time.Since(start) + 2*cost + time.Millisecond
+		g := max(gap, sound)
+		target := lo - g
+		if target <= at {
+			break
+		}
+		t0 := time.Now()
+		if err := e.advance(ctx, adv, target-at); err != nil {
+			e.errorf(x.late, "TimeAdvancer.Advance(%v) = %v", target-at, err)
+			return ver, meas, false
+		}
+		at = target
 		isPresent, ok := e.present(ctx, x.key, ver)
-		elapsed = time.Since(start)
+		cost = time.Since(t0)
 		if !ok {
 			return ver, meas, false
 		}
-		upTo := at + elapsed // the most the backend's clock can have moved
-		if !isPresent {
-			meas.Max = upTo
-			meas.Early = max(0, eff-upTo)
-			meas.Late = max(0, meas.Min-eff)
-			switch {
-			case upTo < lo:
-				e.errorf(x.early, "%q %s (effective %v) was gone once the backend clock advanced %v (%v counting the real time since the write); the declared model keeps it for at least %v",
-					x.key, x.what, eff, at, upTo.Round(time.Millisecond), lo)
-				// The verdict is in; now measure how early, in coarse
-				// steps on a second write of the same key.
-				if gone, ok := e.howEarly(ctx, adv, x, eff); ok && gone < meas.Max {
-					meas.Max = gone
-					meas.Early = max(0, eff-gone)
-				}
-			case at < lo:
-				// Gone between lo - guard and lo + the real time: the
-				// probe came too late to tell.
-				e.notVerifiedf("%q %s: gone at the first probe, after %v advanced and %v of real time, which straddles the earliest permitted %v: not early only to within the real time",
-					x.key, x.what, at, elapsed.Round(time.Millisecond), lo)
-			}
-			return ver, meas, true
+		if v, m, okk, done := gone(isPresent); done {
+			return v, m, okk
 		}
-		meas.Min = at
+		if g == sound {
+			break
+		}
+	}
+	// Then past hi in steps of a tenth of the window.
+	fine := max((hi-lo)/10, 10*time.Millisecond)
+	for {
 		if at > hi {
 			meas.Late = at - eff
 			e.errorf(x.late, "%q %s (effective %v) is still present after advancing the backend clock %v; the declared model says it is gone by %v",
 				x.key, x.what, eff, at, hi)
 			return ver, meas, false
 		}
-		step = fine
+		step := fine
+		if at < lo-fine {
+			step = lo - at // the approach stopped short: straight to lo
+		}
+		if err := e.advance(ctx, adv, step); err != nil {
+			e.errorf(x.late, "TimeAdvancer.Advance(%v) = %v", step, err)
+			return ver, meas, false
+		}
 		at += step
+		isPresent, ok := e.present(ctx, x.key, ver)
+		if !ok {
+			return ver, meas, false
+		}
+		if v, m, okk, done := gone(isPresent); done {
+			return v, m, okk
+		}
 	}
 }
 
