@@ -12,9 +12,9 @@
 // # 1. Implement core.Store
 //
 //	type Store interface {
-//		Get(ctx, key) (value []byte, ver core.Version, err error)
-//		CompareAndSwap(ctx, key, old core.Version, value []byte, ttl time.Duration) (core.Version, error)
-//		CompareAndDelete(ctx, key, old core.Version) error
+//		Get(ctx context.Context, key string) ([]byte, core.Version, error)
+//		CompareAndSwap(ctx context.Context, key string, old core.Version, value []byte, ttl time.Duration) (core.Version, error)
+//		CompareAndDelete(ctx context.Context, key string, old core.Version) error
 //		Traits() core.Traits
 //	}
 //
@@ -33,8 +33,14 @@
 //     CompareAndDelete, even if the backend has not deleted it yet.
 //   - Keys are escaped reversibly for your backend: a/b, a%2Fb, a b, a+b, .., Host and
 //     host, and 256-byte keys of multi-byte runes must stay distinct and round-trip.
-//   - Context: a call with an ended context fails with an error matching ctx.Err() and writes
-//     nothing. Other errors read <backend>: <op> <key>: <cause> and never include credentials.
+//   - Every write replaces the TTL: an update lives for the TTL it was written with, longer or
+//     shorter than the creating write's. Round a TTL up to your unit, never down or to a cap.
+//   - Lost answers: a write the backend applied but whose answer was lost (a retry) is a success;
+//     if you cannot tell, return an error matching neither core.ErrConflict nor core.ErrNotFound.
+//   - Context: a call with an already ended context fails with an error matching ctx.Err() and
+//     writes nothing; one that ends mid-call leaves the outcome unknown: return an error matching
+//     ctx.Err(). Other errors read <backend>: <op> <key>: <cause> (op: get, put, delete), wrap
+//     the cause, and never include credentials.
 //
 // # 2. Declare Traits
 //
@@ -76,6 +82,14 @@
 // expiry by: the emulator's and the adapter's). RunOptions sets the concurrent-CAS goroutines and
 // iterations (the check finds no false violations but can miss a race that did not happen: raise
 // Iterations and use -race), the expiry TTL and the clock skew δ.
+//
+// Optional harness capabilities widen what is verified (without them the report says "not
+// verified"): LifetimeReporter (a key's remaining physical lifetime: etcd LeaseTimeToLive,
+// DynamoDB's purge attribute, Workers KV's expiration, Redis PTTL) checks expiry at the default
+// StateTTL without waiting; SkewedStoreMaker, with TimeAdvancer, checks padded stores for a
+// reader MaxClockSkew behind; AnswerDropper (a conformance/faultproxy between client and server)
+// checks writes whose answer was lost; Describer names the store when it does not answer. A store
+// that does not answer within Options.ReachTimeout fails the first case and the rest are skipped.
 //
 // The suite also runs three Breakers with clocks ±δ apart over your store (open, hold, a single
 // probe, reopen, close), and, in simulated time, the margin experiment of package skew over your
