@@ -127,8 +127,12 @@ func RunOptions(t *testing.T, newHarness HarnessMaker, opts Options) {
 	}
 	t.Cleanup(h.Close)
 	r := newRunner(t.Context(), h, opts)
+	pending := r.startAll(t.Context())
 	for i, c := range cases {
-		pending := r.start(t.Context(), i, c)
+		pending := pending[i]
+		if c.alone {
+			r.bg.Wait()
+		}
 		t.Run(c.name, func(t *testing.T) {
 			var res Result
 			if pending != nil {
@@ -179,18 +183,28 @@ func Check(ctx context.Context, h Harness) error {
 // returns them; a Report is returned even when there are violations.
 func Measure(ctx context.Context, h Harness, opts Options) (*Report, error) {
 	r := newRunner(ctx, h, opts)
+	pending := r.startAll(ctx)
 	for i, c := range cases {
-		if err := ctx.Err(); err != nil {
-			r.drain()
-			return r.rep, errors.Join(r.rep.Err(), err)
-		}
-		if pending := r.start(ctx, i, c); pending != nil {
-			go func() { r.rep.add(<-pending) }()
+		if pending[i] != nil {
 			continue
+		}
+		if c.alone {
+			r.bg.Wait()
+		}
+		if err := ctx.Err(); err != nil {
+			break
 		}
 		r.rep.add(r.run(ctx, i, c, nil))
 	}
-	r.drain()
+	r.bg.Wait()
+	for _, p := range pending {
+		if p != nil {
+			r.rep.add(<-p)
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return r.rep, errors.Join(r.rep.Err(), err)
+	}
 	return r.rep, r.rep.Err()
 }
 
@@ -236,6 +250,9 @@ type runner struct {
 	traits core.Traits
 	rep    *Report
 	mu     sync.Mutex // guards spare
+	// makeMu serialises MakeStore: background cases start together, and a
+	// harness need not be safe for concurrent use.
+	makeMu sync.Mutex
 	spare  core.Store
 	// down says why the store is unreachable; every later case skips.
 	down string
@@ -282,12 +299,22 @@ func describe(h Harness, s core.Store) string {
 	return fmt.Sprintf("harness %T (implement conformance.Describer to name its store and address)", h)
 }
 
+// startAll launches, at once, every case that waits in real time when the
+// harness cannot advance time (each on its own store), and returns their
+// results' channels by table index (nil for a case to run inline).
+func (r *runner) startAll(ctx context.Context) []<-chan Result {
+	out := make([]<-chan Result, len(cases))
+	for i, c := range cases {
+		out[i] = r.start(ctx, i, c)
+	}
+	return out
+}
+
 // start launches case i in the background if it waits in real time and the
 // harness cannot advance time; it returns nil for a case to run inline.
-// A case that must run alone first waits for the background ones.
 func (r *runner) start(ctx context.Context, i int, c testCase) <-chan Result {
 	if c.alone {
-		r.bg.Wait()
+		return nil
 	}
 	if _, adv := r.h.(TimeAdvancer); adv || !(c.slow || c.waits) || r.down != "" {
 		return nil
@@ -303,10 +330,6 @@ func (r *runner) start(ctx context.Context, i int, c testCase) <-chan Result {
 	}()
 	return ch
 }
-
-// drain waits for the background cases (Measure adds their results as
-// they finish).
-func (r *runner) drain() { r.bg.Wait() }
 
 // run runs case i now and returns its result; t is nil under Measure and
 // for background cases.
@@ -327,7 +350,7 @@ func (r *runner) run(ctx context.Context, i int, c testCase, t *testing.T) (res 
 		base.notPromised = c.atomic && !r.traits.Atomic
 		return base
 	}
-	e, err := newEnv(ctx, r.h, r.takeSpare(), r.traits, r.opts, r.rep)
+	e, err := newEnv(ctx, r.h, r.takeSpare(), r.traits, r.opts, r.rep, &r.makeMu)
 	if err != nil {
 		base.Problems = []string{fmt.Sprintf("%s: MakeStore: %v", c.name, err)}
 		return base
@@ -382,12 +405,15 @@ type env struct {
 
 // newEnv makes the environment for one case, over spare (the store made to
 // read the traits, used by the first case so none is wasted) or a new store.
-func newEnv(ctx context.Context, h Harness, spare core.Store, t core.Traits, o Options, rep *Report) (*env, error) {
+func newEnv(ctx context.Context, h Harness, spare core.Store, t core.Traits, o Options, rep *Report, makeMu *sync.Mutex) (*env, error) {
 	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	s := spare
 	if s == nil {
 		var err error
-		if s, err = h.MakeStore(ctx); err != nil {
+		makeMu.Lock()
+		s, err = h.MakeStore(ctx)
+		makeMu.Unlock()
+		if err != nil {
 			cancel()
 			return nil, err
 		}

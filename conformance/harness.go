@@ -13,7 +13,8 @@ import (
 type Harness interface {
 	// MakeStore returns a store over a fresh, empty keyspace (a unique key
 	// prefix or table). The suite calls it once per subtest, so no case
-	// sees another's leftovers.
+	// sees another's leftovers. The suite never calls it concurrently, but
+	// uses the stores it returns from several goroutines at once.
 	MakeStore(ctx context.Context) (core.Store, error)
 	// Close releases what the harness holds; the suite calls it once, at
 	// the end.
