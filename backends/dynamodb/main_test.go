@@ -44,6 +44,11 @@ func run(m *testing.M) int {
 		return 1
 	}
 	code := m.Run()
+	if code != 0 {
+		// A server that died mid-run fails every later test the same
+		// way; its own words say why.
+		fmt.Fprintf(os.Stderr, "dynalite pid %d (0: exited), stderr:\n%s\n", srv.PID(), srv.Stderr())
+	}
 	srv.Stop()
 	if code == 0 {
 		// Idle keep-alive connections of the tests' SDK clients are the
