@@ -53,15 +53,16 @@ var (
 		Atomic: true,
 		Expiry: core.ExpiryModel{Kind: core.ExpiryReaderFiltered, Granularity: time.Second, Late: time.Second},
 	}}
-	// WorkersKV: last writer wins; expiration_ttl of at least 60 s, padded
-	// by 2δ + 1 s (δ = core.DefaultClockSkew) for physical deletion, with
-	// the exact expiry (to the millisecond) in metadata, filtered on read;
+	// WorkersKV: last writer wins; the exact expiry (to the millisecond) in
+	// metadata, filtered on read, so what a reader sees has no minimum TTL;
+	// the physical copy (expiration_ttl of at least 60 s, padded by 2δ + 1 s,
+	// δ = core.DefaultClockSkew) may outlive it by up to 60 s + 2δ + 2 s;
 	// reads up to 60 s (propagation) + 10 s (the adapter's cache) stale;
 	// one write per second per key.
 	WorkersKV = Profile{Name: "workerskv", Traits: core.Traits{
 		Atomic: false,
-		Expiry: core.ExpiryModel{Kind: core.ExpiryReaderFiltered, Granularity: time.Millisecond, MinTTL: 60 * time.Second,
-			Late: 2*core.DefaultClockSkew + 2*time.Second},
+		Expiry: core.ExpiryModel{Kind: core.ExpiryReaderFiltered, Granularity: time.Millisecond,
+			Late: 60*time.Second + 2*core.DefaultClockSkew + 2*time.Second},
 		ReadStaleness:    70 * time.Second,
 		MinWriteInterval: time.Second,
 	}}
