@@ -367,9 +367,12 @@ type checkOutput struct {
 	Margin    marginJSON   `json:"ttl_margin"`
 	Cases     []caseJSON   `json:"cases"`
 	Broken    []string     `json:"broken_promises"`
-	Cleanup   cleanupJSON  `json:"cleanup"`
-	OK        bool         `json:"ok"`
-	Expiry    *expiryJSON  `json:"expiry,omitempty"`
+	// NotVerified lists the promises the run could not check (a pass says
+	// nothing about them), each with why.
+	NotVerified []string    `json:"not_verified"`
+	Cleanup     cleanupJSON `json:"cleanup"`
+	OK          bool        `json:"ok"`
+	Expiry      *expiryJSON `json:"expiry,omitempty"`
 }
 
 type declaredJSON struct {
@@ -407,11 +410,14 @@ type marginJSON struct {
 
 type caseJSON struct {
 	Case     string   `json:"case"`
-	Status   string   `json:"status"` // pass, fail, skip
+	Status   string   `json:"status"` // pass, fail, skip, inconclusive
 	Promise  string   `json:"promise"`
 	Skipped  string   `json:"skipped,omitempty"`
 	Problems []string `json:"problems,omitempty"`
 	Notes    []string `json:"notes,omitempty"`
+	// NotVerified and Inconclusive as in conformance.Result.
+	NotVerified  []string `json:"not_verified,omitempty"`
+	Inconclusive string   `json:"inconclusive,omitempty"`
 }
 
 type cleanupJSON struct {
@@ -460,9 +466,13 @@ func newCheckOutput(rep *conformance.Report, bf *backendFlags, c *conn, prefix s
 		case len(r.Problems) > 0:
 			st = "fail"
 			o.Broken = append(o.Broken, r.Problems...)
+		case r.Inconclusive != "":
+			st = "inconclusive"
 		}
-		o.Cases = append(o.Cases, caseJSON{Case: r.Case, Status: st, Promise: r.Promise, Skipped: r.Skipped, Problems: r.Problems, Notes: r.Notes})
+		o.Cases = append(o.Cases, caseJSON{Case: r.Case, Status: st, Promise: r.Promise, Skipped: r.Skipped, Problems: r.Problems, Notes: r.Notes,
+			NotVerified: r.NotVerified, Inconclusive: r.Inconclusive})
 	}
+	o.NotVerified = rep.NotVerified()
 	// status of a case, or of the problems of a case that mention sub.
 	status := func(name, sub string) string {
 		r, ok := byName[name]
@@ -556,6 +566,10 @@ func newCheckOutput(rep *conformance.Report, bf *backendFlags, c *conn, prefix s
 	skew := bf.clockSkew
 	o.Margin = marginJSON{ClockSkewSeconds: secs(skew), NeededSeconds: secs(rep.TTLMarginFor(skew)), DeclaredModelSeconds: secs(m.RequiredMargin(skew))}
 	o.OK = len(o.Broken) == 0 && !timedOut
+	for _, c := range o.Cases {
+		// An inconclusive check has not passed: run check again.
+		o.OK = o.OK && c.Status != "inconclusive"
+	}
 	return o
 }
 
@@ -607,7 +621,7 @@ func (o *checkOutput) writeTable(w io.Writer) {
 			fail++
 		}
 	}
-	fmt.Fprintf(w, "cases: %d passed, %d skipped, %d failed\n", pass, skip, fail)
+	fmt.Fprintf(w, "cases: %d passed, %d skipped, %d failed or inconclusive\n", pass, skip, fail)
 	for _, c := range o.Cases {
 		switch c.Status {
 		case "fail":
@@ -617,6 +631,14 @@ func (o *checkOutput) writeTable(w io.Writer) {
 			}
 		case "skip":
 			fmt.Fprintf(w, "skip %s: %s\n", c.Case, skipReason(c.Skipped))
+		case "inconclusive":
+			fmt.Fprintf(w, "INCONCLUSIVE %s: %s\n", c.Case, c.Inconclusive)
+		}
+	}
+	if len(o.NotVerified) > 0 {
+		fmt.Fprintf(w, "NOT VERIFIED (a pass says nothing about these):\n")
+		for _, nv := range o.NotVerified {
+			fmt.Fprintf(w, "     - %s\n", nv)
 		}
 	}
 	if o.Cleanup.Left > 0 {
@@ -627,6 +649,10 @@ func (o *checkOutput) writeTable(w io.Writer) {
 		fmt.Fprintln(w, "result: TIMED OUT (partial report)")
 	case len(o.Broken) > 0:
 		fmt.Fprintf(w, "result: the store breaks %d promise(s) it declares\n", len(o.Broken))
+	case !o.OK:
+		fmt.Fprintln(w, "result: INCONCLUSIVE (above): run check again")
+	case len(o.NotVerified) > 0:
+		fmt.Fprintf(w, "result: the store keeps every promise verified; %d not verified (above)\n", len(o.NotVerified))
 	default:
 		fmt.Fprintln(w, "result: the store keeps every promise it declares")
 	}
