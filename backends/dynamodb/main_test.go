@@ -39,6 +39,20 @@ func run(m *testing.M) int {
 	}
 	defer srv.Stop()
 	client = srv.Client()
+	// Every test but the fault test shares this server: if it dies, say
+	// so at once, with its own words, rather than through the tests that
+	// then fail to connect.
+	stopping := make(chan struct{})
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		select {
+		case <-srv.Done():
+			fmt.Fprintf(os.Stderr, "dynalite (the shared test server) exited during the tests; its stderr:\n%s\n", srv.Stderr())
+		case <-stopping:
+		}
+	}()
+	defer func() { close(stopping); <-watched }()
 	if err := dynamodb.CreateTable(ctx, client, table); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

@@ -190,6 +190,18 @@ func (s *Server) PID() int {
 	return s.proc.PID()
 }
 
+// Done is closed when the current process exits, for whatever reason.
+func (s *Server) Done() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.proc == nil {
+		c := make(chan struct{})
+		close(c)
+		return c
+	}
+	return s.proc.Done()
+}
+
 // Kill ends the process abruptly (SIGKILL by PID), as a crash would, and
 // waits for it. In-memory data is lost; see Persistent.
 func (s *Server) Kill() { s.halt(true) }

@@ -3,6 +3,8 @@ package dynalite
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net"
 	"testing"
 	"time"
 
@@ -94,4 +96,53 @@ func TestNoTTLAPI(t *testing.T) {
 		t.Fatal("dynalite accepted UpdateTimeToLive: the package doc's list of gaps is out of date")
 	}
 	t.Logf("UpdateTimeToLive on dynalite: %v", errors.Unwrap(err))
+}
+
+// TestSurvivesAbortedRequest: a client that resets its connection in the
+// middle of a request body (as the fault proxy does) costs that request
+// only. Fails before the launcher's handler: dynalite threw "aborted"
+// (ECONNRESET) from the request's error handler and the whole server
+// exited, failing every later test that shared it.
+func TestSurvivesAbortedRequest(t *testing.T) {
+	ctx := t.Context()
+	s, err := Launch(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop()
+	for range 3 {
+		conn, err := net.Dial("tcp", s.Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Headers promise 1,000 bytes; send 10, then reset.
+		fmt.Fprintf(conn, "POST / HTTP/1.1\r\nHost: %s\r\nContent-Type: application/x-amz-json-1.0\r\nX-Amz-Target: DynamoDB_20120810.ListTables\r\nContent-Length: 1000\r\n\r\n{\"Limit\":", s.Addr())
+		conn.(*net.TCPConn).SetLinger(0)
+		conn.Close()
+	}
+	// The server answers a real request afterwards, still the same process.
+	pid := s.PID()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		_, err := tables(ctx, s.Client())
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no answer after aborted requests: %v\nstderr: %s", err, s.Stderr())
+		}
+		select {
+		case <-s.Done():
+			t.Fatalf("dynalite exited after a client aborted a request; stderr:\n%s", s.Stderr())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	select {
+	case <-s.Done():
+		t.Fatalf("dynalite exited; stderr:\n%s", s.Stderr())
+	default:
+	}
+	if s.PID() != pid {
+		t.Fatal("the server was restarted")
+	}
 }
