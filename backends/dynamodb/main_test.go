@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -52,17 +53,14 @@ func run(m *testing.M) int {
 		case <-stopping:
 		}
 	}()
-	defer func() { close(stopping); <-watched }()
+	unwatch := sync.OnceFunc(func() { close(stopping); <-watched })
+	defer unwatch()
 	if err := dynamodb.CreateTable(ctx, client, table); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	code := m.Run()
-	if code != 0 {
-		// A server that died mid-run fails every later test the same
-		// way; its own words say why.
-		fmt.Fprintf(os.Stderr, "dynalite pid %d (0: exited), stderr:\n%s\n", srv.PID(), srv.Stderr())
-	}
+	unwatch()
 	srv.Stop()
 	if code == 0 {
 		// Idle keep-alive connections of the tests' SDK clients are the
