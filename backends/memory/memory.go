@@ -1,12 +1,15 @@
 // Package memory is an in-process core.Store: exact TTLs on an injectable
-// clock, atomic compare-and-swap under a mutex. It is the reference adapter,
-// for tests, simulations and single-process deployments.
+// clock, atomic compare-and-swap under a mutex per shard of keys. It is the
+// reference adapter, for tests, simulations and single-process deployments.
 package memory
 
 import (
 	"context"
 	"fmt"
+	"hash/maphash"
+	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/kvbreaker/kvbreaker/core"
@@ -14,19 +17,35 @@ import (
 
 // Store is a core.Store held in memory. The zero value is not usable; call
 // New.
+//
+// Keys are spread over shards by a hash, each under its own mutex, so
+// workers asking about different hosts do not wait for each other.
 type Store struct {
+	// clock is nil for the default: the store then counts TTLs down on the
+	// monotonic clock from base (time.Since reads one clock where
+	// time.Now reads two), as a server counts a TTL down on its own clock.
 	clock func() time.Time
+	base  time.Time
 
+	seed   maphash.Seed
+	next   atomic.Uint64 // last version handed out; never reused
+	shards [shards]shard
+}
+
+const shards = 64
+
+type shard struct {
 	mu      sync.Mutex
 	entries map[string]entry
-	next    core.Version // last version handed out; never reused
-	writes  int          // writes since the last sweep
+	writes  int // writes since the last sweep
+	_       [64]byte
 }
 
 type entry struct {
 	value   []byte
 	version core.Version
-	expires time.Time
+	// expires is on the store's timeline: nanoseconds since base.
+	expires int64
 }
 
 // Option configures a Store.
@@ -38,11 +57,28 @@ func WithClock(clock func() time.Time) Option { return func(s *Store) { s.clock 
 
 // New returns an empty Store.
 func New(opts ...Option) *Store {
-	s := &Store{clock: time.Now, entries: make(map[string]entry)}
+	s := &Store{seed: maphash.MakeSeed()}
 	for _, o := range opts {
 		o(s)
 	}
+	if s.clock == nil {
+		s.base = time.Now()
+	} else {
+		s.base = s.clock()
+	}
 	return s
+}
+
+// now reads the store's clock, as nanoseconds since base.
+func (s *Store) now() int64 {
+	if s.clock == nil {
+		return int64(time.Since(s.base))
+	}
+	return int64(s.clock().Sub(s.base))
+}
+
+func (s *Store) shard(key string) *shard {
+	return &s.shards[maphash.String(s.seed, key)%shards]
 }
 
 // InProcess marks the store as answering without I/O (core.InProcess), so
@@ -54,14 +90,22 @@ func (s *Store) Traits() core.Traits {
 	return core.Traits{Atomic: true, Expiry: core.ExpiryModel{Kind: core.ExpiryRelative}}
 }
 
-// lookup returns key's live entry, deleting it if it has expired.
-func (s *Store) lookup(key string, now time.Time) (entry, bool) {
-	e, ok := s.entries[key]
-	if ok && !now.Before(e.expires) {
-		delete(s.entries, key)
+// lookup returns key's live entry, deleting it if it has expired. It reads
+// the clock only when there is an entry to judge (*now < 0 means not read
+// yet), so a Get of an absent key, the common case, costs no clock read.
+func (sh *shard) lookup(s *Store, key string, now *int64) (entry, bool) {
+	e, ok := sh.entries[key]
+	if !ok {
 		return entry{}, false
 	}
-	return e, ok
+	if *now < 0 {
+		*now = s.now()
+	}
+	if *now >= e.expires {
+		delete(sh.entries, key)
+		return entry{}, false
+	}
+	return e, true
 }
 
 // Get implements core.Store.
@@ -69,9 +113,11 @@ func (s *Store) Get(ctx context.Context, key string) ([]byte, core.Version, erro
 	if err := ctx.Err(); err != nil {
 		return nil, 0, fmt.Errorf("memory: get %q: %w", key, err)
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	e, ok := s.lookup(key, s.clock())
+	sh := s.shard(key)
+	now := int64(-1)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	e, ok := sh.lookup(s, key, &now)
 	if !ok {
 		return nil, core.NoVersion, core.ErrNotFound
 	}
@@ -86,17 +132,26 @@ func (s *Store) CompareAndSwap(ctx context.Context, key string, old core.Version
 	if ttl <= 0 {
 		return 0, fmt.Errorf("memory: put %q: ttl %v is not positive", key, ttl)
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	now := s.clock()
-	e, _ := s.lookup(key, now)
+	sh := s.shard(key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	now := s.now()
+	e, _ := sh.lookup(s, key, &now)
 	if e.version != old {
 		return 0, &core.ConflictError{Value: clone(e.value), Version: e.version}
 	}
-	s.next++
-	s.entries[key] = entry{value: clone(value), version: s.next, expires: now.Add(ttl)}
-	s.sweep(now)
-	return s.next, nil
+	expires := now + int64(ttl)
+	if expires < now {
+		expires = math.MaxInt64 // a TTL past the timeline's end never expires
+	}
+	// Taken under the shard's lock: a key's versions only grow.
+	v := core.Version(s.next.Add(1))
+	if sh.entries == nil {
+		sh.entries = make(map[string]entry)
+	}
+	sh.entries[key] = entry{value: clone(value), version: v, expires: expires}
+	sh.sweep(now)
+	return v, nil
 }
 
 // CompareAndDelete implements core.Store.
@@ -104,31 +159,33 @@ func (s *Store) CompareAndDelete(ctx context.Context, key string, old core.Versi
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("memory: delete %q: %w", key, err)
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	e, ok := s.lookup(key, s.clock())
+	sh := s.shard(key)
+	now := int64(-1)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	e, ok := sh.lookup(s, key, &now)
 	switch {
 	case !ok:
 		return core.ErrNotFound
 	case e.version != old:
 		return &core.ConflictError{Value: clone(e.value), Version: e.version}
 	}
-	delete(s.entries, key)
+	delete(sh.entries, key)
 	return nil
 }
 
-// sweep reclaims expired entries once the writes since the last sweep
-// outnumber half the live entries: amortised O(1) per write, and dead hosts
-// never pile up beyond twice the live ones.
-func (s *Store) sweep(now time.Time) {
-	s.writes++
-	if s.writes < 64 || s.writes < len(s.entries)/2 {
+// sweep reclaims a shard's expired entries once the writes to it since its
+// last sweep outnumber half its entries: amortised O(1) per write, and dead
+// hosts never pile up beyond about twice the live ones.
+func (sh *shard) sweep(now int64) {
+	sh.writes++
+	if sh.writes < 16 || sh.writes < len(sh.entries)/2 {
 		return
 	}
-	s.writes = 0
-	for k, e := range s.entries {
-		if !now.Before(e.expires) {
-			delete(s.entries, k)
+	sh.writes = 0
+	for k, e := range sh.entries {
+		if now >= e.expires {
+			delete(sh.entries, k)
 		}
 	}
 }
@@ -136,9 +193,14 @@ func (s *Store) sweep(now time.Time) {
 // Len returns the number of entries held, expired or not: what the store
 // physically occupies.
 func (s *Store) Len() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.entries)
+	n := 0
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		n += len(sh.entries)
+		sh.mu.Unlock()
+	}
+	return n
 }
 
 func clone(b []byte) []byte {
