@@ -99,6 +99,15 @@ func TestSimulateJSON(t *testing.T) {
 	var names []string
 	for _, m := range got.Models {
 		names = append(names, m["model"].(string))
+		// #17: every model carries its store cost.
+		for _, k := range []string{"store_reads", "store_writes", "requests_per_1000_deliveries"} {
+			if v, ok := m[k].(float64); !ok || v <= 0 {
+				t.Errorf("model %v: %q missing, not a number or zero: %v", m["model"], k, m[k])
+			}
+		}
+		if m["cost_only"] == true {
+			continue
+		}
 		for _, k := range []string{"decisions", "agreement", "unsafe_divergences", "safe_divergences", "transition_mismatches",
 			"sends_to_down_hosts", "probes", "drops", "peak_records", "records_left_after_quiet",
 			"silent_closes", "sends_instead_of_probe", "sends_instead_of_hold", "late_failures_counted_closed", "reopens_after_expiry"} {
@@ -110,7 +119,7 @@ func TestSimulateJSON(t *testing.T) {
 			t.Errorf("%v sent as much to down hosts as no breaker", m["model"])
 		}
 	}
-	if strings.Join(names, ",") != "fedify-4field,seed-2field,kvbreaker" {
+	if strings.Join(names, ",") != "fedify-4field,seed-2field,kvbreaker,kvbreaker+cache,gobreaker-distributed" {
 		t.Fatalf("models = %v", names)
 	}
 }
@@ -120,7 +129,8 @@ func TestSimulateTable(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
-	for _, w := range []string{"no breaker", "fedify-4field", "seed-2field", "kvbreaker", "sends to down hosts", "spared vs no breaker",
+	for _, w := range []string{"no breaker", "fedify-4field", "seed-2field", "kvbreaker", "kvbreaker+cache", "gobreaker-distributed",
+		"store reads", "store writes", "requests per 1,000 deliveries", "sends to down hosts", "spared vs no breaker",
 		"agreement with fedify", "100.0000%", "records left after 1h0m0s quiet", "Without a breaker the fleet sent"} {
 		if !strings.Contains(out, w) {
 			t.Errorf("table lacks %q:\n%s", w, out)
@@ -153,6 +163,7 @@ func TestSimulateStoreTTL(t *testing.T) {
 	var got struct {
 		Models []struct {
 			Model        string `json:"model"`
+			CostOnly     bool   `json:"cost_only"`
 			SilentCloses int    `json:"silent_closes"`
 			InsteadHold  int    `json:"sends_instead_of_hold"`
 		} `json:"models"`
@@ -161,6 +172,9 @@ func TestSimulateStoreTTL(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, m := range got.Models {
+		if m.CostOnly {
+			continue // gobreaker's cost: it keeps no TTL'd record
+		}
 		if !strings.HasSuffix(m.Model, "@ttl10m") || m.SilentCloses == 0 || m.InsteadHold == 0 {
 			t.Errorf("store TTL 10m: %+v", m)
 		}

@@ -26,7 +26,14 @@ breakers on the very same stream of decisions and outcomes:
   seed-2field    the design note's (failures, restrainedUntil) record, exactly
                  as its pseudocode reads
   kvbreaker      this project: (failures, restrainedUntil, probing), core.Breaker
-                 over the in-memory store
+                 over the in-memory store, one Breaker per process (--processes)
+  kvbreaker+cache  the same with each process's decision cache on
+                 (Settings.CacheSize --cache-size, CacheStaleness --cache-staleness)
+
+and, for store cost only, gobreaker's distributed breaker (sony/gobreaker/v2
+DistributedCircuitBreaker, one per host), costed on the reference's calls:
+every decision is one Execute (GetData, Lock, SetData, Unlock; a Lock that
+finds the host's lock held retries every 500 ms, each retry a request).
 
 and a fleet with no breaker at all, which sends every message once. The table
 shows how many deliveries each sent to hosts that were down, how often each
@@ -35,6 +42,16 @@ agrees with the reference, and how many records each leaves behind.
 The fedify model is checked call for call against fedify 2.3.8's own breaker
 on random call streams (opt-in, needs node and npm, from a clone):
   KVBREAKER_FEDIFY=1 go test -run TestAgainstFedify -v ./internal/model/
+
+Store cost: every model counts the requests its fleet sends to the store
+(reads; writes: puts, deletes, compare-and-swaps, locks), and their sum per
+1,000 deliveries (sends and probes of the trace). The fedify model counts
+what fedify 2.3.8's code does: one get per beforeSend (none for a drop), one
+more write to take a probe; recordSuccess one get, one delete if a record
+exists; recordFailure one get, one write unless open, and the outbox's
+beforeSend after every failure, one get more. kvbreaker+cache's stale
+decisions are answers the store's record at that instant would have given
+otherwise, each on a cached record younger than --cache-staleness.
 
 With --store-ttl D every breaker, the reference too, runs over a store that
 expires each record at most D after its write, whatever TTL it asked for
@@ -48,6 +65,7 @@ Examples:
   kvbreaker simulate --store-ttl 10m            # every store expires records after 10m,
                                                 # inside the 30m restraint
   kvbreaker simulate --workers 64 --hosts 1000 --duration 24h --format json
+  kvbreaker simulate --popularity zipf          # a few hot hosts, a long tail
 
 Flags:
 `
@@ -104,6 +122,10 @@ func runSimulate(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&s.Options.ReleaseInterval, "release-interval", time.Second, "while a probe is in flight, held messages re-check this often")
 	fs.DurationVar(&s.Options.StateTTL, "state-ttl", 0, "fedify's stateTtl and kvbreaker's StateTTL (0: each derives its own); fedify 2.3.3+\nrefuses one below recovery-delay, kvbreaker one below max(recovery-delay, failure-window) + margin")
 	fs.DurationVar(&s.StoreTTL, "store-ttl", 0, "every breaker's store expires each record at most this `long` after its write,\nwhatever TTL the breaker asked for (0: stores keep records as long as asked)")
+	pop := fs.String("popularity", "uniform", "host popularity: uniform (every host gets --rate), zipf or zipf:S (the host of\nrank k gets a share of all arrivals proportional to 1/k^S, S=1 for zipf; the mean stays --rate)")
+	fs.IntVar(&s.Processes, "processes", 8, "worker processes (one Breaker and decision cache each); decisions go to a random one")
+	fs.IntVar(&s.CacheSize, "cache-size", 4096, "kvbreaker+cache's Settings.CacheSize, per process")
+	fs.DurationVar(&s.CacheStaleness, "cache-staleness", time.Second, "kvbreaker+cache's Settings.CacheStaleness")
 	format := fs.String("format", "table", "output format: table or json")
 
 	if err := fs.Parse(args); err != nil {
@@ -127,6 +149,9 @@ func runSimulate(args []string, stdout, stderr io.Writer) int {
 		return bad("--mix: %v", err)
 	}
 	s.Mix = m
+	if s.Zipf, err = sim.ParsePopularity(*pop); err != nil {
+		return bad("--popularity: %v", err)
+	}
 	// Zero would silently mean "default" below the command: reject it here,
 	// where the user typed it.
 	for _, z := range []struct {
@@ -137,6 +162,7 @@ func runSimulate(args []string, stdout, stderr io.Writer) int {
 		{"failure-threshold", s.Options.FailureThreshold == 0}, {"failure-window", s.Options.FailureWindow == 0},
 		{"recovery-delay", s.Options.RecoveryDelay == 0}, {"hold-limit", s.Options.HoldLimit == 0},
 		{"release-interval", s.Options.ReleaseInterval == 0}, {"timeout", s.Timeout == 0},
+		{"processes", s.Processes == 0}, {"cache-size", s.CacheSize == 0}, {"cache-staleness", s.CacheStaleness == 0},
 	} {
 		if z.zero {
 			return bad("--%s must be positive", z.name)
@@ -177,8 +203,8 @@ func writeTable(w io.Writer, r *sim.Report, elapsed time.Duration) {
 		mode = "races: no per-host ordering, bursty arrivals"
 	}
 	fmt.Fprintf(w, "kvbreaker simulate: %s of traffic simulated in %.2fs (seed %d, %s)\n", r.Duration, elapsed.Seconds(), r.Seed, mode)
-	fmt.Fprintf(w, "fleet: %d workers -> %d hosts (%d healthy, %d dead, %d flapping, %d slow), %g arrivals/host/hour\n",
-		r.Workers, r.Hosts.Healthy+r.Hosts.Dead+r.Hosts.Flapping+r.Hosts.Slow, r.Hosts.Healthy, r.Hosts.Dead, r.Hosts.Flapping, r.Hosts.Slow, r.Rate)
+	fmt.Fprintf(w, "fleet: %d workers in %d processes -> %d hosts (%d healthy, %d dead, %d flapping, %d slow), %g arrivals/host/hour, %s popularity\n",
+		r.Workers, r.Processes, r.Hosts.Healthy+r.Hosts.Dead+r.Hosts.Flapping+r.Hosts.Slow, r.Hosts.Healthy, r.Hosts.Dead, r.Hosts.Flapping, r.Hosts.Slow, r.Rate, r.Popularity)
 	t := r.Trace
 	fmt.Fprintf(w, "trace: %s messages, %s deliveries (%s ok, %s failed), %s holds, %s dropped, %s still waiting at the end;\n"+
 		"       %s held messages were delivered once their host answered again\n\n",
@@ -192,17 +218,23 @@ func writeTable(w io.Writer, r *sim.Report, elapsed time.Duration) {
 	for _, c := range cols[1:] {
 		width = max(width, len(c))
 	}
-	row := func(label string, base string, f func(m sim.ModelReport) string) {
+	// line prints one row; a decision row shows "-" for a cost-only model.
+	line := func(decision bool, label, base string, f func(m sim.ModelReport) string) {
 		fmt.Fprintf(w, "%-34s %13s", label, base)
 		for _, m := range r.Models {
 			v := "refused"
-			if m.Refused == "" {
+			switch {
+			case m.Refused != "":
+			case decision && m.CostOnly:
+				v = "-"
+			default:
 				v = f(m)
 			}
 			fmt.Fprintf(w, " %*s", width, v)
 		}
 		fmt.Fprintln(w)
 	}
+	row := func(label, base string, f func(m sim.ModelReport) string) { line(true, label, base, f) }
 	fmt.Fprintf(w, "%-34s %13s", "", cols[0])
 	for _, c := range cols[1:] {
 		fmt.Fprintf(w, " %*s", width, c)
@@ -229,6 +261,29 @@ func writeTable(w io.Writer, r *sim.Report, elapsed time.Duration) {
 	})
 	row("retry-instant mismatches", "-", func(m sim.ModelReport) string { return num(m.RetryMismatches) })
 	row("state-change label mismatches", "-", func(m sim.ModelReport) string { return num(m.TransitionMismatches) })
+	line(false, "store reads", "-", func(m sim.ModelReport) string { return num(m.StoreReads) })
+	line(false, "store writes", "-", func(m sim.ModelReport) string { return num(m.StoreWrites) })
+	line(false, "requests per 1,000 deliveries", "-", func(m sim.ModelReport) string {
+		return fmt.Sprintf("%.1f", m.RequestsPer1000Deliveries)
+	})
+	line(false, "  etcd lease grants (not in sum)", "-", func(m sim.ModelReport) string {
+		if !strings.HasPrefix(m.Model, "kvbreaker") {
+			return "-"
+		}
+		return num(m.EtcdLeaseGrants)
+	})
+	line(false, "  lock retries (in writes)", "-", func(m sim.ModelReport) string {
+		if !m.CostOnly {
+			return "-"
+		}
+		return num(m.LockRetries)
+	})
+	line(false, "cache: Allows served / stale", "-", func(m sim.ModelReport) string {
+		if m.Cache == nil {
+			return "-"
+		}
+		return fmt.Sprintf("%s / %s", num(m.Cache.Served), num(m.Cache.StaleDecisions))
+	})
 	row("record TTL", "-", func(m sim.ModelReport) string { return m.StateTTL })
 	row("peak records", "-", func(m sim.ModelReport) string { return num(m.PeakRecords) })
 	row("records left after "+r.Quiet+" quiet", "-", func(m sim.ModelReport) string { return num(m.RecordsLeftAfterQuiet) })
@@ -236,7 +291,7 @@ func writeTable(w io.Writer, r *sim.Report, elapsed time.Duration) {
 
 	var sent []string
 	for _, m := range r.Models {
-		if m.Refused == "" {
+		if m.Refused == "" && !m.CostOnly {
 			sent = append(sent, fmt.Sprintf("%s %s", m.Model, num(m.SendsToDownHosts)))
 		}
 	}

@@ -265,11 +265,33 @@ func CheckOpenedInvariant(rec FedifyRecord) error {
 // TestAgainstFedify drives fedify 2.3.8's own CircuitBreaker on the same
 // random call streams and compares every answer (opt-in, it needs node and
 // npm).
+//
+// It counts the store requests fedify 2.3.8 makes (dist/circuit-breaker-*.mjs
+// and the outbox in dist/middleware-*.mjs), as Cost reports them:
+//
+//   - beforeSend: none for a drop (decided before reading), else one get
+//     (#get); one write more (#replace: cas, or set without cas) to take a
+//     probe; a hold or send writes nothing.
+//   - recordSuccess: one get; one write more (#replace with undefined: cas,
+//     or delete) when a record exists.
+//   - recordFailure: one get; one write more unless the record is open.
+//     The outbox then calls beforeSend once more for the failed message (to
+//     hold it or let its retry policy run), one get more; what that call
+//     decides is not modelled (it writes only when the record is open past
+//     its probe instant: a late failure at a restraint's end).
+//
+// Contention retries (a lost cas rereads) cannot happen here: every call is
+// one atomic step. Not counted: the one-off legacy-state sweep a process
+// runs at most once per 168 h, and only over a KvStore with cas.
 type Fedify struct {
 	cfg   FedifyConfig
 	store ttlStore[FedifyRecord]
 	name  string
+	cost  Cost
 }
+
+// Cost implements Coster.
+func (f *Fedify) Cost() Cost { return f.cost }
 
 // NewFedify normalises o and returns an empty Fedify.
 func NewFedify(o FedifyOptions, opts ...Option) (*Fedify, error) {
@@ -288,6 +310,9 @@ func (f *Fedify) Config() FedifyConfig { return f.cfg }
 func (f *Fedify) Name() string { return f.name }
 
 func (f *Fedify) apply(host string, now time.Time, st FedifyStep) {
+	if st.Write != core.WriteNone {
+		f.cost.Writes++
+	}
 	switch st.Write {
 	case core.WritePut:
 		f.store.put(host, st.Record, now, f.cfg.StateTTL)
@@ -301,14 +326,16 @@ func (f *Fedify) Allow(host string, now, heldSince time.Time) (Verdict, Transiti
 	if holdExpired(now, heldSince, f.cfg.HeldActivityTTL) {
 		return Verdict{Decision: core.Drop}, Transition{}
 	}
+	f.cost.Reads++
 	rec, ok := f.store.get(host, now)
 	st := FedifyBeforeSend(rec, ok, now, heldSince, &f.cfg)
 	f.apply(host, now, st)
 	return st.Verdict, st.Transition
 }
 
-// Failure is recordFailure.
+// Failure is recordFailure (and counts the outbox's beforeSend after it).
 func (f *Fedify) Failure(host string, now time.Time) Transition {
+	f.cost.Reads += 2
 	rec, ok := f.store.get(host, now)
 	st := FedifyRecordFailure(rec, ok, now, &f.cfg)
 	f.apply(host, now, st)
@@ -317,6 +344,7 @@ func (f *Fedify) Failure(host string, now time.Time) Transition {
 
 // Success is recordSuccess.
 func (f *Fedify) Success(host string, now time.Time) Transition {
+	f.cost.Reads++
 	rec, ok := f.store.get(host, now)
 	st := FedifyRecordSuccess(rec, ok)
 	f.apply(host, now, st)

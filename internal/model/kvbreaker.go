@@ -3,6 +3,8 @@ package model
 import (
 	"context"
 	"errors"
+	"fmt"
+	"math/rand/v2"
 	"time"
 
 	"github.com/kvbreaker/kvbreaker/backends/memory"
@@ -10,13 +12,34 @@ import (
 )
 
 // Kvbreaker is kvbreaker's core.Breaker over a memory store, both on the
-// simulated clock, labelled "kvbreaker".
+// simulated clock, labelled "kvbreaker". With WithProcesses it is a fleet
+// of processes, one Breaker each, sharing the store; UseProcess picks the
+// one the next call runs in. With WithDecisionCache every process has a
+// decision cache (Settings.CacheSize), labelled "kvbreaker+cache".
 type Kvbreaker struct {
-	b     *core.Breaker
-	store core.Store
+	procs []*kvProcess
+	cur   *kvProcess
+	mem   *memory.Store
+	store core.Store // what Live and Record read: mem, or mem capped
 	name  string
 	last  Transition
 	err   error
+
+	// Staleness effects of the decision cache (Staleness).
+	stale Staleness
+}
+
+// Staleness counts what the decision cache changed: Allow answers decided
+// on a cached record that differs from the store's, where the store's
+// record would have decided otherwise.
+type Staleness struct {
+	// Decisions is the number of such answers.
+	Decisions int
+	// MaxAge is the oldest cached record among them: how long before the
+	// answer the process read or wrote it. It is below CacheStaleness.
+	MaxAge time.Duration
+	// Served is every Allow answered from the cache (no store read).
+	Served int
 }
 
 // cappedStore is a memory store that expires every record at most maxTTL
@@ -32,32 +55,73 @@ func (s cappedStore) CompareAndSwap(ctx context.Context, key string, old core.Ve
 }
 
 // NewKvbreaker builds a Breaker from s over a fresh memory store, both
-// reading clock. The simulator must set clock to the instant it passes to
-// every call. s.Clock and s.OnStateChange are replaced. The error is
-// core.NewBreaker's when s is refused (for example a StateTTL below
-// max(RecoveryDelay, FailureWindow) plus the store's margin).
+// reading clock (one Breaker per process with WithProcesses). The simulator
+// must set clock to the instant it passes to every call. s.Clock,
+// s.OnStateChange and s.CacheSize are replaced (WithDecisionCache sets the
+// cache). The error is core.NewBreaker's when s is refused (for example a
+// StateTTL below max(RecoveryDelay, FailureWindow) plus the store's margin).
 func NewKvbreaker(s core.Settings, clock func() time.Time, opts ...Option) (*Kvbreaker, error) {
 	so := applyOptions(opts)
 	mem := memory.New(memory.WithClock(clock))
-	k := &Kvbreaker{store: mem, name: "kvbreaker" + so.suffix()}
+	k := &Kvbreaker{mem: mem, store: mem, name: "kvbreaker" + so.suffix()}
 	if so.maxTTL > 0 {
 		k.store = cappedStore{Store: mem, maxTTL: so.maxTTL}
 	}
+	if so.cacheSize > 0 {
+		k.name = "kvbreaker+cache" + so.suffix()
+	}
 	s.Clock = clock
 	s.OnStateChange = func(_ string, from, to core.State) { k.last = Transition{From: from, To: to} }
-	b, err := core.NewBreaker(k.store, s)
-	if err != nil {
-		return nil, err
+	// The decision cache is this package's procStore (see there): core's
+	// judges staleness by the real monotonic clock, which simulated time
+	// does not move. Write hints stay core's own.
+	s.CacheSize, s.CacheStaleness = 0, 0
+	n := max(so.procs, 1)
+	for i := range n {
+		p := &kvProcess{ps: &procStore{Store: k.store, clock: clock, max: so.cacheSize, stale: so.cacheStale,
+			rng: rand.New(rand.NewPCG(uint64(i), 0x6b7663616368))}}
+		b, err := core.NewBreaker(p.ps, s)
+		if err != nil {
+			return nil, err
+		}
+		p.b = b
+		k.procs = append(k.procs, p)
 	}
-	k.b = b
+	k.cur = k.procs[0]
 	return k, nil
 }
 
-// Name returns "kvbreaker", with "@ttl" and the cap over a capped store.
+// kvProcess is one process of the fleet: its Breaker and what it sends to
+// the shared store.
+type kvProcess struct {
+	b  *core.Breaker
+	ps *procStore
+}
+
+// Processes returns the number of processes.
+func (k *Kvbreaker) Processes() int { return len(k.procs) }
+
+// UseProcess makes the next calls run in process p (modulo Processes).
+func (k *Kvbreaker) UseProcess(p int) { k.cur = k.procs[p%len(k.procs)] }
+
+// Name returns "kvbreaker" or "kvbreaker+cache", with "@ttl" and the cap
+// over a capped store.
 func (k *Kvbreaker) Name() string { return k.name }
 
-// Breaker returns the Breaker under test.
-func (k *Kvbreaker) Breaker() *core.Breaker { return k.b }
+// Breaker returns the Breaker of the current process.
+func (k *Kvbreaker) Breaker() *core.Breaker { return k.cur.b }
+
+// Cost implements Coster: every process's requests to the shared store.
+func (k *Kvbreaker) Cost() Cost {
+	var c Cost
+	for _, p := range k.procs {
+		c = c.Add(p.ps.cost)
+	}
+	return c
+}
+
+// Staleness returns what the decision cache changed (zero without it).
+func (k *Kvbreaker) Staleness() Staleness { return k.stale }
 
 // Err returns the first error a Breaker call returned, if any; with the
 // memory store there should be none.
@@ -76,25 +140,54 @@ func (k *Kvbreaker) take() Transition {
 }
 
 // Allow implements Model; now is the clock's reading.
-func (k *Kvbreaker) Allow(host string, _, heldSince time.Time) (Verdict, Transition) {
-	v, err := k.b.Allow(context.Background(), host, heldSince)
+func (k *Kvbreaker) Allow(host string, now, heldSince time.Time) (Verdict, Transition) {
+	ps := k.cur.ps
+	ps.allow, ps.served = true, nil
+	v, err := k.cur.b.Allow(context.Background(), host, heldSince)
+	ps.allow = false
 	k.keep(err)
+	if e := ps.served; e != nil {
+		k.stale.Served++
+		k.judgeStale(host, now, heldSince, e, v.Decision)
+	}
 	return Verdict{Decision: v.Decision, RetryAt: v.RetryAt}, k.take()
+}
+
+// judgeStale counts an answer decided on cached entry e that the store's
+// current record would have decided otherwise.
+func (k *Kvbreaker) judgeStale(host string, now, heldSince time.Time, e *cacheEntry, got core.Decision) {
+	val, ver, err := k.store.Get(context.Background(), host)
+	if err != nil {
+		ver = core.NoVersion
+	}
+	if (err == nil) == e.present && ver == e.ver {
+		return // the cache was up to date
+	}
+	var rec core.Record
+	if err == nil {
+		rec, _ = core.DecodeRecord(val)
+	}
+	cfg := k.cur.b.Config()
+	if core.AllowStep(rec, now.Truncate(time.Millisecond), heldSince, &cfg).Decision != got {
+		k.stale.Decisions++
+		k.stale.MaxAge = max(k.stale.MaxAge, now.Sub(e.at))
+	}
 }
 
 // Failure implements Model.
 func (k *Kvbreaker) Failure(host string, _ time.Time) Transition {
-	k.keep(k.b.Failure(context.Background(), host))
+	k.keep(k.cur.b.Failure(context.Background(), host))
 	return k.take()
 }
 
 // Success implements Model.
 func (k *Kvbreaker) Success(host string, _ time.Time) Transition {
-	k.keep(k.b.Success(context.Background(), host))
+	k.keep(k.cur.b.Success(context.Background(), host))
 	return k.take()
 }
 
-// Live implements Model: the store still holds an unexpired record.
+// Live implements Model: the store still holds an unexpired record. Not a
+// request of the fleet's: not counted.
 func (k *Kvbreaker) Live(host string, _ time.Time) bool {
 	_, _, err := k.store.Get(context.Background(), host)
 	if err != nil && !errors.Is(err, core.ErrNotFound) {
@@ -109,9 +202,18 @@ func (k *Kvbreaker) Restraint(host string, _ time.Time) (time.Time, bool) {
 	return rec.RestrainedUntil, ok && !rec.RestrainedUntil.IsZero()
 }
 
-// Record returns host's stored record, if any.
+// Record returns host's stored record, if any (not counted as a request).
 func (k *Kvbreaker) Record(host string) (core.Record, bool) {
-	st, err := k.b.Inspect(context.Background(), host)
-	k.keep(err)
-	return st.Record, st.Found
+	v, _, err := k.store.Get(context.Background(), host)
+	if err != nil {
+		if !errors.Is(err, core.ErrNotFound) {
+			k.keep(err)
+		}
+		return core.Record{}, false
+	}
+	rec, err := core.DecodeRecord(v)
+	if err != nil {
+		k.keep(fmt.Errorf("model: host %q: %w", host, err))
+	}
+	return rec, err == nil
 }

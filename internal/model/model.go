@@ -72,7 +72,24 @@ type Model interface {
 // Option configures the store under a model.
 type Option func(*storeOptions)
 
-type storeOptions struct{ maxTTL time.Duration }
+type storeOptions struct {
+	maxTTL     time.Duration
+	procs      int
+	cacheSize  int
+	cacheStale time.Duration
+}
+
+// WithProcesses makes a Kvbreaker model a fleet of n processes, each with
+// its own Breaker (and decision cache), sharing one store. Other models
+// ignore it: fedify's breaker keeps no process-local state.
+func WithProcesses(n int) Option { return func(o *storeOptions) { o.procs = n } }
+
+// WithDecisionCache gives every process of a Kvbreaker model a decision
+// cache of size hosts, each record served for less than stale
+// (Settings.CacheSize, CacheStaleness). Other models ignore it.
+func WithDecisionCache(size int, stale time.Duration) Option {
+	return func(o *storeOptions) { o.cacheSize, o.cacheStale = size, stale }
+}
 
 // WithMaxStoreTTL makes the model's store expire every record at most d
 // after its write, whatever TTL the breaker asked for: a store that keeps

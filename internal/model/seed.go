@@ -139,11 +139,18 @@ func SeedSuccess(rec SeedRecord, found bool) SeedStep {
 
 // Seed is the note's two-field model over its own TTL store, labelled
 // "seed-2field".
+//
+// Its Cost is one get per call (none for a drop) and one write per step
+// that writes, as the note's pseudocode reads and writes.
 type Seed struct {
 	cfg   SeedConfig
 	store ttlStore[SeedRecord]
 	name  string
+	cost  Cost
 }
+
+// Cost implements Coster.
+func (s *Seed) Cost() Cost { return s.cost }
 
 // NewSeed returns an empty Seed.
 func NewSeed(c SeedConfig, opts ...Option) (*Seed, error) {
@@ -162,6 +169,10 @@ func (s *Seed) Config() SeedConfig { return s.cfg }
 func (s *Seed) Name() string { return s.name }
 
 func (s *Seed) apply(host string, now time.Time, st SeedStep) {
+	s.cost.Reads++
+	if st.Write != core.WriteNone {
+		s.cost.Writes++
+	}
 	switch st.Write {
 	case core.WritePut:
 		s.store.put(host, st.Record, now, s.cfg.StateTTL())

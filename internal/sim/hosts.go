@@ -144,6 +144,11 @@ type host struct {
 	lost []bool
 	// exp[i] is model i's expiry bookkeeping at this host.
 	exp []expiry
+	// mean is the mean time between arrivals (ms).
+	mean float64
+	// lockUntil (ms) is when gobreaker's distributed lock for the host is
+	// released: Execute holds it while the delivery runs.
+	lockUntil int64
 }
 
 // down reports whether a delivery sent at t (ms) fails because the host is

@@ -25,6 +25,7 @@ package sim
 import (
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"time"
 
@@ -62,6 +63,20 @@ type Scenario struct {
 	Rate float64
 	// Mix weighs the host behaviours; zero means DefaultMix.
 	Mix Mix
+	// Zipf, if positive, makes host popularity Zipf-like: the host of rank
+	// k (1-based, in a random order independent of behaviour) gets a share
+	// of all arrivals proportional to 1/k^Zipf, the mean per host staying
+	// Rate. Zero is uniform: every host gets Rate.
+	Zipf float64
+	// Processes is how many worker processes the fleet runs (each with its
+	// own Breaker, and decision cache for kvbreaker+cache); every decision
+	// is made in a process drawn at random, and its outcome is reported by
+	// the same process. Default 8.
+	Processes int
+	// CacheSize and CacheStaleness are kvbreaker+cache's Settings.CacheSize
+	// (per process) and CacheStaleness; defaults 4096 and 1 s.
+	CacheSize      int
+	CacheStaleness time.Duration
 	// Races turns off per-host ordering and makes each arrival a burst of
 	// 1..Burst messages to the host.
 	Races bool
@@ -111,6 +126,13 @@ func (s *Scenario) defaults() {
 	if s.Burst == 0 {
 		s.Burst = 8
 	}
+	if s.Processes == 0 {
+		s.Processes = 8
+	}
+	if s.CacheSize == 0 {
+		s.CacheSize = 4096
+	}
+	def(&s.CacheStaleness, time.Second)
 	def(&s.Timeout, 10*time.Second)
 	def(&s.Quiet, time.Hour)
 }
@@ -136,6 +158,18 @@ func (s Scenario) Validate() error {
 		if w < 0 {
 			bad("mix weight of %s is %d: want 0 or more", Behaviour(i), w)
 		}
+	}
+	if !(s.Zipf >= 0) || s.Zipf > 4 {
+		bad("zipf exponent is %v: want 0 (uniform) to 4", s.Zipf)
+	}
+	if s.Processes < 0 || s.Processes > 10_000 {
+		bad("processes is %d: want 1 to 10000", s.Processes)
+	}
+	if s.CacheSize < 0 {
+		bad("cache size is %d: want 1 or more, or 0 for the default", s.CacheSize)
+	}
+	if s.CacheStaleness < 0 || s.CacheStaleness%time.Millisecond != 0 {
+		bad("cache staleness is %v: want a positive whole number of milliseconds, or 0 for the default", s.CacheStaleness)
 	}
 	if s.Burst < 0 || s.Burst > 1000 {
 		bad("burst is %d: want 1 to 1000", s.Burst)
@@ -220,12 +254,43 @@ type ModelReport struct {
 	SendsToDownHosts int `json:"sends_to_down_hosts"`
 	Probes           int `json:"probes"`
 	Drops            int `json:"drops"`
+	// Store cost: the requests the model's fleet sent to its store
+	// (model.Cost), and their sum per 1,000 deliveries of the trace (sends
+	// and probes). EtcdLeaseGrants is what an etcd store would add
+	// (kvbreaker only; not in the sum).
+	StoreReads                int     `json:"store_reads"`
+	StoreWrites               int     `json:"store_writes"`
+	RequestsPer1000Deliveries float64 `json:"requests_per_1000_deliveries"`
+	EtcdLeaseGrants           int     `json:"etcd_lease_grants,omitempty"`
+	// CostOnly marks a model costed on the reference's calls without
+	// deciding (gobreaker-distributed): its decision counts are zero.
+	CostOnly bool `json:"cost_only,omitempty"`
+	// LockRetries (gobreaker-distributed) are the Lock requests that found
+	// the host's lock taken, included in StoreWrites.
+	LockRetries int `json:"lock_retries,omitempty"`
+	// Cache is kvbreaker+cache's decision-cache report.
+	Cache *CacheReport `json:"cache,omitempty"`
 	// PeakRecords is the most live records seen, sampled every simulated
 	// minute; RecordsLeftAfterQuiet those still live after Quiet.
 	PeakRecords           int `json:"peak_records"`
 	RecordsLeftAfterQuiet int `json:"records_left_after_quiet"`
 
 	agree int
+}
+
+// CacheReport is what the decision cache did in kvbreaker+cache's fleet.
+type CacheReport struct {
+	Processes int    `json:"processes"`
+	Size      int    `json:"size"`
+	Staleness string `json:"staleness"`
+	// Served is the Allow calls answered from a process's cache, with no
+	// store read.
+	Served int `json:"served"`
+	// StaleDecisions are those the store's record at that instant would
+	// have answered differently (another process wrote since); MaxStaleAge
+	// is the oldest cached record among them, below Staleness.
+	StaleDecisions int     `json:"stale_decisions"`
+	MaxStaleAgeMS  float64 `json:"max_stale_age_ms"`
 }
 
 // Baseline is a fleet without a breaker: every message is sent once, when
@@ -266,10 +331,13 @@ type Report struct {
 	Duration string     `json:"duration"`
 	Seed     uint64     `json:"seed"`
 	Rate     float64    `json:"rate_per_host_hour"`
-	Races    bool       `json:"races"`
-	Quiet    string     `json:"quiet"`
-	Trace    Trace      `json:"trace"`
-	Baseline Baseline   `json:"baseline"`
+	// Popularity is "uniform" or "zipf:S".
+	Popularity string   `json:"popularity"`
+	Processes  int      `json:"processes"`
+	Races      bool     `json:"races"`
+	Quiet      string   `json:"quiet"`
+	Trace      Trace    `json:"trace"`
+	Baseline   Baseline `json:"baseline"`
 	// Models lists the reference (fedify-4field) first.
 	Models []ModelReport `json:"models"`
 }
@@ -277,6 +345,7 @@ type Report struct {
 type message struct {
 	host      int
 	heldSince time.Time
+	proc      int // the process that decided its delivery
 }
 
 type evKind int8
@@ -310,8 +379,9 @@ func Run(s Scenario) (*Report, error) {
 		rng: rand.New(rand.NewPCG(s.Seed, 0x6b76627265616b)),
 		// Latencies come from their own stream, so the workload (hosts,
 		// arrivals, bursts) is the same whatever the breakers decide.
-		lat: rand.New(rand.NewPCG(s.Seed, 0x6c6174656e6379)),
-		end: s.Duration.Milliseconds(), timeout: s.Timeout.Milliseconds(),
+		lat:     rand.New(rand.NewPCG(s.Seed, 0x6c6174656e6379)),
+		procRng: rand.New(rand.NewPCG(s.Seed, 0x70726f63657373)),
+		end:     s.Duration.Milliseconds(), timeout: s.Timeout.Milliseconds(),
 	}
 	if err := r.setup(); err != nil {
 		return nil, err
@@ -324,6 +394,7 @@ type runner struct {
 	s       Scenario
 	rng     *rand.Rand // workload
 	lat     *rand.Rand // delivery latencies
+	procRng *rand.Rand // which process decides
 	end     int64
 	timeout int64
 	now     int64
@@ -333,15 +404,22 @@ type runner struct {
 	ready   []*message
 	free    int
 
-	models  []model.Model
-	ref     *model.Fedify // models[0]
-	reports []ModelReport // parallel to models, then refused ones
-	refused []ModelReport
-	v       []model.Verdict
-	tr      []model.Transition
-	trace   Trace
-	base    int
+	models    []model.Model
+	ref       *model.Fedify // models[0]
+	reports   []ModelReport // parallel to models, then refused ones
+	refused   []ModelReport
+	v         []model.Verdict
+	tr        []model.Transition
+	trace     Trace
+	base      int
+	gob       gobCost
+	delivered int         // the reference's sends and probes
+	replay    bool        // Replay: no cache model, no gobreaker column
+	procs     []processor // models that run in processes
 }
+
+// processor is a model made of processes (model.Kvbreaker).
+type processor interface{ UseProcess(p int) }
 
 func (r *runner) clock() time.Time { return Epoch.Add(time.Duration(r.now) * time.Millisecond) }
 
@@ -379,15 +457,32 @@ func (r *runner) newModels() error {
 		{Model: fed.Name(), StateTTL: fed.Config().StateTTL.String() + note},
 		{Model: seed.Name(), StateTTL: sc.StateTTL().String() + note},
 	}
-	kv, err := model.NewKvbreaker(core.Settings{
+	ks := core.Settings{
 		FailureThreshold: o.FailureThreshold, FailureWindow: o.FailureWindow, RecoveryDelay: o.RecoveryDelay,
 		HoldLimit: o.HoldLimit, ReleaseInterval: o.ReleaseInterval, StateTTL: o.StateTTL,
-	}, r.clock, opts...)
-	if err != nil {
-		r.refused = append(r.refused, ModelReport{Model: "kvbreaker", Refused: err.Error()})
-	} else {
+	}
+	procs := append(opts[:len(opts):len(opts)], model.WithProcesses(r.s.Processes))
+	variants := [][]model.Option{nil, {model.WithDecisionCache(r.s.CacheSize, r.s.CacheStaleness)}}
+	if r.replay {
+		variants = variants[:1]
+	}
+	for _, extra := range variants {
+		kv, err := model.NewKvbreaker(ks, r.clock, append(procs, extra...)...)
+		if err != nil {
+			name := "kvbreaker"
+			if extra != nil {
+				name += "+cache"
+			}
+			r.refused = append(r.refused, ModelReport{Model: name, Refused: err.Error()})
+			continue
+		}
 		r.models = append(r.models, kv)
-		r.reports = append(r.reports, ModelReport{Model: kv.Name(), StateTTL: kv.Breaker().StateTTL().String() + note})
+		r.procs = append(r.procs, kv)
+		rep := ModelReport{Model: kv.Name(), StateTTL: kv.Breaker().StateTTL().String() + note}
+		if extra != nil {
+			rep.Cache = &CacheReport{Processes: r.s.Processes, Size: r.s.CacheSize, Staleness: r.s.CacheStaleness.String()}
+		}
+		r.reports = append(r.reports, rep)
 	}
 	r.v = make([]model.Verdict, len(r.models))
 	r.tr = make([]model.Transition, len(r.models))
@@ -396,7 +491,7 @@ func (r *runner) newModels() error {
 
 func (r *runner) newHost(name string) *host {
 	n := len(r.models)
-	return &host{name: name, owed: make([]bool, n), lost: make([]bool, n), exp: make([]expiry, n)}
+	return &host{name: name, owed: make([]bool, n), lost: make([]bool, n), exp: make([]expiry, n), mean: float64(hour) / r.s.Rate}
 }
 
 func (r *runner) setup() error {
@@ -412,14 +507,29 @@ func (r *runner) setup() error {
 		}
 	}
 	r.rng.Shuffle(len(kinds), func(i, j int) { kinds[i], kinds[j] = kinds[j], kinds[i] })
+	// Popularity: the mean time between arrivals at the host of index k.
+	// Ranked by index, and behaviours were shuffled above, so popularity
+	// is independent of behaviour.
+	means := make([]float64, len(kinds))
+	total := 0.0
+	for k := range means {
+		means[k] = float64(hour) / r.s.Rate
+		total += math.Pow(float64(k+1), -r.s.Zipf)
+	}
+	if r.s.Zipf > 0 {
+		for k := range means {
+			means[k] = float64(hour) / (r.s.Rate * float64(len(kinds)) * math.Pow(float64(k+1), -r.s.Zipf) / total)
+		}
+	}
 	for i, b := range kinds {
 		h := r.newHost(fmt.Sprintf("host%05d.example", i))
 		h.behaviour = b
+		h.mean = means[i]
 		if b == Flapping {
 			h.toggles, h.startDown = flapTimeline(r.rng, r.end)
 		}
 		r.hosts = append(r.hosts, h)
-		r.schedule(event{at: r.nextArrival(0), kind: evArrive, host: i})
+		r.schedule(event{at: r.nextArrival(h, 0), kind: evArrive, host: i})
 	}
 	for t := int64(0); t < r.end; t += minute {
 		r.schedule(event{at: t, kind: evSample})
@@ -428,9 +538,8 @@ func (r *runner) setup() error {
 	return nil
 }
 
-func (r *runner) nextArrival(from int64) int64 {
-	mean := float64(hour) / r.s.Rate
-	return from + 1 + int64(r.rng.ExpFloat64()*mean)
+func (r *runner) nextArrival(h *host, from int64) int64 {
+	return from + 1 + int64(r.rng.ExpFloat64()*h.mean)
 }
 
 func (r *runner) schedule(e event) {
@@ -460,7 +569,7 @@ func (r *runner) loop() {
 				}
 				r.ready = append(r.ready, &message{host: e.host})
 			}
-			r.schedule(event{at: r.nextArrival(r.now), kind: evArrive, host: e.host})
+			r.schedule(event{at: r.nextArrival(h, r.now), kind: evArrive, host: e.host})
 		case evRetry:
 			r.ready = append(r.ready, e.msg)
 		case evDone:
@@ -545,9 +654,17 @@ func (r *runner) dispatch() {
 func delivers(d core.Decision) bool { return d == core.Send || d == core.Probe }
 
 func (r *runner) decide(m *message, h *host) {
+	m.proc = r.procRng.IntN(r.s.Processes)
+	r.useProcess(m.proc)
 	ref := r.judge(h, m.heldSince, h.down(r.now))
 	r.schedule1(m, h, ref)
 	r.after(h)
+}
+
+func (r *runner) useProcess(p int) {
+	for _, m := range r.procs {
+		m.UseProcess(p)
+	}
 }
 
 // judge asks every model about a delivery to h of a message held since
@@ -561,6 +678,13 @@ func (r *runner) judge(h *host, heldSince time.Time, down bool) model.Verdict {
 	}
 	r.afterCall(h, now, opAllow)
 	ref := r.v[0]
+	if delivers(ref.Decision) {
+		r.delivered++
+	}
+	if ref.Decision != core.Drop {
+		// A message past its hold limit is dropped without asking.
+		r.gob.execute(h, r.now)
+	}
 	for i := range r.models {
 		rep, v := &r.reports[i], r.v[i]
 		rep.Decisions++
@@ -616,6 +740,8 @@ func (r *runner) schedule1(m *message, h *host, ref model.Verdict) {
 		r.free--
 		r.trace.Deliveries++
 		lat, ok := h.deliver(r.now, r.lat, r.timeout)
+		// gobreaker's Execute holds the host's lock while the request runs.
+		h.lockUntil = max(h.lockUntil, r.now+lat)
 		send := ref.Decision == core.Send
 		if send && !r.s.Races {
 			h.sending = true
@@ -645,6 +771,7 @@ func (r *runner) outcome(e event) {
 	} else {
 		r.trace.Failed++
 	}
+	r.useProcess(e.msg.proc)
 	r.tell(h, e.ok)
 	if e.send && !r.s.Races {
 		h.sending = false
@@ -701,15 +828,20 @@ func (r *runner) report() *Report {
 	c := s.Mix.counts(s.Hosts)
 	rep := &Report{
 		Workers: s.Workers, Duration: s.Duration.String(), Seed: s.Seed, Rate: s.Rate, Races: s.Races, Quiet: s.Quiet.String(),
+		Popularity: s.popularity(), Processes: s.Processes,
 		Hosts:    HostCounts{Healthy: c[Healthy], Dead: c[Dead], Flapping: c[Flapping], Slow: c[Slow]},
 		Trace:    r.trace,
 		Baseline: Baseline{Model: "no-breaker", SendsToDownHosts: r.base},
 	}
-	for _, m := range r.reports {
+	for i, m := range r.reports {
 		if m.Decisions > 0 {
 			m.Agreement = float64(m.agree) / float64(m.Decisions)
 		}
+		r.fillCost(&m, r.models[i])
 		rep.Models = append(rep.Models, m)
+	}
+	if !r.replay {
+		rep.Models = append(rep.Models, r.gob.report(r.delivered))
 	}
 	rep.Models = append(rep.Models, r.refused...)
 	return rep

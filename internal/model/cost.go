@@ -1,0 +1,27 @@
+package model
+
+// Cost counts the store requests a model made: what an operator pays per
+// delivery (DynamoDB request units, etcd Raft proposals, Workers KV's REST
+// budget). Reads are gets; Writes are puts, deletes and compare-and-swaps,
+// failed ones included. LeaseGrants is what etcd would add: kvbreaker's etcd
+// adapter attaches each write to a pooled lease, granting a new one only
+// when the pooled lease cannot carry the write (see leaseEstimate); it is
+// not included in Reads or Writes.
+type Cost struct {
+	Reads       int
+	Writes      int
+	LeaseGrants int
+}
+
+// Requests is Reads plus Writes.
+func (c Cost) Requests() int { return c.Reads + c.Writes }
+
+// Add returns c plus d.
+func (c Cost) Add(d Cost) Cost {
+	return Cost{Reads: c.Reads + d.Reads, Writes: c.Writes + d.Writes, LeaseGrants: c.LeaseGrants + d.LeaseGrants}
+}
+
+// Coster is a model that counts its store requests.
+type Coster interface {
+	Cost() Cost
+}

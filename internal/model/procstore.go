@@ -1,0 +1,158 @@
+package model
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"time"
+
+	"github.com/kvbreaker/kvbreaker/core"
+)
+
+// procStore is one simulated process's view of the shared store: it counts
+// the requests its Breaker sends, estimates the etcd lease grants its
+// writes would need, and, when max > 0, is the process's decision cache.
+//
+// The decision cache mirrors core's (core/cache.go, Settings.CacheSize)
+// rule for rule, on the simulated clock: an Allow may be answered from the
+// record this process last read or wrote, while that was less than stale
+// ago and the record's RestrainedUntil (if any) is still ahead; writes and
+// the reads of Failure and Success always reach the store; this process's
+// own writes and the current records a lost compare-and-swap returns update
+// the entry at once; a full cache drops an arbitrary entry (here a random
+// one, from its own seeded stream). core's cache cannot run here: it judges
+// staleness by the real monotonic clock, which simulated time does not move.
+// TestDecisionCacheMirrorsCore runs both on the same calls in a synctest
+// bubble and compares every answer and request.
+type procStore struct {
+	core.Store
+	clock func() time.Time
+	cost  Cost
+	lease leaseEstimate
+
+	max   int
+	stale time.Duration
+	rng   *rand.Rand
+	m     map[string]*cacheEntry
+	keys  []string // m's keys, for random eviction
+
+	// allow is set during an Allow; served is the entry that answered it
+	// without a read, if any.
+	allow  bool
+	served *cacheEntry
+}
+
+type cacheEntry struct {
+	present bool
+	value   []byte
+	ver     core.Version
+	at      time.Time // when read or written
+	until   time.Time // the record's RestrainedUntil
+}
+
+// InProcess keeps the Breaker from arming a timeout per call, as over
+// backends/memory.
+func (s *procStore) InProcess() {}
+
+func (s *procStore) Get(ctx context.Context, key string) ([]byte, core.Version, error) {
+	if s.allow && s.max > 0 {
+		now := s.clock()
+		if e := s.m[key]; e != nil && now.Before(e.at.Add(s.stale)) && (e.until.IsZero() || now.Before(e.until)) {
+			s.served = e
+			if !e.present {
+				return nil, core.NoVersion, core.ErrNotFound
+			}
+			return e.value, e.ver, nil
+		}
+	}
+	s.cost.Reads++
+	v, ver, err := s.Store.Get(ctx, key)
+	switch {
+	case err == nil:
+		s.remember(key, true, v, ver)
+	case errors.Is(err, core.ErrNotFound):
+		s.remember(key, false, nil, core.NoVersion)
+	}
+	return v, ver, err
+}
+
+func (s *procStore) CompareAndSwap(ctx context.Context, key string, old core.Version, value []byte, ttl time.Duration) (core.Version, error) {
+	s.cost.Writes++
+	if s.lease.grant(s.clock(), ttl) {
+		s.cost.LeaseGrants++
+	}
+	ver, err := s.Store.CompareAndSwap(ctx, key, old, value, ttl)
+	if err == nil {
+		s.remember(key, true, value, ver)
+	}
+	s.conflict(key, err)
+	return ver, err
+}
+
+func (s *procStore) CompareAndDelete(ctx context.Context, key string, old core.Version) error {
+	s.cost.Writes++
+	err := s.Store.CompareAndDelete(ctx, key, old)
+	if err == nil || errors.Is(err, core.ErrNotFound) {
+		s.remember(key, false, nil, core.NoVersion)
+	}
+	s.conflict(key, err)
+	return err
+}
+
+// conflict caches the current record a lost compare-and-swap returned.
+func (s *procStore) conflict(key string, err error) {
+	if ce, ok := errors.AsType[*core.ConflictError](err); ok {
+		s.remember(key, ce.Version != core.NoVersion, ce.Value, ce.Version)
+	}
+}
+
+func (s *procStore) remember(key string, present bool, v []byte, ver core.Version) {
+	if s.max <= 0 {
+		return
+	}
+	// v is the store's copy (memory clones on Get) or the Breaker's
+	// freshly encoded record, neither changed later: kept as is.
+	e := &cacheEntry{present: present, value: v, ver: ver, at: s.clock()}
+	if present {
+		if rec, err := core.DecodeRecord(v); err == nil {
+			e.until = rec.RestrainedUntil
+		}
+	}
+	if s.m == nil {
+		s.m = make(map[string]*cacheEntry)
+	}
+	if _, ok := s.m[key]; !ok {
+		if len(s.m) >= s.max {
+			i := s.rng.IntN(len(s.keys))
+			delete(s.m, s.keys[i])
+			s.keys[i] = s.keys[len(s.keys)-1]
+			s.keys = s.keys[:len(s.keys)-1]
+		}
+		s.keys = append(s.keys, key)
+	}
+	s.m[key] = e
+}
+
+// leaseEstimate mirrors backends/etcd's lease pool (lease.go, reusePolicy
+// with its defaults): a write reuses the pooled lease of its TTL when the
+// lease outlives now+ttl, expires no later than now+ttl+slack (5% of the
+// TTL, at most 60 s) and has carried fewer than 1,000 writes; otherwise
+// one lease grant (a Raft proposal) makes a new one of ttl+slack.
+type leaseEstimate struct {
+	ttlSec   int64
+	expires  time.Time
+	attached int
+}
+
+// grant reports whether a write at now with ttl needs a lease grant.
+func (l *leaseEstimate) grant(now time.Time, ttl time.Duration) bool {
+	sec := int64((ttl + time.Second - 1) / time.Second)
+	slack := max(0, min(int64(0.05*float64(sec)), 60))
+	earliest := now.Add(time.Duration(sec) * time.Second)
+	if l.ttlSec == sec && l.attached < 1000 && !l.expires.Before(earliest) && !l.expires.After(earliest.Add(time.Duration(slack)*time.Second)) {
+		l.attached++
+		return false
+	}
+	*l = leaseEstimate{ttlSec: sec, expires: now.Add(time.Duration(sec+slack) * time.Second), attached: 1}
+	return true
+}
