@@ -121,3 +121,31 @@ func TestContextHonoured(t *testing.T) {
 		t.Fatalf("CompareAndSwap: %v", err)
 	}
 }
+
+// TestAbsentGetReadsNoClock: a Get of an absent key, what every Allow on a
+// healthy host asks, does not read the clock (there is no entry whose
+// expiry to judge). Fails before #19: every call read it. The present key
+// is the negative control.
+func TestAbsentGetReadsNoClock(t *testing.T) {
+	clk := &fakeClock{now: time.Unix(1e9, 0)}
+	reads := 0
+	s := New(WithClock(func() time.Time { reads++; return clk.Now() }))
+	ctx := context.Background()
+	before := reads
+	if _, _, err := s.Get(ctx, "absent"); !errors.Is(err, core.ErrNotFound) {
+		t.Fatal(err)
+	}
+	if reads != before {
+		t.Fatalf("Get of an absent key read the clock %d times", reads-before)
+	}
+	if _, err := s.CompareAndSwap(ctx, "present", core.NoVersion, []byte{1}, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	before = reads
+	if _, _, err := s.Get(ctx, "present"); err != nil {
+		t.Fatal(err)
+	}
+	if reads == before {
+		t.Fatal("negative control: Get of a live key judged its expiry without reading the clock")
+	}
+}
