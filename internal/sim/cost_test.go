@@ -1,0 +1,86 @@
+package sim
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/kvbreaker/kvbreaker/internal/model"
+)
+
+// TestStoreCostBelowFedify: on the default scenario (`kvbreaker simulate`),
+// kvbreaker sends fewer store requests per 1,000 deliveries than the fedify
+// model, with its cache off and, fewer still, on; the ratios are logged.
+// The cache's decision differences are counted, each on a record younger
+// than CacheStaleness. Under -short or -race (which slows this one-goroutine
+// simulator about tenfold), a smaller fleet: run
+// `go test -run TestStoreCostBelowFedify -v ./internal/sim/` for the
+// default scenario. The negative control
+// raises CacheStaleness to 10 minutes: stale decisions then occur, on
+// records older than a second, so the counters can count.
+func TestStoreCostBelowFedify(t *testing.T) {
+	s := Scenario{Seed: 1}
+	if testing.Short() || raceEnabled {
+		s = Scenario{Seed: 1, Hosts: 200, Workers: 16, Duration: 3 * time.Hour}
+	}
+	r := run(t, s)
+	fed, kv, kvc, gob := byName(t, r, "fedify-4field"), byName(t, r, "kvbreaker"), byName(t, r, "kvbreaker+cache"), byName(t, r, "gobreaker-distributed")
+	for _, m := range []ModelReport{fed, kv, kvc, gob} {
+		if m.StoreReads == 0 || m.StoreWrites == 0 || m.RequestsPer1000Deliveries <= 0 {
+			t.Fatalf("%s counted no requests: %+v", m.Model, m)
+		}
+	}
+	if !(kv.RequestsPer1000Deliveries < fed.RequestsPer1000Deliveries) || !(kvc.RequestsPer1000Deliveries < kv.RequestsPer1000Deliveries) {
+		t.Errorf("requests per 1,000 deliveries: fedify %.1f, kvbreaker %.1f, kvbreaker+cache %.1f: want each below the one before",
+			fed.RequestsPer1000Deliveries, kv.RequestsPer1000Deliveries, kvc.RequestsPer1000Deliveries)
+	}
+	c := kvc.Cache
+	if c == nil || c.Served == 0 || c.MaxStaleAgeMS >= 1000 {
+		t.Errorf("cache report %+v: want Allows served, and every stale decision on a record younger than 1 s", c)
+	}
+	t.Logf("requests per 1,000 deliveries: fedify %.1f, kvbreaker %.1f (ratio %.3f), kvbreaker+cache %.1f (ratio %.3f), gobreaker-distributed %.1f (ratio %.3f); cache: %d Allows served, %d stale decisions (oldest %.0f ms)",
+		fed.RequestsPer1000Deliveries, kv.RequestsPer1000Deliveries, kv.RequestsPer1000Deliveries/fed.RequestsPer1000Deliveries,
+		kvc.RequestsPer1000Deliveries, kvc.RequestsPer1000Deliveries/fed.RequestsPer1000Deliveries,
+		gob.RequestsPer1000Deliveries, gob.RequestsPer1000Deliveries/fed.RequestsPer1000Deliveries, c.Served, c.StaleDecisions, c.MaxStaleAgeMS)
+
+	t.Run("control-long-staleness", func(t *testing.T) {
+		s := Scenario{Seed: 2, Hosts: 40, Workers: 16, Mix: Mix{Healthy: 1, Dead: 2, Flapping: 3, Slow: 2}, Rate: 120, Duration: 2 * time.Hour,
+			CacheStaleness: 10 * time.Minute}
+		c := byName(t, run(t, s), "kvbreaker+cache").Cache
+		if c.StaleDecisions == 0 || c.MaxStaleAgeMS <= 1000 {
+			t.Errorf("10 min staleness: %+v, want stale decisions on records older than 1 s", c)
+		}
+	})
+}
+
+// TestZipfPopularity: with Zipf popularity the hottest host sees far more
+// calls than the median one, and the total stays near uniform's (the mean
+// rate per host is kept); uniform is the control, its hottest host within
+// a small factor of its median.
+func TestZipfPopularity(t *testing.T) {
+	spread := func(zipf float64) (top, median, total int) {
+		per := map[string]int{}
+		s := Scenario{Seed: 5, Hosts: 100, Workers: 16, Duration: 2 * time.Hour, Mix: Mix{Healthy: 1}, Zipf: zipf, Quiet: time.Minute,
+			AfterEvent: func(host string, _ time.Time, _ []model.Model) { per[host]++ }}
+		run(t, s)
+		var n []int
+		for _, c := range per {
+			n = append(n, c)
+			total += c
+		}
+		slices.Sort(n)
+		return n[len(n)-1], n[len(n)/2], total
+	}
+	ut, um, un := spread(0)
+	zt, zm, zn := spread(1)
+	t.Logf("calls per host: uniform top %d, median %d, total %d; zipf:1 top %d, median %d, total %d", ut, um, un, zt, zm, zn)
+	if ut > 3*um {
+		t.Errorf("uniform: top host %d calls, median %d: want within 3x", ut, um)
+	}
+	if zt < 10*zm {
+		t.Errorf("zipf: top host %d calls, median %d: want at least 10x", zt, zm)
+	}
+	if d := float64(zn-un) / float64(un); d < -0.2 || d > 0.2 {
+		t.Errorf("zipf total %d vs uniform %d: want within 20%%", zn, un)
+	}
+}
