@@ -161,8 +161,9 @@ type Store struct {
 	attempts   int
 	log        *slog.Logger
 
-	cache *cache
-	reads singleflight.Group
+	cache  *cache
+	reads  singleflight.Group
+	budget *budget // nil: no request budget
 
 	mu      sync.Mutex
 	keys    map[string]*keyState
@@ -288,6 +289,11 @@ func New(client *kv.KVService, accountID, namespaceID string, opts ...Option) (*
 	if s.log == nil {
 		s.log = slog.Default()
 	}
+	if s.budget != nil {
+		if err := s.budget.validate(); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("cloudflarekv: invalid options:\n%w", errors.Join(errs...))
 	}
@@ -343,9 +349,21 @@ func (s *Store) Get(ctx context.Context, key string) ([]byte, core.Version, erro
 		}
 		return nil, 0, opError("get", key, &RateLimitError{Until: until})
 	}
-	ch := s.reads.DoChan(full, func() (any, error) { return s.fetch(full) })
+	ch := s.reads.DoChan(full, func() (any, error) {
+		if ok, next := s.spend(); !ok {
+			return nil, &BudgetError{Next: next}
+		}
+		return s.fetch(full)
+	})
 	select {
 	case r := <-ch:
+		if errors.Is(r.Err, ErrBudgetExhausted) {
+			// As under a 429: an older cached answer is still within
+			// the declared ReadStaleness.
+			if e, ok := s.cache.get(full, time.Now(), Propagation+s.freshness); ok {
+				return s.answer(e)
+			}
+		}
 		if r.Err != nil {
 			return nil, 0, opError("get", key, r.Err)
 		}

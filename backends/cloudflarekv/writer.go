@@ -200,6 +200,13 @@ func (s *Store) flush(full string) {
 		s.mu.Unlock()
 		return
 	}
+	if ok, next := s.spend(); !ok {
+		// No budget: wait for it, still queued (later writes to the key
+		// merge into this one meanwhile).
+		st.timer = time.AfterFunc(time.Until(next), func() { s.flush(full) })
+		s.mu.Unlock()
+		return
+	}
 	st.pending, st.inflight = nil, p
 	st.lastSent = time.Now()
 	p.attempts++
