@@ -15,18 +15,6 @@ import (
 	"github.com/kvbreaker/kvbreaker/core"
 )
 
-// harness is the plain form (TimeAdvancer only) other tests of this
-// package run the suite with.
-type harness struct{}
-
-func (harness) MakeStore(context.Context) (core.Store, error) {
-	return New(client(), srv.AccountID, srv.NamespaceID, WithPrefix(uniquePrefix("conformance")), WithClock(srv.Now))
-}
-func (harness) Close() {}
-func (harness) Advance(ctx context.Context, d time.Duration) error {
-	return srv.Advance(ctx, d)
-}
-
 // kvHarness makes conformance stores over the shared Miniflare, each under its
 // own prefix, on Miniflare's clock, which Advance moves (TimeAdvancer). A
 // skewed reader is a store on the same prefix whose clock is offset from
