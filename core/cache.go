@@ -96,8 +96,12 @@ type cached struct {
 	until time.Time
 }
 
-// hintSize bounds the hints kept when the decision cache is off.
-const hintSize = 4096
+// hintSize bounds the hints kept when the decision cache is off. A hint
+// saves a Failure's read only if it survives from the Allow to the
+// delivery's outcome, while the process asks about other hosts: 16,384
+// covers a 10,000-host mix (about 2 MB of slots when full, allocated a
+// shard at a time).
+const hintSize = 16384
 
 func newCache(size int, stale time.Duration) *cache {
 	if size <= 0 {
@@ -213,10 +217,20 @@ func (c *cache) set(r slotRef, host string, e cached) {
 	}
 	set, i := c.find(r, host)
 	if i >= 0 {
-		if set.slot[i].e.seq > e.seq {
+		old := &set.slot[i].e
+		switch {
+		case old.seq > e.seq:
 			return // newer knowledge wins
+		case c.stale == 0 && !old.gone && !e.gone && old.cur.ver == e.cur.ver:
+			// Hints only, and the hint is unchanged (the common closed
+			// host read): leave the slot's cache lines unwritten, so other
+			// cores keep their copies.
+			if set.used&(1<<i) == 0 {
+				set.used |= 1 << i
+			}
+			return
 		}
-		set.slot[i].e = e
+		*old = e
 		set.used |= 1 << i
 		return
 	}
