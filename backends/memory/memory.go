@@ -44,8 +44,21 @@ type shard struct {
 type entry struct {
 	value   []byte
 	version core.Version
-	// expires is on the store's timeline: nanoseconds since base.
-	expires int64
+	// expires is on the store's timeline: nanoseconds since base on the
+	// monotonic clock; with WithClock, expiresAt holds the instant instead,
+	// since an injected clock may jump further than an int64 of
+	// nanoseconds spans (a simulation starting at the zero time).
+	expires   int64
+	expiresAt time.Time
+}
+
+// expired reports whether e has expired at now (the store's timeline) or
+// at (WithClock's instant).
+func (s *Store) expired(e entry, now int64, at time.Time) bool {
+	if s.clock != nil {
+		return !at.Before(e.expiresAt)
+	}
+	return now >= e.expires
 }
 
 // Option configures a Store.
@@ -63,18 +76,17 @@ func New(opts ...Option) *Store {
 	}
 	if s.clock == nil {
 		s.base = time.Now()
-	} else {
-		s.base = s.clock()
 	}
 	return s
 }
 
-// now reads the store's clock, as nanoseconds since base.
-func (s *Store) now() int64 {
+// now reads the store's clock: nanoseconds since base, or with WithClock
+// the clock's instant.
+func (s *Store) now() (int64, time.Time) {
 	if s.clock == nil {
-		return int64(time.Since(s.base))
+		return int64(time.Since(s.base)), time.Time{}
 	}
-	return int64(s.clock().Sub(s.base))
+	return 0, s.clock()
 }
 
 func (s *Store) shard(key string) *shard {
@@ -90,18 +102,30 @@ func (s *Store) Traits() core.Traits {
 	return core.Traits{Atomic: true, Expiry: core.ExpiryModel{Kind: core.ExpiryRelative}}
 }
 
+// clock is one reading of the store's clock, taken when first needed.
+type clock struct {
+	read bool
+	now  int64
+	at   time.Time
+}
+
+func (c *clock) get(s *Store) {
+	if !c.read {
+		c.now, c.at = s.now()
+		c.read = true
+	}
+}
+
 // lookup returns key's live entry, deleting it if it has expired. It reads
-// the clock only when there is an entry to judge (*now < 0 means not read
-// yet), so a Get of an absent key, the common case, costs no clock read.
-func (sh *shard) lookup(s *Store, key string, now *int64) (entry, bool) {
+// the clock only when there is an entry to judge, so a Get of an absent
+// key, the common case, costs no clock read.
+func (sh *shard) lookup(s *Store, key string, c *clock) (entry, bool) {
 	e, ok := sh.entries[key]
 	if !ok {
 		return entry{}, false
 	}
-	if *now < 0 {
-		*now = s.now()
-	}
-	if *now >= e.expires {
+	c.get(s)
+	if s.expired(e, c.now, c.at) {
 		delete(sh.entries, key)
 		return entry{}, false
 	}
@@ -114,10 +138,10 @@ func (s *Store) Get(ctx context.Context, key string) ([]byte, core.Version, erro
 		return nil, 0, fmt.Errorf("memory: get %q: %w", key, err)
 	}
 	sh := s.shard(key)
-	now := int64(-1)
+	var c clock
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	e, ok := sh.lookup(s, key, &now)
+	e, ok := sh.lookup(s, key, &c)
 	if !ok {
 		return nil, core.NoVersion, core.ErrNotFound
 	}
@@ -135,13 +159,14 @@ func (s *Store) CompareAndSwap(ctx context.Context, key string, old core.Version
 	sh := s.shard(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	now := s.now()
-	e, _ := sh.lookup(s, key, &now)
+	var c clock
+	c.get(s)
+	e, _ := sh.lookup(s, key, &c)
 	if e.version != old {
 		return 0, &core.ConflictError{Value: clone(e.value), Version: e.version}
 	}
-	expires := now + int64(ttl)
-	if expires < now {
+	expires := c.now + int64(ttl)
+	if expires < c.now {
 		expires = math.MaxInt64 // a TTL past the timeline's end never expires
 	}
 	// Taken under the shard's lock: a key's versions only grow.
@@ -149,8 +174,8 @@ func (s *Store) CompareAndSwap(ctx context.Context, key string, old core.Version
 	if sh.entries == nil {
 		sh.entries = make(map[string]entry)
 	}
-	sh.entries[key] = entry{value: clone(value), version: v, expires: expires}
-	sh.sweep(now)
+	sh.entries[key] = entry{value: clone(value), version: v, expires: expires, expiresAt: c.at.Add(ttl)}
+	sh.sweep(s, &c)
 	return v, nil
 }
 
@@ -160,10 +185,10 @@ func (s *Store) CompareAndDelete(ctx context.Context, key string, old core.Versi
 		return fmt.Errorf("memory: delete %q: %w", key, err)
 	}
 	sh := s.shard(key)
-	now := int64(-1)
+	var c clock
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	e, ok := sh.lookup(s, key, &now)
+	e, ok := sh.lookup(s, key, &c)
 	switch {
 	case !ok:
 		return core.ErrNotFound
@@ -177,14 +202,14 @@ func (s *Store) CompareAndDelete(ctx context.Context, key string, old core.Versi
 // sweep reclaims a shard's expired entries once the writes to it since its
 // last sweep outnumber half its entries: amortised O(1) per write, and dead
 // hosts never pile up beyond about twice the live ones.
-func (sh *shard) sweep(now int64) {
+func (sh *shard) sweep(s *Store, c *clock) {
 	sh.writes++
 	if sh.writes < 16 || sh.writes < len(sh.entries)/2 {
 		return
 	}
 	sh.writes = 0
 	for k, e := range sh.entries {
-		if now >= e.expires {
+		if s.expired(e, c.now, c.at) {
 			delete(sh.entries, k)
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"testing"
 	"time"
@@ -147,5 +148,30 @@ func TestAbsentGetReadsNoClock(t *testing.T) {
 	}
 	if reads == before {
 		t.Fatal("negative control: Get of a live key judged its expiry without reading the clock")
+	}
+}
+
+// TestInjectedClockJumps: a simulation's clock may start at the zero time
+// and jump to today, further than an int64 of nanoseconds spans. Fails on
+// 9a3d2f2 (expiry counted in nanoseconds since the clock's first reading):
+// the subtraction saturated and every entry written after the jump read as
+// expired at once.
+func TestInjectedClockJumps(t *testing.T) {
+	ctx := context.Background()
+	c := &fakeClock{}
+	s := New(WithClock(c.Now))
+	// Two jumps of the longest Duration: past year 580.
+	c.Add(math.MaxInt64)
+	c.Add(math.MaxInt64)
+	if _, err := s.CompareAndSwap(ctx, "k", core.NoVersion, []byte("v"), time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	c.Add(time.Minute - time.Nanosecond)
+	if _, _, err := s.Get(ctx, "k"); err != nil {
+		t.Fatalf("1ns before its TTL: %v", err)
+	}
+	c.Add(time.Nanosecond)
+	if _, _, err := s.Get(ctx, "k"); !errors.Is(err, core.ErrNotFound) {
+		t.Fatalf("at its TTL: %v, want ErrNotFound", err)
 	}
 }
