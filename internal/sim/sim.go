@@ -102,6 +102,11 @@ type Scenario struct {
 	// the host it concerned, the instant, and the models (the reference
 	// first).
 	AfterEvent func(host string, now time.Time, models []model.Model)
+	// OnCall, if set, is called before every decision and outcome the
+	// models are asked for, with the process (0 to Processes-1) that makes
+	// it: the call stream, to replay through real Breakers over a real
+	// store (one per process).
+	OnCall func(proc int, c Call)
 }
 
 func (s *Scenario) defaults() {
@@ -416,6 +421,7 @@ type runner struct {
 	delivered int         // the reference's sends and probes
 	replay    bool        // Replay: no cache model, no gobreaker column
 	procs     []processor // models that run in processes
+	proc      int         // the process of the current call
 }
 
 // processor is a model made of processes (model.Kvbreaker).
@@ -662,6 +668,7 @@ func (r *runner) decide(m *message, h *host) {
 }
 
 func (r *runner) useProcess(p int) {
+	r.proc = p
 	for _, m := range r.procs {
 		m.UseProcess(p)
 	}
@@ -672,6 +679,13 @@ func (r *runner) useProcess(p int) {
 // which it returns; down says whether the host is unreachable now.
 func (r *runner) judge(h *host, heldSince time.Time, down bool) model.Verdict {
 	now := r.clock()
+	if r.s.OnCall != nil {
+		c := Call{At: now.Sub(Epoch), Host: h.name, Kind: CallAllow}
+		if !heldSince.IsZero() {
+			c.HeldSince = heldSince.Sub(Epoch)
+		}
+		r.s.OnCall(r.proc, c)
+	}
 	for i, md := range r.models {
 		r.checkExpiry(h, i, now)
 		r.v[i], r.tr[i] = md.Allow(h.name, now, heldSince)
@@ -787,6 +801,13 @@ func (r *runner) tell(h *host, ok bool) {
 	o := opFailure
 	if ok {
 		o = opSuccess
+	}
+	if r.s.OnCall != nil {
+		k := CallFailure
+		if ok {
+			k = CallSuccess
+		}
+		r.s.OnCall(r.proc, Call{At: now.Sub(Epoch), Host: h.name, Kind: k})
 	}
 	for i, md := range r.models {
 		r.checkExpiry(h, i, now)
