@@ -23,4 +23,8 @@
 // memory and etcd: one closed→open transition, conflicts per failure) and
 // TestRecordSizeAndLeases (encoded record size, etcd lease grants per 1,000
 // writes). RESULTS.md has the figures of one run and the commands.
+//
+// The host-mix benchmarks (thousands of hosts, serial and parallel, against
+// gobreaker's per-host breakers) are in bench/hostmix, which starts no
+// servers so that nothing else runs while it measures.
 package bench

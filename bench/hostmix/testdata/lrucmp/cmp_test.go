@@ -22,7 +22,7 @@ var hosts = func() []string {
 func BenchmarkHint(b *testing.B) {
 	now := time.Now()
 	b.Run("impl=sharded", func(b *testing.B) {
-		c := newCache(0, 0)
+		c := newCache(4096, 0) // hints only, 4,096 slots
 		var start atomic.Int64
 		b.RunParallel(func(pb *testing.PB) {
 			i := int(start.Add(7919)) % len(hosts)
