@@ -199,24 +199,24 @@ func (b *Breaker) run(ctx context.Context, host string, in instant, write bool, 
 	}
 	var cur current
 	fresh, hinted := false, false
-	sh := b.cache.ref(host)
+	at := b.cache.ref(host) // host's cache slot, hashed once per call
 	switch {
 	case !write:
-		cur, fresh = b.cache.get(sh, host, in.wall, in.mono)
+		cur, fresh = b.cache.get(at, host, in.wall, in.mono)
 	case b.traits.Atomic:
 		// A non-atomic store cannot validate a hint: writes read first.
-		cur, hinted = b.cache.hint(sh, host)
+		cur, hinted = b.cache.hint(at, host)
 		fresh = hinted
 	}
 	for range maxCASAttempts {
 		if !fresh {
-			seq := sh.begin()
+			seq := at.begin()
 			var err error
 			if cur, err = b.get(ctx, host); err != nil {
-				b.cache.forget(sh, host)
+				b.cache.forget(at, host)
 				return Step{}, err
 			}
-			b.cache.put(sh, host, cur, seq, in.mono)
+			b.cache.put(at, host, cur, seq, in.mono)
 		}
 		st := decide(cur.rec)
 		if st.Write == WriteNone {
@@ -231,9 +231,9 @@ func (b *Breaker) run(ctx context.Context, host string, in instant, write bool, 
 		hinted = false
 		next, ok, err := b.apply(ctx, host, cur, &st)
 		if ok {
-			b.cache.put(sh, host, next, sh.begin(), in.mono)
+			b.cache.put(at, host, next, at.begin(), in.mono)
 		} else {
-			b.cache.forget(sh, host)
+			b.cache.forget(at, host)
 		}
 		switch {
 		case err == nil:
