@@ -49,6 +49,6 @@ BENCHCOUNT ?= 6
 BENCHOUT   ?= $(or $(TMPDIR),/tmp)/kvbreaker-bench.txt
 bench:
 	$(GO) test ./bench -run 'TestRoundTrips|TestAllowLatencyRatio|TestContention|TestRecordSizeAndLeases' -v -count=1
-	$(GO) test ./bench -run '^$$' -bench . -benchmem -count $(BENCHCOUNT) | tee $(BENCHOUT)
+	$(GO) test ./bench ./bench/hostmix -run '^$$' -bench . -benchmem -count $(BENCHCOUNT) | tee $(BENCHOUT)
 	$(GO) tool benchstat $(BENCHOUT)
 	$(GO) tool benchstat -col .name -filter '.name:(RealGet OR RealAllow)' $(BENCHOUT)
