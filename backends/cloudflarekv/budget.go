@@ -3,6 +3,7 @@ package cloudflarekv
 import (
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"time"
 )
@@ -111,7 +112,12 @@ func (b *budget) take() (ok bool, next time.Time) {
 	if b.rate <= 0 {
 		return false, now.Add(b.per)
 	}
-	return false, now.Add(time.Duration((1 - b.tokens) / b.rate * float64(time.Second)))
+	// Round the wait up (and to at least 1 ns): a wait rounded down finds
+	// the same shortfall when it ends, and on a clock that does not move
+	// between readings (synctest's, a coarse one) a queued write would
+	// retry at that instant forever.
+	wait := time.Duration(math.Ceil((1 - b.tokens) / b.rate * float64(time.Second)))
+	return false, now.Add(max(wait, time.Nanosecond))
 }
 
 // spend takes one request from the budget, if there is one.

@@ -53,6 +53,31 @@ func TestBudgetBucketNeverExceedsShare(t *testing.T) {
 	}
 }
 
+// TestBudgetNextIsReady: when a refused request is told to come back at
+// next, a token is there at next, whatever the rates' rounding. Fails
+// before the wait was rounded up: next fell a fraction of a nanosecond short,
+// so on a clock that stands still between readings a queued write retried
+// at that instant forever (seen hanging under synctest).
+func TestBudgetNextIsReady(t *testing.T) {
+	for _, requests := range []int{7, 1200, 1201, 3333} {
+		now := time.Unix(0, 0)
+		b := &budget{requests: requests, per: AccountPeriod, processes: 3, now: func() time.Time { return now }}
+		if err := b.validate(); err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < 2000; i++ {
+			ok, next := b.take()
+			if ok {
+				continue
+			}
+			now = next
+			if ok, _ := b.take(); !ok {
+				t.Fatalf("%d requests/period: refused again at the instant it was told to come back (%v)", requests, next)
+			}
+		}
+	}
+}
+
 func TestBudgetOptionValidated(t *testing.T) {
 	for _, o := range []Option{WithRequestBudget(0), WithRequestBudget(-3), WithRequestBudgetLimit(3, time.Minute, 4), WithRequestBudgetLimit(10, 0, 1)} {
 		_, err := New(client(), srv.AccountID, srv.NamespaceID, o)

@@ -66,9 +66,13 @@ func TestReclaimsDeadHosts(t *testing.T) {
 			t.Fatal(err)
 		}
 		clk.Add(time.Millisecond) // ~1,000 live at any time
-		peak = max(peak, s.Len())
+		if i%64 == 0 {
+			// Len locks all 64 shards: sampled, it undercounts the peak
+			// by at most 63, which the bound below allows for.
+			peak = max(peak, s.Len())
+		}
 	}
-	if peak > 4000 {
+	if peak > 4000-63 {
 		t.Fatalf("peak %d entries for ~1,000 live ones", peak)
 	}
 }
