@@ -13,6 +13,9 @@ SHELL       := /bin/bash
 .SHELLFLAGS := -o pipefail -c
 GO      ?= go
 RACE    ?= -race
+# Most packages wait on real servers and real time rather than compute, so
+# more test binaries than cores run at once keep the cores busy.
+TESTP   ?= 4
 BACKEND ?=
 ifeq ($(BACKEND),)
 PKGS    ?= ./...
@@ -33,7 +36,7 @@ lint:
 	$(GO) tool staticcheck ./...
 
 unit:
-	$(GO) test $(RACE) -count=1 -timeout 30m -json $(PKGS) | $(GO) run ./internal/matrix $(MATRIX)
+	$(GO) test $(RACE) -p $(TESTP) -count=1 -timeout 30m -json $(PKGS) | $(GO) run ./internal/matrix $(MATRIX)
 
 demo:
 	$(GO) run ./cmd/kvbreaker simulate
