@@ -194,7 +194,7 @@ func (b *Breaker) apply(ctx context.Context, host string, cur current, st *Step)
 // store validates, and a "no write" decided on it is confirmed by a read,
 // since another worker may have changed the record since.
 func (b *Breaker) run(ctx context.Context, host string, in instant, write bool, decide func(Record) Step) (Step, error) {
-	if err := validKey(host); err != nil {
+	if err := ValidateKey(host); err != nil {
 		return Step{}, err
 	}
 	var cur current
@@ -248,20 +248,6 @@ func (b *Breaker) run(ctx context.Context, host string, in instant, write bool, 
 		return Step{}, err
 	}
 	return Step{}, fmt.Errorf("%w: %d lost compare-and-swaps on %q", ErrContended, maxCASAttempts, host)
-}
-
-// validKey is ValidateKey with a fast path for the printable ASCII host
-// names nearly every call passes.
-func validKey(k string) error {
-	if k == "" || len(k) > MaxKeyLen {
-		return ValidateKey(k)
-	}
-	for i := 0; i < len(k); i++ {
-		if c := k[i]; c < 0x20 || c >= 0x7f {
-			return ValidateKey(k)
-		}
-	}
-	return nil
 }
 
 func (b *Breaker) notify(host string, st *Step) {

@@ -51,3 +51,17 @@ func FuzzHostKey(f *testing.F) {
 		}
 	})
 }
+
+// TestValidateKeyCases: ValidateKey's printable-ASCII shortcut and its rune
+// loop agree on the edges between them.
+func TestValidateKeyCases(t *testing.T) {
+	for k, valid := range map[string]bool{
+		"": false, "inbox.example": true, "a b": true, "~!@#$%^&*()": true, "tab\there": false, "del\x7f": false,
+		"nul\x00": false, "é.example": true, "\ufffd": true, "bad\xff": false, "c1\u0085": false,
+		strings.Repeat("a", MaxKeyLen): true, strings.Repeat("a", MaxKeyLen+1): false,
+	} {
+		if got := ValidateKey(k) == nil; got != valid {
+			t.Errorf("ValidateKey(%q) valid = %v, want %v", k, got, valid)
+		}
+	}
+}

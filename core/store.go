@@ -190,6 +190,9 @@ func ValidateKey(key string) error {
 	if len(key) > MaxKeyLen {
 		return fmt.Errorf("%w: %d bytes, more than %d", ErrInvalidKey, len(key), MaxKeyLen)
 	}
+	if printableASCII(key) {
+		return nil // nearly every host name: no rune decoding on the hot path
+	}
 	for i, r := range key {
 		if r == 0xFFFD && !validRuneAt(key, i) {
 			return fmt.Errorf("%w: invalid UTF-8 at byte %d", ErrInvalidKey, i)
@@ -199,6 +202,15 @@ func ValidateKey(key string) error {
 		}
 	}
 	return nil
+}
+
+func printableASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f {
+			return false
+		}
+	}
+	return true
 }
 
 // validRuneAt reports whether the U+FFFD decoded at i is really encoded there
