@@ -130,14 +130,7 @@ func TestHungServerErrorsWithinContext(t *testing.T) {
 	p.Blackhole(true)
 	const timeout = 300 * time.Millisecond
 	const slack = 500 * time.Millisecond // a loaded 2-core machine under -race
-	for op, call := range map[string]func(context.Context) error{
-		"get": func(ctx context.Context) error { _, _, err := s.Get(ctx, "warm"); return err },
-		"put": func(ctx context.Context) error {
-			_, err := s.CompareAndSwap(ctx, "new", core.NoVersion, []byte("v"), time.Minute)
-			return err
-		},
-		"delete": func(ctx context.Context) error { return s.CompareAndDelete(ctx, "warm", 1) },
-	} {
+	for op, call := range storeOps(s, "warm") {
 		cctx, cancel := context.WithTimeout(ctx, timeout)
 		start := time.Now()
 		err := call(cctx)

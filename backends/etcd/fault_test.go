@@ -69,14 +69,7 @@ func TestServerStopAndRestart(t *testing.T) {
 	srv.Kill() // as a crash: SIGKILL
 
 	t.Run("store-calls-fail-within-deadline", func(t *testing.T) {
-		for op, call := range map[string]func(context.Context) error{
-			"get": func(ctx context.Context) error { _, _, err := store.Get(ctx, "down.example"); return err },
-			"put": func(ctx context.Context) error {
-				_, err := store.CompareAndSwap(ctx, "new.example", core.NoVersion, []byte("v"), time.Minute)
-				return err
-			},
-			"delete": func(ctx context.Context) error { return store.CompareAndDelete(ctx, "down.example", 1) },
-		} {
+		for op, call := range storeOps(store, "down.example") {
 			cctx, cancel := context.WithTimeout(ctx, callTimeout)
 			err := within(t, callTimeout+slack, op, func() error { return call(cctx) })
 			cancel()
@@ -197,5 +190,18 @@ func TestLostLeaseIsRegranted(t *testing.T) {
 	}
 	if got := leaseTTL(t, s, "b"); got != 63 {
 		t.Errorf("new lease granted for %d s, want 63", got)
+	}
+}
+
+// storeOps is one call of each Store operation on s: a get and a delete of
+// key, a create of another key.
+func storeOps(s core.Store, key string) map[string]func(context.Context) error {
+	return map[string]func(context.Context) error{
+		"get": func(ctx context.Context) error { _, _, err := s.Get(ctx, key); return err },
+		"put": func(ctx context.Context) error {
+			_, err := s.CompareAndSwap(ctx, "new-"+key, core.NoVersion, []byte("v"), time.Minute)
+			return err
+		},
+		"delete": func(ctx context.Context) error { return s.CompareAndDelete(ctx, key, 1) },
 	}
 }
