@@ -20,11 +20,12 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 
+	"github.com/kvbreaker/kvbreaker"
 	"github.com/kvbreaker/kvbreaker/backends/cloudflarekv"
 	dynstore "github.com/kvbreaker/kvbreaker/backends/dynamodb"
 	"github.com/kvbreaker/kvbreaker/backends/etcd"
 	"github.com/kvbreaker/kvbreaker/backends/memory"
-	"github.com/kvbreaker/kvbreaker/core"
+	"github.com/kvbreaker/kvbreaker/driver"
 	"github.com/kvbreaker/kvbreaker/internal/dynalite"
 	"github.com/kvbreaker/kvbreaker/internal/etcdtest"
 	"github.com/kvbreaker/kvbreaker/internal/miniflare"
@@ -110,17 +111,17 @@ func (t *tally) load() counts {
 // countingStore counts a Store's calls: Get as a read, CompareAndSwap and
 // CompareAndDelete as writes, and the writes that lost (conflicts).
 type countingStore struct {
-	core.Store
+	driver.Store
 	calls     tally
 	conflicts atomic.Int64
 }
 
-func (s *countingStore) Get(ctx context.Context, key string) ([]byte, core.Version, error) {
+func (s *countingStore) Get(ctx context.Context, key string) ([]byte, driver.Version, error) {
 	s.calls.reads.Add(1)
 	return s.Store.Get(ctx, key)
 }
 
-func (s *countingStore) CompareAndSwap(ctx context.Context, key string, old core.Version, value []byte, ttl time.Duration) (core.Version, error) {
+func (s *countingStore) CompareAndSwap(ctx context.Context, key string, old driver.Version, value []byte, ttl time.Duration) (driver.Version, error) {
 	s.calls.writes.Add(1)
 	v, err := s.Store.CompareAndSwap(ctx, key, old, value, ttl)
 	if errorsIsConflict(err) {
@@ -129,7 +130,7 @@ func (s *countingStore) CompareAndSwap(ctx context.Context, key string, old core
 	return v, err
 }
 
-func (s *countingStore) CompareAndDelete(ctx context.Context, key string, old core.Version) error {
+func (s *countingStore) CompareAndDelete(ctx context.Context, key string, old driver.Version) error {
 	s.calls.writes.Add(1)
 	err := s.Store.CompareAndDelete(ctx, key, old)
 	if errorsIsConflict(err) {
@@ -138,7 +139,7 @@ func (s *countingStore) CompareAndDelete(ctx context.Context, key string, old co
 	return err
 }
 
-func errorsIsConflict(err error) bool { return errors.Is(err, core.ErrConflict) }
+func errorsIsConflict(err error) bool { return errors.Is(err, driver.ErrConflict) }
 
 // countingInterceptor counts etcd's unary gRPC calls: Range as a read;
 // Txn, Put and DeleteRange as writes; anything else (LeaseGrant, ...) as
@@ -235,7 +236,7 @@ func (r *rig) open() *endpoint {
 	tb := r.tb
 	tb.Helper()
 	e := &endpoint{}
-	var s core.Store
+	var s driver.Store
 	switch r.name {
 	case "memory":
 		s = r.mem
@@ -301,11 +302,11 @@ func (r *rig) now() time.Time { return r.clock().Add(time.Duration(r.skip.Load()
 func (r *rig) advance(d time.Duration) { r.skip.Add(int64(d)) }
 
 // breaker returns a Breaker over a new endpoint, on the rig's clock.
-func (r *rig) breaker(s core.Settings) (*core.Breaker, *endpoint) {
+func (r *rig) breaker(s kvbreaker.Settings) (*kvbreaker.Breaker, *endpoint) {
 	r.tb.Helper()
 	e := r.open()
 	s.Clock, s.Logger = r.now, quiet
-	b, err := core.NewBreaker(e, s)
+	b, err := kvbreaker.New(e, s)
 	if err != nil {
 		r.tb.Fatalf("NewBreaker: %v", err)
 	}
@@ -327,4 +328,4 @@ type snapshot struct{ calls, wire counts }
 
 func (e *endpoint) snapshot() snapshot { return snapshot{e.calls.load(), e.wire.load()} }
 
-func errorsIsNotFound(err error) bool { return errors.Is(err, core.ErrNotFound) }
+func errorsIsNotFound(err error) bool { return errors.Is(err, driver.ErrNotFound) }

@@ -7,7 +7,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/kvbreaker/kvbreaker/core"
+	"github.com/kvbreaker/kvbreaker"
+
+	"github.com/kvbreaker/kvbreaker/driver"
 )
 
 // dropper returns the harness's AnswerDropper, or nil after noting why the
@@ -17,8 +19,8 @@ func (e *env) dropper() AnswerDropper {
 	if d, ok := e.h.(AnswerDropper); ok {
 		return d
 	}
-	if _, ok := e.raw.(core.InProcess); ok {
-		e.logf("not applicable: the store answers in process (core.InProcess), so no answer can be lost")
+	if e.raw.Traits().InProcess {
+		e.logf("not applicable: the store answers in process (Traits.InProcess), so no answer can be lost")
 		return nil
 	}
 	e.notVerifiedf("writes whose answer is lost: the harness does not implement AnswerDropper (put a fault proxy, package conformance/faultproxy, between the client and the server)")
@@ -44,7 +46,7 @@ func checkLostCAS(ctx context.Context, e *env) {
 	}
 	v2, err := e.store.CompareAndSwap(ctx, key, v1, val("v2"), ttl)
 	switch {
-	case errors.Is(err, core.ErrConflict):
+	case errors.Is(err, driver.ErrConflict):
 		e.errorf(promiseLostCAS, "CompareAndSwap(%q, %d) whose answer was lost returned %v; the backend applied it, so the conflict is with the call's own write (Breaker would count its failure twice)", key, v1, err)
 		return
 	case err != nil:
@@ -88,18 +90,18 @@ func checkLostDelete(ctx context.Context, e *env) {
 		return
 	}
 	switch err := e.store.CompareAndDelete(ctx, key, ver); {
-	case errors.Is(err, core.ErrNotFound), errors.Is(err, core.ErrConflict):
+	case errors.Is(err, driver.ErrNotFound), errors.Is(err, driver.ErrConflict):
 		e.errorf(promiseLostDelete, "CompareAndDelete(%q, %d) whose answer was lost returned %v; the backend applied it, so the key is gone by the call's own delete", key, ver, err)
 	case err != nil:
 		e.logf("CompareAndDelete whose answer was lost returned an error (outcome unknown, allowed): %v", err)
 	}
-	e.awaitRead(ctx, promiseLostDelete, key, core.NoVersion, nil)
+	e.awaitRead(ctx, promiseLostDelete, key, driver.NoVersion, nil)
 }
 
 // armed is a store that arms the harness's AnswerDropper right before its
 // next CompareAndSwap, so the answer lost is a Breaker's write.
 type armed struct {
-	core.Store
+	driver.Store
 	d   AnswerDropper
 	mu  sync.Mutex
 	on  bool
@@ -112,7 +114,7 @@ func (s *armed) arm() {
 	s.mu.Unlock()
 }
 
-func (s *armed) CompareAndSwap(ctx context.Context, key string, old core.Version, value []byte, ttl time.Duration) (core.Version, error) {
+func (s *armed) CompareAndSwap(ctx context.Context, key string, old driver.Version, value []byte, ttl time.Duration) (driver.Version, error) {
 	s.mu.Lock()
 	on := s.on
 	s.on = false
@@ -137,17 +139,17 @@ func checkLostFailure(ctx context.Context, e *env) {
 	}
 	const host = "lost-failure.example"
 	s := &armed{Store: e.store, d: d}
-	b, err := core.NewBreaker(s, core.Settings{
+	b, err := kvbreaker.New(s, kvbreaker.Settings{
 		FailureThreshold: 2,
 		ClockSkew:        e.opts.ClockSkew,
 		CallTimeout:      30*time.Second + e.traits.MinWriteInterval,
 		Logger:           slog.New(slog.DiscardHandler),
 	})
 	if err != nil {
-		e.errorf(promiseLostFailure, "core.NewBreaker over the store's declared traits: %v", err)
+		e.errorf(promiseLostFailure, "kvbreaker.New over the store's declared traits: %v", err)
 		return
 	}
-	decide := func() (core.Decision, bool) {
+	decide := func() (kvbreaker.Decision, bool) {
 		v, err := b.Allow(ctx, host, time.Time{})
 		if err != nil {
 			e.errorf(promiseLostFailure, "Allow(%q) = %v", host, err)
@@ -173,8 +175,8 @@ func checkLostFailure(ctx context.Context, e *env) {
 	}
 	if dec, ok := decide(); !ok {
 		return
-	} else if dec != core.Send {
-		e.errorf(promiseLostFailure, "after one failure whose write's answer was lost, a threshold-2 Breaker decides %v, want %v: the failure was counted twice", dec, core.Send)
+	} else if dec != kvbreaker.Send {
+		e.errorf(promiseLostFailure, "after one failure whose write's answer was lost, a threshold-2 Breaker decides %v, want %v: the failure was counted twice", dec, kvbreaker.Send)
 		return
 	}
 	if err := b.Failure(ctx, host); err != nil {
@@ -187,11 +189,11 @@ func checkLostFailure(ctx context.Context, e *env) {
 		if !ok {
 			return
 		}
-		if dec == core.Hold {
+		if dec == kvbreaker.Hold {
 			return
 		}
 		if time.Now().After(deadline) || sleep(ctx, 100*time.Millisecond) != nil {
-			e.errorf(promiseLostFailure, "after a second failure a threshold-2 Breaker decides %v, want %v: the failure whose answer was lost was not counted at all", dec, core.Hold)
+			e.errorf(promiseLostFailure, "after a second failure a threshold-2 Breaker decides %v, want %v: the failure whose answer was lost was not counted at all", dec, kvbreaker.Hold)
 			return
 		}
 	}

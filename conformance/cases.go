@@ -8,23 +8,23 @@ import (
 	"strings"
 	"time"
 
-	"github.com/kvbreaker/kvbreaker/core"
+	"github.com/kvbreaker/kvbreaker/driver"
 )
 
 // The promises the suite checks, as its messages name them.
 const (
 	promiseTraits        = "Traits must be well formed (no negative durations, a known expiry kind)"
-	promiseGetAbsent     = "Get of an absent key must return an error matching core.ErrNotFound"
-	promiseCreate        = "CompareAndSwap with core.NoVersion must create an absent key and return a version other than core.NoVersion"
+	promiseGetAbsent     = "Get of an absent key must return an error matching driver.ErrNotFound"
+	promiseCreate        = "CompareAndSwap with driver.NoVersion must create an absent key and return a version other than driver.NoVersion"
 	promiseRead          = "Get must return the value and version the last write stored"
 	promiseNewVersion    = "every write must return a new version"
-	promiseCreateOnly    = "CompareAndSwap with core.NoVersion on a present key must fail with an error matching core.ErrConflict"
-	promiseStale         = "CompareAndSwap with a stale version must fail with an error matching core.ErrConflict and leave the value unchanged"
-	promiseAbsentVersion = "CompareAndSwap with a version on an absent key must fail with an error matching core.ErrConflict"
-	promiseConflictValue = "a *core.ConflictError must carry the key's real current value and version"
+	promiseCreateOnly    = "CompareAndSwap with driver.NoVersion on a present key must fail with an error matching driver.ErrConflict"
+	promiseStale         = "CompareAndSwap with a stale version must fail with an error matching driver.ErrConflict and leave the value unchanged"
+	promiseAbsentVersion = "CompareAndSwap with a version on an absent key must fail with an error matching driver.ErrConflict"
+	promiseConflictValue = "a *driver.ConflictError must carry the key's real current value and version"
 	promiseDelete        = "CompareAndDelete with the current version must delete the key"
-	promiseDeleteAbsent  = "CompareAndDelete of an absent key must return an error matching core.ErrNotFound"
-	promiseDeleteStale   = "CompareAndDelete with a stale version must fail with an error matching core.ErrConflict and keep the key"
+	promiseDeleteAbsent  = "CompareAndDelete of an absent key must return an error matching driver.ErrNotFound"
+	promiseDeleteStale   = "CompareAndDelete with a stale version must fail with an error matching driver.ErrConflict and keep the key"
 	promiseNoReuse       = "a re-created key must not reuse a version from before its deletion"
 	promiseKeys          = "keys must round-trip unchanged and distinct keys must not collide"
 	promiseCancel        = "a call with an ended context must fail with the context's error and change nothing"
@@ -102,7 +102,7 @@ func checkTraits(_ context.Context, e *env) {
 			e.errorf(promiseTraits, "%s is %v", d.name, d.v)
 		}
 	}
-	if m.Kind != core.ExpiryRelative && m.Kind != core.ExpiryReaderFiltered {
+	if m.Kind != driver.ExpiryRelative && m.Kind != driver.ExpiryReaderFiltered {
 		e.errorf(promiseTraits, "Expiry.Kind is %v", m.Kind)
 	}
 	if again := e.raw.Traits(); again != t {
@@ -112,21 +112,21 @@ func checkTraits(_ context.Context, e *env) {
 
 func checkGetAbsent(ctx context.Context, e *env) {
 	v, ver, err := e.store.Get(ctx, "absent.example")
-	if !errors.Is(err, core.ErrNotFound) {
+	if !errors.Is(err, driver.ErrNotFound) {
 		e.errorf(promiseGetAbsent, "Get(absent.example) = %q, %d, %v", v, ver, err)
 	}
 }
 
 // create writes key with value if absent, reporting a violation of
 // promiseCreate on failure.
-func (e *env) create(ctx context.Context, key string, value []byte, ttl time.Duration) (core.Version, bool) {
-	ver, err := e.store.CompareAndSwap(ctx, key, core.NoVersion, value, ttl)
+func (e *env) create(ctx context.Context, key string, value []byte, ttl time.Duration) (driver.Version, bool) {
+	ver, err := e.store.CompareAndSwap(ctx, key, driver.NoVersion, value, ttl)
 	switch {
 	case err != nil:
 		e.fatalf(promiseCreate, "CompareAndSwap(%q, NoVersion) = %v", key, err)
 		return 0, false
-	case ver == core.NoVersion:
-		e.fatalf(promiseCreate, "CompareAndSwap(%q, NoVersion) returned core.NoVersion", key)
+	case ver == driver.NoVersion:
+		e.fatalf(promiseCreate, "CompareAndSwap(%q, NoVersion) returned driver.NoVersion", key)
 		return 0, false
 	}
 	return ver, true
@@ -137,7 +137,7 @@ func (e *env) create(ctx context.Context, key string, value []byte, ttl time.Dur
 // wantValue (nil: any value), and
 // reports a violation of promise otherwise. It returns the last answer and
 // how long the write stayed invisible.
-func (e *env) awaitRead(ctx context.Context, promise, key string, want core.Version, wantValue []byte) ([]byte, core.Version, time.Duration, bool) {
+func (e *env) awaitRead(ctx context.Context, promise, key string, want driver.Version, wantValue []byte) ([]byte, driver.Version, time.Duration, bool) {
 	start := time.Now()
 	deadline := start.Add(e.traits.ReadStaleness)
 	for first := true; ; first = false {
@@ -148,20 +148,20 @@ func (e *env) awaitRead(ctx context.Context, promise, key string, want core.Vers
 			seen = time.Since(start)
 		}
 		switch {
-		case want == core.NoVersion && errors.Is(err, core.ErrNotFound):
-			return nil, core.NoVersion, seen, true
-		case want != core.NoVersion && err == nil && ver == want:
+		case want == driver.NoVersion && errors.Is(err, driver.ErrNotFound):
+			return nil, driver.NoVersion, seen, true
+		case want != driver.NoVersion && err == nil && ver == want:
 			if wantValue != nil && !bytes.Equal(v, wantValue) {
 				e.errorf(promise, "Get(%q) returned version %d with value %q, but that version was written with %q", key, ver, v, wantValue)
 				return v, ver, seen, false
 			}
 			return v, ver, seen, true
-		case err != nil && !errors.Is(err, core.ErrNotFound):
+		case err != nil && !errors.Is(err, driver.ErrNotFound):
 			e.errorf(promise, "Get(%q) = %v", key, err)
 			return nil, 0, seen, false
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
-			if want == core.NoVersion {
+			if want == driver.NoVersion {
 				e.errorf(promise, "Get(%q) still returns version %d (%q) %v after it was deleted (declared ReadStaleness %v)", key, ver, v, seen.Round(time.Millisecond), e.traits.ReadStaleness)
 			} else {
 				e.errorf(promise, "Get(%q) returns version %d (%q, err %v) %v after version %d was written (declared ReadStaleness %v)", key, ver, v, err, seen.Round(time.Millisecond), want, e.traits.ReadStaleness)
@@ -180,7 +180,7 @@ func checkCreateAndRead(ctx context.Context, e *env) {
 	}
 	e.awaitRead(ctx, promiseRead, key, ver, val("one"))
 	// An empty value is a value, not an absence.
-	ver2, err := e.store.CompareAndSwap(ctx, "empty.example", core.NoVersion, []byte{}, ttl)
+	ver2, err := e.store.CompareAndSwap(ctx, "empty.example", driver.NoVersion, []byte{}, ttl)
 	if err != nil {
 		e.errorf(promiseCreate, "CompareAndSwap(empty.example, NoVersion, empty value) = %v", err)
 		return
@@ -194,7 +194,7 @@ func checkVersionsChange(ctx context.Context, e *env) {
 	if !ok {
 		return
 	}
-	seen := map[core.Version]int{ver: 0}
+	seen := map[driver.Version]int{ver: 0}
 	for i := 1; i <= 4; i++ {
 		// The same bytes each time: the version must change anyway.
 		next, err := e.store.CompareAndSwap(ctx, key, ver, val("same"), ttl)
@@ -202,8 +202,8 @@ func checkVersionsChange(ctx context.Context, e *env) {
 			e.errorf(promiseNewVersion, "write %d: CompareAndSwap(%q, %d) with the current version = %v", i, key, ver, err)
 			return
 		}
-		if next == core.NoVersion {
-			e.errorf(promiseNewVersion, "write %d returned core.NoVersion", i)
+		if next == driver.NoVersion {
+			e.errorf(promiseNewVersion, "write %d returned driver.NoVersion", i)
 			return
 		}
 		if j, dup := seen[next]; dup {
@@ -223,25 +223,25 @@ func checkCreateOnly(ctx context.Context, e *env) {
 	if !ok {
 		return
 	}
-	got, err := e.store.CompareAndSwap(ctx, key, core.NoVersion, val("second"), ttl)
-	if !errors.Is(err, core.ErrConflict) {
+	got, err := e.store.CompareAndSwap(ctx, key, driver.NoVersion, val("second"), ttl)
+	if !errors.Is(err, driver.ErrConflict) {
 		e.errorf(promiseCreateOnly, "second CompareAndSwap(%q, NoVersion) = %d, %v", key, got, err)
 	}
 	e.checkConflict(err, key, ver, val("first"))
 	e.awaitRead(ctx, promiseStale, key, ver, val("first"))
 }
 
-// checkConflict checks that a *core.ConflictError, if err is one, carries
+// checkConflict checks that a *driver.ConflictError, if err is one, carries
 // the real current value and version.
-func (e *env) checkConflict(err error, key string, ver core.Version, value []byte) {
-	ce, ok := errors.AsType[*core.ConflictError](err)
+func (e *env) checkConflict(err error, key string, ver driver.Version, value []byte) {
+	ce, ok := errors.AsType[*driver.ConflictError](err)
 	if !ok {
 		return
 	}
-	if !errors.Is(err, core.ErrConflict) {
-		e.errorf(promiseConflictValue, "%q: the *core.ConflictError does not match core.ErrConflict", key)
+	if !errors.Is(err, driver.ErrConflict) {
+		e.errorf(promiseConflictValue, "%q: the *driver.ConflictError does not match driver.ErrConflict", key)
 	}
-	if ce.Version != ver || (ver != core.NoVersion && !bytes.Equal(ce.Value, value)) {
+	if ce.Version != ver || (ver != driver.NoVersion && !bytes.Equal(ce.Value, value)) {
 		e.errorf(promiseConflictValue, "%q: conflict reported version %d value %q, but the key holds version %d value %q", key, ce.Version, ce.Value, ver, value)
 	}
 }
@@ -258,7 +258,7 @@ func checkStaleVersion(ctx context.Context, e *env) {
 		return
 	}
 	got, err := e.store.CompareAndSwap(ctx, key, v1, val("v3"), ttl)
-	if !errors.Is(err, core.ErrConflict) {
+	if !errors.Is(err, driver.ErrConflict) {
 		e.errorf(promiseStale, "CompareAndSwap(%q, %d) after the key moved to version %d = %d, %v", key, v1, v2, got, err)
 	}
 	e.checkConflict(err, key, v2, val("v2"))
@@ -268,7 +268,7 @@ func checkStaleVersion(ctx context.Context, e *env) {
 	if bogus == v1 {
 		bogus++
 	}
-	if _, err := e.store.CompareAndSwap(ctx, key, bogus, val("v4"), ttl); !errors.Is(err, core.ErrConflict) {
+	if _, err := e.store.CompareAndSwap(ctx, key, bogus, val("v4"), ttl); !errors.Is(err, driver.ErrConflict) {
 		e.errorf(promiseStale, "CompareAndSwap(%q, %d) with a version never written = %v", key, bogus, err)
 	}
 }
@@ -276,11 +276,11 @@ func checkStaleVersion(ctx context.Context, e *env) {
 func checkAbsentWithVersion(ctx context.Context, e *env) {
 	const key = "absent-with-version.example"
 	_, err := e.store.CompareAndSwap(ctx, key, 42, val("x"), ttl)
-	if !errors.Is(err, core.ErrConflict) {
+	if !errors.Is(err, driver.ErrConflict) {
 		e.errorf(promiseAbsentVersion, "CompareAndSwap(%q, 42) on an absent key = %v", key, err)
 	}
-	e.checkConflict(err, key, core.NoVersion, nil)
-	e.awaitRead(ctx, promiseAbsentVersion, key, core.NoVersion, nil)
+	e.checkConflict(err, key, driver.NoVersion, nil)
+	e.awaitRead(ctx, promiseAbsentVersion, key, driver.NoVersion, nil)
 }
 
 func checkDelete(ctx context.Context, e *env) {
@@ -296,17 +296,17 @@ func checkDelete(ctx context.Context, e *env) {
 		e.errorf(promiseDelete, "CompareAndDelete(%q, %d) with the current version = %v", key, ver, err)
 		return
 	}
-	if _, _, _, ok := e.awaitRead(ctx, promiseDelete, key, core.NoVersion, nil); !ok {
+	if _, _, _, ok := e.awaitRead(ctx, promiseDelete, key, driver.NoVersion, nil); !ok {
 		return
 	}
-	if err := e.store.CompareAndDelete(ctx, key, ver); !errors.Is(err, core.ErrNotFound) {
+	if err := e.store.CompareAndDelete(ctx, key, ver); !errors.Is(err, driver.ErrNotFound) {
 		e.errorf(promiseDeleteAbsent, "second CompareAndDelete(%q, %d) = %v", key, ver, err)
 	}
-	if err := e.store.CompareAndDelete(ctx, "never-written.example", core.NoVersion); !errors.Is(err, core.ErrNotFound) {
+	if err := e.store.CompareAndDelete(ctx, "never-written.example", driver.NoVersion); !errors.Is(err, driver.ErrNotFound) {
 		e.errorf(promiseDeleteAbsent, "CompareAndDelete(never-written.example, NoVersion) = %v", err)
 	}
 	// Deleted means absent for create-only too.
-	if _, err := e.store.CompareAndSwap(ctx, key, core.NoVersion, val("again"), ttl); err != nil {
+	if _, err := e.store.CompareAndSwap(ctx, key, driver.NoVersion, val("again"), ttl); err != nil {
 		e.errorf(promiseCreate, "CompareAndSwap(%q, NoVersion) after a delete = %v", key, err)
 	}
 }
@@ -323,7 +323,7 @@ func checkDeleteStale(ctx context.Context, e *env) {
 		return
 	}
 	err = e.store.CompareAndDelete(ctx, key, v1)
-	if !errors.Is(err, core.ErrConflict) {
+	if !errors.Is(err, driver.ErrConflict) {
 		e.errorf(promiseDeleteStale, "CompareAndDelete(%q, %d) after the key moved to version %d = %v", key, v1, v2, err)
 	}
 	e.checkConflict(err, key, v2, val("v2"))
@@ -332,7 +332,7 @@ func checkDeleteStale(ctx context.Context, e *env) {
 
 func checkRecreate(ctx context.Context, e *env) {
 	const key = "recreate.example"
-	seen := map[core.Version]bool{}
+	seen := map[driver.Version]bool{}
 	for i := range 3 {
 		ver, ok := e.create(ctx, key, val("same"), ttl)
 		if !ok {
@@ -351,31 +351,31 @@ func checkRecreate(ctx context.Context, e *env) {
 
 // hostileKeys are keys an adapter must escape, not mangle: escaping
 // collisions ("a/b" vs "a%2Fb", "a b" vs "a+b"), path tricks, case, and
-// the longest keys core.ValidateKey accepts.
+// the longest keys driver.ValidateKey accepts.
 func hostileKeys() []string {
 	keys := []string{
 		"a/b", "a%2Fb", "a%2fb", "a b", "a+b", "a%20b", "a#b", "a?b", "a?b=c&d", "a\\b",
 		"..", ".", "../x", "./x", "a/../b", "/leading", "trailing/", "//",
 		"Host.Example", "host.example", "xn--bcher-kva.example", "bücher.example", "日本語.jp", "🦀.example",
 		"[::1]:8080", "example.com:8080", "*", "~user", "a%", "%", "'quote\"",
-		strings.Repeat("k", core.MaxKeyLen),
-		strings.Repeat("k", core.MaxKeyLen-1) + "j",
-		strings.Repeat("é", core.MaxKeyLen/2), // 2-byte runes, 256 bytes
-		strings.Repeat("🦀", core.MaxKeyLen/4), // 4-byte runes, 256 bytes
+		strings.Repeat("k", driver.MaxKeyLen),
+		strings.Repeat("k", driver.MaxKeyLen-1) + "j",
+		strings.Repeat("é", driver.MaxKeyLen/2), // 2-byte runes, 256 bytes
+		strings.Repeat("🦀", driver.MaxKeyLen/4), // 4-byte runes, 256 bytes
 	}
 	return keys
 }
 
 func checkHostileKeys(ctx context.Context, e *env) {
 	keys := hostileKeys()
-	vers := make([]core.Version, len(keys))
+	vers := make([]driver.Version, len(keys))
 	for i, k := range keys {
-		if err := core.ValidateKey(k); err != nil {
+		if err := driver.ValidateKey(k); err != nil {
 			// Breaker would never pass it: not the store's problem.
 			e.logf("skipping %q: %v", k, err)
 			continue
 		}
-		ver, err := e.store.CompareAndSwap(ctx, k, core.NoVersion, val(fmt.Sprintf("value %d", i)), ttl)
+		ver, err := e.store.CompareAndSwap(ctx, k, driver.NoVersion, val(fmt.Sprintf("value %d", i)), ttl)
 		if err != nil {
 			e.errorf(promiseKeys, "CompareAndSwap(%q, NoVersion) = %v (another key may have collided with it)", k, err)
 			continue
@@ -383,14 +383,14 @@ func checkHostileKeys(ctx context.Context, e *env) {
 		vers[i] = ver
 	}
 	for i, k := range keys {
-		if vers[i] == core.NoVersion {
+		if vers[i] == driver.NoVersion {
 			continue
 		}
 		e.awaitRead(ctx, promiseKeys, k, vers[i], val(fmt.Sprintf("value %d", i)))
 	}
 	// Deleting one key must leave its look-alikes in place.
 	for i, k := range keys[:2] {
-		if vers[i] == core.NoVersion {
+		if vers[i] == driver.NoVersion {
 			continue
 		}
 		if err := e.store.CompareAndDelete(ctx, k, vers[i]); err != nil {
@@ -399,7 +399,7 @@ func checkHostileKeys(ctx context.Context, e *env) {
 	}
 	for i, k := range keys[2:4] {
 		j := i + 2
-		if vers[j] == core.NoVersion {
+		if vers[j] == driver.NoVersion {
 			continue
 		}
 		e.awaitRead(ctx, promiseKeys, k, vers[j], val(fmt.Sprintf("value %d", j)))
@@ -420,14 +420,14 @@ func checkContext(ctx context.Context, e *env) {
 		if _, _, err := e.store.Get(c.ctx, key); !errors.Is(err, c.want) {
 			e.errorf(promiseCancel, "Get with a %s context = %v, want an error matching %v", c.name, err, c.want)
 		}
-		if _, err := e.store.CompareAndSwap(c.ctx, key, core.NoVersion, val("x"), ttl); !errors.Is(err, c.want) {
+		if _, err := e.store.CompareAndSwap(c.ctx, key, driver.NoVersion, val("x"), ttl); !errors.Is(err, c.want) {
 			e.errorf(promiseCancel, "CompareAndSwap with a %s context = %v, want an error matching %v", c.name, err, c.want)
 		}
 		if err := e.store.CompareAndDelete(c.ctx, key, 1); !errors.Is(err, c.want) {
 			e.errorf(promiseCancel, "CompareAndDelete with a %s context = %v, want an error matching %v", c.name, err, c.want)
 		}
 	}
-	if v, ver, err := e.store.Get(ctx, key); !errors.Is(err, core.ErrNotFound) {
+	if v, ver, err := e.store.Get(ctx, key); !errors.Is(err, driver.ErrNotFound) {
 		e.errorf(promiseCancel, "a CompareAndSwap with an ended context wrote anyway: Get(%q) = %q, %d, %v", key, v, ver, err)
 	}
 }

@@ -11,7 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kvbreaker/kvbreaker/core"
+	"github.com/kvbreaker/kvbreaker"
+	"github.com/kvbreaker/kvbreaker/driver"
+	"github.com/kvbreaker/kvbreaker/internal/machine"
 )
 
 // Options tune the suite. The zero value of every field means its default.
@@ -35,7 +37,7 @@ type Options struct {
 	StateTTL time.Duration
 	// ClockSkew is the fleet's clock-skew bound δ, used by the Breaker-level
 	// cases and to report the TTLMargin a fleet needs. Default
-	// core.DefaultClockSkew.
+	// kvbreaker.DefaultClockSkew.
 	ClockSkew time.Duration
 	// SkipSlow skips the cases that wait in real time (expiry, staleness)
 	// when the harness cannot advance the backend's clock. Run sets it under
@@ -58,7 +60,7 @@ type Options struct {
 	CheckTimeout time.Duration
 }
 
-func (o Options) withDefaults(t core.Traits) Options {
+func (o Options) withDefaults(t driver.Traits) Options {
 	if o.Goroutines <= 0 {
 		o.Goroutines = 8
 	}
@@ -69,7 +71,7 @@ func (o Options) withDefaults(t core.Traits) Options {
 		o.ExpiryTTL = max(t.Expiry.MinTTL, 2*time.Second)
 	}
 	if o.ClockSkew <= 0 {
-		o.ClockSkew = core.DefaultClockSkew
+		o.ClockSkew = kvbreaker.DefaultClockSkew
 	}
 	if o.StateTTL <= 0 {
 		o.StateTTL = defaultStateTTL(t)
@@ -91,11 +93,11 @@ func (o Options) withDefaults(t core.Traits) Options {
 
 // defaultStateTTL is the TTL a Breaker with default Settings writes over a
 // store declaring t.
-func defaultStateTTL(t core.Traits) time.Duration {
-	if c, err := core.NewConfig(core.Settings{}, t); err == nil {
+func defaultStateTTL(t driver.Traits) time.Duration {
+	if c, err := machine.NewConfig(machine.Settings{}, t); err == nil {
 		return c.StateTTL
 	}
-	return max(core.DefaultRecoveryDelay, core.DefaultFailureWindow) + max(core.DefaultTTLMargin, t.Expiry.RequiredMargin(core.DefaultClockSkew))
+	return max(kvbreaker.DefaultRecoveryDelay, kvbreaker.DefaultFailureWindow) + max(kvbreaker.DefaultTTLMargin, t.Expiry.RequiredMargin(kvbreaker.DefaultClockSkew))
 }
 
 // Run runs the whole suite against the stores newHarness makes, each case as
@@ -228,7 +230,7 @@ type testCase struct {
 	run   func(ctx context.Context, e *env)
 }
 
-func (c *testCase) skip(t core.Traits, h Harness, o Options) string {
+func (c *testCase) skip(t driver.Traits, h Harness, o Options) string {
 	if c.atomic && !t.Atomic {
 		return fmt.Sprintf("%s: store declares Traits().Atomic == false (last writer wins), so it does not promise %q", c.name, c.promise)
 	}
@@ -247,13 +249,13 @@ func (c *testCase) skip(t core.Traits, h Harness, o Options) string {
 type runner struct {
 	h      Harness
 	opts   Options
-	traits core.Traits
+	traits driver.Traits
 	rep    *Report
 	mu     sync.Mutex // guards spare
 	// makeMu serialises MakeStore: background cases start together, and a
 	// harness need not be safe for concurrent use.
 	makeMu sync.Mutex
-	spare  core.Store
+	spare  driver.Store
 	// down says why the store is unreachable; every later case skips.
 	down string
 	bg   sync.WaitGroup
@@ -274,22 +276,22 @@ func newRunner(ctx context.Context, h Harness, opts Options) *runner {
 	}
 	if err != nil {
 		r.down = fmt.Sprintf("MakeStore of %s failed after %v: %v", describe(h, nil), time.Since(start).Round(time.Millisecond), err)
-		r.opts = opts.withDefaults(core.Traits{})
-		r.rep = newReport(core.Traits{}, r.opts)
+		r.opts = opts.withDefaults(driver.Traits{})
+		r.rep = newReport(driver.Traits{}, r.opts)
 		return r
 	}
 	r.spare = s0
 	r.traits = s0.Traits()
 	r.opts = opts.withDefaults(r.traits)
 	r.rep = newReport(r.traits, r.opts)
-	if _, _, err := s0.Get(rctx, "reachable.example"); err != nil && !errors.Is(err, core.ErrNotFound) {
+	if _, _, err := s0.Get(rctx, "reachable.example"); err != nil && !errors.Is(err, driver.ErrNotFound) {
 		r.down = fmt.Sprintf("%s did not answer Get within %v (after %v): %v", describe(h, s0), reach, time.Since(start).Round(time.Millisecond), err)
 	}
 	return r
 }
 
 // describe names the harness's store for an unreachable-store message.
-func describe(h Harness, s core.Store) string {
+func describe(h Harness, s driver.Store) string {
 	if d, ok := h.(Describer); ok {
 		return d.Describe()
 	}
@@ -374,7 +376,7 @@ func (r *runner) run(ctx context.Context, i int, c testCase, t *testing.T) (res 
 
 // takeSpare hands out the store made to read the traits, once, so none is
 // wasted.
-func (r *runner) takeSpare() core.Store {
+func (r *runner) takeSpare() driver.Store {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	s := r.spare
@@ -389,9 +391,9 @@ type env struct {
 	cancel context.CancelFunc
 	t      *testing.T // nil under Check
 	h      Harness
-	raw    core.Store
-	store  core.Store // raw, timed and paced
-	traits core.Traits
+	raw    driver.Store
+	store  driver.Store // raw, timed and paced
+	traits driver.Traits
 	opts   Options
 	rep    *Report
 
@@ -405,7 +407,7 @@ type env struct {
 
 // newEnv makes the environment for one case, over spare (the store made to
 // read the traits, used by the first case so none is wasted) or a new store.
-func newEnv(ctx context.Context, h Harness, spare core.Store, t core.Traits, o Options, rep *Report, makeMu *sync.Mutex) (*env, error) {
+func newEnv(ctx context.Context, h Harness, spare driver.Store, t driver.Traits, o Options, rep *Report, makeMu *sync.Mutex) (*env, error) {
 	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	s := spare
 	if s == nil {
@@ -486,7 +488,7 @@ func sleep(ctx context.Context, d time.Duration) error {
 // MinWriteInterval, serialises writes and starts each one no sooner than
 // the interval (plus a tenth) after the previous write to its key returned.
 type timedStore struct {
-	core.Store
+	driver.Store
 	rep  *Report
 	pace time.Duration
 
@@ -513,14 +515,14 @@ func (s *timedStore) turn(ctx context.Context, key string) (func(), error) {
 	}, nil
 }
 
-func (s *timedStore) Get(ctx context.Context, key string) ([]byte, core.Version, error) {
+func (s *timedStore) Get(ctx context.Context, key string) ([]byte, driver.Version, error) {
 	start := time.Now()
 	v, ver, err := s.Store.Get(ctx, key)
 	s.rep.roundTrip("get", time.Since(start))
 	return v, ver, err
 }
 
-func (s *timedStore) CompareAndSwap(ctx context.Context, key string, old core.Version, value []byte, ttl time.Duration) (core.Version, error) {
+func (s *timedStore) CompareAndSwap(ctx context.Context, key string, old driver.Version, value []byte, ttl time.Duration) (driver.Version, error) {
 	done, err := s.turn(ctx, key)
 	if err != nil {
 		return 0, err
@@ -532,7 +534,7 @@ func (s *timedStore) CompareAndSwap(ctx context.Context, key string, old core.Ve
 	return ver, err
 }
 
-func (s *timedStore) CompareAndDelete(ctx context.Context, key string, old core.Version) error {
+func (s *timedStore) CompareAndDelete(ctx context.Context, key string, old driver.Version) error {
 	done, err := s.turn(ctx, key)
 	if err != nil {
 		return err

@@ -13,17 +13,17 @@ import (
 
 	"github.com/kvbreaker/kvbreaker/backends/memory"
 	"github.com/kvbreaker/kvbreaker/conformance"
-	"github.com/kvbreaker/kvbreaker/core"
+	"github.com/kvbreaker/kvbreaker/driver"
 	"github.com/kvbreaker/kvbreaker/skew"
 )
 
 // harness makes stores with make; the memory stores under it run on clock.
 type harness struct {
-	make func() core.Store
+	make func() driver.Store
 }
 
-func (h harness) MakeStore(context.Context) (core.Store, error) { return h.make(), nil }
-func (h harness) Close()                                        {}
+func (h harness) MakeStore(context.Context) (driver.Store, error) { return h.make(), nil }
+func (h harness) Close()                                          {}
 
 // advancing is a harness over memory stores on a clock it can move.
 type advancing struct {
@@ -45,17 +45,17 @@ func (a *advancing) Advance(_ context.Context, d time.Duration) error {
 	return nil
 }
 
-func memoryHarness(wrap func(*memory.Store) core.Store) conformance.Harness {
-	return harness{make: func() core.Store { return wrap(memory.New()) }}
+func memoryHarness(wrap func(*memory.Store) driver.Store) conformance.Harness {
+	return harness{make: func() driver.Store { return wrap(memory.New()) }}
 }
 
-func advancingHarness(wrap func(*memory.Store) core.Store) *advancing {
+func advancingHarness(wrap func(*memory.Store) driver.Store) *advancing {
 	a := &advancing{}
-	a.harness = harness{make: func() core.Store { return wrap(memory.New(memory.WithClock(a.now))) }}
+	a.harness = harness{make: func() driver.Store { return wrap(memory.New(memory.WithClock(a.now))) }}
 	return a
 }
 
-func plain(s *memory.Store) core.Store { return s }
+func plain(s *memory.Store) driver.Store { return s }
 
 // measure runs the suite through Measure, the no-*testing.T form.
 func measure(t *testing.T, h conformance.Harness, opts conformance.Options) (*conformance.Report, error) {
@@ -117,7 +117,7 @@ func TestAdvancingHarness(t *testing.T) {
 // earlyStore expires every entry 2 s before its TTL.
 type earlyStore struct{ *memory.Store }
 
-func (s earlyStore) CompareAndSwap(ctx context.Context, key string, old core.Version, v []byte, ttl time.Duration) (core.Version, error) {
+func (s earlyStore) CompareAndSwap(ctx context.Context, key string, old driver.Version, v []byte, ttl time.Duration) (driver.Version, error) {
 	return s.Store.CompareAndSwap(ctx, key, old, v, max(ttl-2*time.Second, time.Millisecond))
 }
 
@@ -126,7 +126,7 @@ func TestExpiresEarly(t *testing.T) {
 	for _, adv := range []bool{false, true} {
 		t.Run(fmt.Sprint("advancing=", adv), func(t *testing.T) {
 			t.Parallel()
-			wrap := func(s *memory.Store) core.Store { return earlyStore{s} }
+			wrap := func(s *memory.Store) driver.Store { return earlyStore{s} }
 			var h conformance.Harness = memoryHarness(wrap)
 			if adv {
 				h = advancingHarness(wrap)
@@ -146,13 +146,13 @@ func TestExpiresEarly(t *testing.T) {
 // leakStore ignores the TTL: entries live a day.
 type leakStore struct{ *memory.Store }
 
-func (s leakStore) CompareAndSwap(ctx context.Context, key string, old core.Version, v []byte, _ time.Duration) (core.Version, error) {
+func (s leakStore) CompareAndSwap(ctx context.Context, key string, old driver.Version, v []byte, _ time.Duration) (driver.Version, error) {
 	return s.Store.CompareAndSwap(ctx, key, old, v, 24*time.Hour)
 }
 
 func TestTTLIgnored(t *testing.T) {
 	t.Parallel()
-	rep, err := measure(t, memoryHarness(func(s *memory.Store) core.Store { return leakStore{s} }), conformance.Options{})
+	rep, err := measure(t, memoryHarness(func(s *memory.Store) driver.Store { return leakStore{s} }), conformance.Options{})
 	wantBroken(t, rep, err, "expiry", "an entry must vanish within its TTL")
 	wantBroken(t, rep, err, "expired-counts-as-absent", "an entry must vanish within its TTL")
 }
@@ -161,13 +161,13 @@ func TestTTLIgnored(t *testing.T) {
 // between, while declaring atomic compare-and-swap.
 type racyStore struct{ *memory.Store }
 
-func (s racyStore) CompareAndSwap(ctx context.Context, key string, old core.Version, v []byte, ttl time.Duration) (core.Version, error) {
+func (s racyStore) CompareAndSwap(ctx context.Context, key string, old driver.Version, v []byte, ttl time.Duration) (driver.Version, error) {
 	_, cur, err := s.Get(ctx, key)
-	if err != nil && !errors.Is(err, core.ErrNotFound) {
+	if err != nil && !errors.Is(err, driver.ErrNotFound) {
 		return 0, err
 	}
 	if cur != old {
-		return 0, core.ErrConflict
+		return 0, driver.ErrConflict
 	}
 	runtime.Gosched()
 	time.Sleep(50 * time.Microsecond)
@@ -175,7 +175,7 @@ func (s racyStore) CompareAndSwap(ctx context.Context, key string, old core.Vers
 		// Blind write over whatever is there now.
 		_, now, _ := s.Get(ctx, key)
 		ver, err := s.Store.CompareAndSwap(ctx, key, now, v, ttl)
-		if !errors.Is(err, core.ErrConflict) {
+		if !errors.Is(err, driver.ErrConflict) {
 			return ver, err
 		}
 	}
@@ -183,7 +183,7 @@ func (s racyStore) CompareAndSwap(ctx context.Context, key string, old core.Vers
 
 func TestCASNotAtomic(t *testing.T) {
 	t.Parallel()
-	rep, err := measure(t, memoryHarness(func(s *memory.Store) core.Store { return racyStore{s} }),
+	rep, err := measure(t, memoryHarness(func(s *memory.Store) driver.Store { return racyStore{s} }),
 		conformance.Options{SkipSlow: true, Goroutines: 8, Iterations: 40})
 	wantBroken(t, rep, err, "concurrent-cas-linearizable", "CompareAndSwap must not lose updates")
 	if !strings.Contains(err.Error(), "concurrent CompareAndSwaps must be linearizable") {
@@ -196,11 +196,11 @@ func TestCASNotAtomic(t *testing.T) {
 // blindStore skips the version check: every CompareAndSwap overwrites.
 type blindStore struct{ *memory.Store }
 
-func (s blindStore) CompareAndSwap(ctx context.Context, key string, _ core.Version, v []byte, ttl time.Duration) (core.Version, error) {
+func (s blindStore) CompareAndSwap(ctx context.Context, key string, _ driver.Version, v []byte, ttl time.Duration) (driver.Version, error) {
 	for {
 		_, cur, _ := s.Get(ctx, key)
 		ver, err := s.Store.CompareAndSwap(ctx, key, cur, v, ttl)
-		if !errors.Is(err, core.ErrConflict) {
+		if !errors.Is(err, driver.ErrConflict) {
 			return ver, err
 		}
 	}
@@ -208,9 +208,9 @@ func (s blindStore) CompareAndSwap(ctx context.Context, key string, _ core.Versi
 
 func TestVersionCheckSkipped(t *testing.T) {
 	t.Parallel()
-	rep, err := measure(t, memoryHarness(func(s *memory.Store) core.Store { return blindStore{s} }), conformance.Options{SkipSlow: true})
+	rep, err := measure(t, memoryHarness(func(s *memory.Store) driver.Store { return blindStore{s} }), conformance.Options{SkipSlow: true})
 	wantBroken(t, rep, err, "stale-version-conflicts", "CompareAndSwap with a stale version must fail")
-	wantBroken(t, rep, err, "create-only", "CompareAndSwap with core.NoVersion on a present key must fail")
+	wantBroken(t, rep, err, "create-only", "CompareAndSwap with driver.NoVersion on a present key must fail")
 }
 
 // cachingStore serves Gets from a 2 s cache while declaring fresh reads.
@@ -222,12 +222,12 @@ type cachingStore struct {
 
 type cached struct {
 	v   []byte
-	ver core.Version
+	ver driver.Version
 	err error
 	at  time.Time
 }
 
-func (s *cachingStore) Get(ctx context.Context, key string) ([]byte, core.Version, error) {
+func (s *cachingStore) Get(ctx context.Context, key string) ([]byte, driver.Version, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if c, ok := s.cache[key]; ok && time.Since(c.at) < 2*time.Second {
@@ -240,7 +240,7 @@ func (s *cachingStore) Get(ctx context.Context, key string) ([]byte, core.Versio
 
 func TestStalerThanDeclared(t *testing.T) {
 	t.Parallel()
-	rep, err := measure(t, memoryHarness(func(s *memory.Store) core.Store {
+	rep, err := measure(t, memoryHarness(func(s *memory.Store) driver.Store {
 		return &cachingStore{Store: s, cache: map[string]cached{}}
 	}), conformance.Options{SkipSlow: true})
 	wantBroken(t, rep, err, "read-staleness", "a Get must see a completed write within the declared ReadStaleness")
@@ -253,7 +253,7 @@ func TestStalerThanDeclared(t *testing.T) {
 
 func TestVersionReused(t *testing.T) {
 	t.Parallel()
-	h := harness{make: func() core.Store {
+	h := harness{make: func() driver.Store {
 		return &oneVersionStore{Store: memory.New()}
 	}}
 	rep, err := measure(t, h, conformance.Options{SkipSlow: true})
@@ -265,17 +265,17 @@ func TestVersionReused(t *testing.T) {
 type oneVersionStore struct {
 	*memory.Store
 	mu    sync.Mutex
-	count map[string]core.Version
-	real  map[string]core.Version
+	count map[string]driver.Version
+	real  map[string]driver.Version
 }
 
 func (s *oneVersionStore) init() {
 	if s.count == nil {
-		s.count, s.real = map[string]core.Version{}, map[string]core.Version{}
+		s.count, s.real = map[string]driver.Version{}, map[string]driver.Version{}
 	}
 }
 
-func (s *oneVersionStore) Get(ctx context.Context, key string) ([]byte, core.Version, error) {
+func (s *oneVersionStore) Get(ctx context.Context, key string) ([]byte, driver.Version, error) {
 	v, ver, err := s.Store.Get(ctx, key)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -286,7 +286,7 @@ func (s *oneVersionStore) Get(ctx context.Context, key string) ([]byte, core.Ver
 	return v, s.count[key], nil
 }
 
-func (s *oneVersionStore) CompareAndSwap(ctx context.Context, key string, old core.Version, v []byte, ttl time.Duration) (core.Version, error) {
+func (s *oneVersionStore) CompareAndSwap(ctx context.Context, key string, old driver.Version, v []byte, ttl time.Duration) (driver.Version, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.init()
@@ -296,7 +296,7 @@ func (s *oneVersionStore) CompareAndSwap(ctx context.Context, key string, old co
 		cur = 0
 	}
 	if cur != old {
-		return 0, core.ErrConflict
+		return 0, driver.ErrConflict
 	}
 	nv, err := s.Store.CompareAndSwap(ctx, key, real, v, ttl)
 	if err != nil {
@@ -306,7 +306,7 @@ func (s *oneVersionStore) CompareAndSwap(ctx context.Context, key string, old co
 	return cur + 1, nil
 }
 
-func (s *oneVersionStore) CompareAndDelete(ctx context.Context, key string, old core.Version) error {
+func (s *oneVersionStore) CompareAndDelete(ctx context.Context, key string, old driver.Version) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.init()
@@ -315,7 +315,7 @@ func (s *oneVersionStore) CompareAndDelete(ctx context.Context, key string, old 
 		return err
 	}
 	if s.count[key] != old {
-		return core.ErrConflict
+		return driver.ErrConflict
 	}
 	if err := s.Store.CompareAndDelete(ctx, key, real); err != nil {
 		return err
@@ -330,56 +330,56 @@ type escapingStore struct{ *memory.Store }
 
 func esc(k string) string { return strings.ReplaceAll(k, "/", "%2F") }
 
-func (s escapingStore) Get(ctx context.Context, key string) ([]byte, core.Version, error) {
+func (s escapingStore) Get(ctx context.Context, key string) ([]byte, driver.Version, error) {
 	return s.Store.Get(ctx, esc(key))
 }
 
-func (s escapingStore) CompareAndSwap(ctx context.Context, key string, old core.Version, v []byte, ttl time.Duration) (core.Version, error) {
+func (s escapingStore) CompareAndSwap(ctx context.Context, key string, old driver.Version, v []byte, ttl time.Duration) (driver.Version, error) {
 	return s.Store.CompareAndSwap(ctx, esc(key), old, v, ttl)
 }
 
-func (s escapingStore) CompareAndDelete(ctx context.Context, key string, old core.Version) error {
+func (s escapingStore) CompareAndDelete(ctx context.Context, key string, old driver.Version) error {
 	return s.Store.CompareAndDelete(ctx, esc(key), old)
 }
 
 func TestKeysCollide(t *testing.T) {
 	t.Parallel()
-	rep, err := measure(t, memoryHarness(func(s *memory.Store) core.Store { return escapingStore{s} }), conformance.Options{SkipSlow: true})
+	rep, err := measure(t, memoryHarness(func(s *memory.Store) driver.Store { return escapingStore{s} }), conformance.Options{SkipSlow: true})
 	wantBroken(t, rep, err, "hostile-keys", "distinct keys must not collide")
 }
 
 // deafStore ignores its context.
 type deafStore struct{ *memory.Store }
 
-func (s deafStore) Get(_ context.Context, key string) ([]byte, core.Version, error) {
+func (s deafStore) Get(_ context.Context, key string) ([]byte, driver.Version, error) {
 	return s.Store.Get(context.Background(), key)
 }
 
-func (s deafStore) CompareAndSwap(_ context.Context, key string, old core.Version, v []byte, ttl time.Duration) (core.Version, error) {
+func (s deafStore) CompareAndSwap(_ context.Context, key string, old driver.Version, v []byte, ttl time.Duration) (driver.Version, error) {
 	return s.Store.CompareAndSwap(context.Background(), key, old, v, ttl)
 }
 
 func TestContextIgnored(t *testing.T) {
 	t.Parallel()
-	rep, err := measure(t, memoryHarness(func(s *memory.Store) core.Store { return deafStore{s} }), conformance.Options{SkipSlow: true})
+	rep, err := measure(t, memoryHarness(func(s *memory.Store) driver.Store { return deafStore{s} }), conformance.Options{SkipSlow: true})
 	wantBroken(t, rep, err, "context-ended", "a call with an ended context must fail")
 }
 
 // liarStore reports conflicts carrying a made-up current value.
 type liarStore struct{ *memory.Store }
 
-func (s liarStore) CompareAndSwap(ctx context.Context, key string, old core.Version, v []byte, ttl time.Duration) (core.Version, error) {
+func (s liarStore) CompareAndSwap(ctx context.Context, key string, old driver.Version, v []byte, ttl time.Duration) (driver.Version, error) {
 	ver, err := s.Store.CompareAndSwap(ctx, key, old, v, ttl)
-	if errors.Is(err, core.ErrConflict) {
-		return 0, &core.ConflictError{Value: []byte("made up"), Version: 424242}
+	if errors.Is(err, driver.ErrConflict) {
+		return 0, &driver.ConflictError{Value: []byte("made up"), Version: 424242}
 	}
 	return ver, err
 }
 
 func TestConflictValueWrong(t *testing.T) {
 	t.Parallel()
-	rep, err := measure(t, memoryHarness(func(s *memory.Store) core.Store { return liarStore{s} }), conformance.Options{SkipSlow: true})
-	wantBroken(t, rep, err, "stale-version-conflicts", "a *core.ConflictError must carry the key's real current value")
+	rep, err := measure(t, memoryHarness(func(s *memory.Store) driver.Store { return liarStore{s} }), conformance.Options{SkipSlow: true})
+	wantBroken(t, rep, err, "stale-version-conflicts", "a *driver.ConflictError must carry the key's real current value")
 }
 
 // presentStore filters expired entries on read (the logical expiry is in a
@@ -387,29 +387,29 @@ func TestConflictValueWrong(t *testing.T) {
 // blocks create-only.
 type presentStore struct{ *memory.Store }
 
-func (presentStore) Traits() core.Traits {
-	return core.Traits{Atomic: true, Expiry: core.ExpiryModel{Kind: core.ExpiryReaderFiltered}}
+func (presentStore) Traits() driver.Traits {
+	return driver.Traits{Atomic: true, Expiry: driver.ExpiryModel{Kind: driver.ExpiryReaderFiltered}}
 }
 
-func (s presentStore) Get(ctx context.Context, key string) ([]byte, core.Version, error) {
+func (s presentStore) Get(ctx context.Context, key string) ([]byte, driver.Version, error) {
 	b, ver, err := s.Store.Get(ctx, key)
 	if err != nil {
 		return nil, 0, err
 	}
 	if !time.Now().Before(time.Unix(0, int64(binary.BigEndian.Uint64(b)))) {
-		return nil, 0, core.ErrNotFound
+		return nil, 0, driver.ErrNotFound
 	}
 	return b[8:], ver, nil
 }
 
-func (s presentStore) CompareAndSwap(ctx context.Context, key string, old core.Version, v []byte, ttl time.Duration) (core.Version, error) {
+func (s presentStore) CompareAndSwap(ctx context.Context, key string, old driver.Version, v []byte, ttl time.Duration) (driver.Version, error) {
 	b := binary.BigEndian.AppendUint64(nil, uint64(time.Now().Add(ttl).UnixNano()))
 	return s.Store.CompareAndSwap(ctx, key, old, append(b, v...), ttl+time.Hour)
 }
 
 func TestExpiredButPresent(t *testing.T) {
 	t.Parallel()
-	rep, err := measure(t, memoryHarness(func(s *memory.Store) core.Store { return presentStore{s} }), conformance.Options{})
+	rep, err := measure(t, memoryHarness(func(s *memory.Store) driver.Store { return presentStore{s} }), conformance.Options{})
 	wantBroken(t, rep, err, "expired-counts-as-absent", "an expired entry must count as absent for CompareAndSwap")
 }
 
@@ -426,7 +426,7 @@ func TestDistortedStoresConform(t *testing.T) {
 			tr.Expiry.Late = min(tr.Expiry.Late, time.Second)
 			tr.ReadStaleness = min(tr.ReadStaleness, 300*time.Millisecond)
 			tr.MinWriteInterval = min(tr.MinWriteInterval, 100*time.Millisecond)
-			h := harness{make: func() core.Store {
+			h := harness{make: func() driver.Store {
 				d := skew.FromTraits(tr, nil)
 				d.Round = skew.Ceil // what the adapters do; Floor would be "early" by up to G
 				return skew.New(skew.NewExact(nil), d, nil).View(nil)

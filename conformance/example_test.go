@@ -7,14 +7,14 @@ import (
 
 	"github.com/kvbreaker/kvbreaker/backends/memory"
 	"github.com/kvbreaker/kvbreaker/conformance"
-	"github.com/kvbreaker/kvbreaker/core"
+	"github.com/kvbreaker/kvbreaker/driver"
 )
 
 // memHarness makes a fresh memory store for every case.
 type memHarness struct{}
 
-func (memHarness) MakeStore(context.Context) (core.Store, error) { return memory.New(), nil }
-func (memHarness) Close()                                        {}
+func (memHarness) MakeStore(context.Context) (driver.Store, error) { return memory.New(), nil }
+func (memHarness) Close()                                          {}
 
 // An adapter's test calls Run with a HarnessMaker.
 func ExampleRun() {

@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/kvbreaker/kvbreaker/core"
+	"github.com/kvbreaker/kvbreaker/driver"
 )
 
 // Result is one case's outcome.
@@ -69,7 +69,7 @@ type RoundTrip struct {
 // Report is what Measure found: per-case results and measurements.
 type Report struct {
 	// Traits are what the store declared.
-	Traits core.Traits
+	Traits driver.Traits
 	// Options are the options the suite ran with, defaults applied.
 	Options Options
 
@@ -84,7 +84,7 @@ type Report struct {
 	rtt               map[string][]time.Duration
 }
 
-func newReport(t core.Traits, o Options) *Report {
+func newReport(t driver.Traits, o Options) *Report {
 	return &Report{Traits: t, Options: o, rtt: make(map[string][]time.Duration)}
 }
 
@@ -172,7 +172,7 @@ func (r *Report) Err() error {
 
 // ObservedExpiry is the declared expiry model widened by what was measured:
 // Early raised to the earliest vanish seen, Late to the latest.
-func (r *Report) ObservedExpiry() core.ExpiryModel {
+func (r *Report) ObservedExpiry() driver.ExpiryModel {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	m := r.Traits.Expiry

@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/kvbreaker/kvbreaker/core"
+	"github.com/kvbreaker/kvbreaker/driver"
 )
 
 // realTimeLimit is the longest a TTL case waits in real time for one entry;
@@ -47,7 +47,7 @@ func checkStateTTL(ctx context.Context, e *env) {
 				return
 			}
 		}
-		if !hasAdv && e.traits.Expiry.Kind == core.ExpiryReaderFiltered {
+		if !hasAdv && e.traits.Expiry.Kind == driver.ExpiryReaderFiltered {
 			e.notVerifiedf("the logical expiry at TTL %v: a reader-filtered store's physical lifetime does not show when readers drop the entry; implement TimeAdvancer (moving the adapter's clock) to check it", long)
 		}
 	}
@@ -62,7 +62,7 @@ func checkStateTTL(ctx context.Context, e *env) {
 // update returns a write that creates key with ttl1, then overwrites it with
 // ttl2: the write whose TTL must count.
 func (e *env) update(key string, ttl1, ttl2 time.Duration) writeFunc {
-	return func(ctx context.Context) (core.Version, bool) {
+	return func(ctx context.Context) (driver.Version, bool) {
 		v1, ok := e.create(ctx, key, val("first"), ttl1)
 		if !ok {
 			return 0, false
@@ -84,7 +84,7 @@ func checkReplaceTTL(ctx context.Context, e *env) {
 	short, long := e.opts.ExpiryTTL, e.opts.StateTTL
 	lr, hasLR := e.h.(LifetimeReporter)
 	_, hasAdv := e.h.(TimeAdvancer)
-	relative := e.traits.Expiry.Kind == core.ExpiryRelative
+	relative := e.traits.Expiry.Kind == driver.ExpiryRelative
 
 	// Longer: the entry must outlive the first TTL.
 	key := "replace-longer.example"
@@ -232,9 +232,9 @@ func checkSkewedReader(ctx context.Context, e *env) {
 	_, got, err := reader.Get(ctx, key)
 	el := time.Since(start)
 	switch {
-	case errors.Is(err, core.ErrNotFound) && at+el-pad >= eff:
+	case errors.Is(err, driver.ErrNotFound) && at+el-pad >= eff:
 		e.notVerifiedf("%q: the reader %v behind found it gone after %v advanced and %v of real time, past its logical expiry: the probe came too late to tell", key, pad, at, el.Round(time.Millisecond))
-	case errors.Is(err, core.ErrNotFound):
+	case errors.Is(err, driver.ErrNotFound):
 		e.errorf(promiseSkewedReader, "%q written with TTL %v (effective %v): a reader whose clock is %v behind found it gone once the backend clock advanced %v (%v counting real time), while by its clock the record is live for %v more",
 			key, long, eff, pad, at, (at + el).Round(time.Millisecond), (eff - (at + el - pad)).Round(time.Millisecond))
 	case err != nil:

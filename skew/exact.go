@@ -6,23 +6,23 @@ import (
 	"sync"
 	"time"
 
-	"github.com/kvbreaker/kvbreaker/core"
+	"github.com/kvbreaker/kvbreaker/driver"
 )
 
-// Exact is an in-process core.Store with exact relative expiry on a given
+// Exact is an in-process driver.Store with exact relative expiry on a given
 // clock and atomic compares: the undistorted store a simulation wraps with
 // New. (It mirrors backends/memory, which skew may not import.)
 type Exact struct {
 	clock func() time.Time
 
 	mu      sync.Mutex
-	next    core.Version
+	next    driver.Version
 	entries map[string]exactEntry
 }
 
 type exactEntry struct {
 	value   []byte
-	ver     core.Version
+	ver     driver.Version
 	expires time.Time
 }
 
@@ -36,8 +36,8 @@ func NewExact(clock func() time.Time) *Exact {
 }
 
 // Traits: atomic, exact relative expiry.
-func (s *Exact) Traits() core.Traits {
-	return core.Traits{Atomic: true, Expiry: core.ExpiryModel{Kind: core.ExpiryRelative}}
+func (s *Exact) Traits() driver.Traits {
+	return driver.Traits{Atomic: true, Expiry: driver.ExpiryModel{Kind: driver.ExpiryRelative}}
 }
 
 func (s *Exact) live(key string) (exactEntry, bool) {
@@ -49,8 +49,8 @@ func (s *Exact) live(key string) (exactEntry, bool) {
 	return e, ok
 }
 
-// Get implements core.Store.
-func (s *Exact) Get(ctx context.Context, key string) ([]byte, core.Version, error) {
+// Get implements driver.Store.
+func (s *Exact) Get(ctx context.Context, key string) ([]byte, driver.Version, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, 0, fmt.Errorf("exact: get %q: %w", key, err)
 	}
@@ -58,13 +58,13 @@ func (s *Exact) Get(ctx context.Context, key string) ([]byte, core.Version, erro
 	defer s.mu.Unlock()
 	e, ok := s.live(key)
 	if !ok {
-		return nil, core.NoVersion, core.ErrNotFound
+		return nil, driver.NoVersion, driver.ErrNotFound
 	}
 	return append([]byte(nil), e.value...), e.ver, nil
 }
 
-// CompareAndSwap implements core.Store.
-func (s *Exact) CompareAndSwap(ctx context.Context, key string, old core.Version, value []byte, ttl time.Duration) (core.Version, error) {
+// CompareAndSwap implements driver.Store.
+func (s *Exact) CompareAndSwap(ctx context.Context, key string, old driver.Version, value []byte, ttl time.Duration) (driver.Version, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, fmt.Errorf("exact: put %q: %w", key, err)
 	}
@@ -75,15 +75,15 @@ func (s *Exact) CompareAndSwap(ctx context.Context, key string, old core.Version
 	defer s.mu.Unlock()
 	e, _ := s.live(key)
 	if e.ver != old {
-		return 0, &core.ConflictError{Value: append([]byte(nil), e.value...), Version: e.ver}
+		return 0, &driver.ConflictError{Value: append([]byte(nil), e.value...), Version: e.ver}
 	}
 	s.next++
 	s.entries[key] = exactEntry{value: append([]byte(nil), value...), ver: s.next, expires: s.clock().Add(ttl)}
 	return s.next, nil
 }
 
-// CompareAndDelete implements core.Store.
-func (s *Exact) CompareAndDelete(ctx context.Context, key string, old core.Version) error {
+// CompareAndDelete implements driver.Store.
+func (s *Exact) CompareAndDelete(ctx context.Context, key string, old driver.Version) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("exact: delete %q: %w", key, err)
 	}
@@ -92,9 +92,9 @@ func (s *Exact) CompareAndDelete(ctx context.Context, key string, old core.Versi
 	e, ok := s.live(key)
 	switch {
 	case !ok:
-		return core.ErrNotFound
+		return driver.ErrNotFound
 	case e.ver != old:
-		return &core.ConflictError{Value: append([]byte(nil), e.value...), Version: e.ver}
+		return &driver.ConflictError{Value: append([]byte(nil), e.value...), Version: e.ver}
 	}
 	delete(s.entries, key)
 	return nil

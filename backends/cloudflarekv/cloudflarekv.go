@@ -1,4 +1,4 @@
-// Package cloudflarekv is a core.Store over Cloudflare Workers KV, through
+// Package cloudflarekv is a driver.Store over Cloudflare Workers KV, through
 // the REST API with cloudflare-go v6 (only its kv, option and shared
 // packages). Users bring their own client and token (kvbreaker never loads
 // credentials):
@@ -9,7 +9,7 @@
 // # What Workers KV can and cannot promise
 //
 // Workers KV has no compare-and-swap, so the store declares
-// Traits().Atomic == false and core.Breaker runs last-writer-wins:
+// Traits().Atomic == false and kvbreaker.Breaker runs last-writer-wins:
 // CompareAndSwap and CompareAndDelete write whatever version they are given.
 // Concurrent workers may each see a transition (two probes, two
 // OnStateChange calls), and a write from one process can overwrite another
@@ -26,7 +26,7 @@
 // and one second of granularity so that Cloudflare never deletes a record a
 // reader still counts as live; set WithClockSkew to at least the fleet's
 // Settings.ClockSkew (Traits().MaxClockSkew declares it, and
-// core.NewBreaker refuses a larger Settings.ClockSkew). The 60 s floor is
+// kvbreaker.New refuses a larger Settings.ClockSkew). The 60 s floor is
 // the physical copy's only: what Get returns, and so what a Breaker sees,
 // expires at the exact TTL (Traits declares no MinTTL).
 //
@@ -78,9 +78,9 @@ import (
 	"unicode/utf8"
 
 	"github.com/cloudflare/cloudflare-go/v6/kv"
+	"github.com/kvbreaker/kvbreaker"
+	"github.com/kvbreaker/kvbreaker/driver"
 	"golang.org/x/sync/singleflight"
-
-	"github.com/kvbreaker/kvbreaker/core"
 )
 
 // Limits and defaults.
@@ -144,7 +144,7 @@ func (e *RateLimitError) Error() string {
 // Is matches ErrRateLimited.
 func (e *RateLimitError) Is(target error) bool { return target == ErrRateLimited }
 
-// Store is a core.Store over one Workers KV namespace. It is safe for
+// Store is a driver.Store over one Workers KV namespace. It is safe for
 // concurrent use. The zero value is not usable; call New.
 type Store struct {
 	values     *kv.NamespaceValueService
@@ -186,8 +186,8 @@ func WithPrefix(p string) Option { return func(s *Store) { s.prefix = p } }
 func WithClock(clock func() time.Time) Option { return func(s *Store) { s.clock = clock } }
 
 // WithClockSkew sets the clock-skew bound the physical TTL is padded for
-// (default core.DefaultClockSkew, must be positive): twice it plus a second.
-// Traits().MaxClockSkew declares it, so core.NewBreaker refuses a
+// (default kvbreaker.DefaultClockSkew, must be positive): twice it plus a second.
+// Traits().MaxClockSkew declares it, so kvbreaker.New refuses a
 // Settings.ClockSkew larger than it, naming this option: set at least the
 // Breakers' Settings.ClockSkew.
 func WithClockSkew(d time.Duration) Option { return func(s *Store) { s.skew = d } }
@@ -229,7 +229,7 @@ func New(client *kv.KVService, accountID, namespaceID string, opts ...Option) (*
 		namespace:  namespaceID,
 		prefix:     DefaultPrefix,
 		clock:      time.Now,
-		skew:       core.DefaultClockSkew,
+		skew:       kvbreaker.DefaultClockSkew,
 		interval:   DefaultWriteInterval,
 		cache:      newCache(DefaultCacheSize),
 		freshness:  DefaultCacheFreshness,
@@ -260,8 +260,8 @@ func New(client *kv.KVService, accountID, namespaceID string, opts ...Option) (*
 	switch {
 	case strings.Trim(s.prefix, ".") == "":
 		bad("WithPrefix: prefix %q must contain a character other than '.' (KV rejects the key names \".\" and \"..\")", s.prefix)
-	case len(s.prefix)+core.MaxKeyLen > MaxKeyLen:
-		bad("WithPrefix: prefix is %d bytes: at most %d, so that it and a %d-byte host fit KV's %d-byte key limit", len(s.prefix), MaxKeyLen-core.MaxKeyLen, core.MaxKeyLen, MaxKeyLen)
+	case len(s.prefix)+driver.MaxKeyLen > MaxKeyLen:
+		bad("WithPrefix: prefix is %d bytes: at most %d, so that it and a %d-byte host fit KV's %d-byte key limit", len(s.prefix), MaxKeyLen-driver.MaxKeyLen, driver.MaxKeyLen, MaxKeyLen)
 	case !utf8.ValidString(s.prefix):
 		bad("WithPrefix: prefix %q is not valid UTF-8", s.prefix)
 	}
@@ -269,7 +269,7 @@ func New(client *kv.KVService, accountID, namespaceID string, opts ...Option) (*
 		bad("WithClock: clock is nil: pass the Breakers' Settings.Clock, or leave it out for time.Now")
 	}
 	if s.skew <= 0 {
-		bad("WithClockSkew(%v): the clock skew bound must be positive: set it to the Breakers' Settings.ClockSkew (default %v)", s.skew, core.DefaultClockSkew)
+		bad("WithClockSkew(%v): the clock skew bound must be positive: set it to the Breakers' Settings.ClockSkew (default %v)", s.skew, kvbreaker.DefaultClockSkew)
 	}
 	if s.interval <= 0 {
 		bad("WithWriteInterval(%v): the write interval must be positive: Workers KV accepts one write per second per key, so set %v", s.interval, DefaultWriteInterval)
@@ -310,11 +310,11 @@ func New(client *kv.KVService, accountID, namespaceID string, opts ...Option) (*
 // padding covers a Settings.ClockSkew up to WithClockSkew's (MaxClockSkew),
 // reads are up to Propagation plus the cache's freshness stale, and one
 // write per key per write interval.
-func (s *Store) Traits() core.Traits {
-	return core.Traits{
+func (s *Store) Traits() driver.Traits {
+	return driver.Traits{
 		Atomic: false,
-		Expiry: core.ExpiryModel{
-			Kind:        core.ExpiryReaderFiltered,
+		Expiry: driver.ExpiryModel{
+			Kind:        driver.ExpiryReaderFiltered,
 			Granularity: time.Millisecond,
 			Late:        MinTTL + s.pad + granularity,
 		},
@@ -325,12 +325,12 @@ func (s *Store) Traits() core.Traits {
 	}
 }
 
-// Get implements core.Store. It answers from the cache when it can (a read
+// Get implements driver.Store. It answers from the cache when it can (a read
 // less than the freshness old, or this store's own queued or just-sent
 // write), and otherwise with one GET, shared by concurrent callers for the
 // same key. An entry whose logical expiry has passed by the store's clock is
 // ErrNotFound.
-func (s *Store) Get(ctx context.Context, key string) ([]byte, core.Version, error) {
+func (s *Store) Get(ctx context.Context, key string) ([]byte, driver.Version, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, 0, opError("get", key, err)
 	}
@@ -374,14 +374,14 @@ func (s *Store) Get(ctx context.Context, key string) ([]byte, core.Version, erro
 }
 
 // answer turns a cache entry into Get's result, filtering by logical expiry.
-func (s *Store) answer(e entry) ([]byte, core.Version, error) {
+func (s *Store) answer(e entry) ([]byte, driver.Version, error) {
 	if !e.present || !s.clock().Before(e.exp) {
-		return nil, core.NoVersion, core.ErrNotFound
+		return nil, driver.NoVersion, driver.ErrNotFound
 	}
 	return clone(e.value), e.ver, nil
 }
 
-// CompareAndSwap implements core.Store, last writer wins: it writes value
+// CompareAndSwap implements driver.Store, last writer wins: it writes value
 // whatever version old is, and returns the version Get will show for it.
 //
 // Writes are coalesced per key: the first goes out at once, and writes
@@ -415,7 +415,7 @@ func (s *Store) answer(e entry) ([]byte, core.Version, error) {
 // process exits: call Flush. A merged
 // Probing flag can label a reopened circuit half-open until its
 // RestrainedUntil; the decisions (hold) are the same.
-func (s *Store) CompareAndSwap(ctx context.Context, key string, old core.Version, value []byte, ttl time.Duration) (core.Version, error) {
+func (s *Store) CompareAndSwap(ctx context.Context, key string, old driver.Version, value []byte, ttl time.Duration) (driver.Version, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, opError("put", key, err)
 	}
@@ -430,11 +430,11 @@ func (s *Store) CompareAndSwap(ctx context.Context, key string, old core.Version
 	return s.enqueue(ctx, "put", key, full, w)
 }
 
-// CompareAndDelete implements core.Store, last writer wins: it deletes key
+// CompareAndDelete implements driver.Store, last writer wins: it deletes key
 // whatever version old is. It returns ErrNotFound, without writing, when the
 // key is absent (from the cache, or one GET when the cache does not know).
 // Deletes are coalesced with writes to the same key as CompareAndSwap says.
-func (s *Store) CompareAndDelete(ctx context.Context, key string, old core.Version) error {
+func (s *Store) CompareAndDelete(ctx context.Context, key string, old driver.Version) error {
 	if err := ctx.Err(); err != nil {
 		return opError("delete", key, err)
 	}
@@ -444,8 +444,8 @@ func (s *Store) CompareAndDelete(ctx context.Context, key string, old core.Versi
 	}
 	gone, cur, err := s.Get(ctx, key)
 	if err != nil {
-		if errors.Is(err, core.ErrNotFound) {
-			return core.ErrNotFound
+		if errors.Is(err, driver.ErrNotFound) {
+			return driver.ErrNotFound
 		}
 		return err
 	}
@@ -499,11 +499,11 @@ func (s *Store) fullKey(key string) (string, error) {
 	return s.prefix + key, nil
 }
 
-// newVersion returns a random version other than core.NoVersion, below 2^52
+// newVersion returns a random version other than driver.NoVersion, below 2^52
 // so that it survives JSON in JavaScript (the metadata).
-func newVersion() core.Version {
+func newVersion() driver.Version {
 	for {
-		if v := core.Version(rand.Uint64() >> 12); v != core.NoVersion {
+		if v := driver.Version(rand.Uint64() >> 12); v != driver.NoVersion {
 			return v
 		}
 	}
@@ -519,7 +519,7 @@ func clone(b []byte) []byte {
 // opError formats "cloudflarekv: <op> <key>: <cause>". Sentinels pass
 // through unwrapped so errors.Is works on them either way.
 func opError(op, key string, err error) error {
-	if errors.Is(err, core.ErrNotFound) {
+	if errors.Is(err, driver.ErrNotFound) {
 		return err
 	}
 	return fmt.Errorf("cloudflarekv: %s %q: %w", op, key, err)

@@ -12,7 +12,7 @@ import (
 
 	"github.com/kvbreaker/kvbreaker/conformance"
 	"github.com/kvbreaker/kvbreaker/conformance/faultproxy"
-	"github.com/kvbreaker/kvbreaker/core"
+	"github.com/kvbreaker/kvbreaker/driver"
 )
 
 // kvHarness makes conformance stores over the shared Miniflare, each under its
@@ -27,7 +27,7 @@ type kvHarness struct {
 	kv    *kv.KVService
 
 	mu       sync.Mutex
-	prefixes map[core.Store]string
+	prefixes map[driver.Store]string
 }
 
 func newKVHarness(_ context.Context, t *testing.T) (conformance.Harness, error) {
@@ -36,10 +36,10 @@ func newKVHarness(_ context.Context, t *testing.T) (conformance.Harness, error) 
 		return nil, err
 	}
 	opts := append(srv.ClientOptions(), option.WithBaseURL("http://"+p.Addr()+"/client/v4/"))
-	return &kvHarness{t: t, proxy: p, kv: kv.NewKVService(opts...), prefixes: map[core.Store]string{}}, nil
+	return &kvHarness{t: t, proxy: p, kv: kv.NewKVService(opts...), prefixes: map[driver.Store]string{}}, nil
 }
 
-func (h *kvHarness) store(prefix string, clock func() time.Time) (core.Store, error) {
+func (h *kvHarness) store(prefix string, clock func() time.Time) (driver.Store, error) {
 	s, err := New(h.kv, srv.AccountID, srv.NamespaceID, WithPrefix(prefix), WithClock(clock))
 	if err != nil {
 		return nil, err
@@ -50,7 +50,7 @@ func (h *kvHarness) store(prefix string, clock func() time.Time) (core.Store, er
 	return s, nil
 }
 
-func (h *kvHarness) MakeStore(context.Context) (core.Store, error) {
+func (h *kvHarness) MakeStore(context.Context) (driver.Store, error) {
 	return h.store(uniquePrefix("conformance"), srv.Now)
 }
 
@@ -66,7 +66,7 @@ func (h *kvHarness) Describe() string {
 
 func (h *kvHarness) Advance(ctx context.Context, d time.Duration) error { return srv.Advance(ctx, d) }
 
-func (h *kvHarness) MakeSkewedStore(_ context.Context, s core.Store, offset time.Duration) (core.Store, error) {
+func (h *kvHarness) MakeSkewedStore(_ context.Context, s driver.Store, offset time.Duration) (driver.Store, error) {
 	h.mu.Lock()
 	prefix, ok := h.prefixes[s]
 	h.mu.Unlock()
@@ -83,7 +83,7 @@ func (h *kvHarness) DropNextAnswer(context.Context) error {
 
 // Lifetime is the key's expiration (epoch seconds) as Miniflare lists it,
 // minus Miniflare's now. The store's pending writes are flushed first.
-func (h *kvHarness) Lifetime(ctx context.Context, s core.Store, key string) (time.Duration, error) {
+func (h *kvHarness) Lifetime(ctx context.Context, s driver.Store, key string) (time.Duration, error) {
 	h.mu.Lock()
 	prefix, ok := h.prefixes[s]
 	h.mu.Unlock()
@@ -105,7 +105,7 @@ func (h *kvHarness) Lifetime(ctx context.Context, s core.Store, key string) (tim
 			return time.Unix(k.Expiration, 0).Sub(srv.Now()), nil
 		}
 	}
-	return 0, core.ErrNotFound
+	return 0, driver.ErrNotFound
 }
 
 func TestConformance(t *testing.T) {

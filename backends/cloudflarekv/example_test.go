@@ -8,8 +8,8 @@ import (
 
 	"github.com/cloudflare/cloudflare-go/v6/kv"
 
+	"github.com/kvbreaker/kvbreaker"
 	"github.com/kvbreaker/kvbreaker/backends/cloudflarekv"
-	"github.com/kvbreaker/kvbreaker/core"
 	"github.com/kvbreaker/kvbreaker/internal/miniflare"
 )
 
@@ -35,11 +35,11 @@ func ExampleNew() {
 		fmt.Println(err)
 		return
 	}
-	breaker, err := core.NewBreaker(store, core.Settings{
+	breaker, err := kvbreaker.New(store, kvbreaker.Settings{
 		FailureThreshold: 2,
 		Clock:            srv.Now,
 		Logger:           slog.New(slog.DiscardHandler), // it warns that KV is last-writer-wins
-		OnStateChange: func(host string, from, to core.State) {
+		OnStateChange: func(host string, from, to kvbreaker.State) {
 			fmt.Printf("%s: %v → %v\n", host, from, to)
 		},
 	})

@@ -14,8 +14,7 @@ import (
 	"github.com/cloudflare/cloudflare-go/v6/kv"
 	"github.com/cloudflare/cloudflare-go/v6/option"
 	"github.com/cloudflare/cloudflare-go/v6/shared"
-
-	"github.com/kvbreaker/kvbreaker/core"
+	"github.com/kvbreaker/kvbreaker/driver"
 )
 
 // keyState is the write side of one key: the write being sent, the one
@@ -82,7 +81,7 @@ func (s *Store) sweep() {
 
 // enqueue queues w for full (merging it into a queued write), makes it what
 // this store's Get returns, and waits for the request that carries it.
-func (s *Store) enqueue(ctx context.Context, opName, key, full string, w write) (core.Version, error) {
+func (s *Store) enqueue(ctx context.Context, opName, key, full string, w write) (driver.Version, error) {
 	s.mu.Lock()
 	st := s.state(full, key)
 	s.bump(st)
@@ -324,7 +323,7 @@ func (s *Store) fetch(full string) (entry, error) {
 	var e entry
 	var rl *RateLimitError
 	switch err = apiError(err); {
-	case errors.Is(err, core.ErrNotFound):
+	case errors.Is(err, driver.ErrNotFound):
 		e = entry{}
 	case errors.As(err, &rl):
 		s.mu.Lock()
@@ -383,7 +382,7 @@ func apiError(err error) error {
 		// Only "key not found" is an absent key; a missing namespace or
 		// account must not read as an empty store.
 		if !slices.ContainsFunc(ae.Errors, func(e shared.ErrorData) bool { return e.Code != codeKeyNotFound }) {
-			return core.ErrNotFound
+			return driver.ErrNotFound
 		}
 	case http.StatusTooManyRequests:
 		return &RateLimitError{Until: time.Now().Add(retryAfter(ae.Response))}
@@ -407,7 +406,7 @@ func (e *statusError) Error() string { return e.msg }
 // answer (a transport error, the request timeout) or a 5xx. A 4xx answer
 // says the write was refused.
 func ambiguous(err error) bool {
-	if err == nil || errors.Is(err, core.ErrNotFound) {
+	if err == nil || errors.Is(err, driver.ErrNotFound) {
 		return false
 	}
 	if se, ok := errors.AsType[*statusError](err); ok {

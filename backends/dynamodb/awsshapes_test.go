@@ -30,7 +30,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/kvbreaker/kvbreaker/backends/dynamodb"
-	"github.com/kvbreaker/kvbreaker/core"
+	"github.com/kvbreaker/kvbreaker/driver"
 	"github.com/kvbreaker/kvbreaker/internal/dynalite"
 )
 
@@ -144,7 +144,7 @@ func newFakeAWSB(t testing.TB, script map[string][]awsReply, opts ...func(*dyn.O
 }
 
 // itemJSON is a host item in DynamoDB JSON.
-func itemJSON(key string, val []byte, ver core.Version, expiresAt int64) string {
+func itemJSON(key string, val []byte, ver driver.Version, expiresAt int64) string {
 	return fmt.Sprintf(`{"pk":{"S":%q},"rec":{"B":%q},"ver":{"N":"%d"},"expiresAt":{"N":"%d"},"purgeAt":{"N":"%d"}}`,
 		key, base64.StdEncoding.EncodeToString(val), ver, expiresAt, expiresAt+3600)
 }
@@ -183,7 +183,7 @@ func TestAWSShapes(t *testing.T) {
 			script: map[string][]awsReply{"UpdateItem": {conditionalFailed(expired)}},
 			call:   casCall(66),
 			check: func(t *testing.T, err error) {
-				mustConflict(t, err, nil, core.NoVersion)
+				mustConflict(t, err, nil, driver.NoVersion)
 			},
 			wantOps: []string{"UpdateItem"},
 		},
@@ -194,7 +194,7 @@ func TestAWSShapes(t *testing.T) {
 			script: map[string][]awsReply{"UpdateItem": {conditionalFailed("")}, "GetItem": {ok(`{}`)}},
 			call:   casCall(5),
 			check: func(t *testing.T, err error) {
-				mustConflict(t, err, nil, core.NoVersion)
+				mustConflict(t, err, nil, driver.NoVersion)
 			},
 			wantOps: []string{"UpdateItem", "GetItem"},
 		},
@@ -204,12 +204,12 @@ func TestAWSShapes(t *testing.T) {
 			// re-read: "conflict, currently absent" would contradict the
 			// failure, so no current value is claimed.
 			script: map[string][]awsReply{"UpdateItem": {conditionalFailed("")}, "GetItem": {ok(`{}`)}},
-			call:   casCall(core.NoVersion),
+			call:   casCall(driver.NoVersion),
 			check: func(t *testing.T, err error) {
-				if !errors.Is(err, core.ErrConflict) {
+				if !errors.Is(err, driver.ErrConflict) {
 					t.Fatalf("err = %v, want a conflict", err)
 				}
-				if ce, isCE := errors.AsType[*core.ConflictError](err); isCE {
+				if ce, isCE := errors.AsType[*driver.ConflictError](err); isCE {
 					t.Fatalf("conflict claims the key holds version %d", ce.Version)
 				}
 				if _, ok := errors.AsType[*types.ConditionalCheckFailedException](err); !ok {
@@ -223,10 +223,10 @@ func TestAWSShapes(t *testing.T) {
 			script: map[string][]awsReply{"UpdateItem": {conditionalFailed(`{"pk":{"S":"h.example"}}`)}},
 			call:   casCall(5),
 			check: func(t *testing.T, err error) {
-				if !errors.Is(err, core.ErrConflict) || !strings.Contains(err.Error(), "malformed item") {
+				if !errors.Is(err, driver.ErrConflict) || !strings.Contains(err.Error(), "malformed item") {
 					t.Fatalf("err = %v", err)
 				}
-				if _, isCE := errors.AsType[*core.ConflictError](err); isCE {
+				if _, isCE := errors.AsType[*driver.ConflictError](err); isCE {
 					t.Fatal("a malformed old item must not be passed on as the current value")
 				}
 			},
@@ -246,7 +246,7 @@ func TestAWSShapes(t *testing.T) {
 			script: map[string][]awsReply{"UpdateItem": {conditionalFailed(expired)}},
 			call:   func(ctx context.Context, s *dynamodb.Store) error { return s.CompareAndDelete(ctx, "h.example", 66) },
 			check: func(t *testing.T, err error) {
-				if !errors.Is(err, core.ErrNotFound) {
+				if !errors.Is(err, driver.ErrNotFound) {
 					t.Fatalf("err = %v, want ErrNotFound", err)
 				}
 			},
@@ -255,7 +255,7 @@ func TestAWSShapes(t *testing.T) {
 		{
 			name:   "throttled-then-accepted-is-retried-by-the-sdk",
 			script: map[string][]awsReply{"UpdateItem": {awsError(nsDynamo+"ProvisionedThroughputExceededException", msgThroughput, ""), awsError(nsDynamo+"ProvisionedThroughputExceededException", msgThroughput, ""), ok(`{}`)}},
-			call:   casCall(core.NoVersion),
+			call:   casCall(driver.NoVersion),
 			check: func(t *testing.T, err error) {
 				if err != nil {
 					t.Fatal(err)
@@ -274,7 +274,7 @@ func TestAWSShapes(t *testing.T) {
 				if _, ok := errors.AsType[*types.ProvisionedThroughputExceededException](err); !ok {
 					t.Fatalf("err = %v: *types.ProvisionedThroughputExceededException lost", err)
 				}
-				if !strings.HasPrefix(err.Error(), `dynamodb: get kvbreaker/"h.example": `) || errors.Is(err, core.ErrNotFound) {
+				if !strings.HasPrefix(err.Error(), `dynamodb: get kvbreaker/"h.example": `) || errors.Is(err, driver.ErrNotFound) {
 					t.Fatalf("err = %q", err)
 				}
 			},
@@ -288,7 +288,7 @@ func TestAWSShapes(t *testing.T) {
 				return err
 			},
 			check: func(t *testing.T, err error) {
-				if !errors.Is(err, core.ErrNotFound) {
+				if !errors.Is(err, driver.ErrNotFound) {
 					t.Fatalf("err = %v, want ErrNotFound", err)
 				}
 			},
@@ -338,7 +338,7 @@ func noCredentials(t *testing.T, err error) {
 	}
 }
 
-func casCall(old core.Version) func(context.Context, *dynamodb.Store) error {
+func casCall(old driver.Version) func(context.Context, *dynamodb.Store) error {
 	return func(ctx context.Context, s *dynamodb.Store) error {
 		_, err := s.CompareAndSwap(ctx, "h.example", old, []byte("new"), time.Minute)
 		return err
@@ -427,9 +427,9 @@ func TestAWSShapesThrottlingBoundedByContext(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	_, err = s.CompareAndSwap(ctx, "h.example", core.NoVersion, []byte("x"), time.Minute)
+	_, err = s.CompareAndSwap(ctx, "h.example", driver.NoVersion, []byte("x"), time.Minute)
 	d := time.Since(start)
-	if !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, core.ErrConflict) {
+	if !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, driver.ErrConflict) {
 		t.Fatalf("err = %v, want the context's deadline", err)
 	}
 	if d > 2*time.Second {

@@ -11,8 +11,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	dyn "github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
+	"github.com/kvbreaker/kvbreaker"
 	"github.com/kvbreaker/kvbreaker/backends/dynamodb"
-	"github.com/kvbreaker/kvbreaker/core"
 )
 
 // ExampleNew shows the production setup: the application loads its own AWS
@@ -34,7 +34,7 @@ func ExampleNew() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	breaker, err := core.NewBreaker(store, core.Settings{})
+	breaker, err := kvbreaker.New(store, kvbreaker.Settings{})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -59,7 +59,7 @@ func Example_breaker() {
 	}
 	fmt.Println(store.Traits().Expiry.Kind, "expiry, granularity", store.Traits().Expiry.Granularity)
 
-	breaker, err := core.NewBreaker(store, core.Settings{FailureThreshold: 3, RecoveryDelay: time.Minute})
+	breaker, err := kvbreaker.New(store, kvbreaker.Settings{FailureThreshold: 3, RecoveryDelay: time.Minute})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvbreaker/kvbreaker"
 	"github.com/kvbreaker/kvbreaker/backends/dynamodb"
-	"github.com/kvbreaker/kvbreaker/core"
 	"github.com/kvbreaker/kvbreaker/internal/dynalite"
 )
 
@@ -62,12 +62,12 @@ func faultScenario(t *testing.T, down, recover func(*testing.T, *dynalite.Server
 	if err := dynamodb.CreateTable(ctx, own.Client(), "fault"); err != nil {
 		t.Fatal(err)
 	}
-	newBreaker := func(failClosed bool) *core.Breaker {
+	newBreaker := func(failClosed bool) *kvbreaker.Breaker {
 		st, err := dynamodb.New(own.Client(), "fault") // each worker brings its own client
 		if err != nil {
 			t.Fatal(err)
 		}
-		b, err := core.NewBreaker(st, core.Settings{
+		b, err := kvbreaker.New(st, kvbreaker.Settings{
 			FailureThreshold: 1, RecoveryDelay: time.Hour,
 			CallTimeout: callTimeout, FailClosed: failClosed,
 		})
@@ -80,7 +80,7 @@ func faultScenario(t *testing.T, down, recover func(*testing.T, *dynalite.Server
 	if err := open.Failure(ctx, "down.example"); err != nil {
 		t.Fatal(err)
 	}
-	if v, err := closed.Allow(ctx, "down.example", time.Time{}); err != nil || v.Decision != core.Hold {
+	if v, err := closed.Allow(ctx, "down.example", time.Time{}); err != nil || v.Decision != kvbreaker.Hold {
 		t.Fatalf("before the outage: %+v, %v; want hold", v, err)
 	}
 
@@ -163,14 +163,14 @@ func faultScenario(t *testing.T, down, recover func(*testing.T, *dynalite.Server
 	}
 	within("Allow (fail-open)", func() error {
 		v, err := open.Allow(ctx, "down.example", time.Time{})
-		if v.Decision != core.Send {
+		if v.Decision != kvbreaker.Send {
 			t.Errorf("fail-open Allow with the server down = %v, want send", v.Decision)
 		}
 		return err
 	})
 	within("Allow (fail-closed)", func() error {
 		v, err := closed.Allow(ctx, "down.example", time.Time{})
-		if v.Decision != core.Hold {
+		if v.Decision != kvbreaker.Hold {
 			t.Errorf("fail-closed Allow with the server down = %v, want hold", v.Decision)
 		}
 		return err
@@ -185,7 +185,7 @@ func faultScenario(t *testing.T, down, recover func(*testing.T, *dynalite.Server
 	for {
 		v, err := closed.Allow(ctx, "down.example", time.Time{})
 		if err == nil {
-			if v.Decision != core.Hold {
+			if v.Decision != kvbreaker.Hold {
 				t.Fatalf("after recovery: %v, want hold (the open record is on disk)", v.Decision)
 			}
 			break
@@ -197,7 +197,7 @@ func faultScenario(t *testing.T, down, recover func(*testing.T, *dynalite.Server
 	if err := open.Reset(ctx, "down.example"); err != nil {
 		t.Fatal(err)
 	}
-	if v, err := closed.Allow(ctx, "down.example", time.Time{}); err != nil || v.Decision != core.Send {
+	if v, err := closed.Allow(ctx, "down.example", time.Time{}); err != nil || v.Decision != kvbreaker.Send {
 		t.Fatalf("after reset: %+v, %v; want send", v, err)
 	}
 	waitCalls(2, 8) // rounds that may have straddled recovery

@@ -16,14 +16,14 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/kvbreaker/kvbreaker/backends/dynamodb"
-	"github.com/kvbreaker/kvbreaker/core"
+	"github.com/kvbreaker/kvbreaker/driver"
 )
 
 const hour = time.Hour
 
 // mustConflict checks err is a conflict carrying want's value and version,
 // with the SDK's error type kept.
-func mustConflict(t *testing.T, err error, wantVal []byte, wantVer core.Version) {
+func mustConflict(t *testing.T, err error, wantVal []byte, wantVer driver.Version) {
 	t.Helper()
 	mustConflictNoWrite(t, err, wantVal, wantVer)
 	if _, ok := errors.AsType[*types.ConditionalCheckFailedException](err); !ok {
@@ -33,14 +33,14 @@ func mustConflict(t *testing.T, err error, wantVal []byte, wantVer core.Version)
 
 // mustConflictNoWrite is mustConflict for a conflict found without a write
 // (so there is no SDK error to keep).
-func mustConflictNoWrite(t *testing.T, err error, wantVal []byte, wantVer core.Version) {
+func mustConflictNoWrite(t *testing.T, err error, wantVal []byte, wantVer driver.Version) {
 	t.Helper()
-	if !errors.Is(err, core.ErrConflict) {
+	if !errors.Is(err, driver.ErrConflict) {
 		t.Fatalf("err = %v, want a conflict", err)
 	}
-	ce, ok := errors.AsType[*core.ConflictError](err)
+	ce, ok := errors.AsType[*driver.ConflictError](err)
 	if !ok {
-		t.Fatalf("err = %v: no *core.ConflictError", err)
+		t.Fatalf("err = %v: no *driver.ConflictError", err)
 	}
 	if ce.Version != wantVer || !bytes.Equal(ce.Value, wantVal) {
 		t.Fatalf("conflict carries (%q, %d), want (%q, %d)", ce.Value, ce.Version, wantVal, wantVer)
@@ -50,7 +50,7 @@ func mustConflictNoWrite(t *testing.T, err error, wantVal []byte, wantVer core.V
 	}
 }
 
-func mustGet(t *testing.T, s *dynamodb.Store, key string) ([]byte, core.Version) {
+func mustGet(t *testing.T, s *dynamodb.Store, key string) ([]byte, driver.Version) {
 	t.Helper()
 	v, ver, err := s.Get(t.Context(), key)
 	if err != nil {
@@ -62,18 +62,18 @@ func mustGet(t *testing.T, s *dynamodb.Store, key string) ([]byte, core.Version)
 func mustAbsent(t *testing.T, s *dynamodb.Store, key string) {
 	t.Helper()
 	v, ver, err := s.Get(t.Context(), key)
-	if !errors.Is(err, core.ErrNotFound) {
+	if !errors.Is(err, driver.ErrNotFound) {
 		t.Fatalf("Get(%q) = %q, %d, %v; want ErrNotFound", key, v, ver, err)
 	}
 }
 
-func mustCAS(t *testing.T, s *dynamodb.Store, key string, old core.Version, val string, ttl time.Duration) core.Version {
+func mustCAS(t *testing.T, s *dynamodb.Store, key string, old driver.Version, val string, ttl time.Duration) driver.Version {
 	t.Helper()
 	ver, err := s.CompareAndSwap(t.Context(), key, old, []byte(val), ttl)
 	if err != nil {
 		t.Fatalf("CompareAndSwap(%q, %d, %q): %v", key, old, val, err)
 	}
-	if ver == core.NoVersion || ver == old {
+	if ver == driver.NoVersion || ver == old {
 		t.Fatalf("CompareAndSwap returned version %d (old %d)", ver, old)
 	}
 	return ver
@@ -86,7 +86,7 @@ func TestContract(t *testing.T) {
 	})
 	t.Run("create-then-get", func(t *testing.T) {
 		s := newStore(t)
-		ver := mustCAS(t, s, "a.example", core.NoVersion, "one", hour)
+		ver := mustCAS(t, s, "a.example", driver.NoVersion, "one", hour)
 		v, got := mustGet(t, s, "a.example")
 		if string(v) != "one" || got != ver {
 			t.Fatalf("Get = %q, %d; want one, %d", v, got, ver)
@@ -94,13 +94,13 @@ func TestContract(t *testing.T) {
 	})
 	t.Run("create-over-live-conflicts-with-current", func(t *testing.T) {
 		s := newStore(t)
-		ver := mustCAS(t, s, "a.example", core.NoVersion, "one", hour)
-		_, err := s.CompareAndSwap(ctx, "a.example", core.NoVersion, []byte("two"), hour)
+		ver := mustCAS(t, s, "a.example", driver.NoVersion, "one", hour)
+		_, err := s.CompareAndSwap(ctx, "a.example", driver.NoVersion, []byte("two"), hour)
 		mustConflict(t, err, []byte("one"), ver)
 	})
 	t.Run("swap-with-current-version", func(t *testing.T) {
 		s := newStore(t)
-		v1 := mustCAS(t, s, "a.example", core.NoVersion, "one", hour)
+		v1 := mustCAS(t, s, "a.example", driver.NoVersion, "one", hour)
 		v2 := mustCAS(t, s, "a.example", v1, "two", hour)
 		if v, got := mustGet(t, s, "a.example"); string(v) != "two" || got != v2 {
 			t.Fatalf("Get = %q, %d; want two, %d", v, got, v2)
@@ -108,7 +108,7 @@ func TestContract(t *testing.T) {
 	})
 	t.Run("swap-with-stale-version-conflicts", func(t *testing.T) {
 		s := newStore(t)
-		v1 := mustCAS(t, s, "a.example", core.NoVersion, "one", hour)
+		v1 := mustCAS(t, s, "a.example", driver.NoVersion, "one", hour)
 		v2 := mustCAS(t, s, "a.example", v1, "two", hour)
 		_, err := s.CompareAndSwap(ctx, "a.example", v1, []byte("three"), hour)
 		mustConflict(t, err, []byte("two"), v2)
@@ -116,12 +116,12 @@ func TestContract(t *testing.T) {
 	t.Run("swap-on-absent-conflicts-as-absent", func(t *testing.T) {
 		s := newStore(t)
 		_, err := s.CompareAndSwap(ctx, "a.example", 12345, []byte("x"), hour)
-		mustConflict(t, err, nil, core.NoVersion)
+		mustConflict(t, err, nil, driver.NoVersion)
 		mustAbsent(t, s, "a.example")
 	})
 	t.Run("delete-with-current-version", func(t *testing.T) {
 		s := newStore(t)
-		v1 := mustCAS(t, s, "a.example", core.NoVersion, "one", hour)
+		v1 := mustCAS(t, s, "a.example", driver.NoVersion, "one", hour)
 		if err := s.CompareAndDelete(ctx, "a.example", v1); err != nil {
 			t.Fatal(err)
 		}
@@ -129,32 +129,32 @@ func TestContract(t *testing.T) {
 	})
 	t.Run("delete-with-stale-version-conflicts", func(t *testing.T) {
 		s := newStore(t)
-		v1 := mustCAS(t, s, "a.example", core.NoVersion, "one", hour)
+		v1 := mustCAS(t, s, "a.example", driver.NoVersion, "one", hour)
 		v2 := mustCAS(t, s, "a.example", v1, "two", hour)
 		mustConflict(t, s.CompareAndDelete(ctx, "a.example", v1), []byte("two"), v2)
 		mustGet(t, s, "a.example")
 	})
 	t.Run("delete-absent-is-not-found", func(t *testing.T) {
 		s := newStore(t)
-		for _, old := range []core.Version{core.NoVersion, 777} {
-			if err := s.CompareAndDelete(ctx, "a.example", old); !errors.Is(err, core.ErrNotFound) {
+		for _, old := range []driver.Version{driver.NoVersion, 777} {
+			if err := s.CompareAndDelete(ctx, "a.example", old); !errors.Is(err, driver.ErrNotFound) {
 				t.Fatalf("CompareAndDelete(absent, %d) = %v, want ErrNotFound", old, err)
 			}
 		}
 	})
 	t.Run("delete-expecting-absent-on-present-conflicts", func(t *testing.T) {
 		s := newStore(t)
-		v1 := mustCAS(t, s, "a.example", core.NoVersion, "one", hour)
-		mustConflictNoWrite(t, s.CompareAndDelete(ctx, "a.example", core.NoVersion), []byte("one"), v1)
+		v1 := mustCAS(t, s, "a.example", driver.NoVersion, "one", hour)
+		mustConflictNoWrite(t, s.CompareAndDelete(ctx, "a.example", driver.NoVersion), []byte("one"), v1)
 		mustGet(t, s, "a.example")
 	})
 	t.Run("no-aba-after-delete-and-recreate", func(t *testing.T) {
 		s := newStore(t)
-		v1 := mustCAS(t, s, "a.example", core.NoVersion, "one", hour)
+		v1 := mustCAS(t, s, "a.example", driver.NoVersion, "one", hour)
 		if err := s.CompareAndDelete(ctx, "a.example", v1); err != nil {
 			t.Fatal(err)
 		}
-		v2 := mustCAS(t, s, "a.example", core.NoVersion, "again", hour)
+		v2 := mustCAS(t, s, "a.example", driver.NoVersion, "again", hour)
 		if v2 == v1 {
 			t.Fatalf("re-created key got the deleted version %d back", v1)
 		}
@@ -164,8 +164,8 @@ func TestContract(t *testing.T) {
 	t.Run("non-positive-ttl-is-an-error-not-a-conflict", func(t *testing.T) {
 		s := newStore(t)
 		for _, ttl := range []time.Duration{0, -time.Second} {
-			_, err := s.CompareAndSwap(ctx, "a.example", core.NoVersion, []byte("x"), ttl)
-			if err == nil || errors.Is(err, core.ErrConflict) {
+			_, err := s.CompareAndSwap(ctx, "a.example", driver.NoVersion, []byte("x"), ttl)
+			if err == nil || errors.Is(err, driver.ErrConflict) {
 				t.Fatalf("ttl %v: err = %v", ttl, err)
 			}
 		}
@@ -179,7 +179,7 @@ func TestContract(t *testing.T) {
 		}
 		for i, v := range [][]byte{{}, {0}, all, bytes.Repeat([]byte{0xff, 0}, 300)} {
 			key := "v" + strconv.Itoa(i)
-			ver, err := s.CompareAndSwap(ctx, key, core.NoVersion, v, hour)
+			ver, err := s.CompareAndSwap(ctx, key, driver.NoVersion, v, hour)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -191,10 +191,10 @@ func TestContract(t *testing.T) {
 	})
 	t.Run("keys-are-distinct-and-prefixes-isolate", func(t *testing.T) {
 		a, b := newStore(t), newStore(t)
-		keys := []string{"a.example", "A.example", "a.example:443", "例え.jp", "x y/z?q=1", strings.Repeat("k", core.MaxKeyLen)}
-		vers := map[string]core.Version{}
+		keys := []string{"a.example", "A.example", "a.example:443", "例え.jp", "x y/z?q=1", strings.Repeat("k", driver.MaxKeyLen)}
+		vers := map[string]driver.Version{}
 		for _, k := range keys {
-			vers[k] = mustCAS(t, a, k, core.NoVersion, "val:"+k, hour)
+			vers[k] = mustCAS(t, a, k, driver.NoVersion, "val:"+k, hour)
 		}
 		for _, k := range keys {
 			if v, ver := mustGet(t, a, k); string(v) != "val:"+k || ver != vers[k] {
@@ -207,8 +207,8 @@ func TestContract(t *testing.T) {
 		s := newStore(t)
 		cctx, cancel := context.WithCancel(ctx)
 		cancel()
-		_, err := s.CompareAndSwap(cctx, "a.example", core.NoVersion, []byte("x"), hour)
-		if !errors.Is(err, context.Canceled) || errors.Is(err, core.ErrConflict) {
+		_, err := s.CompareAndSwap(cctx, "a.example", driver.NoVersion, []byte("x"), hour)
+		if !errors.Is(err, context.Canceled) || errors.Is(err, driver.ErrConflict) {
 			t.Fatalf("err = %v, want context.Canceled only", err)
 		}
 		if _, _, err := s.Get(cctx, "a.example"); !errors.Is(err, context.Canceled) || !strings.HasPrefix(err.Error(), "dynamodb: get "+table+"/") {
@@ -219,7 +219,7 @@ func TestContract(t *testing.T) {
 
 // putRaw writes an item directly through the SDK, as another writer (or a
 // stale one) would have left it.
-func putRaw(t *testing.T, key string, ver core.Version, value []byte, expiresAt int64) {
+func putRaw(t *testing.T, key string, ver driver.Version, value []byte, expiresAt int64) {
 	t.Helper()
 	item := map[string]types.AttributeValue{
 		dynamodb.AttrKey:       &types.AttributeValueMemberS{Value: key},
@@ -261,10 +261,10 @@ func TestExpiredButPresentCountsAsAbsent(t *testing.T) {
 	t.Run("get", func(t *testing.T) { mustAbsent(t, s, "old.example") })
 	t.Run("swap-with-its-version-conflicts-as-absent", func(t *testing.T) {
 		_, err := s.CompareAndSwap(ctx, "old.example", 4242, []byte("x"), hour)
-		mustConflict(t, err, nil, core.NoVersion)
+		mustConflict(t, err, nil, driver.NoVersion)
 	})
 	t.Run("delete-with-its-version-is-not-found", func(t *testing.T) {
-		if err := s.CompareAndDelete(ctx, "old.example", 4242); !errors.Is(err, core.ErrNotFound) {
+		if err := s.CompareAndDelete(ctx, "old.example", 4242); !errors.Is(err, driver.ErrNotFound) {
 			t.Fatalf("err = %v, want ErrNotFound", err)
 		}
 		if rawItem(t, prefix+"old.example") == nil {
@@ -272,7 +272,7 @@ func TestExpiredButPresentCountsAsAbsent(t *testing.T) {
 		}
 	})
 	t.Run("create-succeeds", func(t *testing.T) {
-		ver := mustCAS(t, s, "old.example", core.NoVersion, "fresh", hour)
+		ver := mustCAS(t, s, "old.example", driver.NoVersion, "fresh", hour)
 		if v, got := mustGet(t, s, "old.example"); string(v) != "fresh" || got != ver {
 			t.Fatalf("Get = %q, %d", v, got)
 		}
@@ -300,7 +300,7 @@ func TestExpiryByReaderClock(t *testing.T) {
 			clk := newFakeClock(base.Add(tc.offset))
 			s := newStore(t, dynamodb.WithClock(clk.Now))
 			write := clk.Now()
-			ver := mustCAS(t, s, "h.example", core.NoVersion, "rec", tc.ttl)
+			ver := mustCAS(t, s, "h.example", driver.NoVersion, "rec", tc.ttl)
 			lifetime := tc.expiry.Sub(write)
 			if lifetime < tc.ttl || lifetime >= tc.ttl+time.Second {
 				t.Fatalf("bad case: lifetime %v for ttl %v breaks the declared model", lifetime, tc.ttl)
@@ -310,13 +310,13 @@ func TestExpiryByReaderClock(t *testing.T) {
 				t.Fatalf("version %d, want %d", got, ver)
 			}
 			// Still live for the conditions too: a create conflicts.
-			_, err := s.CompareAndSwap(ctx, "h.example", core.NoVersion, []byte("y"), hour)
+			_, err := s.CompareAndSwap(ctx, "h.example", driver.NoVersion, []byte("y"), hour)
 			mustConflict(t, err, []byte("rec"), ver)
 			clk.Set(tc.expiry)
 			mustAbsent(t, s, "h.example")
 			_, err = s.CompareAndSwap(ctx, "h.example", ver, []byte("z"), hour)
-			mustConflict(t, err, nil, core.NoVersion)
-			mustCAS(t, s, "h.example", core.NoVersion, "new", hour)
+			mustConflict(t, err, nil, driver.NoVersion)
+			mustCAS(t, s, "h.example", driver.NoVersion, "new", hour)
 		})
 	}
 }
@@ -338,7 +338,7 @@ func TestPhysicalTTLComesAfterLogicalExpiry(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := s.CompareAndSwap(t.Context(), tc.name, core.NoVersion, []byte("r"), 10*time.Second); err != nil {
+			if _, err := s.CompareAndSwap(t.Context(), tc.name, driver.NoVersion, []byte("r"), 10*time.Second); err != nil {
 				t.Fatal(err)
 			}
 			it := rawItem(t, prefix+tc.name)
@@ -382,7 +382,7 @@ func TestMalformedItemIsAnErrorNotAbsent(t *testing.T) {
 				t.Fatal(err)
 			}
 			_, _, err := s.Get(t.Context(), tc.name)
-			if err == nil || errors.Is(err, core.ErrNotFound) || !strings.Contains(err.Error(), "malformed item") {
+			if err == nil || errors.Is(err, driver.ErrNotFound) || !strings.Contains(err.Error(), "malformed item") {
 				t.Fatalf("Get = %v, want a malformed-item error", err)
 			}
 		})
@@ -425,8 +425,8 @@ func TestNewValidates(t *testing.T) {
 
 func TestTraits(t *testing.T) {
 	tr := newStore(t).Traits()
-	want := core.Traits{Atomic: true, Expiry: core.ExpiryModel{
-		Kind: core.ExpiryReaderFiltered, Granularity: time.Second, Late: time.Second},
+	want := driver.Traits{Atomic: true, Expiry: driver.ExpiryModel{
+		Kind: driver.ExpiryReaderFiltered, Granularity: time.Second, Late: time.Second},
 		MaxClockSkew: time.Hour, MaxClockSkewOption: "dynamodb.WithPurgeDelay"}
 	if tr != want {
 		t.Fatalf("Traits = %+v, want %+v", tr, want)
@@ -453,7 +453,7 @@ func TestConcurrentCASNoLostUpdate(t *testing.T) {
 	const goroutines, increments = 8, 25
 	ctx := t.Context()
 	s := newStore(t)
-	if _, err := s.CompareAndSwap(ctx, "counter", core.NoVersion, binary.BigEndian.AppendUint64(nil, 0), hour); err != nil {
+	if _, err := s.CompareAndSwap(ctx, "counter", driver.NoVersion, binary.BigEndian.AppendUint64(nil, 0), hour); err != nil {
 		t.Fatal(err)
 	}
 	var (
@@ -467,17 +467,17 @@ func TestConcurrentCASNoLostUpdate(t *testing.T) {
 			val, ver, err := s.Get(ctx, "counter")
 			for done := 0; done < increments && err == nil; {
 				next := binary.BigEndian.AppendUint64(nil, binary.BigEndian.Uint64(val)+1)
-				var nv core.Version
+				var nv driver.Version
 				nv, err = s.CompareAndSwap(ctx, "counter", ver, next, hour)
-				if errors.Is(err, core.ErrConflict) {
+				if errors.Is(err, driver.ErrConflict) {
 					mu.Lock()
 					conflicts++
 					mu.Unlock()
-					ce, ok := errors.AsType[*core.ConflictError](err)
+					ce, ok := errors.AsType[*driver.ConflictError](err)
 					switch {
 					case !ok: // no current value given: read it
 						val, ver, err = s.Get(ctx, "counter")
-					case ce.Version == core.NoVersion:
+					case ce.Version == driver.NoVersion:
 						err = errors.New("counter vanished")
 					default:
 						val, ver, err = ce.Value, ce.Version, nil
@@ -530,7 +530,7 @@ func TestEveryWriteReplacesValueAndExpiry(t *testing.T) {
 		return v
 	}
 	now := clk.Now().Unix()
-	v1 := mustCAS(t, s, "h.example", core.NoVersion, "long", hour)
+	v1 := mustCAS(t, s, "h.example", driver.NoVersion, "long", hour)
 	// Shorter TTL and an empty value: both must replace what was there.
 	v2 := mustCAS(t, s, "h.example", v1, "", 5*time.Second)
 	it := rawItem(t, prefix+"h.example")
@@ -565,7 +565,7 @@ func TestEveryWriteReplacesValueAndExpiry(t *testing.T) {
 	}
 	mustAbsent(t, s, "h.example")
 	// A create over the tombstone writes a full item again.
-	mustCAS(t, s, "h.example", core.NoVersion, "again", time.Minute)
+	mustCAS(t, s, "h.example", driver.NoVersion, "again", time.Minute)
 	it = rawItem(t, prefix+"h.example")
 	if got := num(it, dynamodb.AttrExpiresAt); got != now+2+60 {
 		t.Fatalf("expiresAt = %d after re-creating, want %d", got, now+62)

@@ -16,7 +16,7 @@ import (
 	"github.com/kvbreaker/kvbreaker/backends/etcd"
 	"github.com/kvbreaker/kvbreaker/conformance"
 	"github.com/kvbreaker/kvbreaker/conformance/faultproxy"
-	"github.com/kvbreaker/kvbreaker/core"
+	"github.com/kvbreaker/kvbreaker/driver"
 	"github.com/kvbreaker/kvbreaker/skew"
 )
 
@@ -67,7 +67,7 @@ func harnessVia(p *faultproxy.Proxy, endpoint string) (*harness, error) {
 	return &harness{proxy: p, cli: cli, direct: direct, run: fmt.Sprintf("conformance/%d/", harnessRuns.Add(1))}, nil
 }
 
-func (h *harness) MakeStore(ctx context.Context) (core.Store, error) {
+func (h *harness) MakeStore(ctx context.Context) (driver.Store, error) {
 	return etcd.New(h.cli, etcd.WithPrefix(fmt.Sprintf("%s%d/", h.run, h.n.Add(1))))
 }
 
@@ -98,7 +98,7 @@ func (h *harness) DropNextAnswer(context.Context) error {
 // Lifetime implements conformance.LifetimeReporter: the remaining TTL of
 // the key's lease, in the whole seconds LeaseTimeToLive reports (rounded
 // down, within the declared 1 s granularity).
-func (h *harness) Lifetime(ctx context.Context, s core.Store, key string) (time.Duration, error) {
+func (h *harness) Lifetime(ctx context.Context, s driver.Store, key string) (time.Duration, error) {
 	st, ok := s.(*etcd.Store)
 	if !ok {
 		return 0, fmt.Errorf("not an etcd store: %T", s)
@@ -108,7 +108,7 @@ func (h *harness) Lifetime(ctx context.Context, s core.Store, key string) (time.
 		return 0, err
 	}
 	if len(resp.Kvs) == 0 {
-		return 0, core.ErrNotFound
+		return 0, driver.ErrNotFound
 	}
 	lease := clientv3.LeaseID(resp.Kvs[0].Lease)
 	if lease == clientv3.NoLease {
@@ -119,7 +119,7 @@ func (h *harness) Lifetime(ctx context.Context, s core.Store, key string) (time.
 		return 0, err
 	}
 	if ttl.TTL < 0 {
-		return 0, fmt.Errorf("%q: lease %x: %w", key, lease, core.ErrNotFound)
+		return 0, fmt.Errorf("%q: lease %x: %w", key, lease, driver.ErrNotFound)
 	}
 	return time.Duration(ttl.TTL) * time.Second, nil
 }

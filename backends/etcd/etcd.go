@@ -1,8 +1,8 @@
-// Package etcd is a core.Store over etcd v3 (go.etcd.io/etcd/client/v3).
+// Package etcd is a driver.Store over etcd v3 (go.etcd.io/etcd/client/v3).
 //
 // Compare-and-swap is one Txn: If(ModRevision(key) == version), or
 // If(CreateRevision(key) == 0) to create, Then a put with a lease, Else a
-// get — so a lost compare returns a *core.ConflictError carrying the key's
+// get — so a lost compare returns a *driver.ConflictError carrying the key's
 // current value and revision in the same round trip. The version is the
 // key's ModRevision. Reads are linearizable.
 //
@@ -29,10 +29,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/kvbreaker/kvbreaker/driver"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
-
-	"github.com/kvbreaker/kvbreaker/core"
 )
 
 // Defaults of a Store's options.
@@ -50,7 +49,7 @@ const (
 // ErrClosed is returned by a Store's methods after Close.
 var ErrClosed = errors.New("etcd: store closed")
 
-// Store is a core.Store in etcd. It is safe for concurrent use. The zero
+// Store is a driver.Store in etcd. It is safe for concurrent use. The zero
 // value is not usable; call New or Dial.
 type Store struct {
 	cli       *clientv3.Client
@@ -211,11 +210,11 @@ func (s *Store) MinTTL() time.Duration { return time.Duration(s.minTTL.Load()) *
 // the leader's clock with 1 s granularity, never early, late by up to the
 // 500 ms expiry check plus the lease-reuse slack (a leader change or restart
 // extends leases further, by up to an election timeout).
-func (s *Store) Traits() core.Traits {
-	return core.Traits{
+func (s *Store) Traits() driver.Traits {
+	return driver.Traits{
 		Atomic: true,
-		Expiry: core.ExpiryModel{
-			Kind:        core.ExpiryRelative,
+		Expiry: driver.ExpiryModel{
+			Kind:        driver.ExpiryRelative,
 			Granularity: time.Second,
 			MinTTL:      s.MinTTL(),
 			Late:        CheckInterval + time.Duration(s.pool.policy.maxSlack)*time.Second,
@@ -264,8 +263,8 @@ func (s *Store) opContext(ctx context.Context) (context.Context, context.CancelF
 	return context.WithCancel(ctx)
 }
 
-// Get implements core.Store with a linearizable read.
-func (s *Store) Get(ctx context.Context, key string) ([]byte, core.Version, error) {
+// Get implements driver.Store with a linearizable read.
+func (s *Store) Get(ctx context.Context, key string) ([]byte, driver.Version, error) {
 	if s.closed.Load() {
 		return nil, 0, s.opError("get", key, ErrClosed)
 	}
@@ -276,15 +275,15 @@ func (s *Store) Get(ctx context.Context, key string) ([]byte, core.Version, erro
 		return nil, 0, s.opError("get", key, err)
 	}
 	if len(resp.Kvs) == 0 {
-		return nil, core.NoVersion, core.ErrNotFound
+		return nil, driver.NoVersion, driver.ErrNotFound
 	}
 	kv := resp.Kvs[0]
-	return kv.Value, core.Version(kv.ModRevision), nil
+	return kv.Value, driver.Version(kv.ModRevision), nil
 }
 
-// CompareAndSwap implements core.Store: one Txn that puts value with a
-// pooled lease if key's ModRevision is old (or, for core.NoVersion, if key
-// does not exist), and otherwise returns a *core.ConflictError with the
+// CompareAndSwap implements driver.Store: one Txn that puts value with a
+// pooled lease if key's ModRevision is old (or, for driver.NoVersion, if key
+// does not exist), and otherwise returns a *driver.ConflictError with the
 // current value and revision read in the same transaction. The new version
 // is the revision of the put.
 //
@@ -297,7 +296,7 @@ func (s *Store) Get(ctx context.Context, key string) ([]byte, core.Version, erro
 // must treat the outcome as unknown (TestTxnAnswerLostIsNotRetried). The
 // one resend below follows ErrLeaseNotFound, which etcd returns for a Txn
 // it refused whole.
-func (s *Store) CompareAndSwap(ctx context.Context, key string, old core.Version, value []byte, ttl time.Duration) (core.Version, error) {
+func (s *Store) CompareAndSwap(ctx context.Context, key string, old driver.Version, value []byte, ttl time.Duration) (driver.Version, error) {
 	if s.closed.Load() {
 		return 0, s.opError("put", key, ErrClosed)
 	}
@@ -313,7 +312,7 @@ func (s *Store) CompareAndSwap(ctx context.Context, key string, old core.Version
 	ttlSec := max(ceilSeconds(ttl), s.minTTL.Load())
 	k := s.key(key)
 	var cmp clientv3.Cmp
-	if old == core.NoVersion {
+	if old == driver.NoVersion {
 		cmp = clientv3.Compare(clientv3.CreateRevision(k), "=", 0)
 	} else {
 		cmp = clientv3.Compare(clientv3.ModRevision(k), "=", int64(old))
@@ -344,19 +343,19 @@ func (s *Store) CompareAndSwap(ctx context.Context, key string, old core.Version
 			return 0, s.opError("put", key, err)
 		}
 		if resp.Succeeded {
-			return core.Version(resp.Header.Revision), nil
+			return driver.Version(resp.Header.Revision), nil
 		}
 		return 0, s.conflict(resp)
 	}
 }
 
-// CompareAndDelete implements core.Store: one Txn that deletes key if its
-// ModRevision is old, and otherwise reads it, returning core.ErrNotFound
-// when it is absent and a *core.ConflictError with its current value and
+// CompareAndDelete implements driver.Store: one Txn that deletes key if its
+// ModRevision is old, and otherwise reads it, returning driver.ErrNotFound
+// when it is absent and a *driver.ConflictError with its current value and
 // revision when another version is there. Like CompareAndSwap it sends its
 // Txn once, so ErrNotFound always means another writer deleted the key, and
 // a lost answer is a transport error (outcome unknown).
-func (s *Store) CompareAndDelete(ctx context.Context, key string, old core.Version) error {
+func (s *Store) CompareAndDelete(ctx context.Context, key string, old driver.Version) error {
 	if s.closed.Load() {
 		return s.opError("delete", key, ErrClosed)
 	}
@@ -378,42 +377,42 @@ func (s *Store) CompareAndDelete(ctx context.Context, key string, old core.Versi
 	if resp.Succeeded {
 		// old == NoVersion compares equal to an absent key.
 		if len(resp.Responses) == 0 || resp.Responses[0].GetResponseDeleteRange().GetDeleted() == 0 {
-			return core.ErrNotFound
+			return driver.ErrNotFound
 		}
 		return nil
 	}
 	err = s.conflict(resp)
-	if ce, ok := err.(*core.ConflictError); ok && ce.Version == core.NoVersion {
-		return core.ErrNotFound
+	if ce, ok := err.(*driver.ConflictError); ok && ce.Version == driver.NoVersion {
+		return driver.ErrNotFound
 	}
 	return err
 }
 
-// conflict builds the *core.ConflictError from a failed Txn's Else get.
+// conflict builds the *driver.ConflictError from a failed Txn's Else get.
 func (s *Store) conflict(resp *clientv3.TxnResponse) error {
 	s.conflicts.Add(1)
-	ce := &core.ConflictError{}
+	ce := &driver.ConflictError{}
 	if len(resp.Responses) > 0 {
 		if r := resp.Responses[0].GetResponseRange(); r != nil && len(r.Kvs) > 0 {
 			ce.Value = r.Kvs[0].Value
-			ce.Version = core.Version(r.Kvs[0].ModRevision)
+			ce.Version = driver.Version(r.Kvs[0].ModRevision)
 		}
 	}
 	return ce
 }
 
 // conflictFromGet reports a conflict for a version that cannot exist.
-func (s *Store) conflictFromGet(ctx context.Context, key string) (core.Version, error) {
+func (s *Store) conflictFromGet(ctx context.Context, key string) (driver.Version, error) {
 	v, ver, err := s.Get(ctx, key)
 	switch {
-	case errors.Is(err, core.ErrNotFound):
+	case errors.Is(err, driver.ErrNotFound):
 		s.conflicts.Add(1)
-		return 0, &core.ConflictError{}
+		return 0, &driver.ConflictError{}
 	case err != nil:
 		return 0, err
 	}
 	s.conflicts.Add(1)
-	return 0, &core.ConflictError{Value: v, Version: ver}
+	return 0, &driver.ConflictError{Value: v, Version: ver}
 }
 
 // grant asks etcd for a lease of ttlSec seconds and learns the server's

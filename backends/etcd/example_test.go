@@ -9,8 +9,8 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/kvbreaker/kvbreaker"
 	"github.com/kvbreaker/kvbreaker/backends/etcd"
-	"github.com/kvbreaker/kvbreaker/core"
 )
 
 // ExampleNew shares a circuit breaker's state through etcd: every worker
@@ -28,10 +28,10 @@ func ExampleNew() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	b, err := core.NewBreaker(store, core.Settings{
+	b, err := kvbreaker.New(store, kvbreaker.Settings{
 		FailureThreshold: 2,
 		RecoveryDelay:    time.Minute,
-		OnStateChange: func(host string, from, to core.State) {
+		OnStateChange: func(host string, from, to kvbreaker.State) {
 			fmt.Printf("%s: %s → %s\n", host, from, to)
 		},
 	})
@@ -74,7 +74,7 @@ func ExampleDial() {
 		log.Fatal(err) // e.g. etcd: grant via https://etcd-0.internal:2379: context deadline exceeded
 	}
 	defer store.Close()
-	b, err := core.NewBreaker(store, core.Settings{})
+	b, err := kvbreaker.New(store, kvbreaker.Settings{})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -15,30 +15,31 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/kvbreaker/kvbreaker"
 	"github.com/kvbreaker/kvbreaker/backends/etcd"
-	"github.com/kvbreaker/kvbreaker/core"
+	"github.com/kvbreaker/kvbreaker/driver"
 )
 
-func mustCAS(t *testing.T, s *etcd.Store, key string, old core.Version, val string, ttl time.Duration) core.Version {
+func mustCAS(t *testing.T, s *etcd.Store, key string, old driver.Version, val string, ttl time.Duration) driver.Version {
 	t.Helper()
 	v, err := s.CompareAndSwap(t.Context(), key, old, []byte(val), ttl)
 	if err != nil {
 		t.Fatalf("CompareAndSwap(%q, %d, %q): %v", key, old, val, err)
 	}
-	if v == core.NoVersion {
+	if v == driver.NoVersion {
 		t.Fatalf("CompareAndSwap(%q) returned NoVersion", key)
 	}
 	return v
 }
 
-func wantConflict(t *testing.T, err error, val string, ver core.Version) {
+func wantConflict(t *testing.T, err error, val string, ver driver.Version) {
 	t.Helper()
-	if !errors.Is(err, core.ErrConflict) {
+	if !errors.Is(err, driver.ErrConflict) {
 		t.Fatalf("err = %v, want a conflict", err)
 	}
-	ce, ok := errors.AsType[*core.ConflictError](err)
+	ce, ok := errors.AsType[*driver.ConflictError](err)
 	if !ok {
-		t.Fatalf("err = %T %v, want a *core.ConflictError", err, err)
+		t.Fatalf("err = %T %v, want a *driver.ConflictError", err, err)
 	}
 	if ce.Version != ver || string(ce.Value) != val {
 		t.Errorf("conflict carries (%q, %d), want (%q, %d)", ce.Value, ce.Version, val, ver)
@@ -50,25 +51,25 @@ const longTTL = time.Minute
 func TestGetAbsent(t *testing.T) {
 	s := newStore(t)
 	_, v, err := s.Get(t.Context(), "nobody.example")
-	if !errors.Is(err, core.ErrNotFound) || v != core.NoVersion {
+	if !errors.Is(err, driver.ErrNotFound) || v != driver.NoVersion {
 		t.Fatalf("Get(absent) = version %d, %v; want NoVersion, ErrNotFound", v, err)
 	}
 }
 
 func TestCreateOnly(t *testing.T) {
 	s := newStore(t)
-	v1 := mustCAS(t, s, "h", core.NoVersion, "one", longTTL)
+	v1 := mustCAS(t, s, "h", driver.NoVersion, "one", longTTL)
 	got, v, err := s.Get(t.Context(), "h")
 	if err != nil || string(got) != "one" || v != v1 {
 		t.Fatalf("Get = %q, %d, %v; want one, %d", got, v, err, v1)
 	}
-	_, err = s.CompareAndSwap(t.Context(), "h", core.NoVersion, []byte("two"), longTTL)
+	_, err = s.CompareAndSwap(t.Context(), "h", driver.NoVersion, []byte("two"), longTTL)
 	wantConflict(t, err, "one", v1)
 }
 
 func TestSwapAndStaleVersion(t *testing.T) {
 	s := newStore(t)
-	v1 := mustCAS(t, s, "h", core.NoVersion, "one", longTTL)
+	v1 := mustCAS(t, s, "h", driver.NoVersion, "one", longTTL)
 	v2 := mustCAS(t, s, "h", v1, "two", longTTL)
 	if v2 <= v1 {
 		t.Fatalf("second version %d not after first %d", v2, v1)
@@ -83,45 +84,45 @@ func TestSwapAndStaleVersion(t *testing.T) {
 
 func TestSwapOnAbsentKeyConflicts(t *testing.T) {
 	s := newStore(t)
-	other := mustCAS(t, s, "other", core.NoVersion, "x", longTTL) // a real revision of another key
+	other := mustCAS(t, s, "other", driver.NoVersion, "x", longTTL) // a real revision of another key
 	_, err := s.CompareAndSwap(t.Context(), "h", other, []byte("v"), longTTL)
-	wantConflict(t, err, "", core.NoVersion)
+	wantConflict(t, err, "", driver.NoVersion)
 	_, err = s.CompareAndSwap(t.Context(), "h", math.MaxUint64, []byte("v"), longTTL)
-	wantConflict(t, err, "", core.NoVersion)
+	wantConflict(t, err, "", driver.NoVersion)
 }
 
 func TestCompareAndDelete(t *testing.T) {
 	s := newStore(t)
 	ctx := t.Context()
-	if err := s.CompareAndDelete(ctx, "h", core.NoVersion); !errors.Is(err, core.ErrNotFound) {
+	if err := s.CompareAndDelete(ctx, "h", driver.NoVersion); !errors.Is(err, driver.ErrNotFound) {
 		t.Errorf("delete absent with NoVersion: %v, want ErrNotFound", err)
 	}
-	if err := s.CompareAndDelete(ctx, "h", 12345); !errors.Is(err, core.ErrNotFound) {
+	if err := s.CompareAndDelete(ctx, "h", 12345); !errors.Is(err, driver.ErrNotFound) {
 		t.Errorf("delete absent with a version: %v, want ErrNotFound", err)
 	}
-	v1 := mustCAS(t, s, "h", core.NoVersion, "one", longTTL)
+	v1 := mustCAS(t, s, "h", driver.NoVersion, "one", longTTL)
 	v2 := mustCAS(t, s, "h", v1, "two", longTTL)
 	wantConflict(t, s.CompareAndDelete(ctx, "h", v1), "two", v2)
-	wantConflict(t, s.CompareAndDelete(ctx, "h", core.NoVersion), "two", v2)
+	wantConflict(t, s.CompareAndDelete(ctx, "h", driver.NoVersion), "two", v2)
 	wantConflict(t, s.CompareAndDelete(ctx, "h", math.MaxUint64), "two", v2)
 	if err := s.CompareAndDelete(ctx, "h", v2); err != nil {
 		t.Fatalf("delete with current version: %v", err)
 	}
-	if _, _, err := s.Get(ctx, "h"); !errors.Is(err, core.ErrNotFound) {
+	if _, _, err := s.Get(ctx, "h"); !errors.Is(err, driver.ErrNotFound) {
 		t.Errorf("Get after delete: %v, want ErrNotFound", err)
 	}
-	if err := s.CompareAndDelete(ctx, "h", v2); !errors.Is(err, core.ErrNotFound) {
+	if err := s.CompareAndDelete(ctx, "h", v2); !errors.Is(err, driver.ErrNotFound) {
 		t.Errorf("second delete: %v, want ErrNotFound", err)
 	}
 	// A deleted key can be created again.
-	mustCAS(t, s, "h", core.NoVersion, "three", longTTL)
+	mustCAS(t, s, "h", driver.NoVersion, "three", longTTL)
 }
 
 func TestInvalidTTL(t *testing.T) {
 	s := newStore(t)
 	for _, ttl := range []time.Duration{0, -time.Second} {
-		_, err := s.CompareAndSwap(t.Context(), "h", core.NoVersion, []byte("v"), ttl)
-		if err == nil || errors.Is(err, core.ErrConflict) || !strings.Contains(err.Error(), "not positive") {
+		_, err := s.CompareAndSwap(t.Context(), "h", driver.NoVersion, []byte("v"), ttl)
+		if err == nil || errors.Is(err, driver.ErrConflict) || !strings.Contains(err.Error(), "not positive") {
 			t.Errorf("ttl %v: err = %v, want a non-conflict error about the ttl", ttl, err)
 		}
 	}
@@ -131,17 +132,17 @@ func TestInvalidTTL(t *testing.T) {
 var hostileKeys = []string{
 	"example.com", "example.com/", "example.com%2F", "example.com/x", "/", "//", "%", "%00", "#", "?a=b",
 	"a b", "ü.example", "例え.テスト", "\U0001F600", "..", ".", "*", "\\", "'\"", "a\u00a0b",
-	strings.Repeat("x", core.MaxKeyLen), strings.Repeat("é", core.MaxKeyLen/2),
+	strings.Repeat("x", driver.MaxKeyLen), strings.Repeat("é", driver.MaxKeyLen/2),
 }
 
 func TestHostileKeysRoundTrip(t *testing.T) {
 	s := newStore(t)
 	ctx := t.Context()
 	for i, k := range hostileKeys {
-		if err := core.ValidateKey(k); err != nil {
+		if err := driver.ValidateKey(k); err != nil {
 			t.Fatalf("test key %q is not valid: %v", k, err)
 		}
-		mustCAS(t, s, k, core.NoVersion, fmt.Sprint(i), longTTL)
+		mustCAS(t, s, k, driver.NoVersion, fmt.Sprint(i), longTTL)
 	}
 	for i, k := range hostileKeys {
 		got, _, err := s.Get(ctx, k)
@@ -162,11 +163,11 @@ func TestHostileKeysRoundTrip(t *testing.T) {
 
 func TestPrefixesIsolate(t *testing.T) {
 	a, b := newStore(t), newStore(t)
-	mustCAS(t, a, "h", core.NoVersion, "a", longTTL)
-	if _, _, err := b.Get(t.Context(), "h"); !errors.Is(err, core.ErrNotFound) {
+	mustCAS(t, a, "h", driver.NoVersion, "a", longTTL)
+	if _, _, err := b.Get(t.Context(), "h"); !errors.Is(err, driver.ErrNotFound) {
 		t.Fatalf("store b sees store a's key: %v", err)
 	}
-	mustCAS(t, b, "h", core.NoVersion, "b", longTTL)
+	mustCAS(t, b, "h", driver.NoVersion, "b", longTTL)
 	got, _, _ := a.Get(t.Context(), "h")
 	if string(got) != "a" {
 		t.Errorf("store a's key reads %q after store b wrote, want a", got)
@@ -208,7 +209,7 @@ func TestTTLRoundsUpToSecondsAndServerMinimum(t *testing.T) {
 		{"slack-capped", 30*time.Minute + 5*time.Second, 1805 + 60},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			mustCAS(t, s, tc.name, core.NoVersion, "v", tc.ttl)
+			mustCAS(t, s, tc.name, driver.NoVersion, "v", tc.ttl)
 			if got := leaseTTL(t, s, tc.name); got != tc.want {
 				t.Errorf("ttl %v: lease granted for %d s, want %d s", tc.ttl, got, tc.want)
 			}
@@ -216,7 +217,7 @@ func TestTTLRoundsUpToSecondsAndServerMinimum(t *testing.T) {
 	}
 	// A declared minimum above the server's raises every lease.
 	s3 := newStore(t, etcd.WithMinTTL(3*time.Second))
-	mustCAS(t, s3, "h", core.NoVersion, "v", time.Second)
+	mustCAS(t, s3, "h", driver.NoVersion, "v", time.Second)
 	if got := leaseTTL(t, s3, "h"); got != 3 {
 		t.Errorf("WithMinTTL(3s), ttl 1s: lease of %d s, want 3", got)
 	}
@@ -227,10 +228,10 @@ func TestTTLRoundsUpToSecondsAndServerMinimum(t *testing.T) {
 
 func TestTraits(t *testing.T) {
 	s := newStore(t)
-	want := core.Traits{
+	want := driver.Traits{
 		Atomic: true,
-		Expiry: core.ExpiryModel{
-			Kind:        core.ExpiryRelative,
+		Expiry: driver.ExpiryModel{
+			Kind:        driver.ExpiryRelative,
 			Granularity: time.Second,
 			MinTTL:      time.Second,
 			Late:        500*time.Millisecond + 60*time.Second,
@@ -244,7 +245,7 @@ func TestTraits(t *testing.T) {
 		t.Errorf("without pooling Late = %v, want 500ms", got)
 	}
 	// The derived Breaker TTL is accepted with default settings.
-	if _, err := core.NewBreaker(s, core.Settings{}); err != nil {
+	if _, err := kvbreaker.New(s, kvbreaker.Settings{}); err != nil {
 		t.Errorf("NewBreaker with default settings: %v", err)
 	}
 }
@@ -264,12 +265,12 @@ func TestExpiryMeasured(t *testing.T) {
 		wg.Go(func() {
 			key := ttl.String()
 			start := time.Now()
-			mustCAS(t, s, key, core.NoVersion, "v", ttl)
+			mustCAS(t, s, key, driver.NoVersion, "v", ttl)
 			written := time.Now()
 			for {
 				_, _, err := s.Get(t.Context(), key)
 				now := time.Now()
-				if errors.Is(err, core.ErrNotFound) {
+				if errors.Is(err, driver.ErrNotFound) {
 					if early := start.Add(ttl).Sub(now); early > 0 {
 						t.Errorf("ttl %v: key gone %v early", ttl, early)
 					}
@@ -306,7 +307,7 @@ func TestConcurrentCASCounts(t *testing.T) {
 	for range workers {
 		wg.Go(func() {
 			var cur []byte
-			ver := core.NoVersion
+			ver := driver.NoVersion
 			for range each {
 				for {
 					n := 0
@@ -319,7 +320,7 @@ func TestConcurrentCASCounts(t *testing.T) {
 						cur, ver = next, v
 						break
 					}
-					ce, ok := errors.AsType[*core.ConflictError](err)
+					ce, ok := errors.AsType[*driver.ConflictError](err)
 					if !ok {
 						t.Errorf("CAS: %v", err)
 						return
@@ -348,13 +349,13 @@ func TestConcurrentCASCounts(t *testing.T) {
 // (30 min 5 s): they share one lease, as etcd itself reports.
 func TestLeasePooling(t *testing.T) {
 	s := newStore(t)
-	ttl := core.DefaultRecoveryDelay + core.DefaultTTLMargin
+	ttl := kvbreaker.DefaultRecoveryDelay + kvbreaker.DefaultTTLMargin
 	const writes = 1000
 	var wg sync.WaitGroup
 	for w := range 8 {
 		wg.Go(func() {
 			for i := w; i < writes; i += 8 {
-				if _, err := s.CompareAndSwap(t.Context(), fmt.Sprintf("host-%d.example", i), core.NoVersion, []byte("v"), ttl); err != nil {
+				if _, err := s.CompareAndSwap(t.Context(), fmt.Sprintf("host-%d.example", i), driver.NoVersion, []byte("v"), ttl); err != nil {
 					t.Error(err)
 					return
 				}
@@ -435,7 +436,7 @@ func TestDeadEndpointFailsWithinDeadline(t *testing.T) {
 			ctx, cancel := context.WithTimeout(t.Context(), deadline)
 			defer cancel()
 			err := within(t, deadline+slack, op, func() error { return call(ctx) })
-			if err == nil || errors.Is(err, core.ErrConflict) || errors.Is(err, core.ErrNotFound) {
+			if err == nil || errors.Is(err, driver.ErrConflict) || errors.Is(err, driver.ErrNotFound) {
 				t.Fatalf("%s on a dead endpoint: %v", op, err)
 			}
 			want := fmt.Sprintf("etcd: %s %q via http://%s: ", op, "h.example", addr)
@@ -486,7 +487,7 @@ func TestDialAndClose(t *testing.T) {
 	if got := s.MinTTL(); got != time.Second {
 		t.Errorf("MinTTL %v, want 1s", got)
 	}
-	v := mustCAS(t, s, "h", core.NoVersion, "v", longTTL)
+	v := mustCAS(t, s, "h", driver.NoVersion, "v", longTTL)
 	if _, ver, err := s.Get(t.Context(), "h"); err != nil || ver != v {
 		t.Fatalf("Get: %d %v", ver, err)
 	}

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/kvbreaker/kvbreaker/backends/memory"
-	"github.com/kvbreaker/kvbreaker/core"
+	"github.com/kvbreaker/kvbreaker/driver"
 )
 
 // A store on a clock the example moves by hand: create-only, a stale
@@ -17,17 +17,17 @@ func ExampleNew() {
 	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	s := memory.New(memory.WithClock(func() time.Time { return now }))
 
-	v1, _ := s.CompareAndSwap(ctx, "example.com", core.NoVersion, []byte("open"), time.Minute)
-	_, err := s.CompareAndSwap(ctx, "example.com", core.NoVersion, []byte("again"), time.Minute)
-	fmt.Println("create twice:", errors.Is(err, core.ErrConflict))
+	v1, _ := s.CompareAndSwap(ctx, "example.com", driver.NoVersion, []byte("open"), time.Minute)
+	_, err := s.CompareAndSwap(ctx, "example.com", driver.NoVersion, []byte("again"), time.Minute)
+	fmt.Println("create twice:", errors.Is(err, driver.ErrConflict))
 
 	v2, _ := s.CompareAndSwap(ctx, "example.com", v1, []byte("half-open"), time.Minute)
 	_, err = s.CompareAndSwap(ctx, "example.com", v1, []byte("stale"), time.Minute)
-	fmt.Println("stale version:", errors.Is(err, core.ErrConflict), v2 != v1)
+	fmt.Println("stale version:", errors.Is(err, driver.ErrConflict), v2 != v1)
 
 	now = now.Add(time.Minute)
 	_, _, err = s.Get(ctx, "example.com")
-	fmt.Println("after the TTL:", errors.Is(err, core.ErrNotFound))
+	fmt.Println("after the TTL:", errors.Is(err, driver.ErrNotFound))
 	// Output:
 	// create twice: true
 	// stale version: true true

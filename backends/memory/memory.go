@@ -1,4 +1,4 @@
-// Package memory is an in-process core.Store: exact TTLs on an injectable
+// Package memory is an in-process driver.Store: exact TTLs on an injectable
 // clock, atomic compare-and-swap under a mutex per shard of keys. It is the
 // reference adapter, for tests, simulations and single-process deployments.
 package memory
@@ -12,10 +12,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/kvbreaker/kvbreaker/core"
+	"github.com/kvbreaker/kvbreaker/driver"
 )
 
-// Store is a core.Store held in memory. The zero value is not usable; call
+// Store is a driver.Store held in memory. The zero value is not usable; call
 // New.
 //
 // Keys are spread over shards by a hash, each under its own mutex, so
@@ -43,7 +43,7 @@ type shard struct {
 
 type entry struct {
 	value   []byte
-	version core.Version
+	version driver.Version
 	// expires is on the store's timeline: nanoseconds since base on the
 	// monotonic clock; with WithClock, expiresAt holds the instant instead,
 	// since an injected clock may jump further than an int64 of
@@ -93,13 +93,10 @@ func (s *Store) shard(key string) *shard {
 	return &s.shards[maphash.String(s.seed, key)%shards]
 }
 
-// InProcess marks the store as answering without I/O (core.InProcess), so
-// Breaker spares it a per-call timeout.
-func (s *Store) InProcess() {}
-
-// Traits: atomic, exact relative expiry, linearizable reads.
-func (s *Store) Traits() core.Traits {
-	return core.Traits{Atomic: true, Expiry: core.ExpiryModel{Kind: core.ExpiryRelative}}
+// Traits: atomic, exact relative expiry, linearizable reads, in process (so
+// the Breaker spares it a per-call timeout).
+func (s *Store) Traits() driver.Traits {
+	return driver.Traits{Atomic: true, Expiry: driver.ExpiryModel{Kind: driver.ExpiryRelative}, InProcess: true}
 }
 
 // clock is one reading of the store's clock, taken when first needed.
@@ -132,8 +129,8 @@ func (sh *shard) lookup(s *Store, key string, c *clock) (entry, bool) {
 	return e, true
 }
 
-// Get implements core.Store.
-func (s *Store) Get(ctx context.Context, key string) ([]byte, core.Version, error) {
+// Get implements driver.Store.
+func (s *Store) Get(ctx context.Context, key string) ([]byte, driver.Version, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, 0, fmt.Errorf("memory: get %q: %w", key, err)
 	}
@@ -143,13 +140,13 @@ func (s *Store) Get(ctx context.Context, key string) ([]byte, core.Version, erro
 	defer sh.mu.Unlock()
 	e, ok := sh.lookup(s, key, &c)
 	if !ok {
-		return nil, core.NoVersion, core.ErrNotFound
+		return nil, driver.NoVersion, driver.ErrNotFound
 	}
 	return clone(e.value), e.version, nil
 }
 
-// CompareAndSwap implements core.Store.
-func (s *Store) CompareAndSwap(ctx context.Context, key string, old core.Version, value []byte, ttl time.Duration) (core.Version, error) {
+// CompareAndSwap implements driver.Store.
+func (s *Store) CompareAndSwap(ctx context.Context, key string, old driver.Version, value []byte, ttl time.Duration) (driver.Version, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, fmt.Errorf("memory: put %q: %w", key, err)
 	}
@@ -163,14 +160,14 @@ func (s *Store) CompareAndSwap(ctx context.Context, key string, old core.Version
 	c.get(s)
 	e, _ := sh.lookup(s, key, &c)
 	if e.version != old {
-		return 0, &core.ConflictError{Value: clone(e.value), Version: e.version}
+		return 0, &driver.ConflictError{Value: clone(e.value), Version: e.version}
 	}
 	expires := c.now + int64(ttl)
 	if expires < c.now {
 		expires = math.MaxInt64 // a TTL past the timeline's end never expires
 	}
 	// Taken under the shard's lock: a key's versions only grow.
-	v := core.Version(s.next.Add(1))
+	v := driver.Version(s.next.Add(1))
 	if sh.entries == nil {
 		sh.entries = make(map[string]entry)
 	}
@@ -179,8 +176,8 @@ func (s *Store) CompareAndSwap(ctx context.Context, key string, old core.Version
 	return v, nil
 }
 
-// CompareAndDelete implements core.Store.
-func (s *Store) CompareAndDelete(ctx context.Context, key string, old core.Version) error {
+// CompareAndDelete implements driver.Store.
+func (s *Store) CompareAndDelete(ctx context.Context, key string, old driver.Version) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("memory: delete %q: %w", key, err)
 	}
@@ -191,9 +188,9 @@ func (s *Store) CompareAndDelete(ctx context.Context, key string, old core.Versi
 	e, ok := sh.lookup(s, key, &c)
 	switch {
 	case !ok:
-		return core.ErrNotFound
+		return driver.ErrNotFound
 	case e.version != old:
-		return &core.ConflictError{Value: clone(e.value), Version: e.version}
+		return &driver.ConflictError{Value: clone(e.value), Version: e.version}
 	}
 	delete(sh.entries, key)
 	return nil

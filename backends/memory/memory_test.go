@@ -8,15 +8,15 @@ import (
 
 	"github.com/kvbreaker/kvbreaker/backends/memory"
 	"github.com/kvbreaker/kvbreaker/conformance"
-	"github.com/kvbreaker/kvbreaker/core"
+	"github.com/kvbreaker/kvbreaker/driver"
 	"github.com/kvbreaker/kvbreaker/skew"
 )
 
 // harness makes a fresh memory store per case, on real time.
 type harness struct{}
 
-func (harness) MakeStore(context.Context) (core.Store, error) { return memory.New(), nil }
-func (harness) Close()                                        {}
+func (harness) MakeStore(context.Context) (driver.Store, error) { return memory.New(), nil }
+func (harness) Close()                                          {}
 
 // TestConformance runs the whole suite on real time: the expiry cases wait
 // for 2 s TTLs (skipped under -short).
@@ -38,7 +38,7 @@ func (a *advancing) now() time.Time {
 	return time.Now().Add(a.off)
 }
 
-func (a *advancing) MakeStore(context.Context) (core.Store, error) {
+func (a *advancing) MakeStore(context.Context) (driver.Store, error) {
 	return memory.New(memory.WithClock(a.now)), nil
 }
 

@@ -22,11 +22,12 @@ import (
 	"github.com/cloudflare/cloudflare-go/v6/kv"
 	"github.com/cloudflare/cloudflare-go/v6/option"
 
+	"github.com/kvbreaker/kvbreaker"
 	"github.com/kvbreaker/kvbreaker/backends/cloudflarekv"
 	"github.com/kvbreaker/kvbreaker/backends/dynamodb"
 	"github.com/kvbreaker/kvbreaker/backends/etcd"
 	"github.com/kvbreaker/kvbreaker/backends/memory"
-	"github.com/kvbreaker/kvbreaker/core"
+	"github.com/kvbreaker/kvbreaker/driver"
 )
 
 // TokenEnv is the environment variable the cloudflarekv backend reads its
@@ -64,7 +65,7 @@ func (f *backendFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.cfAccount, "cf-account", "", "cloudflarekv: the account ID")
 	fs.StringVar(&f.cfNamespace, "cf-namespace", "", "cloudflarekv: the Workers KV namespace ID\n(the API token is read from "+TokenEnv+", never from a flag)")
 	fs.StringVar(&f.cfBaseURL, "cf-base-url", "", "cloudflarekv: API base `URL` override, e.g. a local Miniflare's http://127.0.0.1:8787/client/v4/")
-	fs.DurationVar(&f.clockSkew, "clock-skew", core.DefaultClockSkew, "the fleet's clock-skew bound (Settings.ClockSkew)")
+	fs.DurationVar(&f.clockSkew, "clock-skew", kvbreaker.DefaultClockSkew, "the fleet's clock-skew bound (Settings.ClockSkew)")
 }
 
 // backendFlagsHelp is the part of a command's --help that shows each
@@ -90,7 +91,7 @@ type conn struct {
 	// empty; sep separates a prefix from what check appends to it.
 	defaultPrefix, sep string
 	// store returns a store whose keys all start with prefix.
-	store func(prefix string) (core.Store, error)
+	store func(prefix string) (driver.Store, error)
 	// purge, when set, removes the physical remains of an entry that has
 	// expired logically (fullKey includes the prefix): DynamoDB keeps
 	// expired items until its TTL sweep, days later.
@@ -271,7 +272,7 @@ func openEtcd(ctx context.Context, f *backendFlags) (*conn, error) {
 		describe:      "etcd at " + strings.Join(shown, ","),
 		defaultPrefix: etcd.DefaultPrefix,
 		sep:           "/",
-		store: func(prefix string) (core.Store, error) {
+		store: func(prefix string) (driver.Store, error) {
 			s, err := etcd.New(first.Client(), etcd.WithPrefix(prefix), etcd.WithMinTTL(first.MinTTL()))
 			if err != nil {
 				return nil, err
@@ -345,7 +346,7 @@ func openDynamoDB(ctx context.Context, f *backendFlags) (*conn, error) {
 	return &conn{
 		describe: where,
 		sep:      "/",
-		store: func(prefix string) (core.Store, error) {
+		store: func(prefix string) (driver.Store, error) {
 			return dynamodb.New(client, f.dynamoTable, dynamodb.WithKeyPrefix(prefix))
 		},
 		purge: func(ctx context.Context, fullKey string) error {
@@ -407,14 +408,14 @@ func openCloudflareKV(ctx context.Context, f *backendFlags, clock func() time.Ti
 	if err != nil {
 		return nil, err
 	}
-	if _, _, err := probe.Get(ctx, "kvbreaker-connection-check.invalid"); err != nil && !errors.Is(err, core.ErrNotFound) {
+	if _, _, err := probe.Get(ctx, "kvbreaker-connection-check.invalid"); err != nil && !errors.Is(err, driver.ErrNotFound) {
 		return nil, fmt.Errorf("checking access to %s (are %s, --cf-account and --cf-namespace right?): %w", where, TokenEnv, err)
 	}
 	return &conn{
 		describe:      where,
 		defaultPrefix: cloudflarekv.DefaultPrefix,
 		sep:           ":",
-		store: func(prefix string) (core.Store, error) {
+		store: func(prefix string) (driver.Store, error) {
 			return newStore(prefix)
 		},
 		advance: advance,
@@ -440,7 +441,7 @@ func openMemory(context.Context, *backendFlags) (*conn, error) {
 	return &conn{
 		describe: "memory (this process)",
 		sep:      "/",
-		store: func(prefix string) (core.Store, error) {
+		store: func(prefix string) (driver.Store, error) {
 			return prefixStore{memoryStore, prefix}, nil
 		},
 		close: func() {},
@@ -450,18 +451,18 @@ func openMemory(context.Context, *backendFlags) (*conn, error) {
 // prefixStore prepends a prefix to every key of a store that has no
 // prefix option of its own.
 type prefixStore struct {
-	core.Store
+	driver.Store
 	prefix string
 }
 
-func (p prefixStore) Get(ctx context.Context, key string) ([]byte, core.Version, error) {
+func (p prefixStore) Get(ctx context.Context, key string) ([]byte, driver.Version, error) {
 	return p.Store.Get(ctx, p.prefix+key)
 }
 
-func (p prefixStore) CompareAndSwap(ctx context.Context, key string, old core.Version, value []byte, ttl time.Duration) (core.Version, error) {
+func (p prefixStore) CompareAndSwap(ctx context.Context, key string, old driver.Version, value []byte, ttl time.Duration) (driver.Version, error) {
 	return p.Store.CompareAndSwap(ctx, p.prefix+key, old, value, ttl)
 }
 
-func (p prefixStore) CompareAndDelete(ctx context.Context, key string, old core.Version) error {
+func (p prefixStore) CompareAndDelete(ctx context.Context, key string, old driver.Version) error {
 	return p.Store.CompareAndDelete(ctx, p.prefix+key, old)
 }

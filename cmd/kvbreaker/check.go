@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/kvbreaker/kvbreaker/conformance"
-	"github.com/kvbreaker/kvbreaker/core"
+	"github.com/kvbreaker/kvbreaker/driver"
 )
 
 const checkHelp = `Usage: kvbreaker check --backend NAME [connection flags] [flags]
@@ -220,7 +220,7 @@ func (h *checkHarness) harness() conformance.Harness {
 	return h
 }
 
-func (h *checkHarness) MakeStore(context.Context) (core.Store, error) {
+func (h *checkHarness) MakeStore(context.Context) (driver.Store, error) {
 	n := h.n.Add(1)
 	prefix := fmt.Sprintf("%s%d%s", h.prefix, n, h.c.sep)
 	s, err := h.c.store(prefix)
@@ -279,7 +279,7 @@ func (h *checkHarness) cleanup() (deleted, left int) {
 	for _, s := range stores {
 		for _, key := range s.written() {
 			err := deleteKey(ctx, s.Store, key)
-			if err != nil && !errors.Is(err, core.ErrNotFound) {
+			if err != nil && !errors.Is(err, driver.ErrNotFound) {
 				left++
 				continue
 			}
@@ -298,14 +298,14 @@ func (h *checkHarness) cleanup() (deleted, left int) {
 }
 
 // deleteKey deletes key whatever its version, retrying a few conflicts.
-func deleteKey(ctx context.Context, s core.Store, key string) error {
+func deleteKey(ctx context.Context, s driver.Store, key string) error {
 	var err error
 	for range 5 {
-		var ver core.Version
+		var ver driver.Version
 		if _, ver, err = s.Get(ctx, key); err != nil {
 			return err
 		}
-		if err = s.CompareAndDelete(ctx, key, ver); !errors.Is(err, core.ErrConflict) {
+		if err = s.CompareAndDelete(ctx, key, ver); !errors.Is(err, driver.ErrConflict) {
 			return err
 		}
 	}
@@ -314,7 +314,7 @@ func deleteKey(ctx context.Context, s core.Store, key string) error {
 
 // trackedStore remembers the keys written through it and counts calls.
 type trackedStore struct {
-	core.Store
+	driver.Store
 	prefix string
 	calls  *atomic.Int64
 
@@ -333,14 +333,14 @@ func (s *trackedStore) written() []string {
 	return keys
 }
 
-func (s *trackedStore) Get(ctx context.Context, key string) ([]byte, core.Version, error) {
+func (s *trackedStore) Get(ctx context.Context, key string) ([]byte, driver.Version, error) {
 	s.calls.Add(1)
 	return s.Store.Get(ctx, key)
 }
 
-func (s *trackedStore) CompareAndSwap(ctx context.Context, key string, old core.Version, value []byte, ttl time.Duration) (core.Version, error) {
+func (s *trackedStore) CompareAndSwap(ctx context.Context, key string, old driver.Version, value []byte, ttl time.Duration) (driver.Version, error) {
 	s.calls.Add(1)
-	if core.ValidateKey(key) == nil {
+	if driver.ValidateKey(key) == nil {
 		s.mu.Lock()
 		s.keys[key] = true
 		s.mu.Unlock()
@@ -348,7 +348,7 @@ func (s *trackedStore) CompareAndSwap(ctx context.Context, key string, old core.
 	return s.Store.CompareAndSwap(ctx, key, old, value, ttl)
 }
 
-func (s *trackedStore) CompareAndDelete(ctx context.Context, key string, old core.Version) error {
+func (s *trackedStore) CompareAndDelete(ctx context.Context, key string, old driver.Version) error {
 	s.calls.Add(1)
 	return s.Store.CompareAndDelete(ctx, key, old)
 }
@@ -576,8 +576,8 @@ func newCheckOutput(rep *conformance.Report, bf *backendFlags, c *conn, prefix s
 // lateBound is how late the declared model lets an entry vanish (as the
 // conformance suite reads it: reader-filtered reads drop an entry on time
 // however late the backend deletes it).
-func lateBound(m core.ExpiryModel) time.Duration {
-	if m.Kind == core.ExpiryRelative {
+func lateBound(m driver.ExpiryModel) time.Duration {
+	if m.Kind == driver.ExpiryRelative {
 		return m.Late + m.Granularity
 	}
 	return m.Granularity

@@ -13,10 +13,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	dyn "github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/kvbreaker/kvbreaker"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
-
-	"github.com/kvbreaker/kvbreaker/core"
 )
 
 // secrets are values no output of the command may contain; tests add the
@@ -266,7 +265,7 @@ func TestCheckTimeout(t *testing.T) {
 // openTest opens a backend with the command's own flags and returns a
 // Breaker over it under prefix, as an application would, and a function
 // that sends what its store has queued (cloudflarekv).
-func openTest(t *testing.T, backend, prefix string) (*core.Breaker, func()) {
+func openTest(t *testing.T, backend, prefix string) (*kvbreaker.Breaker, func()) {
 	t.Helper()
 	var bf backendFlags
 	fs := flag.NewFlagSet("test", flag.ContinueOnError)
@@ -283,7 +282,7 @@ func openTest(t *testing.T, backend, prefix string) (*core.Breaker, func()) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := core.NewBreaker(s, core.Settings{Logger: slog.New(slog.DiscardHandler)})
+	b, err := kvbreaker.New(s, kvbreaker.Settings{Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -352,7 +351,7 @@ func TestInspectReset(t *testing.T) {
 			}
 			// A worker of the fleet sees it closed too.
 			b2, _ := openTest(t, backend, prefix)
-			if v, err := b2.Allow(ctx, "mastodon.example", time.Time{}); err != nil || v.Decision != core.Send {
+			if v, err := b2.Allow(ctx, "mastodon.example", time.Time{}); err != nil || v.Decision != kvbreaker.Send {
 				t.Errorf("Allow after reset = %+v, %v", v, err)
 			}
 		})

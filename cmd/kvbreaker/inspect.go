@@ -10,7 +10,7 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/kvbreaker/kvbreaker/core"
+	"github.com/kvbreaker/kvbreaker"
 )
 
 const inspectHelp = `Usage: kvbreaker inspect --backend NAME [connection flags] [flags] HOST
@@ -19,7 +19,7 @@ Shows the circuit of one remote host as the fleet stores it: state (closed,
 open, half-open), the failures that still count, until when deliveries are
 restrained and how long that is from now, whether a probe is in flight, the
 stored record's size and version. It only reads. HOST may be a URL; it is
-normalised as the breaker does it (core.HostKey: lower case, IDNA, default
+normalised as the breaker does it (kvbreaker.HostKey: lower case, IDNA, default
 port dropped), so https://Example.COM:443/inbox and example.com are one host.
 
 A host with no record is closed (never failed, or its record expired).
@@ -103,7 +103,7 @@ func (h *hostCommand) parse(args []string) (string, int) {
 	case *h.timeout <= 0:
 		return "", h.bad("--timeout must be positive")
 	}
-	host, err := core.HostKey(pos[0])
+	host, err := kvbreaker.HostKey(pos[0])
 	if err != nil {
 		return "", h.bad("HOST %q: %v", pos[0], err)
 	}
@@ -116,7 +116,7 @@ func (h *hostCommand) parse(args []string) (string, int) {
 // breaker opens the backend and returns a Breaker over it with default
 // settings (inspect and reset do not depend on thresholds), and a function
 // that releases it.
-func (h *hostCommand) breaker(ctx context.Context) (*core.Breaker, func(), int) {
+func (h *hostCommand) breaker(ctx context.Context) (*kvbreaker.Breaker, func(), int) {
 	c, err := h.bf.open(ctx)
 	if err != nil {
 		return nil, nil, openFailed(h.name, err, h.stderr)
@@ -126,7 +126,7 @@ func (h *hostCommand) breaker(ctx context.Context) (*core.Breaker, func(), int) 
 		c.close()
 		return nil, nil, openFailed(h.name, err, h.stderr)
 	}
-	b, err := core.NewBreaker(store, core.Settings{
+	b, err := kvbreaker.New(store, kvbreaker.Settings{
 		ClockSkew:   h.bf.clockSkew,
 		CallTimeout: *h.timeout,
 		// A last-writer-wins store makes Breaker warn; the help says so.
@@ -155,13 +155,13 @@ type statusJSON struct {
 	Now             string   `json:"now"`
 }
 
-func newStatus(s core.Status, now time.Time) statusJSON {
+func newStatus(s kvbreaker.Status, now time.Time) statusJSON {
 	out := statusJSON{Host: s.Host, Found: s.Found, State: s.State.String(), Failures: []string{},
-		Probing: s.Record.Probing, Size: s.Size, Version: uint64(s.Version), Now: now.UTC().Format(time.RFC3339Nano)}
-	for _, f := range s.Record.Failures {
+		Probing: s.Probing, Size: s.Size, Version: uint64(s.Version), Now: now.UTC().Format(time.RFC3339Nano)}
+	for _, f := range s.Failures {
 		out.Failures = append(out.Failures, f.UTC().Format(time.RFC3339Nano))
 	}
-	if ru := s.Record.RestrainedUntil; !ru.IsZero() {
+	if ru := s.RestrainedUntil; !ru.IsZero() {
 		out.RestrainedUntil = ru.UTC().Format(time.RFC3339Nano)
 		out.TimeLeftSeconds = max(0, ru.Sub(now)).Seconds()
 	}
@@ -255,7 +255,7 @@ func runReset(args []string, stdout, stderr io.Writer) int {
 		Before string `json:"state_before"`
 		After  string `json:"state"`
 		Found  bool   `json:"had_record"`
-	}{host, before.State.String(), core.StateClosed.String(), before.Found}
+	}{host, before.State.String(), kvbreaker.StateClosed.String(), before.Found}
 	if *h.format == "json" {
 		return writeJSON(stdout, stderr, "reset", out)
 	}

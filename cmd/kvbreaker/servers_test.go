@@ -11,7 +11,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/kvbreaker/kvbreaker/backends/memory"
-	"github.com/kvbreaker/kvbreaker/core"
+	"github.com/kvbreaker/kvbreaker/driver"
 	"github.com/kvbreaker/kvbreaker/internal/dynalite"
 	"github.com/kvbreaker/kvbreaker/internal/etcdtest"
 	"github.com/kvbreaker/kvbreaker/internal/miniflare"
@@ -94,7 +94,7 @@ func connArgs(backend string) []string {
 // TTL while declaring exact expiry: the deliberately broken store.
 type earlyStore struct{ *memory.Store }
 
-func (s earlyStore) CompareAndSwap(ctx context.Context, key string, old core.Version, value []byte, ttl time.Duration) (core.Version, error) {
+func (s earlyStore) CompareAndSwap(ctx context.Context, key string, old driver.Version, value []byte, ttl time.Duration) (driver.Version, error) {
 	return s.Store.CompareAndSwap(ctx, key, old, value, max(time.Millisecond, ttl-2*time.Second))
 }
 
@@ -103,7 +103,7 @@ func init() {
 		return &conn{
 			describe: "memory that expires 2s early (test)",
 			sep:      "/",
-			store: func(prefix string) (core.Store, error) {
+			store: func(prefix string) (driver.Store, error) {
 				return prefixStore{earlyStore{memory.New()}, prefix}, nil
 			},
 			close: func() {},

@@ -16,10 +16,11 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/kvbreaker/kvbreaker"
 	"github.com/kvbreaker/kvbreaker/backends/dynamodb"
 	"github.com/kvbreaker/kvbreaker/backends/etcd"
 	"github.com/kvbreaker/kvbreaker/conformance"
-	"github.com/kvbreaker/kvbreaker/core"
+	"github.com/kvbreaker/kvbreaker/driver"
 	"github.com/kvbreaker/kvbreaker/internal/dynalite"
 )
 
@@ -117,7 +118,7 @@ type etcdHarness struct {
 	stores []*etcd.Store
 }
 
-func (h *etcdHarness) MakeStore(context.Context) (core.Store, error) {
+func (h *etcdHarness) MakeStore(context.Context) (driver.Store, error) {
 	s, err := etcd.New(h.cli, etcd.WithPrefix(uniquePrefix(h.t)))
 	if err != nil {
 		return nil, err
@@ -143,7 +144,7 @@ type dynamoHarness struct {
 	client *dyn.Client
 }
 
-func (h dynamoHarness) MakeStore(context.Context) (core.Store, error) {
+func (h dynamoHarness) MakeStore(context.Context) (driver.Store, error) {
 	return dynamodb.New(h.client, table, dynamodb.WithKeyPrefix(uniquePrefix(h.t)))
 }
 
@@ -173,7 +174,7 @@ func TestConformanceDynamoDB(t *testing.T) {
 func TestBreakerEtcd(t *testing.T) {
 	srv := need(t, etcdSrv, etcdErr)
 	prefix := uniquePrefix(t)
-	var stores [2]core.Store
+	var stores [2]driver.Store
 	for i := range stores {
 		s, err := etcd.New(etcdClient(t, srv.Endpoint), etcd.WithPrefix(prefix))
 		if err != nil {
@@ -189,7 +190,7 @@ func TestBreakerEtcd(t *testing.T) {
 func TestBreakerDynamoDB(t *testing.T) {
 	srv := need(t, dynSrv, dynErr)
 	prefix := uniquePrefix(t)
-	var stores [2]core.Store
+	var stores [2]driver.Store
 	for i := range stores {
 		s, err := dynamodb.New(dynalite.NewClient(srv.Endpoint), table, dynamodb.WithKeyPrefix(prefix))
 		if err != nil {
@@ -207,7 +208,7 @@ func TestBreakerDynamoDB(t *testing.T) {
 // both workers open the circuit once, both then hold, exactly one of two
 // concurrent Allows after the recovery delay gets the probe, and its success
 // deletes the record.
-func breakerCycle(t *testing.T, stores [2]core.Store) {
+func breakerCycle(t *testing.T, stores [2]driver.Store) {
 	ctx := t.Context()
 	var now atomic.Int64
 	// Records keep milliseconds: start on a whole one so that instants
@@ -216,20 +217,20 @@ func breakerCycle(t *testing.T, stores [2]core.Store) {
 	clock := func() time.Time { return time.Unix(0, now.Load()) }
 	var mu sync.Mutex
 	var changes []string
-	settings := core.Settings{
+	settings := kvbreaker.Settings{
 		FailureThreshold: 3,
 		FailureWindow:    time.Minute,
 		RecoveryDelay:    time.Minute,
 		Clock:            clock,
-		OnStateChange: func(host string, from, to core.State) {
+		OnStateChange: func(host string, from, to kvbreaker.State) {
 			mu.Lock()
 			defer mu.Unlock()
 			changes = append(changes, fmt.Sprintf("%s: %s -> %s", host, from, to))
 		},
 	}
-	var workers [2]*core.Breaker
+	var workers [2]*kvbreaker.Breaker
 	for i, s := range stores {
-		b, err := core.NewBreaker(s, settings)
+		b, err := kvbreaker.New(s, settings)
 		if err != nil {
 			t.Fatalf("NewBreaker: %v", err)
 		}
@@ -237,7 +238,7 @@ func breakerCycle(t *testing.T, stores [2]core.Store) {
 	}
 	const host = "inbox.example"
 
-	if v, err := workers[0].Allow(ctx, host, time.Time{}); err != nil || v.Decision != core.Send {
+	if v, err := workers[0].Allow(ctx, host, time.Time{}); err != nil || v.Decision != kvbreaker.Send {
 		t.Fatalf("a fresh host: Allow = %v, %v; want send", v.Decision, err)
 	}
 	for i := range 3 {
@@ -246,18 +247,18 @@ func breakerCycle(t *testing.T, stores [2]core.Store) {
 		}
 	}
 	st, err := workers[1].Inspect(ctx, host)
-	if err != nil || !st.Found || st.State != core.StateOpen || len(st.Record.Failures) != 3 {
+	if err != nil || !st.Found || st.State != kvbreaker.StateOpen || len(st.Failures) != 3 {
 		t.Fatalf("after 3 failures from two workers: Inspect = %+v, %v; want an open record with 3 failures", st, err)
 	}
 	for i, w := range workers {
 		v, err := w.Allow(ctx, host, time.Time{})
-		if err != nil || v.Decision != core.Hold || !v.RetryAt.Equal(clock().Add(time.Minute)) {
+		if err != nil || v.Decision != kvbreaker.Hold || !v.RetryAt.Equal(clock().Add(time.Minute)) {
 			t.Fatalf("worker %d while open: Allow = %+v, %v; want hold until the recovery delay ends", i, v, err)
 		}
 	}
 
 	now.Add(int64(time.Minute))
-	var verdicts [2]core.Verdict
+	var verdicts [2]kvbreaker.Verdict
 	var errs [2]error
 	var wg sync.WaitGroup
 	for i, w := range workers {
@@ -269,19 +270,19 @@ func breakerCycle(t *testing.T, stores [2]core.Store) {
 	}
 	prober := -1
 	for i, v := range verdicts {
-		if v.Decision == core.Probe {
+		if v.Decision == kvbreaker.Probe {
 			if prober >= 0 {
 				t.Fatalf("both workers got the probe: the store let two swaps of one version through")
 			}
 			prober = i
-		} else if v.Decision != core.Hold {
+		} else if v.Decision != kvbreaker.Hold {
 			t.Fatalf("worker %d after the recovery delay: %v; want probe or hold", i, v.Decision)
 		}
 	}
 	if prober < 0 {
 		t.Fatalf("neither worker got the probe: verdicts %v, %v", verdicts[0].Decision, verdicts[1].Decision)
 	}
-	if st, err := workers[1-prober].Inspect(ctx, host); err != nil || st.State != core.StateHalfOpen {
+	if st, err := workers[1-prober].Inspect(ctx, host); err != nil || st.State != kvbreaker.StateHalfOpen {
 		t.Fatalf("while probing: Inspect = %+v, %v; want half-open", st, err)
 	}
 
@@ -291,7 +292,7 @@ func breakerCycle(t *testing.T, stores [2]core.Store) {
 	if st, err := workers[1-prober].Inspect(ctx, host); err != nil || st.Found {
 		t.Fatalf("after the probe succeeded: Inspect = %+v, %v; want no record", st, err)
 	}
-	if v, err := workers[1-prober].Allow(ctx, host, time.Time{}); err != nil || v.Decision != core.Send {
+	if v, err := workers[1-prober].Allow(ctx, host, time.Time{}); err != nil || v.Decision != kvbreaker.Send {
 		t.Fatalf("after closing: Allow = %v, %v; want send", v.Decision, err)
 	}
 	mu.Lock()

@@ -20,12 +20,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/kvbreaker/kvbreaker/core"
+	"github.com/kvbreaker/kvbreaker"
 )
 
 // Verdict is a model's answer to Allow.
 type Verdict struct {
-	Decision core.Decision
+	Decision kvbreaker.Decision
 	// RetryAt is when a held message should ask again (Hold only).
 	RetryAt time.Time
 }
@@ -33,7 +33,7 @@ type Verdict struct {
 // Transition is a state change a model reported (fedify's onStateChange,
 // kvbreaker's OnStateChange). The zero Transition is "no change".
 type Transition struct {
-	From, To core.State
+	From, To kvbreaker.State
 }
 
 // Changed reports whether t is a state change.

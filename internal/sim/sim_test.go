@@ -6,7 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kvbreaker/kvbreaker/core"
+	"github.com/kvbreaker/kvbreaker/driver"
+	"github.com/kvbreaker/kvbreaker/internal/machine"
 	"github.com/kvbreaker/kvbreaker/internal/model"
 )
 
@@ -229,8 +230,8 @@ func TestStoreTTLBelowRestraint(t *testing.T) {
 	if _, err := Run(s); err == nil || !strings.Contains(err.Error(), "fedify 2.3.3 and later refuse it") {
 		t.Errorf("state TTL 10m < recovery delay 30m: err = %v", err)
 	}
-	if _, err := core.NewConfig(core.Settings{StateTTL: 10 * time.Minute}, core.Traits{Atomic: true}); err == nil {
-		t.Error("core.NewConfig accepted StateTTL 10m with RecoveryDelay 30m")
+	if _, err := machine.NewConfig(machine.Settings{StateTTL: 10 * time.Minute}, driver.Traits{Atomic: true}); err == nil {
+		t.Error("machine.NewConfig accepted StateTTL 10m with RecoveryDelay 30m")
 	}
 	// A state TTL fedify accepts (= recovery delay) and kvbreaker refuses
 	// (below recovery delay + margin).

@@ -1,4 +1,4 @@
-package core
+package kvbreaker
 
 import (
 	"context"
@@ -6,6 +6,10 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/kvbreaker/kvbreaker/driver"
+	"github.com/kvbreaker/kvbreaker/internal/machine"
+	"github.com/kvbreaker/kvbreaker/internal/record"
 )
 
 // maxCASAttempts bounds the compare-and-swap retries of one call. Contention
@@ -29,15 +33,22 @@ type Verdict struct {
 	HeldSince time.Time
 }
 
-// Status is a host's stored state, as Breaker.Inspect reads it.
+// Status is a host's stored state, as Breaker.Inspect reads it: a
+// read-only view of its record.
 type Status struct {
-	Host   string
-	Found  bool
-	State  State
-	Record Record
+	Host  string
+	Found bool
+	State State
+	// Failures are the failure instants that still count, oldest first.
+	Failures []time.Time
+	// RestrainedUntil: deliveries are held until this instant; zero when
+	// the circuit is closed.
+	RestrainedUntil time.Time
+	// Probing: a half-open probe is in flight.
+	Probing bool
 	// Size is the encoded record's size in bytes.
 	Size    int
-	Version Version
+	Version driver.Version
 	// Err is set when the stored record could not be decoded (it counts as
 	// absent).
 	Err error
@@ -47,9 +58,9 @@ type Status struct {
 // by the fleet. It is safe for concurrent use; many Breakers (one per worker
 // process) may share one store.
 type Breaker struct {
-	store   Store
-	cfg     Config
-	traits  Traits
+	store   driver.Store
+	cfg     machine.Config
+	traits  driver.Traits
 	s       Settings
 	clock   func() time.Time
 	log     *slog.Logger
@@ -57,14 +68,14 @@ type Breaker struct {
 	cache   *cache
 }
 
-// NewBreaker validates s against the store's traits and returns a Breaker.
-// The error lists every invalid setting and what to change.
-func NewBreaker(store Store, s Settings) (*Breaker, error) {
+// New validates s against the store's traits and returns a Breaker. The
+// error lists every invalid setting and what to change.
+func New(store driver.Store, s Settings) (*Breaker, error) {
 	if store == nil {
-		return nil, errors.New("kvbreaker: NewBreaker needs a Store")
+		return nil, errors.New("kvbreaker: New needs a store")
 	}
 	t := store.Traits()
-	cfg, err := NewConfig(s, t)
+	cfg, err := s.config(t)
 	if err != nil {
 		return nil, err
 	}
@@ -78,7 +89,7 @@ func NewBreaker(store Store, s Settings) (*Breaker, error) {
 	if b.timeout == 0 {
 		b.timeout = DefaultCallTimeout
 	}
-	if _, ok := store.(InProcess); ok {
+	if t.InProcess {
 		b.timeout = 0
 	}
 	stale := s.CacheStaleness
@@ -92,10 +103,6 @@ func NewBreaker(store Store, s Settings) (*Breaker, error) {
 	}
 	return b, nil
 }
-
-// Config returns the normalised configuration, including the derived
-// StateTTL every record is written with.
-func (b *Breaker) Config() Config { return b.cfg }
 
 // StateTTL is the TTL every record is written with:
 // max(RecoveryDelay, FailureWindow) + TTLMargin unless set explicitly.
@@ -121,8 +128,8 @@ func (b *Breaker) instant() instant {
 
 // current is a record as read, with the version to compare against.
 type current struct {
-	rec Record
-	ver Version
+	rec record.Record
+	ver driver.Version
 }
 
 // callContext bounds one store call by CallTimeout.
@@ -137,7 +144,7 @@ func (b *Breaker) get(ctx context.Context, host string) (current, error) {
 	ctx, cancel := b.callContext(ctx)
 	defer cancel()
 	v, ver, err := b.store.Get(ctx, host)
-	if errors.Is(err, ErrNotFound) {
+	if errors.Is(err, driver.ErrNotFound) {
 		return current{}, nil
 	}
 	if err != nil {
@@ -148,8 +155,8 @@ func (b *Breaker) get(ctx context.Context, host string) (current, error) {
 
 // decode treats an undecodable record as absent; its version is kept so the
 // next write replaces it.
-func (b *Breaker) decode(host string, v []byte) Record {
-	r, err := DecodeRecord(v)
+func (b *Breaker) decode(host string, v []byte) record.Record {
+	r, err := record.DecodeRecord(v)
 	if err != nil {
 		b.log.Warn("kvbreaker: ignoring undecodable record; it will be overwritten", "host", host, "err", err)
 	}
@@ -159,25 +166,25 @@ func (b *Breaker) decode(host string, v []byte) Record {
 // apply performs step's write and returns what the store now holds. On a
 // conflict it returns the key's current contents when the store sent them
 // (ok == true), saving a Get.
-func (b *Breaker) apply(ctx context.Context, host string, cur current, st *Step) (next current, ok bool, err error) {
+func (b *Breaker) apply(ctx context.Context, host string, cur current, st *machine.Step) (next current, ok bool, err error) {
 	ctx, cancel := b.callContext(ctx)
 	defer cancel()
 	switch st.Write {
-	case WritePut:
-		var ver Version
-		ver, err = b.store.CompareAndSwap(ctx, host, cur.ver, EncodeRecord(st.Record), b.cfg.StateTTL)
+	case machine.WritePut:
+		var ver driver.Version
+		ver, err = b.store.CompareAndSwap(ctx, host, cur.ver, record.EncodeRecord(st.Record), b.cfg.StateTTL)
 		if err == nil {
 			return current{rec: st.Record, ver: ver}, true, nil
 		}
-	case WriteDelete:
+	case machine.WriteDelete:
 		err = b.store.CompareAndDelete(ctx, host, cur.ver)
-		if err == nil || errors.Is(err, ErrNotFound) {
+		if err == nil || errors.Is(err, driver.ErrNotFound) {
 			// ErrNotFound: someone else closed it; nothing of ours to report.
 			return current{}, true, err
 		}
 	}
-	if ce, isCE := errors.AsType[*ConflictError](err); isCE {
-		if ce.Version == NoVersion {
+	if ce, isCE := errors.AsType[*driver.ConflictError](err); isCE {
+		if ce.Version == driver.NoVersion {
 			return current{}, true, err
 		}
 		return current{rec: b.decode(host, ce.Value), ver: ce.Version}, true, err
@@ -193,9 +200,9 @@ func (b *Breaker) apply(ctx context.Context, host string, cur current, st *Step)
 // never does: a cached record is only the compare-and-swap hint, which the
 // store validates, and a "no write" decided on it is confirmed by a read,
 // since another worker may have changed the record since.
-func (b *Breaker) run(ctx context.Context, host string, in instant, write bool, decide func(Record) Step) (Step, error) {
-	if err := ValidateKey(host); err != nil {
-		return Step{}, err
+func (b *Breaker) run(ctx context.Context, host string, in instant, write bool, decide func(record.Record) machine.Step) (machine.Step, error) {
+	if err := driver.ValidateKey(host); err != nil {
+		return machine.Step{}, err
 	}
 	var cur current
 	fresh, hinted := false, false
@@ -214,12 +221,12 @@ func (b *Breaker) run(ctx context.Context, host string, in instant, write bool, 
 			var err error
 			if cur, err = b.get(ctx, host); err != nil {
 				b.cache.forget(at, host)
-				return Step{}, err
+				return machine.Step{}, err
 			}
 			b.cache.put(at, host, cur, seq, in.mono)
 		}
 		st := decide(cur.rec)
-		if st.Write == WriteNone {
+		if st.Write == machine.WriteNone {
 			if hinted {
 				// A hint is only validated by a write; without one,
 				// read what the store really holds.
@@ -239,20 +246,20 @@ func (b *Breaker) run(ctx context.Context, host string, in instant, write bool, 
 		case err == nil:
 			b.notify(host, &st)
 			return st, nil
-		case errors.Is(err, ErrNotFound):
-			return Step{From: StateClosed, To: StateClosed}, nil
-		case errors.Is(err, ErrConflict):
+		case errors.Is(err, driver.ErrNotFound):
+			return machine.Step{From: record.StateClosed, To: record.StateClosed}, nil
+		case errors.Is(err, driver.ErrConflict):
 			cur, fresh = next, ok
 			continue
 		}
-		return Step{}, err
+		return machine.Step{}, err
 	}
-	return Step{}, fmt.Errorf("%w: %d lost compare-and-swaps on %q", ErrContended, maxCASAttempts, host)
+	return machine.Step{}, fmt.Errorf("%w: %d lost compare-and-swaps on %q", ErrContended, maxCASAttempts, host)
 }
 
-func (b *Breaker) notify(host string, st *Step) {
+func (b *Breaker) notify(host string, st *machine.Step) {
 	if st.Changed() && b.s.OnStateChange != nil {
-		b.s.OnStateChange(host, st.From, st.To)
+		b.s.OnStateChange(host, State(st.From), State(st.To))
 	}
 }
 
@@ -279,7 +286,7 @@ func (b *Breaker) Allow(ctx context.Context, host string, heldSince time.Time) (
 	// restraint's end every worker holding a message for the host asks at
 	// once; on a hint each loser would pay a failed compare-and-swap (a
 	// Raft proposal, a DynamoDB write unit) where a read costs less.
-	st, err := b.run(ctx, host, in, false, func(r Record) Step { return AllowStep(r, now, heldSince, &b.cfg) })
+	st, err := b.run(ctx, host, in, false, func(r record.Record) machine.Step { return machine.AllowStep(r, now, heldSince, &b.cfg) })
 	if heldSince.IsZero() {
 		heldSince = now
 	}
@@ -296,42 +303,45 @@ func (b *Breaker) Allow(ctx context.Context, host string, heldSince time.Time) (
 		}
 		return Verdict{Decision: Send}, err
 	}
-	v := Verdict{Decision: st.Decision, RetryAt: st.RetryAt}
-	if st.Decision == Hold {
+	v := Verdict{Decision: Decision(st.Decision), RetryAt: st.RetryAt}
+	if v.Decision == Hold {
 		v.HeldSince = heldSince
 	}
 	return v, nil
 }
 
 func (b *Breaker) holdBriefly(now, heldSince time.Time) time.Time {
-	return minTime(now.Add(b.cfg.ReleaseInterval), heldSince.Add(b.cfg.HoldLimit))
+	if t := heldSince.Add(b.cfg.HoldLimit); t.Before(now.Add(b.cfg.ReleaseInterval)) {
+		return t
+	}
+	return now.Add(b.cfg.ReleaseInterval)
 }
 
 // Failure records that a delivery to host failed (no answer, 5xx, timeout).
 func (b *Breaker) Failure(ctx context.Context, host string) error {
 	in := b.instant()
-	_, err := b.run(ctx, host, in, true, func(r Record) Step { return FailureStep(r, in.wall, &b.cfg) })
+	_, err := b.run(ctx, host, in, true, func(r record.Record) machine.Step { return machine.FailureStep(r, in.wall, &b.cfg) })
 	return wrap("failure", host, err)
 }
 
 // Success records that host answered; its record is deleted and the circuit
 // closes.
 func (b *Breaker) Success(ctx context.Context, host string) error {
-	_, err := b.run(ctx, host, b.instant(), true, SuccessStep)
+	_, err := b.run(ctx, host, b.instant(), true, machine.SuccessStep)
 	return wrap("success", host, err)
 }
 
 // ReachableFailure records a failure that proves the host is up (it
 // answered, e.g. with a 4xx): like Success, the circuit closes.
 func (b *Breaker) ReachableFailure(ctx context.Context, host string) error {
-	_, err := b.run(ctx, host, b.instant(), true, SuccessStep)
+	_, err := b.run(ctx, host, b.instant(), true, machine.SuccessStep)
 	return wrap("reachable failure", host, err)
 }
 
 // Reset deletes host's record whatever it holds, force-closing the circuit.
 func (b *Breaker) Reset(ctx context.Context, host string) error {
-	_, err := b.run(ctx, host, b.instant(), true, func(r Record) Step {
-		return Step{From: r.State(), To: StateClosed, Write: WriteDelete}
+	_, err := b.run(ctx, host, b.instant(), true, func(r record.Record) machine.Step {
+		return machine.Step{From: r.State(), To: record.StateClosed, Write: machine.WriteDelete}
 	})
 	return wrap("reset", host, err)
 }
@@ -339,21 +349,22 @@ func (b *Breaker) Reset(ctx context.Context, host string) error {
 // Inspect reads host's record without changing it.
 func (b *Breaker) Inspect(ctx context.Context, host string) (Status, error) {
 	s := Status{Host: host}
-	if err := ValidateKey(host); err != nil {
+	if err := driver.ValidateKey(host); err != nil {
 		return s, err
 	}
 	ctx, cancel := b.callContext(ctx)
 	defer cancel()
 	v, ver, err := b.store.Get(ctx, host)
 	switch {
-	case errors.Is(err, ErrNotFound):
+	case errors.Is(err, driver.ErrNotFound):
 		return s, nil
 	case err != nil:
 		return s, wrap("inspect", host, err)
 	}
 	s.Found, s.Size, s.Version = true, len(v), ver
-	s.Record, s.Err = DecodeRecord(v)
-	s.State = s.Record.State()
+	r, err := record.DecodeRecord(v)
+	s.Failures, s.RestrainedUntil, s.Probing, s.Err = r.Failures, r.RestrainedUntil, r.Probing, err
+	s.State = State(r.State())
 	return s, nil
 }
 

@@ -1,10 +1,13 @@
-package core
+package machine
 
 import (
 	"errors"
 	"fmt"
-	"log/slog"
 	"time"
+
+	"github.com/kvbreaker/kvbreaker/internal/record"
+
+	"github.com/kvbreaker/kvbreaker/driver"
 )
 
 // Defaults used where a Settings field is zero (those of fedify's breaker).
@@ -16,79 +19,24 @@ const (
 	DefaultReleaseInterval  = time.Second
 	DefaultTTLMargin        = 5 * time.Second
 	DefaultClockSkew        = time.Second
-	DefaultCallTimeout      = 5 * time.Second
 	// DefaultHistoryLimit caps the failure history a custom FailurePolicy
 	// sees, as fedify's slice(-100) does.
 	DefaultHistoryLimit = 100
 )
 
-// Settings configures a Breaker. The zero value of every field means its
-// default; a negative value is an error. NewBreaker validates all fields at
-// once and reports every problem in one error.
+// Settings is the part of kvbreaker.Settings the machine uses, with the same
+// field names and meanings; zero means the default.
 type Settings struct {
-	// FailureThreshold failures within FailureWindow open the circuit.
-	// Default 5.
 	FailureThreshold int
-	// FailureWindow: failures older than this stop counting. Default 10 min.
-	FailureWindow time.Duration
-	// RecoveryDelay: how long an open circuit holds deliveries before it
-	// lets one probe through, and how long a probe may stay unanswered
-	// before another worker takes it over. Default 30 min.
-	RecoveryDelay time.Duration
-	// HoldLimit: a message held this long since its first hold is dropped.
-	// Default 7 days.
-	HoldLimit time.Duration
-	// ReleaseInterval: while a probe is in flight, held messages re-check
-	// this often. Default 1 s.
-	ReleaseInterval time.Duration
-
-	// ClockSkew bounds how far any worker's clock may be from true time.
-	// Default 1 s.
-	ClockSkew time.Duration
-	// TTLMargin is added to max(RecoveryDelay, FailureWindow) to get the
-	// record's TTL. Zero means max(5 s, what the store needs for ClockSkew);
-	// an explicit value below what the store needs is an error.
-	TTLMargin time.Duration
-	// StateTTL overrides the derived TTL. It must be at least
-	// max(RecoveryDelay, FailureWindow) plus the margin the store needs, and
-	// is required with a FailurePolicy.
-	StateTTL time.Duration
-
-	// FailurePolicy replaces the default "FailureThreshold failures within
-	// FailureWindow" rule: it is called with the failure history (oldest
-	// first, at most HistoryLimit entries, not pruned by time) and reports
-	// whether the circuit should open. It has no window to derive a TTL
-	// from, so StateTTL must be set with it.
-	FailurePolicy func(failures []time.Time) bool
-	// HistoryLimit caps the history FailurePolicy sees. Default 100; only
-	// used with a FailurePolicy.
-	HistoryLimit int
-
-	// OnStateChange is called after a transition has been stored, once, by
-	// the worker whose write made it.
-	OnStateChange func(host string, from, to State)
-	// OnDrop is called when Allow drops a message held for HoldLimit.
-	OnDrop func(host string, heldSince time.Time)
-	// FailClosed makes Allow hold for ReleaseInterval when the store fails;
-	// by default it sends (fails open). The error is returned either way.
-	FailClosed bool
-	// CacheSize enables a local cache of up to this many hosts' records,
-	// so repeated checks of a host cost no store read. Zero disables it.
-	// A cached record is served for at most CacheStaleness and never past
-	// its RestrainedUntil, so caching can delay seeing another worker's
-	// opening or closing of a circuit by at most CacheStaleness; this
-	// worker's own writes update the cache at once.
-	CacheSize int
-	// CacheStaleness: how long a cached record may be served. Default 1 s.
-	CacheStaleness time.Duration
-	// CallTimeout bounds each store call, within the caller's context.
-	// Default 5 s.
-	CallTimeout time.Duration
-	// Clock returns the current time. Default time.Now.
-	Clock func() time.Time
-	// Logger receives warnings (a last-writer-wins store, corrupt
-	// records). Default slog.Default().
-	Logger *slog.Logger
+	FailureWindow    time.Duration
+	RecoveryDelay    time.Duration
+	HoldLimit        time.Duration
+	ReleaseInterval  time.Duration
+	ClockSkew        time.Duration
+	TTLMargin        time.Duration
+	StateTTL         time.Duration
+	FailurePolicy    func(failures []time.Time) bool
+	HistoryLimit     int
 }
 
 // Config is the validated, normalised form of Settings that the pure
@@ -108,8 +56,9 @@ type Config struct {
 }
 
 // NewConfig applies defaults to s and validates it against what a store with
-// the given traits needs. Every problem is reported, joined in one error.
-func NewConfig(s Settings, t Traits) (Config, error) {
+// the given traits needs. Every problem is reported, joined in one error;
+// the messages name kvbreaker.Settings' fields.
+func NewConfig(s Settings, t driver.Traits) (Config, error) {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	dur := func(name string, v, def time.Duration) time.Duration {
@@ -129,18 +78,13 @@ func NewConfig(s Settings, t Traits) (Config, error) {
 		FailurePolicy:   s.FailurePolicy,
 	}
 	skew := dur("ClockSkew", s.ClockSkew, DefaultClockSkew)
-	dur("CallTimeout", s.CallTimeout, DefaultCallTimeout)
-	dur("CacheStaleness", s.CacheStaleness, time.Second)
-	if s.CacheSize < 0 {
-		bad("CacheSize is %d: set a number of hosts to cache, or zero to disable the cache", s.CacheSize)
-	}
 	switch {
 	case s.FailureThreshold < 0:
 		bad("FailureThreshold is %d: set at least 1, or zero for the default %d", s.FailureThreshold, DefaultFailureThreshold)
 	case s.FailureThreshold == 0:
 		c.FailureThreshold = DefaultFailureThreshold
-	case s.FailureThreshold > MaxFailures:
-		bad("FailureThreshold is %d, above the %d failures a record can hold: set at most %d", s.FailureThreshold, MaxFailures, MaxFailures)
+	case s.FailureThreshold > record.MaxFailures:
+		bad("FailureThreshold is %d, above the %d failures a record can hold: set at most %d", s.FailureThreshold, record.MaxFailures, record.MaxFailures)
 	default:
 		c.FailureThreshold = s.FailureThreshold
 	}
@@ -149,8 +93,8 @@ func NewConfig(s Settings, t Traits) (Config, error) {
 		bad("HistoryLimit is %d: set at least 1, or zero for the default %d", s.HistoryLimit, DefaultHistoryLimit)
 	case s.HistoryLimit == 0:
 		c.HistoryLimit = DefaultHistoryLimit
-	case s.HistoryLimit > MaxFailures:
-		bad("HistoryLimit is %d, above the %d failures a record can hold: set at most %d", s.HistoryLimit, MaxFailures, MaxFailures)
+	case s.HistoryLimit > record.MaxFailures:
+		bad("HistoryLimit is %d, above the %d failures a record can hold: set at most %d", s.HistoryLimit, record.MaxFailures, record.MaxFailures)
 	default:
 		c.HistoryLimit = s.HistoryLimit
 	}
@@ -197,7 +141,7 @@ func NewConfig(s Settings, t Traits) (Config, error) {
 		c.StateTTL = s.StateTTL
 	}
 	if len(errs) > 0 {
-		return Config{}, fmt.Errorf("kvbreaker: invalid settings:\n%w", errors.Join(errs...))
+		return Config{}, errors.Join(errs...)
 	}
 	return c, nil
 }

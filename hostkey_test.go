@@ -1,9 +1,11 @@
-package core
+package kvbreaker
 
 import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/kvbreaker/kvbreaker/driver"
 )
 
 func TestHostKey(t *testing.T) {
@@ -46,7 +48,7 @@ func FuzzHostKey(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if err := ValidateKey(k); err != nil {
+		if err := driver.ValidateKey(k); err != nil {
 			t.Fatalf("HostKey(%q) = %q, which is not a valid key: %v", in, k, err)
 		}
 	})
@@ -58,10 +60,10 @@ func TestValidateKeyCases(t *testing.T) {
 	for k, valid := range map[string]bool{
 		"": false, "inbox.example": true, "a b": true, "~!@#$%^&*()": true, "tab\there": false, "del\x7f": false,
 		"nul\x00": false, "é.example": true, "\ufffd": true, "bad\xff": false, "c1\u0085": false,
-		strings.Repeat("a", MaxKeyLen): true, strings.Repeat("a", MaxKeyLen+1): false,
+		strings.Repeat("a", driver.MaxKeyLen): true, strings.Repeat("a", driver.MaxKeyLen+1): false,
 	} {
-		if got := ValidateKey(k) == nil; got != valid {
-			t.Errorf("ValidateKey(%q) valid = %v, want %v", k, got, valid)
+		if got := driver.ValidateKey(k) == nil; got != valid {
+			t.Errorf("driver.ValidateKey(%q) valid = %v, want %v", k, got, valid)
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package core
+package record
 
 import (
 	"encoding/binary"

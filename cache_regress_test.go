@@ -1,4 +1,4 @@
-package core_test
+package kvbreaker_test
 
 import (
 	"context"
@@ -7,8 +7,9 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/kvbreaker/kvbreaker"
 	"github.com/kvbreaker/kvbreaker/backends/memory"
-	"github.com/kvbreaker/kvbreaker/core"
+	"github.com/kvbreaker/kvbreaker/driver"
 )
 
 // TestCachedSuccessStillCloses: a Success decided on a cached "absent"
@@ -19,9 +20,9 @@ func TestCachedSuccessStillCloses(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		store := memory.New()
 		rec := &recorder{}
-		cached := newBreaker(t, store, core.Settings{CacheSize: 100, OnStateChange: rec.on})
-		fleet := newBreaker(t, store, core.Settings{FailureThreshold: 1})
-		if v := mustAllow(t, cached, time.Time{}); v.Decision != core.Send {
+		cached := newBreaker(t, store, kvbreaker.Settings{CacheSize: 100, OnStateChange: rec.on})
+		fleet := newBreaker(t, store, kvbreaker.Settings{FailureThreshold: 1})
+		if v := mustAllow(t, cached, time.Time{}); v.Decision != kvbreaker.Send {
 			t.Fatalf("closed host: %v", v.Decision)
 		}
 		fleet.Failure(t.Context(), host)
@@ -30,9 +31,9 @@ func TestCachedSuccessStillCloses(t *testing.T) {
 			t.Fatal(err)
 		}
 		if st, _ := cached.Inspect(t.Context(), host); st.Found {
-			t.Fatalf("host answered, but its record is still %v: %+v", st.State, st.Record)
+			t.Fatalf("host answered, but its record is still %v: %+v", st.State, st)
 		}
-		if n := rec.count(core.StateOpen, core.StateClosed); n != 1 {
+		if n := rec.count(kvbreaker.StateOpen, kvbreaker.StateClosed); n != 1 {
 			t.Fatalf("open→closed reported %d times, want 1", n)
 		}
 	})
@@ -44,11 +45,11 @@ func TestCachedSuccessStillCloses(t *testing.T) {
 func TestCachedOpenStillCountsFailure(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		store := memory.New()
-		s := core.Settings{FailureThreshold: 1, CacheSize: 100}
+		s := kvbreaker.Settings{FailureThreshold: 1, CacheSize: 100}
 		cached := newBreaker(t, store, s)
-		fleet := newBreaker(t, store, core.Settings{FailureThreshold: 1})
+		fleet := newBreaker(t, store, kvbreaker.Settings{FailureThreshold: 1})
 		fleet.Failure(t.Context(), host)
-		if v := mustAllow(t, cached, time.Time{}); v.Decision != core.Hold {
+		if v := mustAllow(t, cached, time.Time{}); v.Decision != kvbreaker.Hold {
 			t.Fatalf("open host: %v", v.Decision)
 		}
 		fleet.Success(t.Context(), host)
@@ -57,8 +58,8 @@ func TestCachedOpenStillCountsFailure(t *testing.T) {
 			t.Fatal(err)
 		}
 		st, _ := cached.Inspect(t.Context(), host)
-		if st.State != core.StateOpen || len(st.Record.Failures) != 1 {
-			t.Fatalf("a failure on a closed host was ignored: %v %+v", st.State, st.Record)
+		if st.State != kvbreaker.StateOpen || len(st.Failures) != 1 {
+			t.Fatalf("a failure on a closed host was ignored: %v %+v", st.State, st)
 		}
 	})
 }
@@ -66,7 +67,7 @@ func TestCachedOpenStillCountsFailure(t *testing.T) {
 // gatedStore holds a Get's answer (already read from the store) until
 // released, so a test can land an old read after a newer write.
 type gatedStore struct {
-	core.Store
+	driver.Store
 	mu      sync.Mutex
 	armed   bool
 	read    chan struct{} // closed when the gated Get has read
@@ -79,7 +80,7 @@ func (s *gatedStore) arm() {
 	s.armed, s.read, s.release = true, make(chan struct{}), make(chan struct{})
 }
 
-func (s *gatedStore) Get(ctx context.Context, key string) ([]byte, core.Version, error) {
+func (s *gatedStore) Get(ctx context.Context, key string) ([]byte, driver.Version, error) {
 	v, ver, err := s.Store.Get(ctx, key)
 	s.mu.Lock()
 	gated := s.armed
@@ -99,9 +100,9 @@ func (s *gatedStore) Get(ctx context.Context, key string) ([]byte, core.Version,
 func TestCacheNeverGoesBackwards(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		store := &gatedStore{Store: memory.New()}
-		b := newBreaker(t, store, core.Settings{FailureThreshold: 1, CacheSize: 100, CacheStaleness: time.Minute})
+		b := newBreaker(t, store, kvbreaker.Settings{FailureThreshold: 1, CacheSize: 100, CacheStaleness: time.Minute})
 		store.arm()
-		done := make(chan core.Verdict)
+		done := make(chan kvbreaker.Verdict)
 		go func() {
 			v, _ := b.Allow(context.Background(), host, time.Time{})
 			done <- v
@@ -111,10 +112,10 @@ func TestCacheNeverGoesBackwards(t *testing.T) {
 			t.Fatal(err)
 		}
 		close(store.release)
-		if v := <-done; v.Decision != core.Send {
+		if v := <-done; v.Decision != kvbreaker.Send {
 			t.Fatalf("the Allow that read before the failure: %v", v.Decision)
 		}
-		if v := mustAllow(t, b, time.Time{}); v.Decision != core.Hold {
+		if v := mustAllow(t, b, time.Time{}); v.Decision != kvbreaker.Hold {
 			t.Fatalf("after its own failure opened the circuit, the worker answered %v", v.Decision)
 		}
 	})
@@ -134,9 +135,9 @@ func TestCacheStalenessIsMonotonic(t *testing.T) {
 			return time.Now().Round(0).Add(offset) // a wall clock, no monotonic reading
 		}
 		store := memory.New()
-		cached := newBreaker(t, store, core.Settings{CacheSize: 100, CacheStaleness: time.Second, Clock: wall})
-		fleet := newBreaker(t, store, core.Settings{FailureThreshold: 1})
-		if v := mustAllow(t, cached, time.Time{}); v.Decision != core.Send {
+		cached := newBreaker(t, store, kvbreaker.Settings{CacheSize: 100, CacheStaleness: time.Second, Clock: wall})
+		fleet := newBreaker(t, store, kvbreaker.Settings{FailureThreshold: 1})
+		if v := mustAllow(t, cached, time.Time{}); v.Decision != kvbreaker.Send {
 			t.Fatal(v.Decision)
 		}
 		fleet.Failure(t.Context(), host)
@@ -144,7 +145,7 @@ func TestCacheStalenessIsMonotonic(t *testing.T) {
 		offset = -time.Hour
 		mu.Unlock()
 		time.Sleep(2 * time.Second) // past CacheStaleness on the monotonic clock
-		if v := mustAllow(t, cached, time.Time{}); v.Decision != core.Hold {
+		if v := mustAllow(t, cached, time.Time{}); v.Decision != kvbreaker.Hold {
 			t.Fatalf("2 s after the fleet opened the circuit (staleness 1 s), a worker whose clock stepped back got %v", v.Decision)
 		}
 	})

@@ -1,4 +1,4 @@
-package core_test
+package kvbreaker_test
 
 import (
 	"context"
@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvbreaker/kvbreaker"
 	"github.com/kvbreaker/kvbreaker/backends/memory"
-	"github.com/kvbreaker/kvbreaker/core"
 )
 
 // TestAllowClosedAllocatesNothing: Allow on a closed host allocates
@@ -20,11 +20,11 @@ func TestAllowClosedAllocatesNothing(t *testing.T) {
 	for i := range hosts {
 		hosts[i] = fmt.Sprintf("a%06d.example", i)
 	}
-	for _, s := range []core.Settings{{}, {CacheSize: 2 * len(hosts)}} {
+	for _, s := range []kvbreaker.Settings{{}, {CacheSize: 2 * len(hosts)}} {
 		b := newBreaker(t, memory.New(), s)
 		i := 0
 		allow := func() {
-			if v, _ := b.Allow(ctx, hosts[i], time.Time{}); v.Decision != core.Send {
+			if v, _ := b.Allow(ctx, hosts[i], time.Time{}); v.Decision != kvbreaker.Send {
 				t.Fatalf("closed host: %v", v.Decision)
 			}
 			i = (i + 1) % len(hosts)
@@ -36,7 +36,7 @@ func TestAllowClosedAllocatesNothing(t *testing.T) {
 			t.Errorf("CacheSize %d: closed Allow made %v allocations per call", s.CacheSize, n)
 		}
 	}
-	b := newBreaker(t, memory.New(), core.Settings{FailureThreshold: 1})
+	b := newBreaker(t, memory.New(), kvbreaker.Settings{FailureThreshold: 1})
 	if err := b.Failure(ctx, host); err != nil {
 		t.Fatal(err)
 	}

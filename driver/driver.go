@@ -1,10 +1,18 @@
-package core
+// Package driver is the contract between kvbreaker and a key-value store:
+// what an adapter implements (Store, and optionally Lister, Flusher and
+// io.Closer), what it declares about itself (Traits) and the errors it
+// returns. Users of the breaker need none of it beyond passing a Store to
+// kvbreaker.New; adapter authors need nothing else, and prove their adapter
+// with conformance.Run.
+package driver
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/kvbreaker/kvbreaker/internal/record"
 )
 
 // Sentinel errors a Store returns; test for them with errors.Is.
@@ -25,8 +33,8 @@ type Version uint64
 // creates the key only if it is absent (or logically expired).
 const NoVersion Version = 0
 
-// Store is the contract a key-value adapter implements. Breaker is its only
-// caller and guarantees: keys pass ValidateKey (non-empty UTF-8, at most
+// Store is the contract a key-value adapter implements. kvbreaker.Breaker is
+// its only caller and guarantees: keys pass ValidateKey (non-empty UTF-8, at most
 // MaxKeyLen bytes, no control characters); ttl > 0; values are at most a few
 // hundred bytes. Every method honours ctx.
 //
@@ -54,14 +62,6 @@ type Store interface {
 	// Traits declares what the store promises; the conformance suite holds
 	// it to exactly this.
 	Traits() Traits
-}
-
-// InProcess is an optional Store interface for stores that answer without
-// I/O (backends/memory): Breaker skips the per-call timeout for them, which
-// would cost more than the call itself.
-type InProcess interface {
-	Store
-	InProcess()
 }
 
 // ConflictError is a conflict that carries the key's current value, for
@@ -169,6 +169,10 @@ type Traits struct {
 	// finds the record it counts as live; the padding bounds the skew it
 	// covers. Zero means no bound: the physical expiry is the logical one.
 	MaxClockSkew time.Duration
+	// InProcess: the store answers without I/O (backends/memory), so the
+	// Breaker skips its per-call timeout, which would cost more than the
+	// call itself.
+	InProcess bool
 	// MaxClockSkewOption names the adapter option that raises MaxClockSkew
 	// (e.g. "dynamodb.WithPurgeDelay"), quoted when NewConfig refuses a
 	// larger ClockSkew.
@@ -217,4 +221,40 @@ func printableASCII(s string) bool {
 // (three bytes EF BF BD) rather than the marker of an invalid byte.
 func validRuneAt(s string, i int) bool {
 	return len(s) >= i+3 && s[i] == 0xEF && s[i+1] == 0xBF && s[i+2] == 0xBD
+}
+
+// Lister is an optional Store interface: enumerating the keys a store holds,
+// for operators (`kvbreaker list`). A store that cannot enumerate cheaply
+// does not implement it.
+type Lister interface {
+	// List returns up to limit live keys that begin with prefix, in the
+	// store's order, starting after cursor ("" for the first page), and the
+	// cursor of the next page ("" after the last one). A page may hold
+	// fewer than limit keys before the end (a store that filters expired
+	// entries after fetching a page).
+	List(ctx context.Context, prefix, cursor string, limit int) (keys []string, next string, err error)
+}
+
+// Flusher is an optional Store interface for stores that queue writes
+// (backends/cloudflarekv): Flush returns once every queued write has been
+// sent, or ctx ends. kvbreaker.Breaker.Close calls it.
+type Flusher interface {
+	Flush(ctx context.Context) error
+}
+
+// MergeRecords merges two breaker records that a store without
+// compare-and-swap received concurrently (older first) into one that loses
+// neither's failures nor restraint: the union of their failure instants, the
+// later restraint, and the probe flag if either was probing. Values that are
+// not records: the newer wins. For last-writer-wins adapters that can see
+// both writes (backends/cloudflarekv); values stay opaque to every other
+// adapter.
+func MergeRecords(older, newer []byte) []byte { return record.Merge(older, newer) }
+
+// RebaseOnDelete turns value, a record computed from gone before gone was
+// deleted, into what it adds to an absent record: its failure instants not
+// in gone, without gone's restraint. ok is false when nothing is left. For
+// the same adapters as MergeRecords.
+func RebaseOnDelete(value, gone []byte) (_ []byte, ok bool) {
+	return record.RebaseOnDelete(value, gone)
 }

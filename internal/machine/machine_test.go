@@ -1,9 +1,12 @@
-package core
+package machine
 
 import (
 	"math/rand/v2"
 	"testing"
 	"time"
+
+	"github.com/kvbreaker/kvbreaker/driver"
+	"github.com/kvbreaker/kvbreaker/internal/record"
 )
 
 var t0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
@@ -12,7 +15,7 @@ func at(d time.Duration) time.Time { return t0.Add(d) }
 
 func testConfig(t *testing.T, s Settings) *Config {
 	t.Helper()
-	c, err := NewConfig(s, Traits{Atomic: true})
+	c, err := NewConfig(s, driver.Traits{Atomic: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,28 +32,28 @@ func failures(ds ...time.Duration) []time.Time {
 
 func TestAllowStep(t *testing.T) {
 	c := testConfig(t, Settings{})
-	open := Record{Failures: failures(0, 1, 2, 3, 4), RestrainedUntil: at(30 * time.Minute)}
-	half := Record{Failures: open.Failures, RestrainedUntil: at(60 * time.Minute), Probing: true}
+	open := record.Record{Failures: failures(0, 1, 2, 3, 4), RestrainedUntil: at(30 * time.Minute)}
+	half := record.Record{Failures: open.Failures, RestrainedUntil: at(60 * time.Minute), Probing: true}
 	cases := []struct {
 		name      string
-		rec       Record
+		rec       record.Record
 		now       time.Time
 		heldSince time.Time
 		want      Decision
 		retryAt   time.Time
 		write     Write
-		from, to  State
+		from, to  record.State
 	}{
-		{name: "absent-sends", now: at(0), want: Send, from: StateClosed, to: StateClosed},
-		{name: "closed-with-failures-sends", rec: Record{Failures: failures(0, 1)}, now: at(time.Minute), want: Send},
-		{name: "open-holds-until-restrained", rec: open, now: at(10 * time.Minute), want: Hold, retryAt: at(30 * time.Minute), from: StateOpen, to: StateOpen},
-		{name: "open-elapsed-probes", rec: open, now: at(30 * time.Minute), want: Probe, write: WritePut, from: StateOpen, to: StateHalfOpen},
-		{name: "half-open-holds-release-interval", rec: half, now: at(31 * time.Minute), want: Hold, retryAt: at(31*time.Minute + time.Second), from: StateHalfOpen, to: StateHalfOpen},
-		{name: "half-open-release-capped-at-restraint", rec: half, now: at(60*time.Minute - 300*time.Millisecond), want: Hold, retryAt: at(60 * time.Minute), from: StateHalfOpen, to: StateHalfOpen},
-		{name: "stale-probe-taken-over", rec: half, now: at(60 * time.Minute), want: Probe, write: WritePut, from: StateHalfOpen, to: StateHalfOpen},
-		{name: "retry-capped-at-hold-limit", rec: open, now: at(10 * time.Minute), heldSince: at(10*time.Minute - c.HoldLimit + time.Minute), want: Hold, retryAt: at(11 * time.Minute), from: StateOpen, to: StateOpen},
-		{name: "dropped-exactly-at-hold-limit", rec: open, now: at(10 * time.Minute), heldSince: at(10*time.Minute - c.HoldLimit), want: Drop, from: StateOpen, to: StateOpen},
-		{name: "not-dropped-just-before-hold-limit", rec: open, now: at(10 * time.Minute), heldSince: at(10*time.Minute - c.HoldLimit + time.Millisecond), want: Hold, retryAt: at(10*time.Minute + time.Millisecond), from: StateOpen, to: StateOpen},
+		{name: "absent-sends", now: at(0), want: Send, from: record.StateClosed, to: record.StateClosed},
+		{name: "closed-with-failures-sends", rec: record.Record{Failures: failures(0, 1)}, now: at(time.Minute), want: Send},
+		{name: "open-holds-until-restrained", rec: open, now: at(10 * time.Minute), want: Hold, retryAt: at(30 * time.Minute), from: record.StateOpen, to: record.StateOpen},
+		{name: "open-elapsed-probes", rec: open, now: at(30 * time.Minute), want: Probe, write: WritePut, from: record.StateOpen, to: record.StateHalfOpen},
+		{name: "half-open-holds-release-interval", rec: half, now: at(31 * time.Minute), want: Hold, retryAt: at(31*time.Minute + time.Second), from: record.StateHalfOpen, to: record.StateHalfOpen},
+		{name: "half-open-release-capped-at-restraint", rec: half, now: at(60*time.Minute - 300*time.Millisecond), want: Hold, retryAt: at(60 * time.Minute), from: record.StateHalfOpen, to: record.StateHalfOpen},
+		{name: "stale-probe-taken-over", rec: half, now: at(60 * time.Minute), want: Probe, write: WritePut, from: record.StateHalfOpen, to: record.StateHalfOpen},
+		{name: "retry-capped-at-hold-limit", rec: open, now: at(10 * time.Minute), heldSince: at(10*time.Minute - c.HoldLimit + time.Minute), want: Hold, retryAt: at(11 * time.Minute), from: record.StateOpen, to: record.StateOpen},
+		{name: "dropped-exactly-at-hold-limit", rec: open, now: at(10 * time.Minute), heldSince: at(10*time.Minute - c.HoldLimit), want: Drop, from: record.StateOpen, to: record.StateOpen},
+		{name: "not-dropped-just-before-hold-limit", rec: open, now: at(10 * time.Minute), heldSince: at(10*time.Minute - c.HoldLimit + time.Millisecond), want: Hold, retryAt: at(10*time.Minute + time.Millisecond), from: record.StateOpen, to: record.StateOpen},
 		{name: "dropped-even-when-closed", now: at(c.HoldLimit), heldSince: at(0), want: Drop},
 	}
 	for _, tc := range cases {
@@ -77,27 +80,27 @@ func TestFailureStep(t *testing.T) {
 	cases := []struct {
 		name     string
 		cfg      *Config
-		rec      Record
+		rec      record.Record
 		now      time.Duration
-		from, to State
+		from, to record.State
 		write    Write
 		fails    int
 		restrain time.Duration // RestrainedUntil - t0, or -1 for none
 	}{
 		{name: "first-failure-counts", now: 0, write: WritePut, fails: 1, restrain: -1},
-		{name: "below-threshold-stays-closed", rec: Record{Failures: failures(0, 1, 2)}, now: 3, write: WritePut, fails: 4, restrain: -1},
-		{name: "threshold-opens", rec: Record{Failures: failures(0, 1, 2, 3)}, now: 4, to: StateOpen, write: WritePut, fails: 5, restrain: 4 + 30*time.Minute},
-		{name: "old-failures-age-out", rec: Record{Failures: failures(0, 1, 2, 3)}, now: 10*time.Minute + 2, write: WritePut, fails: 3, restrain: -1},
-		{name: "window-boundary-inclusive", rec: Record{Failures: failures(0, 1, 2, 3)}, now: 10 * time.Minute, to: StateOpen, write: WritePut, fails: 5, restrain: 40 * time.Minute},
-		{name: "open-ignores-failures", rec: Record{Failures: failures(0, 1, 2, 3, 4), RestrainedUntil: at(30 * time.Minute)}, now: 5 * time.Minute, from: StateOpen, to: StateOpen, write: WriteNone, fails: 5, restrain: 30 * time.Minute},
-		{name: "open-elapsed-still-ignores", rec: Record{Failures: failures(0, 1, 2, 3, 4), RestrainedUntil: at(30 * time.Minute)}, now: 31 * time.Minute, from: StateOpen, to: StateOpen, write: WriteNone, fails: 5, restrain: 30 * time.Minute},
-		{name: "failed-probe-reopens", rec: Record{Failures: failures(0, 1, 2, 3, 4), RestrainedUntil: at(60 * time.Minute), Probing: true}, now: 31 * time.Minute, from: StateHalfOpen, to: StateOpen, write: WritePut, fails: 1, restrain: 61 * time.Minute},
+		{name: "below-threshold-stays-closed", rec: record.Record{Failures: failures(0, 1, 2)}, now: 3, write: WritePut, fails: 4, restrain: -1},
+		{name: "threshold-opens", rec: record.Record{Failures: failures(0, 1, 2, 3)}, now: 4, to: record.StateOpen, write: WritePut, fails: 5, restrain: 4 + 30*time.Minute},
+		{name: "old-failures-age-out", rec: record.Record{Failures: failures(0, 1, 2, 3)}, now: 10*time.Minute + 2, write: WritePut, fails: 3, restrain: -1},
+		{name: "window-boundary-inclusive", rec: record.Record{Failures: failures(0, 1, 2, 3)}, now: 10 * time.Minute, to: record.StateOpen, write: WritePut, fails: 5, restrain: 40 * time.Minute},
+		{name: "open-ignores-failures", rec: record.Record{Failures: failures(0, 1, 2, 3, 4), RestrainedUntil: at(30 * time.Minute)}, now: 5 * time.Minute, from: record.StateOpen, to: record.StateOpen, write: WriteNone, fails: 5, restrain: 30 * time.Minute},
+		{name: "open-elapsed-still-ignores", rec: record.Record{Failures: failures(0, 1, 2, 3, 4), RestrainedUntil: at(30 * time.Minute)}, now: 31 * time.Minute, from: record.StateOpen, to: record.StateOpen, write: WriteNone, fails: 5, restrain: 30 * time.Minute},
+		{name: "failed-probe-reopens", rec: record.Record{Failures: failures(0, 1, 2, 3, 4), RestrainedUntil: at(60 * time.Minute), Probing: true}, now: 31 * time.Minute, from: record.StateHalfOpen, to: record.StateOpen, write: WritePut, fails: 1, restrain: 61 * time.Minute},
 		// RecoveryDelay (30 min) > FailureWindow (10 min): the tripping
 		// failures have aged out by probe time, yet one failed probe
 		// reopens the circuit.
-		{name: "half-open-single-strike-reopen", rec: Record{Failures: failures(0, 1, 2, 3, 4), RestrainedUntil: at(90 * time.Minute), Probing: true}, now: 60 * time.Minute, from: StateHalfOpen, to: StateOpen, write: WritePut, fails: 1, restrain: 90 * time.Minute},
-		{name: "threshold-one-opens-on-first", cfg: testConfig(t, Settings{FailureThreshold: 1}), now: 0, to: StateOpen, write: WritePut, fails: 1, restrain: 30 * time.Minute},
-		{name: "custom-policy-trips", cfg: testConfig(t, Settings{StateTTL: time.Hour, FailurePolicy: func(f []time.Time) bool { return len(f) >= 2 }}), rec: Record{Failures: failures(0)}, now: 24 * time.Hour, to: StateOpen, write: WritePut, fails: 2, restrain: 24*time.Hour + 30*time.Minute},
+		{name: "half-open-single-strike-reopen", rec: record.Record{Failures: failures(0, 1, 2, 3, 4), RestrainedUntil: at(90 * time.Minute), Probing: true}, now: 60 * time.Minute, from: record.StateHalfOpen, to: record.StateOpen, write: WritePut, fails: 1, restrain: 90 * time.Minute},
+		{name: "threshold-one-opens-on-first", cfg: testConfig(t, Settings{FailureThreshold: 1}), now: 0, to: record.StateOpen, write: WritePut, fails: 1, restrain: 30 * time.Minute},
+		{name: "custom-policy-trips", cfg: testConfig(t, Settings{StateTTL: time.Hour, FailurePolicy: func(f []time.Time) bool { return len(f) >= 2 }}), rec: record.Record{Failures: failures(0)}, now: 24 * time.Hour, to: record.StateOpen, write: WritePut, fails: 2, restrain: 24*time.Hour + 30*time.Minute},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -123,7 +126,7 @@ func TestFailureStep(t *testing.T) {
 			if !rec.RestrainedUntil.Equal(want) || rec.Probing {
 				t.Fatalf("restrained until %v probing %v; want %v, not probing", rec.RestrainedUntil, rec.Probing, want)
 			}
-			if st.Write == WritePut && !rec.Opened().Equal(at(tc.now)) && st.To == StateOpen {
+			if st.Write == WritePut && !rec.Opened().Equal(at(tc.now)) && st.To == record.StateOpen {
 				t.Fatalf("opened %v: want the tripping failure %v", rec.Opened(), at(tc.now))
 			}
 		})
@@ -133,19 +136,19 @@ func TestFailureStep(t *testing.T) {
 func TestSuccessStep(t *testing.T) {
 	cases := []struct {
 		name  string
-		rec   Record
-		from  State
+		rec   record.Record
+		from  record.State
 		write Write
 	}{
-		{name: "absent-no-write", from: StateClosed, write: WriteNone},
-		{name: "closed-with-failures-deletes", rec: Record{Failures: failures(0)}, from: StateClosed, write: WriteDelete},
-		{name: "open-closes", rec: Record{Failures: failures(0), RestrainedUntil: at(time.Hour)}, from: StateOpen, write: WriteDelete},
-		{name: "half-open-closes", rec: Record{Failures: failures(0), RestrainedUntil: at(time.Hour), Probing: true}, from: StateHalfOpen, write: WriteDelete},
+		{name: "absent-no-write", from: record.StateClosed, write: WriteNone},
+		{name: "closed-with-failures-deletes", rec: record.Record{Failures: failures(0)}, from: record.StateClosed, write: WriteDelete},
+		{name: "open-closes", rec: record.Record{Failures: failures(0), RestrainedUntil: at(time.Hour)}, from: record.StateOpen, write: WriteDelete},
+		{name: "half-open-closes", rec: record.Record{Failures: failures(0), RestrainedUntil: at(time.Hour), Probing: true}, from: record.StateHalfOpen, write: WriteDelete},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			st := SuccessStep(tc.rec)
-			if st.From != tc.from || st.To != StateClosed || st.Write != tc.write {
+			if st.From != tc.from || st.To != record.StateClosed || st.Write != tc.write {
 				t.Fatalf("got %v→%v write %v; want %v→closed write %v", st.From, st.To, st.Write, tc.from, tc.write)
 			}
 		})
@@ -178,7 +181,7 @@ func TestPruneKeepsOrderUnderSkew(t *testing.T) {
 func TestOpenedIsNewestFailure(t *testing.T) {
 	c := testConfig(t, Settings{FailureThreshold: 3, FailureWindow: time.Minute, RecoveryDelay: 5 * time.Minute})
 	rng := rand.New(rand.NewPCG(1, 2))
-	var rec Record
+	var rec record.Record
 	var opened time.Time
 	now := t0
 	for i := range 100000 {
@@ -196,12 +199,12 @@ func TestOpenedIsNewestFailure(t *testing.T) {
 		case WritePut:
 			rec = st.Record
 		case WriteDelete:
-			rec = Record{}
+			rec = record.Record{}
 		}
-		if st.To == StateOpen && st.From != StateOpen {
+		if st.To == record.StateOpen && st.From != record.StateOpen {
 			opened = now
 		}
-		if rec.State() != StateClosed && !rec.Opened().Equal(opened) {
+		if rec.State() != record.StateClosed && !rec.Opened().Equal(opened) {
 			t.Fatalf("step %d: opened %v but max(failures) %v (%+v)", i, opened, rec.Opened(), rec)
 		}
 	}
@@ -213,16 +216,16 @@ func TestOpenedIsNewestFailure(t *testing.T) {
 func TestDeletionOnlyTurnsHoldIntoSend(t *testing.T) {
 	c := testConfig(t, Settings{FailureThreshold: 3, FailureWindow: time.Minute, RecoveryDelay: 3 * time.Minute})
 	rng := rand.New(rand.NewPCG(3, 4))
-	var rec Record
+	var rec record.Record
 	now := t0
 	seen := map[[2]Decision]int{}
 	for range 100000 {
 		now = now.Add(time.Duration(rng.IntN(int(20 * time.Second))))
 		if rng.IntN(50) == 0 {
-			rec = Record{}
+			rec = record.Record{}
 		}
 		with := AllowStep(rec, now, time.Time{}, c)
-		without := AllowStep(Record{}, now, time.Time{}, c)
+		without := AllowStep(record.Record{}, now, time.Time{}, c)
 		if without.Decision != Send {
 			t.Fatalf("absent record decided %v", without.Decision)
 		}
@@ -240,7 +243,7 @@ func TestDeletionOnlyTurnsHoldIntoSend(t *testing.T) {
 		case WritePut:
 			rec = st.Record
 		case WriteDelete:
-			rec = Record{}
+			rec = record.Record{}
 		}
 	}
 	for _, d := range []Decision{Send, Hold, Probe} {
@@ -252,8 +255,8 @@ func TestDeletionOnlyTurnsHoldIntoSend(t *testing.T) {
 
 func TestAllowClosedDoesNotAllocate(t *testing.T) {
 	c := testConfig(t, Settings{})
-	rec := Record{Failures: failures(0, 1)}
-	open := Record{Failures: failures(0), RestrainedUntil: at(time.Hour)}
+	rec := record.Record{Failures: failures(0, 1)}
+	open := record.Record{Failures: failures(0), RestrainedUntil: at(time.Hour)}
 	if n := testing.AllocsPerRun(1000, func() { AllowStep(rec, at(time.Minute), time.Time{}, c) }); n != 0 {
 		t.Fatalf("closed allow allocates %v times", n)
 	}
@@ -263,8 +266,8 @@ func TestAllowClosedDoesNotAllocate(t *testing.T) {
 }
 
 func BenchmarkAllowStepClosed(b *testing.B) {
-	c, _ := NewConfig(Settings{}, Traits{})
-	rec := Record{Failures: failures(0, 1)}
+	c, _ := NewConfig(Settings{}, driver.Traits{})
+	rec := record.Record{Failures: failures(0, 1)}
 	b.ReportAllocs()
 	for b.Loop() {
 		AllowStep(rec, at(time.Minute), time.Time{}, &c)
@@ -272,8 +275,8 @@ func BenchmarkAllowStepClosed(b *testing.B) {
 }
 
 func BenchmarkFailureStep(b *testing.B) {
-	c, _ := NewConfig(Settings{}, Traits{})
-	rec := Record{Failures: failures(0, 1, 2)}
+	c, _ := NewConfig(Settings{}, driver.Traits{})
+	rec := record.Record{Failures: failures(0, 1, 2)}
 	b.ReportAllocs()
 	for b.Loop() {
 		FailureStep(rec, at(time.Minute), &c)
@@ -300,12 +303,12 @@ func TestNoFailureAfterWriterNow(t *testing.T) {
 			}
 		}
 	}
-	check("FailureStep", FailureStep(Record{Failures: fast}, now, c))
-	open := Record{Failures: fast, RestrainedUntil: now.Add(-time.Millisecond)}
+	check("FailureStep", FailureStep(record.Record{Failures: fast}, now, c))
+	open := record.Record{Failures: fast, RestrainedUntil: now.Add(-time.Millisecond)}
 	check("AllowStep probe", AllowStep(open, now, time.Time{}, c))
 	// The common case allocates nothing: the probe keeps the slice.
 	past := []time.Time{now.Add(-2 * time.Minute), now.Add(-time.Minute)}
-	if st := AllowStep(Record{Failures: past, RestrainedUntil: now}, now, time.Time{}, c); &st.Record.Failures[0] != &past[0] {
+	if st := AllowStep(record.Record{Failures: past, RestrainedUntil: now}, now, time.Time{}, c); &st.Record.Failures[0] != &past[0] {
 		t.Error("a history with no future instant was copied")
 	}
 }

@@ -1,4 +1,4 @@
-package core
+package record
 
 import (
 	"encoding/binary"
@@ -121,3 +121,7 @@ func FuzzDecodeRecord(f *testing.F) {
 		}
 	})
 }
+
+var t0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+
+func at(d time.Duration) time.Time { return t0.Add(d) }

@@ -1,4 +1,4 @@
-package core_test
+package kvbreaker_test
 
 import (
 	"bytes"
@@ -12,15 +12,17 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/kvbreaker/kvbreaker"
 	"github.com/kvbreaker/kvbreaker/backends/memory"
-	"github.com/kvbreaker/kvbreaker/core"
+	"github.com/kvbreaker/kvbreaker/driver"
+	"github.com/kvbreaker/kvbreaker/internal/record"
 )
 
 const host = "inbox.example"
 
 type transition struct {
 	host     string
-	from, to core.State
+	from, to kvbreaker.State
 }
 
 // recorder collects OnStateChange calls from any number of Breakers.
@@ -29,13 +31,13 @@ type recorder struct {
 	got []transition
 }
 
-func (r *recorder) on(host string, from, to core.State) {
+func (r *recorder) on(host string, from, to kvbreaker.State) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.got = append(r.got, transition{host, from, to})
 }
 
-func (r *recorder) count(from, to core.State) int {
+func (r *recorder) count(from, to kvbreaker.State) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	n := 0
@@ -47,16 +49,16 @@ func (r *recorder) count(from, to core.State) int {
 	return n
 }
 
-func newBreaker(t *testing.T, store core.Store, s core.Settings) *core.Breaker {
+func newBreaker(t *testing.T, store driver.Store, s kvbreaker.Settings) *kvbreaker.Breaker {
 	t.Helper()
-	b, err := core.NewBreaker(store, s)
+	b, err := kvbreaker.New(store, s)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return b
 }
 
-func mustAllow(t *testing.T, b *core.Breaker, heldSince time.Time) core.Verdict {
+func mustAllow(t *testing.T, b *kvbreaker.Breaker, heldSince time.Time) kvbreaker.Verdict {
 	t.Helper()
 	v, err := b.Allow(t.Context(), host, heldSince)
 	if err != nil {
@@ -68,13 +70,13 @@ func mustAllow(t *testing.T, b *core.Breaker, heldSince time.Time) core.Verdict 
 func TestBreakerLifecycle(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rec := &recorder{}
-		b := newBreaker(t, memory.New(), core.Settings{OnStateChange: rec.on})
+		b := newBreaker(t, memory.New(), kvbreaker.Settings{OnStateChange: rec.on})
 		ctx := t.Context()
 		for range 4 {
 			if err := b.Failure(ctx, host); err != nil {
 				t.Fatal(err)
 			}
-			if v := mustAllow(t, b, time.Time{}); v.Decision != core.Send {
+			if v := mustAllow(t, b, time.Time{}); v.Decision != kvbreaker.Send {
 				t.Fatalf("below threshold: %v", v.Decision)
 			}
 		}
@@ -83,7 +85,7 @@ func TestBreakerLifecycle(t *testing.T) {
 		}
 		opened := time.Now()
 		v := mustAllow(t, b, time.Time{})
-		if v.Decision != core.Hold || !v.RetryAt.Equal(opened.Add(30*time.Minute)) || !v.HeldSince.Equal(opened) {
+		if v.Decision != kvbreaker.Hold || !v.RetryAt.Equal(opened.Add(30*time.Minute)) || !v.HeldSince.Equal(opened) {
 			t.Fatalf("open: %+v", v)
 		}
 		// Failures while open change nothing.
@@ -91,20 +93,20 @@ func TestBreakerLifecycle(t *testing.T) {
 			t.Fatal(err)
 		}
 		time.Sleep(time.Until(v.RetryAt))
-		if p := mustAllow(t, b, v.HeldSince); p.Decision != core.Probe {
+		if p := mustAllow(t, b, v.HeldSince); p.Decision != kvbreaker.Probe {
 			t.Fatalf("after recovery delay: %v", p.Decision)
 		}
 		h := mustAllow(t, b, v.HeldSince)
-		if h.Decision != core.Hold || !h.RetryAt.Equal(time.Now().Add(time.Second)) {
+		if h.Decision != kvbreaker.Hold || !h.RetryAt.Equal(time.Now().Add(time.Second)) {
 			t.Fatalf("during probe: %+v, want hold for the release interval", h)
 		}
 		if err := b.Success(ctx, host); err != nil {
 			t.Fatal(err)
 		}
-		if s := mustAllow(t, b, h.HeldSince); s.Decision != core.Send {
+		if s := mustAllow(t, b, h.HeldSince); s.Decision != kvbreaker.Send {
 			t.Fatalf("after success: %v", s.Decision)
 		}
-		want := []transition{{host, core.StateClosed, core.StateOpen}, {host, core.StateOpen, core.StateHalfOpen}, {host, core.StateHalfOpen, core.StateClosed}}
+		want := []transition{{host, kvbreaker.StateClosed, kvbreaker.StateOpen}, {host, kvbreaker.StateOpen, kvbreaker.StateHalfOpen}, {host, kvbreaker.StateHalfOpen, kvbreaker.StateClosed}}
 		if len(rec.got) != len(want) {
 			t.Fatalf("transitions %v, want %v", rec.got, want)
 		}
@@ -119,18 +121,18 @@ func TestBreakerLifecycle(t *testing.T) {
 func TestBreakerFailedProbeReopens(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rec := &recorder{}
-		b := newBreaker(t, memory.New(), core.Settings{OnStateChange: rec.on, FailureThreshold: 1})
+		b := newBreaker(t, memory.New(), kvbreaker.Settings{OnStateChange: rec.on, FailureThreshold: 1})
 		ctx := t.Context()
 		b.Failure(ctx, host)
 		time.Sleep(30 * time.Minute)
-		if v := mustAllow(t, b, time.Time{}); v.Decision != core.Probe {
+		if v := mustAllow(t, b, time.Time{}); v.Decision != kvbreaker.Probe {
 			t.Fatalf("%v", v.Decision)
 		}
 		b.Failure(ctx, host)
-		if v := mustAllow(t, b, time.Time{}); v.Decision != core.Hold || !v.RetryAt.Equal(time.Now().Add(30*time.Minute)) {
+		if v := mustAllow(t, b, time.Time{}); v.Decision != kvbreaker.Hold || !v.RetryAt.Equal(time.Now().Add(30*time.Minute)) {
 			t.Fatalf("after failed probe: %+v", v)
 		}
-		if rec.count(core.StateHalfOpen, core.StateOpen) != 1 {
+		if rec.count(kvbreaker.StateHalfOpen, kvbreaker.StateOpen) != 1 {
 			t.Fatalf("transitions %v", rec.got)
 		}
 	})
@@ -139,19 +141,19 @@ func TestBreakerFailedProbeReopens(t *testing.T) {
 func TestBreakerStaleProbeTakeover(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rec := &recorder{}
-		b := newBreaker(t, memory.New(), core.Settings{OnStateChange: rec.on, FailureThreshold: 1})
+		b := newBreaker(t, memory.New(), kvbreaker.Settings{OnStateChange: rec.on, FailureThreshold: 1})
 		b.Failure(t.Context(), host)
 		time.Sleep(30 * time.Minute)
 		mustAllow(t, b, time.Time{}) // the probe whose worker dies
 		time.Sleep(30*time.Minute - time.Millisecond)
-		if v := mustAllow(t, b, time.Time{}); v.Decision != core.Hold {
+		if v := mustAllow(t, b, time.Time{}); v.Decision != kvbreaker.Hold {
 			t.Fatalf("before takeover: %v", v.Decision)
 		}
 		time.Sleep(time.Millisecond)
-		if v := mustAllow(t, b, time.Time{}); v.Decision != core.Probe {
+		if v := mustAllow(t, b, time.Time{}); v.Decision != kvbreaker.Probe {
 			t.Fatalf("stale probe not taken over: %v", v.Decision)
 		}
-		if n := rec.count(core.StateOpen, core.StateHalfOpen); n != 1 || len(rec.got) != 2 {
+		if n := rec.count(kvbreaker.StateOpen, kvbreaker.StateHalfOpen); n != 1 || len(rec.got) != 2 {
 			t.Fatalf("takeover must not report a transition: %v", rec.got)
 		}
 	})
@@ -161,7 +163,7 @@ func TestBreakerDropsAtHoldLimit(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var dropped []time.Time
 		store := &countingStore{Store: memory.New()}
-		b := newBreaker(t, store, core.Settings{
+		b := newBreaker(t, store, kvbreaker.Settings{
 			FailureThreshold: 1, HoldLimit: time.Hour, RecoveryDelay: 2 * time.Hour,
 			OnDrop: func(h string, since time.Time) { dropped = append(dropped, since) },
 		})
@@ -173,7 +175,7 @@ func TestBreakerDropsAtHoldLimit(t *testing.T) {
 		time.Sleep(time.Until(v.RetryAt))
 		gets := store.gets.Load()
 		d := mustAllow(t, b, v.HeldSince)
-		if d.Decision != core.Drop || len(dropped) != 1 || !dropped[0].Equal(v.HeldSince) {
+		if d.Decision != kvbreaker.Drop || len(dropped) != 1 || !dropped[0].Equal(v.HeldSince) {
 			t.Fatalf("at the hold limit: %v, OnDrop calls %v", d.Decision, dropped)
 		}
 		if store.gets.Load() != gets {
@@ -188,23 +190,23 @@ func TestBreakerDropsAtHoldLimit(t *testing.T) {
 func TestFleetOpensOnce(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
-		wrap  func(core.Store) core.Store
+		wrap  func(driver.Store) driver.Store
 		extra string
 	}{
 		{name: "conflict-carries-value"},
-		{name: "conflict-needs-reread", wrap: func(s core.Store) core.Store { return plainConflicts{s} }},
+		{name: "conflict-needs-reread", wrap: func(s driver.Store) driver.Store { return plainConflicts{s} }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				const workers = 64
-				var store core.Store = memory.New()
+				var store driver.Store = memory.New()
 				if tc.wrap != nil {
 					store = tc.wrap(store)
 				}
 				rec := &recorder{}
-				fleet := make([]*core.Breaker, workers)
+				fleet := make([]*kvbreaker.Breaker, workers)
 				for i := range fleet {
-					fleet[i] = newBreaker(t, store, core.Settings{OnStateChange: rec.on})
+					fleet[i] = newBreaker(t, store, kvbreaker.Settings{OnStateChange: rec.on})
 				}
 				var wg sync.WaitGroup
 				for _, b := range fleet {
@@ -217,7 +219,7 @@ func TestFleetOpensOnce(t *testing.T) {
 					})
 				}
 				wg.Wait()
-				if n := rec.count(core.StateClosed, core.StateOpen); n != 1 {
+				if n := rec.count(kvbreaker.StateClosed, kvbreaker.StateOpen); n != 1 {
 					t.Fatalf("%d closed→open transitions, want 1: %v", n, rec.got)
 				}
 				time.Sleep(30 * time.Minute)
@@ -229,9 +231,9 @@ func TestFleetOpensOnce(t *testing.T) {
 							t.Error(err)
 						}
 						switch v.Decision {
-						case core.Probe:
+						case kvbreaker.Probe:
 							probes.Add(1)
-						case core.Hold:
+						case kvbreaker.Hold:
 							holds.Add(1)
 						}
 					})
@@ -240,7 +242,7 @@ func TestFleetOpensOnce(t *testing.T) {
 				if probes.Load() != 1 || holds.Load() != workers-1 {
 					t.Fatalf("%d probes and %d holds, want 1 and %d", probes.Load(), holds.Load(), workers-1)
 				}
-				if n := rec.count(core.StateOpen, core.StateHalfOpen); n != 1 {
+				if n := rec.count(kvbreaker.StateOpen, kvbreaker.StateHalfOpen); n != 1 {
 					t.Fatalf("%d open→half-open transitions, want 1", n)
 				}
 			})
@@ -254,12 +256,12 @@ func TestBreakerFailsOpen(t *testing.T) {
 		name := map[bool]string{false: "fail-open", true: "fail-closed"}[failClosed]
 		t.Run(name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				b := newBreaker(t, brokenStore{down}, core.Settings{FailClosed: failClosed})
+				b := newBreaker(t, brokenStore{down}, kvbreaker.Settings{FailClosed: failClosed})
 				v, err := b.Allow(t.Context(), host, time.Time{})
 				if !errors.Is(err, down) {
 					t.Fatalf("store error not returned: %v", err)
 				}
-				want := map[bool]core.Decision{false: core.Send, true: core.Hold}[failClosed]
+				want := map[bool]kvbreaker.Decision{false: kvbreaker.Send, true: kvbreaker.Hold}[failClosed]
 				if v.Decision != want {
 					t.Fatalf("decision %v, want %v", v.Decision, want)
 				}
@@ -278,10 +280,10 @@ func TestBreakerFailsOpen(t *testing.T) {
 // deadline CallTimeout, not forever.
 func TestBreakerSlowStore(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		b := newBreaker(t, hangingStore{}, core.Settings{CallTimeout: 2 * time.Second})
+		b := newBreaker(t, hangingStore{}, kvbreaker.Settings{CallTimeout: 2 * time.Second})
 		start := time.Now()
 		v, err := b.Allow(context.Background(), host, time.Time{})
-		if !errors.Is(err, context.DeadlineExceeded) || v.Decision != core.Send {
+		if !errors.Is(err, context.DeadlineExceeded) || v.Decision != kvbreaker.Send {
 			t.Fatalf("got %v, %v", v.Decision, err)
 		}
 		if took := time.Since(start); took != 2*time.Second {
@@ -294,23 +296,23 @@ func TestBreakerCorruptRecord(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		store := memory.New()
 		var logs bytes.Buffer
-		b := newBreaker(t, store, core.Settings{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+		b := newBreaker(t, store, kvbreaker.Settings{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 		ctx := t.Context()
-		if _, err := store.CompareAndSwap(ctx, host, core.NoVersion, []byte{1, 0, 0xc0, 0x84, 0x3d}, time.Hour); err != nil {
+		if _, err := store.CompareAndSwap(ctx, host, driver.NoVersion, []byte{1, 0, 0xc0, 0x84, 0x3d}, time.Hour); err != nil {
 			t.Fatal(err)
 		}
-		if v := mustAllow(t, b, time.Time{}); v.Decision != core.Send {
+		if v := mustAllow(t, b, time.Time{}); v.Decision != kvbreaker.Send {
 			t.Fatalf("corrupt record: %v", v.Decision)
 		}
 		st, err := b.Inspect(ctx, host)
-		if err != nil || !st.Found || !errors.Is(st.Err, core.ErrCorruptRecord) {
+		if err != nil || !st.Found || !errors.Is(st.Err, record.ErrCorruptRecord) {
 			t.Fatalf("inspect: %+v %v", st, err)
 		}
 		if err := b.Failure(ctx, host); err != nil {
 			t.Fatal(err)
 		}
 		st, _ = b.Inspect(ctx, host)
-		if st.Err != nil || len(st.Record.Failures) != 1 {
+		if st.Err != nil || len(st.Failures) != 1 {
 			t.Fatalf("not overwritten: %+v", st)
 		}
 		if !strings.Contains(logs.String(), "undecodable record") {
@@ -321,12 +323,12 @@ func TestBreakerCorruptRecord(t *testing.T) {
 
 func TestBreakerRejectsHostileHosts(t *testing.T) {
 	store := &countingStore{Store: memory.New()}
-	b := newBreaker(t, store, core.Settings{})
-	for _, h := range []string{"", strings.Repeat("a", core.MaxKeyLen+1), "a\x00b", "bad\xffutf8", "new\nline"} {
-		if _, err := b.Allow(t.Context(), h, time.Time{}); !errors.Is(err, core.ErrInvalidKey) {
+	b := newBreaker(t, store, kvbreaker.Settings{})
+	for _, h := range []string{"", strings.Repeat("a", driver.MaxKeyLen+1), "a\x00b", "bad\xffutf8", "new\nline"} {
+		if _, err := b.Allow(t.Context(), h, time.Time{}); !errors.Is(err, kvbreaker.ErrInvalidKey) {
 			t.Errorf("Allow(%q): %v", h, err)
 		}
-		if err := b.Failure(t.Context(), h); !errors.Is(err, core.ErrInvalidKey) {
+		if err := b.Failure(t.Context(), h); !errors.Is(err, kvbreaker.ErrInvalidKey) {
 			t.Errorf("Failure(%q): %v", h, err)
 		}
 	}
@@ -338,7 +340,7 @@ func TestBreakerRejectsHostileHosts(t *testing.T) {
 func TestBreakerLastWriterWinsWarnsOnce(t *testing.T) {
 	var logs bytes.Buffer
 	lww := lwwStore{memory.New()}
-	b := newBreaker(t, lww, core.Settings{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	b := newBreaker(t, lww, kvbreaker.Settings{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	for range 3 {
 		b.Failure(t.Context(), host)
 	}
@@ -350,7 +352,7 @@ func TestBreakerLastWriterWinsWarnsOnce(t *testing.T) {
 func TestBreakerReset(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rec := &recorder{}
-		b := newBreaker(t, memory.New(), core.Settings{FailureThreshold: 1, OnStateChange: rec.on})
+		b := newBreaker(t, memory.New(), kvbreaker.Settings{FailureThreshold: 1, OnStateChange: rec.on})
 		b.Failure(t.Context(), host)
 		if err := b.Reset(t.Context(), host); err != nil {
 			t.Fatal(err)
@@ -358,7 +360,7 @@ func TestBreakerReset(t *testing.T) {
 		if err := b.Reset(t.Context(), host); err != nil {
 			t.Fatalf("reset of an absent host: %v", err)
 		}
-		if v := mustAllow(t, b, time.Time{}); v.Decision != core.Send || rec.count(core.StateOpen, core.StateClosed) != 1 {
+		if v := mustAllow(t, b, time.Time{}); v.Decision != kvbreaker.Send || rec.count(kvbreaker.StateOpen, kvbreaker.StateClosed) != 1 {
 			t.Fatalf("after reset: %v, %v", v.Decision, rec.got)
 		}
 	})
@@ -366,26 +368,26 @@ func TestBreakerReset(t *testing.T) {
 
 func TestDo(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		b := newBreaker(t, memory.New(), core.Settings{FailureThreshold: 2})
+		b := newBreaker(t, memory.New(), kvbreaker.Settings{FailureThreshold: 2})
 		ctx := t.Context()
 		boom := errors.New("503")
 		ran := 0
 		fail := func(context.Context) error { ran++; return boom }
-		if err := b.Do(ctx, host, func(context.Context) error { ran++; return core.Reachable(errors.New("404")) }); err == nil || !core.IsReachable(err) {
+		if err := b.Do(ctx, host, func(context.Context) error { ran++; return kvbreaker.Reachable(errors.New("404")) }); err == nil || !kvbreaker.IsReachable(err) {
 			t.Fatalf("reachable: %v", err)
 		}
 		b.Do(ctx, host, fail)
-		if st, _ := b.Inspect(ctx, host); len(st.Record.Failures) != 1 {
+		if st, _ := b.Inspect(ctx, host); len(st.Failures) != 1 {
 			t.Fatalf("failure not recorded: %+v", st)
 		}
 		if err := b.Do(ctx, host, fail); !errors.Is(err, boom) {
 			t.Fatalf("fn error not returned: %v", err)
 		}
 		err := b.Do(ctx, host, fail)
-		if !errors.Is(err, core.ErrHeld) || ran != 3 {
+		if !errors.Is(err, kvbreaker.ErrHeld) || ran != 3 {
 			t.Fatalf("open circuit: err %v, fn ran %d times", err, ran)
 		}
-		held, _ := errors.AsType[*core.HeldError](err)
+		held, _ := errors.AsType[*kvbreaker.HeldError](err)
 		if !held.RetryAt.Equal(time.Now().Add(30 * time.Minute)) {
 			t.Fatalf("held until %v", held.RetryAt)
 		}
@@ -406,53 +408,55 @@ func TestDo(t *testing.T) {
 }
 
 type countingStore struct {
-	core.Store
+	driver.Store
 	gets, writes atomic.Int64
 }
 
-func (s *countingStore) CompareAndSwap(ctx context.Context, key string, old core.Version, value []byte, ttl time.Duration) (core.Version, error) {
+func (s *countingStore) CompareAndSwap(ctx context.Context, key string, old driver.Version, value []byte, ttl time.Duration) (driver.Version, error) {
 	s.writes.Add(1)
 	return s.Store.CompareAndSwap(ctx, key, old, value, ttl)
 }
 
-func (s *countingStore) CompareAndDelete(ctx context.Context, key string, old core.Version) error {
+func (s *countingStore) CompareAndDelete(ctx context.Context, key string, old driver.Version) error {
 	s.writes.Add(1)
 	return s.Store.CompareAndDelete(ctx, key, old)
 }
 
-func (s *countingStore) Get(ctx context.Context, key string) ([]byte, core.Version, error) {
+func (s *countingStore) Get(ctx context.Context, key string) ([]byte, driver.Version, error) {
 	s.gets.Add(1)
 	return s.Store.Get(ctx, key)
 }
 
 // plainConflicts hides the current value a conflict carries, as a store
 // without that ability would.
-type plainConflicts struct{ core.Store }
+type plainConflicts struct{ driver.Store }
 
-func (s plainConflicts) CompareAndSwap(ctx context.Context, key string, old core.Version, value []byte, ttl time.Duration) (core.Version, error) {
+func (s plainConflicts) CompareAndSwap(ctx context.Context, key string, old driver.Version, value []byte, ttl time.Duration) (driver.Version, error) {
 	v, err := s.Store.CompareAndSwap(ctx, key, old, value, ttl)
-	if errors.Is(err, core.ErrConflict) {
-		err = core.ErrConflict
+	if errors.Is(err, driver.ErrConflict) {
+		err = driver.ErrConflict
 	}
 	return v, err
 }
 
 type brokenStore struct{ err error }
 
-func (s brokenStore) Get(context.Context, string) ([]byte, core.Version, error) { return nil, 0, s.err }
-func (s brokenStore) CompareAndSwap(context.Context, string, core.Version, []byte, time.Duration) (core.Version, error) {
+func (s brokenStore) Get(context.Context, string) ([]byte, driver.Version, error) {
+	return nil, 0, s.err
+}
+func (s brokenStore) CompareAndSwap(context.Context, string, driver.Version, []byte, time.Duration) (driver.Version, error) {
 	return 0, s.err
 }
-func (s brokenStore) CompareAndDelete(context.Context, string, core.Version) error { return s.err }
-func (s brokenStore) Traits() core.Traits                                          { return core.Traits{Atomic: true} }
+func (s brokenStore) CompareAndDelete(context.Context, string, driver.Version) error { return s.err }
+func (s brokenStore) Traits() driver.Traits                                          { return driver.Traits{Atomic: true} }
 
 type hangingStore struct{ brokenStore }
 
-func (hangingStore) Get(ctx context.Context, _ string) ([]byte, core.Version, error) {
+func (hangingStore) Get(ctx context.Context, _ string) ([]byte, driver.Version, error) {
 	<-ctx.Done()
 	return nil, 0, ctx.Err()
 }
 
 type lwwStore struct{ *memory.Store }
 
-func (s lwwStore) Traits() core.Traits { t := s.Store.Traits(); t.Atomic = false; return t }
+func (s lwwStore) Traits() driver.Traits { t := s.Store.Traits(); t.Atomic = false; return t }

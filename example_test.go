@@ -1,4 +1,4 @@
-package core_test
+package kvbreaker_test
 
 import (
 	"context"
@@ -6,27 +6,27 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/kvbreaker/kvbreaker"
 	"github.com/kvbreaker/kvbreaker/backends/memory"
-	"github.com/kvbreaker/kvbreaker/core"
 )
 
 // A fleet of workers shares one store; here, two Breakers over one memory
 // store with a fixed clock, so the output is deterministic.
-func ExampleNewBreaker() {
+func ExampleNew() {
 	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	clock := func() time.Time { return now }
 	store := memory.New(memory.WithClock(clock))
-	settings := core.Settings{
+	settings := kvbreaker.Settings{
 		Clock: clock,
-		OnStateChange: func(host string, from, to core.State) {
+		OnStateChange: func(host string, from, to kvbreaker.State) {
 			fmt.Printf("%s: %s -> %s\n", host, from, to)
 		},
 	}
-	worker1, _ := core.NewBreaker(store, settings)
-	worker2, _ := core.NewBreaker(store, settings)
+	worker1, _ := kvbreaker.New(store, settings)
+	worker2, _ := kvbreaker.New(store, settings)
 	ctx := context.Background()
 
-	host, _ := core.HostKey("https://Inbox.Example/users/alice/inbox")
+	host, _ := kvbreaker.HostKey("https://Inbox.Example/users/alice/inbox")
 	for range 5 {
 		worker1.Failure(ctx, host) // five timeouts open the circuit
 	}
@@ -48,13 +48,13 @@ func ExampleNewBreaker() {
 }
 
 func ExampleBreaker_Do() {
-	b, _ := core.NewBreaker(memory.New(), core.Settings{FailureThreshold: 1})
+	b, _ := kvbreaker.New(memory.New(), kvbreaker.Settings{FailureThreshold: 1})
 	ctx := context.Background()
 	deliver := func(ctx context.Context) error { return errors.New("503 Service Unavailable") }
 
 	fmt.Println(b.Do(ctx, "relay.example", deliver))
 	err := b.Do(ctx, "relay.example", deliver)
-	fmt.Println(errors.Is(err, core.ErrHeld))
+	fmt.Println(errors.Is(err, kvbreaker.ErrHeld))
 	// Output:
 	// 503 Service Unavailable
 	// true
@@ -62,7 +62,7 @@ func ExampleBreaker_Do() {
 
 func ExampleHostKey() {
 	for _, u := range []string{"https://Bücher.example/inbox", "http://mail.example:8025/", "https://example.com:443/"} {
-		k, _ := core.HostKey(u)
+		k, _ := kvbreaker.HostKey(u)
 		fmt.Println(k)
 	}
 	// Output:

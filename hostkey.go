@@ -1,4 +1,4 @@
-package core
+package kvbreaker
 
 import (
 	"fmt"
@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/kvbreaker/kvbreaker/driver"
 	"golang.org/x/net/idna"
 )
 
@@ -43,5 +44,5 @@ func HostKey(rawURL string) (string, error) {
 	default:
 		host = net.JoinHostPort(host, port)
 	}
-	return host, ValidateKey(host)
+	return host, driver.ValidateKey(host)
 }

@@ -1,9 +1,12 @@
-package core
+package kvbreaker
 
 import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/kvbreaker/kvbreaker/driver"
+	"github.com/kvbreaker/kvbreaker/internal/record"
 )
 
 // TestCacheBounded: however many hosts pass through, the cache holds at
@@ -19,7 +22,7 @@ func TestCacheBounded(t *testing.T) {
 		for i := range 30_000 {
 			h := fmt.Sprint("h", i)
 			r := c.ref(h)
-			c.put(r, h, current{ver: Version(i + 1)}, r.begin(), time.Now())
+			c.put(r, h, current{ver: driver.Version(i + 1)}, r.begin(), time.Now())
 		}
 		n := c.len()
 		if n > bound || n < bound/2 {
@@ -74,7 +77,7 @@ func TestCacheNeverGoesBackwardsAcrossEviction(t *testing.T) {
 	a, b := "a.example", "b.example"
 	ra, rb := c.ref(a), c.ref(b)
 	readSeq := ra.begin() // a read of a starts, finds it absent...
-	open := current{rec: Record{RestrainedUntil: now.Add(time.Hour)}, ver: 7}
+	open := current{rec: record.Record{RestrainedUntil: now.Add(time.Hour)}, ver: 7}
 	c.put(ra, a, open, ra.begin(), now)            // ...this worker's write opens a...
 	c.put(rb, b, current{ver: 1}, rb.begin(), now) // ...and b evicts it
 	c.put(ra, a, current{}, readSeq, now)          // the old read lands

@@ -1,4 +1,4 @@
-package core_test
+package kvbreaker_test
 
 import (
 	"context"
@@ -8,8 +8,11 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/kvbreaker/kvbreaker"
 	"github.com/kvbreaker/kvbreaker/backends/memory"
-	"github.com/kvbreaker/kvbreaker/core"
+	"github.com/kvbreaker/kvbreaker/driver"
+	"github.com/kvbreaker/kvbreaker/internal/machine"
+	"github.com/kvbreaker/kvbreaker/internal/record"
 )
 
 // TestCacheServesHeldRechecks: with the cache on, re-checks of a held
@@ -17,14 +20,14 @@ import (
 func TestCacheServesHeldRechecks(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		store := &countingStore{Store: memory.New()}
-		opener := newBreaker(t, store, core.Settings{FailureThreshold: 1})
-		cached := newBreaker(t, store, core.Settings{CacheSize: 100, CacheStaleness: time.Hour})
+		opener := newBreaker(t, store, kvbreaker.Settings{FailureThreshold: 1})
+		cached := newBreaker(t, store, kvbreaker.Settings{CacheSize: 100, CacheStaleness: time.Hour})
 		opener.Failure(t.Context(), host)
 		v := mustAllow(t, cached, time.Time{})
 		before, writes := store.gets.Load(), store.writes.Load()
 		for range 20 {
 			time.Sleep(time.Minute)
-			if v = mustAllow(t, cached, v.HeldSince); v.Decision != core.Hold {
+			if v = mustAllow(t, cached, v.HeldSince); v.Decision != kvbreaker.Hold {
 				t.Fatalf("%v", v.Decision)
 			}
 		}
@@ -32,7 +35,7 @@ func TestCacheServesHeldRechecks(t *testing.T) {
 			t.Fatalf("%d store reads for 20 held re-checks", n)
 		}
 		time.Sleep(time.Until(v.RetryAt))
-		if v = mustAllow(t, cached, v.HeldSince); v.Decision != core.Probe {
+		if v = mustAllow(t, cached, v.HeldSince); v.Decision != kvbreaker.Probe {
 			t.Fatalf("restraint over, cached worker got %v, want the probe", v.Decision)
 		}
 		if store.writes.Load() != writes+1 {
@@ -43,12 +46,12 @@ func TestCacheServesHeldRechecks(t *testing.T) {
 
 // stampStore records when each key was last written, by whom.
 type stampStore struct {
-	core.Store
+	driver.Store
 	mu   sync.Mutex
 	last map[string]time.Time
 }
 
-func (s *stampStore) CompareAndSwap(ctx context.Context, key string, old core.Version, value []byte, ttl time.Duration) (core.Version, error) {
+func (s *stampStore) CompareAndSwap(ctx context.Context, key string, old driver.Version, value []byte, ttl time.Duration) (driver.Version, error) {
 	v, err := s.Store.CompareAndSwap(ctx, key, old, value, ttl)
 	if err == nil {
 		s.stamp(key)
@@ -56,7 +59,7 @@ func (s *stampStore) CompareAndSwap(ctx context.Context, key string, old core.Ve
 	return v, err
 }
 
-func (s *stampStore) CompareAndDelete(ctx context.Context, key string, old core.Version) error {
+func (s *stampStore) CompareAndDelete(ctx context.Context, key string, old driver.Version) error {
 	err := s.Store.CompareAndDelete(ctx, key, old)
 	if err == nil {
 		s.stamp(key)
@@ -83,11 +86,15 @@ func TestCacheDelayBounded(t *testing.T) {
 	const stale = 10 * time.Second
 	synctest.Test(t, func(t *testing.T) {
 		store := &stampStore{Store: memory.New(), last: map[string]time.Time{}}
-		s := core.Settings{FailureThreshold: 2, FailureWindow: time.Minute, RecoveryDelay: 2 * time.Minute}
+		s := kvbreaker.Settings{FailureThreshold: 2, FailureWindow: time.Minute, RecoveryDelay: 2 * time.Minute}
 		others := newBreaker(t, store, s)
 		truth := newBreaker(t, store, s) // uncached, reads only
 		s.CacheSize, s.CacheStaleness = 10, stale
 		cached := newBreaker(t, store, s)
+		cfg, err := machine.NewConfig(machine.Settings{FailureThreshold: 2, FailureWindow: time.Minute, RecoveryDelay: 2 * time.Minute}, store.Traits())
+		if err != nil {
+			t.Fatal(err)
+		}
 		rng := rand.New(rand.NewPCG(7, 8))
 		ctx := t.Context()
 		differ, compared := 0, 0
@@ -102,13 +109,14 @@ func TestCacheDelayBounded(t *testing.T) {
 				cached.Failure(ctx, host)
 			}
 			st, _ := truth.Inspect(ctx, host)
-			want := core.AllowStep(st.Record, time.Now(), time.Time{}, ptr(truth.Config())).Decision
+			rec := record.Record{Failures: st.Failures, RestrainedUntil: st.RestrainedUntil, Probing: st.Probing}
+			want := kvbreaker.Decision(machine.AllowStep(rec, time.Now(), time.Time{}, &cfg).Decision)
 			got, err := cached.Allow(ctx, host, time.Time{})
 			if err != nil {
 				t.Fatal(err)
 			}
 			compared++
-			if got.Decision == core.Probe {
+			if got.Decision == kvbreaker.Probe {
 				// The cached worker wrote; nothing to compare against.
 				continue
 			}
@@ -126,8 +134,6 @@ func TestCacheDelayBounded(t *testing.T) {
 	})
 }
 
-func ptr[T any](v T) *T { return &v }
-
 // TestRoundTrips pins the store calls each decision costs, with the cache
 // off: a closed Allow is one read, a Failure after it one write (the version
 // read by Allow is tried first), a Success on an absent record one read and
@@ -135,8 +141,8 @@ func ptr[T any](v T) *T { return &v }
 func TestRoundTrips(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		store := &countingStore{Store: memory.New()}
-		b := newBreaker(t, store, core.Settings{})
-		other := newBreaker(t, store, core.Settings{})
+		b := newBreaker(t, store, kvbreaker.Settings{})
+		other := newBreaker(t, store, kvbreaker.Settings{})
 		ctx := t.Context()
 		step := func(name string, f func(), gets, writes int64) {
 			t.Helper()

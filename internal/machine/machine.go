@@ -1,6 +1,35 @@
-package core
+package machine
 
-import "time"
+import (
+	"fmt"
+	"time"
+
+	"github.com/kvbreaker/kvbreaker/internal/record"
+)
+
+// Decision is AllowStep's answer; kvbreaker.Decision has the same values.
+type Decision int8
+
+const (
+	Send Decision = iota
+	Hold
+	Probe
+	Drop
+)
+
+func (d Decision) String() string {
+	switch d {
+	case Send:
+		return "send"
+	case Hold:
+		return "hold"
+	case Probe:
+		return "probe"
+	case Drop:
+		return "drop"
+	}
+	return fmt.Sprintf("unknown decision: %d", int(d))
+}
 
 // Write says what a transition does to the stored record.
 type Write int8
@@ -17,14 +46,14 @@ const (
 // Step is the result of a pure transition.
 type Step struct {
 	// Record is the next record; meaningful when Write is WritePut.
-	Record Record
+	Record record.Record
 	Write  Write
 	// Decision and RetryAt answer AllowStep; RetryAt is set for Hold.
 	Decision Decision
 	RetryAt  time.Time
 	// From and To are the derived states before and after; a transition
 	// happened when they differ.
-	From, To State
+	From, To record.State
 }
 
 // Changed reports whether the step is a state transition.
@@ -42,17 +71,17 @@ func (c *Config) HoldExpired(heldSince, now time.Time) bool {
 // RestrainedUntil = now+RecoveryDelay, Probing) once the restraint has passed,
 // which also takes over a probe that went unanswered for RecoveryDelay. The
 // closed path does not allocate.
-func AllowStep(rec Record, now, heldSince time.Time, c *Config) Step {
+func AllowStep(rec record.Record, now, heldSince time.Time, c *Config) Step {
 	from := rec.State()
 	st := Step{From: from, To: from}
 	switch {
 	case c.HoldExpired(heldSince, now):
 		st.Decision = Drop
-	case from == StateClosed:
+	case from == record.StateClosed:
 		st.Decision = Send
 	case now.Before(rec.RestrainedUntil):
 		retry := rec.RestrainedUntil
-		if from == StateHalfOpen {
+		if from == record.StateHalfOpen {
 			// A probe is in flight: re-check often, it may succeed soon.
 			retry = minTime(now.Add(c.ReleaseInterval), retry)
 		}
@@ -63,10 +92,10 @@ func AllowStep(rec Record, now, heldSince time.Time, c *Config) Step {
 		st.RetryAt = minTime(retry, heldSince.Add(c.HoldLimit))
 		st.Decision = Hold
 	default:
-		st.Record = Record{Failures: clampFuture(rec.Failures, now), RestrainedUntil: now.Add(c.RecoveryDelay), Probing: true}
+		st.Record = record.Record{Failures: clampFuture(rec.Failures, now), RestrainedUntil: now.Add(c.RecoveryDelay), Probing: true}
 		st.Write = WritePut
 		st.Decision = Probe
-		st.To = StateHalfOpen
+		st.To = record.StateHalfOpen
 	}
 	return st
 }
@@ -75,20 +104,20 @@ func AllowStep(rec Record, now, heldSince time.Time, c *Config) Step {
 // probe in flight) failures are ignored: they come from sends decided before
 // the circuit opened. A failed probe reopens the circuit at once; otherwise
 // the failure is counted and the circuit opens when the policy trips.
-func FailureStep(rec Record, now time.Time, c *Config) Step {
+func FailureStep(rec record.Record, now time.Time, c *Config) Step {
 	from := rec.State()
 	st := Step{From: from, To: from}
-	if from == StateOpen {
+	if from == record.StateOpen {
 		return st
 	}
-	next := Record{Failures: c.prune(rec.Failures, now)}
+	next := record.Record{Failures: c.prune(rec.Failures, now)}
 	switch {
 	case rec.Probing:
 		next.RestrainedUntil = now.Add(c.RecoveryDelay)
-		st.To = StateOpen
+		st.To = record.StateOpen
 	case c.tripped(next.Failures):
 		next.RestrainedUntil = now.Add(c.RecoveryDelay)
-		st.To = StateOpen
+		st.To = record.StateOpen
 	}
 	st.Record = next
 	st.Write = WritePut
@@ -98,8 +127,8 @@ func FailureStep(rec Record, now time.Time, c *Config) Step {
 // SuccessStep records that the host answered (a success, or a
 // ReachableFailure such as a 4xx): the record is deleted and the circuit
 // closes. An absent record needs no write.
-func SuccessStep(rec Record) Step {
-	st := Step{From: rec.State(), To: StateClosed}
+func SuccessStep(rec record.Record) Step {
+	st := Step{From: rec.State(), To: record.StateClosed}
 	if !rec.IsZero() {
 		st.Write = WriteDelete
 	}
