@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	kvsdk "github.com/cloudflare/cloudflare-go/v6/kv"
 	"github.com/cloudflare/cloudflare-go/v6/option"
@@ -26,10 +28,10 @@ import (
 	"github.com/kvbreaker/kvbreaker/backends/etcd"
 	"github.com/kvbreaker/kvbreaker/backends/memory"
 	"github.com/kvbreaker/kvbreaker/driver"
-	"github.com/kvbreaker/kvbreaker/internal/dynalite"
-	"github.com/kvbreaker/kvbreaker/internal/etcdtest"
-	"github.com/kvbreaker/kvbreaker/internal/miniflare"
-	"github.com/kvbreaker/kvbreaker/internal/servers"
+	"github.com/kvbreaker/kvbreaker/testservers/dynalite"
+	"github.com/kvbreaker/kvbreaker/testservers/etcdtest"
+	"github.com/kvbreaker/kvbreaker/testservers/miniflare"
+	"github.com/kvbreaker/kvbreaker/testservers/servers"
 )
 
 // The real servers, started once by TestMain for the tests and benchmarks
@@ -54,13 +56,19 @@ func run(m *testing.M) int {
 	// Without miniflare.WriteLimit: the adapters pace their own writes to
 	// one key (1/s); the server's limit would only add 429s between the
 	// separate stores these tests use as separate workers.
-	set, err := servers.Start(ctx, dynTable)
+	set, err := servers.Start(ctx)
+	if err == nil {
+		etcdSrv, dynSrv, cfSrv = set.Etcd, set.Dynalite, set.Miniflare
+		dynClient = newClient(dynSrv.Endpoint)
+		err = dynstore.CreateTable(ctx, dynClient, dynTable)
+	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "bench: the round-trip tests and real-backend benchmarks need the real servers: %v\n", err)
+		if set != nil {
+			set.Stop()
+		}
 		return 1
 	}
-	etcdSrv, dynSrv, cfSrv = set.Etcd, set.Dynalite, set.Miniflare
-	dynClient = dynSrv.Client()
 	stop := func() { set.Stop(); etcdSrv, dynSrv, cfSrv = nil, nil, nil }
 	defer stop()
 	code := m.Run()
@@ -259,7 +267,7 @@ func (r *rig) open() *endpoint {
 	case "dynamodb":
 		e.wire = &tally{}
 		hc := &http.Client{Transport: countingTransport{t: e.wire, next: http.DefaultTransport}}
-		cli := dynalite.NewClient(dynSrv.Endpoint, func(o *dynamodb.Options) { o.HTTPClient = hc })
+		cli := newClient(dynSrv.Endpoint, func(o *dynamodb.Options) { o.HTTPClient = hc })
 		st, err := dynstore.New(cli, dynTable, dynstore.WithKeyPrefix(r.prefix))
 		if err != nil {
 			tb.Fatalf("dynamodb.New: %v", err)
@@ -268,7 +276,7 @@ func (r *rig) open() *endpoint {
 	case "cloudflarekv":
 		e.wire = &tally{}
 		hc := &http.Client{Transport: countingTransport{t: e.wire, next: http.DefaultTransport}}
-		cli := kvsdk.NewKVService(append(cfSrv.ClientOptions(), option.WithHTTPClient(hc))...)
+		cli := kvsdk.NewKVService(append([]option.RequestOption{option.WithBaseURL(cfSrv.BaseURL()), option.WithAPIToken(cfSrv.Token)}, option.WithHTTPClient(hc))...)
 		opts := []cloudflarekv.Option{cloudflarekv.WithPrefix(r.prefix), cloudflarekv.WithClock(cfSrv.Now), cloudflarekv.WithLogger(quiet)}
 		if r.cfCache != nil {
 			opts = append(opts, cloudflarekv.WithCache(r.cfCache[0], time.Duration(r.cfCache[1])*time.Second))
@@ -329,3 +337,10 @@ type snapshot struct{ calls, wire counts }
 func (e *endpoint) snapshot() snapshot { return snapshot{e.calls.load(), e.wire.load()} }
 
 func errorsIsNotFound(err error) bool { return errors.Is(err, driver.ErrNotFound) }
+
+// newClient returns a DynamoDB client for a local endpoint (dynalite, or
+// DynamoDB Local) with static fake credentials and region us-east-1.
+func newClient(endpoint string, opts ...func(*dynamodb.Options)) *dynamodb.Client {
+	cfg := aws.Config{Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider("AKIDFAKEFORTESTS", "fake-secret-for-tests", "")}
+	return dynamodb.NewFromConfig(cfg, append([]func(*dynamodb.Options){func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(endpoint) }}, opts...)...)
+}

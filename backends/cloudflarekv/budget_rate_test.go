@@ -21,8 +21,8 @@ import (
 	"github.com/cloudflare/cloudflare-go/v6/option"
 
 	"github.com/kvbreaker/kvbreaker"
-	"github.com/kvbreaker/kvbreaker/internal/miniflare"
 	"github.com/kvbreaker/kvbreaker/internal/sim"
+	"github.com/kvbreaker/kvbreaker/testservers/miniflare"
 )
 
 // BudgetRateEnv turns TestBudgetRate on: "1" scans the default arrival
@@ -68,7 +68,7 @@ func TestBudgetRate(t *testing.T) {
 			rates = append(rates, r)
 		}
 	}
-	mf := miniflare.Start(t)
+	mf := miniflare.MustStart(t)
 	x := newOutside(t)
 	var rows []string
 	for _, rate := range rates {
@@ -130,7 +130,7 @@ func runBudgetRate(t *testing.T, mf *miniflare.Server, x *outside, rate float64)
 		takes := make([]atomic.Int64, procs)
 		for p := range procs {
 			tr := &procTransport{x: x, proc: p, log: &log}
-			cl := kv.NewKVService(append(mf.ClientOptions(), option.WithHTTPClient(&http.Client{Transport: tr}))...)
+			cl := kv.NewKVService(append([]option.RequestOption{option.WithBaseURL(mf.BaseURL()), option.WithAPIToken(mf.Token)}, option.WithHTTPClient(&http.Client{Transport: tr}))...)
 			s, err := New(cl, mf.AccountID, mf.NamespaceID, WithPrefix(prefix), WithRequestBudget(procs))
 			if err != nil {
 				t.Fatal(err)

@@ -35,7 +35,7 @@ func newKVHarness(_ context.Context, t *testing.T) (conformance.Harness, error) 
 	if err != nil {
 		return nil, err
 	}
-	opts := append(srv.ClientOptions(), option.WithBaseURL("http://"+p.Addr()+"/client/v4/"))
+	opts := []option.RequestOption{option.WithAPIToken(srv.Token), option.WithBaseURL("http://" + p.Addr() + "/client/v4/")}
 	return &kvHarness{t: t, proxy: p, kv: kv.NewKVService(opts...), prefixes: map[driver.Store]string{}}, nil
 }
 

@@ -7,10 +7,11 @@ import (
 	"time"
 
 	"github.com/cloudflare/cloudflare-go/v6/kv"
+	"github.com/cloudflare/cloudflare-go/v6/option"
 
 	"github.com/kvbreaker/kvbreaker"
 	"github.com/kvbreaker/kvbreaker/backends/cloudflarekv"
-	"github.com/kvbreaker/kvbreaker/internal/miniflare"
+	"github.com/kvbreaker/kvbreaker/testservers/miniflare"
 )
 
 // A breaker whose per-host state lives in Workers KV. Against Cloudflare,
@@ -20,14 +21,14 @@ import (
 //	store, err := cloudflarekv.New(cf.KV, accountID, namespaceID)
 func ExampleNew() {
 	ctx := context.Background()
-	srv, err := miniflare.Launch(ctx)
+	srv, err := miniflare.Start(ctx)
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
 	defer srv.Stop()
 
-	client := kv.NewKVService(srv.ClientOptions()...)
+	client := kv.NewKVService([]option.RequestOption{option.WithBaseURL(srv.BaseURL()), option.WithAPIToken(srv.Token)}...)
 	store, err := cloudflarekv.New(client, srv.AccountID, srv.NamespaceID,
 		cloudflarekv.WithPrefix("example:"),
 		cloudflarekv.WithClock(srv.Now)) // Miniflare's clock; time.Now by default

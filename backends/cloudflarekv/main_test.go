@@ -12,9 +12,10 @@ import (
 	"time"
 
 	"github.com/cloudflare/cloudflare-go/v6/kv"
+	"github.com/cloudflare/cloudflare-go/v6/option"
 	"go.uber.org/goleak"
 
-	"github.com/kvbreaker/kvbreaker/internal/miniflare"
+	"github.com/kvbreaker/kvbreaker/testservers/miniflare"
 )
 
 // srv is the package's Miniflare, with Cloudflare's one-write-per-second
@@ -24,7 +25,7 @@ var srv *miniflare.Server
 
 func TestMain(m *testing.M) {
 	var err error
-	srv, err = miniflare.Launch(context.Background(), miniflare.WriteLimit())
+	srv, err = miniflare.Start(context.Background(), miniflare.WriteLimit())
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
@@ -55,7 +56,9 @@ func uniquePrefix(name string) string {
 }
 
 // client returns a kv client for srv.
-func client() *kv.KVService { return kv.NewKVService(srv.ClientOptions()...) }
+func client() *kv.KVService {
+	return kv.NewKVService([]option.RequestOption{option.WithBaseURL(srv.BaseURL()), option.WithAPIToken(srv.Token)}...)
+}
 
 // newStore returns a store over srv under a fresh prefix, on srv's clock.
 func newStore(t testing.TB, opts ...Option) *Store {

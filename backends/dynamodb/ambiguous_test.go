@@ -15,7 +15,6 @@ import (
 	"github.com/kvbreaker/kvbreaker/backends/dynamodb"
 	"github.com/kvbreaker/kvbreaker/conformance/faultproxy"
 	"github.com/kvbreaker/kvbreaker/driver"
-	"github.com/kvbreaker/kvbreaker/internal/dynalite"
 )
 
 // The tests in this file put a faultproxy between the adapter and the
@@ -51,7 +50,7 @@ func proxied(t *testing.T, between func(attempt int)) (*faultproxy.Proxy, *dyn.C
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = p.Close() })
-	c := dynalite.NewClient("http://"+p.Addr(), func(o *dyn.Options) {
+	c := newClient("http://"+p.Addr(), func(o *dyn.Options) {
 		o.Retryer = retry.NewStandard(func(so *retry.StandardOptions) {
 			so.MaxAttempts = 3
 			so.Backoff = retry.BackoffDelayerFunc(func(attempt int, _ error) (time.Duration, error) {

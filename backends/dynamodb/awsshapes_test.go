@@ -31,7 +31,6 @@ import (
 
 	"github.com/kvbreaker/kvbreaker/backends/dynamodb"
 	"github.com/kvbreaker/kvbreaker/driver"
-	"github.com/kvbreaker/kvbreaker/internal/dynalite"
 )
 
 // awsReply is one HTTP response in DynamoDB's JSON 1.0 protocol.
@@ -140,7 +139,7 @@ func newFakeAWSB(t testing.TB, script map[string][]awsReply, opts ...func(*dyn.O
 			so.Backoff = retry.BackoffDelayerFunc(func(int, error) (time.Duration, error) { return time.Millisecond, nil })
 		})
 	}
-	return f, dynalite.NewClient(srv.URL, append([]func(*dyn.Options){fast}, opts...)...)
+	return f, newClient(srv.URL, append([]func(*dyn.Options){fast}, opts...)...)
 }
 
 // itemJSON is a host item in DynamoDB JSON.

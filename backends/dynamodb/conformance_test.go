@@ -16,7 +16,6 @@ import (
 	"github.com/kvbreaker/kvbreaker/conformance"
 	"github.com/kvbreaker/kvbreaker/conformance/faultproxy"
 	"github.com/kvbreaker/kvbreaker/driver"
-	"github.com/kvbreaker/kvbreaker/internal/dynalite"
 )
 
 // harness makes stores over the shared dynalite table, each under a key
@@ -42,7 +41,7 @@ func newHarness(_ context.Context, t *testing.T) (conformance.Harness, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &harness{t: t, proxy: p, client: dynalite.NewClient("http://" + p.Addr()), prefixes: map[driver.Store]string{}}, nil
+	return &harness{t: t, proxy: p, client: newClient("http://" + p.Addr()), prefixes: map[driver.Store]string{}}, nil
 }
 
 func (h *harness) now() time.Time {

@@ -10,7 +10,7 @@ import (
 
 	"github.com/kvbreaker/kvbreaker"
 	"github.com/kvbreaker/kvbreaker/backends/dynamodb"
-	"github.com/kvbreaker/kvbreaker/internal/dynalite"
+	"github.com/kvbreaker/kvbreaker/testservers/dynalite"
 )
 
 // TestFault takes this test's own dynalite down while workers are busy:
@@ -58,12 +58,12 @@ func faultScenario(t *testing.T, down, recover func(*testing.T, *dynalite.Server
 		slack = 1500 * time.Millisecond
 	)
 	ctx := t.Context()
-	own := dynalite.Start(t, dynalite.Persistent(t.TempDir()))
-	if err := dynamodb.CreateTable(ctx, own.Client(), "fault"); err != nil {
+	own := dynalite.MustStart(t, dynalite.Persistent(t.TempDir()))
+	if err := dynamodb.CreateTable(ctx, newClient(own.Endpoint), "fault"); err != nil {
 		t.Fatal(err)
 	}
 	newBreaker := func(failClosed bool) *kvbreaker.Breaker {
-		st, err := dynamodb.New(own.Client(), "fault") // each worker brings its own client
+		st, err := dynamodb.New(newClient(own.Endpoint), "fault") // each worker brings its own client
 		if err != nil {
 			t.Fatal(err)
 		}

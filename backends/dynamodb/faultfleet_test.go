@@ -12,7 +12,6 @@ import (
 	"github.com/kvbreaker/kvbreaker/backends/dynamodb"
 	"github.com/kvbreaker/kvbreaker/conformance/faultproxy"
 	"github.com/kvbreaker/kvbreaker/driver"
-	"github.com/kvbreaker/kvbreaker/internal/dynalite"
 	"github.com/kvbreaker/kvbreaker/internal/faultfleet"
 )
 
@@ -39,7 +38,7 @@ func TestFaultFleet(t *testing.T) {
 	}
 	rep, err := faultfleet.Run(t.Context(), faultfleet.Config{
 		NewStore: func(context.Context, int) (driver.Store, error) {
-			c := dynalite.NewClient("http://"+p.Addr(), func(o *dyn.Options) {
+			c := newClient("http://"+p.Addr(), func(o *dyn.Options) {
 				// The SDK's standard retryer with a short backoff, so that
 				// retries of applied writes happen within CallTimeout
 				// (the default waits up to 2 s, longer than the fleet's

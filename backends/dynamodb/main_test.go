@@ -10,11 +10,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
 	dyn "github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"go.uber.org/goleak"
 
 	"github.com/kvbreaker/kvbreaker/backends/dynamodb"
-	"github.com/kvbreaker/kvbreaker/internal/dynalite"
+	"github.com/kvbreaker/kvbreaker/testservers/dynalite"
 )
 
 // The shared dynalite server and table for every test but the fault test,
@@ -34,12 +36,12 @@ func run(m *testing.M) int {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	var err error
-	if srv, err = dynalite.Launch(ctx); err != nil {
+	if srv, err = dynalite.Start(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	defer srv.Stop()
-	client = srv.Client()
+	client = newClient(srv.Endpoint)
 	// Every test but the fault test shares this server: if it dies, say
 	// so at once, with its own words, rather than through the tests that
 	// then fail to connect.
@@ -110,3 +112,10 @@ func newStore(t testing.TB, opts ...dynamodb.Option) *dynamodb.Store {
 
 // localEndpoint is the dynalite server TestMain started.
 func localEndpoint() string { return srv.Endpoint }
+
+// newClient returns a DynamoDB client for a local endpoint (dynalite, or
+// DynamoDB Local) with static fake credentials and region us-east-1.
+func newClient(endpoint string, opts ...func(*dyn.Options)) *dyn.Client {
+	cfg := aws.Config{Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider("AKIDFAKEFORTESTS", "fake-secret-for-tests", "")}
+	return dyn.NewFromConfig(cfg, append([]func(*dyn.Options){func(o *dyn.Options) { o.BaseEndpoint = aws.String(endpoint) }}, opts...)...)
+}

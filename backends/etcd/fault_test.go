@@ -13,7 +13,7 @@ import (
 	"github.com/kvbreaker/kvbreaker"
 	"github.com/kvbreaker/kvbreaker/backends/etcd"
 	"github.com/kvbreaker/kvbreaker/driver"
-	"github.com/kvbreaker/kvbreaker/internal/etcdtest"
+	"github.com/kvbreaker/kvbreaker/testservers/etcdtest"
 )
 
 // TestServerStopAndRestart kills etcd in the middle of a run: every call
@@ -31,7 +31,7 @@ func TestServerStopAndRestart(t *testing.T) {
 	// The server runs in a child process, so a stop is a real process
 	// exit and the leak check sees only this process's goroutines: the
 	// client's and the store's.
-	srv := etcdtest.StartProcess(t)
+	srv := etcdtest.MustStart(t)
 	ctx := t.Context()
 	const callTimeout = 400 * time.Millisecond
 	const slack = time.Second // scheduling on a loaded 2-core machine
@@ -114,7 +114,7 @@ func TestServerStopAndRestart(t *testing.T) {
 	})
 	wantTransitions(t, tr, map[string]int{})
 
-	if err := srv.Restart(); err != nil {
+	if err := srv.Restart(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	// The client reconnects on its own; wait (bounded) for the first

@@ -1,6 +1,7 @@
 package etcd_test
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"strings"
@@ -12,7 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/kvbreaker/kvbreaker/backends/etcd"
-	"github.com/kvbreaker/kvbreaker/internal/etcdtest"
+	"github.com/kvbreaker/kvbreaker/testservers/etcdtest"
 )
 
 // server is the embedded etcd shared by the package's tests; endpoints are
@@ -23,8 +24,7 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	etcdtest.Main() // serves etcd instead, when this is StartProcess's child
-	s, err := etcdtest.New()
+	s, err := etcdtest.Start(context.Background())
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "backends/etcd: cannot start the embedded etcd the tests need: %v\n", err)
 		os.Exit(1)

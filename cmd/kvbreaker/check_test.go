@@ -80,7 +80,7 @@ func leftovers(t *testing.T, backend, prefix string) int {
 		}
 		return int(resp.Count)
 	case "dynamodb":
-		out, err := dynSrv.Client().Scan(ctx, &dyn.ScanInput{
+		out, err := newClient(dynSrv.Endpoint).Scan(ctx, &dyn.ScanInput{
 			TableName:                 aws.String(dynTable),
 			FilterExpression:          aws.String("begins_with(pk, :p)"),
 			ExpressionAttributeValues: map[string]types.AttributeValue{":p": &types.AttributeValueMemberS{Value: prefix}},
