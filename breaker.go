@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"time"
 
@@ -373,4 +374,25 @@ func wrap(op, host string, err error) error {
 		return err
 	}
 	return fmt.Errorf("kvbreaker: %s %q: %w", op, host, err)
+}
+
+// Close flushes the store's queued writes, if it queues any (driver.Flusher,
+// e.g. Workers KV), and then closes it, if it can be closed (io.Closer, e.g.
+// etcd.Dial's store), so that a program that keeps only the Breaker loses
+// no recorded failure at shutdown. ctx bounds the flush. Close the Breaker
+// last of those sharing one store; the others need no Close. The Breaker
+// must not be used after Close.
+func (b *Breaker) Close(ctx context.Context) error {
+	var err error
+	if f, ok := b.store.(driver.Flusher); ok {
+		if ferr := f.Flush(ctx); ferr != nil {
+			err = fmt.Errorf("kvbreaker: close: flush: %w", ferr)
+		}
+	}
+	if c, ok := b.store.(io.Closer); ok {
+		if cerr := c.Close(); cerr != nil {
+			err = errors.Join(err, fmt.Errorf("kvbreaker: close: %w", cerr))
+		}
+	}
+	return err
 }

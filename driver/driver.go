@@ -258,3 +258,38 @@ func MergeRecords(older, newer []byte) []byte { return record.Merge(older, newer
 func RebaseOnDelete(value, gone []byte) (_ []byte, ok bool) {
 	return record.RebaseOnDelete(value, gone)
 }
+
+// OpError is the shape of every error a Store method returns other than
+// ErrNotFound and conflicts (which come bare, ErrNotFound as itself and a
+// conflict as a *ConflictError or an error matching ErrConflict): it reads
+// "<backend>: <op> <key>: <cause>", names no credentials, and unwraps to
+// the cause.
+type OpError struct {
+	Backend string // "etcd", "dynamodb", …
+	Op      string // "get", "compare-and-swap", "compare-and-delete", "list", …
+	Key     string // the key as the caller passed it; empty for calls without one
+	Err     error
+}
+
+func (e *OpError) Error() string {
+	if e.Key == "" {
+		return e.Backend + ": " + e.Op + ": " + e.Err.Error()
+	}
+	return e.Backend + ": " + e.Op + " " + e.Key + ": " + e.Err.Error()
+}
+
+func (e *OpError) Unwrap() error { return e.Err }
+
+// OptionError is an invalid adapter option or constructor argument, as
+// every adapter's constructor reports it: "<backend>: invalid <option>:
+// <value>: <what to change>".
+type OptionError struct {
+	Backend string // "etcd", "dynamodb", …
+	Option  string // the option or argument, e.g. "WithCallTimeout" or "table name"
+	Value   any
+	Fix     string // what to change, e.g. "set a positive duration"
+}
+
+func (e *OptionError) Error() string {
+	return fmt.Sprintf("%s: invalid %s: %v: %s", e.Backend, e.Option, e.Value, e.Fix)
+}
