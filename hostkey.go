@@ -14,7 +14,12 @@ import (
 // case, internationalised names in their ASCII (IDNA) form, and the port kept
 // unless it is the scheme's default ("https://Bücher.example:443/inbox" ⇒
 // "xn--bcher-kva.example"; "http://example.com:8080/" ⇒ "example.com:8080").
-// A bare "host" or "host:port" is accepted too.
+//
+// The default ports dropped are 80 for http and ws, and 443 for https and
+// wss, so "wss://host:443" and "wss://host" are one host. For any other
+// scheme (smtp, a custom one) and for a bare "host:port", an explicit port is
+// always kept: HostKey cannot know the scheme's default, and a port written
+// out may be a different service. A bare "host" is accepted too.
 func HostKey(rawURL string) (string, error) {
 	s := strings.TrimSpace(rawURL)
 	if !strings.Contains(s, "://") {
@@ -37,7 +42,7 @@ func HostKey(rawURL string) (string, error) {
 		}
 	}
 	switch {
-	case port == "", port == "80" && u.Scheme == "http", port == "443" && u.Scheme == "https":
+	case port == "", port == defaultPorts[strings.ToLower(u.Scheme)]:
 		if strings.Contains(host, ":") {
 			host = "[" + host + "]"
 		}
@@ -46,3 +51,6 @@ func HostKey(rawURL string) (string, error) {
 	}
 	return host, driver.ValidateKey(host)
 }
+
+// defaultPorts are the schemes whose default port HostKey drops.
+var defaultPorts = map[string]string{"http": "80", "ws": "80", "https": "443", "wss": "443"}

@@ -22,6 +22,15 @@ func TestHostKey(t *testing.T) {
 		{"smtp.example.org:587", "smtp.example.org:587"},
 		{"Example.org", "example.org"},
 		{"https://user:secret@example.net/", "example.net"},
+		// ws and wss share http's and https's default ports; other schemes keep an
+		// explicit port (HostKey cannot know their default).
+		{"wss://relay.example:443/stream", "relay.example"},
+		{"wss://relay.example/stream", "relay.example"},
+		{"ws://relay.example:80/", "relay.example"},
+		{"ws://relay.example:443/", "relay.example:443"},
+		{"wss://relay.example:80/", "relay.example:80"},
+		{"HTTPS://Example.com:443/", "example.com"},
+		{"smtp://mail.example:25", "mail.example:25"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.in, func(t *testing.T) {
