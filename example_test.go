@@ -2,7 +2,6 @@ package kvbreaker_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -45,19 +44,6 @@ func ExampleNew() {
 	// probe
 	// inbox.example: half-open -> closed
 	// record TTL: 30m5s
-}
-
-func ExampleBreaker_Do() {
-	b, _ := kvbreaker.New(memory.New(), kvbreaker.Settings{FailureThreshold: 1})
-	ctx := context.Background()
-	deliver := func(ctx context.Context) error { return errors.New("503 Service Unavailable") }
-
-	fmt.Println(b.Do(ctx, "relay.example", deliver))
-	err := b.Do(ctx, "relay.example", deliver)
-	fmt.Println(errors.Is(err, kvbreaker.ErrHeld))
-	// Output:
-	// 503 Service Unavailable
-	// true
 }
 
 func ExampleHostKey() {
