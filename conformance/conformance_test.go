@@ -58,35 +58,39 @@ func advancingHarness(wrap func(*memory.Store) driver.Store) *advancing {
 func plain(s *memory.Store) driver.Store { return s }
 
 // measure runs the suite through Measure, the no-*testing.T form.
-func measure(t *testing.T, h conformance.Harness, opts conformance.Options) (*conformance.Report, error) {
+func measure(t *testing.T, h conformance.Harness, opts ...conformance.Option) (*conformance.Report, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	rep, err := conformance.Measure(ctx, h, opts)
+	rep, err := conformance.Measure(ctx, h, opts...)
 	if rep == nil {
 		t.Fatalf("Measure returned no report: %v", err)
 	}
 	return rep, err
 }
 
-// wantBroken checks that err reports case c breaking a promise that
-// mentions promise.
-func wantBroken(t *testing.T, rep *conformance.Report, err error, c, promise string) {
+// wantBroken checks that case c reported breaking promise, in its Result
+// and in the error, both matched with errors.Is.
+func wantBroken(t *testing.T, rep *conformance.Report, err error, c conformance.CaseID, promise conformance.PromiseID) {
 	t.Helper()
 	if err == nil {
 		t.Fatalf("the suite found nothing wrong; want case %s to report %q\n%s", c, promise, rep)
+	}
+	if !errors.Is(err, promise) {
+		t.Errorf("errors.Is(err, %q) = false for %v", promise, err)
 	}
 	for _, res := range rep.Results {
 		if res.Case != c {
 			continue
 		}
 		for _, p := range res.Problems {
-			if strings.Contains(p, promise) && strings.Contains(err.Error(), p) {
-				t.Logf("reported: %s", p)
+			pr, ok := errors.AsType[*conformance.Problem](p)
+			if errors.Is(p, promise) && ok && pr.Case == c && strings.Contains(err.Error(), p.Error()) {
+				t.Logf("reported: %v", p)
 				return
 			}
 		}
-		t.Fatalf("case %s reported %q, want a problem naming %q", c, res.Problems, promise)
+		t.Fatalf("case %s reported %q, want a problem breaking %q", c, res.Problems, promise)
 	}
 	t.Fatalf("case %s did not run; results: %+v", c, rep.Results)
 }
@@ -101,7 +105,7 @@ func TestMemoryPassesCheck(t *testing.T) {
 func TestAdvancingHarness(t *testing.T) {
 	t.Parallel()
 	start := time.Now()
-	rep, err := measure(t, advancingHarness(plain), conformance.Options{ExpiryTTL: time.Hour})
+	rep, err := measure(t, advancingHarness(plain), conformance.WithExpiryTTL(time.Hour))
 	if err != nil {
 		t.Fatalf("%v\n%s", err, rep)
 	}
@@ -131,8 +135,8 @@ func TestExpiresEarly(t *testing.T) {
 			if adv {
 				h = advancingHarness(wrap)
 			}
-			rep, err := measure(t, h, conformance.Options{})
-			wantBroken(t, rep, err, "expiry", "an entry must not vanish before its TTL")
+			rep, err := measure(t, h)
+			wantBroken(t, rep, err, conformance.CaseExpiry, conformance.PromiseNotEarly)
 			if e := rep.Expiry; e == nil || e.Early < time.Second {
 				t.Fatalf("measured expiry %+v, want about 2 s early", e)
 			}
@@ -152,9 +156,9 @@ func (s leakStore) CompareAndSwap(ctx context.Context, key string, old driver.Ve
 
 func TestTTLIgnored(t *testing.T) {
 	t.Parallel()
-	rep, err := measure(t, memoryHarness(func(s *memory.Store) driver.Store { return leakStore{s} }), conformance.Options{})
-	wantBroken(t, rep, err, "expiry", "an entry must vanish within its TTL")
-	wantBroken(t, rep, err, "expired-counts-as-absent", "an entry must vanish within its TTL")
+	rep, err := measure(t, memoryHarness(func(s *memory.Store) driver.Store { return leakStore{s} }))
+	wantBroken(t, rep, err, conformance.CaseExpiry, conformance.PromiseNotLate)
+	wantBroken(t, rep, err, conformance.CaseExpiredAbsent, conformance.PromiseNotLate)
 }
 
 // racyStore compares and then writes in two steps, letting others in
@@ -184,8 +188,8 @@ func (s racyStore) CompareAndSwap(ctx context.Context, key string, old driver.Ve
 func TestCASNotAtomic(t *testing.T) {
 	t.Parallel()
 	rep, err := measure(t, memoryHarness(func(s *memory.Store) driver.Store { return racyStore{s} }),
-		conformance.Options{SkipSlow: true, Goroutines: 8, Iterations: 40})
-	wantBroken(t, rep, err, "concurrent-cas-linearizable", "CompareAndSwap must not lose updates")
+		conformance.WithSkipSlow(true), conformance.WithGoroutines(8), conformance.WithIterations(40))
+	wantBroken(t, rep, err, conformance.CaseLinearizable, conformance.PromiseNoLostUpdate)
 	if !strings.Contains(err.Error(), "concurrent CompareAndSwaps must be linearizable") {
 		// porcupine may time out proving a long history illegal; the
 		// lost update above is the direct evidence.
@@ -208,9 +212,9 @@ func (s blindStore) CompareAndSwap(ctx context.Context, key string, _ driver.Ver
 
 func TestVersionCheckSkipped(t *testing.T) {
 	t.Parallel()
-	rep, err := measure(t, memoryHarness(func(s *memory.Store) driver.Store { return blindStore{s} }), conformance.Options{SkipSlow: true})
-	wantBroken(t, rep, err, "stale-version-conflicts", "CompareAndSwap with a stale version must fail")
-	wantBroken(t, rep, err, "create-only", "CompareAndSwap with driver.NoVersion on a present key must fail")
+	rep, err := measure(t, memoryHarness(func(s *memory.Store) driver.Store { return blindStore{s} }), conformance.WithSkipSlow(true))
+	wantBroken(t, rep, err, conformance.CaseStaleVersion, conformance.PromiseStaleConflicts)
+	wantBroken(t, rep, err, conformance.CaseCreateOnly, conformance.PromiseCreateOnly)
 }
 
 // cachingStore serves Gets from a 2 s cache while declaring fresh reads.
@@ -242,8 +246,8 @@ func TestStalerThanDeclared(t *testing.T) {
 	t.Parallel()
 	rep, err := measure(t, memoryHarness(func(s *memory.Store) driver.Store {
 		return &cachingStore{Store: s, cache: map[string]cached{}}
-	}), conformance.Options{SkipSlow: true})
-	wantBroken(t, rep, err, "read-staleness", "a Get must see a completed write within the declared ReadStaleness")
+	}), conformance.WithSkipSlow(true))
+	wantBroken(t, rep, err, conformance.CaseReadStaleness, conformance.PromiseReadStaleness)
 	if rep.Staleness != 0 || !rep.StalenessMeasured {
 		// The write never showed within the declared 0 s: measured as
 		// the polling gave up.
@@ -256,8 +260,8 @@ func TestVersionReused(t *testing.T) {
 	h := harness{make: func() driver.Store {
 		return &oneVersionStore{Store: memory.New()}
 	}}
-	rep, err := measure(t, h, conformance.Options{SkipSlow: true})
-	wantBroken(t, rep, err, "recreate-new-version", "a re-created key must not reuse a version")
+	rep, err := measure(t, h, conformance.WithSkipSlow(true))
+	wantBroken(t, rep, err, conformance.CaseRecreate, conformance.PromiseNoVersionReuse)
 }
 
 // oneVersionStore numbers each key's writes from 1 since its creation, as a
@@ -344,8 +348,8 @@ func (s escapingStore) CompareAndDelete(ctx context.Context, key string, old dri
 
 func TestKeysCollide(t *testing.T) {
 	t.Parallel()
-	rep, err := measure(t, memoryHarness(func(s *memory.Store) driver.Store { return escapingStore{s} }), conformance.Options{SkipSlow: true})
-	wantBroken(t, rep, err, "hostile-keys", "distinct keys must not collide")
+	rep, err := measure(t, memoryHarness(func(s *memory.Store) driver.Store { return escapingStore{s} }), conformance.WithSkipSlow(true))
+	wantBroken(t, rep, err, conformance.CaseHostileKeys, conformance.PromiseKeys)
 }
 
 // deafStore ignores its context.
@@ -361,8 +365,8 @@ func (s deafStore) CompareAndSwap(_ context.Context, key string, old driver.Vers
 
 func TestContextIgnored(t *testing.T) {
 	t.Parallel()
-	rep, err := measure(t, memoryHarness(func(s *memory.Store) driver.Store { return deafStore{s} }), conformance.Options{SkipSlow: true})
-	wantBroken(t, rep, err, "context-ended", "a call with an ended context must fail")
+	rep, err := measure(t, memoryHarness(func(s *memory.Store) driver.Store { return deafStore{s} }), conformance.WithSkipSlow(true))
+	wantBroken(t, rep, err, conformance.CaseContextEnded, conformance.PromiseContextEnded)
 }
 
 // liarStore reports conflicts carrying a made-up current value.
@@ -378,8 +382,8 @@ func (s liarStore) CompareAndSwap(ctx context.Context, key string, old driver.Ve
 
 func TestConflictValueWrong(t *testing.T) {
 	t.Parallel()
-	rep, err := measure(t, memoryHarness(func(s *memory.Store) driver.Store { return liarStore{s} }), conformance.Options{SkipSlow: true})
-	wantBroken(t, rep, err, "stale-version-conflicts", "a *driver.ConflictError must carry the key's real current value")
+	rep, err := measure(t, memoryHarness(func(s *memory.Store) driver.Store { return liarStore{s} }), conformance.WithSkipSlow(true))
+	wantBroken(t, rep, err, conformance.CaseStaleVersion, conformance.PromiseConflictValue)
 }
 
 // presentStore filters expired entries on read (the logical expiry is in a
@@ -409,8 +413,8 @@ func (s presentStore) CompareAndSwap(ctx context.Context, key string, old driver
 
 func TestExpiredButPresent(t *testing.T) {
 	t.Parallel()
-	rep, err := measure(t, memoryHarness(func(s *memory.Store) driver.Store { return presentStore{s} }), conformance.Options{})
-	wantBroken(t, rep, err, "expired-counts-as-absent", "an expired entry must count as absent for CompareAndSwap")
+	rep, err := measure(t, memoryHarness(func(s *memory.Store) driver.Store { return presentStore{s} }))
+	wantBroken(t, rep, err, conformance.CaseExpiredAbsent, conformance.PromiseExpiredCAS)
 }
 
 // TestDistortedStoresConform: stores distorted the way each backend
@@ -429,14 +433,14 @@ func TestDistortedStoresConform(t *testing.T) {
 			h := harness{make: func() driver.Store {
 				d := skew.FromTraits(tr, nil)
 				d.Round = skew.Ceil // what the adapters do; Floor would be "early" by up to G
-				return skew.New(skew.NewExact(nil), d, nil).View(nil)
+				return skew.New(memory.New(), d, nil).View(nil)
 			}}
-			rep, err := measure(t, h, conformance.Options{})
+			rep, err := measure(t, h)
 			if err != nil {
 				t.Fatalf("%v\n%s", err, rep)
 			}
 			for _, r := range rep.Results {
-				if r.Case == "concurrent-cas-linearizable" && tr.Atomic != (r.Skipped == "") {
+				if r.Case == conformance.CaseLinearizable && tr.Atomic != (r.Skipped == "") {
 					t.Errorf("linearizability for Atomic=%v: skipped %q", tr.Atomic, r.Skipped)
 				}
 				if r.Skipped != "" && !strings.Contains(r.Skipped, "Traits().Atomic == false") {

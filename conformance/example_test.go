@@ -29,7 +29,7 @@ func ExampleRun() {
 // Measure runs the same cases without a *testing.T and reports each one;
 // SkipSlow leaves out those that wait for real expiry.
 func ExampleMeasure() {
-	rep, err := conformance.Measure(context.Background(), memHarness{}, conformance.Options{SkipSlow: true})
+	rep, err := conformance.Measure(context.Background(), memHarness{}, conformance.WithSkipSlow(true))
 	fmt.Println("violations:", err)
 	passed, skipped := 0, 0
 	for _, r := range rep.Results {

@@ -131,19 +131,19 @@ func TestStateTTLCapped(t *testing.T) {
 	t.Parallel()
 	t.Run("advancing", func(t *testing.T) {
 		t.Parallel()
-		rep, err := measure(t, advancingHarness(func(s *memory.Store) driver.Store { return capped{s} }), conformance.Options{SkipSlow: true})
-		wantBroken(t, rep, err, "expiry-at-state-ttl", "an entry written with the StateTTL a default Breaker writes must live that long")
+		rep, err := measure(t, advancingHarness(func(s *memory.Store) driver.Store { return capped{s} }), conformance.WithSkipSlow(true))
+		wantBroken(t, rep, err, conformance.CaseStateTTL, conformance.PromiseStateTTL)
 	})
 	t.Run("lifetime", func(t *testing.T) {
 		t.Parallel()
-		rep, err := measure(t, newLifetimes(func(s *tracked) driver.Store { return capped{s} }), conformance.Options{SkipSlow: true})
-		wantBroken(t, rep, err, "expiry-at-state-ttl", "an entry written with the StateTTL a default Breaker writes must live that long")
+		rep, err := measure(t, newLifetimes(func(s *tracked) driver.Store { return capped{s} }), conformance.WithSkipSlow(true))
+		wantBroken(t, rep, err, conformance.CaseStateTTL, conformance.PromiseStateTTL)
 	})
 }
 
 func TestLifetimeHarnessPasses(t *testing.T) {
 	t.Parallel()
-	rep, err := measure(t, newLifetimes(func(s *tracked) driver.Store { return s }), conformance.Options{SkipSlow: true})
+	rep, err := measure(t, newLifetimes(func(s *tracked) driver.Store { return s }), conformance.WithSkipSlow(true))
 	if err != nil {
 		t.Fatalf("%v\n%s", err, rep)
 	}
@@ -170,8 +170,8 @@ func TestTTLKeptOnUpdate(t *testing.T) {
 			case "lifetime":
 				h = newLifetimes(func(s *tracked) driver.Store { return newKeepTTL(s, time.Now) })
 			}
-			rep, err := measure(t, h, conformance.Options{})
-			wantBroken(t, rep, err, "every-write-replaces-ttl", "every write must replace the entry's TTL")
+			rep, err := measure(t, h)
+			wantBroken(t, rep, err, conformance.CaseReplaceTTL, conformance.PromiseReplaceTTL)
 		})
 	}
 }
@@ -194,8 +194,8 @@ func TestTTLOffGrid(t *testing.T) {
 			}
 			t.Run(name, func(t *testing.T) {
 				t.Parallel()
-				rep, err := measure(t, h, conformance.Options{})
-				wantBroken(t, rep, err, "ttl-off-grid", "a TTL off the granularity's grid must be rounded up to it")
+				rep, err := measure(t, h)
+				wantBroken(t, rep, err, conformance.CaseOffGrid, conformance.PromiseOffGrid)
 			})
 		}
 	}
@@ -213,8 +213,8 @@ func (s unpadded) Traits() driver.Traits {
 
 func TestPaddingMissing(t *testing.T) {
 	t.Parallel()
-	rep, err := measure(t, newLifetimes(func(s *tracked) driver.Store { return unpadded{s} }), conformance.Options{SkipSlow: true})
-	wantBroken(t, rep, err, "skewed-reader", "a padded store's physical copy must outlast the logical expiry for a reader whose clock is MaxClockSkew behind")
+	rep, err := measure(t, newLifetimes(func(s *tracked) driver.Store { return unpadded{s} }), conformance.WithSkipSlow(true))
+	wantBroken(t, rep, err, conformance.CaseSkewedReader, conformance.PromiseSkewedReader)
 }
 
 // slowAdvancing is a harness on a frozen clock (as Miniflare's) whose
@@ -261,8 +261,8 @@ func TestFakeTimeNoRealSlack(t *testing.T) {
 	a.harness = harness{make: func() driver.Store {
 		return earlyBy{memory.New(memory.WithClock(a.clock)), 500 * time.Millisecond}
 	}}
-	rep, err := measure(t, a, conformance.Options{ExpiryTTL: time.Hour, SkipSlow: true})
-	wantBroken(t, rep, err, "expiry", "an entry must not vanish before its TTL")
+	rep, err := measure(t, a, conformance.WithExpiryTTL(time.Hour), conformance.WithSkipSlow(true))
+	wantBroken(t, rep, err, conformance.CaseExpiry, conformance.PromiseNotEarly)
 }
 
 // TestPorcupineUnknownInconclusive: a search that keeps timing out is
@@ -276,7 +276,7 @@ func TestPorcupineUnknownInconclusive(t *testing.T) {
 		return porcupine.Unknown
 	}
 	defer func() { *conformance.CheckHistory = orig }()
-	rep, err := measure(t, memoryHarness(plain), conformance.Options{SkipSlow: true})
+	rep, err := measure(t, memoryHarness(plain), conformance.WithSkipSlow(true))
 	if err != nil {
 		t.Fatalf("an inconclusive search is not a violation: %v", err)
 	}
@@ -284,7 +284,7 @@ func TestPorcupineUnknownInconclusive(t *testing.T) {
 		t.Errorf("the search ran %d times, want it retried", calls)
 	}
 	for _, r := range rep.Results {
-		if r.Case == "concurrent-cas-linearizable" {
+		if r.Case == conformance.CaseLinearizable {
 			if r.Passed() || r.Inconclusive == "" {
 				t.Fatalf("result %+v, want inconclusive and not passed", r)
 			}
@@ -299,15 +299,15 @@ func TestPorcupineUnknownInconclusive(t *testing.T) {
 // below the margin, and says it has no power instead of passing.
 func TestMarginPower(t *testing.T) {
 	t.Parallel()
-	rep, err := measure(t, memoryHarness(plain), conformance.Options{SkipSlow: true, Trials: 1})
-	wantBroken(t, rep, err, "margin-keeps-probes", "the margin experiment must have power")
+	rep, err := measure(t, memoryHarness(plain), conformance.WithSkipSlow(true), conformance.WithTrials(1))
+	wantBroken(t, rep, err, conformance.CaseMargin, conformance.PromiseMarginPower)
 }
 
 // TestShortListsNotVerified: under SkipSlow the report lists the promises
 // it did not verify.
 func TestShortListsNotVerified(t *testing.T) {
 	t.Parallel()
-	rep, err := measure(t, memoryHarness(plain), conformance.Options{SkipSlow: true})
+	rep, err := measure(t, memoryHarness(plain), conformance.WithSkipSlow(true))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -337,11 +337,11 @@ func (describedHarness) Describe() string { return "hungkv at 127.0.0.1:9" }
 func TestUnreachableFailsFast(t *testing.T) {
 	t.Parallel()
 	start := time.Now()
-	rep, err := measure(t, describedHarness{harness{make: func() driver.Store { return hung{memory.New()} }}}, conformance.Options{ReachTimeout: time.Second})
+	rep, err := measure(t, describedHarness{harness{make: func() driver.Store { return hung{memory.New()} }}}, conformance.WithReachTimeout(time.Second))
 	if took := time.Since(start); took > 5*time.Second {
 		t.Errorf("took %v", took)
 	}
-	wantBroken(t, rep, err, "reachable", "the store must answer")
+	wantBroken(t, rep, err, conformance.CaseReachable, conformance.PromiseReachable)
 	if !strings.Contains(err.Error(), "hungkv at 127.0.0.1:9") {
 		t.Errorf("the error does not name the store: %v", err)
 	}
@@ -417,16 +417,16 @@ func TestLostAnswers(t *testing.T) {
 	}
 	t.Run("recognised", func(t *testing.T) {
 		t.Parallel()
-		rep, err := measure(t, mk(true), conformance.Options{SkipSlow: true})
+		rep, err := measure(t, mk(true), conformance.WithSkipSlow(true))
 		if err != nil {
 			t.Fatalf("%v\n%s", err, rep)
 		}
 	})
 	t.Run("naive", func(t *testing.T) {
 		t.Parallel()
-		rep, err := measure(t, mk(false), conformance.Options{SkipSlow: true})
-		wantBroken(t, rep, err, "lost-answer-cas", "a CompareAndSwap applied but whose answer was lost must not report a conflict")
-		wantBroken(t, rep, err, "lost-answer-delete", "a CompareAndDelete applied but whose answer was lost must not report the key not found")
-		wantBroken(t, rep, err, "lost-answer-breaker", "a Breaker must count a failure once")
+		rep, err := measure(t, mk(false), conformance.WithSkipSlow(true))
+		wantBroken(t, rep, err, conformance.CaseLostCAS, conformance.PromiseLostCAS)
+		wantBroken(t, rep, err, conformance.CaseLostDelete, conformance.PromiseLostDelete)
+		wantBroken(t, rep, err, conformance.CaseLostBreaker, conformance.PromiseLostFailure)
 	})
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/kvbreaker/kvbreaker"
+	"github.com/kvbreaker/kvbreaker/backends/memory"
 	"github.com/kvbreaker/kvbreaker/driver"
 	"github.com/kvbreaker/kvbreaker/internal/record"
 	"github.com/kvbreaker/kvbreaker/skew"
@@ -67,7 +68,7 @@ func TestFastClockFailuresDieWithTheirRecord(t *testing.T) {
 	const delta = 5 * time.Second
 	const window = time.Hour
 	truth := skew.NewManual(time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC))
-	st := skew.New(skew.NewExact(truth.Now), skew.Distortion{Kind: driver.ExpiryReaderFiltered}, truth.Now)
+	st := skew.New(memory.New(memory.WithClock(truth.Now)), skew.Distortion{Kind: driver.ExpiryReaderFiltered}, truth.Now)
 	rng := rand.New(rand.NewPCG(12, 8))
 	clocks := skew.Fleet(rng, truth.Now, 4, delta, 0)
 	var mu sync.Mutex

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/kvbreaker/kvbreaker"
+	"github.com/kvbreaker/kvbreaker/backends/memory"
 	"github.com/kvbreaker/kvbreaker/driver"
 )
 
@@ -140,7 +141,7 @@ func (s *MarginSim) trial(ctx context.Context, rng *rand.Rand, trial int, res *M
 		d.Early += time.Millisecond - margin
 		margin = time.Millisecond
 	}
-	st := New(NewExact(truth), d, truth)
+	st := New(memory.New(memory.WithClock(truth)), d, truth)
 	need := s.Profile.RequiredMargin(s.Skew)
 	if s.Margin < need {
 		// Under-state the store: exact, reader-filtered expiry needs only

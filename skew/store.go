@@ -67,6 +67,12 @@ type Distortion struct {
 	// InProcess is declared as the store's Traits.InProcess (a simulated
 	// memory store answers without I/O); it distorts nothing.
 	InProcess bool
+	// MaxClockSkew and MaxClockSkewOption are declared as the store's
+	// Traits fields of the same names; they distort nothing (a
+	// reader-filtered entry's physical copy outlasts its logical expiry by
+	// far more than any skew here).
+	MaxClockSkew       time.Duration
+	MaxClockSkewOption string
 	// Rand draws how early, late or stale each operation is: with
 	// probability 1/3 an extreme (0 or the maximum), otherwise uniform.
 	// Nil means always the worst case (Early and Staleness in full, Late
@@ -85,6 +91,7 @@ func FromTraits(t driver.Traits, rng *rand.Rand) Distortion {
 		Kind: m.Kind, Granularity: m.Granularity, Round: Floor, MinTTL: m.MinTTL,
 		Early: m.Early, Late: m.Late, Staleness: t.ReadStaleness, WriteInterval: t.MinWriteInterval,
 		LastWriterWins: !t.Atomic, InProcess: t.InProcess, Rand: rng,
+		MaxClockSkew: t.MaxClockSkew, MaxClockSkewOption: t.MaxClockSkewOption,
 	}
 }
 
@@ -94,7 +101,7 @@ func (d Distortion) Traits() driver.Traits {
 		Atomic:        !d.LastWriterWins,
 		Expiry:        driver.ExpiryModel{Kind: d.Kind, Granularity: d.Granularity, MinTTL: d.MinTTL, Early: d.Early, Late: d.Late},
 		ReadStaleness: d.Staleness, MinWriteInterval: d.WriteInterval,
-		InProcess: d.InProcess,
+		InProcess: d.InProcess, MaxClockSkew: d.MaxClockSkew, MaxClockSkewOption: d.MaxClockSkewOption,
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/kvbreaker/kvbreaker/backends/memory"
 	"github.com/kvbreaker/kvbreaker/driver"
 	"github.com/kvbreaker/kvbreaker/skew"
 )
@@ -65,7 +66,7 @@ func TestDistortedLifetimes(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				s := skew.New(skew.NewExact(nil), tc.d, nil).View(nil)
+				s := skew.New(memory.New(), tc.d, nil).View(nil)
 				if got := lifetime(t, s, tc.ttl); got < tc.want || got > tc.want+time.Millisecond {
 					t.Errorf("lifetime = %v, want %v", got, tc.want)
 				}
@@ -80,7 +81,7 @@ func TestDistortedLifetimes(t *testing.T) {
 func TestReaderClockJudges(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := t.Context()
-		st := skew.New(skew.NewExact(nil), skew.Distortion{Kind: driver.ExpiryReaderFiltered}, nil)
+		st := skew.New(memory.New(), skew.Distortion{Kind: driver.ExpiryReaderFiltered}, nil)
 		writer := &skew.Clock{Offset: time.Second}
 		fast := &skew.Clock{Offset: time.Second}
 		slow := &skew.Clock{Offset: -time.Second}
@@ -122,7 +123,7 @@ func TestReaderClockJudges(t *testing.T) {
 func TestStaleReads(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := t.Context()
-		s := skew.New(skew.NewExact(nil), skew.Distortion{Staleness: 5 * time.Second}, nil).View(nil)
+		s := skew.New(memory.New(), skew.Distortion{Staleness: 5 * time.Second}, nil).View(nil)
 		v1, err := s.CompareAndSwap(ctx, "k", driver.NoVersion, []byte("v1"), time.Hour)
 		if err != nil {
 			t.Fatal(err)
@@ -149,7 +150,7 @@ func TestStaleReads(t *testing.T) {
 func TestWriteRateLimit(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := t.Context()
-		s := skew.New(skew.NewExact(nil), skew.Distortion{WriteInterval: time.Second}, nil).View(nil)
+		s := skew.New(memory.New(), skew.Distortion{WriteInterval: time.Second}, nil).View(nil)
 		v, err := s.CompareAndSwap(ctx, "k", driver.NoVersion, []byte("v"), time.Hour)
 		if err != nil {
 			t.Fatal(err)
@@ -169,7 +170,7 @@ func TestWriteRateLimit(t *testing.T) {
 
 func TestCompares(t *testing.T) {
 	ctx := context.Background()
-	atomic := skew.New(skew.NewExact(nil), skew.Distortion{}, nil).View(nil)
+	atomic := skew.New(memory.New(), skew.Distortion{}, nil).View(nil)
 	v1, _ := atomic.CompareAndSwap(ctx, "k", driver.NoVersion, []byte("one"), time.Hour)
 	_, err := atomic.CompareAndSwap(ctx, "k", v1+7, []byte("two"), time.Hour)
 	if ce, ok := errors.AsType[*driver.ConflictError](err); !ok || ce.Version != v1 || string(ce.Value) != "one" {
@@ -178,7 +179,7 @@ func TestCompares(t *testing.T) {
 	if err := atomic.CompareAndDelete(ctx, "k", v1+7); !errors.Is(err, driver.ErrConflict) {
 		t.Fatalf("stale CompareAndDelete = %v", err)
 	}
-	lww := skew.New(skew.NewExact(nil), skew.Distortion{LastWriterWins: true}, nil).View(nil)
+	lww := skew.New(memory.New(), skew.Distortion{LastWriterWins: true}, nil).View(nil)
 	w1, _ := lww.CompareAndSwap(ctx, "k", driver.NoVersion, []byte("one"), time.Hour)
 	if _, err := lww.CompareAndSwap(ctx, "k", driver.NoVersion, []byte("two"), time.Hour); err != nil {
 		t.Fatalf("last writer wins, yet: %v", err)
@@ -198,7 +199,7 @@ func TestProfilesRoundTrip(t *testing.T) {
 		}
 	}
 	// Declare overrides what the views say.
-	st := skew.New(skew.NewExact(nil), skew.Etcd.Distortion(nil), nil)
+	st := skew.New(memory.New(), skew.Etcd.Distortion(nil), nil)
 	st.Declare(skew.Memory.Traits)
 	if got := st.View(nil).Traits(); got != skew.Memory.Traits {
 		t.Fatalf("declared traits = %+v", got)

@@ -52,8 +52,8 @@ func (a *advancing) Advance(_ context.Context, d time.Duration) error {
 }
 
 func TestConformanceAdvancing(t *testing.T) {
-	conformance.RunOptions(t, func(context.Context, *testing.T) (conformance.Harness, error) { return &advancing{}, nil },
-		conformance.Options{ExpiryTTL: time.Hour})
+	conformance.Run(t, func(context.Context, *testing.T) (conformance.Harness, error) { return &advancing{}, nil },
+		conformance.WithExpiryTTL(time.Hour))
 }
 
 // TestTraitsMatchSkewProfile keeps skew's memory profile, which the margin
