@@ -4,13 +4,7 @@ go 1.26.0
 
 require (
 	github.com/anishathalye/porcupine v1.3.1
-	go.uber.org/goleak v1.3.0
 	golang.org/x/net v0.62.0
 )
 
-require (
-	github.com/davecgh/go-spew v1.1.2-0.20180830191138-d8f796af33cc // indirect
-	github.com/pmezard/go-difflib v1.0.1-0.20181226105442-5d4384ee4fb2 // indirect
-	github.com/stretchr/testify v1.11.1 // indirect
-	golang.org/x/text v0.43.0 // indirect
-)
+require golang.org/x/text v0.43.0 // indirect

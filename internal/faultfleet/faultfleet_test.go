@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
+	"github.com/kvbreaker/kvbreaker/internal/leakcheck"
 
 	"github.com/kvbreaker/kvbreaker"
 	"github.com/kvbreaker/kvbreaker/backends/memory"
@@ -16,7 +16,7 @@ import (
 	"github.com/kvbreaker/kvbreaker/internal/faultfleet"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { leakcheck.VerifyTestMain(m) }
 
 func shared(st driver.Store) func(context.Context, int) (driver.Store, error) {
 	return func(context.Context, int) (driver.Store, error) { return st, nil }

@@ -11,11 +11,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 )
@@ -32,6 +34,9 @@ type consumer struct {
 
 const repo = "github.com/kvbreaker/kvbreaker"
 
+// shared are test libraries any backend may require.
+var shared = map[string]bool{"go.uber.org/goleak": true}
+
 // Modules no consumer of the library may carry.
 var always = []string{
 	"go.etcd.io/etcd/server", "go.etcd.io/bbolt", "go.etcd.io/raft",
@@ -41,43 +46,69 @@ var always = []string{
 	repo + "/bench", repo + "/cmd", repo + "/testservers", repo + "/tools",
 }
 
-var (
-	etcdMods  = []string{"go.etcd.io/etcd", "google.golang.org/grpc", "go.uber.org/zap", repo + "/backends/etcd"}
-	awsMods   = []string{"github.com/aws/", repo + "/backends/dynamodb"}
-	cfMods    = []string{"github.com/cloudflare/", repo + "/backends/cloudflarekv"}
-	backendOf = func(lists ...[]string) []string {
-		var out []string
-		for _, l := range lists {
-			out = append(out, l...)
-		}
-		return append(out, always...)
-	}
-)
+// backend is a backend module of the workspace and what it requires
+// directly (its client SDK, and test libraries).
+type backend struct {
+	dir    string // "backends/etcd"
+	direct []string
+}
 
-var consumers = []consumer{
-	{
+// consumersOf builds the consumers from the workspace: one of the root
+// packages, and one per backend module in go.work, which must carry nothing
+// of the other backends (their modules, and what they require directly that
+// it does not) and nothing of the always-forbidden list. Adding a backend
+// module to go.work adds its consumer here.
+func consumersOf(root string) ([]consumer, error) {
+	work, err := os.ReadFile(filepath.Join(root, "go.work"))
+	if err != nil {
+		return nil, err
+	}
+	var backends []backend
+	for _, l := range strings.Split(string(work), "\n") {
+		d, ok := strings.CutPrefix(strings.TrimSpace(l), "./backends/")
+		if !ok {
+			continue
+		}
+		b := backend{dir: "backends/" + d}
+		mod, err := os.ReadFile(filepath.Join(root, b.dir, "go.mod"))
+		if err != nil {
+			return nil, err
+		}
+		for _, ml := range strings.Split(string(mod), "\n") {
+			f := strings.Fields(ml)
+			if len(f) == 2 && strings.Contains(f[0], ".") && !strings.HasPrefix(f[0], repo) {
+				b.direct = append(b.direct, f[0]) // "path version", no "// indirect"
+			}
+		}
+		backends = append(backends, b)
+	}
+	if len(backends) == 0 {
+		return nil, errors.New("go.work uses no ./backends/ module")
+	}
+	var all []string
+	for _, b := range backends {
+		all = append(all, repo+"/"+b.dir)
+		all = append(all, b.direct...)
+	}
+	cs := []consumer{{
 		name:      "core",
 		imports:   []string{repo, repo + "/backends/memory", repo + "/conformance", repo + "/conformance/faultproxy", repo + "/skew", repo + "/driver"},
-		forbidden: backendOf(etcdMods, awsMods, cfMods),
-	},
-	{
-		name:      "etcd",
-		imports:   []string{repo, repo + "/backends/etcd"},
-		modules:   []string{"backends/etcd"},
-		forbidden: backendOf(awsMods, cfMods),
-	},
-	{
-		name:      "dynamodb",
-		imports:   []string{repo, repo + "/backends/dynamodb"},
-		modules:   []string{"backends/dynamodb"},
-		forbidden: backendOf(etcdMods, cfMods),
-	},
-	{
-		name:      "cloudflarekv",
-		imports:   []string{repo, repo + "/backends/cloudflarekv"},
-		modules:   []string{"backends/cloudflarekv"},
-		forbidden: backendOf(etcdMods, awsMods),
-	},
+		forbidden: append(slices.Clone(always), all...),
+	}}
+	for _, b := range backends {
+		own := map[string]bool{repo + "/" + b.dir: true}
+		for _, d := range b.direct {
+			own[d] = true
+		}
+		c := consumer{name: filepath.Base(b.dir), imports: []string{repo, repo + "/" + b.dir}, modules: []string{b.dir}, forbidden: slices.Clone(always)}
+		for _, m := range all {
+			if !own[m] {
+				c.forbidden = append(c.forbidden, m)
+			}
+		}
+		cs = append(cs, c)
+	}
+	return cs, nil
 }
 
 func main() {
@@ -90,9 +121,27 @@ func main() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
+	consumers, err := consumersOf(abs)
+	if err != nil {
+		fatal(err)
+	}
 	failed := false
+	// What the core consumer carries (x/net's requirements, say) is no
+	// other backend's: it is allowed everywhere.
+	var coreMods map[string]bool
 	for _, c := range consumers {
 		mods, dir, err := graph(ctx, abs, c)
+		if c.name == "core" && err == nil {
+			coreMods = map[string]bool{}
+			for _, m := range mods {
+				coreMods[m] = true
+			}
+			// The root module's own requirements (x/net's, say) are
+			// core's, whichever backend also requires them.
+			c.forbidden = slices.DeleteFunc(c.forbidden, func(f string) bool { return shared[f] || coreMods[f] && !strings.HasPrefix(f, repo) })
+		} else {
+			c.forbidden = slices.DeleteFunc(c.forbidden, func(f string) bool { return coreMods[f] || shared[f] })
+		}
 		if !*keep {
 			os.RemoveAll(dir)
 		} else {
@@ -106,7 +155,7 @@ func main() {
 		var bad []string
 		for _, m := range mods {
 			for _, f := range c.forbidden {
-				if strings.HasPrefix(m, f) {
+				if m == f || strings.HasPrefix(m, f+"/") || strings.HasSuffix(f, "/") && strings.HasPrefix(m, f) {
 					bad = append(bad, m)
 					break
 				}
@@ -118,6 +167,28 @@ func main() {
 			continue
 		}
 		fmt.Printf("ok   %-13s %d modules: %s\n", c.name, len(mods), strings.Join(mods, " "))
+	}
+	// Negative control: a consumer of two backends, judged as a consumer
+	// of the last one, must be caught carrying the other's SDK.
+	if n := len(consumers); n >= 3 {
+		a, b := consumers[1], consumers[n-1]
+		ctl := consumer{name: "control", imports: append(slices.Clone(a.imports), b.imports[1:]...), modules: append(slices.Clone(a.modules), b.modules...), forbidden: b.forbidden}
+		mods, dir, err := graph(ctx, abs, ctl)
+		os.RemoveAll(dir)
+		caught := false
+		for _, m := range mods {
+			caught = caught || slices.Contains(ctl.forbidden, m)
+		}
+		switch {
+		case err != nil:
+			fmt.Printf("FAIL control       %v\n", err)
+			failed = true
+		case !caught:
+			fmt.Printf("FAIL control       a consumer of %s and %s passed as a consumer of %s: the check cannot fail\n", a.name, b.name, b.name)
+			failed = true
+		default:
+			fmt.Printf("ok   control       a consumer of %s and %s is caught as a consumer of %s\n", a.name, b.name, b.name)
+		}
 	}
 	if failed {
 		os.Exit(1)
