@@ -13,6 +13,7 @@ import (
 	"github.com/kvbreaker/kvbreaker/conformance"
 	"github.com/kvbreaker/kvbreaker/conformance/faultproxy"
 	"github.com/kvbreaker/kvbreaker/driver"
+	"github.com/kvbreaker/kvbreaker/skew"
 )
 
 // kvHarness makes conformance stores over the shared Miniflare, each under its
@@ -110,4 +111,21 @@ func (h *kvHarness) Lifetime(ctx context.Context, s driver.Store, key string) (t
 
 func TestConformance(t *testing.T) {
 	conformance.Run(t, newKVHarness)
+}
+
+// TestDefaultTraitsMatchSkewProfile: a Store with default options declares
+// DefaultTraits, and skew's WorkersKV profile, on which the margin
+// experiments run, equals them. Fails on 4a221f6 (before #18 §4), whose
+// profile was a hand copy lacking MaxClockSkew, which no test compared.
+func TestDefaultTraitsMatchSkewProfile(t *testing.T) {
+	s, err := New(client(), srv.AccountID, srv.NamespaceID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := s.Traits(), DefaultTraits(); got != want {
+		t.Errorf("Traits() with default options = %+v, but DefaultTraits() = %+v: update DefaultTraits", got, want)
+	}
+	if got, want := DefaultTraits(), skew.WorkersKV.Traits; got != want {
+		t.Errorf("DefaultTraits() = %+v, but skew.WorkersKV declares %+v: update the profile", got, want)
+	}
 }

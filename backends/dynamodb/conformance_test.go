@@ -16,6 +16,7 @@ import (
 	"github.com/kvbreaker/kvbreaker/conformance"
 	"github.com/kvbreaker/kvbreaker/conformance/faultproxy"
 	"github.com/kvbreaker/kvbreaker/driver"
+	"github.com/kvbreaker/kvbreaker/skew"
 )
 
 // harness makes stores over the shared dynalite table, each under a key
@@ -132,4 +133,22 @@ func (h *harness) Lifetime(ctx context.Context, s driver.Store, key string) (tim
 
 func TestConformance(t *testing.T) {
 	conformance.Run(t, newHarness)
+}
+
+// TestDefaultTraitsMatchSkewProfile: a Store with default options declares
+// DefaultTraits, and skew's DynamoDB profile, on which the margin
+// experiments run, equals them. Fails on 4a221f6 (before #18 §4), whose
+// profile was a hand copy lacking the purge delay's MaxClockSkew, which no
+// test compared.
+func TestDefaultTraitsMatchSkewProfile(t *testing.T) {
+	s, err := dynamodb.New(client, table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := s.Traits(), dynamodb.DefaultTraits(); got != want {
+		t.Errorf("Traits() with default options = %+v, but DefaultTraits() = %+v: update DefaultTraits", got, want)
+	}
+	if got, want := dynamodb.DefaultTraits(), skew.DynamoDB.Traits; got != want {
+		t.Errorf("dynamodb.DefaultTraits() = %+v, but skew.DynamoDB declares %+v: update the profile", got, want)
+	}
 }

@@ -145,9 +145,9 @@ func TestConformanceUnreachable(t *testing.T) {
 	h.t = t
 	defer h.Close()
 	start := time.Now()
-	rep, err := conformance.Measure(t.Context(), h, conformance.Options{ReachTimeout: 3 * time.Second})
+	rep, err := conformance.Measure(t.Context(), h, conformance.WithReachTimeout(3*time.Second))
 	took := time.Since(start)
-	if err == nil || !strings.Contains(err.Error(), dead) || !strings.Contains(err.Error(), "the store must answer") {
+	if !errors.Is(err, conformance.PromiseReachable) || !strings.Contains(err.Error(), dead) {
 		t.Fatalf("Measure over an unreachable etcd = %v, want the first case failing naming %s", err, dead)
 	}
 	if took > 15*time.Second {
@@ -165,16 +165,20 @@ func TestConformanceUnreachable(t *testing.T) {
 	t.Logf("%v after %v", err, took.Round(time.Millisecond))
 }
 
-// TestTraitsMatchSkewProfile: with the default server minimum (2 s) the
-// Store declares exactly skew's etcd profile, which the margin experiments
-// run on; against the fixture (1 s minimum) only MinTTL differs.
-func TestTraitsMatchSkewProfile(t *testing.T) {
-	declared := newStore(t, etcd.WithMinTTL(2*time.Second))
-	if got, want := declared.Traits(), skew.Etcd.Traits; got != want {
-		t.Errorf("Traits() = %+v, but skew.Etcd declares %+v: update one of them", got, want)
+// TestDefaultTraitsMatchSkewProfile: a Store with default options over a
+// server granting the default minimum lease declares DefaultTraits, and
+// skew's etcd profile, on which the margin experiments run, equals them;
+// against the fixture (1 s minimum) only MinTTL differs.
+func TestDefaultTraitsMatchSkewProfile(t *testing.T) {
+	if got, want := etcd.DefaultTraits(), skew.Etcd.Traits; got != want {
+		t.Errorf("etcd.DefaultTraits() = %+v, but skew.Etcd declares %+v: update the profile", got, want)
+	}
+	declared := newStore(t, etcd.WithMinTTL(etcd.DefaultServerMinTTL))
+	if got, want := declared.Traits(), etcd.DefaultTraits(); got != want {
+		t.Errorf("Traits() with default options = %+v, but DefaultTraits() = %+v: update DefaultTraits", got, want)
 	}
 	learnt := newStore(t)
-	want := skew.Etcd.Traits
+	want := etcd.DefaultTraits()
 	want.Expiry.MinTTL = time.Second // the fixture's 100 ms election timeout
 	if got := learnt.Traits(); got != want {
 		t.Errorf("Traits() over the fixture = %+v, want %+v", got, want)
