@@ -56,10 +56,13 @@ func TestConformanceAdvancing(t *testing.T) {
 		conformance.WithExpiryTTL(time.Hour))
 }
 
-// TestTraitsMatchSkewProfile keeps skew's memory profile, which the margin
-// experiments run on, equal to what the Store declares.
-func TestTraitsMatchSkewProfile(t *testing.T) {
-	if got, want := memory.New().Traits(), skew.Memory.Traits; got != want {
-		t.Fatalf("Traits() = %+v, but skew.Memory declares %+v: update one of them", got, want)
+// TestDefaultTraitsMatchSkewProfile: every Store declares DefaultTraits,
+// from which skew builds the memory profile the margin experiments run on.
+func TestDefaultTraitsMatchSkewProfile(t *testing.T) {
+	if got, want := memory.New().Traits(), memory.DefaultTraits(); got != want {
+		t.Fatalf("Traits() = %+v, but DefaultTraits() = %+v", got, want)
+	}
+	if got, want := skew.Memory.Traits, memory.DefaultTraits(); got != want {
+		t.Fatalf("skew.Memory declares %+v, but DefaultTraits() = %+v", got, want)
 	}
 }
