@@ -21,10 +21,10 @@ func TestHelp(t *testing.T) {
 		out  []string // in stdout, or stderr when code != 0
 	}{
 		{"help-flag", []string{"--help"}, exitOK, []string{"Usage:", "kvbreaker <command>", "simulate", "kvbreaker simulate"}},
-		{"help-command", []string{"help", "simulate"}, exitOK, []string{"Usage: kvbreaker simulate", "fedify-4field", "a Go model of fedify 2.3.x", "-races", "-state-ttl", "-store-ttl", "Examples:"}},
+		{"help-command", []string{"help", "simulate"}, exitOK, []string{"Usage: kvbreaker simulate", "fedify-model", "a Go model of fedify 2.3.x", "-races", "-state-ttl", "-store-ttl", "Examples:"}},
 		{"no-arguments", nil, exitUsage, []string{"Commands:", "simulate"}},
 		{"unknown-command", []string{"frobnicate"}, exitUsage, []string{`unknown command "frobnicate"`, "Commands:"}},
-		{"simulate-help", []string{"simulate", "--help"}, exitOK, []string{"Usage: kvbreaker simulate", "seed-2field", "kvbreaker", "-format", "table or json"}},
+		{"simulate-help", []string{"simulate", "--help"}, exitOK, []string{"Usage: kvbreaker simulate", "two-field", "kvbreaker", "-format", "table or json"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, out, errOut := runCmd(tc.args...)
@@ -119,7 +119,7 @@ func TestSimulateJSON(t *testing.T) {
 			t.Errorf("%v sent as much to down hosts as no breaker", m["model"])
 		}
 	}
-	if strings.Join(names, ",") != "fedify-4field,seed-2field,kvbreaker,kvbreaker+cache,gobreaker-distributed" {
+	if strings.Join(names, ",") != "fedify-model,two-field,kvbreaker,kvbreaker+cache,gobreaker-distributed" {
 		t.Fatalf("models = %v", names)
 	}
 }
@@ -129,7 +129,7 @@ func TestSimulateTable(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
-	for _, w := range []string{"no breaker", "fedify-4field", "seed-2field", "kvbreaker", "kvbreaker+cache", "gobreaker-distributed",
+	for _, w := range []string{"no breaker", "fedify-model", "two-field", "kvbreaker", "kvbreaker+cache", "gobreaker-distributed",
 		"store reads", "store writes", "requests per 1,000 deliveries", "sends to down hosts", "spared vs no breaker",
 		"agreement with fedify", "100.0000%", "records left after 1h0m0s quiet", "Without a breaker the fleet sent"} {
 		if !strings.Contains(out, w) {
@@ -150,7 +150,7 @@ func TestSimulateStoreTTL(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
-	for _, w := range []string{"fedify-4field@ttl10m", "kvbreaker@ttl10m", "silent closes", "sends instead of hold",
+	for _, w := range []string{"fedify-model@ttl10m", "kvbreaker@ttl10m", "silent closes", "sends instead of hold",
 		"late failures counted as closed", "reopens after expiry", "(store 10m)", "A silent close:"} {
 		if !strings.Contains(out, w) {
 			t.Errorf("output lacks %q:\n%s", w, out)

@@ -20,10 +20,10 @@ healthy, dead, flapping and slow — in simulated time (hours of traffic in
 seconds, the same seed giving the same numbers), and runs three circuit
 breakers on the very same stream of decisions and outcomes:
 
-  fedify-4field  a Go model of fedify 2.3.x's CircuitBreaker (state, failures,
+  fedify-model  a Go model of fedify 2.3.x's CircuitBreaker (state, failures,
                  opened, halfOpened), not fedify itself: the reference; its
                  decisions drive the trace
-  seed-2field    the design note's (failures, restrainedUntil) record, exactly
+  two-field    the design note's (failures, restrainedUntil) record, exactly
                  as its pseudocode reads
   kvbreaker      this project: (failures, restrainedUntil, probing), core.Breaker
                  over the in-memory store, one Breaker per process (--processes)
@@ -74,7 +74,7 @@ const simulateFooter = `
 Reading the numbers (JSON field names in brackets):
   sends to down hosts [sends_to_down_hosts]  deliveries (sends and probes) to a host
       that was unreachable at that instant; the no-breaker baseline sends every message once
-  agreement [agreement]  fraction of decisions equal to fedify-4field's
+  agreement [agreement]  fraction of decisions equal to fedify-model's
   unsafe [unsafe_divergences]  sends or probes where the reference holds
   safe [safe_divergences]  holds where the reference sends or probes
   late probes [late_probes]  the reference's probe, taken a moment later (not an extra one)
@@ -88,7 +88,7 @@ Reading the numbers (JSON field names in brackets):
       after the expiry, before the host answered or reopened: counted toward the
       threshold where the record ignores them (open) or reopens (half-open)
     reopens after expiry [reopens_after_expiry]  closed->open from those failures
-    divergences from fedify-4field after an expiry are counted apart [after_record_loss]
+    divergences from fedify-model after an expiry are counted apart [after_record_loss]
   peak records, records left after quiet [peak_records, records_left_after_quiet]
       live records in the store at most, and after the fleet went idle for --quiet
 Without --races each host has at most one plain send in flight, so every outcome
@@ -202,7 +202,7 @@ func writeTable(w io.Writer, r *sim.Report, elapsed time.Duration) {
 	if r.Races {
 		mode = "races: no per-host ordering, bursty arrivals"
 	}
-	fmt.Fprintf(w, "kvbreaker simulate: %s of traffic simulated in %.2fs (seed %d, %s)\n", r.Duration, elapsed.Seconds(), r.Seed, mode)
+	fmt.Fprintf(w, "kvbreaker simulate: %s of traffic simulated in %.2fs (random seed %d, %s)\n", r.Duration, elapsed.Seconds(), r.Seed, mode)
 	fmt.Fprintf(w, "fleet: %d workers in %d processes -> %d hosts (%d healthy, %d dead, %d flapping, %d slow), %g arrivals/host/hour, %s popularity\n",
 		r.Workers, r.Processes, r.Hosts.Healthy+r.Hosts.Dead+r.Hosts.Flapping+r.Hosts.Slow, r.Hosts.Healthy, r.Hosts.Dead, r.Hosts.Flapping, r.Hosts.Slow, r.Rate, r.Popularity)
 	t := r.Trace
@@ -301,10 +301,13 @@ func writeTable(w io.Writer, r *sim.Report, elapsed time.Duration) {
 			fmt.Fprintf(w, "%s refused this configuration:\n  %s\n", m.Model, strings.ReplaceAll(m.Refused, "\n", "\n  "))
 		}
 	}
-	fmt.Fprint(w, `fedify-4field, a Go model of fedify 2.3.x's breaker, is the reference and drives the trace;
-the others answer the same calls.
-Retry-instant and label mismatches of seed-2field are expected: two fields cannot tell
-half-open from open (the note's "Costs"); kvbreaker's probing bit restores them.
+	fmt.Fprint(w, `The columns: fedify-model is a Go model of fedify 2.3.x's circuit breaker (not fedify
+itself); it is the reference and drives the trace, and the others answer the same calls.
+two-field is the design note's record of two fields (failures, restrained-until);
+kvbreaker adds a probing bit; +cache is kvbreaker with Settings.CacheSize; gobreaker-
+distributed counts what sony/gobreaker's distributed breaker would cost in store requests.
+Retry-instant and label mismatches of two-field are expected: two fields cannot tell
+half-open from open; kvbreaker's probing bit restores them.
 `)
 	closes, apart := false, false
 	for _, m := range r.Models {

@@ -262,7 +262,7 @@ func CheckOpenedInvariant(rec FedifyRecord) error {
 
 // Fedify is a Go model of fedify 2.3.x's CircuitBreaker
 // (packages/fedify/src/federation/circuit-breaker.ts) over its own TTL
-// store: the reference model, labelled "fedify-4field". It is not fedify:
+// store: the reference model, labelled "fedify-model". It is not fedify:
 // TestAgainstFedify drives fedify 2.3.8's own CircuitBreaker on the same
 // random call streams and compares every answer (opt-in, it needs node and
 // npm).
@@ -301,13 +301,13 @@ func NewFedify(o FedifyOptions, opts ...Option) (*Fedify, error) {
 		return nil, err
 	}
 	so := applyOptions(opts)
-	return &Fedify{cfg: c, store: newTTLStore[FedifyRecord](so), name: "fedify-4field" + so.suffix()}, nil
+	return &Fedify{cfg: c, store: newTTLStore[FedifyRecord](so), name: "fedify-model" + so.suffix()}, nil
 }
 
 // Config returns the normalised options, including the StateTTL in use.
 func (f *Fedify) Config() FedifyConfig { return f.cfg }
 
-// Name returns "fedify-4field", with "@ttl" and the cap over a capped store.
+// Name returns "fedify-model", with "@ttl" and the cap over a capped store.
 func (f *Fedify) Name() string { return f.name }
 
 func (f *Fedify) apply(host string, now time.Time, st FedifyStep) {

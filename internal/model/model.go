@@ -51,8 +51,8 @@ func (t Transition) String() string {
 // current simulated instant to every call and guarantees it never goes
 // backwards.
 type Model interface {
-	// Name is the model's label in reports: "fedify-4field",
-	// "seed-2field" or "kvbreaker".
+	// Name is the model's label in reports: "fedify-model",
+	// "two-field" or "kvbreaker".
 	Name() string
 	// Allow decides a delivery to host for a message first held at
 	// heldSince (zero for a fresh message).

@@ -139,7 +139,7 @@ func SeedSuccess(rec SeedRecord, found bool) SeedStep {
 }
 
 // Seed is the note's two-field model over its own TTL store, labelled
-// "seed-2field".
+// "two-field".
 //
 // Its Cost is one get per call (none for a drop) and one write per step
 // that writes, as the note's pseudocode reads and writes.
@@ -160,13 +160,13 @@ func NewSeed(c SeedConfig, opts ...Option) (*Seed, error) {
 		return nil, err
 	}
 	so := applyOptions(opts)
-	return &Seed{cfg: c, store: newTTLStore[SeedRecord](so), name: "seed-2field" + so.suffix()}, nil
+	return &Seed{cfg: c, store: newTTLStore[SeedRecord](so), name: "two-field" + so.suffix()}, nil
 }
 
 // Config returns the normalised configuration.
 func (s *Seed) Config() SeedConfig { return s.cfg }
 
-// Name returns "seed-2field", with "@ttl" and the cap over a capped store.
+// Name returns "two-field", with "@ttl" and the cap over a capped store.
 func (s *Seed) Name() string { return s.name }
 
 func (s *Seed) apply(host string, now time.Time, st SeedStep) {

@@ -76,7 +76,7 @@ func TestSeedDerivedTTL(t *testing.T) {
 // an open record still decides "probe" after recoveryDelay. When an open
 // host gets no traffic until its record has expired (30m5s after the
 // tripping failure), fedify (whose record lives 7 days) probes and reopens
-// on the first failure, while seed-2field and kvbreaker see no record, send,
+// on the first failure, while two-field and kvbreaker see no record, send,
 // and need FailureThreshold new failures to reopen: here 4 more deliveries
 // to the dead host. DESIGN §2 accepts this as the cost of a derived TTL
 // (losing the record turns the probe into a plain send).
@@ -109,7 +109,7 @@ func TestIdleGapDemotesProbe(t *testing.T) {
 		}
 	}
 	t.Logf("deliveries to the dead host after the idle gap: %v", sends)
-	if sends["fedify-4field"] != 1 || sends["seed-2field"] != 5 || sends["kvbreaker"] != 5 {
+	if sends["fedify-model"] != 1 || sends["two-field"] != 5 || sends["kvbreaker"] != 5 {
 		t.Fatalf("sends after the idle gap = %v; want fedify 1 (a probe), the derived-TTL models 5 (re-accumulation)", sends)
 	}
 }

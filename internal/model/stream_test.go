@@ -136,7 +136,7 @@ func runStream(t *testing.T, seed uint64, steps int, stale bool) (st streamStats
 		}
 		st.decisions++
 		ref := vs[0]
-		for i, name := range []string{"", "seed-2field", "kvbreaker"} {
+		for i, name := range []string{"", "two-field", "kvbreaker"} {
 			if i > 0 && vs[i].Decision != ref.Decision {
 				mismatch("allow at %v (held since %v): %s decided %v, fedify %v", now.Sub(t0), since, name, vs[i].Decision, ref.Decision)
 			}
@@ -206,7 +206,7 @@ func TestStaleProbeStreamsAgreeWithKvbreaker(t *testing.T) {
 		st := runStream(t, 1000+seed, 400, true)
 		stale += st.staleProbes
 		for _, m := range st.mismatches {
-			if !strings.Contains(m, "seed-2field") {
+			if !strings.Contains(m, "two-field") {
 				t.Error(m)
 			}
 		}

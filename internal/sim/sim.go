@@ -91,7 +91,7 @@ type Scenario struct {
 	// StoreTTL, if set, puts every model (the reference too, which still
 	// drives the trace) over a store that expires every record at most
 	// StoreTTL after its write, whatever TTL the breaker asked for; their
-	// names get "@ttl" and the duration ("fedify-4field@ttl10m"). Below the
+	// names get "@ttl" and the duration ("fedify-model@ttl10m"). Below the
 	// restraint (RecoveryDelay) it is the failure mode the design note
 	// warns about; no setting of either breaker causes it (both refuse such
 	// a TTL), the store does: an eviction policy, a TTL ceiling, an adapter
@@ -343,7 +343,7 @@ type Report struct {
 	Quiet      string   `json:"quiet"`
 	Trace      Trace    `json:"trace"`
 	Baseline   Baseline `json:"baseline"`
-	// Models lists the reference (fedify-4field) first.
+	// Models lists the reference (fedify-model) first.
 	Models []ModelReport `json:"models"`
 }
 
