@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log"
 	"time"
 
+	"github.com/kvbreaker/kvbreaker"
 	"github.com/kvbreaker/kvbreaker/backends/memory"
 	"github.com/kvbreaker/kvbreaker/driver"
 )
@@ -32,4 +34,43 @@ func ExampleNew() {
 	// create twice: true
 	// stale version: true true
 	// after the TTL: true
+}
+
+// Listing the hosts a fleet has records for, a page at a time, through
+// kvbreaker.Prefixed (which lists only its own keys); the expired record is
+// not listed.
+func ExampleStore_List() {
+	ctx := context.Background()
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	mem := memory.New(memory.WithClock(func() time.Time { return now }))
+	store, err := kvbreaker.Prefixed(mem, "fleet-a/")
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, host := range []string{"c.example", "a.example", "b.example"} {
+		if _, err := store.CompareAndSwap(ctx, host, driver.NoVersion, []byte("record"), time.Hour); err != nil {
+			log.Fatal(err)
+		}
+	}
+	if _, err := store.CompareAndSwap(ctx, "old.example", driver.NoVersion, []byte("record"), time.Minute); err != nil {
+		log.Fatal(err)
+	}
+	now = now.Add(time.Minute)
+
+	lister := store.(driver.Lister)
+	cursor := ""
+	for {
+		keys, next, err := lister.List(ctx, "", cursor, 2)
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Println(keys)
+		if next == "" {
+			break
+		}
+		cursor = next
+	}
+	// Output:
+	// [a.example b.example]
+	// [c.example]
 }

@@ -1,6 +1,14 @@
 // Package memory is an in-process driver.Store: exact TTLs on an injectable
 // clock, atomic compare-and-swap under a mutex per shard of keys. It is the
 // reference adapter, for tests, simulations and single-process deployments.
+//
+// Keys are stored as given; to share one Store between fleets, wrap it with
+// kvbreaker.Prefixed. A Store lists its live keys (driver.Lister) in
+// byte order. It holds no connections and queues no writes: there is
+// nothing to close or flush.
+//
+// Errors other than driver.ErrNotFound and conflicts (*driver.ConflictError)
+// are *driver.OpError: "memory: get host.example: context canceled".
 package memory
 
 import (
@@ -8,6 +16,8 @@ import (
 	"fmt"
 	"hash/maphash"
 	"math"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -61,19 +71,27 @@ func (s *Store) expired(e entry, now int64, at time.Time) bool {
 	return now >= e.expires
 }
 
+// options collects the Options of New.
+type options struct {
+	clock func() time.Time
+}
+
 // Option configures a Store.
-type Option func(*Store)
+type Option func(*options)
 
 // WithClock makes the store judge expiry by clock instead of time.Now; give
-// the Breakers over it the same clock in simulations.
-func WithClock(clock func() time.Time) Option { return func(s *Store) { s.clock = clock } }
+// the Breakers over it the same clock in simulations. A nil clock means
+// time.Now.
+func WithClock(clock func() time.Time) Option { return func(o *options) { o.clock = clock } }
 
-// New returns an empty Store.
+// New returns an empty Store. Unlike the other adapters' constructors it
+// returns no error: no option value is invalid.
 func New(opts ...Option) *Store {
-	s := &Store{seed: maphash.MakeSeed()}
-	for _, o := range opts {
-		o(s)
+	var o options
+	for _, opt := range opts {
+		opt(&o)
 	}
+	s := &Store{seed: maphash.MakeSeed(), clock: o.clock}
 	if s.clock == nil {
 		s.base = time.Now()
 	}
@@ -132,7 +150,7 @@ func (sh *shard) lookup(s *Store, key string, c *clock) (entry, bool) {
 // Get implements driver.Store.
 func (s *Store) Get(ctx context.Context, key string) ([]byte, driver.Version, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, 0, fmt.Errorf("memory: get %q: %w", key, err)
+		return nil, 0, opError("get", key, err)
 	}
 	sh := s.shard(key)
 	var c clock
@@ -148,10 +166,10 @@ func (s *Store) Get(ctx context.Context, key string) ([]byte, driver.Version, er
 // CompareAndSwap implements driver.Store.
 func (s *Store) CompareAndSwap(ctx context.Context, key string, old driver.Version, value []byte, ttl time.Duration) (driver.Version, error) {
 	if err := ctx.Err(); err != nil {
-		return 0, fmt.Errorf("memory: put %q: %w", key, err)
+		return 0, opError("compare-and-swap", key, err)
 	}
 	if ttl <= 0 {
-		return 0, fmt.Errorf("memory: put %q: ttl %v is not positive", key, ttl)
+		return 0, opError("compare-and-swap", key, fmt.Errorf("ttl %v is not positive", ttl))
 	}
 	sh := s.shard(key)
 	sh.mu.Lock()
@@ -179,7 +197,7 @@ func (s *Store) CompareAndSwap(ctx context.Context, key string, old driver.Versi
 // CompareAndDelete implements driver.Store.
 func (s *Store) CompareAndDelete(ctx context.Context, key string, old driver.Version) error {
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("memory: delete %q: %w", key, err)
+		return opError("compare-and-delete", key, err)
 	}
 	sh := s.shard(key)
 	var c clock
@@ -223,6 +241,59 @@ func (s *Store) Len() int {
 		sh.mu.Unlock()
 	}
 	return n
+}
+
+// List implements driver.Lister: up to limit live keys that begin with
+// prefix and sort after cursor, in byte order, and the cursor of the next
+// page ("" after the last). Expired entries are not listed (nor removed).
+//
+// There is no index in key order (it would cost every write), so each page
+// walks every entry once, holding one shard's lock at a time, and keeps at
+// most 2×(limit+1) keys: O(n log limit) time, O(limit) memory per page.
+func (s *Store) List(ctx context.Context, prefix, cursor string, limit int) ([]string, string, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, "", opError("list", prefix, err)
+	}
+	if limit < 1 {
+		return nil, "", opError("list", prefix, fmt.Errorf("limit %d: want at least 1", limit))
+	}
+	// One more than limit tells whether another page follows.
+	want := limit + 1
+	var keys []string
+	var c clock
+	for i := range s.shards {
+		if i%8 == 0 && ctx.Err() != nil {
+			return nil, "", opError("list", prefix, ctx.Err())
+		}
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		for k, e := range sh.entries {
+			if !strings.HasPrefix(k, prefix) || k <= cursor {
+				continue
+			}
+			c.get(s)
+			if s.expired(e, c.now, c.at) {
+				continue
+			}
+			keys = append(keys, k)
+			if len(keys) >= 2*want {
+				slices.Sort(keys)
+				keys = keys[:want]
+			}
+		}
+		sh.mu.Unlock()
+	}
+	slices.Sort(keys)
+	if len(keys) <= limit {
+		return keys, "", nil
+	}
+	keys = keys[:limit:limit]
+	return keys, keys[limit-1], nil
+}
+
+// opError is the shape of every error but ErrNotFound and conflicts.
+func opError(op, key string, err error) error {
+	return &driver.OpError{Backend: "memory", Op: op, Key: key, Err: err}
 }
 
 func clone(b []byte) []byte {
