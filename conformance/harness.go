@@ -12,8 +12,9 @@ import (
 // _test.go and pass a HarnessMaker to Run.
 type Harness interface {
 	// MakeStore returns a store over a fresh, empty keyspace (a unique key
-	// prefix or table). The suite calls it once per subtest, so no case
-	// sees another's leftovers. The suite never calls it concurrently, but
+	// prefix or table). The suite calls it once per case, so no case
+	// sees another's leftovers (the traits case calls it once more, to
+	// check that a second store declares the same Traits). The suite never calls it concurrently, but
 	// uses the stores it returns from several goroutines at once.
 	MakeStore(ctx context.Context) (driver.Store, error)
 	// Close releases what the harness holds; the suite calls it once, at

@@ -146,7 +146,8 @@ func (p PromiseID) Text() string {
 	return string(p)
 }
 
-// Error returns Text, so a PromiseID can be the target of errors.Is.
+// Error returns Text, so a PromiseID can be the target of errors.Is. fmt
+// therefore prints a PromiseID as its text; string(p) is the ID.
 func (p PromiseID) Error() string { return p.Text() }
 
 // Kind says what a case checks.
