@@ -20,11 +20,11 @@ func TestHelp(t *testing.T) {
 		code int
 		out  []string // in stdout, or stderr when code != 0
 	}{
-		{"help-flag", []string{"--help"}, exitOK, []string{"Usage:", "kvbreaker <command>", "simulate", "kvbreaker simulate"}},
-		{"help-command", []string{"help", "simulate"}, exitOK, []string{"Usage: kvbreaker simulate", "fedify-model", "a Go model of fedify 2.3.x", "-races", "-state-ttl", "-store-ttl", "Examples:"}},
-		{"no-arguments", nil, exitUsage, []string{"Commands:", "simulate"}},
-		{"unknown-command", []string{"frobnicate"}, exitUsage, []string{`unknown command "frobnicate"`, "Commands:"}},
-		{"simulate-help", []string{"simulate", "--help"}, exitOK, []string{"Usage: kvbreaker simulate", "two-field", "kvbreaker", "-format", "table or json"}},
+		{"help-flag", []string{"--help"}, exitOK, []string{"Usage:", "kvbreaker [command]", "simulate", "kvbreaker simulate", "Available Commands:"}},
+		{"help-command", []string{"help", "simulate"}, exitOK, []string{"kvbreaker simulate [flags]", "fedify-model", "a Go model of fedify 2.3.x", "--races", "--state-ttl", "--store-ttl", "Examples:"}},
+		// cobra's convention (kubectl, gh): no command shows the help.
+		{"no-arguments", nil, exitOK, []string{"Available Commands:", "simulate"}},
+		{"simulate-help", []string{"simulate", "--help"}, exitOK, []string{"kvbreaker simulate [flags]", "two-field", "kvbreaker", "--format", "table or json"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, out, errOut := runCmd(tc.args...)
@@ -47,8 +47,8 @@ func TestSimulateBadFlags(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"unknown-flag", []string{"--bogus"}, "flag provided but not defined: -bogus"},
-		{"bad-duration", []string{"--duration", "forever"}, `invalid value "forever" for flag -duration`},
+		{"unknown-flag", []string{"--bogus"}, "Error: unknown flag: --bogus"},
+		{"bad-duration", []string{"--duration", "forever"}, `invalid argument "forever" for "--duration" flag`},
 		{"negative-workers", []string{"--workers", "-3"}, "workers is -3"},
 		{"zero-hosts", []string{"--hosts", "0"}, "--hosts must be positive"},
 		{"bad-format", []string{"--format", "xml"}, `--format is "xml": want table or json`},

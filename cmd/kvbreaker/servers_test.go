@@ -108,14 +108,7 @@ func (s earlyStore) CompareAndSwap(ctx context.Context, key string, old driver.V
 
 func init() {
 	backends["broken-early-expiry"] = backendDef{func(context.Context, *backendFlags) (*conn, error) {
-		return &conn{
-			describe: "memory that expires 2s early (test)",
-			sep:      "/",
-			store: func(prefix string) (driver.Store, error) {
-				return prefixStore{earlyStore{memory.New()}, prefix}, nil
-			},
-			close: func() {},
-		}, nil
+		return &conn{describe: "memory that expires 2s early (test)", store: earlyStore{memory.New()}}, nil
 	}, "memory"}
 	// Workers KV on Miniflare's clock, which check advances instead of
 	// waiting (the fixture's clock stands still otherwise).
