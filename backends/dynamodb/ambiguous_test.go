@@ -84,14 +84,8 @@ func TestAmbiguousWriteIsOwnSuccess(t *testing.T) {
 			ctx := t.Context()
 			prefix := uniquePrefix(t)
 			p, c := proxied(t, nil)
-			s, err := dynamodb.New(c, table, dynamodb.WithKeyPrefix(prefix))
-			if err != nil {
-				t.Fatal(err)
-			}
-			direct, err := dynamodb.New(client, table, dynamodb.WithKeyPrefix(prefix))
-			if err != nil {
-				t.Fatal(err)
-			}
+			s := newPrefixed(t, c, prefix)
+			direct := newPrefixed(t, client, prefix)
 
 			amb.arm(p)
 			v1, err := s.CompareAndSwap(ctx, "h.example", driver.NoVersion, []byte("one"), hour)
@@ -153,10 +147,7 @@ func TestAmbiguousWriteReplacedBeforeRetry(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := t.Context()
 			prefix := uniquePrefix(t)
-			direct, err := dynamodb.New(client, table, dynamodb.WithKeyPrefix(prefix))
-			if err != nil {
-				t.Fatal(err)
-			}
+			direct := newPrefixed(t, client, prefix)
 			var otherErr error
 			p, c := proxied(t, func(attempt int) {
 				if attempt != 1 {
@@ -174,10 +165,7 @@ func TestAmbiguousWriteReplacedBeforeRetry(t *testing.T) {
 				}
 				otherErr = err
 			})
-			s, err := dynamodb.New(c, table, dynamodb.WithKeyPrefix(prefix))
-			if err != nil {
-				t.Fatal(err)
-			}
+			s := newPrefixed(t, c, prefix)
 			for _, old := range []string{"create", "swap"} {
 				t.Run(old, func(t *testing.T) {
 					base := driver.NoVersion
@@ -245,10 +233,7 @@ func TestAmbiguousBreaker(t *testing.T) {
 				prefix := uniquePrefix(t)
 				var tr transitions
 				mk := func(c *dyn.Client, wrap func(driver.Store) driver.Store) *kvbreaker.Breaker {
-					st, err := dynamodb.New(c, table, dynamodb.WithKeyPrefix(prefix), dynamodb.WithClock(clk.Now))
-					if err != nil {
-						t.Fatal(err)
-					}
+					st := newPrefixed(t, c, prefix, dynamodb.WithClock(clk.Now))
 					b, err := kvbreaker.New(wrap(st), kvbreaker.Settings{
 						FailureThreshold: threshold, FailureWindow: time.Minute, RecoveryDelay: 30 * time.Second,
 						Clock: clk.Now, OnStateChange: tr.record,

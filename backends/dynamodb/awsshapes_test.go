@@ -164,7 +164,7 @@ func TestAWSShapes(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		script  map[string][]awsReply
-		call    func(context.Context, *dynamodb.Store) error
+		call    func(context.Context, driver.Store) error
 		check   func(*testing.T, error)
 		wantOps []string
 	}{
@@ -234,7 +234,7 @@ func TestAWSShapes(t *testing.T) {
 		{
 			name:   "delete-conflict-returns-old-item",
 			script: map[string][]awsReply{"UpdateItem": {conditionalFailed(live)}},
-			call:   func(ctx context.Context, s *dynamodb.Store) error { return s.CompareAndDelete(ctx, "h.example", 5) },
+			call:   func(ctx context.Context, s driver.Store) error { return s.CompareAndDelete(ctx, "h.example", 5) },
 			check: func(t *testing.T, err error) {
 				mustConflict(t, err, []byte("current"), 77)
 			},
@@ -243,7 +243,7 @@ func TestAWSShapes(t *testing.T) {
 		{
 			name:   "delete-conflict-old-item-expired-is-not-found",
 			script: map[string][]awsReply{"UpdateItem": {conditionalFailed(expired)}},
-			call:   func(ctx context.Context, s *dynamodb.Store) error { return s.CompareAndDelete(ctx, "h.example", 66) },
+			call:   func(ctx context.Context, s driver.Store) error { return s.CompareAndDelete(ctx, "h.example", 66) },
 			check: func(t *testing.T, err error) {
 				if !errors.Is(err, driver.ErrNotFound) {
 					t.Fatalf("err = %v, want ErrNotFound", err)
@@ -265,7 +265,7 @@ func TestAWSShapes(t *testing.T) {
 		{
 			name:   "throttled-until-retries-run-out-keeps-the-sdk-type",
 			script: map[string][]awsReply{"GetItem": {awsError(nsDynamo+"ProvisionedThroughputExceededException", msgThroughput, "")}},
-			call: func(ctx context.Context, s *dynamodb.Store) error {
+			call: func(ctx context.Context, s driver.Store) error {
 				_, _, err := s.Get(ctx, "h.example")
 				return err
 			},
@@ -273,8 +273,11 @@ func TestAWSShapes(t *testing.T) {
 				if _, ok := errors.AsType[*types.ProvisionedThroughputExceededException](err); !ok {
 					t.Fatalf("err = %v: *types.ProvisionedThroughputExceededException lost", err)
 				}
-				if !strings.HasPrefix(err.Error(), `dynamodb: get kvbreaker/"h.example": `) || errors.Is(err, driver.ErrNotFound) {
+				if !strings.HasPrefix(err.Error(), `dynamodb: get h.example: operation error DynamoDB: GetItem`) || errors.Is(err, driver.ErrNotFound) {
 					t.Fatalf("err = %q", err)
+				}
+				if oe, ok := err.(*driver.OpError); !ok || oe.Backend != "dynamodb" || oe.Op != "get" || oe.Key != "h.example" {
+					t.Fatalf("err = %#v, want a *driver.OpError{dynamodb, get, h.example}", err)
 				}
 			},
 			wantOps: []string{"GetItem", "GetItem", "GetItem"},
@@ -282,7 +285,7 @@ func TestAWSShapes(t *testing.T) {
 		{
 			name:   "get-reads-consistently-and-filters-expired",
 			script: map[string][]awsReply{"GetItem": {ok(`{"Item":` + expired + `}`)}},
-			call: func(ctx context.Context, s *dynamodb.Store) error {
+			call: func(ctx context.Context, s driver.Store) error {
 				_, _, err := s.Get(ctx, "h.example")
 				return err
 			},
@@ -337,8 +340,8 @@ func noCredentials(t *testing.T, err error) {
 	}
 }
 
-func casCall(old driver.Version) func(context.Context, *dynamodb.Store) error {
-	return func(ctx context.Context, s *dynamodb.Store) error {
+func casCall(old driver.Version) func(context.Context, driver.Store) error {
+	return func(ctx context.Context, s driver.Store) error {
 		_, err := s.CompareAndSwap(ctx, "h.example", old, []byte("new"), time.Minute)
 		return err
 	}
@@ -365,7 +368,7 @@ func TestAWSShapesRetryFindsOwnWrite(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		old  func(mine string) string // the item the retry's ALL_OLD returns
-		call func(context.Context, *dynamodb.Store) error
+		call func(context.Context, driver.Store) error
 	}{
 		{"put-current-version-is-mine",
 			func(mine string) string {
@@ -381,7 +384,7 @@ func TestAWSShapesRetryFindsOwnWrite(t *testing.T) {
 			func(mine string) string {
 				return fmt.Sprintf(`{"pk":{"S":"h.example"},"ver":{"N":%q},"h1":{"N":"5"},"expiresAt":{"N":"0"},"purgeAt":{"N":"%d"}}`, mine, now+3600)
 			},
-			func(ctx context.Context, s *dynamodb.Store) error { return s.CompareAndDelete(ctx, "h.example", 5) }},
+			func(ctx context.Context, s driver.Store) error { return s.CompareAndDelete(ctx, "h.example", 5) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f, c := newFakeAWS(t, nil)

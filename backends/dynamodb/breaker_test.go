@@ -48,10 +48,8 @@ func fleet(t *testing.T, n int, clk *fakeClock, s kvbreaker.Settings) []*kvbreak
 	s.Clock = clk.Now
 	bs := make([]*kvbreaker.Breaker, n)
 	for i := range bs {
-		st, err := dynamodb.New(client, table, dynamodb.WithKeyPrefix(prefix), dynamodb.WithClock(clk.Now))
-		if err != nil {
-			t.Fatal(err)
-		}
+		st := newPrefixed(t, client, prefix, dynamodb.WithClock(clk.Now))
+		var err error
 		if bs[i], err = kvbreaker.New(st, s); err != nil {
 			t.Fatal(err)
 		}

@@ -12,6 +12,7 @@ import (
 	dyn "github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/kvbreaker/kvbreaker"
 	"github.com/kvbreaker/kvbreaker/backends/dynamodb"
 	"github.com/kvbreaker/kvbreaker/conformance"
 	"github.com/kvbreaker/kvbreaker/conformance/faultproxy"
@@ -52,7 +53,11 @@ func (h *harness) now() time.Time {
 }
 
 func (h *harness) store(prefix string, clock func() time.Time) (driver.Store, error) {
-	s, err := dynamodb.New(h.client, table, dynamodb.WithKeyPrefix(prefix), dynamodb.WithClock(clock))
+	st, err := dynamodb.New(h.client, table, dynamodb.WithClock(clock))
+	if err != nil {
+		return nil, err
+	}
+	s, err := kvbreaker.Prefixed(st, prefix)
 	if err != nil {
 		return nil, err
 	}

@@ -7,7 +7,8 @@
 // Each host is one item in a table whose partition key is the String
 // attribute AttrKey ("pk"):
 //
-//	pk         S  key prefix + host
+//	pk         S  the key, as the Breaker passes it (the host, or the
+//	              prefix + host under kvbreaker.Prefixed)
 //	rec        B  the encoded record (omitted when empty)
 //	ver        N  the version: a random non-zero 64-bit number, new on every write
 //	expiresAt  N  logical expiry, epoch seconds, ceil(writer's now + ttl); 0 for a tombstone
@@ -62,12 +63,30 @@
 //
 // # Errors
 //
-// Errors read "dynamodb: <op> <table>/<key>: <cause>" and keep the SDK's
-// error types: a conflict matches both driver.ErrConflict and
-// *types.ConditionalCheckFailedException; throttling
-// (*types.ProvisionedThroughputExceededException, ThrottlingException) is
-// retried by the client's retryer, bounded by the context, and surfaces with
-// its type when retries run out.
+// Errors other than driver.ErrNotFound and conflicts are *driver.OpError
+// ("dynamodb: get <key>: <cause>") and keep the SDK's error types for
+// errors.As: throttling (*types.ProvisionedThroughputExceededException,
+// ThrottlingException) is retried by the client's retryer, bounded by the
+// context, and surfaces with its type when retries run out. A conflict is a
+// *driver.ConflictError, not wrapped, that also matches
+// *types.ConditionalCheckFailedException.
+//
+// # Unreachable endpoints
+//
+// A refused connection or a name that does not resolve means nothing was
+// sent: the store tells the client's retryer not to retry it (the standard
+// retryer would add two backoffs, up to 3 s, to an answer already known)
+// and returns an *UnreachableError, "cannot reach dynamodb at <endpoint>:
+// connection refused", matching ErrUnreachable. An endpoint that accepts
+// the connection and never answers is bounded by the caller's context; the
+// error then says "no answer from dynamodb at <endpoint> before the context
+// ended" and matches the context's error.
+//
+// # Listing
+//
+// Store implements driver.Lister (for `kvbreaker list`) with a paginated
+// Scan: the table's only key is the partition key, which Query cannot match
+// by prefix.
 package dynamodb
 
 import (
@@ -79,7 +98,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	dyn "github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -101,6 +119,14 @@ const (
 	AttrHistory = "h"
 )
 
+// Op names in errors (driver.OpError.Op).
+const (
+	opGet    = "get"
+	opSwap   = "compare-and-swap"
+	opDelete = "compare-and-delete"
+	opList   = "list"
+)
+
 // historyDepth is how many replaced versions an item keeps. A write whose
 // answer was lost is recognised when its SDK retry finds its version among
 // the current one and these, so it tolerates this many writes by other
@@ -118,77 +144,93 @@ const DefaultPurgeDelay = time.Hour
 // Store is a driver.Store over one DynamoDB table. It is safe for concurrent
 // use. The zero value is not usable; call New.
 type Store struct {
-	client *dyn.Client
-	table  string
-	prefix string
-	clock  func() time.Time
-	purge  int64 // seconds
+	client   *dyn.Client
+	table    string
+	clock    func() time.Time
+	purge    int64  // seconds
+	endpoint string // for errors, when the SDK's error does not name the URL
+	// failFast is a per-call client option: the client's retryer, told not
+	// to retry a connection that was refused (see "Unreachable endpoints").
+	failFast func(*dyn.Options)
+}
 
-	purgeSet time.Duration // as passed to WithPurgeDelay, for the error
+// options is what the Options set; New checks it.
+type options struct {
+	clock func() time.Time
+	purge time.Duration
 }
 
 // Option configures a Store.
-type Option func(*Store)
-
-// WithKeyPrefix prepends prefix to every host key, so several fleets (or
-// test runs) can share one table. It must be valid UTF-8 (DynamoDB strings
-// are) and at most MaxKeyPrefixLen bytes, so that every prefixed host key
-// fits DynamoDB's 2,048-byte partition key.
-func WithKeyPrefix(prefix string) Option { return func(s *Store) { s.prefix = prefix } }
-
-// MaxKeyPrefixLen is the longest key prefix: DynamoDB's 2,048-byte limit on
-// a partition key, less the longest host key.
-const MaxKeyPrefixLen = 2048 - driver.MaxKeyLen
+type Option func(*options)
 
 // WithClock makes the store judge expiry, and compute expiry instants, by
 // clock instead of time.Now.
-func WithClock(clock func() time.Time) Option { return func(s *Store) { s.clock = clock } }
+func WithClock(clock func() time.Time) Option { return func(o *options) { o.clock = clock } }
 
 // WithPurgeDelay sets how long after the logical expiry the physical TTL
 // attribute lets DynamoDB delete an item, rounded up to whole seconds
 // (default DefaultPurgeDelay). It must be positive, and it bounds the clock
 // skew the store tolerates: Traits().MaxClockSkew is the rounded delay, and
 // kvbreaker.New refuses a larger Settings.ClockSkew (see Traits).
-func WithPurgeDelay(d time.Duration) Option {
-	return func(s *Store) {
-		s.purgeSet = d
-		s.purge = int64(math.Ceil(d.Seconds()))
-	}
-}
+func WithPurgeDelay(d time.Duration) Option { return func(o *options) { o.purge = d } }
 
 // New returns a Store over table, using client as configured by the caller
 // (credentials, region, endpoint, retryer). The table must exist with
-// AttrKey as its String partition key; see CreateTable.
+// AttrKey as its String partition key; see CreateTable. Every invalid
+// argument or option is reported, joined, as a *driver.OptionError. To keep
+// several fleets apart in one table, wrap the store with kvbreaker.Prefixed.
 func New(client *dyn.Client, table string, opts ...Option) (*Store, error) {
-	s := &Store{client: client, table: table, clock: time.Now, purge: int64(DefaultPurgeDelay / time.Second)}
-	for _, o := range opts {
-		if o != nil {
-			o(s)
+	o := options{clock: time.Now, purge: DefaultPurgeDelay}
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&o)
 		}
 	}
 	var errs []error
+	bad := func(option string, value any, fix string) {
+		errs = append(errs, &driver.OptionError{Backend: "dynamodb", Option: option, Value: value, Fix: fix})
+	}
 	if client == nil {
-		errs = append(errs, errors.New("client is nil"))
+		bad("client", "nil", "pass a *dynamodb.Client (dynamodb.NewFromConfig)")
 	}
-	if table == "" {
-		errs = append(errs, errors.New("table name is empty"))
+	if !validTableName(table) {
+		bad("table name", strconv.Quote(table), "name a table of 3 to 255 letters, digits, '_', '-' or '.' (see CreateTable)")
 	}
-	if s.clock == nil {
-		errs = append(errs, errors.New("clock is nil"))
+	if o.clock == nil {
+		bad("WithClock", "nil", "pass the Breakers' Settings.Clock, or leave it out for time.Now")
 	}
-	if s.purge <= 0 {
-		errs = append(errs, fmt.Errorf("purge delay is %v: set WithPurgeDelay to at least the fleet's clock skew (Settings.ClockSkew), or leave it out for %v", s.purgeSet, DefaultPurgeDelay))
-	}
-	if !utf8.ValidString(s.prefix) {
-		errs = append(errs, errors.New("key prefix is not valid UTF-8: WithKeyPrefix needs a UTF-8 string (DynamoDB rejects other bytes)"))
-	}
-	if len(s.prefix) > MaxKeyPrefixLen {
-		errs = append(errs, fmt.Errorf("key prefix is %d bytes: WithKeyPrefix allows at most %d (DynamoDB's 2,048-byte partition key less a %d-byte host key)", len(s.prefix), MaxKeyPrefixLen, driver.MaxKeyLen))
+	if o.purge <= 0 {
+		bad("WithPurgeDelay", o.purge, fmt.Sprintf("set at least the fleet's clock skew (Settings.ClockSkew), or leave it out for %v", DefaultPurgeDelay))
 	}
 	if len(errs) > 0 {
-		return nil, fmt.Errorf("dynamodb: new: %w", errors.Join(errs...))
+		return nil, errors.Join(errs...)
+	}
+	s := &Store{client: client, table: table, clock: o.clock, purge: int64(math.Ceil(o.purge.Seconds()))}
+	copts := client.Options()
+	s.endpoint = aws.ToString(copts.BaseEndpoint)
+	if s.endpoint == "" {
+		s.endpoint = "dynamodb." + copts.Region + ".amazonaws.com"
+	}
+	retryer := failFastRetryer{copts.Retryer}
+	s.failFast = func(o *dyn.Options) {
+		if o.Retryer != nil {
+			o.Retryer = retryer
+		}
 	}
 	return s, nil
+}
+
+// validTableName reports whether name is a valid DynamoDB table name.
+func validTableName(name string) bool {
+	if len(name) < 3 || len(name) > 255 {
+		return false
+	}
+	for _, c := range []byte(name) {
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-' || c == '.') {
+			return false
+		}
+	}
+	return true
 }
 
 // Traits: atomic conditional writes; absolute expiry filtered by the
@@ -262,14 +304,12 @@ func (it item) wrote(v driver.Version) bool {
 // a whole-second expiresAt is floor(now) >= expiresAt.
 func (it item) expired(now time.Time) bool { return now.Unix() >= it.expiresAt }
 
-func (s *Store) where(key string) string { return s.table + "/" + strconv.Quote(key) }
-
 func (s *Store) wrap(op, key string, err error) error {
-	return fmt.Errorf("dynamodb: %s %s: %w", op, s.where(key), err)
+	return &driver.OpError{Backend: "dynamodb", Op: op, Key: key, Err: s.cause(err)}
 }
 
-func (s *Store) keyAttr(key string) map[string]types.AttributeValue {
-	return map[string]types.AttributeValue{AttrKey: &types.AttributeValueMemberS{Value: s.prefix + key}}
+func keyAttr(key string) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{AttrKey: &types.AttributeValueMemberS{Value: key}}
 }
 
 // Get implements driver.Store with a consistent GetItem. An absent item, or
@@ -279,7 +319,7 @@ func (s *Store) keyAttr(key string) map[string]types.AttributeValue {
 func (s *Store) Get(ctx context.Context, key string) ([]byte, driver.Version, error) {
 	it, found, err := s.read(ctx, key)
 	if err != nil {
-		return nil, driver.NoVersion, s.wrap("get", key, err)
+		return nil, driver.NoVersion, s.wrap(opGet, key, err)
 	}
 	if !found {
 		return nil, driver.NoVersion, driver.ErrNotFound
@@ -301,9 +341,9 @@ func (s *Store) read(ctx context.Context, key string) (it item, found bool, err 
 func (s *Store) readItem(ctx context.Context, key string) (it item, present bool, err error) {
 	out, err := s.client.GetItem(ctx, &dyn.GetItemInput{
 		TableName:      aws.String(s.table),
-		Key:            s.keyAttr(key),
+		Key:            keyAttr(key),
 		ConsistentRead: aws.Bool(true),
-	})
+	}, s.failFast)
 	if err != nil {
 		return item{}, false, err
 	}
@@ -326,23 +366,23 @@ func (s *Store) readItem(ctx context.Context, key string) (it item, present bool
 // "Ambiguous outcomes" in the package doc. ttl must be positive.
 func (s *Store) CompareAndSwap(ctx context.Context, key string, old driver.Version, value []byte, ttl time.Duration) (driver.Version, error) {
 	if ttl <= 0 {
-		return driver.NoVersion, s.wrap("put", key, fmt.Errorf("ttl %v is not positive", ttl))
+		return driver.NoVersion, s.wrap(opSwap, key, fmt.Errorf("ttl %v is not positive", ttl))
 	}
 	now := s.clock()
 	exp := ceilUnix(now.Add(ttl))
 	ver := newVersion(old)
 	in := s.update(key, old, ver, now, exp, exp+s.purge, value)
-	_, err := s.client.UpdateItem(ctx, in)
+	_, err := s.client.UpdateItem(ctx, in, s.failFast)
 	if err == nil {
 		return ver, nil
 	}
 	if ccf, ok := errors.AsType[*types.ConditionalCheckFailedException](err); ok {
-		if err := s.conflict(ctx, "put", key, old, ver, err, ccf, now); err != nil {
+		if err := s.conflict(ctx, opSwap, key, old, ver, err, ccf, now); err != nil {
 			return driver.NoVersion, err
 		}
 		return ver, nil
 	}
-	return driver.NoVersion, s.wrap("put", key, err)
+	return driver.NoVersion, s.wrap(opSwap, key, err)
 }
 
 // CompareAndDelete implements driver.Store with one conditional UpdateItem
@@ -359,25 +399,25 @@ func (s *Store) CompareAndDelete(ctx context.Context, key string, old driver.Ver
 		it, found, err := s.read(ctx, key)
 		switch {
 		case err != nil:
-			return s.wrap("delete", key, err)
+			return s.wrap(opDelete, key, err)
 		case !found:
 			return driver.ErrNotFound
 		}
-		return s.wrap("delete", key, &driver.ConflictError{Value: it.value, Version: it.version})
+		return &driver.ConflictError{Value: it.value, Version: it.version}
 	}
 	now := s.clock()
 	ver := newVersion(old)
 	// The tombstone stays physically for PurgeDelay, far longer than any
 	// retry of this call.
 	in := s.update(key, old, ver, now, tombstoneExpiresAt, ceilUnix(now)+s.purge, nil)
-	_, err := s.client.UpdateItem(ctx, in)
+	_, err := s.client.UpdateItem(ctx, in, s.failFast)
 	if err == nil {
 		return nil
 	}
 	if ccf, ok := errors.AsType[*types.ConditionalCheckFailedException](err); ok {
-		return s.conflict(ctx, "delete", key, old, ver, err, ccf, now)
+		return s.conflict(ctx, opDelete, key, old, ver, err, ccf, now)
 	}
-	return s.wrap("delete", key, err)
+	return s.wrap(opDelete, key, err)
 }
 
 // tombstoneExpiresAt is the logical expiry of a deleted key's tombstone:
@@ -439,7 +479,7 @@ func (s *Store) update(key string, old, ver driver.Version, now time.Time, expir
 	}
 	return &dyn.UpdateItemInput{
 		TableName:                           aws.String(s.table),
-		Key:                                 s.keyAttr(key),
+		Key:                                 keyAttr(key),
 		UpdateExpression:                    aws.String(expr),
 		ConditionExpression:                 aws.String(cond),
 		ExpressionAttributeNames:            names,
@@ -504,16 +544,17 @@ func (s *Store) conflict(ctx context.Context, op, key string, old, mine driver.V
 		}
 		cur, found = it, present && !it.expired(s.clock())
 		if (!found && old == driver.NoVersion) || (found && cur.version == old) {
-			return s.wrap(op, key, fmt.Errorf("%w: %w (the key changed again before the re-read)", driver.ErrConflict, err))
+			// Not a *driver.ConflictError: no current value is claimed.
+			return fmt.Errorf("%w (the key changed again before the re-read): %w", driver.ErrConflict, err)
 		}
 	}
 	if !found {
-		if op == "delete" {
+		if op == opDelete {
 			return driver.ErrNotFound
 		}
-		return s.wrap(op, key, &driver.ConflictError{Version: driver.NoVersion, Err: err})
+		return &driver.ConflictError{Version: driver.NoVersion, Err: err}
 	}
-	return s.wrap(op, key, &driver.ConflictError{Value: cur.value, Version: cur.version, Err: err})
+	return &driver.ConflictError{Value: cur.value, Version: cur.version, Err: err}
 }
 
 // decodeItem parses a host item; a missing or malformed version or expiry is

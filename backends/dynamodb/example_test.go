@@ -30,11 +30,17 @@ func ExampleNew() {
 	if err := dynamodb.CreateTable(ctx, client, "kvbreaker"); err != nil {
 		log.Fatal(err)
 	}
-	store, err := dynamodb.New(client, "kvbreaker", dynamodb.WithKeyPrefix("webhooks/"))
+	store, err := dynamodb.New(client, "kvbreaker")
 	if err != nil {
 		log.Fatal(err)
 	}
-	breaker, err := kvbreaker.New(store, kvbreaker.Settings{})
+	// Optional: several fleets can share the table, each under its own
+	// key prefix.
+	webhooks, err := kvbreaker.Prefixed(store, "webhooks/")
+	if err != nil {
+		log.Fatal(err)
+	}
+	breaker, err := kvbreaker.New(webhooks, kvbreaker.Settings{})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -155,8 +155,10 @@ func faultScenario(t *testing.T, down, recover func(*testing.T, *dynalite.Server
 		}
 		if err == nil {
 			t.Errorf("%s: no error with the server down", what)
-		} else if !strings.Contains(err.Error(), "dynamodb: get fault/") {
-			t.Errorf("%s: error %q does not name the backend, table and key", what, err)
+		} else if m := err.Error(); !strings.Contains(m, "dynamodb: get ") ||
+			!strings.Contains(m, "cannot reach dynamodb at "+own.Endpoint) && !strings.Contains(m, "no answer from dynamodb at "+own.Endpoint) {
+			// Killed: connections refused; paused: accepted, never answered.
+			t.Errorf("%s: error %q does not name the backend, the operation and what happened at the endpoint", what, err)
 		}
 		noCredentials(t, err)
 		t.Logf("%s with the server down: %v", what, d.Round(time.Millisecond))

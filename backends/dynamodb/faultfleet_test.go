@@ -9,6 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	dyn "github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
+	"github.com/kvbreaker/kvbreaker"
 	"github.com/kvbreaker/kvbreaker/backends/dynamodb"
 	"github.com/kvbreaker/kvbreaker/conformance/faultproxy"
 	"github.com/kvbreaker/kvbreaker/driver"
@@ -32,10 +33,7 @@ func TestFaultFleet(t *testing.T) {
 	}
 	defer func() { _ = p.Close() }()
 	prefix := uniquePrefix(t)
-	observer, err := dynamodb.New(client, table, dynamodb.WithKeyPrefix(prefix))
-	if err != nil {
-		t.Fatal(err)
-	}
+	observer := newPrefixed(t, client, prefix)
 	rep, err := faultfleet.Run(t.Context(), faultfleet.Config{
 		NewStore: func(context.Context, int) (driver.Store, error) {
 			c := newClient("http://"+p.Addr(), func(o *dyn.Options) {
@@ -49,7 +47,11 @@ func TestFaultFleet(t *testing.T) {
 					so.RateLimiter = ratelimit.None
 				})
 			})
-			return dynamodb.New(c, table, dynamodb.WithKeyPrefix(prefix))
+			s, err := dynamodb.New(c, table)
+			if err != nil {
+				return nil, err
+			}
+			return kvbreaker.Prefixed(s, prefix)
 		},
 		Observer: observer,
 		Proxy:    p,

@@ -15,7 +15,9 @@ import (
 	dyn "github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"go.uber.org/goleak"
 
+	"github.com/kvbreaker/kvbreaker"
 	"github.com/kvbreaker/kvbreaker/backends/dynamodb"
+	"github.com/kvbreaker/kvbreaker/driver"
 	"github.com/kvbreaker/kvbreaker/testservers/dynalite"
 )
 
@@ -80,9 +82,14 @@ func run(m *testing.M) int {
 
 var prefixes atomic.Int64
 
-// uniquePrefix returns a key prefix no other test or store uses.
+// uniquePrefix returns a key prefix no other test or store uses (at most
+// kvbreaker.MaxPrefixLen bytes).
 func uniquePrefix(t testing.TB) string {
-	return fmt.Sprintf("%s/%d/", strings.ReplaceAll(t.Name(), "/", "_"), prefixes.Add(1))
+	name := strings.ReplaceAll(t.Name(), "/", "_")
+	if len(name) > 80 {
+		name = name[len(name)-80:]
+	}
+	return fmt.Sprintf("%s/%d/", name, prefixes.Add(1))
 }
 
 // fakeClock is the readers' and writers' clock for tests that move time:
@@ -101,13 +108,24 @@ func (c *fakeClock) Advance(d time.Duration) { c.ns.Add(int64(d)) }
 func (c *fakeClock) Set(t time.Time)         { c.ns.Store(t.UnixNano()) }
 
 // newStore returns a store over the shared table under a fresh prefix.
-func newStore(t testing.TB, opts ...dynamodb.Option) *dynamodb.Store {
+func newStore(t testing.TB, opts ...dynamodb.Option) driver.Store {
 	t.Helper()
-	s, err := dynamodb.New(client, table, append([]dynamodb.Option{dynamodb.WithKeyPrefix(uniquePrefix(t))}, opts...)...)
+	return newPrefixed(t, client, uniquePrefix(t), opts...)
+}
+
+// newPrefixed returns a store over the shared table through c, with every
+// key under prefix (kvbreaker.Prefixed: the adapter has no prefix option).
+func newPrefixed(t testing.TB, c *dyn.Client, prefix string, opts ...dynamodb.Option) driver.Store {
+	t.Helper()
+	s, err := dynamodb.New(c, table, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return s
+	p, err := kvbreaker.Prefixed(s, prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
 
 // localEndpoint is the dynalite server TestMain started.
