@@ -209,7 +209,7 @@ func TestContract(t *testing.T) {
 		if !errors.Is(err, context.Canceled) || errors.Is(err, driver.ErrConflict) {
 			t.Fatalf("err = %v, want context.Canceled only", err)
 		}
-		if _, _, err := s.Get(cctx, "a.example"); !errors.Is(err, context.Canceled) || !strings.HasPrefix(err.Error(), "dynamodb: get "+table+"/") {
+		if _, _, err := s.Get(cctx, "a.example"); !errors.Is(err, context.Canceled) || !strings.HasPrefix(err.Error(), "dynamodb: get TestContract_cancelled-context-is-not-a-conflict/") {
 			t.Fatalf("Get err = %v", err)
 		}
 	})
