@@ -29,18 +29,18 @@ func startProxy(t testing.TB) *faultproxy.Proxy {
 
 // proxiedStore is a Store whose client talks to etcd through p, under
 // prefix.
-func proxiedStore(t testing.TB, p *faultproxy.Proxy, prefix string) *etcd.Store {
+func proxiedStore(t testing.TB, p *faultproxy.Proxy, prefix string) *testStore {
 	t.Helper()
 	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{"http://" + p.Addr()}, DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cli.Close() })
-	s, err := etcd.New(cli, etcd.WithPrefix(prefix))
+	s, err := etcd.New(cli)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return s
+	return isolate(t, s, prefix)
 }
 
 // TestTxnAnswerLostIsNotRetried answers #12.3's question for etcd: clientv3
@@ -57,7 +57,7 @@ func TestTxnAnswerLostIsNotRetried(t *testing.T) {
 	p := startProxy(t)
 	prefix := uniquePrefix(t)
 	s := proxiedStore(t, p, prefix)
-	direct := newStore(t, etcd.WithPrefix(prefix))
+	direct := newStoreUnder(t, prefix)
 	ctx := t.Context()
 	const ttl = time.Minute
 	const timeout = 2 * time.Second
@@ -95,8 +95,8 @@ func TestTxnAnswerLostIsNotRetried(t *testing.T) {
 		}
 	}
 
-	t.Run("put", func(t *testing.T) {
-		lose(t, "put", func(ctx context.Context) error {
+	t.Run("compare-and-swap", func(t *testing.T) {
+		lose(t, "compare-and-swap", func(ctx context.Context) error {
 			_, err := s.CompareAndSwap(ctx, "k", driver.NoVersion, []byte("mine"), ttl)
 			return err
 		})
@@ -105,12 +105,12 @@ func TestTxnAnswerLostIsNotRetried(t *testing.T) {
 			t.Fatalf("etcd holds %q, %v: the write was not applied", v, err)
 		}
 	})
-	t.Run("delete", func(t *testing.T) {
+	t.Run("compare-and-delete", func(t *testing.T) {
 		_, ver, err := direct.Get(ctx, "k")
 		if err != nil {
 			t.Fatal(err)
 		}
-		lose(t, "delete", func(ctx context.Context) error { return s.CompareAndDelete(ctx, "k", ver) })
+		lose(t, "compare-and-delete", func(ctx context.Context) error { return s.CompareAndDelete(ctx, "k", ver) })
 		if _, _, err := direct.Get(ctx, "k"); !errors.Is(err, driver.ErrNotFound) {
 			t.Fatalf("after the lost delete: %v, want the key gone", err)
 		}
@@ -156,7 +156,7 @@ func TestHungServerErrorsWithinContext(t *testing.T) {
 func TestFaultFleet(t *testing.T) {
 	p := startProxy(t)
 	prefix := uniquePrefix(t)
-	observer := newStore(t, etcd.WithPrefix(prefix))
+	observer := newStoreUnder(t, prefix)
 	rep, err := faultfleet.Run(t.Context(), faultfleet.Config{
 		NewStore: func(ctx context.Context, _ int) (driver.Store, error) { return proxiedStore(t, p, prefix), nil },
 		Observer: observer,
@@ -194,7 +194,7 @@ func TestFaultFleetCatchesSDKRetry(t *testing.T) {
 	for seed := int64(1); seed <= 3; seed++ {
 		p := startProxy(t)
 		prefix := uniquePrefix(t)
-		observer := newStore(t, etcd.WithPrefix(prefix))
+		observer := newStoreUnder(t, prefix)
 		var rep faultfleet.Report
 		rep, err = faultfleet.Run(t.Context(), faultfleet.Config{
 			NewStore: func(ctx context.Context, _ int) (driver.Store, error) {

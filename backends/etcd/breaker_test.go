@@ -57,7 +57,7 @@ func wantTransitions(t *testing.T, tr *transitions, want map[string]int) {
 // Breaker, sharing one key prefix.
 type fleet struct {
 	breakers []*kvbreaker.Breaker
-	stores   []*etcd.Store
+	stores   []*testStore
 	clock    *fakeClock
 	tr       *transitions
 }
@@ -69,10 +69,7 @@ func newFleet(t *testing.T, workers int, s kvbreaker.Settings) *fleet {
 	s.Clock = f.clock.Now
 	s.OnStateChange = f.tr.record
 	for range workers {
-		st, err := etcd.New(newClient(t), etcd.WithPrefix(prefix))
-		if err != nil {
-			t.Fatal(err)
-		}
+		st := newStoreUnder(t, prefix)
 		b, err := kvbreaker.New(st, s)
 		if err != nil {
 			t.Fatal(err)

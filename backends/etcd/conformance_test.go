@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/kvbreaker/kvbreaker"
 	"github.com/kvbreaker/kvbreaker/backends/etcd"
 	"github.com/kvbreaker/kvbreaker/conformance"
 	"github.com/kvbreaker/kvbreaker/conformance/faultproxy"
@@ -32,6 +34,9 @@ type harness struct {
 	direct *clientv3.Client
 	run    string
 	n      atomic.Int64
+	// prefixes maps each store MakeStore made (kvbreaker.Prefixed over
+	// an etcd Store) to its prefix, for Lifetime.
+	prefixes sync.Map
 }
 
 var harnessRuns atomic.Int64
@@ -68,7 +73,17 @@ func harnessVia(p *faultproxy.Proxy, endpoint string) (*harness, error) {
 }
 
 func (h *harness) MakeStore(ctx context.Context) (driver.Store, error) {
-	return etcd.New(h.cli, etcd.WithPrefix(fmt.Sprintf("%s%d/", h.run, h.n.Add(1))))
+	st, err := etcd.New(h.cli)
+	if err != nil {
+		return nil, err
+	}
+	prefix := fmt.Sprintf("%s%d/", h.run, h.n.Add(1))
+	s, err := kvbreaker.Prefixed(st, prefix)
+	if err != nil {
+		return nil, err
+	}
+	h.prefixes.Store(s, prefix)
+	return s, nil
 }
 
 func (h *harness) Close() {
@@ -99,11 +114,11 @@ func (h *harness) DropNextAnswer(context.Context) error {
 // the key's lease, in the whole seconds LeaseTimeToLive reports (rounded
 // down, within the declared 1 s granularity).
 func (h *harness) Lifetime(ctx context.Context, s driver.Store, key string) (time.Duration, error) {
-	st, ok := s.(*etcd.Store)
+	prefix, ok := h.prefixes.Load(s)
 	if !ok {
-		return 0, fmt.Errorf("not an etcd store: %T", s)
+		return 0, fmt.Errorf("not a store of this harness: %T", s)
 	}
-	resp, err := h.direct.Get(ctx, st.Prefix()+key)
+	resp, err := h.direct.Get(ctx, prefix.(string)+key)
 	if err != nil {
 		return 0, err
 	}

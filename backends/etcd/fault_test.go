@@ -35,7 +35,7 @@ func TestServerStopAndRestart(t *testing.T) {
 	ctx := t.Context()
 	const callTimeout = 400 * time.Millisecond
 	const slack = time.Second // scheduling on a loaded 2-core machine
-	store, err := etcd.Dial(ctx, srv.Endpoints(), nil, etcd.WithPrefix("fault/"))
+	store, err := etcd.Dial(ctx, srv.Endpoints(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,7 +177,7 @@ func TestLostLeaseIsRegranted(t *testing.T) {
 	s := newStore(t)
 	ctx := t.Context()
 	mustCAS(t, s, "a", driver.NoVersion, "v", longTTL)
-	resp, err := s.Client().Get(ctx, s.Prefix()+"a")
+	resp, err := s.Client().Get(ctx, s.prefix+"a")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,10 +199,10 @@ func TestLostLeaseIsRegranted(t *testing.T) {
 func storeOps(s driver.Store, key string) map[string]func(context.Context) error {
 	return map[string]func(context.Context) error{
 		"get": func(ctx context.Context) error { _, _, err := s.Get(ctx, key); return err },
-		"put": func(ctx context.Context) error {
+		"compare-and-swap": func(ctx context.Context) error {
 			_, err := s.CompareAndSwap(ctx, "new-"+key, driver.NoVersion, []byte("v"), time.Minute)
 			return err
 		},
-		"delete": func(ctx context.Context) error { return s.CompareAndDelete(ctx, key, 1) },
+		"compare-and-delete": func(ctx context.Context) error { return s.CompareAndDelete(ctx, key, 1) },
 	}
 }

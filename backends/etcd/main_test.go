@@ -12,7 +12,9 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/kvbreaker/kvbreaker"
 	"github.com/kvbreaker/kvbreaker/backends/etcd"
+	"github.com/kvbreaker/kvbreaker/driver"
 	"github.com/kvbreaker/kvbreaker/testservers/etcdtest"
 )
 
@@ -54,13 +56,47 @@ func newClient(t testing.TB) *clientv3.Client {
 	return cli
 }
 
-// newStore returns a Store over the shared server under a fresh prefix.
-func newStore(t testing.TB, opts ...etcd.Option) *etcd.Store {
+// testStore is an etcd Store seen through kvbreaker.Prefixed under a
+// prefix of its own, so that tests sharing the server never see each
+// other's keys: the embedded driver.Store (Get, CompareAndSwap,
+// CompareAndDelete, Traits, and List through Lister) takes the test's
+// keys; etcd is the Store itself (Stats, Client, MinTTL); etcd keys are
+// prefix+key.
+type testStore struct {
+	driver.Store
+	etcd   *etcd.Store
+	prefix string
+}
+
+func (s *testStore) Stats() etcd.Stats        { return s.etcd.Stats() }
+func (s *testStore) Client() *clientv3.Client { return s.etcd.Client() }
+func (s *testStore) MinTTL() time.Duration    { return s.etcd.MinTTL() }
+func (s *testStore) Lister() driver.Lister    { return s.Store.(driver.Lister) }
+
+// isolate puts st under prefix.
+func isolate(t testing.TB, st *etcd.Store, prefix string) *testStore {
 	t.Helper()
-	s, err := etcd.New(newClient(t), append([]etcd.Option{etcd.WithPrefix(uniquePrefix(t))}, opts...)...)
+	p, err := kvbreaker.Prefixed(st, prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &testStore{Store: p, etcd: st, prefix: prefix}
+}
+
+// newStore returns a Store over the shared server under a fresh prefix.
+func newStore(t testing.TB, opts ...etcd.Option) *testStore {
+	t.Helper()
+	return newStoreUnder(t, uniquePrefix(t), opts...)
+}
+
+// newStoreUnder returns a Store over the shared server, with a client of
+// its own, under prefix.
+func newStoreUnder(t testing.TB, prefix string, opts ...etcd.Option) *testStore {
+	t.Helper()
+	s, err := etcd.New(newClient(t), opts...)
 	if err != nil {
 		t.Fatalf("etcd.New: %v", err)
 	}
 	t.Cleanup(func() { s.Close() })
-	return s
+	return isolate(t, s, prefix)
 }

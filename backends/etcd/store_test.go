@@ -1,7 +1,6 @@
 package etcd_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -20,7 +19,7 @@ import (
 	"github.com/kvbreaker/kvbreaker/driver"
 )
 
-func mustCAS(t *testing.T, s *etcd.Store, key string, old driver.Version, val string, ttl time.Duration) driver.Version {
+func mustCAS(t *testing.T, s driver.Store, key string, old driver.Version, val string, ttl time.Duration) driver.Version {
 	t.Helper()
 	v, err := s.CompareAndSwap(t.Context(), key, old, []byte(val), ttl)
 	if err != nil {
@@ -150,12 +149,12 @@ func TestHostileKeysRoundTrip(t *testing.T) {
 			t.Errorf("Get(%q) = %q, %v; want %d", k, got, err, i)
 		}
 		// The etcd key is exactly prefix+key.
-		resp, err := s.Client().Get(ctx, s.Prefix()+k)
+		resp, err := s.Client().Get(ctx, s.prefix+k)
 		if err != nil || len(resp.Kvs) != 1 || string(resp.Kvs[0].Value) != fmt.Sprint(i) {
-			t.Errorf("raw etcd key %q not found as written: %v", s.Prefix()+k, err)
+			t.Errorf("raw etcd key %q not found as written: %v", s.prefix+k, err)
 		}
 	}
-	resp, err := s.Client().Get(ctx, s.Prefix(), clientv3.WithPrefix(), clientv3.WithCountOnly())
+	resp, err := s.Client().Get(ctx, s.prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
 	if err != nil || resp.Count != int64(len(hostileKeys)) {
 		t.Errorf("prefix holds %d keys (%v), want %d", resp.Count, err, len(hostileKeys))
 	}
@@ -175,9 +174,9 @@ func TestPrefixesIsolate(t *testing.T) {
 }
 
 // leaseTTL returns the granted TTL of the lease attached to key.
-func leaseTTL(t *testing.T, s *etcd.Store, key string) int64 {
+func leaseTTL(t *testing.T, s *testStore, key string) int64 {
 	t.Helper()
-	resp, err := s.Client().Get(t.Context(), s.Prefix()+key)
+	resp, err := s.Client().Get(t.Context(), s.prefix+key)
 	if err != nil || len(resp.Kvs) != 1 {
 		t.Fatalf("raw get %q: %v", key, err)
 	}
@@ -368,7 +367,7 @@ func TestLeasePooling(t *testing.T) {
 	if st.Writes != writes || st.Grants != 1 || st.Reused != writes-1 {
 		t.Errorf("stats %+v; want %d writes on 1 grant", st, writes)
 	}
-	resp, err := s.Client().Get(t.Context(), s.Prefix(), clientv3.WithPrefix())
+	resp, err := s.Client().Get(t.Context(), s.prefix, clientv3.WithPrefix())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -410,6 +409,10 @@ func within[T any](t *testing.T, limit time.Duration, what string, f func() T) T
 	return v
 }
 
+// TestDeadEndpointFailsWithinDeadline: with nothing listening, every call
+// returns by its context's deadline (the only bound: the Store has no
+// timeout of its own) with an *driver.OpError naming the operation, the
+// key and the endpoint.
 func TestDeadEndpointFailsWithinDeadline(t *testing.T) {
 	addr := deadEndpoint(t)
 	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{"http://" + addr}, DialTimeout: time.Second, Logger: zap.NewNop()})
@@ -417,21 +420,13 @@ func TestDeadEndpointFailsWithinDeadline(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cli.Close()
-	s, err := etcd.New(cli, etcd.WithMinTTL(time.Second), etcd.WithOpTimeout(time.Minute))
+	s, err := etcd.New(cli, etcd.WithMinTTL(time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
 	const deadline = 300 * time.Millisecond
-	const slack = time.Second // scheduling on a loaded 2-core machine; the default op timeout is 5 s
-	calls := map[string]func(ctx context.Context) error{
-		"get": func(ctx context.Context) error { _, _, err := s.Get(ctx, "h.example"); return err },
-		"put": func(ctx context.Context) error {
-			_, err := s.CompareAndSwap(ctx, "h.example", 0, []byte("v"), time.Minute)
-			return err
-		},
-		"delete": func(ctx context.Context) error { return s.CompareAndDelete(ctx, "h.example", 7) },
-	}
-	for op, call := range calls {
+	const slack = time.Second // scheduling on a loaded 2-core machine
+	for op, call := range storeOps(s, "h.example") {
 		t.Run(op, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(t.Context(), deadline)
 			defer cancel()
@@ -439,24 +434,18 @@ func TestDeadEndpointFailsWithinDeadline(t *testing.T) {
 			if err == nil || errors.Is(err, driver.ErrConflict) || errors.Is(err, driver.ErrNotFound) {
 				t.Fatalf("%s on a dead endpoint: %v", op, err)
 			}
-			want := fmt.Sprintf("etcd: %s %q via http://%s: ", op, "h.example", addr)
-			if !strings.HasPrefix(err.Error(), want) {
-				t.Errorf("error %q does not start %q", err, want)
+			oe, ok := errors.AsType[*driver.OpError](err)
+			if !ok || oe.Backend != "etcd" || oe.Op != op {
+				t.Fatalf("error %T %v is not an *driver.OpError for %s", err, err, op)
 			}
-			if _, ok := errors.AsType[*etcd.OpError](err); !ok {
-				t.Errorf("error %T is not an *etcd.OpError", err)
+			if want := "(via http://" + addr + ")"; !strings.HasPrefix(err.Error(), "etcd: "+op+" ") || !strings.HasSuffix(err.Error(), want) {
+				t.Errorf("error %q: want etcd: %s <key>: … %s", err, op, want)
+			}
+			if !errors.Is(err, context.DeadlineExceeded) {
+				t.Errorf("error %q does not unwrap to the context's", err)
 			}
 		})
 	}
-	// Without a caller deadline, the store's op timeout bounds the call.
-	s2, _ := etcd.New(cli, etcd.WithMinTTL(time.Second), etcd.WithOpTimeout(deadline))
-	within(t, deadline+slack, "get without a deadline", func() error {
-		_, _, err := s2.Get(context.Background(), "h")
-		if err == nil {
-			t.Error("get on a dead endpoint succeeded")
-		}
-		return err
-	})
 }
 
 func TestDialHidesCredentialsAndFailsInTime(t *testing.T) {
@@ -480,15 +469,16 @@ func TestDialHidesCredentialsAndFailsInTime(t *testing.T) {
 
 func TestDialAndClose(t *testing.T) {
 	eps := []string{strings.Replace(endpoints[0], "http://", "http://user:pw@", 1)}
-	s, err := etcd.Dial(t.Context(), eps, nil, etcd.WithPrefix(uniquePrefix(t)))
+	s, err := etcd.Dial(t.Context(), eps, nil)
 	if err != nil {
 		t.Fatalf("Dial: %v", err)
 	}
 	if got := s.MinTTL(); got != time.Second {
 		t.Errorf("MinTTL %v, want 1s", got)
 	}
-	v := mustCAS(t, s, "h", driver.NoVersion, "v", longTTL)
-	if _, ver, err := s.Get(t.Context(), "h"); err != nil || ver != v {
+	key := uniquePrefix(t) + "h"
+	v := mustCAS(t, s, key, driver.NoVersion, "v", longTTL)
+	if _, ver, err := s.Get(t.Context(), key); err != nil || ver != v {
 		t.Fatalf("Get: %d %v", ver, err)
 	}
 	if err := s.Close(); err != nil {
@@ -497,7 +487,7 @@ func TestDialAndClose(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatalf("second Close: %v", err)
 	}
-	_, _, err = s.Get(t.Context(), "h")
+	_, _, err = s.Get(t.Context(), key)
 	if !errors.Is(err, etcd.ErrClosed) {
 		t.Errorf("Get after Close: %v, want ErrClosed", err)
 	}
@@ -509,23 +499,21 @@ func TestDialAndClose(t *testing.T) {
 	}
 }
 
+// TestNewKeepsCallersClient: Close leaves the caller's client working, and
+// the Store keys exactly as given (no prefix of its own).
 func TestNewKeepsCallersClient(t *testing.T) {
 	cli := newClient(t)
 	s, err := etcd.New(cli)
 	if err != nil {
 		t.Fatal(err)
 	}
+	key := uniquePrefix(t) + "raw.example"
+	mustCAS(t, s, key, driver.NoVersion, "v", longTTL)
+	if resp, err := cli.Get(t.Context(), key); err != nil || len(resp.Kvs) != 1 || string(resp.Kvs[0].Value) != "v" {
+		t.Errorf("etcd key %q not written as given: %v", key, err)
+	}
 	s.Close()
 	if _, err := cli.Get(t.Context(), "x"); err != nil {
 		t.Errorf("caller's client broken by Store.Close: %v", err)
-	}
-	if _, err := etcd.New(nil); err == nil {
-		t.Error("New(nil) accepted")
-	}
-	if _, err := etcd.New(cli, etcd.WithMaxKeysPerLease(0)); err == nil {
-		t.Error("WithMaxKeysPerLease(0) accepted")
-	}
-	if !bytes.Equal([]byte(s.Prefix()), []byte(etcd.DefaultPrefix)) {
-		t.Errorf("default prefix %q", s.Prefix())
 	}
 }
