@@ -258,12 +258,16 @@ func (r *rig) open() *endpoint {
 			tb.Fatalf("etcd client: %v", err)
 		}
 		tb.Cleanup(func() { cli.Close() })
-		st, err := etcd.New(cli, etcd.WithPrefix(r.prefix))
+		st, err := etcd.New(cli)
 		if err != nil {
 			tb.Fatalf("etcd.New: %v", err)
 		}
 		tb.Cleanup(func() { st.Close() })
-		s, e.etcd = st, st
+		ps, err := kvbreaker.Prefixed(st, r.prefix)
+		if err != nil {
+			tb.Fatalf("kvbreaker.Prefixed: %v", err)
+		}
+		s, e.etcd = ps, st
 	case "dynamodb":
 		e.wire = &tally{}
 		hc := &http.Client{Transport: countingTransport{t: e.wire, next: http.DefaultTransport}}
