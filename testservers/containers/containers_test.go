@@ -120,14 +120,14 @@ type etcdHarness struct {
 }
 
 func (h *etcdHarness) MakeStore(context.Context) (driver.Store, error) {
-	s, err := etcd.New(h.cli, etcd.WithPrefix(uniquePrefix(h.t)))
+	s, err := etcd.New(h.cli)
 	if err != nil {
 		return nil, err
 	}
 	h.mu.Lock()
 	h.stores = append(h.stores, s)
 	h.mu.Unlock()
-	return s, nil
+	return kvbreaker.Prefixed(s, uniquePrefix(h.t))
 }
 
 func (h *etcdHarness) Close() {
@@ -177,12 +177,14 @@ func TestBreakerEtcd(t *testing.T) {
 	prefix := uniquePrefix(t)
 	var stores [2]driver.Store
 	for i := range stores {
-		s, err := etcd.New(etcdClient(t, srv.Endpoint), etcd.WithPrefix(prefix))
+		s, err := etcd.New(etcdClient(t, srv.Endpoint))
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = s.Close() })
-		stores[i] = s
+		if stores[i], err = kvbreaker.Prefixed(s, prefix); err != nil {
+			t.Fatal(err)
+		}
 	}
 	breakerCycle(t, stores)
 }
