@@ -212,7 +212,7 @@ func TestCheckTable(t *testing.T) {
 			t.Errorf("table lacks %q:\n%s", w, out)
 		}
 	}
-	for _, w := range []string{"under prefix \"kvbreaker/check-", "removed"} {
+	for _, w := range []string{"under prefix \"check-", "removed"} {
 		if !strings.Contains(errOut, w) {
 			t.Errorf("stderr lacks %q:\n%s", w, errOut)
 		}
