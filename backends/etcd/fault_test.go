@@ -195,9 +195,9 @@ func TestLostLeaseIsRegranted(t *testing.T) {
 }
 
 // storeOps is one call of each Store operation on s: a get and a delete of
-// key, a create of another key.
+// key, a create of another key, and a list from key if s lists.
 func storeOps(s driver.Store, key string) map[string]func(context.Context) error {
-	return map[string]func(context.Context) error{
+	ops := map[string]func(context.Context) error{
 		"get": func(ctx context.Context) error { _, _, err := s.Get(ctx, key); return err },
 		"compare-and-swap": func(ctx context.Context) error {
 			_, err := s.CompareAndSwap(ctx, "new-"+key, driver.NoVersion, []byte("v"), time.Minute)
@@ -205,4 +205,8 @@ func storeOps(s driver.Store, key string) map[string]func(context.Context) error
 		},
 		"compare-and-delete": func(ctx context.Context) error { return s.CompareAndDelete(ctx, key, 1) },
 	}
+	if l, ok := s.(driver.Lister); ok {
+		ops["list"] = func(ctx context.Context) error { _, _, err := l.List(ctx, key, "", 10); return err }
+	}
+	return ops
 }

@@ -71,7 +71,11 @@ type testStore struct {
 func (s *testStore) Stats() etcd.Stats        { return s.etcd.Stats() }
 func (s *testStore) Client() *clientv3.Client { return s.etcd.Client() }
 func (s *testStore) MinTTL() time.Duration    { return s.etcd.MinTTL() }
-func (s *testStore) Lister() driver.Lister    { return s.Store.(driver.Lister) }
+
+// List implements driver.Lister through the prefix.
+func (s *testStore) List(ctx context.Context, prefix, cursor string, limit int) ([]string, string, error) {
+	return s.Store.(driver.Lister).List(ctx, prefix, cursor, limit)
+}
 
 // isolate puts st under prefix.
 func isolate(t testing.TB, st *etcd.Store, prefix string) *testStore {

@@ -444,6 +444,9 @@ func TestDeadEndpointFailsWithinDeadline(t *testing.T) {
 			if !errors.Is(err, context.DeadlineExceeded) {
 				t.Errorf("error %q does not unwrap to the context's", err)
 			}
+			if n := strings.Count(err.Error(), "etcd: "); n != 1 {
+				t.Errorf("error %q says \"etcd: \" %d times", err, n)
+			}
 		})
 	}
 }
