@@ -58,9 +58,9 @@ func proxiedClient(p *faultproxy.Proxy) *kv.KVService {
 
 // proxiedStore returns a store through p under a fresh prefix, on
 // Miniflare's clock, and flushes it when the test ends.
-func proxiedStore(t *testing.T, p *faultproxy.Proxy, opts ...Option) *Store {
+func proxiedStore(t *testing.T, p *faultproxy.Proxy, opts ...Option) *tstore {
 	t.Helper()
-	all := append([]Option{WithPrefix(uniquePrefix(t.Name())), WithClock(srv.Now)}, opts...)
+	all := append([]Option{WithClock(srv.Now)}, opts...)
 	s, err := New(proxiedClient(p), srv.AccountID, srv.NamespaceID, all...)
 	if err != nil {
 		t.Fatal(err)
@@ -73,7 +73,7 @@ func proxiedStore(t *testing.T, p *faultproxy.Proxy, opts ...Option) *Store {
 			t.Errorf("Flush: %v", err)
 		}
 	})
-	return s
+	return prefixed(t, s, uniquePrefix(t.Name()))
 }
 
 // transitions records OnStateChange reports.
@@ -219,10 +219,11 @@ func TestAmbiguousWriteResent(t *testing.T) {
 func TestFaultFleet(t *testing.T) {
 	p := startProxy(t)
 	prefix := uniquePrefix(t.Name())
-	observer, err := New(client(), srv.AccountID, srv.NamespaceID, WithPrefix(prefix), WithCache(0, 0))
+	observerStore, err := New(client(), srv.AccountID, srv.NamespaceID, WithCache(0, 0))
 	if err != nil {
 		t.Fatal(err)
 	}
+	observer := prefixed(t, observerStore, prefix)
 	var stores []*Store
 	t.Cleanup(func() {
 		p.Heal()
@@ -236,11 +237,12 @@ func TestFaultFleet(t *testing.T) {
 	})
 	rep, err := faultfleet.Run(t.Context(), faultfleet.Config{
 		NewStore: func(context.Context, int) (driver.Store, error) {
-			s, err := New(proxiedClient(p), srv.AccountID, srv.NamespaceID, WithPrefix(prefix))
-			if err == nil {
-				stores = append(stores, s)
+			s, err := New(proxiedClient(p), srv.AccountID, srv.NamespaceID)
+			if err != nil {
+				return nil, err
 			}
-			return s, err
+			stores = append(stores, s)
+			return kvbreaker.Prefixed(s, prefix)
 		},
 		Observer:   observer,
 		Proxy:      p,

@@ -125,16 +125,17 @@ func runBudgetRate(t *testing.T, mf *miniflare.Server, x *outside, rate float64)
 	synctest.Test(t, func(t *testing.T) {
 		ctx := t.Context()
 		start := time.Now()
-		stores := make([]*Store, procs)
+		stores := make([]*tstore, procs)
 		breakers := make([]*kvbreaker.Breaker, procs)
 		takes := make([]atomic.Int64, procs)
 		for p := range procs {
 			tr := &procTransport{x: x, proc: p, log: &log}
 			cl := kv.NewKVService(append([]option.RequestOption{option.WithBaseURL(mf.BaseURL()), option.WithAPIToken(mf.Token)}, option.WithHTTPClient(&http.Client{Transport: tr}))...)
-			s, err := New(cl, mf.AccountID, mf.NamespaceID, WithPrefix(prefix), WithRequestBudget(procs))
+			st, err := New(cl, mf.AccountID, mf.NamespaceID, WithRequestBudget(procs))
 			if err != nil {
 				t.Fatal(err)
 			}
+			s := prefixed(t, st, prefix)
 			// Every take (a request the budget allows or refuses) reads
 			// the bucket's clock once: count them.
 			s.budget.now = func() time.Time { takes[p].Add(1); return time.Now() }

@@ -108,7 +108,7 @@ func TestBudgetAgainstMiniflare(t *testing.T) {
 	start := time.Now()
 	calls, refused := 0, 0
 	for i := 0; time.Since(start) < 2500*time.Millisecond; i++ {
-		for _, s := range []*Store{a, b} {
+		for _, s := range []*tstore{a, b} {
 			_, _, err := s.Get(ctx, fmt.Sprintf("host%d-%p.example", i, s))
 			calls++
 			switch {

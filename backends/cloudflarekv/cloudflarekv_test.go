@@ -412,7 +412,7 @@ func TestRateLimited(t *testing.T) {
 }
 
 // waitBackoff waits out s's 429 backoff (real time, bounded by Retry-After).
-func waitBackoff(t *testing.T, s *Store) {
+func waitBackoff(t *testing.T, s *tstore) {
 	t.Helper()
 	if until, limited := s.backingOff(); limited {
 		time.Sleep(time.Until(until))
@@ -455,9 +455,9 @@ func TestDeadEndpointFailsFast(t *testing.T) {
 	}
 }
 
-// TestErrorsNeverCarryToken uses a wrong token: the 403 comes back as
-// "cloudflarekv: <op> <key>: <cause>" without the token, and not as
-// ErrNotFound.
+// TestErrorsNeverCarryToken uses a wrong token: the 403 comes back as a
+// *driver.OpError, "cloudflarekv: <op> <key>: <cause>" with one
+// "cloudflarekv: " prefix, without the token, and not as ErrNotFound.
 func TestErrorsNeverCarryToken(t *testing.T) {
 	const token = "wrong-token-5f3a9c"
 	c := kv.NewKVService(option.WithBaseURL(srv.BaseURL()), option.WithAPIToken(token))
@@ -467,13 +467,19 @@ func TestErrorsNeverCarryToken(t *testing.T) {
 	}
 	_, _, getErr := s.Get(t.Context(), "auth.example")
 	_, putErr := s.CompareAndSwap(t.Context(), "auth.example", driver.NoVersion, []byte("x"), time.Hour)
-	for op, err := range map[string]error{"get": getErr, "put": putErr} {
+	for op, err := range map[string]error{"get": getErr, "compare-and-swap": putErr} {
 		if err == nil || errors.Is(err, driver.ErrNotFound) {
 			t.Errorf("%s with a wrong token = %v, want an error", op, err)
 			continue
 		}
-		if !strings.HasPrefix(err.Error(), `cloudflarekv: `+op+` "auth.example": HTTP 403`) {
-			t.Errorf("%s error = %q, want cloudflarekv: %s \"auth.example\": HTTP 403 …", op, err, op)
+		if !strings.HasPrefix(err.Error(), `cloudflarekv: `+op+` auth.example: HTTP 403`) {
+			t.Errorf("%s error = %q, want cloudflarekv: %s auth.example: HTTP 403 …", op, err, op)
+		}
+		if oe, ok := err.(*driver.OpError); !ok || oe.Backend != "cloudflarekv" || oe.Op != op || oe.Key != "auth.example" {
+			t.Errorf("%s error = %#v, want a *driver.OpError", op, err)
+		}
+		if n := strings.Count(err.Error(), "cloudflarekv: "); n != 1 {
+			t.Errorf("%s error = %q: %d \"cloudflarekv: \" prefixes, want 1", op, err, n)
 		}
 		if strings.Contains(err.Error(), token) {
 			t.Errorf("%s error leaks the token: %v", op, err)
@@ -481,16 +487,29 @@ func TestErrorsNeverCarryToken(t *testing.T) {
 	}
 }
 
-// TestNewValidates reports every bad option at once.
+// TestNewValidates reports every bad argument and option at once, each a
+// *driver.OptionError: "cloudflarekv: invalid <option>: <value>: <what to
+// change>".
 func TestNewValidates(t *testing.T) {
-	_, err := New(nil, "", "ns/x", WithPrefix(".."), WithClockSkew(-time.Second))
+	_, err := New(nil, "", "ns/x", WithClockSkew(-time.Second))
 	if err == nil {
 		t.Fatal("New with bad options succeeded")
 	}
-	for _, want := range []string{"client is nil", "account ID", "namespace ID", "prefix", "clock skew"} {
+	for _, want := range []string{
+		"cloudflarekv: invalid client: nil: pass cloudflare.Client's KV field",
+		`cloudflarekv: invalid account ID: "": pass the account's ID`,
+		`cloudflarekv: invalid namespace ID: "ns/x": pass the namespace's ID`,
+		"cloudflarekv: invalid WithClockSkew: -1s: set a positive bound",
+	} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("New's error does not mention %q: %v", want, err)
 		}
+	}
+	if _, ok := errors.AsType[*driver.OptionError](err); !ok {
+		t.Errorf("New's error is not a *driver.OptionError: %v", err)
+	}
+	if lines := strings.Split(err.Error(), "\n"); len(lines) != 4 {
+		t.Errorf("New's error has %d lines, want one per problem (4): %q", len(lines), err)
 	}
 }
 

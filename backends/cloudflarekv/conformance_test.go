@@ -10,6 +10,7 @@ import (
 	"github.com/cloudflare/cloudflare-go/v6/kv"
 	"github.com/cloudflare/cloudflare-go/v6/option"
 
+	"github.com/kvbreaker/kvbreaker"
 	"github.com/kvbreaker/kvbreaker/conformance"
 	"github.com/kvbreaker/kvbreaker/conformance/faultproxy"
 	"github.com/kvbreaker/kvbreaker/driver"
@@ -41,7 +42,11 @@ func newKVHarness(_ context.Context, t *testing.T) (conformance.Harness, error) 
 }
 
 func (h *kvHarness) store(prefix string, clock func() time.Time) (driver.Store, error) {
-	s, err := New(h.kv, srv.AccountID, srv.NamespaceID, WithPrefix(prefix), WithClock(clock))
+	st, err := New(h.kv, srv.AccountID, srv.NamespaceID, WithClock(clock))
+	if err != nil {
+		return nil, err
+	}
+	s, err := kvbreaker.Prefixed(st, prefix)
 	if err != nil {
 		return nil, err
 	}
@@ -91,7 +96,7 @@ func (h *kvHarness) Lifetime(ctx context.Context, s driver.Store, key string) (t
 	if !ok {
 		return 0, fmt.Errorf("not a store of this harness: %T", s)
 	}
-	if err := s.(*Store).Flush(ctx); err != nil {
+	if err := s.(driver.Flusher).Flush(ctx); err != nil {
 		return 0, err
 	}
 	keys, err := srv.List(ctx, prefix+key)

@@ -30,13 +30,19 @@ func ExampleNew() {
 
 	client := kv.NewKVService([]option.RequestOption{option.WithBaseURL(srv.BaseURL()), option.WithAPIToken(srv.Token)}...)
 	store, err := cloudflarekv.New(client, srv.AccountID, srv.NamespaceID,
-		cloudflarekv.WithPrefix("example:"),
 		cloudflarekv.WithClock(srv.Now)) // Miniflare's clock; time.Now by default
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	breaker, err := kvbreaker.New(store, kvbreaker.Settings{
+	// Optional: keep this application's keys apart from others in the
+	// namespace.
+	keys, err := kvbreaker.Prefixed(store, "example:")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	breaker, err := kvbreaker.New(keys, kvbreaker.Settings{
 		FailureThreshold: 2,
 		Clock:            srv.Now,
 		Logger:           slog.New(slog.DiscardHandler), // it warns that KV is last-writer-wins
@@ -58,8 +64,8 @@ func ExampleNew() {
 	v, err := breaker.Allow(ctx, "inbox.example", time.Time{})
 	fmt.Println(v.Decision, err)
 	fmt.Println("record TTL:", breaker.StateTTL(), "(exact; KV keeps the physical copy at least", cloudflarekv.MinTTL, "and padded for", store.Traits().MaxClockSkew, "of clock skew)")
-	// Send queued writes before exiting.
-	if err := store.Flush(ctx); err != nil {
+	// Send queued writes before exiting (Close flushes the store).
+	if err := breaker.Close(ctx); err != nil {
 		fmt.Println(err)
 	}
 	// Output:

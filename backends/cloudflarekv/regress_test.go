@@ -155,21 +155,24 @@ func TestNewRefusesEachBadOption(t *testing.T) {
 		opt  Option
 		want string
 	}{
-		{"zero-clock-skew", WithClockSkew(0), "WithClockSkew(0s)"},
-		{"negative-clock-skew", WithClockSkew(-time.Second), "WithClockSkew(-1s)"},
-		{"zero-write-interval", WithWriteInterval(0), "WithWriteInterval(0s)"},
-		{"negative-write-interval", WithWriteInterval(-time.Second), "WithWriteInterval(-1s)"},
-		{"negative-cache-size", WithCache(-1, time.Second), "WithCache: cache size -1"},
-		{"negative-freshness", WithCache(10, -time.Second), "WithCache: freshness -1s"},
-		{"negative-retries", WithMaxRetries(-1), "WithMaxRetries(-1)"},
-		{"zero-request-timeout", WithRequestTimeout(0), "WithRequestTimeout(0s)"},
-		{"nil-clock", WithClock(nil), "WithClock: clock is nil"},
-		{"dots-prefix", WithPrefix(".."), `prefix ".."`},
+		{"zero-clock-skew", WithClockSkew(0), "cloudflarekv: invalid WithClockSkew: 0s: set a positive bound"},
+		{"negative-clock-skew", WithClockSkew(-time.Second), "cloudflarekv: invalid WithClockSkew: -1s"},
+		{"zero-write-interval", WithWriteInterval(0), "cloudflarekv: invalid WithWriteInterval: 0s: set a positive interval"},
+		{"negative-write-interval", WithWriteInterval(-time.Second), "cloudflarekv: invalid WithWriteInterval: -1s"},
+		{"negative-cache-size", WithCache(-1, time.Second), "cloudflarekv: invalid WithCache size: -1: set a number of keys"},
+		{"negative-freshness", WithCache(10, -time.Second), "cloudflarekv: invalid WithCache freshness: -1s"},
+		{"negative-retries", WithMaxRetries(-1), "cloudflarekv: invalid WithMaxRetries: -1: set 0 or more"},
+		{"zero-call-timeout", WithCallTimeout(0), "cloudflarekv: invalid WithCallTimeout: 0s: set a positive duration"},
+		{"negative-call-timeout", WithCallTimeout(-time.Second), "cloudflarekv: invalid WithCallTimeout: -1s"},
+		{"nil-clock", WithClock(nil), "cloudflarekv: invalid WithClock: nil"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := New(c, srv.AccountID, srv.NamespaceID, tc.opt)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("New = %v; want an error containing %q", err, tc.want)
+			}
+			if _, ok := err.(*driver.OptionError); !ok {
+				t.Errorf("New = %#v; want a *driver.OptionError", err)
 			}
 		})
 	}

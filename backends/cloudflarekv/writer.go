@@ -129,6 +129,9 @@ func (s *Store) enqueue(ctx context.Context, opName, key, full string, w write) 
 			return p.w.ver, nil
 		case <-ctx.Done():
 			s.leave(p)
+			if s.sending(full, p) {
+				return 0, opError(opName, key, fmt.Errorf("%w (the write is still being sent)", s.noAnswer(ctx.Err())))
+			}
 			return 0, opError(opName, key, fmt.Errorf("%w (the write stays queued and is still sent)", ctx.Err()))
 		}
 	}
@@ -269,13 +272,14 @@ func (s *Store) flush(full string) {
 	}
 }
 
-// requestOptions are added to every request: few SDK retries, and never an
-// SDK retry of a 429, which the store handles itself.
+// requestOptions are added to every request: few SDK retries, never an SDK
+// retry of a 429, which the store handles itself, nor of a refused
+// connection (failFast).
 func (s *Store) requestOptions() []option.RequestOption {
 	return []option.RequestOption{
 		option.WithMaxRetries(s.maxRetries),
 		option.WithMiddleware(func(req *http.Request, next option.MiddlewareNext) (*http.Response, error) {
-			res, err := next(req)
+			res, err := s.failFast(req, next)
 			if err == nil && res.StatusCode == http.StatusTooManyRequests {
 				res.Header.Set("X-Should-Retry", "false")
 			}
@@ -285,7 +289,7 @@ func (s *Store) requestOptions() []option.RequestOption {
 }
 
 // send performs one write request, detached from its callers' contexts
-// (several may be waiting for it) but bounded by the request timeout.
+// (several may be waiting for it) but bounded by WithCallTimeout.
 func (s *Store) send(full string, w write) error {
 	ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
 	defer cancel()
@@ -373,6 +377,9 @@ func apiError(err error) error {
 	if err == nil {
 		return nil
 	}
+	if ns, ok := errors.AsType[*notSent](err); ok {
+		return ns.err
+	}
 	var ae *kv.Error
 	if !errors.As(err, &ae) {
 		return err // transport errors and context errors, which carry no token
@@ -404,9 +411,10 @@ func (e *statusError) Error() string { return e.msg }
 
 // ambiguous reports whether a failed write may still have been applied: no
 // answer (a transport error, the request timeout) or a 5xx. A 4xx answer
-// says the write was refused.
+// says the write was refused, and a refused connection that nothing was
+// sent.
 func ambiguous(err error) bool {
-	if err == nil || errors.Is(err, driver.ErrNotFound) {
+	if err == nil || errors.Is(err, driver.ErrNotFound) || errors.Is(err, ErrUnreachable) {
 		return false
 	}
 	if se, ok := errors.AsType[*statusError](err); ok {

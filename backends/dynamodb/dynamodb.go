@@ -202,7 +202,11 @@ func New(client *dyn.Client, table string, opts ...Option) (*Store, error) {
 	if o.purge <= 0 {
 		bad("WithPurgeDelay", o.purge, fmt.Sprintf("set at least the fleet's clock skew (Settings.ClockSkew), or leave it out for %v", DefaultPurgeDelay))
 	}
-	if len(errs) > 0 {
+	switch len(errs) {
+	case 0:
+	case 1:
+		return nil, errs[0] // the *driver.OptionError itself
+	default:
 		return nil, errors.Join(errs...)
 	}
 	s := &Store{client: client, table: table, clock: o.clock, purge: int64(math.Ceil(o.purge.Seconds()))}
