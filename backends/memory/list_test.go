@@ -270,3 +270,22 @@ func TestErrorShape(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkList is one page of 100 keys from a store of 100,000:
+//
+//	go test -run '^$' -bench BenchmarkList -benchmem ./backends/memory/
+func BenchmarkList(b *testing.B) {
+	s := memory.New()
+	ctx := b.Context()
+	for i := range 100_000 {
+		if _, err := s.CompareAndSwap(ctx, fmt.Sprintf("h%06d.example", i), driver.NoVersion, nil, time.Hour); err != nil {
+			b.Fatal(err)
+		}
+	}
+	cursor := "h050000.example"
+	for b.Loop() {
+		if _, _, err := s.List(ctx, "", cursor, 100); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -249,7 +249,10 @@ func (s *Store) Len() int {
 //
 // There is no index in key order (it would cost every write), so each page
 // walks every entry once, holding one shard's lock at a time, and keeps at
-// most 2×(limit+1) keys: O(n log limit) time, O(limit) memory per page.
+// most 2×(limit+1) keys: O(n log limit) time, O(limit) memory per page
+// (a page of 100 from 100,000 keys: 10.5 ms, 9 KB, 9 allocations on a
+// 2-core VM; go test -run '^$' -bench BenchmarkList -benchmem
+// ./backends/memory/).
 func (s *Store) List(ctx context.Context, prefix, cursor string, limit int) ([]string, string, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, "", opError("list", prefix, err)
