@@ -475,7 +475,10 @@ func (s *Store) CompareAndDelete(ctx context.Context, key string, old driver.Ver
 		if errors.Is(err, driver.ErrNotFound) {
 			return driver.ErrNotFound
 		}
-		return err
+		if oe, ok := err.(*driver.OpError); ok {
+			err = oe.Err // the delete's error, not the read's
+		}
+		return opError(opDelete, key, err)
 	}
 	// The delete remembers what it removed, so that a write computed from
 	// that record (a Failure that read it before this Success) brings
