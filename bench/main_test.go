@@ -272,16 +272,18 @@ func (r *rig) open() *endpoint {
 		e.wire = &tally{}
 		hc := &http.Client{Transport: countingTransport{t: e.wire, next: http.DefaultTransport}}
 		cli := newClient(dynSrv.Endpoint, func(o *dynamodb.Options) { o.HTTPClient = hc })
-		st, err := dynstore.New(cli, dynTable, dynstore.WithKeyPrefix(r.prefix))
+		st, err := dynstore.New(cli, dynTable)
 		if err != nil {
 			tb.Fatalf("dynamodb.New: %v", err)
 		}
-		s = st
+		if s, err = kvbreaker.Prefixed(st, r.prefix); err != nil {
+			tb.Fatalf("kvbreaker.Prefixed: %v", err)
+		}
 	case "cloudflarekv":
 		e.wire = &tally{}
 		hc := &http.Client{Transport: countingTransport{t: e.wire, next: http.DefaultTransport}}
 		cli := kvsdk.NewKVService(append([]option.RequestOption{option.WithBaseURL(cfSrv.BaseURL()), option.WithAPIToken(cfSrv.Token)}, option.WithHTTPClient(hc))...)
-		opts := []cloudflarekv.Option{cloudflarekv.WithPrefix(r.prefix), cloudflarekv.WithClock(cfSrv.Now), cloudflarekv.WithLogger(quiet)}
+		opts := []cloudflarekv.Option{cloudflarekv.WithClock(cfSrv.Now), cloudflarekv.WithLogger(quiet)}
 		if r.cfCache != nil {
 			opts = append(opts, cloudflarekv.WithCache(r.cfCache[0], time.Duration(r.cfCache[1])*time.Second))
 		}
@@ -296,7 +298,9 @@ func (r *rig) open() *endpoint {
 				tb.Errorf("cloudflarekv Flush: %v", err)
 			}
 		})
-		s = st
+		if s, err = kvbreaker.Prefixed(st, r.prefix); err != nil {
+			tb.Fatalf("kvbreaker.Prefixed: %v", err)
+		}
 	default:
 		tb.Fatalf("unknown backend %q", r.name)
 	}

@@ -146,7 +146,11 @@ type dynamoHarness struct {
 }
 
 func (h dynamoHarness) MakeStore(context.Context) (driver.Store, error) {
-	return dynamodb.New(h.client, table, dynamodb.WithKeyPrefix(uniquePrefix(h.t)))
+	s, err := dynamodb.New(h.client, table)
+	if err != nil {
+		return nil, err
+	}
+	return kvbreaker.Prefixed(s, uniquePrefix(h.t))
 }
 
 func (dynamoHarness) Close() {}
@@ -195,11 +199,13 @@ func TestBreakerDynamoDB(t *testing.T) {
 	prefix := uniquePrefix(t)
 	var stores [2]driver.Store
 	for i := range stores {
-		s, err := dynamodb.New(newClient(srv.Endpoint), table, dynamodb.WithKeyPrefix(prefix))
+		s, err := dynamodb.New(newClient(srv.Endpoint), table)
 		if err != nil {
 			t.Fatal(err)
 		}
-		stores[i] = s
+		if stores[i], err = kvbreaker.Prefixed(s, prefix); err != nil {
+			t.Fatal(err)
+		}
 	}
 	breakerCycle(t, stores)
 }
