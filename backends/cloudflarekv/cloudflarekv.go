@@ -64,6 +64,23 @@
 // that its write took effect. What a resend cannot undo is last-writer-wins
 // itself: another process's write that lands between the two attempts is
 // overwritten by the second, as by any later write.
+//
+// # Errors and unreachable endpoints
+//
+// Errors other than driver.ErrNotFound are *driver.OpError
+// ("cloudflarekv: get <key>: <cause>"). A refused connection (or an API
+// name that does not resolve) sent nothing: it is neither retried by
+// cloudflare-go nor resent by the store, and the call fails at once with an
+// *UnreachableError, "cannot reach Workers KV at <endpoint>: connection
+// refused", matching ErrUnreachable. A caller whose context ends while the
+// request is out gets "no answer from Workers KV at <endpoint> before the
+// context ended", matching the context's error.
+//
+// # Lifecycle and listing
+//
+// Store implements driver.Flusher (kvbreaker.Breaker.Close(ctx) calls
+// Flush) and driver.Lister (the list-keys API, for `kvbreaker list`). It
+// owns no connections of its own (the client does), so it has no Close.
 package cloudflarekv
 
 import (
@@ -87,8 +104,8 @@ import (
 
 // Limits and defaults.
 const (
-	// MaxKeyLen is Workers KV's limit on a key name, in bytes; the prefix
-	// plus the host must fit.
+	// MaxKeyLen is Workers KV's limit on a key name, in bytes; a
+	// kvbreaker.Prefixed prefix plus the host must fit.
 	MaxKeyLen = 512
 	// MinTTL is Workers KV's shortest expiration_ttl: the floor of the
 	// physical copy only. Logical expiry, which Get filters by, is the

@@ -58,8 +58,8 @@ func (s *Store) physicalTTL(ttl time.Duration) int64 {
 // escapeKey percent-encodes a key name for one URL path segment: every byte
 // except ASCII letters, digits and "-_.~". '/', '%', '?', '#', spaces and
 // non-ASCII bytes all become %XX, so the segment decodes back to exactly the
-// key. (The prefix makes a segment of only dots, which a URL resolver would
-// treat as "." or "..", impossible.)
+// key. (fullKey refuses the keys "." and "..", which a URL resolver would
+// take for the directory and its parent.)
 func escapeKey(key string) string {
 	const hex = "0123456789ABCDEF"
 	var b strings.Builder

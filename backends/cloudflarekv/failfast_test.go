@@ -182,3 +182,19 @@ func TestSilentEndpointBoundedByContext(t *testing.T) {
 		})
 	}
 }
+
+// TestDotKeysRefused: without the prefix the store used to add, the host
+// keys "." and ".." would reach Workers KV as the URL segments "." and
+// "..": the store refuses them without a request.
+func TestDotKeysRefused(t *testing.T) {
+	s, dials := countingStore(t, "http://127.0.0.1:1")
+	for _, key := range []string{".", ".."} {
+		_, _, err := s.Get(t.Context(), key)
+		if oe, ok := err.(*driver.OpError); !ok || oe.Key != key || !strings.Contains(err.Error(), "wrap the store with kvbreaker.Prefixed") {
+			t.Errorf("Get(%q) = %v, want an OpError that says what to do", key, err)
+		}
+	}
+	if n := dials.Load(); n != 0 {
+		t.Errorf("%d connection attempts, want none", n)
+	}
+}
