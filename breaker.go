@@ -213,12 +213,18 @@ func (b *Breaker) run(ctx context.Context, host string, in instant, write bool, 
 		cur, fresh = b.cache.get(at, host, in.wall, in.mono)
 	case b.traits.Atomic:
 		// A non-atomic store cannot validate a hint: writes read first.
+		// Without a hint the guess is "absent", which most hosts are (the
+		// cache keeps no hint of an absent record, see cache.set); the
+		// compare-and-swap checks it like any hint.
 		cur, hinted = b.cache.hint(at, host)
-		fresh = hinted
+		if !hinted {
+			cur, hinted = current{}, true
+		}
+		fresh = true
 	}
 	for range maxCASAttempts {
 		if !fresh {
-			seq := at.begin()
+			seq := at.reading()
 			var err error
 			if cur, err = b.get(ctx, host); err != nil {
 				b.cache.forget(at, host)
@@ -386,7 +392,7 @@ func (b *Breaker) Close(ctx context.Context) error {
 	var err error
 	if f, ok := b.store.(driver.Flusher); ok {
 		if ferr := f.Flush(ctx); ferr != nil {
-			err = fmt.Errorf("kvbreaker: close: flush: %w", ferr)
+			err = fmt.Errorf("kvbreaker: close: %w", ferr)
 		}
 	}
 	if c, ok := b.store.(io.Closer); ok {

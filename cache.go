@@ -2,10 +2,11 @@ package kvbreaker
 
 import (
 	"hash/maphash"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/kvbreaker/kvbreaker/driver"
 )
 
 // cache is a bounded local cache of the records a Breaker last read or
@@ -23,13 +24,21 @@ import (
 //     validates, so a Failure after an Allow costs one round trip instead
 //     of a read and a write. A stale hint only costs a conflict. A cached
 //     record never decides a write: a "no write" decided on it is confirmed
-//     by a store read.
+//     by a store read. Without a hint a write guesses "absent", so hints
+//     of absent records are not kept: only the few hosts that have a
+//     record take slots.
 //
-// Entries are ordered by a sequence taken when a read starts or a write
-// ends, so a read that started before this worker's own write cannot
-// replace what the write stored: the cache never goes backwards, not even
-// across an eviction (a shard refuses a new entry older than anything it
-// evicted).
+// Entries are ordered by a sequence: a write that ends increments its
+// shard's, a read that starts takes its current value. So a read that
+// started before this worker's own write ended cannot replace what the
+// write stored: the cache never goes backwards, not even across an eviction
+// (a shard refuses a new entry older than anything it evicted).
+//
+// A closed host's Allow, the hot path, writes no memory another core reads:
+// the read takes the sequence with a load, and a hint that is already
+// there, unchanged, is recognised from atomic fields without the shard's
+// lock. Cores asking about thousands of hosts then share the lines they
+// read instead of passing them back and forth.
 //
 // A delivery process cycles through thousands of hosts, so every operation
 // is O(1) and no lock is shared by all hosts: a host's hash picks one of up
@@ -66,19 +75,30 @@ type cacheShard struct {
 	// floor is the highest sequence evicted: an entry not in the shard
 	// and older than it may be older than what was evicted.
 	floor uint64
-	sets  []cacheSet
-	_     [64]byte // keep neighbouring shards' locks off one cache line
+	// sets is allocated on the shard's first entry; read without the lock
+	// by the unchanged-hint check.
+	sets atomic.Pointer[[]cacheSet]
+	_    [64]byte // keep neighbouring shards' locks off one cache line
 }
 
+// cacheSet is one set of slots. hash, tag and used are written under the
+// shard's lock and read without it by the unchanged-hint check; the rest
+// only under the lock.
 type cacheSet struct {
 	// hash of each slot's host; 0 marks an empty slot (hashes are odd).
-	hash [cacheWays]uint64
+	hash [cacheWays]atomic.Uint64
+	// tag of each slot: hintTag of its version for a known record (not
+	// withdrawn), 0 otherwise.
+	tag [cacheWays]atomic.Uint64
 	// used: bit i set when slot i was read or updated since the hand
 	// last passed.
-	used uint8
+	used atomic.Uint32
 	hand uint8
 	slot [cacheWays]cacheSlot
 }
+
+// hintTag is a slot's tag for version v: never 0.
+func hintTag(v driver.Version) uint64 { return uint64(v)<<1 | 1 }
 
 type cacheSlot struct {
 	host string
@@ -138,19 +158,23 @@ func (c *cache) ref(host string) slotRef {
 // decides reports whether the cache may answer Allow (CacheSize set).
 func (c *cache) decides() bool { return c.stale > 0 }
 
-// begin returns the sequence of a read about to start or a write that has
-// just ended.
+// begin returns the sequence of a write that has just ended.
 func (r slotRef) begin() uint64 { return r.sh.seq.Add(1) }
+
+// reading returns the sequence of a read about to start: what the shard
+// has learnt so far, without writing.
+func (r slotRef) reading() uint64 { return r.sh.seq.Load() }
 
 // find returns host's slot index in its set, or -1. Called with the lock
 // held; set is nil until the shard's first entry.
 func (c *cache) find(r slotRef, host string) (*cacheSet, int) {
-	if r.sh.sets == nil {
+	sets := r.sh.sets.Load()
+	if sets == nil {
 		return nil, -1
 	}
-	set := &r.sh.sets[r.set]
+	set := &(*sets)[r.set]
 	for i := range c.ways {
-		if set.hash[i] == r.hash && set.slot[i].host == host {
+		if set.hash[i].Load() == r.hash && set.slot[i].host == host {
 			return set, i
 		}
 	}
@@ -165,7 +189,7 @@ func (c *cache) load(r slotRef, host string) (cached, bool) {
 		r.sh.mu.Unlock()
 		return cached{}, false
 	}
-	set.used |= 1 << i
+	set.markUsed(i)
 	e := set.slot[i].e
 	r.sh.mu.Unlock()
 	return e, true
@@ -210,10 +234,14 @@ func (c *cache) forget(r slotRef, host string) {
 
 func (c *cache) set(r slotRef, host string, e cached) {
 	sh := r.sh
+	if c.unchangedHint(r, e) {
+		return
+	}
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if sh.sets == nil {
-		sh.sets = make([]cacheSet, c.sets)
+	if sh.sets.Load() == nil {
+		sets := make([]cacheSet, c.sets)
+		sh.sets.Store(&sets)
 	}
 	set, i := c.find(r, host)
 	if i >= 0 {
@@ -222,16 +250,20 @@ func (c *cache) set(r slotRef, host string, e cached) {
 		case old.seq > e.seq:
 			return // newer knowledge wins
 		case c.stale == 0 && !old.gone && !e.gone && old.cur.ver == e.cur.ver:
-			// Hints only, and the hint is unchanged (the common closed
-			// host read): leave the slot's cache lines unwritten, so other
-			// cores keep their copies.
-			if set.used&(1<<i) == 0 {
-				set.used |= 1 << i
-			}
+			// Hints only, and the hint is unchanged: leave the slot
+			// unwritten.
+			set.markUsed(i)
 			return
 		}
 		*old = e
-		set.used |= 1 << i
+		set.tag[i].Store(tagOf(e))
+		set.markUsed(i)
+		return
+	}
+	if c.stale == 0 && absent(e) {
+		// A write guesses "absent" without a hint anyway: caching it
+		// would only evict a useful hint (and write a line other cores
+		// read) on every closed host's Allow.
 		return
 	}
 	if e.seq < sh.floor {
@@ -239,21 +271,70 @@ func (c *cache) set(r slotRef, host string, e cached) {
 		// superseded; caching it could go backwards.
 		return
 	}
-	i = slices.Index(set.hash[:c.ways], 0)
+	i = -1
+	for j := range c.ways {
+		if set.hash[j].Load() == 0 {
+			i = j
+			break
+		}
+	}
 	if i < 0 {
 		// Full: CLOCK over the set, at most one lap past used slots.
-		for set.used&(1<<set.hand) != 0 {
-			set.used &^= 1 << set.hand
+		for set.used.Load()&(1<<set.hand) != 0 {
+			set.used.And(^uint32(1 << set.hand))
 			set.hand = uint8((int(set.hand) + 1) % c.ways)
 		}
 		i = int(set.hand)
 		set.hand = uint8((i + 1) % c.ways)
 		sh.floor = max(sh.floor, set.slot[i].e.seq)
 	}
-	set.hash[i] = r.hash
+	set.hash[i].Store(r.hash)
+	set.tag[i].Store(tagOf(e))
 	set.slot[i] = cacheSlot{host: host, e: e}
-	set.used &^= 1 << i
+	set.used.And(^uint32(1 << i))
 }
+
+// tagOf is e's slot tag.
+func tagOf(e cached) uint64 {
+	if e.gone {
+		return 0
+	}
+	return hintTag(e.cur.ver)
+}
+
+// markUsed sets slot i's used bit, writing only when it is not set.
+func (s *cacheSet) markUsed(i int) {
+	if s.used.Load()&(1<<i) == 0 {
+		s.used.Or(1 << i)
+	}
+}
+
+// unchangedHint reports, without the shard's lock, whether e is a hint the
+// cache already holds unchanged for the host hashed in r, in a slot the
+// CLOCK hand will spare: then set has nothing to write. Only hashes are
+// compared, not host names: a collision of two hosts' 64-bit hashes in one
+// set only skips a hint, which costs a read later, never a wrong write (a
+// hint is checked by the store's compare-and-swap).
+func (c *cache) unchangedHint(r slotRef, e cached) bool {
+	if c.stale != 0 || e.gone {
+		return false
+	}
+	sets := r.sh.sets.Load()
+	if sets == nil {
+		return absent(e)
+	}
+	set := &(*sets)[r.set]
+	for i := range c.ways {
+		if set.hash[i].Load() == r.hash {
+			return set.tag[i].Load() == hintTag(e.cur.ver) && set.used.Load()&(1<<i) != 0
+		}
+	}
+	// Not cached: an absent record is not worth a slot (see set).
+	return absent(e)
+}
+
+// absent reports whether e says the record is absent.
+func absent(e cached) bool { return !e.gone && e.cur.ver == driver.NoVersion }
 
 // len returns the entries held, tombstones included.
 func (c *cache) len() int {
@@ -261,10 +342,12 @@ func (c *cache) len() int {
 	for i := range c.shards {
 		sh := &c.shards[i]
 		sh.mu.Lock()
-		for j := range sh.sets {
-			for _, h := range sh.sets[j].hash[:c.ways] {
-				if h != 0 {
-					n++
+		if sets := sh.sets.Load(); sets != nil {
+			for j := range *sets {
+				for k := range c.ways {
+					if (*sets)[j].hash[k].Load() != 0 {
+						n++
+					}
 				}
 			}
 		}

@@ -136,8 +136,8 @@ func TestCacheDelayBounded(t *testing.T) {
 
 // TestRoundTrips pins the store calls each decision costs, with the cache
 // off: a closed Allow is one read, a Failure after it one write (the version
-// read by Allow is tried first), a Success on an absent record one read and
-// no write.
+// read by Allow, or "absent", is tried first), a Success on an absent record
+// one read and no write.
 func TestRoundTrips(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		store := &countingStore{Store: memory.New()}
@@ -155,8 +155,12 @@ func TestRoundTrips(t *testing.T) {
 		step("allow closed", func() { mustAllow(t, b, time.Time{}) }, 1, 0)
 		step("failure after allow", func() { b.Failure(ctx, host) }, 0, 1)
 		step("second failure", func() { b.Failure(ctx, host) }, 0, 1)
-		step("failure on a stale hint", func() { other.Failure(ctx, host); b.Failure(ctx, host) }, 1, 2+1)
+		step("failure on a stale hint", func() { mustAllow(t, other, time.Time{}); other.Failure(ctx, host); b.Failure(ctx, host) }, 1, 1+2)
 		step("success", func() { b.Success(ctx, host) }, 0, 1)
 		step("success on absent", func() { b.Success(ctx, host) }, 1, 0)
+		// Without a hint a write guesses "absent": on a record that
+		// exists, the guess conflicts and the conflict carries the record.
+		third := newBreaker(t, store, kvbreaker.Settings{})
+		step("failure without a hint", func() { b.Failure(ctx, host); third.Failure(ctx, host) }, 0, 1+2)
 	})
 }

@@ -28,8 +28,11 @@ import (
 // Store is a driver.Store held in memory. The zero value is not usable; call
 // New.
 //
-// Keys are spread over shards by a hash, each under its own mutex, so
-// workers asking about different hosts do not wait for each other.
+// Keys are spread over shards by a hash. Reads take no lock and write no
+// shared memory (each shard's entries are a sync.Map of immutable entries),
+// so Gets from many cores share the cache lines they read instead of
+// passing a lock's line between them; writers to a shard take its mutex,
+// which orders compare-and-swaps.
 type Store struct {
 	// clock is nil for the default: the store then counts TTLs down on the
 	// monotonic clock from base (time.Since reads one clock where
@@ -45,9 +48,12 @@ type Store struct {
 const shards = 64
 
 type shard struct {
-	mu      sync.Mutex
-	entries map[string]entry
-	writes  int // writes since the last sweep
+	mu sync.Mutex // held by writers; readers only Load
+	// entries maps a key to its *entry, which is never modified once
+	// stored: a write stores a new one.
+	entries sync.Map
+	n       int // entries held, expired or not (under mu)
+	writes  int // writes since the last sweep (under mu)
 	_       [64]byte
 }
 
@@ -64,7 +70,7 @@ type entry struct {
 
 // expired reports whether e has expired at now (the store's timeline) or
 // at (WithClock's instant).
-func (s *Store) expired(e entry, now int64, at time.Time) bool {
+func (s *Store) expired(e *entry, now int64, at time.Time) bool {
 	if s.clock != nil {
 		return !at.Before(e.expiresAt)
 	}
@@ -131,32 +137,44 @@ func (c *clock) get(s *Store) {
 	}
 }
 
-// lookup returns key's live entry, deleting it if it has expired. It reads
-// the clock only when there is an entry to judge, so a Get of an absent
-// key, the common case, costs no clock read.
-func (sh *shard) lookup(s *Store, key string, c *clock) (entry, bool) {
-	e, ok := sh.entries[key]
+// live returns key's entry unless it is absent or has expired. It reads the
+// clock only when there is an entry to judge, so a Get of an absent key,
+// the common case, costs no clock read.
+func (sh *shard) live(s *Store, key string, c *clock) (*entry, bool) {
+	v, ok := sh.entries.Load(key)
 	if !ok {
-		return entry{}, false
+		return nil, false
 	}
+	e := v.(*entry)
 	c.get(s)
 	if s.expired(e, c.now, c.at) {
-		delete(sh.entries, key)
-		return entry{}, false
+		return e, false
 	}
 	return e, true
 }
 
-// Get implements driver.Store.
+// lookup is live for writers (sh.mu held): it also deletes an expired
+// entry, and returns the zero entry for an absent one.
+func (sh *shard) lookup(s *Store, key string, c *clock) (*entry, bool) {
+	e, ok := sh.live(s, key, c)
+	if !ok {
+		if e != nil {
+			sh.entries.Delete(key)
+			sh.n--
+		}
+		return &entry{}, false
+	}
+	return e, true
+}
+
+// Get implements driver.Store. It takes no lock: an expired entry reads as
+// absent and is reclaimed by a later write to its shard.
 func (s *Store) Get(ctx context.Context, key string) ([]byte, driver.Version, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, 0, opError("get", key, err)
 	}
-	sh := s.shard(key)
 	var c clock
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	e, ok := sh.lookup(s, key, &c)
+	e, ok := s.shard(key).live(s, key, &c)
 	if !ok {
 		return nil, driver.NoVersion, driver.ErrNotFound
 	}
@@ -186,10 +204,10 @@ func (s *Store) CompareAndSwap(ctx context.Context, key string, old driver.Versi
 	}
 	// Taken under the shard's lock: a key's versions only grow.
 	v := driver.Version(s.next.Add(1))
-	if sh.entries == nil {
-		sh.entries = make(map[string]entry)
+	if old == driver.NoVersion {
+		sh.n++
 	}
-	sh.entries[key] = entry{value: clone(value), version: v, expires: expires, expiresAt: c.at.Add(ttl)}
+	sh.entries.Store(key, &entry{value: clone(value), version: v, expires: expires, expiresAt: c.at.Add(ttl)})
 	sh.sweep(s, &c)
 	return v, nil
 }
@@ -210,7 +228,8 @@ func (s *Store) CompareAndDelete(ctx context.Context, key string, old driver.Ver
 	case e.version != old:
 		return &driver.ConflictError{Value: clone(e.value), Version: e.version}
 	}
-	delete(sh.entries, key)
+	sh.entries.Delete(key)
+	sh.n--
 	return nil
 }
 
@@ -219,13 +238,14 @@ func (s *Store) CompareAndDelete(ctx context.Context, key string, old driver.Ver
 // hosts never pile up beyond about twice the live ones.
 func (sh *shard) sweep(s *Store, c *clock) {
 	sh.writes++
-	if sh.writes < 16 || sh.writes < len(sh.entries)/2 {
+	if sh.writes < 16 || sh.writes < sh.n/2 {
 		return
 	}
 	sh.writes = 0
-	for k, e := range sh.entries {
-		if s.expired(e, c.now, c.at) {
-			delete(sh.entries, k)
+	for k, v := range sh.entries.Range {
+		if s.expired(v.(*entry), c.now, c.at) {
+			sh.entries.Delete(k)
+			sh.n--
 		}
 	}
 }
@@ -237,7 +257,7 @@ func (s *Store) Len() int {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		n += len(sh.entries)
+		n += sh.n
 		sh.mu.Unlock()
 	}
 	return n
@@ -270,12 +290,13 @@ func (s *Store) List(ctx context.Context, prefix, cursor string, limit int) ([]s
 		}
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		for k, e := range sh.entries {
+		for kv, v := range sh.entries.Range {
+			k := kv.(string)
 			if !strings.HasPrefix(k, prefix) || k <= cursor {
 				continue
 			}
 			c.get(s)
-			if s.expired(e, c.now, c.at) {
+			if s.expired(v.(*entry), c.now, c.at) {
 				continue
 			}
 			keys = append(keys, k)
