@@ -62,8 +62,10 @@ func Example() {
 				log.Printf("breaker store: %v", err)
 			}
 		case kvbreaker.Hold:
-			m.HeldSince = v.HeldSince // pass it back next time, so HoldLimit can drop it
-			fmt.Println("hold", m.URL, "for", time.Until(v.RetryAt).Round(time.Minute)) // requeue for v.RetryAt
+			// Requeue m for v.RetryAt, with v.HeldSince: passed back to
+			// Allow, it lets HoldLimit drop a message held too long.
+			m.HeldSince = v.HeldSince
+			fmt.Println("hold", m.URL, "for", time.Until(v.RetryAt).Round(time.Minute))
 		case kvbreaker.Drop:
 			fmt.Println("drop", m.URL, "held since", m.HeldSince) // held for HoldLimit (7 days by default)
 		}
