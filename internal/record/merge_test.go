@@ -47,3 +47,23 @@ func TestMergeRecords(t *testing.T) {
 		t.Errorf("merging an undecodable record = %q, want the newer value", got)
 	}
 }
+
+// TestRebaseOnDelete: a record computed from one since deleted keeps only
+// the failures the deleted record did not have, without its restraint or
+// probe; nothing left means no record; a value that is not a record stays.
+func TestRebaseOnDelete(t *testing.T) {
+	t0 := time.UnixMilli(1_800_000_000_000).UTC()
+	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+	gone := EncodeRecord(Record{Failures: []time.Time{at(1), at(2)}, RestrainedUntil: at(60), Probing: true})
+	got, ok := RebaseOnDelete(EncodeRecord(Record{Failures: []time.Time{at(1), at(2), at(3)}, RestrainedUntil: at(90), Probing: true}), gone)
+	if want := EncodeRecord(Record{Failures: []time.Time{at(3)}}); !ok || string(got) != string(want) {
+		r, _ := DecodeRecord(got)
+		t.Errorf("rebase = %+v, %v; want only the new failure, closed", r, ok)
+	}
+	if _, ok := RebaseOnDelete(EncodeRecord(Record{Failures: []time.Time{at(1)}}), gone); ok {
+		t.Error("a record with nothing beyond the deleted one should rebase to nothing")
+	}
+	if got, ok := RebaseOnDelete([]byte("not a record"), gone); !ok || string(got) != "not a record" {
+		t.Errorf("a value that is not a record = %q, %v; want it kept", got, ok)
+	}
+}
