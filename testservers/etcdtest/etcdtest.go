@@ -229,7 +229,7 @@ var built struct {
 }
 
 // binary builds testservers/etcdserver once per process, with the go
-// command that runs the tests, in this repository's workspace. The build
+// command on PATH, in this repository's workspace. The build
 // cache makes every build after the first a link.
 func binary(ctx context.Context) (string, error) {
 	built.once.Do(func() {
@@ -246,11 +246,7 @@ func binary(ctx context.Context) (string, error) {
 		}
 		out := filepath.Join(dir, "etcdserver")
 		tmp := fmt.Sprintf("%s.%d", out, os.Getpid())
-		gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
-		if _, err := os.Stat(gobin); err != nil {
-			gobin = "go"
-		}
-		cmd := exec.CommandContext(ctx, gobin, "build", "-o", tmp, "./testservers/etcdserver")
+		cmd := exec.CommandContext(ctx, "go", "build", "-o", tmp, "./testservers/etcdserver")
 		cmd.Dir = root
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=")
 		if b, err := cmd.CombinedOutput(); err != nil {
