@@ -159,9 +159,9 @@ func TestSilentEndpointBoundedByContext(t *testing.T) {
 			s, _ := countingStore(t, endpoint, WithCallTimeout(500*time.Millisecond), WithMaxRetries(0), WithLogger(quiet))
 			s.attempts = 1
 			const deadline = 300 * time.Millisecond
+			start := time.Now() // before the deadline is set: elapsed cannot undercut it
 			ctx, cancel := context.WithTimeout(t.Context(), deadline)
 			defer cancel()
-			start := time.Now()
 			err := c.call(ctx, s)
 			elapsed := time.Since(start)
 			if !errors.Is(err, context.DeadlineExceeded) {
