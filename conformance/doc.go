@@ -73,7 +73,7 @@
 //
 //	// MakeStore returns a store over a fresh, empty keyspace (a unique prefix or table).
 //	func (h *harness) MakeStore(ctx context.Context) (driver.Store, error) {
-//		return mystore.New(h.client, mystore.WithPrefix(rand.Text()+"/")), nil
+//		return kvbreaker.Prefixed(mystore.New(h.client), rand.Text()+"/")
 //	}
 //	func (h *harness) Close() { h.client.Close() }
 //
