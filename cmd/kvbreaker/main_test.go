@@ -131,7 +131,7 @@ func TestSimulateTable(t *testing.T) {
 	}
 	for _, w := range []string{"no breaker", "fedify-model", "two-field", "kvbreaker", "kvbreaker+cache", "gobreaker-distributed",
 		"store reads", "store writes", "requests per 1,000 deliveries", "sends to down hosts", "spared vs no breaker",
-		"agreement with fedify", "100.0000%", "records left after 1h0m0s quiet", "Without a breaker the fleet sent"} {
+		"agreement with fedify-model", "100.0000%", "records left after 1h0m0s quiet", "Without a breaker the fleet sent"} {
 		if !strings.Contains(out, w) {
 			t.Errorf("table lacks %q:\n%s", w, out)
 		}

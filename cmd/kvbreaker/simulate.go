@@ -368,7 +368,7 @@ func writeTable(w io.Writer, r *sim.Report, elapsed time.Duration) {
 	row("probes", "-", func(m sim.ModelReport) string { return num(m.Probes) })
 	row("drops (held past hold limit)", "-", func(m sim.ModelReport) string { return num(m.Drops) })
 	row("decisions", "-", func(m sim.ModelReport) string { return num(m.Decisions) })
-	row("agreement with fedify", "-", func(m sim.ModelReport) string { return fmt.Sprintf("%.4f%%", 100*m.Agreement) })
+	row("agreement with fedify-model", "-", func(m sim.ModelReport) string { return fmt.Sprintf("%.4f%%", 100*m.Agreement) })
 	row("  unsafe (sends where it holds)", "-", func(m sim.ModelReport) string { return num(m.UnsafeDivergences) })
 	row("  safe (holds where it sends)", "-", func(m sim.ModelReport) string { return num(m.SafeDivergences) })
 	row("  late probes (same probe, later)", "-", func(m sim.ModelReport) string { return num(m.LateProbes) })
