@@ -1,7 +1,8 @@
 # kvbreaker. `make test` is the one command CI (.ci/run) and the README use:
-# lint, then every test with -race — unit tests, the conformance suite on
-# memory, and the real-server matrix (embedded etcd, dynalite, Miniflare) —
-# summarised per backend by internal/matrix.
+# lint, then every test of every module in go.work with -race (unit tests, the
+# conformance suite on memory, and the real-server matrix: etcd, dynalite,
+# Miniflare) summarised per backend by tools/matrix, then the consumer-graph
+# check (tools/consumers).
 #
 #   make test                  everything
 #   make test BACKEND=etcd     one column: memory, etcd, dynamodb, cloudflarekv, containers
@@ -17,33 +18,41 @@ RACE    ?= -race
 # more test binaries than cores run at once keep the cores busy.
 TESTP   ?= 4
 BACKEND ?=
+# Every module of the workspace: the root, one per backend, the command,
+# bench, the test servers with heavy dependencies, and the build tools.
+ALL     := $(addsuffix /...,$(shell $(GO) list -m -f '{{.Dir}}'))
 ifeq ($(BACKEND),)
-PKGS    ?= ./...
+PKGS    ?= $(ALL)
 else ifeq ($(BACKEND),containers)
-PKGS    ?= ./internal/containers/...
+PKGS    ?= ./testservers/containers/...
 else
 PKGS    ?= ./backends/$(BACKEND)/...
 endif
 MATRIX   = $(if $(filter-out containers,$(BACKEND)),-backend $(BACKEND))
 
-.PHONY: test lint unit demo fuzz containers bench
+.PHONY: test lint unit consumers demo fuzz containers bench
 
-test: lint unit
+test: lint unit consumers
 
 lint:
 	@test -z "$$(gofmt -l .)" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
-	$(GO) vet ./...
-	$(GO) tool staticcheck ./...
+	$(GO) vet $(ALL)
+	$(GO) tool staticcheck $(ALL)
 
 unit:
-	$(GO) test $(RACE) -p $(TESTP) -count=1 -timeout 30m -json $(PKGS) | $(GO) run ./internal/matrix $(MATRIX)
+	$(GO) test $(RACE) -p $(TESTP) -count=1 -timeout 30m -json $(PKGS) | $(GO) run ./tools/matrix $(MATRIX)
+
+# Throwaway consumer modules must not inherit other backends, test servers or
+# benchmark dependencies.
+consumers:
+	$(GO) run ./tools/consumers
 
 demo:
 	$(GO) run ./cmd/kvbreaker simulate
 
 fuzz:
-	$(GO) test ./core -run '^$$' -fuzz FuzzDecodeRecord -fuzztime 30s
-	$(GO) test ./core -run '^$$' -fuzz FuzzHostKey -fuzztime 30s
+	$(GO) test ./internal/record -run '^$$' -fuzz FuzzDecodeRecord -fuzztime 30s
+	$(GO) test . -run '^$$' -fuzz FuzzHostKey -fuzztime 30s
 
 containers:
 	bash scripts/containers.sh

@@ -9,8 +9,8 @@ import (
 
 	"github.com/sony/gobreaker/v2"
 
+	"github.com/kvbreaker/kvbreaker"
 	"github.com/kvbreaker/kvbreaker/backends/memory"
-	"github.com/kvbreaker/kvbreaker/core"
 )
 
 const host = "inbox.example"
@@ -59,10 +59,10 @@ type clock struct{ now time.Time }
 
 func (c *clock) Now() time.Time { return c.now }
 
-func newKV(b *testing.B, s core.Settings) (*core.Breaker, *clock) {
+func newKV(b *testing.B, s kvbreaker.Settings) (*kvbreaker.Breaker, *clock) {
 	c := &clock{now: time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)}
 	s.Clock = c.Now
-	br, err := core.NewBreaker(memory.New(memory.WithClock(c.Now)), s)
+	br, err := kvbreaker.New(memory.New(memory.WithClock(c.Now)), s)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -89,10 +89,10 @@ func fail() (struct{}, error) { return struct{}{}, errDown }
 func BenchmarkAllowClosed(b *testing.B) {
 	ctx := context.Background()
 	b.Run("kvbreaker", func(b *testing.B) {
-		br, _ := newKV(b, core.Settings{})
+		br, _ := newKV(b, kvbreaker.Settings{})
 		b.ReportAllocs()
 		for b.Loop() {
-			if v, _ := br.Allow(ctx, host, time.Time{}); v.Decision != core.Send {
+			if v, _ := br.Allow(ctx, host, time.Time{}); v.Decision != kvbreaker.Send {
 				b.Fatal(v.Decision)
 			}
 		}
@@ -125,7 +125,7 @@ func BenchmarkAllowClosed(b *testing.B) {
 func BenchmarkFailure(b *testing.B) {
 	ctx := context.Background()
 	b.Run("kvbreaker", func(b *testing.B) {
-		br, c := newKV(b, core.Settings{})
+		br, c := newKV(b, kvbreaker.Settings{})
 		b.ReportAllocs()
 		for b.Loop() {
 			c.now = c.now.Add(3 * time.Minute)
@@ -160,21 +160,21 @@ func BenchmarkFailure(b *testing.B) {
 func BenchmarkAllowOpen(b *testing.B) {
 	ctx := context.Background()
 	b.Run("kvbreaker", func(b *testing.B) {
-		br, _ := newKV(b, core.Settings{FailureThreshold: 1})
+		br, _ := newKV(b, kvbreaker.Settings{FailureThreshold: 1})
 		br.Failure(ctx, host)
 		b.ReportAllocs()
 		for b.Loop() {
-			if v, _ := br.Allow(ctx, host, time.Time{}); v.Decision != core.Hold {
+			if v, _ := br.Allow(ctx, host, time.Time{}); v.Decision != kvbreaker.Hold {
 				b.Fatal(v.Decision)
 			}
 		}
 	})
 	b.Run("kvbreaker-cached", func(b *testing.B) {
-		br, _ := newKV(b, core.Settings{FailureThreshold: 1, CacheSize: 1024, CacheStaleness: time.Minute})
+		br, _ := newKV(b, kvbreaker.Settings{FailureThreshold: 1, CacheSize: 1024, CacheStaleness: time.Minute})
 		br.Failure(ctx, host)
 		b.ReportAllocs()
 		for b.Loop() {
-			if v, _ := br.Allow(ctx, host, time.Time{}); v.Decision != core.Hold {
+			if v, _ := br.Allow(ctx, host, time.Time{}); v.Decision != kvbreaker.Hold {
 				b.Fatal(v.Decision)
 			}
 		}

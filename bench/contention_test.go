@@ -9,8 +9,10 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/kvbreaker/kvbreaker"
 	"github.com/kvbreaker/kvbreaker/backends/memory"
-	"github.com/kvbreaker/kvbreaker/core"
+	"github.com/kvbreaker/kvbreaker/internal/machine"
+	"github.com/kvbreaker/kvbreaker/internal/record"
 )
 
 // workers is the fleet size of TestContention.
@@ -34,14 +36,14 @@ func TestContention(t *testing.T) {
 			r := newRig(t, name)
 			ctx := t.Context()
 			var opened, otherChanges atomic.Int64
-			s := core.Settings{OnStateChange: func(h string, from, to core.State) {
-				if from == core.StateClosed && to == core.StateOpen {
+			s := kvbreaker.Settings{OnStateChange: func(h string, from, to kvbreaker.State) {
+				if from == kvbreaker.StateClosed && to == kvbreaker.StateOpen {
 					opened.Add(1)
 				} else {
 					otherChanges.Add(1)
 				}
 			}}
-			brs := make([]*core.Breaker, workers)
+			brs := make([]*kvbreaker.Breaker, workers)
 			eps := make([]*endpoint, workers)
 			for i := range workers {
 				brs[i], eps[i] = r.breaker(s)
@@ -111,10 +113,10 @@ func TestContention(t *testing.T) {
 			}
 			// Opening takes FailureThreshold won writes; every other
 			// write lost a compare-and-swap.
-			if won := calls.Writes - conflicts; won != core.DefaultFailureThreshold {
-				t.Errorf("%d writes won, want %d (the threshold): failures after the opening must not write", won, core.DefaultFailureThreshold)
+			if won := calls.Writes - conflicts; won != kvbreaker.DefaultFailureThreshold {
+				t.Errorf("%d writes won, want %d (the threshold): failures after the opening must not write", won, kvbreaker.DefaultFailureThreshold)
 			}
-			if st, err := brs[0].Inspect(ctx, dead); err != nil || st.State != core.StateOpen {
+			if st, err := brs[0].Inspect(ctx, dead); err != nil || st.State != kvbreaker.StateOpen {
 				t.Errorf("record after the storm: %v, %v; want open", st.State, err)
 			}
 			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%.2f\t%d\t%d\t%s\t%v\n", name, workers, workers, calls.Writes, conflicts,
@@ -131,26 +133,26 @@ func TestContention(t *testing.T) {
 // with the adapter's default lease pooling), cross-checked against the
 // LeaseGrant calls seen on the wire.
 func TestRecordSizeAndLeases(t *testing.T) {
-	cfg, err := core.NewConfig(core.Settings{}, memory.New().Traits())
+	cfg, err := machine.NewConfig(machine.Settings{}, memory.New().Traits())
 	if err != nil {
 		t.Fatal(err)
 	}
-	var rec core.Record
+	var rec record.Record
 	now := time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
 	for i := range cfg.FailureThreshold {
-		rec = core.FailureStep(rec, now.Add(time.Duration(i)*1234*time.Millisecond), &cfg).Record
+		rec = machine.FailureStep(rec, now.Add(time.Duration(i)*1234*time.Millisecond), &cfg).Record
 	}
-	if rec.State() != core.StateOpen {
+	if kvbreaker.State(rec.State()) != kvbreaker.StateOpen {
 		t.Fatalf("after %d failures the record is %v", cfg.FailureThreshold, rec.State())
 	}
-	open := len(core.EncodeRecord(rec))
-	one := len(core.EncodeRecord(core.FailureStep(core.Record{}, now, &cfg).Record))
+	open := len(record.EncodeRecord(rec))
+	one := len(record.EncodeRecord(machine.FailureStep(record.Record{}, now, &cfg).Record))
 	if open > 128 {
 		t.Errorf("an open threshold-5 record encodes to %d bytes", open)
 	}
 
 	r := newRig(t, "etcd")
-	br, e := r.breaker(core.Settings{})
+	br, e := r.breaker(kvbreaker.Settings{})
 	before := e.wire.load() // etcd.New's minimum-TTL probe: a grant and a revoke
 	const writes = 1000
 	var wg sync.WaitGroup

@@ -8,7 +8,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/kvbreaker/kvbreaker/core"
+	"github.com/kvbreaker/kvbreaker"
 )
 
 // latencyRig is a rig for latency measurements: the Workers KV adapter's
@@ -49,11 +49,11 @@ func BenchmarkRealGet(b *testing.B) {
 func BenchmarkRealAllow(b *testing.B) {
 	for _, name := range realBackends {
 		b.Run(name, func(b *testing.B) {
-			br, _ := latencyRig(b, name).breaker(core.Settings{})
+			br, _ := latencyRig(b, name).breaker(kvbreaker.Settings{})
 			ctx := b.Context()
 			b.ReportAllocs()
 			for b.Loop() {
-				if v, err := br.Allow(ctx, closedHost, time.Time{}); err != nil || v.Decision != core.Send {
+				if v, err := br.Allow(ctx, closedHost, time.Time{}); err != nil || v.Decision != kvbreaker.Send {
 					b.Fatal(v.Decision, err)
 				}
 			}
@@ -71,7 +71,7 @@ func BenchmarkRealAllowOverGet(b *testing.B) {
 		b.Run(name, func(b *testing.B) {
 			r := latencyRig(b, name)
 			e := r.open()
-			br, _ := r.breaker(core.Settings{})
+			br, _ := r.breaker(kvbreaker.Settings{})
 			ctx := b.Context()
 			var gets, allows []time.Duration
 			for b.Loop() {
@@ -80,7 +80,7 @@ func BenchmarkRealAllowOverGet(b *testing.B) {
 					b.Fatal(err)
 				}
 				mid := time.Now()
-				if v, err := br.Allow(ctx, closedHost, time.Time{}); err != nil || v.Decision != core.Send {
+				if v, err := br.Allow(ctx, closedHost, time.Time{}); err != nil || v.Decision != kvbreaker.Send {
 					b.Fatal(v.Decision, err)
 				}
 				gets, allows = append(gets, mid.Sub(start)), append(allows, time.Since(mid))
@@ -111,7 +111,7 @@ func TestAllowLatencyRatio(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			r := latencyRig(t, name)
 			e := r.open()
-			br, _ := r.breaker(core.Settings{})
+			br, _ := r.breaker(kvbreaker.Settings{})
 			ctx := t.Context()
 			var gets, allows []time.Duration
 			for range rounds {
@@ -124,7 +124,7 @@ func TestAllowLatencyRatio(t *testing.T) {
 				}
 				for range block {
 					start := time.Now()
-					if v, err := br.Allow(ctx, closedHost, time.Time{}); err != nil || v.Decision != core.Send {
+					if v, err := br.Allow(ctx, closedHost, time.Time{}); err != nil || v.Decision != kvbreaker.Send {
 						t.Fatal(v.Decision, err)
 					}
 					allows = append(allows, time.Since(start))

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	kvsdk "github.com/cloudflare/cloudflare-go/v6/kv"
 	"github.com/cloudflare/cloudflare-go/v6/option"
@@ -20,15 +22,16 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 
+	"github.com/kvbreaker/kvbreaker"
 	"github.com/kvbreaker/kvbreaker/backends/cloudflarekv"
 	dynstore "github.com/kvbreaker/kvbreaker/backends/dynamodb"
 	"github.com/kvbreaker/kvbreaker/backends/etcd"
 	"github.com/kvbreaker/kvbreaker/backends/memory"
-	"github.com/kvbreaker/kvbreaker/core"
-	"github.com/kvbreaker/kvbreaker/internal/dynalite"
-	"github.com/kvbreaker/kvbreaker/internal/etcdtest"
-	"github.com/kvbreaker/kvbreaker/internal/miniflare"
-	"github.com/kvbreaker/kvbreaker/internal/servers"
+	"github.com/kvbreaker/kvbreaker/driver"
+	"github.com/kvbreaker/kvbreaker/testservers/dynalite"
+	"github.com/kvbreaker/kvbreaker/testservers/etcdtest"
+	"github.com/kvbreaker/kvbreaker/testservers/miniflare"
+	"github.com/kvbreaker/kvbreaker/testservers/servers"
 )
 
 // The real servers, started once by TestMain for the tests and benchmarks
@@ -53,13 +56,19 @@ func run(m *testing.M) int {
 	// Without miniflare.WriteLimit: the adapters pace their own writes to
 	// one key (1/s); the server's limit would only add 429s between the
 	// separate stores these tests use as separate workers.
-	set, err := servers.Start(ctx, dynTable)
+	set, err := servers.Start(ctx)
+	if err == nil {
+		etcdSrv, dynSrv, cfSrv = set.Etcd, set.Dynalite, set.Miniflare
+		dynClient = newClient(dynSrv.Endpoint)
+		err = dynstore.CreateTable(ctx, dynClient, dynTable)
+	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "bench: the round-trip tests and real-backend benchmarks need the real servers: %v\n", err)
+		if set != nil {
+			set.Stop()
+		}
 		return 1
 	}
-	etcdSrv, dynSrv, cfSrv = set.Etcd, set.Dynalite, set.Miniflare
-	dynClient = dynSrv.Client()
 	stop := func() { set.Stop(); etcdSrv, dynSrv, cfSrv = nil, nil, nil }
 	defer stop()
 	code := m.Run()
@@ -110,17 +119,17 @@ func (t *tally) load() counts {
 // countingStore counts a Store's calls: Get as a read, CompareAndSwap and
 // CompareAndDelete as writes, and the writes that lost (conflicts).
 type countingStore struct {
-	core.Store
+	driver.Store
 	calls     tally
 	conflicts atomic.Int64
 }
 
-func (s *countingStore) Get(ctx context.Context, key string) ([]byte, core.Version, error) {
+func (s *countingStore) Get(ctx context.Context, key string) ([]byte, driver.Version, error) {
 	s.calls.reads.Add(1)
 	return s.Store.Get(ctx, key)
 }
 
-func (s *countingStore) CompareAndSwap(ctx context.Context, key string, old core.Version, value []byte, ttl time.Duration) (core.Version, error) {
+func (s *countingStore) CompareAndSwap(ctx context.Context, key string, old driver.Version, value []byte, ttl time.Duration) (driver.Version, error) {
 	s.calls.writes.Add(1)
 	v, err := s.Store.CompareAndSwap(ctx, key, old, value, ttl)
 	if errorsIsConflict(err) {
@@ -129,7 +138,7 @@ func (s *countingStore) CompareAndSwap(ctx context.Context, key string, old core
 	return v, err
 }
 
-func (s *countingStore) CompareAndDelete(ctx context.Context, key string, old core.Version) error {
+func (s *countingStore) CompareAndDelete(ctx context.Context, key string, old driver.Version) error {
 	s.calls.writes.Add(1)
 	err := s.Store.CompareAndDelete(ctx, key, old)
 	if errorsIsConflict(err) {
@@ -138,7 +147,7 @@ func (s *countingStore) CompareAndDelete(ctx context.Context, key string, old co
 	return err
 }
 
-func errorsIsConflict(err error) bool { return errors.Is(err, core.ErrConflict) }
+func errorsIsConflict(err error) bool { return errors.Is(err, driver.ErrConflict) }
 
 // countingInterceptor counts etcd's unary gRPC calls: Range as a read;
 // Txn, Put and DeleteRange as writes; anything else (LeaseGrant, ...) as
@@ -235,7 +244,7 @@ func (r *rig) open() *endpoint {
 	tb := r.tb
 	tb.Helper()
 	e := &endpoint{}
-	var s core.Store
+	var s driver.Store
 	switch r.name {
 	case "memory":
 		s = r.mem
@@ -249,26 +258,32 @@ func (r *rig) open() *endpoint {
 			tb.Fatalf("etcd client: %v", err)
 		}
 		tb.Cleanup(func() { cli.Close() })
-		st, err := etcd.New(cli, etcd.WithPrefix(r.prefix))
+		st, err := etcd.New(cli)
 		if err != nil {
 			tb.Fatalf("etcd.New: %v", err)
 		}
 		tb.Cleanup(func() { st.Close() })
-		s, e.etcd = st, st
+		ps, err := kvbreaker.Prefixed(st, r.prefix)
+		if err != nil {
+			tb.Fatalf("kvbreaker.Prefixed: %v", err)
+		}
+		s, e.etcd = ps, st
 	case "dynamodb":
 		e.wire = &tally{}
 		hc := &http.Client{Transport: countingTransport{t: e.wire, next: http.DefaultTransport}}
-		cli := dynalite.NewClient(dynSrv.Endpoint, func(o *dynamodb.Options) { o.HTTPClient = hc })
-		st, err := dynstore.New(cli, dynTable, dynstore.WithKeyPrefix(r.prefix))
+		cli := newClient(dynSrv.Endpoint, func(o *dynamodb.Options) { o.HTTPClient = hc })
+		st, err := dynstore.New(cli, dynTable)
 		if err != nil {
 			tb.Fatalf("dynamodb.New: %v", err)
 		}
-		s = st
+		if s, err = kvbreaker.Prefixed(st, r.prefix); err != nil {
+			tb.Fatalf("kvbreaker.Prefixed: %v", err)
+		}
 	case "cloudflarekv":
 		e.wire = &tally{}
 		hc := &http.Client{Transport: countingTransport{t: e.wire, next: http.DefaultTransport}}
-		cli := kvsdk.NewKVService(append(cfSrv.ClientOptions(), option.WithHTTPClient(hc))...)
-		opts := []cloudflarekv.Option{cloudflarekv.WithPrefix(r.prefix), cloudflarekv.WithClock(cfSrv.Now), cloudflarekv.WithLogger(quiet)}
+		cli := kvsdk.NewKVService(append([]option.RequestOption{option.WithBaseURL(cfSrv.BaseURL()), option.WithAPIToken(cfSrv.Token)}, option.WithHTTPClient(hc))...)
+		opts := []cloudflarekv.Option{cloudflarekv.WithClock(cfSrv.Now), cloudflarekv.WithLogger(quiet)}
 		if r.cfCache != nil {
 			opts = append(opts, cloudflarekv.WithCache(r.cfCache[0], time.Duration(r.cfCache[1])*time.Second))
 		}
@@ -283,7 +298,9 @@ func (r *rig) open() *endpoint {
 				tb.Errorf("cloudflarekv Flush: %v", err)
 			}
 		})
-		s = st
+		if s, err = kvbreaker.Prefixed(st, r.prefix); err != nil {
+			tb.Fatalf("kvbreaker.Prefixed: %v", err)
+		}
 	default:
 		tb.Fatalf("unknown backend %q", r.name)
 	}
@@ -301,11 +318,11 @@ func (r *rig) now() time.Time { return r.clock().Add(time.Duration(r.skip.Load()
 func (r *rig) advance(d time.Duration) { r.skip.Add(int64(d)) }
 
 // breaker returns a Breaker over a new endpoint, on the rig's clock.
-func (r *rig) breaker(s core.Settings) (*core.Breaker, *endpoint) {
+func (r *rig) breaker(s kvbreaker.Settings) (*kvbreaker.Breaker, *endpoint) {
 	r.tb.Helper()
 	e := r.open()
 	s.Clock, s.Logger = r.now, quiet
-	b, err := core.NewBreaker(e, s)
+	b, err := kvbreaker.New(e, s)
 	if err != nil {
 		r.tb.Fatalf("NewBreaker: %v", err)
 	}
@@ -327,4 +344,11 @@ type snapshot struct{ calls, wire counts }
 
 func (e *endpoint) snapshot() snapshot { return snapshot{e.calls.load(), e.wire.load()} }
 
-func errorsIsNotFound(err error) bool { return errors.Is(err, core.ErrNotFound) }
+func errorsIsNotFound(err error) bool { return errors.Is(err, driver.ErrNotFound) }
+
+// newClient returns a DynamoDB client for a local endpoint (dynalite, or
+// DynamoDB Local) with static fake credentials and region us-east-1.
+func newClient(endpoint string, opts ...func(*dynamodb.Options)) *dynamodb.Client {
+	cfg := aws.Config{Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider("AKIDFAKEFORTESTS", "fake-secret-for-tests", "")}
+	return dynamodb.NewFromConfig(cfg, append([]func(*dynamodb.Options){func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(endpoint) }}, opts...)...)
+}

@@ -8,7 +8,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/kvbreaker/kvbreaker/core"
+	"github.com/kvbreaker/kvbreaker"
 )
 
 // unchecked marks an expected count a test does not assert.
@@ -94,13 +94,13 @@ func roundTrips(t *testing.T, name string) []row {
 			}
 		}()
 	}
-	b, be := r.breaker(core.Settings{})
-	other, _ := r.breaker(core.Settings{})
-	opener, _ := r.breaker(core.Settings{FailureThreshold: 1})
-	cached, ce := r.breaker(core.Settings{CacheSize: 100, CacheStaleness: time.Hour})
+	b, be := r.breaker(kvbreaker.Settings{})
+	other, _ := r.breaker(kvbreaker.Settings{})
+	opener, _ := r.breaker(kvbreaker.Settings{FailureThreshold: 1})
+	cached, ce := r.breaker(kvbreaker.Settings{CacheSize: 100, CacheStaleness: time.Hour})
 	// Warm the measured stores (etcd's lease pool grants once per TTL;
 	// counted separately in TestRecordSizeAndLeases).
-	for _, w := range []*core.Breaker{b, cached} {
+	for _, w := range []*kvbreaker.Breaker{b, cached} {
 		if err := w.Failure(ctx, "warmup.example"); err != nil {
 			t.Fatal(err)
 		}
@@ -129,7 +129,7 @@ func roundTrips(t *testing.T, name string) []row {
 			check("other requests (lease grants)", got.wire.Other, 0)
 		}
 	}
-	allow := func(br *core.Breaker, host string, heldSince time.Time, want core.Decision) (core.Verdict, error) {
+	allow := func(br *kvbreaker.Breaker, host string, heldSince time.Time, want kvbreaker.Decision) (kvbreaker.Verdict, error) {
 		v, err := br.Allow(ctx, host, heldSince)
 		if err == nil && v.Decision != want {
 			err = fmt.Errorf("Allow(%s) = %v, want %v", host, v.Decision, want)
@@ -146,7 +146,7 @@ func roundTrips(t *testing.T, name string) []row {
 
 	const closed = "closed.example"
 	measure("allow, closed host", be, want{1, 0, 1, 0}, func() error {
-		_, err := allow(b, closed, time.Time{}, core.Send)
+		_, err := allow(b, closed, time.Time{}, kvbreaker.Send)
 		return err
 	})
 	// Workers KV: Breaker reads before writing (no hints on a
@@ -178,7 +178,7 @@ func roundTrips(t *testing.T, name string) []row {
 	measure("success, no record", be, want{1, 0, 1, 0}, func() error {
 		return b.Success(ctx, "healthy.example")
 	})
-	if _, err := allow(b, "healthy2.example", time.Time{}, core.Send); err != nil {
+	if _, err := allow(b, "healthy2.example", time.Time{}, kvbreaker.Send); err != nil {
 		t.Fatal(err)
 	}
 	// The absent version Allow saw is only a hint, so Success re-reads
@@ -186,7 +186,7 @@ func roundTrips(t *testing.T, name string) []row {
 	measure("success after allow, no record, cache off", be, pick(want{1, 0, 1, 0}, want{1, 0, 0, 0}), func() error {
 		return b.Success(ctx, "healthy2.example")
 	})
-	if _, err := allow(cached, "healthy2.example", time.Time{}, core.Send); err != nil {
+	if _, err := allow(cached, "healthy2.example", time.Time{}, kvbreaker.Send); err != nil {
 		t.Fatal(err)
 	}
 	// A cached record never decides a write (#12.1): with the cache on
@@ -199,12 +199,12 @@ func roundTrips(t *testing.T, name string) []row {
 	if err := opener.Failure(ctx, dead); err != nil {
 		t.Fatal(err)
 	}
-	v, err := allow(b, dead, time.Time{}, core.Hold)
+	v, err := allow(b, dead, time.Time{}, kvbreaker.Hold)
 	if err != nil {
 		t.Fatal(err)
 	}
 	measure("held re-check, open host, cache off", be, pick(want{1, 0, 1, 0}, want{1, 0, 0, 0}), func() error {
-		_, err := allow(b, dead, v.HeldSince, core.Hold)
+		_, err := allow(b, dead, v.HeldSince, kvbreaker.Hold)
 		return err
 	})
 	// A send decided before the opening fails now: ignored while open,
@@ -212,19 +212,19 @@ func roundTrips(t *testing.T, name string) []row {
 	measure("failure, open host, after a held allow", be, pick(want{1, 0, 1, 0}, want{1, 0, 0, 0}), func() error {
 		return b.Failure(ctx, dead)
 	})
-	if v, err = allow(cached, dead, time.Time{}, core.Hold); err != nil {
+	if v, err = allow(cached, dead, time.Time{}, kvbreaker.Hold); err != nil {
 		t.Fatal(err)
 	}
 	measure("held re-check, open host, cache on", ce, want{0, 0, 0, 0}, func() error {
-		_, err := allow(cached, dead, v.HeldSince, core.Hold)
+		_, err := allow(cached, dead, v.HeldSince, kvbreaker.Hold)
 		return err
 	})
 
 	// The restraint ends: the first re-check elects itself the probe
 	// with a compare-and-swap; the next worker finds the probe in flight.
-	r.advance(core.DefaultRecoveryDelay)
+	r.advance(kvbreaker.DefaultRecoveryDelay)
 	measure("allow at restraint end, probe elected, cache off", be, pick(want{1, 1, 1, 1}, want{1, 1, 0, 1}), func() error {
-		_, err := allow(b, dead, v.HeldSince, core.Probe)
+		_, err := allow(b, dead, v.HeldSince, kvbreaker.Probe)
 		return err
 	})
 	// Workers KV: the cached worker's adapter may still serve the open
@@ -232,7 +232,7 @@ func roundTrips(t *testing.T, name string) []row {
 	lateWant := pick(want{1, 0, 1, 0}, want{1, unchecked, unchecked, unchecked})
 	measure("allow at restraint end, probe in flight, cache on", ce, lateWant, func() error {
 		v, err := cached.Allow(ctx, dead, v.HeldSince)
-		if err == nil && atomicStore && v.Decision != core.Hold {
+		if err == nil && atomicStore && v.Decision != kvbreaker.Hold {
 			err = fmt.Errorf("Allow = %v during another worker's probe, want hold", v.Decision)
 		}
 		return err

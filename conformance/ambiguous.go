@@ -7,7 +7,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/kvbreaker/kvbreaker/core"
+	"github.com/kvbreaker/kvbreaker"
+
+	"github.com/kvbreaker/kvbreaker/driver"
 )
 
 // dropper returns the harness's AnswerDropper, or nil after noting why the
@@ -17,8 +19,8 @@ func (e *env) dropper() AnswerDropper {
 	if d, ok := e.h.(AnswerDropper); ok {
 		return d
 	}
-	if _, ok := e.raw.(core.InProcess); ok {
-		e.logf("not applicable: the store answers in process (core.InProcess), so no answer can be lost")
+	if e.raw.Traits().InProcess {
+		e.logf("not applicable: the store answers in process (Traits.InProcess), so no answer can be lost")
 		return nil
 	}
 	e.notVerifiedf("writes whose answer is lost: the harness does not implement AnswerDropper (put a fault proxy, package conformance/faultproxy, between the client and the server)")
@@ -39,24 +41,24 @@ func checkLostCAS(ctx context.Context, e *env) {
 		return
 	}
 	if err := d.DropNextAnswer(ctx); err != nil {
-		e.errorf(promiseLostCAS, "AnswerDropper.DropNextAnswer = %v", err)
+		e.errorf(PromiseLostCAS, "AnswerDropper.DropNextAnswer = %v", err)
 		return
 	}
 	v2, err := e.store.CompareAndSwap(ctx, key, v1, val("v2"), ttl)
 	switch {
-	case errors.Is(err, core.ErrConflict):
-		e.errorf(promiseLostCAS, "CompareAndSwap(%q, %d) whose answer was lost returned %v; the backend applied it, so the conflict is with the call's own write (Breaker would count its failure twice)", key, v1, err)
+	case errors.Is(err, driver.ErrConflict):
+		e.errorf(PromiseLostCAS, "CompareAndSwap(%q, %d) whose answer was lost returned %v; the backend applied it, so the conflict is with the call's own write (Breaker would count its failure twice)", key, v1, err)
 		return
 	case err != nil:
 		e.logf("CompareAndSwap whose answer was lost returned an error (outcome unknown, allowed): %v", err)
-		e.awaitValue(ctx, promiseLostCAS, key, val("v2"))
+		e.awaitValue(ctx, PromiseLostCAS, key, val("v2"))
 		return
 	}
-	e.awaitRead(ctx, promiseLostCAS, key, v2, val("v2"))
+	e.awaitRead(ctx, PromiseLostCAS, key, v2, val("v2"))
 }
 
 // awaitValue checks that key holds value (the lost write was applied).
-func (e *env) awaitValue(ctx context.Context, promise, key string, value []byte) {
+func (e *env) awaitValue(ctx context.Context, promise PromiseID, key string, value []byte) {
 	deadline := time.Now().Add(e.traits.ReadStaleness)
 	for {
 		v, _, err := e.store.Get(ctx, key)
@@ -84,22 +86,22 @@ func checkLostDelete(ctx context.Context, e *env) {
 		return
 	}
 	if err := d.DropNextAnswer(ctx); err != nil {
-		e.errorf(promiseLostDelete, "AnswerDropper.DropNextAnswer = %v", err)
+		e.errorf(PromiseLostDelete, "AnswerDropper.DropNextAnswer = %v", err)
 		return
 	}
 	switch err := e.store.CompareAndDelete(ctx, key, ver); {
-	case errors.Is(err, core.ErrNotFound), errors.Is(err, core.ErrConflict):
-		e.errorf(promiseLostDelete, "CompareAndDelete(%q, %d) whose answer was lost returned %v; the backend applied it, so the key is gone by the call's own delete", key, ver, err)
+	case errors.Is(err, driver.ErrNotFound), errors.Is(err, driver.ErrConflict):
+		e.errorf(PromiseLostDelete, "CompareAndDelete(%q, %d) whose answer was lost returned %v; the backend applied it, so the key is gone by the call's own delete", key, ver, err)
 	case err != nil:
 		e.logf("CompareAndDelete whose answer was lost returned an error (outcome unknown, allowed): %v", err)
 	}
-	e.awaitRead(ctx, promiseLostDelete, key, core.NoVersion, nil)
+	e.awaitRead(ctx, PromiseLostDelete, key, driver.NoVersion, nil)
 }
 
 // armed is a store that arms the harness's AnswerDropper right before its
 // next CompareAndSwap, so the answer lost is a Breaker's write.
 type armed struct {
-	core.Store
+	driver.Store
 	d   AnswerDropper
 	mu  sync.Mutex
 	on  bool
@@ -112,7 +114,7 @@ func (s *armed) arm() {
 	s.mu.Unlock()
 }
 
-func (s *armed) CompareAndSwap(ctx context.Context, key string, old core.Version, value []byte, ttl time.Duration) (core.Version, error) {
+func (s *armed) CompareAndSwap(ctx context.Context, key string, old driver.Version, value []byte, ttl time.Duration) (driver.Version, error) {
 	s.mu.Lock()
 	on := s.on
 	s.on = false
@@ -137,20 +139,20 @@ func checkLostFailure(ctx context.Context, e *env) {
 	}
 	const host = "lost-failure.example"
 	s := &armed{Store: e.store, d: d}
-	b, err := core.NewBreaker(s, core.Settings{
+	b, err := kvbreaker.New(s, kvbreaker.Settings{
 		FailureThreshold: 2,
 		ClockSkew:        e.opts.ClockSkew,
 		CallTimeout:      30*time.Second + e.traits.MinWriteInterval,
 		Logger:           slog.New(slog.DiscardHandler),
 	})
 	if err != nil {
-		e.errorf(promiseLostFailure, "core.NewBreaker over the store's declared traits: %v", err)
+		e.errorf(PromiseLostFailure, "kvbreaker.New over the store's declared traits: %v", err)
 		return
 	}
-	decide := func() (core.Decision, bool) {
+	decide := func() (kvbreaker.Decision, bool) {
 		v, err := b.Allow(ctx, host, time.Time{})
 		if err != nil {
-			e.errorf(promiseLostFailure, "Allow(%q) = %v", host, err)
+			e.errorf(PromiseLostFailure, "Allow(%q) = %v", host, err)
 			return 0, false
 		}
 		return v.Decision, true
@@ -160,7 +162,7 @@ func checkLostFailure(ctx context.Context, e *env) {
 		e.logf("Failure whose write's answer was lost returned an error (outcome unknown, allowed): %v", err)
 	}
 	if s.err != nil {
-		e.errorf(promiseLostFailure, "AnswerDropper.DropNextAnswer = %v", s.err)
+		e.errorf(PromiseLostFailure, "AnswerDropper.DropNextAnswer = %v", s.err)
 		return
 	}
 	// The write was applied: wait until a read shows it.
@@ -173,12 +175,12 @@ func checkLostFailure(ctx context.Context, e *env) {
 	}
 	if dec, ok := decide(); !ok {
 		return
-	} else if dec != core.Send {
-		e.errorf(promiseLostFailure, "after one failure whose write's answer was lost, a threshold-2 Breaker decides %v, want %v: the failure was counted twice", dec, core.Send)
+	} else if dec != kvbreaker.Send {
+		e.errorf(PromiseLostFailure, "after one failure whose write's answer was lost, a threshold-2 Breaker decides %v, want %v: the failure was counted twice", dec, kvbreaker.Send)
 		return
 	}
 	if err := b.Failure(ctx, host); err != nil {
-		e.errorf(promiseLostFailure, "second Failure(%q) = %v", host, err)
+		e.errorf(PromiseLostFailure, "second Failure(%q) = %v", host, err)
 		return
 	}
 	deadline = time.Now().Add(e.traits.ReadStaleness)
@@ -187,11 +189,11 @@ func checkLostFailure(ctx context.Context, e *env) {
 		if !ok {
 			return
 		}
-		if dec == core.Hold {
+		if dec == kvbreaker.Hold {
 			return
 		}
 		if time.Now().After(deadline) || sleep(ctx, 100*time.Millisecond) != nil {
-			e.errorf(promiseLostFailure, "after a second failure a threshold-2 Breaker decides %v, want %v: the failure whose answer was lost was not counted at all", dec, core.Hold)
+			e.errorf(PromiseLostFailure, "after a second failure a threshold-2 Breaker decides %v, want %v: the failure whose answer was lost was not counted at all", dec, kvbreaker.Hold)
 			return
 		}
 	}

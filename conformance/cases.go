@@ -8,79 +8,40 @@ import (
 	"strings"
 	"time"
 
-	"github.com/kvbreaker/kvbreaker/core"
+	"github.com/kvbreaker/kvbreaker/driver"
 )
-
-// The promises the suite checks, as its messages name them.
-const (
-	promiseTraits        = "Traits must be well formed (no negative durations, a known expiry kind)"
-	promiseGetAbsent     = "Get of an absent key must return an error matching core.ErrNotFound"
-	promiseCreate        = "CompareAndSwap with core.NoVersion must create an absent key and return a version other than core.NoVersion"
-	promiseRead          = "Get must return the value and version the last write stored"
-	promiseNewVersion    = "every write must return a new version"
-	promiseCreateOnly    = "CompareAndSwap with core.NoVersion on a present key must fail with an error matching core.ErrConflict"
-	promiseStale         = "CompareAndSwap with a stale version must fail with an error matching core.ErrConflict and leave the value unchanged"
-	promiseAbsentVersion = "CompareAndSwap with a version on an absent key must fail with an error matching core.ErrConflict"
-	promiseConflictValue = "a *core.ConflictError must carry the key's real current value and version"
-	promiseDelete        = "CompareAndDelete with the current version must delete the key"
-	promiseDeleteAbsent  = "CompareAndDelete of an absent key must return an error matching core.ErrNotFound"
-	promiseDeleteStale   = "CompareAndDelete with a stale version must fail with an error matching core.ErrConflict and keep the key"
-	promiseNoReuse       = "a re-created key must not reuse a version from before its deletion"
-	promiseKeys          = "keys must round-trip unchanged and distinct keys must not collide"
-	promiseCancel        = "a call with an ended context must fail with the context's error and change nothing"
-	promiseStaleness     = "a Get must see a completed write within the declared ReadStaleness"
-	promiseLinearizable  = "concurrent CompareAndSwaps must be linearizable"
-	promiseLostUpdate    = "CompareAndSwap must not lose updates"
-	promiseNotEarly      = "an entry must not vanish before its TTL minus the declared Early and Granularity"
-	promiseNotLate       = "an entry must vanish within its TTL plus the declared Granularity (and Late, for relative expiry)"
-	promiseExpiredGet    = "an expired entry must count as absent for Get"
-	promiseExpiredCAS    = "an expired entry must count as absent for CompareAndSwap"
-	promiseExpiredDelete = "an expired entry must count as absent for CompareAndDelete"
-	promiseReach         = "the store must answer"
-	promiseStateTTL      = "an entry written with the StateTTL a default Breaker writes must live that long, and no longer than the declared model allows"
-	promiseReplaceTTL    = "every write must replace the entry's TTL with its own"
-	promiseOffGrid       = "a TTL off the granularity's grid must be rounded up to it, never truncated"
-	promiseSkewedReader  = "a padded store's physical copy must outlast the logical expiry for a reader whose clock is MaxClockSkew behind"
-	promiseLostCAS       = "a CompareAndSwap applied but whose answer was lost must not report a conflict with its own write"
-	promiseLostDelete    = "a CompareAndDelete applied but whose answer was lost must not report the key not found"
-	promiseLostFailure   = "a Breaker must count a failure once when the store's answer to its write was lost"
-)
-
-// reachCase is the first case: it fails when the store does not answer, and
-// every other case is then skipped.
-const reachCase = "reachable"
 
 // cases is the suite's table, run in this order.
 var cases []testCase
 
 func init() {
 	cases = []testCase{
-		{name: reachCase, promise: promiseReach},
-		{name: "traits", promise: promiseTraits, run: checkTraits},
-		{name: "get-absent", promise: promiseGetAbsent, run: checkGetAbsent},
-		{name: "create-and-read", promise: promiseCreate, run: checkCreateAndRead},
-		{name: "versions-change-on-every-write", promise: promiseNewVersion, run: checkVersionsChange},
-		{name: "create-only", promise: promiseCreateOnly, atomic: true, run: checkCreateOnly},
-		{name: "stale-version-conflicts", promise: promiseStale, atomic: true, run: checkStaleVersion},
-		{name: "absent-with-version-conflicts", promise: promiseAbsentVersion, atomic: true, run: checkAbsentWithVersion},
-		{name: "compare-and-delete", promise: promiseDelete, run: checkDelete},
-		{name: "compare-and-delete-stale", promise: promiseDeleteStale, atomic: true, run: checkDeleteStale},
-		{name: "recreate-new-version", promise: promiseNoReuse, atomic: true, run: checkRecreate},
-		{name: "hostile-keys", promise: promiseKeys, run: checkHostileKeys},
-		{name: "context-ended", promise: promiseCancel, run: checkContext},
-		{name: "read-staleness", promise: promiseStaleness, run: checkStaleness},
-		{name: "concurrent-cas-linearizable", promise: promiseLinearizable, atomic: true, run: checkLinearizable},
-		{name: "expiry", promise: promiseNotEarly + "; " + promiseNotLate, slow: true, run: checkExpiry},
-		{name: "expired-counts-as-absent", promise: promiseExpiredCAS, slow: true, run: checkExpiredAbsent},
-		{name: "expiry-at-state-ttl", promise: promiseStateTTL, waits: true, run: checkStateTTL},
-		{name: "every-write-replaces-ttl", promise: promiseReplaceTTL, waits: true, run: checkReplaceTTL},
-		{name: "ttl-off-grid", promise: promiseOffGrid, waits: true, run: checkOffGrid},
-		{name: "skewed-reader", promise: promiseSkewedReader, waits: true, run: checkSkewedReader},
-		{name: "breaker-fleet", promise: promiseFleet, run: checkFleet},
-		{name: "margin-keeps-probes", promise: promiseMargin, run: checkMargin},
-		{name: "lost-answer-cas", promise: promiseLostCAS, atomic: true, alone: true, run: checkLostCAS},
-		{name: "lost-answer-delete", promise: promiseLostDelete, atomic: true, alone: true, run: checkLostDelete},
-		{name: "lost-answer-breaker", promise: promiseLostFailure, alone: true, run: checkLostFailure},
+		{id: CaseReachable, promise: PromiseReachable},
+		{id: CaseTraits, promise: PromiseTraitsWellFormed, run: checkTraits},
+		{id: CaseGetAbsent, promise: PromiseGetAbsent, run: checkGetAbsent},
+		{id: CaseCreateAndRead, promise: PromiseCreate, run: checkCreateAndRead},
+		{id: CaseVersionsChange, promise: PromiseNewVersion, run: checkVersionsChange},
+		{id: CaseCreateOnly, promise: PromiseCreateOnly, atomic: true, run: checkCreateOnly},
+		{id: CaseStaleVersion, promise: PromiseStaleConflicts, atomic: true, run: checkStaleVersion},
+		{id: CaseAbsentWithVersion, promise: PromiseAbsentVersionConflicts, atomic: true, run: checkAbsentWithVersion},
+		{id: CaseCompareAndDelete, promise: PromiseDelete, run: checkDelete},
+		{id: CaseCompareAndDeleteStale, promise: PromiseDeleteStale, atomic: true, run: checkDeleteStale},
+		{id: CaseRecreate, promise: PromiseNoVersionReuse, atomic: true, run: checkRecreate},
+		{id: CaseHostileKeys, promise: PromiseKeys, run: checkHostileKeys},
+		{id: CaseContextEnded, promise: PromiseContextEnded, run: checkContext},
+		{id: CaseReadStaleness, promise: PromiseReadStaleness, run: checkStaleness},
+		{id: CaseLinearizable, promise: PromiseLinearizable, atomic: true, run: checkLinearizable},
+		{id: CaseExpiry, promise: PromiseExpiryWindow, slow: true, run: checkExpiry},
+		{id: CaseExpiredAbsent, promise: PromiseExpiredCAS, slow: true, run: checkExpiredAbsent},
+		{id: CaseStateTTL, promise: PromiseStateTTL, waits: true, run: checkStateTTL},
+		{id: CaseReplaceTTL, promise: PromiseReplaceTTL, waits: true, run: checkReplaceTTL},
+		{id: CaseOffGrid, promise: PromiseOffGrid, waits: true, run: checkOffGrid},
+		{id: CaseSkewedReader, promise: PromiseSkewedReader, waits: true, run: checkSkewedReader},
+		{id: CaseFleet, promise: PromiseFleet, run: checkFleet},
+		{id: CaseMargin, promise: PromiseMargin, kind: KindDeclaration, run: checkMargin},
+		{id: CaseLostCAS, promise: PromiseLostCAS, atomic: true, alone: true, run: checkLostCAS},
+		{id: CaseLostDelete, promise: PromiseLostDelete, atomic: true, alone: true, run: checkLostDelete},
+		{id: CaseLostBreaker, promise: PromiseLostFailure, alone: true, run: checkLostFailure},
 	}
 }
 
@@ -99,34 +60,45 @@ func checkTraits(_ context.Context, e *env) {
 	}{{"Expiry.Granularity", m.Granularity}, {"Expiry.MinTTL", m.MinTTL}, {"Expiry.Early", m.Early}, {"Expiry.Late", m.Late},
 		{"ReadStaleness", t.ReadStaleness}, {"MinWriteInterval", t.MinWriteInterval}} {
 		if d.v < 0 {
-			e.errorf(promiseTraits, "%s is %v", d.name, d.v)
+			e.errorf(PromiseTraitsWellFormed, "%s is %v", d.name, d.v)
 		}
 	}
-	if m.Kind != core.ExpiryRelative && m.Kind != core.ExpiryReaderFiltered {
-		e.errorf(promiseTraits, "Expiry.Kind is %v", m.Kind)
+	if m.Kind != driver.ExpiryRelative && m.Kind != driver.ExpiryReaderFiltered {
+		e.errorf(PromiseTraitsWellFormed, "Expiry.Kind is %v", m.Kind)
 	}
+	// The suite reads the traits once, from the first store, and holds
+	// every store of the harness to them: the same store asked again, and
+	// a second store of the same harness, must declare the same.
 	if again := e.raw.Traits(); again != t {
-		e.errorf(promiseTraits, "Traits changed between two stores of one harness: %+v then %+v", t, again)
+		e.errorf(PromiseTraitsStable, "Traits changed between two calls on one store: %+v then %+v", t, again)
+	}
+	s2, err := e.r.makeStore(e.ctx)
+	if err != nil {
+		e.errorf(PromiseMakeStore, "MakeStore for a second store: %v", err)
+		return
+	}
+	if other := s2.Traits(); other != t {
+		e.errorf(PromiseTraitsStable, "a second store of the harness declares %+v, the first %+v", other, t)
 	}
 }
 
 func checkGetAbsent(ctx context.Context, e *env) {
 	v, ver, err := e.store.Get(ctx, "absent.example")
-	if !errors.Is(err, core.ErrNotFound) {
-		e.errorf(promiseGetAbsent, "Get(absent.example) = %q, %d, %v", v, ver, err)
+	if !errors.Is(err, driver.ErrNotFound) {
+		e.errorf(PromiseGetAbsent, "Get(absent.example) = %q, %d, %v", v, ver, err)
 	}
 }
 
 // create writes key with value if absent, reporting a violation of
-// promiseCreate on failure.
-func (e *env) create(ctx context.Context, key string, value []byte, ttl time.Duration) (core.Version, bool) {
-	ver, err := e.store.CompareAndSwap(ctx, key, core.NoVersion, value, ttl)
+// PromiseCreate on failure.
+func (e *env) create(ctx context.Context, key string, value []byte, ttl time.Duration) (driver.Version, bool) {
+	ver, err := e.store.CompareAndSwap(ctx, key, driver.NoVersion, value, ttl)
 	switch {
 	case err != nil:
-		e.fatalf(promiseCreate, "CompareAndSwap(%q, NoVersion) = %v", key, err)
+		e.fatalf(PromiseCreate, "CompareAndSwap(%q, NoVersion) = %v", key, err)
 		return 0, false
-	case ver == core.NoVersion:
-		e.fatalf(promiseCreate, "CompareAndSwap(%q, NoVersion) returned core.NoVersion", key)
+	case ver == driver.NoVersion:
+		e.fatalf(PromiseCreate, "CompareAndSwap(%q, NoVersion) returned driver.NoVersion", key)
 		return 0, false
 	}
 	return ver, true
@@ -137,7 +109,7 @@ func (e *env) create(ctx context.Context, key string, value []byte, ttl time.Dur
 // wantValue (nil: any value), and
 // reports a violation of promise otherwise. It returns the last answer and
 // how long the write stayed invisible.
-func (e *env) awaitRead(ctx context.Context, promise, key string, want core.Version, wantValue []byte) ([]byte, core.Version, time.Duration, bool) {
+func (e *env) awaitRead(ctx context.Context, promise PromiseID, key string, want driver.Version, wantValue []byte) ([]byte, driver.Version, time.Duration, bool) {
 	start := time.Now()
 	deadline := start.Add(e.traits.ReadStaleness)
 	for first := true; ; first = false {
@@ -148,20 +120,20 @@ func (e *env) awaitRead(ctx context.Context, promise, key string, want core.Vers
 			seen = time.Since(start)
 		}
 		switch {
-		case want == core.NoVersion && errors.Is(err, core.ErrNotFound):
-			return nil, core.NoVersion, seen, true
-		case want != core.NoVersion && err == nil && ver == want:
+		case want == driver.NoVersion && errors.Is(err, driver.ErrNotFound):
+			return nil, driver.NoVersion, seen, true
+		case want != driver.NoVersion && err == nil && ver == want:
 			if wantValue != nil && !bytes.Equal(v, wantValue) {
 				e.errorf(promise, "Get(%q) returned version %d with value %q, but that version was written with %q", key, ver, v, wantValue)
 				return v, ver, seen, false
 			}
 			return v, ver, seen, true
-		case err != nil && !errors.Is(err, core.ErrNotFound):
+		case err != nil && !errors.Is(err, driver.ErrNotFound):
 			e.errorf(promise, "Get(%q) = %v", key, err)
 			return nil, 0, seen, false
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
-			if want == core.NoVersion {
+			if want == driver.NoVersion {
 				e.errorf(promise, "Get(%q) still returns version %d (%q) %v after it was deleted (declared ReadStaleness %v)", key, ver, v, seen.Round(time.Millisecond), e.traits.ReadStaleness)
 			} else {
 				e.errorf(promise, "Get(%q) returns version %d (%q, err %v) %v after version %d was written (declared ReadStaleness %v)", key, ver, v, err, seen.Round(time.Millisecond), want, e.traits.ReadStaleness)
@@ -178,14 +150,14 @@ func checkCreateAndRead(ctx context.Context, e *env) {
 	if !ok {
 		return
 	}
-	e.awaitRead(ctx, promiseRead, key, ver, val("one"))
+	e.awaitRead(ctx, PromiseRead, key, ver, val("one"))
 	// An empty value is a value, not an absence.
-	ver2, err := e.store.CompareAndSwap(ctx, "empty.example", core.NoVersion, []byte{}, ttl)
+	ver2, err := e.store.CompareAndSwap(ctx, "empty.example", driver.NoVersion, []byte{}, ttl)
 	if err != nil {
-		e.errorf(promiseCreate, "CompareAndSwap(empty.example, NoVersion, empty value) = %v", err)
+		e.errorf(PromiseCreate, "CompareAndSwap(empty.example, NoVersion, empty value) = %v", err)
 		return
 	}
-	e.awaitRead(ctx, promiseRead, "empty.example", ver2, []byte{})
+	e.awaitRead(ctx, PromiseRead, "empty.example", ver2, []byte{})
 }
 
 func checkVersionsChange(ctx context.Context, e *env) {
@@ -194,24 +166,24 @@ func checkVersionsChange(ctx context.Context, e *env) {
 	if !ok {
 		return
 	}
-	seen := map[core.Version]int{ver: 0}
+	seen := map[driver.Version]int{ver: 0}
 	for i := 1; i <= 4; i++ {
 		// The same bytes each time: the version must change anyway.
 		next, err := e.store.CompareAndSwap(ctx, key, ver, val("same"), ttl)
 		if err != nil {
-			e.errorf(promiseNewVersion, "write %d: CompareAndSwap(%q, %d) with the current version = %v", i, key, ver, err)
+			e.errorf(PromiseNewVersion, "write %d: CompareAndSwap(%q, %d) with the current version = %v", i, key, ver, err)
 			return
 		}
-		if next == core.NoVersion {
-			e.errorf(promiseNewVersion, "write %d returned core.NoVersion", i)
+		if next == driver.NoVersion {
+			e.errorf(PromiseNewVersion, "write %d returned driver.NoVersion", i)
 			return
 		}
 		if j, dup := seen[next]; dup {
-			e.errorf(promiseNewVersion, "write %d returned version %d, already returned by write %d", i, next, j)
+			e.errorf(PromiseNewVersion, "write %d returned version %d, already returned by write %d", i, next, j)
 		}
 		seen[next] = i
 		ver = next
-		if _, _, _, ok := e.awaitRead(ctx, promiseRead, key, ver, val("same")); !ok {
+		if _, _, _, ok := e.awaitRead(ctx, PromiseRead, key, ver, val("same")); !ok {
 			return
 		}
 	}
@@ -223,26 +195,26 @@ func checkCreateOnly(ctx context.Context, e *env) {
 	if !ok {
 		return
 	}
-	got, err := e.store.CompareAndSwap(ctx, key, core.NoVersion, val("second"), ttl)
-	if !errors.Is(err, core.ErrConflict) {
-		e.errorf(promiseCreateOnly, "second CompareAndSwap(%q, NoVersion) = %d, %v", key, got, err)
+	got, err := e.store.CompareAndSwap(ctx, key, driver.NoVersion, val("second"), ttl)
+	if !errors.Is(err, driver.ErrConflict) {
+		e.errorf(PromiseCreateOnly, "second CompareAndSwap(%q, NoVersion) = %d, %v", key, got, err)
 	}
 	e.checkConflict(err, key, ver, val("first"))
-	e.awaitRead(ctx, promiseStale, key, ver, val("first"))
+	e.awaitRead(ctx, PromiseStaleConflicts, key, ver, val("first"))
 }
 
-// checkConflict checks that a *core.ConflictError, if err is one, carries
+// checkConflict checks that a *driver.ConflictError, if err is one, carries
 // the real current value and version.
-func (e *env) checkConflict(err error, key string, ver core.Version, value []byte) {
-	ce, ok := errors.AsType[*core.ConflictError](err)
+func (e *env) checkConflict(err error, key string, ver driver.Version, value []byte) {
+	ce, ok := errors.AsType[*driver.ConflictError](err)
 	if !ok {
 		return
 	}
-	if !errors.Is(err, core.ErrConflict) {
-		e.errorf(promiseConflictValue, "%q: the *core.ConflictError does not match core.ErrConflict", key)
+	if !errors.Is(err, driver.ErrConflict) {
+		e.errorf(PromiseConflictValue, "%q: the *driver.ConflictError does not match driver.ErrConflict", key)
 	}
-	if ce.Version != ver || (ver != core.NoVersion && !bytes.Equal(ce.Value, value)) {
-		e.errorf(promiseConflictValue, "%q: conflict reported version %d value %q, but the key holds version %d value %q", key, ce.Version, ce.Value, ver, value)
+	if ce.Version != ver || (ver != driver.NoVersion && !bytes.Equal(ce.Value, value)) {
+		e.errorf(PromiseConflictValue, "%q: conflict reported version %d value %q, but the key holds version %d value %q", key, ce.Version, ce.Value, ver, value)
 	}
 }
 
@@ -254,33 +226,33 @@ func checkStaleVersion(ctx context.Context, e *env) {
 	}
 	v2, err := e.store.CompareAndSwap(ctx, key, v1, val("v2"), ttl)
 	if err != nil {
-		e.errorf(promiseStale, "CompareAndSwap(%q, %d) with the current version = %v", key, v1, err)
+		e.errorf(PromiseStaleConflicts, "CompareAndSwap(%q, %d) with the current version = %v", key, v1, err)
 		return
 	}
 	got, err := e.store.CompareAndSwap(ctx, key, v1, val("v3"), ttl)
-	if !errors.Is(err, core.ErrConflict) {
-		e.errorf(promiseStale, "CompareAndSwap(%q, %d) after the key moved to version %d = %d, %v", key, v1, v2, got, err)
+	if !errors.Is(err, driver.ErrConflict) {
+		e.errorf(PromiseStaleConflicts, "CompareAndSwap(%q, %d) after the key moved to version %d = %d, %v", key, v1, v2, got, err)
 	}
 	e.checkConflict(err, key, v2, val("v2"))
-	e.awaitRead(ctx, promiseStale, key, v2, val("v2"))
+	e.awaitRead(ctx, PromiseStaleConflicts, key, v2, val("v2"))
 	// A version the store never handed out conflicts too.
 	bogus := v2 + 1000003
 	if bogus == v1 {
 		bogus++
 	}
-	if _, err := e.store.CompareAndSwap(ctx, key, bogus, val("v4"), ttl); !errors.Is(err, core.ErrConflict) {
-		e.errorf(promiseStale, "CompareAndSwap(%q, %d) with a version never written = %v", key, bogus, err)
+	if _, err := e.store.CompareAndSwap(ctx, key, bogus, val("v4"), ttl); !errors.Is(err, driver.ErrConflict) {
+		e.errorf(PromiseStaleConflicts, "CompareAndSwap(%q, %d) with a version never written = %v", key, bogus, err)
 	}
 }
 
 func checkAbsentWithVersion(ctx context.Context, e *env) {
 	const key = "absent-with-version.example"
 	_, err := e.store.CompareAndSwap(ctx, key, 42, val("x"), ttl)
-	if !errors.Is(err, core.ErrConflict) {
-		e.errorf(promiseAbsentVersion, "CompareAndSwap(%q, 42) on an absent key = %v", key, err)
+	if !errors.Is(err, driver.ErrConflict) {
+		e.errorf(PromiseAbsentVersionConflicts, "CompareAndSwap(%q, 42) on an absent key = %v", key, err)
 	}
-	e.checkConflict(err, key, core.NoVersion, nil)
-	e.awaitRead(ctx, promiseAbsentVersion, key, core.NoVersion, nil)
+	e.checkConflict(err, key, driver.NoVersion, nil)
+	e.awaitRead(ctx, PromiseAbsentVersionConflicts, key, driver.NoVersion, nil)
 }
 
 func checkDelete(ctx context.Context, e *env) {
@@ -289,25 +261,25 @@ func checkDelete(ctx context.Context, e *env) {
 	if !ok {
 		return
 	}
-	if _, _, _, ok := e.awaitRead(ctx, promiseRead, key, ver, val("doomed")); !ok {
+	if _, _, _, ok := e.awaitRead(ctx, PromiseRead, key, ver, val("doomed")); !ok {
 		return
 	}
 	if err := e.store.CompareAndDelete(ctx, key, ver); err != nil {
-		e.errorf(promiseDelete, "CompareAndDelete(%q, %d) with the current version = %v", key, ver, err)
+		e.errorf(PromiseDelete, "CompareAndDelete(%q, %d) with the current version = %v", key, ver, err)
 		return
 	}
-	if _, _, _, ok := e.awaitRead(ctx, promiseDelete, key, core.NoVersion, nil); !ok {
+	if _, _, _, ok := e.awaitRead(ctx, PromiseDelete, key, driver.NoVersion, nil); !ok {
 		return
 	}
-	if err := e.store.CompareAndDelete(ctx, key, ver); !errors.Is(err, core.ErrNotFound) {
-		e.errorf(promiseDeleteAbsent, "second CompareAndDelete(%q, %d) = %v", key, ver, err)
+	if err := e.store.CompareAndDelete(ctx, key, ver); !errors.Is(err, driver.ErrNotFound) {
+		e.errorf(PromiseDeleteAbsent, "second CompareAndDelete(%q, %d) = %v", key, ver, err)
 	}
-	if err := e.store.CompareAndDelete(ctx, "never-written.example", core.NoVersion); !errors.Is(err, core.ErrNotFound) {
-		e.errorf(promiseDeleteAbsent, "CompareAndDelete(never-written.example, NoVersion) = %v", err)
+	if err := e.store.CompareAndDelete(ctx, "never-written.example", driver.NoVersion); !errors.Is(err, driver.ErrNotFound) {
+		e.errorf(PromiseDeleteAbsent, "CompareAndDelete(never-written.example, NoVersion) = %v", err)
 	}
 	// Deleted means absent for create-only too.
-	if _, err := e.store.CompareAndSwap(ctx, key, core.NoVersion, val("again"), ttl); err != nil {
-		e.errorf(promiseCreate, "CompareAndSwap(%q, NoVersion) after a delete = %v", key, err)
+	if _, err := e.store.CompareAndSwap(ctx, key, driver.NoVersion, val("again"), ttl); err != nil {
+		e.errorf(PromiseCreate, "CompareAndSwap(%q, NoVersion) after a delete = %v", key, err)
 	}
 }
 
@@ -319,31 +291,31 @@ func checkDeleteStale(ctx context.Context, e *env) {
 	}
 	v2, err := e.store.CompareAndSwap(ctx, key, v1, val("v2"), ttl)
 	if err != nil {
-		e.errorf(promiseStale, "CompareAndSwap(%q, %d) with the current version = %v", key, v1, err)
+		e.errorf(PromiseStaleConflicts, "CompareAndSwap(%q, %d) with the current version = %v", key, v1, err)
 		return
 	}
 	err = e.store.CompareAndDelete(ctx, key, v1)
-	if !errors.Is(err, core.ErrConflict) {
-		e.errorf(promiseDeleteStale, "CompareAndDelete(%q, %d) after the key moved to version %d = %v", key, v1, v2, err)
+	if !errors.Is(err, driver.ErrConflict) {
+		e.errorf(PromiseDeleteStale, "CompareAndDelete(%q, %d) after the key moved to version %d = %v", key, v1, v2, err)
 	}
 	e.checkConflict(err, key, v2, val("v2"))
-	e.awaitRead(ctx, promiseDeleteStale, key, v2, val("v2"))
+	e.awaitRead(ctx, PromiseDeleteStale, key, v2, val("v2"))
 }
 
 func checkRecreate(ctx context.Context, e *env) {
 	const key = "recreate.example"
-	seen := map[core.Version]bool{}
+	seen := map[driver.Version]bool{}
 	for i := range 3 {
 		ver, ok := e.create(ctx, key, val("same"), ttl)
 		if !ok {
 			return
 		}
 		if seen[ver] {
-			e.errorf(promiseNoReuse, "creation %d of %q returned version %d again: a worker holding the old version could overwrite the new record", i+1, key, ver)
+			e.errorf(PromiseNoVersionReuse, "creation %d of %q returned version %d again: a worker holding the old version could overwrite the new record", i+1, key, ver)
 		}
 		seen[ver] = true
 		if err := e.store.CompareAndDelete(ctx, key, ver); err != nil {
-			e.errorf(promiseDelete, "CompareAndDelete(%q, %d) = %v", key, ver, err)
+			e.errorf(PromiseDelete, "CompareAndDelete(%q, %d) = %v", key, ver, err)
 			return
 		}
 	}
@@ -351,58 +323,58 @@ func checkRecreate(ctx context.Context, e *env) {
 
 // hostileKeys are keys an adapter must escape, not mangle: escaping
 // collisions ("a/b" vs "a%2Fb", "a b" vs "a+b"), path tricks, case, and
-// the longest keys core.ValidateKey accepts.
+// the longest keys driver.ValidateKey accepts.
 func hostileKeys() []string {
 	keys := []string{
 		"a/b", "a%2Fb", "a%2fb", "a b", "a+b", "a%20b", "a#b", "a?b", "a?b=c&d", "a\\b",
 		"..", ".", "../x", "./x", "a/../b", "/leading", "trailing/", "//",
 		"Host.Example", "host.example", "xn--bcher-kva.example", "bücher.example", "日本語.jp", "🦀.example",
 		"[::1]:8080", "example.com:8080", "*", "~user", "a%", "%", "'quote\"",
-		strings.Repeat("k", core.MaxKeyLen),
-		strings.Repeat("k", core.MaxKeyLen-1) + "j",
-		strings.Repeat("é", core.MaxKeyLen/2), // 2-byte runes, 256 bytes
-		strings.Repeat("🦀", core.MaxKeyLen/4), // 4-byte runes, 256 bytes
+		strings.Repeat("k", driver.MaxKeyLen),
+		strings.Repeat("k", driver.MaxKeyLen-1) + "j",
+		strings.Repeat("é", driver.MaxKeyLen/2), // 2-byte runes, 256 bytes
+		strings.Repeat("🦀", driver.MaxKeyLen/4), // 4-byte runes, 256 bytes
 	}
 	return keys
 }
 
 func checkHostileKeys(ctx context.Context, e *env) {
 	keys := hostileKeys()
-	vers := make([]core.Version, len(keys))
+	vers := make([]driver.Version, len(keys))
 	for i, k := range keys {
-		if err := core.ValidateKey(k); err != nil {
+		if err := driver.ValidateKey(k); err != nil {
 			// Breaker would never pass it: not the store's problem.
 			e.logf("skipping %q: %v", k, err)
 			continue
 		}
-		ver, err := e.store.CompareAndSwap(ctx, k, core.NoVersion, val(fmt.Sprintf("value %d", i)), ttl)
+		ver, err := e.store.CompareAndSwap(ctx, k, driver.NoVersion, val(fmt.Sprintf("value %d", i)), ttl)
 		if err != nil {
-			e.errorf(promiseKeys, "CompareAndSwap(%q, NoVersion) = %v (another key may have collided with it)", k, err)
+			e.errorf(PromiseKeys, "CompareAndSwap(%q, NoVersion) = %v (another key may have collided with it)", k, err)
 			continue
 		}
 		vers[i] = ver
 	}
 	for i, k := range keys {
-		if vers[i] == core.NoVersion {
+		if vers[i] == driver.NoVersion {
 			continue
 		}
-		e.awaitRead(ctx, promiseKeys, k, vers[i], val(fmt.Sprintf("value %d", i)))
+		e.awaitRead(ctx, PromiseKeys, k, vers[i], val(fmt.Sprintf("value %d", i)))
 	}
 	// Deleting one key must leave its look-alikes in place.
 	for i, k := range keys[:2] {
-		if vers[i] == core.NoVersion {
+		if vers[i] == driver.NoVersion {
 			continue
 		}
 		if err := e.store.CompareAndDelete(ctx, k, vers[i]); err != nil {
-			e.errorf(promiseKeys, "CompareAndDelete(%q, %d) = %v", k, vers[i], err)
+			e.errorf(PromiseKeys, "CompareAndDelete(%q, %d) = %v", k, vers[i], err)
 		}
 	}
 	for i, k := range keys[2:4] {
 		j := i + 2
-		if vers[j] == core.NoVersion {
+		if vers[j] == driver.NoVersion {
 			continue
 		}
-		e.awaitRead(ctx, promiseKeys, k, vers[j], val(fmt.Sprintf("value %d", j)))
+		e.awaitRead(ctx, PromiseKeys, k, vers[j], val(fmt.Sprintf("value %d", j)))
 	}
 }
 
@@ -418,17 +390,17 @@ func checkContext(ctx context.Context, e *env) {
 		want error
 	}{{"canceled", canceled, context.Canceled}, {"past deadline", expired, context.DeadlineExceeded}} {
 		if _, _, err := e.store.Get(c.ctx, key); !errors.Is(err, c.want) {
-			e.errorf(promiseCancel, "Get with a %s context = %v, want an error matching %v", c.name, err, c.want)
+			e.errorf(PromiseContextEnded, "Get with a %s context = %v, want an error matching %v", c.name, err, c.want)
 		}
-		if _, err := e.store.CompareAndSwap(c.ctx, key, core.NoVersion, val("x"), ttl); !errors.Is(err, c.want) {
-			e.errorf(promiseCancel, "CompareAndSwap with a %s context = %v, want an error matching %v", c.name, err, c.want)
+		if _, err := e.store.CompareAndSwap(c.ctx, key, driver.NoVersion, val("x"), ttl); !errors.Is(err, c.want) {
+			e.errorf(PromiseContextEnded, "CompareAndSwap with a %s context = %v, want an error matching %v", c.name, err, c.want)
 		}
 		if err := e.store.CompareAndDelete(c.ctx, key, 1); !errors.Is(err, c.want) {
-			e.errorf(promiseCancel, "CompareAndDelete with a %s context = %v, want an error matching %v", c.name, err, c.want)
+			e.errorf(PromiseContextEnded, "CompareAndDelete with a %s context = %v, want an error matching %v", c.name, err, c.want)
 		}
 	}
-	if v, ver, err := e.store.Get(ctx, key); !errors.Is(err, core.ErrNotFound) {
-		e.errorf(promiseCancel, "a CompareAndSwap with an ended context wrote anyway: Get(%q) = %q, %d, %v", key, v, ver, err)
+	if v, ver, err := e.store.Get(ctx, key); !errors.Is(err, driver.ErrNotFound) {
+		e.errorf(PromiseContextEnded, "a CompareAndSwap with an ended context wrote anyway: Get(%q) = %q, %d, %v", key, v, ver, err)
 	}
 }
 
@@ -440,24 +412,24 @@ func checkStaleness(ctx context.Context, e *env) {
 	if !ok {
 		return
 	}
-	if _, _, _, ok := e.awaitRead(ctx, promiseStaleness, key, ver, val("v0")); !ok {
+	if _, _, _, ok := e.awaitRead(ctx, PromiseReadStaleness, key, ver, val("v0")); !ok {
 		return
 	}
 	var worst time.Duration
 	for i := 1; i <= 3; i++ {
 		// Read the current version right before overwriting it.
 		if _, _, err := e.store.Get(ctx, key); err != nil {
-			e.errorf(promiseStaleness, "Get(%q) = %v", key, err)
+			e.errorf(PromiseReadStaleness, "Get(%q) = %v", key, err)
 			return
 		}
 		value := val(fmt.Sprintf("v%d", i))
 		next, err := e.store.CompareAndSwap(ctx, key, ver, value, ttl)
 		if err != nil {
-			e.errorf(promiseStaleness, "CompareAndSwap(%q, %d) with the current version = %v", key, ver, err)
+			e.errorf(PromiseReadStaleness, "CompareAndSwap(%q, %d) with the current version = %v", key, ver, err)
 			return
 		}
 		ver = next
-		_, _, seen, ok := e.awaitRead(ctx, promiseStaleness, key, ver, value)
+		_, _, seen, ok := e.awaitRead(ctx, PromiseReadStaleness, key, ver, value)
 		worst = max(worst, seen)
 		if !ok {
 			break

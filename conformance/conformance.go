@@ -11,10 +11,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kvbreaker/kvbreaker/core"
+	"github.com/kvbreaker/kvbreaker"
+	"github.com/kvbreaker/kvbreaker/driver"
+	"github.com/kvbreaker/kvbreaker/internal/machine"
 )
 
-// Options tune the suite. The zero value of every field means its default.
+// Options are the suite's settings, as Report.Options shows them with
+// defaults applied. Set them with the With… Options; the zero value of
+// every field means its default.
 type Options struct {
 	// Goroutines race through CompareAndSwap in the linearizability case.
 	// Default 8.
@@ -35,11 +39,11 @@ type Options struct {
 	StateTTL time.Duration
 	// ClockSkew is the fleet's clock-skew bound δ, used by the Breaker-level
 	// cases and to report the TTLMargin a fleet needs. Default
-	// core.DefaultClockSkew.
+	// kvbreaker.DefaultClockSkew.
 	ClockSkew time.Duration
 	// SkipSlow skips the cases that wait in real time (expiry, staleness)
-	// when the harness cannot advance the backend's clock. Run sets it under
-	// go test -short. The report lists what was not verified.
+	// when the harness cannot advance the backend's clock. Run sets it
+	// under go test -short. The report lists what was not verified.
 	SkipSlow bool
 	// Timeout bounds each case, within the caller's context. Default 2 min
 	// plus the waits the store's declared traits force (minimum TTL, read
@@ -58,7 +62,51 @@ type Options struct {
 	CheckTimeout time.Duration
 }
 
-func (o Options) withDefaults(t core.Traits) Options {
+// Option sets one of the suite's Options.
+type Option func(*Options)
+
+// WithGoroutines sets Options.Goroutines.
+func WithGoroutines(n int) Option { return func(o *Options) { o.Goroutines = n } }
+
+// WithIterations sets Options.Iterations.
+func WithIterations(n int) Option { return func(o *Options) { o.Iterations = n } }
+
+// WithExpiryTTL sets Options.ExpiryTTL.
+func WithExpiryTTL(d time.Duration) Option { return func(o *Options) { o.ExpiryTTL = d } }
+
+// WithStateTTL sets Options.StateTTL.
+func WithStateTTL(d time.Duration) Option { return func(o *Options) { o.StateTTL = d } }
+
+// WithClockSkew sets Options.ClockSkew.
+func WithClockSkew(d time.Duration) Option { return func(o *Options) { o.ClockSkew = d } }
+
+// WithSkipSlow sets Options.SkipSlow. Run also sets it under go test
+// -short, whatever this says.
+func WithSkipSlow(skip bool) Option { return func(o *Options) { o.SkipSlow = skip } }
+
+// WithTimeout sets Options.Timeout.
+func WithTimeout(d time.Duration) Option { return func(o *Options) { o.Timeout = d } }
+
+// WithReachTimeout sets Options.ReachTimeout.
+func WithReachTimeout(d time.Duration) Option { return func(o *Options) { o.ReachTimeout = d } }
+
+// WithTrials sets Options.Trials.
+func WithTrials(n int) Option { return func(o *Options) { o.Trials = n } }
+
+// WithCheckTimeout sets Options.CheckTimeout.
+func WithCheckTimeout(d time.Duration) Option { return func(o *Options) { o.CheckTimeout = d } }
+
+func resolve(opts []Option) Options {
+	var o Options
+	for _, f := range opts {
+		if f != nil {
+			f(&o)
+		}
+	}
+	return o
+}
+
+func (o Options) withDefaults(t driver.Traits) Options {
 	if o.Goroutines <= 0 {
 		o.Goroutines = 8
 	}
@@ -69,7 +117,7 @@ func (o Options) withDefaults(t core.Traits) Options {
 		o.ExpiryTTL = max(t.Expiry.MinTTL, 2*time.Second)
 	}
 	if o.ClockSkew <= 0 {
-		o.ClockSkew = core.DefaultClockSkew
+		o.ClockSkew = kvbreaker.DefaultClockSkew
 	}
 	if o.StateTTL <= 0 {
 		o.StateTTL = defaultStateTTL(t)
@@ -91,33 +139,31 @@ func (o Options) withDefaults(t core.Traits) Options {
 
 // defaultStateTTL is the TTL a Breaker with default Settings writes over a
 // store declaring t.
-func defaultStateTTL(t core.Traits) time.Duration {
-	if c, err := core.NewConfig(core.Settings{}, t); err == nil {
+func defaultStateTTL(t driver.Traits) time.Duration {
+	if c, err := machine.NewConfig(machine.Settings{}, t); err == nil {
 		return c.StateTTL
 	}
-	return max(core.DefaultRecoveryDelay, core.DefaultFailureWindow) + max(core.DefaultTTLMargin, t.Expiry.RequiredMargin(core.DefaultClockSkew))
+	return max(kvbreaker.DefaultRecoveryDelay, kvbreaker.DefaultFailureWindow) + max(kvbreaker.DefaultTTLMargin, t.Expiry.RequiredMargin(kvbreaker.DefaultClockSkew))
 }
 
 // Run runs the whole suite against the stores newHarness makes, each case as
-// a named subtest (so -run selects one) with a deadline from t.Context(). It
-// calls newHarness once and closes the harness when the test ends.
+// a subtest named by its CaseID (so -run selects one) with a deadline from
+// t.Context(). It calls newHarness once and closes the harness when the test
+// ends.
 //
 // The store's Traits are the declaration the suite holds it to: a store that
 // is not Atomic skips the cases that need a real compare (with a t.Skipf
 // naming the trait) but must still do what it declares; a store that claims
 // atomic compare-and-swap and loses an update fails. Cases that wait in real
-// time are skipped under -short unless the harness implements TimeAdvancer;
-// on real time they run concurrently, each on its own store. The "report"
-// subtest logs the report, and "not-verified" is skipped listing every
-// promise the run did not verify (go test -v shows both).
-func Run(t *testing.T, newHarness HarnessMaker) {
+// time are skipped under go test -short unless the harness implements
+// TimeAdvancer; on real time they run concurrently, each on its own store,
+// and their subtests come after the others. Run logs the report (go test -v
+// shows it), and the "not-verified" subtest is skipped listing every promise
+// the run did not verify.
+func Run(t *testing.T, newHarness HarnessMaker, opts ...Option) {
 	t.Helper()
-	RunOptions(t, newHarness, Options{SkipSlow: testing.Short()})
-}
-
-// RunOptions is Run with options.
-func RunOptions(t *testing.T, newHarness HarnessMaker, opts Options) {
-	t.Helper()
+	o := resolve(opts)
+	o.SkipSlow = o.SkipSlow || testing.Short()
 	h, err := newHarness(t.Context(), t)
 	if err != nil {
 		t.Fatalf("conformance: making the harness: %v", err)
@@ -126,41 +172,15 @@ func RunOptions(t *testing.T, newHarness HarnessMaker, opts Options) {
 		t.Fatal("conformance: HarnessMaker returned a nil Harness and no error")
 	}
 	t.Cleanup(h.Close)
-	r := newRunner(t.Context(), h, opts)
-	pending := r.startAll(t.Context())
-	for i, c := range cases {
-		pending := pending[i]
-		if c.alone {
-			r.bg.Wait()
-		}
-		t.Run(c.name, func(t *testing.T) {
-			var res Result
-			if pending != nil {
-				res = <-pending
-			} else {
-				res = r.run(t.Context(), i, c, t)
-			}
+	r := newRunner(t.Context(), h, o)
+	r.loop(t.Context(), func(c *testCase, do func(context.Context, *testing.T) Result) {
+		t.Run(string(c.id), func(t *testing.T) {
+			res := do(t.Context(), t)
 			r.rep.add(res)
-			if res.Skipped != "" {
-				t.Skip(res.Skipped)
-			}
-			if pending != nil {
-				for _, n := range res.Notes {
-					t.Log(n)
-				}
-			}
-			for _, n := range res.NotVerified {
-				t.Log("NOT VERIFIED: " + n)
-			}
-			for _, p := range res.Problems {
-				t.Error(p)
-			}
-			if res.Inconclusive != "" && len(res.Problems) == 0 {
-				t.Skip("INCONCLUSIVE: " + res.Inconclusive)
-			}
+			logResult(t, res)
 		})
-	}
-	t.Run("report", func(t *testing.T) { t.Log("\n" + r.rep.String()) })
+	})
+	t.Log("conformance report:\n" + r.rep.String())
 	t.Run("not-verified", func(t *testing.T) {
 		if nv := r.rep.NotVerified(); len(nv) > 0 {
 			t.Skipf("%d promise(s) not verified:\n%s", len(nv), strings.Join(nv, "\n"))
@@ -168,40 +188,49 @@ func RunOptions(t *testing.T, newHarness HarnessMaker, opts Options) {
 	})
 }
 
+// logResult reports res on t, the subtest of its case.
+func logResult(t *testing.T, res Result) {
+	t.Helper()
+	if res.Kind == KindDeclaration {
+		t.Logf("%s checks the declared Traits against kvbreaker's TTL margin in simulation; it never calls the store", res.Case)
+	}
+	if res.Skipped != "" {
+		t.Skip(res.Skipped)
+	}
+	for _, n := range res.Notes {
+		t.Log(n)
+	}
+	for _, n := range res.NotVerified {
+		t.Log("NOT VERIFIED: " + n)
+	}
+	for _, p := range res.Problems {
+		t.Error(p)
+	}
+	if res.Inconclusive != "" && len(res.Problems) == 0 {
+		t.Skip("INCONCLUSIVE: " + res.Inconclusive)
+	}
+}
+
 // Check runs the suite's cases against the stores h makes and returns every
-// violation, joined (errors.Join), each naming the promise it breaks, or nil.
-// It is the form of Run that needs no *testing.T: `kvbreaker check` uses it
-// on live stores. Check does not close h.
-func Check(ctx context.Context, h Harness) error {
-	_, err := Measure(ctx, h, Options{})
+// violation, joined, each a *Problem naming the case and the promise it
+// breaks (match with errors.Is(err, PromiseExpiredCAS)), or nil. It is the
+// form of Run that needs no *testing.T. Check does not close h.
+func Check(ctx context.Context, h Harness, opts ...Option) error {
+	_, err := Measure(ctx, h, opts...)
 	return err
 }
 
-// Measure is Check with options, also returning what it measured: per-case
-// results, observed expiry and staleness, round-trip times, and the
-// TTLMargin the store needs. The error is the joined violations, as Check
-// returns them; a Report is returned even when there are violations.
-func Measure(ctx context.Context, h Harness, opts Options) (*Report, error) {
-	r := newRunner(ctx, h, opts)
-	pending := r.startAll(ctx)
-	for i, c := range cases {
-		if pending[i] != nil {
-			continue
-		}
-		if c.alone {
-			r.bg.Wait()
-		}
-		if err := ctx.Err(); err != nil {
-			break
-		}
-		r.rep.add(r.run(ctx, i, c, nil))
-	}
-	r.bg.Wait()
-	for _, p := range pending {
-		if p != nil {
-			r.rep.add(<-p)
-		}
-	}
+// Measure is Check also returning what it measured: per-case results,
+// observed expiry and staleness, round-trip times, and the TTLMargin the
+// store needs; `kvbreaker check` renders it. The error is the joined
+// violations, as Check returns them, and ctx's error if it ended first (the
+// report then lacks the cases not run); a Report is returned even when
+// there are violations.
+func Measure(ctx context.Context, h Harness, opts ...Option) (*Report, error) {
+	r := newRunner(ctx, h, resolve(opts))
+	r.loop(ctx, func(_ *testCase, do func(context.Context, *testing.T) Result) {
+		r.rep.add(do(ctx, nil))
+	})
 	if err := ctx.Err(); err != nil {
 		return r.rep, errors.Join(r.rep.Err(), err)
 	}
@@ -211,8 +240,9 @@ func Measure(ctx context.Context, h Harness, opts Options) (*Report, error) {
 // testCase is one row of the suite: a behaviour, the promise it checks, and
 // the traits it needs.
 type testCase struct {
-	name    string
-	promise string
+	id      CaseID
+	promise PromiseID
+	kind    Kind
 	// atomic: the case needs a real compare (skipped for last-writer-wins
 	// stores).
 	atomic bool
@@ -228,16 +258,26 @@ type testCase struct {
 	run   func(ctx context.Context, e *env)
 }
 
-func (c *testCase) skip(t core.Traits, h Harness, o Options) string {
+func (c *testCase) skip(t driver.Traits, h Harness, o Options) string {
 	if c.atomic && !t.Atomic {
-		return fmt.Sprintf("%s: store declares Traits().Atomic == false (last writer wins), so it does not promise %q", c.name, c.promise)
+		return fmt.Sprintf("%s: store declares Traits().Atomic == false (last writer wins), so it does not promise %q", c.id, c.promise.Text())
 	}
 	if c.slow && o.SkipSlow {
 		if _, ok := h.(TimeAdvancer); !ok {
-			return fmt.Sprintf("%s: waits in real time (skipped under -short; implement TimeAdvancer to run it on fake time)", c.name)
+			return fmt.Sprintf("%s: waits in real time (skipped under -short; implement TimeAdvancer to run it on fake time)", c.id)
 		}
 	}
 	return ""
+}
+
+// result is the empty Result of case i.
+func (c *testCase) result(i int) Result {
+	return Result{Case: c.id, Promise: c.promise, Kind: c.kind, NeedsAtomic: c.atomic, order: i}
+}
+
+// problem is a violation of promise found by c.
+func (c *testCase) problem(promise PromiseID, format string, args ...any) error {
+	return &Problem{Case: c.id, Promise: promise, Detail: fmt.Sprintf(format, args...)}
 }
 
 // runner runs the table: the first case checks that the store answers at
@@ -247,13 +287,13 @@ func (c *testCase) skip(t core.Traits, h Harness, o Options) string {
 type runner struct {
 	h      Harness
 	opts   Options
-	traits core.Traits
+	traits driver.Traits
 	rep    *Report
 	mu     sync.Mutex // guards spare
 	// makeMu serialises MakeStore: background cases start together, and a
 	// harness need not be safe for concurrent use.
 	makeMu sync.Mutex
-	spare  core.Store
+	spare  driver.Store
 	// down says why the store is unreachable; every later case skips.
 	down string
 	bg   sync.WaitGroup
@@ -267,29 +307,39 @@ func newRunner(ctx context.Context, h Harness, opts Options) *runner {
 	}
 	rctx, cancel := context.WithTimeout(ctx, reach)
 	defer cancel()
+	r.down = r.reach(rctx, reach)
+	r.opts = opts.withDefaults(r.traits)
+	r.rep = newReport(r.traits, r.opts)
+	return r
+}
+
+// reach makes the first store, reads its traits and sends it one Get; it
+// returns why the store is unreachable, or "". A panic is an answer too.
+func (r *runner) reach(ctx context.Context, limit time.Duration) (down string) {
 	start := time.Now()
-	s0, err := h.MakeStore(rctx)
+	var s0 driver.Store
+	defer func() {
+		if p := recover(); p != nil {
+			down = fmt.Sprintf("%s panicked after %v: %v", describe(r.h, s0), time.Since(start).Round(time.Millisecond), p)
+		}
+	}()
+	s0, err := r.h.MakeStore(ctx)
 	if err == nil && s0 == nil {
 		err = errors.New("returned a nil store and no error")
 	}
 	if err != nil {
-		r.down = fmt.Sprintf("MakeStore of %s failed after %v: %v", describe(h, nil), time.Since(start).Round(time.Millisecond), err)
-		r.opts = opts.withDefaults(core.Traits{})
-		r.rep = newReport(core.Traits{}, r.opts)
-		return r
+		return fmt.Sprintf("MakeStore of %s failed after %v: %v", describe(r.h, nil), time.Since(start).Round(time.Millisecond), err)
 	}
-	r.spare = s0
 	r.traits = s0.Traits()
-	r.opts = opts.withDefaults(r.traits)
-	r.rep = newReport(r.traits, r.opts)
-	if _, _, err := s0.Get(rctx, "reachable.example"); err != nil && !errors.Is(err, core.ErrNotFound) {
-		r.down = fmt.Sprintf("%s did not answer Get within %v (after %v): %v", describe(h, s0), reach, time.Since(start).Round(time.Millisecond), err)
+	r.spare = s0
+	if _, _, err := s0.Get(ctx, "reachable.example"); err != nil && !errors.Is(err, driver.ErrNotFound) {
+		return fmt.Sprintf("%s did not answer Get within %v (after %v): %v", describe(r.h, s0), limit, time.Since(start).Round(time.Millisecond), err)
 	}
-	return r
+	return ""
 }
 
 // describe names the harness's store for an unreachable-store message.
-func describe(h Harness, s core.Store) string {
+func describe(h Harness, s driver.Store) string {
 	if d, ok := h.(Describer); ok {
 		return d.Describe()
 	}
@@ -299,20 +349,43 @@ func describe(h Harness, s core.Store) string {
 	return fmt.Sprintf("harness %T (implement conformance.Describer to name its store and address)", h)
 }
 
-// startAll launches, at once, every case that waits in real time when the
-// harness cannot advance time (each on its own store), and returns their
-// results' channels by table index (nil for a case to run inline).
-func (r *runner) startAll(ctx context.Context) []<-chan Result {
-	out := make([]<-chan Result, len(cases))
-	for i, c := range cases {
-		out[i] = r.start(ctx, i, c)
+// loop is the suite's one case loop, behind Run and Measure. It starts
+// every case that waits in real time in the background (when the harness
+// cannot advance time), runs the other cases in table order, then collects
+// the background ones, then runs the cases that must run alone. present
+// shows one case (as a subtest under Run) and records its result; do runs
+// it, or waits for it if it ran in the background. Once ctx ends, cases not
+// started are not presented.
+func (r *runner) loop(ctx context.Context, present func(c *testCase, do func(context.Context, *testing.T) Result)) {
+	pending := make([]<-chan Result, len(cases))
+	for i := range cases {
+		pending[i] = r.start(ctx, i, &cases[i])
 	}
-	return out
+	phase := func(pick func(i int, c *testCase) bool) {
+		for i := range cases {
+			c := &cases[i]
+			if !pick(i, c) {
+				continue
+			}
+			if p := pending[i]; p != nil {
+				present(c, func(context.Context, *testing.T) Result { return <-p })
+				continue
+			}
+			if ctx.Err() != nil {
+				continue
+			}
+			present(c, func(ctx context.Context, t *testing.T) Result { return r.run(ctx, i, c, t) })
+		}
+	}
+	phase(func(i int, c *testCase) bool { return pending[i] == nil && !c.alone })
+	r.bg.Wait()
+	phase(func(i int, _ *testCase) bool { return pending[i] != nil })
+	phase(func(_ int, c *testCase) bool { return c.alone })
 }
 
 // start launches case i in the background if it waits in real time and the
 // harness cannot advance time; it returns nil for a case to run inline.
-func (r *runner) start(ctx context.Context, i int, c testCase) <-chan Result {
+func (r *runner) start(ctx context.Context, i int, c *testCase) <-chan Result {
 	if c.alone {
 		return nil
 	}
@@ -323,58 +396,71 @@ func (r *runner) start(ctx context.Context, i int, c testCase) <-chan Result {
 		return nil
 	}
 	ch := make(chan Result, 1)
-	r.bg.Add(1)
-	go func() {
-		defer r.bg.Done()
-		ch <- r.run(ctx, i, c, nil)
-	}()
+	r.bg.Go(func() { ch <- r.run(ctx, i, c, nil) })
 	return ch
 }
 
 // run runs case i now and returns its result; t is nil under Measure and
-// for background cases.
-func (r *runner) run(ctx context.Context, i int, c testCase, t *testing.T) (res Result) {
-	base := Result{Case: c.name, Promise: c.promise, order: i}
-	if c.name == reachCase {
+// for background cases. A panic anywhere in the case (the harness's
+// MakeStore, the store, the case itself) fails the case, not the caller.
+func (r *runner) run(ctx context.Context, i int, c *testCase, t *testing.T) (res Result) {
+	res = c.result(i)
+	if c.id == CaseReachable {
 		if r.down != "" {
-			base.Problems = []string{fmt.Sprintf("%s: %s: %s", c.name, promiseReach, r.down)}
+			res.Problems = []error{c.problem(PromiseReachable, "%s", r.down)}
 		}
-		return base
+		return res
 	}
 	if r.down != "" {
-		base.Skipped = fmt.Sprintf("%s: not run, the store is unreachable (see case %s)", c.name, reachCase)
-		return base
+		res.Skipped = fmt.Sprintf("%s: not run, the store is unreachable (see case %s)", c.id, CaseReachable)
+		return res
 	}
 	if why := c.skip(r.traits, r.h, r.opts); why != "" {
-		base.Skipped = why
-		base.notPromised = c.atomic && !r.traits.Atomic
-		return base
+		res.Skipped = why
+		res.NotPromised = c.atomic && !r.traits.Atomic
+		return res
 	}
-	e, err := newEnv(ctx, r.h, r.takeSpare(), r.traits, r.opts, r.rep, &r.makeMu)
+	defer func() {
+		if p := recover(); p != nil {
+			res = c.result(i)
+			res.Problems = []error{c.problem(PromiseNoPanic, "panic outside the case's calls to the store: %v", p)}
+		}
+	}()
+	e, err := newEnv(ctx, r, r.takeSpare())
 	if err != nil {
-		base.Problems = []string{fmt.Sprintf("%s: MakeStore: %v", c.name, err)}
-		return base
+		res.Problems = []error{c.problem(PromiseMakeStore, "MakeStore: %v", err)}
+		return res
 	}
 	e.t = t
+	e.c = c
 	defer e.cancel()
 	func() {
 		defer func() {
 			// A case must not take kvbreaker check (or the suite) down
 			// with it.
 			if p := recover(); p != nil {
-				e.errorf("the store must not panic", "panic: %v", p)
+				e.errorf(PromiseNoPanic, "panic: %v", p)
 			}
 		}()
 		c.run(e.ctx, e)
 	}()
-	res = e.result(c)
-	res.order = i
-	return res
+	return e.result(res)
+}
+
+// makeStore makes a store, one MakeStore at a time.
+func (r *runner) makeStore(ctx context.Context) (driver.Store, error) {
+	r.makeMu.Lock()
+	defer r.makeMu.Unlock()
+	s, err := r.h.MakeStore(ctx)
+	if err == nil && s == nil {
+		err = errors.New("MakeStore returned a nil store and no error")
+	}
+	return s, err
 }
 
 // takeSpare hands out the store made to read the traits, once, so none is
 // wasted.
-func (r *runner) takeSpare() core.Store {
+func (r *runner) takeSpare() driver.Store {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	s := r.spare
@@ -387,16 +473,18 @@ func (r *runner) takeSpare() core.Store {
 type env struct {
 	ctx    context.Context
 	cancel context.CancelFunc
-	t      *testing.T // nil under Check
+	t      *testing.T // nil under Measure and in the background
+	c      *testCase
+	r      *runner
 	h      Harness
-	raw    core.Store
-	store  core.Store // raw, timed and paced
-	traits core.Traits
+	raw    driver.Store
+	store  driver.Store // raw, timed and paced
+	traits driver.Traits
 	opts   Options
 	rep    *Report
 
 	mu           sync.Mutex
-	problems     []string
+	problems     []error
 	notes        []string
 	notVerified  []string
 	inconclusive string
@@ -405,48 +493,41 @@ type env struct {
 
 // newEnv makes the environment for one case, over spare (the store made to
 // read the traits, used by the first case so none is wasted) or a new store.
-func newEnv(ctx context.Context, h Harness, spare core.Store, t core.Traits, o Options, rep *Report, makeMu *sync.Mutex) (*env, error) {
-	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
+func newEnv(ctx context.Context, r *runner, spare driver.Store) (*env, error) {
+	ctx, cancel := context.WithTimeout(ctx, r.opts.Timeout)
 	s := spare
 	if s == nil {
 		var err error
-		makeMu.Lock()
-		s, err = h.MakeStore(ctx)
-		makeMu.Unlock()
-		if err != nil {
+		if s, err = r.makeStore(ctx); err != nil {
 			cancel()
 			return nil, err
 		}
 	}
-	if s == nil {
-		cancel()
-		return nil, errors.New("MakeStore returned a nil store and no error")
-	}
-	e := &env{ctx: ctx, cancel: cancel, h: h, raw: s, traits: t, opts: o, rep: rep}
-	e.store = &timedStore{Store: s, rep: rep, pace: t.MinWriteInterval, last: make(map[string]time.Time)}
+	e := &env{ctx: ctx, cancel: cancel, r: r, h: r.h, raw: s, traits: r.traits, opts: r.opts, rep: r.rep}
+	e.store = &timedStore{Store: s, rep: r.rep, pace: r.traits.MinWriteInterval, last: make(map[string]time.Time),
+		panicked: func(op string, p any) { e.errorf(PromiseNoPanic, "%s panicked: %v", op, p) }}
 	return e, nil
 }
 
 // errorf records a violation of promise.
-func (e *env) errorf(promise, format string, args ...any) {
+func (e *env) errorf(promise PromiseID, format string, args ...any) {
+	p := e.c.problem(promise, format, args...)
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.problems = append(e.problems, fmt.Sprintf("%s: %s", promise, fmt.Sprintf(format, args...)))
+	e.problems = append(e.problems, p)
 }
 
 // fatalf records a violation; the case should return right after.
-func (e *env) fatalf(promise, format string, args ...any) { e.errorf(promise, format, args...) }
+func (e *env) fatalf(promise PromiseID, format string, args ...any) {
+	e.errorf(promise, format, args...)
+}
 
-// logf records a note for the report (and the test log under Run).
+// logf records a note for the report (and the case's log under Run).
 func (e *env) logf(format string, args ...any) {
 	msg := fmt.Sprintf(format, args...)
 	e.mu.Lock()
 	e.notes = append(e.notes, msg)
 	e.mu.Unlock()
-	if e.t != nil {
-		e.t.Helper()
-		e.t.Log(msg)
-	}
 }
 
 // notVerifiedf records something the case could not check, and why.
@@ -456,15 +537,15 @@ func (e *env) notVerifiedf(format string, args ...any) {
 	e.notVerified = append(e.notVerified, fmt.Sprintf(format, args...))
 }
 
-func (e *env) result(c testCase) Result {
+// result fills res with what the case recorded.
+func (e *env) result(res Result) Result {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	r := Result{Case: c.name, Promise: c.promise, Notes: slices.Clone(e.notes),
-		NotVerified: slices.Clone(e.notVerified), Inconclusive: e.inconclusive}
-	for _, p := range e.problems {
-		r.Problems = append(r.Problems, c.name+": "+p)
-	}
-	return r
+	res.Problems = slices.Clone(e.problems)
+	res.Notes = slices.Clone(e.notes)
+	res.NotVerified = slices.Clone(e.notVerified)
+	res.Inconclusive = e.inconclusive
+	return res
 }
 
 // sleep waits d in real time or until ctx ends.
@@ -486,9 +567,13 @@ func sleep(ctx context.Context, d time.Duration) error {
 // MinWriteInterval, serialises writes and starts each one no sooner than
 // the interval (plus a tenth) after the previous write to its key returned.
 type timedStore struct {
-	core.Store
+	driver.Store
 	rep  *Report
 	pace time.Duration
+	// panicked records a panic of the store, which the call turns into an
+	// error: a case's goroutines call the store too, and a panic there
+	// would end the process.
+	panicked func(op string, p any)
 
 	wmu  sync.Mutex // held across paced writes
 	last map[string]time.Time
@@ -513,14 +598,24 @@ func (s *timedStore) turn(ctx context.Context, key string) (func(), error) {
 	}, nil
 }
 
-func (s *timedStore) Get(ctx context.Context, key string) ([]byte, core.Version, error) {
+// recover turns a panic of the store's op into an error in *err.
+func (s *timedStore) recover(op string, err *error) {
+	if p := recover(); p != nil {
+		s.panicked(op, p)
+		*err = fmt.Errorf("conformance: the store's %s panicked: %v", op, p)
+	}
+}
+
+func (s *timedStore) Get(ctx context.Context, key string) (_ []byte, _ driver.Version, err error) {
+	defer s.recover("Get", &err)
 	start := time.Now()
 	v, ver, err := s.Store.Get(ctx, key)
 	s.rep.roundTrip("get", time.Since(start))
 	return v, ver, err
 }
 
-func (s *timedStore) CompareAndSwap(ctx context.Context, key string, old core.Version, value []byte, ttl time.Duration) (core.Version, error) {
+func (s *timedStore) CompareAndSwap(ctx context.Context, key string, old driver.Version, value []byte, ttl time.Duration) (_ driver.Version, err error) {
+	defer s.recover("CompareAndSwap", &err)
 	done, err := s.turn(ctx, key)
 	if err != nil {
 		return 0, err
@@ -532,7 +627,8 @@ func (s *timedStore) CompareAndSwap(ctx context.Context, key string, old core.Ve
 	return ver, err
 }
 
-func (s *timedStore) CompareAndDelete(ctx context.Context, key string, old core.Version) error {
+func (s *timedStore) CompareAndDelete(ctx context.Context, key string, old driver.Version) (err error) {
+	defer s.recover("CompareAndDelete", &err)
 	done, err := s.turn(ctx, key)
 	if err != nil {
 		return err

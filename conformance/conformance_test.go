@@ -13,17 +13,17 @@ import (
 
 	"github.com/kvbreaker/kvbreaker/backends/memory"
 	"github.com/kvbreaker/kvbreaker/conformance"
-	"github.com/kvbreaker/kvbreaker/core"
+	"github.com/kvbreaker/kvbreaker/driver"
 	"github.com/kvbreaker/kvbreaker/skew"
 )
 
 // harness makes stores with make; the memory stores under it run on clock.
 type harness struct {
-	make func() core.Store
+	make func() driver.Store
 }
 
-func (h harness) MakeStore(context.Context) (core.Store, error) { return h.make(), nil }
-func (h harness) Close()                                        {}
+func (h harness) MakeStore(context.Context) (driver.Store, error) { return h.make(), nil }
+func (h harness) Close()                                          {}
 
 // advancing is a harness over memory stores on a clock it can move.
 type advancing struct {
@@ -45,48 +45,52 @@ func (a *advancing) Advance(_ context.Context, d time.Duration) error {
 	return nil
 }
 
-func memoryHarness(wrap func(*memory.Store) core.Store) conformance.Harness {
-	return harness{make: func() core.Store { return wrap(memory.New()) }}
+func memoryHarness(wrap func(*memory.Store) driver.Store) conformance.Harness {
+	return harness{make: func() driver.Store { return wrap(memory.New()) }}
 }
 
-func advancingHarness(wrap func(*memory.Store) core.Store) *advancing {
+func advancingHarness(wrap func(*memory.Store) driver.Store) *advancing {
 	a := &advancing{}
-	a.harness = harness{make: func() core.Store { return wrap(memory.New(memory.WithClock(a.now))) }}
+	a.harness = harness{make: func() driver.Store { return wrap(memory.New(memory.WithClock(a.now))) }}
 	return a
 }
 
-func plain(s *memory.Store) core.Store { return s }
+func plain(s *memory.Store) driver.Store { return s }
 
 // measure runs the suite through Measure, the no-*testing.T form.
-func measure(t *testing.T, h conformance.Harness, opts conformance.Options) (*conformance.Report, error) {
+func measure(t *testing.T, h conformance.Harness, opts ...conformance.Option) (*conformance.Report, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	rep, err := conformance.Measure(ctx, h, opts)
+	rep, err := conformance.Measure(ctx, h, opts...)
 	if rep == nil {
 		t.Fatalf("Measure returned no report: %v", err)
 	}
 	return rep, err
 }
 
-// wantBroken checks that err reports case c breaking a promise that
-// mentions promise.
-func wantBroken(t *testing.T, rep *conformance.Report, err error, c, promise string) {
+// wantBroken checks that case c reported breaking promise, in its Result
+// and in the error, both matched with errors.Is.
+func wantBroken(t *testing.T, rep *conformance.Report, err error, c conformance.CaseID, promise conformance.PromiseID) {
 	t.Helper()
 	if err == nil {
 		t.Fatalf("the suite found nothing wrong; want case %s to report %q\n%s", c, promise, rep)
+	}
+	if !errors.Is(err, promise) {
+		t.Errorf("errors.Is(err, %q) = false for %v", promise, err)
 	}
 	for _, res := range rep.Results {
 		if res.Case != c {
 			continue
 		}
 		for _, p := range res.Problems {
-			if strings.Contains(p, promise) && strings.Contains(err.Error(), p) {
-				t.Logf("reported: %s", p)
+			pr, ok := errors.AsType[*conformance.Problem](p)
+			if errors.Is(p, promise) && ok && pr.Case == c && strings.Contains(err.Error(), p.Error()) {
+				t.Logf("reported: %v", p)
 				return
 			}
 		}
-		t.Fatalf("case %s reported %q, want a problem naming %q", c, res.Problems, promise)
+		t.Fatalf("case %s reported %q, want a problem breaking %q", c, res.Problems, promise)
 	}
 	t.Fatalf("case %s did not run; results: %+v", c, rep.Results)
 }
@@ -101,7 +105,7 @@ func TestMemoryPassesCheck(t *testing.T) {
 func TestAdvancingHarness(t *testing.T) {
 	t.Parallel()
 	start := time.Now()
-	rep, err := measure(t, advancingHarness(plain), conformance.Options{ExpiryTTL: time.Hour})
+	rep, err := measure(t, advancingHarness(plain), conformance.WithExpiryTTL(time.Hour))
 	if err != nil {
 		t.Fatalf("%v\n%s", err, rep)
 	}
@@ -117,7 +121,7 @@ func TestAdvancingHarness(t *testing.T) {
 // earlyStore expires every entry 2 s before its TTL.
 type earlyStore struct{ *memory.Store }
 
-func (s earlyStore) CompareAndSwap(ctx context.Context, key string, old core.Version, v []byte, ttl time.Duration) (core.Version, error) {
+func (s earlyStore) CompareAndSwap(ctx context.Context, key string, old driver.Version, v []byte, ttl time.Duration) (driver.Version, error) {
 	return s.Store.CompareAndSwap(ctx, key, old, v, max(ttl-2*time.Second, time.Millisecond))
 }
 
@@ -126,13 +130,13 @@ func TestExpiresEarly(t *testing.T) {
 	for _, adv := range []bool{false, true} {
 		t.Run(fmt.Sprint("advancing=", adv), func(t *testing.T) {
 			t.Parallel()
-			wrap := func(s *memory.Store) core.Store { return earlyStore{s} }
+			wrap := func(s *memory.Store) driver.Store { return earlyStore{s} }
 			var h conformance.Harness = memoryHarness(wrap)
 			if adv {
 				h = advancingHarness(wrap)
 			}
-			rep, err := measure(t, h, conformance.Options{})
-			wantBroken(t, rep, err, "expiry", "an entry must not vanish before its TTL")
+			rep, err := measure(t, h)
+			wantBroken(t, rep, err, conformance.CaseExpiry, conformance.PromiseNotEarly)
 			if e := rep.Expiry; e == nil || e.Early < time.Second {
 				t.Fatalf("measured expiry %+v, want about 2 s early", e)
 			}
@@ -146,28 +150,28 @@ func TestExpiresEarly(t *testing.T) {
 // leakStore ignores the TTL: entries live a day.
 type leakStore struct{ *memory.Store }
 
-func (s leakStore) CompareAndSwap(ctx context.Context, key string, old core.Version, v []byte, _ time.Duration) (core.Version, error) {
+func (s leakStore) CompareAndSwap(ctx context.Context, key string, old driver.Version, v []byte, _ time.Duration) (driver.Version, error) {
 	return s.Store.CompareAndSwap(ctx, key, old, v, 24*time.Hour)
 }
 
 func TestTTLIgnored(t *testing.T) {
 	t.Parallel()
-	rep, err := measure(t, memoryHarness(func(s *memory.Store) core.Store { return leakStore{s} }), conformance.Options{})
-	wantBroken(t, rep, err, "expiry", "an entry must vanish within its TTL")
-	wantBroken(t, rep, err, "expired-counts-as-absent", "an entry must vanish within its TTL")
+	rep, err := measure(t, memoryHarness(func(s *memory.Store) driver.Store { return leakStore{s} }))
+	wantBroken(t, rep, err, conformance.CaseExpiry, conformance.PromiseNotLate)
+	wantBroken(t, rep, err, conformance.CaseExpiredAbsent, conformance.PromiseNotLate)
 }
 
 // racyStore compares and then writes in two steps, letting others in
 // between, while declaring atomic compare-and-swap.
 type racyStore struct{ *memory.Store }
 
-func (s racyStore) CompareAndSwap(ctx context.Context, key string, old core.Version, v []byte, ttl time.Duration) (core.Version, error) {
+func (s racyStore) CompareAndSwap(ctx context.Context, key string, old driver.Version, v []byte, ttl time.Duration) (driver.Version, error) {
 	_, cur, err := s.Get(ctx, key)
-	if err != nil && !errors.Is(err, core.ErrNotFound) {
+	if err != nil && !errors.Is(err, driver.ErrNotFound) {
 		return 0, err
 	}
 	if cur != old {
-		return 0, core.ErrConflict
+		return 0, driver.ErrConflict
 	}
 	runtime.Gosched()
 	time.Sleep(50 * time.Microsecond)
@@ -175,7 +179,7 @@ func (s racyStore) CompareAndSwap(ctx context.Context, key string, old core.Vers
 		// Blind write over whatever is there now.
 		_, now, _ := s.Get(ctx, key)
 		ver, err := s.Store.CompareAndSwap(ctx, key, now, v, ttl)
-		if !errors.Is(err, core.ErrConflict) {
+		if !errors.Is(err, driver.ErrConflict) {
 			return ver, err
 		}
 	}
@@ -183,9 +187,9 @@ func (s racyStore) CompareAndSwap(ctx context.Context, key string, old core.Vers
 
 func TestCASNotAtomic(t *testing.T) {
 	t.Parallel()
-	rep, err := measure(t, memoryHarness(func(s *memory.Store) core.Store { return racyStore{s} }),
-		conformance.Options{SkipSlow: true, Goroutines: 8, Iterations: 40})
-	wantBroken(t, rep, err, "concurrent-cas-linearizable", "CompareAndSwap must not lose updates")
+	rep, err := measure(t, memoryHarness(func(s *memory.Store) driver.Store { return racyStore{s} }),
+		conformance.WithSkipSlow(true), conformance.WithGoroutines(8), conformance.WithIterations(40))
+	wantBroken(t, rep, err, conformance.CaseLinearizable, conformance.PromiseNoLostUpdate)
 	if !strings.Contains(err.Error(), "concurrent CompareAndSwaps must be linearizable") {
 		// porcupine may time out proving a long history illegal; the
 		// lost update above is the direct evidence.
@@ -196,11 +200,11 @@ func TestCASNotAtomic(t *testing.T) {
 // blindStore skips the version check: every CompareAndSwap overwrites.
 type blindStore struct{ *memory.Store }
 
-func (s blindStore) CompareAndSwap(ctx context.Context, key string, _ core.Version, v []byte, ttl time.Duration) (core.Version, error) {
+func (s blindStore) CompareAndSwap(ctx context.Context, key string, _ driver.Version, v []byte, ttl time.Duration) (driver.Version, error) {
 	for {
 		_, cur, _ := s.Get(ctx, key)
 		ver, err := s.Store.CompareAndSwap(ctx, key, cur, v, ttl)
-		if !errors.Is(err, core.ErrConflict) {
+		if !errors.Is(err, driver.ErrConflict) {
 			return ver, err
 		}
 	}
@@ -208,9 +212,9 @@ func (s blindStore) CompareAndSwap(ctx context.Context, key string, _ core.Versi
 
 func TestVersionCheckSkipped(t *testing.T) {
 	t.Parallel()
-	rep, err := measure(t, memoryHarness(func(s *memory.Store) core.Store { return blindStore{s} }), conformance.Options{SkipSlow: true})
-	wantBroken(t, rep, err, "stale-version-conflicts", "CompareAndSwap with a stale version must fail")
-	wantBroken(t, rep, err, "create-only", "CompareAndSwap with core.NoVersion on a present key must fail")
+	rep, err := measure(t, memoryHarness(func(s *memory.Store) driver.Store { return blindStore{s} }), conformance.WithSkipSlow(true))
+	wantBroken(t, rep, err, conformance.CaseStaleVersion, conformance.PromiseStaleConflicts)
+	wantBroken(t, rep, err, conformance.CaseCreateOnly, conformance.PromiseCreateOnly)
 }
 
 // cachingStore serves Gets from a 2 s cache while declaring fresh reads.
@@ -222,12 +226,12 @@ type cachingStore struct {
 
 type cached struct {
 	v   []byte
-	ver core.Version
+	ver driver.Version
 	err error
 	at  time.Time
 }
 
-func (s *cachingStore) Get(ctx context.Context, key string) ([]byte, core.Version, error) {
+func (s *cachingStore) Get(ctx context.Context, key string) ([]byte, driver.Version, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if c, ok := s.cache[key]; ok && time.Since(c.at) < 2*time.Second {
@@ -240,10 +244,10 @@ func (s *cachingStore) Get(ctx context.Context, key string) ([]byte, core.Versio
 
 func TestStalerThanDeclared(t *testing.T) {
 	t.Parallel()
-	rep, err := measure(t, memoryHarness(func(s *memory.Store) core.Store {
+	rep, err := measure(t, memoryHarness(func(s *memory.Store) driver.Store {
 		return &cachingStore{Store: s, cache: map[string]cached{}}
-	}), conformance.Options{SkipSlow: true})
-	wantBroken(t, rep, err, "read-staleness", "a Get must see a completed write within the declared ReadStaleness")
+	}), conformance.WithSkipSlow(true))
+	wantBroken(t, rep, err, conformance.CaseReadStaleness, conformance.PromiseReadStaleness)
 	if rep.Staleness != 0 || !rep.StalenessMeasured {
 		// The write never showed within the declared 0 s: measured as
 		// the polling gave up.
@@ -253,11 +257,11 @@ func TestStalerThanDeclared(t *testing.T) {
 
 func TestVersionReused(t *testing.T) {
 	t.Parallel()
-	h := harness{make: func() core.Store {
+	h := harness{make: func() driver.Store {
 		return &oneVersionStore{Store: memory.New()}
 	}}
-	rep, err := measure(t, h, conformance.Options{SkipSlow: true})
-	wantBroken(t, rep, err, "recreate-new-version", "a re-created key must not reuse a version")
+	rep, err := measure(t, h, conformance.WithSkipSlow(true))
+	wantBroken(t, rep, err, conformance.CaseRecreate, conformance.PromiseNoVersionReuse)
 }
 
 // oneVersionStore numbers each key's writes from 1 since its creation, as a
@@ -265,17 +269,17 @@ func TestVersionReused(t *testing.T) {
 type oneVersionStore struct {
 	*memory.Store
 	mu    sync.Mutex
-	count map[string]core.Version
-	real  map[string]core.Version
+	count map[string]driver.Version
+	real  map[string]driver.Version
 }
 
 func (s *oneVersionStore) init() {
 	if s.count == nil {
-		s.count, s.real = map[string]core.Version{}, map[string]core.Version{}
+		s.count, s.real = map[string]driver.Version{}, map[string]driver.Version{}
 	}
 }
 
-func (s *oneVersionStore) Get(ctx context.Context, key string) ([]byte, core.Version, error) {
+func (s *oneVersionStore) Get(ctx context.Context, key string) ([]byte, driver.Version, error) {
 	v, ver, err := s.Store.Get(ctx, key)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -286,7 +290,7 @@ func (s *oneVersionStore) Get(ctx context.Context, key string) ([]byte, core.Ver
 	return v, s.count[key], nil
 }
 
-func (s *oneVersionStore) CompareAndSwap(ctx context.Context, key string, old core.Version, v []byte, ttl time.Duration) (core.Version, error) {
+func (s *oneVersionStore) CompareAndSwap(ctx context.Context, key string, old driver.Version, v []byte, ttl time.Duration) (driver.Version, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.init()
@@ -296,7 +300,7 @@ func (s *oneVersionStore) CompareAndSwap(ctx context.Context, key string, old co
 		cur = 0
 	}
 	if cur != old {
-		return 0, core.ErrConflict
+		return 0, driver.ErrConflict
 	}
 	nv, err := s.Store.CompareAndSwap(ctx, key, real, v, ttl)
 	if err != nil {
@@ -306,7 +310,7 @@ func (s *oneVersionStore) CompareAndSwap(ctx context.Context, key string, old co
 	return cur + 1, nil
 }
 
-func (s *oneVersionStore) CompareAndDelete(ctx context.Context, key string, old core.Version) error {
+func (s *oneVersionStore) CompareAndDelete(ctx context.Context, key string, old driver.Version) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.init()
@@ -315,7 +319,7 @@ func (s *oneVersionStore) CompareAndDelete(ctx context.Context, key string, old 
 		return err
 	}
 	if s.count[key] != old {
-		return core.ErrConflict
+		return driver.ErrConflict
 	}
 	if err := s.Store.CompareAndDelete(ctx, key, real); err != nil {
 		return err
@@ -330,56 +334,56 @@ type escapingStore struct{ *memory.Store }
 
 func esc(k string) string { return strings.ReplaceAll(k, "/", "%2F") }
 
-func (s escapingStore) Get(ctx context.Context, key string) ([]byte, core.Version, error) {
+func (s escapingStore) Get(ctx context.Context, key string) ([]byte, driver.Version, error) {
 	return s.Store.Get(ctx, esc(key))
 }
 
-func (s escapingStore) CompareAndSwap(ctx context.Context, key string, old core.Version, v []byte, ttl time.Duration) (core.Version, error) {
+func (s escapingStore) CompareAndSwap(ctx context.Context, key string, old driver.Version, v []byte, ttl time.Duration) (driver.Version, error) {
 	return s.Store.CompareAndSwap(ctx, esc(key), old, v, ttl)
 }
 
-func (s escapingStore) CompareAndDelete(ctx context.Context, key string, old core.Version) error {
+func (s escapingStore) CompareAndDelete(ctx context.Context, key string, old driver.Version) error {
 	return s.Store.CompareAndDelete(ctx, esc(key), old)
 }
 
 func TestKeysCollide(t *testing.T) {
 	t.Parallel()
-	rep, err := measure(t, memoryHarness(func(s *memory.Store) core.Store { return escapingStore{s} }), conformance.Options{SkipSlow: true})
-	wantBroken(t, rep, err, "hostile-keys", "distinct keys must not collide")
+	rep, err := measure(t, memoryHarness(func(s *memory.Store) driver.Store { return escapingStore{s} }), conformance.WithSkipSlow(true))
+	wantBroken(t, rep, err, conformance.CaseHostileKeys, conformance.PromiseKeys)
 }
 
 // deafStore ignores its context.
 type deafStore struct{ *memory.Store }
 
-func (s deafStore) Get(_ context.Context, key string) ([]byte, core.Version, error) {
+func (s deafStore) Get(_ context.Context, key string) ([]byte, driver.Version, error) {
 	return s.Store.Get(context.Background(), key)
 }
 
-func (s deafStore) CompareAndSwap(_ context.Context, key string, old core.Version, v []byte, ttl time.Duration) (core.Version, error) {
+func (s deafStore) CompareAndSwap(_ context.Context, key string, old driver.Version, v []byte, ttl time.Duration) (driver.Version, error) {
 	return s.Store.CompareAndSwap(context.Background(), key, old, v, ttl)
 }
 
 func TestContextIgnored(t *testing.T) {
 	t.Parallel()
-	rep, err := measure(t, memoryHarness(func(s *memory.Store) core.Store { return deafStore{s} }), conformance.Options{SkipSlow: true})
-	wantBroken(t, rep, err, "context-ended", "a call with an ended context must fail")
+	rep, err := measure(t, memoryHarness(func(s *memory.Store) driver.Store { return deafStore{s} }), conformance.WithSkipSlow(true))
+	wantBroken(t, rep, err, conformance.CaseContextEnded, conformance.PromiseContextEnded)
 }
 
 // liarStore reports conflicts carrying a made-up current value.
 type liarStore struct{ *memory.Store }
 
-func (s liarStore) CompareAndSwap(ctx context.Context, key string, old core.Version, v []byte, ttl time.Duration) (core.Version, error) {
+func (s liarStore) CompareAndSwap(ctx context.Context, key string, old driver.Version, v []byte, ttl time.Duration) (driver.Version, error) {
 	ver, err := s.Store.CompareAndSwap(ctx, key, old, v, ttl)
-	if errors.Is(err, core.ErrConflict) {
-		return 0, &core.ConflictError{Value: []byte("made up"), Version: 424242}
+	if errors.Is(err, driver.ErrConflict) {
+		return 0, &driver.ConflictError{Value: []byte("made up"), Version: 424242}
 	}
 	return ver, err
 }
 
 func TestConflictValueWrong(t *testing.T) {
 	t.Parallel()
-	rep, err := measure(t, memoryHarness(func(s *memory.Store) core.Store { return liarStore{s} }), conformance.Options{SkipSlow: true})
-	wantBroken(t, rep, err, "stale-version-conflicts", "a *core.ConflictError must carry the key's real current value")
+	rep, err := measure(t, memoryHarness(func(s *memory.Store) driver.Store { return liarStore{s} }), conformance.WithSkipSlow(true))
+	wantBroken(t, rep, err, conformance.CaseStaleVersion, conformance.PromiseConflictValue)
 }
 
 // presentStore filters expired entries on read (the logical expiry is in a
@@ -387,30 +391,30 @@ func TestConflictValueWrong(t *testing.T) {
 // blocks create-only.
 type presentStore struct{ *memory.Store }
 
-func (presentStore) Traits() core.Traits {
-	return core.Traits{Atomic: true, Expiry: core.ExpiryModel{Kind: core.ExpiryReaderFiltered}}
+func (presentStore) Traits() driver.Traits {
+	return driver.Traits{Atomic: true, Expiry: driver.ExpiryModel{Kind: driver.ExpiryReaderFiltered}}
 }
 
-func (s presentStore) Get(ctx context.Context, key string) ([]byte, core.Version, error) {
+func (s presentStore) Get(ctx context.Context, key string) ([]byte, driver.Version, error) {
 	b, ver, err := s.Store.Get(ctx, key)
 	if err != nil {
 		return nil, 0, err
 	}
 	if !time.Now().Before(time.Unix(0, int64(binary.BigEndian.Uint64(b)))) {
-		return nil, 0, core.ErrNotFound
+		return nil, 0, driver.ErrNotFound
 	}
 	return b[8:], ver, nil
 }
 
-func (s presentStore) CompareAndSwap(ctx context.Context, key string, old core.Version, v []byte, ttl time.Duration) (core.Version, error) {
+func (s presentStore) CompareAndSwap(ctx context.Context, key string, old driver.Version, v []byte, ttl time.Duration) (driver.Version, error) {
 	b := binary.BigEndian.AppendUint64(nil, uint64(time.Now().Add(ttl).UnixNano()))
 	return s.Store.CompareAndSwap(ctx, key, old, append(b, v...), ttl+time.Hour)
 }
 
 func TestExpiredButPresent(t *testing.T) {
 	t.Parallel()
-	rep, err := measure(t, memoryHarness(func(s *memory.Store) core.Store { return presentStore{s} }), conformance.Options{})
-	wantBroken(t, rep, err, "expired-counts-as-absent", "an expired entry must count as absent for CompareAndSwap")
+	rep, err := measure(t, memoryHarness(func(s *memory.Store) driver.Store { return presentStore{s} }))
+	wantBroken(t, rep, err, conformance.CaseExpiredAbsent, conformance.PromiseExpiredCAS)
 }
 
 // TestDistortedStoresConform: stores distorted the way each backend
@@ -426,17 +430,17 @@ func TestDistortedStoresConform(t *testing.T) {
 			tr.Expiry.Late = min(tr.Expiry.Late, time.Second)
 			tr.ReadStaleness = min(tr.ReadStaleness, 300*time.Millisecond)
 			tr.MinWriteInterval = min(tr.MinWriteInterval, 100*time.Millisecond)
-			h := harness{make: func() core.Store {
+			h := harness{make: func() driver.Store {
 				d := skew.FromTraits(tr, nil)
 				d.Round = skew.Ceil // what the adapters do; Floor would be "early" by up to G
-				return skew.New(skew.NewExact(nil), d, nil).View(nil)
+				return skew.New(memory.New(), d, nil).View(nil)
 			}}
-			rep, err := measure(t, h, conformance.Options{})
+			rep, err := measure(t, h)
 			if err != nil {
 				t.Fatalf("%v\n%s", err, rep)
 			}
 			for _, r := range rep.Results {
-				if r.Case == "concurrent-cas-linearizable" && tr.Atomic != (r.Skipped == "") {
+				if r.Case == conformance.CaseLinearizable && tr.Atomic != (r.Skipped == "") {
 					t.Errorf("linearizability for Atomic=%v: skipped %q", tr.Atomic, r.Skipped)
 				}
 				if r.Skipped != "" && !strings.Contains(r.Skipped, "Traits().Atomic == false") {

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"time"
 
-	"github.com/kvbreaker/kvbreaker/core"
+	"github.com/kvbreaker/kvbreaker/driver"
 )
 
 // windowFor is when, after a write with ttl, the declared model says the
@@ -15,7 +15,7 @@ func (e *env) windowFor(ttl time.Duration) (eff, lo, hi time.Duration) {
 	eff = max(ttl, m.MinTTL)
 	lo = eff - m.Early - m.Granularity
 	hi = eff + m.Granularity
-	if m.Kind == core.ExpiryRelative {
+	if m.Kind == driver.ExpiryRelative {
 		// Reader-filtered reads drop the entry on time however late the
 		// backend deletes it; relative expiry may show it until Late.
 		hi += m.Late
@@ -26,18 +26,18 @@ func (e *env) windowFor(ttl time.Duration) (eff, lo, hi time.Duration) {
 // present polls once: true when key reads with version ver, false when
 // absent. Any other answer is reported and ends the measurement, except,
 // with stale set, an older version (a read within the declared staleness).
-func (e *env) present(ctx context.Context, key string, ver core.Version, stale ...bool) (bool, bool) {
+func (e *env) present(ctx context.Context, key string, ver driver.Version, stale ...bool) (bool, bool) {
 	_, got, err := e.store.Get(ctx, key)
 	switch {
-	case errors.Is(err, core.ErrNotFound):
+	case errors.Is(err, driver.ErrNotFound):
 		return false, true
 	case err != nil:
-		e.errorf(promiseExpiredGet, "Get(%q) while waiting for it to expire = %v", key, err)
+		e.errorf(PromiseExpiredGet, "Get(%q) while waiting for it to expire = %v", key, err)
 		return false, false
 	case got != ver && len(stale) > 0 && stale[0]:
 		return true, true
 	case got != ver:
-		e.errorf(promiseExpiredGet, "Get(%q) returned version %d while waiting for version %d to expire; nothing else wrote it", key, got, ver)
+		e.errorf(PromiseExpiredGet, "Get(%q) returned version %d while waiting for version %d to expire; nothing else wrote it", key, got, ver)
 		return false, false
 	}
 	return true, true
@@ -45,7 +45,7 @@ func (e *env) present(ctx context.Context, key string, ver core.Version, stale .
 
 // writeFunc makes the write whose expiry is measured and returns the version
 // it stored (false: it failed, already reported).
-type writeFunc func(ctx context.Context) (core.Version, bool)
+type writeFunc func(ctx context.Context) (driver.Version, bool)
 
 // expiring is one expiry measurement: the key, the TTL of the write that
 // counts, how it is written, and the promises an early or late vanish
@@ -54,20 +54,20 @@ type expiring struct {
 	key          string
 	ttl          time.Duration
 	write        writeFunc // nil: create key with ttl
-	early, late  string    // promises; default promiseNotEarly, promiseNotLate
+	early, late  PromiseID // default PromiseNotEarly, PromiseNotLate
 	what         string    // how the entry was written, for messages
 	advanceFirst time.Duration
 }
 
 func (x *expiring) defaults(e *env) {
 	if x.write == nil {
-		x.write = func(ctx context.Context) (core.Version, bool) { return e.create(ctx, x.key, val("expiring"), x.ttl) }
+		x.write = func(ctx context.Context) (driver.Version, bool) { return e.create(ctx, x.key, val("expiring"), x.ttl) }
 	}
 	if x.early == "" {
-		x.early = promiseNotEarly
+		x.early = PromiseNotEarly
 	}
 	if x.late == "" {
-		x.late = promiseNotLate
+		x.late = PromiseNotLate
 	}
 	if x.what == "" {
 		x.what = "written with TTL " + x.ttl.String()
@@ -76,7 +76,7 @@ func (x *expiring) defaults(e *env) {
 
 // expire writes key with the expiry TTL and measures when it vanishes, in
 // real time or by advancing the harness's clock.
-func (e *env) expire(ctx context.Context, key string) (core.Version, ExpiryMeasurement, bool) {
+func (e *env) expire(ctx context.Context, key string) (driver.Version, ExpiryMeasurement, bool) {
 	return e.measure(ctx, expiring{key: key, ttl: e.opts.ExpiryTTL})
 }
 
@@ -84,7 +84,7 @@ func (e *env) expire(ctx context.Context, key string) (core.Version, ExpiryMeasu
 // time or by advancing the harness's clock. It reports entries that vanish
 // too early or too late, and returns the version written and whether the
 // entry is now gone.
-func (e *env) measure(ctx context.Context, x expiring) (core.Version, ExpiryMeasurement, bool) {
+func (e *env) measure(ctx context.Context, x expiring) (driver.Version, ExpiryMeasurement, bool) {
 	x.defaults(e)
 	if adv, ok := e.h.(TimeAdvancer); ok {
 		return e.measureAdvancing(ctx, adv, x)
@@ -153,7 +153,7 @@ func (e *env) measure(ctx context.Context, x expiring) (core.Version, ExpiryMeas
 // began. An entry is early only if it is gone while even that upper bound is
 // below lo, so the probes approach lo in few, large steps, keeping the real
 // time they take small.
-func (e *env) measureAdvancing(ctx context.Context, adv TimeAdvancer, x expiring) (core.Version, ExpiryMeasurement, bool) {
+func (e *env) measureAdvancing(ctx context.Context, adv TimeAdvancer, x expiring) (driver.Version, ExpiryMeasurement, bool) {
 	eff, lo, hi := e.windowFor(x.ttl)
 	meas := ExpiryMeasurement{TTL: x.ttl, Effective: eff, Advanced: true}
 	if x.advanceFirst > 0 {
@@ -168,7 +168,7 @@ func (e *env) measureAdvancing(ctx context.Context, adv TimeAdvancer, x expiring
 	if !ok {
 		return 0, meas, false
 	}
-	if _, _, _, ok := e.awaitRead(ctx, promiseRead, x.key, ver, nil); !ok {
+	if _, _, _, ok := e.awaitRead(ctx, PromiseRead, x.key, ver, nil); !ok {
 		return ver, meas, false
 	}
 	// Approach lo in probes whose distance to it shrinks fourfold, down to
@@ -177,7 +177,7 @@ func (e *env) measureAdvancing(ctx context.Context, adv TimeAdvancer, x expiring
 	// time the approach takes is never counted as slack in the verdict.
 	cost := time.Since(start) // a probe costs about a round trip or two
 	at := time.Duration(0)
-	gone := func(isPresent bool) (core.Version, ExpiryMeasurement, bool, bool) {
+	gone := func(isPresent bool) (driver.Version, ExpiryMeasurement, bool, bool) {
 		if isPresent {
 			meas.Min = at
 			return 0, meas, false, false
@@ -285,7 +285,7 @@ func (e *env) howEarly(ctx context.Context, adv TimeAdvancer, x expiring, eff ti
 // least as long as the declared model says, plus pad, and (for relative
 // expiry, where the physical lifetime is the logical one) no longer than
 // TTL + Granularity + Late. It returns the remaining lifetime read.
-func (e *env) lifetime(ctx context.Context, lr LifetimeReporter, key string, ttl time.Duration, start time.Time, pad time.Duration, early, late, what string) (time.Duration, bool) {
+func (e *env) lifetime(ctx context.Context, lr LifetimeReporter, key string, ttl time.Duration, start time.Time, pad time.Duration, early, late PromiseID, what string) (time.Duration, bool) {
 	m := e.traits.Expiry
 	eff := max(ttl, m.MinTTL)
 	rem, err := lr.Lifetime(ctx, e.raw, key)
@@ -304,7 +304,7 @@ func (e *env) lifetime(ctx context.Context, lr LifetimeReporter, key string, ttl
 			key, what, eff, rem, el.Round(time.Millisecond), m.Early, m.Granularity, extra, lo.Round(time.Millisecond))
 		return rem, false
 	}
-	if hi := eff + m.Granularity + m.Late; m.Kind == core.ExpiryRelative && rem > hi {
+	if hi := eff + m.Granularity + m.Late; m.Kind == driver.ExpiryRelative && rem > hi {
 		e.errorf(late, "%q %s (effective %v) has %v of physical lifetime left; the declared model (Granularity %v, Late %v) keeps it at most %v",
 			key, what, eff, rem, m.Granularity, m.Late, hi)
 		return rem, false
@@ -334,21 +334,21 @@ func checkExpiredAbsent(ctx context.Context, e *env) {
 	}
 	if e.traits.Atomic {
 		_, err := e.store.CompareAndSwap(ctx, key, old, val("resurrected"), ttl)
-		if !errors.Is(err, core.ErrConflict) {
-			e.errorf(promiseExpiredCAS, "CompareAndSwap(%q, %d) with the expired entry's version = %v, want an error matching core.ErrConflict", key, old, err)
+		if !errors.Is(err, driver.ErrConflict) {
+			e.errorf(PromiseExpiredCAS, "CompareAndSwap(%q, %d) with the expired entry's version = %v, want an error matching driver.ErrConflict", key, old, err)
 		}
-		e.checkConflict(err, key, core.NoVersion, nil)
-		if err := e.store.CompareAndDelete(ctx, key, old); !errors.Is(err, core.ErrNotFound) {
-			e.errorf(promiseExpiredDelete, "CompareAndDelete(%q, %d) with the expired entry's version = %v, want an error matching core.ErrNotFound", key, old, err)
+		e.checkConflict(err, key, driver.NoVersion, nil)
+		if err := e.store.CompareAndDelete(ctx, key, old); !errors.Is(err, driver.ErrNotFound) {
+			e.errorf(PromiseExpiredDelete, "CompareAndDelete(%q, %d) with the expired entry's version = %v, want an error matching driver.ErrNotFound", key, old, err)
 		}
 	}
-	ver, err := e.store.CompareAndSwap(ctx, key, core.NoVersion, val("new"), ttl)
+	ver, err := e.store.CompareAndSwap(ctx, key, driver.NoVersion, val("new"), ttl)
 	if err != nil {
-		e.errorf(promiseExpiredCAS, "CompareAndSwap(%q, NoVersion) after the entry expired = %v; create-only must succeed", key, err)
+		e.errorf(PromiseExpiredCAS, "CompareAndSwap(%q, NoVersion) after the entry expired = %v; create-only must succeed", key, err)
 		return
 	}
 	if ver == old && e.traits.Atomic {
-		e.errorf(promiseNoReuse, "the entry created after %q expired got the expired entry's version %d", key, ver)
+		e.errorf(PromiseNoVersionReuse, "the entry created after %q expired got the expired entry's version %d", key, ver)
 	}
-	e.awaitRead(ctx, promiseExpiredGet, key, ver, val("new"))
+	e.awaitRead(ctx, PromiseExpiredGet, key, ver, val("new"))
 }

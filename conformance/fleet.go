@@ -8,11 +8,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/kvbreaker/kvbreaker/core"
+	"github.com/kvbreaker/kvbreaker"
+	"github.com/kvbreaker/kvbreaker/driver"
 	"github.com/kvbreaker/kvbreaker/skew"
 )
-
-const promiseFleet = "Breakers sharing the store must open together, hold, elect a single probe, reopen on its failure and close on its success"
 
 // checkFleet runs three Breakers with clocks skewed up to ±ClockSkew over
 // the store: one fast, one slow, one right. Their clocks run on a simulated
@@ -30,7 +29,7 @@ func checkFleet(ctx context.Context, e *env) {
 		mu          sync.Mutex
 		transitions []string
 	)
-	settings := core.Settings{
+	settings := kvbreaker.Settings{
 		FailureThreshold: 2,
 		FailureWindow:    30 * time.Second,
 		RecoveryDelay:    time.Minute,
@@ -38,19 +37,19 @@ func checkFleet(ctx context.Context, e *env) {
 		ClockSkew:        d,
 		CallTimeout:      30*time.Second + e.traits.MinWriteInterval,
 		Logger:           slog.New(slog.DiscardHandler),
-		OnStateChange: func(_ string, from, to core.State) {
+		OnStateChange: func(_ string, from, to kvbreaker.State) {
 			mu.Lock()
 			transitions = append(transitions, from.String()+"→"+to.String())
 			mu.Unlock()
 		},
 	}
-	fleet := make([]*core.Breaker, len(clocks))
+	fleet := make([]*kvbreaker.Breaker, len(clocks))
 	for i, c := range clocks {
 		s := settings
 		s.Clock = c.Now
-		b, err := core.NewBreaker(e.store, s)
+		b, err := kvbreaker.New(e.store, s)
 		if err != nil {
-			e.errorf(promiseFleet, "core.NewBreaker over the store's declared traits: %v", err)
+			e.errorf(PromiseFleet, "kvbreaker.New over the store's declared traits: %v", err)
 			return
 		}
 		fleet[i] = b
@@ -58,8 +57,8 @@ func checkFleet(ctx context.Context, e *env) {
 	wait := settings.RecoveryDelay + 2*d + time.Millisecond
 
 	// allowAll asks every worker at once and returns their decisions.
-	allowAll := func() ([]core.Decision, bool) {
-		out := make([]core.Decision, len(fleet))
+	allowAll := func() ([]kvbreaker.Decision, bool) {
+		out := make([]kvbreaker.Decision, len(fleet))
 		errs := make([]error, len(fleet))
 		var wg sync.WaitGroup
 		for i, b := range fleet {
@@ -71,7 +70,7 @@ func checkFleet(ctx context.Context, e *env) {
 		wg.Wait()
 		for i, err := range errs {
 			if err != nil {
-				e.errorf(promiseFleet, "worker %d: Allow(%q) = %v", i, host, err)
+				e.errorf(PromiseFleet, "worker %d: Allow(%q) = %v", i, host, err)
 				return out, false
 			}
 		}
@@ -79,18 +78,18 @@ func checkFleet(ctx context.Context, e *env) {
 	}
 	// expectAll polls (up to the declared ReadStaleness) until every worker
 	// decides want.
-	expectAll := func(step string, want core.Decision) bool {
+	expectAll := func(step string, want kvbreaker.Decision) bool {
 		deadline := time.Now().Add(e.traits.ReadStaleness)
 		for {
 			got, ok := allowAll()
 			if !ok {
 				return false
 			}
-			if !slices.ContainsFunc(got, func(d core.Decision) bool { return d != want }) {
+			if !slices.ContainsFunc(got, func(d kvbreaker.Decision) bool { return d != want }) {
 				return true
 			}
 			if time.Now().After(deadline) {
-				e.errorf(promiseFleet, "%s: workers decided %v, want all %v", step, got, want)
+				e.errorf(PromiseFleet, "%s: workers decided %v, want all %v", step, got, want)
 				return false
 			}
 			if sleep(ctx, 100*time.Millisecond) != nil {
@@ -108,20 +107,20 @@ func checkFleet(ctx context.Context, e *env) {
 		probers := []int{}
 		for i, dec := range got {
 			switch dec {
-			case core.Probe:
+			case kvbreaker.Probe:
 				probers = append(probers, i)
-			case core.Hold:
+			case kvbreaker.Hold:
 			default:
-				e.errorf(promiseFleet, "%s: worker %d decided %v, want probe or hold", step, i, dec)
+				e.errorf(PromiseFleet, "%s: worker %d decided %v, want probe or hold", step, i, dec)
 				return -1, false
 			}
 		}
 		switch {
 		case len(probers) == 0:
-			e.errorf(promiseFleet, "%s: no worker got the probe once every clock had passed the restraint (decisions %v)", step, got)
+			e.errorf(PromiseFleet, "%s: no worker got the probe once every clock had passed the restraint (decisions %v)", step, got)
 			return -1, false
 		case len(probers) > 1 && e.traits.Atomic:
-			e.errorf(promiseFleet, "%s: workers %v all got the probe; an atomic store elects exactly one (decisions %v)", step, probers, got)
+			e.errorf(PromiseFleet, "%s: workers %v all got the probe; an atomic store elects exactly one (decisions %v)", step, probers, got)
 			return -1, false
 		}
 		return probers[0], true
@@ -133,13 +132,13 @@ func checkFleet(ctx context.Context, e *env) {
 	write := func(step string, w func() error) bool {
 		_, before, _ := e.store.Get(ctx, host)
 		if err := w(); err != nil {
-			e.errorf(promiseFleet, "%s: %v", step, err)
+			e.errorf(PromiseFleet, "%s: %v", step, err)
 			return false
 		}
 		deadline := time.Now().Add(e.traits.ReadStaleness)
 		for time.Now().Before(deadline) {
 			_, now, err := e.store.Get(ctx, host)
-			if now != before || (before != core.NoVersion && errors.Is(err, core.ErrNotFound)) {
+			if now != before || (before != driver.NoVersion && errors.Is(err, driver.ErrNotFound)) {
 				break
 			}
 			if sleep(ctx, min(100*time.Millisecond, e.traits.ReadStaleness/20)) != nil {
@@ -152,18 +151,18 @@ func checkFleet(ctx context.Context, e *env) {
 	// Open: two failures from two workers trip the circuit.
 	if !write("first failure", func() error { return fleet[0].Failure(ctx, host) }) ||
 		!write("second failure", func() error { return fleet[1].Failure(ctx, host) }) ||
-		!expectAll("after the circuit opened", core.Hold) {
+		!expectAll("after the circuit opened", kvbreaker.Hold) {
 		return
 	}
 	// A single probe; its failure reopens the circuit at once.
 	p, ok := probe("first probe")
 	if !ok || !write("probe failure", func() error { return fleet[p].Failure(ctx, host) }) ||
-		!expectAll("after the probe failed", core.Hold) {
+		!expectAll("after the probe failed", kvbreaker.Hold) {
 		return
 	}
 	p, ok = probe("second probe")
 	if !ok || !write("probe success", func() error { return fleet[p].Success(ctx, host) }) ||
-		!expectAll("after the probe succeeded", core.Send) {
+		!expectAll("after the probe succeeded", kvbreaker.Send) {
 		return
 	}
 	mu.Lock()
@@ -171,7 +170,7 @@ func checkFleet(ctx context.Context, e *env) {
 	mu.Unlock()
 	want := []string{"closed→open", "open→half-open", "half-open→open", "open→half-open", "half-open→closed"}
 	if e.traits.Atomic && !slices.Equal(got, want) {
-		e.errorf(promiseFleet, "OnStateChange fired %v across the fleet, want %v, each once", got, want)
+		e.errorf(PromiseFleet, "OnStateChange fired %v across the fleet, want %v, each once", got, want)
 	}
 	e.logf("transitions across 3 workers skewed by ±%v: %v", d, got)
 }

@@ -5,17 +5,18 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kvbreaker/kvbreaker/core"
+	"github.com/kvbreaker/kvbreaker/driver"
 )
 
 // Harness makes stores for the suite. Implement it in your adapter's
 // _test.go and pass a HarnessMaker to Run.
 type Harness interface {
 	// MakeStore returns a store over a fresh, empty keyspace (a unique key
-	// prefix or table). The suite calls it once per subtest, so no case
-	// sees another's leftovers. The suite never calls it concurrently, but
+	// prefix or table). The suite calls it once per case, so no case
+	// sees another's leftovers (the traits case calls it once more, to
+	// check that a second store declares the same Traits). The suite never calls it concurrently, but
 	// uses the stores it returns from several goroutines at once.
-	MakeStore(ctx context.Context) (core.Store, error)
+	MakeStore(ctx context.Context) (driver.Store, error)
 	// Close releases what the harness holds; the suite calls it once, at
 	// the end.
 	Close()
@@ -44,19 +45,19 @@ type LifetimeReporter interface {
 	// through s (a store this harness made): the time from now until the
 	// backend deletes it. Report it as the backend does, rounded down at
 	// worst to the store's declared Granularity. It returns an error
-	// matching core.ErrNotFound when the key is not stored.
-	Lifetime(ctx context.Context, s core.Store, key string) (time.Duration, error)
+	// matching driver.ErrNotFound when the key is not stored.
+	Lifetime(ctx context.Context, s driver.Store, key string) (time.Duration, error)
 }
 
 // SkewedStoreMaker is an optional Harness capability for stores that filter
-// expiry by the reader's clock (core.ExpiryReaderFiltered): it returns a
+// expiry by the reader's clock (driver.ExpiryReaderFiltered): it returns a
 // store over the same keyspace as s whose clock runs offset from s's
 // (negative: behind). With TimeAdvancer it lets the suite check, for a store
 // whose physical copy is padded (Traits().MaxClockSkew > 0), that a reader
 // whose clock is MaxClockSkew behind still finds every record it counts as
 // live.
 type SkewedStoreMaker interface {
-	MakeSkewedStore(ctx context.Context, s core.Store, offset time.Duration) (core.Store, error)
+	MakeSkewedStore(ctx context.Context, s driver.Store, offset time.Duration) (driver.Store, error)
 }
 
 // AnswerDropper is an optional Harness capability for stores reached over a

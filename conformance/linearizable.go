@@ -8,35 +8,35 @@ import (
 	"time"
 
 	"github.com/anishathalye/porcupine"
-	"github.com/kvbreaker/kvbreaker/core"
+	"github.com/kvbreaker/kvbreaker/driver"
 )
 
 // The linearizability case's operations on one key, as porcupine sees them.
 type (
 	opGet struct{}
 	opCAS struct {
-		old   core.Version
+		old   driver.Version
 		value string
 	}
-	opDel struct{ old core.Version }
+	opDel struct{ old driver.Version }
 
 	getOut struct {
 		found bool
 		value string
-		ver   core.Version
+		ver   driver.Version
 	}
 	// writeOut is a CompareAndSwap's or CompareAndDelete's answer.
 	writeOut struct {
 		ok, notFound, conflict bool
-		ver                    core.Version // new version (CAS ok)
-		// cur is what a *core.ConflictError said the key holds.
+		ver                    driver.Version // new version (CAS ok)
+		// cur is what a *driver.ConflictError said the key holds.
 		hasCur   bool
-		curVer   core.Version
+		curVer   driver.Version
 		curValue string
 	}
 	regState struct {
 		value string
-		ver   core.Version // NoVersion: absent
+		ver   driver.Version // NoVersion: absent
 	}
 )
 
@@ -50,24 +50,24 @@ var registerModel = porcupine.Model{
 		case opGet:
 			o := out.(getOut)
 			if !o.found {
-				return s.ver == core.NoVersion, s
+				return s.ver == driver.NoVersion, s
 			}
 			return s.ver == o.ver && s.value == o.value, s
 		case opCAS:
 			o := out.(writeOut)
 			if o.ok {
-				return in.old == s.ver && o.ver != core.NoVersion, regState{value: in.value, ver: o.ver}
+				return in.old == s.ver && o.ver != driver.NoVersion, regState{value: in.value, ver: o.ver}
 			}
 			return o.conflict && in.old != s.ver && o.curMatches(s), s
 		case opDel:
 			o := out.(writeOut)
 			switch {
 			case o.ok:
-				return s.ver != core.NoVersion && in.old == s.ver, regState{}
+				return s.ver != driver.NoVersion && in.old == s.ver, regState{}
 			case o.notFound:
-				return s.ver == core.NoVersion, s
+				return s.ver == driver.NoVersion, s
 			}
-			return o.conflict && s.ver != core.NoVersion && in.old != s.ver && o.curMatches(s), s
+			return o.conflict && s.ver != driver.NoVersion && in.old != s.ver && o.curMatches(s), s
 		}
 		return false, s
 	},
@@ -89,7 +89,7 @@ var registerModel = porcupine.Model{
 }
 
 func (o writeOut) curMatches(s regState) bool {
-	return !o.hasCur || (o.curVer == s.ver && (s.ver == core.NoVersion || o.curValue == s.value))
+	return !o.hasCur || (o.curVer == s.ver && (s.ver == driver.NoVersion || o.curValue == s.value))
 }
 
 func (o writeOut) String() string {
@@ -161,11 +161,11 @@ func (e *env) raceOnce(ctx context.Context, key string) porcupine.CheckResult {
 		switch {
 		case err == nil:
 			o.ok = true
-		case errors.Is(err, core.ErrNotFound):
+		case errors.Is(err, driver.ErrNotFound):
 			o.notFound = true
-		case errors.Is(err, core.ErrConflict):
+		case errors.Is(err, driver.ErrConflict):
 			o.conflict = true
-			if ce, ok := errors.AsType[*core.ConflictError](err); ok {
+			if ce, ok := errors.AsType[*driver.ConflictError](err); ok {
 				o.hasCur, o.curVer, o.curValue = true, ce.Version, string(ce.Value)
 			}
 		default:
@@ -186,13 +186,13 @@ func (e *env) raceOnce(ctx context.Context, key string) porcupine.CheckResult {
 				call := stamp()
 				v, ver, err := e.store.Get(ctx, key)
 				found := err == nil
-				if err != nil && !errors.Is(err, core.ErrNotFound) {
+				if err != nil && !errors.Is(err, driver.ErrNotFound) {
 					fail(fmt.Errorf("Get(%q) = %w", key, err))
 					return
 				}
 				record(w, opGet{}, getOut{found: found, value: string(v), ver: ver}, call)
 				if !found {
-					ver = core.NoVersion
+					ver = driver.NoVersion
 				}
 				yield()
 				call = stamp()
@@ -221,15 +221,15 @@ func (e *env) raceOnce(ctx context.Context, key string) porcupine.CheckResult {
 	close(start)
 	wg.Wait()
 	if failed != nil {
-		e.errorf(promiseLinearizable, "a call failed under concurrency, so the history cannot be checked: %v", failed)
+		e.errorf(PromiseLinearizable, "a call failed under concurrency, so the history cannot be checked: %v", failed)
 		return porcupine.Ok
 	}
-	// Direct evidence first: versions are never reused (promiseNoReuse),
+	// Direct evidence first: versions are never reused (PromiseNoVersionReuse),
 	// so two writes that both succeeded from one version lost an update.
-	wins := map[core.Version][]string{}
+	wins := map[driver.Version][]string{}
 	oks := 0
 	for _, op := range history {
-		var old core.Version
+		var old driver.Version
 		var ok bool
 		switch in := op.Input.(type) {
 		case opCAS:
@@ -239,23 +239,23 @@ func (e *env) raceOnce(ctx context.Context, key string) porcupine.CheckResult {
 		}
 		if ok {
 			oks++
-			if old != core.NoVersion {
+			if old != driver.NoVersion {
 				wins[old] = append(wins[old], registerModel.DescribeOperation(op.Input, op.Output))
 			}
 		}
 	}
 	for old, ws := range wins {
 		if len(ws) > 1 {
-			e.errorf(promiseLostUpdate, "%d writes expecting version %d all succeeded: %v", len(ws), old, ws)
+			e.errorf(PromiseNoLostUpdate, "%d writes expecting version %d all succeeded: %v", len(ws), old, ws)
 		}
 	}
 	if oks == 0 {
-		e.errorf(promiseLinearizable, "no write succeeded in %d operations", len(history))
+		e.errorf(PromiseLinearizable, "no write succeeded in %d operations", len(history))
 	}
 	res := checkHistory(registerModel, history, e.opts.CheckTimeout)
 	switch res {
 	case porcupine.Illegal:
-		e.errorf(promiseLinearizable, "the history of %d operations (%d successful writes) by %d goroutines has no linearization", len(history), oks, e.opts.Goroutines)
+		e.errorf(PromiseLinearizable, "the history of %d operations (%d successful writes) by %d goroutines has no linearization", len(history), oks, e.opts.Goroutines)
 	case porcupine.Ok:
 		e.logf("%d operations (%d successful writes) by %d goroutines: linearizable", len(history), oks, e.opts.Goroutines)
 	}

@@ -2,16 +2,12 @@ package conformance
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/kvbreaker/kvbreaker/skew"
-)
-
-const (
-	promiseMargin = "the TTLMargin RequiredMargin derives from the declared expiry model must keep every half-open probe a probe"
-	promisePower  = "the margin experiment must have power: one millisecond below the required margin it must see probes demoted"
 )
 
 // checkMargin runs skew's margin experiment on the store's declared traits:
@@ -27,15 +23,15 @@ func checkMargin(ctx context.Context, e *env) {
 	need := p.RequiredMargin(e.opts.ClockSkew)
 	at, err := e.simulate(ctx, p, need)
 	if err != nil {
-		e.errorf(promiseMargin, "the experiment failed: %v", err)
+		e.errorf(PromiseMargin, "the experiment failed: %v", err)
 		return
 	}
 	if at.Demoted > 0 {
-		e.errorf(promiseMargin, "%v; first: %v", at, at.Examples)
+		e.errorf(PromiseMargin, "%v; first: %v", at, at.Examples)
 	}
 	below, err := e.simulate(ctx, p, need-time.Millisecond)
 	if err != nil {
-		e.errorf(promiseMargin, "the experiment failed: %v", err)
+		e.errorf(PromiseMargin, "the experiment failed: %v", err)
 		return
 	}
 	e.logf("%v", at)
@@ -43,7 +39,7 @@ func checkMargin(ctx context.Context, e *env) {
 	// A pass at the required margin means something only if the same
 	// experiment catches the demotions one tick below it.
 	if below.Due == 0 || below.Demoted == 0 {
-		e.errorf(promisePower, "%v: with no demotion below the margin, none at the margin proves nothing (raise Options.Trials)", below)
+		e.errorf(PromiseMarginPower, "%v: with no demotion below the margin, none at the margin proves nothing (raise Options.Trials)", below)
 	}
 }
 
@@ -55,6 +51,13 @@ func (e *env) simulate(ctx context.Context, p skew.Profile, margin time.Duration
 		return sim.Run(ctx)
 	}
 	synctest.Test(e.t, func(t *testing.T) {
+		// The bubble runs on its own goroutine, out of reach of the
+		// case's recover.
+		defer func() {
+			if p := recover(); p != nil {
+				err = fmt.Errorf("the experiment panicked: %v", p)
+			}
+		}()
 		sim.Time = skew.SystemTime{}
 		res, err = sim.Run(t.Context())
 	})

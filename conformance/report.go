@@ -8,19 +8,30 @@ import (
 	"sync"
 	"time"
 
-	"github.com/kvbreaker/kvbreaker/core"
+	"github.com/kvbreaker/kvbreaker/driver"
 )
 
 // Result is one case's outcome.
 type Result struct {
-	// Case is the case's name (the subtest name under Run).
-	Case string
-	// Promise is the contract clause the case checks.
-	Promise string
+	// Case is the case's stable ID (the subtest name under Run).
+	Case CaseID
+	// Promise is the contract clause the case checks; each of Problems
+	// names the one it breaks, which may be another the case relies on.
+	Promise PromiseID
+	// Kind says whether the case calls the store (KindStore) or checks the
+	// declared Traits in simulation without touching it (KindDeclaration).
+	Kind Kind
+	// NeedsAtomic: the case checks a real compare, so a store declaring
+	// Traits().Atomic == false skips it (see NotPromised).
+	NeedsAtomic bool
 	// Skipped says why the case did not run; empty when it ran.
 	Skipped string
-	// Problems are the violations found, each naming the broken promise.
-	Problems []string
+	// NotPromised: skipped because the store does not make the promise
+	// (Atomic == false), so the skip is not something left unverified.
+	NotPromised bool
+	// Problems are the violations found, each a *Problem wrapping the
+	// PromiseID it breaks (errors.Is(p, PromiseNotEarly)).
+	Problems []error
 	// Notes are measurements and observations worth reporting.
 	Notes []string
 	// NotVerified lists what the case could not check, each with why (no
@@ -33,14 +44,21 @@ type Result struct {
 	Inconclusive string
 
 	order int // the case's place in the table
-	// notPromised: skipped because the store does not make the promise
-	// (Atomic == false), so it is not "not verified".
-	notPromised bool
 }
 
 // Passed reports whether the case ran, decided, and found nothing wrong.
 func (r *Result) Passed() bool {
 	return r.Skipped == "" && len(r.Problems) == 0 && r.Inconclusive == ""
+}
+
+// Broke reports whether one of the case's problems breaks promise.
+func (r *Result) Broke(promise PromiseID) bool {
+	for _, p := range r.Problems {
+		if errors.Is(p, promise) {
+			return true
+		}
+	}
+	return false
 }
 
 // ExpiryMeasurement is what the expiry case observed for one entry.
@@ -69,7 +87,7 @@ type RoundTrip struct {
 // Report is what Measure found: per-case results and measurements.
 type Report struct {
 	// Traits are what the store declared.
-	Traits core.Traits
+	Traits driver.Traits
 	// Options are the options the suite ran with, defaults applied.
 	Options Options
 
@@ -84,7 +102,7 @@ type Report struct {
 	rtt               map[string][]time.Duration
 }
 
-func newReport(t core.Traits, o Options) *Report {
+func newReport(t driver.Traits, o Options) *Report {
 	return &Report{Traits: t, Options: o, rtt: make(map[string][]time.Duration)}
 }
 
@@ -104,14 +122,14 @@ func (r *Report) NotVerified() []string {
 	defer r.mu.Unlock()
 	var out []string
 	for _, res := range r.Results {
-		if res.Skipped != "" && !res.notPromised {
-			out = append(out, fmt.Sprintf("%s (%s): %s", res.Case, res.Promise, res.Skipped))
+		if res.Skipped != "" && !res.NotPromised {
+			out = append(out, fmt.Sprintf("%s (%s): %s", res.Case, res.Promise.Text(), res.Skipped))
 		}
 		for _, n := range res.NotVerified {
-			out = append(out, res.Case+": "+n)
+			out = append(out, string(res.Case)+": "+n)
 		}
 		if res.Inconclusive != "" {
-			out = append(out, fmt.Sprintf("%s (%s): inconclusive: %s", res.Case, res.Promise, res.Inconclusive))
+			out = append(out, fmt.Sprintf("%s (%s): inconclusive: %s", res.Case, res.Promise.Text(), res.Inconclusive))
 		}
 	}
 	return out
@@ -160,9 +178,7 @@ func (r *Report) Err() error {
 	defer r.mu.Unlock()
 	var errs []error
 	for _, res := range r.Results {
-		for _, p := range res.Problems {
-			errs = append(errs, errors.New(p))
-		}
+		errs = append(errs, res.Problems...)
 	}
 	if len(errs) == 0 {
 		return nil
@@ -172,7 +188,7 @@ func (r *Report) Err() error {
 
 // ObservedExpiry is the declared expiry model widened by what was measured:
 // Early raised to the earliest vanish seen, Late to the latest.
-func (r *Report) ObservedExpiry() core.ExpiryModel {
+func (r *Report) ObservedExpiry() driver.ExpiryModel {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	m := r.Traits.Expiry
@@ -210,7 +226,11 @@ func (r *Report) String() string {
 		case res.Inconclusive != "":
 			status = "INCONCLUSIVE"
 		}
-		fmt.Fprintf(&b, "%-4s %-34s %s\n", status, res.Case, res.Promise)
+		what := res.Promise.Text()
+		if res.Kind == KindDeclaration {
+			what += " [checks the declared traits in simulation, not the store]"
+		}
+		fmt.Fprintf(&b, "%-4s %-34s %s\n", status, res.Case, what)
 		for _, p := range res.Problems {
 			fmt.Fprintf(&b, "       - %s\n", p)
 		}

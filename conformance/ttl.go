@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/kvbreaker/kvbreaker/core"
+	"github.com/kvbreaker/kvbreaker/driver"
 )
 
 // realTimeLimit is the longest a TTL case waits in real time for one entry;
@@ -38,7 +38,7 @@ func checkStateTTL(ctx context.Context, e *env) {
 			if _, ok := e.create(ctx, key, val("state"), long); !ok {
 				return
 			}
-			rem, ok := e.lifetime(ctx, lr, key, long, start, 0, promiseStateTTL, promiseStateTTL, what)
+			rem, ok := e.lifetime(ctx, lr, key, long, start, 0, PromiseStateTTL, PromiseStateTTL, what)
 			if !ok {
 				return
 			}
@@ -47,12 +47,12 @@ func checkStateTTL(ctx context.Context, e *env) {
 				return
 			}
 		}
-		if !hasAdv && e.traits.Expiry.Kind == core.ExpiryReaderFiltered {
+		if !hasAdv && e.traits.Expiry.Kind == driver.ExpiryReaderFiltered {
 			e.notVerifiedf("the logical expiry at TTL %v: a reader-filtered store's physical lifetime does not show when readers drop the entry; implement TimeAdvancer (moving the adapter's clock) to check it", long)
 		}
 	}
 	if hasAdv {
-		_, meas, ok := e.measure(ctx, expiring{key: "state-ttl.example", ttl: long, early: promiseStateTTL, late: promiseStateTTL})
+		_, meas, ok := e.measure(ctx, expiring{key: "state-ttl.example", ttl: long, early: PromiseStateTTL, late: PromiseStateTTL})
 		if ok {
 			e.logf("TTL %v on the harness's clock: vanished between %v and %v after the write", long, meas.Min.Round(time.Millisecond), meas.Max.Round(time.Millisecond))
 		}
@@ -62,14 +62,14 @@ func checkStateTTL(ctx context.Context, e *env) {
 // update returns a write that creates key with ttl1, then overwrites it with
 // ttl2: the write whose TTL must count.
 func (e *env) update(key string, ttl1, ttl2 time.Duration) writeFunc {
-	return func(ctx context.Context) (core.Version, bool) {
+	return func(ctx context.Context) (driver.Version, bool) {
 		v1, ok := e.create(ctx, key, val("first"), ttl1)
 		if !ok {
 			return 0, false
 		}
 		v2, err := e.store.CompareAndSwap(ctx, key, v1, val("second"), ttl2)
 		if err != nil {
-			e.errorf(promiseReplaceTTL, "CompareAndSwap(%q, %d) with the current version = %v", key, v1, err)
+			e.errorf(PromiseReplaceTTL, "CompareAndSwap(%q, %d) with the current version = %v", key, v1, err)
 			return 0, false
 		}
 		return v2, true
@@ -84,18 +84,18 @@ func checkReplaceTTL(ctx context.Context, e *env) {
 	short, long := e.opts.ExpiryTTL, e.opts.StateTTL
 	lr, hasLR := e.h.(LifetimeReporter)
 	_, hasAdv := e.h.(TimeAdvancer)
-	relative := e.traits.Expiry.Kind == core.ExpiryRelative
+	relative := e.traits.Expiry.Kind == driver.ExpiryRelative
 
 	// Longer: the entry must outlive the first TTL.
 	key := "replace-longer.example"
 	what := fmt.Sprintf("created with TTL %v, then updated with TTL %v", short, long)
 	switch {
 	case hasAdv:
-		e.measure(ctx, expiring{key: key, ttl: long, write: e.update(key, short, long), early: promiseReplaceTTL, late: promiseReplaceTTL, what: what})
+		e.measure(ctx, expiring{key: key, ttl: long, write: e.update(key, short, long), early: PromiseReplaceTTL, late: PromiseReplaceTTL, what: what})
 	case hasLR:
 		start := time.Now()
 		if _, ok := e.update(key, short, long)(ctx); ok {
-			e.lifetime(ctx, lr, key, long, start, 0, promiseReplaceTTL, promiseReplaceTTL, what)
+			e.lifetime(ctx, lr, key, long, start, 0, PromiseReplaceTTL, PromiseReplaceTTL, what)
 		}
 		if !relative {
 			e.notVerifiedf("a longer TTL on update, as readers see it: a reader-filtered store's physical lifetime does not show the logical expiry; implement TimeAdvancer")
@@ -113,7 +113,7 @@ func checkReplaceTTL(ctx context.Context, e *env) {
 			e.notVerifiedf("a longer TTL on update: the declared model (Late %v) needs a %v wait in real time to tell the TTLs apart; implement TimeAdvancer or LifetimeReporter", m.Late, second)
 		default:
 			what = fmt.Sprintf("created with TTL %v, then updated with TTL %v", short, second)
-			e.measure(ctx, expiring{key: key, ttl: second, write: e.update(key, short, second), early: promiseReplaceTTL, late: promiseReplaceTTL, what: what})
+			e.measure(ctx, expiring{key: key, ttl: second, write: e.update(key, short, second), early: PromiseReplaceTTL, late: PromiseReplaceTTL, what: what})
 		}
 	}
 
@@ -122,16 +122,16 @@ func checkReplaceTTL(ctx context.Context, e *env) {
 	what = fmt.Sprintf("created with TTL %v, then updated with TTL %v", long, short)
 	switch {
 	case hasAdv:
-		e.measure(ctx, expiring{key: key, ttl: short, write: e.update(key, long, short), early: promiseReplaceTTL, late: promiseReplaceTTL, what: what})
+		e.measure(ctx, expiring{key: key, ttl: short, write: e.update(key, long, short), early: PromiseReplaceTTL, late: PromiseReplaceTTL, what: what})
 	case hasLR && relative:
 		start := time.Now()
 		if _, ok := e.update(key, long, short)(ctx); ok {
-			e.lifetime(ctx, lr, key, short, start, 0, promiseReplaceTTL, promiseReplaceTTL, what)
+			e.lifetime(ctx, lr, key, short, start, 0, PromiseReplaceTTL, PromiseReplaceTTL, what)
 		}
 	case e.opts.SkipSlow:
 		e.notVerifiedf("a shorter TTL on update: waits %v in real time (skipped under -short; implement TimeAdvancer)", short)
 	default:
-		e.measure(ctx, expiring{key: key, ttl: short, write: e.update(key, long, short), early: promiseReplaceTTL, late: promiseReplaceTTL, what: what})
+		e.measure(ctx, expiring{key: key, ttl: short, write: e.update(key, long, short), early: PromiseReplaceTTL, late: PromiseReplaceTTL, what: what})
 	}
 }
 
@@ -148,10 +148,10 @@ func checkOffGrid(ctx context.Context, e *env) {
 		// then half a second further for the second write.
 		_ = adv
 		first := e.advanced
-		e.measure(ctx, expiring{key: "off-grid-a.example", ttl: off, early: promiseOffGrid, late: promiseOffGrid, advanceFirst: phase + time.Millisecond})
+		e.measure(ctx, expiring{key: "off-grid-a.example", ttl: off, early: PromiseOffGrid, late: PromiseOffGrid, advanceFirst: phase + time.Millisecond})
 		since := (e.advanced - first - phase) % time.Second
 		next := (1500*time.Millisecond - since) % time.Second
-		e.measure(ctx, expiring{key: "off-grid-b.example", ttl: off, early: promiseOffGrid, late: promiseOffGrid, advanceFirst: next + time.Millisecond})
+		e.measure(ctx, expiring{key: "off-grid-b.example", ttl: off, early: PromiseOffGrid, late: PromiseOffGrid, advanceFirst: next + time.Millisecond})
 		e.logf("TTL %v written at backend-clock phases %v and about %v later", off, phase, 500*time.Millisecond)
 		return
 	}
@@ -170,7 +170,7 @@ func checkOffGrid(ctx context.Context, e *env) {
 			break
 		}
 		wg.Go(func() {
-			e.measure(ctx, expiring{key: key, ttl: off, early: promiseOffGrid, late: promiseOffGrid})
+			e.measure(ctx, expiring{key: key, ttl: off, early: PromiseOffGrid, late: PromiseOffGrid})
 		})
 	}
 	wg.Wait()
@@ -200,7 +200,7 @@ func checkSkewedReader(ctx context.Context, e *env) {
 			if _, ok := e.create(ctx, key, val("padded"), t); !ok {
 				return
 			}
-			e.lifetime(ctx, lr, key, t, start, pad, promiseSkewedReader, promiseSkewedReader, "written with TTL "+t.String())
+			e.lifetime(ctx, lr, key, t, start, pad, PromiseSkewedReader, PromiseSkewedReader, "written with TTL "+t.String())
 		}
 	}
 	if !hasAdv || !hasSk {
@@ -210,7 +210,7 @@ func checkSkewedReader(ctx context.Context, e *env) {
 	long := e.opts.StateTTL
 	reader, err := sk.MakeSkewedStore(ctx, e.raw, -pad)
 	if err != nil || reader == nil {
-		e.errorf(promiseSkewedReader, "SkewedStoreMaker.MakeSkewedStore(%v) = %v, %v", -pad, reader, err)
+		e.errorf(PromiseSkewedReader, "SkewedStoreMaker.MakeSkewedStore(%v) = %v, %v", -pad, reader, err)
 		return
 	}
 	start := time.Now()
@@ -219,28 +219,28 @@ func checkSkewedReader(ctx context.Context, e *env) {
 		return
 	}
 	took := time.Since(start)
-	if _, _, _, ok := e.awaitRead(ctx, promiseRead, key, ver, val("padded")); !ok {
+	if _, _, _, ok := e.awaitRead(ctx, PromiseRead, key, ver, val("padded")); !ok {
 		return
 	}
 	eff, _, _ := e.windowFor(long)
 	guard := 2*took + e.traits.Expiry.Granularity + time.Millisecond
 	at := eff + pad - guard
 	if err := e.advance(ctx, adv, at); err != nil {
-		e.errorf(promiseSkewedReader, "TimeAdvancer.Advance(%v) = %v", at, err)
+		e.errorf(PromiseSkewedReader, "TimeAdvancer.Advance(%v) = %v", at, err)
 		return
 	}
 	_, got, err := reader.Get(ctx, key)
 	el := time.Since(start)
 	switch {
-	case errors.Is(err, core.ErrNotFound) && at+el-pad >= eff:
+	case errors.Is(err, driver.ErrNotFound) && at+el-pad >= eff:
 		e.notVerifiedf("%q: the reader %v behind found it gone after %v advanced and %v of real time, past its logical expiry: the probe came too late to tell", key, pad, at, el.Round(time.Millisecond))
-	case errors.Is(err, core.ErrNotFound):
-		e.errorf(promiseSkewedReader, "%q written with TTL %v (effective %v): a reader whose clock is %v behind found it gone once the backend clock advanced %v (%v counting real time), while by its clock the record is live for %v more",
+	case errors.Is(err, driver.ErrNotFound):
+		e.errorf(PromiseSkewedReader, "%q written with TTL %v (effective %v): a reader whose clock is %v behind found it gone once the backend clock advanced %v (%v counting real time), while by its clock the record is live for %v more",
 			key, long, eff, pad, at, (at + el).Round(time.Millisecond), (eff - (at + el - pad)).Round(time.Millisecond))
 	case err != nil:
-		e.errorf(promiseSkewedReader, "the skewed reader's Get(%q) = %v", key, err)
+		e.errorf(PromiseSkewedReader, "the skewed reader's Get(%q) = %v", key, err)
 	case got != ver:
-		e.errorf(promiseSkewedReader, "the skewed reader's Get(%q) returned version %d, want %d", key, got, ver)
+		e.errorf(PromiseSkewedReader, "the skewed reader's Get(%q) returned version %d, want %d", key, got, ver)
 	default:
 		e.logf("%q written with TTL %v: a reader %v behind still reads it %v after the write (backend clock)", key, long, pad, at)
 	}

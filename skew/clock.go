@@ -104,7 +104,7 @@ func (c *Clock) Until(local time.Time) time.Duration {
 	return max(d, 0)
 }
 
-// Func returns c.Now as a func, the shape core.Settings.Clock takes.
+// Func returns c.Now as a func, the shape kvbreaker.Settings.Clock takes.
 func (c *Clock) Func() func() time.Time { return c.Now }
 
 // Fleet returns n clocks over base whose offsets stay within ±bound: each

@@ -6,8 +6,8 @@
 // offset and a drift, clamped to a skew bound δ (Fleet draws a fleet of
 // them, favouring the extremes ±δ where the worst cases are).
 //
-// Stores: New wraps a real core.Store (any adapter, or Exact, an exact
-// in-process store on the true clock) with a Distortion: TTLs quantised to
+// Stores: New wraps a real driver.Store (any adapter; simulations use
+// backends/memory on the true clock) with a Distortion: TTLs quantised to
 // a granularity (Floor or Ceil), a minimum TTL, expiry up to Early early and
 // Late late, judged by the server's clock (relative TTLs) or by each
 // reader's own clock against an instant the writer's clock set
@@ -16,9 +16,12 @@
 // the shared store through a View with its own clock.
 //
 // Profiles: Memory, Etcd, DynamoDB and WorkersKV hold the traits each
-// backend's adapter declares; FromTraits turns traits into the worst
-// distortion they allow. skew imports no backend: each backend's test
-// asserts its Traits() equal its profile's.
+// backend's adapter declares with default options (its DefaultTraits);
+// FromTraits turns traits into the worst distortion they allow. Memory is
+// built from memory.DefaultTraits; skew cannot import the other backends
+// (nested modules that import this one), so each backend's test asserts
+// that its DefaultTraits equal its profile here and that a Store with
+// default options declares them.
 //
 // The margin experiment (MarginSim, DESIGN §2): Breakers with skewed clocks
 // share a distorted store; one opens a host's circuit, and another, holding

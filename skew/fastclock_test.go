@@ -8,7 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kvbreaker/kvbreaker/core"
+	"github.com/kvbreaker/kvbreaker"
+	"github.com/kvbreaker/kvbreaker/backends/memory"
+	"github.com/kvbreaker/kvbreaker/driver"
+	"github.com/kvbreaker/kvbreaker/internal/record"
 	"github.com/kvbreaker/kvbreaker/skew"
 )
 
@@ -19,7 +22,7 @@ import (
 // counts past the record's life is one a reader loses when the record
 // vanishes.
 type outliveCheck struct {
-	core.Store
+	driver.Store
 	clock  func() time.Time
 	window time.Duration
 
@@ -28,13 +31,13 @@ type outliveCheck struct {
 	outlived *[]string
 }
 
-func (s outliveCheck) CompareAndSwap(ctx context.Context, key string, old core.Version, value []byte, ttl time.Duration) (core.Version, error) {
+func (s outliveCheck) CompareAndSwap(ctx context.Context, key string, old driver.Version, value []byte, ttl time.Duration) (driver.Version, error) {
 	now := s.clock()
 	v, err := s.Store.CompareAndSwap(ctx, key, old, value, ttl)
 	if err != nil {
 		return v, err
 	}
-	r, derr := core.DecodeRecord(value)
+	r, derr := record.DecodeRecord(value)
 	if derr != nil {
 		return v, derr
 	}
@@ -65,15 +68,15 @@ func TestFastClockFailuresDieWithTheirRecord(t *testing.T) {
 	const delta = 5 * time.Second
 	const window = time.Hour
 	truth := skew.NewManual(time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC))
-	st := skew.New(skew.NewExact(truth.Now), skew.Distortion{Kind: core.ExpiryReaderFiltered}, truth.Now)
+	st := skew.New(memory.New(memory.WithClock(truth.Now)), skew.Distortion{Kind: driver.ExpiryReaderFiltered}, truth.Now)
 	rng := rand.New(rand.NewPCG(12, 8))
 	clocks := skew.Fleet(rng, truth.Now, 4, delta, 0)
 	var mu sync.Mutex
 	writes, outlived := 0, []string{}
-	fleet := make([]*core.Breaker, len(clocks))
+	fleet := make([]*kvbreaker.Breaker, len(clocks))
 	for i, c := range clocks {
 		store := outliveCheck{Store: st.View(c.Now), clock: c.Now, window: window, mu: &mu, writes: &writes, outlived: &outlived}
-		b, err := core.NewBreaker(store, core.Settings{
+		b, err := kvbreaker.New(store, kvbreaker.Settings{
 			FailureThreshold: 3, FailureWindow: window, RecoveryDelay: 30 * time.Minute,
 			ClockSkew: delta, Clock: c.Now, Logger: slog.New(slog.DiscardHandler),
 		})

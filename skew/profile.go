@@ -4,23 +4,28 @@ import (
 	"math/rand/v2"
 	"time"
 
-	"github.com/kvbreaker/kvbreaker/core"
+	"github.com/kvbreaker/kvbreaker"
+	"github.com/kvbreaker/kvbreaker/backends/memory"
+	"github.com/kvbreaker/kvbreaker/driver"
 )
 
 // Profile is a backend's expiry profile: the traits its adapter declares
 // (with default options), from which the worst distortion it may inflict
-// follows (FromTraits). skew does not import the backends; instead each
-// backend's own test asserts that its Store's Traits() equal its profile's,
-// so the two cannot drift apart:
+// follows (FromTraits). Build one for any store from its Traits:
 //
-//	if got, want := store.Traits(), skew.Etcd.Traits; got != want {
-//		t.Fatalf("Traits() = %+v, but skew.Etcd declares %+v: update one of them", got, want)
-//	}
+//	p := skew.Profile{Name: "mykv", Traits: store.Traits()}
+//
+// The four profiles below are built from each backend's exported
+// DefaultTraits: Memory by calling memory.DefaultTraits, the other three as
+// values, since skew (in the root module) cannot import the backends'
+// modules. Each backend's own test checks that its DefaultTraits equal its
+// profile here and that a Store with default options declares them, so
+// none can drift.
 type Profile struct {
 	// Name is the backend's name (memory, etcd, dynamodb, workerskv).
 	Name string
 	// Traits are what the backend's Store declares with default options.
-	Traits core.Traits
+	Traits driver.Traits
 }
 
 // Distortion is the worst distortion p's traits allow (see FromTraits).
@@ -34,37 +39,42 @@ func (p Profile) RequiredMargin(skew time.Duration) time.Duration {
 // The four backends' profiles (DESIGN §3), as their adapters declare them
 // with default options.
 var (
-	// Memory: atomic, exact relative expiry on the store's clock.
-	Memory = Profile{Name: "memory", Traits: core.Traits{
+	// Memory: atomic, exact relative expiry on the store's clock
+	// (memory.DefaultTraits).
+	Memory = Profile{Name: "memory", Traits: memory.DefaultTraits()}
+	// Etcd (etcd.DefaultTraits): leases of whole seconds rounded up, at
+	// least the server's default 2 s minimum; the leader checks expiry
+	// every 500 ms, and pooled leases may outlive the TTL by up to 60 s.
+	Etcd = Profile{Name: "etcd", Traits: driver.Traits{
 		Atomic: true,
-		Expiry: core.ExpiryModel{Kind: core.ExpiryRelative},
-	}}
-	// Etcd: leases of whole seconds rounded up, at least the server's 2 s
-	// minimum; the leader checks expiry every 500 ms, and pooled leases may
-	// outlive the TTL by up to 60 s.
-	Etcd = Profile{Name: "etcd", Traits: core.Traits{
-		Atomic: true,
-		Expiry: core.ExpiryModel{Kind: core.ExpiryRelative, Granularity: time.Second, MinTTL: 2 * time.Second,
+		Expiry: driver.ExpiryModel{Kind: driver.ExpiryRelative, Granularity: time.Second, MinTTL: 2 * time.Second,
 			Late: 500*time.Millisecond + 60*time.Second},
 	}}
-	// DynamoDB: an expiry attribute in epoch seconds (rounded up), filtered
-	// on read by the reader's clock, with consistent reads.
-	DynamoDB = Profile{Name: "dynamodb", Traits: core.Traits{
-		Atomic: true,
-		Expiry: core.ExpiryModel{Kind: core.ExpiryReaderFiltered, Granularity: time.Second, Late: time.Second},
+	// DynamoDB (dynamodb.DefaultTraits): an expiry attribute in epoch
+	// seconds (rounded up), filtered on read by the reader's clock, with
+	// consistent reads; the physical copy is purged an hour after the
+	// logical expiry, which bounds the fleet's clock skew.
+	DynamoDB = Profile{Name: "dynamodb", Traits: driver.Traits{
+		Atomic:             true,
+		Expiry:             driver.ExpiryModel{Kind: driver.ExpiryReaderFiltered, Granularity: time.Second, Late: time.Second},
+		MaxClockSkew:       time.Hour,
+		MaxClockSkewOption: "dynamodb.WithPurgeDelay",
 	}}
-	// WorkersKV: last writer wins; the exact expiry (to the millisecond) in
-	// metadata, filtered on read, so what a reader sees has no minimum TTL;
-	// the physical copy (expiration_ttl of at least 60 s, padded by 2δ + 1 s,
-	// δ = core.DefaultClockSkew) may outlive it by up to 60 s + 2δ + 2 s;
-	// reads up to 60 s (propagation) + 10 s (the adapter's cache) stale;
-	// one write per second per key.
-	WorkersKV = Profile{Name: "workerskv", Traits: core.Traits{
+	// WorkersKV (cloudflarekv.DefaultTraits): last writer wins; the exact
+	// expiry (to the millisecond) in metadata, filtered on read, so what a
+	// reader sees has no minimum TTL; the physical copy (expiration_ttl of
+	// at least 60 s, padded by 2δ + 1 s, δ = kvbreaker.DefaultClockSkew)
+	// may outlive it by up to 60 s + 2δ + 2 s; reads up to 60 s
+	// (propagation) + 10 s (the adapter's cache) stale; one write per
+	// second per key.
+	WorkersKV = Profile{Name: "workerskv", Traits: driver.Traits{
 		Atomic: false,
-		Expiry: core.ExpiryModel{Kind: core.ExpiryReaderFiltered, Granularity: time.Millisecond,
-			Late: 60*time.Second + 2*core.DefaultClockSkew + 2*time.Second},
-		ReadStaleness:    70 * time.Second,
-		MinWriteInterval: time.Second,
+		Expiry: driver.ExpiryModel{Kind: driver.ExpiryReaderFiltered, Granularity: time.Millisecond,
+			Late: 60*time.Second + 2*kvbreaker.DefaultClockSkew + 2*time.Second},
+		ReadStaleness:      70 * time.Second,
+		MinWriteInterval:   time.Second,
+		MaxClockSkew:       kvbreaker.DefaultClockSkew,
+		MaxClockSkewOption: "cloudflarekv.WithClockSkew",
 	}}
 )
 

@@ -7,7 +7,9 @@ import (
 	"math/rand/v2"
 	"time"
 
-	"github.com/kvbreaker/kvbreaker/core"
+	"github.com/kvbreaker/kvbreaker"
+	"github.com/kvbreaker/kvbreaker/backends/memory"
+	"github.com/kvbreaker/kvbreaker/driver"
 )
 
 // Timeline is the true time a simulation runs on.
@@ -42,7 +44,7 @@ type MarginSim struct {
 	Skew time.Duration
 	// Margin is the TTLMargin the Breakers run with. Below
 	// Profile.RequiredMargin(Skew) the store under-declares its traits,
-	// since core.NewConfig would reject the margin otherwise.
+	// since machine.NewConfig would reject the margin otherwise.
 	Margin time.Duration
 	// Trials is the number of randomised runs (default 500), each of
 	// Rounds probe rounds (default 4) among Workers workers (default 3).
@@ -139,20 +141,20 @@ func (s *MarginSim) trial(ctx context.Context, rng *rand.Rand, trial int, res *M
 		d.Early += time.Millisecond - margin
 		margin = time.Millisecond
 	}
-	st := New(NewExact(truth), d, truth)
+	st := New(memory.New(memory.WithClock(truth)), d, truth)
 	need := s.Profile.RequiredMargin(s.Skew)
 	if s.Margin < need {
 		// Under-state the store: exact, reader-filtered expiry needs only
 		// the 1 ms tick, so NewConfig accepts the margin.
 		t := s.Profile.Traits
-		t.Expiry = core.ExpiryModel{Kind: core.ExpiryReaderFiltered, MinTTL: t.Expiry.MinTTL, Late: t.Expiry.Late}
+		t.Expiry = driver.ExpiryModel{Kind: driver.ExpiryReaderFiltered, MinTTL: t.Expiry.MinTTL, Late: t.Expiry.Late}
 		st.Declare(t)
 	}
 	clocks := Fleet(rng, truth, s.Workers, s.Skew, 1e-5)
 	rd := s.RecoveryDelay + drawPhase(rng, g)
-	fleet := make([]*core.Breaker, s.Workers)
+	fleet := make([]*kvbreaker.Breaker, s.Workers)
 	for i, c := range clocks {
-		set := core.Settings{
+		set := kvbreaker.Settings{
 			FailureThreshold: 2,
 			FailureWindow:    s.FailureWindow,
 			RecoveryDelay:    rd,
@@ -161,7 +163,7 @@ func (s *MarginSim) trial(ctx context.Context, rng *rand.Rand, trial int, res *M
 			Clock:            c.Now,
 			Logger:           slog.New(slog.DiscardHandler),
 		}
-		b, err := core.NewBreaker(st.View(c.Now), set)
+		b, err := kvbreaker.New(st.View(c.Now), set)
 		if err != nil {
 			return err
 		}
@@ -200,8 +202,8 @@ func (s *MarginSim) trial(ctx context.Context, rng *rand.Rand, trial int, res *M
 			return err
 		}
 		switch v.Decision {
-		case core.Hold:
-		case core.Probe:
+		case kvbreaker.Hold:
+		case kvbreaker.Probe:
 			// A last-writer-wins store cannot elect one prober: this one
 			// probes too (declared, not a demotion).
 			res.Due++
@@ -223,21 +225,21 @@ func (s *MarginSim) trial(ctx context.Context, rng *rand.Rand, trial int, res *M
 			if err != nil {
 				return err
 			}
-			if status.Found && !status.Record.RestrainedUntil.IsZero() {
-				ru = status.Record.RestrainedUntil
+			if status.Found && !status.RestrainedUntil.IsZero() {
+				ru = status.RestrainedUntil
 				tl.Sleep(max(c.Until(ru), time.Nanosecond))
 			}
 			if v, err = b.Allow(ctx, host, held); err != nil {
 				return err
 			}
-			if v.Decision != core.Hold {
+			if v.Decision != kvbreaker.Hold {
 				break
 			}
 		}
 		res.Due++
 		switch v.Decision {
-		case core.Probe:
-		case core.Send:
+		case kvbreaker.Probe:
+		case kvbreaker.Send:
 			res.Demoted++
 			res.note(fmt.Sprintf("trial %d round %d: worker %d wrote the record at true %s (its clock %+v off) with TTL %v and restraint end %s; worker %d reached that end at true %s (its clock %+v off), %v after the write, found the record gone and sent instead of probing",
 				trial, round, writer, wrote.Format("15:04:05.000000"), clocks[writer].ErrorAt(wrote), b.StateTTL(), ru.Format("15:04:05.000000"),

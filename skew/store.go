@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/kvbreaker/kvbreaker/core"
+	"github.com/kvbreaker/kvbreaker/driver"
 )
 
 // ErrRateLimited is matched by the error a Store returns for a write to a
@@ -44,7 +44,7 @@ type Distortion struct {
 	// down on the server's clock (the inner store's); ExpiryReaderFiltered
 	// stores an absolute instant from the writer's clock and every reader
 	// compares it with its own.
-	Kind core.ExpiryKind
+	Kind driver.ExpiryKind
 	// Granularity quantises the TTL (relative) or the expiry instant
 	// (reader-filtered), rounded by Round.
 	Granularity time.Duration
@@ -64,6 +64,15 @@ type Distortion struct {
 	// LastWriterWins makes compares a no-op: CompareAndSwap and
 	// CompareAndDelete act on whatever is there.
 	LastWriterWins bool
+	// InProcess is declared as the store's Traits.InProcess (a simulated
+	// memory store answers without I/O); it distorts nothing.
+	InProcess bool
+	// MaxClockSkew and MaxClockSkewOption are declared as the store's
+	// Traits fields of the same names; they distort nothing (a
+	// reader-filtered entry's physical copy outlasts its logical expiry by
+	// far more than any skew here).
+	MaxClockSkew       time.Duration
+	MaxClockSkewOption string
 	// Rand draws how early, late or stale each operation is: with
 	// probability 1/3 an extreme (0 or the maximum), otherwise uniform.
 	// Nil means always the worst case (Early and Staleness in full, Late
@@ -76,35 +85,37 @@ type Distortion struct {
 // reads up to ReadStaleness stale, writes rate-limited to
 // MinWriteInterval, and last-writer-wins unless Atomic. rng draws each
 // amount (nil: always the maximum).
-func FromTraits(t core.Traits, rng *rand.Rand) Distortion {
+func FromTraits(t driver.Traits, rng *rand.Rand) Distortion {
 	m := t.Expiry
 	return Distortion{
 		Kind: m.Kind, Granularity: m.Granularity, Round: Floor, MinTTL: m.MinTTL,
 		Early: m.Early, Late: m.Late, Staleness: t.ReadStaleness, WriteInterval: t.MinWriteInterval,
-		LastWriterWins: !t.Atomic, Rand: rng,
+		LastWriterWins: !t.Atomic, InProcess: t.InProcess, Rand: rng,
+		MaxClockSkew: t.MaxClockSkew, MaxClockSkewOption: t.MaxClockSkewOption,
 	}
 }
 
 // Traits is what a store with this distortion should declare.
-func (d Distortion) Traits() core.Traits {
-	return core.Traits{
+func (d Distortion) Traits() driver.Traits {
+	return driver.Traits{
 		Atomic:        !d.LastWriterWins,
-		Expiry:        core.ExpiryModel{Kind: d.Kind, Granularity: d.Granularity, MinTTL: d.MinTTL, Early: d.Early, Late: d.Late},
+		Expiry:        driver.ExpiryModel{Kind: d.Kind, Granularity: d.Granularity, MinTTL: d.MinTTL, Early: d.Early, Late: d.Late},
 		ReadStaleness: d.Staleness, MinWriteInterval: d.WriteInterval,
+		InProcess: d.InProcess, MaxClockSkew: d.MaxClockSkew, MaxClockSkewOption: d.MaxClockSkewOption,
 	}
 }
 
-// Store distorts a real core.Store (the inner store) shared by a simulated
+// Store distorts a real driver.Store (the inner store) shared by a simulated
 // fleet. Each worker reaches it through a View with its own clock, which is
 // the reader's and writer's clock for reader-filtered expiry. The inner
 // store must judge expiry by true time (for backends/memory, give it the
 // same true clock). Values are stored with an 8-byte header holding the
 // logical expiry instant.
 type Store struct {
-	inner    core.Store
+	inner    driver.Store
 	d        Distortion
 	truth    func() time.Time
-	declared *core.Traits
+	declared *driver.Traits
 
 	mu        sync.Mutex
 	lastWrite map[string]time.Time
@@ -115,7 +126,7 @@ type Store struct {
 type event struct {
 	at      time.Time
 	value   []byte
-	ver     core.Version
+	ver     driver.Version
 	expires time.Time // logical expiry; zero: see physical
 	phys    time.Time // true-time physical expiry
 	absent  bool
@@ -123,7 +134,7 @@ type event struct {
 
 // New wraps inner with distortion d. truth is true time (nil: time.Now,
 // which inside a testing/synctest bubble is the bubble's fake time).
-func New(inner core.Store, d Distortion, truth func() time.Time) *Store {
+func New(inner driver.Store, d Distortion, truth func() time.Time) *Store {
 	if truth == nil {
 		truth = time.Now
 	}
@@ -132,11 +143,11 @@ func New(inner core.Store, d Distortion, truth func() time.Time) *Store {
 
 // Declare makes every View's Traits return t instead of the distortion's
 // own traits: a store that under-states (or over-states) what it does.
-func (s *Store) Declare(t core.Traits) { s.declared = &t }
+func (s *Store) Declare(t driver.Traits) { s.declared = &t }
 
 // View returns the store as seen by a worker whose clock is clock (nil:
 // true time).
-func (s *Store) View(clock func() time.Time) core.Store {
+func (s *Store) View(clock func() time.Time) driver.Store {
 	if clock == nil {
 		clock = s.truth
 	}
@@ -199,7 +210,7 @@ type view struct {
 	clock func() time.Time
 }
 
-func (v *view) Traits() core.Traits {
+func (v *view) Traits() driver.Traits {
 	if v.s.declared != nil {
 		return *v.s.declared
 	}
@@ -229,14 +240,14 @@ func decode(b []byte) (time.Time, []byte, error) {
 // version (for the inner compare), and the logical one (NoVersion when
 // absent or expired by the reader's clock).
 type current struct {
-	phys    core.Version
-	logical core.Version
+	phys    driver.Version
+	logical driver.Version
 	value   []byte
 }
 
 func (v *view) current(ctx context.Context, key string) (current, error) {
 	b, ver, err := v.s.inner.Get(ctx, key)
-	if errors.Is(err, core.ErrNotFound) {
+	if errors.Is(err, driver.ErrNotFound) {
 		return current{}, nil
 	}
 	if err != nil {
@@ -248,23 +259,23 @@ func (v *view) current(ctx context.Context, key string) (current, error) {
 	}
 	c := current{phys: ver, logical: ver, value: value}
 	if !exp.IsZero() && !v.clock().Before(exp) {
-		c.logical, c.value = core.NoVersion, nil
+		c.logical, c.value = driver.NoVersion, nil
 	}
 	return c, nil
 }
 
 func (v *view) conflict(c current, inner error) error {
-	return &core.ConflictError{Value: c.value, Version: c.logical, Err: inner}
+	return &driver.ConflictError{Value: c.value, Version: c.logical, Err: inner}
 }
 
-// Get implements core.Store.
-func (v *view) Get(ctx context.Context, key string) ([]byte, core.Version, error) {
+// Get implements driver.Store.
+func (v *view) Get(ctx context.Context, key string) ([]byte, driver.Version, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, 0, fmt.Errorf("skew: get %q: %w", key, err)
 	}
 	if e, ok := v.s.stale(key, v.s.draw(v.s.d.Staleness)); ok {
 		if e.absent || (!e.expires.IsZero() && !v.clock().Before(e.expires)) || !v.s.truth().Before(e.phys) {
-			return nil, core.NoVersion, core.ErrNotFound
+			return nil, driver.NoVersion, driver.ErrNotFound
 		}
 		return append([]byte(nil), e.value...), e.ver, nil
 	}
@@ -272,8 +283,8 @@ func (v *view) Get(ctx context.Context, key string) ([]byte, core.Version, error
 	if err != nil {
 		return nil, 0, fmt.Errorf("skew: get %q: %w", key, err)
 	}
-	if c.logical == core.NoVersion {
-		return nil, core.NoVersion, core.ErrNotFound
+	if c.logical == driver.NoVersion {
+		return nil, driver.NoVersion, driver.ErrNotFound
 	}
 	return c.value, c.logical, nil
 }
@@ -333,8 +344,8 @@ func (s *Store) admit(key string, now time.Time) error {
 	return nil
 }
 
-// CompareAndSwap implements core.Store.
-func (v *view) CompareAndSwap(ctx context.Context, key string, old core.Version, value []byte, ttl time.Duration) (core.Version, error) {
+// CompareAndSwap implements driver.Store.
+func (v *view) CompareAndSwap(ctx context.Context, key string, old driver.Version, value []byte, ttl time.Duration) (driver.Version, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, fmt.Errorf("skew: put %q: %w", key, err)
 	}
@@ -351,7 +362,7 @@ func (v *view) CompareAndSwap(ctx context.Context, key string, old core.Version,
 	var expires time.Time
 	var phys time.Duration
 	switch d.Kind {
-	case core.ExpiryReaderFiltered:
+	case driver.ExpiryReaderFiltered:
 		expires = quantiseInstant(v.clock().Add(eff), d.Granularity, d.Round).Add(-early)
 		// The physical TTL outlasts the logical expiry by far, so reads
 		// really do filter an expired-but-present entry.
@@ -369,7 +380,7 @@ func (v *view) CompareAndSwap(ctx context.Context, key string, old core.Version,
 			return 0, v.conflict(c, nil)
 		}
 		ver, err := s.inner.CompareAndSwap(ctx, key, c.phys, enc, phys)
-		if errors.Is(err, core.ErrConflict) {
+		if errors.Is(err, driver.ErrConflict) {
 			if d.LastWriterWins {
 				continue
 			}
@@ -388,8 +399,8 @@ func (v *view) CompareAndSwap(ctx context.Context, key string, old core.Version,
 	}
 }
 
-// CompareAndDelete implements core.Store.
-func (v *view) CompareAndDelete(ctx context.Context, key string, old core.Version) error {
+// CompareAndDelete implements driver.Store.
+func (v *view) CompareAndDelete(ctx context.Context, key string, old driver.Version) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("skew: delete %q: %w", key, err)
 	}
@@ -401,8 +412,8 @@ func (v *view) CompareAndDelete(ctx context.Context, key string, old core.Versio
 		if err != nil {
 			return fmt.Errorf("skew: delete %q: %w", key, err)
 		}
-		if c.logical == core.NoVersion {
-			return core.ErrNotFound
+		if c.logical == driver.NoVersion {
+			return driver.ErrNotFound
 		}
 		if !s.d.LastWriterWins && c.logical != old {
 			return v.conflict(c, nil)
@@ -418,15 +429,15 @@ func (v *view) CompareAndDelete(ctx context.Context, key string, old core.Versio
 		case err == nil:
 			s.remember(key, event{at: now, absent: true})
 			return nil
-		case errors.Is(err, core.ErrNotFound) && !s.d.LastWriterWins:
-			return core.ErrNotFound
-		case errors.Is(err, core.ErrConflict) && !s.d.LastWriterWins:
+		case errors.Is(err, driver.ErrNotFound) && !s.d.LastWriterWins:
+			return driver.ErrNotFound
+		case errors.Is(err, driver.ErrConflict) && !s.d.LastWriterWins:
 			c, cerr := v.current(ctx, key)
 			if cerr != nil {
 				return fmt.Errorf("skew: delete %q: %w", key, cerr)
 			}
 			return v.conflict(c, err)
-		case errors.Is(err, core.ErrNotFound), errors.Is(err, core.ErrConflict):
+		case errors.Is(err, driver.ErrNotFound), errors.Is(err, driver.ErrConflict):
 			continue
 		}
 		return fmt.Errorf("skew: delete %q: %w", key, err)

@@ -7,20 +7,21 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/kvbreaker/kvbreaker/core"
+	"github.com/kvbreaker/kvbreaker/backends/memory"
+	"github.com/kvbreaker/kvbreaker/driver"
 	"github.com/kvbreaker/kvbreaker/skew"
 )
 
 // sleepUntil sleeps until d has passed since start (bubble time).
 func sleepUntil(start time.Time, d time.Duration) { time.Sleep(time.Until(start.Add(d))) }
 
-func present(t *testing.T, s core.Store, key string) bool {
+func present(t *testing.T, s driver.Store, key string) bool {
 	t.Helper()
 	_, _, err := s.Get(t.Context(), key)
 	switch {
 	case err == nil:
 		return true
-	case errors.Is(err, core.ErrNotFound):
+	case errors.Is(err, driver.ErrNotFound):
 		return false
 	}
 	t.Fatalf("Get(%q) = %v", key, err)
@@ -29,10 +30,10 @@ func present(t *testing.T, s core.Store, key string) bool {
 
 // lifetime writes key with ttl through s and returns when it vanished,
 // probing every millisecond.
-func lifetime(t *testing.T, s core.Store, ttl time.Duration) time.Duration {
+func lifetime(t *testing.T, s driver.Store, ttl time.Duration) time.Duration {
 	t.Helper()
 	start := time.Now()
-	if _, err := s.CompareAndSwap(t.Context(), "k", core.NoVersion, []byte("v"), ttl); err != nil {
+	if _, err := s.CompareAndSwap(t.Context(), "k", driver.NoVersion, []byte("v"), ttl); err != nil {
 		t.Fatal(err)
 	}
 	for present(t, s, "k") {
@@ -57,15 +58,15 @@ func TestDistortedLifetimes(t *testing.T) {
 		{"min-ttl", skew.Distortion{MinTTL: time.Minute}, time.Second, time.Minute},
 		{"early", skew.Distortion{Early: 2 * time.Second}, 10 * time.Second, 8 * time.Second},
 		{"late", skew.Distortion{Late: 500 * time.Millisecond}, 10 * time.Second, 10500 * time.Millisecond},
-		{"reader-filtered-exact", skew.Distortion{Kind: core.ExpiryReaderFiltered}, 2500 * time.Millisecond, 2500 * time.Millisecond},
+		{"reader-filtered-exact", skew.Distortion{Kind: driver.ExpiryReaderFiltered}, 2500 * time.Millisecond, 2500 * time.Millisecond},
 		// The bubble starts on a whole second, so the instant floors
 		// like the duration.
-		{"reader-filtered-floor", skew.Distortion{Kind: core.ExpiryReaderFiltered, Granularity: time.Second}, 2500 * time.Millisecond, 2 * time.Second},
-		{"reader-filtered-late-is-physical-only", skew.Distortion{Kind: core.ExpiryReaderFiltered, Late: time.Hour}, 2 * time.Second, 2 * time.Second},
+		{"reader-filtered-floor", skew.Distortion{Kind: driver.ExpiryReaderFiltered, Granularity: time.Second}, 2500 * time.Millisecond, 2 * time.Second},
+		{"reader-filtered-late-is-physical-only", skew.Distortion{Kind: driver.ExpiryReaderFiltered, Late: time.Hour}, 2 * time.Second, 2 * time.Second},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				s := skew.New(skew.NewExact(nil), tc.d, nil).View(nil)
+				s := skew.New(memory.New(), tc.d, nil).View(nil)
 				if got := lifetime(t, s, tc.ttl); got < tc.want || got > tc.want+time.Millisecond {
 					t.Errorf("lifetime = %v, want %v", got, tc.want)
 				}
@@ -80,12 +81,12 @@ func TestDistortedLifetimes(t *testing.T) {
 func TestReaderClockJudges(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := t.Context()
-		st := skew.New(skew.NewExact(nil), skew.Distortion{Kind: core.ExpiryReaderFiltered}, nil)
+		st := skew.New(memory.New(), skew.Distortion{Kind: driver.ExpiryReaderFiltered}, nil)
 		writer := &skew.Clock{Offset: time.Second}
 		fast := &skew.Clock{Offset: time.Second}
 		slow := &skew.Clock{Offset: -time.Second}
 		start := time.Now()
-		ver, err := st.View(writer.Now).CompareAndSwap(ctx, "k", core.NoVersion, []byte("v"), 10*time.Second)
+		ver, err := st.View(writer.Now).CompareAndSwap(ctx, "k", driver.NoVersion, []byte("v"), 10*time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -107,13 +108,13 @@ func TestReaderClockJudges(t *testing.T) {
 		// Expired but physically present: absent for every operation.
 		v := st.View(fast.Now)
 		_, err = v.CompareAndSwap(ctx, "k", ver, []byte("w"), time.Second)
-		if ce, ok := errors.AsType[*core.ConflictError](err); !ok || ce.Version != core.NoVersion {
+		if ce, ok := errors.AsType[*driver.ConflictError](err); !ok || ce.Version != driver.NoVersion {
 			t.Fatalf("CompareAndSwap with the expired version = %v, want a conflict reporting absence", err)
 		}
-		if err := v.CompareAndDelete(ctx, "k", ver); !errors.Is(err, core.ErrNotFound) {
+		if err := v.CompareAndDelete(ctx, "k", ver); !errors.Is(err, driver.ErrNotFound) {
 			t.Fatalf("CompareAndDelete of the expired entry = %v", err)
 		}
-		if _, err := v.CompareAndSwap(ctx, "k", core.NoVersion, []byte("w"), time.Second); err != nil {
+		if _, err := v.CompareAndSwap(ctx, "k", driver.NoVersion, []byte("w"), time.Second); err != nil {
 			t.Fatalf("create-only over the expired entry = %v", err)
 		}
 	})
@@ -122,8 +123,8 @@ func TestReaderClockJudges(t *testing.T) {
 func TestStaleReads(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := t.Context()
-		s := skew.New(skew.NewExact(nil), skew.Distortion{Staleness: 5 * time.Second}, nil).View(nil)
-		v1, err := s.CompareAndSwap(ctx, "k", core.NoVersion, []byte("v1"), time.Hour)
+		s := skew.New(memory.New(), skew.Distortion{Staleness: 5 * time.Second}, nil).View(nil)
+		v1, err := s.CompareAndSwap(ctx, "k", driver.NoVersion, []byte("v1"), time.Hour)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -149,15 +150,15 @@ func TestStaleReads(t *testing.T) {
 func TestWriteRateLimit(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := t.Context()
-		s := skew.New(skew.NewExact(nil), skew.Distortion{WriteInterval: time.Second}, nil).View(nil)
-		v, err := s.CompareAndSwap(ctx, "k", core.NoVersion, []byte("v"), time.Hour)
+		s := skew.New(memory.New(), skew.Distortion{WriteInterval: time.Second}, nil).View(nil)
+		v, err := s.CompareAndSwap(ctx, "k", driver.NoVersion, []byte("v"), time.Hour)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if _, err := s.CompareAndSwap(ctx, "k", v, []byte("w"), time.Hour); !errors.Is(err, skew.ErrRateLimited) {
 			t.Fatalf("second write within 1 s = %v, want ErrRateLimited", err)
 		}
-		if _, err := s.CompareAndSwap(ctx, "other", core.NoVersion, []byte("v"), time.Hour); err != nil {
+		if _, err := s.CompareAndSwap(ctx, "other", driver.NoVersion, []byte("v"), time.Hour); err != nil {
 			t.Fatalf("the limit is per key: %v", err)
 		}
 		time.Sleep(time.Second)
@@ -169,18 +170,18 @@ func TestWriteRateLimit(t *testing.T) {
 
 func TestCompares(t *testing.T) {
 	ctx := context.Background()
-	atomic := skew.New(skew.NewExact(nil), skew.Distortion{}, nil).View(nil)
-	v1, _ := atomic.CompareAndSwap(ctx, "k", core.NoVersion, []byte("one"), time.Hour)
+	atomic := skew.New(memory.New(), skew.Distortion{}, nil).View(nil)
+	v1, _ := atomic.CompareAndSwap(ctx, "k", driver.NoVersion, []byte("one"), time.Hour)
 	_, err := atomic.CompareAndSwap(ctx, "k", v1+7, []byte("two"), time.Hour)
-	if ce, ok := errors.AsType[*core.ConflictError](err); !ok || ce.Version != v1 || string(ce.Value) != "one" {
+	if ce, ok := errors.AsType[*driver.ConflictError](err); !ok || ce.Version != v1 || string(ce.Value) != "one" {
 		t.Fatalf("stale CompareAndSwap = %v, want a conflict carrying version %d %q", err, v1, "one")
 	}
-	if err := atomic.CompareAndDelete(ctx, "k", v1+7); !errors.Is(err, core.ErrConflict) {
+	if err := atomic.CompareAndDelete(ctx, "k", v1+7); !errors.Is(err, driver.ErrConflict) {
 		t.Fatalf("stale CompareAndDelete = %v", err)
 	}
-	lww := skew.New(skew.NewExact(nil), skew.Distortion{LastWriterWins: true}, nil).View(nil)
-	w1, _ := lww.CompareAndSwap(ctx, "k", core.NoVersion, []byte("one"), time.Hour)
-	if _, err := lww.CompareAndSwap(ctx, "k", core.NoVersion, []byte("two"), time.Hour); err != nil {
+	lww := skew.New(memory.New(), skew.Distortion{LastWriterWins: true}, nil).View(nil)
+	w1, _ := lww.CompareAndSwap(ctx, "k", driver.NoVersion, []byte("one"), time.Hour)
+	if _, err := lww.CompareAndSwap(ctx, "k", driver.NoVersion, []byte("two"), time.Hour); err != nil {
 		t.Fatalf("last writer wins, yet: %v", err)
 	}
 	if err := lww.CompareAndDelete(ctx, "k", w1); err != nil {
@@ -198,7 +199,7 @@ func TestProfilesRoundTrip(t *testing.T) {
 		}
 	}
 	// Declare overrides what the views say.
-	st := skew.New(skew.NewExact(nil), skew.Etcd.Distortion(nil), nil)
+	st := skew.New(memory.New(), skew.Etcd.Distortion(nil), nil)
 	st.Declare(skew.Memory.Traits)
 	if got := st.View(nil).Traits(); got != skew.Memory.Traits {
 		t.Fatalf("declared traits = %+v", got)

@@ -12,8 +12,9 @@ import (
 	"github.com/cloudflare/cloudflare-go/v6/kv"
 	"github.com/cloudflare/cloudflare-go/v6/option"
 
+	"github.com/kvbreaker/kvbreaker"
 	"github.com/kvbreaker/kvbreaker/conformance/faultproxy"
-	"github.com/kvbreaker/kvbreaker/core"
+	"github.com/kvbreaker/kvbreaker/driver"
 	"github.com/kvbreaker/kvbreaker/internal/faultfleet"
 )
 
@@ -57,9 +58,9 @@ func proxiedClient(p *faultproxy.Proxy) *kv.KVService {
 
 // proxiedStore returns a store through p under a fresh prefix, on
 // Miniflare's clock, and flushes it when the test ends.
-func proxiedStore(t *testing.T, p *faultproxy.Proxy, opts ...Option) *Store {
+func proxiedStore(t *testing.T, p *faultproxy.Proxy, opts ...Option) *tstore {
 	t.Helper()
-	all := append([]Option{WithPrefix(uniquePrefix(t.Name())), WithClock(srv.Now)}, opts...)
+	all := append([]Option{WithClock(srv.Now)}, opts...)
 	s, err := New(proxiedClient(p), srv.AccountID, srv.NamespaceID, all...)
 	if err != nil {
 		t.Fatal(err)
@@ -72,7 +73,7 @@ func proxiedStore(t *testing.T, p *faultproxy.Proxy, opts ...Option) *Store {
 			t.Errorf("Flush: %v", err)
 		}
 	})
-	return s
+	return prefixed(t, s, uniquePrefix(t.Name()))
 }
 
 // transitions records OnStateChange reports.
@@ -81,7 +82,7 @@ type transitions struct {
 	got []string
 }
 
-func (tr *transitions) add(_ string, from, to core.State) {
+func (tr *transitions) add(_ string, from, to kvbreaker.State) {
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
 	tr.got = append(tr.got, from.String()+"→"+to.String())
@@ -104,7 +105,7 @@ func TestSDKRetryOfLostAnswer(t *testing.T) {
 			ctx := t.Context()
 			p := startProxy(t)
 			s := proxiedStore(t, p)
-			b, err := core.NewBreaker(s, core.Settings{FailureThreshold: 2, Clock: srv.Now, CallTimeout: 10 * time.Second, Logger: quiet})
+			b, err := kvbreaker.New(s, kvbreaker.Settings{FailureThreshold: 2, Clock: srv.Now, CallTimeout: 10 * time.Second, Logger: quiet})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -123,13 +124,13 @@ func TestSDKRetryOfLostAnswer(t *testing.T) {
 			if n := after.Requests - before.Requests; n != 2 {
 				t.Errorf("%d requests through the proxy, want 2 (the PUT and the SDK's one retry)", n)
 			}
-			st, err := core.NewBreaker(sibling(t, s), core.Settings{FailureThreshold: 2, Clock: srv.Now, Logger: quiet})
+			st, err := kvbreaker.New(sibling(t, s), kvbreaker.Settings{FailureThreshold: 2, Clock: srv.Now, Logger: quiet})
 			if err != nil {
 				t.Fatal(err)
 			}
 			got, err := st.Inspect(ctx, host)
-			if err != nil || got.State != core.StateClosed || len(got.Record.Failures) != 1 {
-				t.Errorf("after one Failure whose PUT was applied twice: %s %+v, %v; want closed with one failure", got.State, got.Record, err)
+			if err != nil || got.State != kvbreaker.StateClosed || len(got.Failures) != 1 {
+				t.Errorf("after one Failure whose PUT was applied twice: %s %+v, %v; want closed with one failure", got.State, got, err)
 			}
 			if elapsed < 1400*time.Millisecond || elapsed > 5*time.Second {
 				t.Errorf("Failure took %v; cloudflare-go's first retry waits 1.5 to 2 s", elapsed)
@@ -154,16 +155,16 @@ func TestAmbiguousWriteResent(t *testing.T) {
 			p := startProxy(t)
 			s := proxiedStore(t, p, WithMaxRetries(0))
 			var tr transitions
-			settings := core.Settings{FailureThreshold: 2, RecoveryDelay: time.Minute, FailureWindow: time.Minute,
+			settings := kvbreaker.Settings{FailureThreshold: 2, RecoveryDelay: time.Minute, FailureWindow: time.Minute,
 				Clock: srv.Now, CallTimeout: 10 * time.Second, Logger: quiet, OnStateChange: tr.add}
-			b, err := core.NewBreaker(s, settings)
+			b, err := kvbreaker.New(s, settings)
 			if err != nil {
 				t.Fatal(err)
 			}
 			const host = "resent.example"
-			observe := func() core.Status {
+			observe := func() kvbreaker.Status {
 				t.Helper()
-				o, err := core.NewBreaker(sibling(t, s), settings)
+				o, err := kvbreaker.New(sibling(t, s), settings)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -181,8 +182,8 @@ func TestAmbiguousWriteResent(t *testing.T) {
 			if err := b.Failure(ctx, host); err != nil {
 				t.Errorf("Failure whose applied PUT lost its answer = %v, want nil", err)
 			}
-			if st := observe(); st.State != core.StateClosed || len(st.Record.Failures) != 1 {
-				t.Errorf("after one Failure: %s %+v; want closed with one failure", st.State, st.Record)
+			if st := observe(); st.State != kvbreaker.StateClosed || len(st.Failures) != 1 {
+				t.Errorf("after one Failure: %s %+v; want closed with one failure", st.State, st)
 			}
 			if err := b.Failure(ctx, host); err != nil {
 				t.Fatal(err)
@@ -190,15 +191,15 @@ func TestAmbiguousWriteResent(t *testing.T) {
 			if err := srv.Advance(ctx, settings.RecoveryDelay); err != nil {
 				t.Fatal(err)
 			}
-			if v, err := b.Allow(ctx, host, time.Time{}); err != nil || v.Decision != core.Probe {
+			if v, err := b.Allow(ctx, host, time.Time{}); err != nil || v.Decision != kvbreaker.Probe {
 				t.Fatalf("Allow after the recovery delay = %v, %v; want probe", v.Decision, err)
 			}
 			amb.arm(p)
 			if err := b.Success(ctx, host); err != nil {
 				t.Errorf("the probe's Success whose applied DELETE lost its answer = %v, want nil", err)
 			}
-			if st := observe(); st.State != core.StateClosed || !st.Record.IsZero() {
-				t.Errorf("after the probe's Success: %s %+v; want no record", st.State, st.Record)
+			if st := observe(); st.State != kvbreaker.StateClosed || st.Found {
+				t.Errorf("after the probe's Success: %s %+v; want no record", st.State, st)
 			}
 			want := []string{"closed→open", "open→half-open", "half-open→closed"}
 			if got := tr.list(); !slices.Equal(got, want) {
@@ -218,10 +219,11 @@ func TestAmbiguousWriteResent(t *testing.T) {
 func TestFaultFleet(t *testing.T) {
 	p := startProxy(t)
 	prefix := uniquePrefix(t.Name())
-	observer, err := New(client(), srv.AccountID, srv.NamespaceID, WithPrefix(prefix), WithCache(0, 0))
+	observerStore, err := New(client(), srv.AccountID, srv.NamespaceID, WithCache(0, 0))
 	if err != nil {
 		t.Fatal(err)
 	}
+	observer := prefixed(t, observerStore, prefix)
 	var stores []*Store
 	t.Cleanup(func() {
 		p.Heal()
@@ -234,12 +236,13 @@ func TestFaultFleet(t *testing.T) {
 		}
 	})
 	rep, err := faultfleet.Run(t.Context(), faultfleet.Config{
-		NewStore: func(context.Context, int) (core.Store, error) {
-			s, err := New(proxiedClient(p), srv.AccountID, srv.NamespaceID, WithPrefix(prefix))
-			if err == nil {
-				stores = append(stores, s)
+		NewStore: func(context.Context, int) (driver.Store, error) {
+			s, err := New(proxiedClient(p), srv.AccountID, srv.NamespaceID)
+			if err != nil {
+				return nil, err
 			}
-			return s, err
+			stores = append(stores, s)
+			return kvbreaker.Prefixed(s, prefix)
 		},
 		Observer:   observer,
 		Proxy:      p,
@@ -250,7 +253,7 @@ func TestFaultFleet(t *testing.T) {
 		// Workers KV takes one write per second per key: calls wait for
 		// their coalesced write, and circuits need longer than the
 		// faultfleet defaults to open and probe.
-		Settings: core.Settings{Logger: quiet, CallTimeout: 3 * time.Second, FailureWindow: 10 * time.Second, RecoveryDelay: 2 * time.Second},
+		Settings: kvbreaker.Settings{Logger: quiet, CallTimeout: 3 * time.Second, FailureWindow: 10 * time.Second, RecoveryDelay: 2 * time.Second},
 		Logf:     t.Logf,
 	})
 	t.Log(rep)

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kvbreaker/kvbreaker/core"
+	"github.com/kvbreaker/kvbreaker/driver"
 )
 
 // BenchmarkGet compares a read answered by the cache with one that goes to
@@ -20,7 +20,7 @@ func BenchmarkGet(b *testing.B) {
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			s := newStore(b, bc.opts...)
-			if _, err := s.CompareAndSwap(b.Context(), "bench.example", core.NoVersion, []byte("record"), time.Hour); err != nil {
+			if _, err := s.CompareAndSwap(b.Context(), "bench.example", driver.NoVersion, []byte("record"), time.Hour); err != nil {
 				b.Fatal(err)
 			}
 			for b.Loop() {
@@ -39,7 +39,7 @@ func BenchmarkCompareAndSwap(b *testing.B) {
 	i := 0
 	for b.Loop() {
 		i++
-		if _, err := s.CompareAndSwap(b.Context(), "bench-"+strconv.Itoa(i)+".example", core.NoVersion, []byte("record"), time.Hour); err != nil {
+		if _, err := s.CompareAndSwap(b.Context(), "bench-"+strconv.Itoa(i)+".example", driver.NoVersion, []byte("record"), time.Hour); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kvbreaker/kvbreaker/core"
+	"github.com/kvbreaker/kvbreaker"
 )
 
 // TestBreakerEndToEnd runs two workers (two stores: separate caches and
@@ -23,28 +23,28 @@ func TestBreakerEndToEnd(t *testing.T) {
 	sb := sibling(t, sa, WithCache(100, 200*time.Millisecond))
 	var mu sync.Mutex
 	var transitions []string
-	settings := core.Settings{
+	settings := kvbreaker.Settings{
 		FailureThreshold: 3,
 		FailureWindow:    time.Minute,
 		RecoveryDelay:    2 * time.Minute,
 		Clock:            srv.Now,
 		CallTimeout:      10 * time.Second,
 		Logger:           quiet,
-		OnStateChange: func(_ string, from, to core.State) {
+		OnStateChange: func(_ string, from, to kvbreaker.State) {
 			mu.Lock()
 			transitions = append(transitions, from.String()+"→"+to.String())
 			mu.Unlock()
 		},
 	}
-	a, err := core.NewBreaker(sa, settings)
+	a, err := kvbreaker.New(sa, settings)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := core.NewBreaker(sb, settings)
+	b, err := kvbreaker.New(sb, settings)
 	if err != nil {
 		t.Fatal(err)
 	}
-	allow := func(br *core.Breaker) core.Decision {
+	allow := func(br *kvbreaker.Breaker) kvbreaker.Decision {
 		t.Helper()
 		v, err := br.Allow(ctx, host, time.Time{})
 		if err != nil {
@@ -53,7 +53,7 @@ func TestBreakerEndToEnd(t *testing.T) {
 		return v.Decision
 	}
 	// Worker B reads the host first (and caches "no record").
-	if d := allow(b); d != core.Send {
+	if d := allow(b); d != kvbreaker.Send {
 		t.Fatalf("B before any failure: %v", d)
 	}
 	for i := range 3 {
@@ -64,19 +64,19 @@ func TestBreakerEndToEnd(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if d := allow(a); d != core.Hold {
+	if d := allow(a); d != kvbreaker.Hold {
 		t.Errorf("A after 3 failures: %v, want hold", d)
 	}
 	// B's cached "no record" is at most its freshness old.
 	deadline := time.Now().Add(2 * time.Second)
-	for allow(b) != core.Hold {
+	for allow(b) != kvbreaker.Hold {
 		if time.Now().After(deadline) {
 			t.Fatal("B never saw the open circuit")
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 	st, err := b.Inspect(ctx, host)
-	if err != nil || st.State != core.StateOpen || len(st.Record.Failures) != 3 {
+	if err != nil || st.State != kvbreaker.StateOpen || len(st.Failures) != 3 {
 		t.Errorf("B inspects %+v, %v; want open with 3 failures", st, err)
 	}
 	// The record is in KV with a physical expiry past the logical one.
@@ -91,14 +91,14 @@ func TestBreakerEndToEnd(t *testing.T) {
 	if err := srv.Advance(ctx, 2*time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	if d := allow(a); d != core.Probe {
+	if d := allow(a); d != kvbreaker.Probe {
 		t.Fatalf("A after the recovery delay: %v, want probe", d)
 	}
 	if err := a.Success(ctx, host); err != nil {
 		t.Fatal(err)
 	}
 	deadline = time.Now().Add(2 * time.Second)
-	for allow(b) != core.Send {
+	for allow(b) != kvbreaker.Send {
 		if time.Now().After(deadline) {
 			t.Fatal("B never saw the closed circuit")
 		}
@@ -120,7 +120,7 @@ func TestBreakerEndToEnd(t *testing.T) {
 func TestBreakerDo(t *testing.T) {
 	ctx := t.Context()
 	s := newStore(t)
-	br, err := core.NewBreaker(s, core.Settings{FailureThreshold: 2, Clock: countingClock(), CallTimeout: 10 * time.Second, Logger: quiet})
+	br, err := kvbreaker.New(s, kvbreaker.Settings{FailureThreshold: 2, Clock: countingClock(), CallTimeout: 10 * time.Second, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +132,7 @@ func TestBreakerDo(t *testing.T) {
 			t.Fatalf("Do = %v", err)
 		}
 	}
-	if err := br.Do(ctx, "do.example", deliver); !errors.Is(err, core.ErrHeld) {
+	if err := br.Do(ctx, "do.example", deliver); !errors.Is(err, kvbreaker.ErrHeld) {
 		t.Errorf("Do on an open circuit = %v, want ErrHeld", err)
 	}
 	if runs != 2 {

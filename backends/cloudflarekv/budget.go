@@ -6,6 +6,8 @@ import (
 	"math"
 	"sync"
 	"time"
+
+	"github.com/kvbreaker/kvbreaker/driver"
 )
 
 // Workers KV's published account-wide API limit.
@@ -49,7 +51,7 @@ func WithRequestBudget(processes int) Option {
 // WithRequestBudgetLimit is WithRequestBudget for another limit: requests
 // per period for the whole account.
 func WithRequestBudgetLimit(requests int, per time.Duration, processes int) Option {
-	return func(s *Store) { s.budget = &budget{requests: requests, per: per, processes: processes} }
+	return func(o *options) { o.budget = &budget{requests: requests, per: per, processes: processes} }
 }
 
 // budget is a token bucket holding this process's share of the account's
@@ -69,20 +71,24 @@ type budget struct {
 	at     time.Time
 }
 
-// validate reports a bad budget and sets the bucket up.
-func (b *budget) validate() error {
+// validate reports a bad budget as *driver.OptionErrors and sets the
+// bucket up.
+func (b *budget) validate() []error {
 	var errs []error
+	bad := func(option string, value any, fix string) {
+		errs = append(errs, &driver.OptionError{Backend: "cloudflarekv", Option: option, Value: value, Fix: fix})
+	}
 	if b.processes < 1 {
-		errs = append(errs, fmt.Errorf("WithRequestBudget: processes is %d: declare how many processes share the account's request budget (1 or more)", b.processes))
+		bad("WithRequestBudget processes", b.processes, "declare how many processes share the account's request budget (1 or more)")
 	}
 	if b.per <= 0 {
-		errs = append(errs, fmt.Errorf("WithRequestBudgetLimit: period %v must be positive", b.per))
+		bad("WithRequestBudgetLimit period", b.per, "set a positive period")
 	}
 	if b.processes >= 1 && b.requests < b.processes {
-		errs = append(errs, fmt.Errorf("WithRequestBudgetLimit: %d requests for %d processes: each process needs at least one request per period", b.requests, b.processes))
+		bad("WithRequestBudgetLimit requests", b.requests, fmt.Sprintf("allow at least one request per period for each of the %d processes", b.processes))
 	}
 	if len(errs) > 0 {
-		return errors.Join(errs...)
+		return errs
 	}
 	share := float64(b.requests) / float64(b.processes)
 	b.burst = max(1, share/10)

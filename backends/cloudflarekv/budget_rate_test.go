@@ -20,9 +20,9 @@ import (
 	"github.com/cloudflare/cloudflare-go/v6/kv"
 	"github.com/cloudflare/cloudflare-go/v6/option"
 
-	"github.com/kvbreaker/kvbreaker/core"
-	"github.com/kvbreaker/kvbreaker/internal/miniflare"
+	"github.com/kvbreaker/kvbreaker"
 	"github.com/kvbreaker/kvbreaker/internal/sim"
+	"github.com/kvbreaker/kvbreaker/testservers/miniflare"
 )
 
 // BudgetRateEnv turns TestBudgetRate on: "1" scans the default arrival
@@ -42,7 +42,7 @@ var defaultBudgetRates = []float64{8, 8.5, 9, 10, 13, 16, 30}
 // processes, seed 1) sustains within Workers KV's 1,200 requests per
 // 5 minutes. For each arrival rate, the simulator's call stream (every
 // decision and outcome, in the process that makes it) is replayed through
-// 8 real core.Breakers over 8 real Stores (WithRequestBudget(8), default
+// 8 real kvbreaker.Breakers over 8 real Stores (WithRequestBudget(8), default
 // read cache) against a Miniflare of its own, on synctest's fake clock: the
 // stores' cache freshness, write intervals and buckets and the Breakers'
 // clock all run on simulated time, while each HTTP request is made outside
@@ -68,7 +68,7 @@ func TestBudgetRate(t *testing.T) {
 			rates = append(rates, r)
 		}
 	}
-	mf := miniflare.Start(t)
+	mf := miniflare.MustStart(t)
 	x := newOutside(t)
 	var rows []string
 	for _, rate := range rates {
@@ -125,21 +125,22 @@ func runBudgetRate(t *testing.T, mf *miniflare.Server, x *outside, rate float64)
 	synctest.Test(t, func(t *testing.T) {
 		ctx := t.Context()
 		start := time.Now()
-		stores := make([]*Store, procs)
-		breakers := make([]*core.Breaker, procs)
+		stores := make([]*tstore, procs)
+		breakers := make([]*kvbreaker.Breaker, procs)
 		takes := make([]atomic.Int64, procs)
 		for p := range procs {
 			tr := &procTransport{x: x, proc: p, log: &log}
-			cl := kv.NewKVService(append(mf.ClientOptions(), option.WithHTTPClient(&http.Client{Transport: tr}))...)
-			s, err := New(cl, mf.AccountID, mf.NamespaceID, WithPrefix(prefix), WithRequestBudget(procs))
+			cl := kv.NewKVService(append([]option.RequestOption{option.WithBaseURL(mf.BaseURL()), option.WithAPIToken(mf.Token)}, option.WithHTTPClient(&http.Client{Transport: tr}))...)
+			st, err := New(cl, mf.AccountID, mf.NamespaceID, WithRequestBudget(procs))
 			if err != nil {
 				t.Fatal(err)
 			}
+			s := prefixed(t, st, prefix)
 			// Every take (a request the budget allows or refuses) reads
 			// the bucket's clock once: count them.
 			s.budget.now = func() time.Time { takes[p].Add(1); return time.Now() }
 			stores[p] = s
-			if breakers[p], err = core.NewBreaker(s, core.Settings{Logger: quiet}); err != nil {
+			if breakers[p], err = kvbreaker.New(s, kvbreaker.Settings{Logger: quiet}); err != nil {
 				t.Fatal(err)
 			}
 		}

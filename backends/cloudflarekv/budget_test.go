@@ -7,7 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kvbreaker/kvbreaker/core"
+	"github.com/kvbreaker/kvbreaker"
+	"github.com/kvbreaker/kvbreaker/driver"
 )
 
 // TestBudgetBucketNeverExceedsShare drives the bucket on a fake clock with a
@@ -107,13 +108,13 @@ func TestBudgetAgainstMiniflare(t *testing.T) {
 	start := time.Now()
 	calls, refused := 0, 0
 	for i := 0; time.Since(start) < 2500*time.Millisecond; i++ {
-		for _, s := range []*Store{a, b} {
+		for _, s := range []*tstore{a, b} {
 			_, _, err := s.Get(ctx, fmt.Sprintf("host%d-%p.example", i, s))
 			calls++
 			switch {
 			case errors.Is(err, ErrBudgetExhausted):
 				refused++
-			case err != nil && !errors.Is(err, core.ErrNotFound):
+			case err != nil && !errors.Is(err, driver.ErrNotFound):
 				t.Fatal(err)
 			}
 		}
@@ -134,14 +135,14 @@ func TestBudgetAgainstMiniflare(t *testing.T) {
 	}
 
 	for _, failClosed := range []bool{false, true} {
-		br, err := core.NewBreaker(a, core.Settings{FailClosed: failClosed, Clock: srv.Now})
+		br, err := kvbreaker.New(a, kvbreaker.Settings{FailClosed: failClosed, Clock: srv.Now})
 		if err != nil {
 			t.Fatal(err)
 		}
 		v, err := br.Allow(ctx, fmt.Sprintf("spent-%v.example", failClosed), time.Time{})
-		want := core.Send
+		want := kvbreaker.Send
 		if failClosed {
-			want = core.Hold
+			want = kvbreaker.Hold
 		}
 		if !errors.Is(err, ErrBudgetExhausted) || v.Decision != want {
 			t.Errorf("FailClosed %v: Allow = %v, %v; want %v and an error matching ErrBudgetExhausted", failClosed, v.Decision, err, want)

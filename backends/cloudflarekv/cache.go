@@ -5,7 +5,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/kvbreaker/kvbreaker/core"
+	"github.com/kvbreaker/kvbreaker/driver"
 )
 
 // entry is what the store knows of one key: a read answer (present or
@@ -13,7 +13,7 @@ import (
 type entry struct {
 	present bool
 	value   []byte
-	ver     core.Version
+	ver     driver.Version
 	exp     time.Time // logical expiry, by the store's clock
 	// at is when this was learnt (real time); the entry is fresh for the
 	// cache's freshness after it.
@@ -114,7 +114,7 @@ func (c *cache) link(el *list.Element, it *item) {
 
 // unpin marks key's entry as learnt at now and no longer pinned, if it still
 // holds version ver (a newer queued write keeps it pinned).
-func (c *cache) unpin(key string, ver core.Version, now time.Time) {
+func (c *cache) unpin(key string, ver driver.Version, now time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	el, ok := c.items[key]
@@ -131,7 +131,7 @@ func (c *cache) unpin(key string, ver core.Version, now time.Time) {
 }
 
 // drop forgets key's entry unless it is pinned to a write other than ver.
-func (c *cache) drop(key string, ver core.Version) {
+func (c *cache) drop(key string, ver driver.Version) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	el, ok := c.items[key]

@@ -1,4 +1,4 @@
-// Package cloudflarekv is a core.Store over Cloudflare Workers KV, through
+// Package cloudflarekv is a driver.Store over Cloudflare Workers KV, through
 // the REST API with cloudflare-go v6 (only its kv, option and shared
 // packages). Users bring their own client and token (kvbreaker never loads
 // credentials):
@@ -9,7 +9,7 @@
 // # What Workers KV can and cannot promise
 //
 // Workers KV has no compare-and-swap, so the store declares
-// Traits().Atomic == false and core.Breaker runs last-writer-wins:
+// Traits().Atomic == false and kvbreaker.Breaker runs last-writer-wins:
 // CompareAndSwap and CompareAndDelete write whatever version they are given.
 // Concurrent workers may each see a transition (two probes, two
 // OnStateChange calls), and a write from one process can overwrite another
@@ -26,7 +26,7 @@
 // and one second of granularity so that Cloudflare never deletes a record a
 // reader still counts as live; set WithClockSkew to at least the fleet's
 // Settings.ClockSkew (Traits().MaxClockSkew declares it, and
-// core.NewBreaker refuses a larger Settings.ClockSkew). The 60 s floor is
+// kvbreaker.New refuses a larger Settings.ClockSkew). The 60 s floor is
 // the physical copy's only: what Get returns, and so what a Breaker sees,
 // expires at the exact TTL (Traits declares no MinTTL).
 //
@@ -64,6 +64,23 @@
 // that its write took effect. What a resend cannot undo is last-writer-wins
 // itself: another process's write that lands between the two attempts is
 // overwritten by the second, as by any later write.
+//
+// # Errors and unreachable endpoints
+//
+// Errors other than driver.ErrNotFound are *driver.OpError
+// ("cloudflarekv: get <key>: <cause>"). A refused connection (or an API
+// name that does not resolve) sent nothing: it is neither retried by
+// cloudflare-go nor resent by the store, and the call fails at once with an
+// *UnreachableError, "cannot reach Workers KV at <endpoint>: connection
+// refused", matching ErrUnreachable. A caller whose context ends while the
+// request is out gets "no answer from Workers KV at <endpoint> before the
+// context ended", matching the context's error.
+//
+// # Lifecycle and listing
+//
+// Store implements driver.Flusher (kvbreaker.Breaker.Close(ctx) calls
+// Flush) and driver.Lister (the list-keys API, for `kvbreaker list`). It
+// owns no connections of its own (the client does), so it has no Close.
 package cloudflarekv
 
 import (
@@ -72,21 +89,23 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
 	"github.com/cloudflare/cloudflare-go/v6/kv"
+	"github.com/kvbreaker/kvbreaker"
+	"github.com/kvbreaker/kvbreaker/driver"
 	"golang.org/x/sync/singleflight"
-
-	"github.com/kvbreaker/kvbreaker/core"
 )
 
 // Limits and defaults.
 const (
-	// MaxKeyLen is Workers KV's limit on a key name, in bytes; the prefix
-	// plus the host must fit.
+	// MaxKeyLen is Workers KV's limit on a key name, in bytes; a
+	// kvbreaker.Prefixed prefix plus the host must fit.
 	MaxKeyLen = 512
 	// MinTTL is Workers KV's shortest expiration_ttl: the floor of the
 	// physical copy only. Logical expiry, which Get filters by, is the
@@ -96,7 +115,10 @@ const (
 	// write (eventual consistency).
 	Propagation = 60 * time.Second
 
-	// DefaultPrefix is prepended to every host to make its key name.
+	// DefaultPrefix is the key prefix this package put before every host
+	// until prefixes moved to kvbreaker.Prefixed: wrap a store with
+	// kvbreaker.Prefixed(store, DefaultPrefix) to keep the key names
+	// written then.
 	DefaultPrefix = "kvbreaker:"
 	// DefaultWriteInterval is Workers KV's one write per second per key.
 	DefaultWriteInterval = time.Second
@@ -107,8 +129,9 @@ const (
 	DefaultCacheFreshness = 10 * time.Second
 	// DefaultMaxRetries is cloudflare-go's retries per request.
 	DefaultMaxRetries = 1
-	// DefaultRequestTimeout bounds each request.
-	DefaultRequestTimeout = 10 * time.Second
+	// DefaultCallTimeout bounds each request the store sends on its own
+	// (see WithCallTimeout).
+	DefaultCallTimeout = 10 * time.Second
 	// DefaultMaxAttempts bounds how often one queued write is sent while
 	// the API answers 429.
 	DefaultMaxAttempts = 5
@@ -144,13 +167,13 @@ func (e *RateLimitError) Error() string {
 // Is matches ErrRateLimited.
 func (e *RateLimitError) Is(target error) bool { return target == ErrRateLimited }
 
-// Store is a core.Store over one Workers KV namespace. It is safe for
+// Store is a driver.Store over one Workers KV namespace. It is safe for
 // concurrent use. The zero value is not usable; call New.
 type Store struct {
 	values     *kv.NamespaceValueService
+	keyList    *kv.NamespaceKeyService
 	account    string
 	namespace  string
-	prefix     string
 	clock      func() time.Time
 	skew       time.Duration
 	pad        time.Duration // added to ttl for the physical TTL
@@ -160,6 +183,7 @@ type Store struct {
 	timeout    time.Duration
 	attempts   int
 	log        *slog.Logger
+	endpoint   atomic.Pointer[string] // scheme://host of the API, once a request has gone out
 
 	cache  *cache
 	reads  singleflight.Group
@@ -173,131 +197,152 @@ type Store struct {
 	idle    *sync.Cond
 }
 
-// Option configures a Store.
-type Option func(*Store)
+// options is what the Options set; New checks it.
+type options struct {
+	clock      func() time.Time
+	skew       time.Duration
+	interval   time.Duration
+	cacheSize  int
+	freshness  time.Duration
+	maxRetries int
+	timeout    time.Duration
+	log        *slog.Logger
+	budget     *budget
+}
 
-// WithPrefix sets the key prefix (default "kvbreaker:"), so several breakers
-// or applications can share a namespace. It must contain a character other
-// than '.', and be at most 256 bytes.
-func WithPrefix(p string) Option { return func(s *Store) { s.prefix = p } }
+// Option configures a Store.
+type Option func(*options)
 
 // WithClock sets the clock logical expiry is written and judged by (default
 // time.Now). Give it the same clock as the Breakers' Settings.Clock.
-func WithClock(clock func() time.Time) Option { return func(s *Store) { s.clock = clock } }
+func WithClock(clock func() time.Time) Option { return func(o *options) { o.clock = clock } }
 
 // WithClockSkew sets the clock-skew bound the physical TTL is padded for
-// (default core.DefaultClockSkew, must be positive): twice it plus a second.
-// Traits().MaxClockSkew declares it, so core.NewBreaker refuses a
+// (default kvbreaker.DefaultClockSkew, must be positive): twice it plus a second.
+// Traits().MaxClockSkew declares it, so kvbreaker.New refuses a
 // Settings.ClockSkew larger than it, naming this option: set at least the
 // Breakers' Settings.ClockSkew.
-func WithClockSkew(d time.Duration) Option { return func(s *Store) { s.skew = d } }
+func WithClockSkew(d time.Duration) Option { return func(o *options) { o.skew = d } }
 
 // WithCache sets the read cache's capacity in keys (default 4096; 0 turns
 // caching of reads off, though the store's own queued writes are still
 // served from memory) and freshness, how long a read answer is reused
 // (default 10 s). The store's ReadStaleness is Propagation plus freshness.
 func WithCache(size int, freshness time.Duration) Option {
-	return func(s *Store) { s.cache = newCache(size); s.freshness = freshness }
+	return func(o *options) { o.cacheSize, o.freshness = size, freshness }
 }
 
 // WithWriteInterval sets the shortest interval between two writes of one
 // key (default 1 s, Workers KV's limit). Writes arriving within it are
 // coalesced.
-func WithWriteInterval(d time.Duration) Option { return func(s *Store) { s.interval = d } }
+func WithWriteInterval(d time.Duration) Option { return func(o *options) { o.interval = d } }
 
 // WithMaxRetries sets cloudflare-go's retries per request (default 1) for
-// transport errors and 5xx answers; 429s are never retried by the SDK.
-func WithMaxRetries(n int) Option { return func(s *Store) { s.maxRetries = n } }
+// transport errors and 5xx answers; 429s are never retried by the SDK, nor
+// is a connection that was refused (nothing was sent).
+func WithMaxRetries(n int) Option { return func(o *options) { o.maxRetries = n } }
 
-// WithRequestTimeout bounds each request (default 10 s). Requests run
-// detached from any one caller, since several callers may share one read or
-// be merged into one write; each caller still stops waiting when its own
-// context ends.
-func WithRequestTimeout(d time.Duration) Option { return func(s *Store) { s.timeout = d } }
+// WithCallTimeout bounds each request the store sends on its own (default
+// 10 s): reads and writes run detached from any one caller, since several
+// callers may share one read or be merged into one write, and queued writes
+// are sent and resent after their callers have gone. Each caller still
+// stops waiting when its own context ends (kvbreaker.Settings.CallTimeout
+// bounds a Breaker's calls that way).
+func WithCallTimeout(d time.Duration) Option { return func(o *options) { o.timeout = d } }
 
 // WithLogger sets where the store reports writes it had to give up with no
 // caller left to tell (default slog.Default()).
-func WithLogger(l *slog.Logger) Option { return func(s *Store) { s.log = l } }
+func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
 
 // New returns a store over the Workers KV namespace namespaceID of account
 // accountID, using client (a *kv.KVService: cloudflare.Client's KV field, or
-// kv.NewKVService(option.WithAPIToken(token))). It reports every invalid
-// option in one error.
+// kv.NewKVService(option.WithAPIToken(token))). Every invalid argument or
+// option is reported, joined, as a *driver.OptionError. Keys are the host
+// keys as the Breaker passes them: to keep several breakers or applications
+// apart in one namespace, wrap the store with kvbreaker.Prefixed.
 func New(client *kv.KVService, accountID, namespaceID string, opts ...Option) (*Store, error) {
-	s := &Store{
-		account:    accountID,
-		namespace:  namespaceID,
-		prefix:     DefaultPrefix,
+	o := options{
 		clock:      time.Now,
-		skew:       core.DefaultClockSkew,
+		skew:       kvbreaker.DefaultClockSkew,
 		interval:   DefaultWriteInterval,
-		cache:      newCache(DefaultCacheSize),
+		cacheSize:  DefaultCacheSize,
 		freshness:  DefaultCacheFreshness,
 		maxRetries: DefaultMaxRetries,
-		timeout:    DefaultRequestTimeout,
-		attempts:   DefaultMaxAttempts,
+		timeout:    DefaultCallTimeout,
 		log:        slog.Default(),
+	}
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&o)
+		}
+	}
+	var errs []error
+	bad := func(option string, value any, fix string) {
+		errs = append(errs, &driver.OptionError{Backend: "cloudflarekv", Option: option, Value: value, Fix: fix})
+	}
+	if client == nil || client.Namespaces == nil || client.Namespaces.Values == nil || client.Namespaces.Keys == nil {
+		bad("client", "nil", "pass cloudflare.Client's KV field, or kv.NewKVService(option.WithAPIToken(token))")
+	}
+	if accountID == "" || strings.ContainsAny(accountID, "/?#%") {
+		bad("account ID", strconv.Quote(accountID), "pass the account's ID (32 hexadecimal digits in the dashboard's URL)")
+	}
+	if namespaceID == "" || strings.ContainsAny(namespaceID, "/?#%") {
+		bad("namespace ID", strconv.Quote(namespaceID), "pass the namespace's ID (wrangler kv namespace list), not its title")
+	}
+	if o.clock == nil {
+		bad("WithClock", "nil", "pass the Breakers' Settings.Clock, or leave it out for time.Now")
+	}
+	if o.skew <= 0 {
+		bad("WithClockSkew", o.skew, fmt.Sprintf("set a positive bound, the Breakers' Settings.ClockSkew (default %v)", kvbreaker.DefaultClockSkew))
+	}
+	if o.interval <= 0 {
+		bad("WithWriteInterval", o.interval, fmt.Sprintf("set a positive interval: Workers KV accepts one write per second per key, so %v", DefaultWriteInterval))
+	}
+	if o.cacheSize < 0 {
+		bad("WithCache size", o.cacheSize, "set a number of keys, or 0 to cache no reads")
+	}
+	if o.freshness < 0 {
+		bad("WithCache freshness", o.freshness, fmt.Sprintf("set how long a read answer may be reused (default %v), or 0", DefaultCacheFreshness))
+	}
+	if o.maxRetries < 0 {
+		bad("WithMaxRetries", o.maxRetries, fmt.Sprintf("set 0 or more retries (default %d)", DefaultMaxRetries))
+	}
+	if o.timeout <= 0 {
+		bad("WithCallTimeout", o.timeout, fmt.Sprintf("set a positive duration (default %v)", DefaultCallTimeout))
+	}
+	if o.budget != nil {
+		errs = append(errs, o.budget.validate()...)
+	}
+	switch len(errs) {
+	case 0:
+	case 1:
+		return nil, errs[0] // the *driver.OptionError itself
+	default:
+		return nil, errors.Join(errs...)
+	}
+	if o.log == nil {
+		o.log = slog.Default()
+	}
+	s := &Store{
+		values:     client.Namespaces.Values,
+		keyList:    client.Namespaces.Keys,
+		account:    accountID,
+		namespace:  namespaceID,
+		clock:      o.clock,
+		skew:       o.skew,
+		pad:        2*o.skew + granularity,
+		interval:   o.interval,
+		freshness:  o.freshness,
+		maxRetries: o.maxRetries,
+		timeout:    o.timeout,
+		attempts:   DefaultMaxAttempts,
+		log:        o.log,
+		cache:      newCache(o.cacheSize),
+		budget:     o.budget,
 		keys:       make(map[string]*keyState),
 		sweepAt:    1024,
 	}
 	s.idle = sync.NewCond(&s.mu)
-	for _, o := range opts {
-		o(s)
-	}
-	var errs []error
-	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
-	if client == nil || client.Namespaces == nil || client.Namespaces.Values == nil {
-		bad("client is nil: pass cloudflare.Client's KV field, or kv.NewKVService(option.WithAPIToken(token))")
-	} else {
-		s.values = client.Namespaces.Values
-	}
-	if accountID == "" || strings.ContainsAny(accountID, "/?#%") {
-		bad("account ID %q is empty or not an ID", accountID)
-	}
-	if namespaceID == "" || strings.ContainsAny(namespaceID, "/?#%") {
-		bad("namespace ID %q is empty or not an ID", namespaceID)
-	}
-	switch {
-	case strings.Trim(s.prefix, ".") == "":
-		bad("WithPrefix: prefix %q must contain a character other than '.' (KV rejects the key names \".\" and \"..\")", s.prefix)
-	case len(s.prefix)+core.MaxKeyLen > MaxKeyLen:
-		bad("WithPrefix: prefix is %d bytes: at most %d, so that it and a %d-byte host fit KV's %d-byte key limit", len(s.prefix), MaxKeyLen-core.MaxKeyLen, core.MaxKeyLen, MaxKeyLen)
-	case !utf8.ValidString(s.prefix):
-		bad("WithPrefix: prefix %q is not valid UTF-8", s.prefix)
-	}
-	if s.clock == nil {
-		bad("WithClock: clock is nil: pass the Breakers' Settings.Clock, or leave it out for time.Now")
-	}
-	if s.skew <= 0 {
-		bad("WithClockSkew(%v): the clock skew bound must be positive: set it to the Breakers' Settings.ClockSkew (default %v)", s.skew, core.DefaultClockSkew)
-	}
-	if s.interval <= 0 {
-		bad("WithWriteInterval(%v): the write interval must be positive: Workers KV accepts one write per second per key, so set %v", s.interval, DefaultWriteInterval)
-	}
-	if s.cache.max < 0 {
-		bad("WithCache: cache size %d is negative: set a number of keys, or 0 to cache no reads", s.cache.max)
-	}
-	if s.freshness < 0 {
-		bad("WithCache: freshness %v is negative: set how long a read answer may be reused (default %v), or 0", s.freshness, DefaultCacheFreshness)
-	}
-	if s.maxRetries < 0 {
-		bad("WithMaxRetries(%d): retries must be 0 or more (default %d)", s.maxRetries, DefaultMaxRetries)
-	}
-	if s.timeout <= 0 {
-		bad("WithRequestTimeout(%v): the request timeout must be positive (default %v)", s.timeout, DefaultRequestTimeout)
-	}
-	if s.log == nil {
-		s.log = slog.Default()
-	}
-	if s.budget != nil {
-		if err := s.budget.validate(); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	if len(errs) > 0 {
-		return nil, fmt.Errorf("cloudflarekv: invalid options:\n%w", errors.Join(errs...))
-	}
-	s.pad = 2*s.skew + granularity
 	return s, nil
 }
 
@@ -310,11 +355,11 @@ func New(client *kv.KVService, accountID, namespaceID string, opts ...Option) (*
 // padding covers a Settings.ClockSkew up to WithClockSkew's (MaxClockSkew),
 // reads are up to Propagation plus the cache's freshness stale, and one
 // write per key per write interval.
-func (s *Store) Traits() core.Traits {
-	return core.Traits{
+func (s *Store) Traits() driver.Traits {
+	return driver.Traits{
 		Atomic: false,
-		Expiry: core.ExpiryModel{
-			Kind:        core.ExpiryReaderFiltered,
+		Expiry: driver.ExpiryModel{
+			Kind:        driver.ExpiryReaderFiltered,
 			Granularity: time.Millisecond,
 			Late:        MinTTL + s.pad + granularity,
 		},
@@ -325,18 +370,18 @@ func (s *Store) Traits() core.Traits {
 	}
 }
 
-// Get implements core.Store. It answers from the cache when it can (a read
+// Get implements driver.Store. It answers from the cache when it can (a read
 // less than the freshness old, or this store's own queued or just-sent
 // write), and otherwise with one GET, shared by concurrent callers for the
 // same key. An entry whose logical expiry has passed by the store's clock is
 // ErrNotFound.
-func (s *Store) Get(ctx context.Context, key string) ([]byte, core.Version, error) {
+func (s *Store) Get(ctx context.Context, key string) ([]byte, driver.Version, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, 0, opError("get", key, err)
+		return nil, 0, opError(opGet, key, err)
 	}
 	full, err := s.fullKey(key)
 	if err != nil {
-		return nil, 0, opError("get", key, err)
+		return nil, 0, opError(opGet, key, err)
 	}
 	if e, ok := s.cache.get(full, time.Now(), s.freshness); ok {
 		return s.answer(e)
@@ -347,7 +392,7 @@ func (s *Store) Get(ctx context.Context, key string) ([]byte, core.Version, erro
 		if e, ok := s.cache.get(full, time.Now(), Propagation+s.freshness); ok {
 			return s.answer(e)
 		}
-		return nil, 0, opError("get", key, &RateLimitError{Until: until})
+		return nil, 0, opError(opGet, key, &RateLimitError{Until: until})
 	}
 	ch := s.reads.DoChan(full, func() (any, error) {
 		if ok, next := s.spend(); !ok {
@@ -365,23 +410,23 @@ func (s *Store) Get(ctx context.Context, key string) ([]byte, core.Version, erro
 			}
 		}
 		if r.Err != nil {
-			return nil, 0, opError("get", key, r.Err)
+			return nil, 0, opError(opGet, key, r.Err)
 		}
 		return s.answer(r.Val.(entry))
 	case <-ctx.Done():
-		return nil, 0, opError("get", key, ctx.Err())
+		return nil, 0, opError(opGet, key, s.noAnswer(ctx.Err()))
 	}
 }
 
 // answer turns a cache entry into Get's result, filtering by logical expiry.
-func (s *Store) answer(e entry) ([]byte, core.Version, error) {
+func (s *Store) answer(e entry) ([]byte, driver.Version, error) {
 	if !e.present || !s.clock().Before(e.exp) {
-		return nil, core.NoVersion, core.ErrNotFound
+		return nil, driver.NoVersion, driver.ErrNotFound
 	}
 	return clone(e.value), e.ver, nil
 }
 
-// CompareAndSwap implements core.Store, last writer wins: it writes value
+// CompareAndSwap implements driver.Store, last writer wins: it writes value
 // whatever version old is, and returns the version Get will show for it.
 //
 // Writes are coalesced per key: the first goes out at once, and writes
@@ -415,49 +460,54 @@ func (s *Store) answer(e entry) ([]byte, core.Version, error) {
 // process exits: call Flush. A merged
 // Probing flag can label a reopened circuit half-open until its
 // RestrainedUntil; the decisions (hold) are the same.
-func (s *Store) CompareAndSwap(ctx context.Context, key string, old core.Version, value []byte, ttl time.Duration) (core.Version, error) {
+func (s *Store) CompareAndSwap(ctx context.Context, key string, old driver.Version, value []byte, ttl time.Duration) (driver.Version, error) {
 	if err := ctx.Err(); err != nil {
-		return 0, opError("put", key, err)
+		return 0, opError(opSwap, key, err)
 	}
 	full, err := s.fullKey(key)
 	if err != nil {
-		return 0, opError("put", key, err)
+		return 0, opError(opSwap, key, err)
 	}
 	if ttl <= 0 {
-		return 0, opError("put", key, fmt.Errorf("ttl %v is not positive", ttl))
+		return 0, opError(opSwap, key, fmt.Errorf("ttl %v is not positive", ttl))
 	}
 	w := write{value: clone(value), ttl: ttl, exp: s.clock().Add(ttl).Truncate(time.Millisecond), ver: newVersion(), base: old}
-	return s.enqueue(ctx, "put", key, full, w)
+	return s.enqueue(ctx, opSwap, key, full, w)
 }
 
-// CompareAndDelete implements core.Store, last writer wins: it deletes key
+// CompareAndDelete implements driver.Store, last writer wins: it deletes key
 // whatever version old is. It returns ErrNotFound, without writing, when the
 // key is absent (from the cache, or one GET when the cache does not know).
 // Deletes are coalesced with writes to the same key as CompareAndSwap says.
-func (s *Store) CompareAndDelete(ctx context.Context, key string, old core.Version) error {
+func (s *Store) CompareAndDelete(ctx context.Context, key string, old driver.Version) error {
 	if err := ctx.Err(); err != nil {
-		return opError("delete", key, err)
+		return opError(opDelete, key, err)
 	}
 	full, err := s.fullKey(key)
 	if err != nil {
-		return opError("delete", key, err)
+		return opError(opDelete, key, err)
 	}
 	gone, cur, err := s.Get(ctx, key)
 	if err != nil {
-		if errors.Is(err, core.ErrNotFound) {
-			return core.ErrNotFound
+		if errors.Is(err, driver.ErrNotFound) {
+			return driver.ErrNotFound
 		}
-		return err
+		if oe, ok := err.(*driver.OpError); ok {
+			err = oe.Err // the delete's error, not the read's
+		}
+		return opError(opDelete, key, err)
 	}
 	// The delete remembers what it removed, so that a write computed from
 	// that record (a Failure that read it before this Success) brings
 	// back none of it.
-	_, err = s.enqueue(ctx, "delete", key, full, write{del: true, ver: newVersion(), base: old, goneVer: cur, goneVal: gone})
+	_, err = s.enqueue(ctx, opDelete, key, full, write{del: true, ver: newVersion(), base: old, goneVer: cur, goneVal: gone})
 	return err
 }
 
-// Flush waits until every queued write has been sent (or has failed), or ctx
-// ends. Call it before exiting so no recorded failure is left unsent.
+// Flush implements driver.Flusher: it waits until every queued write has
+// been sent (or has failed), or ctx ends. kvbreaker.Breaker.Close(ctx)
+// calls it; a program that keeps the Store and not the Breaker calls it
+// before exiting, so no recorded failure is left unsent.
 func (s *Store) Flush(ctx context.Context) error {
 	stop := context.AfterFunc(ctx, func() {
 		s.mu.Lock()
@@ -469,7 +519,7 @@ func (s *Store) Flush(ctx context.Context) error {
 	defer s.mu.Unlock()
 	for s.busy() {
 		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("cloudflarekv: flush: %w", err)
+			return opError(opFlush, "", err)
 		}
 		s.idle.Wait()
 	}
@@ -486,24 +536,28 @@ func (s *Store) busy() bool {
 	return false
 }
 
-// fullKey returns the KV key name for host key: prefix + key.
+// fullKey returns the KV key name for host key: the key itself, if Workers
+// KV accepts it.
 func (s *Store) fullKey(key string) (string, error) {
 	switch {
 	case key == "":
 		return "", errors.New("empty key")
+	case key == "." || key == "..":
+		// In a URL path they would name the directory or its parent.
+		return "", errors.New(`the key names "." and ".." are not allowed in Workers KV: wrap the store with kvbreaker.Prefixed`)
 	case !utf8.ValidString(key):
 		return "", errors.New("key is not valid UTF-8")
-	case len(s.prefix)+len(key) > MaxKeyLen:
-		return "", fmt.Errorf("key of %d bytes with the %d-byte prefix exceeds Workers KV's %d-byte limit", len(key), len(s.prefix), MaxKeyLen)
+	case len(key) > MaxKeyLen:
+		return "", fmt.Errorf("key of %d bytes exceeds Workers KV's %d-byte limit", len(key), MaxKeyLen)
 	}
-	return s.prefix + key, nil
+	return key, nil
 }
 
-// newVersion returns a random version other than core.NoVersion, below 2^52
+// newVersion returns a random version other than driver.NoVersion, below 2^52
 // so that it survives JSON in JavaScript (the metadata).
-func newVersion() core.Version {
+func newVersion() driver.Version {
 	for {
-		if v := core.Version(rand.Uint64() >> 12); v != core.NoVersion {
+		if v := driver.Version(rand.Uint64() >> 12); v != driver.NoVersion {
 			return v
 		}
 	}
@@ -516,11 +570,20 @@ func clone(b []byte) []byte {
 	return append([]byte{}, b...)
 }
 
-// opError formats "cloudflarekv: <op> <key>: <cause>". Sentinels pass
-// through unwrapped so errors.Is works on them either way.
+// Op names in errors (driver.OpError.Op).
+const (
+	opGet    = "get"
+	opSwap   = "compare-and-swap"
+	opDelete = "compare-and-delete"
+	opList   = "list"
+	opFlush  = "flush"
+)
+
+// opError returns err as a *driver.OpError, "cloudflarekv: <op> <key>:
+// <cause>"; driver.ErrNotFound passes through bare.
 func opError(op, key string, err error) error {
-	if errors.Is(err, core.ErrNotFound) {
+	if errors.Is(err, driver.ErrNotFound) {
 		return err
 	}
-	return fmt.Errorf("cloudflarekv: %s %q: %w", op, key, err)
+	return &driver.OpError{Backend: "cloudflarekv", Op: op, Key: key, Err: err}
 }

@@ -15,8 +15,9 @@ import (
 
 	"github.com/cloudflare/cloudflare-go/v6/kv"
 	"github.com/cloudflare/cloudflare-go/v6/option"
-
-	"github.com/kvbreaker/kvbreaker/core"
+	"github.com/kvbreaker/kvbreaker"
+	"github.com/kvbreaker/kvbreaker/driver"
+	"github.com/kvbreaker/kvbreaker/internal/record"
 )
 
 // TestRoundTrip checks what lands in KV: the envelope, the logical expiry in
@@ -24,10 +25,10 @@ import (
 func TestRoundTrip(t *testing.T) {
 	ctx := t.Context()
 	s := newStore(t)
-	if _, _, err := s.Get(ctx, "host.example"); !errors.Is(err, core.ErrNotFound) {
+	if _, _, err := s.Get(ctx, "host.example"); !errors.Is(err, driver.ErrNotFound) {
 		t.Fatalf("Get of an absent key = %v, want ErrNotFound", err)
 	}
-	rec := core.EncodeRecord(core.Record{Failures: []time.Time{srv.Now().Truncate(time.Millisecond)}})
+	rec := record.EncodeRecord(record.Record{Failures: []time.Time{srv.Now().Truncate(time.Millisecond)}})
 	for _, tc := range []struct {
 		name    string
 		ttl     time.Duration
@@ -39,8 +40,8 @@ func TestRoundTrip(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			key := tc.name + ".example"
 			written := srv.Now()
-			ver, err := s.CompareAndSwap(ctx, key, core.NoVersion, rec, tc.ttl)
-			if err != nil || ver == core.NoVersion {
+			ver, err := s.CompareAndSwap(ctx, key, driver.NoVersion, rec, tc.ttl)
+			if err != nil || ver == driver.NoVersion {
 				t.Fatalf("CompareAndSwap = %d, %v", ver, err)
 			}
 			// A second store reads from KV, not from s's cache.
@@ -82,8 +83,8 @@ var hostileKeys = []string{
 	"..", ".", "../x", "./x", "a/../b", "/leading", "trailing/", "//", "%", "a%", "%zz", "%00",
 	"Host.Example", "host.example", "bücher.example", "日本語.jp", "🦀.example", "e\u0301", "é",
 	"[::1]:8080", "*", "~user", "'quote\"", "<tag>",
-	strings.Repeat("k", core.MaxKeyLen),
-	strings.Repeat("🦀", core.MaxKeyLen/4),
+	strings.Repeat("k", driver.MaxKeyLen),
+	strings.Repeat("🦀", driver.MaxKeyLen/4),
 }
 
 // TestHostileKeys writes every hostile key through one store and reads it
@@ -93,15 +94,15 @@ var hostileKeys = []string{
 func TestHostileKeys(t *testing.T) {
 	ctx := t.Context()
 	s := newStore(t)
-	vers := make(map[string]core.Version)
+	vers := make(map[string]driver.Version)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	for i, k := range hostileKeys {
-		if err := core.ValidateKey(k); err != nil {
+		if err := driver.ValidateKey(k); err != nil {
 			t.Fatalf("test key %q: %v", k, err)
 		}
 		wg.Go(func() {
-			ver, err := s.CompareAndSwap(ctx, k, core.NoVersion, fmt.Appendf(nil, "value %d", i), time.Hour)
+			ver, err := s.CompareAndSwap(ctx, k, driver.NoVersion, fmt.Appendf(nil, "value %d", i), time.Hour)
 			if err != nil {
 				t.Errorf("CompareAndSwap(%q) = %v", k, err)
 			}
@@ -136,7 +137,7 @@ func TestHostileKeys(t *testing.T) {
 	}
 	// Too long with the prefix: an error, not a panic or a truncation.
 	long := strings.Repeat("x", MaxKeyLen)
-	if _, err := s.CompareAndSwap(ctx, long, core.NoVersion, []byte("x"), time.Hour); err == nil || !strings.Contains(err.Error(), "512-byte") {
+	if _, err := s.CompareAndSwap(ctx, long, driver.NoVersion, []byte("x"), time.Hour); err == nil || !strings.Contains(err.Error(), "512-byte") {
 		t.Errorf("CompareAndSwap of a %d-byte key = %v, want the key-limit error", len(long), err)
 	}
 }
@@ -148,7 +149,7 @@ func TestExpiryOnMiniflareTime(t *testing.T) {
 	ctx := t.Context()
 	s := newStore(t)
 	const key = "expiring.example"
-	if _, err := s.CompareAndSwap(ctx, key, core.NoVersion, []byte("x"), 5*time.Second); err != nil {
+	if _, err := s.CompareAndSwap(ctx, key, driver.NoVersion, []byte("x"), 5*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	r := sibling(t, s)
@@ -168,7 +169,7 @@ func TestExpiryOnMiniflareTime(t *testing.T) {
 		}
 		at = st.advance
 		_, _, err := r.Get(ctx, key)
-		if got := err == nil; got != st.logical || (err != nil && !errors.Is(err, core.ErrNotFound)) {
+		if got := err == nil; got != st.logical || (err != nil && !errors.Is(err, driver.ErrNotFound)) {
 			t.Errorf("%v after a 5 s write: Get = %v, want present=%v", at, err, st.logical)
 		}
 		_, _, found, err := srv.RawGet(ctx, s.prefix+key)
@@ -199,7 +200,7 @@ func TestPhysicalNeverBeforeLogical(t *testing.T) {
 			w := newStore(t, WithClockSkew(skew), WithClock(func() time.Time { return srv.Now().Add(skew) }))
 			w.pad = tc.pad
 			r := sibling(t, w, WithClockSkew(skew), WithClock(func() time.Time { return srv.Now().Add(-skew) }))
-			if _, err := w.CompareAndSwap(ctx, "skewed.example", core.NoVersion, []byte("x"), ttl); err != nil {
+			if _, err := w.CompareAndSwap(ctx, "skewed.example", driver.NoVersion, []byte("x"), ttl); err != nil {
 				t.Fatal(err)
 			}
 			// True time TTL + 2δ - 100 ms: the reader's clock says 100 ms
@@ -214,7 +215,7 @@ func TestPhysicalNeverBeforeLogical(t *testing.T) {
 			if err := srv.Advance(ctx, 200*time.Millisecond); err != nil {
 				t.Fatal(err)
 			}
-			if _, _, err := r.Get(ctx, "skewed.example"); !errors.Is(err, core.ErrNotFound) {
+			if _, _, err := r.Get(ctx, "skewed.example"); !errors.Is(err, driver.ErrNotFound) {
 				t.Errorf("reader Get once its clock passed the expiry = %v, want ErrNotFound", err)
 			}
 		})
@@ -240,7 +241,7 @@ func TestBurstCoalesced(t *testing.T) {
 	}
 	s := newStore(t)
 	clock := countingClock()
-	b, err := core.NewBreaker(s, core.Settings{FailureThreshold: 100, Clock: clock, CallTimeout: 30 * time.Second, Logger: quiet})
+	b, err := kvbreaker.New(s, kvbreaker.Settings{FailureThreshold: 100, Clock: clock, CallTimeout: 30 * time.Second, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -265,7 +266,7 @@ func TestBurstCoalesced(t *testing.T) {
 		t.Fatalf("RawGet = %v, %v", found, err)
 	}
 	value, _, _ := decodeEnvelope(raw)
-	rec, err := core.DecodeRecord(value)
+	rec, err := record.DecodeRecord(value)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -288,14 +289,14 @@ func TestConcurrentWritesMerged(t *testing.T) {
 	ctx := t.Context()
 	s := newStore(t)
 	now := srv.Now().Truncate(time.Millisecond)
-	a := core.EncodeRecord(core.Record{Failures: []time.Time{now.Add(-2 * time.Second), now}})
-	b := core.EncodeRecord(core.Record{Failures: []time.Time{now.Add(-time.Second)}, RestrainedUntil: now.Add(time.Minute), Probing: true})
+	a := record.EncodeRecord(record.Record{Failures: []time.Time{now.Add(-2 * time.Second), now}})
+	b := record.EncodeRecord(record.Record{Failures: []time.Time{now.Add(-time.Second)}, RestrainedUntil: now.Add(time.Minute), Probing: true})
 	// Occupy the key's write slot so both writes queue together.
-	if _, err := s.CompareAndSwap(ctx, "merge.example", core.NoVersion, core.EncodeRecord(core.Record{}), time.Hour); err != nil {
+	if _, err := s.CompareAndSwap(ctx, "merge.example", driver.NoVersion, record.EncodeRecord(record.Record{}), time.Hour); err != nil {
 		t.Fatal(err)
 	}
 	var wg sync.WaitGroup
-	vers := make([]core.Version, 2)
+	vers := make([]driver.Version, 2)
 	for i, v := range [][]byte{a, b} {
 		wg.Go(func() {
 			var err error
@@ -312,12 +313,12 @@ func TestConcurrentWritesMerged(t *testing.T) {
 	if err != nil || ver != vers[0] {
 		t.Fatalf("Get = %d, %v", ver, err)
 	}
-	got, err := core.DecodeRecord(v)
+	got, err := record.DecodeRecord(v)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := core.Record{Failures: []time.Time{now.Add(-2 * time.Second), now.Add(-time.Second), now}, RestrainedUntil: now.Add(time.Minute), Probing: true}
-	if string(core.EncodeRecord(got)) != string(core.EncodeRecord(want)) {
+	want := record.Record{Failures: []time.Time{now.Add(-2 * time.Second), now.Add(-time.Second), now}, RestrainedUntil: now.Add(time.Minute), Probing: true}
+	if string(record.EncodeRecord(got)) != string(record.EncodeRecord(want)) {
 		t.Errorf("stored %+v, want the merge %+v", got, want)
 	}
 }
@@ -329,7 +330,7 @@ func TestConcurrentWritesMerged(t *testing.T) {
 func TestRateLimited(t *testing.T) {
 	ctx := t.Context()
 	s := newStore(t)
-	if _, err := s.CompareAndSwap(ctx, "cached.example", core.NoVersion, []byte("c"), time.Hour); err != nil {
+	if _, err := s.CompareAndSwap(ctx, "cached.example", driver.NoVersion, []byte("c"), time.Hour); err != nil {
 		t.Fatal(err)
 	}
 	if err := srv.ResetStats(ctx); err != nil {
@@ -369,7 +370,7 @@ func TestRateLimited(t *testing.T) {
 			t.Fatal(err)
 		}
 		start := time.Now()
-		ver, err := s.CompareAndSwap(ctx, "retried.example", core.NoVersion, []byte("r"), time.Hour)
+		ver, err := s.CompareAndSwap(ctx, "retried.example", driver.NoVersion, []byte("r"), time.Hour)
 		elapsed := time.Since(start)
 		if err != nil {
 			t.Fatalf("CompareAndSwap through one 429 = %v", err)
@@ -393,7 +394,7 @@ func TestRateLimited(t *testing.T) {
 		short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 		defer cancel()
 		start := time.Now()
-		_, err := s.CompareAndSwap(short, "queued.example", core.NoVersion, []byte("q"), time.Hour)
+		_, err := s.CompareAndSwap(short, "queued.example", driver.NoVersion, []byte("q"), time.Hour)
 		var rl *RateLimitError
 		if !errors.As(err, &rl) || !rl.Queued {
 			t.Fatalf("CompareAndSwap with a deadline before the backoff ends = %v, want a queued *RateLimitError", err)
@@ -411,7 +412,7 @@ func TestRateLimited(t *testing.T) {
 }
 
 // waitBackoff waits out s's 429 backoff (real time, bounded by Retry-After).
-func waitBackoff(t *testing.T, s *Store) {
+func waitBackoff(t *testing.T, s *tstore) {
 	t.Helper()
 	if until, limited := s.backingOff(); limited {
 		time.Sleep(time.Until(until))
@@ -440,7 +441,7 @@ func TestDeadEndpointFailsFast(t *testing.T) {
 			start := time.Now()
 			_, _, err = s.Get(t.Context(), "dead.example")
 			d := time.Since(start)
-			if err == nil || errors.Is(err, core.ErrNotFound) {
+			if err == nil || errors.Is(err, driver.ErrNotFound) {
 				t.Fatalf("Get from a dead endpoint = %v", err)
 			}
 			if d > tc.within {
@@ -454,9 +455,9 @@ func TestDeadEndpointFailsFast(t *testing.T) {
 	}
 }
 
-// TestErrorsNeverCarryToken uses a wrong token: the 403 comes back as
-// "cloudflarekv: <op> <key>: <cause>" without the token, and not as
-// ErrNotFound.
+// TestErrorsNeverCarryToken uses a wrong token: the 403 comes back as a
+// *driver.OpError, "cloudflarekv: <op> <key>: <cause>" with one
+// "cloudflarekv: " prefix, without the token, and not as ErrNotFound.
 func TestErrorsNeverCarryToken(t *testing.T) {
 	const token = "wrong-token-5f3a9c"
 	c := kv.NewKVService(option.WithBaseURL(srv.BaseURL()), option.WithAPIToken(token))
@@ -465,14 +466,20 @@ func TestErrorsNeverCarryToken(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, _, getErr := s.Get(t.Context(), "auth.example")
-	_, putErr := s.CompareAndSwap(t.Context(), "auth.example", core.NoVersion, []byte("x"), time.Hour)
-	for op, err := range map[string]error{"get": getErr, "put": putErr} {
-		if err == nil || errors.Is(err, core.ErrNotFound) {
+	_, putErr := s.CompareAndSwap(t.Context(), "auth.example", driver.NoVersion, []byte("x"), time.Hour)
+	for op, err := range map[string]error{"get": getErr, "compare-and-swap": putErr} {
+		if err == nil || errors.Is(err, driver.ErrNotFound) {
 			t.Errorf("%s with a wrong token = %v, want an error", op, err)
 			continue
 		}
-		if !strings.HasPrefix(err.Error(), `cloudflarekv: `+op+` "auth.example": HTTP 403`) {
-			t.Errorf("%s error = %q, want cloudflarekv: %s \"auth.example\": HTTP 403 …", op, err, op)
+		if !strings.HasPrefix(err.Error(), `cloudflarekv: `+op+` auth.example: HTTP 403`) {
+			t.Errorf("%s error = %q, want cloudflarekv: %s auth.example: HTTP 403 …", op, err, op)
+		}
+		if oe, ok := err.(*driver.OpError); !ok || oe.Backend != "cloudflarekv" || oe.Op != op || oe.Key != "auth.example" {
+			t.Errorf("%s error = %#v, want a *driver.OpError", op, err)
+		}
+		if n := strings.Count(err.Error(), "cloudflarekv: "); n != 1 {
+			t.Errorf("%s error = %q: %d \"cloudflarekv: \" prefixes, want 1", op, err, n)
 		}
 		if strings.Contains(err.Error(), token) {
 			t.Errorf("%s error leaks the token: %v", op, err)
@@ -480,16 +487,29 @@ func TestErrorsNeverCarryToken(t *testing.T) {
 	}
 }
 
-// TestNewValidates reports every bad option at once.
+// TestNewValidates reports every bad argument and option at once, each a
+// *driver.OptionError: "cloudflarekv: invalid <option>: <value>: <what to
+// change>".
 func TestNewValidates(t *testing.T) {
-	_, err := New(nil, "", "ns/x", WithPrefix(".."), WithClockSkew(-time.Second))
+	_, err := New(nil, "", "ns/x", WithClockSkew(-time.Second))
 	if err == nil {
 		t.Fatal("New with bad options succeeded")
 	}
-	for _, want := range []string{"client is nil", "account ID", "namespace ID", "prefix", "clock skew"} {
+	for _, want := range []string{
+		"cloudflarekv: invalid client: nil: pass cloudflare.Client's KV field",
+		`cloudflarekv: invalid account ID: "": pass the account's ID`,
+		`cloudflarekv: invalid namespace ID: "ns/x": pass the namespace's ID`,
+		"cloudflarekv: invalid WithClockSkew: -1s: set a positive bound",
+	} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("New's error does not mention %q: %v", want, err)
 		}
+	}
+	if _, ok := errors.AsType[*driver.OptionError](err); !ok {
+		t.Errorf("New's error is not a *driver.OptionError: %v", err)
+	}
+	if lines := strings.Split(err.Error(), "\n"); len(lines) != 4 {
+		t.Errorf("New's error has %d lines, want one per problem (4): %q", len(lines), err)
 	}
 }
 
@@ -508,7 +528,7 @@ func TestReadCache(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newStore(t, tc.opts...)
-			br, err := core.NewBreaker(s, core.Settings{Clock: srv.Now, Logger: quiet})
+			br, err := kvbreaker.New(s, kvbreaker.Settings{Clock: srv.Now, Logger: quiet})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -516,7 +536,7 @@ func TestReadCache(t *testing.T) {
 				t.Fatal(err)
 			}
 			for range 20 {
-				if v, err := br.Allow(ctx, "healthy.example", time.Time{}); err != nil || v.Decision != core.Send {
+				if v, err := br.Allow(ctx, "healthy.example", time.Time{}); err != nil || v.Decision != kvbreaker.Send {
 					t.Fatalf("Allow = %v, %v", v, err)
 				}
 			}
@@ -537,7 +557,7 @@ func TestReadCache(t *testing.T) {
 func TestSequentialWritesReplace(t *testing.T) {
 	ctx := t.Context()
 	s := newStore(t)
-	br, err := core.NewBreaker(s, core.Settings{Clock: countingClock(), CallTimeout: 10 * time.Second, Logger: quiet})
+	br, err := kvbreaker.New(s, kvbreaker.Settings{Clock: countingClock(), CallTimeout: 10 * time.Second, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -551,7 +571,7 @@ func TestSequentialWritesReplace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec, err := core.DecodeRecord(v)
+	rec, err := record.DecodeRecord(v)
 	if err != nil || len(rec.Failures) != 1 {
 		t.Errorf("after failure, failure, success, failure: stored %+v, %v; want the last failure only", rec, err)
 	}
@@ -565,7 +585,7 @@ func TestWrongNamespaceIsAnError(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, _, err = s.Get(t.Context(), "host.example")
-	if err == nil || errors.Is(err, core.ErrNotFound) || !strings.Contains(err.Error(), "HTTP 404") {
+	if err == nil || errors.Is(err, driver.ErrNotFound) || !strings.Contains(err.Error(), "HTTP 404") {
 		t.Errorf("Get in a missing namespace = %v, want an HTTP 404 error, not ErrNotFound", err)
 	}
 }
@@ -589,7 +609,7 @@ func TestLostWriteIsLogged(t *testing.T) {
 	t.Cleanup(func() { _ = srv.Throttle(context.Background(), 0, time.Second) })
 	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
 	defer cancel()
-	if _, err := s.CompareAndSwap(short, "lost.example", core.NoVersion, []byte("x"), time.Hour); !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, ErrRateLimited) {
+	if _, err := s.CompareAndSwap(short, "lost.example", driver.NoVersion, []byte("x"), time.Hour); !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, ErrRateLimited) {
 		t.Fatalf("CompareAndSwap = %v, want the deadline or rate-limit error", err)
 	}
 	if err := s.Flush(ctx); err != nil {

@@ -10,9 +10,11 @@ import (
 	"github.com/cloudflare/cloudflare-go/v6/kv"
 	"github.com/cloudflare/cloudflare-go/v6/option"
 
+	"github.com/kvbreaker/kvbreaker"
 	"github.com/kvbreaker/kvbreaker/conformance"
 	"github.com/kvbreaker/kvbreaker/conformance/faultproxy"
-	"github.com/kvbreaker/kvbreaker/core"
+	"github.com/kvbreaker/kvbreaker/driver"
+	"github.com/kvbreaker/kvbreaker/skew"
 )
 
 // kvHarness makes conformance stores over the shared Miniflare, each under its
@@ -27,7 +29,7 @@ type kvHarness struct {
 	kv    *kv.KVService
 
 	mu       sync.Mutex
-	prefixes map[core.Store]string
+	prefixes map[driver.Store]string
 }
 
 func newKVHarness(_ context.Context, t *testing.T) (conformance.Harness, error) {
@@ -35,12 +37,16 @@ func newKVHarness(_ context.Context, t *testing.T) (conformance.Harness, error) 
 	if err != nil {
 		return nil, err
 	}
-	opts := append(srv.ClientOptions(), option.WithBaseURL("http://"+p.Addr()+"/client/v4/"))
-	return &kvHarness{t: t, proxy: p, kv: kv.NewKVService(opts...), prefixes: map[core.Store]string{}}, nil
+	opts := []option.RequestOption{option.WithAPIToken(srv.Token), option.WithBaseURL("http://" + p.Addr() + "/client/v4/")}
+	return &kvHarness{t: t, proxy: p, kv: kv.NewKVService(opts...), prefixes: map[driver.Store]string{}}, nil
 }
 
-func (h *kvHarness) store(prefix string, clock func() time.Time) (core.Store, error) {
-	s, err := New(h.kv, srv.AccountID, srv.NamespaceID, WithPrefix(prefix), WithClock(clock))
+func (h *kvHarness) store(prefix string, clock func() time.Time) (driver.Store, error) {
+	st, err := New(h.kv, srv.AccountID, srv.NamespaceID, WithClock(clock))
+	if err != nil {
+		return nil, err
+	}
+	s, err := kvbreaker.Prefixed(st, prefix)
 	if err != nil {
 		return nil, err
 	}
@@ -50,7 +56,7 @@ func (h *kvHarness) store(prefix string, clock func() time.Time) (core.Store, er
 	return s, nil
 }
 
-func (h *kvHarness) MakeStore(context.Context) (core.Store, error) {
+func (h *kvHarness) MakeStore(context.Context) (driver.Store, error) {
 	return h.store(uniquePrefix("conformance"), srv.Now)
 }
 
@@ -66,7 +72,7 @@ func (h *kvHarness) Describe() string {
 
 func (h *kvHarness) Advance(ctx context.Context, d time.Duration) error { return srv.Advance(ctx, d) }
 
-func (h *kvHarness) MakeSkewedStore(_ context.Context, s core.Store, offset time.Duration) (core.Store, error) {
+func (h *kvHarness) MakeSkewedStore(_ context.Context, s driver.Store, offset time.Duration) (driver.Store, error) {
 	h.mu.Lock()
 	prefix, ok := h.prefixes[s]
 	h.mu.Unlock()
@@ -83,14 +89,14 @@ func (h *kvHarness) DropNextAnswer(context.Context) error {
 
 // Lifetime is the key's expiration (epoch seconds) as Miniflare lists it,
 // minus Miniflare's now. The store's pending writes are flushed first.
-func (h *kvHarness) Lifetime(ctx context.Context, s core.Store, key string) (time.Duration, error) {
+func (h *kvHarness) Lifetime(ctx context.Context, s driver.Store, key string) (time.Duration, error) {
 	h.mu.Lock()
 	prefix, ok := h.prefixes[s]
 	h.mu.Unlock()
 	if !ok {
 		return 0, fmt.Errorf("not a store of this harness: %T", s)
 	}
-	if err := s.(*Store).Flush(ctx); err != nil {
+	if err := s.(driver.Flusher).Flush(ctx); err != nil {
 		return 0, err
 	}
 	keys, err := srv.List(ctx, prefix+key)
@@ -105,9 +111,26 @@ func (h *kvHarness) Lifetime(ctx context.Context, s core.Store, key string) (tim
 			return time.Unix(k.Expiration, 0).Sub(srv.Now()), nil
 		}
 	}
-	return 0, core.ErrNotFound
+	return 0, driver.ErrNotFound
 }
 
 func TestConformance(t *testing.T) {
 	conformance.Run(t, newKVHarness)
+}
+
+// TestDefaultTraitsMatchSkewProfile: a Store with default options declares
+// DefaultTraits, and skew's WorkersKV profile, on which the margin
+// experiments run, equals them. Fails on 4a221f6 (before #18 §4), whose
+// profile was a hand copy lacking MaxClockSkew, which no test compared.
+func TestDefaultTraitsMatchSkewProfile(t *testing.T) {
+	s, err := New(client(), srv.AccountID, srv.NamespaceID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := s.Traits(), DefaultTraits(); got != want {
+		t.Errorf("Traits() with default options = %+v, but DefaultTraits() = %+v: update DefaultTraits", got, want)
+	}
+	if got, want := DefaultTraits(), skew.WorkersKV.Traits; got != want {
+		t.Errorf("DefaultTraits() = %+v, but skew.WorkersKV declares %+v: update the profile", got, want)
+	}
 }

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/kvbreaker/kvbreaker/core"
+	"github.com/kvbreaker/kvbreaker/driver"
 )
 
 // envelope is the stored value: the record (base64, since the REST API's
@@ -36,11 +36,11 @@ func encodeEnvelope(w write) (value, meta string) {
 // decodeEnvelope parses a stored value. A value this package did not write
 // is returned as it is, with version 1 and no logical expiry, so Breaker
 // sees a corrupt record and overwrites it.
-func decodeEnvelope(b []byte) (value []byte, ver core.Version, exp time.Time) {
+func decodeEnvelope(b []byte) (value []byte, ver driver.Version, exp time.Time) {
 	var env envelope
 	if json.Unmarshal(b, &env) == nil && env.Ver != 0 {
 		if v, err := base64.StdEncoding.DecodeString(env.Value); err == nil {
-			return v, core.Version(env.Ver), time.UnixMilli(env.Exp)
+			return v, driver.Version(env.Ver), time.UnixMilli(env.Exp)
 		}
 	}
 	return b, 1, time.Unix(1<<40, 0)
@@ -58,8 +58,8 @@ func (s *Store) physicalTTL(ttl time.Duration) int64 {
 // escapeKey percent-encodes a key name for one URL path segment: every byte
 // except ASCII letters, digits and "-_.~". '/', '%', '?', '#', spaces and
 // non-ASCII bytes all become %XX, so the segment decodes back to exactly the
-// key. (The prefix makes a segment of only dots, which a URL resolver would
-// treat as "." or "..", impossible.)
+// key. (fullKey refuses the keys "." and "..", which a URL resolver would
+// take for the directory and its parent.)
 func escapeKey(key string) string {
 	const hex = "0123456789ABCDEF"
 	var b strings.Builder

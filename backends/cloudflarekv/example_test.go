@@ -7,10 +7,11 @@ import (
 	"time"
 
 	"github.com/cloudflare/cloudflare-go/v6/kv"
+	"github.com/cloudflare/cloudflare-go/v6/option"
 
+	"github.com/kvbreaker/kvbreaker"
 	"github.com/kvbreaker/kvbreaker/backends/cloudflarekv"
-	"github.com/kvbreaker/kvbreaker/core"
-	"github.com/kvbreaker/kvbreaker/internal/miniflare"
+	"github.com/kvbreaker/kvbreaker/testservers/miniflare"
 )
 
 // A breaker whose per-host state lives in Workers KV. Against Cloudflare,
@@ -20,26 +21,32 @@ import (
 //	store, err := cloudflarekv.New(cf.KV, accountID, namespaceID)
 func ExampleNew() {
 	ctx := context.Background()
-	srv, err := miniflare.Launch(ctx)
+	srv, err := miniflare.Start(ctx)
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
 	defer srv.Stop()
 
-	client := kv.NewKVService(srv.ClientOptions()...)
+	client := kv.NewKVService([]option.RequestOption{option.WithBaseURL(srv.BaseURL()), option.WithAPIToken(srv.Token)}...)
 	store, err := cloudflarekv.New(client, srv.AccountID, srv.NamespaceID,
-		cloudflarekv.WithPrefix("example:"),
 		cloudflarekv.WithClock(srv.Now)) // Miniflare's clock; time.Now by default
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	breaker, err := core.NewBreaker(store, core.Settings{
+	// Optional: keep this application's keys apart from others in the
+	// namespace.
+	keys, err := kvbreaker.Prefixed(store, "example:")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	breaker, err := kvbreaker.New(keys, kvbreaker.Settings{
 		FailureThreshold: 2,
 		Clock:            srv.Now,
 		Logger:           slog.New(slog.DiscardHandler), // it warns that KV is last-writer-wins
-		OnStateChange: func(host string, from, to core.State) {
+		OnStateChange: func(host string, from, to kvbreaker.State) {
 			fmt.Printf("%s: %v → %v\n", host, from, to)
 		},
 	})
@@ -57,8 +64,8 @@ func ExampleNew() {
 	v, err := breaker.Allow(ctx, "inbox.example", time.Time{})
 	fmt.Println(v.Decision, err)
 	fmt.Println("record TTL:", breaker.StateTTL(), "(exact; KV keeps the physical copy at least", cloudflarekv.MinTTL, "and padded for", store.Traits().MaxClockSkew, "of clock skew)")
-	// Send queued writes before exiting.
-	if err := store.Flush(ctx); err != nil {
+	// Send queued writes before exiting (Close flushes the store).
+	if err := breaker.Close(ctx); err != nil {
 		fmt.Println(err)
 	}
 	// Output:

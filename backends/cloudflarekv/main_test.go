@@ -12,9 +12,12 @@ import (
 	"time"
 
 	"github.com/cloudflare/cloudflare-go/v6/kv"
+	"github.com/cloudflare/cloudflare-go/v6/option"
 	"go.uber.org/goleak"
 
-	"github.com/kvbreaker/kvbreaker/internal/miniflare"
+	"github.com/kvbreaker/kvbreaker"
+	"github.com/kvbreaker/kvbreaker/driver"
+	"github.com/kvbreaker/kvbreaker/testservers/miniflare"
 )
 
 // srv is the package's Miniflare, with Cloudflare's one-write-per-second
@@ -24,7 +27,7 @@ var srv *miniflare.Server
 
 func TestMain(m *testing.M) {
 	var err error
-	srv, err = miniflare.Launch(context.Background(), miniflare.WriteLimit())
+	srv, err = miniflare.Start(context.Background(), miniflare.WriteLimit())
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
@@ -49,19 +52,67 @@ var quiet = slog.New(slog.DiscardHandler)
 
 var prefixes atomic.Int64
 
-// uniquePrefix returns a key prefix no other store in this run uses.
+// uniquePrefix returns a key prefix no other store in this run uses (at
+// most kvbreaker.MaxPrefixLen bytes).
 func uniquePrefix(name string) string {
+	if len(name) > 80 {
+		name = name[len(name)-80:]
+	}
 	return "t" + strconv.FormatInt(prefixes.Add(1), 10) + "-" + name + ":"
 }
 
 // client returns a kv client for srv.
-func client() *kv.KVService { return kv.NewKVService(srv.ClientOptions()...) }
+func client() *kv.KVService {
+	return kv.NewKVService([]option.RequestOption{option.WithBaseURL(srv.BaseURL()), option.WithAPIToken(srv.Token)}...)
+}
+
+// tstore is a Store whose keys are kept under a prefix of their own by
+// kvbreaker.Prefixed (the adapter has no prefix option), with the adapter
+// itself in reach for the tests that look inside it.
+type tstore struct {
+	*Store
+	prefix string
+	p      driver.Store
+}
+
+func (t *tstore) Get(ctx context.Context, key string) ([]byte, driver.Version, error) {
+	return t.p.Get(ctx, key)
+}
+
+func (t *tstore) CompareAndSwap(ctx context.Context, key string, old driver.Version, value []byte, ttl time.Duration) (driver.Version, error) {
+	return t.p.CompareAndSwap(ctx, key, old, value, ttl)
+}
+
+func (t *tstore) CompareAndDelete(ctx context.Context, key string, old driver.Version) error {
+	return t.p.CompareAndDelete(ctx, key, old)
+}
+
+func (t *tstore) List(ctx context.Context, prefix, cursor string, limit int) ([]string, string, error) {
+	return t.p.(driver.Lister).List(ctx, prefix, cursor, limit)
+}
+
+// prefixed returns s with its keys under prefix.
+func prefixed(t testing.TB, s *Store, prefix string) *tstore {
+	t.Helper()
+	p, err := kvbreaker.Prefixed(s, prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &tstore{Store: s, prefix: prefix, p: p}
+}
 
 // newStore returns a store over srv under a fresh prefix, on srv's clock.
-func newStore(t testing.TB, opts ...Option) *Store {
+func newStore(t testing.TB, opts ...Option) *tstore {
 	t.Helper()
-	all := append([]Option{WithPrefix(uniquePrefix(t.Name())), WithClock(srv.Now)}, opts...)
-	s, err := New(client(), srv.AccountID, srv.NamespaceID, all...)
+	return newPrefixedStore(t, client(), uniquePrefix(t.Name()), opts...)
+}
+
+// newPrefixedStore returns a store over c under prefix, on srv's clock,
+// flushed when the test ends.
+func newPrefixedStore(t testing.TB, c *kv.KVService, prefix string, opts ...Option) *tstore {
+	t.Helper()
+	all := append([]Option{WithClock(srv.Now)}, opts...)
+	s, err := New(c, srv.AccountID, srv.NamespaceID, all...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,17 +123,17 @@ func newStore(t testing.TB, opts ...Option) *Store {
 			t.Errorf("Flush: %v", err)
 		}
 	})
-	return s
+	return prefixed(t, s, prefix)
 }
 
 // sibling returns a second store over the same keys as s (another process
 // of the fleet: its own cache and write queue).
-func sibling(t testing.TB, s *Store, opts ...Option) *Store {
+func sibling(t testing.TB, s *tstore, opts ...Option) *tstore {
 	t.Helper()
-	all := append([]Option{WithPrefix(s.prefix), WithClock(srv.Now)}, opts...)
+	all := append([]Option{WithClock(srv.Now)}, opts...)
 	s2, err := New(client(), srv.AccountID, srv.NamespaceID, all...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return s2
+	return prefixed(t, s2, s.prefix)
 }

@@ -7,8 +7,9 @@ import (
 
 	"github.com/cloudflare/cloudflare-go/v6/kv"
 	"github.com/cloudflare/cloudflare-go/v6/option"
-
-	"github.com/kvbreaker/kvbreaker/core"
+	"github.com/kvbreaker/kvbreaker"
+	"github.com/kvbreaker/kvbreaker/driver"
+	"github.com/kvbreaker/kvbreaker/internal/record"
 )
 
 // Regression tests for issue #12 (points 3, 4, 6 and 7, the Workers KV
@@ -23,11 +24,11 @@ func TestExpiredProbeNotMergedBack(t *testing.T) {
 	ctx := t.Context()
 	const host = "expired-probe.example"
 	s := newStore(t)
-	settings := core.Settings{
+	settings := kvbreaker.Settings{
 		FailureThreshold: 2, FailureWindow: time.Minute, RecoveryDelay: time.Minute,
 		Clock: srv.Now, CallTimeout: 10 * time.Second, Logger: quiet,
 	}
-	a, err := core.NewBreaker(s, settings)
+	a, err := kvbreaker.New(s, settings)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +40,7 @@ func TestExpiredProbeNotMergedBack(t *testing.T) {
 	if err := srv.Advance(ctx, settings.RecoveryDelay); err != nil {
 		t.Fatal(err)
 	}
-	if v, err := a.Allow(ctx, host, time.Time{}); err != nil || v.Decision != core.Probe {
+	if v, err := a.Allow(ctx, host, time.Time{}); err != nil || v.Decision != kvbreaker.Probe {
 		t.Fatalf("Allow after the recovery delay = %v, %v; want probe", v, err)
 	}
 	// The probe is never answered; its record expires.
@@ -49,7 +50,7 @@ func TestExpiredProbeNotMergedBack(t *testing.T) {
 	if err := a.Failure(ctx, host); err != nil {
 		t.Fatal(err)
 	}
-	b, err := core.NewBreaker(sibling(t, s), settings)
+	b, err := kvbreaker.New(sibling(t, s), settings)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,10 +58,10 @@ func TestExpiredProbeNotMergedBack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.State != core.StateClosed || len(st.Record.Failures) != 1 || !st.Record.RestrainedUntil.IsZero() {
-		t.Errorf("after the probe's record expired and one failure: stored %s %+v; want closed with that one failure", st.State, st.Record)
+	if st.State != kvbreaker.StateClosed || len(st.Failures) != 1 || !st.RestrainedUntil.IsZero() {
+		t.Errorf("after the probe's record expired and one failure: stored %s %+v; want closed with that one failure", st.State, st)
 	}
-	if v, err := b.Allow(ctx, host, time.Time{}); err != nil || v.Decision != core.Send {
+	if v, err := b.Allow(ctx, host, time.Time{}); err != nil || v.Decision != kvbreaker.Send {
 		t.Errorf("another worker's Allow = %v, %v; want send", v.Decision, err)
 	}
 }
@@ -84,25 +85,25 @@ func TestWriteFromDeletedVersionNotRestored(t *testing.T) {
 			const host = "deleted-base.example"
 			s := newStore(t)
 			now := srv.Now().Truncate(time.Millisecond)
-			halfOpen := core.Record{Failures: []time.Time{now.Add(-2 * time.Second), now.Add(-time.Second)}, RestrainedUntil: now.Add(time.Minute), Probing: true}
-			v1, err := s.CompareAndSwap(ctx, host, core.NoVersion, core.EncodeRecord(halfOpen), time.Hour)
+			halfOpen := record.Record{Failures: []time.Time{now.Add(-2 * time.Second), now.Add(-time.Second)}, RestrainedUntil: now.Add(time.Minute), Probing: true}
+			v1, err := s.CompareAndSwap(ctx, host, driver.NoVersion, record.EncodeRecord(halfOpen), time.Hour)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if err := s.CompareAndDelete(ctx, host, v1); err != nil { // the probe's Success
 				t.Fatal(err)
 			}
-			want := core.Record{Failures: []time.Time{now}}
+			want := record.Record{Failures: []time.Time{now}}
 			if tc.between {
 				after := now.Add(time.Millisecond)
-				if _, err := s.CompareAndSwap(ctx, host, core.NoVersion, core.EncodeRecord(core.Record{Failures: []time.Time{after}}), time.Hour); err != nil {
+				if _, err := s.CompareAndSwap(ctx, host, driver.NoVersion, record.EncodeRecord(record.Record{Failures: []time.Time{after}}), time.Hour); err != nil {
 					t.Fatal(err)
 				}
 				want.Failures = append(want.Failures, after)
 			}
 			// The late Failure, computed from v1: the probe failed, reopen.
-			late := core.Record{Failures: append(halfOpen.Failures[:2:2], now), RestrainedUntil: now.Add(time.Minute)}
-			if _, err := s.CompareAndSwap(ctx, host, v1, core.EncodeRecord(late), time.Hour); err != nil {
+			late := record.Record{Failures: append(halfOpen.Failures[:2:2], now), RestrainedUntil: now.Add(time.Minute)}
+			if _, err := s.CompareAndSwap(ctx, host, v1, record.EncodeRecord(late), time.Hour); err != nil {
 				t.Fatal(err)
 			}
 			if err := s.Flush(ctx); err != nil {
@@ -112,11 +113,11 @@ func TestWriteFromDeletedVersionNotRestored(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, err := core.DecodeRecord(v)
+			got, err := record.DecodeRecord(v)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if string(core.EncodeRecord(got)) != string(core.EncodeRecord(want)) {
+			if string(record.EncodeRecord(got)) != string(record.EncodeRecord(want)) {
 				t.Errorf("stored %+v; want only the failures added after the Success %+v", got, want)
 			}
 		})
@@ -124,20 +125,20 @@ func TestWriteFromDeletedVersionNotRestored(t *testing.T) {
 }
 
 // TestClockSkewBoundDeclared: WithClockSkew's padding covers that much skew
-// and no more, so Traits declares it and core.NewBreaker refuses a larger
+// and no more, so Traits declares it and kvbreaker.New refuses a larger
 // Settings.ClockSkew, naming the option. Fails on main before #12: a
 // ClockSkew of 5 s was accepted over a store padded for 1 s.
 func TestClockSkewBoundDeclared(t *testing.T) {
 	s := newStore(t)
-	if got := s.Traits(); got.MaxClockSkew != core.DefaultClockSkew || got.MaxClockSkewOption != "cloudflarekv.WithClockSkew" {
-		t.Errorf("Traits MaxClockSkew %v (option %q), want %v (cloudflarekv.WithClockSkew)", got.MaxClockSkew, got.MaxClockSkewOption, core.DefaultClockSkew)
+	if got := s.Traits(); got.MaxClockSkew != kvbreaker.DefaultClockSkew || got.MaxClockSkewOption != "cloudflarekv.WithClockSkew" {
+		t.Errorf("Traits MaxClockSkew %v (option %q), want %v (cloudflarekv.WithClockSkew)", got.MaxClockSkew, got.MaxClockSkewOption, kvbreaker.DefaultClockSkew)
 	}
-	_, err := core.NewBreaker(s, core.Settings{ClockSkew: 5 * time.Second, Clock: srv.Now, Logger: quiet})
+	_, err := kvbreaker.New(s, kvbreaker.Settings{ClockSkew: 5 * time.Second, Clock: srv.Now, Logger: quiet})
 	if err == nil || !strings.Contains(err.Error(), "cloudflarekv.WithClockSkew") {
 		t.Errorf("NewBreaker with ClockSkew 5s over a store padded for 1s = %v; want an error naming cloudflarekv.WithClockSkew", err)
 	}
 	// Negative control: padded for it, the same settings are accepted.
-	if _, err := core.NewBreaker(newStore(t, WithClockSkew(5*time.Second)), core.Settings{ClockSkew: 5 * time.Second, Clock: srv.Now, Logger: quiet}); err != nil {
+	if _, err := kvbreaker.New(newStore(t, WithClockSkew(5*time.Second)), kvbreaker.Settings{ClockSkew: 5 * time.Second, Clock: srv.Now, Logger: quiet}); err != nil {
 		t.Errorf("NewBreaker with ClockSkew 5s over WithClockSkew(5s) = %v", err)
 	}
 }
@@ -154,21 +155,24 @@ func TestNewRefusesEachBadOption(t *testing.T) {
 		opt  Option
 		want string
 	}{
-		{"zero-clock-skew", WithClockSkew(0), "WithClockSkew(0s)"},
-		{"negative-clock-skew", WithClockSkew(-time.Second), "WithClockSkew(-1s)"},
-		{"zero-write-interval", WithWriteInterval(0), "WithWriteInterval(0s)"},
-		{"negative-write-interval", WithWriteInterval(-time.Second), "WithWriteInterval(-1s)"},
-		{"negative-cache-size", WithCache(-1, time.Second), "WithCache: cache size -1"},
-		{"negative-freshness", WithCache(10, -time.Second), "WithCache: freshness -1s"},
-		{"negative-retries", WithMaxRetries(-1), "WithMaxRetries(-1)"},
-		{"zero-request-timeout", WithRequestTimeout(0), "WithRequestTimeout(0s)"},
-		{"nil-clock", WithClock(nil), "WithClock: clock is nil"},
-		{"dots-prefix", WithPrefix(".."), `prefix ".."`},
+		{"zero-clock-skew", WithClockSkew(0), "cloudflarekv: invalid WithClockSkew: 0s: set a positive bound"},
+		{"negative-clock-skew", WithClockSkew(-time.Second), "cloudflarekv: invalid WithClockSkew: -1s"},
+		{"zero-write-interval", WithWriteInterval(0), "cloudflarekv: invalid WithWriteInterval: 0s: set a positive interval"},
+		{"negative-write-interval", WithWriteInterval(-time.Second), "cloudflarekv: invalid WithWriteInterval: -1s"},
+		{"negative-cache-size", WithCache(-1, time.Second), "cloudflarekv: invalid WithCache size: -1: set a number of keys"},
+		{"negative-freshness", WithCache(10, -time.Second), "cloudflarekv: invalid WithCache freshness: -1s"},
+		{"negative-retries", WithMaxRetries(-1), "cloudflarekv: invalid WithMaxRetries: -1: set 0 or more"},
+		{"zero-call-timeout", WithCallTimeout(0), "cloudflarekv: invalid WithCallTimeout: 0s: set a positive duration"},
+		{"negative-call-timeout", WithCallTimeout(-time.Second), "cloudflarekv: invalid WithCallTimeout: -1s"},
+		{"nil-clock", WithClock(nil), "cloudflarekv: invalid WithClock: nil"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := New(c, srv.AccountID, srv.NamespaceID, tc.opt)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("New = %v; want an error containing %q", err, tc.want)
+			}
+			if _, ok := err.(*driver.OptionError); !ok {
+				t.Errorf("New = %#v; want a *driver.OptionError", err)
 			}
 		})
 	}

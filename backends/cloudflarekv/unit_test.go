@@ -7,7 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kvbreaker/kvbreaker/core"
+	"github.com/kvbreaker/kvbreaker/driver"
+	"github.com/kvbreaker/kvbreaker/internal/record"
 )
 
 func TestEscapeKeyRoundTrips(t *testing.T) {
@@ -65,51 +66,11 @@ func TestRetryAfter(t *testing.T) {
 	}
 }
 
-func TestMergeRecords(t *testing.T) {
-	t0 := time.UnixMilli(1_800_000_000_000).UTC()
-	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
-	for _, tc := range []struct {
-		name         string
-		older, newer core.Record
-		want         core.Record
-	}{
-		{
-			name:  "failure-instants-union",
-			older: core.Record{Failures: []time.Time{at(1), at(3)}},
-			newer: core.Record{Failures: []time.Time{at(2), at(3)}},
-			want:  core.Record{Failures: []time.Time{at(1), at(2), at(3)}},
-		},
-		{
-			name:  "later-restraint-and-probing-kept",
-			older: core.Record{Failures: []time.Time{at(1)}, RestrainedUntil: at(100), Probing: true},
-			newer: core.Record{Failures: []time.Time{at(2)}, RestrainedUntil: at(50)},
-			want:  core.Record{Failures: []time.Time{at(1), at(2)}, RestrainedUntil: at(100), Probing: true},
-		},
-		{
-			name:  "closed-and-open",
-			older: core.Record{Failures: []time.Time{at(5)}, RestrainedUntil: at(60)},
-			newer: core.Record{Failures: []time.Time{at(6)}},
-			want:  core.Record{Failures: []time.Time{at(5), at(6)}, RestrainedUntil: at(60)},
-		},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			got := mergeRecords(core.EncodeRecord(tc.older), core.EncodeRecord(tc.newer))
-			if want := core.EncodeRecord(tc.want); string(got) != string(want) {
-				r, _ := core.DecodeRecord(got)
-				t.Errorf("merge = %+v, want %+v", r, tc.want)
-			}
-		})
-	}
-	if got := mergeRecords([]byte("not a record"), []byte("newer")); string(got) != "newer" {
-		t.Errorf("merging an undecodable record = %q, want the newer value", got)
-	}
-}
-
 func TestCombine(t *testing.T) {
 	at := func(s int) time.Time { return time.UnixMilli(int64(s) * 1000).UTC() }
-	rec := func(r core.Record) []byte { return core.EncodeRecord(r) }
-	fails := func(s ...int) core.Record {
-		var r core.Record
+	rec := func(r record.Record) []byte { return record.EncodeRecord(r) }
+	fails := func(s ...int) record.Record {
+		var r record.Record
 		for _, x := range s {
 			r.Failures = append(r.Failures, at(x))
 		}
@@ -119,14 +80,14 @@ func TestCombine(t *testing.T) {
 	live := now.Add(time.Minute)
 	older := write{value: rec(fails(1)), ver: 10, base: 1, ttl: time.Minute, exp: live}
 	// open is a half-open record that a Success deleted (version 20).
-	open := core.Record{Failures: []time.Time{at(1), at(2)}, RestrainedUntil: at(160), Probing: true}
+	open := record.Record{Failures: []time.Time{at(1), at(2)}, RestrainedUntil: at(160), Probing: true}
 	deleted := write{del: true, ver: 21, base: 20, goneVer: 20, goneVal: rec(open)}
 	for _, tc := range []struct {
 		name   string
 		older  write
 		newer  write
 		want   []byte // nil: want a delete
-		wantOf core.Version
+		wantOf driver.Version
 	}{
 		{"derived-replaces", older, write{value: rec(fails(2)), ver: 11, base: 10, exp: live}, rec(fails(2)), 11},
 		{"concurrent-merges", older, write{value: rec(fails(2)), ver: 11, base: 1, exp: live}, rec(fails(1, 2)), 11},
@@ -134,27 +95,27 @@ func TestCombine(t *testing.T) {
 		{"write-replaces-delete", write{del: true, ver: 5}, write{value: rec(fails(3)), ver: 6, exp: live}, rec(fails(3)), 6},
 		// #12.4: an unanswered probe's record, expired, must not come back.
 		{"expired-not-merged",
-			write{value: rec(core.Record{Failures: []time.Time{at(1)}, RestrainedUntil: at(90), Probing: true}), ver: 10, base: 9, exp: now},
+			write{value: rec(record.Record{Failures: []time.Time{at(1)}, RestrainedUntil: at(90), Probing: true}), ver: 10, base: 9, exp: now},
 			write{value: rec(fails(99)), ver: 11, exp: live}, rec(fails(99)), 11},
 		// #12.4: a Failure computed from the record a Success deleted
 		// keeps only its own failure instant.
 		{"computed-from-deleted-rebased", deleted,
-			write{value: rec(core.Record{Failures: []time.Time{at(1), at(2), at(3)}, RestrainedUntil: at(163)}), ver: 22, base: 20, exp: live},
+			write{value: rec(record.Record{Failures: []time.Time{at(1), at(2), at(3)}, RestrainedUntil: at(163)}), ver: 22, base: 20, exp: live},
 			rec(fails(3)), 22},
 		{"computed-from-deleted-adds-nothing", deleted,
-			write{value: rec(core.Record{Failures: open.Failures, RestrainedUntil: at(200), Probing: true}), ver: 22, base: 20, exp: live},
+			write{value: rec(record.Record{Failures: open.Failures, RestrainedUntil: at(200), Probing: true}), ver: 22, base: 20, exp: live},
 			nil, 21},
 		{"tombstone-carried-past-a-write",
 			combine(deleted, write{value: rec(fails(50)), ver: 23, exp: live}, now),
-			write{value: rec(core.Record{Failures: []time.Time{at(1), at(2), at(51)}, RestrainedUntil: at(163)}), ver: 24, base: 20, exp: live},
+			write{value: rec(record.Record{Failures: []time.Time{at(1), at(2), at(51)}, RestrainedUntil: at(163)}), ver: 24, base: 20, exp: live},
 			rec(fails(50, 51)), 24},
 		{"other-base-after-delete-replaces", deleted, write{value: rec(fails(7)), ver: 22, base: 0, exp: live}, rec(fails(7)), 22},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := combine(tc.older, tc.newer, now)
 			if got.del != (tc.want == nil) || string(got.value) != string(tc.want) || got.ver != tc.wantOf {
-				r, _ := core.DecodeRecord(got.value)
-				w, _ := core.DecodeRecord(tc.want)
+				r, _ := record.DecodeRecord(got.value)
+				w, _ := record.DecodeRecord(tc.want)
 				t.Errorf("combine = %v %+v, want del=%v %+v version %d", got, r, tc.want == nil, w, tc.wantOf)
 			}
 		})

@@ -14,8 +14,7 @@ import (
 	"github.com/cloudflare/cloudflare-go/v6/kv"
 	"github.com/cloudflare/cloudflare-go/v6/option"
 	"github.com/cloudflare/cloudflare-go/v6/shared"
-
-	"github.com/kvbreaker/kvbreaker/core"
+	"github.com/kvbreaker/kvbreaker/driver"
 )
 
 // keyState is the write side of one key: the write being sent, the one
@@ -82,7 +81,7 @@ func (s *Store) sweep() {
 
 // enqueue queues w for full (merging it into a queued write), makes it what
 // this store's Get returns, and waits for the request that carries it.
-func (s *Store) enqueue(ctx context.Context, opName, key, full string, w write) (core.Version, error) {
+func (s *Store) enqueue(ctx context.Context, opName, key, full string, w write) (driver.Version, error) {
 	s.mu.Lock()
 	st := s.state(full, key)
 	s.bump(st)
@@ -130,6 +129,9 @@ func (s *Store) enqueue(ctx context.Context, opName, key, full string, w write) 
 			return p.w.ver, nil
 		case <-ctx.Done():
 			s.leave(p)
+			if s.sending(full, p) {
+				return 0, opError(opName, key, fmt.Errorf("%w (the write is still being sent)", s.noAnswer(ctx.Err())))
+			}
 			return 0, opError(opName, key, fmt.Errorf("%w (the write stays queued and is still sent)", ctx.Err()))
 		}
 	}
@@ -270,13 +272,14 @@ func (s *Store) flush(full string) {
 	}
 }
 
-// requestOptions are added to every request: few SDK retries, and never an
-// SDK retry of a 429, which the store handles itself.
+// requestOptions are added to every request: few SDK retries, never an SDK
+// retry of a 429, which the store handles itself, nor of a refused
+// connection (failFast).
 func (s *Store) requestOptions() []option.RequestOption {
 	return []option.RequestOption{
 		option.WithMaxRetries(s.maxRetries),
 		option.WithMiddleware(func(req *http.Request, next option.MiddlewareNext) (*http.Response, error) {
-			res, err := next(req)
+			res, err := s.failFast(req, next)
 			if err == nil && res.StatusCode == http.StatusTooManyRequests {
 				res.Header.Set("X-Should-Retry", "false")
 			}
@@ -286,7 +289,7 @@ func (s *Store) requestOptions() []option.RequestOption {
 }
 
 // send performs one write request, detached from its callers' contexts
-// (several may be waiting for it) but bounded by the request timeout.
+// (several may be waiting for it) but bounded by WithCallTimeout.
 func (s *Store) send(full string, w write) error {
 	ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
 	defer cancel()
@@ -324,7 +327,7 @@ func (s *Store) fetch(full string) (entry, error) {
 	var e entry
 	var rl *RateLimitError
 	switch err = apiError(err); {
-	case errors.Is(err, core.ErrNotFound):
+	case errors.Is(err, driver.ErrNotFound):
 		e = entry{}
 	case errors.As(err, &rl):
 		s.mu.Lock()
@@ -374,6 +377,9 @@ func apiError(err error) error {
 	if err == nil {
 		return nil
 	}
+	if ns, ok := errors.AsType[*notSent](err); ok {
+		return ns.err
+	}
 	var ae *kv.Error
 	if !errors.As(err, &ae) {
 		return err // transport errors and context errors, which carry no token
@@ -383,7 +389,7 @@ func apiError(err error) error {
 		// Only "key not found" is an absent key; a missing namespace or
 		// account must not read as an empty store.
 		if !slices.ContainsFunc(ae.Errors, func(e shared.ErrorData) bool { return e.Code != codeKeyNotFound }) {
-			return core.ErrNotFound
+			return driver.ErrNotFound
 		}
 	case http.StatusTooManyRequests:
 		return &RateLimitError{Until: time.Now().Add(retryAfter(ae.Response))}
@@ -405,9 +411,10 @@ func (e *statusError) Error() string { return e.msg }
 
 // ambiguous reports whether a failed write may still have been applied: no
 // answer (a transport error, the request timeout) or a 5xx. A 4xx answer
-// says the write was refused.
+// says the write was refused, and a refused connection that nothing was
+// sent.
 func ambiguous(err error) bool {
-	if err == nil || errors.Is(err, core.ErrNotFound) {
+	if err == nil || errors.Is(err, driver.ErrNotFound) || errors.Is(err, ErrUnreachable) {
 		return false
 	}
 	if se, ok := errors.AsType[*statusError](err); ok {

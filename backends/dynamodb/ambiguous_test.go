@@ -11,10 +11,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	dyn "github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
+	"github.com/kvbreaker/kvbreaker"
 	"github.com/kvbreaker/kvbreaker/backends/dynamodb"
 	"github.com/kvbreaker/kvbreaker/conformance/faultproxy"
-	"github.com/kvbreaker/kvbreaker/core"
-	"github.com/kvbreaker/kvbreaker/internal/dynalite"
+	"github.com/kvbreaker/kvbreaker/driver"
 )
 
 // The tests in this file put a faultproxy between the adapter and the
@@ -50,7 +50,7 @@ func proxied(t *testing.T, between func(attempt int)) (*faultproxy.Proxy, *dyn.C
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = p.Close() })
-	c := dynalite.NewClient("http://"+p.Addr(), func(o *dyn.Options) {
+	c := newClient("http://"+p.Addr(), func(o *dyn.Options) {
 		o.Retryer = retry.NewStandard(func(so *retry.StandardOptions) {
 			so.MaxAttempts = 3
 			so.Backoff = retry.BackoffDelayerFunc(func(attempt int, _ error) (time.Duration, error) {
@@ -84,17 +84,11 @@ func TestAmbiguousWriteIsOwnSuccess(t *testing.T) {
 			ctx := t.Context()
 			prefix := uniquePrefix(t)
 			p, c := proxied(t, nil)
-			s, err := dynamodb.New(c, table, dynamodb.WithKeyPrefix(prefix))
-			if err != nil {
-				t.Fatal(err)
-			}
-			direct, err := dynamodb.New(client, table, dynamodb.WithKeyPrefix(prefix))
-			if err != nil {
-				t.Fatal(err)
-			}
+			s := newPrefixed(t, c, prefix)
+			direct := newPrefixed(t, client, prefix)
 
 			amb.arm(p)
-			v1, err := s.CompareAndSwap(ctx, "h.example", core.NoVersion, []byte("one"), hour)
+			v1, err := s.CompareAndSwap(ctx, "h.example", driver.NoVersion, []byte("one"), hour)
 			if err != nil {
 				t.Fatalf("create whose answer was lost: %v; want success with the version it wrote", err)
 			}
@@ -121,10 +115,10 @@ func TestAmbiguousWriteIsOwnSuccess(t *testing.T) {
 			mustAbsent(t, direct, "h.example")
 			// A conflict that is not ours still is one.
 			amb.arm(p)
-			if _, err := s.CompareAndSwap(ctx, "h.example", v2, []byte("stale"), hour); !errors.Is(err, core.ErrConflict) {
+			if _, err := s.CompareAndSwap(ctx, "h.example", v2, []byte("stale"), hour); !errors.Is(err, driver.ErrConflict) {
 				t.Fatalf("stale swap through a lost answer = %v, want a conflict", err)
 			}
-			if err := s.CompareAndDelete(ctx, "h.example", v2); !errors.Is(err, core.ErrNotFound) {
+			if err := s.CompareAndDelete(ctx, "h.example", v2); !errors.Is(err, driver.ErrNotFound) {
 				t.Fatalf("delete of a key another call deleted = %v, want ErrNotFound", err)
 			}
 		})
@@ -153,10 +147,7 @@ func TestAmbiguousWriteReplacedBeforeRetry(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := t.Context()
 			prefix := uniquePrefix(t)
-			direct, err := dynamodb.New(client, table, dynamodb.WithKeyPrefix(prefix))
-			if err != nil {
-				t.Fatal(err)
-			}
+			direct := newPrefixed(t, client, prefix)
 			var otherErr error
 			p, c := proxied(t, func(attempt int) {
 				if attempt != 1 {
@@ -174,15 +165,12 @@ func TestAmbiguousWriteReplacedBeforeRetry(t *testing.T) {
 				}
 				otherErr = err
 			})
-			s, err := dynamodb.New(c, table, dynamodb.WithKeyPrefix(prefix))
-			if err != nil {
-				t.Fatal(err)
-			}
+			s := newPrefixed(t, c, prefix)
 			for _, old := range []string{"create", "swap"} {
 				t.Run(old, func(t *testing.T) {
-					base := core.NoVersion
+					base := driver.NoVersion
 					if old == "swap" {
-						base = mustCAS(t, direct, "h.example", core.NoVersion, "base", hour)
+						base = mustCAS(t, direct, "h.example", driver.NoVersion, "base", hour)
 					}
 					before := p.Stats()
 					p.FailNextAnswer(http500)
@@ -198,11 +186,11 @@ func TestAmbiguousWriteReplacedBeforeRetry(t *testing.T) {
 						if err != nil {
 							t.Fatalf("CompareAndSwap = %v; want success: the item's history holds this call's version", err)
 						}
-						if ver == core.NoVersion {
+						if ver == driver.NoVersion {
 							t.Fatal("success without a version")
 						}
 					case "conflict":
-						if !errors.Is(err, core.ErrConflict) {
+						if !errors.Is(err, driver.ErrConflict) {
 							t.Fatalf("CompareAndSwap = %v, %v; want a conflict", ver, err)
 						}
 					}
@@ -239,17 +227,14 @@ func TestAmbiguousBreaker(t *testing.T) {
 	start := time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
 	for _, amb := range ambiguities {
 		t.Run(amb.name, func(t *testing.T) {
-			setup := func(t *testing.T, threshold int) (*armWrites, *core.Breaker, *core.Breaker, *fakeClock, *transitions) {
+			setup := func(t *testing.T, threshold int) (*armWrites, *kvbreaker.Breaker, *kvbreaker.Breaker, *fakeClock, *transitions) {
 				p, c := proxied(t, nil)
 				clk := newFakeClock(start)
 				prefix := uniquePrefix(t)
 				var tr transitions
-				mk := func(c *dyn.Client, wrap func(core.Store) core.Store) *core.Breaker {
-					st, err := dynamodb.New(c, table, dynamodb.WithKeyPrefix(prefix), dynamodb.WithClock(clk.Now))
-					if err != nil {
-						t.Fatal(err)
-					}
-					b, err := core.NewBreaker(wrap(st), core.Settings{
+				mk := func(c *dyn.Client, wrap func(driver.Store) driver.Store) *kvbreaker.Breaker {
+					st := newPrefixed(t, c, prefix, dynamodb.WithClock(clk.Now))
+					b, err := kvbreaker.New(wrap(st), kvbreaker.Settings{
 						FailureThreshold: threshold, FailureWindow: time.Minute, RecoveryDelay: 30 * time.Second,
 						Clock: clk.Now, OnStateChange: tr.record,
 					})
@@ -259,8 +244,8 @@ func TestAmbiguousBreaker(t *testing.T) {
 					return b
 				}
 				w := &armWrites{proxy: p, arm: func() { amb.arm(p) }}
-				worker := mk(c, func(s core.Store) core.Store { w.Store = s; return w })
-				return w, worker, mk(client, func(s core.Store) core.Store { return s }), clk, &tr
+				worker := mk(c, func(s driver.Store) driver.Store { w.Store = s; return w })
+				return w, worker, mk(client, func(s driver.Store) driver.Store { return s }), clk, &tr
 			}
 
 			t.Run("one-failure-counted-once", func(t *testing.T) {
@@ -275,8 +260,8 @@ func TestAmbiguousBreaker(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if st.State != core.StateClosed || len(st.Record.Failures) != 1 {
-					t.Fatalf("after one failure: %v with failures %v; want closed with one (transitions %v)", st.State, st.Record.Failures, tr)
+				if st.State != kvbreaker.StateClosed || len(st.Failures) != 1 {
+					t.Fatalf("after one failure: %v with failures %v; want closed with one (transitions %v)", st.State, st.Failures, tr)
 				}
 				if n := tr.count("closed→open"); n != 0 {
 					t.Fatalf("closed→open reported %d times after one failure", n)
@@ -290,13 +275,13 @@ func TestAmbiguousBreaker(t *testing.T) {
 					t.Fatal(err)
 				}
 				st, err := observer.Inspect(ctx, host)
-				if err != nil || st.State != core.StateOpen {
+				if err != nil || st.State != kvbreaker.StateOpen {
 					t.Fatalf("after the failure: %+v, %v; want open", st, err)
 				}
-				clk.Set(st.Record.RestrainedUntil)
+				clk.Set(st.RestrainedUntil)
 				p.armNextWrite()
 				v, err := b.Allow(ctx, host, time.Time{})
-				if err != nil || v.Decision != core.Probe {
+				if err != nil || v.Decision != kvbreaker.Probe {
 					t.Fatalf("the election's only candidate got %v (err %v); want probe", v.Decision, err)
 				}
 				lost(t, p.proxy, 1)
@@ -304,7 +289,7 @@ func TestAmbiguousBreaker(t *testing.T) {
 					t.Fatalf("open→half-open reported %d times, want 1 (%v)", n, tr)
 				}
 				// Nobody else probes this restraint.
-				if v, err := observer.Allow(ctx, host, time.Time{}); err != nil || v.Decision != core.Hold {
+				if v, err := observer.Allow(ctx, host, time.Time{}); err != nil || v.Decision != kvbreaker.Hold {
 					t.Fatalf("another worker got %v (err %v) during the probe; want hold", v.Decision, err)
 				}
 			})
@@ -316,8 +301,8 @@ func TestAmbiguousBreaker(t *testing.T) {
 					t.Fatal(err)
 				}
 				st, _ := observer.Inspect(ctx, host)
-				clk.Set(st.Record.RestrainedUntil)
-				if v, err := b.Allow(ctx, host, time.Time{}); err != nil || v.Decision != core.Probe {
+				clk.Set(st.RestrainedUntil)
+				if v, err := b.Allow(ctx, host, time.Time{}); err != nil || v.Decision != kvbreaker.Probe {
 					t.Fatalf("probe: %v, %v", v.Decision, err)
 				}
 				p.armNextWrite()
@@ -340,7 +325,7 @@ func TestAmbiguousBreaker(t *testing.T) {
 // CompareAndDelete, so the fault hits the write rather than the read a
 // Breaker call starts with.
 type armWrites struct {
-	core.Store
+	driver.Store
 	proxy *faultproxy.Proxy
 	arm   func()
 	armed atomic.Bool
@@ -348,14 +333,14 @@ type armWrites struct {
 
 func (w *armWrites) armNextWrite() { w.armed.Store(true) }
 
-func (w *armWrites) CompareAndSwap(ctx context.Context, key string, old core.Version, value []byte, ttl time.Duration) (core.Version, error) {
+func (w *armWrites) CompareAndSwap(ctx context.Context, key string, old driver.Version, value []byte, ttl time.Duration) (driver.Version, error) {
 	if w.armed.Swap(false) {
 		w.arm()
 	}
 	return w.Store.CompareAndSwap(ctx, key, old, value, ttl)
 }
 
-func (w *armWrites) CompareAndDelete(ctx context.Context, key string, old core.Version) error {
+func (w *armWrites) CompareAndDelete(ctx context.Context, key string, old driver.Version) error {
 	if w.armed.Swap(false) {
 		w.arm()
 	}

@@ -30,8 +30,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/kvbreaker/kvbreaker/backends/dynamodb"
-	"github.com/kvbreaker/kvbreaker/core"
-	"github.com/kvbreaker/kvbreaker/internal/dynalite"
+	"github.com/kvbreaker/kvbreaker/driver"
 )
 
 // awsReply is one HTTP response in DynamoDB's JSON 1.0 protocol.
@@ -140,11 +139,11 @@ func newFakeAWSB(t testing.TB, script map[string][]awsReply, opts ...func(*dyn.O
 			so.Backoff = retry.BackoffDelayerFunc(func(int, error) (time.Duration, error) { return time.Millisecond, nil })
 		})
 	}
-	return f, dynalite.NewClient(srv.URL, append([]func(*dyn.Options){fast}, opts...)...)
+	return f, newClient(srv.URL, append([]func(*dyn.Options){fast}, opts...)...)
 }
 
 // itemJSON is a host item in DynamoDB JSON.
-func itemJSON(key string, val []byte, ver core.Version, expiresAt int64) string {
+func itemJSON(key string, val []byte, ver driver.Version, expiresAt int64) string {
 	return fmt.Sprintf(`{"pk":{"S":%q},"rec":{"B":%q},"ver":{"N":"%d"},"expiresAt":{"N":"%d"},"purgeAt":{"N":"%d"}}`,
 		key, base64.StdEncoding.EncodeToString(val), ver, expiresAt, expiresAt+3600)
 }
@@ -165,7 +164,7 @@ func TestAWSShapes(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		script  map[string][]awsReply
-		call    func(context.Context, *dynamodb.Store) error
+		call    func(context.Context, driver.Store) error
 		check   func(*testing.T, error)
 		wantOps []string
 	}{
@@ -183,7 +182,7 @@ func TestAWSShapes(t *testing.T) {
 			script: map[string][]awsReply{"UpdateItem": {conditionalFailed(expired)}},
 			call:   casCall(66),
 			check: func(t *testing.T, err error) {
-				mustConflict(t, err, nil, core.NoVersion)
+				mustConflict(t, err, nil, driver.NoVersion)
 			},
 			wantOps: []string{"UpdateItem"},
 		},
@@ -194,7 +193,7 @@ func TestAWSShapes(t *testing.T) {
 			script: map[string][]awsReply{"UpdateItem": {conditionalFailed("")}, "GetItem": {ok(`{}`)}},
 			call:   casCall(5),
 			check: func(t *testing.T, err error) {
-				mustConflict(t, err, nil, core.NoVersion)
+				mustConflict(t, err, nil, driver.NoVersion)
 			},
 			wantOps: []string{"UpdateItem", "GetItem"},
 		},
@@ -204,12 +203,12 @@ func TestAWSShapes(t *testing.T) {
 			// re-read: "conflict, currently absent" would contradict the
 			// failure, so no current value is claimed.
 			script: map[string][]awsReply{"UpdateItem": {conditionalFailed("")}, "GetItem": {ok(`{}`)}},
-			call:   casCall(core.NoVersion),
+			call:   casCall(driver.NoVersion),
 			check: func(t *testing.T, err error) {
-				if !errors.Is(err, core.ErrConflict) {
+				if !errors.Is(err, driver.ErrConflict) {
 					t.Fatalf("err = %v, want a conflict", err)
 				}
-				if ce, isCE := errors.AsType[*core.ConflictError](err); isCE {
+				if ce, isCE := errors.AsType[*driver.ConflictError](err); isCE {
 					t.Fatalf("conflict claims the key holds version %d", ce.Version)
 				}
 				if _, ok := errors.AsType[*types.ConditionalCheckFailedException](err); !ok {
@@ -223,10 +222,10 @@ func TestAWSShapes(t *testing.T) {
 			script: map[string][]awsReply{"UpdateItem": {conditionalFailed(`{"pk":{"S":"h.example"}}`)}},
 			call:   casCall(5),
 			check: func(t *testing.T, err error) {
-				if !errors.Is(err, core.ErrConflict) || !strings.Contains(err.Error(), "malformed item") {
+				if !errors.Is(err, driver.ErrConflict) || !strings.Contains(err.Error(), "malformed item") {
 					t.Fatalf("err = %v", err)
 				}
-				if _, isCE := errors.AsType[*core.ConflictError](err); isCE {
+				if _, isCE := errors.AsType[*driver.ConflictError](err); isCE {
 					t.Fatal("a malformed old item must not be passed on as the current value")
 				}
 			},
@@ -235,7 +234,7 @@ func TestAWSShapes(t *testing.T) {
 		{
 			name:   "delete-conflict-returns-old-item",
 			script: map[string][]awsReply{"UpdateItem": {conditionalFailed(live)}},
-			call:   func(ctx context.Context, s *dynamodb.Store) error { return s.CompareAndDelete(ctx, "h.example", 5) },
+			call:   func(ctx context.Context, s driver.Store) error { return s.CompareAndDelete(ctx, "h.example", 5) },
 			check: func(t *testing.T, err error) {
 				mustConflict(t, err, []byte("current"), 77)
 			},
@@ -244,9 +243,9 @@ func TestAWSShapes(t *testing.T) {
 		{
 			name:   "delete-conflict-old-item-expired-is-not-found",
 			script: map[string][]awsReply{"UpdateItem": {conditionalFailed(expired)}},
-			call:   func(ctx context.Context, s *dynamodb.Store) error { return s.CompareAndDelete(ctx, "h.example", 66) },
+			call:   func(ctx context.Context, s driver.Store) error { return s.CompareAndDelete(ctx, "h.example", 66) },
 			check: func(t *testing.T, err error) {
-				if !errors.Is(err, core.ErrNotFound) {
+				if !errors.Is(err, driver.ErrNotFound) {
 					t.Fatalf("err = %v, want ErrNotFound", err)
 				}
 			},
@@ -255,7 +254,7 @@ func TestAWSShapes(t *testing.T) {
 		{
 			name:   "throttled-then-accepted-is-retried-by-the-sdk",
 			script: map[string][]awsReply{"UpdateItem": {awsError(nsDynamo+"ProvisionedThroughputExceededException", msgThroughput, ""), awsError(nsDynamo+"ProvisionedThroughputExceededException", msgThroughput, ""), ok(`{}`)}},
-			call:   casCall(core.NoVersion),
+			call:   casCall(driver.NoVersion),
 			check: func(t *testing.T, err error) {
 				if err != nil {
 					t.Fatal(err)
@@ -266,7 +265,7 @@ func TestAWSShapes(t *testing.T) {
 		{
 			name:   "throttled-until-retries-run-out-keeps-the-sdk-type",
 			script: map[string][]awsReply{"GetItem": {awsError(nsDynamo+"ProvisionedThroughputExceededException", msgThroughput, "")}},
-			call: func(ctx context.Context, s *dynamodb.Store) error {
+			call: func(ctx context.Context, s driver.Store) error {
 				_, _, err := s.Get(ctx, "h.example")
 				return err
 			},
@@ -274,8 +273,11 @@ func TestAWSShapes(t *testing.T) {
 				if _, ok := errors.AsType[*types.ProvisionedThroughputExceededException](err); !ok {
 					t.Fatalf("err = %v: *types.ProvisionedThroughputExceededException lost", err)
 				}
-				if !strings.HasPrefix(err.Error(), `dynamodb: get kvbreaker/"h.example": `) || errors.Is(err, core.ErrNotFound) {
+				if !strings.HasPrefix(err.Error(), `dynamodb: get h.example: operation error DynamoDB: GetItem`) || errors.Is(err, driver.ErrNotFound) {
 					t.Fatalf("err = %q", err)
+				}
+				if oe, ok := err.(*driver.OpError); !ok || oe.Backend != "dynamodb" || oe.Op != "get" || oe.Key != "h.example" {
+					t.Fatalf("err = %#v, want a *driver.OpError{dynamodb, get, h.example}", err)
 				}
 			},
 			wantOps: []string{"GetItem", "GetItem", "GetItem"},
@@ -283,12 +285,12 @@ func TestAWSShapes(t *testing.T) {
 		{
 			name:   "get-reads-consistently-and-filters-expired",
 			script: map[string][]awsReply{"GetItem": {ok(`{"Item":` + expired + `}`)}},
-			call: func(ctx context.Context, s *dynamodb.Store) error {
+			call: func(ctx context.Context, s driver.Store) error {
 				_, _, err := s.Get(ctx, "h.example")
 				return err
 			},
 			check: func(t *testing.T, err error) {
-				if !errors.Is(err, core.ErrNotFound) {
+				if !errors.Is(err, driver.ErrNotFound) {
 					t.Fatalf("err = %v, want ErrNotFound", err)
 				}
 			},
@@ -338,8 +340,8 @@ func noCredentials(t *testing.T, err error) {
 	}
 }
 
-func casCall(old core.Version) func(context.Context, *dynamodb.Store) error {
-	return func(ctx context.Context, s *dynamodb.Store) error {
+func casCall(old driver.Version) func(context.Context, driver.Store) error {
+	return func(ctx context.Context, s driver.Store) error {
 		_, err := s.CompareAndSwap(ctx, "h.example", old, []byte("new"), time.Minute)
 		return err
 	}
@@ -366,7 +368,7 @@ func TestAWSShapesRetryFindsOwnWrite(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		old  func(mine string) string // the item the retry's ALL_OLD returns
-		call func(context.Context, *dynamodb.Store) error
+		call func(context.Context, driver.Store) error
 	}{
 		{"put-current-version-is-mine",
 			func(mine string) string {
@@ -382,7 +384,7 @@ func TestAWSShapesRetryFindsOwnWrite(t *testing.T) {
 			func(mine string) string {
 				return fmt.Sprintf(`{"pk":{"S":"h.example"},"ver":{"N":%q},"h1":{"N":"5"},"expiresAt":{"N":"0"},"purgeAt":{"N":"%d"}}`, mine, now+3600)
 			},
-			func(ctx context.Context, s *dynamodb.Store) error { return s.CompareAndDelete(ctx, "h.example", 5) }},
+			func(ctx context.Context, s driver.Store) error { return s.CompareAndDelete(ctx, "h.example", 5) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f, c := newFakeAWS(t, nil)
@@ -427,9 +429,9 @@ func TestAWSShapesThrottlingBoundedByContext(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	_, err = s.CompareAndSwap(ctx, "h.example", core.NoVersion, []byte("x"), time.Minute)
+	_, err = s.CompareAndSwap(ctx, "h.example", driver.NoVersion, []byte("x"), time.Minute)
 	d := time.Since(start)
-	if !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, core.ErrConflict) {
+	if !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, driver.ErrConflict) {
 		t.Fatalf("err = %v, want the context's deadline", err)
 	}
 	if d > 2*time.Second {

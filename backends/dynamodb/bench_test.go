@@ -4,8 +4,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvbreaker/kvbreaker"
 	"github.com/kvbreaker/kvbreaker/backends/dynamodb"
-	"github.com/kvbreaker/kvbreaker/core"
+	"github.com/kvbreaker/kvbreaker/driver"
 )
 
 // Round trips to the tests' dynalite over loopback. dynalite is not
@@ -16,7 +17,7 @@ func BenchmarkDynalite(b *testing.B) {
 	ctx := b.Context()
 	s := newStore(b)
 	val := make([]byte, 64)
-	ver, err := s.CompareAndSwap(ctx, "bench.example", core.NoVersion, val, time.Hour)
+	ver, err := s.CompareAndSwap(ctx, "bench.example", driver.NoVersion, val, time.Hour)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -43,7 +44,7 @@ func BenchmarkDynalite(b *testing.B) {
 		}
 	})
 	b.Run("breaker-allow-closed", func(b *testing.B) {
-		br, err := core.NewBreaker(s, core.Settings{})
+		br, err := kvbreaker.New(s, kvbreaker.Settings{})
 		if err != nil {
 			b.Fatal(err)
 		}

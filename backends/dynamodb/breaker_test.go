@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvbreaker/kvbreaker"
 	"github.com/kvbreaker/kvbreaker/backends/dynamodb"
-	"github.com/kvbreaker/kvbreaker/core"
 )
 
 // transitions counts OnStateChange callbacks across a fleet.
@@ -19,7 +19,7 @@ type transitions struct {
 	n  map[string]int
 }
 
-func (tr *transitions) record(_ string, from, to core.State) {
+func (tr *transitions) record(_ string, from, to kvbreaker.State) {
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
 	if tr.n == nil {
@@ -42,17 +42,15 @@ func (tr *transitions) String() string {
 
 // fleet returns n Breakers, each over its own Store (as separate worker
 // processes would have), sharing one table, one key prefix and clk.
-func fleet(t *testing.T, n int, clk *fakeClock, s core.Settings) []*core.Breaker {
+func fleet(t *testing.T, n int, clk *fakeClock, s kvbreaker.Settings) []*kvbreaker.Breaker {
 	t.Helper()
 	prefix := uniquePrefix(t)
 	s.Clock = clk.Now
-	bs := make([]*core.Breaker, n)
+	bs := make([]*kvbreaker.Breaker, n)
 	for i := range bs {
-		st, err := dynamodb.New(client, table, dynamodb.WithKeyPrefix(prefix), dynamodb.WithClock(clk.Now))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if bs[i], err = core.NewBreaker(st, s); err != nil {
+		st := newPrefixed(t, client, prefix, dynamodb.WithClock(clk.Now))
+		var err error
+		if bs[i], err = kvbreaker.New(st, s); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -85,7 +83,7 @@ func TestBreakerFleet(t *testing.T) {
 	ctx := t.Context()
 	clk := newFakeClock(time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC))
 	var tr transitions
-	bs := fleet(t, workers, clk, core.Settings{
+	bs := fleet(t, workers, clk, kvbreaker.Settings{
 		FailureThreshold: 3,
 		FailureWindow:    time.Minute,
 		RecoveryDelay:    30 * time.Second,
@@ -96,11 +94,11 @@ func TestBreakerFleet(t *testing.T) {
 		err = each(goroutines, func(i int) error {
 			v, err := bs[i%workers].Allow(ctx, host, time.Time{})
 			switch v.Decision {
-			case core.Probe:
+			case kvbreaker.Probe:
 				p.Add(1)
-			case core.Hold:
+			case kvbreaker.Hold:
 				h.Add(1)
-			case core.Send:
+			case kvbreaker.Send:
 				s.Add(1)
 			}
 			return err
@@ -120,15 +118,15 @@ func TestBreakerFleet(t *testing.T) {
 		t.Fatalf("closed→open fired %d times, want 1 (%v)", n, &tr)
 	}
 	st, err := bs[0].Inspect(ctx, host)
-	if err != nil || st.State != core.StateOpen || len(st.Record.Failures) != 3 {
+	if err != nil || st.State != kvbreaker.StateOpen || len(st.Failures) != 3 {
 		t.Fatalf("after failures: %+v, %v", st, err)
 	}
-	opened := st.Record.RestrainedUntil
+	opened := st.RestrainedUntil
 
 	// open: everyone holds until the restraint ends.
 	for i, b := range bs {
 		v, err := b.Allow(ctx, host, time.Time{})
-		if err != nil || v.Decision != core.Hold || !v.RetryAt.Equal(opened) {
+		if err != nil || v.Decision != kvbreaker.Hold || !v.RetryAt.Equal(opened) {
 			t.Fatalf("worker %d while open: %+v, %v; want hold until %v", i, v, err, opened)
 		}
 	}
@@ -186,16 +184,16 @@ func TestBreakerRecordOutlivesRecovery(t *testing.T) {
 	const host = "slow.example"
 	ctx := t.Context()
 	clk := newFakeClock(time.Date(2026, 11, 30, 9, 0, 0, 123_000_000, time.UTC))
-	bs := fleet(t, 2, clk, core.Settings{FailureThreshold: 1, FailureWindow: 10 * time.Second, RecoveryDelay: 20 * time.Second})
+	bs := fleet(t, 2, clk, kvbreaker.Settings{FailureThreshold: 1, FailureWindow: 10 * time.Second, RecoveryDelay: 20 * time.Second})
 	if err := bs[0].Failure(ctx, host); err != nil {
 		t.Fatal(err)
 	}
 	ttl := bs[0].StateTTL()
-	if want := 20*time.Second + core.DefaultTTLMargin; ttl != want {
+	if want := 20*time.Second + kvbreaker.DefaultTTLMargin; ttl != want {
 		t.Fatalf("StateTTL = %v, want %v", ttl, want)
 	}
 	clk.Advance(20 * time.Second) // the probe is due: the record must be there
-	if v, err := bs[1].Allow(ctx, host, time.Time{}); err != nil || v.Decision != core.Probe {
+	if v, err := bs[1].Allow(ctx, host, time.Time{}); err != nil || v.Decision != kvbreaker.Probe {
 		t.Fatalf("at the recovery instant: %+v, %v; want probe", v, err)
 	}
 	// The probe rewrote the record at +20s; it lives until ceil(+20s+ttl).
@@ -228,7 +226,7 @@ func TestBreakerRefusesSkewBeyondPurgeDelay(t *testing.T) {
 			if tc.purge > 0 {
 				opts = append(opts, dynamodb.WithPurgeDelay(tc.purge))
 			}
-			_, err := core.NewBreaker(newStore(t, opts...), core.Settings{ClockSkew: tc.skew})
+			_, err := kvbreaker.New(newStore(t, opts...), kvbreaker.Settings{ClockSkew: tc.skew})
 			switch {
 			case tc.refused && err == nil:
 				t.Fatalf("ClockSkew %v over a %v purge delay was accepted", tc.skew, tc.purge)

@@ -12,11 +12,12 @@ import (
 	dyn "github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/kvbreaker/kvbreaker"
 	"github.com/kvbreaker/kvbreaker/backends/dynamodb"
 	"github.com/kvbreaker/kvbreaker/conformance"
 	"github.com/kvbreaker/kvbreaker/conformance/faultproxy"
-	"github.com/kvbreaker/kvbreaker/core"
-	"github.com/kvbreaker/kvbreaker/internal/dynalite"
+	"github.com/kvbreaker/kvbreaker/driver"
+	"github.com/kvbreaker/kvbreaker/skew"
 )
 
 // harness makes stores over the shared dynalite table, each under a key
@@ -34,7 +35,7 @@ type harness struct {
 
 	mu       sync.Mutex
 	off      time.Duration
-	prefixes map[core.Store]string
+	prefixes map[driver.Store]string
 }
 
 func newHarness(_ context.Context, t *testing.T) (conformance.Harness, error) {
@@ -42,7 +43,7 @@ func newHarness(_ context.Context, t *testing.T) (conformance.Harness, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &harness{t: t, proxy: p, client: dynalite.NewClient("http://" + p.Addr()), prefixes: map[core.Store]string{}}, nil
+	return &harness{t: t, proxy: p, client: newClient("http://" + p.Addr()), prefixes: map[driver.Store]string{}}, nil
 }
 
 func (h *harness) now() time.Time {
@@ -51,8 +52,12 @@ func (h *harness) now() time.Time {
 	return time.Now().Add(h.off)
 }
 
-func (h *harness) store(prefix string, clock func() time.Time) (core.Store, error) {
-	s, err := dynamodb.New(h.client, table, dynamodb.WithKeyPrefix(prefix), dynamodb.WithClock(clock))
+func (h *harness) store(prefix string, clock func() time.Time) (driver.Store, error) {
+	st, err := dynamodb.New(h.client, table, dynamodb.WithClock(clock))
+	if err != nil {
+		return nil, err
+	}
+	s, err := kvbreaker.Prefixed(st, prefix)
 	if err != nil {
 		return nil, err
 	}
@@ -62,7 +67,7 @@ func (h *harness) store(prefix string, clock func() time.Time) (core.Store, erro
 	return s, nil
 }
 
-func (h *harness) MakeStore(context.Context) (core.Store, error) {
+func (h *harness) MakeStore(context.Context) (driver.Store, error) {
 	return h.store(uniquePrefix(h.t), h.now)
 }
 
@@ -85,7 +90,7 @@ func (h *harness) Advance(_ context.Context, d time.Duration) error {
 	return nil
 }
 
-func (h *harness) MakeSkewedStore(_ context.Context, s core.Store, offset time.Duration) (core.Store, error) {
+func (h *harness) MakeSkewedStore(_ context.Context, s driver.Store, offset time.Duration) (driver.Store, error) {
 	h.mu.Lock()
 	prefix, ok := h.prefixes[s]
 	h.mu.Unlock()
@@ -102,7 +107,7 @@ func (h *harness) DropNextAnswer(context.Context) error {
 
 // Lifetime is the item's purge attribute (epoch seconds, on AWS's clock,
 // which here is the harness's) minus now.
-func (h *harness) Lifetime(ctx context.Context, s core.Store, key string) (time.Duration, error) {
+func (h *harness) Lifetime(ctx context.Context, s driver.Store, key string) (time.Duration, error) {
 	h.mu.Lock()
 	prefix, ok := h.prefixes[s]
 	h.mu.Unlock()
@@ -118,7 +123,7 @@ func (h *harness) Lifetime(ctx context.Context, s core.Store, key string) (time.
 		return 0, err
 	}
 	if out.Item == nil {
-		return 0, core.ErrNotFound
+		return 0, driver.ErrNotFound
 	}
 	n, ok := out.Item[dynamodb.AttrPurgeAt].(*types.AttributeValueMemberN)
 	if !ok {
@@ -133,4 +138,22 @@ func (h *harness) Lifetime(ctx context.Context, s core.Store, key string) (time.
 
 func TestConformance(t *testing.T) {
 	conformance.Run(t, newHarness)
+}
+
+// TestDefaultTraitsMatchSkewProfile: a Store with default options declares
+// DefaultTraits, and skew's DynamoDB profile, on which the margin
+// experiments run, equals them. Fails on 4a221f6 (before #18 §4), whose
+// profile was a hand copy lacking the purge delay's MaxClockSkew, which no
+// test compared.
+func TestDefaultTraitsMatchSkewProfile(t *testing.T) {
+	s, err := dynamodb.New(client, table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := s.Traits(), dynamodb.DefaultTraits(); got != want {
+		t.Errorf("Traits() with default options = %+v, but DefaultTraits() = %+v: update DefaultTraits", got, want)
+	}
+	if got, want := dynamodb.DefaultTraits(), skew.DynamoDB.Traits; got != want {
+		t.Errorf("dynamodb.DefaultTraits() = %+v, but skew.DynamoDB declares %+v: update the profile", got, want)
+	}
 }

@@ -1,4 +1,4 @@
-// Package dynamodb is a core.Store over Amazon DynamoDB (aws-sdk-go-v2):
+// Package dynamodb is a driver.Store over Amazon DynamoDB (aws-sdk-go-v2):
 // one item per host, compare-and-swap as one conditional UpdateItem on a
 // version attribute, and expiry judged by the reader's clock.
 //
@@ -7,7 +7,8 @@
 // Each host is one item in a table whose partition key is the String
 // attribute AttrKey ("pk"):
 //
-//	pk         S  key prefix + host
+//	pk         S  the key, as the Breaker passes it (the host, or the
+//	              prefix + host under kvbreaker.Prefixed)
 //	rec        B  the encoded record (omitted when empty)
 //	ver        N  the version: a random non-zero 64-bit number, new on every write
 //	expiresAt  N  logical expiry, epoch seconds, ceil(writer's now + ttl); 0 for a tombstone
@@ -16,7 +17,7 @@
 //
 // DynamoDB's TTL deletes expired items days late, so expiry is enforced by the
 // readers: an item whose expiresAt is at or before the reader's clock reads as
-// core.ErrNotFound and counts as absent for a create. Writer/reader clock skew
+// driver.ErrNotFound and counts as absent for a create. Writer/reader clock skew
 // therefore cancels (DESIGN §2: margin ≥ early + granularity). The physical
 // TTL runs on AWS's clock and must never come first, so it is a separate
 // attribute padded by PurgeDelay (default one hour) rather than the logical
@@ -30,7 +31,7 @@
 //
 // # Conditions
 //
-//	create (old == core.NoVersion):  attribute_not_exists(pk) OR
+//	create (old == driver.NoVersion):  attribute_not_exists(pk) OR
 //	                                 (expiresAt <= :now AND NOT (ver = :new OR h1 = :new … OR h4 = :new))
 //	swap / delete (old == v):        ver = :v AND expiresAt > :now
 //
@@ -39,11 +40,11 @@
 // "floor(now) >= expiresAt" are the same test, so Get and the conditions
 // always agree on what has expired. A failed condition asks for the old item
 // (ReturnValuesOnConditionCheckFailure=ALL_OLD) and returns it in a
-// *core.ConflictError; servers that do not return it (dynalite), and real
+// *driver.ConflictError; servers that do not return it (dynalite), and real
 // DynamoDB when the item is absent, cost one consistent GetItem instead. If
 // that read finds exactly the state the write expected (a create failed,
 // then the key was deleted), no single instant explains both answers, so the
-// error matches core.ErrConflict without claiming a current value.
+// error matches driver.ErrConflict without claiming a current value.
 //
 // # Ambiguous outcomes
 //
@@ -62,12 +63,30 @@
 //
 // # Errors
 //
-// Errors read "dynamodb: <op> <table>/<key>: <cause>" and keep the SDK's
-// error types: a conflict matches both core.ErrConflict and
-// *types.ConditionalCheckFailedException; throttling
-// (*types.ProvisionedThroughputExceededException, ThrottlingException) is
-// retried by the client's retryer, bounded by the context, and surfaces with
-// its type when retries run out.
+// Errors other than driver.ErrNotFound and conflicts are *driver.OpError
+// ("dynamodb: get <key>: <cause>") and keep the SDK's error types for
+// errors.As: throttling (*types.ProvisionedThroughputExceededException,
+// ThrottlingException) is retried by the client's retryer, bounded by the
+// context, and surfaces with its type when retries run out. A conflict is a
+// *driver.ConflictError, not wrapped, that also matches
+// *types.ConditionalCheckFailedException.
+//
+// # Unreachable endpoints
+//
+// A refused connection or a name that does not resolve means nothing was
+// sent: the store tells the client's retryer not to retry it (the standard
+// retryer would add two backoffs, up to 3 s, to an answer already known)
+// and returns an *UnreachableError, "cannot reach dynamodb at <endpoint>:
+// connection refused", matching ErrUnreachable. An endpoint that accepts
+// the connection and never answers is bounded by the caller's context; the
+// error then says "no answer from dynamodb at <endpoint> before the context
+// ended" and matches the context's error.
+//
+// # Listing
+//
+// Store implements driver.Lister (for `kvbreaker list`) with a paginated
+// Scan: the table's only key is the partition key, which Query cannot match
+// by prefix.
 package dynamodb
 
 import (
@@ -79,13 +98,11 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	dyn "github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-
-	"github.com/kvbreaker/kvbreaker/core"
+	"github.com/kvbreaker/kvbreaker/driver"
 )
 
 // Attribute names of a host's item. Create tables outside CreateTable with
@@ -102,6 +119,14 @@ const (
 	AttrHistory = "h"
 )
 
+// Op names in errors (driver.OpError.Op).
+const (
+	opGet    = "get"
+	opSwap   = "compare-and-swap"
+	opDelete = "compare-and-delete"
+	opList   = "list"
+)
+
 // historyDepth is how many replaced versions an item keeps. A write whose
 // answer was lost is recognised when its SDK retry finds its version among
 // the current one and these, so it tolerates this many writes by other
@@ -116,80 +141,100 @@ func attrHistory(i int) string { return AttrHistory + strconv.Itoa(i) }
 // eligible for DynamoDB's TTL deletion.
 const DefaultPurgeDelay = time.Hour
 
-// Store is a core.Store over one DynamoDB table. It is safe for concurrent
+// Store is a driver.Store over one DynamoDB table. It is safe for concurrent
 // use. The zero value is not usable; call New.
 type Store struct {
-	client *dyn.Client
-	table  string
-	prefix string
-	clock  func() time.Time
-	purge  int64 // seconds
+	client   *dyn.Client
+	table    string
+	clock    func() time.Time
+	purge    int64  // seconds
+	endpoint string // for errors, when the SDK's error does not name the URL
+	// failFast is a per-call client option: the client's retryer, told not
+	// to retry a connection that was refused (see "Unreachable endpoints").
+	failFast func(*dyn.Options)
+}
 
-	purgeSet time.Duration // as passed to WithPurgeDelay, for the error
+// options is what the Options set; New checks it.
+type options struct {
+	clock func() time.Time
+	purge time.Duration
 }
 
 // Option configures a Store.
-type Option func(*Store)
-
-// WithKeyPrefix prepends prefix to every host key, so several fleets (or
-// test runs) can share one table. It must be valid UTF-8 (DynamoDB strings
-// are) and at most MaxKeyPrefixLen bytes, so that every prefixed host key
-// fits DynamoDB's 2,048-byte partition key.
-func WithKeyPrefix(prefix string) Option { return func(s *Store) { s.prefix = prefix } }
-
-// MaxKeyPrefixLen is the longest key prefix: DynamoDB's 2,048-byte limit on
-// a partition key, less the longest host key.
-const MaxKeyPrefixLen = 2048 - core.MaxKeyLen
+type Option func(*options)
 
 // WithClock makes the store judge expiry, and compute expiry instants, by
 // clock instead of time.Now.
-func WithClock(clock func() time.Time) Option { return func(s *Store) { s.clock = clock } }
+func WithClock(clock func() time.Time) Option { return func(o *options) { o.clock = clock } }
 
 // WithPurgeDelay sets how long after the logical expiry the physical TTL
 // attribute lets DynamoDB delete an item, rounded up to whole seconds
 // (default DefaultPurgeDelay). It must be positive, and it bounds the clock
 // skew the store tolerates: Traits().MaxClockSkew is the rounded delay, and
-// core.NewBreaker refuses a larger Settings.ClockSkew (see Traits).
-func WithPurgeDelay(d time.Duration) Option {
-	return func(s *Store) {
-		s.purgeSet = d
-		s.purge = int64(math.Ceil(d.Seconds()))
-	}
-}
+// kvbreaker.New refuses a larger Settings.ClockSkew (see Traits).
+func WithPurgeDelay(d time.Duration) Option { return func(o *options) { o.purge = d } }
 
 // New returns a Store over table, using client as configured by the caller
 // (credentials, region, endpoint, retryer). The table must exist with
-// AttrKey as its String partition key; see CreateTable.
+// AttrKey as its String partition key; see CreateTable. Every invalid
+// argument or option is reported, joined, as a *driver.OptionError. To keep
+// several fleets apart in one table, wrap the store with kvbreaker.Prefixed.
 func New(client *dyn.Client, table string, opts ...Option) (*Store, error) {
-	s := &Store{client: client, table: table, clock: time.Now, purge: int64(DefaultPurgeDelay / time.Second)}
-	for _, o := range opts {
-		if o != nil {
-			o(s)
+	o := options{clock: time.Now, purge: DefaultPurgeDelay}
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&o)
 		}
 	}
 	var errs []error
+	bad := func(option string, value any, fix string) {
+		errs = append(errs, &driver.OptionError{Backend: "dynamodb", Option: option, Value: value, Fix: fix})
+	}
 	if client == nil {
-		errs = append(errs, errors.New("client is nil"))
+		bad("client", "nil", "pass a *dynamodb.Client (dynamodb.NewFromConfig)")
 	}
-	if table == "" {
-		errs = append(errs, errors.New("table name is empty"))
+	if !validTableName(table) {
+		bad("table name", strconv.Quote(table), "name a table of 3 to 255 letters, digits, '_', '-' or '.' (see CreateTable)")
 	}
-	if s.clock == nil {
-		errs = append(errs, errors.New("clock is nil"))
+	if o.clock == nil {
+		bad("WithClock", "nil", "pass the Breakers' Settings.Clock, or leave it out for time.Now")
 	}
-	if s.purge <= 0 {
-		errs = append(errs, fmt.Errorf("purge delay is %v: set WithPurgeDelay to at least the fleet's clock skew (Settings.ClockSkew), or leave it out for %v", s.purgeSet, DefaultPurgeDelay))
+	if o.purge <= 0 {
+		bad("WithPurgeDelay", o.purge, fmt.Sprintf("set at least the fleet's clock skew (Settings.ClockSkew), or leave it out for %v", DefaultPurgeDelay))
 	}
-	if !utf8.ValidString(s.prefix) {
-		errs = append(errs, errors.New("key prefix is not valid UTF-8: WithKeyPrefix needs a UTF-8 string (DynamoDB rejects other bytes)"))
+	switch len(errs) {
+	case 0:
+	case 1:
+		return nil, errs[0] // the *driver.OptionError itself
+	default:
+		return nil, errors.Join(errs...)
 	}
-	if len(s.prefix) > MaxKeyPrefixLen {
-		errs = append(errs, fmt.Errorf("key prefix is %d bytes: WithKeyPrefix allows at most %d (DynamoDB's 2,048-byte partition key less a %d-byte host key)", len(s.prefix), MaxKeyPrefixLen, core.MaxKeyLen))
+	s := &Store{client: client, table: table, clock: o.clock, purge: int64(math.Ceil(o.purge.Seconds()))}
+	copts := client.Options()
+	s.endpoint = aws.ToString(copts.BaseEndpoint)
+	if s.endpoint == "" {
+		s.endpoint = "dynamodb." + copts.Region + ".amazonaws.com"
 	}
-	if len(errs) > 0 {
-		return nil, fmt.Errorf("dynamodb: new: %w", errors.Join(errs...))
+	retryer := failFastRetryer{copts.Retryer}
+	s.failFast = func(o *dyn.Options) {
+		if o.Retryer != nil {
+			o.Retryer = retryer
+		}
 	}
 	return s, nil
+}
+
+// validTableName reports whether name is a valid DynamoDB table name.
+func validTableName(name string) bool {
+	if len(name) < 3 || len(name) > 255 {
+		return false
+	}
+	for _, c := range []byte(name) {
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-' || c == '.') {
+			return false
+		}
+	}
+	return true
 }
 
 // Traits: atomic conditional writes; absolute expiry filtered by the
@@ -203,7 +248,7 @@ func New(client *dyn.Client, table string, opts ...Option) (*Store, error) {
 // (Late 1 s), quantised to Granularity 1 s. Across clocks, expiresAt is in
 // the writer's time, as are the record's own instants (failures,
 // RestrainedUntil) it protects, and every reader judges both on its own
-// clock, so writer/reader skew cancels (core.ExpiryReaderFiltered: the
+// clock, so writer/reader skew cancels (driver.ExpiryReaderFiltered: the
 // required margin is Early + Granularity = 1 s, with no skew term). The only
 // server clock involved is the physical TTL's, on AttrPurgeAt, which runs
 // PurgeDelay (default 1 h) behind the logical expiry and, in DynamoDB,
@@ -217,15 +262,15 @@ func New(client *dyn.Client, table string, opts ...Option) (*Store, error) {
 // P is the purge delay in whole seconds, both integers, so nothing is lost
 // to rounding: the item is there until true time expiresAt + P at least,
 // which covers δ ≤ P exactly. MaxClockSkew is therefore P (AWS's TTL clock
-// taken as true time), and core.NewBreaker refuses a larger
+// taken as true time), and kvbreaker.New refuses a larger
 // Settings.ClockSkew, naming WithPurgeDelay.
-func (s *Store) Traits() core.Traits {
-	return core.Traits{
+func (s *Store) Traits() driver.Traits {
+	return driver.Traits{
 		MaxClockSkew:       time.Duration(s.purge) * time.Second,
 		MaxClockSkewOption: "dynamodb.WithPurgeDelay",
 		Atomic:             true,
-		Expiry: core.ExpiryModel{
-			Kind:        core.ExpiryReaderFiltered,
+		Expiry: driver.ExpiryModel{
+			Kind:        driver.ExpiryReaderFiltered,
 			Granularity: time.Second,
 			// Rounding the expiry instant up keeps an entry readable for
 			// [ttl, ttl+1s) after its write, by the reader's clock.
@@ -238,14 +283,14 @@ func (s *Store) Traits() core.Traits {
 // item is a decoded host item.
 type item struct {
 	value     []byte
-	version   core.Version
+	version   driver.Version
 	expiresAt int64 // epoch seconds
-	history   [historyDepth]core.Version
+	history   [historyDepth]driver.Version
 }
 
 // wrote reports whether the item is, or replaced, the write of version v.
-func (it item) wrote(v core.Version) bool {
-	if v == core.NoVersion {
+func (it item) wrote(v driver.Version) bool {
+	if v == driver.NoVersion {
 		return false
 	}
 	if it.version == v {
@@ -263,27 +308,25 @@ func (it item) wrote(v core.Version) bool {
 // a whole-second expiresAt is floor(now) >= expiresAt.
 func (it item) expired(now time.Time) bool { return now.Unix() >= it.expiresAt }
 
-func (s *Store) where(key string) string { return s.table + "/" + strconv.Quote(key) }
-
 func (s *Store) wrap(op, key string, err error) error {
-	return fmt.Errorf("dynamodb: %s %s: %w", op, s.where(key), err)
+	return &driver.OpError{Backend: "dynamodb", Op: op, Key: key, Err: s.cause(err)}
 }
 
-func (s *Store) keyAttr(key string) map[string]types.AttributeValue {
-	return map[string]types.AttributeValue{AttrKey: &types.AttributeValueMemberS{Value: s.prefix + key}}
+func keyAttr(key string) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{AttrKey: &types.AttributeValueMemberS{Value: key}}
 }
 
-// Get implements core.Store with a consistent GetItem. An absent item, or
+// Get implements driver.Store with a consistent GetItem. An absent item, or
 // one whose expiresAt has passed by the store's clock, returns
-// core.ErrNotFound; an item missing its version or expiry attributes is an
+// driver.ErrNotFound; an item missing its version or expiry attributes is an
 // error ("malformed item"), not absent, so foreign data is never overwritten.
-func (s *Store) Get(ctx context.Context, key string) ([]byte, core.Version, error) {
+func (s *Store) Get(ctx context.Context, key string) ([]byte, driver.Version, error) {
 	it, found, err := s.read(ctx, key)
 	if err != nil {
-		return nil, core.NoVersion, s.wrap("get", key, err)
+		return nil, driver.NoVersion, s.wrap(opGet, key, err)
 	}
 	if !found {
-		return nil, core.NoVersion, core.ErrNotFound
+		return nil, driver.NoVersion, driver.ErrNotFound
 	}
 	return it.value, it.version, nil
 }
@@ -302,9 +345,9 @@ func (s *Store) read(ctx context.Context, key string) (it item, found bool, err 
 func (s *Store) readItem(ctx context.Context, key string) (it item, present bool, err error) {
 	out, err := s.client.GetItem(ctx, &dyn.GetItemInput{
 		TableName:      aws.String(s.table),
-		Key:            s.keyAttr(key),
+		Key:            keyAttr(key),
 		ConsistentRead: aws.Bool(true),
-	})
+	}, s.failFast)
 	if err != nil {
 		return item{}, false, err
 	}
@@ -317,68 +360,68 @@ func (s *Store) readItem(ctx context.Context, key string) (it item, present bool
 	return it, true, nil
 }
 
-// CompareAndSwap implements core.Store with one conditional UpdateItem and
+// CompareAndSwap implements driver.Store with one conditional UpdateItem and
 // returns the new (random) version. A failed condition returns an error
-// matching core.ErrConflict and *types.ConditionalCheckFailedException; it is
-// a *core.ConflictError holding the current value and version (NoVersion when
+// matching driver.ErrConflict and *types.ConditionalCheckFailedException; it is
+// a *driver.ConflictError holding the current value and version (NoVersion when
 // absent or expired) except in the rare race described on conflict, when no
 // current value is claimed. A failed condition caused by this call's own
 // earlier attempt (an SDK retry of an applied write) is a success: see
 // "Ambiguous outcomes" in the package doc. ttl must be positive.
-func (s *Store) CompareAndSwap(ctx context.Context, key string, old core.Version, value []byte, ttl time.Duration) (core.Version, error) {
+func (s *Store) CompareAndSwap(ctx context.Context, key string, old driver.Version, value []byte, ttl time.Duration) (driver.Version, error) {
 	if ttl <= 0 {
-		return core.NoVersion, s.wrap("put", key, fmt.Errorf("ttl %v is not positive", ttl))
+		return driver.NoVersion, s.wrap(opSwap, key, fmt.Errorf("ttl %v is not positive", ttl))
 	}
 	now := s.clock()
 	exp := ceilUnix(now.Add(ttl))
 	ver := newVersion(old)
 	in := s.update(key, old, ver, now, exp, exp+s.purge, value)
-	_, err := s.client.UpdateItem(ctx, in)
+	_, err := s.client.UpdateItem(ctx, in, s.failFast)
 	if err == nil {
 		return ver, nil
 	}
 	if ccf, ok := errors.AsType[*types.ConditionalCheckFailedException](err); ok {
-		if err := s.conflict(ctx, "put", key, old, ver, err, ccf, now); err != nil {
-			return core.NoVersion, err
+		if err := s.conflict(ctx, opSwap, key, old, ver, err, ccf, now); err != nil {
+			return driver.NoVersion, err
 		}
 		return ver, nil
 	}
-	return core.NoVersion, s.wrap("put", key, err)
+	return driver.NoVersion, s.wrap(opSwap, key, err)
 }
 
-// CompareAndDelete implements core.Store with one conditional UpdateItem
+// CompareAndDelete implements driver.Store with one conditional UpdateItem
 // that replaces the item by a tombstone: an item expired at epoch 0 (so every
 // reader and every create condition counts it as absent) carrying a fresh
 // version, by which a retry of this call recognises its own delete. It
-// returns core.ErrNotFound when the key is absent or expired and a conflict
+// returns driver.ErrNotFound when the key is absent or expired and a conflict
 // (as for CompareAndSwap) when another version is there. With
-// old == core.NoVersion there is nothing to delete: it only reads, returning
-// core.ErrNotFound or a *core.ConflictError.
-func (s *Store) CompareAndDelete(ctx context.Context, key string, old core.Version) error {
-	if old == core.NoVersion {
+// old == driver.NoVersion there is nothing to delete: it only reads, returning
+// driver.ErrNotFound or a *driver.ConflictError.
+func (s *Store) CompareAndDelete(ctx context.Context, key string, old driver.Version) error {
+	if old == driver.NoVersion {
 		// Deleting "absent": nothing to delete, but say what is there.
 		it, found, err := s.read(ctx, key)
 		switch {
 		case err != nil:
-			return s.wrap("delete", key, err)
+			return s.wrap(opDelete, key, err)
 		case !found:
-			return core.ErrNotFound
+			return driver.ErrNotFound
 		}
-		return s.wrap("delete", key, &core.ConflictError{Value: it.value, Version: it.version})
+		return &driver.ConflictError{Value: it.value, Version: it.version}
 	}
 	now := s.clock()
 	ver := newVersion(old)
 	// The tombstone stays physically for PurgeDelay, far longer than any
 	// retry of this call.
 	in := s.update(key, old, ver, now, tombstoneExpiresAt, ceilUnix(now)+s.purge, nil)
-	_, err := s.client.UpdateItem(ctx, in)
+	_, err := s.client.UpdateItem(ctx, in, s.failFast)
 	if err == nil {
 		return nil
 	}
 	if ccf, ok := errors.AsType[*types.ConditionalCheckFailedException](err); ok {
-		return s.conflict(ctx, "delete", key, old, ver, err, ccf, now)
+		return s.conflict(ctx, opDelete, key, old, ver, err, ccf, now)
 	}
-	return s.wrap("delete", key, err)
+	return s.wrap(opDelete, key, err)
 }
 
 // tombstoneExpiresAt is the logical expiry of a deleted key's tombstone:
@@ -396,7 +439,7 @@ const tombstoneExpiresAt = 0
 // or action by action left to right. Every attribute the item owes is set,
 // and rec is removed when value is empty, so no write ever keeps a previous
 // value or expiry.
-func (s *Store) update(key string, old, ver core.Version, now time.Time, expiresAt, purgeAt int64, value []byte) *dyn.UpdateItemInput {
+func (s *Store) update(key string, old, ver driver.Version, now time.Time, expiresAt, purgeAt int64, value []byte) *dyn.UpdateItemInput {
 	names := map[string]string{"#ver": AttrVersion, "#exp": AttrExpiresAt, "#purge": AttrPurgeAt, "#rec": AttrRecord}
 	values := map[string]types.AttributeValue{
 		":new":   numberValue(uint64(ver)),
@@ -424,7 +467,7 @@ func (s *Store) update(key string, old, ver core.Version, now time.Time, expires
 		expr = "SET " + strings.Join(set, ", ") + " REMOVE #rec"
 	}
 	var cond string
-	if old == core.NoVersion {
+	if old == driver.NoVersion {
 		// Absent or expired, and not already holding this very write (an
 		// SDK retry of a create that was applied, then deleted or replaced
 		// by another worker, must not apply it a second time).
@@ -440,7 +483,7 @@ func (s *Store) update(key string, old, ver core.Version, now time.Time, expires
 	}
 	return &dyn.UpdateItemInput{
 		TableName:                           aws.String(s.table),
-		Key:                                 s.keyAttr(key),
+		Key:                                 keyAttr(key),
 		UpdateExpression:                    aws.String(expr),
 		ConditionExpression:                 aws.String(cond),
 		ExpressionAttributeNames:            names,
@@ -454,12 +497,12 @@ func numberValue(n uint64) *types.AttributeValueMemberN {
 }
 
 // conflict turns a failed condition into the error the contract asks for: a
-// *core.ConflictError carrying the current item (from ALL_OLD, else from a
-// consistent re-read), or core.ErrNotFound for a delete of an absent key.
+// *driver.ConflictError carrying the current item (from ALL_OLD, else from a
+// consistent re-read), or driver.ErrNotFound for a delete of an absent key.
 // err is the SDK's error, kept for errors.As.
 //
 // When the server sent no item and the re-read fails, the error does not
-// match core.ErrConflict: the write may have been applied (see "Ambiguous
+// match driver.ErrConflict: the write may have been applied (see "Ambiguous
 // outcomes" in the package doc), so the caller must not retry it as a lost
 // race.
 //
@@ -473,8 +516,8 @@ func numberValue(n uint64) *types.AttributeValueMemberN {
 // is linearizable — unless it is the very state the write expected (a create
 // failed, then the key was deleted before the read): no single instant
 // explains both, so that case returns a bare conflict (matching
-// core.ErrConflict, no current value) and the caller reads for itself.
-func (s *Store) conflict(ctx context.Context, op, key string, old, mine core.Version, err error, ccf *types.ConditionalCheckFailedException, now time.Time) error {
+// driver.ErrConflict, no current value) and the caller reads for itself.
+func (s *Store) conflict(ctx context.Context, op, key string, old, mine driver.Version, err error, ccf *types.ConditionalCheckFailedException, now time.Time) error {
 	var (
 		cur   item
 		found bool
@@ -482,7 +525,7 @@ func (s *Store) conflict(ctx context.Context, op, key string, old, mine core.Ver
 	if len(ccf.Item) > 0 {
 		it, derr := decodeItem(ccf.Item)
 		if derr != nil {
-			return s.wrap(op, key, fmt.Errorf("%w: %w (old item: %v)", core.ErrConflict, err, derr))
+			return s.wrap(op, key, fmt.Errorf("%w: %w (old item: %v)", driver.ErrConflict, err, derr))
 		}
 		if it.wrote(mine) {
 			return nil
@@ -504,17 +547,18 @@ func (s *Store) conflict(ctx context.Context, op, key string, old, mine core.Ver
 			return nil
 		}
 		cur, found = it, present && !it.expired(s.clock())
-		if (!found && old == core.NoVersion) || (found && cur.version == old) {
-			return s.wrap(op, key, fmt.Errorf("%w: %w (the key changed again before the re-read)", core.ErrConflict, err))
+		if (!found && old == driver.NoVersion) || (found && cur.version == old) {
+			// Not a *driver.ConflictError: no current value is claimed.
+			return fmt.Errorf("%w (the key changed again before the re-read): %w", driver.ErrConflict, err)
 		}
 	}
 	if !found {
-		if op == "delete" {
-			return core.ErrNotFound
+		if op == opDelete {
+			return driver.ErrNotFound
 		}
-		return s.wrap(op, key, &core.ConflictError{Version: core.NoVersion, Err: err})
+		return &driver.ConflictError{Version: driver.NoVersion, Err: err}
 	}
-	return s.wrap(op, key, &core.ConflictError{Value: cur.value, Version: cur.version, Err: err})
+	return &driver.ConflictError{Value: cur.value, Version: cur.version, Err: err}
 }
 
 // decodeItem parses a host item; a missing or malformed version or expiry is
@@ -529,7 +573,7 @@ func decodeItem(av map[string]types.AttributeValue) (item, error) {
 	if err != nil || v == 0 {
 		return item{}, fmt.Errorf("malformed item: %s = %q is not a version", AttrVersion, ver)
 	}
-	it.version = core.Version(v)
+	it.version = driver.Version(v)
 	exp, err := numberAttr(av, AttrExpiresAt)
 	if err != nil {
 		return item{}, err
@@ -542,7 +586,7 @@ func decodeItem(av map[string]types.AttributeValue) (item, error) {
 		// written before it existed) proves nothing and is skipped.
 		if n, ok := av[attrHistory(i+1)].(*types.AttributeValueMemberN); ok {
 			if v, err := strconv.ParseUint(n.Value, 10, 64); err == nil {
-				it.history[i] = core.Version(v)
+				it.history[i] = driver.Version(v)
 			}
 		}
 	}
@@ -581,10 +625,10 @@ func ceilUnix(t time.Time) int64 {
 // (rather than old+1) versions are never reused after a delete and
 // re-create, so a stale compare cannot succeed by coincidence (ABA); two
 // writes to one key collide with probability 2⁻⁶⁴.
-func newVersion(old core.Version) core.Version {
+func newVersion(old driver.Version) driver.Version {
 	for {
-		v := core.Version(rand.Uint64())
-		if v != core.NoVersion && v != old {
+		v := driver.Version(rand.Uint64())
+		if v != driver.NoVersion && v != old {
 			return v
 		}
 	}

@@ -11,8 +11,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	dyn "github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
+	"github.com/kvbreaker/kvbreaker"
 	"github.com/kvbreaker/kvbreaker/backends/dynamodb"
-	"github.com/kvbreaker/kvbreaker/core"
 )
 
 // ExampleNew shows the production setup: the application loads its own AWS
@@ -30,11 +30,17 @@ func ExampleNew() {
 	if err := dynamodb.CreateTable(ctx, client, "kvbreaker"); err != nil {
 		log.Fatal(err)
 	}
-	store, err := dynamodb.New(client, "kvbreaker", dynamodb.WithKeyPrefix("webhooks/"))
+	store, err := dynamodb.New(client, "kvbreaker")
 	if err != nil {
 		log.Fatal(err)
 	}
-	breaker, err := core.NewBreaker(store, core.Settings{})
+	// Optional: several fleets can share the table, each under its own
+	// key prefix.
+	webhooks, err := kvbreaker.Prefixed(store, "webhooks/")
+	if err != nil {
+		log.Fatal(err)
+	}
+	breaker, err := kvbreaker.New(webhooks, kvbreaker.Settings{})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -59,7 +65,7 @@ func Example_breaker() {
 	}
 	fmt.Println(store.Traits().Expiry.Kind, "expiry, granularity", store.Traits().Expiry.Granularity)
 
-	breaker, err := core.NewBreaker(store, core.Settings{FailureThreshold: 3, RecoveryDelay: time.Minute})
+	breaker, err := kvbreaker.New(store, kvbreaker.Settings{FailureThreshold: 3, RecoveryDelay: time.Minute})
 	if err != nil {
 		log.Fatal(err)
 	}

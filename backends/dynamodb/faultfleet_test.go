@@ -9,10 +9,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	dyn "github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
+	"github.com/kvbreaker/kvbreaker"
 	"github.com/kvbreaker/kvbreaker/backends/dynamodb"
 	"github.com/kvbreaker/kvbreaker/conformance/faultproxy"
-	"github.com/kvbreaker/kvbreaker/core"
-	"github.com/kvbreaker/kvbreaker/internal/dynalite"
+	"github.com/kvbreaker/kvbreaker/driver"
 	"github.com/kvbreaker/kvbreaker/internal/faultfleet"
 )
 
@@ -33,13 +33,10 @@ func TestFaultFleet(t *testing.T) {
 	}
 	defer func() { _ = p.Close() }()
 	prefix := uniquePrefix(t)
-	observer, err := dynamodb.New(client, table, dynamodb.WithKeyPrefix(prefix))
-	if err != nil {
-		t.Fatal(err)
-	}
+	observer := newPrefixed(t, client, prefix)
 	rep, err := faultfleet.Run(t.Context(), faultfleet.Config{
-		NewStore: func(context.Context, int) (core.Store, error) {
-			c := dynalite.NewClient("http://"+p.Addr(), func(o *dyn.Options) {
+		NewStore: func(context.Context, int) (driver.Store, error) {
+			c := newClient("http://"+p.Addr(), func(o *dyn.Options) {
 				// The SDK's standard retryer with a short backoff, so that
 				// retries of applied writes happen within CallTimeout
 				// (the default waits up to 2 s, longer than the fleet's
@@ -50,7 +47,11 @@ func TestFaultFleet(t *testing.T) {
 					so.RateLimiter = ratelimit.None
 				})
 			})
-			return dynamodb.New(c, table, dynamodb.WithKeyPrefix(prefix))
+			s, err := dynamodb.New(c, table)
+			if err != nil {
+				return nil, err
+			}
+			return kvbreaker.Prefixed(s, prefix)
 		},
 		Observer: observer,
 		Proxy:    p,

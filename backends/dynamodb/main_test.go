@@ -10,11 +10,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
 	dyn "github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"go.uber.org/goleak"
 
+	"github.com/kvbreaker/kvbreaker"
 	"github.com/kvbreaker/kvbreaker/backends/dynamodb"
-	"github.com/kvbreaker/kvbreaker/internal/dynalite"
+	"github.com/kvbreaker/kvbreaker/driver"
+	"github.com/kvbreaker/kvbreaker/testservers/dynalite"
 )
 
 // The shared dynalite server and table for every test but the fault test,
@@ -34,12 +38,12 @@ func run(m *testing.M) int {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	var err error
-	if srv, err = dynalite.Launch(ctx); err != nil {
+	if srv, err = dynalite.Start(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	defer srv.Stop()
-	client = srv.Client()
+	client = newClient(srv.Endpoint)
 	// Every test but the fault test shares this server: if it dies, say
 	// so at once, with its own words, rather than through the tests that
 	// then fail to connect.
@@ -78,9 +82,14 @@ func run(m *testing.M) int {
 
 var prefixes atomic.Int64
 
-// uniquePrefix returns a key prefix no other test or store uses.
+// uniquePrefix returns a key prefix no other test or store uses (at most
+// kvbreaker.MaxPrefixLen bytes).
 func uniquePrefix(t testing.TB) string {
-	return fmt.Sprintf("%s/%d/", strings.ReplaceAll(t.Name(), "/", "_"), prefixes.Add(1))
+	name := strings.ReplaceAll(t.Name(), "/", "_")
+	if len(name) > 80 {
+		name = name[len(name)-80:]
+	}
+	return fmt.Sprintf("%s/%d/", name, prefixes.Add(1))
 }
 
 // fakeClock is the readers' and writers' clock for tests that move time:
@@ -99,14 +108,32 @@ func (c *fakeClock) Advance(d time.Duration) { c.ns.Add(int64(d)) }
 func (c *fakeClock) Set(t time.Time)         { c.ns.Store(t.UnixNano()) }
 
 // newStore returns a store over the shared table under a fresh prefix.
-func newStore(t testing.TB, opts ...dynamodb.Option) *dynamodb.Store {
+func newStore(t testing.TB, opts ...dynamodb.Option) driver.Store {
 	t.Helper()
-	s, err := dynamodb.New(client, table, append([]dynamodb.Option{dynamodb.WithKeyPrefix(uniquePrefix(t))}, opts...)...)
+	return newPrefixed(t, client, uniquePrefix(t), opts...)
+}
+
+// newPrefixed returns a store over the shared table through c, with every
+// key under prefix (kvbreaker.Prefixed: the adapter has no prefix option).
+func newPrefixed(t testing.TB, c *dyn.Client, prefix string, opts ...dynamodb.Option) driver.Store {
+	t.Helper()
+	s, err := dynamodb.New(c, table, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return s
+	p, err := kvbreaker.Prefixed(s, prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
 
 // localEndpoint is the dynalite server TestMain started.
 func localEndpoint() string { return srv.Endpoint }
+
+// newClient returns a DynamoDB client for a local endpoint (dynalite, or
+// DynamoDB Local) with static fake credentials and region us-east-1.
+func newClient(endpoint string, opts ...func(*dyn.Options)) *dyn.Client {
+	cfg := aws.Config{Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider("AKIDFAKEFORTESTS", "fake-secret-for-tests", "")}
+	return dyn.NewFromConfig(cfg, append([]func(*dyn.Options){func(o *dyn.Options) { o.BaseEndpoint = aws.String(endpoint) }}, opts...)...)
+}

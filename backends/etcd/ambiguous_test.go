@@ -12,7 +12,7 @@ import (
 
 	"github.com/kvbreaker/kvbreaker/backends/etcd"
 	"github.com/kvbreaker/kvbreaker/conformance/faultproxy"
-	"github.com/kvbreaker/kvbreaker/core"
+	"github.com/kvbreaker/kvbreaker/driver"
 	"github.com/kvbreaker/kvbreaker/internal/faultfleet"
 )
 
@@ -29,18 +29,18 @@ func startProxy(t testing.TB) *faultproxy.Proxy {
 
 // proxiedStore is a Store whose client talks to etcd through p, under
 // prefix.
-func proxiedStore(t testing.TB, p *faultproxy.Proxy, prefix string) *etcd.Store {
+func proxiedStore(t testing.TB, p *faultproxy.Proxy, prefix string) *testStore {
 	t.Helper()
 	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{"http://" + p.Addr()}, DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cli.Close() })
-	s, err := etcd.New(cli, etcd.WithPrefix(prefix))
+	s, err := etcd.New(cli)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return s
+	return isolate(t, s, prefix)
 }
 
 // TestTxnAnswerLostIsNotRetried answers #12.3's question for etcd: clientv3
@@ -52,18 +52,18 @@ func proxiedStore(t testing.TB, p *faultproxy.Proxy, prefix string) *etcd.Store 
 // caller gets a prompt transport error, an outcome it must treat as
 // unknown, and the key holds the write. The proxy counts one request (one
 // HTTP/2 stream) for the call: a retry would make two, and would return a
-// *core.ConflictError carrying this call's own write.
+// *driver.ConflictError carrying this call's own write.
 func TestTxnAnswerLostIsNotRetried(t *testing.T) {
 	p := startProxy(t)
 	prefix := uniquePrefix(t)
 	s := proxiedStore(t, p, prefix)
-	direct := newStore(t, etcd.WithPrefix(prefix))
+	direct := newStoreUnder(t, prefix)
 	ctx := t.Context()
 	const ttl = time.Minute
 	const timeout = 2 * time.Second
 	// Warm up: the pooled lease for ttl exists, so the armed request below
 	// is the Txn itself and not a Grant.
-	if _, err := s.CompareAndSwap(ctx, "warm", core.NoVersion, []byte("w"), ttl); err != nil {
+	if _, err := s.CompareAndSwap(ctx, "warm", driver.NoVersion, []byte("w"), ttl); err != nil {
 		t.Fatal(err)
 	}
 
@@ -78,7 +78,7 @@ func TestTxnAnswerLostIsNotRetried(t *testing.T) {
 		el := time.Since(start)
 		after := p.Stats()
 		t.Logf("%s with its answer lost: %v after %v; proxy requests +%d", op, err, el.Round(time.Millisecond), after.Requests-before.Requests)
-		if err == nil || errors.Is(err, core.ErrConflict) || errors.Is(err, core.ErrNotFound) {
+		if err == nil || errors.Is(err, driver.ErrConflict) || errors.Is(err, driver.ErrNotFound) {
 			t.Fatalf("%s: got %v, want a transport error (outcome unknown)", op, err)
 		}
 		if !strings.HasPrefix(err.Error(), "etcd: "+op) {
@@ -95,9 +95,9 @@ func TestTxnAnswerLostIsNotRetried(t *testing.T) {
 		}
 	}
 
-	t.Run("put", func(t *testing.T) {
-		lose(t, "put", func(ctx context.Context) error {
-			_, err := s.CompareAndSwap(ctx, "k", core.NoVersion, []byte("mine"), ttl)
+	t.Run("compare-and-swap", func(t *testing.T) {
+		lose(t, "compare-and-swap", func(ctx context.Context) error {
+			_, err := s.CompareAndSwap(ctx, "k", driver.NoVersion, []byte("mine"), ttl)
 			return err
 		})
 		v, _, err := direct.Get(ctx, "k")
@@ -105,13 +105,13 @@ func TestTxnAnswerLostIsNotRetried(t *testing.T) {
 			t.Fatalf("etcd holds %q, %v: the write was not applied", v, err)
 		}
 	})
-	t.Run("delete", func(t *testing.T) {
+	t.Run("compare-and-delete", func(t *testing.T) {
 		_, ver, err := direct.Get(ctx, "k")
 		if err != nil {
 			t.Fatal(err)
 		}
-		lose(t, "delete", func(ctx context.Context) error { return s.CompareAndDelete(ctx, "k", ver) })
-		if _, _, err := direct.Get(ctx, "k"); !errors.Is(err, core.ErrNotFound) {
+		lose(t, "compare-and-delete", func(ctx context.Context) error { return s.CompareAndDelete(ctx, "k", ver) })
+		if _, _, err := direct.Get(ctx, "k"); !errors.Is(err, driver.ErrNotFound) {
 			t.Fatalf("after the lost delete: %v, want the key gone", err)
 		}
 	})
@@ -124,7 +124,7 @@ func TestHungServerErrorsWithinContext(t *testing.T) {
 	p := startProxy(t)
 	s := proxiedStore(t, p, uniquePrefix(t))
 	ctx := t.Context()
-	if _, err := s.CompareAndSwap(ctx, "warm", core.NoVersion, []byte("w"), time.Minute); err != nil {
+	if _, err := s.CompareAndSwap(ctx, "warm", driver.NoVersion, []byte("w"), time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	p.Blackhole(true)
@@ -136,7 +136,7 @@ func TestHungServerErrorsWithinContext(t *testing.T) {
 		err := call(cctx)
 		el := time.Since(start)
 		cancel()
-		if err == nil || errors.Is(err, core.ErrConflict) || errors.Is(err, core.ErrNotFound) {
+		if err == nil || errors.Is(err, driver.ErrConflict) || errors.Is(err, driver.ErrNotFound) {
 			t.Errorf("%s on a hung server: %v, want an error", op, err)
 		}
 		if el > timeout+slack {
@@ -156,9 +156,9 @@ func TestHungServerErrorsWithinContext(t *testing.T) {
 func TestFaultFleet(t *testing.T) {
 	p := startProxy(t)
 	prefix := uniquePrefix(t)
-	observer := newStore(t, etcd.WithPrefix(prefix))
+	observer := newStoreUnder(t, prefix)
 	rep, err := faultfleet.Run(t.Context(), faultfleet.Config{
-		NewStore: func(ctx context.Context, _ int) (core.Store, error) { return proxiedStore(t, p, prefix), nil },
+		NewStore: func(ctx context.Context, _ int) (driver.Store, error) { return proxiedStore(t, p, prefix), nil },
 		Observer: observer,
 		Proxy:    p,
 		Short:    testing.Short(),
@@ -173,11 +173,11 @@ func TestFaultFleet(t *testing.T) {
 // sdkRetry is an etcd store behind a client that, like the AWS SDK, retries
 // a write whose answer it did not get, and passes the retry's conflict up
 // without recognising its own first write (the #12.3 bug).
-type sdkRetry struct{ core.Store }
+type sdkRetry struct{ driver.Store }
 
-func (s sdkRetry) CompareAndSwap(ctx context.Context, key string, old core.Version, value []byte, ttl time.Duration) (core.Version, error) {
+func (s sdkRetry) CompareAndSwap(ctx context.Context, key string, old driver.Version, value []byte, ttl time.Duration) (driver.Version, error) {
 	v, err := s.Store.CompareAndSwap(ctx, key, old, value, ttl)
-	if err != nil && !errors.Is(err, core.ErrConflict) && ctx.Err() == nil {
+	if err != nil && !errors.Is(err, driver.ErrConflict) && ctx.Err() == nil {
 		v, err = s.Store.CompareAndSwap(ctx, key, old, value, ttl)
 	}
 	return v, err
@@ -194,10 +194,12 @@ func TestFaultFleetCatchesSDKRetry(t *testing.T) {
 	for seed := int64(1); seed <= 3; seed++ {
 		p := startProxy(t)
 		prefix := uniquePrefix(t)
-		observer := newStore(t, etcd.WithPrefix(prefix))
+		observer := newStoreUnder(t, prefix)
 		var rep faultfleet.Report
 		rep, err = faultfleet.Run(t.Context(), faultfleet.Config{
-			NewStore: func(ctx context.Context, _ int) (core.Store, error) { return sdkRetry{proxiedStore(t, p, prefix)}, nil },
+			NewStore: func(ctx context.Context, _ int) (driver.Store, error) {
+				return sdkRetry{proxiedStore(t, p, prefix)}, nil
+			},
 			Observer: observer,
 			Proxy:    p,
 			Faults:   faultfleet.FaultDrop,

@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/kvbreaker/kvbreaker"
 	"github.com/kvbreaker/kvbreaker/backends/etcd"
-	"github.com/kvbreaker/kvbreaker/core"
+	"github.com/kvbreaker/kvbreaker/driver"
+	"github.com/kvbreaker/kvbreaker/internal/record"
 )
 
 // BenchmarkCreate creates records with the Breaker's default TTL (30 min
@@ -14,7 +16,7 @@ import (
 //
 //	go test -run '^$' -bench BenchmarkCreate -benchtime 2000x ./backends/etcd/
 func BenchmarkCreate(b *testing.B) {
-	ttl := core.DefaultRecoveryDelay + core.DefaultTTLMargin
+	ttl := kvbreaker.DefaultRecoveryDelay + kvbreaker.DefaultTTLMargin
 	for _, bc := range []struct {
 		name string
 		opts []etcd.Option
@@ -24,10 +26,10 @@ func BenchmarkCreate(b *testing.B) {
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			s := newStore(b, bc.opts...)
-			value := core.EncodeRecord(core.Record{})
+			value := record.EncodeRecord(record.Record{})
 			i := 0
 			for b.Loop() {
-				if _, err := s.CompareAndSwap(b.Context(), fmt.Sprintf("h%d.example", i), core.NoVersion, value, ttl); err != nil {
+				if _, err := s.CompareAndSwap(b.Context(), fmt.Sprintf("h%d.example", i), driver.NoVersion, value, ttl); err != nil {
 					b.Fatal(err)
 				}
 				i++
@@ -41,7 +43,7 @@ func BenchmarkCreate(b *testing.B) {
 // BenchmarkGet is a linearizable read of a present key.
 func BenchmarkGet(b *testing.B) {
 	s := newStore(b)
-	if _, err := s.CompareAndSwap(b.Context(), "h.example", core.NoVersion, []byte("v"), longTTL); err != nil {
+	if _, err := s.CompareAndSwap(b.Context(), "h.example", driver.NoVersion, []byte("v"), longTTL); err != nil {
 		b.Fatal(err)
 	}
 	for b.Loop() {

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvbreaker/kvbreaker"
 	"github.com/kvbreaker/kvbreaker/backends/etcd"
-	"github.com/kvbreaker/kvbreaker/core"
 )
 
 // fakeClock is the fleet's clock in the Breaker tests: decisions run on it,
@@ -30,7 +30,7 @@ type transitions struct {
 	n  map[string]int
 }
 
-func (tr *transitions) record(host string, from, to core.State) {
+func (tr *transitions) record(host string, from, to kvbreaker.State) {
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
 	tr.n[fmt.Sprintf("%s→%s", from, to)]++
@@ -56,24 +56,21 @@ func wantTransitions(t *testing.T, tr *transitions, want map[string]int) {
 // fleet is several workers, each with its own etcd client, Store and
 // Breaker, sharing one key prefix.
 type fleet struct {
-	breakers []*core.Breaker
-	stores   []*etcd.Store
+	breakers []*kvbreaker.Breaker
+	stores   []*testStore
 	clock    *fakeClock
 	tr       *transitions
 }
 
-func newFleet(t *testing.T, workers int, s core.Settings) *fleet {
+func newFleet(t *testing.T, workers int, s kvbreaker.Settings) *fleet {
 	t.Helper()
 	f := &fleet{clock: newFakeClock(), tr: &transitions{n: map[string]int{}}}
 	prefix := uniquePrefix(t)
 	s.Clock = f.clock.Now
 	s.OnStateChange = f.tr.record
 	for range workers {
-		st, err := etcd.New(newClient(t), etcd.WithPrefix(prefix))
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, err := core.NewBreaker(st, s)
+		st := newStoreUnder(t, prefix)
+		b, err := kvbreaker.New(st, s)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -84,7 +81,7 @@ func newFleet(t *testing.T, workers int, s core.Settings) *fleet {
 }
 
 // concurrently runs n calls spread over the fleet's breakers at once.
-func (f *fleet) concurrently(n int, call func(i int, b *core.Breaker)) {
+func (f *fleet) concurrently(n int, call func(i int, b *kvbreaker.Breaker)) {
 	var wg sync.WaitGroup
 	start := make(chan struct{})
 	for i := range n {
@@ -98,12 +95,12 @@ func (f *fleet) concurrently(n int, call func(i int, b *core.Breaker)) {
 }
 
 // allowAll asks every worker n times at once and counts the decisions.
-func (f *fleet) allowAll(t *testing.T, host string, n int) (map[core.Decision]int, *core.Breaker) {
+func (f *fleet) allowAll(t *testing.T, host string, n int) (map[kvbreaker.Decision]int, *kvbreaker.Breaker) {
 	t.Helper()
 	var mu sync.Mutex
-	got := map[core.Decision]int{}
-	var prober *core.Breaker
-	f.concurrently(n, func(_ int, b *core.Breaker) {
+	got := map[kvbreaker.Decision]int{}
+	var prober *kvbreaker.Breaker
+	f.concurrently(n, func(_ int, b *kvbreaker.Breaker) {
 		v, err := b.Allow(t.Context(), host, time.Time{})
 		if err != nil {
 			t.Errorf("Allow: %v", err)
@@ -111,7 +108,7 @@ func (f *fleet) allowAll(t *testing.T, host string, n int) (map[core.Decision]in
 		mu.Lock()
 		defer mu.Unlock()
 		got[v.Decision]++
-		if v.Decision == core.Probe {
+		if v.Decision == kvbreaker.Probe {
 			prober = b
 		}
 	})
@@ -126,31 +123,31 @@ func TestBreakerFleetOverEtcd(t *testing.T) {
 		recovery  = 10 * time.Minute
 		threshold = 3
 	)
-	f := newFleet(t, workers, core.Settings{FailureThreshold: threshold, FailureWindow: time.Minute, RecoveryDelay: recovery})
+	f := newFleet(t, workers, kvbreaker.Settings{FailureThreshold: threshold, FailureWindow: time.Minute, RecoveryDelay: recovery})
 	ctx := t.Context()
 
 	// Closed: everyone sends, nothing is written.
-	if got, _ := f.allowAll(t, host, callers); got[core.Send] != callers {
+	if got, _ := f.allowAll(t, host, callers); got[kvbreaker.Send] != callers {
 		t.Fatalf("closed circuit decisions %v, want %d sends", got, callers)
 	}
 
 	// 24 goroutines fail at once: exactly one closed→open, no errors.
-	f.concurrently(callers, func(_ int, b *core.Breaker) {
+	f.concurrently(callers, func(_ int, b *kvbreaker.Breaker) {
 		if err := b.Failure(ctx, host); err != nil {
 			t.Errorf("Failure: %v", err)
 		}
 	})
 	wantTransitions(t, f.tr, map[string]int{"closed→open": 1})
 	st, err := f.breakers[0].Inspect(ctx, host)
-	if err != nil || !st.Found || st.State != core.StateOpen {
+	if err != nil || !st.Found || st.State != kvbreaker.StateOpen {
 		t.Fatalf("after the failures Inspect = %+v, %v; want open", st, err)
 	}
-	opened := st.Record.RestrainedUntil.Add(-recovery)
+	opened := st.RestrainedUntil.Add(-recovery)
 
 	// Open: every worker holds until the recovery delay has passed.
 	for i, b := range f.breakers {
 		v, err := b.Allow(ctx, host, time.Time{})
-		if err != nil || v.Decision != core.Hold || !v.RetryAt.Equal(opened.Add(recovery)) {
+		if err != nil || v.Decision != kvbreaker.Hold || !v.RetryAt.Equal(opened.Add(recovery)) {
 			t.Errorf("worker %d on an open circuit: %+v, %v; want hold until %v", i, v, err, opened.Add(recovery))
 		}
 	}
@@ -167,7 +164,7 @@ func TestBreakerFleetOverEtcd(t *testing.T) {
 	// Recovery delay passes: of 24 concurrent asks, exactly one probes.
 	f.clock.Advance(recovery + time.Second)
 	got, prober := f.allowAll(t, host, callers)
-	if got[core.Probe] != 1 || got[core.Hold] != callers-1 {
+	if got[kvbreaker.Probe] != 1 || got[kvbreaker.Hold] != callers-1 {
 		t.Fatalf("after the recovery delay decisions %v, want 1 probe and %d holds", got, callers-1)
 	}
 	wantTransitions(t, f.tr, map[string]int{"open→half-open": 1})
@@ -181,14 +178,14 @@ func TestBreakerFleetOverEtcd(t *testing.T) {
 	// Again after the delay: one probe; it succeeds and the circuit closes.
 	f.clock.Advance(recovery + time.Second)
 	got, prober = f.allowAll(t, host, callers)
-	if got[core.Probe] != 1 || got[core.Hold] != callers-1 {
+	if got[kvbreaker.Probe] != 1 || got[kvbreaker.Hold] != callers-1 {
 		t.Fatalf("second probe round decisions %v, want 1 probe", got)
 	}
 	wantTransitions(t, f.tr, map[string]int{"open→half-open": 1})
 	// While the probe is out, others hold and re-check at the release
 	// interval.
 	v, err := f.breakers[1].Allow(ctx, host, time.Time{})
-	if err != nil || v.Decision != core.Hold || !v.RetryAt.Equal(f.clock.Now().Add(core.DefaultReleaseInterval)) {
+	if err != nil || v.Decision != kvbreaker.Hold || !v.RetryAt.Equal(f.clock.Now().Add(kvbreaker.DefaultReleaseInterval)) {
 		t.Errorf("half-open Allow = %+v, %v; want hold for the release interval", v, err)
 	}
 	if err := prober.Success(ctx, host); err != nil {
@@ -198,11 +195,11 @@ func TestBreakerFleetOverEtcd(t *testing.T) {
 	if st, err := f.breakers[2].Inspect(ctx, host); err != nil || st.Found {
 		t.Errorf("after success Inspect = %+v, %v; want no record", st, err)
 	}
-	if got, _ := f.allowAll(t, host, callers); got[core.Send] != callers {
+	if got, _ := f.allowAll(t, host, callers); got[kvbreaker.Send] != callers {
 		t.Errorf("closed again: decisions %v, want all sends", got)
 	}
 	// Successes on a closed circuit write nothing.
-	f.concurrently(callers, func(_ int, b *core.Breaker) {
+	f.concurrently(callers, func(_ int, b *kvbreaker.Breaker) {
 		if err := b.Success(ctx, host); err != nil {
 			t.Errorf("Success: %v", err)
 		}
@@ -213,9 +210,9 @@ func TestBreakerFleetOverEtcd(t *testing.T) {
 // TestBreakerManyHostsGrants runs a fleet's failures over 500 hosts and
 // reports the lease grants per 1,000 writes.
 func TestBreakerManyHostsGrants(t *testing.T) {
-	f := newFleet(t, 4, core.Settings{FailureThreshold: 2})
+	f := newFleet(t, 4, kvbreaker.Settings{FailureThreshold: 2})
 	const hosts = 500
-	f.concurrently(16, func(i int, b *core.Breaker) {
+	f.concurrently(16, func(i int, b *kvbreaker.Breaker) {
 		for h := i; h < hosts; h += 16 {
 			for range 2 { // two failures open the circuit
 				if err := b.Failure(t.Context(), fmt.Sprintf("h%d.example", h)); err != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -13,10 +14,11 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/kvbreaker/kvbreaker"
 	"github.com/kvbreaker/kvbreaker/backends/etcd"
 	"github.com/kvbreaker/kvbreaker/conformance"
 	"github.com/kvbreaker/kvbreaker/conformance/faultproxy"
-	"github.com/kvbreaker/kvbreaker/core"
+	"github.com/kvbreaker/kvbreaker/driver"
 	"github.com/kvbreaker/kvbreaker/skew"
 )
 
@@ -32,6 +34,9 @@ type harness struct {
 	direct *clientv3.Client
 	run    string
 	n      atomic.Int64
+	// prefixes maps each store MakeStore made (kvbreaker.Prefixed over
+	// an etcd Store) to its prefix, for Lifetime.
+	prefixes sync.Map
 }
 
 var harnessRuns atomic.Int64
@@ -67,8 +72,18 @@ func harnessVia(p *faultproxy.Proxy, endpoint string) (*harness, error) {
 	return &harness{proxy: p, cli: cli, direct: direct, run: fmt.Sprintf("conformance/%d/", harnessRuns.Add(1))}, nil
 }
 
-func (h *harness) MakeStore(ctx context.Context) (core.Store, error) {
-	return etcd.New(h.cli, etcd.WithPrefix(fmt.Sprintf("%s%d/", h.run, h.n.Add(1))))
+func (h *harness) MakeStore(ctx context.Context) (driver.Store, error) {
+	st, err := etcd.New(h.cli)
+	if err != nil {
+		return nil, err
+	}
+	prefix := fmt.Sprintf("%s%d/", h.run, h.n.Add(1))
+	s, err := kvbreaker.Prefixed(st, prefix)
+	if err != nil {
+		return nil, err
+	}
+	h.prefixes.Store(s, prefix)
+	return s, nil
 }
 
 func (h *harness) Close() {
@@ -98,17 +113,17 @@ func (h *harness) DropNextAnswer(context.Context) error {
 // Lifetime implements conformance.LifetimeReporter: the remaining TTL of
 // the key's lease, in the whole seconds LeaseTimeToLive reports (rounded
 // down, within the declared 1 s granularity).
-func (h *harness) Lifetime(ctx context.Context, s core.Store, key string) (time.Duration, error) {
-	st, ok := s.(*etcd.Store)
+func (h *harness) Lifetime(ctx context.Context, s driver.Store, key string) (time.Duration, error) {
+	prefix, ok := h.prefixes.Load(s)
 	if !ok {
-		return 0, fmt.Errorf("not an etcd store: %T", s)
+		return 0, fmt.Errorf("not a store of this harness: %T", s)
 	}
-	resp, err := h.direct.Get(ctx, st.Prefix()+key)
+	resp, err := h.direct.Get(ctx, prefix.(string)+key)
 	if err != nil {
 		return 0, err
 	}
 	if len(resp.Kvs) == 0 {
-		return 0, core.ErrNotFound
+		return 0, driver.ErrNotFound
 	}
 	lease := clientv3.LeaseID(resp.Kvs[0].Lease)
 	if lease == clientv3.NoLease {
@@ -119,7 +134,7 @@ func (h *harness) Lifetime(ctx context.Context, s core.Store, key string) (time.
 		return 0, err
 	}
 	if ttl.TTL < 0 {
-		return 0, fmt.Errorf("%q: lease %x: %w", key, lease, core.ErrNotFound)
+		return 0, fmt.Errorf("%q: lease %x: %w", key, lease, driver.ErrNotFound)
 	}
 	return time.Duration(ttl.TTL) * time.Second, nil
 }
@@ -145,9 +160,9 @@ func TestConformanceUnreachable(t *testing.T) {
 	h.t = t
 	defer h.Close()
 	start := time.Now()
-	rep, err := conformance.Measure(t.Context(), h, conformance.Options{ReachTimeout: 3 * time.Second})
+	rep, err := conformance.Measure(t.Context(), h, conformance.WithReachTimeout(3*time.Second))
 	took := time.Since(start)
-	if err == nil || !strings.Contains(err.Error(), dead) || !strings.Contains(err.Error(), "the store must answer") {
+	if !errors.Is(err, conformance.PromiseReachable) || !strings.Contains(err.Error(), dead) {
 		t.Fatalf("Measure over an unreachable etcd = %v, want the first case failing naming %s", err, dead)
 	}
 	if took > 15*time.Second {
@@ -165,16 +180,20 @@ func TestConformanceUnreachable(t *testing.T) {
 	t.Logf("%v after %v", err, took.Round(time.Millisecond))
 }
 
-// TestTraitsMatchSkewProfile: with the default server minimum (2 s) the
-// Store declares exactly skew's etcd profile, which the margin experiments
-// run on; against the fixture (1 s minimum) only MinTTL differs.
-func TestTraitsMatchSkewProfile(t *testing.T) {
-	declared := newStore(t, etcd.WithMinTTL(2*time.Second))
-	if got, want := declared.Traits(), skew.Etcd.Traits; got != want {
-		t.Errorf("Traits() = %+v, but skew.Etcd declares %+v: update one of them", got, want)
+// TestDefaultTraitsMatchSkewProfile: a Store with default options over a
+// server granting the default minimum lease declares DefaultTraits, and
+// skew's etcd profile, on which the margin experiments run, equals them;
+// against the fixture (1 s minimum) only MinTTL differs.
+func TestDefaultTraitsMatchSkewProfile(t *testing.T) {
+	if got, want := etcd.DefaultTraits(), skew.Etcd.Traits; got != want {
+		t.Errorf("etcd.DefaultTraits() = %+v, but skew.Etcd declares %+v: update the profile", got, want)
+	}
+	declared := newStore(t, etcd.WithMinTTL(etcd.DefaultServerMinTTL))
+	if got, want := declared.Traits(), etcd.DefaultTraits(); got != want {
+		t.Errorf("Traits() with default options = %+v, but DefaultTraits() = %+v: update DefaultTraits", got, want)
 	}
 	learnt := newStore(t)
-	want := skew.Etcd.Traits
+	want := etcd.DefaultTraits()
 	want.Expiry.MinTTL = time.Second // the fixture's 100 ms election timeout
 	if got := learnt.Traits(); got != want {
 		t.Errorf("Traits() over the fixture = %+v, want %+v", got, want)

@@ -4,52 +4,248 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"sync"
+	"syscall"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 )
 
-// DefaultDialTimeout bounds Dial when its context has no deadline.
-const DefaultDialTimeout = 5 * time.Second
+const (
+	// ConnectTimeout is how long Dial (and New, when it asks the server)
+	// waits for its first request before it checks whether any endpoint
+	// accepts a connection at all: etcdctl's --dial-timeout. Refused
+	// everywhere, the call fails then; accepted somewhere, it waits for the
+	// answer as long as its context allows.
+	ConnectTimeout = 2 * time.Second
+	// DefaultDialTimeout bounds Dial when its context has no deadline.
+	DefaultDialTimeout = 5 * time.Second
+	// checkTimeout bounds the connection check of each endpoint.
+	checkTimeout = 500 * time.Millisecond
+)
+
+// ErrUnreachable matches (errors.Is) the error of Dial and New when the
+// cluster did not answer: no endpoint accepted a connection, or one did
+// but no answer came before the context ended. The error is then a
+// *driver.OpError whose cause is an *UnreachableError.
+var ErrUnreachable = errors.New("cannot reach etcd")
+
+// UnreachableError says why Dial or New could not reach the cluster:
+// "cannot reach etcd at http://10.0.0.1:2379: connection refused", or
+// "…: it accepted the connection but did not answer within 5s". It matches
+// ErrUnreachable and unwraps to the cause (the dial errors, or the
+// context's error).
+type UnreachableError struct {
+	Endpoints []string // without credentials
+	Reason    string
+	Err       error
+}
+
+func (e *UnreachableError) Error() string {
+	return "cannot reach etcd at " + strings.Join(e.Endpoints, ", ") + ": " + e.Reason
+}
+
+// Is reports whether target is ErrUnreachable.
+func (e *UnreachableError) Is(target error) bool { return target == ErrUnreachable }
+
+// Unwrap returns the cause.
+func (e *UnreachableError) Unwrap() error { return e.Err }
 
 // Dial connects to the etcd cluster at endpoints ("https://host:2379"; user
 // information in an endpoint is not sent nor shown in errors) with tlsConfig
 // (nil for plain text) and returns a Store that owns the client: Close
-// closes it. Dial fails if the cluster does not answer within ctx (or
-// DefaultDialTimeout when ctx has no deadline); ctx does not bound the
-// Store's later life.
+// closes it. Dial confirms the cluster answers (it grants and revokes a
+// 1-second lease, learning the server's minimum TTL): against a port where
+// nothing listens it fails after ConnectTimeout with "cannot reach etcd at
+// <endpoint>: connection refused"; against a server that accepts but does
+// not answer it fails when ctx ends (DefaultDialTimeout when ctx has no
+// deadline), saying so. Both match ErrUnreachable. ctx does not bound the
+// Store's later life. Invalid endpoints and options are *driver.OptionError,
+// all of them joined.
 func Dial(ctx context.Context, endpoints []string, tlsConfig *tls.Config, opts ...Option) (*Store, error) {
+	var problems []error
 	if len(endpoints) == 0 {
-		return nil, errors.New("etcd: dial: no endpoints")
+		problems = append(problems, optionError("endpoints", "none", "give at least one, e.g. https://etcd-0:2379"))
 	}
-	eps := make([]string, len(endpoints))
 	for i, ep := range endpoints {
-		eps[i] = redactEndpoint(ep)
+		if strings.TrimSpace(ep) == "" {
+			problems = append(problems, optionError("endpoint", fmt.Sprintf("%q (#%d)", ep, i+1), "give host:port or a URL, e.g. https://etcd-0:2379"))
+		}
 	}
-	timeout := DefaultDialTimeout
-	if dl, ok := ctx.Deadline(); ok {
-		timeout = max(time.Until(dl), time.Millisecond)
-	} else {
+	o, err := newOptions(opts, problems...)
+	if err != nil {
+		return nil, err
+	}
+	eps := redactEndpoints(endpoints)
+	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, timeout)
+		ctx, cancel = context.WithTimeout(ctx, DefaultDialTimeout)
 		defer cancel()
 	}
 	cli, err := clientv3.New(clientv3.Config{
 		Endpoints:   eps,
 		TLS:         tlsConfig,
-		DialTimeout: timeout,
+		DialTimeout: ConnectTimeout,
 		// The client's own logging would repeat, per retry, what the
 		// Store's errors already say.
 		Logger: zap.NewNop(),
 	})
 	if err != nil {
-		return nil, &OpError{Op: "dial", Endpoints: eps, Err: err}
+		return nil, opError("dial", "", err)
 	}
-	s, err := newStore(ctx, cli, true, opts)
-	if err != nil {
+	s := newStore(cli, true, o)
+	if err := s.reach(ctx, "dial", eps); err != nil {
 		cli.Close()
 		return nil, err
 	}
 	return s, nil
+}
+
+// reach sends the store's first request (probeMinTTL) within ctx. If it has
+// no answer after ConnectTimeout, or ctx ends first, reach checks whether
+// any endpoint accepts a TCP connection: none does, the cluster is
+// unreachable (and reach returns at once); one does, the cluster accepted
+// but did not answer. clientv3 cannot tell these apart itself: it waits for
+// a connection until ctx ends and then reports only the context's error.
+// The check opens connections of its own only when the request is late, so
+// a healthy server sees none.
+func (s *Store) reach(ctx context.Context, op string, endpoints []string) error {
+	start := time.Now()
+	eps := redactEndpoints(endpoints)
+	pctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- s.probeMinTTL(pctx) }()
+	timer := time.NewTimer(ConnectTimeout)
+	defer timer.Stop()
+	var refused error // why no endpoint accepted a connection, once known
+	for {
+		select {
+		case <-timer.C:
+			if err := checkConnect(ctx, endpoints, eps); err != nil {
+				refused = err
+				cancel() // done follows at once
+			}
+			continue
+		case err := <-done:
+			switch {
+			case err == nil:
+				return nil
+			case refused != nil:
+				return opError(op, "", refused)
+			case ctx.Err() == nil:
+				// The cluster answered with an error (auth, no leader, …).
+				return opError(op, "", &viaError{via: strings.Join(eps, ","), err: err})
+			}
+			// ctx ended before ConnectTimeout or after a check that
+			// found an endpoint accepting: check (again) briefly, so a
+			// short ctx still tells a refused port from a silent one.
+			cctx, ccancel := context.WithTimeout(context.WithoutCancel(ctx), checkTimeout)
+			refused = checkConnect(cctx, endpoints, eps)
+			ccancel()
+			if refused != nil {
+				return opError(op, "", refused)
+			}
+			return opError(op, "", &UnreachableError{
+				Endpoints: eps,
+				Reason:    fmt.Sprintf("it accepted the connection but did not answer within %v", time.Since(start).Round(10*time.Millisecond)),
+				Err:       ctx.Err(),
+			})
+		}
+	}
+}
+
+// checkConnect dials every endpoint's TCP (or unix) address at once, each
+// within checkTimeout, and returns an *UnreachableError if none accepts,
+// nil if one does (or an endpoint's address cannot be told: the client's
+// resolver may know better).
+func checkConnect(ctx context.Context, endpoints, shown []string) error {
+	ctx, cancel := context.WithTimeout(ctx, checkTimeout)
+	defer cancel()
+	errs := make([]error, len(endpoints))
+	var wg sync.WaitGroup
+	for i, ep := range endpoints {
+		network, addr, ok := dialAddress(ep)
+		if !ok {
+			return nil
+		}
+		wg.Go(func() {
+			var d net.Dialer
+			conn, err := d.DialContext(ctx, network, addr)
+			if err == nil {
+				conn.Close()
+			}
+			errs[i] = err
+		})
+	}
+	wg.Wait()
+	reasons := make([]string, len(errs))
+	for i, err := range errs {
+		if err == nil {
+			return nil
+		}
+		reasons[i] = dialReason(err)
+	}
+	e := &UnreachableError{Endpoints: shown, Reason: reasons[0], Err: errors.Join(errs...)}
+	for _, r := range reasons[1:] {
+		if r != reasons[0] {
+			parts := make([]string, len(reasons))
+			for i := range reasons {
+				parts[i] = shown[i] + ": " + reasons[i]
+			}
+			e.Reason = strings.Join(parts, "; ")
+			break
+		}
+	}
+	return e
+}
+
+// dialReason is a failed connection's cause as an operator reads it.
+func dialReason(err error) string {
+	var dns *net.DNSError
+	var nerr net.Error
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "connection refused"
+	case errors.As(err, &dns):
+		return dns.Error()
+	case errors.As(err, &nerr) && nerr.Timeout(), errors.Is(err, context.DeadlineExceeded):
+		return "no connection within " + checkTimeout.String()
+	}
+	var op *net.OpError
+	if errors.As(err, &op) && op.Err != nil {
+		return op.Err.Error()
+	}
+	return err.Error()
+}
+
+// dialAddress is the network and address clientv3 connects to for an
+// endpoint ("http://h:2379", "h:2379", "unix:///path", "unix:path"), and
+// false when it has no explicit port.
+func dialAddress(ep string) (network, addr string, ok bool) {
+	scheme, rest, found := strings.Cut(ep, "://")
+	if !found {
+		scheme, rest = "", ep
+		if p, isUnix := strings.CutPrefix(ep, "unix:"); isUnix {
+			return "unix", p, true
+		}
+		if p, isUnix := strings.CutPrefix(ep, "unixs:"); isUnix {
+			return "unix", p, true
+		}
+	}
+	if scheme == "unix" || scheme == "unixs" {
+		return "unix", rest, rest != ""
+	}
+	host, _, _ := strings.Cut(rest, "/")
+	if i := strings.LastIndex(host, "@"); i >= 0 {
+		host = host[i+1:]
+	}
+	if _, port, err := net.SplitHostPort(host); err != nil || port == "" {
+		return "", "", false
+	}
+	return "tcp", host, true
 }

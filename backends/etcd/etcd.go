@@ -1,8 +1,14 @@
-// Package etcd is a core.Store over etcd v3 (go.etcd.io/etcd/client/v3).
+// Package etcd is a driver.Store over etcd v3 (go.etcd.io/etcd/client/v3).
+//
+// Keys are stored exactly as the caller gives them (etcd keys are bytes, so
+// host keys go in unescaped). To keep a fleet's records apart from others in
+// one cluster, wrap the Store: kvbreaker.Prefixed(store, "fleet-a/"). A
+// deployment that relied on the former default prefix keeps its records
+// with kvbreaker.Prefixed(store, "kvbreaker/").
 //
 // Compare-and-swap is one Txn: If(ModRevision(key) == version), or
 // If(CreateRevision(key) == 0) to create, Then a put with a lease, Else a
-// get — so a lost compare returns a *core.ConflictError carrying the key's
+// get — so a lost compare returns a *driver.ConflictError carrying the key's
 // current value and revision in the same round trip. The version is the
 // key's ModRevision. Reads are linearizable.
 //
@@ -12,12 +18,20 @@
 // reuses the previous lease of its TTL while that lease outlives the TTL by
 // at most a bounded slack (5% of the TTL, at most 60 s, by default), so a
 // fleet writing thousands of records makes a handful of grants. Stats counts
-// them.
+// them. Leases are the adapter's own business: it writes no key but the
+// caller's.
 //
 // Expiry is relative and judged by the leader's clock: the leader checks
 // leases every 500 ms, so a key can outlive its TTL by that plus the reuse
 // slack; a leader change or server restart extends every lease by up to an
 // election timeout. Keys never expire before their TTL.
+//
+// Every call is bounded by its context only (kvbreaker.Breaker bounds each
+// with Settings.CallTimeout); the Store sends no request of its own. Errors
+// other than driver.ErrNotFound and conflicts are *driver.OpError:
+// "etcd: get host.example: context deadline exceeded (via
+// http://10.0.0.1:2379)", endpoints without credentials. A Store lists keys
+// (driver.Lister) and owns nothing but what Dial made: Close closes that.
 package etcd
 
 import (
@@ -29,89 +43,70 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/kvbreaker/kvbreaker/driver"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
-
-	"github.com/kvbreaker/kvbreaker/core"
 )
 
-// Defaults of a Store's options.
-const (
-	// DefaultPrefix is prepended to every host key.
-	DefaultPrefix = "kvbreaker/"
-	// DefaultOpTimeout bounds each call to etcd within the caller's
-	// context, so a dead cluster never blocks a caller without a deadline.
-	DefaultOpTimeout = 5 * time.Second
-	// CheckInterval is how often the etcd leader looks for expired leases:
-	// a key can outlive its lease by this much.
-	CheckInterval = 500 * time.Millisecond
-)
+// CheckInterval is how often the etcd leader looks for expired leases: a
+// key can outlive its lease by this much.
+const CheckInterval = 500 * time.Millisecond
 
-// ErrClosed is returned by a Store's methods after Close.
-var ErrClosed = errors.New("etcd: store closed")
+// ErrClosed is the cause of a Store method's *driver.OpError after Close.
+var ErrClosed = errors.New("store closed")
 
-// Store is a core.Store in etcd. It is safe for concurrent use. The zero
+// backend names the adapter in its errors.
+const backend = "etcd"
+
+// Store is a driver.Store in etcd. It is safe for concurrent use. The zero
 // value is not usable; call New or Dial.
 type Store struct {
-	cli       *clientv3.Client
-	ownsCli   bool
-	prefix    string
-	opTimeout time.Duration
-	minTTL    atomic.Int64 // seconds; the server's minimum lease TTL
-	pool      *leasePool
-	closed    atomic.Bool
+	cli     *clientv3.Client
+	ownsCli bool
+	via     string       // the client's endpoints without credentials, for errors
+	minTTL  atomic.Int64 // seconds; the server's minimum lease TTL
+	pool    *leasePool
+	closed  atomic.Bool
 
 	writes, grants, reused, conflicts atomic.Uint64
 }
 
-// config collects the options.
-type config struct {
-	prefix    string
-	opTimeout time.Duration
-	minTTL    time.Duration
-	policy    reusePolicy
-	clock     func() time.Time
+// options collects the Options of New and Dial.
+type options struct {
+	minTTL time.Duration
+	policy reusePolicy
+	clock  func() time.Time
 }
 
 // Option configures a Store.
-type Option func(*config)
-
-// WithPrefix puts every key under prefix (default DefaultPrefix). Keys are
-// bytes to etcd, so host keys are appended unescaped; two Stores with
-// different prefixes, neither a prefix of the other, never see each other's
-// keys.
-func WithPrefix(prefix string) Option { return func(c *config) { c.prefix = prefix } }
-
-// WithOpTimeout bounds each etcd call (default DefaultOpTimeout); the
-// caller's context deadline applies too, and the earlier one wins. Zero or
-// negative leaves only the caller's context.
-func WithOpTimeout(d time.Duration) Option { return func(c *config) { c.opTimeout = d } }
+type Option func(*options)
 
 // WithLeaseReuse sets how much longer than its TTL a key may live so that
-// writes can share a lease: fraction of the TTL (default 0.05), at most max
-// (default 60 s, rounded down to whole seconds). A fraction or max of zero
-// turns pooling off: every write grants its own lease. The largest slack is
-// part of Traits().Expiry.Late.
+// writes can share a lease: fraction of the TTL (default 0.05, from 0 to
+// 1), at most max (default 60 s, rounded down to whole seconds). A fraction
+// or max of zero turns pooling off: every write grants its own lease. The
+// largest slack is part of Traits().Expiry.Late.
 func WithLeaseReuse(fraction float64, max time.Duration) Option {
-	return func(c *config) {
-		c.policy.fraction = fraction
-		c.policy.maxSlack = int64(max / time.Second)
+	return func(o *options) {
+		o.policy.fraction = fraction
+		o.policy.maxSlack = int64(max / time.Second)
 	}
 }
 
 // WithMaxKeysPerLease bounds how many writes one pooled lease serves
-// (default DefaultMaxKeysPerLease).
-func WithMaxKeysPerLease(n int) Option { return func(c *config) { c.policy.maxKeys = n } }
+// (default DefaultMaxKeysPerLease; at least 1).
+func WithMaxKeysPerLease(n int) Option { return func(o *options) { o.policy.maxKeys = n } }
 
 // WithMinTTL declares the server's minimum lease TTL (etcd grants at least
 // ceil(1.5 × election timeout), 2 s by default), so New need not ask the
-// server. A larger minimum found in a later grant still raises it.
-func WithMinTTL(d time.Duration) Option { return func(c *config) { c.minTTL = d } }
+// server. A larger minimum found in a later grant (or by Dial, which always
+// asks) still raises it.
+func WithMinTTL(d time.Duration) Option { return func(o *options) { o.minTTL = d } }
 
-func newConfig(opts []Option) (config, error) {
-	c := config{
-		prefix:    DefaultPrefix,
-		opTimeout: DefaultOpTimeout,
+// newOptions applies opts over the defaults and reports every invalid one
+// (and the problems the caller found already) as a *driver.OptionError.
+func newOptions(opts []Option, problems ...error) (options, error) {
+	o := options{
 		policy: reusePolicy{
 			fraction: DefaultReuseFraction,
 			maxSlack: int64(DefaultMaxReuse / time.Second),
@@ -119,26 +114,33 @@ func newConfig(opts []Option) (config, error) {
 		},
 		clock: time.Now,
 	}
-	for _, o := range opts {
-		o(&c)
+	for _, opt := range opts {
+		opt(&o)
 	}
-	var errs []error
-	if c.policy.fraction < 0 || c.policy.fraction > 1 || math.IsNaN(c.policy.fraction) {
-		errs = append(errs, fmt.Errorf("lease reuse fraction %v: want 0 to 1", c.policy.fraction))
+	errs := problems
+	if f := o.policy.fraction; f < 0 || f > 1 || math.IsNaN(f) {
+		errs = append(errs, optionError("WithLeaseReuse fraction", f, "give a share of the TTL from 0 to 1"))
 	}
-	if c.policy.maxSlack < 0 {
-		errs = append(errs, fmt.Errorf("lease reuse maximum %ds: want 0 or more", c.policy.maxSlack))
+	if o.policy.maxSlack < 0 {
+		errs = append(errs, optionError("WithLeaseReuse maximum", time.Duration(o.policy.maxSlack)*time.Second, "give 0 (no pooling) or a positive duration"))
 	}
-	if c.policy.maxKeys < 1 {
-		errs = append(errs, fmt.Errorf("max keys per lease %d: want at least 1", c.policy.maxKeys))
+	if o.policy.maxKeys < 1 {
+		errs = append(errs, optionError("WithMaxKeysPerLease", o.policy.maxKeys, "give 1 or more"))
 	}
-	if c.minTTL < 0 {
-		errs = append(errs, fmt.Errorf("min TTL %v: want 0 (ask the server) or more", c.minTTL))
+	if o.minTTL < 0 {
+		errs = append(errs, optionError("WithMinTTL", o.minTTL, "give 0 (ask the server) or a positive duration"))
 	}
-	if len(errs) > 0 {
-		return c, fmt.Errorf("etcd: invalid options:\n%w", errors.Join(errs...))
+	switch len(errs) {
+	case 0:
+		return o, nil
+	case 1:
+		return o, errs[0]
 	}
-	return c, nil
+	return o, errors.Join(errs...)
+}
+
+func optionError(option string, value any, fix string) error {
+	return &driver.OptionError{Backend: backend, Option: option, Value: value, Fix: fix}
 }
 
 // probeTimeout bounds New's question to the server about its minimum TTL.
@@ -147,31 +149,37 @@ const probeTimeout = 5 * time.Second
 // New returns a Store over cli, which the caller keeps and closes. Unless
 // WithMinTTL is given, New grants (and revokes) a 1-second lease to learn the
 // server's minimum TTL, within the client's context and 5 s; it fails if the
-// server does not answer.
+// server does not answer, as Dial does (errors.Is(err, ErrUnreachable) when
+// no endpoint could be reached). Invalid options are *driver.OptionError,
+// all of them joined.
 func New(cli *clientv3.Client, opts ...Option) (*Store, error) {
+	var problems []error
 	if cli == nil {
-		return nil, errors.New("etcd: New needs a client")
+		problems = append(problems, optionError("client", "nil", "pass a *clientv3.Client, or call Dial"))
 	}
-	ctx, cancel := context.WithTimeout(cli.Ctx(), probeTimeout)
-	defer cancel()
-	return newStore(ctx, cli, false, opts)
-}
-
-func newStore(ctx context.Context, cli *clientv3.Client, owns bool, opts []Option) (*Store, error) {
-	c, err := newConfig(opts)
+	o, err := newOptions(opts, problems...)
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{cli: cli, ownsCli: owns, prefix: c.prefix, opTimeout: c.opTimeout}
-	s.pool = &leasePool{policy: c.policy, clock: c.clock, grant: s.grant, slots: make(map[int64]*leaseSlot)}
-	if c.minTTL > 0 {
-		s.minTTL.Store(ceilSeconds(c.minTTL))
+	s := newStore(cli, false, o)
+	if o.minTTL > 0 {
 		return s, nil
 	}
-	if err := s.probeMinTTL(ctx); err != nil {
+	ctx, cancel := context.WithTimeout(cli.Ctx(), probeTimeout)
+	defer cancel()
+	if err := s.reach(ctx, "new", cli.Endpoints()); err != nil {
 		return nil, err
 	}
 	return s, nil
+}
+
+func newStore(cli *clientv3.Client, owns bool, o options) *Store {
+	s := &Store{cli: cli, ownsCli: owns, via: strings.Join(redactEndpoints(cli.Endpoints()), ",")}
+	s.pool = &leasePool{policy: o.policy, clock: o.clock, grant: s.grant, slots: make(map[int64]*leaseSlot)}
+	if o.minTTL > 0 {
+		s.minTTL.Store(ceilSeconds(o.minTTL))
+	}
+	return s
 }
 
 // probeMinTTL grants a 1-second lease: the server raises the TTL of a grant
@@ -179,16 +187,26 @@ func newStore(ctx context.Context, cli *clientv3.Client, owns bool, opts []Optio
 func (s *Store) probeMinTTL(ctx context.Context) error {
 	resp, err := s.cli.Grant(ctx, 1)
 	if err != nil {
-		return s.opError("grant", "", err)
+		return err
 	}
-	s.minTTL.Store(max(1, resp.TTL))
+	s.raiseMinTTL(max(1, resp.TTL))
 	if _, err := s.cli.Revoke(ctx, resp.ID); err != nil {
-		return s.opError("revoke", "", err)
+		return err
 	}
 	return nil
 }
 
-// Close releases the Store; later calls return ErrClosed. It closes the
+// raiseMinTTL raises the known minimum TTL to sec seconds if that is more.
+func (s *Store) raiseMinTTL(sec int64) {
+	for {
+		cur := s.minTTL.Load()
+		if sec <= cur || s.minTTL.CompareAndSwap(cur, sec) {
+			return
+		}
+	}
+}
+
+// Close releases the Store; later calls fail with ErrClosed. It closes the
 // client only when Dial made it. Keys and leases stay in etcd until their
 // TTL.
 func (s *Store) Close() error {
@@ -201,9 +219,6 @@ func (s *Store) Close() error {
 // Client returns the etcd client the store uses.
 func (s *Store) Client() *clientv3.Client { return s.cli }
 
-// Prefix returns the key prefix.
-func (s *Store) Prefix() string { return s.prefix }
-
 // MinTTL returns the server's minimum lease TTL as far as the store knows.
 func (s *Store) MinTTL() time.Duration { return time.Duration(s.minTTL.Load()) * time.Second }
 
@@ -211,11 +226,11 @@ func (s *Store) MinTTL() time.Duration { return time.Duration(s.minTTL.Load()) *
 // the leader's clock with 1 s granularity, never early, late by up to the
 // 500 ms expiry check plus the lease-reuse slack (a leader change or restart
 // extends leases further, by up to an election timeout).
-func (s *Store) Traits() core.Traits {
-	return core.Traits{
+func (s *Store) Traits() driver.Traits {
+	return driver.Traits{
 		Atomic: true,
-		Expiry: core.ExpiryModel{
-			Kind:        core.ExpiryRelative,
+		Expiry: driver.ExpiryModel{
+			Kind:        driver.ExpiryRelative,
 			Granularity: time.Second,
 			MinTTL:      s.MinTTL(),
 			Late:        CheckInterval + time.Duration(s.pool.policy.maxSlack)*time.Second,
@@ -254,37 +269,25 @@ func (s *Store) Stats() Stats {
 	return Stats{Writes: s.writes.Load(), Grants: s.grants.Load(), Reused: s.reused.Load(), Conflicts: s.conflicts.Load()}
 }
 
-func (s *Store) key(host string) string { return s.prefix + host }
-
-// opContext bounds one call by the store's op timeout.
-func (s *Store) opContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	if s.opTimeout > 0 {
-		return context.WithTimeout(ctx, s.opTimeout)
-	}
-	return context.WithCancel(ctx)
-}
-
-// Get implements core.Store with a linearizable read.
-func (s *Store) Get(ctx context.Context, key string) ([]byte, core.Version, error) {
+// Get implements driver.Store with a linearizable read.
+func (s *Store) Get(ctx context.Context, key string) ([]byte, driver.Version, error) {
 	if s.closed.Load() {
-		return nil, 0, s.opError("get", key, ErrClosed)
+		return nil, 0, opError("get", key, ErrClosed)
 	}
-	ctx, cancel := s.opContext(ctx)
-	defer cancel()
-	resp, err := s.cli.Get(ctx, s.key(key))
+	resp, err := s.cli.Get(ctx, key)
 	if err != nil {
-		return nil, 0, s.opError("get", key, err)
+		return nil, 0, s.callError("get", key, err)
 	}
 	if len(resp.Kvs) == 0 {
-		return nil, core.NoVersion, core.ErrNotFound
+		return nil, driver.NoVersion, driver.ErrNotFound
 	}
 	kv := resp.Kvs[0]
-	return kv.Value, core.Version(kv.ModRevision), nil
+	return kv.Value, driver.Version(kv.ModRevision), nil
 }
 
-// CompareAndSwap implements core.Store: one Txn that puts value with a
-// pooled lease if key's ModRevision is old (or, for core.NoVersion, if key
-// does not exist), and otherwise returns a *core.ConflictError with the
+// CompareAndSwap implements driver.Store: one Txn that puts value with a
+// pooled lease if key's ModRevision is old (or, for driver.NoVersion, if key
+// does not exist), and otherwise returns a *driver.ConflictError with the
 // current value and revision read in the same transaction. The new version
 // is the revision of the put.
 //
@@ -293,37 +296,35 @@ func (s *Store) Get(ctx context.Context, key string) ([]byte, core.Version, erro
 // available, before sending (isSafeRetryMutableRPC in client/v3/retry.go),
 // and gRPC retries transparently only streams the server never saw. A Txn
 // whose answer is lost (reset, timeout) returns its transport error within
-// ctx and the op timeout, and the write may have been applied: the caller
+// ctx, and the write may have been applied: the caller
 // must treat the outcome as unknown (TestTxnAnswerLostIsNotRetried). The
 // one resend below follows ErrLeaseNotFound, which etcd returns for a Txn
 // it refused whole.
-func (s *Store) CompareAndSwap(ctx context.Context, key string, old core.Version, value []byte, ttl time.Duration) (core.Version, error) {
+func (s *Store) CompareAndSwap(ctx context.Context, key string, old driver.Version, value []byte, ttl time.Duration) (driver.Version, error) {
+	const op = "compare-and-swap"
 	if s.closed.Load() {
-		return 0, s.opError("put", key, ErrClosed)
+		return 0, opError(op, key, ErrClosed)
 	}
 	if ttl <= 0 {
-		return 0, s.opError("put", key, fmt.Errorf("ttl %v is not positive", ttl))
+		return 0, opError(op, key, fmt.Errorf("ttl %v is not positive", ttl))
 	}
 	if old > math.MaxInt64 {
 		// No revision is this large: the compare cannot succeed.
-		return s.conflictFromGet(ctx, key)
+		return 0, s.conflictFromGet(ctx, op, key)
 	}
-	ctx, cancel := s.opContext(ctx)
-	defer cancel()
 	ttlSec := max(ceilSeconds(ttl), s.minTTL.Load())
-	k := s.key(key)
 	var cmp clientv3.Cmp
-	if old == core.NoVersion {
-		cmp = clientv3.Compare(clientv3.CreateRevision(k), "=", 0)
+	if old == driver.NoVersion {
+		cmp = clientv3.Compare(clientv3.CreateRevision(key), "=", 0)
 	} else {
-		cmp = clientv3.Compare(clientv3.ModRevision(k), "=", int64(old))
+		cmp = clientv3.Compare(clientv3.ModRevision(key), "=", int64(old))
 	}
 	// A lease the server no longer knows (revoked, or lost with the data)
 	// fails the put; drop it and grant afresh, once.
 	for attempt := 0; ; attempt++ {
 		id, granted, err := s.pool.get(ctx, ttlSec)
 		if err != nil {
-			return 0, s.opError("put", key, err)
+			return 0, s.callError(op, key, err)
 		}
 		if attempt == 0 {
 			s.writes.Add(1)
@@ -333,87 +334,84 @@ func (s *Store) CompareAndSwap(ctx context.Context, key string, old core.Version
 		}
 		resp, err := s.cli.Txn(ctx).
 			If(cmp).
-			Then(clientv3.OpPut(k, string(value), clientv3.WithLease(id))).
-			Else(clientv3.OpGet(k)).
+			Then(clientv3.OpPut(key, string(value), clientv3.WithLease(id))).
+			Else(clientv3.OpGet(key)).
 			Commit()
 		if errors.Is(err, rpctypes.ErrLeaseNotFound) && attempt == 0 {
 			s.pool.forget(ttlSec, id)
 			continue
 		}
 		if err != nil {
-			return 0, s.opError("put", key, err)
+			return 0, s.callError(op, key, err)
 		}
 		if resp.Succeeded {
-			return core.Version(resp.Header.Revision), nil
+			return driver.Version(resp.Header.Revision), nil
 		}
 		return 0, s.conflict(resp)
 	}
 }
 
-// CompareAndDelete implements core.Store: one Txn that deletes key if its
-// ModRevision is old, and otherwise reads it, returning core.ErrNotFound
-// when it is absent and a *core.ConflictError with its current value and
+// CompareAndDelete implements driver.Store: one Txn that deletes key if its
+// ModRevision is old, and otherwise reads it, returning driver.ErrNotFound
+// when it is absent and a *driver.ConflictError with its current value and
 // revision when another version is there. Like CompareAndSwap it sends its
 // Txn once, so ErrNotFound always means another writer deleted the key, and
 // a lost answer is a transport error (outcome unknown).
-func (s *Store) CompareAndDelete(ctx context.Context, key string, old core.Version) error {
+func (s *Store) CompareAndDelete(ctx context.Context, key string, old driver.Version) error {
+	const op = "compare-and-delete"
 	if s.closed.Load() {
-		return s.opError("delete", key, ErrClosed)
+		return opError(op, key, ErrClosed)
 	}
 	if old > math.MaxInt64 {
-		_, err := s.conflictFromGet(ctx, key)
-		return err
+		return s.conflictFromGet(ctx, op, key)
 	}
-	ctx, cancel := s.opContext(ctx)
-	defer cancel()
-	k := s.key(key)
 	resp, err := s.cli.Txn(ctx).
-		If(clientv3.Compare(clientv3.ModRevision(k), "=", int64(old))).
-		Then(clientv3.OpDelete(k)).
-		Else(clientv3.OpGet(k)).
+		If(clientv3.Compare(clientv3.ModRevision(key), "=", int64(old))).
+		Then(clientv3.OpDelete(key)).
+		Else(clientv3.OpGet(key)).
 		Commit()
 	if err != nil {
-		return s.opError("delete", key, err)
+		return s.callError(op, key, err)
 	}
 	if resp.Succeeded {
 		// old == NoVersion compares equal to an absent key.
 		if len(resp.Responses) == 0 || resp.Responses[0].GetResponseDeleteRange().GetDeleted() == 0 {
-			return core.ErrNotFound
+			return driver.ErrNotFound
 		}
 		return nil
 	}
 	err = s.conflict(resp)
-	if ce, ok := err.(*core.ConflictError); ok && ce.Version == core.NoVersion {
-		return core.ErrNotFound
+	if ce, ok := err.(*driver.ConflictError); ok && ce.Version == driver.NoVersion {
+		return driver.ErrNotFound
 	}
 	return err
 }
 
-// conflict builds the *core.ConflictError from a failed Txn's Else get.
+// conflict builds the *driver.ConflictError from a failed Txn's Else get.
 func (s *Store) conflict(resp *clientv3.TxnResponse) error {
 	s.conflicts.Add(1)
-	ce := &core.ConflictError{}
+	ce := &driver.ConflictError{}
 	if len(resp.Responses) > 0 {
 		if r := resp.Responses[0].GetResponseRange(); r != nil && len(r.Kvs) > 0 {
 			ce.Value = r.Kvs[0].Value
-			ce.Version = core.Version(r.Kvs[0].ModRevision)
+			ce.Version = driver.Version(r.Kvs[0].ModRevision)
 		}
 	}
 	return ce
 }
 
-// conflictFromGet reports a conflict for a version that cannot exist.
-func (s *Store) conflictFromGet(ctx context.Context, key string) (core.Version, error) {
-	v, ver, err := s.Get(ctx, key)
-	switch {
-	case errors.Is(err, core.ErrNotFound):
-		s.conflicts.Add(1)
-		return 0, &core.ConflictError{}
-	case err != nil:
-		return 0, err
+// conflictFromGet reports a conflict for a version that cannot exist, with
+// the key's current value; a failed read is op's error.
+func (s *Store) conflictFromGet(ctx context.Context, op, key string) error {
+	resp, err := s.cli.Get(ctx, key)
+	if err != nil {
+		return s.callError(op, key, err)
 	}
 	s.conflicts.Add(1)
-	return 0, &core.ConflictError{Value: v, Version: ver}
+	if len(resp.Kvs) == 0 {
+		return &driver.ConflictError{}
+	}
+	return &driver.ConflictError{Value: resp.Kvs[0].Value, Version: driver.Version(resp.Kvs[0].ModRevision)}
 }
 
 // grant asks etcd for a lease of ttlSec seconds and learns the server's
@@ -426,12 +424,7 @@ func (s *Store) grant(ctx context.Context, ttlSec int64) (clientv3.LeaseID, int6
 	s.grants.Add(1)
 	if resp.TTL > ttlSec {
 		// The server raised the TTL: its minimum is at least this.
-		for {
-			cur := s.minTTL.Load()
-			if resp.TTL <= cur || s.minTTL.CompareAndSwap(cur, resp.TTL) {
-				break
-			}
-		}
+		s.raiseMinTTL(resp.TTL)
 	}
 	return resp.ID, resp.TTL, nil
 }
@@ -445,43 +438,34 @@ func ceilSeconds(d time.Duration) int64 {
 	return max(1, sec)
 }
 
-// OpError is the error of a failed etcd call: "etcd: <op> <key> via
-// <endpoints>: <cause>". Endpoints are shown without user information, so
-// credentials never appear.
-type OpError struct {
-	Op        string
-	Key       string
-	Endpoints []string
-	Err       error
+// opError is the shape of every error but ErrNotFound and conflicts.
+func opError(op, key string, err error) error {
+	return &driver.OpError{Backend: backend, Op: op, Key: key, Err: err}
 }
 
-// Error formats the error as "etcd: <op> <key> via <endpoints>: <cause>".
-func (e *OpError) Error() string {
-	var b strings.Builder
-	b.WriteString("etcd: ")
-	b.WriteString(e.Op)
-	if e.Key != "" {
-		fmt.Fprintf(&b, " %q", e.Key)
-	}
-	if len(e.Endpoints) > 0 {
-		b.WriteString(" via ")
-		b.WriteString(strings.Join(e.Endpoints, ","))
-	}
-	b.WriteString(": ")
-	b.WriteString(e.Err.Error())
-	return b.String()
+// callError is opError for a failed request: the cause names the endpoints
+// the request could have gone to.
+func (s *Store) callError(op, key string, err error) error {
+	return opError(op, key, &viaError{via: s.via, err: err})
 }
 
-// Unwrap returns the cause.
-func (e *OpError) Unwrap() error { return e.Err }
+// viaError is a request's error and the endpoints it went to; it unwraps
+// to the error (a context error, an rpctypes error, …).
+type viaError struct {
+	via string
+	err error
+}
 
-func (s *Store) opError(op, key string, err error) error {
-	eps := s.cli.Endpoints()
+func (e *viaError) Error() string { return e.err.Error() + " (via " + e.via + ")" }
+func (e *viaError) Unwrap() error { return e.err }
+
+// redactEndpoints is redactEndpoint of each.
+func redactEndpoints(eps []string) []string {
 	red := make([]string, len(eps))
 	for i, ep := range eps {
 		red[i] = redactEndpoint(ep)
 	}
-	return &OpError{Op: op, Key: key, Endpoints: red, Err: err}
+	return red
 }
 
 // redactEndpoint drops any user information ("user:pass@") from an

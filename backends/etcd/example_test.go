@@ -3,35 +3,42 @@ package etcd_test
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"log"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/kvbreaker/kvbreaker"
 	"github.com/kvbreaker/kvbreaker/backends/etcd"
-	"github.com/kvbreaker/kvbreaker/core"
+	"github.com/kvbreaker/kvbreaker/driver"
 )
 
 // ExampleNew shares a circuit breaker's state through etcd: every worker
-// process makes its own client, Store and Breaker over the same prefix.
+// process makes its own client, Store and Breaker, all under one prefix.
 func ExampleNew() {
 	// endpoints are your cluster's, e.g. []string{"https://etcd-0:2379"}
-	// (here, the tests' embedded server).
+	// (here, the tests' etcd server).
 	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second})
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer cli.Close()
 
-	store, err := etcd.New(cli, etcd.WithPrefix("example/breaker/"))
+	store, err := etcd.New(cli)
 	if err != nil {
 		log.Fatal(err)
 	}
-	b, err := core.NewBreaker(store, core.Settings{
+	// The fleet's records live under their own prefix in the cluster.
+	fleet, err := kvbreaker.Prefixed(store, "example/breaker/")
+	if err != nil {
+		log.Fatal(err)
+	}
+	b, err := kvbreaker.New(fleet, kvbreaker.Settings{
 		FailureThreshold: 2,
 		RecoveryDelay:    time.Minute,
-		OnStateChange: func(host string, from, to core.State) {
+		OnStateChange: func(host string, from, to kvbreaker.State) {
 			fmt.Printf("%s: %s → %s\n", host, from, to)
 		},
 	})
@@ -64,19 +71,76 @@ func ExampleNew() {
 	// lease grants: 1
 }
 
-// ExampleDial connects with TLS; Close closes the client Dial made.
-func ExampleDial() {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	store, err := etcd.Dial(ctx, []string{"https://etcd-0.internal:2379"}, &tls.Config{MinVersion: tls.VersionTLS13},
-		etcd.WithPrefix("kvbreaker/prod/"))
-	if err != nil {
-		log.Fatal(err) // e.g. etcd: grant via https://etcd-0.internal:2379: context deadline exceeded
-	}
-	defer store.Close()
-	b, err := core.NewBreaker(store, core.Settings{})
+// ExampleStore_List lists the hosts a fleet has records for, a page at a
+// time: a range read of the fleet's prefix.
+func ExampleStore_List() {
+	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second})
 	if err != nil {
 		log.Fatal(err)
 	}
-	_ = b
+	defer cli.Close()
+	store, err := etcd.New(cli)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fleet, err := kvbreaker.Prefixed(store, "example/list/")
+	if err != nil {
+		log.Fatal(err)
+	}
+	b, err := kvbreaker.New(fleet, kvbreaker.Settings{FailureThreshold: 1})
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, host := range []string{"c.example", "a.example", "b.example"} {
+		if err := b.Failure(ctx, host); err != nil {
+			log.Fatal(err)
+		}
+	}
+
+	lister := fleet.(driver.Lister)
+	cursor := ""
+	for {
+		hosts, next, err := lister.List(ctx, "", cursor, 2)
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Println(hosts)
+		if next == "" {
+			break
+		}
+		cursor = next
+	}
+	for _, host := range []string{"a.example", "b.example", "c.example"} {
+		if err := b.Reset(ctx, host); err != nil {
+			log.Fatal(err)
+		}
+	}
+	// Output:
+	// [a.example b.example]
+	// [c.example]
+}
+
+// ExampleDial connects with TLS and confirms that the cluster answers; the
+// Breaker's Close closes the client Dial made.
+func ExampleDial() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	store, err := etcd.Dial(ctx, []string{"https://etcd-0.internal:2379"}, &tls.Config{MinVersion: tls.VersionTLS13})
+	if errors.Is(err, etcd.ErrUnreachable) {
+		// e.g. etcd: dial: cannot reach etcd at https://etcd-0.internal:2379: connection refused
+		log.Fatal(err)
+	}
+	if err != nil {
+		log.Fatal(err)
+	}
+	fleet, err := kvbreaker.Prefixed(store, "kvbreaker/prod/")
+	if err != nil {
+		log.Fatal(err)
+	}
+	b, err := kvbreaker.New(fleet, kvbreaker.Settings{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer b.Close(context.Background())
 }

@@ -10,9 +10,10 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/goleak"
 
+	"github.com/kvbreaker/kvbreaker"
 	"github.com/kvbreaker/kvbreaker/backends/etcd"
-	"github.com/kvbreaker/kvbreaker/core"
-	"github.com/kvbreaker/kvbreaker/internal/etcdtest"
+	"github.com/kvbreaker/kvbreaker/driver"
+	"github.com/kvbreaker/kvbreaker/testservers/etcdtest"
 )
 
 // TestServerStopAndRestart kills etcd in the middle of a run: every call
@@ -30,27 +31,27 @@ func TestServerStopAndRestart(t *testing.T) {
 	// The server runs in a child process, so a stop is a real process
 	// exit and the leak check sees only this process's goroutines: the
 	// client's and the store's.
-	srv := etcdtest.StartProcess(t)
+	srv := etcdtest.MustStart(t)
 	ctx := t.Context()
 	const callTimeout = 400 * time.Millisecond
 	const slack = time.Second // scheduling on a loaded 2-core machine
-	store, err := etcd.Dial(ctx, srv.Endpoints(), nil, etcd.WithPrefix("fault/"))
+	store, err := etcd.Dial(ctx, srv.Endpoints(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close() })
 	clock := newFakeClock()
 	tr := &transitions{n: map[string]int{}}
-	settings := core.Settings{
+	settings := kvbreaker.Settings{
 		FailureThreshold: 2, RecoveryDelay: time.Minute, FailureWindow: time.Minute,
 		CallTimeout: callTimeout, Clock: clock.Now, OnStateChange: tr.record,
 	}
-	open, err := core.NewBreaker(store, settings)
+	open, err := kvbreaker.New(store, settings)
 	if err != nil {
 		t.Fatal(err)
 	}
 	settings.FailClosed = true
-	closed, err := core.NewBreaker(store, settings)
+	closed, err := kvbreaker.New(store, settings)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +74,7 @@ func TestServerStopAndRestart(t *testing.T) {
 			cctx, cancel := context.WithTimeout(ctx, callTimeout)
 			err := within(t, callTimeout+slack, op, func() error { return call(cctx) })
 			cancel()
-			if err == nil || errors.Is(err, core.ErrConflict) || errors.Is(err, core.ErrNotFound) {
+			if err == nil || errors.Is(err, driver.ErrConflict) || errors.Is(err, driver.ErrNotFound) {
 				t.Errorf("%s with etcd stopped: %v, want a transport error", op, err)
 				continue
 			}
@@ -89,7 +90,7 @@ func TestServerStopAndRestart(t *testing.T) {
 				v, err := open.Allow(ctx, host, time.Time{})
 				return allowResult{v, err}
 			}).get()
-			if err == nil || v.Decision != core.Send {
+			if err == nil || v.Decision != kvbreaker.Send {
 				t.Errorf("Allow(%s) with etcd stopped = %v, %v; want send and an error", host, v.Decision, err)
 			}
 			if !strings.Contains(err.Error(), "etcd: get") {
@@ -107,13 +108,13 @@ func TestServerStopAndRestart(t *testing.T) {
 			v, err := closed.Allow(ctx, "fine.example", time.Time{})
 			return allowResult{v, err}
 		}).get()
-		if err == nil || v.Decision != core.Hold || !v.RetryAt.Equal(clock.Now().Add(core.DefaultReleaseInterval)) {
+		if err == nil || v.Decision != kvbreaker.Hold || !v.RetryAt.Equal(clock.Now().Add(kvbreaker.DefaultReleaseInterval)) {
 			t.Errorf("FailClosed Allow with etcd stopped = %+v, %v; want hold for the release interval and an error", v, err)
 		}
 	})
 	wantTransitions(t, tr, map[string]int{})
 
-	if err := srv.Restart(); err != nil {
+	if err := srv.Restart(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	// The client reconnects on its own; wait (bounded) for the first
@@ -135,7 +136,7 @@ func TestServerStopAndRestart(t *testing.T) {
 	t.Run("works-after-restart", func(t *testing.T) {
 		// The open record survived the restart.
 		v, err := open.Allow(ctx, "down.example", time.Time{})
-		if err != nil || v.Decision != core.Hold {
+		if err != nil || v.Decision != kvbreaker.Hold {
 			t.Errorf("Allow on the open host after restart = %v, %v; want hold", v.Decision, err)
 		}
 		// The failure counted before the stop still counts: one more opens.
@@ -145,7 +146,7 @@ func TestServerStopAndRestart(t *testing.T) {
 		wantTransitions(t, tr, map[string]int{"closed→open": 1})
 		clock.Advance(time.Minute + time.Second)
 		v, err = closed.Allow(ctx, "down.example", time.Time{})
-		if err != nil || v.Decision != core.Probe {
+		if err != nil || v.Decision != kvbreaker.Probe {
 			t.Fatalf("Allow after the recovery delay = %v, %v; want probe", v.Decision, err)
 		}
 		if err := closed.Success(ctx, "down.example"); err != nil {
@@ -153,7 +154,7 @@ func TestServerStopAndRestart(t *testing.T) {
 		}
 		wantTransitions(t, tr, map[string]int{"open→half-open": 1, "half-open→closed": 1})
 		// New records get leases: the pool's cached lease survived too.
-		if _, err := store.CompareAndSwap(ctx, "new.example", core.NoVersion, []byte("v"), time.Minute); err != nil {
+		if _, err := store.CompareAndSwap(ctx, "new.example", driver.NoVersion, []byte("v"), time.Minute); err != nil {
 			t.Errorf("write after restart: %v", err)
 		}
 	})
@@ -163,11 +164,11 @@ func TestServerStopAndRestart(t *testing.T) {
 }
 
 type allowResult struct {
-	v   core.Verdict
+	v   kvbreaker.Verdict
 	err error
 }
 
-func (r allowResult) get() (core.Verdict, error) { return r.v, r.err }
+func (r allowResult) get() (kvbreaker.Verdict, error) { return r.v, r.err }
 
 // TestLostLeaseIsRegranted: when the server no longer knows the pooled
 // lease (revoked by an operator, or lost with the data), the write grants a
@@ -175,8 +176,8 @@ func (r allowResult) get() (core.Verdict, error) { return r.v, r.err }
 func TestLostLeaseIsRegranted(t *testing.T) {
 	s := newStore(t)
 	ctx := t.Context()
-	mustCAS(t, s, "a", core.NoVersion, "v", longTTL)
-	resp, err := s.Client().Get(ctx, s.Prefix()+"a")
+	mustCAS(t, s, "a", driver.NoVersion, "v", longTTL)
+	resp, err := s.Client().Get(ctx, s.prefix+"a")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,7 +185,7 @@ func TestLostLeaseIsRegranted(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := s.Stats().Grants
-	mustCAS(t, s, "b", core.NoVersion, "v", longTTL)
+	mustCAS(t, s, "b", driver.NoVersion, "v", longTTL)
 	if got := s.Stats().Grants - before; got != 1 {
 		t.Errorf("write after the pooled lease was revoked made %d grants, want 1", got)
 	}
@@ -194,14 +195,18 @@ func TestLostLeaseIsRegranted(t *testing.T) {
 }
 
 // storeOps is one call of each Store operation on s: a get and a delete of
-// key, a create of another key.
-func storeOps(s core.Store, key string) map[string]func(context.Context) error {
-	return map[string]func(context.Context) error{
+// key, a create of another key, and a list from key if s lists.
+func storeOps(s driver.Store, key string) map[string]func(context.Context) error {
+	ops := map[string]func(context.Context) error{
 		"get": func(ctx context.Context) error { _, _, err := s.Get(ctx, key); return err },
-		"put": func(ctx context.Context) error {
-			_, err := s.CompareAndSwap(ctx, "new-"+key, core.NoVersion, []byte("v"), time.Minute)
+		"compare-and-swap": func(ctx context.Context) error {
+			_, err := s.CompareAndSwap(ctx, "new-"+key, driver.NoVersion, []byte("v"), time.Minute)
 			return err
 		},
-		"delete": func(ctx context.Context) error { return s.CompareAndDelete(ctx, key, 1) },
+		"compare-and-delete": func(ctx context.Context) error { return s.CompareAndDelete(ctx, key, 1) },
 	}
+	if l, ok := s.(driver.Lister); ok {
+		ops["list"] = func(ctx context.Context) error { _, _, err := l.List(ctx, key, "", 10); return err }
+	}
+	return ops
 }

@@ -3,6 +3,8 @@ package etcd
 import (
 	"context"
 	"errors"
+	"math"
+	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -11,6 +13,8 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/kvbreaker/kvbreaker/driver"
 )
 
 var t0 = time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
@@ -273,14 +277,39 @@ func TestRedactEndpoint(t *testing.T) {
 	}
 }
 
+// TestOptionsValidated: every invalid option is a *driver.OptionError in
+// the one wording, all of them joined. Fails before the restructure (#18):
+// one *errors.joinError under "etcd: invalid options:" without the option
+// names.
 func TestOptionsValidated(t *testing.T) {
-	_, err := newConfig([]Option{WithLeaseReuse(-1, -time.Second), WithMaxKeysPerLease(0), WithMinTTL(-1)})
-	if err == nil {
-		t.Fatal("bad options accepted")
+	_, err := newOptions([]Option{WithLeaseReuse(-1, -time.Second), WithMaxKeysPerLease(0), WithMinTTL(-1)})
+	want := []string{
+		"etcd: invalid WithLeaseReuse fraction: -1: give a share of the TTL from 0 to 1",
+		"etcd: invalid WithLeaseReuse maximum: -1s: give 0 (no pooling) or a positive duration",
+		"etcd: invalid WithMaxKeysPerLease: 0: give 1 or more",
+		"etcd: invalid WithMinTTL: -1ns: give 0 (ask the server) or a positive duration",
 	}
-	for _, want := range []string{"fraction", "maximum", "max keys", "min TTL"} {
-		if !strings.Contains(err.Error(), want) {
-			t.Errorf("error %q does not mention %q", err, want)
+	if err == nil || err.Error() != strings.Join(want, "\n") {
+		t.Fatalf("error:\n%v\nwant:\n%s", err, strings.Join(want, "\n"))
+	}
+	var n int
+	for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
+		if oe, ok := e.(*driver.OptionError); ok && oe.Backend == "etcd" {
+			n++
 		}
+	}
+	if n != len(want) {
+		t.Errorf("%d of %d problems are *driver.OptionError", n, len(want))
+	}
+	// Negative control: the defaults, and NaN, which compares false.
+	if _, err := newOptions(nil); err != nil {
+		t.Errorf("defaults: %v", err)
+	}
+	if _, err := newOptions([]Option{WithLeaseReuse(math.NaN(), 0)}); err == nil {
+		t.Error("NaN fraction accepted")
+	}
+	// One problem alone is the *driver.OptionError itself.
+	if _, err := newOptions([]Option{WithMaxKeysPerLease(0)}); err == nil || reflect.TypeOf(err) != reflect.TypeFor[*driver.OptionError]() {
+		t.Errorf("one problem: %T %v, want a *driver.OptionError", err, err)
 	}
 }

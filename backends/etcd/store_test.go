@@ -1,7 +1,6 @@
 package etcd_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -15,30 +14,31 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/kvbreaker/kvbreaker"
 	"github.com/kvbreaker/kvbreaker/backends/etcd"
-	"github.com/kvbreaker/kvbreaker/core"
+	"github.com/kvbreaker/kvbreaker/driver"
 )
 
-func mustCAS(t *testing.T, s *etcd.Store, key string, old core.Version, val string, ttl time.Duration) core.Version {
+func mustCAS(t *testing.T, s driver.Store, key string, old driver.Version, val string, ttl time.Duration) driver.Version {
 	t.Helper()
 	v, err := s.CompareAndSwap(t.Context(), key, old, []byte(val), ttl)
 	if err != nil {
 		t.Fatalf("CompareAndSwap(%q, %d, %q): %v", key, old, val, err)
 	}
-	if v == core.NoVersion {
+	if v == driver.NoVersion {
 		t.Fatalf("CompareAndSwap(%q) returned NoVersion", key)
 	}
 	return v
 }
 
-func wantConflict(t *testing.T, err error, val string, ver core.Version) {
+func wantConflict(t *testing.T, err error, val string, ver driver.Version) {
 	t.Helper()
-	if !errors.Is(err, core.ErrConflict) {
+	if !errors.Is(err, driver.ErrConflict) {
 		t.Fatalf("err = %v, want a conflict", err)
 	}
-	ce, ok := errors.AsType[*core.ConflictError](err)
+	ce, ok := errors.AsType[*driver.ConflictError](err)
 	if !ok {
-		t.Fatalf("err = %T %v, want a *core.ConflictError", err, err)
+		t.Fatalf("err = %T %v, want a *driver.ConflictError", err, err)
 	}
 	if ce.Version != ver || string(ce.Value) != val {
 		t.Errorf("conflict carries (%q, %d), want (%q, %d)", ce.Value, ce.Version, val, ver)
@@ -50,25 +50,25 @@ const longTTL = time.Minute
 func TestGetAbsent(t *testing.T) {
 	s := newStore(t)
 	_, v, err := s.Get(t.Context(), "nobody.example")
-	if !errors.Is(err, core.ErrNotFound) || v != core.NoVersion {
+	if !errors.Is(err, driver.ErrNotFound) || v != driver.NoVersion {
 		t.Fatalf("Get(absent) = version %d, %v; want NoVersion, ErrNotFound", v, err)
 	}
 }
 
 func TestCreateOnly(t *testing.T) {
 	s := newStore(t)
-	v1 := mustCAS(t, s, "h", core.NoVersion, "one", longTTL)
+	v1 := mustCAS(t, s, "h", driver.NoVersion, "one", longTTL)
 	got, v, err := s.Get(t.Context(), "h")
 	if err != nil || string(got) != "one" || v != v1 {
 		t.Fatalf("Get = %q, %d, %v; want one, %d", got, v, err, v1)
 	}
-	_, err = s.CompareAndSwap(t.Context(), "h", core.NoVersion, []byte("two"), longTTL)
+	_, err = s.CompareAndSwap(t.Context(), "h", driver.NoVersion, []byte("two"), longTTL)
 	wantConflict(t, err, "one", v1)
 }
 
 func TestSwapAndStaleVersion(t *testing.T) {
 	s := newStore(t)
-	v1 := mustCAS(t, s, "h", core.NoVersion, "one", longTTL)
+	v1 := mustCAS(t, s, "h", driver.NoVersion, "one", longTTL)
 	v2 := mustCAS(t, s, "h", v1, "two", longTTL)
 	if v2 <= v1 {
 		t.Fatalf("second version %d not after first %d", v2, v1)
@@ -83,45 +83,45 @@ func TestSwapAndStaleVersion(t *testing.T) {
 
 func TestSwapOnAbsentKeyConflicts(t *testing.T) {
 	s := newStore(t)
-	other := mustCAS(t, s, "other", core.NoVersion, "x", longTTL) // a real revision of another key
+	other := mustCAS(t, s, "other", driver.NoVersion, "x", longTTL) // a real revision of another key
 	_, err := s.CompareAndSwap(t.Context(), "h", other, []byte("v"), longTTL)
-	wantConflict(t, err, "", core.NoVersion)
+	wantConflict(t, err, "", driver.NoVersion)
 	_, err = s.CompareAndSwap(t.Context(), "h", math.MaxUint64, []byte("v"), longTTL)
-	wantConflict(t, err, "", core.NoVersion)
+	wantConflict(t, err, "", driver.NoVersion)
 }
 
 func TestCompareAndDelete(t *testing.T) {
 	s := newStore(t)
 	ctx := t.Context()
-	if err := s.CompareAndDelete(ctx, "h", core.NoVersion); !errors.Is(err, core.ErrNotFound) {
+	if err := s.CompareAndDelete(ctx, "h", driver.NoVersion); !errors.Is(err, driver.ErrNotFound) {
 		t.Errorf("delete absent with NoVersion: %v, want ErrNotFound", err)
 	}
-	if err := s.CompareAndDelete(ctx, "h", 12345); !errors.Is(err, core.ErrNotFound) {
+	if err := s.CompareAndDelete(ctx, "h", 12345); !errors.Is(err, driver.ErrNotFound) {
 		t.Errorf("delete absent with a version: %v, want ErrNotFound", err)
 	}
-	v1 := mustCAS(t, s, "h", core.NoVersion, "one", longTTL)
+	v1 := mustCAS(t, s, "h", driver.NoVersion, "one", longTTL)
 	v2 := mustCAS(t, s, "h", v1, "two", longTTL)
 	wantConflict(t, s.CompareAndDelete(ctx, "h", v1), "two", v2)
-	wantConflict(t, s.CompareAndDelete(ctx, "h", core.NoVersion), "two", v2)
+	wantConflict(t, s.CompareAndDelete(ctx, "h", driver.NoVersion), "two", v2)
 	wantConflict(t, s.CompareAndDelete(ctx, "h", math.MaxUint64), "two", v2)
 	if err := s.CompareAndDelete(ctx, "h", v2); err != nil {
 		t.Fatalf("delete with current version: %v", err)
 	}
-	if _, _, err := s.Get(ctx, "h"); !errors.Is(err, core.ErrNotFound) {
+	if _, _, err := s.Get(ctx, "h"); !errors.Is(err, driver.ErrNotFound) {
 		t.Errorf("Get after delete: %v, want ErrNotFound", err)
 	}
-	if err := s.CompareAndDelete(ctx, "h", v2); !errors.Is(err, core.ErrNotFound) {
+	if err := s.CompareAndDelete(ctx, "h", v2); !errors.Is(err, driver.ErrNotFound) {
 		t.Errorf("second delete: %v, want ErrNotFound", err)
 	}
 	// A deleted key can be created again.
-	mustCAS(t, s, "h", core.NoVersion, "three", longTTL)
+	mustCAS(t, s, "h", driver.NoVersion, "three", longTTL)
 }
 
 func TestInvalidTTL(t *testing.T) {
 	s := newStore(t)
 	for _, ttl := range []time.Duration{0, -time.Second} {
-		_, err := s.CompareAndSwap(t.Context(), "h", core.NoVersion, []byte("v"), ttl)
-		if err == nil || errors.Is(err, core.ErrConflict) || !strings.Contains(err.Error(), "not positive") {
+		_, err := s.CompareAndSwap(t.Context(), "h", driver.NoVersion, []byte("v"), ttl)
+		if err == nil || errors.Is(err, driver.ErrConflict) || !strings.Contains(err.Error(), "not positive") {
 			t.Errorf("ttl %v: err = %v, want a non-conflict error about the ttl", ttl, err)
 		}
 	}
@@ -131,17 +131,17 @@ func TestInvalidTTL(t *testing.T) {
 var hostileKeys = []string{
 	"example.com", "example.com/", "example.com%2F", "example.com/x", "/", "//", "%", "%00", "#", "?a=b",
 	"a b", "ü.example", "例え.テスト", "\U0001F600", "..", ".", "*", "\\", "'\"", "a\u00a0b",
-	strings.Repeat("x", core.MaxKeyLen), strings.Repeat("é", core.MaxKeyLen/2),
+	strings.Repeat("x", driver.MaxKeyLen), strings.Repeat("é", driver.MaxKeyLen/2),
 }
 
 func TestHostileKeysRoundTrip(t *testing.T) {
 	s := newStore(t)
 	ctx := t.Context()
 	for i, k := range hostileKeys {
-		if err := core.ValidateKey(k); err != nil {
+		if err := driver.ValidateKey(k); err != nil {
 			t.Fatalf("test key %q is not valid: %v", k, err)
 		}
-		mustCAS(t, s, k, core.NoVersion, fmt.Sprint(i), longTTL)
+		mustCAS(t, s, k, driver.NoVersion, fmt.Sprint(i), longTTL)
 	}
 	for i, k := range hostileKeys {
 		got, _, err := s.Get(ctx, k)
@@ -149,12 +149,12 @@ func TestHostileKeysRoundTrip(t *testing.T) {
 			t.Errorf("Get(%q) = %q, %v; want %d", k, got, err, i)
 		}
 		// The etcd key is exactly prefix+key.
-		resp, err := s.Client().Get(ctx, s.Prefix()+k)
+		resp, err := s.Client().Get(ctx, s.prefix+k)
 		if err != nil || len(resp.Kvs) != 1 || string(resp.Kvs[0].Value) != fmt.Sprint(i) {
-			t.Errorf("raw etcd key %q not found as written: %v", s.Prefix()+k, err)
+			t.Errorf("raw etcd key %q not found as written: %v", s.prefix+k, err)
 		}
 	}
-	resp, err := s.Client().Get(ctx, s.Prefix(), clientv3.WithPrefix(), clientv3.WithCountOnly())
+	resp, err := s.Client().Get(ctx, s.prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
 	if err != nil || resp.Count != int64(len(hostileKeys)) {
 		t.Errorf("prefix holds %d keys (%v), want %d", resp.Count, err, len(hostileKeys))
 	}
@@ -162,11 +162,11 @@ func TestHostileKeysRoundTrip(t *testing.T) {
 
 func TestPrefixesIsolate(t *testing.T) {
 	a, b := newStore(t), newStore(t)
-	mustCAS(t, a, "h", core.NoVersion, "a", longTTL)
-	if _, _, err := b.Get(t.Context(), "h"); !errors.Is(err, core.ErrNotFound) {
+	mustCAS(t, a, "h", driver.NoVersion, "a", longTTL)
+	if _, _, err := b.Get(t.Context(), "h"); !errors.Is(err, driver.ErrNotFound) {
 		t.Fatalf("store b sees store a's key: %v", err)
 	}
-	mustCAS(t, b, "h", core.NoVersion, "b", longTTL)
+	mustCAS(t, b, "h", driver.NoVersion, "b", longTTL)
 	got, _, _ := a.Get(t.Context(), "h")
 	if string(got) != "a" {
 		t.Errorf("store a's key reads %q after store b wrote, want a", got)
@@ -174,9 +174,9 @@ func TestPrefixesIsolate(t *testing.T) {
 }
 
 // leaseTTL returns the granted TTL of the lease attached to key.
-func leaseTTL(t *testing.T, s *etcd.Store, key string) int64 {
+func leaseTTL(t *testing.T, s *testStore, key string) int64 {
 	t.Helper()
-	resp, err := s.Client().Get(t.Context(), s.Prefix()+key)
+	resp, err := s.Client().Get(t.Context(), s.prefix+key)
 	if err != nil || len(resp.Kvs) != 1 {
 		t.Fatalf("raw get %q: %v", key, err)
 	}
@@ -208,7 +208,7 @@ func TestTTLRoundsUpToSecondsAndServerMinimum(t *testing.T) {
 		{"slack-capped", 30*time.Minute + 5*time.Second, 1805 + 60},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			mustCAS(t, s, tc.name, core.NoVersion, "v", tc.ttl)
+			mustCAS(t, s, tc.name, driver.NoVersion, "v", tc.ttl)
 			if got := leaseTTL(t, s, tc.name); got != tc.want {
 				t.Errorf("ttl %v: lease granted for %d s, want %d s", tc.ttl, got, tc.want)
 			}
@@ -216,7 +216,7 @@ func TestTTLRoundsUpToSecondsAndServerMinimum(t *testing.T) {
 	}
 	// A declared minimum above the server's raises every lease.
 	s3 := newStore(t, etcd.WithMinTTL(3*time.Second))
-	mustCAS(t, s3, "h", core.NoVersion, "v", time.Second)
+	mustCAS(t, s3, "h", driver.NoVersion, "v", time.Second)
 	if got := leaseTTL(t, s3, "h"); got != 3 {
 		t.Errorf("WithMinTTL(3s), ttl 1s: lease of %d s, want 3", got)
 	}
@@ -227,10 +227,10 @@ func TestTTLRoundsUpToSecondsAndServerMinimum(t *testing.T) {
 
 func TestTraits(t *testing.T) {
 	s := newStore(t)
-	want := core.Traits{
+	want := driver.Traits{
 		Atomic: true,
-		Expiry: core.ExpiryModel{
-			Kind:        core.ExpiryRelative,
+		Expiry: driver.ExpiryModel{
+			Kind:        driver.ExpiryRelative,
 			Granularity: time.Second,
 			MinTTL:      time.Second,
 			Late:        500*time.Millisecond + 60*time.Second,
@@ -244,7 +244,7 @@ func TestTraits(t *testing.T) {
 		t.Errorf("without pooling Late = %v, want 500ms", got)
 	}
 	// The derived Breaker TTL is accepted with default settings.
-	if _, err := core.NewBreaker(s, core.Settings{}); err != nil {
+	if _, err := kvbreaker.New(s, kvbreaker.Settings{}); err != nil {
 		t.Errorf("NewBreaker with default settings: %v", err)
 	}
 }
@@ -264,12 +264,12 @@ func TestExpiryMeasured(t *testing.T) {
 		wg.Go(func() {
 			key := ttl.String()
 			start := time.Now()
-			mustCAS(t, s, key, core.NoVersion, "v", ttl)
+			mustCAS(t, s, key, driver.NoVersion, "v", ttl)
 			written := time.Now()
 			for {
 				_, _, err := s.Get(t.Context(), key)
 				now := time.Now()
-				if errors.Is(err, core.ErrNotFound) {
+				if errors.Is(err, driver.ErrNotFound) {
 					if early := start.Add(ttl).Sub(now); early > 0 {
 						t.Errorf("ttl %v: key gone %v early", ttl, early)
 					}
@@ -306,7 +306,7 @@ func TestConcurrentCASCounts(t *testing.T) {
 	for range workers {
 		wg.Go(func() {
 			var cur []byte
-			ver := core.NoVersion
+			ver := driver.NoVersion
 			for range each {
 				for {
 					n := 0
@@ -319,7 +319,7 @@ func TestConcurrentCASCounts(t *testing.T) {
 						cur, ver = next, v
 						break
 					}
-					ce, ok := errors.AsType[*core.ConflictError](err)
+					ce, ok := errors.AsType[*driver.ConflictError](err)
 					if !ok {
 						t.Errorf("CAS: %v", err)
 						return
@@ -348,13 +348,13 @@ func TestConcurrentCASCounts(t *testing.T) {
 // (30 min 5 s): they share one lease, as etcd itself reports.
 func TestLeasePooling(t *testing.T) {
 	s := newStore(t)
-	ttl := core.DefaultRecoveryDelay + core.DefaultTTLMargin
+	ttl := kvbreaker.DefaultRecoveryDelay + kvbreaker.DefaultTTLMargin
 	const writes = 1000
 	var wg sync.WaitGroup
 	for w := range 8 {
 		wg.Go(func() {
 			for i := w; i < writes; i += 8 {
-				if _, err := s.CompareAndSwap(t.Context(), fmt.Sprintf("host-%d.example", i), core.NoVersion, []byte("v"), ttl); err != nil {
+				if _, err := s.CompareAndSwap(t.Context(), fmt.Sprintf("host-%d.example", i), driver.NoVersion, []byte("v"), ttl); err != nil {
 					t.Error(err)
 					return
 				}
@@ -367,7 +367,7 @@ func TestLeasePooling(t *testing.T) {
 	if st.Writes != writes || st.Grants != 1 || st.Reused != writes-1 {
 		t.Errorf("stats %+v; want %d writes on 1 grant", st, writes)
 	}
-	resp, err := s.Client().Get(t.Context(), s.Prefix(), clientv3.WithPrefix())
+	resp, err := s.Client().Get(t.Context(), s.prefix, clientv3.WithPrefix())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -409,6 +409,10 @@ func within[T any](t *testing.T, limit time.Duration, what string, f func() T) T
 	return v
 }
 
+// TestDeadEndpointFailsWithinDeadline: with nothing listening, every call
+// returns by its context's deadline (the only bound: the Store has no
+// timeout of its own) with an *driver.OpError naming the operation, the
+// key and the endpoint.
 func TestDeadEndpointFailsWithinDeadline(t *testing.T) {
 	addr := deadEndpoint(t)
 	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{"http://" + addr}, DialTimeout: time.Second, Logger: zap.NewNop()})
@@ -416,46 +420,35 @@ func TestDeadEndpointFailsWithinDeadline(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cli.Close()
-	s, err := etcd.New(cli, etcd.WithMinTTL(time.Second), etcd.WithOpTimeout(time.Minute))
+	s, err := etcd.New(cli, etcd.WithMinTTL(time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
 	const deadline = 300 * time.Millisecond
-	const slack = time.Second // scheduling on a loaded 2-core machine; the default op timeout is 5 s
-	calls := map[string]func(ctx context.Context) error{
-		"get": func(ctx context.Context) error { _, _, err := s.Get(ctx, "h.example"); return err },
-		"put": func(ctx context.Context) error {
-			_, err := s.CompareAndSwap(ctx, "h.example", 0, []byte("v"), time.Minute)
-			return err
-		},
-		"delete": func(ctx context.Context) error { return s.CompareAndDelete(ctx, "h.example", 7) },
-	}
-	for op, call := range calls {
+	const slack = time.Second // scheduling on a loaded 2-core machine
+	for op, call := range storeOps(s, "h.example") {
 		t.Run(op, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(t.Context(), deadline)
 			defer cancel()
 			err := within(t, deadline+slack, op, func() error { return call(ctx) })
-			if err == nil || errors.Is(err, core.ErrConflict) || errors.Is(err, core.ErrNotFound) {
+			if err == nil || errors.Is(err, driver.ErrConflict) || errors.Is(err, driver.ErrNotFound) {
 				t.Fatalf("%s on a dead endpoint: %v", op, err)
 			}
-			want := fmt.Sprintf("etcd: %s %q via http://%s: ", op, "h.example", addr)
-			if !strings.HasPrefix(err.Error(), want) {
-				t.Errorf("error %q does not start %q", err, want)
+			oe, ok := errors.AsType[*driver.OpError](err)
+			if !ok || oe.Backend != "etcd" || oe.Op != op {
+				t.Fatalf("error %T %v is not an *driver.OpError for %s", err, err, op)
 			}
-			if _, ok := errors.AsType[*etcd.OpError](err); !ok {
-				t.Errorf("error %T is not an *etcd.OpError", err)
+			if want := "(via http://" + addr + ")"; !strings.HasPrefix(err.Error(), "etcd: "+op+" ") || !strings.HasSuffix(err.Error(), want) {
+				t.Errorf("error %q: want etcd: %s <key>: … %s", err, op, want)
+			}
+			if !errors.Is(err, context.DeadlineExceeded) {
+				t.Errorf("error %q does not unwrap to the context's", err)
+			}
+			if n := strings.Count(err.Error(), "etcd: "); n != 1 {
+				t.Errorf("error %q says \"etcd: \" %d times", err, n)
 			}
 		})
 	}
-	// Without a caller deadline, the store's op timeout bounds the call.
-	s2, _ := etcd.New(cli, etcd.WithMinTTL(time.Second), etcd.WithOpTimeout(deadline))
-	within(t, deadline+slack, "get without a deadline", func() error {
-		_, _, err := s2.Get(context.Background(), "h")
-		if err == nil {
-			t.Error("get on a dead endpoint succeeded")
-		}
-		return err
-	})
 }
 
 func TestDialHidesCredentialsAndFailsInTime(t *testing.T) {
@@ -479,15 +472,16 @@ func TestDialHidesCredentialsAndFailsInTime(t *testing.T) {
 
 func TestDialAndClose(t *testing.T) {
 	eps := []string{strings.Replace(endpoints[0], "http://", "http://user:pw@", 1)}
-	s, err := etcd.Dial(t.Context(), eps, nil, etcd.WithPrefix(uniquePrefix(t)))
+	s, err := etcd.Dial(t.Context(), eps, nil)
 	if err != nil {
 		t.Fatalf("Dial: %v", err)
 	}
 	if got := s.MinTTL(); got != time.Second {
 		t.Errorf("MinTTL %v, want 1s", got)
 	}
-	v := mustCAS(t, s, "h", core.NoVersion, "v", longTTL)
-	if _, ver, err := s.Get(t.Context(), "h"); err != nil || ver != v {
+	key := uniquePrefix(t) + "h"
+	v := mustCAS(t, s, key, driver.NoVersion, "v", longTTL)
+	if _, ver, err := s.Get(t.Context(), key); err != nil || ver != v {
 		t.Fatalf("Get: %d %v", ver, err)
 	}
 	if err := s.Close(); err != nil {
@@ -496,7 +490,7 @@ func TestDialAndClose(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatalf("second Close: %v", err)
 	}
-	_, _, err = s.Get(t.Context(), "h")
+	_, _, err = s.Get(t.Context(), key)
 	if !errors.Is(err, etcd.ErrClosed) {
 		t.Errorf("Get after Close: %v, want ErrClosed", err)
 	}
@@ -508,23 +502,21 @@ func TestDialAndClose(t *testing.T) {
 	}
 }
 
+// TestNewKeepsCallersClient: Close leaves the caller's client working, and
+// the Store keys exactly as given (no prefix of its own).
 func TestNewKeepsCallersClient(t *testing.T) {
 	cli := newClient(t)
 	s, err := etcd.New(cli)
 	if err != nil {
 		t.Fatal(err)
 	}
+	key := uniquePrefix(t) + "raw.example"
+	mustCAS(t, s, key, driver.NoVersion, "v", longTTL)
+	if resp, err := cli.Get(t.Context(), key); err != nil || len(resp.Kvs) != 1 || string(resp.Kvs[0].Value) != "v" {
+		t.Errorf("etcd key %q not written as given: %v", key, err)
+	}
 	s.Close()
 	if _, err := cli.Get(t.Context(), "x"); err != nil {
 		t.Errorf("caller's client broken by Store.Close: %v", err)
-	}
-	if _, err := etcd.New(nil); err == nil {
-		t.Error("New(nil) accepted")
-	}
-	if _, err := etcd.New(cli, etcd.WithMaxKeysPerLease(0)); err == nil {
-		t.Error("WithMaxKeysPerLease(0) accepted")
-	}
-	if !bytes.Equal([]byte(s.Prefix()), []byte(etcd.DefaultPrefix)) {
-		t.Errorf("default prefix %q", s.Prefix())
 	}
 }

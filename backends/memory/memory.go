@@ -1,6 +1,14 @@
-// Package memory is an in-process core.Store: exact TTLs on an injectable
+// Package memory is an in-process driver.Store: exact TTLs on an injectable
 // clock, atomic compare-and-swap under a mutex per shard of keys. It is the
 // reference adapter, for tests, simulations and single-process deployments.
+//
+// Keys are stored as given; to share one Store between fleets, wrap it with
+// kvbreaker.Prefixed. A Store lists its live keys (driver.Lister) in
+// byte order. It holds no connections and queues no writes: there is
+// nothing to close or flush.
+//
+// Errors other than driver.ErrNotFound and conflicts (*driver.ConflictError)
+// are *driver.OpError: "memory: get host.example: context canceled".
 package memory
 
 import (
@@ -8,18 +16,23 @@ import (
 	"fmt"
 	"hash/maphash"
 	"math"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/kvbreaker/kvbreaker/core"
+	"github.com/kvbreaker/kvbreaker/driver"
 )
 
-// Store is a core.Store held in memory. The zero value is not usable; call
+// Store is a driver.Store held in memory. The zero value is not usable; call
 // New.
 //
-// Keys are spread over shards by a hash, each under its own mutex, so
-// workers asking about different hosts do not wait for each other.
+// Keys are spread over shards by a hash. Reads take no lock and write no
+// shared memory (each shard's entries are a sync.Map of immutable entries),
+// so Gets from many cores share the cache lines they read instead of
+// passing a lock's line between them; writers to a shard take its mutex,
+// which orders compare-and-swaps.
 type Store struct {
 	// clock is nil for the default: the store then counts TTLs down on the
 	// monotonic clock from base (time.Since reads one clock where
@@ -35,15 +48,18 @@ type Store struct {
 const shards = 64
 
 type shard struct {
-	mu      sync.Mutex
-	entries map[string]entry
-	writes  int // writes since the last sweep
+	mu sync.Mutex // held by writers; readers only Load
+	// entries maps a key to its *entry, which is never modified once
+	// stored: a write stores a new one.
+	entries sync.Map
+	n       int // entries held, expired or not (under mu)
+	writes  int // writes since the last sweep (under mu)
 	_       [64]byte
 }
 
 type entry struct {
 	value   []byte
-	version core.Version
+	version driver.Version
 	// expires is on the store's timeline: nanoseconds since base on the
 	// monotonic clock; with WithClock, expiresAt holds the instant instead,
 	// since an injected clock may jump further than an int64 of
@@ -54,26 +70,34 @@ type entry struct {
 
 // expired reports whether e has expired at now (the store's timeline) or
 // at (WithClock's instant).
-func (s *Store) expired(e entry, now int64, at time.Time) bool {
+func (s *Store) expired(e *entry, now int64, at time.Time) bool {
 	if s.clock != nil {
 		return !at.Before(e.expiresAt)
 	}
 	return now >= e.expires
 }
 
+// options collects the Options of New.
+type options struct {
+	clock func() time.Time
+}
+
 // Option configures a Store.
-type Option func(*Store)
+type Option func(*options)
 
 // WithClock makes the store judge expiry by clock instead of time.Now; give
-// the Breakers over it the same clock in simulations.
-func WithClock(clock func() time.Time) Option { return func(s *Store) { s.clock = clock } }
+// the Breakers over it the same clock in simulations. A nil clock means
+// time.Now.
+func WithClock(clock func() time.Time) Option { return func(o *options) { o.clock = clock } }
 
-// New returns an empty Store.
+// New returns an empty Store. Unlike the other adapters' constructors it
+// returns no error: no option value is invalid.
 func New(opts ...Option) *Store {
-	s := &Store{seed: maphash.MakeSeed()}
-	for _, o := range opts {
-		o(s)
+	var o options
+	for _, opt := range opts {
+		opt(&o)
 	}
+	s := &Store{seed: maphash.MakeSeed(), clock: o.clock}
 	if s.clock == nil {
 		s.base = time.Now()
 	}
@@ -93,13 +117,10 @@ func (s *Store) shard(key string) *shard {
 	return &s.shards[maphash.String(s.seed, key)%shards]
 }
 
-// InProcess marks the store as answering without I/O (core.InProcess), so
-// Breaker spares it a per-call timeout.
-func (s *Store) InProcess() {}
-
-// Traits: atomic, exact relative expiry, linearizable reads.
-func (s *Store) Traits() core.Traits {
-	return core.Traits{Atomic: true, Expiry: core.ExpiryModel{Kind: core.ExpiryRelative}}
+// Traits: atomic, exact relative expiry, linearizable reads, in process (so
+// the Breaker spares it a per-call timeout).
+func (s *Store) Traits() driver.Traits {
+	return driver.Traits{Atomic: true, Expiry: driver.ExpiryModel{Kind: driver.ExpiryRelative}, InProcess: true}
 }
 
 // clock is one reading of the store's clock, taken when first needed.
@@ -116,45 +137,57 @@ func (c *clock) get(s *Store) {
 	}
 }
 
-// lookup returns key's live entry, deleting it if it has expired. It reads
-// the clock only when there is an entry to judge, so a Get of an absent
-// key, the common case, costs no clock read.
-func (sh *shard) lookup(s *Store, key string, c *clock) (entry, bool) {
-	e, ok := sh.entries[key]
+// live returns key's entry unless it is absent or has expired. It reads the
+// clock only when there is an entry to judge, so a Get of an absent key,
+// the common case, costs no clock read.
+func (sh *shard) live(s *Store, key string, c *clock) (*entry, bool) {
+	v, ok := sh.entries.Load(key)
 	if !ok {
-		return entry{}, false
+		return nil, false
 	}
+	e := v.(*entry)
 	c.get(s)
 	if s.expired(e, c.now, c.at) {
-		delete(sh.entries, key)
-		return entry{}, false
+		return e, false
 	}
 	return e, true
 }
 
-// Get implements core.Store.
-func (s *Store) Get(ctx context.Context, key string) ([]byte, core.Version, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, 0, fmt.Errorf("memory: get %q: %w", key, err)
-	}
-	sh := s.shard(key)
-	var c clock
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	e, ok := sh.lookup(s, key, &c)
+// lookup is live for writers (sh.mu held): it also deletes an expired
+// entry, and returns the zero entry for an absent one.
+func (sh *shard) lookup(s *Store, key string, c *clock) (*entry, bool) {
+	e, ok := sh.live(s, key, c)
 	if !ok {
-		return nil, core.NoVersion, core.ErrNotFound
+		if e != nil {
+			sh.entries.Delete(key)
+			sh.n--
+		}
+		return &entry{}, false
+	}
+	return e, true
+}
+
+// Get implements driver.Store. It takes no lock: an expired entry reads as
+// absent and is reclaimed by a later write to its shard.
+func (s *Store) Get(ctx context.Context, key string) ([]byte, driver.Version, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, 0, opError("get", key, err)
+	}
+	var c clock
+	e, ok := s.shard(key).live(s, key, &c)
+	if !ok {
+		return nil, driver.NoVersion, driver.ErrNotFound
 	}
 	return clone(e.value), e.version, nil
 }
 
-// CompareAndSwap implements core.Store.
-func (s *Store) CompareAndSwap(ctx context.Context, key string, old core.Version, value []byte, ttl time.Duration) (core.Version, error) {
+// CompareAndSwap implements driver.Store.
+func (s *Store) CompareAndSwap(ctx context.Context, key string, old driver.Version, value []byte, ttl time.Duration) (driver.Version, error) {
 	if err := ctx.Err(); err != nil {
-		return 0, fmt.Errorf("memory: put %q: %w", key, err)
+		return 0, opError("compare-and-swap", key, err)
 	}
 	if ttl <= 0 {
-		return 0, fmt.Errorf("memory: put %q: ttl %v is not positive", key, ttl)
+		return 0, opError("compare-and-swap", key, fmt.Errorf("ttl %v is not positive", ttl))
 	}
 	sh := s.shard(key)
 	sh.mu.Lock()
@@ -163,26 +196,26 @@ func (s *Store) CompareAndSwap(ctx context.Context, key string, old core.Version
 	c.get(s)
 	e, _ := sh.lookup(s, key, &c)
 	if e.version != old {
-		return 0, &core.ConflictError{Value: clone(e.value), Version: e.version}
+		return 0, &driver.ConflictError{Value: clone(e.value), Version: e.version}
 	}
 	expires := c.now + int64(ttl)
 	if expires < c.now {
 		expires = math.MaxInt64 // a TTL past the timeline's end never expires
 	}
 	// Taken under the shard's lock: a key's versions only grow.
-	v := core.Version(s.next.Add(1))
-	if sh.entries == nil {
-		sh.entries = make(map[string]entry)
+	v := driver.Version(s.next.Add(1))
+	if old == driver.NoVersion {
+		sh.n++
 	}
-	sh.entries[key] = entry{value: clone(value), version: v, expires: expires, expiresAt: c.at.Add(ttl)}
+	sh.entries.Store(key, &entry{value: clone(value), version: v, expires: expires, expiresAt: c.at.Add(ttl)})
 	sh.sweep(s, &c)
 	return v, nil
 }
 
-// CompareAndDelete implements core.Store.
-func (s *Store) CompareAndDelete(ctx context.Context, key string, old core.Version) error {
+// CompareAndDelete implements driver.Store.
+func (s *Store) CompareAndDelete(ctx context.Context, key string, old driver.Version) error {
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("memory: delete %q: %w", key, err)
+		return opError("compare-and-delete", key, err)
 	}
 	sh := s.shard(key)
 	var c clock
@@ -191,11 +224,12 @@ func (s *Store) CompareAndDelete(ctx context.Context, key string, old core.Versi
 	e, ok := sh.lookup(s, key, &c)
 	switch {
 	case !ok:
-		return core.ErrNotFound
+		return driver.ErrNotFound
 	case e.version != old:
-		return &core.ConflictError{Value: clone(e.value), Version: e.version}
+		return &driver.ConflictError{Value: clone(e.value), Version: e.version}
 	}
-	delete(sh.entries, key)
+	sh.entries.Delete(key)
+	sh.n--
 	return nil
 }
 
@@ -204,13 +238,14 @@ func (s *Store) CompareAndDelete(ctx context.Context, key string, old core.Versi
 // hosts never pile up beyond about twice the live ones.
 func (sh *shard) sweep(s *Store, c *clock) {
 	sh.writes++
-	if sh.writes < 16 || sh.writes < len(sh.entries)/2 {
+	if sh.writes < 16 || sh.writes < sh.n/2 {
 		return
 	}
 	sh.writes = 0
-	for k, e := range sh.entries {
-		if s.expired(e, c.now, c.at) {
-			delete(sh.entries, k)
+	for k, v := range sh.entries.Range {
+		if s.expired(v.(*entry), c.now, c.at) {
+			sh.entries.Delete(k)
+			sh.n--
 		}
 	}
 }
@@ -222,10 +257,67 @@ func (s *Store) Len() int {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		n += len(sh.entries)
+		n += sh.n
 		sh.mu.Unlock()
 	}
 	return n
+}
+
+// List implements driver.Lister: up to limit live keys that begin with
+// prefix and sort after cursor, in byte order, and the cursor of the next
+// page ("" after the last). Expired entries are not listed (nor removed).
+//
+// There is no index in key order (it would cost every write), so each page
+// walks every entry once, holding one shard's lock at a time, and keeps at
+// most 2×(limit+1) keys: O(n log limit) time, O(limit) memory per page
+// (a page of 100 from 100,000 keys: 10.5 ms, 9 KB, 9 allocations on a
+// 2-core VM; go test -run '^$' -bench BenchmarkList -benchmem
+// ./backends/memory/).
+func (s *Store) List(ctx context.Context, prefix, cursor string, limit int) ([]string, string, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, "", opError("list", prefix, err)
+	}
+	if limit < 1 {
+		return nil, "", opError("list", prefix, fmt.Errorf("limit %d: want at least 1", limit))
+	}
+	// One more than limit tells whether another page follows.
+	want := limit + 1
+	var keys []string
+	var c clock
+	for i := range s.shards {
+		if i%8 == 0 && ctx.Err() != nil {
+			return nil, "", opError("list", prefix, ctx.Err())
+		}
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		for kv, v := range sh.entries.Range {
+			k := kv.(string)
+			if !strings.HasPrefix(k, prefix) || k <= cursor {
+				continue
+			}
+			c.get(s)
+			if s.expired(v.(*entry), c.now, c.at) {
+				continue
+			}
+			keys = append(keys, k)
+			if len(keys) >= 2*want {
+				slices.Sort(keys)
+				keys = keys[:want]
+			}
+		}
+		sh.mu.Unlock()
+	}
+	slices.Sort(keys)
+	if len(keys) <= limit {
+		return keys, "", nil
+	}
+	keys = keys[:limit:limit]
+	return keys, keys[limit-1], nil
+}
+
+// opError is the shape of every error but ErrNotFound and conflicts.
+func opError(op, key string, err error) error {
+	return &driver.OpError{Backend: "memory", Op: op, Key: key, Err: err}
 }
 
 func clone(b []byte) []byte {

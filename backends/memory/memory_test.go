@@ -8,15 +8,15 @@ import (
 
 	"github.com/kvbreaker/kvbreaker/backends/memory"
 	"github.com/kvbreaker/kvbreaker/conformance"
-	"github.com/kvbreaker/kvbreaker/core"
+	"github.com/kvbreaker/kvbreaker/driver"
 	"github.com/kvbreaker/kvbreaker/skew"
 )
 
 // harness makes a fresh memory store per case, on real time.
 type harness struct{}
 
-func (harness) MakeStore(context.Context) (core.Store, error) { return memory.New(), nil }
-func (harness) Close()                                        {}
+func (harness) MakeStore(context.Context) (driver.Store, error) { return memory.New(), nil }
+func (harness) Close()                                          {}
 
 // TestConformance runs the whole suite on real time: the expiry cases wait
 // for 2 s TTLs (skipped under -short).
@@ -38,7 +38,7 @@ func (a *advancing) now() time.Time {
 	return time.Now().Add(a.off)
 }
 
-func (a *advancing) MakeStore(context.Context) (core.Store, error) {
+func (a *advancing) MakeStore(context.Context) (driver.Store, error) {
 	return memory.New(memory.WithClock(a.now)), nil
 }
 
@@ -52,14 +52,17 @@ func (a *advancing) Advance(_ context.Context, d time.Duration) error {
 }
 
 func TestConformanceAdvancing(t *testing.T) {
-	conformance.RunOptions(t, func(context.Context, *testing.T) (conformance.Harness, error) { return &advancing{}, nil },
-		conformance.Options{ExpiryTTL: time.Hour})
+	conformance.Run(t, func(context.Context, *testing.T) (conformance.Harness, error) { return &advancing{}, nil },
+		conformance.WithExpiryTTL(time.Hour))
 }
 
-// TestTraitsMatchSkewProfile keeps skew's memory profile, which the margin
-// experiments run on, equal to what the Store declares.
-func TestTraitsMatchSkewProfile(t *testing.T) {
-	if got, want := memory.New().Traits(), skew.Memory.Traits; got != want {
-		t.Fatalf("Traits() = %+v, but skew.Memory declares %+v: update one of them", got, want)
+// TestDefaultTraitsMatchSkewProfile: every Store declares DefaultTraits,
+// from which skew builds the memory profile the margin experiments run on.
+func TestDefaultTraitsMatchSkewProfile(t *testing.T) {
+	if got, want := memory.New().Traits(), memory.DefaultTraits(); got != want {
+		t.Fatalf("Traits() = %+v, but DefaultTraits() = %+v", got, want)
+	}
+	if got, want := skew.Memory.Traits, memory.DefaultTraits(); got != want {
+		t.Fatalf("skew.Memory declares %+v, but DefaultTraits() = %+v", got, want)
 	}
 }

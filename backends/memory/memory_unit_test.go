@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kvbreaker/kvbreaker/core"
+	"github.com/kvbreaker/kvbreaker/driver"
 )
 
 type fakeClock struct {
@@ -28,7 +28,7 @@ func TestExactExpiry(t *testing.T) {
 	clk := &fakeClock{now: time.Unix(1e9, 0)}
 	s := New(WithClock(clk.Now))
 	ctx := context.Background()
-	v, err := s.CompareAndSwap(ctx, "h", core.NoVersion, []byte("x"), time.Second)
+	v, err := s.CompareAndSwap(ctx, "h", driver.NoVersion, []byte("x"), time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,11 +37,11 @@ func TestExactExpiry(t *testing.T) {
 		t.Fatalf("alive 1ns before its TTL: %v %v", got, err)
 	}
 	clk.Add(time.Nanosecond)
-	if _, _, err := s.Get(ctx, "h"); !errors.Is(err, core.ErrNotFound) {
+	if _, _, err := s.Get(ctx, "h"); !errors.Is(err, driver.ErrNotFound) {
 		t.Fatalf("at its TTL: %v", err)
 	}
 	// The expired key counts as absent for create-only...
-	v2, err := s.CompareAndSwap(ctx, "h", core.NoVersion, []byte("y"), time.Second)
+	v2, err := s.CompareAndSwap(ctx, "h", driver.NoVersion, []byte("y"), time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +49,7 @@ func TestExactExpiry(t *testing.T) {
 	if v2 == v {
 		t.Fatal("version reused")
 	}
-	if _, err := s.CompareAndSwap(ctx, "h", v, []byte("z"), time.Second); !errors.Is(err, core.ErrConflict) {
+	if _, err := s.CompareAndSwap(ctx, "h", v, []byte("z"), time.Second); !errors.Is(err, driver.ErrConflict) {
 		t.Fatalf("stale version accepted: %v", err)
 	}
 }
@@ -62,7 +62,7 @@ func TestReclaimsDeadHosts(t *testing.T) {
 	ctx := context.Background()
 	peak := 0
 	for i := range 1_000_000 {
-		if _, err := s.CompareAndSwap(ctx, fmt.Sprint("host-", i), core.NoVersion, []byte{1}, time.Second); err != nil {
+		if _, err := s.CompareAndSwap(ctx, fmt.Sprint("host-", i), driver.NoVersion, []byte{1}, time.Second); err != nil {
 			t.Fatal(err)
 		}
 		clk.Add(time.Millisecond) // ~1,000 live at any time
@@ -100,7 +100,7 @@ func TestConcurrentCAS(t *testing.T) {
 						mu.Unlock()
 						break
 					}
-					if !errors.Is(err, core.ErrConflict) {
+					if !errors.Is(err, driver.ErrConflict) {
 						t.Error(err)
 						return
 					}
@@ -137,13 +137,13 @@ func TestAbsentGetReadsNoClock(t *testing.T) {
 	s := New(WithClock(func() time.Time { reads++; return clk.Now() }))
 	ctx := context.Background()
 	before := reads
-	if _, _, err := s.Get(ctx, "absent"); !errors.Is(err, core.ErrNotFound) {
+	if _, _, err := s.Get(ctx, "absent"); !errors.Is(err, driver.ErrNotFound) {
 		t.Fatal(err)
 	}
 	if reads != before {
 		t.Fatalf("Get of an absent key read the clock %d times", reads-before)
 	}
-	if _, err := s.CompareAndSwap(ctx, "present", core.NoVersion, []byte{1}, time.Minute); err != nil {
+	if _, err := s.CompareAndSwap(ctx, "present", driver.NoVersion, []byte{1}, time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	before = reads
@@ -167,7 +167,7 @@ func TestInjectedClockJumps(t *testing.T) {
 	// Two jumps of the longest Duration: past year 580.
 	c.Add(math.MaxInt64)
 	c.Add(math.MaxInt64)
-	if _, err := s.CompareAndSwap(ctx, "k", core.NoVersion, []byte("v"), time.Minute); err != nil {
+	if _, err := s.CompareAndSwap(ctx, "k", driver.NoVersion, []byte("v"), time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	c.Add(time.Minute - time.Nanosecond)
@@ -175,7 +175,7 @@ func TestInjectedClockJumps(t *testing.T) {
 		t.Fatalf("1ns before its TTL: %v", err)
 	}
 	c.Add(time.Nanosecond)
-	if _, _, err := s.Get(ctx, "k"); !errors.Is(err, core.ErrNotFound) {
+	if _, _, err := s.Get(ctx, "k"); !errors.Is(err, driver.ErrNotFound) {
 		t.Fatalf("at its TTL: %v, want ErrNotFound", err)
 	}
 }

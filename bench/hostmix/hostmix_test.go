@@ -12,8 +12,8 @@ import (
 
 	"github.com/sony/gobreaker/v2"
 
+	"github.com/kvbreaker/kvbreaker"
 	"github.com/kvbreaker/kvbreaker/backends/memory"
-	"github.com/kvbreaker/kvbreaker/core"
 )
 
 var errDown = errors.New("503")
@@ -46,8 +46,8 @@ type breakers interface {
 // kv is one worker's kvbreaker over an in-process memory store, both on the
 // real clock.
 type kv struct {
-	b    *core.Breaker
-	want core.Decision
+	b    *kvbreaker.Breaker
+	want kvbreaker.Decision
 }
 
 func (k *kv) ask(ctx context.Context, host string) bool {
@@ -56,7 +56,7 @@ func (k *kv) ask(ctx context.Context, host string) bool {
 }
 
 func newKV(tb testing.TB, hosts []string, open, cached bool) breakers {
-	s := core.Settings{FailureThreshold: 1}
+	s := kvbreaker.Settings{FailureThreshold: 1}
 	if cached {
 		// Room for every host, with headroom: the cache spreads hosts over
 		// shards and sets by a hash, so at exactly len(hosts) some sets
@@ -64,13 +64,13 @@ func newKV(tb testing.TB, hosts []string, open, cached bool) breakers {
 		// CacheStaleness is the default 1 s.
 		s.CacheSize = 2 * len(hosts)
 	}
-	b, err := core.NewBreaker(memory.New(), s)
+	b, err := kvbreaker.New(memory.New(), s)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	k := &kv{b: b, want: core.Send}
+	k := &kv{b: b, want: kvbreaker.Send}
 	if open {
-		k.want = core.Hold
+		k.want = kvbreaker.Hold
 		for _, h := range hosts {
 			if err := b.Failure(context.Background(), h); err != nil {
 				tb.Fatal(err)

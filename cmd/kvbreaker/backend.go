@@ -5,14 +5,12 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
-	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/url"
 	"os"
-	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -21,20 +19,24 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/cloudflare/cloudflare-go/v6/kv"
 	"github.com/cloudflare/cloudflare-go/v6/option"
+	"github.com/spf13/pflag"
 
+	"github.com/kvbreaker/kvbreaker"
 	"github.com/kvbreaker/kvbreaker/backends/cloudflarekv"
 	"github.com/kvbreaker/kvbreaker/backends/dynamodb"
 	"github.com/kvbreaker/kvbreaker/backends/etcd"
 	"github.com/kvbreaker/kvbreaker/backends/memory"
-	"github.com/kvbreaker/kvbreaker/core"
+	"github.com/kvbreaker/kvbreaker/driver"
 )
 
 // TokenEnv is the environment variable the cloudflarekv backend reads its
-// API token from. There is deliberately no flag: a flag's value shows in ps
-// and shell history.
+// API token from (Cloudflare's own name). There is deliberately no flag: a
+// flag's value shows in ps and shell history.
 const TokenEnv = "CLOUDFLARE_API_TOKEN"
 
-// backendFlags are the connection flags check, inspect and reset share.
+// backendFlags are the connection flags check, list, inspect and reset
+// share. Each can also come from an environment variable (envVars); a flag
+// given on the command line wins.
 type backendFlags struct {
 	backend string
 	prefix  string
@@ -47,58 +49,146 @@ type backendFlags struct {
 	cfAccount, cfNamespace, cfBaseURL string
 
 	// clockSkew is the fleet's clock-skew bound, passed to stores that pad
-	// by it (cloudflarekv) and to the Breakers inspect and reset make.
+	// by it (cloudflarekv) and to the Breakers the commands make.
 	clockSkew time.Duration
+
+	fs *pflag.FlagSet
+	// fromEnv names the flags whose value came from the environment.
+	fromEnv map[string]string
+	// bound says what bounds connecting, for messages ("--timeout 3s").
+	bound string
+}
+
+// envVars maps each connection flag to its environment variable.
+var envVars = []struct{ flag, env string }{
+	{"backend", "KVBREAKER_BACKEND"},
+	{"prefix", "KVBREAKER_PREFIX"},
+	{"etcd-endpoints", "KVBREAKER_ETCD_ENDPOINTS"},
+	{"etcd-cacert", "KVBREAKER_ETCD_CACERT"},
+	{"etcd-cert", "KVBREAKER_ETCD_CERT"},
+	{"etcd-key", "KVBREAKER_ETCD_KEY"},
+	{"dynamodb-table", "KVBREAKER_DYNAMODB_TABLE"},
+	{"dynamodb-endpoint", "KVBREAKER_DYNAMODB_ENDPOINT"},
+	{"cf-account", "KVBREAKER_CLOUDFLARE_ACCOUNT_ID"},
+	{"cf-namespace", "KVBREAKER_CLOUDFLARE_NAMESPACE_ID"},
+	{"cf-base-url", "KVBREAKER_CLOUDFLARE_BASE_URL"},
+	{"clock-skew", "KVBREAKER_CLOCK_SKEW"},
+}
+
+func envOf(flag string) string {
+	for _, e := range envVars {
+		if e.flag == flag {
+			return e.env
+		}
+	}
+	return ""
 }
 
 // register adds the connection flags to fs.
-func (f *backendFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&f.backend, "backend", "", "the store: "+strings.Join(backendNames(), ", ")+" (required)")
-	fs.StringVar(&f.prefix, "prefix", "", "key prefix your fleet's store uses (default: the backend's own default,\netcd \"kvbreaker/\", cloudflarekv \"kvbreaker:\", dynamodb and memory none)")
-	fs.StringVar(&f.etcdEndpoints, "etcd-endpoints", "", "etcd: comma-separated client URLs, e.g. https://etcd-1:2379,https://etcd-2:2379")
-	fs.StringVar(&f.etcdCACert, "etcd-cacert", "", "etcd: PEM `file` of the CA that signed the servers' certificates (turns TLS on)")
-	fs.StringVar(&f.etcdCert, "etcd-cert", "", "etcd: PEM client certificate `file`, for mutual TLS (with --etcd-key)")
-	fs.StringVar(&f.etcdKey, "etcd-key", "", "etcd: PEM client key `file`, for mutual TLS (with --etcd-cert)")
-	fs.StringVar(&f.dynamoTable, "dynamodb-table", "", "dynamodb: the table (partition key \"pk\", a String)")
-	fs.StringVar(&f.dynamoEndpoint, "dynamodb-endpoint", "", "dynamodb: endpoint `URL` override, for DynamoDB Local or dynalite\n(region and credentials come from the AWS config chain: AWS_REGION, AWS_PROFILE, ...)")
-	fs.StringVar(&f.cfAccount, "cf-account", "", "cloudflarekv: the account ID")
-	fs.StringVar(&f.cfNamespace, "cf-namespace", "", "cloudflarekv: the Workers KV namespace ID\n(the API token is read from "+TokenEnv+", never from a flag)")
-	fs.StringVar(&f.cfBaseURL, "cf-base-url", "", "cloudflarekv: API base `URL` override, e.g. a local Miniflare's http://127.0.0.1:8787/client/v4/")
-	fs.DurationVar(&f.clockSkew, "clock-skew", core.DefaultClockSkew, "the fleet's clock-skew bound (Settings.ClockSkew)")
+func (f *backendFlags) register(fs *pflag.FlagSet) {
+	f.fs = fs
+	env := func(flag, usage string) string { return usage + " [$" + envOf(flag) + "]" }
+	fs.StringVar(&f.backend, "backend", "", env("backend", "the store: "+strings.Join(backendNames(), ", ")+" (required)"))
+	fs.StringVar(&f.prefix, "prefix", "", env("prefix", "key prefix your fleet's Breakers use (kvbreaker.Prefixed); default none"))
+	fs.StringVar(&f.etcdEndpoints, "etcd-endpoints", "", env("etcd-endpoints", "etcd: comma-separated client URLs, e.g. https://etcd-1:2379,https://etcd-2:2379"))
+	fs.StringVar(&f.etcdCACert, "etcd-cacert", "", env("etcd-cacert", "etcd: PEM `file` of the CA that signed the servers' certificates (turns TLS on)"))
+	fs.StringVar(&f.etcdCert, "etcd-cert", "", env("etcd-cert", "etcd: PEM client certificate `file`, for mutual TLS (with --etcd-key)"))
+	fs.StringVar(&f.etcdKey, "etcd-key", "", env("etcd-key", "etcd: PEM client key `file`, for mutual TLS (with --etcd-cert)"))
+	fs.StringVar(&f.dynamoTable, "dynamodb-table", "", env("dynamodb-table", "dynamodb: the table (partition key \"pk\", a String)"))
+	fs.StringVar(&f.dynamoEndpoint, "dynamodb-endpoint", "", env("dynamodb-endpoint", "dynamodb: endpoint `URL` override, for DynamoDB Local or dynalite"))
+	fs.StringVar(&f.cfAccount, "cf-account", "", env("cf-account", "cloudflarekv: the account ID"))
+	fs.StringVar(&f.cfNamespace, "cf-namespace", "", env("cf-namespace", "cloudflarekv: the Workers KV namespace ID"))
+	fs.StringVar(&f.cfBaseURL, "cf-base-url", "", env("cf-base-url", "cloudflarekv: API base `URL` override, e.g. a local Miniflare's http://127.0.0.1:8787/client/v4/"))
+	fs.DurationVar(&f.clockSkew, "clock-skew", kvbreaker.DefaultClockSkew, env("clock-skew", "the fleet's clock-skew bound (Settings.ClockSkew)"))
 }
+
+// applyEnv sets every connection flag not given on the command line from
+// its environment variable, if set.
+func (f *backendFlags) applyEnv() error {
+	f.fromEnv = map[string]string{}
+	for _, e := range envVars {
+		v, ok := os.LookupEnv(e.env)
+		if !ok || v == "" || f.fs.Changed(e.flag) {
+			continue
+		}
+		if err := f.fs.Set(e.flag, v); err != nil {
+			return usagef("%s: %v", e.env, err)
+		}
+		f.fromEnv[e.flag] = e.env
+	}
+	return nil
+}
+
+// name is how a message names a flag: "--x", or "--x (from $X)".
+func (f *backendFlags) name(flag string) string {
+	if env, ok := f.fromEnv[flag]; ok {
+		return "--" + flag + " (from $" + env + ")"
+	}
+	return "--" + flag
+}
+
+// envHelp is the part of a command's --help that lists the environment.
+const envHelp = `Environment (a flag given on the command line wins):
+  KVBREAKER_BACKEND, KVBREAKER_PREFIX, KVBREAKER_CLOCK_SKEW
+  KVBREAKER_ETCD_ENDPOINTS, KVBREAKER_ETCD_CACERT, KVBREAKER_ETCD_CERT, KVBREAKER_ETCD_KEY
+  KVBREAKER_DYNAMODB_TABLE, KVBREAKER_DYNAMODB_ENDPOINT
+  KVBREAKER_CLOUDFLARE_ACCOUNT_ID, KVBREAKER_CLOUDFLARE_NAMESPACE_ID, KVBREAKER_CLOUDFLARE_BASE_URL
+  AWS_REGION, AWS_PROFILE, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, ...
+                 DynamoDB's region and credentials: the AWS SDK's default chain
+                 (environment, shared config and credentials files, SSO, instance role)
+  CLOUDFLARE_API_TOKEN
+                 the Workers KV API token (Workers KV Storage: Edit); never a flag
+`
 
 // backendFlagsHelp is the part of a command's --help that shows each
 // backend's flags by example.
-const backendFlagsHelp = `Backends and their connection flags (the same for check, inspect and reset):
+const backendFlagsHelp = `Backends and their connection flags (the same for check, list, inspect and reset):
   etcd          --etcd-endpoints https://etcd-1:2379,https://etcd-2:2379
                 [--etcd-cacert ca.pem [--etcd-cert client.pem --etcd-key client-key.pem]]
   dynamodb      --dynamodb-table kvbreaker [--dynamodb-endpoint http://localhost:8000]
-                region and credentials from the AWS config chain (AWS_REGION,
-                AWS_PROFILE, AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, SSO, instance role)
   cloudflarekv  --cf-account ACCOUNT_ID --cf-namespace NAMESPACE_ID
                 [--cf-base-url http://127.0.0.1:8787/client/v4/]
-                with the API token in ` + TokenEnv + ` (Workers KV Storage: Edit)
   memory        no flags: a store inside this process, empty at start (a demo)
---prefix must be the key prefix your fleet's store was built with.
-`
+--prefix must be the key prefix your fleet's Breakers use (kvbreaker.Prefixed).
+An unreachable endpoint is reported within about 2 s; one that accepts but
+never answers, within --timeout.
+
+` + envHelp
 
 // A conn is an open connection to one deployment's store.
 type conn struct {
 	// describe names the deployment without credentials, for output.
 	describe string
-	// defaultPrefix is the backend's own prefix, used when --prefix is
-	// empty; sep separates a prefix from what check appends to it.
-	defaultPrefix, sep string
-	// store returns a store whose keys all start with prefix.
-	store func(prefix string) (core.Store, error)
+	// store is the backend's store, without prefix: the commands wrap it
+	// with kvbreaker.Prefixed.
+	store driver.Store
 	// purge, when set, removes the physical remains of an entry that has
-	// expired logically (fullKey includes the prefix): DynamoDB keeps
+	// expired logically (fullKey as the backend stores it): DynamoDB keeps
 	// expired items until its TTL sweep, days later.
 	purge func(ctx context.Context, fullKey string) error
 	// advance, when set, moves the backend's clock (test servers only).
 	advance func(ctx context.Context, d time.Duration) error
-	// close releases the connection.
-	close func()
+}
+
+// closeTimeout bounds sending queued writes when a command ends.
+const closeTimeout = 30 * time.Second
+
+// close sends what the store has queued (a failure a Breaker recorded, a
+// reset) and releases its connections.
+func (c *conn) close() {
+	ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
+	defer cancel()
+	if f, ok := c.store.(driver.Flusher); ok {
+		_ = f.Flush(ctx)
+	}
+	if cl, ok := c.store.(io.Closer); ok {
+		_ = cl.Close()
+	}
+}
+
+// prefixed is the store under prefix.
+func (c *conn) prefixed(prefix string) (driver.Store, error) {
+	return kvbreaker.Prefixed(c.store, prefix)
 }
 
 // A backendDef opens a backend from the connection flags.
@@ -117,53 +207,50 @@ var backends = map[string]backendDef{
 	"memory":       {openMemory, "memory"},
 }
 
-func backendNames() []string {
-	var names []string
-	for n := range backends {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	return names
-}
+// publicBackends are the names help and completion offer (not the tests').
+var publicBackends = []string{"cloudflarekv", "dynamodb", "etcd", "memory"}
 
-// usageError is a problem with the flags: exit code 2.
-type usageError struct{ msg string }
-
-func (e *usageError) Error() string { return e.msg }
-
-func usagef(format string, a ...any) error { return &usageError{fmt.Sprintf(format, a...)} }
+func backendNames() []string { return publicBackends }
 
 // validate checks the flags for the chosen backend without touching the
-// network: a missing or misplaced flag is a usage error.
+// network: a missing or misplaced flag is a usage error. A value from the
+// environment for another backend is ignored, not an error: one shell may
+// export several backends' settings.
 func (f *backendFlags) validate() error {
 	if f.backend == "" {
-		return usagef("--backend is required: one of %s", strings.Join(backendNames(), ", "))
+		return usagef("--backend is required (or $KVBREAKER_BACKEND): one of %s", strings.Join(backendNames(), ", "))
 	}
 	def, ok := backends[f.backend]
 	if !ok {
-		return usagef("--backend is %q: want one of %s", f.backend, strings.Join(backendNames(), ", "))
+		return usagef("%s is %q: want one of %s", f.name("backend"), f.backend, strings.Join(backendNames(), ", "))
 	}
 	if f.clockSkew < 0 {
-		return usagef("--clock-skew is %v: want zero or more", f.clockSkew)
+		return usagef("%s is %v: want zero or more", f.name("clock-skew"), f.clockSkew)
 	}
-	type fl struct {
-		name, value, backend string
-	}
-	all := []fl{
-		{"etcd-endpoints", f.etcdEndpoints, "etcd"}, {"etcd-cacert", f.etcdCACert, "etcd"},
-		{"etcd-cert", f.etcdCert, "etcd"}, {"etcd-key", f.etcdKey, "etcd"},
-		{"dynamodb-table", f.dynamoTable, "dynamodb"}, {"dynamodb-endpoint", f.dynamoEndpoint, "dynamodb"},
-		{"cf-account", f.cfAccount, "cloudflarekv"}, {"cf-namespace", f.cfNamespace, "cloudflarekv"},
-		{"cf-base-url", f.cfBaseURL, "cloudflarekv"},
+	all := []struct {
+		name    string
+		value   *string
+		backend string
+	}{
+		{"etcd-endpoints", &f.etcdEndpoints, "etcd"}, {"etcd-cacert", &f.etcdCACert, "etcd"},
+		{"etcd-cert", &f.etcdCert, "etcd"}, {"etcd-key", &f.etcdKey, "etcd"},
+		{"dynamodb-table", &f.dynamoTable, "dynamodb"}, {"dynamodb-endpoint", &f.dynamoEndpoint, "dynamodb"},
+		{"cf-account", &f.cfAccount, "cloudflarekv"}, {"cf-namespace", &f.cfNamespace, "cloudflarekv"},
+		{"cf-base-url", &f.cfBaseURL, "cloudflarekv"},
 	}
 	for _, x := range all {
-		if x.value != "" && x.backend != def.flags {
-			return usagef("--%s is a %s flag, but --backend is %s", x.name, x.backend, f.backend)
+		if *x.value == "" || x.backend == def.flags {
+			continue
 		}
+		if _, env := f.fromEnv[x.name]; env {
+			*x.value = ""
+			continue
+		}
+		return usagef("--%s is a %s flag, but --backend is %s", x.name, x.backend, f.backend)
 	}
 	need := func(name, value string) error {
 		if value == "" {
-			return usagef("--backend %s needs --%s", f.backend, name)
+			return usagef("--backend %s needs --%s (or $%s)", f.backend, name, envOf(name))
 		}
 		return nil
 	}
@@ -171,6 +258,14 @@ func (f *backendFlags) validate() error {
 	case "etcd":
 		if err := need("etcd-endpoints", f.etcdEndpoints); err != nil {
 			return err
+		}
+		if len(f.endpoints()) == 0 {
+			return usagef("%s has no endpoint", f.name("etcd-endpoints"))
+		}
+		for _, ep := range f.endpoints() {
+			if err := f.checkURL("etcd-endpoints", ep); err != nil {
+				return err
+			}
 		}
 		if (f.etcdCert == "") != (f.etcdKey == "") {
 			return usagef("--etcd-cert and --etcd-key go together (mutual TLS): give both or neither")
@@ -180,7 +275,7 @@ func (f *backendFlags) validate() error {
 			return err
 		}
 		if f.dynamoEndpoint != "" {
-			if err := checkURL("dynamodb-endpoint", f.dynamoEndpoint); err != nil {
+			if err := f.checkURL("dynamodb-endpoint", f.dynamoEndpoint); err != nil {
 				return err
 			}
 		}
@@ -192,18 +287,33 @@ func (f *backendFlags) validate() error {
 			return err
 		}
 		if f.cfBaseURL != "" {
-			if err := checkURL("cf-base-url", f.cfBaseURL); err != nil {
+			if err := f.checkURL("cf-base-url", f.cfBaseURL); err != nil {
 				return err
 			}
+		}
+	}
+	if f.prefix != "" {
+		if _, err := kvbreaker.Prefixed(memory.New(), f.prefix); err != nil {
+			return usagef("%s: %v", f.name("prefix"), err)
 		}
 	}
 	return nil
 }
 
-func checkURL(flagName, raw string) error {
+func (f *backendFlags) endpoints() []string {
+	var eps []string
+	for ep := range strings.SplitSeq(f.etcdEndpoints, ",") {
+		if ep = strings.TrimSpace(ep); ep != "" {
+			eps = append(eps, ep)
+		}
+	}
+	return eps
+}
+
+func (f *backendFlags) checkURL(flagName, raw string) error {
 	u, err := url.Parse(raw)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return usagef("--%s is %q: want an http:// or https:// URL", flagName, redactURL(raw))
+		return usagef("%s is %q: want an http:// or https:// URL", f.name(flagName), redactURL(raw))
 	}
 	return nil
 }
@@ -221,37 +331,29 @@ func redactURL(raw string) string {
 	return u.String()
 }
 
-// open validates f and connects. Errors other than *usageError are
-// connection failures (exit 1).
-func (f *backendFlags) open(ctx context.Context) (*conn, error) {
+// maxConnect bounds connecting when --timeout is longer (check's --timeout
+// bounds a whole run of minutes).
+const maxConnect = 30 * time.Second
+
+// open validates f and connects, within timeout (or maxConnect if shorter).
+// Errors other than *usageError are connection failures (exit 1); a server
+// that cannot be reached is a *reachError.
+func (f *backendFlags) open(ctx context.Context, timeout time.Duration) (*conn, error) {
 	if err := f.validate(); err != nil {
 		return nil, err
 	}
-	c, err := backends[f.backend].open(ctx, f)
-	if err != nil {
-		return nil, err
+	bound := min(timeout, maxConnect)
+	f.bound = fmt.Sprintf("--timeout %v", timeout)
+	if bound < timeout {
+		f.bound = fmt.Sprintf("%v (the connection's bound; --timeout %v bounds the whole run)", bound, timeout)
 	}
-	return c, nil
-}
-
-// basePrefix is --prefix, or the backend's default.
-func (f *backendFlags) basePrefix(c *conn) string {
-	if f.prefix != "" {
-		return f.prefix
-	}
-	return c.defaultPrefix
+	octx, cancel := context.WithTimeout(ctx, bound)
+	defer cancel()
+	return backends[f.backend].open(octx, f)
 }
 
 func openEtcd(ctx context.Context, f *backendFlags) (*conn, error) {
-	var eps []string
-	for ep := range strings.SplitSeq(f.etcdEndpoints, ",") {
-		if ep = strings.TrimSpace(ep); ep != "" {
-			eps = append(eps, ep)
-		}
-	}
-	if len(eps) == 0 {
-		return nil, usagef("--etcd-endpoints has no endpoint")
-	}
+	eps := f.endpoints()
 	tlsConfig, err := etcdTLS(f)
 	if err != nil {
 		return nil, err
@@ -260,35 +362,15 @@ func openEtcd(ctx context.Context, f *backendFlags) (*conn, error) {
 	for i, ep := range eps {
 		shown[i] = redactURL(ep)
 	}
-	// One client for all the stores (each a prefix over it).
-	first, err := etcd.Dial(ctx, eps, tlsConfig)
-	if err != nil {
+	where := strings.Join(shown, ",")
+	if err := preflight(ctx, "etcd", eps...); err != nil {
 		return nil, err
 	}
-	var mu sync.Mutex
-	stores := []*etcd.Store{first}
-	return &conn{
-		describe:      "etcd at " + strings.Join(shown, ","),
-		defaultPrefix: etcd.DefaultPrefix,
-		sep:           "/",
-		store: func(prefix string) (core.Store, error) {
-			s, err := etcd.New(first.Client(), etcd.WithPrefix(prefix), etcd.WithMinTTL(first.MinTTL()))
-			if err != nil {
-				return nil, err
-			}
-			mu.Lock()
-			stores = append(stores, s)
-			mu.Unlock()
-			return s, nil
-		},
-		close: func() {
-			mu.Lock()
-			defer mu.Unlock()
-			for i := len(stores) - 1; i >= 0; i-- {
-				stores[i].Close()
-			}
-		},
-	}, nil
+	s, err := etcd.Dial(ctx, eps, tlsConfig)
+	if err != nil {
+		return nil, noAnswer(ctx, "etcd", where, f.bound, err)
+	}
+	return &conn{describe: "etcd at " + where, store: s}, nil
 }
 
 // etcdTLS builds the TLS configuration from the --etcd-* file flags, or nil
@@ -301,11 +383,11 @@ func etcdTLS(f *backendFlags) (*tls.Config, error) {
 	if f.etcdCACert != "" {
 		pem, err := os.ReadFile(f.etcdCACert)
 		if err != nil {
-			return nil, fmt.Errorf("etcd: --etcd-cacert: %w", err)
+			return nil, fmt.Errorf("etcd: %s: %w", f.name("etcd-cacert"), err)
 		}
 		pool := x509.NewCertPool()
 		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("etcd: --etcd-cacert %s: no PEM certificate in it", f.etcdCACert)
+			return nil, fmt.Errorf("etcd: %s %s: no PEM certificate in it", f.name("etcd-cacert"), f.etcdCACert)
 		}
 		cfg.RootCAs = pool
 	}
@@ -334,20 +416,31 @@ func openDynamoDB(ctx context.Context, f *backendFlags) (*conn, error) {
 		}
 	})
 	where := "dynamodb table " + f.dynamoTable + " in " + cfg.Region
+	endpoint := "https://dynamodb." + cfg.Region + ".amazonaws.com"
 	if f.dynamoEndpoint != "" {
-		where += " at " + redactURL(f.dynamoEndpoint)
+		endpoint = redactURL(f.dynamoEndpoint)
+		where += " at " + endpoint
+		// AWS's own endpoints resolve and answer; an override (DynamoDB
+		// Local) is where a closed port is likely.
+		if err := preflight(ctx, "dynamodb", f.dynamoEndpoint); err != nil {
+			return nil, err
+		}
 	}
 	// Fail here, with one clear error, if the table is missing or the
 	// credentials are refused.
 	if _, err := client.DescribeTable(ctx, &dyn.DescribeTableInput{TableName: aws.String(f.dynamoTable)}); err != nil {
+		if ctx.Err() != nil {
+			return nil, noAnswer(ctx, "dynamodb", endpoint, f.bound, err)
+		}
 		return nil, fmt.Errorf("dynamodb: describe table %s: %w", f.dynamoTable, err)
+	}
+	s, err := dynamodb.New(client, f.dynamoTable)
+	if err != nil {
+		return nil, err
 	}
 	return &conn{
 		describe: where,
-		sep:      "/",
-		store: func(prefix string) (core.Store, error) {
-			return dynamodb.New(client, f.dynamoTable, dynamodb.WithKeyPrefix(prefix))
-		},
+		store:    s,
 		purge: func(ctx context.Context, fullKey string) error {
 			_, err := client.DeleteItem(ctx, &dyn.DeleteItemInput{
 				TableName: aws.String(f.dynamoTable),
@@ -358,11 +451,13 @@ func openDynamoDB(ctx context.Context, f *backendFlags) (*conn, error) {
 			}
 			return nil
 		},
-		close: func() {},
 	}, nil
 }
 
-// openCloudflareKV opens Workers KV. clock, when not nil, is the stores'
+// cfDefaultBase is the Cloudflare API the SDK talks to without an override.
+const cfDefaultBase = "https://api.cloudflare.com/client/v4/"
+
+// openCloudflareKV opens Workers KV. clock, when not nil, is the store's
 // clock and advance moves it (tests point them at Miniflare's).
 func openCloudflareKV(ctx context.Context, f *backendFlags, clock func() time.Time, advance func(ctx context.Context, d time.Duration) error) (*conn, error) {
 	token := os.Getenv(TokenEnv)
@@ -371,65 +466,42 @@ func openCloudflareKV(ctx context.Context, f *backendFlags, clock func() time.Ti
 	}
 	opts := []option.RequestOption{option.WithAPIToken(token)}
 	where := "cloudflarekv namespace " + f.cfNamespace + " of account " + f.cfAccount
+	endpoint := cfDefaultBase
 	if f.cfBaseURL != "" {
 		base := f.cfBaseURL
 		if !strings.HasSuffix(base, "/") {
 			base += "/"
 		}
 		opts = append(opts, option.WithBaseURL(base))
-		where += " at " + redactURL(f.cfBaseURL)
-	}
-	client := kv.NewKVService(opts...)
-	var mu sync.Mutex
-	var stores []*cloudflarekv.Store
-	newStore := func(prefix string) (*cloudflarekv.Store, error) {
-		o := []cloudflarekv.Option{
-			// The padding covers --clock-skew; the store refuses a zero
-			// padding (it would declare no bound), so 0 pads by 1 ms.
-			cloudflarekv.WithPrefix(prefix), cloudflarekv.WithClockSkew(max(f.clockSkew, time.Millisecond)),
-			// A write the store gives up is reported by the command.
-			cloudflarekv.WithLogger(slog.New(slog.DiscardHandler)),
-		}
-		if clock != nil {
-			o = append(o, cloudflarekv.WithClock(clock))
-		}
-		s, err := cloudflarekv.New(client, f.cfAccount, f.cfNamespace, o...)
-		if err != nil {
+		endpoint = redactURL(f.cfBaseURL)
+		where += " at " + endpoint
+		if err := preflight(ctx, "cloudflarekv", f.cfBaseURL); err != nil {
 			return nil, err
 		}
-		mu.Lock()
-		stores = append(stores, s)
-		mu.Unlock()
-		return s, nil
 	}
-	// One read, so that a wrong token, account or namespace fails here.
-	probe, err := newStore(cloudflarekv.DefaultPrefix)
+	client := kv.NewKVService(opts...)
+	o := []cloudflarekv.Option{
+		// The padding covers --clock-skew; the store refuses a zero
+		// padding (it would declare no bound), so 0 pads by 1 ms.
+		cloudflarekv.WithClockSkew(max(f.clockSkew, time.Millisecond)),
+		// A write the store gives up is reported by the command.
+		cloudflarekv.WithLogger(slog.New(slog.DiscardHandler)),
+	}
+	if clock != nil {
+		o = append(o, cloudflarekv.WithClock(clock))
+	}
+	s, err := cloudflarekv.New(client, f.cfAccount, f.cfNamespace, o...)
 	if err != nil {
 		return nil, err
 	}
-	if _, _, err := probe.Get(ctx, "kvbreaker-connection-check.invalid"); err != nil && !errors.Is(err, core.ErrNotFound) {
+	// One read, so that a wrong token, account or namespace fails here.
+	if _, _, err := s.Get(ctx, "kvbreaker-connection-check.invalid"); err != nil && !errors.Is(err, driver.ErrNotFound) {
+		if ctx.Err() != nil {
+			return nil, noAnswer(ctx, "cloudflarekv", endpoint, f.bound, err)
+		}
 		return nil, fmt.Errorf("checking access to %s (are %s, --cf-account and --cf-namespace right?): %w", where, TokenEnv, err)
 	}
-	return &conn{
-		describe:      where,
-		defaultPrefix: cloudflarekv.DefaultPrefix,
-		sep:           ":",
-		store: func(prefix string) (core.Store, error) {
-			return newStore(prefix)
-		},
-		advance: advance,
-		close: func() {
-			// Send what is queued before returning: a Breaker's failure
-			// or a reset must not be lost on exit.
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			mu.Lock()
-			defer mu.Unlock()
-			for _, s := range stores {
-				_ = s.Flush(ctx)
-			}
-		},
-	}, nil
+	return &conn{describe: where, store: s, advance: advance}, nil
 }
 
 // memoryStore is the memory backend's store: one per process, so that the
@@ -437,31 +509,5 @@ func openCloudflareKV(ctx context.Context, f *backendFlags, clock func() time.Ti
 var memoryStore = memory.New()
 
 func openMemory(context.Context, *backendFlags) (*conn, error) {
-	return &conn{
-		describe: "memory (this process)",
-		sep:      "/",
-		store: func(prefix string) (core.Store, error) {
-			return prefixStore{memoryStore, prefix}, nil
-		},
-		close: func() {},
-	}, nil
-}
-
-// prefixStore prepends a prefix to every key of a store that has no
-// prefix option of its own.
-type prefixStore struct {
-	core.Store
-	prefix string
-}
-
-func (p prefixStore) Get(ctx context.Context, key string) ([]byte, core.Version, error) {
-	return p.Store.Get(ctx, p.prefix+key)
-}
-
-func (p prefixStore) CompareAndSwap(ctx context.Context, key string, old core.Version, value []byte, ttl time.Duration) (core.Version, error) {
-	return p.Store.CompareAndSwap(ctx, p.prefix+key, old, value, ttl)
-}
-
-func (p prefixStore) CompareAndDelete(ctx context.Context, key string, old core.Version) error {
-	return p.Store.CompareAndDelete(ctx, p.prefix+key, old)
+	return &conn{describe: "memory (this process)", store: memoryStore}, nil
 }

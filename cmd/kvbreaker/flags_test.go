@@ -16,9 +16,9 @@ func TestHostCommandsBadFlags(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"no-backend", []string{"check"}, "--backend is required: one of"},
+		{"no-backend", []string{"check"}, "--backend is required (or $KVBREAKER_BACKEND): one of"},
 		{"unknown-backend", []string{"check", "--backend", "redis"}, `--backend is "redis": want one of`},
-		{"etcd-no-endpoints", []string{"check", "--backend", "etcd"}, "--backend etcd needs --etcd-endpoints"},
+		{"etcd-no-endpoints", []string{"check", "--backend", "etcd"}, "--backend etcd needs --etcd-endpoints (or $KVBREAKER_ETCD_ENDPOINTS)"},
 		{"etcd-empty-endpoints", []string{"check", "--backend", "etcd", "--etcd-endpoints", " , "}, "--etcd-endpoints has no endpoint"},
 		{"flag-of-other-backend", append([]string{"check", "--dynamodb-table", "t"}, etcdArgs...), "--dynamodb-table is a dynamodb flag, but --backend is etcd"},
 		{"cert-without-key", append([]string{"check", "--etcd-cert", "c.pem"}, etcdArgs...), "--etcd-cert and --etcd-key go together"},
@@ -29,7 +29,7 @@ func TestHostCommandsBadFlags(t *testing.T) {
 		{"check-format", []string{"check", "--backend", "memory", "--format", "xml"}, `--format is "xml": want table or json`},
 		{"check-timeout", []string{"check", "--backend", "memory", "--timeout", "0s"}, "--timeout must be positive"},
 		{"check-stray", []string{"check", "--backend", "memory", "now"}, `unexpected argument "now"`},
-		{"check-unknown-flag", []string{"check", "--bogus"}, "flag provided but not defined: -bogus"},
+		{"check-unknown-flag", []string{"check", "--bogus"}, "Error: unknown flag: --bogus"},
 		{"negative-skew", []string{"check", "--backend", "memory", "--clock-skew", "-1s"}, "--clock-skew is -1s"},
 		{"inspect-no-host", []string{"inspect", "--backend", "memory"}, "which host?"},
 		{"inspect-two-hosts", []string{"inspect", "--backend", "memory", "a.example", "b.example"}, "one HOST at a time"},
@@ -37,7 +37,7 @@ func TestHostCommandsBadFlags(t *testing.T) {
 		{"inspect-no-backend", []string{"inspect", "a.example"}, "--backend is required"},
 		{"inspect-format", []string{"inspect", "--backend", "memory", "--format", "yaml", "a.example"}, `--format is "yaml"`},
 		{"reset-no-yes", []string{"reset", "--backend", "memory", "a.example"}, "not resetting a.example without confirmation: add --yes"},
-		{"reset-bad-flag", []string{"reset", "--backend", "memory", "--force", "a.example"}, "flag provided but not defined: -force"},
+		{"reset-bad-flag", []string{"reset", "--backend", "memory", "--force", "a.example"}, "Error: unknown flag: --force"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, out, errOut := runT(t, tc.args...)
@@ -73,9 +73,11 @@ func TestConnectionErrors(t *testing.T) {
 		{"missing-token-inspect", "", append([]string{"inspect"}, append(connArgs("cloudflarekv"), "a.example")...), []string{"CLOUDFLARE_API_TOKEN is not set"}},
 		{"wrong-token", "wrong-token-must-not-show", append([]string{"inspect"}, append(connArgs("cloudflarekv"), "a.example")...), []string{"checking access to cloudflarekv namespace", "Authentication error"}},
 		{"missing-table", "-", []string{"check", "--backend", "dynamodb", "--dynamodb-table", "no-such-table", "--dynamodb-endpoint", dynSrv.Endpoint}, []string{"dynamodb: describe table no-such-table", "ResourceNotFoundException"}},
+		{"dynamodb-dead", "-", []string{"list", "--backend", "dynamodb", "--dynamodb-table", dynTable, "--dynamodb-endpoint", "http://127.0.0.1:1"}, []string{"cannot reach dynamodb at http://127.0.0.1:1: connection refused"}},
+		{"cloudflarekv-dead", "-", []string{"inspect", "--backend", "cloudflarekv", "--cf-account", "a", "--cf-namespace", "n", "--cf-base-url", "http://127.0.0.1:1/client/v4/", "a.example"}, []string{"cannot reach cloudflarekv at http://127.0.0.1:1/client/v4/: connection refused"}},
 		{"cacert-missing", "-", []string{"inspect", "--backend", "etcd", "--etcd-endpoints", etcdSrv.Endpoints()[0], "--etcd-cacert", filepath.Join(dir, "nope.pem"), "a.example"}, []string{"--etcd-cacert", "no such file"}},
 		{"cacert-not-pem", "-", []string{"inspect", "--backend", "etcd", "--etcd-endpoints", etcdSrv.Endpoints()[0], "--etcd-cacert", notPEM, "a.example"}, []string{"no PEM certificate"}},
-		{"etcd-dead", "-", []string{"inspect", "--backend", "etcd", "--etcd-endpoints", "http://user:etcdpass-must-not-show@127.0.0.1:1", "--timeout", "1s", "a.example"}, []string{"etcd:", "127.0.0.1:1"}},
+		{"etcd-dead", "-", []string{"inspect", "--backend", "etcd", "--etcd-endpoints", "http://user:etcdpass-must-not-show@127.0.0.1:1", "--timeout", "1s", "a.example"}, []string{"Error: cannot reach etcd at http://127.0.0.1:1: connection refused"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.token != "-" {
@@ -111,26 +113,28 @@ func TestCredentialsOnSuccess(t *testing.T) {
 // TestCommandHelp: each command's --help shows every backend's flags by
 // example and exits 0.
 func TestCommandHelp(t *testing.T) {
-	common := []string{"--etcd-endpoints https://", "--etcd-cacert", "--dynamodb-table", "AWS_REGION", "--cf-account", "CLOUDFLARE_API_TOKEN", "--cf-base-url", "Examples:", "-prefix"}
+	common := []string{"--etcd-endpoints https://", "--etcd-cacert", "--dynamodb-table", "AWS_REGION", "AWS_PROFILE", "--cf-account", "CLOUDFLARE_API_TOKEN", "--cf-base-url", "Examples:", "--prefix",
+		"KVBREAKER_BACKEND", "KVBREAKER_ETCD_ENDPOINTS", "KVBREAKER_DYNAMODB_TABLE", "KVBREAKER_DYNAMODB_ENDPOINT", "KVBREAKER_CLOUDFLARE_ACCOUNT_ID", "KVBREAKER_PREFIX", "[$KVBREAKER_ETCD_ENDPOINTS]"}
 	for cmd, extra := range map[string][]string{
-		"check":   {"Usage: kvbreaker check", "--quick", "-timeout", "TTLMargin", "exit code is 1"},
-		"inspect": {"Usage: kvbreaker inspect", "HOST", "core.HostKey", "-format"},
-		"reset":   {"Usage: kvbreaker reset", "--yes", "-yes"},
+		"check":   {"kvbreaker check --backend NAME", "--quick", "--timeout", "TTLMargin", "exit code is 1"},
+		"inspect": {"kvbreaker inspect --backend NAME", "HOST", "kvbreaker.HostKey", "--format"},
+		"reset":   {"kvbreaker reset --backend NAME", "--yes"},
+		"list":    {"kvbreaker list --backend NAME", "--state", "--limit", "--cursor", "--all", "driver.Lister"},
 	} {
 		t.Run(cmd, func(t *testing.T) {
 			code, out, errOut := runT(t, cmd, "--help")
-			if code != exitOK {
-				t.Fatalf("exit %d", code)
+			if code != exitOK || errOut != "" {
+				t.Fatalf("exit %d, stderr %q: help goes to stdout with exit 0", code, errOut)
 			}
 			for _, w := range append(common, extra...) {
-				if !strings.Contains(out+errOut, w) {
+				if !strings.Contains(out, w) {
 					t.Errorf("%s --help lacks %q:\n%s", cmd, w, out+errOut)
 				}
 			}
 		})
 	}
 	code, out, _ := runT(t, "--help")
-	for _, w := range []string{"check", "inspect", "reset", "simulate"} {
+	for _, w := range []string{"check", "inspect", "reset", "simulate", "list", "completion"} {
 		if code != exitOK || !strings.Contains(out, "\n  "+w+" ") {
 			t.Errorf("--help does not list %s:\n%s", w, out)
 		}

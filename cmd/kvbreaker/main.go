@@ -1,5 +1,6 @@
-// Command kvbreaker is kvbreaker's command-line tool. Each subcommand lives
-// in its own file and is listed in the commands table below.
+// Command kvbreaker is kvbreaker's command-line tool: simulate, check,
+// inspect, reset and list. Each subcommand lives in its own file and is added
+// to the root command in newRoot.
 //
 // Usage:
 //
@@ -7,83 +8,178 @@
 //
 // Run "kvbreaker --help" for the list of commands and "kvbreaker <command>
 // --help" for a command's flags.
+//
+// Exit codes: 0 success, 1 the work failed (or check found a broken promise),
+// 2 a usage error (unknown command or flag, bad value), 130 interrupted
+// (Ctrl-C), as shells report a process killed by SIGINT.
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
+	"runtime/debug"
+	"syscall"
+
+	"github.com/spf13/cobra"
 )
-
-// A command is one subcommand. run gets the arguments after the command's
-// name and returns the process exit code: 0 on success, 1 when the work
-// failed, 2 for a usage error (bad flags or arguments).
-type command struct {
-	name    string
-	summary string
-	run     func(args []string, stdout, stderr io.Writer) int
-}
-
-// commands lists the subcommands in the order --help shows them. To add
-// one, write its run function in its own file (like simulate.go) and add a
-// line here.
-var commands = []command{
-	{"simulate", "replay hours of fleet traffic in seconds and compare breaker models", runSimulate},
-	{"check", "run the conformance checks against a live store and print what it keeps", runCheck},
-	{"inspect", "show a remote host's circuit as the fleet stores it", runInspect},
-	{"reset", "force-close a remote host's circuit (with --yes)", runReset},
-}
 
 const (
-	exitOK    = 0
-	exitFail  = 1
-	exitUsage = 2
+	exitOK          = 0
+	exitFail        = 1
+	exitUsage       = 2
+	exitInterrupted = 130
 )
 
-func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
-
-// run dispatches args to a subcommand and returns the exit code.
-func run(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		usage(stderr)
-		return exitUsage
-	}
-	switch args[0] {
-	case "-h", "-help", "--help", "help":
-		if len(args) > 1 && args[0] == "help" {
-			return run([]string{args[1], "--help"}, stdout, stderr)
-		}
-		usage(stdout)
-		return exitOK
-	}
-	for _, c := range commands {
-		if c.name == args[0] {
-			return c.run(args[1:], stdout, stderr)
-		}
-	}
-	fmt.Fprintf(stderr, "kvbreaker: unknown command %q\n\n", args[0])
-	usage(stderr)
-	return exitUsage
+func main() {
+	// The first Ctrl-C cancels ctx (check then deletes what it wrote); the
+	// commands call stop once interrupted, so a second one kills.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := execute(ctx, stop, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
 }
 
-func usage(w io.Writer) {
-	fmt.Fprint(w, `kvbreaker is a fleet-wide, per-remote-host circuit breaker for outbound
+// run runs the command in-process without signal handling (tests).
+func run(args []string, stdout, stderr io.Writer) int {
+	return execute(context.Background(), func() {}, args, stdout, stderr)
+}
+
+// usageError is a problem with the command line: exit 2, with a hint to
+// the command's --help.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func usagef(format string, a ...any) error { return &usageError{fmt.Sprintf(format, a...)} }
+
+// exitError ends the command with code after it has said why itself (its
+// report on stdout, a line on stderr).
+type exitError struct{ code int }
+
+func (e *exitError) Error() string { return fmt.Sprintf("exit %d", e.code) }
+
+// execute builds the command tree, runs args and returns the exit code.
+// stopSignals restores the default signal handling (a second Ctrl-C kills).
+func execute(ctx context.Context, stopSignals func(), args []string, stdout, stderr io.Writer) int {
+	root := newRoot(stopSignals)
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	cmd, err := root.ExecuteContextC(ctx)
+	if err == nil {
+		return exitOK
+	}
+	if ee, ok := errors.AsType[*exitError](err); ok {
+		return ee.code
+	}
+	if cmd == nil {
+		cmd = root
+	}
+	if ue, ok := errors.AsType[*usageError](err); ok || isCobraUsage(err) {
+		msg := err.Error()
+		if ok {
+			msg = ue.msg
+		}
+		fmt.Fprintf(stderr, "Error: %s\nRun '%s --help' for usage.\n", msg, cmd.CommandPath())
+		return exitUsage
+	}
+	fmt.Fprintf(stderr, "Error: %v\n", err)
+	return exitFail
+}
+
+// isCobraUsage recognises the usage errors cobra itself returns (an unknown
+// command), which carry no type.
+func isCobraUsage(err error) bool {
+	msg := err.Error()
+	return len(msg) > 16 && msg[:16] == "unknown command "
+}
+
+func newRoot(stopSignals func()) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "kvbreaker",
+		Short: "a fleet-wide, per-remote-host circuit breaker over a KV store",
+		Long: `kvbreaker is a fleet-wide, per-remote-host circuit breaker for outbound
 delivery (webhooks, ActivityPub inboxes, mail relays). Many workers share one
 small record per host in a key-value store you already run (etcd, DynamoDB,
-Cloudflare Workers KV, or memory).
-
-Usage:
-  kvbreaker <command> [flags]
-
-Commands:
-`)
-	for _, c := range commands {
-		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.summary)
-	}
-	fmt.Fprint(w, `
-Run "kvbreaker <command> --help" for a command's flags. Start with:
-  kvbreaker simulate
+Cloudflare Workers KV, or memory).`,
+		Example: `  kvbreaker simulate
   kvbreaker check --backend etcd --etcd-endpoints http://127.0.0.1:2379
-  kvbreaker inspect --backend etcd --etcd-endpoints http://127.0.0.1:2379 example.com
-`)
+  kvbreaker list --backend etcd --etcd-endpoints http://127.0.0.1:2379 --state open
+  kvbreaker inspect --backend etcd --etcd-endpoints http://127.0.0.1:2379 example.com`,
+		Version:       version(),
+		SilenceErrors: true,
+		SilenceUsage:  true,
+	}
+	root.SetVersionTemplate("kvbreaker {{.Version}}\n")
+	// A bad flag is a usage error: two lines, not the whole help.
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{err.Error()} })
+	root.AddCommand(
+		newSimulateCmd(),
+		newCheckCmd(stopSignals),
+		newListCmd(),
+		newInspectCmd(),
+		newResetCmd(),
+	)
+	return root
+}
+
+// version describes the build from its module information: the module
+// version (a tag, or "(devel)" for a build from a clone) and the VCS
+// revision it was built from.
+func version() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "(unknown: built without module information)"
+	}
+	v := bi.Main.Version
+	if v == "" {
+		v = "(devel)"
+	}
+	var rev, at string
+	dirty := false
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.time":
+			at = s.Value
+		case "vcs.modified":
+			dirty = s.Value == "true"
+		}
+	}
+	extra := bi.GoVersion
+	if rev != "" {
+		if len(rev) > 12 {
+			rev = rev[:12]
+		}
+		if dirty {
+			rev += "-dirty"
+		}
+		extra = "commit " + rev
+		if at != "" {
+			extra += " " + at
+		}
+		extra += ", " + bi.GoVersion
+	}
+	return v + " (" + extra + ")"
+}
+
+// noArgs rejects positional arguments of a command that takes only flags.
+func noArgs(cmd *cobra.Command, args []string) error {
+	if len(args) > 0 {
+		return usagef("unexpected argument %q: %s takes only flags", args[0], cmd.Name())
+	}
+	return nil
+}
+
+// checkFormat accepts table or json.
+func checkFormat(format string) error {
+	if format != "table" && format != "json" {
+		return usagef("--format is %q: want table or json", format)
+	}
+	return nil
 }

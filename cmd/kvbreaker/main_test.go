@@ -20,11 +20,11 @@ func TestHelp(t *testing.T) {
 		code int
 		out  []string // in stdout, or stderr when code != 0
 	}{
-		{"help-flag", []string{"--help"}, exitOK, []string{"Usage:", "kvbreaker <command>", "simulate", "kvbreaker simulate"}},
-		{"help-command", []string{"help", "simulate"}, exitOK, []string{"Usage: kvbreaker simulate", "fedify-4field", "a Go model of fedify 2.3.x", "-races", "-state-ttl", "-store-ttl", "Examples:"}},
-		{"no-arguments", nil, exitUsage, []string{"Commands:", "simulate"}},
-		{"unknown-command", []string{"frobnicate"}, exitUsage, []string{`unknown command "frobnicate"`, "Commands:"}},
-		{"simulate-help", []string{"simulate", "--help"}, exitOK, []string{"Usage: kvbreaker simulate", "seed-2field", "kvbreaker", "-format", "table or json"}},
+		{"help-flag", []string{"--help"}, exitOK, []string{"Usage:", "kvbreaker [command]", "simulate", "kvbreaker simulate", "Available Commands:"}},
+		{"help-command", []string{"help", "simulate"}, exitOK, []string{"kvbreaker simulate [flags]", "fedify-model", "a Go model of fedify 2.3.x", "--races", "--state-ttl", "--store-ttl", "Examples:"}},
+		// cobra's convention (kubectl, gh): no command shows the help.
+		{"no-arguments", nil, exitOK, []string{"Available Commands:", "simulate"}},
+		{"simulate-help", []string{"simulate", "--help"}, exitOK, []string{"kvbreaker simulate [flags]", "two-field", "kvbreaker", "--format", "table or json"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, out, errOut := runCmd(tc.args...)
@@ -47,8 +47,8 @@ func TestSimulateBadFlags(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"unknown-flag", []string{"--bogus"}, "flag provided but not defined: -bogus"},
-		{"bad-duration", []string{"--duration", "forever"}, `invalid value "forever" for flag -duration`},
+		{"unknown-flag", []string{"--bogus"}, "Error: unknown flag: --bogus"},
+		{"bad-duration", []string{"--duration", "forever"}, `invalid argument "forever" for "--duration" flag`},
 		{"negative-workers", []string{"--workers", "-3"}, "workers is -3"},
 		{"zero-hosts", []string{"--hosts", "0"}, "--hosts must be positive"},
 		{"bad-format", []string{"--format", "xml"}, `--format is "xml": want table or json`},
@@ -119,7 +119,7 @@ func TestSimulateJSON(t *testing.T) {
 			t.Errorf("%v sent as much to down hosts as no breaker", m["model"])
 		}
 	}
-	if strings.Join(names, ",") != "fedify-4field,seed-2field,kvbreaker,kvbreaker+cache,gobreaker-distributed" {
+	if strings.Join(names, ",") != "fedify-model,two-field,kvbreaker,kvbreaker+cache,gobreaker-distributed" {
 		t.Fatalf("models = %v", names)
 	}
 }
@@ -129,9 +129,9 @@ func TestSimulateTable(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
-	for _, w := range []string{"no breaker", "fedify-4field", "seed-2field", "kvbreaker", "kvbreaker+cache", "gobreaker-distributed",
+	for _, w := range []string{"no breaker", "fedify-model", "two-field", "kvbreaker", "kvbreaker+cache", "gobreaker-distributed",
 		"store reads", "store writes", "requests per 1,000 deliveries", "sends to down hosts", "spared vs no breaker",
-		"agreement with fedify", "100.0000%", "records left after 1h0m0s quiet", "Without a breaker the fleet sent"} {
+		"agreement with fedify-model", "100.0000%", "records left after 1h0m0s quiet", "Without a breaker the fleet sent"} {
 		if !strings.Contains(out, w) {
 			t.Errorf("table lacks %q:\n%s", w, out)
 		}
@@ -150,7 +150,7 @@ func TestSimulateStoreTTL(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
-	for _, w := range []string{"fedify-4field@ttl10m", "kvbreaker@ttl10m", "silent closes", "sends instead of hold",
+	for _, w := range []string{"fedify-model@ttl10m", "kvbreaker@ttl10m", "silent closes", "sends instead of hold",
 		"late failures counted as closed", "reopens after expiry", "(store 10m)", "A silent close:"} {
 		if !strings.Contains(out, w) {
 			t.Errorf("output lacks %q:\n%s", w, out)

@@ -8,14 +8,19 @@ import (
 	"testing"
 	"time"
 
+	dyn "github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/kvbreaker/kvbreaker/backends/dynamodb"
+
 	"go.uber.org/goleak"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/kvbreaker/kvbreaker/backends/memory"
-	"github.com/kvbreaker/kvbreaker/core"
-	"github.com/kvbreaker/kvbreaker/internal/dynalite"
-	"github.com/kvbreaker/kvbreaker/internal/etcdtest"
-	"github.com/kvbreaker/kvbreaker/internal/miniflare"
-	"github.com/kvbreaker/kvbreaker/internal/servers"
+	"github.com/kvbreaker/kvbreaker/driver"
+	"github.com/kvbreaker/kvbreaker/testservers/dynalite"
+	"github.com/kvbreaker/kvbreaker/testservers/etcdtest"
+	"github.com/kvbreaker/kvbreaker/testservers/miniflare"
+	"github.com/kvbreaker/kvbreaker/testservers/servers"
 )
 
 // The real servers of the matrix, shared by the package's tests: each test
@@ -57,12 +62,15 @@ func TestMain(m *testing.M) {
 func withServers(f func() int) (int, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	set, err := servers.Start(ctx, dynTable)
+	set, err := servers.Start(ctx)
 	if err != nil {
 		return 1, err
 	}
 	defer set.Stop()
 	etcdSrv, dynSrv, cfSrv = set.Etcd, set.Dynalite, set.Miniflare
+	if err := dynamodb.CreateTable(ctx, newClient(dynSrv.Endpoint), dynTable); err != nil {
+		return 1, err
+	}
 	// The AWS config chain reads only these, never the machine's own
 	// files or an instance role.
 	for k, v := range map[string]string{
@@ -94,24 +102,24 @@ func connArgs(backend string) []string {
 // TTL while declaring exact expiry: the deliberately broken store.
 type earlyStore struct{ *memory.Store }
 
-func (s earlyStore) CompareAndSwap(ctx context.Context, key string, old core.Version, value []byte, ttl time.Duration) (core.Version, error) {
+func (s earlyStore) CompareAndSwap(ctx context.Context, key string, old driver.Version, value []byte, ttl time.Duration) (driver.Version, error) {
 	return s.Store.CompareAndSwap(ctx, key, old, value, max(time.Millisecond, ttl-2*time.Second))
 }
 
 func init() {
 	backends["broken-early-expiry"] = backendDef{func(context.Context, *backendFlags) (*conn, error) {
-		return &conn{
-			describe: "memory that expires 2s early (test)",
-			sep:      "/",
-			store: func(prefix string) (core.Store, error) {
-				return prefixStore{earlyStore{memory.New()}, prefix}, nil
-			},
-			close: func() {},
-		}, nil
+		return &conn{describe: "memory that expires 2s early (test)", store: earlyStore{memory.New()}}, nil
 	}, "memory"}
 	// Workers KV on Miniflare's clock, which check advances instead of
 	// waiting (the fixture's clock stands still otherwise).
 	backends["cloudflarekv-miniflare-clock"] = backendDef{func(ctx context.Context, f *backendFlags) (*conn, error) {
 		return openCloudflareKV(ctx, f, cfSrv.Now, cfSrv.Advance)
 	}, "cloudflarekv"}
+}
+
+// newClient returns a DynamoDB client for a local endpoint (dynalite, or
+// DynamoDB Local) with static fake credentials and region us-east-1.
+func newClient(endpoint string, opts ...func(*dyn.Options)) *dyn.Client {
+	cfg := aws.Config{Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider("AKIDFAKEFORTESTS", "fake-secret-for-tests", "")}
+	return dyn.NewFromConfig(cfg, append([]func(*dyn.Options){func(o *dyn.Options) { o.BaseEndpoint = aws.String(endpoint) }}, opts...)...)
 }

@@ -2,28 +2,28 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
+
+	"github.com/spf13/cobra"
 
 	"github.com/kvbreaker/kvbreaker/internal/sim"
 )
 
-const simulateHelp = `Usage: kvbreaker simulate [flags]
-
-Simulates a fleet of workers delivering messages to many remote hosts —
+const simulateLong = `Simulates a fleet of workers delivering messages to many remote hosts —
 healthy, dead, flapping and slow — in simulated time (hours of traffic in
 seconds, the same seed giving the same numbers), and runs three circuit
 breakers on the very same stream of decisions and outcomes:
 
-  fedify-4field  a Go model of fedify 2.3.x's CircuitBreaker (state, failures,
+  fedify-model  a Go model of fedify 2.3.x's CircuitBreaker (state, failures,
                  opened, halfOpened), not fedify itself: the reference; its
                  decisions drive the trace
-  seed-2field    the design note's (failures, restrainedUntil) record, exactly
+  two-field    the design note's (failures, restrainedUntil) record, exactly
                  as its pseudocode reads
   kvbreaker      this project: (failures, restrainedUntil, probing), core.Breaker
                  over the in-memory store, one Breaker per process (--processes)
@@ -58,23 +58,19 @@ expires each record at most D after its write, whatever TTL it asked for
 (names get "@ttlD"). Below the recovery delay this is a store TTL below the
 restraint, the failure mode the design note warns about: fedify 2.3.3+ and
 kvbreaker refuse such a --state-ttl, so only the store can cause it.
+`
 
-Examples:
-  kvbreaker simulate
+const simulateExample = `  kvbreaker simulate
   kvbreaker simulate --races                    # adversarial races
   kvbreaker simulate --store-ttl 10m            # every store expires records after 10m,
                                                 # inside the 30m restraint
   kvbreaker simulate --workers 64 --hosts 1000 --duration 24h --format json
-  kvbreaker simulate --popularity zipf          # a few hot hosts, a long tail
+  kvbreaker simulate --popularity zipf          # a few hot hosts, a long tail`
 
-Flags:
-`
-
-const simulateFooter = `
-Reading the numbers (JSON field names in brackets):
+const simulateFooter = `Reading the numbers (JSON field names in brackets):
   sends to down hosts [sends_to_down_hosts]  deliveries (sends and probes) to a host
       that was unreachable at that instant; the no-breaker baseline sends every message once
-  agreement [agreement]  fraction of decisions equal to fedify-4field's
+  agreement [agreement]  fraction of decisions equal to fedify-model's
   unsafe [unsafe_divergences]  sends or probes where the reference holds
   safe [safe_divergences]  holds where the reference sends or probes
   late probes [late_probes]  the reference's probe, taken a moment later (not an extra one)
@@ -88,29 +84,40 @@ Reading the numbers (JSON field names in brackets):
       after the expiry, before the host answered or reopened: counted toward the
       threshold where the record ignores them (open) or reopens (half-open)
     reopens after expiry [reopens_after_expiry]  closed->open from those failures
-    divergences from fedify-4field after an expiry are counted apart [after_record_loss]
+    divergences from fedify-model after an expiry are counted apart [after_record_loss]
   peak records, records left after quiet [peak_records, records_left_after_quiet]
       live records in the store at most, and after the fleet went idle for --quiet
 Without --races each host has at most one plain send in flight, so every outcome
 reaches the breakers before the host's next send: the design note's sequential streams.
 `
 
-// runSimulate is the simulate subcommand.
-func runSimulate(args []string, stdout, stderr io.Writer) int {
-	var s sim.Scenario
-	fs := flag.NewFlagSet("simulate", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), simulateHelp)
-		fs.PrintDefaults()
-		fmt.Fprint(fs.Output(), simulateFooter)
+type simulateFlags struct {
+	s      sim.Scenario
+	mix    string
+	pop    string
+	format string
+}
+
+func newSimulateCmd() *cobra.Command {
+	var f simulateFlags
+	cmd := &cobra.Command{
+		Use:     "simulate [flags]",
+		Short:   "replay hours of fleet traffic in seconds and compare breaker models",
+		Long:    simulateLong + "\n" + simulateFooter,
+		Example: simulateExample,
+		Args:    noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runSimulate(&f, cmd.OutOrStdout(), cmd.ErrOrStderr())
+		},
 	}
+	s := &f.s
+	fs := cmd.Flags()
 	fs.IntVar(&s.Workers, "workers", 64, "concurrent deliveries across the fleet")
 	fs.IntVar(&s.Hosts, "hosts", 1000, "remote hosts")
 	fs.DurationVar(&s.Duration, "duration", 6*time.Hour, "simulated `time` of traffic")
 	fs.Uint64Var(&s.Seed, "seed", 1, "random seed; the same seed gives the same report")
 	fs.Float64Var(&s.Rate, "rate", 30, "mean arrivals per host per hour")
-	mix := fs.String("mix", sim.DefaultMix.String(), "relative weight of each host behaviour")
+	fs.StringVar(&f.mix, "mix", sim.DefaultMix.String(), "relative weight of each host behaviour")
 	fs.BoolVar(&s.Races, "races", false, "inject races: no per-host ordering, and each arrival is a burst of 1..burst messages,\nso failures of sends decided while closed arrive after the circuit opened")
 	fs.IntVar(&s.Burst, "burst", 8, "largest burst of messages per arrival with --races")
 	fs.DurationVar(&s.Timeout, "timeout", 10*time.Second, "a delivery unanswered this long fails")
@@ -122,35 +129,27 @@ func runSimulate(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&s.Options.ReleaseInterval, "release-interval", time.Second, "while a probe is in flight, held messages re-check this often")
 	fs.DurationVar(&s.Options.StateTTL, "state-ttl", 0, "fedify's stateTtl and kvbreaker's StateTTL (0: each derives its own); fedify 2.3.3+\nrefuses one below recovery-delay, kvbreaker one below max(recovery-delay, failure-window) + margin")
 	fs.DurationVar(&s.StoreTTL, "store-ttl", 0, "every breaker's store expires each record at most this `long` after its write,\nwhatever TTL the breaker asked for (0: stores keep records as long as asked)")
-	pop := fs.String("popularity", "uniform", "host popularity: uniform (every host gets --rate), zipf or zipf:S (the host of\nrank k gets a share of all arrivals proportional to 1/k^S, S=1 for zipf; the mean stays --rate)")
+	fs.StringVar(&f.pop, "popularity", "uniform", "host popularity: uniform (every host gets --rate), zipf or zipf:S (the host of\nrank k gets a share of all arrivals proportional to 1/k^S, S=1 for zipf; the mean stays --rate)")
 	fs.IntVar(&s.Processes, "processes", 8, "worker processes (one Breaker and decision cache each); decisions go to a random one")
 	fs.IntVar(&s.CacheSize, "cache-size", 4096, "kvbreaker+cache's Settings.CacheSize, per process")
 	fs.DurationVar(&s.CacheStaleness, "cache-staleness", time.Second, "kvbreaker+cache's Settings.CacheStaleness")
-	format := fs.String("format", "table", "output format: table or json")
+	fs.StringVar(&f.format, "format", "table", "output format: table or json")
+	completeFlags(cmd)
+	return cmd
+}
 
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
+func (f *simulateFlags) validate() error {
+	s := &f.s
+	if err := checkFormat(f.format); err != nil {
+		return err
 	}
-	bad := func(format string, a ...any) int {
-		fmt.Fprintf(stderr, "kvbreaker simulate: "+format+"\nRun \"kvbreaker simulate --help\" for the flags.\n", a...)
-		return exitUsage
-	}
-	if fs.NArg() > 0 {
-		return bad("unexpected argument %q: simulate takes only flags", fs.Arg(0))
-	}
-	if *format != "table" && *format != "json" {
-		return bad("--format is %q: want table or json", *format)
-	}
-	m, err := sim.ParseMix(*mix)
+	m, err := sim.ParseMix(f.mix)
 	if err != nil {
-		return bad("--mix: %v", err)
+		return usagef("--mix: %v", err)
 	}
 	s.Mix = m
-	if s.Zipf, err = sim.ParsePopularity(*pop); err != nil {
-		return bad("--popularity: %v", err)
+	if s.Zipf, err = sim.ParsePopularity(f.pop); err != nil {
+		return usagef("--popularity: %v", err)
 	}
 	// Zero would silently mean "default" below the command: reject it here,
 	// where the user typed it.
@@ -165,35 +164,158 @@ func runSimulate(args []string, stdout, stderr io.Writer) int {
 		{"processes", s.Processes == 0}, {"cache-size", s.CacheSize == 0}, {"cache-staleness", s.CacheStaleness == 0},
 	} {
 		if z.zero {
-			return bad("--%s must be positive", z.name)
+			return usagef("--%s must be positive", z.name)
 		}
 	}
 	if err := s.Validate(); err != nil {
-		return bad("%s", strings.ReplaceAll(err.Error(), "\n", "; "))
+		return usagef("%s", strings.ReplaceAll(err.Error(), "\n", "; "))
 	}
+	return nil
+}
 
+// runSimulate is the simulate subcommand.
+func runSimulate(f *simulateFlags, stdout, stderr io.Writer) error {
+	if err := f.validate(); err != nil {
+		return err
+	}
 	start := time.Now()
-	rep, err := sim.Run(s)
+	stop := simProgress(&f.s, stderr)
+	rep, err := sim.Run(f.s)
+	stop()
 	if err != nil {
-		fmt.Fprintf(stderr, "kvbreaker simulate: %v\n", err)
-		return exitFail
+		return err
 	}
 	elapsed := time.Since(start)
-	if *format == "json" {
-		out := struct {
-			*sim.Report
-			WallSeconds float64 `json:"wall_seconds"`
-		}{rep, elapsed.Seconds()}
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(out); err != nil {
-			fmt.Fprintf(stderr, "kvbreaker simulate: %v\n", err)
-			return exitFail
+	if f.format == "json" {
+		out, err := simulateJSON(rep, f.s, elapsed)
+		if err != nil {
+			return err
 		}
-		return exitOK
+		return writeJSON(stdout, out)
 	}
 	writeTable(stdout, rep, elapsed)
-	return exitOK
+	return nil
+}
+
+// Progress: runs longer than progressAfter show how much simulated time
+// has passed, every progressTick, on a terminal only (a log or a pipe gets
+// nothing). Variables for tests.
+var (
+	progressAfter = 2 * time.Second
+	progressTick  = time.Second
+	progressTTY   = isTerminal
+)
+
+// simProgress starts the progress line for s's run on w and returns the
+// function that ends it.
+func simProgress(s *sim.Scenario, w io.Writer) func() {
+	if !progressTTY(w) {
+		return func() {}
+	}
+	var at atomic.Int64 // simulated time reached, ns
+	prev := s.OnCall
+	s.OnCall = func(proc int, c sim.Call) {
+		at.Store(int64(c.At))
+		if prev != nil {
+			prev(proc, c)
+		}
+	}
+	total := s.Duration + s.Quiet
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	shown := false
+	wg.Go(func() {
+		select {
+		case <-done:
+			return
+		case <-time.After(progressAfter):
+		}
+		t := time.NewTicker(progressTick)
+		defer t.Stop()
+		for {
+			d := time.Duration(at.Load())
+			fmt.Fprintf(w, "\rkvbreaker simulate: %v of %v simulated (%.0f%%)  ", d.Truncate(time.Minute), total, 100*float64(d)/float64(max(total, 1)))
+			shown = true
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+		}
+	})
+	return func() {
+		close(done)
+		wg.Wait()
+		s.OnCall = prev
+		if shown {
+			fmt.Fprint(w, "\r\033[K")
+		}
+	}
+}
+
+// simulateJSON is sim's report in the commands' one JSON style: durations
+// in milliseconds ("_ms"), null for not applicable, prose only in
+// "message". internal/sim reports durations as text; they are converted
+// here.
+func simulateJSON(rep *sim.Report, s sim.Scenario, elapsed time.Duration) (map[string]any, error) {
+	raw, err := json.Marshal(rep)
+	if err != nil {
+		return nil, err
+	}
+	var m map[string]any
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return nil, err
+	}
+	delete(m, "duration")
+	delete(m, "quiet")
+	m["duration_ms"] = ms(s.Duration)
+	m["quiet_ms"] = ms(s.Quiet)
+	m["store_ttl_ms"] = nil
+	if s.StoreTTL > 0 {
+		m["store_ttl_ms"] = ms(s.StoreTTL)
+	}
+	m["wall_ms"] = ms(elapsed)
+	models, _ := m["models"].([]any)
+	for _, x := range models {
+		mm, ok := x.(map[string]any)
+		if !ok {
+			continue
+		}
+		// "30m5s", or "30m5s (store 10m)" under --store-ttl.
+		mm["state_ttl_ms"] = nil
+		if st, ok := mm["state_ttl"].(string); ok {
+			first, _, _ := strings.Cut(st, " ")
+			d, err := time.ParseDuration(first)
+			if err != nil {
+				return nil, fmt.Errorf("simulate: model %v: state TTL %q: %w", mm["model"], st, err)
+			}
+			mm["state_ttl_ms"] = ms(d)
+		}
+		delete(mm, "state_ttl")
+		refused, _ := mm["refused"].(string)
+		mm["refused"] = refused != ""
+		mm["message"] = nil
+		if refused != "" {
+			mm["message"] = refused
+		}
+		mm["cost_only"] = mm["cost_only"] == true
+		for _, k := range []string{"etcd_lease_grants", "lock_retries", "cache"} {
+			if _, ok := mm[k]; !ok {
+				mm[k] = nil
+			}
+		}
+		if c, ok := mm["cache"].(map[string]any); ok {
+			if st, ok := c["staleness"].(string); ok {
+				d, err := time.ParseDuration(st)
+				if err != nil {
+					return nil, fmt.Errorf("simulate: cache staleness %q: %w", st, err)
+				}
+				c["staleness_ms"] = ms(d)
+				delete(c, "staleness")
+			}
+		}
+	}
+	return m, nil
 }
 
 // writeTable prints rep as the README's demo shows it.
@@ -202,7 +324,7 @@ func writeTable(w io.Writer, r *sim.Report, elapsed time.Duration) {
 	if r.Races {
 		mode = "races: no per-host ordering, bursty arrivals"
 	}
-	fmt.Fprintf(w, "kvbreaker simulate: %s of traffic simulated in %.2fs (seed %d, %s)\n", r.Duration, elapsed.Seconds(), r.Seed, mode)
+	fmt.Fprintf(w, "kvbreaker simulate: %s of traffic simulated in %.2fs (random seed %d, %s)\n", r.Duration, elapsed.Seconds(), r.Seed, mode)
 	fmt.Fprintf(w, "fleet: %d workers in %d processes -> %d hosts (%d healthy, %d dead, %d flapping, %d slow), %g arrivals/host/hour, %s popularity\n",
 		r.Workers, r.Processes, r.Hosts.Healthy+r.Hosts.Dead+r.Hosts.Flapping+r.Hosts.Slow, r.Hosts.Healthy, r.Hosts.Dead, r.Hosts.Flapping, r.Hosts.Slow, r.Rate, r.Popularity)
 	t := r.Trace
@@ -246,7 +368,7 @@ func writeTable(w io.Writer, r *sim.Report, elapsed time.Duration) {
 	row("probes", "-", func(m sim.ModelReport) string { return num(m.Probes) })
 	row("drops (held past hold limit)", "-", func(m sim.ModelReport) string { return num(m.Drops) })
 	row("decisions", "-", func(m sim.ModelReport) string { return num(m.Decisions) })
-	row("agreement with fedify", "-", func(m sim.ModelReport) string { return fmt.Sprintf("%.4f%%", 100*m.Agreement) })
+	row("agreement with fedify-model", "-", func(m sim.ModelReport) string { return fmt.Sprintf("%.4f%%", 100*m.Agreement) })
 	row("  unsafe (sends where it holds)", "-", func(m sim.ModelReport) string { return num(m.UnsafeDivergences) })
 	row("  safe (holds where it sends)", "-", func(m sim.ModelReport) string { return num(m.SafeDivergences) })
 	row("  late probes (same probe, later)", "-", func(m sim.ModelReport) string { return num(m.LateProbes) })
@@ -301,10 +423,13 @@ func writeTable(w io.Writer, r *sim.Report, elapsed time.Duration) {
 			fmt.Fprintf(w, "%s refused this configuration:\n  %s\n", m.Model, strings.ReplaceAll(m.Refused, "\n", "\n  "))
 		}
 	}
-	fmt.Fprint(w, `fedify-4field, a Go model of fedify 2.3.x's breaker, is the reference and drives the trace;
-the others answer the same calls.
-Retry-instant and label mismatches of seed-2field are expected: two fields cannot tell
-half-open from open (the note's "Costs"); kvbreaker's probing bit restores them.
+	fmt.Fprint(w, `The columns: fedify-model is a Go model of fedify 2.3.x's circuit breaker (not fedify
+itself); it is the reference and drives the trace, and the others answer the same calls.
+two-field is the design note's record of two fields (failures, restrained-until);
+kvbreaker adds a probing bit; +cache is kvbreaker with Settings.CacheSize; gobreaker-
+distributed counts what sony/gobreaker's distributed breaker would cost in store requests.
+Retry-instant and label mismatches of two-field are expected: two fields cannot tell
+half-open from open; kvbreaker's probing bit restores them.
 `)
 	closes, apart := false, false
 	for _, m := range r.Models {

@@ -15,12 +15,12 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
+	"github.com/kvbreaker/kvbreaker/internal/leakcheck"
 
 	"github.com/kvbreaker/kvbreaker/conformance/faultproxy"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { leakcheck.VerifyTestMain(m) }
 
 // counter is an HTTP server that applies (counts) every POST before it
 // answers, the way a store applies a write.
@@ -372,7 +372,7 @@ func TestGraceWithoutAnswer(t *testing.T) {
 }
 
 // TestCloseEndsEverything: Close with open, armed and blackholed
-// connections leaves no goroutine (TestMain's goleak check).
+// connections leaves no goroutine (TestMain's leak check).
 func TestCloseEndsEverything(t *testing.T) {
 	addr, _ := echoServer(t)
 	p, err := faultproxy.Start(addr)

@@ -1,4 +1,4 @@
-// Package faultfleet drives a fleet of core.Breakers over a real store whose
+// Package faultfleet drives a fleet of kvbreaker.Breakers over a real store whose
 // traffic goes through a faultproxy injecting faults (answers lost or
 // replaced after the server applied the request, slow answers, resets, a
 // hung server), and checks what the fleet must still guarantee (#12.3):
@@ -34,7 +34,7 @@
 // Use it from a backend's test package:
 //
 //	rep, err := faultfleet.Run(ctx, faultfleet.Config{
-//		NewStore: func(ctx context.Context, worker int) (core.Store, error) { /* via proxy.Addr() */ },
+//		NewStore: func(ctx context.Context, worker int) (driver.Store, error) { /* via proxy.Addr() */ },
 //		Observer: direct, // same keyspace, not through the proxy
 //		Proxy:    proxy,
 //		Short:    testing.Short(),
@@ -54,8 +54,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kvbreaker/kvbreaker"
 	"github.com/kvbreaker/kvbreaker/conformance/faultproxy"
-	"github.com/kvbreaker/kvbreaker/core"
+	"github.com/kvbreaker/kvbreaker/driver"
+	"github.com/kvbreaker/kvbreaker/internal/record"
 )
 
 // Check selects the assertions Run makes.
@@ -78,7 +80,7 @@ const (
 // all of them for an atomic store; without the single-probe and
 // single-transition checks for a last-writer-wins one, where concurrent
 // workers may each win.
-func ChecksFor(t core.Traits) Check {
+func ChecksFor(t driver.Traits) Check {
 	if t.Atomic {
 		return CheckAll
 	}
@@ -117,10 +119,10 @@ type Config struct {
 	// NewStore returns worker i's store, whose traffic goes through Proxy.
 	// Called once per worker, before the run; the caller closes the
 	// stores (e.g. in t.Cleanup). Required.
-	NewStore func(ctx context.Context, worker int) (core.Store, error)
+	NewStore func(ctx context.Context, worker int) (driver.Store, error)
 	// Observer reads the same keyspace directly, not through the proxy.
 	// Required.
-	Observer core.Store
+	Observer driver.Store
 	// Proxy carries the workers' traffic; nil runs without faults (a
 	// control run).
 	Proxy *faultproxy.Proxy
@@ -149,7 +151,7 @@ type Config struct {
 	// OnStateChange; zero FailureThreshold, FailureWindow, RecoveryDelay,
 	// CallTimeout become 2, 2 s, 300 ms, 1 s so that circuits open and
 	// probe many times in a short run.
-	Settings core.Settings
+	Settings kvbreaker.Settings
 	// Slack is allowed beyond CallTimeout for a call to return; default
 	// 500 ms (a loaded machine under -race).
 	Slack time.Duration
@@ -206,7 +208,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		s := cfg.Settings
 		s.Clock = w.clock
 		s.OnStateChange = w.onStateChange
-		if w.b, err = core.NewBreaker(st, s); err != nil {
+		if w.b, err = kvbreaker.New(st, s); err != nil {
 			return Report{}, fmt.Errorf("faultfleet: breaker of worker %d: %w", i, err)
 		}
 		r.workers = append(r.workers, w)
@@ -297,7 +299,7 @@ type call struct {
 	host       string
 	kind       string // allow, failure, success
 	at         time.Time
-	decision   core.Decision
+	decision   kvbreaker.Decision
 	err        error
 	start, end time.Time // real time, monotonic
 	reported   string    // "from→to" or ""
@@ -314,12 +316,12 @@ type runner struct {
 	calls    []*call
 	instants map[int64]*call // by at, Unix ms
 	seen     []seen
-	seenVer  map[string]core.Version
+	seenVer  map[string]driver.Version
 }
 
 type seen struct {
 	host string
-	rec  core.Record
+	rec  record.Record
 	err  error     // undecodable
 	at   time.Time // real time the read answered
 }
@@ -327,14 +329,14 @@ type seen struct {
 type worker struct {
 	r   *runner
 	id  int
-	b   *core.Breaker
+	b   *kvbreaker.Breaker
 	rng *rand.Rand
 	cur *call // the call in progress: clock and callback read it
 }
 
 func (w *worker) clock() time.Time { return w.cur.at }
 
-func (w *worker) onStateChange(host string, from, to core.State) {
+func (w *worker) onStateChange(host string, from, to kvbreaker.State) {
 	c := w.cur
 	if c.reported != "" {
 		c.reported += "+" // a second report in one call: always wrong
@@ -343,7 +345,7 @@ func (w *worker) onStateChange(host string, from, to core.State) {
 }
 
 // do runs one Breaker call with its own instant and context.
-func (w *worker) do(ctx context.Context, host, kind string, f func(context.Context) (core.Decision, error)) *call {
+func (w *worker) do(ctx context.Context, host, kind string, f func(context.Context) (kvbreaker.Decision, error)) *call {
 	c := &call{worker: w.id, host: host, kind: kind, at: w.r.fc.next()}
 	w.cur = c
 	cctx, cancel := context.WithTimeout(ctx, w.r.cfg.Settings.CallTimeout)
@@ -371,15 +373,15 @@ func (w *worker) loop(ctx context.Context, deadline time.Time) {
 	for time.Now().Before(deadline) && ctx.Err() == nil {
 		hi := w.rng.Intn(len(r.hosts))
 		host := r.hosts[hi]
-		c := w.do(ctx, host, "allow", func(ctx context.Context) (core.Decision, error) {
+		c := w.do(ctx, host, "allow", func(ctx context.Context) (kvbreaker.Decision, error) {
 			v, err := w.b.Allow(ctx, host, time.Time{})
 			return v.Decision, err
 		})
-		if c.decision == core.Send || c.decision == core.Probe {
+		if c.decision == kvbreaker.Send || c.decision == kvbreaker.Probe {
 			if r.down(hi) {
-				w.do(ctx, host, "failure", func(ctx context.Context) (core.Decision, error) { return 0, w.b.Failure(ctx, host) })
+				w.do(ctx, host, "failure", func(ctx context.Context) (kvbreaker.Decision, error) { return 0, w.b.Failure(ctx, host) })
 			} else {
-				w.do(ctx, host, "success", func(ctx context.Context) (core.Decision, error) { return 0, w.b.Success(ctx, host) })
+				w.do(ctx, host, "success", func(ctx context.Context) (kvbreaker.Decision, error) { return 0, w.b.Success(ctx, host) })
 			}
 		}
 		// Pace the load (not a wait for logic): a few ms between messages.
@@ -392,7 +394,7 @@ func (r *runner) run(ctx context.Context) {
 	defer cancel()
 	r.begin = time.Now()
 	deadline := r.begin.Add(r.cfg.Duration)
-	r.seenVer = map[string]core.Version{}
+	r.seenVer = map[string]driver.Version{}
 	var wg sync.WaitGroup
 	for _, w := range r.workers {
 		wg.Go(func() { w.loop(ctx, deadline) })
@@ -447,7 +449,7 @@ func (r *runner) look(ctx context.Context, host string) {
 		return
 	}
 	r.seenVer[host] = ver
-	rec, err := core.DecodeRecord(v)
+	rec, err := record.DecodeRecord(v)
 	r.seen = append(r.seen, seen{host: host, rec: rec, err: err, at: at})
 }
 
@@ -562,18 +564,18 @@ func (r *runner) check() (Report, error) {
 		}
 		at := rec.RestrainedUntil.Add(-rd)
 		c := r.instants[at.UnixMilli()]
-		switch rec.State() {
-		case core.StateHalfOpen:
+		switch kvbreaker.State(rec.State()) {
+		case kvbreaker.StateHalfOpen:
 			if cfg.Checks&CheckProbeWinner == 0 {
 				break
 			}
 			switch {
 			case c == nil || c.kind != "allow":
 				bad("host %s: half-open record (restrained until %s) written by no Allow", s.host, rec.RestrainedUntil.Format(time.StampMilli))
-			case c.decision != core.Probe && c.err == nil:
+			case c.decision != kvbreaker.Probe && c.err == nil:
 				bad("host %s: worker %d's Allow at %s won the probe election (the store holds its half-open record) but was told %v", s.host, c.worker, at.Format(time.StampMilli), c.decision)
 			}
-		case core.StateOpen:
+		case kvbreaker.StateOpen:
 			if cfg.Checks&CheckOpenReported == 0 {
 				break
 			}
@@ -644,7 +646,7 @@ func oneProbe(host string, calls []*call, rd time.Duration) []error {
 	var v []error
 	var last *call
 	for _, c := range calls {
-		if c.kind != "allow" || c.decision != core.Probe {
+		if c.kind != "allow" || c.decision != kvbreaker.Probe {
 			continue
 		}
 		if last != nil && c.at.Sub(last.at) < rd && !overlapping(calls, last, c, func(o *call) bool { return o.kind != "allow" }) {

@@ -8,17 +8,18 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
+	"github.com/kvbreaker/kvbreaker/internal/leakcheck"
 
+	"github.com/kvbreaker/kvbreaker"
 	"github.com/kvbreaker/kvbreaker/backends/memory"
-	"github.com/kvbreaker/kvbreaker/core"
+	"github.com/kvbreaker/kvbreaker/driver"
 	"github.com/kvbreaker/kvbreaker/internal/faultfleet"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { leakcheck.VerifyTestMain(m) }
 
-func shared(st core.Store) func(context.Context, int) (core.Store, error) {
-	return func(context.Context, int) (core.Store, error) { return st, nil }
+func shared(st driver.Store) func(context.Context, int) (driver.Store, error) {
+	return func(context.Context, int) (driver.Store, error) { return st, nil }
 }
 
 // TestCorrectStorePasses is the positive control: the memory store, no
@@ -41,14 +42,14 @@ func TestCorrectStorePasses(t *testing.T) {
 // answers like an SDK whose retry of an applied write met that write: a
 // conflict carrying its own value and version.
 type retriedWrites struct {
-	core.Store
+	driver.Store
 	n atomic.Int64
 }
 
-func (s *retriedWrites) CompareAndSwap(ctx context.Context, key string, old core.Version, value []byte, ttl time.Duration) (core.Version, error) {
+func (s *retriedWrites) CompareAndSwap(ctx context.Context, key string, old driver.Version, value []byte, ttl time.Duration) (driver.Version, error) {
 	ver, err := s.Store.CompareAndSwap(ctx, key, old, value, ttl)
 	if err == nil && s.n.Add(1)%3 == 0 {
-		return 0, &core.ConflictError{Value: value, Version: ver}
+		return 0, &driver.ConflictError{Value: value, Version: ver}
 	}
 	return ver, err
 }
@@ -76,11 +77,11 @@ func TestOwnWriteConflictFails(t *testing.T) {
 // stuck ignores its context on some reads, as a client with no deadline on
 // a hung connection would.
 type stuck struct {
-	core.Store
+	driver.Store
 	n atomic.Int64
 }
 
-func (s *stuck) Get(ctx context.Context, key string) ([]byte, core.Version, error) {
+func (s *stuck) Get(ctx context.Context, key string) ([]byte, driver.Version, error) {
 	if s.n.Add(1)%40 == 0 {
 		time.Sleep(400 * time.Millisecond) // a stuck call, not a wait for logic
 	}
@@ -92,7 +93,7 @@ func TestStuckCallFails(t *testing.T) {
 	mem := memory.New()
 	rep, err := faultfleet.Run(t.Context(), faultfleet.Config{
 		NewStore: shared(&stuck{Store: mem}), Observer: mem, Duration: time.Second,
-		Settings: core.Settings{CallTimeout: 100 * time.Millisecond}, Slack: 100 * time.Millisecond,
+		Settings: kvbreaker.Settings{CallTimeout: 100 * time.Millisecond}, Slack: 100 * time.Millisecond,
 		Checks: faultfleet.CheckCallTime,
 	})
 	t.Log(rep)
@@ -103,10 +104,10 @@ func TestStuckCallFails(t *testing.T) {
 
 // TestChecksFor: a last-writer-wins store is not held to a single probe.
 func TestChecksFor(t *testing.T) {
-	if c := faultfleet.ChecksFor(core.Traits{Atomic: false}); c&faultfleet.CheckOneProbe != 0 || c&faultfleet.CheckFailuresOnce == 0 {
+	if c := faultfleet.ChecksFor(driver.Traits{Atomic: false}); c&faultfleet.CheckOneProbe != 0 || c&faultfleet.CheckFailuresOnce == 0 {
 		t.Fatalf("ChecksFor(non-atomic) = %b", c)
 	}
-	if faultfleet.ChecksFor(core.Traits{Atomic: true}) != faultfleet.CheckAll {
+	if faultfleet.ChecksFor(driver.Traits{Atomic: true}) != faultfleet.CheckAll {
 		t.Fatal("ChecksFor(atomic) is not CheckAll")
 	}
 }

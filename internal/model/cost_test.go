@@ -7,27 +7,28 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/kvbreaker/kvbreaker"
 	"github.com/kvbreaker/kvbreaker/backends/memory"
-	"github.com/kvbreaker/kvbreaker/core"
+	"github.com/kvbreaker/kvbreaker/driver"
 )
 
 // countingStore counts the requests a real Breaker sends.
 type countingStore struct {
-	core.Store
+	driver.Store
 	cost Cost
 }
 
-func (s *countingStore) Get(ctx context.Context, key string) ([]byte, core.Version, error) {
+func (s *countingStore) Get(ctx context.Context, key string) ([]byte, driver.Version, error) {
 	s.cost.Reads++
 	return s.Store.Get(ctx, key)
 }
 
-func (s *countingStore) CompareAndSwap(ctx context.Context, key string, old core.Version, value []byte, ttl time.Duration) (core.Version, error) {
+func (s *countingStore) CompareAndSwap(ctx context.Context, key string, old driver.Version, value []byte, ttl time.Duration) (driver.Version, error) {
 	s.cost.Writes++
 	return s.Store.CompareAndSwap(ctx, key, old, value, ttl)
 }
 
-func (s *countingStore) CompareAndDelete(ctx context.Context, key string, old core.Version) error {
+func (s *countingStore) CompareAndDelete(ctx context.Context, key string, old driver.Version) error {
 	s.cost.Writes++
 	return s.Store.CompareAndDelete(ctx, key, old)
 }
@@ -48,7 +49,7 @@ func TestDecisionCacheMirrorsCore(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				ctx := context.Background()
 				store := &countingStore{Store: memory.New()}
-				real, err := core.NewBreaker(store, core.Settings{CacheSize: 64, CacheStaleness: time.Second,
+				real, err := kvbreaker.New(store, kvbreaker.Settings{CacheSize: 64, CacheStaleness: time.Second,
 					FailureThreshold: 2, RecoveryDelay: 5 * time.Second, FailureWindow: 10 * time.Second})
 				if err != nil {
 					t.Fatal(err)
@@ -57,7 +58,7 @@ func TestDecisionCacheMirrorsCore(t *testing.T) {
 				if tc.modelSize > 0 {
 					opts = append(opts, WithDecisionCache(tc.modelSize, time.Second))
 				}
-				sim, err := NewKvbreaker(core.Settings{FailureThreshold: 2, RecoveryDelay: 5 * time.Second, FailureWindow: 10 * time.Second}, time.Now, opts...)
+				sim, err := NewKvbreaker(kvbreaker.Settings{FailureThreshold: 2, RecoveryDelay: 5 * time.Second, FailureWindow: 10 * time.Second}, time.Now, opts...)
 				if err != nil {
 					t.Fatal(err)
 				}

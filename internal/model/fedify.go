@@ -6,7 +6,8 @@ import (
 	"slices"
 	"time"
 
-	"github.com/kvbreaker/kvbreaker/core"
+	"github.com/kvbreaker/kvbreaker"
+	"github.com/kvbreaker/kvbreaker/internal/machine"
 )
 
 // FedifyRecord is fedify's per-host KV value (CircuitBreakerKvState): the
@@ -14,7 +15,7 @@ import (
 // the circuit opened and the instant the current probe started. A zero
 // Opened or HalfOpened means the field is absent.
 type FedifyRecord struct {
-	State      core.State
+	State      kvbreaker.State
 	Failures   []time.Time
 	Opened     time.Time
 	HalfOpened time.Time
@@ -148,8 +149,8 @@ func (c *FedifyConfig) failed(ts []time.Time) bool {
 type FedifyStep struct {
 	Verdict Verdict
 	// Write says what happens to the stored record; Record is the value
-	// written by core.WritePut.
-	Write  core.Write
+	// written by machine.WritePut.
+	Write  machine.Write
 	Record FedifyRecord
 	// Transition is what fedify's onStateChange reports.
 	Transition Transition
@@ -164,10 +165,10 @@ type FedifyStep struct {
 func FedifyBeforeSend(rec FedifyRecord, found bool, now, heldSince time.Time, c *FedifyConfig) FedifyStep {
 	switch {
 	case holdExpired(now, heldSince, c.HeldActivityTTL):
-		return FedifyStep{Verdict: Verdict{Decision: core.Drop}}
-	case !found || rec.State == core.StateClosed:
-		return FedifyStep{Verdict: Verdict{Decision: core.Send}}
-	case rec.State == core.StateHalfOpen:
+		return FedifyStep{Verdict: Verdict{Decision: kvbreaker.Drop}}
+	case !found || rec.State == kvbreaker.StateClosed:
+		return FedifyStep{Verdict: Verdict{Decision: kvbreaker.Send}}
+	case rec.State == kvbreaker.StateHalfOpen:
 		if !rec.HalfOpened.IsZero() {
 			staleAt := rec.HalfOpened.Add(c.RecoveryDelay)
 			if now.Before(staleAt) {
@@ -175,29 +176,29 @@ func FedifyBeforeSend(rec FedifyRecord, found bool, now, heldSince time.Time, c 
 				if !retry.Before(staleAt) {
 					retry = staleAt
 				}
-				return FedifyStep{Verdict: Verdict{Decision: core.Hold, RetryAt: holdRetry(now, heldSince, retry, c.HeldActivityTTL)}}
+				return FedifyStep{Verdict: Verdict{Decision: kvbreaker.Hold, RetryAt: holdRetry(now, heldSince, retry, c.HeldActivityTTL)}}
 			}
 		}
 		next := rec
 		next.HalfOpened = now
 		// A stale probe is taken over without a state change.
-		return FedifyStep{Verdict: Verdict{Decision: core.Probe}, Write: core.WritePut, Record: next}
+		return FedifyStep{Verdict: Verdict{Decision: kvbreaker.Probe}, Write: machine.WritePut, Record: next}
 	}
 	opened := rec.Opened
 	if opened.IsZero() {
 		opened = now
 	}
 	if probeAt := opened.Add(c.RecoveryDelay); now.Before(probeAt) {
-		return FedifyStep{Verdict: Verdict{Decision: core.Hold, RetryAt: holdRetry(now, heldSince, probeAt, c.HeldActivityTTL)}}
+		return FedifyStep{Verdict: Verdict{Decision: kvbreaker.Hold, RetryAt: holdRetry(now, heldSince, probeAt, c.HeldActivityTTL)}}
 	}
 	next := rec
-	next.State = core.StateHalfOpen
+	next.State = kvbreaker.StateHalfOpen
 	next.HalfOpened = now
 	return FedifyStep{
-		Verdict:    Verdict{Decision: core.Probe},
-		Write:      core.WritePut,
+		Verdict:    Verdict{Decision: kvbreaker.Probe},
+		Write:      machine.WritePut,
 		Record:     next,
-		Transition: Transition{From: core.StateOpen, To: core.StateHalfOpen},
+		Transition: Transition{From: kvbreaker.StateOpen, To: kvbreaker.StateHalfOpen},
 	}
 }
 
@@ -206,23 +207,23 @@ func FedifyBeforeSend(rec FedifyRecord, found bool, now, heldSince time.Time, c 
 // failure is appended and pruned, and a half-open circuit, or one whose
 // policy fails, opens with opened = now; else it stays closed.
 func FedifyRecordFailure(rec FedifyRecord, found bool, now time.Time, c *FedifyConfig) FedifyStep {
-	if found && rec.State == core.StateOpen {
+	if found && rec.State == kvbreaker.StateOpen {
 		return FedifyStep{}
 	}
 	var old []time.Time
-	from := core.StateClosed
+	from := kvbreaker.StateClosed
 	if found {
 		old, from = rec.Failures, rec.State
 	}
 	failures := c.prune(append(slices.Clip(old), now), now)
-	if from == core.StateHalfOpen || c.failed(failures) {
+	if from == kvbreaker.StateHalfOpen || c.failed(failures) {
 		return FedifyStep{
-			Write:      core.WritePut,
-			Record:     FedifyRecord{State: core.StateOpen, Failures: failures, Opened: now},
-			Transition: Transition{From: from, To: core.StateOpen},
+			Write:      machine.WritePut,
+			Record:     FedifyRecord{State: kvbreaker.StateOpen, Failures: failures, Opened: now},
+			Transition: Transition{From: from, To: kvbreaker.StateOpen},
 		}
 	}
-	return FedifyStep{Write: core.WritePut, Record: FedifyRecord{State: core.StateClosed, Failures: failures}}
+	return FedifyStep{Write: machine.WritePut, Record: FedifyRecord{State: kvbreaker.StateClosed, Failures: failures}}
 }
 
 // FedifyRecordSuccess is fedify's recordSuccess (and
@@ -232,9 +233,9 @@ func FedifyRecordSuccess(rec FedifyRecord, found bool) FedifyStep {
 	if !found {
 		return FedifyStep{}
 	}
-	st := FedifyStep{Write: core.WriteDelete}
-	if rec.State != core.StateClosed {
-		st.Transition = Transition{From: rec.State, To: core.StateClosed}
+	st := FedifyStep{Write: machine.WriteDelete}
+	if rec.State != kvbreaker.StateClosed {
+		st.Transition = Transition{From: rec.State, To: kvbreaker.StateClosed}
 	}
 	return st
 }
@@ -244,7 +245,7 @@ func FedifyRecordSuccess(rec FedifyRecord, found bool) FedifyStep {
 // open or half-open record's Opened is its newest failure, and a closed
 // record has no Opened.
 func CheckOpenedInvariant(rec FedifyRecord) error {
-	if rec.State == core.StateClosed {
+	if rec.State == kvbreaker.StateClosed {
 		if !rec.Opened.IsZero() {
 			return fmt.Errorf("closed record has opened = %v", rec.Opened)
 		}
@@ -261,7 +262,7 @@ func CheckOpenedInvariant(rec FedifyRecord) error {
 
 // Fedify is a Go model of fedify 2.3.x's CircuitBreaker
 // (packages/fedify/src/federation/circuit-breaker.ts) over its own TTL
-// store: the reference model, labelled "fedify-4field". It is not fedify:
+// store: the reference model, labelled "fedify-model". It is not fedify:
 // TestAgainstFedify drives fedify 2.3.8's own CircuitBreaker on the same
 // random call streams and compares every answer (opt-in, it needs node and
 // npm).
@@ -300,23 +301,23 @@ func NewFedify(o FedifyOptions, opts ...Option) (*Fedify, error) {
 		return nil, err
 	}
 	so := applyOptions(opts)
-	return &Fedify{cfg: c, store: newTTLStore[FedifyRecord](so), name: "fedify-4field" + so.suffix()}, nil
+	return &Fedify{cfg: c, store: newTTLStore[FedifyRecord](so), name: "fedify-model" + so.suffix()}, nil
 }
 
 // Config returns the normalised options, including the StateTTL in use.
 func (f *Fedify) Config() FedifyConfig { return f.cfg }
 
-// Name returns "fedify-4field", with "@ttl" and the cap over a capped store.
+// Name returns "fedify-model", with "@ttl" and the cap over a capped store.
 func (f *Fedify) Name() string { return f.name }
 
 func (f *Fedify) apply(host string, now time.Time, st FedifyStep) {
-	if st.Write != core.WriteNone {
+	if st.Write != machine.WriteNone {
 		f.cost.Writes++
 	}
 	switch st.Write {
-	case core.WritePut:
+	case machine.WritePut:
 		f.store.put(host, st.Record, now, f.cfg.StateTTL)
-	case core.WriteDelete:
+	case machine.WriteDelete:
 		f.store.del(host)
 	}
 }
@@ -324,7 +325,7 @@ func (f *Fedify) apply(host string, now time.Time, st FedifyStep) {
 // Allow is beforeSend. A drop is decided before reading the store.
 func (f *Fedify) Allow(host string, now, heldSince time.Time) (Verdict, Transition) {
 	if holdExpired(now, heldSince, f.cfg.HeldActivityTTL) {
-		return Verdict{Decision: core.Drop}, Transition{}
+		return Verdict{Decision: kvbreaker.Drop}, Transition{}
 	}
 	f.cost.Reads++
 	rec, ok := f.store.get(host, now)
@@ -362,9 +363,9 @@ func (f *Fedify) Live(host string, now time.Time) bool {
 func (f *Fedify) Restraint(host string, now time.Time) (time.Time, bool) {
 	rec, ok := f.store.get(host, now)
 	switch {
-	case !ok || rec.State == core.StateClosed:
+	case !ok || rec.State == kvbreaker.StateClosed:
 		return time.Time{}, false
-	case rec.State == core.StateHalfOpen:
+	case rec.State == kvbreaker.StateHalfOpen:
 		return rec.HalfOpened.Add(f.cfg.RecoveryDelay), true
 	}
 	return rec.Opened.Add(f.cfg.RecoveryDelay), true

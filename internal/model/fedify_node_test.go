@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kvbreaker/kvbreaker/core"
+	"github.com/kvbreaker/kvbreaker"
 )
 
 // The fedify release TestAgainstFedify drives, and the exact versions of
@@ -172,7 +172,7 @@ func answer(v *Verdict, tr Transition) nodeAnswer {
 	var a nodeAnswer
 	if v != nil {
 		a.Decision = strings.ToLower(v.Decision.String())
-		if v.Decision == core.Hold {
+		if v.Decision == kvbreaker.Hold {
 			a.RetryAt = v.RetryAt.UnixMilli()
 		}
 	}

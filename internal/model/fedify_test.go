@@ -6,7 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kvbreaker/kvbreaker/core"
+	"github.com/kvbreaker/kvbreaker"
+	"github.com/kvbreaker/kvbreaker/driver"
+	"github.com/kvbreaker/kvbreaker/internal/machine"
 )
 
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -22,20 +24,20 @@ const (
 type call struct {
 	op        string // "allow", "fail", "ok"
 	at        time.Duration
-	heldSince time.Duration // allow: freshMsg for a fresh message
-	want      core.Decision // allow
-	retry     time.Duration // allow + hold: want RetryAt
-	label     string        // want Transition.String()
+	heldSince time.Duration      // allow: freshMsg for a fresh message
+	want      kvbreaker.Decision // allow
+	retry     time.Duration      // allow + hold: want RetryAt
+	label     string             // want Transition.String()
 }
 
 // freshMsg marks a message that has not been held.
 const freshMsg = time.Duration(math.MinInt64)
 
-func fresh(d time.Duration, want core.Decision, retry time.Duration, label string) call {
+func fresh(d time.Duration, want kvbreaker.Decision, retry time.Duration, label string) call {
 	return call{op: "allow", at: d, heldSince: freshMsg, want: want, retry: retry, label: label}
 }
 
-func held(d, since time.Duration, want core.Decision, retry time.Duration, label string) call {
+func held(d, since time.Duration, want kvbreaker.Decision, retry time.Duration, label string) call {
 	return call{op: "allow", at: d, heldSince: since, want: want, retry: retry, label: label}
 }
 
@@ -59,7 +61,7 @@ func play(t *testing.T, m Model, calls []call) {
 			if v.Decision != c.want {
 				t.Fatalf("%s step %d (allow at %v): decision %v, want %v", m.Name(), i, c.at, v.Decision, c.want)
 			}
-			if c.want == core.Hold && !v.RetryAt.Equal(at(c.retry)) {
+			if c.want == kvbreaker.Hold && !v.RetryAt.Equal(at(c.retry)) {
 				t.Fatalf("%s step %d (allow at %v): retry at %v, want %v", m.Name(), i, c.at, v.RetryAt.Sub(t0), c.retry)
 			}
 		case "fail":
@@ -78,7 +80,7 @@ func trip(start time.Duration) []call {
 	var cs []call
 	for i := range 5 {
 		d := start + time.Duration(i)*sec
-		cs = append(cs, fresh(d, core.Send, 0, "none"))
+		cs = append(cs, fresh(d, kvbreaker.Send, 0, "none"))
 		label := "none"
 		if i == 4 {
 			label = "closed→open"
@@ -95,48 +97,48 @@ var fedifyCases = []struct {
 	name  string
 	calls []call
 }{
-	{"closed-sends", []call{fresh(0, core.Send, 0, "none"), fail(0, "none"), fresh(sec, core.Send, 0, "none")}},
+	{"closed-sends", []call{fresh(0, kvbreaker.Send, 0, "none"), fail(0, "none"), fresh(sec, kvbreaker.Send, 0, "none")}},
 	{"threshold-in-window-opens", trip(0)},
 	{"failures-outside-window-do-not-trip", []call{
 		fail(0, "none"), fail(mn, "none"), fail(2*mn, "none"), fail(3*mn, "none"),
 		fail(10*mn+sec, "none"), // the first has aged out: four in the window
-		fresh(10*mn+2*sec, core.Send, 0, "none"),
+		fresh(10*mn+2*sec, kvbreaker.Send, 0, "none"),
 		fail(10*mn+3*sec, "closed→open"),
 	}},
 	{"open-holds-until-opened-plus-recovery", append(trip(0),
-		fresh(5*sec, core.Hold, 4*sec+30*mn, "none"),
-		held(20*mn, 5*sec, core.Hold, 4*sec+30*mn, "none"))},
+		fresh(5*sec, kvbreaker.Hold, 4*sec+30*mn, "none"),
+		held(20*mn, 5*sec, kvbreaker.Hold, 4*sec+30*mn, "none"))},
 	{"open-ignores-failures", append(trip(0),
 		fail(10*sec, "none"), // a send decided before the circuit opened
-		fresh(30*mn+4*sec-time.Millisecond, core.Hold, 30*mn+4*sec, "none"))},
+		fresh(30*mn+4*sec-time.Millisecond, kvbreaker.Hold, 30*mn+4*sec, "none"))},
 	{"probe-after-recovery-delay", append(trip(0),
-		fresh(30*mn+4*sec, core.Probe, 0, "open→half-open"))},
+		fresh(30*mn+4*sec, kvbreaker.Probe, 0, "open→half-open"))},
 	{"half-open-holds-every-release-interval", append(trip(0),
-		fresh(30*mn+4*sec, core.Probe, 0, "open→half-open"),
-		fresh(30*mn+5*sec, core.Hold, 30*mn+6*sec, "none"),
-		held(30*mn+6*sec, 30*mn+5*sec, core.Hold, 30*mn+7*sec, "none"))},
+		fresh(30*mn+4*sec, kvbreaker.Probe, 0, "open→half-open"),
+		fresh(30*mn+5*sec, kvbreaker.Hold, 30*mn+6*sec, "none"),
+		held(30*mn+6*sec, 30*mn+5*sec, kvbreaker.Hold, 30*mn+7*sec, "none"))},
 	{"half-open-hold-capped-at-stale-instant", append(trip(0),
-		fresh(30*mn+4*sec, core.Probe, 0, "open→half-open"),
-		fresh(60*mn+4*sec-500*time.Millisecond, core.Hold, 60*mn+4*sec, "none"))},
+		fresh(30*mn+4*sec, kvbreaker.Probe, 0, "open→half-open"),
+		fresh(60*mn+4*sec-500*time.Millisecond, kvbreaker.Hold, 60*mn+4*sec, "none"))},
 	{"stale-probe-taken-over-without-label", append(trip(0),
-		fresh(30*mn+4*sec, core.Probe, 0, "open→half-open"),
-		fresh(60*mn+4*sec, core.Probe, 0, "none"),
-		fresh(60*mn+5*sec, core.Hold, 60*mn+6*sec, "none"))},
+		fresh(30*mn+4*sec, kvbreaker.Probe, 0, "open→half-open"),
+		fresh(60*mn+4*sec, kvbreaker.Probe, 0, "none"),
+		fresh(60*mn+5*sec, kvbreaker.Hold, 60*mn+6*sec, "none"))},
 	{"half-open-strike-reopens", append(trip(0),
-		fresh(30*mn+4*sec, core.Probe, 0, "open→half-open"),
+		fresh(30*mn+4*sec, kvbreaker.Probe, 0, "open→half-open"),
 		fail(30*mn+9*sec, "half-open→open"),
-		fresh(30*mn+10*sec, core.Hold, 60*mn+9*sec, "none"))},
+		fresh(30*mn+10*sec, kvbreaker.Hold, 60*mn+9*sec, "none"))},
 	{"probe-success-closes", append(trip(0),
-		fresh(30*mn+4*sec, core.Probe, 0, "open→half-open"),
+		fresh(30*mn+4*sec, kvbreaker.Probe, 0, "open→half-open"),
 		ok(30*mn+5*sec, "half-open→closed"),
-		fresh(30*mn+6*sec, core.Send, 0, "none"))},
-	{"success-while-open-closes", append(trip(0), ok(mn, "open→closed"), fresh(mn, core.Send, 0, "none"))},
+		fresh(30*mn+6*sec, kvbreaker.Send, 0, "none"))},
+	{"success-while-open-closes", append(trip(0), ok(mn, "open→closed"), fresh(mn, kvbreaker.Send, 0, "none"))},
 	{"success-without-record-is-silent", []call{ok(0, "none"), fail(sec, "none"), ok(2*sec, "none")}},
 	{"hold-retry-capped-at-drop-instant", append(trip(0),
-		held(mn, -7*24*time.Hour+2*mn, core.Hold, 2*mn, "none"))},
+		held(mn, -7*24*time.Hour+2*mn, kvbreaker.Hold, 2*mn, "none"))},
 	{"drop-at-held-activity-ttl", append(trip(0),
-		held(mn, -7*24*time.Hour+mn, core.Drop, 0, "none"))},
-	{"drop-even-when-closed", []call{held(7*24*time.Hour, 0, core.Drop, 0, "none")}},
+		held(mn, -7*24*time.Hour+mn, kvbreaker.Drop, 0, "none"))},
+	{"drop-even-when-closed", []call{held(7*24*time.Hour, 0, kvbreaker.Drop, 0, "none")}},
 }
 
 func TestFedify(t *testing.T) {
@@ -157,7 +159,7 @@ func TestKvbreakerFollowsFedifyCases(t *testing.T) {
 	for _, tc := range fedifyCases {
 		t.Run(tc.name, func(t *testing.T) {
 			var now time.Time
-			k, err := NewKvbreaker(core.Settings{}, func() time.Time { return now })
+			k, err := NewKvbreaker(kvbreaker.Settings{}, func() time.Time { return now })
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -250,8 +252,8 @@ func TestFedifyRecordExpires(t *testing.T) {
 		t.Fatal(err)
 	}
 	play(t, f, append(trip(0),
-		fresh(10*mn+4*sec-time.Millisecond, core.Hold, 30*mn+4*sec, "none"),
-		fresh(10*mn+4*sec, core.Send, 0, "none"), // the open record is gone: closed
+		fresh(10*mn+4*sec-time.Millisecond, kvbreaker.Hold, 30*mn+4*sec, "none"),
+		fresh(10*mn+4*sec, kvbreaker.Send, 0, "none"), // the open record is gone: closed
 	))
 	if f.Live("h", at(10*mn+4*sec)) {
 		t.Fatal("record still live after its TTL")
@@ -275,7 +277,7 @@ func TestStoreTTLBelowRestraintGap(t *testing.T) {
 		play(t, f, trip(0)) // opens at 4 s: restrained until 30m4s
 		n := 0
 		for d := mn; d <= 30*mn; d += mn { // a message a minute, the host still dead
-			if v, _ := f.Allow("h", at(d), time.Time{}); v.Decision == core.Send {
+			if v, _ := f.Allow("h", at(d), time.Time{}); v.Decision == kvbreaker.Send {
 				n++
 				f.Failure("h", at(d))
 			}
@@ -292,12 +294,12 @@ func TestStoreTTLBelowRestraintGap(t *testing.T) {
 	if _, err := NewFedify(FedifyOptions{StateTTL: 10 * mn}); err == nil || !strings.Contains(err.Error(), "stateTtl must be at least recoveryDelay") {
 		t.Fatalf("fedify model with stateTtl 10m < recoveryDelay 30m: err = %v", err)
 	}
-	_, err := core.NewConfig(core.Settings{StateTTL: 10 * mn}, core.Traits{Atomic: true})
+	_, err := machine.NewConfig(machine.Settings{StateTTL: 10 * mn}, driver.Traits{Atomic: true})
 	if err == nil || !strings.Contains(err.Error(), "StateTTL is 10m0s") {
-		t.Fatalf("core.NewConfig with StateTTL 10m < RecoveryDelay 30m: err = %v", err)
+		t.Fatalf("machine.NewConfig with StateTTL 10m < RecoveryDelay 30m: err = %v", err)
 	}
 	var now time.Time
-	if _, err := NewKvbreaker(core.Settings{StateTTL: 10 * mn}, func() time.Time { return now }); err == nil {
+	if _, err := NewKvbreaker(kvbreaker.Settings{StateTTL: 10 * mn}, func() time.Time { return now }); err == nil {
 		t.Fatal("kvbreaker model accepted StateTTL 10m")
 	}
 }

@@ -6,7 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kvbreaker/kvbreaker/core"
+	"github.com/kvbreaker/kvbreaker"
+	"github.com/kvbreaker/kvbreaker/internal/machine"
 )
 
 // fstate is a reachable fedify store state for one host at an instant.
@@ -68,7 +69,7 @@ func TestOpenedIsMaxFailures(t *testing.T) {
 			start := fstate{now: t0}
 			seen := map[string]bool{start.key(): true}
 			frontier := []fstate{start}
-			kinds := map[core.State]int{}
+			kinds := map[kvbreaker.State]int{}
 			for d := 0; d < tc.depth && len(frontier) > 0; d++ {
 				var next []fstate
 				for _, s := range frontier {
@@ -91,9 +92,9 @@ func TestOpenedIsMaxFailures(t *testing.T) {
 							}
 							n := cur
 							switch st.Write {
-							case core.WritePut:
+							case machine.WritePut:
 								n = fstate{rec: st.Record, found: true, expires: now.Add(c.StateTTL), now: now}
-							case core.WriteDelete:
+							case machine.WriteDelete:
 								n = fstate{now: now}
 							}
 							if n.found {
@@ -112,7 +113,7 @@ func TestOpenedIsMaxFailures(t *testing.T) {
 				frontier = next
 			}
 			t.Logf("%d distinct states checked (by state: %v)", len(seen), kinds)
-			if kinds[core.StateOpen] == 0 || (kinds[core.StateHalfOpen] == 0) == tc.halfOpen {
+			if kinds[kvbreaker.StateOpen] == 0 || (kinds[kvbreaker.StateHalfOpen] == 0) == tc.halfOpen {
 				t.Fatalf("exploration reached %v; want open, and half-open only if halfOpen = %v", kinds, tc.halfOpen)
 			}
 		})
@@ -122,15 +123,15 @@ func TestOpenedIsMaxFailures(t *testing.T) {
 // TestCheckOpenedInvariantCatches makes sure the check can fail.
 func TestCheckOpenedInvariantCatches(t *testing.T) {
 	for _, r := range []FedifyRecord{
-		{State: core.StateOpen, Failures: []time.Time{at(0), at(sec)}, Opened: at(0)},
-		{State: core.StateHalfOpen, Opened: at(0)},
-		{State: core.StateClosed, Failures: []time.Time{at(0)}, Opened: at(0)},
+		{State: kvbreaker.StateOpen, Failures: []time.Time{at(0), at(sec)}, Opened: at(0)},
+		{State: kvbreaker.StateHalfOpen, Opened: at(0)},
+		{State: kvbreaker.StateClosed, Failures: []time.Time{at(0)}, Opened: at(0)},
 	} {
 		if CheckOpenedInvariant(r) == nil {
 			t.Errorf("%+v passed the check", r)
 		}
 	}
-	if err := CheckOpenedInvariant(FedifyRecord{State: core.StateOpen, Failures: []time.Time{at(0), at(sec)}, Opened: at(sec)}); err != nil {
+	if err := CheckOpenedInvariant(FedifyRecord{State: kvbreaker.StateOpen, Failures: []time.Time{at(0), at(sec)}, Opened: at(sec)}); err != nil {
 		t.Error(err)
 	}
 }

@@ -7,11 +7,14 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/kvbreaker/kvbreaker"
 	"github.com/kvbreaker/kvbreaker/backends/memory"
-	"github.com/kvbreaker/kvbreaker/core"
+	"github.com/kvbreaker/kvbreaker/driver"
+	"github.com/kvbreaker/kvbreaker/internal/machine"
+	"github.com/kvbreaker/kvbreaker/internal/record"
 )
 
-// Kvbreaker is kvbreaker's core.Breaker over a memory store, both on the
+// Kvbreaker is kvbreaker's kvbreaker.Breaker over a memory store, both on the
 // simulated clock, labelled "kvbreaker". With WithProcesses it is a fleet
 // of processes, one Breaker each, sharing the store; UseProcess picks the
 // one the next call runs in. With WithDecisionCache every process has a
@@ -20,10 +23,12 @@ type Kvbreaker struct {
 	procs []*kvProcess
 	cur   *kvProcess
 	mem   *memory.Store
-	store core.Store // what Live and Record read: mem, or mem capped
+	store driver.Store // what Live and Record read: mem, or mem capped
 	name  string
 	last  Transition
 	err   error
+	// cfg is the Breakers' machine configuration, to replay a decision.
+	cfg machine.Config
 
 	// Staleness effects of the decision cache (Staleness).
 	stale Staleness
@@ -50,7 +55,7 @@ type cappedStore struct {
 	maxTTL time.Duration
 }
 
-func (s cappedStore) CompareAndSwap(ctx context.Context, key string, old core.Version, value []byte, ttl time.Duration) (core.Version, error) {
+func (s cappedStore) CompareAndSwap(ctx context.Context, key string, old driver.Version, value []byte, ttl time.Duration) (driver.Version, error) {
 	return s.Store.CompareAndSwap(ctx, key, old, value, min(ttl, s.maxTTL))
 }
 
@@ -58,9 +63,9 @@ func (s cappedStore) CompareAndSwap(ctx context.Context, key string, old core.Ve
 // reading clock (one Breaker per process with WithProcesses). The simulator
 // must set clock to the instant it passes to every call. s.Clock,
 // s.OnStateChange and s.CacheSize are replaced (WithDecisionCache sets the
-// cache). The error is core.NewBreaker's when s is refused (for example a
+// cache). The error is kvbreaker.New's when s is refused (for example a
 // StateTTL below max(RecoveryDelay, FailureWindow) plus the store's margin).
-func NewKvbreaker(s core.Settings, clock func() time.Time, opts ...Option) (*Kvbreaker, error) {
+func NewKvbreaker(s kvbreaker.Settings, clock func() time.Time, opts ...Option) (*Kvbreaker, error) {
 	so := applyOptions(opts)
 	mem := memory.New(memory.WithClock(clock))
 	k := &Kvbreaker{mem: mem, store: mem, name: "kvbreaker" + so.suffix()}
@@ -71,7 +76,7 @@ func NewKvbreaker(s core.Settings, clock func() time.Time, opts ...Option) (*Kvb
 		k.name = "kvbreaker+cache" + so.suffix()
 	}
 	s.Clock = clock
-	s.OnStateChange = func(_ string, from, to core.State) { k.last = Transition{From: from, To: to} }
+	s.OnStateChange = func(_ string, from, to kvbreaker.State) { k.last = Transition{From: from, To: to} }
 	// The decision cache is this package's procStore (see there): core's
 	// judges staleness by the real monotonic clock, which simulated time
 	// does not move. Write hints stay core's own.
@@ -80,7 +85,7 @@ func NewKvbreaker(s core.Settings, clock func() time.Time, opts ...Option) (*Kvb
 	for i := range n {
 		p := &kvProcess{ps: &procStore{Store: k.store, clock: clock, max: so.cacheSize, stale: so.cacheStale,
 			rng: rand.New(rand.NewPCG(uint64(i), 0x6b7663616368))}}
-		b, err := core.NewBreaker(p.ps, s)
+		b, err := kvbreaker.New(p.ps, s)
 		if err != nil {
 			return nil, err
 		}
@@ -88,13 +93,34 @@ func NewKvbreaker(s core.Settings, clock func() time.Time, opts ...Option) (*Kvb
 		k.procs = append(k.procs, p)
 	}
 	k.cur = k.procs[0]
+	cfg, err := machine.NewConfig(machineSettings(s), k.store.Traits())
+	if err != nil {
+		return nil, err
+	}
+	k.cfg = cfg
 	return k, nil
+}
+
+// machineSettings is the machine's part of s (what kvbreaker.New passes on).
+func machineSettings(s kvbreaker.Settings) machine.Settings {
+	return machine.Settings{
+		FailureThreshold: s.FailureThreshold,
+		FailureWindow:    s.FailureWindow,
+		RecoveryDelay:    s.RecoveryDelay,
+		HoldLimit:        s.HoldLimit,
+		ReleaseInterval:  s.ReleaseInterval,
+		ClockSkew:        s.ClockSkew,
+		TTLMargin:        s.TTLMargin,
+		StateTTL:         s.StateTTL,
+		FailurePolicy:    s.FailurePolicy,
+		HistoryLimit:     s.HistoryLimit,
+	}
 }
 
 // kvProcess is one process of the fleet: its Breaker and what it sends to
 // the shared store.
 type kvProcess struct {
-	b  *core.Breaker
+	b  *kvbreaker.Breaker
 	ps *procStore
 }
 
@@ -109,7 +135,7 @@ func (k *Kvbreaker) UseProcess(p int) { k.cur = k.procs[p%len(k.procs)] }
 func (k *Kvbreaker) Name() string { return k.name }
 
 // Breaker returns the Breaker of the current process.
-func (k *Kvbreaker) Breaker() *core.Breaker { return k.cur.b }
+func (k *Kvbreaker) Breaker() *kvbreaker.Breaker { return k.cur.b }
 
 // Cost implements Coster: every process's requests to the shared store.
 func (k *Kvbreaker) Cost() Cost {
@@ -155,20 +181,19 @@ func (k *Kvbreaker) Allow(host string, now, heldSince time.Time) (Verdict, Trans
 
 // judgeStale counts an answer decided on cached entry e that the store's
 // current record would have decided otherwise.
-func (k *Kvbreaker) judgeStale(host string, now, heldSince time.Time, e *cacheEntry, got core.Decision) {
+func (k *Kvbreaker) judgeStale(host string, now, heldSince time.Time, e *cacheEntry, got kvbreaker.Decision) {
 	val, ver, err := k.store.Get(context.Background(), host)
 	if err != nil {
-		ver = core.NoVersion
+		ver = driver.NoVersion
 	}
 	if (err == nil) == e.present && ver == e.ver {
 		return // the cache was up to date
 	}
-	var rec core.Record
+	var rec record.Record
 	if err == nil {
-		rec, _ = core.DecodeRecord(val)
+		rec, _ = record.DecodeRecord(val)
 	}
-	cfg := k.cur.b.Config()
-	if core.AllowStep(rec, now.Truncate(time.Millisecond), heldSince, &cfg).Decision != got {
+	if kvbreaker.Decision(machine.AllowStep(rec, now.Truncate(time.Millisecond), heldSince, &k.cfg).Decision) != got {
 		k.stale.Decisions++
 		k.stale.MaxAge = max(k.stale.MaxAge, now.Sub(e.at))
 	}
@@ -190,7 +215,7 @@ func (k *Kvbreaker) Success(host string, _ time.Time) Transition {
 // request of the fleet's: not counted.
 func (k *Kvbreaker) Live(host string, _ time.Time) bool {
 	_, _, err := k.store.Get(context.Background(), host)
-	if err != nil && !errors.Is(err, core.ErrNotFound) {
+	if err != nil && !errors.Is(err, driver.ErrNotFound) {
 		k.keep(err)
 	}
 	return err == nil
@@ -203,15 +228,15 @@ func (k *Kvbreaker) Restraint(host string, _ time.Time) (time.Time, bool) {
 }
 
 // Record returns host's stored record, if any (not counted as a request).
-func (k *Kvbreaker) Record(host string) (core.Record, bool) {
+func (k *Kvbreaker) Record(host string) (record.Record, bool) {
 	v, _, err := k.store.Get(context.Background(), host)
 	if err != nil {
-		if !errors.Is(err, core.ErrNotFound) {
+		if !errors.Is(err, driver.ErrNotFound) {
 			k.keep(err)
 		}
-		return core.Record{}, false
+		return record.Record{}, false
 	}
-	rec, err := core.DecodeRecord(v)
+	rec, err := record.DecodeRecord(v)
 	if err != nil {
 		k.keep(fmt.Errorf("model: host %q: %w", host, err))
 	}

@@ -20,12 +20,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/kvbreaker/kvbreaker/core"
+	"github.com/kvbreaker/kvbreaker"
 )
 
 // Verdict is a model's answer to Allow.
 type Verdict struct {
-	Decision core.Decision
+	Decision kvbreaker.Decision
 	// RetryAt is when a held message should ask again (Hold only).
 	RetryAt time.Time
 }
@@ -33,7 +33,7 @@ type Verdict struct {
 // Transition is a state change a model reported (fedify's onStateChange,
 // kvbreaker's OnStateChange). The zero Transition is "no change".
 type Transition struct {
-	From, To core.State
+	From, To kvbreaker.State
 }
 
 // Changed reports whether t is a state change.
@@ -51,8 +51,8 @@ func (t Transition) String() string {
 // current simulated instant to every call and guarantees it never goes
 // backwards.
 type Model interface {
-	// Name is the model's label in reports: "fedify-4field",
-	// "seed-2field" or "kvbreaker".
+	// Name is the model's label in reports: "fedify-model",
+	// "two-field" or "kvbreaker".
 	Name() string
 	// Allow decides a delivery to host for a message first held at
 	// heldSince (zero for a fresh message).

@@ -6,7 +6,8 @@ import (
 	"math/rand/v2"
 	"time"
 
-	"github.com/kvbreaker/kvbreaker/core"
+	"github.com/kvbreaker/kvbreaker/driver"
+	"github.com/kvbreaker/kvbreaker/internal/record"
 )
 
 // procStore is one simulated process's view of the shared store: it counts
@@ -25,7 +26,7 @@ import (
 // TestDecisionCacheMirrorsCore runs both on the same calls in a synctest
 // bubble and compares every answer and request.
 type procStore struct {
-	core.Store
+	driver.Store
 	clock func() time.Time
 	cost  Cost
 	lease leaseEstimate
@@ -45,22 +46,18 @@ type procStore struct {
 type cacheEntry struct {
 	present bool
 	value   []byte
-	ver     core.Version
+	ver     driver.Version
 	at      time.Time // when read or written
 	until   time.Time // the record's RestrainedUntil
 }
 
-// InProcess keeps the Breaker from arming a timeout per call, as over
-// backends/memory.
-func (s *procStore) InProcess() {}
-
-func (s *procStore) Get(ctx context.Context, key string) ([]byte, core.Version, error) {
+func (s *procStore) Get(ctx context.Context, key string) ([]byte, driver.Version, error) {
 	if s.allow && s.max > 0 {
 		now := s.clock()
 		if e := s.m[key]; e != nil && now.Before(e.at.Add(s.stale)) && (e.until.IsZero() || now.Before(e.until)) {
 			s.served = e
 			if !e.present {
-				return nil, core.NoVersion, core.ErrNotFound
+				return nil, driver.NoVersion, driver.ErrNotFound
 			}
 			return e.value, e.ver, nil
 		}
@@ -70,13 +67,13 @@ func (s *procStore) Get(ctx context.Context, key string) ([]byte, core.Version, 
 	switch {
 	case err == nil:
 		s.remember(key, true, v, ver)
-	case errors.Is(err, core.ErrNotFound):
-		s.remember(key, false, nil, core.NoVersion)
+	case errors.Is(err, driver.ErrNotFound):
+		s.remember(key, false, nil, driver.NoVersion)
 	}
 	return v, ver, err
 }
 
-func (s *procStore) CompareAndSwap(ctx context.Context, key string, old core.Version, value []byte, ttl time.Duration) (core.Version, error) {
+func (s *procStore) CompareAndSwap(ctx context.Context, key string, old driver.Version, value []byte, ttl time.Duration) (driver.Version, error) {
 	s.cost.Writes++
 	if s.lease.grant(s.clock(), ttl) {
 		s.cost.LeaseGrants++
@@ -89,11 +86,11 @@ func (s *procStore) CompareAndSwap(ctx context.Context, key string, old core.Ver
 	return ver, err
 }
 
-func (s *procStore) CompareAndDelete(ctx context.Context, key string, old core.Version) error {
+func (s *procStore) CompareAndDelete(ctx context.Context, key string, old driver.Version) error {
 	s.cost.Writes++
 	err := s.Store.CompareAndDelete(ctx, key, old)
-	if err == nil || errors.Is(err, core.ErrNotFound) {
-		s.remember(key, false, nil, core.NoVersion)
+	if err == nil || errors.Is(err, driver.ErrNotFound) {
+		s.remember(key, false, nil, driver.NoVersion)
 	}
 	s.conflict(key, err)
 	return err
@@ -101,12 +98,12 @@ func (s *procStore) CompareAndDelete(ctx context.Context, key string, old core.V
 
 // conflict caches the current record a lost compare-and-swap returned.
 func (s *procStore) conflict(key string, err error) {
-	if ce, ok := errors.AsType[*core.ConflictError](err); ok {
-		s.remember(key, ce.Version != core.NoVersion, ce.Value, ce.Version)
+	if ce, ok := errors.AsType[*driver.ConflictError](err); ok {
+		s.remember(key, ce.Version != driver.NoVersion, ce.Value, ce.Version)
 	}
 }
 
-func (s *procStore) remember(key string, present bool, v []byte, ver core.Version) {
+func (s *procStore) remember(key string, present bool, v []byte, ver driver.Version) {
 	if s.max <= 0 {
 		return
 	}
@@ -114,7 +111,7 @@ func (s *procStore) remember(key string, present bool, v []byte, ver core.Versio
 	// freshly encoded record, neither changed later: kept as is.
 	e := &cacheEntry{present: present, value: v, ver: ver, at: s.clock()}
 	if present {
-		if rec, err := core.DecodeRecord(v); err == nil {
+		if rec, err := record.DecodeRecord(v); err == nil {
 			e.until = rec.RestrainedUntil
 		}
 	}

@@ -5,7 +5,8 @@ import (
 	"slices"
 	"time"
 
-	"github.com/kvbreaker/kvbreaker/core"
+	"github.com/kvbreaker/kvbreaker"
+	"github.com/kvbreaker/kvbreaker/internal/machine"
 )
 
 // SeedRecord is the design note's two-field Circuit: the failure instants
@@ -19,11 +20,11 @@ type SeedRecord struct {
 // State derives what two fields can tell: closed when not restrained, open
 // otherwise. They cannot tell half-open from open, which is the note's
 // "Costs" point (a): the labels of a probe and of a strike are lost.
-func (r SeedRecord) State() core.State {
+func (r SeedRecord) State() kvbreaker.State {
 	if r.RestrainedUntil.IsZero() {
-		return core.StateClosed
+		return kvbreaker.StateClosed
 	}
-	return core.StateOpen
+	return kvbreaker.StateOpen
 }
 
 // SeedConfig holds the note's configuration (its defaults shown in its
@@ -94,7 +95,7 @@ func (c *SeedConfig) tripped(fs []time.Time) bool {
 // SeedStep is the result of one transition of the two-field model.
 type SeedStep struct {
 	Verdict    Verdict
-	Write      core.Write
+	Write      machine.Write
 	Record     SeedRecord
 	Transition Transition
 }
@@ -105,14 +106,14 @@ type SeedStep struct {
 func SeedDeliver(rec SeedRecord, now, heldSince time.Time, c *SeedConfig) SeedStep {
 	switch {
 	case holdExpired(now, heldSince, c.HoldLimit):
-		return SeedStep{Verdict: Verdict{Decision: core.Drop}}
+		return SeedStep{Verdict: Verdict{Decision: kvbreaker.Drop}}
 	case rec.RestrainedUntil.IsZero():
-		return SeedStep{Verdict: Verdict{Decision: core.Send}}
+		return SeedStep{Verdict: Verdict{Decision: kvbreaker.Send}}
 	case now.Before(rec.RestrainedUntil):
-		return SeedStep{Verdict: Verdict{Decision: core.Hold, RetryAt: holdRetry(now, heldSince, rec.RestrainedUntil, c.HoldLimit)}}
+		return SeedStep{Verdict: Verdict{Decision: kvbreaker.Hold, RetryAt: holdRetry(now, heldSince, rec.RestrainedUntil, c.HoldLimit)}}
 	}
 	next := SeedRecord{Failures: rec.Failures, RestrainedUntil: now.Add(c.RecoveryDelay)}
-	return SeedStep{Verdict: Verdict{Decision: core.Probe}, Write: core.WritePut, Record: next}
+	return SeedStep{Verdict: Verdict{Decision: kvbreaker.Probe}, Write: machine.WritePut, Record: next}
 }
 
 // SeedFail is the note's fail!: record and prune the failure; a restrained
@@ -126,7 +127,7 @@ func SeedFail(rec SeedRecord, now time.Time, c *SeedConfig) SeedStep {
 	case c.tripped(next.Failures):
 		next.RestrainedUntil = now.Add(c.RecoveryDelay)
 	}
-	return SeedStep{Write: core.WritePut, Record: next, Transition: Transition{From: rec.State(), To: next.State()}}
+	return SeedStep{Write: machine.WritePut, Record: next, Transition: Transition{From: rec.State(), To: next.State()}}
 }
 
 // SeedSuccess is the note's success!: wipe the record.
@@ -134,11 +135,11 @@ func SeedSuccess(rec SeedRecord, found bool) SeedStep {
 	if !found {
 		return SeedStep{}
 	}
-	return SeedStep{Write: core.WriteDelete, Transition: Transition{From: rec.State(), To: core.StateClosed}}
+	return SeedStep{Write: machine.WriteDelete, Transition: Transition{From: rec.State(), To: kvbreaker.StateClosed}}
 }
 
 // Seed is the note's two-field model over its own TTL store, labelled
-// "seed-2field".
+// "two-field".
 //
 // Its Cost is one get per call (none for a drop) and one write per step
 // that writes, as the note's pseudocode reads and writes.
@@ -159,24 +160,24 @@ func NewSeed(c SeedConfig, opts ...Option) (*Seed, error) {
 		return nil, err
 	}
 	so := applyOptions(opts)
-	return &Seed{cfg: c, store: newTTLStore[SeedRecord](so), name: "seed-2field" + so.suffix()}, nil
+	return &Seed{cfg: c, store: newTTLStore[SeedRecord](so), name: "two-field" + so.suffix()}, nil
 }
 
 // Config returns the normalised configuration.
 func (s *Seed) Config() SeedConfig { return s.cfg }
 
-// Name returns "seed-2field", with "@ttl" and the cap over a capped store.
+// Name returns "two-field", with "@ttl" and the cap over a capped store.
 func (s *Seed) Name() string { return s.name }
 
 func (s *Seed) apply(host string, now time.Time, st SeedStep) {
 	s.cost.Reads++
-	if st.Write != core.WriteNone {
+	if st.Write != machine.WriteNone {
 		s.cost.Writes++
 	}
 	switch st.Write {
-	case core.WritePut:
+	case machine.WritePut:
 		s.store.put(host, st.Record, now, s.cfg.StateTTL())
-	case core.WriteDelete:
+	case machine.WriteDelete:
 		s.store.del(host)
 	}
 }
@@ -184,7 +185,7 @@ func (s *Seed) apply(host string, now time.Time, st SeedStep) {
 // Allow is deliver.
 func (s *Seed) Allow(host string, now, heldSince time.Time) (Verdict, Transition) {
 	if holdExpired(now, heldSince, s.cfg.HoldLimit) {
-		return Verdict{Decision: core.Drop}, Transition{}
+		return Verdict{Decision: kvbreaker.Drop}, Transition{}
 	}
 	rec, _ := s.store.get(host, now)
 	st := SeedDeliver(rec, now, heldSince, &s.cfg)

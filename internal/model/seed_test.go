@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kvbreaker/kvbreaker/core"
+	"github.com/kvbreaker/kvbreaker"
 )
 
 // trip2 is trip with the labels two fields can give.
@@ -15,29 +15,29 @@ var seedCases = []struct {
 	name  string
 	calls []call
 }{
-	{"closed-sends", []call{fresh(0, core.Send, 0, "none"), fail(0, "none"), fresh(sec, core.Send, 0, "none")}},
+	{"closed-sends", []call{fresh(0, kvbreaker.Send, 0, "none"), fail(0, "none"), fresh(sec, kvbreaker.Send, 0, "none")}},
 	{"tripped-opens", trip(0)},
-	{"hold-retries-at-restrained-until", append(trip(0), fresh(mn, core.Hold, 30*mn+4*sec, "none"))},
-	{"probe-has-no-label", append(trip(0), fresh(30*mn+4*sec, core.Probe, 0, "none"))},
+	{"hold-retries-at-restrained-until", append(trip(0), fresh(mn, kvbreaker.Hold, 30*mn+4*sec, "none"))},
+	{"probe-has-no-label", append(trip(0), fresh(30*mn+4*sec, kvbreaker.Probe, 0, "none"))},
 	// Cost (b): a probe in flight is just "restrained", so held messages
 	// wait for restrainedUntil, not the release interval.
 	{"half-open-hold-waits-for-restraint", append(trip(0),
-		fresh(30*mn+4*sec, core.Probe, 0, "none"),
-		fresh(30*mn+5*sec, core.Hold, 60*mn+4*sec, "none"))},
+		fresh(30*mn+4*sec, kvbreaker.Probe, 0, "none"),
+		fresh(30*mn+5*sec, kvbreaker.Hold, 60*mn+4*sec, "none"))},
 	// Cost (a): the strike cannot be told from a failure while open.
 	{"strike-has-no-label", append(trip(0),
-		fresh(30*mn+4*sec, core.Probe, 0, "none"),
+		fresh(30*mn+4*sec, kvbreaker.Probe, 0, "none"),
 		fail(30*mn+6*sec, "none"),
-		fresh(30*mn+7*sec, core.Hold, 60*mn+6*sec, "none"))},
+		fresh(30*mn+7*sec, kvbreaker.Hold, 60*mn+6*sec, "none"))},
 	// The race difference: a late failure re-arms the restraint, where
 	// fedify's open circuit ignores it.
 	{"failure-while-restrained-re-arms", append(trip(0),
 		fail(10*sec, "none"),
-		fresh(30*mn+4*sec, core.Hold, 30*mn+10*sec, "none"),
-		fresh(30*mn+10*sec, core.Probe, 0, "none"))},
-	{"success-wipes", append(trip(0), ok(mn, "open→closed"), fresh(mn, core.Send, 0, "none"))},
+		fresh(30*mn+4*sec, kvbreaker.Hold, 30*mn+10*sec, "none"),
+		fresh(30*mn+10*sec, kvbreaker.Probe, 0, "none"))},
+	{"success-wipes", append(trip(0), ok(mn, "open→closed"), fresh(mn, kvbreaker.Send, 0, "none"))},
 	{"success-without-record-is-silent", []call{ok(0, "none")}},
-	{"drop-at-hold-limit", []call{held(7*24*time.Hour, 0, core.Drop, 0, "none")}},
+	{"drop-at-hold-limit", []call{held(7*24*time.Hour, 0, kvbreaker.Drop, 0, "none")}},
 }
 
 func TestSeed(t *testing.T) {
@@ -76,13 +76,13 @@ func TestSeedDerivedTTL(t *testing.T) {
 // an open record still decides "probe" after recoveryDelay. When an open
 // host gets no traffic until its record has expired (30m5s after the
 // tripping failure), fedify (whose record lives 7 days) probes and reopens
-// on the first failure, while seed-2field and kvbreaker see no record, send,
+// on the first failure, while two-field and kvbreaker see no record, send,
 // and need FailureThreshold new failures to reopen: here 4 more deliveries
 // to the dead host. DESIGN §2 accepts this as the cost of a derived TTL
 // (losing the record turns the probe into a plain send).
 func TestIdleGapDemotesProbe(t *testing.T) {
 	var now time.Time
-	k, err := NewKvbreaker(core.Settings{}, func() time.Time { return now })
+	k, err := NewKvbreaker(kvbreaker.Settings{}, func() time.Time { return now })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +101,7 @@ func TestIdleGapDemotesProbe(t *testing.T) {
 		// every 10 s to the still dead host until the model holds again.
 		for d := 31 * mn; d < 40*mn; d += 10 * sec {
 			v, _ := m.Allow("h", at(d), time.Time{})
-			if v.Decision == core.Hold {
+			if v.Decision == kvbreaker.Hold {
 				break
 			}
 			sends[m.Name()]++
@@ -109,7 +109,7 @@ func TestIdleGapDemotesProbe(t *testing.T) {
 		}
 	}
 	t.Logf("deliveries to the dead host after the idle gap: %v", sends)
-	if sends["fedify-4field"] != 1 || sends["seed-2field"] != 5 || sends["kvbreaker"] != 5 {
+	if sends["fedify-model"] != 1 || sends["two-field"] != 5 || sends["kvbreaker"] != 5 {
 		t.Fatalf("sends after the idle gap = %v; want fedify 1 (a probe), the derived-TTL models 5 (re-accumulation)", sends)
 	}
 }

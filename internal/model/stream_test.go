@@ -8,11 +8,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kvbreaker/kvbreaker/core"
+	"github.com/kvbreaker/kvbreaker"
 )
 
 // streamOptions draws a configuration with small, boundary-prone values.
-func streamOptions(rng *rand.Rand) (FedifyOptions, SeedConfig, core.Settings) {
+func streamOptions(rng *rand.Rand) (FedifyOptions, SeedConfig, kvbreaker.Settings) {
 	pick := func(ds ...time.Duration) time.Duration { return ds[rng.IntN(len(ds))] }
 	th := []int{1, 2, 3, 5}[rng.IntN(4)]
 	win := pick(time.Minute, 10*time.Minute)
@@ -21,7 +21,7 @@ func streamOptions(rng *rand.Rand) (FedifyOptions, SeedConfig, core.Settings) {
 	hl := pick(10*time.Minute, 7*24*time.Hour)
 	return FedifyOptions{FailureThreshold: th, FailureWindow: win, RecoveryDelay: rd, ReleaseInterval: ri, HeldActivityTTL: hl},
 		SeedConfig{FailureThreshold: th, FailureWindow: win, RecoveryDelay: rd, HoldLimit: hl},
-		core.Settings{FailureThreshold: th, FailureWindow: win, RecoveryDelay: rd, ReleaseInterval: ri, HoldLimit: hl}
+		kvbreaker.Settings{FailureThreshold: th, FailureWindow: win, RecoveryDelay: rd, ReleaseInterval: ri, HoldLimit: hl}
 }
 
 type heldMsg struct{ since, retry time.Time }
@@ -100,9 +100,9 @@ func runStream(t *testing.T, seed uint64, steps int, stale bool) (st streamStats
 		// The next event: a probe's outcome, a held message's retry, or
 		// an arrival, whichever comes first.
 		next := now.Add(gaps[rng.IntN(len(gaps))])
-		if rec, ok := fed.Record("h", now); ok && rec.State != core.StateClosed && len(held) == 0 {
+		if rec, ok := fed.Record("h", now); ok && rec.State != kvbreaker.StateClosed && len(held) == 0 {
 			end := rec.Opened.Add(cfg.RecoveryDelay)
-			if rec.State == core.StateHalfOpen {
+			if rec.State == kvbreaker.StateHalfOpen {
 				end = rec.HalfOpened.Add(cfg.RecoveryDelay)
 			}
 			if next.After(end) {
@@ -136,32 +136,32 @@ func runStream(t *testing.T, seed uint64, steps int, stale bool) (st streamStats
 		}
 		st.decisions++
 		ref := vs[0]
-		for i, name := range []string{"", "seed-2field", "kvbreaker"} {
+		for i, name := range []string{"", "two-field", "kvbreaker"} {
 			if i > 0 && vs[i].Decision != ref.Decision {
 				mismatch("allow at %v (held since %v): %s decided %v, fedify %v", now.Sub(t0), since, name, vs[i].Decision, ref.Decision)
 			}
 		}
-		if ref.Decision == core.Hold && !vs[2].RetryAt.Equal(ref.RetryAt) {
+		if ref.Decision == kvbreaker.Hold && !vs[2].RetryAt.Equal(ref.RetryAt) {
 			mismatch("allow at %v: kvbreaker retries at %v, fedify at %v", now.Sub(t0), vs[2].RetryAt.Sub(t0), ref.RetryAt.Sub(t0))
 		}
 		labels("allow")
 		switch ref.Decision {
-		case core.Send:
+		case kvbreaker.Send:
 			now = now.Add(lats[rng.IntN(4)]) // a send's outcome comes before anything else
 			outcome()
-		case core.Probe:
+		case kvbreaker.Probe:
 			st.probes++
 			if len(probes) > 0 {
 				st.staleProbes++
 			}
 			probes = append(probes, now.Add(lats[rng.IntN(len(lats))]))
-		case core.Hold:
+		case kvbreaker.Hold:
 			st.holds++
 			if since.IsZero() {
 				since = now
 			}
 			held = append(held, heldMsg{since: since, retry: ref.RetryAt})
-		case core.Drop:
+		case kvbreaker.Drop:
 			st.drops++
 		}
 	}
@@ -206,7 +206,7 @@ func TestStaleProbeStreamsAgreeWithKvbreaker(t *testing.T) {
 		st := runStream(t, 1000+seed, 400, true)
 		stale += st.staleProbes
 		for _, m := range st.mismatches {
-			if !strings.Contains(m, "seed-2field") {
+			if !strings.Contains(m, "two-field") {
 				t.Error(m)
 			}
 		}

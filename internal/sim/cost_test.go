@@ -24,7 +24,7 @@ func TestStoreCostBelowFedify(t *testing.T) {
 		s = Scenario{Seed: 1, Hosts: 200, Workers: 16, Duration: 3 * time.Hour}
 	}
 	r := run(t, s)
-	fed, kv, kvc, gob := byName(t, r, "fedify-4field"), byName(t, r, "kvbreaker"), byName(t, r, "kvbreaker+cache"), byName(t, r, "gobreaker-distributed")
+	fed, kv, kvc, gob := byName(t, r, "fedify-model"), byName(t, r, "kvbreaker"), byName(t, r, "kvbreaker+cache"), byName(t, r, "gobreaker-distributed")
 	for _, m := range []ModelReport{fed, kv, kvc, gob} {
 		if m.StoreReads == 0 || m.StoreWrites == 0 || m.RequestsPer1000Deliveries <= 0 {
 			t.Fatalf("%s counted no requests: %+v", m.Model, m)

@@ -26,8 +26,8 @@ func ExampleRun() {
 	}
 	// Output:
 	// no breaker: 92 sends to down hosts
-	// fedify-4field: 26 sends to down hosts, agreement 1.00, 0 unsafe, 4 records after quiet, 2345 requests per 1,000 deliveries
-	// seed-2field: 26 sends to down hosts, agreement 1.00, 0 unsafe, 0 records after quiet, 2322 requests per 1,000 deliveries
+	// fedify-model: 26 sends to down hosts, agreement 1.00, 0 unsafe, 4 records after quiet, 2345 requests per 1,000 deliveries
+	// two-field: 26 sends to down hosts, agreement 1.00, 0 unsafe, 0 records after quiet, 2322 requests per 1,000 deliveries
 	// kvbreaker: 26 sends to down hosts, agreement 1.00, 0 unsafe, 0 records after quiet, 2296 requests per 1,000 deliveries
 	// kvbreaker+cache: 26 sends to down hosts, agreement 1.00, 0 unsafe, 0 records after quiet, 2163 requests per 1,000 deliveries
 	// gobreaker-distributed: 6448 requests per 1,000 deliveries

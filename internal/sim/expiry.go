@@ -3,7 +3,7 @@ package sim
 import (
 	"time"
 
-	"github.com/kvbreaker/kvbreaker/core"
+	"github.com/kvbreaker/kvbreaker"
 	"github.com/kvbreaker/kvbreaker/internal/model"
 )
 
@@ -81,25 +81,25 @@ const (
 
 // after records the model's answer to a call at now and its record after
 // the call.
-func (x *expiry) after(md model.Model, host string, now time.Time, o op, d core.Decision, tr model.Transition, fx *ExpiryEffects) {
+func (x *expiry) after(md model.Model, host string, now time.Time, o op, d kvbreaker.Decision, tr model.Transition, fx *ExpiryEffects) {
 	if x.episode {
 		switch o {
 		case opAllow:
 			switch {
-			case d == core.Drop: // decided without reading the store
+			case d == kvbreaker.Drop: // decided without reading the store
 			case now.Before(x.lostUntil):
-				if d == core.Send {
+				if d == kvbreaker.Send {
 					fx.SendsInsteadOfHold++
 				}
 			case x.probeOwed:
 				x.probeOwed = false
-				if d == core.Send {
+				if d == kvbreaker.Send {
 					fx.SendsInsteadOfProbe++
 				}
 			}
 		case opFailure:
 			fx.LateFailuresCountedClosed++
-			if tr.From == core.StateClosed && tr.To == core.StateOpen {
+			if tr.From == kvbreaker.StateClosed && tr.To == kvbreaker.StateOpen {
 				fx.ReopensAfterExpiry++
 				x.episode = false
 			}
@@ -111,9 +111,9 @@ func (x *expiry) after(md model.Model, host string, now time.Time, o op, d core.
 	// a hold or a drop leaves the record as it was, and an answer deletes
 	// it. Reading the record only then keeps the simulator fast.
 	switch {
-	case o == opSuccess, o == opAllow && d == core.Send:
+	case o == opSuccess, o == opAllow && d == kvbreaker.Send:
 		x.restrained = false
-	case o == opFailure, o == opAllow && d == core.Probe:
+	case o == opFailure, o == opAllow && d == kvbreaker.Probe:
 		x.until, x.restrained = md.Restraint(host, now)
 	}
 }

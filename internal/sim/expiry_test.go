@@ -86,8 +86,8 @@ func TestExpiryEffectsCounted(t *testing.T) {
 			failure(31*mn+2*sec, "h"), failure(31*mn+3*sec, "h"), failure(31*mn+4*sec, "h"), failure(31*mn+5*sec, "h"),
 			allow(31*mn+6*sec, "h")}),
 		want: map[string]ExpiryEffects{
-			"seed-2field": {SilentCloses: 1, SendsInsteadOfProbe: 1, LateFailuresCountedClosed: 5, ReopensAfterExpiry: 1},
-			"kvbreaker":   {SilentCloses: 1, SendsInsteadOfProbe: 1, LateFailuresCountedClosed: 5, ReopensAfterExpiry: 1},
+			"two-field": {SilentCloses: 1, SendsInsteadOfProbe: 1, LateFailuresCountedClosed: 5, ReopensAfterExpiry: 1},
+			"kvbreaker": {SilentCloses: 1, SendsInsteadOfProbe: 1, LateFailuresCountedClosed: 5, ReopensAfterExpiry: 1},
 		},
 	}, {
 		// The case, threshold 2: opened at 1 s, the derived record
@@ -100,8 +100,8 @@ func TestExpiryEffectsCounted(t *testing.T) {
 		calls: cat(trip("h", 0, 2), []Call{failure(30*mn+10*sec, "h"), failure(30*mn+11*sec, "h"),
 			allow(30*mn+12*sec, "h")}),
 		want: map[string]ExpiryEffects{
-			"seed-2field": {SilentCloses: 1, LateFailuresCountedClosed: 2, ReopensAfterExpiry: 1},
-			"kvbreaker":   {SilentCloses: 1, LateFailuresCountedClosed: 2, ReopensAfterExpiry: 1},
+			"two-field": {SilentCloses: 1, LateFailuresCountedClosed: 2, ReopensAfterExpiry: 1},
+			"kvbreaker": {SilentCloses: 1, LateFailuresCountedClosed: 2, ReopensAfterExpiry: 1},
 		},
 	}, {
 		// The host answers at 40 min, after the derived record expired:
@@ -109,8 +109,8 @@ func TestExpiryEffectsCounted(t *testing.T) {
 		// close already happened, silently, at 30m9s).
 		name:   "silent-close",
 		calls:  cat(trip("h", 0, 5), []Call{success(40*mn, "h")}),
-		want:   map[string]ExpiryEffects{"seed-2field": {SilentCloses: 1}, "kvbreaker": {SilentCloses: 1}},
-		labels: map[string]int{"seed-2field": 1, "kvbreaker": 1},
+		want:   map[string]ExpiryEffects{"two-field": {SilentCloses: 1}, "kvbreaker": {SilentCloses: 1}},
+		labels: map[string]int{"two-field": 1, "kvbreaker": 1},
 	}, {
 		// Every store keeps records 10 min: inside the 30-minute
 		// restraint every model sends (twice: at 15 and 20 min) where
@@ -120,16 +120,16 @@ func TestExpiryEffectsCounted(t *testing.T) {
 		storeTTL: 10 * mn,
 		calls:    cat(trip("h", 0, 5), []Call{allow(15*mn, "h"), allow(20*mn, "h"), allow(30*mn+4*sec, "h")}),
 		want: map[string]ExpiryEffects{
-			"fedify-4field@ttl10m": {SilentCloses: 1, SendsInsteadOfHold: 2, SendsInsteadOfProbe: 1},
-			"seed-2field@ttl10m":   {SilentCloses: 1, SendsInsteadOfHold: 2, SendsInsteadOfProbe: 1},
-			"kvbreaker@ttl10m":     {SilentCloses: 1, SendsInsteadOfHold: 2, SendsInsteadOfProbe: 1},
+			"fedify-model@ttl10m": {SilentCloses: 1, SendsInsteadOfHold: 2, SendsInsteadOfProbe: 1},
+			"two-field@ttl10m":    {SilentCloses: 1, SendsInsteadOfHold: 2, SendsInsteadOfProbe: 1},
+			"kvbreaker@ttl10m":    {SilentCloses: 1, SendsInsteadOfHold: 2, SendsInsteadOfProbe: 1},
 		},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := replay(t, tc.o, tc.storeTTL, tc.calls)
-			names := []string{"fedify-4field", "seed-2field", "kvbreaker"}
+			names := []string{"fedify-model", "two-field", "kvbreaker"}
 			if tc.storeTTL > 0 {
-				names = []string{"fedify-4field@ttl10m", "seed-2field@ttl10m", "kvbreaker@ttl10m"}
+				names = []string{"fedify-model@ttl10m", "two-field@ttl10m", "kvbreaker@ttl10m"}
 			}
 			if len(got) != len(names) {
 				t.Fatalf("models %v, want %v", got, names)
@@ -147,7 +147,7 @@ func TestExpiryEffectsCounted(t *testing.T) {
 					t.Errorf("%s reported %d state changes, the reference %d: want %d fewer", name, m.Transitions, ref.Transitions, tc.labels[name])
 				}
 			}
-			// seed-2field re-arms on the failure at 10 min (two fields
+			// two-field re-arms on the failure at 10 min (two fields
 			// cannot tell a late failure from a probe's): not an expiry.
 			if kv := got["kvbreaker"]; tc.want == nil && (kv.Agreement != 1 || kv.TransitionMismatches != 0 || kv.Probes != 2) {
 				t.Errorf("negative control: kvbreaker differs from the reference: %+v", kv)

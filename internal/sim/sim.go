@@ -29,7 +29,7 @@ import (
 	"math/rand/v2"
 	"time"
 
-	"github.com/kvbreaker/kvbreaker/core"
+	"github.com/kvbreaker/kvbreaker"
 	"github.com/kvbreaker/kvbreaker/internal/model"
 )
 
@@ -91,7 +91,7 @@ type Scenario struct {
 	// StoreTTL, if set, puts every model (the reference too, which still
 	// drives the trace) over a store that expires every record at most
 	// StoreTTL after its write, whatever TTL the breaker asked for; their
-	// names get "@ttl" and the duration ("fedify-4field@ttl10m"). Below the
+	// names get "@ttl" and the duration ("fedify-model@ttl10m"). Below the
 	// restraint (RecoveryDelay) it is the failure mode the design note
 	// warns about; no setting of either breaker causes it (both refuse such
 	// a TTL), the store does: an eviction policy, a TTL ceiling, an adapter
@@ -343,7 +343,7 @@ type Report struct {
 	Quiet      string   `json:"quiet"`
 	Trace      Trace    `json:"trace"`
 	Baseline   Baseline `json:"baseline"`
-	// Models lists the reference (fedify-4field) first.
+	// Models lists the reference (fedify-model) first.
 	Models []ModelReport `json:"models"`
 }
 
@@ -463,7 +463,7 @@ func (r *runner) newModels() error {
 		{Model: fed.Name(), StateTTL: fed.Config().StateTTL.String() + note},
 		{Model: seed.Name(), StateTTL: sc.StateTTL().String() + note},
 	}
-	ks := core.Settings{
+	ks := kvbreaker.Settings{
 		FailureThreshold: o.FailureThreshold, FailureWindow: o.FailureWindow, RecoveryDelay: o.RecoveryDelay,
 		HoldLimit: o.HoldLimit, ReleaseInterval: o.ReleaseInterval, StateTTL: o.StateTTL,
 	}
@@ -635,7 +635,7 @@ func (r *runner) checkExpiry(h *host, i int, now time.Time) {
 // counts.
 func (r *runner) afterCall(h *host, now time.Time, o op) {
 	for i, md := range r.models {
-		var d core.Decision
+		var d kvbreaker.Decision
 		if o == opAllow {
 			d = r.v[i].Decision
 		}
@@ -657,7 +657,7 @@ func (r *runner) dispatch() {
 	}
 }
 
-func delivers(d core.Decision) bool { return d == core.Send || d == core.Probe }
+func delivers(d kvbreaker.Decision) bool { return d == kvbreaker.Send || d == kvbreaker.Probe }
 
 func (r *runner) decide(m *message, h *host) {
 	m.proc = r.procRng.IntN(r.s.Processes)
@@ -695,7 +695,7 @@ func (r *runner) judge(h *host, heldSince time.Time, down bool) model.Verdict {
 	if delivers(ref.Decision) {
 		r.delivered++
 	}
-	if ref.Decision != core.Drop {
+	if ref.Decision != kvbreaker.Drop {
 		// A message past its hold limit is dropped without asking.
 		r.gob.execute(h, r.now)
 	}
@@ -705,7 +705,7 @@ func (r *runner) judge(h *host, heldSince time.Time, down bool) model.Verdict {
 		switch {
 		case v.Decision == ref.Decision:
 			rep.agree++
-			if v.Decision == core.Hold && !v.RetryAt.Equal(ref.RetryAt) {
+			if v.Decision == kvbreaker.Hold && !v.RetryAt.Equal(ref.RetryAt) {
 				rep.RetryMismatches++
 			}
 		case h.lost[i]:
@@ -713,7 +713,7 @@ func (r *runner) judge(h *host, heldSince time.Time, down bool) model.Verdict {
 			if delivers(v.Decision) && !delivers(ref.Decision) {
 				rep.AfterRecordLossUnsafe++
 			}
-		case v.Decision == core.Probe && ref.Decision == core.Hold && h.owed[i]:
+		case v.Decision == kvbreaker.Probe && ref.Decision == kvbreaker.Hold && h.owed[i]:
 			// The reference probed at an earlier decision this model
 			// held; this is that single probe, taken later, while the
 			// reference's own probe is still in flight.
@@ -726,18 +726,18 @@ func (r *runner) judge(h *host, heldSince time.Time, down bool) model.Verdict {
 			rep.SendProbeSwaps++
 		}
 		switch {
-		case ref.Decision == core.Probe && !delivers(v.Decision):
+		case ref.Decision == kvbreaker.Probe && !delivers(v.Decision):
 			h.owed[i] = true
-		case v.Decision == core.Probe, ref.Decision == core.Send:
+		case v.Decision == kvbreaker.Probe, ref.Decision == kvbreaker.Send:
 			h.owed[i] = false
 		}
 		if delivers(v.Decision) && down {
 			rep.SendsToDownHosts++
 		}
 		switch v.Decision {
-		case core.Probe:
+		case kvbreaker.Probe:
 			rep.Probes++
-		case core.Drop:
+		case kvbreaker.Drop:
 			rep.Drops++
 		}
 	}
@@ -750,26 +750,26 @@ func (r *runner) judge(h *host, heldSince time.Time, down bool) model.Verdict {
 func (r *runner) schedule1(m *message, h *host, ref model.Verdict) {
 	now := r.clock()
 	switch ref.Decision {
-	case core.Send, core.Probe:
+	case kvbreaker.Send, kvbreaker.Probe:
 		r.free--
 		r.trace.Deliveries++
 		lat, ok := h.deliver(r.now, r.lat, r.timeout)
 		// gobreaker's Execute holds the host's lock while the request runs.
 		h.lockUntil = max(h.lockUntil, r.now+lat)
-		send := ref.Decision == core.Send
+		send := ref.Decision == kvbreaker.Send
 		if send && !r.s.Races {
 			h.sending = true
 		}
 		// An outcome that would land after the traffic stops is lost;
 		// the worker is freed when the run ends anyway.
 		r.schedule(event{at: r.now + lat, kind: evDone, host: m.host, msg: m, ok: ok, send: send})
-	case core.Hold:
+	case kvbreaker.Hold:
 		r.trace.Holds++
 		if m.heldSince.IsZero() {
 			m.heldSince = now
 		}
 		r.schedule(event{at: ref.RetryAt.Sub(Epoch).Milliseconds(), kind: evRetry, host: m.host, msg: m})
-	case core.Drop:
+	case kvbreaker.Drop:
 		r.trace.Dropped++
 	}
 }

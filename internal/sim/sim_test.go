@@ -6,7 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kvbreaker/kvbreaker/core"
+	"github.com/kvbreaker/kvbreaker/driver"
+	"github.com/kvbreaker/kvbreaker/internal/machine"
 	"github.com/kvbreaker/kvbreaker/internal/model"
 )
 
@@ -58,11 +59,11 @@ func TestSequentialAgreement(t *testing.T) {
 	for _, tc := range scenarios {
 		t.Run(tc.name, func(t *testing.T) {
 			r := run(t, tc.s)
-			ref := byName(t, r, "fedify-4field")
+			ref := byName(t, r, "fedify-model")
 			if ref.Probes == 0 || ref.Transitions == 0 || r.Trace.Holds == 0 {
 				t.Fatalf("scenario exercises nothing: %+v", r.Trace)
 			}
-			kv, seed := byName(t, r, "kvbreaker"), byName(t, r, "seed-2field")
+			kv, seed := byName(t, r, "kvbreaker"), byName(t, r, "two-field")
 			for _, m := range []ModelReport{kv, seed} {
 				if m.UnsafeDivergences+m.SafeDivergences+m.LateProbes+m.SendProbeSwaps != 0 || m.Decisions != ref.Decisions {
 					t.Errorf("%s diverged other than by a lost record: %+v", m.Model, m)
@@ -77,7 +78,7 @@ func TestSequentialAgreement(t *testing.T) {
 			if !tc.idleGaps && (kv.Agreement != 1 || kv.TransitionMismatches != 0 || seed.Agreement != 1) {
 				t.Errorf("not 100%%:\nkvbreaker %+v\nseed %+v", kv, seed)
 			}
-			t.Logf("%d decisions, %d probes, %d transitions; agreement kvbreaker %.4f%%, seed-2field %.4f%%; records lost to TTL %d; seed-2field retry mismatches %d, label mismatches %d (expected: no probing bit)",
+			t.Logf("%d decisions, %d probes, %d transitions; agreement kvbreaker %.4f%%, two-field %.4f%%; records lost to TTL %d; two-field retry mismatches %d, label mismatches %d (expected: no probing bit)",
 				ref.Decisions, ref.Probes, ref.Transitions, 100*kv.Agreement, 100*seed.Agreement, kv.SilentCloses, seed.RetryMismatches, seed.TransitionMismatches)
 		})
 	}
@@ -96,12 +97,12 @@ func TestStaleProbesAgreeWithKvbreaker(t *testing.T) {
 	if kv.Agreement != 1 || kv.RetryMismatches != 0 || kv.TransitionMismatches != 0 {
 		t.Errorf("kvbreaker: %+v", kv)
 	}
-	if sd := byName(t, r, "seed-2field"); sd.UnsafeDivergences != 0 || sd.SafeDivergences == 0 {
-		t.Errorf("seed-2field should diverge, safely only, once probes go stale: %+v", sd)
+	if sd := byName(t, r, "two-field"); sd.UnsafeDivergences != 0 || sd.SafeDivergences == 0 {
+		t.Errorf("two-field should diverge, safely only, once probes go stale: %+v", sd)
 	}
 }
 
-// TestRacesAreSafe: with races injected, neither seed-2field nor kvbreaker
+// TestRacesAreSafe: with races injected, neither two-field nor kvbreaker
 // ever sends or probes where fedify holds because of a race, and kvbreaker
 // decides exactly as fedify. The one other source of divergence is a
 // record that expired (derived TTL) before the host was asked again, which
@@ -116,7 +117,7 @@ func TestRacesAreSafe(t *testing.T) {
 			s.Races = true
 			s.Seed += 100 * seed
 			r := run(t, s)
-			for _, name := range []string{"seed-2field", "kvbreaker"} {
+			for _, name := range []string{"two-field", "kvbreaker"} {
 				m := byName(t, r, name)
 				if m.UnsafeDivergences != 0 || m.SendProbeSwaps != 0 {
 					t.Errorf("%s seed %d: %s diverged unsafely: %+v", tc.name, s.Seed, name, m)
@@ -127,24 +128,24 @@ func TestRacesAreSafe(t *testing.T) {
 			if kv.SafeDivergences != 0 || kv.LateProbes != 0 || kv.RetryMismatches != 0 || (kv.SilentCloses == 0 && (kv.Agreement != 1 || kv.TransitionMismatches != 0)) {
 				t.Errorf("%s seed %d: kvbreaker differs from fedify under races: %+v", tc.name, s.Seed, kv)
 			}
-			m := byName(t, r, "seed-2field")
+			m := byName(t, r, "two-field")
 			safe += m.SafeDivergences
 			late += m.LateProbes
 			decisions += m.Decisions
-			restrained += r.Trace.Holds + byName(t, r, "fedify-4field").Probes
+			restrained += r.Trace.Holds + byName(t, r, "fedify-model").Probes
 		}
 	}
 	if safe == 0 {
-		t.Fatal("races injected but seed-2field never diverged: the injection does not work")
+		t.Fatal("races injected but two-field never diverged: the injection does not work")
 	}
-	t.Logf("seed-2field under races: %d safe divergences in %d decisions (%.4f%%; %.3f%% of the %d decisions at restrained hosts), %d late probes; the note reports ~1%%; %d records lost to TTL (kvbreaker+seed)",
+	t.Logf("two-field under races: %d safe divergences in %d decisions (%.4f%%; %.3f%% of the %d decisions at restrained hosts), %d late probes; the note reports ~1%%; %d records lost to TTL (kvbreaker+seed)",
 		safe, decisions, 100*float64(safe)/float64(decisions), 100*float64(safe)/float64(restrained), restrained, late, lost)
 
 	// With enough workers every held message is asked again on time: no
 	// record is lost, and nothing diverges unsafely at all.
 	for seed := range uint64(2) {
 		r := run(t, Scenario{Seed: 50 + seed, Races: true, Hosts: 200, Workers: 64, Duration: 3 * time.Hour})
-		for _, name := range []string{"seed-2field", "kvbreaker"} {
+		for _, name := range []string{"two-field", "kvbreaker"} {
 			if m := byName(t, r, name); m.SilentCloses != 0 || m.AfterRecordLossUnsafe != 0 || m.UnsafeDivergences != 0 {
 				t.Errorf("default fleet with races, seed %d: %s %+v", 50+seed, name, m)
 			}
@@ -207,15 +208,15 @@ func TestStoreTTLBelowRestraint(t *testing.T) {
 	good := run(t, s)
 	s.StoreTTL = 10 * time.Minute
 	short := run(t, s)
-	g := byName(t, good, "fedify-4field")
+	g := byName(t, good, "fedify-model")
 	t.Logf("sends to 20 dead hosts in 6h: %d over a store that keeps records, %d over a 10m store TTL (no breaker: %d)",
-		g.SendsToDownHosts, byName(t, short, "fedify-4field@ttl10m").SendsToDownHosts, short.Baseline.SendsToDownHosts)
+		g.SendsToDownHosts, byName(t, short, "fedify-model@ttl10m").SendsToDownHosts, short.Baseline.SendsToDownHosts)
 	for _, m := range good.Models {
 		if m.ExpiryEffects.total() != 0 {
 			t.Errorf("%s (store keeps its records): expiry effects %+v", m.Model, m.ExpiryEffects)
 		}
 	}
-	for _, name := range []string{"fedify-4field@ttl10m", "seed-2field@ttl10m", "kvbreaker@ttl10m"} {
+	for _, name := range []string{"fedify-model@ttl10m", "two-field@ttl10m", "kvbreaker@ttl10m"} {
 		m := byName(t, short, name)
 		if m.SendsToDownHosts <= 2*g.SendsToDownHosts {
 			t.Errorf("%s sent %d to dead hosts, %d over a store that keeps records: the gap should cost far more", name, m.SendsToDownHosts, g.SendsToDownHosts)
@@ -229,8 +230,8 @@ func TestStoreTTLBelowRestraint(t *testing.T) {
 	if _, err := Run(s); err == nil || !strings.Contains(err.Error(), "fedify 2.3.3 and later refuse it") {
 		t.Errorf("state TTL 10m < recovery delay 30m: err = %v", err)
 	}
-	if _, err := core.NewConfig(core.Settings{StateTTL: 10 * time.Minute}, core.Traits{Atomic: true}); err == nil {
-		t.Error("core.NewConfig accepted StateTTL 10m with RecoveryDelay 30m")
+	if _, err := machine.NewConfig(machine.Settings{StateTTL: 10 * time.Minute}, driver.Traits{Atomic: true}); err == nil {
+		t.Error("machine.NewConfig accepted StateTTL 10m with RecoveryDelay 30m")
 	}
 	// A state TTL fedify accepts (= recovery delay) and kvbreaker refuses
 	// (below recovery delay + margin).
@@ -244,7 +245,7 @@ func TestStoreTTLBelowRestraint(t *testing.T) {
 // failing host's record for 7 days; the derived TTLs let them go.
 func TestRecordsExpireAfterQuiet(t *testing.T) {
 	r := run(t, Scenario{Seed: 6, Hosts: 40, Mix: Mix{Healthy: 1, Dead: 1}, Duration: 2 * time.Hour})
-	f, k, s := byName(t, r, "fedify-4field"), byName(t, r, "kvbreaker"), byName(t, r, "seed-2field")
+	f, k, s := byName(t, r, "fedify-model"), byName(t, r, "kvbreaker"), byName(t, r, "two-field")
 	if f.RecordsLeftAfterQuiet != r.Hosts.Dead || k.RecordsLeftAfterQuiet != 0 || s.RecordsLeftAfterQuiet != 0 {
 		t.Fatalf("records left after quiet: fedify %d (want %d dead hosts), kvbreaker %d, seed %d (want 0)",
 			f.RecordsLeftAfterQuiet, r.Hosts.Dead, k.RecordsLeftAfterQuiet, s.RecordsLeftAfterQuiet)

@@ -1,0 +1,126 @@
+package cloudflarekv
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/cloudflare/cloudflare-go/v6/kv"
+	"github.com/kvbreaker/kvbreaker/driver"
+)
+
+// MaxListLimit is the most keys one List call asks Workers KV for (the
+// list-keys API's own maximum).
+const MaxListLimit = 1000
+
+// minListRequest is the list-keys API's smallest limit.
+const minListRequest = 10
+
+// cursorSep separates, in a cursor, the last key listed from Workers KV's
+// own cursor. driver.ValidateKey refuses control characters, so no key the
+// Breaker writes contains it, and Cloudflare's cursors are base64.
+const cursorSep = "\x1f"
+
+var _ driver.Lister = (*Store)(nil)
+
+// List implements driver.Lister with one list-keys request per call: the
+// keys that begin with prefix, in Workers KV's (lexicographic) order,
+// without those whose logical expiry (in the key's metadata) has passed by
+// the store's clock; deleted keys are gone from KV. It lists what KV holds,
+// which may be up to Propagation behind the latest writes, and not this
+// store's queued writes. A page holds up to limit keys (at most
+// MaxListLimit), and may hold fewer, or none, before the end.
+//
+// The cursor is the last key examined, a 0x1f byte, and the list-keys
+// cursor of the page to continue in: a call that stops within Workers KV's
+// page (limit below its minimum of 10, or expired keys left out) asks for
+// that page again and skips to after the key. Every cursor begins with
+// prefix, as kvbreaker.Prefixed needs to remove and restore its own prefix.
+// The request counts against WithRequestBudget and waits for no 429
+// backoff: it fails with the backoff's error instead.
+func (s *Store) List(ctx context.Context, prefix, cursor string, limit int) ([]string, string, error) {
+	if limit <= 0 {
+		return nil, "", opError(opList, prefix, fmt.Errorf("limit %d is not positive", limit))
+	}
+	after, kvCursor := cursor, ""
+	if i := strings.LastIndex(cursor, cursorSep); i >= 0 {
+		after, kvCursor = cursor[:i], cursor[i+len(cursorSep):]
+	}
+	if cursor != "" && !strings.HasPrefix(after, prefix) {
+		return nil, "", opError(opList, prefix, fmt.Errorf("cursor %q does not belong to a listing of prefix %q", cursor, prefix))
+	}
+	if until, limited := s.backingOff(); limited {
+		return nil, "", opError(opList, prefix, &RateLimitError{Until: until})
+	}
+	if ok, next := s.spend(); !ok {
+		return nil, "", opError(opList, prefix, &BudgetError{Next: next})
+	}
+	var params kv.NamespaceKeyListParams
+	params.AccountID.Value, params.AccountID.Present = s.account, true
+	params.Limit.Value, params.Limit.Present = float64(min(max(limit, minListRequest), MaxListLimit)), true
+	if prefix != "" {
+		params.Prefix.Value, params.Prefix.Present = prefix, true
+	}
+	if kvCursor != "" {
+		params.Cursor.Value, params.Cursor.Present = kvCursor, true
+	}
+	page, err := s.keyList.List(ctx, s.namespace, params, s.requestOptions()...)
+	if err = apiError(err); err != nil {
+		if rl, ok := errors.AsType[*RateLimitError](err); ok {
+			s.mu.Lock()
+			s.backOffLocked(rl.Until)
+			s.mu.Unlock()
+		}
+		if ctxErr := ctx.Err(); ctxErr != nil && errors.Is(err, ctxErr) {
+			err = s.noAnswer(ctxErr)
+		}
+		return nil, "", opError(opList, prefix, err)
+	}
+	now := s.clock()
+	keys := make([]string, 0, min(limit, len(page.Result)))
+	last := after // the last key examined
+	for _, k := range page.Result {
+		if after != "" && k.Name <= after {
+			continue // listed by an earlier call
+		}
+		if len(keys) == limit {
+			// Stop within KV's page: the next call asks for it again.
+			return keys, last + cursorSep + kvCursor, nil
+		}
+		last = k.Name
+		if exp, ok := metadataExpiry(k.Metadata); ok && !now.Before(exp) {
+			continue
+		}
+		keys = append(keys, k.Name)
+	}
+	if page.ResultInfo.Cursor == "" {
+		return keys, "", nil
+	}
+	if last == "" {
+		// The first page, empty; every later key is after prefix.
+		last = prefix
+	}
+	return keys, last + cursorSep + page.ResultInfo.Cursor, nil
+}
+
+// metadataExpiry reads the logical expiry from a key's metadata as the
+// list-keys API returns it (a JSON object, or the JSON string it was
+// written as); ok is false for a key this package did not write.
+func metadataExpiry(m any) (exp time.Time, ok bool) {
+	b, err := json.Marshal(m)
+	if err != nil {
+		return time.Time{}, false
+	}
+	var str string
+	if json.Unmarshal(b, &str) == nil {
+		b = []byte(str)
+	}
+	var md metadata
+	if json.Unmarshal(b, &md) != nil || md.Ver == 0 {
+		return time.Time{}, false
+	}
+	return time.UnixMilli(md.Exp), true
+}

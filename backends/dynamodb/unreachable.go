@@ -1,0 +1,117 @@
+package dynamodb
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"syscall"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/smithy-go"
+)
+
+// ErrUnreachable is matched (errors.Is) by the error of a call that could
+// not reach DynamoDB's endpoint at all: the connection was refused or the
+// endpoint's name did not resolve. Nothing was sent. An *UnreachableError
+// says where.
+var ErrUnreachable = errors.New("dynamodb: endpoint unreachable")
+
+// UnreachableError is a call that reached no server: "cannot reach dynamodb
+// at <endpoint>: connection refused".
+type UnreachableError struct {
+	Endpoint string // scheme://host:port, as dialled
+	Err      error  // the dial error (a *net.OpError or *net.DNSError)
+}
+
+func (e *UnreachableError) Error() string {
+	return "cannot reach dynamodb at " + e.Endpoint + ": " + reason(e.Err)
+}
+
+// Unwrap returns the dial error.
+func (e *UnreachableError) Unwrap() error { return e.Err }
+
+// Is matches ErrUnreachable.
+func (e *UnreachableError) Is(target error) bool { return target == ErrUnreachable }
+
+// reason is the short cause of a dial error: "connection refused" rather
+// than "dial tcp 127.0.0.1:8000: connect: connection refused".
+func reason(err error) string {
+	if errors.Is(err, syscall.ECONNREFUSED) {
+		return syscall.ECONNREFUSED.Error()
+	}
+	if dns, ok := errors.AsType[*net.DNSError](err); ok && dns.IsNotFound {
+		return "no such host " + dns.Name
+	}
+	return err.Error()
+}
+
+// dialFailed returns the dial error if err says that no connection could be
+// made: refused, or a name that does not exist. Timeouts are not included:
+// a silent endpoint is the context's to bound.
+func dialFailed(err error) (error, bool) {
+	if err == nil {
+		return nil, false
+	}
+	op, ok := errors.AsType[*net.OpError](err)
+	if ok && op.Op == "dial" && errors.Is(op, syscall.ECONNREFUSED) {
+		return op, true
+	}
+	if dns, ok := errors.AsType[*net.DNSError](err); ok && dns.IsNotFound {
+		return dns, true
+	}
+	return nil, false
+}
+
+// cause turns the SDK's error into the cause an OpError carries: an
+// *UnreachableError when no connection could be made, "no answer from
+// dynamodb at <endpoint> before the context ended" when the context ended
+// while a request was out, and otherwise err itself.
+func (s *Store) cause(err error) error {
+	if dial, ok := dialFailed(err); ok {
+		return &UnreachableError{Endpoint: s.endpointOf(err), Err: dial}
+	}
+	// The SDK reports a request the context ended as a
+	// *smithy.CanceledError (not a *url.Error).
+	if _, sent := errors.AsType[*smithy.CanceledError](err); sent &&
+		(errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)) {
+		return fmt.Errorf("no answer from dynamodb at %s before the context ended: %w", s.endpointOf(err), err)
+	}
+	return err
+}
+
+// endpointOf returns the scheme and host of the URL err was about, or the
+// client's endpoint.
+func (s *Store) endpointOf(err error) string {
+	if ue, ok := errors.AsType[*url.Error](err); ok {
+		if u, perr := url.Parse(ue.URL); perr == nil && u.Host != "" {
+			return u.Scheme + "://" + u.Host
+		}
+	}
+	return s.endpoint
+}
+
+// failFastRetryer is the client's retryer, except that a call whose
+// connection was refused (or whose endpoint does not resolve) is not
+// retried: nothing was sent, so no retry can resolve an ambiguous outcome,
+// and the standard retryer's backoffs (up to 1 s, then 2 s) would only
+// delay an answer the caller needs at once (a command against a wrong
+// endpoint, a Breaker within its CallTimeout).
+type failFastRetryer struct{ aws.Retryer }
+
+func (r failFastRetryer) IsErrorRetryable(err error) bool {
+	if _, ok := dialFailed(err); ok {
+		return false
+	}
+	return r.Retryer.IsErrorRetryable(err)
+}
+
+// GetAttemptToken is aws.RetryerV2's, passed through as the SDK does for a
+// retryer without it.
+func (r failFastRetryer) GetAttemptToken(ctx context.Context) (func(error) error, error) {
+	if v2, ok := r.Retryer.(aws.RetryerV2); ok {
+		return v2.GetAttemptToken(ctx)
+	}
+	return r.GetInitialToken(), nil
+}

@@ -1,0 +1,144 @@
+package etcd_test
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/kvbreaker/kvbreaker"
+	"github.com/kvbreaker/kvbreaker/driver"
+)
+
+// listAll pages through l with limit, checking each page's size, order and
+// cursor, and returns every key and the number of pages.
+func listAll(t *testing.T, l driver.Lister, prefix string, limit int) (keys []string, pages int) {
+	t.Helper()
+	cursor := ""
+	for {
+		page, next, err := l.List(t.Context(), prefix, cursor, limit)
+		if err != nil {
+			t.Fatalf("List(%q, %q, %d): %v", prefix, cursor, limit, err)
+		}
+		pages++
+		if len(page) > limit {
+			t.Fatalf("page of %d keys, limit %d", len(page), limit)
+		}
+		if !slices.IsSorted(page) || (len(keys) > 0 && len(page) > 0 && page[0] <= keys[len(keys)-1]) {
+			t.Fatalf("page %q after %q: not in order", page, keys)
+		}
+		keys = append(keys, page...)
+		if next == "" {
+			return keys, pages
+		}
+		if next != page[len(page)-1] {
+			t.Fatalf("next cursor %q, want the page's last key %q", next, page[len(page)-1])
+		}
+		if pages > 1000 {
+			t.Fatal("listing does not end")
+		}
+		cursor = next
+	}
+}
+
+// TestListPages pages through a store's keys, hostile ones included, in
+// byte order, with no empty last page; keys outside the prefix are not
+// listed; a cursor resumes after itself.
+func TestListPages(t *testing.T) {
+	s := newStore(t)
+	ctx := t.Context()
+	want := slices.Clone(hostileKeys)
+	for i, k := range want {
+		mustCAS(t, s, k, driver.NoVersion, fmt.Sprint(i), longTTL)
+	}
+	slices.Sort(want)
+	// A sibling whose prefix extends this one's without its separator.
+	sibling := newStoreUnder(t, s.prefix[:len(s.prefix)-1]+"x/")
+	mustCAS(t, sibling, "h", driver.NoVersion, "v", longTTL)
+
+	for _, limit := range []int{1, 2, 3, len(want), len(want) + 1, 1000} {
+		got, pages := listAll(t, s, "", limit)
+		if !slices.Equal(got, want) {
+			t.Errorf("limit %d: listed %q, want %q", limit, got, want)
+		}
+		if wantPages := (len(want) + limit - 1) / limit; pages != wantPages {
+			t.Errorf("limit %d: %d pages, want %d", limit, pages, wantPages)
+		}
+	}
+	// The Store itself, without kvbreaker.Prefixed: whole etcd keys.
+	raw, next, err := s.etcd.List(ctx, s.prefix, "", 1000)
+	if err != nil || next != "" || len(raw) != len(want) || raw[0] != s.prefix+want[0] {
+		t.Errorf("etcd List(%q) = %d keys from %q, next %q, %v", s.prefix, len(raw), raw[0], next, err)
+	}
+	// Under a sub-prefix, after a cursor between keys, past the end.
+	got, _ := listAll(t, s, "example.com", 2)
+	if w := []string{"example.com", "example.com%2F", "example.com/", "example.com/x"}; !slices.Equal(got, w) {
+		t.Errorf("sub-prefix example.com: %q, want %q", got, w)
+	}
+	page, next, err := s.List(ctx, "", "example.com%", 2)
+	if err != nil || !slices.Equal(page, []string{"example.com%2F", "example.com/"}) || next != "example.com/" {
+		t.Errorf("after example.com%%: %q, %q, %v", page, next, err)
+	}
+	if page, next, err := s.List(ctx, "", want[len(want)-1], 5); err != nil || len(page) != 0 || next != "" {
+		t.Errorf("after the last key: %q, %q, %v", page, next, err)
+	}
+	if page, _, err := s.List(ctx, "nobody/", "", 5); err != nil || len(page) != 0 {
+		t.Errorf("empty sub-prefix: %q, %v", page, err)
+	}
+}
+
+// TestListOpenAndClosedHosts: what `kvbreaker list` asks of etcd behind
+// kvbreaker.Prefixed: the hosts with a record (open, or closed with a
+// failure counted); not a host that was reset, nor one whose lease
+// expired.
+func TestListOpenAndClosedHosts(t *testing.T) {
+	s := newStore(t)
+	ctx := t.Context()
+	b, err := kvbreaker.New(s, kvbreaker.Settings{FailureThreshold: 2, RecoveryDelay: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for host, failures := range map[string]int{"open-1.example": 2, "open-2.example": 2, "closed.example": 1, "reset.example": 2} {
+		for range failures {
+			if err := b.Failure(ctx, host); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := b.Reset(ctx, "reset.example"); err != nil {
+		t.Fatal(err)
+	}
+	// A record with the server's shortest lease (1 s on the fixture): wait
+	// on the server's clock until Get no longer finds it.
+	mustCAS(t, s, "expired.example", driver.NoVersion, "v", time.Second)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, _, err := s.Get(ctx, "expired.example")
+		if errors.Is(err, driver.ErrNotFound) {
+			break
+		}
+		if err != nil || time.Now().After(deadline) {
+			t.Fatalf("expired.example still there (%v)", err)
+		}
+		time.Sleep(50 * time.Millisecond) // polling a real server's clock
+	}
+
+	got, _ := listAll(t, s, "", 2)
+	if want := []string{"closed.example", "open-1.example", "open-2.example"}; !slices.Equal(got, want) {
+		t.Fatalf("listed %q, want %q", got, want)
+	}
+	for _, host := range got {
+		st, err := b.Inspect(ctx, host)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := kvbreaker.StateOpen
+		if host == "closed.example" {
+			want = kvbreaker.StateClosed
+		}
+		if st.State != want {
+			t.Errorf("%s is %v, want %v", host, st.State, want)
+		}
+	}
+}

@@ -1,0 +1,30 @@
+package etcd
+
+import (
+	"time"
+
+	"github.com/kvbreaker/kvbreaker/driver"
+)
+
+// DefaultServerMinTTL is the shortest lease an etcd server grants with its
+// default election timeout (1 s): ceil(1.5 × 1 s). A Store learns the
+// server's own minimum at New, or takes it from WithMinTTL.
+const DefaultServerMinTTL = 2 * time.Second
+
+// DefaultTraits is what a Store declares with default options over a server
+// granting DefaultServerMinTTL: atomic compares; relative expiry in whole
+// seconds rounded up; a key may outlive its TTL by the leader's
+// CheckInterval plus the longest a pooled lease outlives it
+// (DefaultMaxReuse). Package skew's Etcd profile equals it (checked by this
+// package's tests).
+func DefaultTraits() driver.Traits {
+	return driver.Traits{
+		Atomic: true,
+		Expiry: driver.ExpiryModel{
+			Kind:        driver.ExpiryRelative,
+			Granularity: time.Second,
+			MinTTL:      DefaultServerMinTTL,
+			Late:        CheckInterval + DefaultMaxReuse.Truncate(time.Second),
+		},
+	}
+}

@@ -1,0 +1,404 @@
+package kvbreaker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/kvbreaker/kvbreaker/driver"
+	"github.com/kvbreaker/kvbreaker/internal/machine"
+	"github.com/kvbreaker/kvbreaker/internal/record"
+)
+
+// maxCASAttempts bounds the compare-and-swap retries of one call. Contention
+// ends quickly: once a host's circuit is open, failures stop writing and
+// allows stop writing after one probe wins, so losing this many times in a
+// row means the store or fleet misbehaves; Allow then holds for
+// ReleaseInterval rather than spin.
+const maxCASAttempts = 16
+
+// ErrContended is returned when a write lost maxCASAttempts compare-and-swaps
+// in a row.
+var ErrContended = errors.New("kvbreaker: too many concurrent writers")
+
+// Verdict is Breaker.Allow's answer.
+type Verdict struct {
+	Decision Decision
+	// RetryAt is when a held message should ask again (Hold only).
+	RetryAt time.Time
+	// HeldSince is the instant to pass back to Allow when asking again:
+	// the heldSince given, or now for a message held for the first time.
+	HeldSince time.Time
+}
+
+// Status is a host's stored state, as Breaker.Inspect reads it: a
+// read-only view of its record.
+type Status struct {
+	Host  string
+	Found bool
+	State State
+	// Failures are the failure instants that still count, oldest first.
+	Failures []time.Time
+	// RestrainedUntil: deliveries are held until this instant; zero when
+	// the circuit is closed.
+	RestrainedUntil time.Time
+	// Probing: a half-open probe is in flight.
+	Probing bool
+	// Size is the encoded record's size in bytes.
+	Size    int
+	Version driver.Version
+	// Err is set when the stored record could not be decoded (it counts as
+	// absent).
+	Err error
+}
+
+// Breaker is a per-host circuit breaker whose state lives in a Store shared
+// by the fleet. It is safe for concurrent use; many Breakers (one per worker
+// process) may share one store.
+type Breaker struct {
+	store   driver.Store
+	cfg     machine.Config
+	traits  driver.Traits
+	s       Settings
+	clock   func() time.Time
+	log     *slog.Logger
+	timeout time.Duration
+	cache   *cache
+}
+
+// New validates s against the store's traits and returns a Breaker. The
+// error lists every invalid setting and what to change.
+func New(store driver.Store, s Settings) (*Breaker, error) {
+	if store == nil {
+		return nil, errors.New("kvbreaker: New needs a store")
+	}
+	t := store.Traits()
+	cfg, err := s.config(t)
+	if err != nil {
+		return nil, err
+	}
+	b := &Breaker{store: store, cfg: cfg, traits: t, s: s, clock: s.Clock, log: s.Logger, timeout: s.CallTimeout}
+	if b.clock == nil {
+		b.clock = time.Now
+	}
+	if b.log == nil {
+		b.log = slog.Default()
+	}
+	if b.timeout == 0 {
+		b.timeout = DefaultCallTimeout
+	}
+	if t.InProcess {
+		b.timeout = 0
+	}
+	stale := s.CacheStaleness
+	if stale == 0 {
+		stale = time.Second
+	}
+	b.cache = newCache(s.CacheSize, stale)
+	if !t.Atomic {
+		b.log.Warn("kvbreaker: store has no atomic compare-and-swap; running last-writer-wins, so concurrent workers may each see a transition",
+			"store", fmt.Sprintf("%T", store))
+	}
+	return b, nil
+}
+
+// StateTTL is the TTL every record is written with:
+// max(RecoveryDelay, FailureWindow) + TTLMargin unless set explicitly.
+func (b *Breaker) StateTTL() time.Duration { return b.cfg.StateTTL }
+
+// instant is one call's reading of time: wall is the Breaker's clock to the
+// millisecond the record keeps (so what a worker decides equals what it
+// stores), mono the monotonic clock the cache judges staleness by (a
+// wall-clock step must not extend a cached entry).
+type instant struct{ wall, mono time.Time }
+
+// instant reads the clock once per call; time.Now a second time only when
+// the decision cache needs the monotonic clock and Settings.Clock replaced
+// it.
+func (b *Breaker) instant() instant {
+	t := b.clock()
+	in := instant{wall: t.Round(0).Truncate(time.Millisecond), mono: t}
+	if b.s.Clock != nil && b.cache.decides() {
+		in.mono = time.Now()
+	}
+	return in
+}
+
+// current is a record as read, with the version to compare against.
+type current struct {
+	rec record.Record
+	ver driver.Version
+}
+
+// callContext bounds one store call by CallTimeout.
+func (b *Breaker) callContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	if b.timeout == 0 {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, b.timeout)
+}
+
+func (b *Breaker) get(ctx context.Context, host string) (current, error) {
+	ctx, cancel := b.callContext(ctx)
+	defer cancel()
+	v, ver, err := b.store.Get(ctx, host)
+	if errors.Is(err, driver.ErrNotFound) {
+		return current{}, nil
+	}
+	if err != nil {
+		return current{}, err
+	}
+	return current{rec: b.decode(host, v), ver: ver}, nil
+}
+
+// decode treats an undecodable record as absent; its version is kept so the
+// next write replaces it.
+func (b *Breaker) decode(host string, v []byte) record.Record {
+	r, err := record.DecodeRecord(v)
+	if err != nil {
+		b.log.Warn("kvbreaker: ignoring undecodable record; it will be overwritten", "host", host, "err", err)
+	}
+	return r
+}
+
+// apply performs step's write and returns what the store now holds. On a
+// conflict it returns the key's current contents when the store sent them
+// (ok == true), saving a Get.
+func (b *Breaker) apply(ctx context.Context, host string, cur current, st *machine.Step) (next current, ok bool, err error) {
+	ctx, cancel := b.callContext(ctx)
+	defer cancel()
+	switch st.Write {
+	case machine.WritePut:
+		var ver driver.Version
+		ver, err = b.store.CompareAndSwap(ctx, host, cur.ver, record.EncodeRecord(st.Record), b.cfg.StateTTL)
+		if err == nil {
+			return current{rec: st.Record, ver: ver}, true, nil
+		}
+	case machine.WriteDelete:
+		err = b.store.CompareAndDelete(ctx, host, cur.ver)
+		if err == nil || errors.Is(err, driver.ErrNotFound) {
+			// ErrNotFound: someone else closed it; nothing of ours to report.
+			return current{}, true, err
+		}
+	}
+	if ce, isCE := errors.AsType[*driver.ConflictError](err); isCE {
+		if ce.Version == driver.NoVersion {
+			return current{}, true, err
+		}
+		return current{rec: b.decode(host, ce.Value), ver: ce.Version}, true, err
+	}
+	return current{}, false, err
+}
+
+// run reads host's record and applies decide to it, retrying on conflicts
+// with the store's current record. It returns the committed step;
+// OnStateChange fires after the write.
+//
+// Allow (write == false) may decide on a fresh cached record. A write call
+// never does: a cached record is only the compare-and-swap hint, which the
+// store validates, and a "no write" decided on it is confirmed by a read,
+// since another worker may have changed the record since.
+func (b *Breaker) run(ctx context.Context, host string, in instant, write bool, decide func(record.Record) machine.Step) (machine.Step, error) {
+	if err := driver.ValidateKey(host); err != nil {
+		return machine.Step{}, err
+	}
+	var cur current
+	fresh, hinted := false, false
+	at := b.cache.ref(host) // host's cache slot, hashed once per call
+	switch {
+	case !write:
+		cur, fresh = b.cache.get(at, host, in.wall, in.mono)
+	case b.traits.Atomic:
+		// A non-atomic store cannot validate a hint: writes read first.
+		// Without a hint the guess is "absent", which most hosts are (the
+		// cache keeps no hint of an absent record, see cache.set); the
+		// compare-and-swap checks it like any hint.
+		cur, hinted = b.cache.hint(at, host)
+		if !hinted {
+			cur, hinted = current{}, true
+		}
+		fresh = true
+	}
+	for range maxCASAttempts {
+		if !fresh {
+			seq := at.reading()
+			var err error
+			if cur, err = b.get(ctx, host); err != nil {
+				b.cache.forget(at, host)
+				return machine.Step{}, err
+			}
+			b.cache.put(at, host, cur, seq, in.mono)
+		}
+		st := decide(cur.rec)
+		if st.Write == machine.WriteNone {
+			if hinted {
+				// A hint is only validated by a write; without one,
+				// read what the store really holds.
+				hinted, fresh = false, false
+				continue
+			}
+			return st, nil
+		}
+		hinted = false
+		next, ok, err := b.apply(ctx, host, cur, &st)
+		if ok {
+			b.cache.put(at, host, next, at.begin(), in.mono)
+		} else {
+			b.cache.forget(at, host)
+		}
+		switch {
+		case err == nil:
+			b.notify(host, &st)
+			return st, nil
+		case errors.Is(err, driver.ErrNotFound):
+			return machine.Step{From: record.StateClosed, To: record.StateClosed}, nil
+		case errors.Is(err, driver.ErrConflict):
+			cur, fresh = next, ok
+			continue
+		}
+		return machine.Step{}, err
+	}
+	return machine.Step{}, fmt.Errorf("%w: %d lost compare-and-swaps on %q", ErrContended, maxCASAttempts, host)
+}
+
+func (b *Breaker) notify(host string, st *machine.Step) {
+	if st.Changed() && b.s.OnStateChange != nil {
+		b.s.OnStateChange(host, State(st.From), State(st.To))
+	}
+}
+
+// Allow decides whether to deliver to host now. heldSince is when the
+// message was first held (zero for a fresh one; Verdict.HeldSince tells what
+// to pass next time). A message held for HoldLimit is dropped without a store
+// read.
+//
+// When the store fails, Allow still answers (Send, or Hold for
+// ReleaseInterval with FailClosed) and returns the error alongside. After
+// too many lost probe elections it holds for ReleaseInterval. A host that
+// fails ValidateKey is never passed to the store: Allow answers Send with an
+// error matching ErrInvalidKey (the breaker cannot track such a host).
+func (b *Breaker) Allow(ctx context.Context, host string, heldSince time.Time) (Verdict, error) {
+	in := b.instant()
+	now := in.wall
+	if b.cfg.HoldExpired(heldSince, now) {
+		if b.s.OnDrop != nil {
+			b.s.OnDrop(host, heldSince)
+		}
+		return Verdict{Decision: Drop, HeldSince: heldSince}, nil
+	}
+	// No write hints here: Allow writes only to elect a probe, and at a
+	// restraint's end every worker holding a message for the host asks at
+	// once; on a hint each loser would pay a failed compare-and-swap (a
+	// Raft proposal, a DynamoDB write unit) where a read costs less.
+	st, err := b.run(ctx, host, in, false, func(r record.Record) machine.Step { return machine.AllowStep(r, now, heldSince, &b.cfg) })
+	if heldSince.IsZero() {
+		heldSince = now
+	}
+	switch {
+	case errors.Is(err, ErrInvalidKey):
+		return Verdict{Decision: Send}, err
+	case errors.Is(err, ErrContended):
+		// Another worker is probing; look again shortly.
+		return Verdict{Decision: Hold, RetryAt: b.holdBriefly(now, heldSince), HeldSince: heldSince}, nil
+	case err != nil:
+		err = fmt.Errorf("kvbreaker: allow %q: %w", host, err)
+		if b.s.FailClosed {
+			return Verdict{Decision: Hold, RetryAt: b.holdBriefly(now, heldSince), HeldSince: heldSince}, err
+		}
+		return Verdict{Decision: Send}, err
+	}
+	v := Verdict{Decision: Decision(st.Decision), RetryAt: st.RetryAt}
+	if v.Decision == Hold {
+		v.HeldSince = heldSince
+	}
+	return v, nil
+}
+
+func (b *Breaker) holdBriefly(now, heldSince time.Time) time.Time {
+	if t := heldSince.Add(b.cfg.HoldLimit); t.Before(now.Add(b.cfg.ReleaseInterval)) {
+		return t
+	}
+	return now.Add(b.cfg.ReleaseInterval)
+}
+
+// Failure records that a delivery to host failed (no answer, 5xx, timeout).
+func (b *Breaker) Failure(ctx context.Context, host string) error {
+	in := b.instant()
+	_, err := b.run(ctx, host, in, true, func(r record.Record) machine.Step { return machine.FailureStep(r, in.wall, &b.cfg) })
+	return wrap("failure", host, err)
+}
+
+// Success records that host answered; its record is deleted and the circuit
+// closes.
+func (b *Breaker) Success(ctx context.Context, host string) error {
+	_, err := b.run(ctx, host, b.instant(), true, machine.SuccessStep)
+	return wrap("success", host, err)
+}
+
+// ReachableFailure records a failure that proves the host is up (it
+// answered, e.g. with a 4xx): like Success, the circuit closes.
+func (b *Breaker) ReachableFailure(ctx context.Context, host string) error {
+	_, err := b.run(ctx, host, b.instant(), true, machine.SuccessStep)
+	return wrap("reachable failure", host, err)
+}
+
+// Reset deletes host's record whatever it holds, force-closing the circuit.
+func (b *Breaker) Reset(ctx context.Context, host string) error {
+	_, err := b.run(ctx, host, b.instant(), true, func(r record.Record) machine.Step {
+		return machine.Step{From: r.State(), To: record.StateClosed, Write: machine.WriteDelete}
+	})
+	return wrap("reset", host, err)
+}
+
+// Inspect reads host's record without changing it.
+func (b *Breaker) Inspect(ctx context.Context, host string) (Status, error) {
+	s := Status{Host: host}
+	if err := driver.ValidateKey(host); err != nil {
+		return s, err
+	}
+	ctx, cancel := b.callContext(ctx)
+	defer cancel()
+	v, ver, err := b.store.Get(ctx, host)
+	switch {
+	case errors.Is(err, driver.ErrNotFound):
+		return s, nil
+	case err != nil:
+		return s, wrap("inspect", host, err)
+	}
+	s.Found, s.Size, s.Version = true, len(v), ver
+	r, err := record.DecodeRecord(v)
+	s.Failures, s.RestrainedUntil, s.Probing, s.Err = r.Failures, r.RestrainedUntil, r.Probing, err
+	s.State = State(r.State())
+	return s, nil
+}
+
+func wrap(op, host string, err error) error {
+	if err == nil || errors.Is(err, ErrInvalidKey) {
+		return err
+	}
+	return fmt.Errorf("kvbreaker: %s %q: %w", op, host, err)
+}
+
+// Close flushes the store's queued writes, if it queues any (driver.Flusher,
+// e.g. Workers KV), and then closes it, if it can be closed (io.Closer, e.g.
+// etcd.Dial's store), so that a program that keeps only the Breaker loses
+// no recorded failure at shutdown. ctx bounds the flush. Close the Breaker
+// last of those sharing one store; the others need no Close. The Breaker
+// must not be used after Close.
+func (b *Breaker) Close(ctx context.Context) error {
+	var err error
+	if f, ok := b.store.(driver.Flusher); ok {
+		if ferr := f.Flush(ctx); ferr != nil {
+			err = fmt.Errorf("kvbreaker: close: %w", ferr)
+		}
+	}
+	if c, ok := b.store.(io.Closer); ok {
+		if cerr := c.Close(); cerr != nil {
+			err = errors.Join(err, fmt.Errorf("kvbreaker: close: %w", cerr))
+		}
+	}
+	return err
+}

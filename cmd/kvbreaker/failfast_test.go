@@ -1,0 +1,133 @@
+package main
+
+import (
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// closedPort returns an address on 127.0.0.1 where nothing listens: a
+// port the kernel just handed out, released.
+func closedPort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return addr
+}
+
+// silentListener accepts connections and never answers (a hung server, a
+// firewall that accepts): it holds them until the test ends.
+func silentListener(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var conns []net.Conn
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		l.Close()
+		<-done
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	return l.Addr().String()
+}
+
+// endpointArgs are a backend's connection flags pointed at addr.
+func endpointArgs(backend, addr string) []string {
+	switch backend {
+	case "etcd":
+		return []string{"--backend", "etcd", "--etcd-endpoints", "http://" + addr}
+	case "dynamodb":
+		return []string{"--backend", "dynamodb", "--dynamodb-table", dynTable, "--dynamodb-endpoint", "http://" + addr}
+	case "cloudflarekv":
+		return []string{"--backend", "cloudflarekv", "--cf-account", "acct", "--cf-namespace", "ns", "--cf-base-url", "http://" + addr + "/client/v4/"}
+	}
+	panic(backend)
+}
+
+// commandArgs are each store command's arguments around the connection
+// flags (check's --timeout is long: its connection is bounded apart).
+var commandArgs = map[string][]string{
+	"check":   {"check", "--quick", "--quiet"},
+	"inspect": {"inspect", "a.example"},
+	"reset":   {"reset", "--yes", "a.example"},
+	"list":    {"list"},
+}
+
+// TestFailFastClosedPort: a closed port is reported within about 2 s as
+// "cannot reach <backend> at <endpoint>: connection refused", by every
+// command that connects, for every network backend.
+//
+// Fails on main before #14: an unreachable etcd cost check 30 s and said
+// "grant via …: context deadline exceeded".
+func TestFailFastClosedPort(t *testing.T) {
+	addr := closedPort(t)
+	for _, backend := range []string{"etcd", "dynamodb", "cloudflarekv"} {
+		for name, args := range commandArgs {
+			t.Run(backend+"/"+name, func(t *testing.T) {
+				start := time.Now()
+				code, out, errOut := runT(t, append(args, endpointArgs(backend, addr)...)...)
+				took := time.Since(start)
+				want := "Error: cannot reach " + backend + " at http://" + addr
+				if code != exitFail || !strings.Contains(errOut, want) || !strings.Contains(errOut, ": connection refused") {
+					t.Errorf("exit %d, stderr %q, stdout %q; want exit 1 and %q ... connection refused", code, errOut, out, want)
+				}
+				if took > 3*time.Second {
+					t.Errorf("took %v: want about 2 s at most", took)
+				}
+			})
+		}
+	}
+}
+
+// TestFailFastSilentServer: a server that accepts the connection but never
+// answers is bounded by --timeout, and the message says so.
+func TestFailFastSilentServer(t *testing.T) {
+	addr := silentListener(t)
+	for _, backend := range []string{"etcd", "dynamodb", "cloudflarekv"} {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			start := time.Now()
+			code, out, errOut := runT(t, append([]string{"inspect", "--timeout", "1s", "a.example"}, endpointArgs(backend, addr)...)...)
+			took := time.Since(start)
+			want := "Error: cannot reach " + backend + " at http://" + addr
+			if code != exitFail || !strings.Contains(errOut, want) || !strings.Contains(errOut, "no answer within --timeout 1s") {
+				t.Errorf("exit %d, stderr %q, stdout %q", code, errOut, out)
+			}
+			if took < time.Second || took > 4*time.Second {
+				t.Errorf("took %v: want --timeout 1s, give or take", took)
+			}
+		})
+	}
+	// check bounds its connection apart from its --timeout of minutes.
+	t.Run("check", func(t *testing.T) {
+		code, _, errOut := runT(t, append([]string{"check", "--timeout", "1500ms", "--quiet"}, endpointArgs("etcd", addr)...)...)
+		if code != exitFail || !strings.Contains(errOut, "no answer within --timeout 1.5s") {
+			t.Errorf("exit %d, stderr %q", code, errOut)
+		}
+	})
+}

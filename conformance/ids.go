@@ -1,0 +1,194 @@
+package conformance
+
+import "fmt"
+
+// CaseID names a case of the suite. It is the subtest name under Run and
+// Result.Case under Measure, and it does not change when a case's wording
+// does: match on it, not on text.
+type CaseID string
+
+// The suite's cases, in the order they run.
+const (
+	CaseReachable             CaseID = "reachable"
+	CaseTraits                CaseID = "traits"
+	CaseGetAbsent             CaseID = "get-absent"
+	CaseCreateAndRead         CaseID = "create-and-read"
+	CaseVersionsChange        CaseID = "versions-change-on-every-write"
+	CaseCreateOnly            CaseID = "create-only"
+	CaseStaleVersion          CaseID = "stale-version-conflicts"
+	CaseAbsentWithVersion     CaseID = "absent-with-version-conflicts"
+	CaseCompareAndDelete      CaseID = "compare-and-delete"
+	CaseCompareAndDeleteStale CaseID = "compare-and-delete-stale"
+	CaseRecreate              CaseID = "recreate-new-version"
+	CaseHostileKeys           CaseID = "hostile-keys"
+	CaseContextEnded          CaseID = "context-ended"
+	CaseReadStaleness         CaseID = "read-staleness"
+	CaseLinearizable          CaseID = "concurrent-cas-linearizable"
+	CaseExpiry                CaseID = "expiry"
+	CaseExpiredAbsent         CaseID = "expired-counts-as-absent"
+	CaseStateTTL              CaseID = "expiry-at-state-ttl"
+	CaseReplaceTTL            CaseID = "every-write-replaces-ttl"
+	CaseOffGrid               CaseID = "ttl-off-grid"
+	CaseSkewedReader          CaseID = "skewed-reader"
+	CaseFleet                 CaseID = "breaker-fleet"
+	CaseMargin                CaseID = "margin-keeps-probes"
+	CaseLostCAS               CaseID = "lost-answer-cas"
+	CaseLostDelete            CaseID = "lost-answer-delete"
+	CaseLostBreaker           CaseID = "lost-answer-breaker"
+)
+
+// Cases returns every case's ID in the order the suite runs them.
+func Cases() []CaseID {
+	out := make([]CaseID, len(cases))
+	for i, c := range cases {
+		out[i] = c.id
+	}
+	return out
+}
+
+// PromiseID names a clause of the store contract (or of the harness's) that
+// the suite checks. It is stable; Text says it in words.
+//
+// A PromiseID is also an error: every problem a run reports wraps the
+// promise it breaks, so errors.Is(err, conformance.PromiseExpiredCAS) says
+// whether Check's or Measure's error, or one of Result.Problems, breaks it.
+type PromiseID string
+
+// The promises the suite checks.
+const (
+	PromiseReachable              PromiseID = "reachable"
+	PromiseMakeStore              PromiseID = "harness-makes-stores"
+	PromiseNoPanic                PromiseID = "no-panic"
+	PromiseTraitsWellFormed       PromiseID = "traits-well-formed"
+	PromiseTraitsStable           PromiseID = "traits-stable"
+	PromiseGetAbsent              PromiseID = "get-absent-not-found"
+	PromiseCreate                 PromiseID = "create"
+	PromiseRead                   PromiseID = "read-what-was-written"
+	PromiseNewVersion             PromiseID = "new-version-per-write"
+	PromiseCreateOnly             PromiseID = "create-only"
+	PromiseStaleConflicts         PromiseID = "stale-version-conflicts"
+	PromiseAbsentVersionConflicts PromiseID = "absent-with-version-conflicts"
+	PromiseConflictValue          PromiseID = "conflict-carries-current"
+	PromiseDelete                 PromiseID = "compare-and-delete"
+	PromiseDeleteAbsent           PromiseID = "delete-absent-not-found"
+	PromiseDeleteStale            PromiseID = "delete-stale-conflicts"
+	PromiseNoVersionReuse         PromiseID = "no-version-reuse"
+	PromiseKeys                   PromiseID = "keys-distinct"
+	PromiseContextEnded           PromiseID = "context-ended"
+	PromiseReadStaleness          PromiseID = "read-staleness"
+	PromiseLinearizable           PromiseID = "linearizable"
+	PromiseNoLostUpdate           PromiseID = "no-lost-update"
+	PromiseExpiryWindow           PromiseID = "expiry-window"
+	PromiseNotEarly               PromiseID = "expiry-not-early"
+	PromiseNotLate                PromiseID = "expiry-not-late"
+	PromiseExpiredGet             PromiseID = "expired-absent-get"
+	PromiseExpiredCAS             PromiseID = "expired-absent-cas"
+	PromiseExpiredDelete          PromiseID = "expired-absent-delete"
+	PromiseStateTTL               PromiseID = "state-ttl"
+	PromiseReplaceTTL             PromiseID = "write-replaces-ttl"
+	PromiseOffGrid                PromiseID = "ttl-rounded-up"
+	PromiseSkewedReader           PromiseID = "skewed-reader"
+	PromiseFleet                  PromiseID = "breaker-fleet"
+	PromiseMargin                 PromiseID = "margin-keeps-probes"
+	PromiseMarginPower            PromiseID = "margin-has-power"
+	PromiseLostCAS                PromiseID = "lost-answer-cas"
+	PromiseLostDelete             PromiseID = "lost-answer-delete"
+	PromiseLostFailure            PromiseID = "lost-answer-breaker"
+)
+
+var promiseText = map[PromiseID]string{
+	PromiseReachable:              "the store must answer",
+	PromiseMakeStore:              "the harness must make a store for every case",
+	PromiseNoPanic:                "the store must not panic",
+	PromiseTraitsWellFormed:       "Traits must be well formed (no negative durations, a known expiry kind)",
+	PromiseTraitsStable:           "every store of one harness must declare the same Traits, every time",
+	PromiseGetAbsent:              "Get of an absent key must return an error matching driver.ErrNotFound",
+	PromiseCreate:                 "CompareAndSwap with driver.NoVersion must create an absent key and return a version other than driver.NoVersion",
+	PromiseRead:                   "Get must return the value and version the last write stored",
+	PromiseNewVersion:             "every write must return a new version",
+	PromiseCreateOnly:             "CompareAndSwap with driver.NoVersion on a present key must fail with an error matching driver.ErrConflict",
+	PromiseStaleConflicts:         "CompareAndSwap with a stale version must fail with an error matching driver.ErrConflict and leave the value unchanged",
+	PromiseAbsentVersionConflicts: "CompareAndSwap with a version on an absent key must fail with an error matching driver.ErrConflict",
+	PromiseConflictValue:          "a *driver.ConflictError must carry the key's real current value and version",
+	PromiseDelete:                 "CompareAndDelete with the current version must delete the key",
+	PromiseDeleteAbsent:           "CompareAndDelete of an absent key must return an error matching driver.ErrNotFound",
+	PromiseDeleteStale:            "CompareAndDelete with a stale version must fail with an error matching driver.ErrConflict and keep the key",
+	PromiseNoVersionReuse:         "a re-created key must not reuse a version from before its deletion",
+	PromiseKeys:                   "keys must round-trip unchanged and distinct keys must not collide",
+	PromiseContextEnded:           "a call with an ended context must fail with the context's error and change nothing",
+	PromiseReadStaleness:          "a Get must see a completed write within the declared ReadStaleness",
+	PromiseLinearizable:           "concurrent CompareAndSwaps must be linearizable",
+	PromiseNoLostUpdate:           "CompareAndSwap must not lose updates",
+	PromiseExpiryWindow:           "an entry must vanish within the window its declared expiry model allows",
+	PromiseNotEarly:               "an entry must not vanish before its TTL minus the declared Early and Granularity",
+	PromiseNotLate:                "an entry must vanish within its TTL plus the declared Granularity (and Late, for relative expiry)",
+	PromiseExpiredGet:             "an expired entry must count as absent for Get",
+	PromiseExpiredCAS:             "an expired entry must count as absent for CompareAndSwap",
+	PromiseExpiredDelete:          "an expired entry must count as absent for CompareAndDelete",
+	PromiseStateTTL:               "an entry written with the StateTTL a default Breaker writes must live that long, and no longer than the declared model allows",
+	PromiseReplaceTTL:             "every write must replace the entry's TTL with its own",
+	PromiseOffGrid:                "a TTL off the granularity's grid must be rounded up to it, never truncated",
+	PromiseSkewedReader:           "a padded store's physical copy must outlast the logical expiry for a reader whose clock is MaxClockSkew behind",
+	PromiseFleet:                  "Breakers sharing the store must open together, hold, elect a single probe, reopen on its failure and close on its success",
+	PromiseMargin:                 "the TTLMargin RequiredMargin derives from the declared expiry model must keep every half-open probe a probe",
+	PromiseMarginPower:            "the margin experiment must have power: one millisecond below the required margin it must see probes demoted",
+	PromiseLostCAS:                "a CompareAndSwap applied but whose answer was lost must not report a conflict with its own write",
+	PromiseLostDelete:             "a CompareAndDelete applied but whose answer was lost must not report the key not found",
+	PromiseLostFailure:            "a Breaker must count a failure once when the store's answer to its write was lost",
+}
+
+// Text is the promise in words, as reports print it. It may be reworded;
+// the PromiseID does not change.
+func (p PromiseID) Text() string {
+	if s, ok := promiseText[p]; ok {
+		return s
+	}
+	return string(p)
+}
+
+// Error returns Text, so a PromiseID can be the target of errors.Is. fmt
+// therefore prints a PromiseID as its text; string(p) is the ID.
+func (p PromiseID) Error() string { return p.Text() }
+
+// Kind says what a case checks.
+type Kind int8
+
+const (
+	// KindStore cases call the store, directly or through Breakers over
+	// it: a failure is the adapter's (or its declaration's, measured
+	// against it).
+	KindStore Kind = iota
+	// KindDeclaration cases never call the store: they check that the
+	// declared Traits and kvbreaker's TTL margin fit together, in
+	// simulation. A pass says nothing about the adapter.
+	KindDeclaration
+)
+
+// String returns "store" or "declaration".
+func (k Kind) String() string {
+	switch k {
+	case KindStore:
+		return "store"
+	case KindDeclaration:
+		return "declaration"
+	}
+	return fmt.Sprintf("Kind(%d)", int8(k))
+}
+
+// Problem is one violation a case found: the case, the promise it breaks,
+// and what was seen. Result.Problems and the error of Check and Measure hold
+// *Problem values; errors.Is(p, p.Promise) is true.
+type Problem struct {
+	Case    CaseID
+	Promise PromiseID
+	// Detail is what the case saw, in words.
+	Detail string
+}
+
+// Error returns "<case>: <promise text>: <detail>".
+func (p *Problem) Error() string {
+	return fmt.Sprintf("%s: %s: %s", p.Case, p.Promise.Text(), p.Detail)
+}
+
+// Unwrap returns the promise broken.
+func (p *Problem) Unwrap() error { return p.Promise }

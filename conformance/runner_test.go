@@ -1,0 +1,225 @@
+package conformance_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/kvbreaker/kvbreaker/backends/memory"
+	"github.com/kvbreaker/kvbreaker/conformance"
+	"github.com/kvbreaker/kvbreaker/driver"
+)
+
+// coarse declares a one-second granularity over a memory store.
+type coarse struct{ *memory.Store }
+
+func (s coarse) Traits() driver.Traits {
+	t := s.Store.Traits()
+	t.Expiry.Granularity = time.Second
+	return t
+}
+
+// disagreeing makes a plain memory store first and coarse ones after: two
+// stores of one harness that declare different Traits.
+type disagreeing struct {
+	mu sync.Mutex
+	n  int
+}
+
+func (h *disagreeing) MakeStore(context.Context) (driver.Store, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.n++
+	if h.n == 1 {
+		return memory.New(), nil
+	}
+	return coarse{memory.New()}, nil
+}
+
+func (h *disagreeing) Close() {}
+
+// TestTraitsStoresDisagree is the traits case's negative control: a harness
+// whose second store declares other Traits than its first fails it. Fails
+// on 4a221f6 (before #18 §4), whose traits case compared the first store's
+// Traits with themselves: checked by restoring that comparison, which made
+// this test report "the suite found nothing wrong".
+func TestTraitsStoresDisagree(t *testing.T) {
+	t.Parallel()
+	rep, err := measure(t, &disagreeing{}, conformance.WithSkipSlow(true))
+	wantBroken(t, rep, err, conformance.CaseTraits, conformance.PromiseTraitsStable)
+}
+
+// panicky panics in the calls named by op, from whatever goroutine makes
+// them (the linearizability case calls from eight).
+type panicky struct {
+	*memory.Store
+	op string
+}
+
+func (s panicky) CompareAndSwap(ctx context.Context, key string, old driver.Version, v []byte, ttl time.Duration) (driver.Version, error) {
+	if s.op == "cas" && strings.HasPrefix(key, "linearizable") {
+		panic("panicky: CompareAndSwap")
+	}
+	return s.Store.CompareAndSwap(ctx, key, old, v, ttl)
+}
+
+func (s panicky) CompareAndDelete(ctx context.Context, key string, old driver.Version) error {
+	if s.op == "delete" {
+		panic("panicky: CompareAndDelete")
+	}
+	return s.Store.CompareAndDelete(ctx, key, old)
+}
+
+// panickyHarness panics in MakeStore after the first few stores.
+type panickyHarness struct {
+	mu    sync.Mutex
+	n     int
+	after int
+}
+
+func (h *panickyHarness) MakeStore(context.Context) (driver.Store, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.n++; h.n > h.after {
+		panic("panickyHarness: MakeStore")
+	}
+	return memory.New(), nil
+}
+
+func (h *panickyHarness) Close() {}
+
+// TestPanicsAreProblems: a store or harness that panics, in the case's
+// goroutine or in one the case started, fails the case with PromiseNoPanic
+// and the run goes on to the next case.
+func TestPanicsAreProblems(t *testing.T) {
+	t.Parallel()
+	t.Run("store-in-case-goroutines", func(t *testing.T) {
+		t.Parallel()
+		rep, err := measure(t, memoryHarness(func(s *memory.Store) driver.Store { return panicky{s, "cas"} }), conformance.WithSkipSlow(true))
+		wantBroken(t, rep, err, conformance.CaseLinearizable, conformance.PromiseNoPanic)
+		for _, r := range rep.Results {
+			if r.Case == conformance.CaseLostBreaker && r.Skipped == "" && !r.Passed() {
+				t.Errorf("the case after the panic did not run cleanly: %+v", r)
+			}
+		}
+	})
+	t.Run("store-in-case", func(t *testing.T) {
+		t.Parallel()
+		rep, err := measure(t, memoryHarness(func(s *memory.Store) driver.Store { return panicky{s, "delete"} }), conformance.WithSkipSlow(true))
+		wantBroken(t, rep, err, conformance.CaseCompareAndDelete, conformance.PromiseNoPanic)
+	})
+	t.Run("harness", func(t *testing.T) {
+		t.Parallel()
+		rep, err := measure(t, &panickyHarness{after: 2}, conformance.WithSkipSlow(true))
+		wantBroken(t, rep, err, conformance.CaseGetAbsent, conformance.PromiseNoPanic)
+	})
+	t.Run("harness-first-store", func(t *testing.T) {
+		t.Parallel()
+		rep, err := measure(t, &panickyHarness{after: 0}, conformance.WithSkipSlow(true))
+		wantBroken(t, rep, err, conformance.CaseReachable, conformance.PromiseReachable)
+	})
+}
+
+// TestResultsCarryIDs: every case of the table reports, in order, under its
+// stable ID, with its promise and kind; the margin case is the one that
+// checks the declaration rather than the store.
+func TestResultsCarryIDs(t *testing.T) {
+	t.Parallel()
+	rep, err := measure(t, memoryHarness(plain), conformance.WithSkipSlow(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := conformance.Cases()
+	if len(rep.Results) != len(ids) {
+		t.Fatalf("%d results for %d cases", len(rep.Results), len(ids))
+	}
+	for i, r := range rep.Results {
+		if r.Case != ids[i] {
+			t.Errorf("result %d is case %q, want %q", i, r.Case, ids[i])
+		}
+		if r.Promise == "" || r.Promise.Text() == string(r.Promise) {
+			t.Errorf("case %s: promise %q has no text", r.Case, r.Promise)
+		}
+		if want := r.Case == conformance.CaseMargin; (r.Kind == conformance.KindDeclaration) != want {
+			t.Errorf("case %s: kind %v", r.Case, r.Kind)
+		}
+	}
+}
+
+// runHelperEnv selects what TestRunHelper runs, in the child process that
+// TestRunOneLoop starts.
+const runHelperEnv = "CONFORMANCE_RUN_HELPER"
+
+// TestRunHelper is not a test of its own: TestRunOneLoop runs it in a child
+// process (go test -run) and reads its output, so Run's own reporting can be
+// checked, failing subtests included.
+func TestRunHelper(t *testing.T) {
+	mode := os.Getenv(runHelperEnv)
+	if mode == "" {
+		t.Skip("run by TestRunOneLoop")
+	}
+	conformance.Run(t, func(context.Context, *testing.T) (conformance.Harness, error) {
+		if mode == "panic" {
+			return memoryHarness(func(s *memory.Store) driver.Store { return panicky{s, "delete"} }), nil
+		}
+		return memoryHarness(plain), nil
+	})
+}
+
+// TestRunOneLoop runs Run in a child process: under -short it skips the
+// cases that wait in real time (Run used to honour -short only through a
+// separate entry point), it logs the report in the parent test rather than
+// in a "report" subtest that always passed, it says that the margin case
+// checks the declaration, and a store that panics fails its case instead
+// of crashing the test binary.
+func TestRunOneLoop(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("starts the test binary twice")
+	}
+	run := func(mode string) (string, error) {
+		cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^TestRunHelper$", "-test.v", "-test.short", "-test.count=1")
+		cmd.Env = append(os.Environ(), runHelperEnv+"="+mode)
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	out, err := run("plain")
+	if err != nil {
+		t.Fatalf("Run on a memory store failed: %v\n%s", err, out)
+	}
+	for _, want := range []string{
+		"--- SKIP: TestRunHelper/" + string(conformance.CaseExpiry) + " ",
+		"conformance report:",
+		string(conformance.CaseMargin) + " checks the declared Traits",
+		"--- SKIP: TestRunHelper/not-verified",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the output lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "TestRunHelper/report") {
+		t.Errorf("the report is still a subtest:\n%s", out)
+	}
+	out, err = run("panic")
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 1 {
+		t.Fatalf("Run over a panicking store: %v, want exit status 1\n%s", err, out)
+	}
+	for _, want := range []string{
+		"--- FAIL: TestRunHelper/" + string(conformance.CaseCompareAndDelete) + " ",
+		conformance.PromiseNoPanic.Text(),
+		"--- PASS: TestRunHelper/" + string(conformance.CaseGetAbsent) + " ",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the output lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "goroutine ") {
+		t.Errorf("the panic escaped:\n%s", out)
+	}
+}

@@ -1,0 +1,295 @@
+// Package driver is the contract between kvbreaker and a key-value store:
+// what an adapter implements (Store, and optionally Lister, Flusher and
+// io.Closer), what it declares about itself (Traits) and the errors it
+// returns. Users of the breaker need none of it beyond passing a Store to
+// kvbreaker.New; adapter authors need nothing else, and prove their adapter
+// with conformance.Run.
+package driver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/kvbreaker/kvbreaker/internal/record"
+)
+
+// Sentinel errors a Store returns; test for them with errors.Is.
+var (
+	// ErrNotFound: the key is absent or logically expired.
+	ErrNotFound = errors.New("kvbreaker: not found")
+	// ErrConflict: a compare-and-swap or compare-and-delete found a version
+	// other than the expected one.
+	ErrConflict = errors.New("kvbreaker: version conflict")
+)
+
+// Version identifies one write of a key. It is opaque to Breaker except that
+// NoVersion means "absent". Adapters map it to what their backend has (etcd's
+// ModRevision, a DynamoDB version attribute, a counter).
+type Version uint64
+
+// NoVersion is the version of an absent key: a CompareAndSwap expecting it
+// creates the key only if it is absent (or logically expired).
+const NoVersion Version = 0
+
+// Store is the contract a key-value adapter implements. kvbreaker.Breaker is
+// its only caller and guarantees: keys pass ValidateKey (non-empty UTF-8, at most
+// MaxKeyLen bytes, no control characters); ttl > 0; values are at most a few
+// hundred bytes. Every method honours ctx.
+//
+// An adapter owes: an entry whose TTL has passed reads as ErrNotFound and
+// counts as absent for CompareAndSwap even when the backend has not yet
+// deleted it; a version mismatch returns an error matching ErrConflict
+// (preferably a *ConflictError carrying the current value, which saves
+// Breaker a Get); other errors are wrapped as "<backend>: <op> <key>: <cause>"
+// and never include credentials.
+//
+// A store whose Traits say Atomic == false cannot compare: CompareAndSwap and
+// CompareAndDelete then write unconditionally (last writer wins) and Breaker
+// says so once through log/slog.
+type Store interface {
+	// Get returns the value and version of key, or ErrNotFound.
+	Get(ctx context.Context, key string) ([]byte, Version, error)
+	// CompareAndSwap writes value with the given time to live if the current
+	// version of key is old (NoVersion: only if absent) and returns the new
+	// version, or an error matching ErrConflict.
+	CompareAndSwap(ctx context.Context, key string, old Version, value []byte, ttl time.Duration) (Version, error)
+	// CompareAndDelete deletes key if its current version is old. It returns
+	// ErrNotFound when the key is already absent and an error matching
+	// ErrConflict when another version is there.
+	CompareAndDelete(ctx context.Context, key string, old Version) error
+	// Traits declares what the store promises; the conformance suite holds
+	// it to exactly this.
+	Traits() Traits
+}
+
+// ConflictError is a conflict that carries the key's current value, for
+// backends that return it in the same round trip (etcd's Txn Else branch,
+// DynamoDB's ReturnValuesOnConditionCheckFailure). It matches ErrConflict.
+type ConflictError struct {
+	// Value and Version are the key's current contents; Version is
+	// NoVersion when the key is now absent.
+	Value   []byte
+	Version Version
+	// Err is the backend's own error, if any, kept for errors.As.
+	Err error
+}
+
+func (e *ConflictError) Error() string {
+	if e.Err != nil {
+		return fmt.Sprintf("%v (current version %d): %v", ErrConflict, e.Version, e.Err)
+	}
+	return fmt.Sprintf("%v (current version %d)", ErrConflict, e.Version)
+}
+
+// Unwrap lets errors.Is match ErrConflict and errors.As find the backend error.
+func (e *ConflictError) Unwrap() []error {
+	if e.Err == nil {
+		return []error{ErrConflict}
+	}
+	return []error{ErrConflict, e.Err}
+}
+
+// ExpiryKind says whose clock decides that an entry has expired.
+type ExpiryKind int8
+
+const (
+	// ExpiryRelative: the server counts the TTL down on its own clock (etcd
+	// leases, the memory store, Workers KV expiration_ttl). The writer's and
+	// the prober's clocks both differ from it, so the margin must cover
+	// twice the fleet's clock skew.
+	ExpiryRelative ExpiryKind = iota
+	// ExpiryReaderFiltered: the writer stores an absolute expiry instant and
+	// readers filter by their own clock (DynamoDB's expiry attribute, Workers
+	// KV metadata); writer/reader skew cancels out.
+	ExpiryReaderFiltered
+)
+
+func (k ExpiryKind) String() string {
+	switch k {
+	case ExpiryRelative:
+		return "relative"
+	case ExpiryReaderFiltered:
+		return "reader-filtered"
+	}
+	return fmt.Sprintf("unknown expiry kind: %d", int(k))
+}
+
+// ExpiryModel describes how a store's entries expire relative to the TTL
+// they were written with.
+type ExpiryModel struct {
+	Kind ExpiryKind
+	// Granularity is the unit TTLs or expiry instants are quantised to
+	// (etcd: 1 s; zero for exact).
+	Granularity time.Duration
+	// MinTTL is the shortest TTL the backend grants; shorter requests are
+	// raised to it (Workers KV: 60 s).
+	MinTTL time.Duration
+	// Early is how long before its TTL an entry may vanish.
+	Early time.Duration
+	// Late is how long after its TTL an entry may still be read (before
+	// filtering) or occupy space (etcd checks leases every 500 ms).
+	Late time.Duration
+}
+
+// RequiredMargin is the smallest TTLMargin that keeps a record alive until it
+// can no longer matter, for a fleet whose clocks differ from true time by at
+// most skew (DESIGN §2): Early + Granularity, plus 2×skew for relative
+// expiry. Granularity counts as at least a millisecond, the resolution
+// records keep time at: an entry is gone at the very instant its TTL ends,
+// which is also the instant the probe falls due when the clocks are skew
+// apart, so an exact store needs that one tick (the skew package's margin
+// experiment shows the demotion without it).
+func (m ExpiryModel) RequiredMargin(skew time.Duration) time.Duration {
+	need := m.Early + max(m.Granularity, time.Millisecond)
+	if m.Kind == ExpiryRelative {
+		need += 2 * skew
+	}
+	return need
+}
+
+// Traits is what a Store declares about itself.
+type Traits struct {
+	// Atomic: CompareAndSwap and CompareAndDelete really compare. False
+	// means last writer wins.
+	Atomic bool
+	// Expiry is the store's expiry model.
+	Expiry ExpiryModel
+	// ReadStaleness bounds how old a Get's answer may be; zero for
+	// linearizable reads.
+	ReadStaleness time.Duration
+	// MinWriteInterval is the shortest interval between writes to one key
+	// the backend accepts (Workers KV: 1 s); zero for none.
+	MinWriteInterval time.Duration
+	// MaxClockSkew is the largest Settings.ClockSkew the store's physical
+	// expiry covers. A reader-filtered store keeps its physical copy past
+	// the logical expiry by a padding (DynamoDB's purge delay, Workers KV's
+	// padded expiration_ttl) so that a reader whose clock is behind still
+	// finds the record it counts as live; the padding bounds the skew it
+	// covers. Zero means no bound: the physical expiry is the logical one.
+	MaxClockSkew time.Duration
+	// InProcess: the store answers without I/O (backends/memory), so the
+	// Breaker skips its per-call timeout, which would cost more than the
+	// call itself.
+	InProcess bool
+	// MaxClockSkewOption names the adapter option that raises MaxClockSkew
+	// (e.g. "dynamodb.WithPurgeDelay"), quoted when NewConfig refuses a
+	// larger ClockSkew.
+	MaxClockSkewOption string
+}
+
+// MaxKeyLen is the longest key, in bytes, Breaker passes to a Store.
+const MaxKeyLen = 256
+
+// ErrInvalidKey is returned for a host key Breaker will not pass to a store.
+var ErrInvalidKey = errors.New("kvbreaker: invalid host key")
+
+// ValidateKey reports whether key can be passed to a Store: non-empty, valid
+// UTF-8, at most MaxKeyLen bytes, and free of control characters.
+func ValidateKey(key string) error {
+	if key == "" {
+		return fmt.Errorf("%w: empty", ErrInvalidKey)
+	}
+	if len(key) > MaxKeyLen {
+		return fmt.Errorf("%w: %d bytes, more than %d", ErrInvalidKey, len(key), MaxKeyLen)
+	}
+	if printableASCII(key) {
+		return nil // nearly every host name: no rune decoding on the hot path
+	}
+	for i, r := range key {
+		if r == 0xFFFD && !validRuneAt(key, i) {
+			return fmt.Errorf("%w: invalid UTF-8 at byte %d", ErrInvalidKey, i)
+		}
+		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
+			return fmt.Errorf("%w: control character %U at byte %d", ErrInvalidKey, r, i)
+		}
+	}
+	return nil
+}
+
+func printableASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// validRuneAt reports whether the U+FFFD decoded at i is really encoded there
+// (three bytes EF BF BD) rather than the marker of an invalid byte.
+func validRuneAt(s string, i int) bool {
+	return len(s) >= i+3 && s[i] == 0xEF && s[i+1] == 0xBF && s[i+2] == 0xBD
+}
+
+// Lister is an optional Store interface: enumerating the keys a store holds,
+// for operators (`kvbreaker list`). A store that cannot enumerate cheaply
+// does not implement it.
+type Lister interface {
+	// List returns up to limit live keys that begin with prefix, in the
+	// store's order, starting after cursor ("" for the first page), and the
+	// cursor of the next page ("" after the last one). A page may hold
+	// fewer than limit keys before the end (a store that filters expired
+	// entries after fetching a page).
+	List(ctx context.Context, prefix, cursor string, limit int) (keys []string, next string, err error)
+}
+
+// Flusher is an optional Store interface for stores that queue writes
+// (backends/cloudflarekv): Flush returns once every queued write has been
+// sent, or ctx ends. kvbreaker.Breaker.Close calls it.
+type Flusher interface {
+	Flush(ctx context.Context) error
+}
+
+// MergeRecords merges two breaker records that a store without
+// compare-and-swap received concurrently (older first) into one that loses
+// neither's failures nor restraint: the union of their failure instants, the
+// later restraint, and the probe flag if either was probing. Values that are
+// not records: the newer wins. For last-writer-wins adapters that can see
+// both writes (backends/cloudflarekv); values stay opaque to every other
+// adapter.
+func MergeRecords(older, newer []byte) []byte { return record.Merge(older, newer) }
+
+// RebaseOnDelete turns value, a record computed from gone before gone was
+// deleted, into what it adds to an absent record: its failure instants not
+// in gone, without gone's restraint. ok is false when nothing is left. For
+// the same adapters as MergeRecords.
+func RebaseOnDelete(value, gone []byte) (_ []byte, ok bool) {
+	return record.RebaseOnDelete(value, gone)
+}
+
+// OpError is the shape of every error a Store method returns other than
+// ErrNotFound and conflicts (which come bare, ErrNotFound as itself and a
+// conflict as a *ConflictError or an error matching ErrConflict): it reads
+// "<backend>: <op> <key>: <cause>", names no credentials, and unwraps to
+// the cause.
+type OpError struct {
+	Backend string // "etcd", "dynamodb", …
+	Op      string // "get", "compare-and-swap", "compare-and-delete", "list", …
+	Key     string // the key as the caller passed it; empty for calls without one
+	Err     error
+}
+
+func (e *OpError) Error() string {
+	if e.Key == "" {
+		return e.Backend + ": " + e.Op + ": " + e.Err.Error()
+	}
+	return e.Backend + ": " + e.Op + " " + e.Key + ": " + e.Err.Error()
+}
+
+func (e *OpError) Unwrap() error { return e.Err }
+
+// OptionError is an invalid adapter option or constructor argument, as
+// every adapter's constructor reports it: "<backend>: invalid <option>:
+// <value>: <what to change>".
+type OptionError struct {
+	Backend string // "etcd", "dynamodb", …
+	Option  string // the option or argument, e.g. "WithCallTimeout" or "table name"
+	Value   any
+	Fix     string // what to change, e.g. "set a positive duration"
+}
+
+func (e *OptionError) Error() string {
+	return fmt.Sprintf("%s: invalid %s: %v: %s", e.Backend, e.Option, e.Value, e.Fix)
+}

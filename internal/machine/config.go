@@ -1,0 +1,147 @@
+package machine
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/kvbreaker/kvbreaker/internal/record"
+
+	"github.com/kvbreaker/kvbreaker/driver"
+)
+
+// Defaults used where a Settings field is zero (those of fedify's breaker).
+const (
+	DefaultFailureThreshold = 5
+	DefaultFailureWindow    = 10 * time.Minute
+	DefaultRecoveryDelay    = 30 * time.Minute
+	DefaultHoldLimit        = 7 * 24 * time.Hour
+	DefaultReleaseInterval  = time.Second
+	DefaultTTLMargin        = 5 * time.Second
+	DefaultClockSkew        = time.Second
+	// DefaultHistoryLimit caps the failure history a custom FailurePolicy
+	// sees, as fedify's slice(-100) does.
+	DefaultHistoryLimit = 100
+)
+
+// Settings is the part of kvbreaker.Settings the machine uses, with the same
+// field names and meanings; zero means the default.
+type Settings struct {
+	FailureThreshold int
+	FailureWindow    time.Duration
+	RecoveryDelay    time.Duration
+	HoldLimit        time.Duration
+	ReleaseInterval  time.Duration
+	ClockSkew        time.Duration
+	TTLMargin        time.Duration
+	StateTTL         time.Duration
+	FailurePolicy    func(failures []time.Time) bool
+	HistoryLimit     int
+}
+
+// Config is the validated, normalised form of Settings that the pure
+// transitions use. Build one with NewConfig.
+type Config struct {
+	FailureThreshold int
+	FailureWindow    time.Duration
+	RecoveryDelay    time.Duration
+	HoldLimit        time.Duration
+	ReleaseInterval  time.Duration
+	// StateTTL is the TTL every record is written with.
+	StateTTL time.Duration
+	// FailurePolicy and HistoryLimit as in Settings; FailurePolicy nil
+	// means the default threshold-in-window rule.
+	FailurePolicy func(failures []time.Time) bool
+	HistoryLimit  int
+}
+
+// NewConfig applies defaults to s and validates it against what a store with
+// the given traits needs. Every problem is reported, joined in one error;
+// the messages name kvbreaker.Settings' fields.
+func NewConfig(s Settings, t driver.Traits) (Config, error) {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	dur := func(name string, v, def time.Duration) time.Duration {
+		switch {
+		case v < 0:
+			bad("%s is %v: set a positive duration, or zero for the default %v", name, v, def)
+		case v == 0:
+			return def
+		}
+		return v
+	}
+	c := Config{
+		FailureWindow:   dur("FailureWindow", s.FailureWindow, DefaultFailureWindow),
+		RecoveryDelay:   dur("RecoveryDelay", s.RecoveryDelay, DefaultRecoveryDelay),
+		HoldLimit:       dur("HoldLimit", s.HoldLimit, DefaultHoldLimit),
+		ReleaseInterval: dur("ReleaseInterval", s.ReleaseInterval, DefaultReleaseInterval),
+		FailurePolicy:   s.FailurePolicy,
+	}
+	skew := dur("ClockSkew", s.ClockSkew, DefaultClockSkew)
+	switch {
+	case s.FailureThreshold < 0:
+		bad("FailureThreshold is %d: set at least 1, or zero for the default %d", s.FailureThreshold, DefaultFailureThreshold)
+	case s.FailureThreshold == 0:
+		c.FailureThreshold = DefaultFailureThreshold
+	case s.FailureThreshold > record.MaxFailures:
+		bad("FailureThreshold is %d, above the %d failures a record can hold: set at most %d", s.FailureThreshold, record.MaxFailures, record.MaxFailures)
+	default:
+		c.FailureThreshold = s.FailureThreshold
+	}
+	switch {
+	case s.HistoryLimit < 0:
+		bad("HistoryLimit is %d: set at least 1, or zero for the default %d", s.HistoryLimit, DefaultHistoryLimit)
+	case s.HistoryLimit == 0:
+		c.HistoryLimit = DefaultHistoryLimit
+	case s.HistoryLimit > record.MaxFailures:
+		bad("HistoryLimit is %d, above the %d failures a record can hold: set at most %d", s.HistoryLimit, record.MaxFailures, record.MaxFailures)
+	default:
+		c.HistoryLimit = s.HistoryLimit
+	}
+	if s.FailurePolicy == nil {
+		c.HistoryLimit = c.FailureThreshold
+	}
+
+	if t.MaxClockSkew > 0 && skew > t.MaxClockSkew {
+		opt := t.MaxClockSkewOption
+		if opt == "" {
+			opt = "the store's clock-skew option"
+		}
+		bad("ClockSkew is %v but this store's physical expiry covers at most %v of skew: raise it with %s, or lower ClockSkew if your clocks are that close",
+			skew, t.MaxClockSkew, opt)
+	}
+	need := t.Expiry.RequiredMargin(skew)
+	margin := max(DefaultTTLMargin, need)
+	switch {
+	case s.TTLMargin < 0:
+		bad("TTLMargin is %v: set a positive duration of at least %v, or zero for the default", s.TTLMargin, need)
+	case s.TTLMargin > 0 && s.TTLMargin < need:
+		bad("TTLMargin is %v but this store (%s expiry, granularity %v, early by up to %v) with ClockSkew %v needs at least %v: raise TTLMargin or set it to zero",
+			s.TTLMargin, t.Expiry.Kind, t.Expiry.Granularity, t.Expiry.Early, skew, need)
+	case s.TTLMargin > 0:
+		margin = s.TTLMargin
+	}
+	horizon := max(c.RecoveryDelay, c.FailureWindow)
+	if s.FailurePolicy != nil {
+		// A custom policy has no window: only the open record's lifetime
+		// is known.
+		horizon = c.RecoveryDelay
+	}
+	switch {
+	case s.StateTTL < 0:
+		bad("StateTTL is %v: set at least %v, or zero to derive it", s.StateTTL, horizon+need)
+	case s.StateTTL == 0 && s.FailurePolicy != nil:
+		bad("FailurePolicy is set but StateTTL is not: a custom policy has no failure window to derive the record's lifetime from, so set StateTTL (at least %v) or every failing host leaks a record", horizon+need)
+	case s.StateTTL == 0:
+		c.StateTTL = horizon + margin
+	case s.StateTTL < horizon+need:
+		bad("StateTTL is %v, below %v (max(RecoveryDelay, FailureWindow) = %v plus the %v margin this store needs): a record would expire while it still matters; raise StateTTL or set it to zero to derive it",
+			s.StateTTL, horizon+need, horizon, need)
+	default:
+		c.StateTTL = s.StateTTL
+	}
+	if len(errs) > 0 {
+		return Config{}, errors.Join(errs...)
+	}
+	return c, nil
+}

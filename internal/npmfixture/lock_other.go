@@ -1,7 +1,0 @@
-//go:build !unix
-
-package npmfixture
-
-// lockFile is a no-op where flock is unavailable: only concurrent first
-// installs race.
-func lockFile(string) (func(), error) { return func() {}, nil }

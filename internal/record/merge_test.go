@@ -1,0 +1,69 @@
+package record
+
+import (
+	"testing"
+	"time"
+)
+
+// TestMergeRecords: two records written concurrently to a last-writer-wins
+// store merge into one that loses no failure and no restraint (moved here
+// from backends/cloudflarekv, which calls it through driver.MergeRecords).
+func TestMergeRecords(t *testing.T) {
+	t0 := time.UnixMilli(1_800_000_000_000).UTC()
+	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+	for _, tc := range []struct {
+		name         string
+		older, newer Record
+		want         Record
+	}{
+		{
+			name:  "failure-instants-union",
+			older: Record{Failures: []time.Time{at(1), at(3)}},
+			newer: Record{Failures: []time.Time{at(2), at(3)}},
+			want:  Record{Failures: []time.Time{at(1), at(2), at(3)}},
+		},
+		{
+			name:  "later-restraint-and-probing-kept",
+			older: Record{Failures: []time.Time{at(1)}, RestrainedUntil: at(100), Probing: true},
+			newer: Record{Failures: []time.Time{at(2)}, RestrainedUntil: at(50)},
+			want:  Record{Failures: []time.Time{at(1), at(2)}, RestrainedUntil: at(100), Probing: true},
+		},
+		{
+			name:  "closed-and-open",
+			older: Record{Failures: []time.Time{at(5)}, RestrainedUntil: at(60)},
+			newer: Record{Failures: []time.Time{at(6)}},
+			want:  Record{Failures: []time.Time{at(5), at(6)}, RestrainedUntil: at(60)},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := Merge(EncodeRecord(tc.older), EncodeRecord(tc.newer))
+			if want := EncodeRecord(tc.want); string(got) != string(want) {
+				r, _ := DecodeRecord(got)
+				t.Errorf("merge = %+v, want %+v", r, tc.want)
+			}
+		})
+	}
+	if got := Merge([]byte("not a record"), []byte("newer")); string(got) != "newer" {
+		t.Errorf("merging an undecodable record = %q, want the newer value", got)
+	}
+}
+
+// TestRebaseOnDelete: a record computed from one since deleted keeps only
+// the failures the deleted record did not have, without its restraint or
+// probe; nothing left means no record; a value that is not a record stays.
+func TestRebaseOnDelete(t *testing.T) {
+	t0 := time.UnixMilli(1_800_000_000_000).UTC()
+	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+	gone := EncodeRecord(Record{Failures: []time.Time{at(1), at(2)}, RestrainedUntil: at(60), Probing: true})
+	got, ok := RebaseOnDelete(EncodeRecord(Record{Failures: []time.Time{at(1), at(2), at(3)}, RestrainedUntil: at(90), Probing: true}), gone)
+	if want := EncodeRecord(Record{Failures: []time.Time{at(3)}}); !ok || string(got) != string(want) {
+		r, _ := DecodeRecord(got)
+		t.Errorf("rebase = %+v, %v; want only the new failure, closed", r, ok)
+	}
+	if _, ok := RebaseOnDelete(EncodeRecord(Record{Failures: []time.Time{at(1)}}), gone); ok {
+		t.Error("a record with nothing beyond the deleted one should rebase to nothing")
+	}
+	if got, ok := RebaseOnDelete([]byte("not a record"), gone); !ok || string(got) != "not a record" {
+		t.Errorf("a value that is not a record = %q, %v; want it kept", got, ok)
+	}
+}

@@ -1,0 +1,104 @@
+package kvbreaker_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/kvbreaker/kvbreaker"
+	"github.com/kvbreaker/kvbreaker/backends/memory"
+	"github.com/kvbreaker/kvbreaker/conformance"
+	"github.com/kvbreaker/kvbreaker/driver"
+)
+
+// prefixHarness hands out Prefixed memory stores (all over one inner store,
+// each under its own prefix) on a clock Advance moves, so the suite's
+// expiry cases run without waiting.
+type prefixHarness struct {
+	mu    sync.Mutex
+	off   time.Duration
+	inner *memory.Store
+	n     int
+}
+
+func (h *prefixHarness) now() time.Time {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return time.Now().Add(h.off)
+}
+
+func (h *prefixHarness) MakeStore(context.Context) (driver.Store, error) {
+	h.mu.Lock()
+	h.n++
+	p := string(rune('a'+h.n%26)) + "/"
+	h.mu.Unlock()
+	return kvbreaker.Prefixed(h.inner, "fleet-"+p)
+}
+
+func (h *prefixHarness) Close() {}
+
+func (h *prefixHarness) Advance(_ context.Context, d time.Duration) error {
+	h.mu.Lock()
+	h.off += d
+	h.mu.Unlock()
+	return nil
+}
+
+// TestPrefixedConformance: the prefix wrapper keeps every promise of the
+// store it wraps (issue 18: one wrapper, run through the suite once).
+func TestPrefixedConformance(t *testing.T) {
+	conformance.Run(t, func(context.Context, *testing.T) (conformance.Harness, error) {
+		h := &prefixHarness{}
+		h.inner = memory.New(memory.WithClock(h.now))
+		return h, nil
+	}, conformance.WithExpiryTTL(time.Hour))
+}
+
+// TestPrefixed: keys land under the prefix in the inner store, listing sees
+// only the prefix's keys without it, and bad prefixes are refused.
+func TestPrefixed(t *testing.T) {
+	ctx := t.Context()
+	inner := memory.New()
+	a, err := kvbreaker.Prefixed(inner, "a/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := kvbreaker.Prefixed(inner, "b/")
+	for _, k := range []string{"x.example", "y.example"} {
+		if _, err := a.CompareAndSwap(ctx, k, driver.NoVersion, []byte("v"), time.Minute); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := b.CompareAndSwap(ctx, "x.example", driver.NoVersion, []byte("w"), time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if v, _, err := inner.Get(ctx, "a/x.example"); err != nil || string(v) != "v" {
+		t.Errorf("inner a/x.example = %q, %v; want the value written through the prefix", v, err)
+	}
+	if v, _, err := b.Get(ctx, "x.example"); err != nil || string(v) != "w" {
+		t.Errorf("b x.example = %q, %v; want b's own value", v, err)
+	}
+	keys, next, err := a.(driver.Lister).List(ctx, "", "", 10)
+	if err != nil || next != "" || !slices.Equal(keys, []string{"x.example", "y.example"}) {
+		t.Errorf("List through a/ = %q, %q, %v; want a's two keys without the prefix", keys, next, err)
+	}
+	if s, _ := kvbreaker.Prefixed(inner, ""); s != driver.Store(inner) {
+		t.Error("an empty prefix should return the store itself")
+	}
+	for _, bad := range []string{"a\nb/", string(make([]byte, kvbreaker.MaxPrefixLen+1))} {
+		if _, err := kvbreaker.Prefixed(inner, bad); err == nil {
+			t.Errorf("Prefixed(%q) accepted", bad)
+		}
+	}
+	if _, err := kvbreaker.Prefixed(nil, "a/"); err == nil {
+		t.Error("Prefixed(nil) accepted")
+	}
+	// A store that cannot list says so, through the wrapper too.
+	c, _ := kvbreaker.Prefixed(struct{ driver.Store }{inner}, "c/")
+	if _, _, err := c.(driver.Lister).List(ctx, "", "", 10); !errors.Is(err, errors.ErrUnsupported) {
+		t.Errorf("List over a store without Lister: %v; want errors.ErrUnsupported", err)
+	}
+}

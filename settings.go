@@ -1,0 +1,126 @@
+package kvbreaker
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/kvbreaker/kvbreaker/driver"
+	"github.com/kvbreaker/kvbreaker/internal/machine"
+)
+
+// Defaults used where a Settings field is zero (those of fedify's breaker).
+const (
+	DefaultFailureThreshold = machine.DefaultFailureThreshold
+	DefaultFailureWindow    = machine.DefaultFailureWindow
+	DefaultRecoveryDelay    = machine.DefaultRecoveryDelay
+	DefaultHoldLimit        = machine.DefaultHoldLimit
+	DefaultReleaseInterval  = machine.DefaultReleaseInterval
+	DefaultTTLMargin        = machine.DefaultTTLMargin
+	DefaultClockSkew        = machine.DefaultClockSkew
+	DefaultCallTimeout      = 5 * time.Second
+	// DefaultHistoryLimit caps the failure history a custom FailurePolicy
+	// sees, as fedify's slice(-100) does.
+	DefaultHistoryLimit = machine.DefaultHistoryLimit
+)
+
+// Settings configures a Breaker. The zero value of every field means its
+// default; a negative value is an error. NewBreaker validates all fields at
+// once and reports every problem in one error.
+type Settings struct {
+	// FailureThreshold failures within FailureWindow open the circuit.
+	// Default 5.
+	FailureThreshold int
+	// FailureWindow: failures older than this stop counting. Default 10 min.
+	FailureWindow time.Duration
+	// RecoveryDelay: how long an open circuit holds deliveries before it
+	// lets one probe through, and how long a probe may stay unanswered
+	// before another worker takes it over. Default 30 min.
+	RecoveryDelay time.Duration
+	// HoldLimit: a message held this long since its first hold is dropped.
+	// Default 7 days.
+	HoldLimit time.Duration
+	// ReleaseInterval: while a probe is in flight, held messages re-check
+	// this often. Default 1 s.
+	ReleaseInterval time.Duration
+
+	// ClockSkew bounds how far any worker's clock may be from true time.
+	// Default 1 s.
+	ClockSkew time.Duration
+	// TTLMargin is added to max(RecoveryDelay, FailureWindow) to get the
+	// record's TTL. Zero means max(5 s, what the store needs for ClockSkew);
+	// an explicit value below what the store needs is an error.
+	TTLMargin time.Duration
+	// StateTTL overrides the derived TTL. It must be at least
+	// max(RecoveryDelay, FailureWindow) plus the margin the store needs, and
+	// is required with a FailurePolicy.
+	StateTTL time.Duration
+
+	// FailurePolicy replaces the default "FailureThreshold failures within
+	// FailureWindow" rule: it is called with the failure history (oldest
+	// first, at most HistoryLimit entries, not pruned by time) and reports
+	// whether the circuit should open. It has no window to derive a TTL
+	// from, so StateTTL must be set with it.
+	FailurePolicy func(failures []time.Time) bool
+	// HistoryLimit caps the history FailurePolicy sees. Default 100; only
+	// used with a FailurePolicy.
+	HistoryLimit int
+
+	// OnStateChange is called after a transition has been stored, once, by
+	// the worker whose write made it.
+	OnStateChange func(host string, from, to State)
+	// OnDrop is called when Allow drops a message held for HoldLimit.
+	OnDrop func(host string, heldSince time.Time)
+	// FailClosed makes Allow hold for ReleaseInterval when the store fails;
+	// by default it sends (fails open). The error is returned either way.
+	FailClosed bool
+	// CacheSize enables a local cache of up to this many hosts' records,
+	// so repeated checks of a host cost no store read. Zero disables it.
+	// A cached record is served for at most CacheStaleness and never past
+	// its RestrainedUntil, so caching can delay seeing another worker's
+	// opening or closing of a circuit by at most CacheStaleness; this
+	// worker's own writes update the cache at once.
+	CacheSize int
+	// CacheStaleness: how long a cached record may be served. Default 1 s.
+	CacheStaleness time.Duration
+	// CallTimeout bounds each store call, within the caller's context.
+	// Default 5 s.
+	CallTimeout time.Duration
+	// Clock returns the current time. Default time.Now.
+	Clock func() time.Time
+	// Logger receives warnings (a last-writer-wins store, corrupt
+	// records). Default slog.Default().
+	Logger *slog.Logger
+}
+
+// config validates s against the store's traits: the machine's settings,
+// then the Breaker's own. Every problem is reported in one error.
+func (s *Settings) config(t driver.Traits) (machine.Config, error) {
+	c, err := machine.NewConfig(machine.Settings{
+		FailureThreshold: s.FailureThreshold,
+		FailureWindow:    s.FailureWindow,
+		RecoveryDelay:    s.RecoveryDelay,
+		HoldLimit:        s.HoldLimit,
+		ReleaseInterval:  s.ReleaseInterval,
+		ClockSkew:        s.ClockSkew,
+		TTLMargin:        s.TTLMargin,
+		StateTTL:         s.StateTTL,
+		FailurePolicy:    s.FailurePolicy,
+		HistoryLimit:     s.HistoryLimit,
+	}, t)
+	errs := []error{err}
+	if s.CallTimeout < 0 {
+		errs = append(errs, fmt.Errorf("CallTimeout is %v: set a positive duration, or zero for the default %v", s.CallTimeout, DefaultCallTimeout))
+	}
+	if s.CacheStaleness < 0 {
+		errs = append(errs, fmt.Errorf("CacheStaleness is %v: set a positive duration, or zero for the default %v", s.CacheStaleness, time.Second))
+	}
+	if s.CacheSize < 0 {
+		errs = append(errs, fmt.Errorf("CacheSize is %d: set a number of hosts to cache, or zero to disable the cache", s.CacheSize))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return machine.Config{}, fmt.Errorf("kvbreaker: invalid settings:\n%w", err)
+	}
+	return c, nil
+}

@@ -1,0 +1,134 @@
+// Command etcdserver is the etcd server of kvbreaker's tests, built from the
+// etcd server module (go.etcd.io/etcd/server/v3), so the tests need no
+// installed etcd and the modules users import never require the server.
+//
+// Run by testservers/etcdtest (KVBREAKER_ETCDTEST set to a JSON config), it
+// serves a single member on 127.0.0.1 with test timing (10 ms heartbeat,
+// 100 ms election timeout, so 1 s leases exist), prints a ready line, and
+// exits when its stdin closes: a test binary that dies leaves nothing
+// behind.
+//
+// Otherwise it is etcd's own command, flags and ETCD_* variables unchanged,
+// for the container image (scripts/containers.sh):
+//
+//	CGO_ENABLED=0 go build -trimpath -o etcd ./testservers/etcdserver
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/server/v3/embed"
+	"go.etcd.io/etcd/server/v3/etcdmain"
+	"go.uber.org/zap"
+)
+
+// configEnv carries the test server's configuration; readyLine is what it
+// prints once it answers. Both are shared with testservers/etcdtest.
+const (
+	configEnv = "KVBREAKER_ETCDTEST"
+	readyLine = "etcdtest: ready"
+)
+
+type config struct {
+	DataDir, Client, Peer string
+	TickMs, ElectionMs    uint
+}
+
+func main() {
+	raw := os.Getenv(configEnv)
+	if raw == "" {
+		etcdmain.Main(os.Args)
+		return
+	}
+	var c config
+	if err := json.Unmarshal([]byte(raw), &c); err != nil {
+		fmt.Fprintf(os.Stderr, "etcdserver: bad %s: %v\n", configEnv, err)
+		os.Exit(2)
+	}
+	e, err := start(c)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "etcdserver: %v\n", err)
+		os.Exit(1)
+	}
+	fmt.Println(readyLine)
+	done := make(chan struct{})
+	go func() {
+		io.Copy(io.Discard, os.Stdin)
+		close(done)
+	}()
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM, os.Interrupt)
+	select {
+	case <-done:
+	case <-sig:
+	case err := <-e.Err():
+		fmt.Fprintf(os.Stderr, "etcdserver: %v\n", err)
+	}
+	e.Close()
+}
+
+const startTimeout = 30 * time.Second
+
+// start starts an embedded etcd and waits until it answers a read.
+func start(c config) (*embed.Etcd, error) {
+	cfg := embed.NewConfig()
+	cfg.Name = "etcdtest"
+	cfg.Dir = c.DataDir
+	cfg.TickMs = c.TickMs
+	cfg.ElectionMs = c.ElectionMs
+	cu, err := url.Parse(c.Client)
+	if err != nil {
+		return nil, err
+	}
+	pu, err := url.Parse(c.Peer)
+	if err != nil {
+		return nil, err
+	}
+	cfg.ListenClientUrls = []url.URL{*cu}
+	cfg.AdvertiseClientUrls = []url.URL{*cu}
+	cfg.ListenPeerUrls = []url.URL{*pu}
+	cfg.AdvertisePeerUrls = []url.URL{*pu}
+	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
+	cfg.ListenMetricsUrls = nil
+	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
+	// Tests write little; keep the space quota small.
+	cfg.QuotaBackendBytes = 256 << 20
+	e, err := embed.StartEtcd(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("start etcd on %s (data %s): %w", c.Client, cfg.Dir, err)
+	}
+	select {
+	case <-e.Server.ReadyNotify():
+	case err := <-e.Err():
+		e.Close()
+		return nil, fmt.Errorf("etcd on %s failed while starting: %w", c.Client, err)
+	case <-time.After(startTimeout):
+		e.Server.Stop()
+		e.Close()
+		return nil, fmt.Errorf("etcd on %s not ready after %v", c.Client, startTimeout)
+	}
+	// Ready means raft is up; the client handlers start just after. Wait
+	// for a real answer.
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{c.Client}, DialTimeout: startTimeout, Logger: zap.NewNop()})
+	if err != nil {
+		e.Close()
+		return nil, err
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+	defer cancel()
+	if _, err := cli.Get(ctx, "etcdtest/ready"); err != nil {
+		e.Close()
+		return nil, fmt.Errorf("etcd on %s does not answer: %w", c.Client, err)
+	}
+	return e, nil
+}

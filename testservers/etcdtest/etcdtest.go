@@ -1,0 +1,263 @@
+// Package etcdtest runs a real etcd server for tests: etcd v3.7 (the
+// testservers/etcdserver command, built from the etcd server module on first
+// use) in a child process, on 127.0.0.1 with free ports and a temporary data
+// directory, with a short heartbeat and election timeout so that one-second
+// leases exist. Faults are real: Kill ends the process as a crash would,
+// Pause stops it (SIGSTOP), Restart starts it again on the same ports and
+// data.
+//
+// The package needs only the standard library, so the modules whose tests
+// use it (backends/etcd, cmd/kvbreaker, bench) never require the etcd
+// server: it is built from its own module in this repository's workspace.
+package etcdtest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/kvbreaker/kvbreaker/testservers/launcher"
+)
+
+// Timing of the test server. With a 10 ms heartbeat and a 100 ms election
+// timeout the server's minimum lease TTL is ceil(1.5 × 100 ms) = 1 s (etcd's
+// default configuration gives 2 s).
+const (
+	TickMs     = 10
+	ElectionMs = 100
+)
+
+// configEnv and readyLine are shared with testservers/etcdserver.
+const (
+	configEnv = "KVBREAKER_ETCDTEST"
+	readyLine = "etcdtest: ready"
+)
+
+// startTimeout bounds how long a start or restart waits for the server.
+const startTimeout = 60 * time.Second
+
+// stopGrace bounds a graceful stop before the process is killed.
+const stopGrace = 10 * time.Second
+
+// Server is a running (or stopped) etcd test server. Its methods are safe
+// for concurrent use.
+type Server struct {
+	dir    string // temp dir holding data/, removed by Close
+	client string // http://127.0.0.1:port
+	peer   string
+
+	mu   sync.Mutex
+	proc *launcher.Process // nil while stopped
+}
+
+// Start starts a server; Close stops it and removes its data.
+func Start(ctx context.Context) (*Server, error) {
+	dir, err := os.MkdirTemp("", "etcdtest-")
+	if err != nil {
+		return nil, fmt.Errorf("etcdtest: temp dir: %w", err)
+	}
+	var lastErr error
+	// A port picked free can be taken by someone else before etcd binds
+	// it; try a few fresh pairs.
+	for range 3 {
+		ports, err := freePorts(2)
+		if err != nil {
+			os.RemoveAll(dir)
+			return nil, err
+		}
+		s := &Server{
+			dir:    dir,
+			client: fmt.Sprintf("http://127.0.0.1:%d", ports[0]),
+			peer:   fmt.Sprintf("http://127.0.0.1:%d", ports[1]),
+		}
+		if lastErr = s.Restart(ctx); lastErr == nil {
+			return s, nil
+		}
+	}
+	os.RemoveAll(dir)
+	return nil, lastErr
+}
+
+// MustStart starts a server for tb and closes it when tb finishes; it fails
+// tb if the server cannot start.
+func MustStart(tb testing.TB) *Server {
+	tb.Helper()
+	s, err := Start(tb.Context())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(s.Close)
+	return s
+}
+
+// Endpoints returns the client URLs, the same across Stop and Restart.
+func (s *Server) Endpoints() []string { return []string{s.client} }
+
+// DataDir returns the server's data directory, kept across Stop and Restart.
+func (s *Server) DataDir() string { return filepath.Join(s.dir, "data") }
+
+// PID returns the server's process id, or 0 while it is stopped.
+func (s *Server) PID() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.proc == nil {
+		return 0
+	}
+	return s.proc.PID()
+}
+
+// Running reports whether the server is started.
+func (s *Server) Running() bool { return s.PID() != 0 }
+
+// Restart starts a stopped server on the same ports and data directory; the
+// keys and leases written before are still there (leases are extended by the
+// restart, as on a leader change). Restarting a running server does nothing.
+func (s *Server) Restart(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.proc != nil {
+		select {
+		case <-s.proc.Done():
+			s.proc = nil // died on its own
+		default:
+			return nil
+		}
+	}
+	bin, err := binary(ctx)
+	if err != nil {
+		return err
+	}
+	cfg, err := json.Marshal(map[string]any{"DataDir": s.DataDir(), "Client": s.client, "Peer": s.peer, "TickMs": TickMs, "ElectionMs": ElectionMs})
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(bin)
+	cmd.Env = append(os.Environ(), configEnv+"="+string(cfg))
+	p, _, err := launcher.Start(ctx, "etcd", cmd, func(line []byte) (string, bool) {
+		return "", strings.TrimSpace(string(line)) == readyLine
+	}, startTimeout)
+	if err != nil {
+		return fmt.Errorf("etcdtest: start etcd on %s: %w", s.client, err)
+	}
+	s.proc = p
+	return nil
+}
+
+// Stop ends the server gracefully, keeping its ports and data for Restart.
+// Clients see their calls fail until then. Stopping a stopped server does
+// nothing.
+func (s *Server) Stop() { s.halt(false) }
+
+// Kill ends the server abruptly (SIGKILL), as a crash would.
+func (s *Server) Kill() { s.halt(true) }
+
+func (s *Server) halt(kill bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.proc == nil {
+		return
+	}
+	if kill {
+		s.proc.Kill()
+	} else {
+		_ = s.proc.Signal(syscall.SIGTERM)
+		s.proc.Stop(stopGrace)
+	}
+	s.proc = nil
+}
+
+// Pause stops the server process (SIGSTOP): it keeps its connections but
+// answers nothing, as a hung server. Resume continues it.
+func (s *Server) Pause() error { return s.signal(syscall.SIGSTOP) }
+
+// Resume continues a paused server (SIGCONT).
+func (s *Server) Resume() error { return s.signal(syscall.SIGCONT) }
+
+func (s *Server) signal(sig os.Signal) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.proc == nil {
+		return errors.New("etcdtest: server is stopped")
+	}
+	return s.proc.Signal(sig)
+}
+
+// Close stops the server and removes its data directory.
+func (s *Server) Close() {
+	_ = s.Resume()
+	s.Stop()
+	if err := os.RemoveAll(s.dir); err != nil && !errors.Is(err, os.ErrNotExist) {
+		fmt.Fprintf(os.Stderr, "etcdtest: remove %s: %v\n", s.dir, err)
+	}
+}
+
+// freePorts returns n distinct TCP ports that were free on 127.0.0.1.
+func freePorts(n int) ([]int, error) {
+	ports := make([]int, 0, n)
+	var ls []net.Listener
+	defer func() {
+		for _, l := range ls {
+			l.Close()
+		}
+	}()
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("etcdtest: pick a free port: %w", err)
+		}
+		ls = append(ls, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
+
+var built struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+// binary builds testservers/etcdserver once per process, with the go
+// command on PATH, in this repository's workspace. The build
+// cache makes every build after the first a link.
+func binary(ctx context.Context) (string, error) {
+	built.once.Do(func() {
+		_, file, _, ok := runtime.Caller(0)
+		if !ok || !filepath.IsAbs(file) {
+			built.err = errors.New("etcdtest: cannot locate the repository (built with -trimpath?)")
+			return
+		}
+		root := filepath.Join(filepath.Dir(file), "..", "..")
+		dir := filepath.Join(os.TempDir(), fmt.Sprintf("kvbreaker-etcdtest-%d", os.Getuid()))
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			built.err = fmt.Errorf("etcdtest: %w", err)
+			return
+		}
+		out := filepath.Join(dir, "etcdserver")
+		tmp := fmt.Sprintf("%s.%d", out, os.Getpid())
+		cmd := exec.CommandContext(ctx, "go", "build", "-o", tmp, "./testservers/etcdserver")
+		cmd.Dir = root
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=")
+		if b, err := cmd.CombinedOutput(); err != nil {
+			built.err = fmt.Errorf("etcdtest: build the etcd test server (go build ./testservers/etcdserver in %s): %v\n%s", root, err, b)
+			return
+		}
+		if err := os.Rename(tmp, out); err != nil {
+			built.err = fmt.Errorf("etcdtest: %w", err)
+			return
+		}
+		built.path = out
+	})
+	return built.path, built.err
+}
