@@ -50,7 +50,13 @@ import (
 // to grow, delete from or rehash, and memory is the slots, allocated a
 // shard at a time as hosts arrive.
 type cache struct {
-	seed  maphash.Seed
+	seed maphash.Seed
+	// check seeds a second hash of the host, which with the first
+	// identifies it (128 bits) where the decision cache reads without
+	// the lock and so cannot compare host names.
+	check maphash.Seed
+	// base is the monotonic origin of decision.until.
+	base  time.Time
 	stale time.Duration
 	mask  uint64 // shards - 1
 	sets  uint64 // sets per shard
@@ -95,6 +101,68 @@ type cacheSet struct {
 	used atomic.Uint32
 	hand uint8
 	slot [cacheWays]cacheSlot
+	// dec is what the decision cache needs of each slot, readable without
+	// the lock; nil when the cache only keeps hints.
+	dec *[cacheWays]decision
+}
+
+// decision is a slot's entry as the decision cache reads it without the
+// shard's lock: a seqlock of atomic words (seq is odd while a writer,
+// holding the lock, updates them; a reader that sees it odd or changed
+// treats the slot as a miss).
+type decision struct {
+	seq   atomic.Uint64
+	check atomic.Uint64 // the host's second hash
+	ver   atomic.Uint64
+	until atomic.Int64  // monotonic ns since cache.base the entry decides until; 0: it does not
+	restr atomic.Int64  // RestrainedUntil, Unix ms, when flags has restrained
+	flags atomic.Uint32 // decRestrained, decProbing
+}
+
+const (
+	decRestrained = 1 << iota
+	decProbing
+)
+
+// store publishes e; the shard's lock is held.
+func (d *decision) store(c *cache, check uint64, e cached) {
+	d.seq.Add(1)
+	d.check.Store(check)
+	d.ver.Store(uint64(e.cur.ver))
+	var until int64
+	if !e.gone && !e.until.IsZero() {
+		until = max(int64(e.until.Sub(c.base)), 1)
+	}
+	d.until.Store(until)
+	var flags uint32
+	if rs := e.cur.rec.RestrainedUntil; !rs.IsZero() {
+		flags |= decRestrained
+		d.restr.Store(rs.UnixMilli())
+	}
+	if e.cur.rec.Probing {
+		flags |= decProbing
+	}
+	d.flags.Store(flags)
+	d.seq.Add(1)
+}
+
+// load returns the entry if it was not being written meanwhile.
+func (d *decision) load() (check uint64, cur current, until int64, ok bool) {
+	s := d.seq.Load()
+	if s&1 != 0 {
+		return 0, current{}, 0, false
+	}
+	check, until = d.check.Load(), d.until.Load()
+	cur.ver = driver.Version(d.ver.Load())
+	flags, restr := d.flags.Load(), d.restr.Load()
+	if d.seq.Load() != s {
+		return 0, current{}, 0, false
+	}
+	if flags&decRestrained != 0 {
+		cur.rec.RestrainedUntil = time.UnixMilli(restr).UTC() // as the codec decodes it
+	}
+	cur.rec.Probing = flags&decProbing != 0
+	return check, cur, until, true
 }
 
 // hintTag is a slot's tag for version v: never 0.
@@ -133,7 +201,7 @@ func newCache(size int, stale time.Duration) *cache {
 	}
 	// Rounded down: never more than size entries in all.
 	per := size / n
-	c := &cache{seed: maphash.MakeSeed(), stale: stale, mask: uint64(n - 1), ways: cacheWays,
+	c := &cache{seed: maphash.MakeSeed(), check: maphash.MakeSeed(), base: time.Now(), stale: stale, mask: uint64(n - 1), ways: cacheWays,
 		sets: uint64(per / cacheWays), shards: make([]cacheShard, n)}
 	if c.sets == 0 {
 		c.sets, c.ways = 1, per
@@ -196,19 +264,40 @@ func (c *cache) load(r slotRef, host string) (cached, bool) {
 }
 
 // get returns host's cached record if it may still decide at now (wall) and
-// mono (monotonic).
+// mono (monotonic). It takes no lock and writes nothing (but a used bit the
+// CLOCK hand cleared), so cores deciding for many hosts do not pass cache
+// lines between them. The record served has what an Allow decides on (its
+// restraint and probe flag), not its failures, which only writes need and
+// which writes never take from here.
 func (c *cache) get(r slotRef, host string, now, mono time.Time) (current, bool) {
 	if c.stale == 0 {
 		return current{}, false
 	}
-	e, ok := c.load(r, host)
-	if !ok || e.gone || !mono.Before(e.until) {
+	sets := r.sh.sets.Load()
+	if sets == nil {
 		return current{}, false
 	}
-	if rs := e.cur.rec.RestrainedUntil; !rs.IsZero() && !now.Before(rs) {
-		return current{}, false
+	set := &(*sets)[r.set]
+	check := maphash.String(c.check, host)
+	at := int64(mono.Sub(c.base))
+	for i := range c.ways {
+		if set.hash[i].Load() != r.hash {
+			continue
+		}
+		chk, cur, until, ok := set.dec[i].load()
+		if !ok || chk != check {
+			continue // being written (a miss costs a read), or another host
+		}
+		if until == 0 || at >= until {
+			return current{}, false
+		}
+		if rs := cur.rec.RestrainedUntil; !rs.IsZero() && !now.Before(rs) {
+			return current{}, false
+		}
+		set.markUsed(i)
+		return cur, true
 	}
-	return e.cur, true
+	return current{}, false
 }
 
 // hint returns host's last known record and version, however old.
@@ -241,6 +330,12 @@ func (c *cache) set(r slotRef, host string, e cached) {
 	defer sh.mu.Unlock()
 	if sh.sets.Load() == nil {
 		sets := make([]cacheSet, c.sets)
+		if c.stale > 0 {
+			decs := make([][cacheWays]decision, c.sets)
+			for j := range sets {
+				sets[j].dec = &decs[j]
+			}
+		}
 		sh.sets.Store(&sets)
 	}
 	set, i := c.find(r, host)
@@ -257,6 +352,7 @@ func (c *cache) set(r slotRef, host string, e cached) {
 		}
 		*old = e
 		set.tag[i].Store(tagOf(e))
+		c.publish(set, i, host, e)
 		set.markUsed(i)
 		return
 	}
@@ -288,10 +384,21 @@ func (c *cache) set(r slotRef, host string, e cached) {
 		set.hand = uint8((i + 1) % c.ways)
 		sh.floor = max(sh.floor, set.slot[i].e.seq)
 	}
+	// The decision goes first: a reader matching the new hash must not
+	// find the evicted host's entry under it (the second hash would
+	// refuse it anyway).
+	c.publish(set, i, host, e)
 	set.hash[i].Store(r.hash)
 	set.tag[i].Store(tagOf(e))
 	set.slot[i] = cacheSlot{host: host, e: e}
 	set.used.And(^uint32(1 << i))
+}
+
+// publish makes slot i's entry readable by get; the shard's lock is held.
+func (c *cache) publish(set *cacheSet, i int, host string, e cached) {
+	if set.dec != nil {
+		set.dec[i].store(c, maphash.String(c.check, host), e)
+	}
 }
 
 // tagOf is e's slot tag.

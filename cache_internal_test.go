@@ -2,6 +2,7 @@ package kvbreaker
 
 import (
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -89,5 +90,47 @@ func TestCacheNeverGoesBackwardsAcrossEviction(t *testing.T) {
 	c.put(ra, a, open, fresh, now)
 	if cur, ok := c.get(ra, a, now, now); !ok || cur.ver != open.ver {
 		t.Fatalf("a fresh read was not cached: %v %v", cur.ver, ok)
+	}
+}
+
+// TestDecisionSeqlockConsistent: a reader of a slot's decision words never
+// gets a mix of two entries, however a writer interleaves (each entry's
+// restraint and probe flag follow from its version, and every load is
+// checked against that). Run with -race: the words are atomics.
+func TestDecisionSeqlockConsistent(t *testing.T) {
+	c := newCache(100, time.Second)
+	var d decision
+	t0 := time.UnixMilli(1_800_000_000_000)
+	entry := func(k uint64) cached {
+		return cached{cur: current{ver: driver.Version(k), rec: record.Record{
+			RestrainedUntil: t0.Add(time.Duration(k) * time.Millisecond), Probing: k%2 == 1}},
+			until: c.base.Add(time.Duration(k+1) * time.Second)}
+	}
+	d.store(c, 7, entry(1))
+	var stop atomic.Bool
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for k := uint64(2); !stop.Load(); k++ {
+			d.store(c, 7, entry(k))
+		}
+	}()
+	defer func() { stop.Store(true); <-done }()
+	loads := 0
+	for range 200_000 {
+		chk, cur, until, ok := d.load()
+		if !ok {
+			continue
+		}
+		loads++
+		k := uint64(cur.ver)
+		want := entry(k)
+		if chk != 7 || !cur.rec.RestrainedUntil.Equal(want.cur.rec.RestrainedUntil) || cur.rec.Probing != want.cur.rec.Probing ||
+			until != int64(want.until.Sub(c.base)) {
+			t.Fatalf("torn load: version %d with restraint %v, probing %v, until %d", k, cur.rec.RestrainedUntil, cur.rec.Probing, until)
+		}
+	}
+	if loads == 0 {
+		t.Fatal("no consistent load while the writer ran")
 	}
 }

@@ -149,9 +149,9 @@ func TestSilentEndpointBoundedByContext(t *testing.T) {
 				t.Fatal(err)
 			}
 			const deadline = 300 * time.Millisecond
+			start := time.Now() // before the deadline is set: elapsed cannot undercut it
 			ctx, cancel := context.WithTimeout(t.Context(), deadline)
 			defer cancel()
-			start := time.Now()
 			err = c.call(ctx, s)
 			elapsed := time.Since(start)
 			if !errors.Is(err, context.DeadlineExceeded) {
