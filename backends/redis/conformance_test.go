@@ -37,8 +37,8 @@ func newHarness(_ context.Context, t *testing.T) (conformance.Harness, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := goredis.NewClient(&goredis.Options{Addr: p.Addr()})
-	d := goredis.NewClient(&goredis.Options{Addr: srv.Addr()})
+	c := goredis.NewClient(&goredis.Options{Addr: p.Addr(), ContextTimeoutEnabled: true})
+	d := goredis.NewClient(&goredis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true})
 	return &harness{t: t, proxy: p, client: c, direct: d, prefixes: map[driver.Store]string{},
 		what: fmt.Sprintf("redis at %s (through a fault proxy at %s)", srv.Addr(), p.Addr())}, nil
 }
@@ -101,6 +101,13 @@ func (h dropper) DropNextAnswer(context.Context) error {
 	return nil
 }
 
+// TestConformance runs the whole suite over a standalone server through the
+// fault proxy. go-redis retries a script whose connection was reset, so the
+// lost-answer cases pass only because a rerun recognises its write id:
+// with the two own-write branches of the scripts disabled they fail
+// ("returned kvbreaker: version conflict …; the conflict is with the
+// call's own write", "returned kvbreaker: not found", "the failure was
+// counted twice"), checked by hand.
 func TestConformance(t *testing.T) {
 	conformance.Run(t, func(ctx context.Context, t *testing.T) (conformance.Harness, error) {
 		h, err := newHarness(ctx, t)

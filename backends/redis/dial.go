@@ -62,6 +62,7 @@ func Dial(ctx context.Context, url string, opts ...Option) (*Store, error) {
 	if o.DialTimeout == 0 {
 		o.DialTimeout = ConnectTimeout
 	}
+	o.ContextTimeoutEnabled = true
 	c := goredis.NewClient(o)
 	s, err := New(c, opts...)
 	if err != nil {
@@ -93,7 +94,7 @@ func unreachable(addr string, err error, waited time.Duration) error {
 		return &UnreachableError{Addr: addr, Reason: dns.Error(), Err: err}
 	case errors.As(err, &op) && op.Op == "dial":
 		return &UnreachableError{Addr: addr, Reason: op.Err.Error(), Err: err}
-	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled), isTimeout(err):
 		return &UnreachableError{Addr: addr, Reason: fmt.Sprintf("it accepted the connection but did not answer within %v", waited.Round(10*time.Millisecond)), Err: err}
 	}
 	return err // the server answered with an error (auth, …)
@@ -129,4 +130,9 @@ func lastAt(s string) int {
 		}
 	}
 	return at
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }

@@ -58,7 +58,7 @@ func uniquePrefix(t testing.TB) string {
 // newClient returns a client of addr, closed when t ends.
 func newClient(t testing.TB, addr string, opts ...func(*goredis.Options)) *goredis.Client {
 	t.Helper()
-	o := &goredis.Options{Addr: addr}
+	o := &goredis.Options{Addr: addr, ContextTimeoutEnabled: true}
 	for _, f := range opts {
 		f(o)
 	}

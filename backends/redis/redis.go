@@ -121,7 +121,9 @@ func optionError(option string, value any, fix string) error {
 }
 
 // New returns a Store over c, which the caller keeps and closes. It sends
-// nothing (Dial does confirm the server answers). Invalid options are
+// nothing (Dial does confirm the server answers). The client must have
+// ContextTimeoutEnabled set, so that every call ends with its context (as
+// kvbreaker.Breaker bounds each with Settings.CallTimeout). Invalid options are
 // *driver.OptionError, all of them joined.
 func New(c goredis.UniversalClient, opts ...Option) (*Store, error) {
 	var o options
@@ -141,10 +143,30 @@ func New(c goredis.UniversalClient, opts ...Option) (*Store, error) {
 				"declare the replicas' lag with WithReplicaReads, or read from the masters"))
 		}
 	}
+	if c != nil && !contextTimeouts(c) {
+		errs = append(errs, optionError("client", "ContextTimeoutEnabled false",
+			"set ContextTimeoutEnabled: true in the client's options, so that a call ends with its context (Dial does)"))
+	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
 	return &Store{c: c, staleness: o.replicaLag}, nil
+}
+
+// contextTimeouts reports whether c ends a call when its context does:
+// without ContextTimeoutEnabled go-redis bounds socket reads by
+// ReadTimeout only (3 s, then retries), past Settings.CallTimeout. A client
+// of another type is taken as it is.
+func contextTimeouts(c goredis.UniversalClient) bool {
+	switch c := c.(type) {
+	case *goredis.Client:
+		return c.Options().ContextTimeoutEnabled
+	case *goredis.ClusterClient:
+		return c.Options().ContextTimeoutEnabled
+	case *goredis.Ring:
+		return c.Options().ContextTimeoutEnabled
+	}
+	return true
 }
 
 // Client returns the client the store uses.
