@@ -5,7 +5,7 @@ import (
 	"github.com/kvbreaker/kvbreaker/internal/record"
 )
 
-// State is a circuit's state, derived from its Record. The zero value is
+// State is a circuit's state, derived from the host's stored record. The zero value is
 // StateClosed, which is what an absent or expired record derives to.
 type State int8
 
