@@ -1,11 +1,10 @@
 // Package pgtest runs a real PostgreSQL server for tests: Debian's
 // PostgreSQL (initdb and postgres from /usr/lib/postgresql/<version>/bin, or
 // $KVBREAKER_PG_BIN) in a child process, listening only on 127.0.0.1 on a
-// free port and on a unix socket in its temporary directory, with fsync and
-// synchronous commit off for speed. Faults are real: Kill ends the server's
-// processes as a crash would (SIGKILL to its process group), Pause stops
-// them (SIGSTOP) and Restart starts the server again on the same port and
-// data.
+// free port and on a unix socket in its temporary directory, with fsync off
+// for speed. Faults are real: Kill ends the server's processes as a crash
+// would (SIGKILL to each), Pause stops them (SIGSTOP) and Restart starts the
+// server again on the same port and data.
 //
 // PostgreSQL refuses to run as root. When the tests run as root, the server
 // runs as the unprivileged "postgres" user (the Debian package's), which
@@ -13,7 +12,7 @@
 //
 // The server must not outlive the test binary: the postmaster is started
 // with a parent-death signal (SIGKILL, Linux), and its backends exit when
-// the postmaster dies. The package needs only the standard library.
+// the postmaster dies (unless they are paused then). The package needs only the standard library.
 package pgtest
 
 import (
@@ -181,13 +180,15 @@ func (s *Server) Restart(ctx context.Context) error {
 		"-k", s.dir,
 		"-c", "listen_addresses=127.0.0.1",
 		"-c", "fsync=off",
-		"-c", "synchronous_commit=off",
+		// synchronous_commit stays on: with fsync off a commit is a
+		// write(2) to the OS, cheap, and survives Kill (SIGKILL).
 		"-c", "full_page_writes=off",
 		"-c", "max_connections=300",
 		"-c", "dynamic_shared_memory_type=mmap",
 		"-c", "logging_collector=off",
 	)
-	cmd.SysProcAttr.Setpgid = true // Kill and Pause reach the backends too
+	// Each backend makes itself a session of its own (setsid), so signals
+	// for the whole server go to the postmaster's children one by one.
 	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
 	lg := &tail{}
 	cmd.Stdout, cmd.Stderr = lg, lg
@@ -197,7 +198,7 @@ func (s *Server) Restart(ctx context.Context) error {
 	done := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(done) }()
 	if err := waitReady(ctx, filepath.Join(s.DataDir(), "postmaster.pid"), done); err != nil {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		_ = signalAll(cmd.Process.Pid, syscall.SIGKILL)
 		<-done
 		return fmt.Errorf("pgtest: postgres on %s: %w\n%s", s.Addr(), err, lg.String())
 	}
@@ -233,8 +234,8 @@ func waitReady(ctx context.Context, pidFile string, done <-chan struct{}) error 
 // Stopping a stopped server does nothing.
 func (s *Server) Stop() { s.halt(false) }
 
-// Kill ends the server's processes abruptly (SIGKILL to its process group),
-// as a crash would.
+// Kill ends the server's processes abruptly (SIGKILL to the postmaster and
+// every child), as a crash would: clients see their connections reset.
 func (s *Server) Kill() { s.halt(true) }
 
 func (s *Server) halt(kill bool) {
@@ -243,21 +244,21 @@ func (s *Server) halt(kill bool) {
 	if s.cmd == nil {
 		return
 	}
-	pgid := s.cmd.Process.Pid
+	pid := s.cmd.Process.Pid
 	if !kill {
-		_ = syscall.Kill(-pgid, syscall.SIGCONT) // a paused server cannot shut down
-		_ = syscall.Kill(pgid, syscall.SIGINT)
+		_ = signalAll(pid, syscall.SIGCONT) // a paused server cannot shut down
+		_ = syscall.Kill(pid, syscall.SIGINT)
 		select {
 		case <-s.done:
 		case <-time.After(stopGrace):
 		}
 	}
-	_ = syscall.Kill(-pgid, syscall.SIGKILL) // ESRCH once all are gone
+	_ = signalAll(pid, syscall.SIGKILL)
 	<-s.done
 	s.cmd = nil
 }
 
-// Pause stops the server's processes (SIGSTOP to the process group): they
+// Pause stops the server's processes (SIGSTOP to each of them): they
 // keep their connections but answer nothing, as a hung server. Resume
 // continues them.
 func (s *Server) Pause() error { return s.signal(syscall.SIGSTOP) }
@@ -271,7 +272,55 @@ func (s *Server) signal(sig syscall.Signal) error {
 	if s.cmd == nil {
 		return errors.New("pgtest: server is stopped")
 	}
-	return syscall.Kill(-s.cmd.Process.Pid, sig)
+	return signalAll(s.cmd.Process.Pid, sig)
+}
+
+// signalAll sends sig to the postmaster pid and its children. The
+// postmaster is stopped first (and continued last), so it forks no child
+// while they are listed.
+func signalAll(pid int, sig syscall.Signal) error {
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		return err
+	}
+	var errs []error
+	for _, c := range children(pid) {
+		if err := syscall.Kill(c, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
+			errs = append(errs, err)
+		}
+	}
+	if err := syscall.Kill(pid, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
+		errs = append(errs, err)
+	}
+	if sig != syscall.SIGSTOP && sig != syscall.SIGKILL {
+		_ = syscall.Kill(pid, syscall.SIGCONT)
+	}
+	return errors.Join(errs...)
+}
+
+// children returns the pids whose parent is pid, from /proc.
+func children(pid int) []int {
+	ents, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range ents {
+		c, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid …; comm may hold spaces and parentheses.
+		i := strings.LastIndexByte(string(b), ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(string(b[i+1:]))
+		if len(f) >= 2 && f[1] == strconv.Itoa(pid) {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // Log returns the server's recent output.
