@@ -5,7 +5,7 @@
 # check (tools/consumers).
 #
 #   make test                  everything
-#   make test BACKEND=etcd     one column: memory, etcd, dynamodb, cloudflarekv, containers
+#   make test BACKEND=etcd     one column: memory, etcd, dynamodb, cloudflarekv, redis, postgres, containers
 #   make containers            the container mode (Docker; see DEVELOPERS.md)
 #   make demo                  a simulated fleet, the README's first command
 #   make bench                 round trips per decision, contention, and benchmarks vs gobreaker

@@ -1,10 +1,11 @@
 package kvbreaker
 
 import (
-	"fmt"
+	"github.com/kvbreaker/kvbreaker/internal/machine"
+	"github.com/kvbreaker/kvbreaker/internal/record"
 )
 
-// State is a circuit's state, derived from its Record. The zero value is
+// State is a circuit's state, derived from the host's stored record. The zero value is
 // StateClosed, which is what an absent or expired record derives to.
 type State int8
 
@@ -19,17 +20,7 @@ const (
 
 // String returns "closed", "half-open" or "open", the labels OnStateChange
 // reports.
-func (s State) String() string {
-	switch s {
-	case StateClosed:
-		return "closed"
-	case StateHalfOpen:
-		return "half-open"
-	case StateOpen:
-		return "open"
-	}
-	return fmt.Sprintf("unknown state: %d", int(s))
-}
+func (s State) String() string { return record.State(s).String() }
 
 // Decision is what a caller should do with a delivery.
 type Decision int8
@@ -47,16 +38,4 @@ const (
 )
 
 // String returns "send", "hold", "probe" or "drop".
-func (d Decision) String() string {
-	switch d {
-	case Send:
-		return "send"
-	case Hold:
-		return "hold"
-	case Probe:
-		return "probe"
-	case Drop:
-		return "drop"
-	}
-	return fmt.Sprintf("unknown decision: %d", int(d))
-}
+func (d Decision) String() string { return machine.Decision(d).String() }

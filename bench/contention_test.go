@@ -31,7 +31,7 @@ func TestContention(t *testing.T) {
 	// Workers KV is left out: without compare-and-swap, concurrent
 	// workers may each report the opening (documented, and tested in
 	// backends/cloudflarekv).
-	for _, name := range []string{"memory", "etcd", "dynamodb"} {
+	for _, name := range []string{"memory", "etcd", "dynamodb", "redis", "postgres"} {
 		t.Run(name, func(t *testing.T) {
 			r := newRig(t, name)
 			ctx := t.Context()

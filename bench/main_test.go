@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -17,6 +18,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	kvsdk "github.com/cloudflare/cloudflare-go/v6/kv"
 	"github.com/cloudflare/cloudflare-go/v6/option"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	goredis "github.com/redis/go-redis/v9"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/goleak"
 	"go.uber.org/zap"
@@ -27,22 +31,31 @@ import (
 	dynstore "github.com/kvbreaker/kvbreaker/backends/dynamodb"
 	"github.com/kvbreaker/kvbreaker/backends/etcd"
 	"github.com/kvbreaker/kvbreaker/backends/memory"
+	"github.com/kvbreaker/kvbreaker/backends/postgres"
+	"github.com/kvbreaker/kvbreaker/backends/redis"
 	"github.com/kvbreaker/kvbreaker/driver"
 	"github.com/kvbreaker/kvbreaker/testservers/dynalite"
 	"github.com/kvbreaker/kvbreaker/testservers/etcdtest"
 	"github.com/kvbreaker/kvbreaker/testservers/miniflare"
+	"github.com/kvbreaker/kvbreaker/testservers/pgtest"
+	"github.com/kvbreaker/kvbreaker/testservers/redistest"
 	"github.com/kvbreaker/kvbreaker/testservers/servers"
 )
 
 // The real servers, started once by TestMain for the tests and benchmarks
-// that measure round trips: an embedded etcd (in this process), dynalite and
-// Miniflare (node child processes), all on 127.0.0.1.
+// that measure round trips: etcd, redis-server and PostgreSQL (child
+// processes), dynalite and Miniflare (node child processes), all on
+// 127.0.0.1.
 var (
 	etcdSrv   *etcdtest.Server
 	dynSrv    *dynalite.Server
 	cfSrv     *miniflare.Server
+	redisSrv  *redistest.Server
+	pgSrv     *pgtest.Server
 	dynClient *dynamodb.Client // uncounted, for CreateTable
 )
+
+const pgTable = "kvbreaker_bench"
 
 const dynTable = "kvbreaker-bench"
 
@@ -62,14 +75,33 @@ func run(m *testing.M) int {
 		dynClient = newClient(dynSrv.Endpoint)
 		err = dynstore.CreateTable(ctx, dynClient, dynTable)
 	}
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "bench: the round-trip tests and real-backend benchmarks need the real servers: %v\n", err)
+	if err == nil {
+		redisSrv, err = redistest.Start(ctx)
+	}
+	if err == nil {
+		pgSrv, err = pgtest.Start(ctx)
+	}
+	if err == nil {
+		err = createPGTable(ctx)
+	}
+	stopAll := func() {
 		if set != nil {
 			set.Stop()
 		}
+		if redisSrv != nil {
+			redisSrv.Close()
+		}
+		if pgSrv != nil {
+			pgSrv.Close()
+		}
+		etcdSrv, dynSrv, cfSrv, redisSrv, pgSrv = nil, nil, nil, nil, nil
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "bench: the round-trip tests and real-backend benchmarks need the real servers: %v\n", err)
+		stopAll()
 		return 1
 	}
-	stop := func() { set.Stop(); etcdSrv, dynSrv, cfSrv = nil, nil, nil }
+	stop := stopAll
 	defer stop()
 	code := m.Run()
 	stop()
@@ -94,7 +126,7 @@ func run(m *testing.M) int {
 var quiet = slog.New(slog.DiscardHandler)
 
 // backends are the stores the round-trip tests cover, memory first.
-var backends = []string{"memory", "etcd", "dynamodb", "cloudflarekv"}
+var backends = []string{"memory", "etcd", "dynamodb", "cloudflarekv", "redis", "postgres"}
 
 // realBackends are those behind a network round trip.
 var realBackends = backends[1:]
@@ -301,6 +333,37 @@ func (r *rig) open() *endpoint {
 		if s, err = kvbreaker.Prefixed(st, r.prefix); err != nil {
 			tb.Fatalf("kvbreaker.Prefixed: %v", err)
 		}
+	case "redis":
+		e.wire = &tally{}
+		cli := goredis.NewClient(&goredis.Options{Addr: redisSrv.Addr(), ContextTimeoutEnabled: true})
+		cli.AddHook(redisCounter{e.wire})
+		tb.Cleanup(func() { cli.Close() })
+		st, err := redis.New(cli)
+		if err != nil {
+			tb.Fatalf("redis.New: %v", err)
+		}
+		if s, err = kvbreaker.Prefixed(st, r.prefix); err != nil {
+			tb.Fatalf("kvbreaker.Prefixed: %v", err)
+		}
+	case "postgres":
+		e.wire = &tally{}
+		cfg, err := pgxpool.ParseConfig(pgSrv.URL())
+		if err != nil {
+			tb.Fatal(err)
+		}
+		cfg.ConnConfig.Tracer = pgCounter{e.wire}
+		pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+		if err != nil {
+			tb.Fatalf("pgxpool: %v", err)
+		}
+		st, err := postgres.New(pool, pgTable)
+		if err != nil {
+			tb.Fatalf("postgres.New: %v", err)
+		}
+		tb.Cleanup(func() { st.Close(); pool.Close() })
+		if s, err = kvbreaker.Prefixed(st, r.prefix); err != nil {
+			tb.Fatalf("kvbreaker.Prefixed: %v", err)
+		}
 	default:
 		tb.Fatalf("unknown backend %q", r.name)
 	}
@@ -352,3 +415,62 @@ func newClient(endpoint string, opts ...func(*dynamodb.Options)) *dynamodb.Clien
 	cfg := aws.Config{Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider("AKIDFAKEFORTESTS", "fake-secret-for-tests", "")}
 	return dynamodb.NewFromConfig(cfg, append([]func(*dynamodb.Options){func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(endpoint) }}, opts...)...)
 }
+
+// createPGTable creates the bench's PostgreSQL table with a pool of its own.
+func createPGTable(ctx context.Context) error {
+	pool, err := pgxpool.New(ctx, pgSrv.URL())
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	return postgres.CreateTable(ctx, pool, pgTable)
+}
+
+// redisCounter counts go-redis commands: HMGET (Get) a read; EVALSHA and
+// EVAL (the compare-and-swap and compare-and-delete scripts) writes;
+// anything else (HELLO, PING, SCAN) as other. An EVALSHA answered NOSCRIPT
+// is not counted: it happens once per script and server (go-redis then
+// sends the script with EVAL, counted as the write, and the server keeps
+// it), not per operation.
+type redisCounter struct{ t *tally }
+
+func (redisCounter) DialHook(next goredis.DialHook) goredis.DialHook { return next }
+
+func (c redisCounter) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
+	return func(ctx context.Context, cmd goredis.Cmder) error {
+		err := next(ctx, cmd)
+		switch name := strings.ToLower(cmd.Name()); {
+		case name == "hmget":
+			c.t.reads.Add(1)
+		case name == "evalsha" && err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT"):
+		case name == "evalsha", name == "eval":
+			c.t.writes.Add(1)
+		default:
+			c.t.other.Add(1)
+		}
+		return err
+	}
+}
+
+func (redisCounter) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
+	return next
+}
+
+// pgCounter counts PostgreSQL statements: SELECT a read; INSERT, UPDATE,
+// DELETE and WITH (a statement that writes) writes; anything else other.
+type pgCounter struct{ t *tally }
+
+func (c pgCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	sql := strings.ToUpper(strings.TrimSpace(d.SQL))
+	switch {
+	case strings.HasPrefix(sql, "SELECT"):
+		c.t.reads.Add(1)
+	case strings.HasPrefix(sql, "INSERT"), strings.HasPrefix(sql, "UPDATE"), strings.HasPrefix(sql, "DELETE"), strings.HasPrefix(sql, "WITH"):
+		c.t.writes.Add(1)
+	default:
+		c.t.other.Add(1)
+	}
+	return ctx
+}
+
+func (pgCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}

@@ -48,6 +48,10 @@ type backendFlags struct {
 
 	cfAccount, cfNamespace, cfBaseURL string
 
+	redisURL string
+
+	pgURL, pgTable string
+
 	// clockSkew is the fleet's clock-skew bound, passed to stores that pad
 	// by it (cloudflarekv) and to the Breakers the commands make.
 	clockSkew time.Duration
@@ -72,6 +76,9 @@ var envVars = []struct{ flag, env string }{
 	{"cf-account", "KVBREAKER_CLOUDFLARE_ACCOUNT_ID"},
 	{"cf-namespace", "KVBREAKER_CLOUDFLARE_NAMESPACE_ID"},
 	{"cf-base-url", "KVBREAKER_CLOUDFLARE_BASE_URL"},
+	{"redis-url", "KVBREAKER_REDIS_URL"},
+	{"postgres-url", "KVBREAKER_POSTGRES_URL"},
+	{"postgres-table", "KVBREAKER_POSTGRES_TABLE"},
 	{"clock-skew", "KVBREAKER_CLOCK_SKEW"},
 }
 
@@ -99,6 +106,9 @@ func (f *backendFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.cfAccount, "cf-account", "", env("cf-account", "cloudflarekv: the account ID"))
 	fs.StringVar(&f.cfNamespace, "cf-namespace", "", env("cf-namespace", "cloudflarekv: the Workers KV namespace ID"))
 	fs.StringVar(&f.cfBaseURL, "cf-base-url", "", env("cf-base-url", "cloudflarekv: API base `URL` override, e.g. a local Miniflare's http://127.0.0.1:8787/client/v4/"))
+	fs.StringVar(&f.pgURL, "postgres-url", "", env("postgres-url", "postgres: connection `URL`, e.g. postgres://user@db:5432/app (a password belongs in $PGPASSWORD or ~/.pgpass)"))
+	fs.StringVar(&f.pgTable, "postgres-table", defaultPostgresTable, env("postgres-table", "postgres: the table (postgres.CreateTable)"))
+	fs.StringVar(&f.redisURL, "redis-url", "", env("redis-url", "redis: server `URL`, redis://[:password@]host:port/db (rediss:// for TLS)"))
 	fs.DurationVar(&f.clockSkew, "clock-skew", kvbreaker.DefaultClockSkew, env("clock-skew", "the fleet's clock-skew bound (Settings.ClockSkew)"))
 }
 
@@ -133,6 +143,8 @@ const envHelp = `Environment (a flag given on the command line wins):
   KVBREAKER_ETCD_ENDPOINTS, KVBREAKER_ETCD_CACERT, KVBREAKER_ETCD_CERT, KVBREAKER_ETCD_KEY
   KVBREAKER_DYNAMODB_TABLE, KVBREAKER_DYNAMODB_ENDPOINT
   KVBREAKER_CLOUDFLARE_ACCOUNT_ID, KVBREAKER_CLOUDFLARE_NAMESPACE_ID, KVBREAKER_CLOUDFLARE_BASE_URL
+  KVBREAKER_REDIS_URL
+  KVBREAKER_POSTGRES_URL, KVBREAKER_POSTGRES_TABLE
   AWS_REGION, AWS_PROFILE, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, ...
                  DynamoDB's region and credentials: the AWS SDK's default chain
                  (environment, shared config and credentials files, SSO, instance role)
@@ -148,6 +160,8 @@ const backendFlagsHelp = `Backends and their connection flags (the same for chec
   dynamodb      --dynamodb-table kvbreaker [--dynamodb-endpoint http://localhost:8000]
   cloudflarekv  --cf-account ACCOUNT_ID --cf-namespace NAMESPACE_ID
                 [--cf-base-url http://127.0.0.1:8787/client/v4/]
+  postgres      --postgres-url postgres://user@db:5432/app [--postgres-table kvbreaker]
+  redis         --redis-url redis://127.0.0.1:6379/0
   memory        no flags: a store inside this process, empty at start (a demo)
 --prefix must be the key prefix your fleet's Breakers use (kvbreaker.Prefixed).
 An unreachable endpoint is reported within about 2 s; one that accepts but
@@ -205,10 +219,12 @@ var backends = map[string]backendDef{
 	"dynamodb":     {openDynamoDB, "dynamodb"},
 	"cloudflarekv": {func(ctx context.Context, f *backendFlags) (*conn, error) { return openCloudflareKV(ctx, f, nil, nil) }, "cloudflarekv"},
 	"memory":       {openMemory, "memory"},
+	"redis":        {openRedis, "redis"},
+	"postgres":     {openPostgres, "postgres"},
 }
 
 // publicBackends are the names help and completion offer (not the tests').
-var publicBackends = []string{"cloudflarekv", "dynamodb", "etcd", "memory"}
+var publicBackends = []string{"cloudflarekv", "dynamodb", "etcd", "memory", "postgres", "redis"}
 
 func backendNames() []string { return publicBackends }
 
@@ -237,6 +253,8 @@ func (f *backendFlags) validate() error {
 		{"dynamodb-table", &f.dynamoTable, "dynamodb"}, {"dynamodb-endpoint", &f.dynamoEndpoint, "dynamodb"},
 		{"cf-account", &f.cfAccount, "cloudflarekv"}, {"cf-namespace", &f.cfNamespace, "cloudflarekv"},
 		{"cf-base-url", &f.cfBaseURL, "cloudflarekv"},
+		{"redis-url", &f.redisURL, "redis"},
+		{"postgres-url", &f.pgURL, "postgres"},
 	}
 	for _, x := range all {
 		if *x.value == "" || x.backend == def.flags {
@@ -278,6 +296,20 @@ func (f *backendFlags) validate() error {
 			if err := f.checkURL("dynamodb-endpoint", f.dynamoEndpoint); err != nil {
 				return err
 			}
+		}
+	case "postgres":
+		if err := need("postgres-url", f.pgURL); err != nil {
+			return err
+		}
+		if err := f.checkPostgresURL(); err != nil {
+			return err
+		}
+	case "redis":
+		if err := need("redis-url", f.redisURL); err != nil {
+			return err
+		}
+		if err := f.checkRedisURL(); err != nil {
+			return err
 		}
 	case "cloudflarekv":
 		if err := need("cf-account", f.cfAccount); err != nil {

@@ -17,7 +17,7 @@ func TestHostCommandsBadFlags(t *testing.T) {
 		want string
 	}{
 		{"no-backend", []string{"check"}, "--backend is required (or $KVBREAKER_BACKEND): one of"},
-		{"unknown-backend", []string{"check", "--backend", "redis"}, `--backend is "redis": want one of`},
+		{"unknown-backend", []string{"check", "--backend", "zookeeper"}, `--backend is "zookeeper": want one of`},
 		{"etcd-no-endpoints", []string{"check", "--backend", "etcd"}, "--backend etcd needs --etcd-endpoints (or $KVBREAKER_ETCD_ENDPOINTS)"},
 		{"etcd-empty-endpoints", []string{"check", "--backend", "etcd", "--etcd-endpoints", " , "}, "--etcd-endpoints has no endpoint"},
 		{"flag-of-other-backend", append([]string{"check", "--dynamodb-table", "t"}, etcdArgs...), "--dynamodb-table is a dynamodb flag, but --backend is etcd"},

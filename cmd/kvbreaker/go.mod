@@ -8,15 +8,23 @@ require (
 	github.com/aws/aws-sdk-go-v2/credentials v1.21.0
 	github.com/aws/aws-sdk-go-v2/service/dynamodb v1.74.0
 	github.com/cloudflare/cloudflare-go/v6 v6.10.0
+	github.com/jackc/pgx/v5 v5.12.0
 	github.com/kvbreaker/kvbreaker v0.0.0
 	github.com/kvbreaker/kvbreaker/backends/cloudflarekv v0.0.0
 	github.com/kvbreaker/kvbreaker/backends/dynamodb v0.0.0
 	github.com/kvbreaker/kvbreaker/backends/etcd v0.0.0
+	github.com/kvbreaker/kvbreaker/backends/postgres v0.0.0
+	github.com/redis/go-redis/v9 v9.23.0
 	github.com/spf13/cobra v1.10.2
 	github.com/spf13/pflag v1.0.9
 	go.etcd.io/etcd/client/v3 v3.7.3
 	go.uber.org/goleak v1.3.0
 	go.uber.org/zap v1.27.1
+)
+
+require (
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	go.uber.org/atomic v1.12.0 // indirect
 )
 
 require (
@@ -38,6 +46,10 @@ require (
 	github.com/golang/protobuf v1.5.4 // indirect
 	github.com/grpc-ecosystem/grpc-gateway/v2 v2.29.0 // indirect
 	github.com/inconshreveable/mousetrap v1.1.0 // indirect
+	github.com/jackc/pgpassfile v1.0.0 // indirect
+	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
+	github.com/jackc/puddle/v2 v2.2.3 // indirect
+	github.com/kvbreaker/kvbreaker/backends/redis v0.0.0
 	github.com/tidwall/gjson v1.14.4 // indirect
 	github.com/tidwall/match v1.1.1 // indirect
 	github.com/tidwall/pretty v1.2.1 // indirect
@@ -67,3 +79,7 @@ replace github.com/kvbreaker/kvbreaker/backends/etcd => ../../backends/etcd
 replace github.com/kvbreaker/kvbreaker/backends/dynamodb => ../../backends/dynamodb
 
 replace github.com/kvbreaker/kvbreaker/backends/cloudflarekv => ../../backends/cloudflarekv
+
+replace github.com/kvbreaker/kvbreaker/backends/postgres => ../../backends/postgres
+
+replace github.com/kvbreaker/kvbreaker/backends/redis => ../../backends/redis

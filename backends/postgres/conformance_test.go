@@ -1,0 +1,126 @@
+package postgres_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/kvbreaker/kvbreaker"
+	"github.com/kvbreaker/kvbreaker/backends/postgres"
+	"github.com/kvbreaker/kvbreaker/conformance"
+	"github.com/kvbreaker/kvbreaker/conformance/faultproxy"
+	"github.com/kvbreaker/kvbreaker/driver"
+)
+
+// harness makes Stores over the shared server, each under a prefix of its
+// own, all on one pool that talks to PostgreSQL through a fault proxy
+// (conformance.AnswerDropper).
+type harness struct {
+	t     testing.TB
+	proxy *faultproxy.Proxy
+	pool  *pgxpool.Pool
+	store *postgres.Store
+	run   string
+	n     atomic.Int64
+}
+
+var harnessRuns atomic.Int64
+
+func newHarness(ctx context.Context, t *testing.T) (conformance.Harness, error) {
+	p, err := faultproxy.Start(server.Addr())
+	if err != nil {
+		return nil, err
+	}
+	h, err := harnessVia(ctx, p, server.URLFor(p.Addr()))
+	if err != nil {
+		p.Close()
+		return nil, err
+	}
+	h.t = t
+	return h, nil
+}
+
+func harnessVia(ctx context.Context, p *faultproxy.Proxy, url string) (*harness, error) {
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		return nil, err
+	}
+	st, err := postgres.New(pool, table)
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return &harness{proxy: p, pool: pool, store: st, run: fmt.Sprintf("conformance/%d/", harnessRuns.Add(1))}, nil
+}
+
+func (h *harness) MakeStore(ctx context.Context) (driver.Store, error) {
+	return kvbreaker.Prefixed(h.store, fmt.Sprintf("%s%d/", h.run, h.n.Add(1)))
+}
+
+func (h *harness) Close() {
+	h.store.Close()
+	h.pool.Close()
+	if h.proxy != nil {
+		// The lost-answer cases prove nothing if it lost none.
+		h.t.Logf("fault proxy: %+v", h.proxy.Stats())
+		h.proxy.Close()
+	}
+}
+
+func (h *harness) Describe() string {
+	return "postgres at " + server.Addr() + " (through a fault proxy)"
+}
+
+// DropNextAnswer implements conformance.AnswerDropper: PostgreSQL applies
+// the next statement through the proxy and its answer is lost.
+func (h *harness) DropNextAnswer(context.Context) error {
+	if h.proxy == nil {
+		return errors.New("no fault proxy")
+	}
+	h.proxy.DropNextAnswer()
+	return nil
+}
+
+func TestConformance(t *testing.T) {
+	conformance.Run(t, newHarness)
+}
+
+// TestConformanceUnreachable: a store whose server refuses connections fails
+// the first case within seconds, naming the address, and skips the rest.
+func TestConformanceUnreachable(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := ln.Addr().String()
+	ln.Close()
+	h, err := harnessVia(t.Context(), nil, server.URLFor(dead))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.t = t
+	defer h.Close()
+	start := time.Now()
+	rep, err := conformance.Measure(t.Context(), h, conformance.WithReachTimeout(3*time.Second))
+	took := time.Since(start)
+	if !errors.Is(err, conformance.PromiseReachable) || !strings.Contains(err.Error(), dead) {
+		t.Fatalf("Measure over an unreachable postgres = %v, want the first case failing naming %s", err, dead)
+	}
+	if took > 15*time.Second {
+		t.Errorf("took %v to report an unreachable store", took)
+	}
+	for _, r := range rep.Results[1:] {
+		if r.Skipped == "" {
+			t.Errorf("case %v ran against an unreachable store", r)
+			break
+		}
+	}
+	t.Logf("%v after %v", err, took.Round(time.Millisecond))
+}

@@ -1,0 +1,189 @@
+package postgres_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kvbreaker/kvbreaker/backends/postgres"
+	"github.com/kvbreaker/kvbreaker/conformance/faultproxy"
+	"github.com/kvbreaker/kvbreaker/driver"
+	"github.com/kvbreaker/kvbreaker/testservers/pgtest"
+)
+
+// ownServer starts a server of the test's own, with the table.
+func ownServer(t *testing.T) *pgtest.Server {
+	t.Helper()
+	srv := pgtest.MustStart(t)
+	pool := newPool(t, srv.URL())
+	if err := postgres.CreateTable(t.Context(), pool, table); err != nil {
+		t.Fatal(err)
+	}
+	pool.Close()
+	return srv
+}
+
+// TestServerKilledAndRestarted: while the server is dead every call fails
+// fast as unreachable, naming the address; after a restart (crash recovery)
+// the same store works again without being remade.
+func TestServerKilledAndRestarted(t *testing.T) {
+	srv := ownServer(t)
+	st := isolate(t, mustNew(t, srv.URL()), uniquePrefix(t))
+	ctx := t.Context()
+	if _, err := st.CompareAndSwap(ctx, "a.example", driver.NoVersion, []byte("x"), time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	srv.Kill()
+	start := time.Now()
+	_, _, err := st.Get(ctx, "a.example")
+	if !errors.Is(err, postgres.ErrUnreachable) || !strings.Contains(err.Error(), "cannot reach postgres at "+srv.Addr()+": connection refused") {
+		t.Errorf("Get with the server killed = %v, want unreachable at %s", err, srv.Addr())
+	}
+	if _, ok := errors.AsType[*driver.OpError](err); !ok {
+		t.Errorf("Get with the server killed = %T, want a *driver.OpError", err)
+	}
+	if took := time.Since(start); took > 2*time.Second {
+		t.Errorf("took %v to report a dead server", took)
+	}
+	_, err = st.CompareAndSwap(ctx, "b.example", driver.NoVersion, []byte("y"), time.Minute)
+	if !errors.Is(err, postgres.ErrUnreachable) || errors.Is(err, driver.ErrConflict) {
+		t.Errorf("CompareAndSwap with the server killed = %v, want unreachable", err)
+	}
+	if err := srv.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	v, err := st.CompareAndSwap(ctx, "b.example", driver.NoVersion, []byte("y"), time.Minute)
+	if err != nil {
+		t.Fatalf("CompareAndSwap after restart = %v", err)
+	}
+	if got, ver, err := st.Get(ctx, "b.example"); err != nil || string(got) != "y" || ver != v {
+		t.Errorf("Get after restart = %q, %d, %v; want y, %d", got, ver, err, v)
+	}
+}
+
+// TestServerPaused: a server stopped with SIGSTOP answers nothing; a call is
+// bounded by its context and says so, and the store works once it resumes.
+func TestServerPaused(t *testing.T) {
+	srv := ownServer(t)
+	st := isolate(t, mustNew(t, srv.URL()), uniquePrefix(t))
+	if _, err := st.CompareAndSwap(t.Context(), "a.example", driver.NoVersion, []byte("x"), time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	resumed := false
+	defer func() {
+		if !resumed {
+			_ = srv.Resume()
+		}
+	}()
+	ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, _, err := st.Get(ctx, "a.example")
+	took := time.Since(start)
+	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "no answer from postgres at "+srv.Addr()) {
+		t.Errorf("Get on a paused server = %v, want the context's deadline, saying no answer", err)
+	}
+	// pgx gives the server a cancel request, then closes the connection.
+	if took > 3*time.Second {
+		t.Errorf("Get on a paused server took %v with a 500ms context", took)
+	}
+	if err := srv.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	resumed = true
+	if got, _, err := st.Get(t.Context(), "a.example"); err != nil || string(got) != "x" {
+		t.Errorf("Get after resume = %q, %v", got, err)
+	}
+}
+
+// TestLostAnswer: a compare-and-swap and a compare-and-delete applied by the
+// server whose answers the fault proxy drops are resent and recognised as
+// the call's own: success, with the version the first attempt got.
+func TestLostAnswer(t *testing.T) {
+	p, err := faultproxy.Start(server.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	st := isolate(t, mustNew(t, server.URLFor(p.Addr())), uniquePrefix(t))
+	ctx := t.Context()
+	v1, err := st.CompareAndSwap(ctx, "a.example", driver.NoVersion, []byte("v1"), time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, lose := range []string{"create", "swap", "delete"} {
+		p.DropNextAnswer()
+		var v driver.Version
+		switch lose {
+		case "create":
+			v, err = st.CompareAndSwap(ctx, "b.example", driver.NoVersion, []byte("b"), time.Minute)
+		case "swap":
+			v, err = st.CompareAndSwap(ctx, "a.example", v1, []byte("v2"), time.Minute)
+		case "delete":
+			err = st.CompareAndDelete(ctx, "b.example", mustGet(t, st, "b.example"))
+		}
+		if err != nil {
+			t.Fatalf("%s whose answer was lost = %v, want success", lose, err)
+		}
+		switch lose {
+		case "create", "swap":
+			key := map[string]string{"create": "b.example", "swap": "a.example"}[lose]
+			if got := mustGet(t, st, key); got != v {
+				t.Errorf("%s whose answer was lost returned version %d, Get says %d", lose, v, got)
+			}
+		case "delete":
+			if _, _, err := st.Get(ctx, "b.example"); !errors.Is(err, driver.ErrNotFound) {
+				t.Errorf("Get after the delete = %v, want not found", err)
+			}
+		}
+	}
+	if s := p.Stats(); s.Dropped != 3 {
+		t.Errorf("the proxy dropped %d answers, want 3", s.Dropped)
+	}
+}
+
+// TestUnreachableFailsFast: a store over a port nobody listens on reports
+// "cannot reach postgres at <host:port>: connection refused" at once.
+func TestUnreachableFailsFast(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := ln.Addr().String()
+	ln.Close()
+	st := mustNew(t, server.URLFor(dead))
+	start := time.Now()
+	err = st.Ping(t.Context())
+	want := "postgres: dial: cannot reach postgres at " + dead + ": connection refused"
+	if !errors.Is(err, postgres.ErrUnreachable) || err.Error() != want {
+		t.Errorf("Ping = %v, want %q", err, want)
+	}
+	if took := time.Since(start); took > 2*time.Second {
+		t.Errorf("took %v", took)
+	}
+}
+
+func mustNew(t *testing.T, url string, opts ...postgres.Option) *postgres.Store {
+	t.Helper()
+	s, err := postgres.New(newPool(t, url), table, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func mustGet(t *testing.T, s driver.Store, key string) driver.Version {
+	t.Helper()
+	_, v, err := s.Get(t.Context(), key)
+	if err != nil {
+		t.Fatalf("Get(%q) = %v", key, err)
+	}
+	return v
+}

@@ -1,0 +1,519 @@
+// Package postgres is a driver.Store over PostgreSQL (pgx v5, a
+// *pgxpool.Pool): one row per host, compare-and-swap and compare-and-delete
+// as one statement each, and expiry judged by the server's clock.
+//
+// # Rows
+//
+// Each host is one row of a table (see CreateTable and Schema):
+//
+//	key         text COLLATE "C"  primary key: the key as the Breaker passes it
+//	value       bytea             the encoded record (empty for a tombstone)
+//	version     bigint            from the table's sequence, new on every write
+//	expires_at  timestamptz       the server's now() + ttl; now() for a tombstone
+//	writes      bigint[]          the random ids of the last writes, newest first (≤ 5)
+//	versions    bigint[]          the versions those writes got, in the same order
+//
+// A row is live while expires_at > now() on the server; Get, List and every
+// condition judge it so, on the server's clock, so neither the writer's nor
+// the reader's clock enters the expiry (only the record's own instants are
+// in the writers' clocks: see Traits). Versions come from a sequence, so they
+// are never reused, also across delete and re-create.
+//
+// # Statements
+//
+// CompareAndSwap is one INSERT … ON CONFLICT (key) DO UPDATE whose every SET
+// is guarded by the condition
+//
+//	create (old == driver.NoVersion):  expires_at <= now() AND NOT (this write's id = ANY(writes))
+//	swap (old == v):                  version = v AND expires_at > now()
+//
+// so that the statement always locks and returns the row as it stands after
+// it, under the lock: on a failed condition the row is rewritten unchanged
+// and RETURNING gives the current value and version for the
+// *driver.ConflictError, with no second read and no window between the
+// condition and the answer. The price is that a failed compare writes a row
+// version of its own (as a successful one does). CompareAndDelete is one
+// UPDATE guarded the same way that turns the row into a tombstone (expired
+// at once, empty value, a fresh version) rather than removing it, so a
+// resend of the delete can recognise it (below); the purge removes it later.
+//
+// # Ambiguous outcomes
+//
+// A statement may be applied and its answer lost (a connection that breaks
+// after the server committed). The store then sends it again, on another
+// connection, up to three attempts within the caller's context. Every write
+// carries a random 64-bit id that the row keeps in writes (with its version
+// in versions) for its next four writes: a resend whose condition fails
+// because of its own first attempt finds its id there and reports success,
+// with the version the first attempt got, as if the answer had arrived. The
+// create condition refuses a row that holds the call's id, so a resent
+// create is never applied twice. A statement the server answered with an
+// error (*pgconn.PgError) is never resent.
+//
+// # Purging
+//
+// Rows that expired, and tombstones, stay until purged. Every
+// WithPurgeEvery successful writes (default 1000) the store deletes one batch
+// of at most WithPurgeBatch rows (default 1000) that expired more than
+// WithPurgeDelay ago (default one minute), in the background:
+//
+//	DELETE FROM t WHERE ctid IN (SELECT ctid FROM t WHERE expires_at < now() - delay
+//	                             LIMIT n FOR UPDATE SKIP LOCKED)
+//
+// It uses the expires_at index, locks only the rows it deletes, and skips
+// rows a writer holds, so it never waits for one nor makes one wait on
+// anything but the rows it removes. Purge runs one batch on demand (from a
+// cron job, say). The delay is what lets a resent write find its tombstone.
+//
+// # Replicas
+//
+// The store must be given a pool on the primary: the conditional writes need
+// it, and a read on a streaming replica may lag the primary (by
+// pg_stat_replication's replay_lag) and so return a version already
+// replaced, which Breaker would detect only at its next write. A store
+// reading from a replica would have to declare that lag as
+// Traits.ReadStaleness; this package does not offer it. Expiry judged by
+// now() is unaffected: a replica's clock enters only through its reads.
+//
+// # Errors
+//
+// Errors other than driver.ErrNotFound and conflicts are *driver.OpError
+// ("postgres: get <key>: <cause>") and keep pgx's error types for errors.As
+// (*pgconn.PgError). A refused connection is an *UnreachableError, "cannot
+// reach postgres at 127.0.0.1:5432: connection refused", matching
+// ErrUnreachable; a server that does not answer is bounded by the context.
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/kvbreaker/kvbreaker/driver"
+)
+
+// Op names in errors (driver.OpError.Op).
+const (
+	opGet    = "get"
+	opSwap   = "compare-and-swap"
+	opDelete = "compare-and-delete"
+	opList   = "list"
+	opPurge  = "purge"
+	opDial   = "dial"
+)
+
+// Defaults of the options.
+const (
+	DefaultPurgeEvery  = 1000
+	DefaultPurgeBatch  = 1000
+	DefaultPurgeDelay  = time.Minute
+	DefaultCallTimeout = 10 * time.Second
+)
+
+// historyDepth is how many write ids (and their versions) a row keeps: a
+// resent write is recognised across four writes by others in between.
+const historyDepth = 5
+
+// attempts bounds how often one call sends its statement when connections
+// break (see "Ambiguous outcomes").
+const attempts = 3
+
+// Store is a driver.Store over one PostgreSQL table. It is safe for
+// concurrent use. The zero value is not usable; call New.
+type Store struct {
+	pool     *pgxpool.Pool
+	table    string
+	endpoint string
+	o        options
+
+	sqlGet, sqlCreate, sqlSwap, sqlDelete, sqlList, sqlPurge string
+
+	writes  atomic.Int64
+	purging atomic.Bool
+	mu      sync.Mutex // guards closed and wg.Add
+	closed  bool
+	wg      sync.WaitGroup
+}
+
+type options struct {
+	purgeEvery  int
+	purgeBatch  int
+	purgeDelay  time.Duration
+	callTimeout time.Duration
+}
+
+// Option configures a Store.
+type Option func(*options)
+
+// WithPurgeEvery makes the store purge one batch of expired rows in the
+// background after every n successful writes (default DefaultPurgeEvery); 0
+// turns automatic purging off (call Purge yourself).
+func WithPurgeEvery(n int) Option { return func(o *options) { o.purgeEvery = n } }
+
+// WithPurgeBatch bounds the rows one purge deletes (default
+// DefaultPurgeBatch).
+func WithPurgeBatch(n int) Option { return func(o *options) { o.purgeBatch = n } }
+
+// WithPurgeDelay sets how long after its expiry a row becomes eligible for
+// the purge (default DefaultPurgeDelay). It must be longer than a call may
+// take, so that a resent write still finds its own tombstone.
+func WithPurgeDelay(d time.Duration) Option { return func(o *options) { o.purgeDelay = d } }
+
+// WithCallTimeout bounds the purges the store runs on its own (default
+// DefaultCallTimeout); calls made by the caller are bounded by its context.
+func WithCallTimeout(d time.Duration) Option { return func(o *options) { o.callTimeout = d } }
+
+// New returns a Store over table, using pool as configured by the caller.
+// The table must exist (see CreateTable and Schema); New sends nothing (Ping
+// checks). Every invalid argument or option is reported, joined, as a
+// *driver.OptionError. To keep several fleets apart in one table, wrap the
+// store with kvbreaker.Prefixed. Close stops the background purge; the
+// pool stays the caller's to close.
+func New(pool *pgxpool.Pool, table string, opts ...Option) (*Store, error) {
+	o := options{purgeEvery: DefaultPurgeEvery, purgeBatch: DefaultPurgeBatch, purgeDelay: DefaultPurgeDelay, callTimeout: DefaultCallTimeout}
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&o)
+		}
+	}
+	var errs []error
+	bad := func(option string, value any, fix string) {
+		errs = append(errs, &driver.OptionError{Backend: "postgres", Option: option, Value: value, Fix: fix})
+	}
+	if pool == nil {
+		bad("pool", "nil", "pass a *pgxpool.Pool (pgxpool.New)")
+	}
+	if err := validTableName(table); err != nil {
+		bad("table name", strconv.Quote(table), err.Error())
+	}
+	if o.purgeEvery < 0 {
+		bad("WithPurgeEvery", o.purgeEvery, "set a number of writes, or 0 to purge only by calling Purge")
+	}
+	if o.purgeBatch <= 0 {
+		bad("WithPurgeBatch", o.purgeBatch, fmt.Sprintf("set a positive number of rows, or leave it out for %d", DefaultPurgeBatch))
+	}
+	if o.purgeDelay <= 0 {
+		bad("WithPurgeDelay", o.purgeDelay, fmt.Sprintf("set a positive duration longer than a call takes, or leave it out for %v", DefaultPurgeDelay))
+	}
+	if o.callTimeout <= 0 {
+		bad("WithCallTimeout", o.callTimeout, fmt.Sprintf("set a positive duration, or leave it out for %v", DefaultCallTimeout))
+	}
+	switch len(errs) {
+	case 0:
+	case 1:
+		return nil, errs[0]
+	default:
+		return nil, errors.Join(errs...)
+	}
+	s := &Store{pool: pool, table: table, o: o, endpoint: endpointOf(pool.Config().ConnConfig)}
+	s.prepare()
+	return s, nil
+}
+
+func endpointOf(c *pgx.ConnConfig) string {
+	if len(c.Host) > 0 && c.Host[0] == '/' {
+		return c.Host + "/.s.PGSQL." + strconv.Itoa(int(c.Port))
+	}
+	return net.JoinHostPort(c.Host, strconv.Itoa(int(c.Port)))
+}
+
+// Table returns the table's name.
+func (s *Store) Table() string { return s.table }
+
+// Pool returns the pool the store uses.
+func (s *Store) Pool() *pgxpool.Pool { return s.pool }
+
+// guarded returns the SET list of the guarded upsert: each column takes the
+// new value when cond holds and keeps its own otherwise.
+func guarded(cond string) string {
+	set := func(col, val string) string {
+		return fmt.Sprintf("%s = CASE WHEN %s THEN %s ELSE t.%s END", col, cond, val, col)
+	}
+	return set("value", "EXCLUDED.value") + ",\n\t" +
+		set("version", "EXCLUDED.version") + ",\n\t" +
+		set("expires_at", "EXCLUDED.expires_at") + ",\n\t" +
+		set("purge_at", "EXCLUDED.purge_at") + ",\n\t" +
+		set("writes", fmt.Sprintf("(EXCLUDED.writes || t.writes)[1:%d]", historyDepth)) + ",\n\t" +
+		set("versions", fmt.Sprintf("(EXCLUDED.versions || t.versions)[1:%d]", historyDepth))
+}
+
+// returning is what every write returns: the row as it stands after the
+// statement, whether it is live, and the version this call's write got if
+// the row holds it (NULL otherwise).
+const returning = `RETURNING t.version, t.value, t.expires_at > now(), t.versions[array_position(t.writes, $4::bigint)]`
+
+func (s *Store) prepare() {
+	t, seq := quoteIdent(s.table), quoteIdent(s.table+seqSuffix)
+	// $1 key, $2 value, $3 ttl in µs, $4 write id, $5 old version.
+	upsert := func(cond string) string {
+		return fmt.Sprintf(`INSERT INTO %[1]s AS t (key, value, version, expires_at, purge_at, writes, versions)
+SELECT $1::text, $2::bytea, n.v, now() + $3::bigint * interval '1 microsecond', now() + $3::bigint * interval '1 microsecond', ARRAY[$4::bigint], ARRAY[n.v]
+FROM (SELECT nextval('%[2]s') AS v) n
+ON CONFLICT (key) DO UPDATE SET
+	%[3]s
+%[4]s`, t, seq, guarded(cond), returning)
+	}
+	// The create's condition names $5 (0) too, so both take the same
+	// arguments.
+	s.sqlCreate = upsert(`(t.expires_at <= now() AND NOT ($4::bigint = ANY(t.writes)) AND $5::bigint = 0)`)
+	// A swap and a delete update the row in place: an absent key is not
+	// inserted (no row returned: a conflict with NoVersion, or not found).
+	update := func(value, expiresAt, purgeAt string) string {
+		cond := `(t.version = $5::bigint AND t.expires_at > now())`
+		return fmt.Sprintf(`UPDATE %[1]s AS t SET
+	value = CASE WHEN %[3]s THEN %[5]s ELSE t.value END,
+	version = CASE WHEN %[3]s THEN n.v ELSE t.version END,
+	expires_at = CASE WHEN %[3]s THEN %[6]s ELSE t.expires_at END,
+	purge_at = CASE WHEN %[3]s THEN %[8]s ELSE t.purge_at END,
+	writes = CASE WHEN %[3]s THEN (ARRAY[$4::bigint] || t.writes)[1:%[4]d] ELSE t.writes END,
+	versions = CASE WHEN %[3]s THEN (ARRAY[n.v] || t.versions)[1:%[4]d] ELSE t.versions END
+FROM (SELECT nextval('%[2]s') AS v) n
+WHERE t.key = $1::text
+%[7]s`, t, seq, cond, historyDepth, value, expiresAt, returning, purgeAt)
+	}
+	ttl := `now() + $3::bigint * interval '1 microsecond'`
+	s.sqlSwap = update(`$2::bytea`, ttl, ttl)
+	// A delete turns the row into a tombstone, expired for every statement
+	// however early its now() (a statement that waited for the delete's
+	// row lock judges with the instant it started, which may precede the
+	// delete's own now()); it is purged WithPurgeDelay after the delete.
+	// It takes the same arguments as a swap ($2 and $3 unused but typed).
+	s.sqlDelete = update(`''::bytea`, `'-infinity'::timestamptz`, `now() + least($3::bigint, 0) * interval '1 microsecond' + (octet_length($2::bytea) * interval '0 s')`)
+	s.sqlGet = fmt.Sprintf(`SELECT value, version FROM %s WHERE key = $1 AND expires_at > now()`, t)
+	// Keys under prefix sort between prefix and prefix || U+10FFFF (the
+	// largest code point) in the "C" collation, so the index bounds the scan.
+	s.sqlList = fmt.Sprintf(`SELECT key FROM %s
+WHERE key >= $1::text AND key <= $1::text || chr(1114111) AND starts_with(key, $1::text)
+	AND key > $2::text AND expires_at > now()
+ORDER BY key LIMIT $3`, t)
+	s.sqlPurge = fmt.Sprintf(`DELETE FROM %[1]s WHERE ctid IN (
+	SELECT ctid FROM %[1]s WHERE purge_at < now() - $1::bigint * interval '1 microsecond'
+	LIMIT $2 FOR UPDATE SKIP LOCKED)`, t)
+}
+
+// Traits: atomic conditional writes; relative expiry on the server's clock
+// in microseconds; reads on the primary are never stale. See DefaultTraits.
+func (s *Store) Traits() driver.Traits { return DefaultTraits() }
+
+func (s *Store) wrap(op, key string, err error) error {
+	return &driver.OpError{Backend: "postgres", Op: op, Key: key, Err: s.cause(err)}
+}
+
+// Get implements driver.Store: the row's value and version if it is live by
+// the server's clock, driver.ErrNotFound otherwise.
+func (s *Store) Get(ctx context.Context, key string) ([]byte, driver.Version, error) {
+	var (
+		value []byte
+		ver   int64
+	)
+	err := s.retry(ctx, func() error {
+		return s.pool.QueryRow(ctx, s.sqlGet, key).Scan(&value, &ver)
+	})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, driver.NoVersion, driver.ErrNotFound
+	}
+	if err != nil {
+		return nil, driver.NoVersion, s.wrap(opGet, key, err)
+	}
+	if value == nil {
+		value = []byte{}
+	}
+	return value, driver.Version(ver), nil
+}
+
+// result is what a write returns.
+type result struct {
+	version int64
+	value   []byte
+	live    bool
+	mine    *int64 // the version this call's write got, if the row holds it
+}
+
+// CompareAndSwap implements driver.Store with one guarded upsert (see
+// "Statements" in the package doc) and returns the new version. A failed
+// condition is a *driver.ConflictError with the current value and version
+// (NoVersion when absent or expired). ttl must be positive; it is rounded up
+// to microseconds.
+func (s *Store) CompareAndSwap(ctx context.Context, key string, old driver.Version, value []byte, ttl time.Duration) (driver.Version, error) {
+	if ttl <= 0 {
+		return driver.NoVersion, s.wrap(opSwap, key, fmt.Errorf("ttl %v is not positive", ttl))
+	}
+	if value == nil {
+		value = []byte{}
+	}
+	sql := s.sqlSwap
+	if old == driver.NoVersion {
+		sql = s.sqlCreate
+	}
+	us := (ttl + time.Microsecond - 1) / time.Microsecond
+	id := writeID()
+	var r result
+	err := s.retry(ctx, func() error {
+		return s.pool.QueryRow(ctx, sql, key, value, int64(us), id, int64(old)).Scan(&r.version, &r.value, &r.live, &r.mine)
+	})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return driver.NoVersion, &driver.ConflictError{Version: driver.NoVersion} // a swap of an absent key
+	}
+	if err != nil {
+		return driver.NoVersion, s.wrap(opSwap, key, err)
+	}
+	if r.mine != nil {
+		s.wrote()
+		return driver.Version(*r.mine), nil
+	}
+	if !r.live {
+		return driver.NoVersion, &driver.ConflictError{Version: driver.NoVersion}
+	}
+	if r.value == nil {
+		r.value = []byte{}
+	}
+	return driver.NoVersion, &driver.ConflictError{Value: r.value, Version: driver.Version(r.version)}
+}
+
+// CompareAndDelete implements driver.Store with one guarded UPDATE that
+// turns the row into a tombstone. It returns driver.ErrNotFound when the key
+// is absent or expired and a conflict (as for CompareAndSwap) when another
+// version is there. With old == driver.NoVersion there is nothing to
+// delete: it only reads.
+func (s *Store) CompareAndDelete(ctx context.Context, key string, old driver.Version) error {
+	if old == driver.NoVersion {
+		value, ver, err := s.Get(ctx, key)
+		if err != nil {
+			if oe, ok := errors.AsType[*driver.OpError](err); ok {
+				oe.Op = opDelete
+			}
+			return err
+		}
+		return &driver.ConflictError{Value: value, Version: ver}
+	}
+	id := writeID()
+	var r result
+	err := s.retry(ctx, func() error {
+		return s.pool.QueryRow(ctx, s.sqlDelete, key, []byte{}, int64(0), id, int64(old)).Scan(&r.version, &r.value, &r.live, &r.mine)
+	})
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return driver.ErrNotFound
+	case err != nil:
+		return s.wrap(opDelete, key, err)
+	case r.mine != nil:
+		s.wrote()
+		return nil
+	case !r.live:
+		return driver.ErrNotFound
+	}
+	if r.value == nil {
+		r.value = []byte{}
+	}
+	return &driver.ConflictError{Value: r.value, Version: driver.Version(r.version)}
+}
+
+// retry runs send until it succeeds, fails with an answer from the server
+// (including pgx.ErrNoRows), finds no server, or attempts run out; a lost
+// answer is resent (see "Ambiguous outcomes").
+func (s *Store) retry(ctx context.Context, send func() error) error {
+	var err error
+	for range attempts {
+		err = send()
+		if !resendable(ctx, err) {
+			return err
+		}
+	}
+	return err
+}
+
+// resendable reports whether err is a connection that failed in a way a new
+// one may not: not an answer, not the context, not a refused connection.
+func resendable(ctx context.Context, err error) bool {
+	if err == nil || ctx.Err() != nil || errors.Is(err, pgx.ErrNoRows) {
+		return false
+	}
+	if _, ok := errors.AsType[*pgconn.PgError](err); ok {
+		return false
+	}
+	if errors.Is(err, syscall.ECONNREFUSED) {
+		return false
+	}
+	if _, ok := errors.AsType[*pgconn.ConnectError](err); ok {
+		return false // nothing was sent: the caller decides
+	}
+	return true
+}
+
+// writeID returns a random non-zero write id.
+func writeID() int64 {
+	for {
+		if id := int64(rand.Uint64()); id != 0 {
+			return id
+		}
+	}
+}
+
+// wrote counts a successful write and starts a purge every purgeEvery.
+func (s *Store) wrote() {
+	if s.o.purgeEvery == 0 || s.writes.Add(1)%int64(s.o.purgeEvery) != 0 {
+		return
+	}
+	if !s.purging.CompareAndSwap(false, true) {
+		return // one at a time
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		s.purging.Store(false)
+		return
+	}
+	s.wg.Add(1)
+	s.mu.Unlock()
+	go func() {
+		defer s.wg.Done()
+		defer s.purging.Store(false)
+		ctx, cancel := context.WithTimeout(context.Background(), s.o.callTimeout)
+		defer cancel()
+		_, _ = s.Purge(ctx)
+	}()
+}
+
+// Purge deletes at most one batch (WithPurgeBatch) of rows that expired
+// more than WithPurgeDelay ago, without waiting for rows others hold, and
+// returns how many it deleted. The store calls it every WithPurgeEvery
+// writes; call it yourself (until it returns fewer than a batch) to drain a
+// backlog.
+func (s *Store) Purge(ctx context.Context) (int64, error) {
+	tag, err := s.pool.Exec(ctx, s.sqlPurge, int64(s.o.purgeDelay/time.Microsecond), s.o.purgeBatch)
+	if err != nil {
+		return 0, s.wrap(opPurge, "", err)
+	}
+	return tag.RowsAffected(), nil
+}
+
+// Ping checks that the server answers and the table exists, as a command
+// does before its first call: a refused connection is an *UnreachableError.
+func (s *Store) Ping(ctx context.Context) error {
+	_, err := s.pool.Exec(ctx, fmt.Sprintf("SELECT 1 FROM %s LIMIT 0", quoteIdent(s.table)))
+	if err != nil {
+		return s.wrap(opDial, "", err)
+	}
+	return nil
+}
+
+// Close waits for a background purge to end and starts no more; it does not
+// close the pool, which is the caller's.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	s.wg.Wait()
+	return nil
+}

@@ -1,0 +1,191 @@
+package postgres_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/kvbreaker/kvbreaker/backends/postgres"
+	"github.com/kvbreaker/kvbreaker/driver"
+)
+
+var tableSeq atomic.Int64
+
+// ownTable creates a table of the test's own on the shared server.
+func ownTable(t *testing.T, pool *pgxpool.Pool) string {
+	t.Helper()
+	name := fmt.Sprintf("purge_%d", tableSeq.Add(1))
+	if err := postgres.CreateTable(t.Context(), pool, name); err != nil {
+		t.Fatal(err)
+	}
+	return name
+}
+
+func countRows(t *testing.T, pool *pgxpool.Pool, table string) int {
+	t.Helper()
+	var n int
+	if err := pool.QueryRow(t.Context(), "SELECT count(*) FROM "+table).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestPurgeBatches: expired rows and tombstones are deleted in batches of
+// WithPurgeBatch, live rows stay, and a row a transaction holds is skipped
+// rather than waited for.
+func TestPurgeBatches(t *testing.T) {
+	ctx := t.Context()
+	pool := newPool(t, server.URL())
+	tbl := ownTable(t, pool)
+	s, err := postgres.New(pool, tbl, postgres.WithPurgeEvery(0), postgres.WithPurgeBatch(10), postgres.WithPurgeDelay(time.Microsecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for i := range 25 { // expire a microsecond after their write
+		if _, err := s.CompareAndSwap(ctx, fmt.Sprintf("gone-%02d", i), driver.NoVersion, []byte("x"), time.Microsecond); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 5 { // tombstones
+		k := fmt.Sprintf("deleted-%d", i)
+		v, err := s.CompareAndSwap(ctx, k, driver.NoVersion, []byte("x"), time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.CompareAndDelete(ctx, k, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 3 {
+		if _, err := s.CompareAndSwap(ctx, fmt.Sprintf("live-%d", i), driver.NoVersion, []byte("x"), time.Hour); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A transaction holds one expired row: the purge skips it.
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(context.Background()) //nolint:errcheck
+	if _, err := tx.Exec(ctx, "SELECT 1 FROM "+tbl+" WHERE key = 'gone-00' FOR UPDATE"); err != nil {
+		t.Fatal(err)
+	}
+	var got []int64
+	for range 5 {
+		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		n, err := s.Purge(pctx)
+		cancel()
+		if err != nil {
+			t.Fatalf("Purge = %v", err)
+		}
+		got = append(got, n)
+	}
+	if fmt.Sprint(got) != "[10 10 9 0 0]" {
+		t.Errorf("purged %v per batch, want [10 10 9 0 0] (29 rows, one held)", got)
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := s.Purge(ctx); err != nil || n != 1 {
+		t.Errorf("Purge once released = %d, %v; want 1", n, err)
+	}
+	if n := countRows(t, pool, tbl); n != 3 {
+		t.Errorf("%d rows left, want the 3 live ones", n)
+	}
+}
+
+// TestPurgeEveryWrites: with WithPurgeEvery(n), the n-th write starts a
+// purge in the background; Close waits for it.
+func TestPurgeEveryWrites(t *testing.T) {
+	ctx := t.Context()
+	pool := newPool(t, server.URL())
+	tbl := ownTable(t, pool)
+	s, err := postgres.New(pool, tbl, postgres.WithPurgeEvery(5), postgres.WithPurgeDelay(time.Microsecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 4 {
+		if _, err := s.CompareAndSwap(ctx, fmt.Sprintf("gone-%d", i), driver.NoVersion, []byte("x"), time.Microsecond); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := countRows(t, pool, tbl); n != 4 {
+		t.Fatalf("%d rows before the fifth write, want 4 (no purge yet)", n)
+	}
+	if _, err := s.CompareAndSwap(ctx, "live", driver.NoVersion, []byte("x"), time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	if n := countRows(t, pool, tbl); n != 1 {
+		t.Errorf("%d rows after the fifth write's purge, want 1", n)
+	}
+}
+
+// TestOptionErrors: every invalid argument is reported at once, each a
+// *driver.OptionError.
+func TestOptionErrors(t *testing.T) {
+	_, err := postgres.New(nil, `bad"name`, postgres.WithPurgeBatch(0), postgres.WithPurgeEvery(-1), postgres.WithPurgeDelay(0), postgres.WithCallTimeout(-time.Second))
+	for _, want := range []string{
+		"postgres: invalid pool: nil", `postgres: invalid table name: "bad\"name"`,
+		"postgres: invalid WithPurgeBatch: 0", "postgres: invalid WithPurgeEvery: -1",
+		"postgres: invalid WithPurgeDelay: 0s", "postgres: invalid WithCallTimeout: -1s",
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("New = %v, want it to say %q", err, want)
+		}
+	}
+	if _, ok := errors.AsType[*driver.OptionError](err); !ok {
+		t.Errorf("New = %T, want *driver.OptionError inside", err)
+	}
+	if _, err := postgres.New(nil, table); err == nil || err.Error() != "postgres: invalid pool: nil: pass a *pgxpool.Pool (pgxpool.New)" {
+		t.Errorf("New(nil) = %v", err)
+	}
+	if _, err := postgres.Schema("Kvbreaker"); err == nil {
+		t.Error("Schema accepted an upper-case name")
+	}
+}
+
+// TestList: live keys under a prefix, in order, paginated by key; expired
+// and deleted ones are not listed.
+func TestList(t *testing.T) {
+	ctx := t.Context()
+	st := newStore(t)
+	for _, k := range []string{"a.example", "b.example", "c.example", "d.example", "x/other"} {
+		if _, err := st.CompareAndSwap(ctx, k, driver.NoVersion, []byte("v"), time.Hour); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := st.CompareAndSwap(ctx, "e.example", driver.NoVersion, []byte("v"), time.Microsecond); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.CompareAndDelete(ctx, "c.example", mustGet(t, st, "c.example")); err != nil {
+		t.Fatal(err)
+	}
+	var pages [][]string
+	cursor := ""
+	for {
+		keys, next, err := st.List(ctx, "", cursor, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pages = append(pages, keys)
+		if next == "" {
+			break
+		}
+		cursor = next
+	}
+	if got := fmt.Sprint(pages); got != "[[a.example b.example] [d.example x/other] []]" {
+		t.Errorf("pages %s", got)
+	}
+	keys, _, err := st.List(ctx, "x/", "", 10)
+	if err != nil || fmt.Sprint(keys) != "[x/other]" {
+		t.Errorf("List(x/) = %v, %v", keys, err)
+	}
+}

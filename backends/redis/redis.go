@@ -1,0 +1,374 @@
+// Package redis is a driver.Store over Redis with go-redis v9
+// (github.com/redis/go-redis/v9). It takes a redis.UniversalClient, so one
+// adapter serves a single server, Sentinel (a failover client) and Cluster.
+// Valkey speaks the same protocol and should work alike; it is not tested
+// here.
+//
+// # Records
+//
+// Each key is one Redis hash under the caller's key, unchanged (wrap the
+// Store in kvbreaker.Prefixed to keep a fleet's records apart): field v is
+// the value, n the version, w the id of the write that made it. Every
+// operation touches that one key, so it is single-slot and Cluster needs
+// nothing special. Compare-and-swap and compare-and-delete are one Lua
+// script each, run with go-redis' Script (EVALSHA, falling back to EVAL on
+// NOSCRIPT): one round trip that compares, writes, and on a conflict returns
+// the key's current value and version (a *driver.ConflictError).
+//
+// # Versions
+//
+// A version is never reused for a key, also across delete, re-create and
+// expiry, without a second key (which in a Cluster would be another slot):
+// a write's version is max(previous version + 1, the server's TIME in
+// microseconds). Compare-and-delete leaves a tombstone (the hash without its
+// value, keeping its version and its remaining TTL), so a re-create while
+// the record's TTL runs continues from its version; once the TTL has
+// passed, the key is gone and the server's clock is past every version it
+// gave (a version is at most its write's instant, and the TTL is at least
+// 1 ms). A backward step of the server's wall clock by more than the time
+// since a key's last write could repeat a version for that key; Redis has
+// no monotonic clock a script can read. Tombstones read as absent and are
+// not listed.
+//
+// # Expiry
+//
+// Every write sets its own TTL with PEXPIRE, in milliseconds rounded up:
+// relative expiry on the server's clock, 1 ms granularity, never early.
+// Redis never returns an expired key (it checks on every access), though an
+// expired key may occupy memory until its lazy or sampled deletion.
+//
+// # Lost answers
+//
+// go-redis retries a command whose connection broke (EOF, reset) up to the
+// client's MaxRetries (3 by default), so a script that the server applied
+// may run again. Every write carries a random 128-bit id, stored in the
+// record: a rerun that finds its own id reports what the first run did
+// (the new version, or the delete) rather than a conflict with itself. A
+// write whose answer was lost and not retried returns the transport error:
+// its outcome is unknown.
+//
+// # Reads from replicas
+//
+// Reads go wherever the client sends read-only commands: the primary by
+// default. A client that reads from replicas (ClusterOptions.ReadOnly,
+// RouteByLatency or RouteRandomly, a failover client with ReplicaOnly)
+// serves reads as old as the replicas' lag; declare it with
+// WithReplicaReads, which sets Traits().ReadStaleness. New refuses a
+// ClusterClient that reads from replicas without it.
+//
+// Errors other than driver.ErrNotFound and conflicts are *driver.OpError:
+// "redis: get host.example: <cause>". A Store lists keys (driver.Lister)
+// with SCAN, across the masters of a Cluster, and closes only a client that
+// Dial made.
+package redis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/kvbreaker/kvbreaker/driver"
+)
+
+// backend names the adapter in its errors.
+const backend = "redis"
+
+// Hash fields of a record.
+const (
+	FieldValue   = "v" // the value; absent in a tombstone
+	FieldVersion = "n" // the version, in decimal
+	FieldWriter  = "w" // the id of the write that made the record or tombstone
+)
+
+// ErrClosed is the cause of a Store method's *driver.OpError after Close.
+var ErrClosed = errors.New("store closed")
+
+// Store is a driver.Store in Redis. It is safe for concurrent use. The zero
+// value is not usable; call New or Dial.
+type Store struct {
+	c         goredis.UniversalClient
+	owns      bool
+	staleness time.Duration
+	closed    atomic.Bool
+}
+
+type options struct {
+	replicaLag    time.Duration
+	replicaLagSet bool
+}
+
+// Option configures a Store.
+type Option func(*options)
+
+// WithReplicaReads declares that the client reads from replicas, whose
+// answers may be as old as maxLag (the replication lag you monitor, e.g.
+// through INFO replication's lag, plus the time a failover takes to notice
+// a stalled replica): Traits().ReadStaleness becomes maxLag, which the
+// conformance suite and `kvbreaker check` hold the store to. Writes and
+// their compares always run on the primary.
+func WithReplicaReads(maxLag time.Duration) Option {
+	return func(o *options) { o.replicaLag, o.replicaLagSet = maxLag, true }
+}
+
+func optionError(option string, value any, fix string) error {
+	return &driver.OptionError{Backend: backend, Option: option, Value: value, Fix: fix}
+}
+
+// New returns a Store over c, which the caller keeps and closes. It sends
+// nothing (Dial does confirm the server answers). The client must have
+// ContextTimeoutEnabled set, so that every call ends with its context (as
+// kvbreaker.Breaker bounds each with Settings.CallTimeout). Invalid options are
+// *driver.OptionError, all of them joined.
+func New(c goredis.UniversalClient, opts ...Option) (*Store, error) {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	var errs []error
+	if c == nil {
+		errs = append(errs, optionError("client", "nil", "pass a redis.UniversalClient (*redis.Client, *redis.ClusterClient, …), or call Dial"))
+	}
+	if o.replicaLagSet && o.replicaLag <= 0 {
+		errs = append(errs, optionError("WithReplicaReads", o.replicaLag, "give the replicas' largest lag, a positive duration"))
+	}
+	if cc, ok := c.(*goredis.ClusterClient); ok && !o.replicaLagSet {
+		if co := cc.Options(); co.ReadOnly || co.RouteByLatency || co.RouteRandomly {
+			errs = append(errs, optionError("client", "a ClusterClient reading from replicas (ReadOnly, RouteByLatency or RouteRandomly)",
+				"declare the replicas' lag with WithReplicaReads, or read from the masters"))
+		}
+	}
+	if c != nil && !contextTimeouts(c) {
+		errs = append(errs, optionError("client", "ContextTimeoutEnabled false",
+			"set ContextTimeoutEnabled: true in the client's options, so that a call ends with its context (Dial does)"))
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return &Store{c: c, staleness: o.replicaLag}, nil
+}
+
+// contextTimeouts reports whether c ends a call when its context does:
+// without ContextTimeoutEnabled go-redis bounds socket reads by
+// ReadTimeout only (3 s, then retries), past Settings.CallTimeout. A client
+// of another type is taken as it is.
+func contextTimeouts(c goredis.UniversalClient) bool {
+	switch c := c.(type) {
+	case *goredis.Client:
+		return c.Options().ContextTimeoutEnabled
+	case *goredis.ClusterClient:
+		return c.Options().ContextTimeoutEnabled
+	case *goredis.Ring:
+		return c.Options().ContextTimeoutEnabled
+	}
+	return true
+}
+
+// Client returns the client the store uses.
+func (s *Store) Client() goredis.UniversalClient { return s.c }
+
+// Close releases the Store; later calls fail with ErrClosed. It closes the
+// client only when Dial made it. Records stay in Redis until their TTL.
+func (s *Store) Close() error {
+	if s.closed.Swap(true) || !s.owns {
+		return nil
+	}
+	return s.c.Close()
+}
+
+// Late is how long after its TTL a key may still be read: Redis judges a
+// key expired once the server's millisecond clock is past its expiry
+// instant, so a key lives through the millisecond its TTL ends in.
+const Late = time.Millisecond
+
+// Traits declares atomic compares; relative expiry on the server's clock in
+// milliseconds, never early, late by at most Late; linearizable reads on
+// the primary, or the lag declared with WithReplicaReads.
+func (s *Store) Traits() driver.Traits {
+	t := DefaultTraits()
+	t.ReadStaleness = s.staleness
+	return t
+}
+
+// DefaultTraits is what a Store declares with default options.
+func DefaultTraits() driver.Traits {
+	return driver.Traits{
+		Atomic: true,
+		Expiry: driver.ExpiryModel{
+			Kind:        driver.ExpiryRelative,
+			Granularity: time.Millisecond,
+			Late:        Late,
+		},
+	}
+}
+
+// Get implements driver.Store: one HMGET of the record's value and version.
+func (s *Store) Get(ctx context.Context, key string) ([]byte, driver.Version, error) {
+	if s.closed.Load() {
+		return nil, 0, opError("get", key, ErrClosed)
+	}
+	vals, err := s.c.HMGet(ctx, key, FieldValue, FieldVersion).Result()
+	if err != nil {
+		return nil, 0, opError("get", key, err)
+	}
+	v, ok := vals[0].(string)
+	if !ok {
+		return nil, driver.NoVersion, driver.ErrNotFound // absent, or a tombstone
+	}
+	ver, err := parseVersion(vals[1])
+	if err != nil {
+		return nil, 0, opError("get", key, err)
+	}
+	return []byte(v), ver, nil
+}
+
+// casScript: KEYS[1] the key; ARGV old version ("0": only if absent), value,
+// TTL in ms, write id. It returns {1, version} when the write is applied
+// (or was applied by this write's earlier run), {0, value, version} on a
+// conflict, {0} when the key is absent and old was not "0".
+var casScript = goredis.NewScript(`
+local cur = redis.call('HMGET', KEYS[1], 'v', 'n', 'w')
+if cur[1] and cur[3] == ARGV[4] then
+  return {1, cur[2]}
+end
+if ARGV[1] == '0' then
+  if cur[1] then return {0, cur[1], cur[2]} end
+elseif not cur[1] then
+  return {0}
+elseif cur[2] ~= ARGV[1] then
+  return {0, cur[1], cur[2]}
+end
+local t = redis.call('TIME')
+local ver = tonumber(t[1]) * 1000000 + tonumber(t[2])
+if cur[2] then
+  local nx = tonumber(cur[2]) + 1
+  if nx > ver then ver = nx end
+end
+local vs = string.format('%.0f', ver)
+redis.call('HSET', KEYS[1], 'v', ARGV[2], 'n', vs, 'w', ARGV[4])
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
+return {1, vs}
+`)
+
+// cadScript: KEYS[1] the key; ARGV old version, write id. It returns {1}
+// when the delete is applied (or was by this delete's earlier run), {2}
+// when the key is absent, {0, value, version} on a conflict. The delete
+// leaves a tombstone that keeps the version and the remaining TTL.
+var cadScript = goredis.NewScript(`
+local cur = redis.call('HMGET', KEYS[1], 'v', 'n', 'w')
+if not cur[1] then
+  if cur[3] == ARGV[2] then return {1} end
+  return {2}
+end
+if cur[2] ~= ARGV[1] then return {0, cur[1], cur[2]} end
+redis.call('HDEL', KEYS[1], 'v')
+redis.call('HSET', KEYS[1], 'w', ARGV[2])
+return {1}
+`)
+
+// CompareAndSwap implements driver.Store with one script run: it writes
+// value with a TTL of ttl in milliseconds, rounded up, if key's version is
+// old (driver.NoVersion: if key is absent or a tombstone), and otherwise
+// returns a *driver.ConflictError with the current value and version.
+func (s *Store) CompareAndSwap(ctx context.Context, key string, old driver.Version, value []byte, ttl time.Duration) (driver.Version, error) {
+	const op = "compare-and-swap"
+	if s.closed.Load() {
+		return 0, opError(op, key, ErrClosed)
+	}
+	if ttl <= 0 {
+		return 0, opError(op, key, fmt.Errorf("ttl %v is not positive", ttl))
+	}
+	res, err := casScript.Run(ctx, s.c, []string{key},
+		strconv.FormatUint(uint64(old), 10), value, ceilMillis(ttl), writeID()).Slice()
+	if err != nil {
+		return 0, opError(op, key, err)
+	}
+	if ok, _ := res[0].(int64); ok == 1 && len(res) == 2 {
+		ver, err := parseVersion(res[1])
+		if err != nil {
+			return 0, opError(op, key, err)
+		}
+		return ver, nil
+	}
+	return 0, conflict(op, key, res)
+}
+
+// CompareAndDelete implements driver.Store with one script run: it deletes
+// key if its version is old, returns driver.ErrNotFound when key is absent
+// and a *driver.ConflictError with the current value and version when
+// another version is there.
+func (s *Store) CompareAndDelete(ctx context.Context, key string, old driver.Version) error {
+	const op = "compare-and-delete"
+	if s.closed.Load() {
+		return opError(op, key, ErrClosed)
+	}
+	res, err := cadScript.Run(ctx, s.c, []string{key}, strconv.FormatUint(uint64(old), 10), writeID()).Slice()
+	if err != nil {
+		return opError(op, key, err)
+	}
+	switch code, _ := res[0].(int64); code {
+	case 1:
+		return nil
+	case 2:
+		return driver.ErrNotFound
+	}
+	return conflict(op, key, res)
+}
+
+// conflict turns a script's {0[, value, version]} into a *driver.ConflictError.
+func conflict(op, key string, res []any) error {
+	ce := &driver.ConflictError{}
+	if len(res) == 3 {
+		v, ok := res[1].(string)
+		if !ok {
+			return opError(op, key, fmt.Errorf("unexpected script answer %v", res))
+		}
+		ver, err := parseVersion(res[2])
+		if err != nil {
+			return opError(op, key, err)
+		}
+		ce.Value, ce.Version = []byte(v), ver
+	}
+	return ce
+}
+
+// parseVersion reads a record's version field.
+func parseVersion(v any) (driver.Version, error) {
+	str, ok := v.(string)
+	if !ok {
+		return 0, fmt.Errorf("record has no version field %q (not written by this adapter?)", FieldVersion)
+	}
+	n, err := strconv.ParseUint(str, 10, 64)
+	if err != nil || n == 0 {
+		return 0, fmt.Errorf("record's version field %q is %q, not a positive integer (not written by this adapter?)", FieldVersion, str)
+	}
+	return driver.Version(n), nil
+}
+
+// ceilMillis rounds d up to whole milliseconds, at least 1.
+func ceilMillis(d time.Duration) int64 {
+	ms := int64(d / time.Millisecond)
+	if d%time.Millisecond != 0 {
+		ms++
+	}
+	return max(1, ms)
+}
+
+// writeID is a random 128-bit id for one write, by which a rerun of the
+// write's script recognises the record its earlier run made.
+func writeID() string {
+	var b [32]byte
+	x := strconv.AppendUint(b[:0], rand.Uint64(), 36)
+	x = append(x, '.')
+	return string(strconv.AppendUint(x, rand.Uint64(), 36))
+}
+
+// opError is the shape of every error but ErrNotFound and conflicts.
+func opError(op, key string, err error) error {
+	return &driver.OpError{Backend: backend, Op: op, Key: key, Err: err}
+}

@@ -1,0 +1,86 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/kvbreaker/kvbreaker/backends/postgres"
+)
+
+// defaultPostgresTable is --postgres-table's default.
+const defaultPostgresTable = "kvbreaker"
+
+// checkPostgresURL checks --postgres-url without connecting.
+func (f *backendFlags) checkPostgresURL() error {
+	if !strings.HasPrefix(f.pgURL, "postgres://") && !strings.HasPrefix(f.pgURL, "postgresql://") {
+		return usagef("%s is %q: want a postgres:// URL, e.g. postgres://user@db:5432/app", f.name("postgres-url"), redactURL(f.pgURL))
+	}
+	if _, err := pgxpool.ParseConfig(f.pgURL); err != nil {
+		return usagef("%s: %v", f.name("postgres-url"), err)
+	}
+	if _, err := postgres.Schema(f.pgTable); err != nil {
+		return usagef("%s: %v", f.name("postgres-table"), err)
+	}
+	return nil
+}
+
+// openPostgres connects a small pool (a command makes a few calls) and
+// checks that the server answers and the table exists.
+func openPostgres(ctx context.Context, f *backendFlags) (*conn, error) {
+	cfg, err := pgxpool.ParseConfig(f.pgURL)
+	if err != nil {
+		return nil, usagef("%s: %v", f.name("postgres-url"), err)
+	}
+	cfg.MaxConns = 2
+	cfg.ConnConfig.ConnectTimeout = dialTimeout
+	cc := cfg.ConnConfig
+	addr := net.JoinHostPort(cc.Host, strconv.Itoa(int(cc.Port)))
+	network := "tcp"
+	if strings.HasPrefix(cc.Host, "/") {
+		addr, network = cc.Host+"/.s.PGSQL."+strconv.Itoa(int(cc.Port)), "unix"
+	}
+	where := "postgres table " + f.pgTable + " at " + addr
+	dctx, cancel := context.WithTimeout(ctx, dialTimeout)
+	c, err := (&net.Dialer{}).DialContext(dctx, network, addr)
+	cancel()
+	if err != nil {
+		return nil, &reachError{backend: "postgres", endpoint: addr, why: dialCause(err), err: err}
+	}
+	c.Close()
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: %w", err)
+	}
+	s, err := postgres.New(pool, f.pgTable)
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	if err := s.Ping(ctx); err != nil {
+		pool.Close()
+		if pe, ok := errors.AsType[*pgconn.PgError](err); ok && pe.Code == "42P01" {
+			return nil, fmt.Errorf("postgres: table %s does not exist at %s: create it with postgres.CreateTable or the SQL postgres.Schema returns", f.pgTable, addr)
+		}
+		return nil, noAnswer(ctx, "postgres", addr, f.bound, err)
+	}
+	return &conn{describe: where, store: &pgStore{Store: s, pool: pool}}, nil
+}
+
+// pgStore is the command's store: closing it closes the pool too.
+type pgStore struct {
+	*postgres.Store
+	pool *pgxpool.Pool
+}
+
+func (s *pgStore) Close() error {
+	err := s.Store.Close()
+	s.pool.Close()
+	return err
+}

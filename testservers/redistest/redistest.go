@@ -1,0 +1,306 @@
+// Package redistest runs real Redis servers for tests: Debian's
+// redis-server (7.x; Valkey's valkey-server takes the same flags) in a
+// child process on 127.0.0.1 with a free port and a temporary directory,
+// persistence off, and a three-master Cluster made with redis-cli --cluster
+// create. Faults are real: Kill ends the process as a crash would (SIGKILL),
+// Pause stops it (SIGSTOP), Restart starts it again on the same port (empty:
+// nothing is persisted). On Linux the server dies with the test binary
+// (PR_SET_PDEATHSIG), so a crashed test leaves nothing behind.
+//
+// The package needs only the standard library.
+package redistest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/kvbreaker/kvbreaker/testservers/launcher"
+)
+
+// Binaries, found on PATH (or in /usr/bin).
+var (
+	ServerBin = "redis-server"
+	CLIBin    = "redis-cli"
+)
+
+const (
+	startTimeout = 30 * time.Second
+	stopGrace    = 5 * time.Second
+)
+
+// Server is a running (or stopped) redis-server. Its methods are safe for
+// concurrent use.
+type Server struct {
+	dir     string
+	port    int
+	cluster bool
+
+	mu   sync.Mutex
+	proc *launcher.Process // nil while stopped
+}
+
+// Start starts a standalone server; Close stops it and removes its
+// directory.
+func Start(ctx context.Context) (*Server, error) { return start(ctx, false) }
+
+func start(ctx context.Context, cluster bool) (*Server, error) {
+	dir, err := os.MkdirTemp("", "redistest-")
+	if err != nil {
+		return nil, fmt.Errorf("redistest: temp dir: %w", err)
+	}
+	var lastErr error
+	// A port picked free can be taken before redis binds it: try a few.
+	for range 3 {
+		port, err := freePort()
+		if err != nil {
+			os.RemoveAll(dir)
+			return nil, err
+		}
+		s := &Server{dir: dir, port: port, cluster: cluster}
+		if lastErr = s.Restart(ctx); lastErr == nil {
+			return s, nil
+		}
+	}
+	os.RemoveAll(dir)
+	return nil, lastErr
+}
+
+// MustStart starts a standalone server for tb and closes it when tb
+// finishes; it fails tb if the server cannot start.
+func MustStart(tb testing.TB) *Server {
+	tb.Helper()
+	s, err := Start(tb.Context())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(s.Close)
+	return s
+}
+
+// Addr returns host:port, the same across Stop and Restart.
+func (s *Server) Addr() string { return "127.0.0.1:" + strconv.Itoa(s.port) }
+
+// URL returns redis://host:port/0.
+func (s *Server) URL() string { return "redis://" + s.Addr() + "/0" }
+
+// PID returns the server's process id, or 0 while it is stopped.
+func (s *Server) PID() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.proc == nil {
+		return 0
+	}
+	return s.proc.PID()
+}
+
+// Stderr returns what the server wrote to stderr (redis logs to stdout;
+// this holds startup failures).
+func (s *Server) Stderr() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.proc == nil {
+		return ""
+	}
+	return s.proc.Stderr()
+}
+
+// Restart starts a stopped server on the same port, empty. Restarting a
+// running server does nothing.
+func (s *Server) Restart(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.proc != nil {
+		select {
+		case <-s.proc.Done():
+			s.proc = nil // died on its own
+		default:
+			return nil
+		}
+	}
+	args := []string{"--port", strconv.Itoa(s.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+		"--dir", s.dir, "--daemonize", "no", "--logfile", "", "--protected-mode", "yes"}
+	if s.cluster {
+		// A restarted node forgets its cluster: nodes.conf is removed so it
+		// starts as a fresh, empty node.
+		_ = os.Remove(filepath.Join(s.dir, "nodes.conf"))
+		args = append(args, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "2000")
+	}
+	cmd := exec.Command(binPath(ServerBin), args...)
+	dieWithParent(cmd)
+	p, _, err := launcher.Start(ctx, "redis", cmd, func(line []byte) (string, bool) {
+		return "", bytes.Contains(line, []byte("Ready to accept connections"))
+	}, startTimeout)
+	if err != nil {
+		return fmt.Errorf("redistest: start redis-server on %s: %w", s.Addr(), err)
+	}
+	s.proc = p
+	return nil
+}
+
+// Stop ends the server gracefully (SIGTERM), keeping its port for Restart.
+// Stopping a stopped server does nothing.
+func (s *Server) Stop() { s.halt(false) }
+
+// Kill ends the server abruptly (SIGKILL), as a crash would.
+func (s *Server) Kill() { s.halt(true) }
+
+func (s *Server) halt(kill bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.proc == nil {
+		return
+	}
+	if kill {
+		s.proc.Kill()
+	} else {
+		_ = s.proc.Signal(syscall.SIGCONT) // a paused server cannot act on SIGTERM
+		_ = s.proc.Signal(syscall.SIGTERM)
+		s.proc.Stop(stopGrace)
+	}
+	s.proc = nil
+}
+
+// Pause stops the server process (SIGSTOP): it keeps its connections but
+// answers nothing, as a hung server. Resume continues it.
+func (s *Server) Pause() error { return s.signal(syscall.SIGSTOP) }
+
+// Resume continues a paused server (SIGCONT).
+func (s *Server) Resume() error { return s.signal(syscall.SIGCONT) }
+
+func (s *Server) signal(sig os.Signal) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.proc == nil {
+		return errors.New("redistest: server is stopped")
+	}
+	return s.proc.Signal(sig)
+}
+
+// Close stops the server and removes its directory.
+func (s *Server) Close() {
+	s.Stop()
+	if err := os.RemoveAll(s.dir); err != nil && !errors.Is(err, os.ErrNotExist) {
+		fmt.Fprintf(os.Stderr, "redistest: remove %s: %v\n", s.dir, err)
+	}
+}
+
+// Cluster is a Redis Cluster of masters without replicas.
+type Cluster struct {
+	Nodes []*Server
+}
+
+// StartCluster starts n cluster-enabled servers (at least 3), joins them
+// with redis-cli --cluster create (slots spread evenly, no replicas) and
+// waits until every node reports cluster_state:ok.
+func StartCluster(ctx context.Context, n int) (*Cluster, error) {
+	if n < 3 {
+		return nil, fmt.Errorf("redistest: a cluster needs at least 3 masters, not %d", n)
+	}
+	c := &Cluster{}
+	for range n {
+		s, err := start(ctx, true)
+		if err != nil {
+			c.Close()
+			return nil, err
+		}
+		c.Nodes = append(c.Nodes, s)
+	}
+	args := append([]string{"--cluster", "create"}, c.Addrs()...)
+	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
+	if out, err := exec.CommandContext(ctx, binPath(CLIBin), args...).CombinedOutput(); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("redistest: redis-cli %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	for _, s := range c.Nodes {
+		if err := waitClusterOK(ctx, s.Addr()); err != nil {
+			c.Close()
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// MustStartCluster is StartCluster for tb, closed when tb finishes.
+func MustStartCluster(tb testing.TB, n int) *Cluster {
+	tb.Helper()
+	c, err := StartCluster(tb.Context(), n)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(c.Close)
+	return c
+}
+
+// Addrs returns the nodes' host:port.
+func (c *Cluster) Addrs() []string {
+	addrs := make([]string, len(c.Nodes))
+	for i, s := range c.Nodes {
+		addrs[i] = s.Addr()
+	}
+	return addrs
+}
+
+// Close stops every node and removes their directories.
+func (c *Cluster) Close() {
+	for _, s := range c.Nodes {
+		s.Close()
+	}
+}
+
+// waitClusterOK polls CLUSTER INFO on addr (with redis-cli) until the node
+// says cluster_state:ok.
+func waitClusterOK(ctx context.Context, addr string) error {
+	ctx, cancel := context.WithTimeout(ctx, startTimeout)
+	defer cancel()
+	host, port, _ := net.SplitHostPort(addr)
+	var last []byte
+	for {
+		out, _ := exec.CommandContext(ctx, binPath(CLIBin), "-h", host, "-p", port, "cluster", "info").Output()
+		if bytes.Contains(out, []byte("cluster_state:ok")) {
+			return nil
+		}
+		last = out
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("redistest: cluster node %s not ok after %v: %s", addr, startTimeout, last)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// binPath finds name on PATH, else in /usr/bin (where Debian installs it).
+func binPath(name string) string {
+	if p, err := exec.LookPath(name); err == nil {
+		return p
+	}
+	return filepath.Join("/usr/bin", name)
+}
+
+// freePort returns a TCP port that was free on 127.0.0.1. Redis Cluster
+// also binds port+10000 for its bus; the retry in start covers a clash.
+func freePort() (int, error) {
+	for range 20 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return 0, fmt.Errorf("redistest: pick a free port: %w", err)
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		l.Close()
+		if port+10000 <= 65535 {
+			return port, nil
+		}
+	}
+	return 0, errors.New("redistest: no free port below 55536 (the cluster bus needs port+10000)")
+}
