@@ -91,15 +91,20 @@ func BenchmarkRealAllowOverGet(b *testing.B) {
 	}
 }
 
-// maxAllowOverGet is what TestAllowLatencyRatio asserts: well above the
-// 1.15 target, which a shared CI machine under -race cannot promise, but
-// well below the ≈2 that a second round trip per Allow would cost.
+// maxAllowOverGet is the ratio above which TestAllowLatencyRatio looks
+// for a second round trip: well above the 1.15 target, which a shared CI
+// machine under -race cannot promise, but below the ≈2 a second round trip
+// per Allow would cost. Whether there was one is then counted on the wire,
+// not inferred from time: sub-100 µs stores (Redis, PostgreSQL on
+// loopback) swing past 1.5 under a loaded -race run (PostgreSQL 2.9 once in
+// CI, 0.72–1.02 on an idle machine) with exactly one request per Allow.
 const maxAllowOverGet = 1.5
 
 // TestAllowLatencyRatio times Allow on a closed host against a raw Get of
 // the same store, interleaved in blocks so both see the same load, and
-// prints median latencies and their ratio (target ≤ 1.15). It fails above
-// maxAllowOverGet, i.e. if Allow costs more than one round trip.
+// prints median latencies and their ratio (target ≤ 1.15). Above
+// maxAllowOverGet it counts the requests of a block of Allows and fails
+// unless each sent exactly one read.
 func TestAllowLatencyRatio(t *testing.T) {
 	rounds, block := 10, 50
 	if testing.Short() {
@@ -112,7 +117,7 @@ func TestAllowLatencyRatio(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			r := latencyRig(t, name)
 			e := r.open()
-			br, _ := r.breaker(kvbreaker.Settings{})
+			br, be := r.breaker(kvbreaker.Settings{})
 			ctx := t.Context()
 			var gets, allows []time.Duration
 			for range rounds {
@@ -146,7 +151,18 @@ func TestAllowLatencyRatio(t *testing.T) {
 			}
 			fmt.Fprintf(tw, "%s\t%v\t%v\t%.3f\t%s\n", name, g.Round(time.Microsecond), a.Round(time.Microsecond), ratio, met)
 			if ratio > maxAllowOverGet {
-				t.Errorf("Allow median %v is %.2f× the raw Get median %v: more than one round trip?", a, ratio, g)
+				// Slower than one round trip should make it: count.
+				before := be.wire.load()
+				for range block {
+					if _, err := br.Allow(ctx, closedHost, time.Time{}); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if d := be.wire.load().sub(before); d.Reads != int64(block) || d.Writes != 0 || d.Other != 0 {
+					t.Errorf("Allow median %v is %.2f× the raw Get median %v, and %d Allows sent %+v: want one read each", a, ratio, g, block, d)
+				} else {
+					t.Logf("Allow median %v is %.2f× the raw Get median %v, but each Allow sent exactly one read: load, not a second round trip", a, ratio, g)
+				}
 			}
 		})
 	}
