@@ -504,3 +504,57 @@ func TestNilBreaker(t *testing.T) {
 		t.Fatalf("err = %v, want ErrNoBreaker", err)
 	}
 }
+
+// ReachableFailure and Success both close the circuit, so the state cannot
+// tell them apart: check the default table itself.
+func TestDefaultClassify(t *testing.T) {
+	for _, tc := range []struct {
+		code int
+		err  error
+		want httpbreaker.Outcome
+	}{
+		{0, errors.New("connection refused"), httpbreaker.Failure},
+		{0, context.DeadlineExceeded, httpbreaker.Failure},
+		{500, nil, httpbreaker.Failure},
+		{503, nil, httpbreaker.Failure},
+		{599, nil, httpbreaker.Failure},
+		{400, nil, httpbreaker.ReachableFailure},
+		{404, nil, httpbreaker.ReachableFailure},
+		{428, nil, httpbreaker.ReachableFailure},
+		{429, nil, httpbreaker.ReachableFailure},
+		{499, nil, httpbreaker.ReachableFailure},
+		{200, nil, httpbreaker.Success},
+		{204, nil, httpbreaker.Success},
+		{301, nil, httpbreaker.Success},
+		{399, nil, httpbreaker.Success},
+	} {
+		var resp *http.Response
+		if tc.err == nil {
+			resp = &http.Response{StatusCode: tc.code}
+		}
+		if got := httpbreaker.DefaultClassify(resp, tc.err); got != tc.want {
+			t.Errorf("DefaultClassify(%d, %v) = %v, want %v", tc.code, tc.err, got, tc.want)
+		}
+	}
+}
+
+func TestCustomClassify(t *testing.T) {
+	f := newFixture(t)
+	tr := f.client.Transport.(*httpbreaker.Transport)
+	// A user for whom 404 means the host lost its data: count it as down.
+	tr.Classify = func(resp *http.Response, err error) httpbreaker.Outcome {
+		if resp != nil && resp.StatusCode == http.StatusNotFound {
+			return httpbreaker.Failure
+		}
+		return httpbreaker.DefaultClassify(resp, err)
+	}
+	srv, _ := countingServer(t, status(http.StatusNotFound))
+	for range threshold {
+		if _, err := f.get(t, t.Context(), srv.URL); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st := f.state(t, srv.URL); st.State != kvbreaker.StateOpen {
+		t.Fatalf("state %v, want open: Classify was not used (the default keeps 404 closed)", st.State)
+	}
+}
