@@ -220,13 +220,13 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	switch v.Decision {
 	case kvbreaker.Hold:
 		closeBody(req) // RoundTrip must close it, even when not sending.
-		return nil, errors.Join(&HeldError{
+		return nil, join(&HeldError{
 			Held:      &kvbreaker.HeldError{Host: host, Decision: v.Decision, RetryAt: v.RetryAt},
 			HeldSince: v.HeldSince,
 		}, storeErr)
 	case kvbreaker.Drop:
 		closeBody(req)
-		return nil, errors.Join(&DroppedError{Host: host, HeldSince: v.HeldSince}, storeErr)
+		return nil, join(&DroppedError{Host: host, HeldSince: v.HeldSince}, storeErr)
 	}
 	resp, rtErr := base.RoundTrip(req)
 	var recErr error
@@ -235,7 +235,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	if rtErr != nil {
 		// The request's own error first: callers match it, and read it.
-		return nil, errors.Join(rtErr, storeErr, recErr)
+		return nil, join(rtErr, storeErr, recErr)
 	}
 	if e := errors.Join(storeErr, recErr); e != nil {
 		t.storeError(host, e)
@@ -264,6 +264,16 @@ func (t *Transport) record(req *http.Request, host string, resp *http.Response, 
 		return t.Breaker.Failure(rctx, host)
 	}
 	return nil
+}
+
+// join returns err itself when there is nothing to add: errors.Join would
+// hide its methods (a timeout's Timeout() bool, which url.Error and
+// net.Error callers rely on).
+func join(err error, more ...error) error {
+	if errors.Join(more...) == nil {
+		return err
+	}
+	return errors.Join(append([]error{err}, more...)...)
 }
 
 func closeBody(req *http.Request) {
