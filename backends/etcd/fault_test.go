@@ -13,6 +13,7 @@ import (
 	"github.com/kvbreaker/kvbreaker"
 	"github.com/kvbreaker/kvbreaker/backends/etcd"
 	"github.com/kvbreaker/kvbreaker/driver"
+	"github.com/kvbreaker/kvbreaker/internal/fleettest"
 	"github.com/kvbreaker/kvbreaker/testservers/etcdtest"
 )
 
@@ -40,11 +41,11 @@ func TestServerStopAndRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close() })
-	clock := newFakeClock()
-	tr := &transitions{n: map[string]int{}}
+	clock := fleettest.NewClock()
+	tr := &fleettest.Transitions{}
 	settings := kvbreaker.Settings{
 		FailureThreshold: 2, RecoveryDelay: time.Minute, FailureWindow: time.Minute,
-		CallTimeout: callTimeout, Clock: clock.Now, OnStateChange: tr.record,
+		CallTimeout: callTimeout, Clock: clock.Now, OnStateChange: tr.Record,
 	}
 	open, err := kvbreaker.New(store, settings)
 	if err != nil {
@@ -65,7 +66,7 @@ func TestServerStopAndRestart(t *testing.T) {
 	if err := open.Failure(ctx, "flaky.example"); err != nil {
 		t.Fatal(err)
 	}
-	wantTransitions(t, tr, map[string]int{"closed→open": 1})
+	tr.Want(t, map[string]int{"closed→open": 1})
 
 	srv.Kill() // as a crash: SIGKILL
 
@@ -112,7 +113,7 @@ func TestServerStopAndRestart(t *testing.T) {
 			t.Errorf("FailClosed Allow with etcd stopped = %+v, %v; want hold for the release interval and an error", v, err)
 		}
 	})
-	wantTransitions(t, tr, map[string]int{})
+	tr.Want(t, map[string]int{})
 
 	if err := srv.Restart(t.Context()); err != nil {
 		t.Fatal(err)
@@ -143,7 +144,7 @@ func TestServerStopAndRestart(t *testing.T) {
 		if err := open.Failure(ctx, "flaky.example"); err != nil {
 			t.Fatal(err)
 		}
-		wantTransitions(t, tr, map[string]int{"closed→open": 1})
+		tr.Want(t, map[string]int{"closed→open": 1})
 		clock.Advance(time.Minute + time.Second)
 		v, err = closed.Allow(ctx, "down.example", time.Time{})
 		if err != nil || v.Decision != kvbreaker.Probe {
@@ -152,7 +153,7 @@ func TestServerStopAndRestart(t *testing.T) {
 		if err := closed.Success(ctx, "down.example"); err != nil {
 			t.Fatal(err)
 		}
-		wantTransitions(t, tr, map[string]int{"open→half-open": 1, "half-open→closed": 1})
+		tr.Want(t, map[string]int{"open→half-open": 1, "half-open→closed": 1})
 		// New records get leases: the pool's cached lease survived too.
 		if _, err := store.CompareAndSwap(ctx, "new.example", driver.NoVersion, []byte("v"), time.Minute); err != nil {
 			t.Errorf("write after restart: %v", err)

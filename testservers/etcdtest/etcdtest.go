@@ -23,7 +23,6 @@ import (
 	"runtime"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -53,12 +52,13 @@ const stopGrace = 10 * time.Second
 // Server is a running (or stopped) etcd test server. Its methods are safe
 // for concurrent use.
 type Server struct {
+	// Server is the process's lifecycle: PID, Running, Stop (graceful,
+	// keeping ports and data for Restart), Kill (as a crash), Pause and
+	// Resume (SIGSTOP: a hung server).
+	launcher.Server
 	dir    string // temp dir holding data/, removed by Close
 	client string // http://127.0.0.1:port
 	peer   string
-
-	mu   sync.Mutex
-	proc *launcher.Process // nil while stopped
 }
 
 // Start starts a server; Close stops it and removes its data.
@@ -77,6 +77,7 @@ func Start(ctx context.Context) (*Server, error) {
 			return nil, err
 		}
 		s := &Server{
+			Server: launcher.Server{Name: "etcdtest", Grace: stopGrace},
 			dir:    dir,
 			client: fmt.Sprintf("http://127.0.0.1:%d", ports[0]),
 			peer:   fmt.Sprintf("http://127.0.0.1:%d", ports[1]),
@@ -107,90 +108,29 @@ func (s *Server) Endpoints() []string { return []string{s.client} }
 // DataDir returns the server's data directory, kept across Stop and Restart.
 func (s *Server) DataDir() string { return filepath.Join(s.dir, "data") }
 
-// PID returns the server's process id, or 0 while it is stopped.
-func (s *Server) PID() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.proc == nil {
-		return 0
-	}
-	return s.proc.PID()
-}
-
-// Running reports whether the server is started.
-func (s *Server) Running() bool { return s.PID() != 0 }
-
 // Restart starts a stopped server on the same ports and data directory; the
 // keys and leases written before are still there (leases are extended by the
 // restart, as on a leader change). Restarting a running server does nothing.
 func (s *Server) Restart(ctx context.Context) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.proc != nil {
-		select {
-		case <-s.proc.Done():
-			s.proc = nil // died on its own
-		default:
-			return nil
+	return s.Server.Restart(ctx, func(ctx context.Context) (*launcher.Process, error) {
+		bin, err := binary(ctx)
+		if err != nil {
+			return nil, err
 		}
-	}
-	bin, err := binary(ctx)
-	if err != nil {
-		return err
-	}
-	cfg, err := json.Marshal(map[string]any{"DataDir": s.DataDir(), "Client": s.client, "Peer": s.peer, "TickMs": TickMs, "ElectionMs": ElectionMs})
-	if err != nil {
-		return err
-	}
-	cmd := exec.Command(bin)
-	cmd.Env = append(os.Environ(), configEnv+"="+string(cfg))
-	p, _, err := launcher.Start(ctx, "etcd", cmd, func(line []byte) (string, bool) {
-		return "", strings.TrimSpace(string(line)) == readyLine
-	}, startTimeout)
-	if err != nil {
-		return fmt.Errorf("etcdtest: start etcd on %s: %w", s.client, err)
-	}
-	s.proc = p
-	return nil
-}
-
-// Stop ends the server gracefully, keeping its ports and data for Restart.
-// Clients see their calls fail until then. Stopping a stopped server does
-// nothing.
-func (s *Server) Stop() { s.halt(false) }
-
-// Kill ends the server abruptly (SIGKILL), as a crash would.
-func (s *Server) Kill() { s.halt(true) }
-
-func (s *Server) halt(kill bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.proc == nil {
-		return
-	}
-	if kill {
-		s.proc.Kill()
-	} else {
-		_ = s.proc.Signal(syscall.SIGTERM)
-		s.proc.Stop(stopGrace)
-	}
-	s.proc = nil
-}
-
-// Pause stops the server process (SIGSTOP): it keeps its connections but
-// answers nothing, as a hung server. Resume continues it.
-func (s *Server) Pause() error { return s.signal(syscall.SIGSTOP) }
-
-// Resume continues a paused server (SIGCONT).
-func (s *Server) Resume() error { return s.signal(syscall.SIGCONT) }
-
-func (s *Server) signal(sig os.Signal) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.proc == nil {
-		return errors.New("etcdtest: server is stopped")
-	}
-	return s.proc.Signal(sig)
+		cfg, err := json.Marshal(map[string]any{"DataDir": s.DataDir(), "Client": s.client, "Peer": s.peer, "TickMs": TickMs, "ElectionMs": ElectionMs})
+		if err != nil {
+			return nil, err
+		}
+		cmd := exec.Command(bin)
+		cmd.Env = append(os.Environ(), configEnv+"="+string(cfg))
+		p, _, err := launcher.Start(ctx, "etcd", cmd, func(line []byte) (string, bool) {
+			return "", strings.TrimSpace(string(line)) == readyLine
+		}, startTimeout)
+		if err != nil {
+			return nil, fmt.Errorf("etcdtest: start etcd on %s: %w", s.client, err)
+		}
+		return p, nil
+	})
 }
 
 // Close stops the server and removes its data directory.

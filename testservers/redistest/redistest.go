@@ -21,8 +21,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -43,12 +41,14 @@ const (
 // Server is a running (or stopped) redis-server. Its methods are safe for
 // concurrent use.
 type Server struct {
+	// Server is the process's lifecycle: PID, Running, Stderr (startup
+	// failures; redis logs to stdout), Stop (SIGTERM, keeping the port for
+	// Restart), Kill (as a crash), Pause and Resume (SIGSTOP: a hung
+	// server).
+	launcher.Server
 	dir     string
 	port    int
 	cluster bool
-
-	mu   sync.Mutex
-	proc *launcher.Process // nil while stopped
 }
 
 // Start starts a standalone server; Close stops it and removes its
@@ -68,7 +68,7 @@ func start(ctx context.Context, cluster bool) (*Server, error) {
 			os.RemoveAll(dir)
 			return nil, err
 		}
-		s := &Server{dir: dir, port: port, cluster: cluster}
+		s := &Server{Server: launcher.Server{Name: "redistest", Grace: stopGrace}, dir: dir, port: port, cluster: cluster}
 		if lastErr = s.Restart(ctx); lastErr == nil {
 			return s, nil
 		}
@@ -95,97 +95,28 @@ func (s *Server) Addr() string { return "127.0.0.1:" + strconv.Itoa(s.port) }
 // URL returns redis://host:port/0.
 func (s *Server) URL() string { return "redis://" + s.Addr() + "/0" }
 
-// PID returns the server's process id, or 0 while it is stopped.
-func (s *Server) PID() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.proc == nil {
-		return 0
-	}
-	return s.proc.PID()
-}
-
-// Stderr returns what the server wrote to stderr (redis logs to stdout;
-// this holds startup failures).
-func (s *Server) Stderr() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.proc == nil {
-		return ""
-	}
-	return s.proc.Stderr()
-}
-
 // Restart starts a stopped server on the same port, empty. Restarting a
 // running server does nothing.
 func (s *Server) Restart(ctx context.Context) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.proc != nil {
-		select {
-		case <-s.proc.Done():
-			s.proc = nil // died on its own
-		default:
-			return nil
+	return s.Server.Restart(ctx, func(ctx context.Context) (*launcher.Process, error) {
+		args := []string{"--port", strconv.Itoa(s.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+			"--dir", s.dir, "--daemonize", "no", "--logfile", "", "--protected-mode", "yes"}
+		if s.cluster {
+			// A restarted node forgets its cluster: nodes.conf is removed so it
+			// starts as a fresh, empty node.
+			_ = os.Remove(filepath.Join(s.dir, "nodes.conf"))
+			args = append(args, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "2000")
 		}
-	}
-	args := []string{"--port", strconv.Itoa(s.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-		"--dir", s.dir, "--daemonize", "no", "--logfile", "", "--protected-mode", "yes"}
-	if s.cluster {
-		// A restarted node forgets its cluster: nodes.conf is removed so it
-		// starts as a fresh, empty node.
-		_ = os.Remove(filepath.Join(s.dir, "nodes.conf"))
-		args = append(args, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "2000")
-	}
-	cmd := exec.Command(binPath(ServerBin), args...)
-	dieWithParent(cmd)
-	p, _, err := launcher.Start(ctx, "redis", cmd, func(line []byte) (string, bool) {
-		return "", bytes.Contains(line, []byte("Ready to accept connections"))
-	}, startTimeout)
-	if err != nil {
-		return fmt.Errorf("redistest: start redis-server on %s: %w", s.Addr(), err)
-	}
-	s.proc = p
-	return nil
-}
-
-// Stop ends the server gracefully (SIGTERM), keeping its port for Restart.
-// Stopping a stopped server does nothing.
-func (s *Server) Stop() { s.halt(false) }
-
-// Kill ends the server abruptly (SIGKILL), as a crash would.
-func (s *Server) Kill() { s.halt(true) }
-
-func (s *Server) halt(kill bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.proc == nil {
-		return
-	}
-	if kill {
-		s.proc.Kill()
-	} else {
-		_ = s.proc.Signal(syscall.SIGCONT) // a paused server cannot act on SIGTERM
-		_ = s.proc.Signal(syscall.SIGTERM)
-		s.proc.Stop(stopGrace)
-	}
-	s.proc = nil
-}
-
-// Pause stops the server process (SIGSTOP): it keeps its connections but
-// answers nothing, as a hung server. Resume continues it.
-func (s *Server) Pause() error { return s.signal(syscall.SIGSTOP) }
-
-// Resume continues a paused server (SIGCONT).
-func (s *Server) Resume() error { return s.signal(syscall.SIGCONT) }
-
-func (s *Server) signal(sig os.Signal) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.proc == nil {
-		return errors.New("redistest: server is stopped")
-	}
-	return s.proc.Signal(sig)
+		cmd := exec.Command(binPath(ServerBin), args...)
+		dieWithParent(cmd)
+		p, _, err := launcher.Start(ctx, "redis", cmd, func(line []byte) (string, bool) {
+			return "", bytes.Contains(line, []byte("Ready to accept connections"))
+		}, startTimeout)
+		if err != nil {
+			return nil, fmt.Errorf("redistest: start redis-server on %s: %w", s.Addr(), err)
+		}
+		return p, nil
+	})
 }
 
 // Close stops the server and removes its directory.
