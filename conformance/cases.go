@@ -113,6 +113,10 @@ func (e *env) awaitRead(ctx context.Context, promise PromiseID, key string, want
 	start := time.Now()
 	deadline := start.Add(e.traits.ReadStaleness)
 	for first := true; ; first = false {
+		// A read issued within the window may be stale even if its answer
+		// arrives after it (a loaded machine): only one issued past the
+		// deadline breaks the promise.
+		issued := time.Now()
 		v, ver, err := e.store.Get(ctx, key)
 		// Visible on the first read: not stale at all.
 		var seen time.Duration
@@ -132,7 +136,7 @@ func (e *env) awaitRead(ctx context.Context, promise PromiseID, key string, want
 			e.errorf(promise, "Get(%q) = %v", key, err)
 			return nil, 0, seen, false
 		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
+		if issued.After(deadline) || ctx.Err() != nil {
 			if want == driver.NoVersion {
 				e.errorf(promise, "Get(%q) still returns version %d (%q) %v after it was deleted (declared ReadStaleness %v)", key, ver, v, seen.Round(time.Millisecond), e.traits.ReadStaleness)
 			} else {
