@@ -1,8 +1,10 @@
 package launcher
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"sync"
 	"syscall"
@@ -92,8 +94,27 @@ func (s *Server) halt(kill bool) {
 }
 
 // Pause stops the process (SIGSTOP): it keeps its connections but answers
-// nothing, as a hung server. Resume continues it.
-func (s *Server) Pause() error { return s.signal(syscall.SIGSTOP) }
+// nothing, as a hung server. Resume continues it. It returns once the
+// process is stopped (where /proc shows it), not when the signal is sent:
+// a request made right after must not be answered.
+func (s *Server) Pause() error {
+	if err := s.signal(syscall.SIGSTOP); err != nil {
+		return err
+	}
+	pid := s.PID()
+	for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			return nil // no /proc here: the signal is all we can wait for
+		}
+		// The state follows the command in parentheses: "pid (comm) T ...".
+		if i := bytes.LastIndexByte(b, ')'); i >= 0 && i+2 < len(b) && (b[i+2] == 'T' || b[i+2] == 't') {
+			return nil
+		}
+		time.Sleep(time.Millisecond) // waiting for the kernel, not for logic
+	}
+	return fmt.Errorf("%s: pid %d not stopped 2 s after SIGSTOP", s.Name, pid)
+}
 
 // Resume continues a paused server (SIGCONT).
 func (s *Server) Resume() error { return s.signal(syscall.SIGCONT) }
