@@ -67,6 +67,7 @@ type Breaker struct {
 	log     *slog.Logger
 	timeout time.Duration
 	cache   *cache
+	obs     *Observer
 }
 
 // New validates s against the store's traits and returns a Breaker. The
@@ -80,7 +81,7 @@ func New(store driver.Store, s Settings) (*Breaker, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &Breaker{store: store, cfg: cfg, traits: t, s: s, clock: s.Clock, log: s.Logger, timeout: s.CallTimeout}
+	b := &Breaker{store: store, cfg: cfg, traits: t, s: s, clock: s.Clock, log: s.Logger, timeout: s.CallTimeout, obs: s.Observer}
 	if b.clock == nil {
 		b.clock = time.Now
 	}
@@ -144,7 +145,9 @@ func (b *Breaker) callContext(ctx context.Context) (context.Context, context.Can
 func (b *Breaker) get(ctx context.Context, host string) (current, error) {
 	ctx, cancel := b.callContext(ctx)
 	defer cancel()
+	ctx, done := b.storeCall(ctx, OpGet, host)
 	v, ver, err := b.store.Get(ctx, host)
+	end(done, err)
 	if errors.Is(err, driver.ErrNotFound) {
 		return current{}, nil
 	}
@@ -173,12 +176,16 @@ func (b *Breaker) apply(ctx context.Context, host string, cur current, st *machi
 	switch st.Write {
 	case machine.WritePut:
 		var ver driver.Version
+		ctx, done := b.storeCall(ctx, OpCompareAndSwap, host)
 		ver, err = b.store.CompareAndSwap(ctx, host, cur.ver, record.EncodeRecord(st.Record), b.cfg.StateTTL)
+		end(done, err)
 		if err == nil {
 			return current{rec: st.Record, ver: ver}, true, nil
 		}
 	case machine.WriteDelete:
+		ctx, done := b.storeCall(ctx, OpCompareAndDelete, host)
 		err = b.store.CompareAndDelete(ctx, host, cur.ver)
+		end(done, err)
 		if err == nil || errors.Is(err, driver.ErrNotFound) {
 			// ErrNotFound: someone else closed it; nothing of ours to report.
 			return current{}, true, err
@@ -194,16 +201,17 @@ func (b *Breaker) apply(ctx context.Context, host string, cur current, st *machi
 }
 
 // run reads host's record and applies decide to it, retrying on conflicts
-// with the store's current record. It returns the committed step;
-// OnStateChange fires after the write.
+// with the store's current record. It returns the committed step, and
+// whether it was decided on the cache without a store call; OnStateChange
+// fires after the write.
 //
 // Allow (write == false) may decide on a fresh cached record. A write call
 // never does: a cached record is only the compare-and-swap hint, which the
 // store validates, and a "no write" decided on it is confirmed by a read,
 // since another worker may have changed the record since.
-func (b *Breaker) run(ctx context.Context, host string, in instant, write bool, decide func(record.Record) machine.Step) (machine.Step, error) {
+func (b *Breaker) run(ctx context.Context, host string, in instant, write bool, decide func(record.Record) machine.Step) (_ machine.Step, cached bool, _ error) {
 	if err := driver.ValidateKey(host); err != nil {
-		return machine.Step{}, err
+		return machine.Step{}, false, err
 	}
 	var cur current
 	fresh, hinted := false, false
@@ -222,13 +230,15 @@ func (b *Breaker) run(ctx context.Context, host string, in instant, write bool, 
 		}
 		fresh = true
 	}
+	cached = fresh && !write
 	for range maxCASAttempts {
 		if !fresh {
+			cached = false
 			seq := at.reading()
 			var err error
 			if cur, err = b.get(ctx, host); err != nil {
 				b.cache.forget(at, host)
-				return machine.Step{}, err
+				return machine.Step{}, false, err
 			}
 			b.cache.put(at, host, cur, seq, in.mono)
 		}
@@ -240,9 +250,9 @@ func (b *Breaker) run(ctx context.Context, host string, in instant, write bool, 
 				hinted, fresh = false, false
 				continue
 			}
-			return st, nil
+			return st, cached, nil
 		}
-		hinted = false
+		hinted, cached = false, false
 		next, ok, err := b.apply(ctx, host, cur, &st)
 		if ok {
 			b.cache.put(at, host, next, at.begin(), in.mono)
@@ -251,22 +261,28 @@ func (b *Breaker) run(ctx context.Context, host string, in instant, write bool, 
 		}
 		switch {
 		case err == nil:
-			b.notify(host, &st)
-			return st, nil
+			b.notify(ctx, host, &st)
+			return st, false, nil
 		case errors.Is(err, driver.ErrNotFound):
-			return machine.Step{From: record.StateClosed, To: record.StateClosed}, nil
+			return machine.Step{From: record.StateClosed, To: record.StateClosed}, false, nil
 		case errors.Is(err, driver.ErrConflict):
 			cur, fresh = next, ok
 			continue
 		}
-		return machine.Step{}, err
+		return machine.Step{}, false, err
 	}
-	return machine.Step{}, fmt.Errorf("%w: %d lost compare-and-swaps on %q", ErrContended, maxCASAttempts, host)
+	return machine.Step{}, false, fmt.Errorf("%w: %d lost compare-and-swaps on %q", ErrContended, maxCASAttempts, host)
 }
 
-func (b *Breaker) notify(host string, st *machine.Step) {
-	if st.Changed() && b.s.OnStateChange != nil {
+func (b *Breaker) notify(ctx context.Context, host string, st *machine.Step) {
+	if !st.Changed() {
+		return
+	}
+	if b.s.OnStateChange != nil {
 		b.s.OnStateChange(host, State(st.From), State(st.To))
+	}
+	if b.obs != nil && b.obs.Transition != nil {
+		b.obs.Transition(ctx, host, State(st.From), State(st.To))
 	}
 }
 
@@ -287,34 +303,38 @@ func (b *Breaker) Allow(ctx context.Context, host string, heldSince time.Time) (
 		if b.s.OnDrop != nil {
 			b.s.OnDrop(host, heldSince)
 		}
+		b.decided(ctx, host, Drop, false)
 		return Verdict{Decision: Drop, HeldSince: heldSince}, nil
 	}
 	// No write hints here: Allow writes only to elect a probe, and at a
 	// restraint's end every worker holding a message for the host asks at
 	// once; on a hint each loser would pay a failed compare-and-swap (a
 	// Raft proposal, a DynamoDB write unit) where a read costs less.
-	st, err := b.run(ctx, host, in, false, func(r record.Record) machine.Step { return machine.AllowStep(r, now, heldSince, &b.cfg) })
+	st, cached, err := b.run(ctx, host, in, false, func(r record.Record) machine.Step { return machine.AllowStep(r, now, heldSince, &b.cfg) })
 	if heldSince.IsZero() {
 		heldSince = now
 	}
+	var v Verdict
 	switch {
 	case errors.Is(err, ErrInvalidKey):
-		return Verdict{Decision: Send}, err
+		v = Verdict{Decision: Send}
 	case errors.Is(err, ErrContended):
 		// Another worker is probing; look again shortly.
-		return Verdict{Decision: Hold, RetryAt: b.holdBriefly(now, heldSince), HeldSince: heldSince}, nil
+		v, err = Verdict{Decision: Hold, RetryAt: b.holdBriefly(now, heldSince), HeldSince: heldSince}, nil
 	case err != nil:
 		err = fmt.Errorf("kvbreaker: allow %q: %w", host, err)
+		v = Verdict{Decision: Send}
 		if b.s.FailClosed {
-			return Verdict{Decision: Hold, RetryAt: b.holdBriefly(now, heldSince), HeldSince: heldSince}, err
+			v = Verdict{Decision: Hold, RetryAt: b.holdBriefly(now, heldSince), HeldSince: heldSince}
 		}
-		return Verdict{Decision: Send}, err
+	default:
+		v = Verdict{Decision: Decision(st.Decision), RetryAt: st.RetryAt}
+		if v.Decision == Hold {
+			v.HeldSince = heldSince
+		}
 	}
-	v := Verdict{Decision: Decision(st.Decision), RetryAt: st.RetryAt}
-	if v.Decision == Hold {
-		v.HeldSince = heldSince
-	}
-	return v, nil
+	b.decided(ctx, host, v.Decision, cached)
+	return v, err
 }
 
 func (b *Breaker) holdBriefly(now, heldSince time.Time) time.Time {
@@ -327,27 +347,27 @@ func (b *Breaker) holdBriefly(now, heldSince time.Time) time.Time {
 // Failure records that a delivery to host failed (no answer, 5xx, timeout).
 func (b *Breaker) Failure(ctx context.Context, host string) error {
 	in := b.instant()
-	_, err := b.run(ctx, host, in, true, func(r record.Record) machine.Step { return machine.FailureStep(r, in.wall, &b.cfg) })
+	_, _, err := b.run(ctx, host, in, true, func(r record.Record) machine.Step { return machine.FailureStep(r, in.wall, &b.cfg) })
 	return wrap("failure", host, err)
 }
 
 // Success records that host answered; its record is deleted and the circuit
 // closes.
 func (b *Breaker) Success(ctx context.Context, host string) error {
-	_, err := b.run(ctx, host, b.instant(), true, machine.SuccessStep)
+	_, _, err := b.run(ctx, host, b.instant(), true, machine.SuccessStep)
 	return wrap("success", host, err)
 }
 
 // ReachableFailure records a failure that proves the host is up (it
 // answered, e.g. with a 4xx): like Success, the circuit closes.
 func (b *Breaker) ReachableFailure(ctx context.Context, host string) error {
-	_, err := b.run(ctx, host, b.instant(), true, machine.SuccessStep)
+	_, _, err := b.run(ctx, host, b.instant(), true, machine.SuccessStep)
 	return wrap("reachable failure", host, err)
 }
 
 // Reset deletes host's record whatever it holds, force-closing the circuit.
 func (b *Breaker) Reset(ctx context.Context, host string) error {
-	_, err := b.run(ctx, host, b.instant(), true, func(r record.Record) machine.Step {
+	_, _, err := b.run(ctx, host, b.instant(), true, func(r record.Record) machine.Step {
 		return machine.Step{From: r.State(), To: record.StateClosed, Write: machine.WriteDelete}
 	})
 	return wrap("reset", host, err)
@@ -361,7 +381,9 @@ func (b *Breaker) Inspect(ctx context.Context, host string) (Status, error) {
 	}
 	ctx, cancel := b.callContext(ctx)
 	defer cancel()
+	ctx, done := b.storeCall(ctx, OpGet, host)
 	v, ver, err := b.store.Get(ctx, host)
+	end(done, err)
 	switch {
 	case errors.Is(err, driver.ErrNotFound):
 		return s, nil

@@ -72,6 +72,9 @@ type Settings struct {
 	OnStateChange func(host string, from, to State)
 	// OnDrop is called when Allow drops a message held for HoldLimit.
 	OnDrop func(host string, heldSince time.Time)
+	// Observer receives every decision, transition and store call, for
+	// metrics and traces (see the otelkvbreaker module). Default none.
+	Observer *Observer
 	// FailClosed makes Allow hold for ReleaseInterval when the store fails;
 	// by default it sends (fails open). The error is returned either way.
 	FailClosed bool

@@ -242,6 +242,18 @@ type Flusher interface {
 	Flush(ctx context.Context) error
 }
 
+// ClockSampler is an optional Store interface for stores that can read their
+// server's clock, so a Breaker can detect a worker clock further from the
+// store's than Settings.ClockSkew assumes. A store without a clock it can
+// read (etcd: its API shows none) does not implement it.
+type ClockSampler interface {
+	// SampleClock reads the server's clock in one round trip. The server's
+	// true reading lies in [t, t+resolution): an HTTP Date header truncates
+	// to the second (resolution 1 s), Redis TIME to the microsecond. The
+	// caller times the round trip itself.
+	SampleClock(ctx context.Context) (t time.Time, resolution time.Duration, err error)
+}
+
 // MergeRecords merges two breaker records that a store without
 // compare-and-swap received concurrently (older first) into one that loses
 // neither's failures nor restraint: the union of their failure instants, the
