@@ -60,6 +60,8 @@
 // "redis: get host.example: <cause>". A Store lists keys (driver.Lister)
 // with SCAN, across the masters of a Cluster, and closes only a client that
 // Dial made.
+// It reads the server's clock (driver.ClockSampler) with TIME, to the
+// microsecond.
 package redis
 
 import (

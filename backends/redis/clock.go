@@ -1,0 +1,25 @@
+package redis
+
+import (
+	"context"
+	"time"
+
+	"github.com/kvbreaker/kvbreaker/driver"
+)
+
+var _ driver.ClockSampler = (*Store)(nil)
+
+// SampleClock implements driver.ClockSampler with TIME, which answers the
+// server's clock in microseconds. TIME has no key, so a ClusterClient sends
+// it to any node: every node's clock expires keys, and each should be close
+// to the others'.
+func (s *Store) SampleClock(ctx context.Context) (time.Time, time.Duration, error) {
+	if s.closed.Load() {
+		return time.Time{}, 0, opError("sample clock", "", ErrClosed)
+	}
+	t, err := s.c.Time(ctx).Result()
+	if err != nil {
+		return time.Time{}, 0, opError("sample clock", "", err)
+	}
+	return t, time.Microsecond, nil
+}
