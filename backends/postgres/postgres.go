@@ -82,6 +82,9 @@
 // (*pgconn.PgError). A refused connection is an *UnreachableError, "cannot
 // reach postgres at 127.0.0.1:5432: connection refused", matching
 // ErrUnreachable; a server that does not answer is bounded by the context.
+//
+// A Store reads the server's clock (driver.ClockSampler) with SELECT
+// clock_timestamp(), to the microsecond.
 package postgres
 
 import (

@@ -1,0 +1,28 @@
+package postgres
+
+import (
+	"context"
+	"time"
+
+	"github.com/kvbreaker/kvbreaker/driver"
+)
+
+var _ driver.ClockSampler = (*Store)(nil)
+
+const opClock = "sample clock"
+
+// SampleClock implements driver.ClockSampler with SELECT clock_timestamp(),
+// the server's clock as the statement runs, in microseconds (now() is the
+// start of the transaction, not the reading). A connection whose answer was
+// lost is retried as Get is: the caller times the whole call, so the
+// reading still lies within it.
+func (s *Store) SampleClock(ctx context.Context) (time.Time, time.Duration, error) {
+	var t time.Time
+	err := s.retry(ctx, func() error {
+		return s.pool.QueryRow(ctx, "SELECT clock_timestamp()").Scan(&t)
+	})
+	if err != nil {
+		return time.Time{}, 0, s.wrap(opClock, "", err)
+	}
+	return t, time.Microsecond, nil
+}
