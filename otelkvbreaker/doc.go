@@ -1,0 +1,82 @@
+// Package otelkvbreaker reports what a kvbreaker.Breaker does through
+// OpenTelemetry: metrics for its decisions, transitions, drops, cache hits,
+// store calls and clock offset, and a client span around each store call.
+//
+// It uses only the OpenTelemetry API (go.opentelemetry.io/otel/metric and
+// go.opentelemetry.io/otel/trace); the program chooses the SDK and exporter.
+// New returns a *kvbreaker.Observer for kvbreaker.Settings.Observer:
+//
+//	obs, err := otelkvbreaker.New(otelkvbreaker.WithMeterProvider(mp))
+//	if err != nil { … }
+//	b, err := kvbreaker.New(store, kvbreaker.Settings{Observer: obs})
+//
+// Without options the global providers (otel.GetMeterProvider,
+// otel.GetTracerProvider) are used, as the contrib instrumentations do: they
+// record nothing until the program installs an SDK. Pass
+// WithTracerProvider(noop.NewTracerProvider()) (go.opentelemetry.io/otel/trace/noop)
+// to turn spans off entirely; the Observer then starts none.
+//
+// The instrumentation scope is ScopeName with the module's version.
+//
+// # Metrics
+//
+// No metric carries the delivery host: a fleet delivers to thousands of
+// hosts, and one time series per host would be unbounded. The host is on the
+// spans instead.
+//
+//	name                          kind            unit         attributes
+//	kvbreaker.decisions           Int64Counter    {decision}   kvbreaker.decision, kvbreaker.cached
+//	kvbreaker.transitions         Int64Counter    {transition} kvbreaker.transition.from, kvbreaker.transition.to
+//	kvbreaker.drops               Int64Counter    {message}    (none)
+//	kvbreaker.cache.hits          Int64Counter    {decision}   (none)
+//	kvbreaker.store.call.duration Float64Histogram s           kvbreaker.store.operation, kvbreaker.store.outcome
+//	kvbreaker.store.conflicts     Int64Counter    {conflict}   kvbreaker.store.operation
+//	kvbreaker.clock.offset        Float64Gauge    s            (none)
+//	kvbreaker.clock.uncertainty   Float64Gauge    s            (none)
+//
+// Attribute values:
+//
+//   - kvbreaker.decision: send, hold, probe, drop (one per Allow; a drop is
+//     also counted in kvbreaker.drops).
+//   - kvbreaker.cached: true when the local cache (Settings.CacheSize)
+//     answered without a store read (also counted in kvbreaker.cache.hits).
+//   - kvbreaker.transition.from, kvbreaker.transition.to: closed, half-open,
+//     open; counted by the worker whose write made the transition, as
+//     Settings.OnStateChange is.
+//   - kvbreaker.store.operation: get, compare_and_swap, compare_and_delete,
+//     sample_clock.
+//   - kvbreaker.store.outcome: ok, not_found, conflict, timeout, canceled,
+//     error.
+//
+// kvbreaker.store.call.duration is the count of store calls as well as their
+// latency (OpenTelemetry's convention for client operations: no separate
+// counter), in seconds, with explicit bucket boundaries from 100 µs to 10 s
+// (DurationBuckets). kvbreaker.store.conflicts counts compare-and-swap and
+// compare-and-delete calls that found another version, the same calls as
+// outcome=conflict in the histogram, as a counter of its own for alerting.
+// kvbreaker.clock.offset is the latest estimate of how far the store's clock
+// is ahead of the worker's (negative when behind) and
+// kvbreaker.clock.uncertainty its bound: the true offset lies within
+// offset ± uncertainty.
+//
+// WithAttributes adds constant attributes (a worker pool's name, say) to
+// every metric.
+//
+// # Spans
+//
+// Each store call gets a client span named "kvbreaker.store <operation>"
+// (kvbreaker.store get, …), with kvbreaker.store.operation,
+// kvbreaker.store.outcome and kvbreaker.host, the delivery host whose record
+// is read or written (not server.address: that would name the store's own
+// server). Its status is Error for the outcomes timeout, canceled and error;
+// not_found and conflict are a store's normal answers and leave it unset.
+// The span's context is the store call's, so an instrumented store client
+// (otelgrpc, otelhttp) nests its spans under it.
+//
+// # Cost
+//
+// Attribute sets are built once in New, so a measurement allocates nothing in
+// the Observer itself; the per-call bookkeeping of a store call is pooled.
+// BenchmarkAllowClosed compares a closed Allow over the memory store without
+// an Observer, with one over no-op providers, and with the SDK.
+package otelkvbreaker
