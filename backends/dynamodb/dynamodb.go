@@ -86,7 +86,8 @@
 //
 // Store implements driver.Lister (for `kvbreaker list`) with a paginated
 // Scan: the table's only key is the partition key, which Query cannot match
-// by prefix.
+// by prefix. It reads DynamoDB's clock (driver.ClockSampler) from the HTTP
+// Date header of a GetItem, to the second: see SampleClock.
 package dynamodb
 
 import (
