@@ -68,6 +68,7 @@ type Breaker struct {
 	timeout time.Duration
 	cache   *cache
 	obs     *Observer
+	clk     clockCheck
 }
 
 // New validates s against the store's traits and returns a Breaker. The
@@ -99,6 +100,7 @@ func New(store driver.Store, s Settings) (*Breaker, error) {
 		stale = time.Second
 	}
 	b.cache = newCache(s.CacheSize, stale)
+	b.initClock(store, &s)
 	if !t.Atomic {
 		b.log.Warn("kvbreaker: store has no atomic compare-and-swap; running last-writer-wins, so concurrent workers may each see a transition",
 			"store", fmt.Sprintf("%T", store))
@@ -212,6 +214,9 @@ func (b *Breaker) apply(ctx context.Context, host string, cur current, st *machi
 func (b *Breaker) run(ctx context.Context, host string, in instant, write bool, decide func(record.Record) machine.Step) (_ machine.Step, cached bool, _ error) {
 	if err := driver.ValidateKey(host); err != nil {
 		return machine.Step{}, false, err
+	}
+	if b.clk.auto {
+		b.maybeCheckClock()
 	}
 	var cur current
 	fresh, hinted := false, false
@@ -407,10 +412,13 @@ func wrap(op, host string, err error) error {
 // Close flushes the store's queued writes, if it queues any (driver.Flusher,
 // e.g. Workers KV), and then closes it, if it can be closed (io.Closer, e.g.
 // etcd.Dial's store), so that a program that keeps only the Breaker loses
-// no recorded failure at shutdown. ctx bounds the flush. Close the Breaker
-// last of those sharing one store; the others need no Close. The Breaker
-// must not be used after Close.
+// no recorded failure at shutdown. ctx bounds the flush. It first cancels a
+// background clock check that is running (Settings.ClockCheckInterval) and
+// waits for it to end. Close the Breaker last of those sharing one store;
+// the others need no Close (a clock check of theirs ends within
+// CallTimeout). The Breaker must not be used after Close.
 func (b *Breaker) Close(ctx context.Context) error {
+	b.closeClock()
 	var err error
 	if f, ok := b.store.(driver.Flusher); ok {
 		if ferr := f.Flush(ctx); ferr != nil {

@@ -93,8 +93,23 @@ type Settings struct {
 	// Clock returns the current time. Default time.Now.
 	Clock func() time.Time
 	// Logger receives warnings (a last-writer-wins store, corrupt
-	// records). Default slog.Default().
+	// records, a clock further from the store's than ClockSkew). Default
+	// slog.Default().
 	Logger *slog.Logger
+
+	// ClockCheckInterval is how often the Breaker samples its store's clock
+	// in the background, to warn (once, through Logger) when this worker's
+	// clock is proven further from the store's than ClockSkew assumes. A
+	// check is one store call, started by a store-using call (Allow,
+	// Failure, …) once due, the first one by the first such call; the
+	// caller never waits for it, and Close ends it. Only stores that can
+	// show their clock (driver.ClockSampler) and are not in-process are
+	// checked. Default 10 min.
+	ClockCheckInterval time.Duration
+	// SkipClockCheck turns the background clock checks off (CheckClock
+	// still works): for tests that count store calls, or a clock the
+	// Breaker should not compare (a simulated one).
+	SkipClockCheck bool
 }
 
 // config validates s against the store's traits: the machine's settings,
@@ -121,6 +136,12 @@ func (s *Settings) config(t driver.Traits) (machine.Config, error) {
 	}
 	if s.CacheSize < 0 {
 		errs = append(errs, fmt.Errorf("CacheSize is %d: set a number of hosts to cache, or zero to disable the cache", s.CacheSize))
+	}
+	switch {
+	case s.ClockCheckInterval < 0:
+		errs = append(errs, fmt.Errorf("ClockCheckInterval is %v: set a positive duration, or zero for the default %v (SkipClockCheck turns the checks off)", s.ClockCheckInterval, DefaultClockCheckInterval))
+	case s.ClockCheckInterval > 0 && s.SkipClockCheck:
+		errs = append(errs, fmt.Errorf("ClockCheckInterval is %v but SkipClockCheck turns the checks off: set only one", s.ClockCheckInterval))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return machine.Config{}, fmt.Errorf("kvbreaker: invalid settings:\n%w", err)
