@@ -24,7 +24,9 @@
 // Expiry is relative and judged by the leader's clock: the leader checks
 // leases every 500 ms, so a key can outlive its TTL by that plus the reuse
 // slack; a leader change or server restart extends every lease by up to an
-// election timeout. Keys never expire before their TTL.
+// election timeout. Keys never expire before their TTL. The Store is no
+// driver.ClockSampler: etcd's API shows no server clock (a response header
+// holds revisions and the raft term, a lease its remaining seconds).
 //
 // Every call is bounded by its context only (kvbreaker.Breaker bounds each
 // with Settings.CallTimeout); the Store sends no request of its own. Errors
