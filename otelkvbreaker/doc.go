@@ -75,8 +75,25 @@
 //
 // # Cost
 //
-// Attribute sets are built once in New, so a measurement allocates nothing in
-// the Observer itself; the per-call bookkeeping of a store call is pooled.
-// BenchmarkAllowClosed compares a closed Allow over the memory store without
-// an Observer, with one over no-op providers, and with the SDK.
+// Attribute sets are built once in New, and the per-call state of a store
+// call is pooled, so the Observer itself allocates nothing per measurement.
+// A closed Allow over the memory store (one Get per call, no cache), 2 shared
+// vCPUs, medians of 6 runs of
+//
+//	go test -run '^$' -bench AllowClosed -benchmem -count 6 .
+//
+//	Observer                                  time/op  allocs/op  B/op
+//	none                                      209 ns   0          0
+//	no-op meter and tracer providers          228 ns   0          0
+//	global providers, none installed          803 ns   3          240
+//	SDK MeterProvider, no-op tracer           1.07 µs  0          0
+//	SDK MeterProvider and TracerProvider      3.16 µs  8          1168
+//
+// The times varied by up to ±49% between runs on that shared machine (±142%
+// for the last row); the allocation counts did not. With the global
+// providers unset, the 3 allocations are the global tracer's non-recording
+// span and its context: the Observer starts a span since the program may
+// install a TracerProvider later. WithTracerProvider(noop.NewTracerProvider())
+// avoids them. TestAllowAllocations asserts the 0 allocations of the no-op
+// and SDK-metrics rows.
 package otelkvbreaker

@@ -2,7 +2,10 @@ package otelkvbreaker
 
 import (
 	"context"
+	"fmt"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -132,4 +135,52 @@ func TestAllowAllocations(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestConcurrent: Breakers on many goroutines share one Observer (and its
+// pool of store calls); every decision and store call is counted once.
+func TestConcurrent(t *testing.T) {
+	obs, reader, spans := newTestObserver(t)
+	store := memory.New()
+	const workers, rounds = 8, 200
+	var wg sync.WaitGroup
+	for w := range workers {
+		b := must(kvbreaker.New(store, kvbreaker.Settings{FailureThreshold: 1000, Observer: obs}))
+		wg.Go(func() {
+			for i := range rounds {
+				h := fmt.Sprintf("h%d.example", (w+i)%5)
+				b.Allow(context.Background(), h, time.Time{})
+				if i%10 == 0 {
+					if err := b.Failure(context.Background(), h); err != nil {
+						t.Error(err)
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	var decisions, calls int
+	for _, p := range points(t, reader) {
+		f := strings.Fields(p)
+		switch {
+		case strings.HasPrefix(p, "kvbreaker.decisions{"):
+			decisions += atoi(t, f[1])
+		case strings.HasPrefix(p, "kvbreaker.store.call.duration{"):
+			calls += atoi(t, strings.TrimPrefix(f[1], "count="))
+		}
+	}
+	if decisions != workers*rounds {
+		t.Errorf("%d decisions counted, want %d", decisions, workers*rounds)
+	}
+	if n := len(spans.Ended()); calls != n || n < workers*rounds {
+		t.Errorf("%d store calls counted, %d spans ended, want equal and at least %d", calls, n, workers*rounds)
+	}
+}
+
+func atoi(t *testing.T, s string) int {
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -23,10 +24,16 @@ import (
 const host = "inbox.example"
 
 // stopwatch is the Observer's latency clock in tests: each reading is 1 ms
-// after the previous one, so every store call lasts exactly 1 ms.
-type stopwatch struct{ t time.Time }
+// after the previous one, so every store call lasts exactly 1 ms (when
+// calls do not overlap).
+type stopwatch struct {
+	mu sync.Mutex
+	t  time.Time
+}
 
 func (s *stopwatch) now() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	s.t = s.t.Add(time.Millisecond)
 	return s.t
 }
