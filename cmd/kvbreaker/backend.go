@@ -182,6 +182,10 @@ type conn struct {
 	purge func(ctx context.Context, fullKey string) error
 	// advance, when set, moves the backend's clock (test servers only).
 	advance func(ctx context.Context, d time.Duration) error
+	// clockShift moves this machine's clock as check's clock measurement
+	// reads it (tests only: an offset of a known size without changing a
+	// server's clock).
+	clockShift time.Duration
 }
 
 // closeTimeout bounds sending queued writes when a command ends.

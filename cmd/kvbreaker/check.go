@@ -22,8 +22,12 @@ It prints, for each promise the store declares (its Traits), what was
 measured: compare-and-swap (atomic or last-writer-wins), expiry early and
 late against the declared model, read staleness, round-trip p50/p99 per
 operation, and the TTLMargin a fleet over this deployment needs for
---clock-skew. The exit code is 1 when the store breaks a promise it declares
-(each broken promise is named), 2 for bad flags, 0 otherwise.
+--clock-skew. It also reads the store's clock (Redis, PostgreSQL, DynamoDB,
+Workers KV; etcd and memory show none: "not measurable") and reports how far
+this machine's clock is from it, next to --clock-skew. The exit code is 1
+when the store breaks a promise it declares (each broken promise is named) or
+this machine's clock is proven further from the store's than --clock-skew,
+2 for bad flags, 0 otherwise.
 
 Expiry is measured in real time: the check writes entries with a short TTL
 and waits for them to vanish (a few seconds on etcd and DynamoDB; Workers KV's
@@ -37,6 +41,9 @@ Reading the table:
   TTLMargin  the Settings.TTLMargin your Breakers need over this deployment
              for --clock-skew: the declared model's, or more if expiry was
              measured earlier than declared
+  clock      the store's clock minus this machine's, ± what the round trips
+             and the clock's resolution leave unknown (3 samples); it fails
+             the check only when the whole interval lies beyond --clock-skew
 
 ` + backendFlagsHelp
 
@@ -137,6 +144,7 @@ func runCheck(sigCtx context.Context, stopSignals func(), f *checkFlags, stdout,
 	}
 	fmt.Fprintf(progress, "kvbreaker check: %s, under prefix %q (removed at the end)\n", c.describe, prefix)
 	start := time.Now()
+	clk := measureClock(ctx, c, f.bf.clockSkew)
 	stop := h.showProgress(progress, start)
 	rep, merr := conformance.Measure(ctx, h.harness(), opts...)
 	stop()
@@ -165,6 +173,7 @@ func runCheck(sigCtx context.Context, stopSignals func(), f *checkFlags, stdout,
 	}
 	timedOut := ctx.Err() != nil
 	out := newCheckOutput(rep, f, c, prefix, elapsed, timedOut, cleaned, left)
+	out.setClock(clk)
 	if f.format == "json" {
 		if err := writeJSON(stdout, out); err != nil {
 			return err
@@ -179,6 +188,9 @@ func runCheck(sigCtx context.Context, stopSignals func(), f *checkFlags, stdout,
 	case !out.OK:
 		if len(out.Broken) > 0 {
 			fmt.Fprintf(stderr, "kvbreaker check: the store breaks %d promise(s) it declares\n", len(out.Broken))
+		}
+		if clk.Result == clockExceeds {
+			fmt.Fprintf(stderr, "kvbreaker check: %s\n", clk.line())
 		}
 		return &exitError{exitFail}
 	}

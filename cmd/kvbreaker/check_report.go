@@ -25,6 +25,7 @@ type checkOutput struct {
 	Margin      marginJSON   `json:"ttl_margin"`
 	Expiry      *expiryJSON  `json:"expiry"`
 	StalenessMS *float64     `json:"read_staleness_ms"`
+	Clock       *clockJSON   `json:"clock"`
 	Cases       []caseJSON   `json:"cases"`
 	// Broken lists every violation: the case, the promise it breaks, and
 	// what was seen (prose, in "detail").
@@ -340,6 +341,15 @@ func newCheckOutput(rep *conformance.Report, f *checkFlags, c *conn, prefix stri
 		o.OK = o.OK && c.Status != "inconclusive"
 	}
 	return o
+}
+
+// setClock adds the clock measurement; an offset proven beyond
+// --clock-skew fails the check.
+func (o *checkOutput) setClock(c *clockJSON) {
+	o.Clock = c
+	if c.Result == clockExceeds {
+		o.OK = false
+	}
 }
 
 func nonNil(s []string) []string {

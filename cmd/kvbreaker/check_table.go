@@ -45,6 +45,9 @@ func (o *checkOutput) writeTable(w io.Writer) {
 	}
 	fmt.Fprintf(w, "TTLMargin needed for clock skew %v: %v (declared model alone: %v)\n\n",
 		fromMS(o.Margin.ClockSkewMS), fromMS(o.Margin.NeededMS), fromMS(o.Margin.DeclaredModelMS))
+	if o.Clock != nil {
+		fmt.Fprintf(w, "%s\n\n", o.Clock.line())
+	}
 	pass, skip, fail := 0, 0, 0
 	for _, c := range o.Cases {
 		switch c.Status {
@@ -88,6 +91,8 @@ func (o *checkOutput) writeTable(w io.Writer) {
 		fmt.Fprintln(w, "result: TIMED OUT (partial report)")
 	case len(o.Broken) > 0:
 		fmt.Fprintf(w, "result: the store breaks %d promise(s) it declares\n", len(o.Broken))
+	case o.Clock != nil && o.Clock.Result == clockExceeds:
+		fmt.Fprintln(w, "result: the store keeps its promises, but this machine's clock is further from the store's than --clock-skew (above)")
 	case !o.OK:
 		fmt.Fprintln(w, "result: INCONCLUSIVE (above): run check again")
 	case len(o.NotVerified) > 0:
