@@ -126,7 +126,7 @@ func (b *Breaker) CheckClock(ctx context.Context) (ClockOffset, error) {
 	var o ClockOffset
 	for range checkSamples {
 		var err error
-		if o, err = b.sampleClock(ctx); err != nil {
+		if o, err = b.sampleClock(ctx, b.clock); err != nil {
 			o, _ = b.ClockOffset()
 			return o, err
 		}
@@ -134,14 +134,15 @@ func (b *Breaker) CheckClock(ctx context.Context) (ClockOffset, error) {
 	return o, nil
 }
 
-// sampleClock takes one sample and folds it into the estimate.
-func (b *Breaker) sampleClock(ctx context.Context) (ClockOffset, error) {
+// sampleClock takes one sample, timed by now (the worker's clock), and folds
+// it into the estimate.
+func (b *Breaker) sampleClock(ctx context.Context, now func() time.Time) (ClockOffset, error) {
 	ctx, cancel := b.callContext(ctx)
 	defer cancel()
 	ctx, done := b.storeCall(ctx, OpSampleClock, "")
-	sent := b.clock()
+	sent := now()
 	t, res, err := b.clk.sampler.SampleClock(ctx)
-	received := b.clock()
+	received := now()
 	end(done, err)
 	if err != nil {
 		return ClockOffset{}, fmt.Errorf("kvbreaker: check clock: %w", err)
@@ -241,13 +242,20 @@ func (b *Breaker) maybeCheckClock() {
 	c.next.Store(int64(time.Since(c.start) + c.interval))
 	c.wg.Add(1)
 	c.bgMu.Unlock()
+	// Settings.Clock is read here, on the caller's goroutine, and the
+	// sample is timed from it by the monotonic clock: a clock that is only
+	// safe on the goroutines that call the Breaker (a test's per-worker
+	// fake clock) is never read from another. Over one round trip the two
+	// clocks advance alike.
+	w0, m0 := b.clock(), time.Now()
+	now := func() time.Time { return w0.Add(time.Since(m0)) }
 	go func() {
 		defer c.wg.Done()
 		defer c.inflight.Store(false)
 		// An error leaves the estimate as it was; the next check is due
 		// after the interval all the same, so a store without a clock
 		// command (a proxy that refuses TIME) costs one call per interval.
-		_, _ = b.sampleClock(c.ctx)
+		_, _ = b.sampleClock(c.ctx, now)
 	}()
 }
 

@@ -340,11 +340,13 @@ func TestBackgroundClockCheck(t *testing.T) {
 			offsets = append(offsets, o)
 			omu.Unlock()
 		}
-		// A worker clock frozen in 1990: a check scheduled by it would
-		// never fall due again.
-		frozen := time.Date(1990, 1, 1, 0, 0, 0, 0, time.UTC)
+		// A worker clock 10 h behind true time, which later steps back
+		// another hour: a check scheduled by it would fall due an hour
+		// late.
+		var step atomic.Int64
+		worker := func() time.Time { return time.Now().Add(-10*time.Hour + time.Duration(step.Load())) }
 		b := newBreaker(t, g, kvbreaker.Settings{ClockCheckInterval: time.Minute, CallTimeout: 10 * time.Minute,
-			Observer: obs, Logger: logs.logger(), Clock: func() time.Time { return frozen }})
+			Observer: obs, Logger: logs.logger(), Clock: worker})
 		defer b.Close(ctx)
 
 		start := time.Now()
@@ -376,9 +378,10 @@ func TestBackgroundClockCheck(t *testing.T) {
 		if !ok {
 			t.Fatal("no estimate after the background sample")
 		}
-		// The worker reads 1990 throughout; the server reads true time + 3 s.
-		if want := time.Now().Add(3 * time.Second).Sub(frozen); o.Offset < want || o.Offset > want+time.Microsecond {
-			t.Errorf("offset %v, want %v (within the 1µs resolution)", o.Offset, want)
+		// The server reads true time + 3 s. The sample took the 2 min it
+		// was held: that round trip is the interval's width.
+		if lo, hi := interval(o); lo > 10*time.Hour+3*time.Second || hi < 10*time.Hour+3*time.Second || hi-lo > 2*time.Minute+time.Microsecond+1 {
+			t.Errorf("estimate [%v, %v], want it to hold 10h0m3s and be at most the 2m round trip wide", lo, hi)
 		}
 		omu.Lock()
 		if len(offsets) != 1 || offsets[0] != o {
@@ -395,11 +398,12 @@ func TestBackgroundClockCheck(t *testing.T) {
 			t.Errorf("StoreCall events for the sample: %q; want one ok", sampled)
 		}
 		if w := logs.warnings(); len(w) != 1 || !strings.Contains(w[0], "behind the store's") {
-			t.Errorf("warnings %q; want one (the worker's clock is decades behind)", w)
+			t.Errorf("warnings %q; want one (the worker's clock is 10 h behind)", w)
 		}
+		step.Store(int64(-time.Hour))
 
 		// The first check began 2 min ago; the next fell due a minute
-		// after that (by the monotonic clock: the worker's is frozen),
+		// after that (by the monotonic clock, which no step moves),
 		// while the first still ran: the next call starts it.
 		mustAllow(t, b, time.Time{})
 		synctest.Wait()
@@ -416,6 +420,9 @@ func TestBackgroundClockCheck(t *testing.T) {
 		synctest.Wait()
 		if g.calls.Load() != 3 {
 			t.Fatalf("%d samples; want a third after the interval", g.calls.Load())
+		}
+		if o, _ := b.ClockOffset(); o.Offset-o.Uncertainty > 11*time.Hour+3*time.Second || o.Offset+o.Uncertainty < 11*time.Hour+3*time.Second {
+			t.Errorf("after the step: %v ± %v, want it to hold 11h0m3s", o.Offset, o.Uncertainty)
 		}
 		if w := logs.warnings(); len(w) != 1 {
 			t.Errorf("%d warnings after three samples; want still one", len(w))
@@ -529,4 +536,30 @@ func TestCloseLeavesNoGoroutine(t *testing.T) {
 	if err := leakcheck.Find(time.Second); err != nil {
 		t.Errorf("after Close: %v", err)
 	}
+}
+
+// TestBackgroundCheckReadsClockOnCaller: the background sample never reads
+// Settings.Clock from its own goroutine, so a clock that is safe only on the
+// goroutine calling the Breaker (internal/faultfleet's per-worker clocks)
+// stays safe. The clock below reads a plain variable the test goroutine
+// writes while the sample runs; under -race a read from the sample's
+// goroutine is reported (reading the clock there made faultfleet's tests
+// fail under -race).
+func TestBackgroundCheckReadsClockOnCaller(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g := newGated(time.Second)
+		var shift time.Duration // written by this goroutine only, unsynchronised
+		b := newBreaker(t, g, kvbreaker.Settings{Clock: func() time.Time { return time.Now().Add(shift) }, Logger: slog.New(slog.DiscardHandler)})
+		mustAllow(t, b, time.Time{})
+		synctest.Wait()
+		close(g.release)
+		shift = time.Minute // concurrent with the sample's end
+		synctest.Wait()
+		if _, ok := b.ClockOffset(); !ok || g.returned.Load() != 1 {
+			t.Fatalf("the background sample did not complete")
+		}
+		if err := b.Close(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	})
 }
