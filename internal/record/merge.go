@@ -53,3 +53,57 @@ func Merge(older, newer []byte) []byte {
 	}
 	return EncodeRecord(r)
 }
+
+// MergeFrom merges newer, a record computed from base, into older, a record
+// written meanwhile that was also built on base: older plus what newer
+// changed in base, counting failure instants as a multiset (per instant,
+// older's count plus newer's minus base's, at least zero). Instants are
+// milliseconds, so two failures can share one (two calls within a
+// millisecond, or a later instant clamped to an earlier writer's now):
+// Merge's set union counts them once, MergeFrom as often as they happened.
+// An instant of base that older no longer holds was removed by older's line
+// (pruned, or clamped to a writer's now), so it stays out. The restraint and
+// probing merge as in Merge. Unless built (the caller knows older was built
+// on base), base's failures must all be in older, else older may never have
+// seen base (another process's record) and it falls back to Merge; so it
+// does when a value does not decode.
+func MergeFrom(base, older, newer []byte, built bool) []byte {
+	o, errO := DecodeRecord(older)
+	n, errN := DecodeRecord(newer)
+	if errO != nil || errN != nil {
+		return newer
+	}
+	b, errB := DecodeRecord(base)
+	if len(base) == 0 {
+		b, errB = Record{}, nil // computed from an absent record
+	}
+	if errB != nil {
+		return Merge(older, newer)
+	}
+	count := make(map[int64]int, len(o.Failures)+len(n.Failures))
+	for _, f := range o.Failures {
+		count[f.UnixMilli()]++
+	}
+	for _, f := range b.Failures {
+		if count[f.UnixMilli()]--; count[f.UnixMilli()] < 0 && !built {
+			return Merge(older, newer)
+		}
+	}
+	for _, f := range n.Failures {
+		count[f.UnixMilli()]++
+	}
+	var r Record
+	for ms, c := range count {
+		// Negative: older removed what base had, and newer did not add it.
+		for range c {
+			r.Failures = append(r.Failures, time.UnixMilli(ms).UTC())
+		}
+	}
+	slices.SortFunc(r.Failures, func(x, y time.Time) int { return x.Compare(y) })
+	r.RestrainedUntil = o.RestrainedUntil
+	if n.RestrainedUntil.After(r.RestrainedUntil) {
+		r.RestrainedUntil = n.RestrainedUntil
+	}
+	r.Probing = (o.Probing || n.Probing) && !r.RestrainedUntil.IsZero()
+	return EncodeRecord(r)
+}

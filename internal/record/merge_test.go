@@ -67,3 +67,47 @@ func TestRebaseOnDelete(t *testing.T) {
 		t.Errorf("a value that is not a record = %q, %v; want it kept", got, ok)
 	}
 }
+
+// TestMergeFrom: a record computed from base merges into older as what it
+// changed in base, counting instants as a multiset.
+func TestMergeFrom(t *testing.T) {
+	t0 := time.UnixMilli(1_800_000_000_000).UTC()
+	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Millisecond) }
+	rec := func(s ...int) Record {
+		var r Record
+		for _, x := range s {
+			r.Failures = append(r.Failures, at(x))
+		}
+		return r
+	}
+	for _, tc := range []struct {
+		name               string
+		base, older, newer Record
+		built              bool
+		want               Record
+	}{
+		// Two failures in one millisecond: Merge would keep one.
+		{"same-instant-counted-twice", rec(1), rec(1, 2), rec(1, 2), false, rec(1, 2, 2)},
+		{"from-absent-adds-all", Record{}, rec(2), rec(2), true, rec(2, 2)},
+		// Older clamped base's 3 to its now, 2: it stays out.
+		{"removed-by-older-stays-out", rec(3), rec(2, 2), rec(3, 4), true, rec(2, 2, 4)},
+		// Older never saw base (not built on it): the union.
+		{"not-built-falls-back", rec(3), rec(5), rec(3, 4), false, rec(3, 4, 5)},
+		{"restraint-and-probing",
+			rec(1), Record{Failures: []time.Time{at(1), at(2)}, RestrainedUntil: at(100), Probing: true},
+			Record{Failures: []time.Time{at(1), at(3)}, RestrainedUntil: at(50)}, false,
+			Record{Failures: []time.Time{at(1), at(2), at(3)}, RestrainedUntil: at(100), Probing: true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var base []byte
+			if !tc.base.IsZero() {
+				base = EncodeRecord(tc.base)
+			}
+			got := MergeFrom(base, EncodeRecord(tc.older), EncodeRecord(tc.newer), tc.built)
+			if want := EncodeRecord(tc.want); string(got) != string(want) {
+				r, _ := DecodeRecord(got)
+				t.Errorf("MergeFrom = %+v, want %+v", r, tc.want)
+			}
+		})
+	}
+}
