@@ -442,9 +442,12 @@ func (s *Store) answer(e entry) ([]byte, driver.Version, error) {
 // sequential callers always are) replaces it, and so does any write when
 // its logical expiry has passed by the store's clock (an expired record
 // never comes back through a merge); a write computed from an older read
-// (another goroutine's, concurrent) is merged with it as records: the union
-// of failure instants (uncapped; the next Failure prunes to the history
-// limit), the later RestrainedUntil, Probing if either, the longer TTL. A
+// (another goroutine's, concurrent) is merged with it as records: what the
+// write changed in the record its caller read, added to the queued one (so
+// two failures in one millisecond count twice; a union of instants when the
+// store no longer knows that record), uncapped (the next Failure prunes to
+// the history limit), the later RestrainedUntil, Probing if either, the
+// longer TTL. A
 // delete replaces whatever is queued, and a write after a delete replaces
 // the delete, except that a write computed from the version the delete
 // removed (a Failure that read the record before a Success deleted it)

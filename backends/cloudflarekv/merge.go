@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/kvbreaker/kvbreaker/driver"
+	"github.com/kvbreaker/kvbreaker/internal/record"
 )
 
 // write is one queued write of a key: a put (value, ttl, exp) or a delete.
@@ -16,6 +17,14 @@ type write struct {
 	exp   time.Time // logical expiry, by the writer's clock; zero for a delete
 	ver   driver.Version
 	base  driver.Version
+	// baseVal is the value the caller read as base, when the store still
+	// knew it (baseKnown; nil for an absent record): a concurrent write is
+	// then merged as what it changed in baseVal (record.MergeFrom).
+	// baseLocal: base is a write of this store (or absent), so every
+	// later local write was built on it.
+	baseVal   []byte
+	baseKnown bool
+	baseLocal bool
 	// goneVer and goneVal are the version the latest local delete in this
 	// write's line removed, and that version's value. A write computed from
 	// goneVer was computed from a record a Success has since deleted.
@@ -37,7 +46,10 @@ type write struct {
 //     expiry has passed at now (its record no longer exists for any
 //     reader, so nothing of it may come back);
 //   - otherwise the two were computed concurrently and their records are
-//     merged (mergeRecords), with the later expiry and longer TTL.
+//     merged, with the later expiry and longer TTL: older plus what newer
+//     changed in its base (record.MergeFrom) when the store knows the
+//     base's value, which counts two failures at one millisecond twice;
+//     else the union of the two (driver.MergeRecords).
 //
 // The result carries the latest delete's goneVer/goneVal on.
 func combine(older, newer write, now time.Time) write {
@@ -46,7 +58,8 @@ func combine(older, newer write, now time.Time) write {
 		if !ok {
 			return older
 		}
-		newer.value = v
+		// What is left is what newer added to an absent record.
+		newer.value, newer.baseVal, newer.baseKnown, newer.baseLocal = v, nil, true, true
 	}
 	var merged write
 	switch {
@@ -56,12 +69,16 @@ func combine(older, newer write, now time.Time) write {
 		merged = newer
 	default:
 		merged = newer
-		merged.value = driver.MergeRecords(older.value, newer.value)
+		if newer.baseKnown {
+			merged.value = record.MergeFrom(newer.baseVal, older.value, newer.value, newer.baseLocal)
+		} else {
+			merged.value = driver.MergeRecords(older.value, newer.value)
+		}
 		merged.ttl = max(older.ttl, newer.ttl)
 		if older.exp.After(newer.exp) {
 			merged.exp = older.exp
 		}
-		merged.base = older.base
+		merged.base, merged.baseVal, merged.baseKnown, merged.baseLocal = older.base, older.baseVal, older.baseKnown, older.baseLocal
 	}
 	merged.goneVer, merged.goneVal = older.goneVer, older.goneVal
 	return merged

@@ -2,6 +2,7 @@ package cloudflarekv
 
 import (
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -190,5 +191,50 @@ func TestNewRefusesEachBadOption(t *testing.T) {
 func TestNoLogicalMinTTL(t *testing.T) {
 	if got := (&Store{}).Traits().Expiry.MinTTL; got != 0 {
 		t.Errorf("Traits MinTTL %v: the logical expiry has no minimum", got)
+	}
+}
+
+// TestConcurrentFailuresAtOneInstant: two Failures of one host within one
+// millisecond, computed from the same record and coalesced into one write,
+// are two failures. Record instants are milliseconds, so a union of
+// instants counted them once: a burst of 40 concurrent Failures on a real
+// clock stored 3 to 11 of them, and TestBurstCoalesced (distinct instants,
+// but the machine clamps a later instant to an earlier writer's now) lost
+// one under load. The store now merges what each write changed in the
+// record it read. Fails before that fix (stored [t0 t1], want [t0 t1 t1]).
+func TestConcurrentFailuresAtOneInstant(t *testing.T) {
+	ctx := t.Context()
+	s := newStore(t)
+	t0 := srv.Now().Truncate(time.Millisecond)
+	t1 := t0.Add(time.Millisecond)
+	rec := func(f ...time.Time) []byte { return record.EncodeRecord(record.Record{Failures: f}) }
+	// Sent at once; it occupies the key's write slot, so both writes
+	// below queue together.
+	if _, err := s.CompareAndSwap(ctx, "instant.example", driver.NoVersion, rec(t0), time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	_, base, err := s.Get(ctx, "instant.example")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Go(func() {
+			if _, err := s.CompareAndSwap(ctx, "instant.example", base, rec(t0, t1), time.Hour); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	v, _, err := sibling(t, s).Get(ctx, "instant.example")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := record.DecodeRecord(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := rec(t0, t1, t1); string(record.EncodeRecord(got)) != string(want) {
+		t.Errorf("stored failures %v, want %v: one failure at t0, two at t1", got.Failures, []time.Time{t0, t1, t1})
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"slices"
 	"strconv"
@@ -32,6 +33,35 @@ type keyState struct {
 	// that overlapped one neither overwrites it in the cache nor clears
 	// last.
 	seq uint64
+	// served holds the values this store's Get may have answered with
+	// recently, by version, so that a write computed from one is merged
+	// as what it changed (write.baseVal). Bounded by maxServed.
+	served map[driver.Version]served
+}
+
+// served is a value Get may have answered with; local if it was this
+// store's own queued write.
+type served struct {
+	value []byte
+	local bool
+}
+
+// maxServed bounds keyState.served; a write whose base has been forgotten
+// is merged as a union (driver.MergeRecords).
+const maxServed = 256
+
+// remember records that Get may answer with value as version ver. s.mu is
+// held.
+func (st *keyState) remember(ver driver.Version, value []byte, local bool) {
+	if ver == driver.NoVersion {
+		return
+	}
+	if st.served == nil || len(st.served) >= maxServed {
+		st.served = make(map[driver.Version]served)
+	}
+	if _, ok := st.served[ver]; !ok {
+		st.served[ver] = served{value, local}
+	}
 }
 
 // latest returns the newest write of this store that KV holds or is about
@@ -85,6 +115,19 @@ func (s *Store) enqueue(ctx context.Context, opName, key, full string, w write) 
 	s.mu.Lock()
 	st := s.state(full, key)
 	s.bump(st)
+	// What the cache holds is what the store's Get answered last (a read
+	// from KV before this key's first local write, say).
+	if e, ok := s.cache.get(full, time.Now(), time.Duration(math.MaxInt64)); ok && e.present {
+		st.remember(e.ver, e.value, false)
+	}
+	if !w.del {
+		if w.base == driver.NoVersion {
+			// Computed from an absent record: all of it is new.
+			w.baseKnown, w.baseLocal = true, true
+		} else if b, ok := st.served[w.base]; ok {
+			w.baseVal, w.baseKnown, w.baseLocal = b.value, true, b.local
+		}
+	}
 	p := st.pending
 	now := s.clock()
 	if p == nil {
@@ -100,6 +143,9 @@ func (s *Store) enqueue(ctx context.Context, opName, key, full string, w write) 
 		p.w = combine(p.w, w, now)
 	}
 	p.waiters++
+	if !p.w.del {
+		st.remember(p.w.ver, p.w.value, true)
+	}
 	s.cache.set(full, entry{present: !p.w.del, value: p.w.value, ver: p.w.ver, exp: p.w.exp, pinned: true})
 	sendAt := s.schedule(full, st)
 	s.mu.Unlock()
@@ -240,7 +286,9 @@ func (s *Store) flush(full string) {
 		// learn it succeeded instead of getting an error for a write
 		// that took effect.
 		if q := st.pending; q != nil {
-			q.w = combine(p.w, q.w, s.clock())
+			// q was merged onto p when it was queued (p was then in
+			// flight, st.latest), so q stands: merging p in again
+			// would count p's changes twice.
 			q.waiters += p.waiters
 			q.attempts = max(q.attempts, p.attempts)
 			p.next = q
@@ -347,6 +395,9 @@ func (s *Store) fetch(full string) (entry, error) {
 	}
 	e.at = time.Now()
 	s.mu.Lock()
+	if st := s.keys[full]; st != nil && e.present {
+		st.remember(e.ver, e.value, false)
+	}
 	if s.seqOf(full) == seq {
 		s.cache.set(full, e)
 		// KV answered after this store's last write completed: if it
