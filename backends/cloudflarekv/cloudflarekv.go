@@ -81,6 +81,10 @@
 // Store implements driver.Flusher (kvbreaker.Breaker.Close(ctx) calls
 // Flush) and driver.Lister (the list-keys API, for `kvbreaker list`). It
 // owns no connections of its own (the client does), so it has no Close.
+// It reads the API's clock (driver.ClockSampler) from the Date header of one
+// GET, to the second, for the Breaker's clock checks: each costs one request
+// of the account's budget, once per Breaker every ClockCheckInterval (see
+// SampleClock).
 package cloudflarekv
 
 import (

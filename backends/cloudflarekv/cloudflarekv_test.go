@@ -528,7 +528,9 @@ func TestReadCache(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newStore(t, tc.opts...)
-			br, err := kvbreaker.New(s, kvbreaker.Settings{Clock: srv.Now, Logger: quiet})
+			// The background clock check's GET is not a read of a record:
+			// this test counts those only.
+			br, err := kvbreaker.New(s, kvbreaker.Settings{Clock: srv.Now, Logger: quiet, SkipClockCheck: true})
 			if err != nil {
 				t.Fatal(err)
 			}
