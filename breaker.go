@@ -123,12 +123,15 @@ type instant struct{ wall, mono time.Time }
 // it.
 func (b *Breaker) instant() instant {
 	t := b.clock()
-	in := instant{wall: t.Round(0).Truncate(time.Millisecond), mono: t}
+	in := instant{wall: wall(t), mono: t}
 	if b.s.Clock != nil && b.cache.decides() {
 		in.mono = time.Now()
 	}
 	return in
 }
+
+// wall is t as a record keeps it: wall clock, to the millisecond.
+func wall(t time.Time) time.Time { return t.Round(0).Truncate(time.Millisecond) }
 
 // current is a record as read, with the version to compare against.
 type current struct {
@@ -211,7 +214,14 @@ func (b *Breaker) apply(ctx context.Context, host string, cur current, st *machi
 // never does: a cached record is only the compare-and-swap hint, which the
 // store validates, and a "no write" decided on it is confirmed by a read,
 // since another worker may have changed the record since.
-func (b *Breaker) run(ctx context.Context, host string, in instant, write bool, decide func(record.Record) machine.Step) (_ machine.Step, cached bool, _ error) {
+//
+// decide is given the time to decide at: in.wall, or, for a write decided on
+// a record read from the store after in.wall was taken, the clock read
+// again. Otherwise a failure another worker stored between this call's
+// clock read and its store read would look stamped by a fast clock, and the
+// machine would clamp it back to in.wall (clampFuture): right in count,
+// wrong in instant.
+func (b *Breaker) run(ctx context.Context, host string, in instant, write bool, decide func(r record.Record, now time.Time) machine.Step) (_ machine.Step, cached bool, _ error) {
 	if err := driver.ValidateKey(host); err != nil {
 		return machine.Step{}, false, err
 	}
@@ -236,9 +246,10 @@ func (b *Breaker) run(ctx context.Context, host string, in instant, write bool, 
 		fresh = true
 	}
 	cached = fresh && !write
+	now, read := in.wall, false // read: cur came from the store after now
 	for range maxCASAttempts {
 		if !fresh {
-			cached = false
+			cached, read = false, true
 			seq := at.reading()
 			var err error
 			if cur, err = b.get(ctx, host); err != nil {
@@ -247,7 +258,13 @@ func (b *Breaker) run(ctx context.Context, host string, in instant, write bool, 
 			}
 			b.cache.put(at, host, cur, seq, in.mono)
 		}
-		st := decide(cur.rec)
+		st := decide(cur.rec, now)
+		if st.Write != machine.WriteNone && read {
+			if t := wall(b.clock()); t.After(now) {
+				now = t
+				st = decide(cur.rec, now)
+			}
+		}
 		if st.Write == machine.WriteNone {
 			if hinted {
 				// A hint is only validated by a write; without one,
@@ -271,7 +288,7 @@ func (b *Breaker) run(ctx context.Context, host string, in instant, write bool, 
 		case errors.Is(err, driver.ErrNotFound):
 			return machine.Step{From: record.StateClosed, To: record.StateClosed}, false, nil
 		case errors.Is(err, driver.ErrConflict):
-			cur, fresh = next, ok
+			cur, fresh, read = next, ok, true
 			continue
 		}
 		return machine.Step{}, false, err
@@ -315,7 +332,9 @@ func (b *Breaker) Allow(ctx context.Context, host string, heldSince time.Time) (
 	// restraint's end every worker holding a message for the host asks at
 	// once; on a hint each loser would pay a failed compare-and-swap (a
 	// Raft proposal, a DynamoDB write unit) where a read costs less.
-	st, cached, err := b.run(ctx, host, in, false, func(r record.Record) machine.Step { return machine.AllowStep(r, now, heldSince, &b.cfg) })
+	st, cached, err := b.run(ctx, host, in, false, func(r record.Record, now time.Time) machine.Step {
+		return machine.AllowStep(r, now, heldSince, &b.cfg)
+	})
 	if heldSince.IsZero() {
 		heldSince = now
 	}
@@ -352,27 +371,29 @@ func (b *Breaker) holdBriefly(now, heldSince time.Time) time.Time {
 // Failure records that a delivery to host failed (no answer, 5xx, timeout).
 func (b *Breaker) Failure(ctx context.Context, host string) error {
 	in := b.instant()
-	_, _, err := b.run(ctx, host, in, true, func(r record.Record) machine.Step { return machine.FailureStep(r, in.wall, &b.cfg) })
+	_, _, err := b.run(ctx, host, in, true, func(r record.Record, now time.Time) machine.Step { return machine.FailureStep(r, now, &b.cfg) })
 	return wrap("failure", host, err)
 }
+
+func success(r record.Record, _ time.Time) machine.Step { return machine.SuccessStep(r) }
 
 // Success records that host answered; its record is deleted and the circuit
 // closes.
 func (b *Breaker) Success(ctx context.Context, host string) error {
-	_, _, err := b.run(ctx, host, b.instant(), true, machine.SuccessStep)
+	_, _, err := b.run(ctx, host, b.instant(), true, success)
 	return wrap("success", host, err)
 }
 
 // ReachableFailure records a failure that proves the host is up (it
 // answered, e.g. with a 4xx): like Success, the circuit closes.
 func (b *Breaker) ReachableFailure(ctx context.Context, host string) error {
-	_, _, err := b.run(ctx, host, b.instant(), true, machine.SuccessStep)
+	_, _, err := b.run(ctx, host, b.instant(), true, success)
 	return wrap("reachable failure", host, err)
 }
 
 // Reset deletes host's record whatever it holds, force-closing the circuit.
 func (b *Breaker) Reset(ctx context.Context, host string) error {
-	_, _, err := b.run(ctx, host, b.instant(), true, func(r record.Record) machine.Step {
+	_, _, err := b.run(ctx, host, b.instant(), true, func(r record.Record, _ time.Time) machine.Step {
 		return machine.Step{From: r.State(), To: record.StateClosed, Write: machine.WriteDelete}
 	})
 	return wrap("reset", host, err)
