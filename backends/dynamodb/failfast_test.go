@@ -73,6 +73,9 @@ func TestUnreachableFailsFast(t *testing.T) {
 			if !errors.Is(err, dynamodb.ErrUnreachable) {
 				t.Fatalf("err = %v, want one matching dynamodb.ErrUnreachable", err)
 			}
+			if !errors.Is(err, driver.ErrUnreachable) {
+				t.Errorf("err = %v, want one matching driver.ErrUnreachable too", err)
+			}
 			key := "h.example"
 			if c.op == "list" {
 				key = "h."
@@ -84,7 +87,7 @@ func TestUnreachableFailsFast(t *testing.T) {
 			if oe, ok := err.(*driver.OpError); !ok || oe.Op != c.op || oe.Backend != "dynamodb" {
 				t.Errorf("err = %#v, want a *driver.OpError for %s", err, c.op)
 			}
-			if ue, ok := errors.AsType[*dynamodb.UnreachableError](err); !ok || ue.Endpoint != endpoint {
+			if ue, ok := errors.AsType[*dynamodb.UnreachableError](err); !ok || len(ue.Endpoints) != 1 || ue.Endpoints[0] != endpoint {
 				t.Errorf("err = %v: no *dynamodb.UnreachableError for %s", err, endpoint)
 			}
 			if n := dials.Load(); n != 1 {

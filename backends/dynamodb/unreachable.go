@@ -4,73 +4,34 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/url"
-	"syscall"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/smithy-go"
+
+	"github.com/kvbreaker/kvbreaker/driver"
 )
 
 // ErrUnreachable is matched (errors.Is) by the error of a call that could
 // not reach DynamoDB's endpoint at all: the connection was refused or the
 // endpoint's name did not resolve. Nothing was sent. An *UnreachableError
-// says where.
-var ErrUnreachable = errors.New("dynamodb: endpoint unreachable")
+// says where. It is an alias of driver.ErrUnreachable, so matching either
+// matches every backend's.
+var ErrUnreachable = driver.ErrUnreachable
 
 // UnreachableError is a call that reached no server: "cannot reach dynamodb
-// at <endpoint>: connection refused".
-type UnreachableError struct {
-	Endpoint string // scheme://host:port, as dialled
-	Err      error  // the dial error (a *net.OpError or *net.DNSError)
-}
-
-func (e *UnreachableError) Error() string {
-	return "cannot reach dynamodb at " + e.Endpoint + ": " + reason(e.Err)
-}
-
-// Unwrap returns the dial error.
-func (e *UnreachableError) Unwrap() error { return e.Err }
-
-// Is matches ErrUnreachable.
-func (e *UnreachableError) Is(target error) bool { return target == ErrUnreachable }
-
-// reason is the short cause of a dial error: "connection refused" rather
-// than "dial tcp 127.0.0.1:8000: connect: connection refused".
-func reason(err error) string {
-	if errors.Is(err, syscall.ECONNREFUSED) {
-		return syscall.ECONNREFUSED.Error()
-	}
-	if dns, ok := errors.AsType[*net.DNSError](err); ok && dns.IsNotFound {
-		return "no such host " + dns.Name
-	}
-	return err.Error()
-}
-
-// dialFailed returns the dial error if err says that no connection could be
-// made: refused, or a name that does not exist. Timeouts are not included:
-// a silent endpoint is the context's to bound.
-func dialFailed(err error) (error, bool) {
-	if err == nil {
-		return nil, false
-	}
-	op, ok := errors.AsType[*net.OpError](err)
-	if ok && op.Op == "dial" && errors.Is(op, syscall.ECONNREFUSED) {
-		return op, true
-	}
-	if dns, ok := errors.AsType[*net.DNSError](err); ok && dns.IsNotFound {
-		return dns, true
-	}
-	return nil, false
-}
+// at <endpoint>: connection refused", with Endpoints holding the one
+// scheme://host:port dialled and Err the dial error (a *net.OpError or
+// *net.DNSError). It is an alias of driver.UnreachableError.
+type UnreachableError = driver.UnreachableError
 
 // cause turns the SDK's error into the cause an OpError carries: an
 // *UnreachableError when no connection could be made, "no answer from
 // dynamodb at <endpoint> before the context ended" when the context ended
 // while a request was out, and otherwise err itself.
 func (s *Store) cause(err error) error {
-	if dial, ok := dialFailed(err); ok {
-		return &UnreachableError{Endpoint: s.endpointOf(err), Err: dial}
+	if dial, ok := driver.DialFailed(err); ok {
+		return &UnreachableError{Backend: "dynamodb", Endpoints: []string{s.endpointOf(err)}, Err: dial}
 	}
 	// The SDK reports a request the context ended as a
 	// *smithy.CanceledError (not a *url.Error).
@@ -101,7 +62,7 @@ func (s *Store) endpointOf(err error) string {
 type failFastRetryer struct{ aws.Retryer }
 
 func (r failFastRetryer) IsErrorRetryable(err error) bool {
-	if _, ok := dialFailed(err); ok {
+	if _, ok := driver.DialFailed(err); ok {
 		return false
 	}
 	return r.Retryer.IsErrorRetryable(err)
