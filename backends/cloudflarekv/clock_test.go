@@ -6,9 +6,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"net/http/httptest"
-	"net/http/httputil"
-	"net/url"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -18,6 +15,7 @@ import (
 	"github.com/cloudflare/cloudflare-go/v6/option"
 
 	"github.com/kvbreaker/kvbreaker/driver"
+	"github.com/kvbreaker/kvbreaker/testservers/dateproxy"
 )
 
 // clockSlack is what the bounds allow beyond resolution and the round trip:
@@ -72,50 +70,11 @@ func clockStore(t *testing.T, endpoint string) (*Store, *atomic.Int32) {
 	return s, &dials
 }
 
-// clockProxy is a loopback reverse proxy to target that rewrites the Date
-// header of every answer with rewrite (nil: passes it as it is); when
-// rewrite returns "", the answer goes without a Date header.
-func clockProxy(t *testing.T, target string, rewrite func(upstream string) string) string {
-	t.Helper()
-	u, err := url.Parse(target)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rp := httputil.NewSingleHostReverseProxy(u)
-	rp.ModifyResponse = func(r *http.Response) error {
-		if rewrite == nil {
-			return nil
-		}
-		d := rewrite(r.Header.Get("Date"))
-		r.Header.Del("Date")
-		if d != "" {
-			r.Header.Set("Date", d)
-		}
-		return nil
-	}
-	ps := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		// A nil Date stops net/http adding its own when the proxied
-		// answer has none.
-		w.Header()["Date"] = nil
-		rp.ServeHTTP(w, r)
-	}))
-	t.Cleanup(ps.Close)
-	return ps.URL
-}
-
-// clockEdge returns a rewrite that stamps Date as Cloudflare's edge does
-// for the Worker, on this machine's clock moved by offset. Miniflare sends
-// no Date of its own (TestSampleClockMiniflareSendsNoDate); one that did
-// would be replaced.
-func clockEdge(offset time.Duration) func(string) string {
-	return func(string) string { return time.Now().Add(offset).UTC().Format(http.TimeFormat) }
-}
-
 // TestSampleClock: through a proxy that stamps Date on this machine's clock,
 // as Cloudflare's edge would, SampleClock reads that clock, truncated to
 // the second, within the round trip, with exactly one GET per sample.
 func TestSampleClock(t *testing.T) {
-	s, _ := clockStore(t, clockProxy(t, srv.URL, clockEdge(0)))
+	s, _ := clockStore(t, dateproxy.Start(t, srv.URL, dateproxy.Stamp(0)).URL)
 	ctx := t.Context()
 	if err := srv.ResetStats(ctx); err != nil {
 		t.Fatal(err)
@@ -147,7 +106,7 @@ func TestSampleClock(t *testing.T) {
 func TestSampleClockSkewed(t *testing.T) {
 	for _, offset := range []time.Duration{7 * time.Second, -90 * time.Second} {
 		t.Run(offset.String(), func(t *testing.T) {
-			skewed, _ := clockStore(t, clockProxy(t, srv.URL, clockEdge(offset)))
+			skewed, _ := clockStore(t, dateproxy.Start(t, srv.URL, dateproxy.Stamp(offset)).URL)
 			before, after, got, res := clockSample(t, skewed)
 			if why := clockOffsetOutside(before, after, got, res, offset); why != "" {
 				t.Error(why)
@@ -160,7 +119,7 @@ func TestSampleClockSkewed(t *testing.T) {
 			est := got.Add(res / 2).Sub(before.Add(after.Sub(before) / 2))
 			t.Logf("offset %v: estimated %v (± %v)", offset, est, (res+after.Sub(before))/2)
 
-			plain, _ := clockStore(t, clockProxy(t, srv.URL, clockEdge(0)))
+			plain, _ := clockStore(t, dateproxy.Start(t, srv.URL, dateproxy.Stamp(0)).URL)
 			before, after, got, res = clockSample(t, plain)
 			if why := clockOffsetOutside(before, after, got, res, 0); why != "" {
 				t.Errorf("control: %s", why)
@@ -197,7 +156,7 @@ func TestSampleClockBadDate(t *testing.T) {
 		{"unix seconds", "1767225600", `unparsable Date header "1767225600"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			endpoint := clockProxy(t, srv.URL, func(string) string { return tc.date })
+			endpoint := dateproxy.Start(t, srv.URL, dateproxy.Raw(tc.date)).URL
 			s, _ := clockStore(t, endpoint)
 			got, res, err := s.SampleClock(t.Context())
 			oe, ok := errors.AsType[*driver.OpError](err)
@@ -279,7 +238,7 @@ func TestSampleClockErrors(t *testing.T) {
 	})
 
 	t.Run("rate-limited", func(t *testing.T) {
-		s, _ := clockStore(t, clockProxy(t, srv.URL, clockEdge(0)))
+		s, _ := clockStore(t, dateproxy.Start(t, srv.URL, dateproxy.Stamp(0)).URL)
 		ctx := t.Context()
 		clockSample(t, s) // negative control: the same store samples before the 429
 		if err := srv.Throttle(ctx, 1, time.Second); err != nil {

@@ -4,16 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
-	"net/http/httptest"
-	"net/http/httputil"
-	"net/url"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/kvbreaker/kvbreaker/backends/dynamodb"
 	"github.com/kvbreaker/kvbreaker/driver"
+	"github.com/kvbreaker/kvbreaker/testservers/dateproxy"
 	"github.com/kvbreaker/kvbreaker/testservers/dynalite"
 )
 
@@ -51,50 +48,6 @@ func sample(t *testing.T, st driver.ClockSampler) (before, after, got time.Time,
 	return before, after, got, res
 }
 
-// dateProxy is a loopback reverse proxy to target that rewrites the Date
-// header of every answer with rewrite (nil: passes it as it is). When rewrite
-// returns "", the answer goes without a Date header.
-func dateProxy(t *testing.T, target string, rewrite func(upstream string) string) string {
-	t.Helper()
-	u, err := url.Parse(target)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rp := httputil.NewSingleHostReverseProxy(u)
-	rp.ModifyResponse = func(r *http.Response) error {
-		if rewrite == nil {
-			return nil
-		}
-		d := rewrite(r.Header.Get("Date"))
-		r.Header.Del("Date")
-		if d != "" {
-			r.Header.Set("Date", d)
-		}
-		return nil
-	}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		// A nil Date stops net/http adding its own when the proxied
-		// answer has none.
-		w.Header()["Date"] = nil
-		rp.ServeHTTP(w, r)
-	}))
-	t.Cleanup(srv.Close)
-	return srv.URL
-}
-
-// shiftDate returns a rewrite that moves the upstream's Date by offset; a
-// missing or unparsable upstream Date fails t.
-func shiftDate(t *testing.T, offset time.Duration) func(string) string {
-	return func(upstream string) string {
-		d, err := http.ParseTime(upstream)
-		if err != nil {
-			t.Errorf("dynalite's answer has Date %q: %v", upstream, err)
-			return ""
-		}
-		return d.Add(offset).UTC().Format(http.TimeFormat)
-	}
-}
-
 func newClockStore(t *testing.T, endpoint string) *dynamodb.Store {
 	t.Helper()
 	st, err := dynamodb.New(newClient(endpoint), table)
@@ -128,7 +81,7 @@ func TestSampleClock(t *testing.T) {
 func TestSampleClockSkewed(t *testing.T) {
 	for _, offset := range []time.Duration{7 * time.Second, -90 * time.Second} {
 		t.Run(offset.String(), func(t *testing.T) {
-			skewed := newClockStore(t, dateProxy(t, srv.Endpoint, shiftDate(t, offset)))
+			skewed := newClockStore(t, dateproxy.Start(t, srv.Endpoint, dateproxy.Shift(offset)).URL)
 			before, after, got, res := sample(t, skewed)
 			if why := offsetOutside(before, after, got, res, offset); why != "" {
 				t.Error(why)
@@ -141,7 +94,7 @@ func TestSampleClockSkewed(t *testing.T) {
 			est := got.Add(res / 2).Sub(before.Add(after.Sub(before) / 2))
 			t.Logf("offset %v: estimated %v (± %v)", offset, est, (res+after.Sub(before))/2)
 
-			plain := newClockStore(t, dateProxy(t, srv.Endpoint, nil))
+			plain := newClockStore(t, dateproxy.Start(t, srv.Endpoint, dateproxy.Date{}).URL)
 			before, after, got, res = sample(t, plain)
 			if why := offsetOutside(before, after, got, res, 0); why != "" {
 				t.Errorf("control: %s", why)
@@ -164,7 +117,7 @@ func TestSampleClockBadDate(t *testing.T) {
 		{"unix seconds", "1767225600", `unparsable Date header "1767225600"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			endpoint := dateProxy(t, srv.Endpoint, func(string) string { return tc.date })
+			endpoint := dateproxy.Start(t, srv.Endpoint, dateproxy.Raw(tc.date)).URL
 			got, res, err := newClockStore(t, endpoint).SampleClock(t.Context())
 			var oe *driver.OpError
 			if !errors.As(err, &oe) || oe.Backend != "dynamodb" || oe.Op != "sample clock" {
