@@ -83,6 +83,9 @@ func TestUnreachableFailsFast(t *testing.T) {
 			if !errors.Is(err, ErrUnreachable) {
 				t.Fatalf("err = %v, want one matching ErrUnreachable", err)
 			}
+			if !errors.Is(err, driver.ErrUnreachable) {
+				t.Errorf("err = %v, want one matching driver.ErrUnreachable too", err)
+			}
 			want := "cloudflarekv: " + c.op + " " + c.key + ": cannot reach Workers KV at " + endpoint + ": connection refused"
 			if err.Error() != want {
 				t.Errorf("err = %q\nwant  %q", err, want)
@@ -90,7 +93,7 @@ func TestUnreachableFailsFast(t *testing.T) {
 			if oe, ok := err.(*driver.OpError); !ok || oe.Op != c.op || oe.Backend != "cloudflarekv" {
 				t.Errorf("err = %#v, want a *driver.OpError for %s", err, c.op)
 			}
-			if ue, ok := errors.AsType[*UnreachableError](err); !ok || ue.Endpoint != endpoint {
+			if ue, ok := errors.AsType[*UnreachableError](err); !ok || len(ue.Endpoints) != 1 || ue.Endpoints[0] != endpoint {
 				t.Errorf("err = %v: no *UnreachableError for %s", err, endpoint)
 			}
 			if elapsed > 2*time.Second {

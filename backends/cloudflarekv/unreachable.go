@@ -2,63 +2,24 @@ package cloudflarekv
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"net"
 	"net/http"
-	"syscall"
+
+	"github.com/kvbreaker/kvbreaker/driver"
 )
 
 // ErrUnreachable is matched (errors.Is) by the error of a call whose request
 // could not reach the Cloudflare API at all: the connection was refused or
 // the API's name did not resolve. Nothing was sent. An *UnreachableError
-// says where.
-var ErrUnreachable = errors.New("cloudflarekv: API unreachable")
+// says where. It is an alias of driver.ErrUnreachable, so matching either
+// matches every backend's.
+var ErrUnreachable = driver.ErrUnreachable
 
 // UnreachableError is a request that reached no server: "cannot reach
-// Workers KV at <endpoint>: connection refused".
-type UnreachableError struct {
-	Endpoint string // scheme://host of the API, as dialled
-	Err      error  // the dial error (a *net.OpError or *net.DNSError)
-}
-
-func (e *UnreachableError) Error() string {
-	return "cannot reach Workers KV at " + e.Endpoint + ": " + reason(e.Err)
-}
-
-// Unwrap returns the dial error.
-func (e *UnreachableError) Unwrap() error { return e.Err }
-
-// Is matches ErrUnreachable.
-func (e *UnreachableError) Is(target error) bool { return target == ErrUnreachable }
-
-// reason is the short cause of a dial error: "connection refused" rather
-// than "dial tcp 127.0.0.1:8787: connect: connection refused".
-func reason(err error) string {
-	if errors.Is(err, syscall.ECONNREFUSED) {
-		return syscall.ECONNREFUSED.Error()
-	}
-	if dns, ok := errors.AsType[*net.DNSError](err); ok && dns.IsNotFound {
-		return "no such host " + dns.Name
-	}
-	return err.Error()
-}
-
-// dialFailed returns the dial error if err says that no connection could be
-// made: refused, or a name that does not exist. A silent endpoint (no
-// answer, a dial that hangs) is the timeouts' to bound, not this.
-func dialFailed(err error) (error, bool) {
-	if err == nil {
-		return nil, false
-	}
-	if op, ok := errors.AsType[*net.OpError](err); ok && op.Op == "dial" && errors.Is(op, syscall.ECONNREFUSED) {
-		return op, true
-	}
-	if dns, ok := errors.AsType[*net.DNSError](err); ok && dns.IsNotFound {
-		return dns, true
-	}
-	return nil, false
-}
+// Workers KV at <endpoint>: connection refused", with Endpoints holding the
+// API's scheme://host as dialled and Err the dial error (a *net.OpError or
+// *net.DNSError). It is an alias of driver.UnreachableError.
+type UnreachableError = driver.UnreachableError
 
 // notSent carries an *UnreachableError through cloudflare-go's retry loop,
 // which retries every transport error except a context's: it matches
@@ -79,8 +40,8 @@ func (s *Store) failFast(req *http.Request, next func(*http.Request) (*http.Resp
 		s.endpoint.CompareAndSwap(nil, &ep)
 	}
 	res, err := next(req)
-	if dial, ok := dialFailed(err); ok {
-		return res, &notSent{&UnreachableError{Endpoint: req.URL.Scheme + "://" + req.URL.Host, Err: dial}}
+	if dial, ok := driver.DialFailed(err); ok {
+		return res, &notSent{&UnreachableError{Backend: "Workers KV", Endpoints: []string{req.URL.Scheme + "://" + req.URL.Host}, Err: dial}}
 	}
 	return res, err
 }
