@@ -263,9 +263,21 @@ type ClockSampler interface {
 // adapter.
 func MergeRecords(older, newer []byte) []byte { return record.Merge(older, newer) }
 
+// MergeRecordsFrom merges newer, a record computed from base, into older, a
+// record written meanwhile: older plus what newer changed in base, counting
+// failure instants as a multiset, so two failures in one millisecond count
+// twice (MergeRecords counts them once). built says older is known to be
+// built on base; otherwise, when older lacks some of base's failures, it may
+// never have seen base and MergeRecords' union is used. For the same
+// adapters as MergeRecords, when they know the record a write was computed
+// from.
+func MergeRecordsFrom(base, older, newer []byte, built bool) []byte {
+	return record.MergeFrom(base, older, newer, built)
+}
+
 // RebaseOnDelete turns value, a record computed from gone before gone was
-// deleted, into what it adds to an absent record: its failure instants not
-// in gone, without gone's restraint. ok is false when nothing is left. For
+// deleted, into what it adds to an absent record: its failure instants less
+// gone's (as a multiset), without gone's restraint. ok is false when nothing is left. For
 // the same adapters as MergeRecords.
 func RebaseOnDelete(value, gone []byte) (_ []byte, ok bool) {
 	return record.RebaseOnDelete(value, gone)

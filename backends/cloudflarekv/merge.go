@@ -4,7 +4,6 @@ import (
 	"time"
 
 	"github.com/kvbreaker/kvbreaker/driver"
-	"github.com/kvbreaker/kvbreaker/internal/record"
 )
 
 // write is one queued write of a key: a put (value, ttl, exp) or a delete.
@@ -19,7 +18,7 @@ type write struct {
 	base  driver.Version
 	// baseVal is the value the caller read as base, when the store still
 	// knew it (baseKnown; nil for an absent record): a concurrent write is
-	// then merged as what it changed in baseVal (record.MergeFrom).
+	// then merged as what it changed in baseVal (driver.MergeRecordsFrom).
 	// baseLocal: base is a write of this store (or absent), so every
 	// later local write was built on it.
 	baseVal   []byte
@@ -47,7 +46,7 @@ type write struct {
 //     reader, so nothing of it may come back);
 //   - otherwise the two were computed concurrently and their records are
 //     merged, with the later expiry and longer TTL: older plus what newer
-//     changed in its base (record.MergeFrom) when the store knows the
+//     changed in its base (driver.MergeRecordsFrom) when the store knows the
 //     base's value, which counts two failures at one millisecond twice;
 //     else the union of the two (driver.MergeRecords).
 //
@@ -70,7 +69,7 @@ func combine(older, newer write, now time.Time) write {
 	default:
 		merged = newer
 		if newer.baseKnown {
-			merged.value = record.MergeFrom(newer.baseVal, older.value, newer.value, newer.baseLocal)
+			merged.value = driver.MergeRecordsFrom(newer.baseVal, older.value, newer.value, newer.baseLocal)
 		} else {
 			merged.value = driver.MergeRecords(older.value, newer.value)
 		}

@@ -6,8 +6,8 @@ import (
 )
 
 // RebaseOnDelete turns a record computed from gone (a record since deleted
-// by a Success) into what it adds to an absent record: the failure instants
-// not in gone. Its restraint and probing came from gone's failures or
+// by a Success) into what it adds to an absent record: its failure instants
+// less gone's, counted as a multiset. Its restraint and probing came from gone's failures or
 // restraint, which the Success ended, so they go. ok is false when nothing is
 // left. A value that is not a record is kept as it is.
 func RebaseOnDelete(value, gone []byte) (_ []byte, ok bool) {
@@ -16,11 +16,16 @@ func RebaseOnDelete(value, gone []byte) (_ []byte, ok bool) {
 		return value, true
 	}
 	g, _ := DecodeRecord(gone)
+	// A multiset difference: a failure in the same millisecond as one of
+	// gone's is still a failure of its own.
+	left := slices.Clone(g.Failures)
 	var out Record
 	for _, f := range r.Failures {
-		if !slices.ContainsFunc(g.Failures, f.Equal) {
-			out.Failures = append(out.Failures, f)
+		if i := slices.IndexFunc(left, f.Equal); i >= 0 {
+			left = slices.Delete(left, i, i+1)
+			continue
 		}
+		out.Failures = append(out.Failures, f)
 	}
 	if len(out.Failures) == 0 {
 		return nil, false

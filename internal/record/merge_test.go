@@ -63,6 +63,13 @@ func TestRebaseOnDelete(t *testing.T) {
 	if _, ok := RebaseOnDelete(EncodeRecord(Record{Failures: []time.Time{at(1)}}), gone); ok {
 		t.Error("a record with nothing beyond the deleted one should rebase to nothing")
 	}
+	// A failure in the same millisecond as one of gone's is its own: fails
+	// with the set difference this replaced (nothing was left).
+	got, ok = RebaseOnDelete(EncodeRecord(Record{Failures: []time.Time{at(1), at(2), at(2)}}), gone)
+	if want := EncodeRecord(Record{Failures: []time.Time{at(2)}}); !ok || string(got) != string(want) {
+		r, _ := DecodeRecord(got)
+		t.Errorf("rebase of a second failure at one of gone's instants = %+v, %v; want that failure kept", r, ok)
+	}
 	if got, ok := RebaseOnDelete([]byte("not a record"), gone); !ok || string(got) != "not a record" {
 		t.Errorf("a value that is not a record = %q, %v; want it kept", got, ok)
 	}
