@@ -9,7 +9,7 @@
 //	key         text COLLATE "C"  primary key: the key as the Breaker passes it
 //	value       bytea             the encoded record (empty for a tombstone)
 //	version     bigint            from the table's sequence, new on every write
-//	expires_at  timestamptz       the server's now() + ttl; now() for a tombstone
+//	expires_at  timestamptz       the server's now() + ttl; -infinity for a tombstone
 //	writes      bigint[]          the random ids of the last writes, newest first (≤ 5)
 //	versions    bigint[]          the versions those writes got, in the same order
 //
@@ -349,6 +349,20 @@ type result struct {
 // (NoVersion when absent or expired). ttl must be positive; it is rounded up
 // to microseconds.
 func (s *Store) CompareAndSwap(ctx context.Context, key string, old driver.Version, value []byte, ttl time.Duration) (driver.Version, error) {
+	return s.compareAndSwap(ctx, s.pool, s.retry, key, old, value, ttl)
+}
+
+// querier is what a statement is sent on: the pool, or in tests a
+// transaction whose now() they chose.
+type querier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// sender sends a statement: retry for the pool; once on a transaction,
+// which a broken connection ends anyway.
+type sender func(ctx context.Context, send func() error) error
+
+func (s *Store) compareAndSwap(ctx context.Context, q querier, via sender, key string, old driver.Version, value []byte, ttl time.Duration) (driver.Version, error) {
 	if ttl <= 0 {
 		return driver.NoVersion, s.wrap(opSwap, key, fmt.Errorf("ttl %v is not positive", ttl))
 	}
@@ -362,8 +376,8 @@ func (s *Store) CompareAndSwap(ctx context.Context, key string, old driver.Versi
 	us := (ttl + time.Microsecond - 1) / time.Microsecond
 	id := writeID()
 	var r result
-	err := s.retry(ctx, func() error {
-		return s.pool.QueryRow(ctx, sql, key, value, int64(us), id, int64(old)).Scan(&r.version, &r.value, &r.live, &r.mine)
+	err := via(ctx, func() error {
+		return q.QueryRow(ctx, sql, key, value, int64(us), id, int64(old)).Scan(&r.version, &r.value, &r.live, &r.mine)
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return driver.NoVersion, &driver.ConflictError{Version: driver.NoVersion} // a swap of an absent key
@@ -390,6 +404,10 @@ func (s *Store) CompareAndSwap(ctx context.Context, key string, old driver.Versi
 // version is there. With old == driver.NoVersion there is nothing to
 // delete: it only reads.
 func (s *Store) CompareAndDelete(ctx context.Context, key string, old driver.Version) error {
+	return s.compareAndDelete(ctx, s.pool, s.retry, key, old)
+}
+
+func (s *Store) compareAndDelete(ctx context.Context, q querier, via sender, key string, old driver.Version) error {
 	if old == driver.NoVersion {
 		value, ver, err := s.Get(ctx, key)
 		if err != nil {
@@ -402,8 +420,8 @@ func (s *Store) CompareAndDelete(ctx context.Context, key string, old driver.Ver
 	}
 	id := writeID()
 	var r result
-	err := s.retry(ctx, func() error {
-		return s.pool.QueryRow(ctx, s.sqlDelete, key, []byte{}, int64(0), id, int64(old)).Scan(&r.version, &r.value, &r.live, &r.mine)
+	err := via(ctx, func() error {
+		return q.QueryRow(ctx, s.sqlDelete, key, []byte{}, int64(0), id, int64(old)).Scan(&r.version, &r.value, &r.live, &r.mine)
 	})
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):

@@ -1,0 +1,23 @@
+package postgres
+
+import (
+	"context"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/kvbreaker/kvbreaker/driver"
+)
+
+// CompareAndSwapIn sends CompareAndSwap's statement once on tx, so a test
+// chooses the now() it is judged by and can make it wait for another's lock.
+func (s *Store) CompareAndSwapIn(ctx context.Context, tx pgx.Tx, key string, old driver.Version, value []byte, ttl time.Duration) (driver.Version, error) {
+	return s.compareAndSwap(ctx, tx, once, key, old, value, ttl)
+}
+
+// CompareAndDeleteIn sends CompareAndDelete's statement once on tx.
+func (s *Store) CompareAndDeleteIn(ctx context.Context, tx pgx.Tx, key string, old driver.Version) error {
+	return s.compareAndDelete(ctx, tx, once, key, old)
+}
+
+func once(_ context.Context, send func() error) error { return send() }
