@@ -164,6 +164,9 @@ func TestUnreachableFailsFast(t *testing.T) {
 	if !errors.Is(err, postgres.ErrUnreachable) || err.Error() != want {
 		t.Errorf("Ping = %v, want %q", err, want)
 	}
+	if !errors.Is(err, driver.ErrUnreachable) {
+		t.Errorf("Ping = %v, want one matching driver.ErrUnreachable too", err)
+	}
 	if took := time.Since(start); took > 2*time.Second {
 		t.Errorf("took %v", took)
 	}
