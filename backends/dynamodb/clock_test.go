@@ -1,13 +1,17 @@
 package dynamodb_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/kvbreaker/kvbreaker"
 	"github.com/kvbreaker/kvbreaker/backends/dynamodb"
 	"github.com/kvbreaker/kvbreaker/driver"
 	"github.com/kvbreaker/kvbreaker/testservers/dateproxy"
@@ -18,35 +22,6 @@ import (
 // dynalite runs on this machine and stamps Date from the same clock, between
 // before and after; the slack covers only the clock-reading paths.
 const clockSlack = 5 * time.Millisecond
-
-// offsetOutside says why got, a server reading with resolution res taken
-// between before and after on this machine's clock, is not what a server
-// clock offset ahead of this one would give: the server's true reading lies
-// in [got, got+res), and at the instant it read its clock this machine read
-// something in [before, after]. "" when it is.
-func offsetOutside(before, after, got time.Time, res, offset time.Duration) string {
-	lo, hi := before.Add(offset-res-clockSlack), after.Add(offset+clockSlack)
-	if got.Before(lo) || got.After(hi) {
-		return fmt.Sprintf("server clock %v outside [%v, %v] for offset %v (sample - before = %v, round trip %v)",
-			got, lo, hi, offset, got.Sub(before), after.Sub(before))
-	}
-	return ""
-}
-
-// sample times one SampleClock call on this machine's clock.
-func sample(t *testing.T, st driver.ClockSampler) (before, after, got time.Time, res time.Duration) {
-	t.Helper()
-	before = time.Now()
-	got, res, err := st.SampleClock(t.Context())
-	after = time.Now()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res != time.Second {
-		t.Errorf("resolution = %v, want 1s (HTTP Date)", res)
-	}
-	return before, after, got, res
-}
 
 func newClockStore(t *testing.T, endpoint string) *dynamodb.Store {
 	t.Helper()
@@ -63,45 +38,28 @@ func newClockStore(t *testing.T, endpoint string) *dynamodb.Store {
 func TestSampleClock(t *testing.T) {
 	st := newClockStore(t, srv.Endpoint)
 	for range 5 {
-		before, after, got, res := sample(t, st)
-		if why := offsetOutside(before, after, got, res, 0); why != "" {
+		r := dateproxy.Read(t, st.SampleClock)
+		if why := r.Outside(0, clockSlack); why != "" {
 			t.Error(why)
 		}
-		if got.Nanosecond() != 0 {
-			t.Errorf("sample %v has a fraction of a second; an HTTP Date has none", got)
+		if r.Server.Nanosecond() != 0 {
+			t.Errorf("sample %v has a fraction of a second; an HTTP Date has none", r.Server)
 		}
 	}
 }
 
 // TestSampleClockSkewed: behind a proxy that moves dynalite's Date by a
 // known offset, SampleClock's reading is off by that offset, within the
-// resolution and the round trip; through the same proxy without the
-// rewrite (the negative control), it is off by nothing, and the skewed
-// bounds then fail.
+// resolution and the round trip, and not by none; through the same kind of
+// proxy without the rewrite (the negative control), by none and not by the
+// offset.
 func TestSampleClockSkewed(t *testing.T) {
 	for _, offset := range []time.Duration{7 * time.Second, -90 * time.Second} {
 		t.Run(offset.String(), func(t *testing.T) {
 			skewed := newClockStore(t, dateproxy.Start(t, srv.Endpoint, dateproxy.Shift(offset)).URL)
-			before, after, got, res := sample(t, skewed)
-			if why := offsetOutside(before, after, got, res, offset); why != "" {
-				t.Error(why)
-			}
-			if offsetOutside(before, after, got, res, 0) == "" {
-				t.Errorf("a sample %v off passes the bounds for no offset", offset)
-			}
-			// The estimate a Breaker would make: the midpoints of the
-			// server's interval and this machine's.
-			est := got.Add(res / 2).Sub(before.Add(after.Sub(before) / 2))
-			t.Logf("offset %v: estimated %v (± %v)", offset, est, (res+after.Sub(before))/2)
-
+			dateproxy.Read(t, skewed.SampleClock).Check(t, offset, 0, clockSlack)
 			plain := newClockStore(t, dateproxy.Start(t, srv.Endpoint, dateproxy.Date{}).URL)
-			before, after, got, res = sample(t, plain)
-			if why := offsetOutside(before, after, got, res, 0); why != "" {
-				t.Errorf("control: %s", why)
-			}
-			if offsetOutside(before, after, got, res, offset) == "" {
-				t.Errorf("control: an unshifted sample passes the bounds for offset %v", offset)
-			}
+			dateproxy.Read(t, plain.SampleClock).Check(t, 0, offset, clockSlack)
 		})
 	}
 }
@@ -109,27 +67,21 @@ func TestSampleClockSkewed(t *testing.T) {
 // TestSampleClockBadDate: an answer without a Date header, or with one that
 // is not an HTTP date, is an error that says so, never a zero time.
 func TestSampleClockBadDate(t *testing.T) {
-	for _, tc := range []struct {
-		name, date, says string
-	}{
-		{"missing", "", "no Date header in the answer"},
-		{"garbage", "the day after tomorrow", `unparsable Date header "the day after tomorrow"`},
-		{"unix seconds", "1767225600", `unparsable Date header "1767225600"`},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			endpoint := dateproxy.Start(t, srv.Endpoint, dateproxy.Raw(tc.date)).URL
+	for _, tc := range dateproxy.BadDates {
+		t.Run(tc.Name, func(t *testing.T) {
+			endpoint := dateproxy.Start(t, srv.Endpoint, dateproxy.Raw(tc.Date)).URL
 			got, res, err := newClockStore(t, endpoint).SampleClock(t.Context())
 			var oe *driver.OpError
-			if !errors.As(err, &oe) || oe.Backend != "dynamodb" || oe.Op != "sample clock" {
-				t.Fatalf("SampleClock = %v, %v, %v; want a dynamodb sample clock *driver.OpError", got, res, err)
+			if !errors.As(err, &oe) || oe.Backend != "dynamodb" || oe.Op != "sample clock" || !got.IsZero() || res != 0 {
+				t.Fatalf("SampleClock = %v, %v, %v; want zero values and a dynamodb sample clock *driver.OpError", got, res, err)
 			}
-			if !strings.Contains(err.Error(), tc.says) || !strings.Contains(err.Error(), endpoint) {
-				t.Errorf("err = %q, want it to say %q and name %s", err, tc.says, endpoint)
+			says := "no Date header in the answer"
+			if tc.Date != "" {
+				says = fmt.Sprintf("unparsable Date header %q in the answer", tc.Date)
 			}
-			if !got.IsZero() || res != 0 {
-				t.Errorf("SampleClock = %v, %v with an error; want zero values", got, res)
+			if !strings.Contains(err.Error(), says+" from "+endpoint) {
+				t.Errorf("err = %q, want it to say %q and name %s", err, says, endpoint)
 			}
-			t.Log(err)
 		})
 	}
 }
@@ -196,4 +148,143 @@ func TestSampleClockErrors(t *testing.T) {
 
 	own.Kill()
 	check("killed", sampleErr(t.Context()), dynamodb.ErrUnreachable, "cannot reach dynamodb at "+own.Endpoint+": connection refused")
+}
+
+// logBuf is a slog destination the clock tests read back; the background
+// sample writes to it from its own goroutine.
+type logBuf struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *logBuf) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+// clockWarnings returns the logged lines that name Settings.ClockSkew.
+func (l *logBuf) clockWarnings() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for line := range strings.SplitSeq(l.buf.String(), "\n") {
+		if strings.Contains(line, "Settings.ClockSkew") {
+			out = append(out, line)
+		}
+	}
+	return out
+}
+
+// skewedBreaker is a Breaker with settings s, logging to the returned
+// buffer, over dynalite behind a proxy that moves its Date by offset; its
+// keys are under a prefix of their own, which the clock check looks
+// through.
+func skewedBreaker(t *testing.T, offset time.Duration, s kvbreaker.Settings) (*kvbreaker.Breaker, *logBuf) {
+	t.Helper()
+	p, err := kvbreaker.Prefixed(newClockStore(t, dateproxy.Start(t, srv.Endpoint, dateproxy.Shift(offset)).URL), uniquePrefix(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &logBuf{}
+	s.Logger = slog.New(slog.NewTextHandler(logs, nil))
+	b, err := kvbreaker.New(p, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Close(context.Background()) })
+	return b, logs
+}
+
+// checkEstimate fails t unless o holds offset (to within clockSlack, the
+// clock-reading paths) and is no wider than one Date second plus took, the
+// time the samples took: every sample's interval holds the true offset, and
+// the estimate is their intersection.
+func checkEstimate(t *testing.T, o kvbreaker.ClockOffset, offset, took time.Duration) {
+	t.Helper()
+	lo, hi := o.Offset-o.Uncertainty, o.Offset+o.Uncertainty
+	if lo > offset+clockSlack || hi < offset-clockSlack {
+		t.Errorf("estimate %v ± %v = [%v, %v] does not hold the proxy's offset %v", o.Offset, o.Uncertainty, lo, hi, offset)
+	}
+	if hi-lo > time.Second+took {
+		t.Errorf("estimate %v ± %v is wider than a Date second and the %v the samples took", o.Offset, o.Uncertainty, took)
+	}
+	t.Logf("offset %v: estimate %v ± %v", offset, o.Offset, o.Uncertainty)
+}
+
+// TestCheckClockSkewed: a Breaker over dynalite whose Date is off by a
+// known offset estimates that offset with CheckClock, and warns exactly
+// once, naming Settings.ClockSkew, when the offset is proven beyond it; a
+// second CheckClock does not warn again. The negative control, the same
+// proxy with no offset, estimates an interval holding 0 and warns nothing.
+func TestCheckClockSkewed(t *testing.T) {
+	for _, tc := range []struct {
+		offset time.Duration
+		want   string // the warning's words; "" for none
+	}{
+		{7 * time.Second, "behind the store's, more than Settings.ClockSkew (1s) assumes"},
+		{-90 * time.Second, "ahead of the store's, more than Settings.ClockSkew (1s) assumes"},
+		{0, ""},
+	} {
+		t.Run(tc.offset.String(), func(t *testing.T) {
+			b, logs := skewedBreaker(t, tc.offset, kvbreaker.Settings{SkipClockCheck: true})
+			for i := range 2 {
+				start := time.Now()
+				o, err := b.CheckClock(t.Context())
+				took := time.Since(start)
+				if err != nil {
+					t.Fatal(err)
+				}
+				checkEstimate(t, o, tc.offset, took)
+				if cur, ok := b.ClockOffset(); !ok || cur != o {
+					t.Errorf("ClockOffset() = %+v, %v; want what CheckClock returned, %+v", cur, ok, o)
+				}
+				w := logs.clockWarnings()
+				switch {
+				case tc.want == "" && len(w) != 0:
+					t.Errorf("check %d: warned %q; want nothing at offset %v", i+1, w, tc.offset)
+				case tc.want != "" && (len(w) != 1 || !strings.Contains(w[0], "level=WARN") || !strings.Contains(w[0], tc.want)):
+					t.Errorf("check %d: warnings %q; want exactly one saying %q", i+1, w, tc.want)
+				}
+			}
+		})
+	}
+}
+
+// TestBackgroundClockCheckSkewed: a Breaker with the default settings
+// samples the store's clock in the background after its first store call,
+// without being asked, and warns once of a Date 7 s ahead.
+func TestBackgroundClockCheckSkewed(t *testing.T) {
+	const offset = 7 * time.Second
+	b, logs := skewedBreaker(t, offset, kvbreaker.Settings{})
+	if _, ok := b.ClockOffset(); ok {
+		t.Fatal("an estimate before any store call")
+	}
+	start := time.Now()
+	if _, err := b.Allow(t.Context(), "clock.example", time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	// The sample runs on its own goroutine: poll for its estimate, bounded.
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(10 * time.Second)
+	var o kvbreaker.ClockOffset
+	for ok := false; !ok; {
+		select {
+		case <-tick.C:
+			o, ok = b.ClockOffset()
+		case <-deadline:
+			t.Fatal("no estimate 10 s after the first Allow")
+		}
+	}
+	took := time.Since(start)
+	// Close waits for the background sample to end, so its warning, which
+	// follows the estimate, has been logged by then.
+	if err := b.Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	checkEstimate(t, o, offset, took)
+	if w := logs.clockWarnings(); len(w) != 1 || !strings.Contains(w[0], "behind the store's, more than Settings.ClockSkew (1s) assumes") {
+		t.Errorf("warnings %q; want exactly one, of a clock 7 s behind the store's", w)
+	}
 }
