@@ -13,6 +13,8 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+
+	"github.com/kvbreaker/kvbreaker/driver"
 )
 
 const (
@@ -31,29 +33,17 @@ const (
 // ErrUnreachable matches (errors.Is) the error of Dial and New when the
 // cluster did not answer: no endpoint accepted a connection, or one did
 // but no answer came before the context ended. The error is then a
-// *driver.OpError whose cause is an *UnreachableError.
-var ErrUnreachable = errors.New("cannot reach etcd")
+// *driver.OpError whose cause is an *UnreachableError. It is an alias of
+// driver.ErrUnreachable, so matching either matches every backend's.
+var ErrUnreachable = driver.ErrUnreachable
 
 // UnreachableError says why Dial or New could not reach the cluster:
 // "cannot reach etcd at http://10.0.0.1:2379: connection refused", or
 // "…: it accepted the connection but did not answer within 5s". It matches
 // ErrUnreachable and unwraps to the cause (the dial errors, or the
-// context's error).
-type UnreachableError struct {
-	Endpoints []string // without credentials
-	Reason    string
-	Err       error
-}
-
-func (e *UnreachableError) Error() string {
-	return "cannot reach etcd at " + strings.Join(e.Endpoints, ", ") + ": " + e.Reason
-}
-
-// Is reports whether target is ErrUnreachable.
-func (e *UnreachableError) Is(target error) bool { return target == ErrUnreachable }
-
-// Unwrap returns the cause.
-func (e *UnreachableError) Unwrap() error { return e.Err }
+// context's error). It is an alias of driver.UnreachableError; Endpoints
+// are shown without credentials.
+type UnreachableError = driver.UnreachableError
 
 // Dial connects to the etcd cluster at endpoints ("https://host:2379"; user
 // information in an endpoint is not sent nor shown in errors) with tlsConfig
@@ -151,6 +141,7 @@ func (s *Store) reach(ctx context.Context, op string, endpoints []string) error 
 				return opError(op, "", refused)
 			}
 			return opError(op, "", &UnreachableError{
+				Backend:   "etcd",
 				Endpoints: eps,
 				Reason:    fmt.Sprintf("it accepted the connection but did not answer within %v", time.Since(start).Round(10*time.Millisecond)),
 				Err:       ctx.Err(),
@@ -190,7 +181,7 @@ func checkConnect(ctx context.Context, endpoints, shown []string) error {
 		}
 		reasons[i] = dialReason(err)
 	}
-	e := &UnreachableError{Endpoints: shown, Reason: reasons[0], Err: errors.Join(errs...)}
+	e := &UnreachableError{Backend: "etcd", Endpoints: shown, Reason: reasons[0], Err: errors.Join(errs...)}
 	for _, r := range reasons[1:] {
 		if r != reasons[0] {
 			parts := make([]string, len(reasons))
@@ -204,23 +195,23 @@ func checkConnect(ctx context.Context, endpoints, shown []string) error {
 	return e
 }
 
-// dialReason is a failed connection's cause as an operator reads it.
+// dialReason is a failed connection's cause as an operator reads it:
+// driver.DialReason's words, except for what only this check knows.
 func dialReason(err error) string {
 	var dns *net.DNSError
 	var nerr net.Error
 	switch {
 	case errors.Is(err, syscall.ECONNREFUSED):
-		return "connection refused"
+		// driver.DialReason's "connection refused", below.
 	case errors.As(err, &dns):
+		// The resolver's whole answer, as etcd's message has always shown
+		// it (driver.DialReason shortens a missing name to "no such host").
 		return dns.Error()
 	case errors.As(err, &nerr) && nerr.Timeout(), errors.Is(err, context.DeadlineExceeded):
+		// checkConnect's own bound, not the caller's context.
 		return "no connection within " + checkTimeout.String()
 	}
-	var op *net.OpError
-	if errors.As(err, &op) && op.Err != nil {
-		return op.Err.Error()
-	}
-	return err.Error()
+	return driver.DialReason(err)
 }
 
 // dialAddress is the network and address clientv3 connects to for an

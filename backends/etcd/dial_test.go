@@ -43,6 +43,9 @@ func TestDialClosedPortFailsFast(t *testing.T) {
 	if !errors.Is(err, etcd.ErrUnreachable) || !errors.Is(err, syscall.ECONNREFUSED) {
 		t.Errorf("error does not match etcd.ErrUnreachable and ECONNREFUSED")
 	}
+	if !errors.Is(err, driver.ErrUnreachable) {
+		t.Errorf("error does not match driver.ErrUnreachable")
+	}
 	if oe, ok := errors.AsType[*driver.OpError](err); !ok || oe.Op != "dial" {
 		t.Errorf("error %T is not a *driver.OpError for dial", err)
 	}
