@@ -9,6 +9,8 @@ import (
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/kvbreaker/kvbreaker/driver"
 )
 
 const (
@@ -22,28 +24,16 @@ const (
 // ErrUnreachable matches (errors.Is) the error of Dial when the server did
 // not answer: it refused the connection, or accepted it but did not answer
 // before the context ended. The error is then a *driver.OpError whose cause
-// is an *UnreachableError.
-var ErrUnreachable = errors.New("cannot reach redis")
+// is an *UnreachableError. It is an alias of driver.ErrUnreachable, so
+// matching either matches every backend's.
+var ErrUnreachable = driver.ErrUnreachable
 
 // UnreachableError says why Dial could not reach the server: "cannot reach
 // redis at 127.0.0.1:6379: connection refused", or "…: it accepted the
 // connection but did not answer within 5s". It matches ErrUnreachable and
-// unwraps to the cause.
-type UnreachableError struct {
-	Addr   string // host:port, without credentials
-	Reason string
-	Err    error
-}
-
-func (e *UnreachableError) Error() string {
-	return "cannot reach redis at " + e.Addr + ": " + e.Reason
-}
-
-// Is reports whether target is ErrUnreachable.
-func (e *UnreachableError) Is(target error) bool { return target == ErrUnreachable }
-
-// Unwrap returns the cause.
-func (e *UnreachableError) Unwrap() error { return e.Err }
+// unwraps to the cause. It is an alias of driver.UnreachableError;
+// Endpoints holds the one host:port, without credentials.
+type UnreachableError = driver.UnreachableError
 
 // Dial connects to the server at url ("redis://[:password@]host:port/db",
 // "rediss://…" for TLS; see redis.ParseURL; the password is neither shown in
@@ -85,19 +75,24 @@ func Dial(ctx context.Context, url string, opts ...Option) (*Store, error) {
 
 // unreachable explains a failed first request.
 func unreachable(addr string, err error, waited time.Duration) error {
+	ue := &UnreachableError{Backend: "redis", Endpoints: []string{addr}, Err: err}
 	var dns *net.DNSError
 	var op *net.OpError
 	switch {
 	case errors.Is(err, syscall.ECONNREFUSED):
-		return &UnreachableError{Addr: addr, Reason: "connection refused", Err: err}
+		ue.Reason = driver.DialReason(err)
 	case errors.As(err, &dns):
-		return &UnreachableError{Addr: addr, Reason: dns.Error(), Err: err}
+		// The resolver's whole answer, as this message has always shown it
+		// (driver.DialReason shortens a missing name to "no such host").
+		ue.Reason = dns.Error()
 	case errors.As(err, &op) && op.Op == "dial":
-		return &UnreachableError{Addr: addr, Reason: op.Err.Error(), Err: err}
+		ue.Reason = driver.DialReason(err)
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled), isTimeout(err):
-		return &UnreachableError{Addr: addr, Reason: fmt.Sprintf("it accepted the connection but did not answer within %v", waited.Round(10*time.Millisecond)), Err: err}
+		ue.Reason = fmt.Sprintf("it accepted the connection but did not answer within %v", waited.Round(10*time.Millisecond))
+	default:
+		return err // the server answered with an error (auth, …)
 	}
-	return err // the server answered with an error (auth, …)
+	return ue
 }
 
 // redactURL drops the password from a Redis URL for messages.

@@ -178,6 +178,9 @@ func TestDialUnreachable(t *testing.T) {
 	if err == nil || err.Error() != want || !errors.Is(err, redis.ErrUnreachable) {
 		t.Errorf("Dial to a closed port = %v, want %q matching ErrUnreachable", err, want)
 	}
+	if !errors.Is(err, driver.ErrUnreachable) {
+		t.Errorf("Dial to a closed port = %v, want one matching driver.ErrUnreachable too", err)
+	}
 
 	if err := s.Restart(t.Context()); err != nil {
 		t.Fatal(err)
