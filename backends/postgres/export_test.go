@@ -21,3 +21,7 @@ func (s *Store) CompareAndDeleteIn(ctx context.Context, tx pgx.Tx, key string, o
 }
 
 func once(_ context.Context, send func() error) error { return send() }
+
+// ListSQL is the statement List sends when the prefix has an upper bound:
+// $1 prefix, $2 cursor, $3 limit, $4 the bound.
+func (s *Store) ListSQL() string { return s.sqlList }

@@ -140,7 +140,7 @@ type Store struct {
 	endpoint string
 	o        options
 
-	sqlGet, sqlCreate, sqlSwap, sqlDelete, sqlList, sqlPurge string
+	sqlGet, sqlCreate, sqlSwap, sqlDelete, sqlList, sqlListAll, sqlPurge string
 
 	writes  atomic.Int64
 	purging atomic.Bool
@@ -294,12 +294,18 @@ WHERE t.key = $1::text
 	// It takes the same arguments as a swap ($2 and $3 unused but typed).
 	s.sqlDelete = update(`''::bytea`, `'-infinity'::timestamptz`, `now() + least($3::bigint, 0) * interval '1 microsecond' + (octet_length($2::bytea) * interval '0 s')`)
 	s.sqlGet = fmt.Sprintf(`SELECT value, version FROM %s WHERE key = $1 AND expires_at > now()`, t)
-	// Keys under prefix sort between prefix and prefix || U+10FFFF (the
-	// largest code point) in the "C" collation, so the index bounds the scan.
-	s.sqlList = fmt.Sprintf(`SELECT key FROM %s
-WHERE key >= $1::text AND key <= $1::text || chr(1114111) AND starts_with(key, $1::text)
-	AND key > $2::text AND expires_at > now()
-ORDER BY key LIMIT $3`, t)
+	// $1 prefix, $2 cursor, $3 limit, $4 prefixEnd(prefix): the keys under
+	// prefix are exactly those in [$1, $4) in the "C" collation, a range
+	// of the primary key also in a generic plan (where starts_with or LIKE
+	// with a parameter bounds nothing). sqlListAll is for a prefix without
+	// an end.
+	list := func(end string) string {
+		return fmt.Sprintf(`SELECT key FROM %s
+WHERE key >= $1::text%s AND key > $2::text AND expires_at > now()
+ORDER BY key LIMIT $3`, t, end)
+	}
+	s.sqlList = list(" AND key < $4::text")
+	s.sqlListAll = list("")
 	s.sqlPurge = fmt.Sprintf(`DELETE FROM %[1]s WHERE ctid IN (
 	SELECT ctid FROM %[1]s WHERE purge_at < now() - $1::bigint * interval '1 microsecond'
 	LIMIT $2 FOR UPDATE SKIP LOCKED)`, t)
