@@ -1,9 +1,11 @@
 package cloudflarekv
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"strings"
@@ -14,6 +16,7 @@ import (
 	"github.com/cloudflare/cloudflare-go/v6/kv"
 	"github.com/cloudflare/cloudflare-go/v6/option"
 
+	"github.com/kvbreaker/kvbreaker"
 	"github.com/kvbreaker/kvbreaker/driver"
 	"github.com/kvbreaker/kvbreaker/testservers/dateproxy"
 )
@@ -22,35 +25,6 @@ import (
 // Miniflare runs on this machine and stamps Date from the same clock,
 // between before and after; the slack covers only the clock-reading paths.
 const clockSlack = 5 * time.Millisecond
-
-// clockOffsetOutside says why got, a server reading with resolution res
-// taken between before and after on this machine's clock, is not what a
-// server clock offset ahead of this one would give: the server's true
-// reading lies in [got, got+res), and when it read its clock this machine
-// read something in [before, after]. "" when it is.
-func clockOffsetOutside(before, after, got time.Time, res, offset time.Duration) string {
-	lo, hi := before.Add(offset-res-clockSlack), after.Add(offset+clockSlack)
-	if got.Before(lo) || got.After(hi) {
-		return fmt.Sprintf("server clock %v outside [%v, %v] for offset %v (sample - before = %v, round trip %v)",
-			got, lo, hi, offset, got.Sub(before), after.Sub(before))
-	}
-	return ""
-}
-
-// clockSample times one SampleClock call on this machine's clock.
-func clockSample(t *testing.T, s *Store) (before, after, got time.Time, res time.Duration) {
-	t.Helper()
-	before = time.Now()
-	got, res, err := s.SampleClock(t.Context())
-	after = time.Now()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res != time.Second {
-		t.Errorf("resolution = %v, want 1s (HTTP Date)", res)
-	}
-	return before, after, got, res
-}
 
 // clockStore returns a store over the API at endpoint with srv's account,
 // namespace and token, whose connections are counted.
@@ -81,12 +55,12 @@ func TestSampleClock(t *testing.T) {
 	}
 	const n = 5
 	for range n {
-		before, after, got, res := clockSample(t, s)
-		if why := clockOffsetOutside(before, after, got, res, 0); why != "" {
+		r := dateproxy.Read(t, s.SampleClock)
+		if why := r.Outside(0, clockSlack); why != "" {
 			t.Error(why)
 		}
-		if got.Nanosecond() != 0 {
-			t.Errorf("sample %v has a fraction of a second; an HTTP Date has none", got)
+		if r.Server.Nanosecond() != 0 {
+			t.Errorf("sample %v has a fraction of a second; an HTTP Date has none", r.Server)
 		}
 	}
 	st, err := srv.Stats(ctx)
@@ -100,33 +74,16 @@ func TestSampleClock(t *testing.T) {
 
 // TestSampleClockSkewed: behind a proxy whose Date is off by a known
 // offset, SampleClock's reading is off by that offset, within the
-// resolution and the round trip; through the same proxy with Date on time
-// (the negative control) it is off by nothing, and the skewed bounds then
-// fail.
+// resolution and the round trip, and not by none; with Date on time (the
+// negative control), by none and not by the offset.
 func TestSampleClockSkewed(t *testing.T) {
 	for _, offset := range []time.Duration{7 * time.Second, -90 * time.Second} {
 		t.Run(offset.String(), func(t *testing.T) {
-			skewed, _ := clockStore(t, dateproxy.Start(t, srv.URL, dateproxy.Stamp(offset)).URL)
-			before, after, got, res := clockSample(t, skewed)
-			if why := clockOffsetOutside(before, after, got, res, offset); why != "" {
-				t.Error(why)
-			}
-			if clockOffsetOutside(before, after, got, res, 0) == "" {
-				t.Errorf("a sample %v off passes the bounds for no offset", offset)
-			}
-			// The estimate a Breaker would make: the midpoints of the
-			// server's interval and this machine's.
-			est := got.Add(res / 2).Sub(before.Add(after.Sub(before) / 2))
-			t.Logf("offset %v: estimated %v (± %v)", offset, est, (res+after.Sub(before))/2)
-
-			plain, _ := clockStore(t, dateproxy.Start(t, srv.URL, dateproxy.Stamp(0)).URL)
-			before, after, got, res = clockSample(t, plain)
-			if why := clockOffsetOutside(before, after, got, res, 0); why != "" {
-				t.Errorf("control: %s", why)
-			}
-			if clockOffsetOutside(before, after, got, res, offset) == "" {
-				t.Errorf("control: an unshifted sample passes the bounds for offset %v", offset)
-			}
+			p := dateproxy.Start(t, srv.URL, dateproxy.Stamp(offset))
+			s, _ := clockStore(t, p.URL)
+			dateproxy.Read(t, s.SampleClock).Check(t, offset, 0, clockSlack)
+			p.Set(dateproxy.Stamp(0))
+			dateproxy.Read(t, s.SampleClock).Check(t, 0, offset, clockSlack)
 		})
 	}
 }
@@ -148,29 +105,19 @@ func TestSampleClockMiniflareSendsNoDate(t *testing.T) {
 // TestSampleClockBadDate: an answer without a Date header, or with one that
 // is not an HTTP date, is an error that says so, never a zero time.
 func TestSampleClockBadDate(t *testing.T) {
-	for _, tc := range []struct {
-		name, date, says string
-	}{
-		{"missing", "", "no Date header in the answer"},
-		{"garbage", "the day after tomorrow", `unparsable Date header "the day after tomorrow"`},
-		{"unix seconds", "1767225600", `unparsable Date header "1767225600"`},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			endpoint := dateproxy.Start(t, srv.URL, dateproxy.Raw(tc.date)).URL
-			s, _ := clockStore(t, endpoint)
-			got, res, err := s.SampleClock(t.Context())
-			oe, ok := errors.AsType[*driver.OpError](err)
-			if !ok || oe.Backend != "cloudflarekv" || oe.Op != "sample clock" {
-				t.Fatalf("SampleClock = %v, %v, %v; want a cloudflarekv sample clock *driver.OpError", got, res, err)
-			}
-			if !strings.Contains(err.Error(), tc.says) || !strings.Contains(err.Error(), endpoint) {
-				t.Errorf("err = %q, want it to say %q and name %s", err, tc.says, endpoint)
-			}
-			if !got.IsZero() || res != 0 {
-				t.Errorf("SampleClock = %v, %v with an error; want zero values", got, res)
-			}
-			t.Log(err)
-		})
+	p := dateproxy.Start(t, srv.URL, dateproxy.Stamp(0))
+	s, _ := clockStore(t, p.URL)
+	dateproxy.Read(t, s.SampleClock) // negative control: a good Date reads
+	for _, bad := range dateproxy.BadDates {
+		p.Set(dateproxy.Raw(bad.Date))
+		got, res, err := s.SampleClock(t.Context())
+		want := "cloudflarekv: sample clock: no Date header in the answer from " + p.URL
+		if bad.Date != "" {
+			want = fmt.Sprintf("cloudflarekv: sample clock: unparsable Date header %q in the answer from %s", bad.Date, p.URL)
+		}
+		if oe, ok := errors.AsType[*driver.OpError](err); !ok || oe.Backend != "cloudflarekv" || err.Error() != want || !got.IsZero() || res != 0 {
+			t.Errorf("%s: SampleClock = %v, %v, %v; want zero values and the *driver.OpError %q", bad.Name, got, res, err, want)
+		}
 	}
 }
 
@@ -240,7 +187,7 @@ func TestSampleClockErrors(t *testing.T) {
 	t.Run("rate-limited", func(t *testing.T) {
 		s, _ := clockStore(t, dateproxy.Start(t, srv.URL, dateproxy.Stamp(0)).URL)
 		ctx := t.Context()
-		clockSample(t, s) // negative control: the same store samples before the 429
+		dateproxy.Read(t, s.SampleClock) // negative control: the same store samples before the 429
 		if err := srv.Throttle(ctx, 1, time.Second); err != nil {
 			t.Fatal(err)
 		}
@@ -259,4 +206,57 @@ func TestSampleClockErrors(t *testing.T) {
 			t.Errorf("the Worker served %+v, want the one throttled GET: no retry, nothing sent while backing off", st)
 		}
 	})
+}
+
+// TestBreakerClockStep: a Breaker over Workers KV whose Date (stamped as
+// the edge would) is 7 s ahead estimates that offset with CheckClock and
+// warns once, naming Settings.ClockSkew. When the store's clock then steps
+// to 90 s behind, CheckClock follows it (the older samples no longer agree
+// and are dropped) and warns no more: once per Breaker. Nothing is
+// estimated or warned before the first check (the negative control).
+// (backends/dynamodb tests the background check and the offset-0 control.)
+func TestBreakerClockStep(t *testing.T) {
+	p := dateproxy.Start(t, srv.URL, dateproxy.Stamp(7*time.Second))
+	s, _ := clockStore(t, p.URL)
+	var logs bytes.Buffer // no background check writes to it
+	b, err := kvbreaker.New(s, kvbreaker.Settings{SkipClockCheck: true, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := b.Close(context.Background()); err != nil {
+			t.Error(err)
+		}
+	}()
+	skewWarnings := func() (w []string) {
+		for line := range strings.SplitSeq(logs.String(), "\n") {
+			if strings.Contains(line, "Settings.ClockSkew") { // not the last-writer-wins warning
+				w = append(w, line)
+			}
+		}
+		return w
+	}
+	if o, ok := b.ClockOffset(); ok || len(skewWarnings()) != 0 {
+		t.Fatalf("before any check: estimate %+v, warnings %q; want none", o, skewWarnings())
+	}
+	for _, offset := range []time.Duration{7 * time.Second, -90 * time.Second} {
+		p.Set(dateproxy.Stamp(offset))
+		start := time.Now()
+		o, err := b.CheckClock(t.Context())
+		took := time.Since(start)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Every sample's interval holds the offset, and the estimate is
+		// their intersection: no wider than one Date second plus the
+		// round trips.
+		lo, hi := o.Offset-o.Uncertainty, o.Offset+o.Uncertainty
+		if lo > offset+clockSlack || hi < offset-clockSlack || hi-lo > time.Second+took {
+			t.Errorf("estimate %v ± %v, want it to hold %v and be at most a Date second plus the %v the samples took", o.Offset, o.Uncertainty, offset, took)
+		}
+		t.Logf("offset %v: estimate %v ± %v", offset, o.Offset, o.Uncertainty)
+		if w := skewWarnings(); len(w) != 1 || !strings.Contains(w[0], "behind the store's, more than Settings.ClockSkew (1s) assumes") {
+			t.Errorf("after the check at %v: warnings %q; want the one of a clock 7 s behind the store's", offset, w)
+		}
+	}
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -150,25 +149,10 @@ func TestSampleClockErrors(t *testing.T) {
 	check("killed", sampleErr(t.Context()), dynamodb.ErrUnreachable, "cannot reach dynamodb at "+own.Endpoint+": connection refused")
 }
 
-// logBuf is a slog destination the clock tests read back; the background
-// sample writes to it from its own goroutine.
-type logBuf struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
 // clockWarnings returns the logged lines that name Settings.ClockSkew.
-func (l *logBuf) clockWarnings() []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
+func clockWarnings(logs *bytes.Buffer) []string {
 	var out []string
-	for line := range strings.SplitSeq(l.buf.String(), "\n") {
+	for line := range strings.SplitSeq(logs.String(), "\n") {
 		if strings.Contains(line, "Settings.ClockSkew") {
 			out = append(out, line)
 		}
@@ -179,14 +163,15 @@ func (l *logBuf) clockWarnings() []string {
 // skewedBreaker is a Breaker with settings s, logging to the returned
 // buffer, over dynalite behind a proxy that moves its Date by offset; its
 // keys are under a prefix of their own, which the clock check looks
-// through.
-func skewedBreaker(t *testing.T, offset time.Duration, s kvbreaker.Settings) (*kvbreaker.Breaker, *logBuf) {
+// through. Read the buffer only while no background sample runs: with
+// SkipClockCheck, or after Close.
+func skewedBreaker(t *testing.T, offset time.Duration, s kvbreaker.Settings) (*kvbreaker.Breaker, *bytes.Buffer) {
 	t.Helper()
 	p, err := kvbreaker.Prefixed(newClockStore(t, dateproxy.Start(t, srv.Endpoint, dateproxy.Shift(offset)).URL), uniquePrefix(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	logs := &logBuf{}
+	logs := &bytes.Buffer{}
 	s.Logger = slog.New(slog.NewTextHandler(logs, nil))
 	b, err := kvbreaker.New(p, s)
 	if err != nil {
@@ -239,7 +224,7 @@ func TestCheckClockSkewed(t *testing.T) {
 				if cur, ok := b.ClockOffset(); !ok || cur != o {
 					t.Errorf("ClockOffset() = %+v, %v; want what CheckClock returned, %+v", cur, ok, o)
 				}
-				w := logs.clockWarnings()
+				w := clockWarnings(logs)
 				switch {
 				case tc.want == "" && len(w) != 0:
 					t.Errorf("check %d: warned %q; want nothing at offset %v", i+1, w, tc.offset)
@@ -284,7 +269,7 @@ func TestBackgroundClockCheckSkewed(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkEstimate(t, o, offset, took)
-	if w := logs.clockWarnings(); len(w) != 1 || !strings.Contains(w[0], "behind the store's, more than Settings.ClockSkew (1s) assumes") {
+	if w := clockWarnings(logs); len(w) != 1 || !strings.Contains(w[0], "behind the store's, more than Settings.ClockSkew (1s) assumes") {
 		t.Errorf("warnings %q; want exactly one, of a clock 7 s behind the store's", w)
 	}
 }

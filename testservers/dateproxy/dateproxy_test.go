@@ -1,6 +1,7 @@
 package dateproxy_test
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -133,5 +134,31 @@ func TestShiftWithoutDate(t *testing.T) {
 	}
 	if errs := tb.reported(); len(errs) != 1 || !strings.Contains(errs[0], `dateproxy: cannot shift the upstream's Date ""`) {
 		t.Errorf("reported %q, want one error about the missing Date", errs)
+	}
+}
+
+// TestReading: a reading through a Stamp proxy fits its offset and not
+// another; bounds wide enough to pass both would be reported.
+func TestReading(t *testing.T) {
+	p := dateproxy.Start(t, upstream(t), dateproxy.Stamp(7*time.Second))
+	sample := func(ctx context.Context) (time.Time, time.Duration, error) {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, p.URL, nil)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return time.Time{}, 0, err
+		}
+		defer res.Body.Close()
+		d, err := http.ParseTime(res.Header.Get("Date"))
+		return d, time.Second, err
+	}
+	r := dateproxy.Read(t, sample)
+	r.Check(t, 7*time.Second, 0, time.Millisecond)
+	if r.Outside(-7*time.Second, time.Millisecond) == "" || r.Outside(7*time.Second, 0) != "" {
+		t.Errorf("reading %+v: bounds for -7s pass or for 7s without slack fail", r)
+	}
+	tb := &errTB{TB: t}
+	r.Check(tb, 7*time.Second, 7*time.Second+time.Millisecond, time.Millisecond)
+	if errs := tb.reported(); len(errs) != 1 || !strings.Contains(errs[0], "passes the bounds for 7.001s too") {
+		t.Errorf("checking against a control 1 ms away reported %q, want that the bounds prove nothing", errs)
 	}
 }
