@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"strings"
 
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/kvbreaker/kvbreaker/backends/redis"
+	"github.com/kvbreaker/kvbreaker/driver"
 )
 
 // checkRedisURL checks --redis-url without connecting.
@@ -28,12 +30,12 @@ func openRedis(ctx context.Context, f *backendFlags) (*conn, error) {
 	}
 	s, err := redis.Dial(ctx, f.redisURL)
 	if err != nil {
-		if ue, ok := errors.AsType[*redis.UnreachableError](err); ok {
+		if ue, ok := errors.AsType[*driver.UnreachableError](err); ok {
 			why := ue.Reason
 			if ctx.Err() != nil {
 				why = "no answer within " + f.bound
 			}
-			return nil, &reachError{backend: "redis", endpoint: ue.Addr, why: why, err: err}
+			return nil, &reachError{backend: "redis", endpoint: strings.Join(ue.Endpoints, ", "), why: why, err: err}
 		}
 		return nil, err
 	}
