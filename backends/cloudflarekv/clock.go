@@ -40,6 +40,9 @@ func (s *Store) SampleClock(ctx context.Context) (time.Time, time.Duration, erro
 	if err := ctx.Err(); err != nil {
 		return time.Time{}, 0, opError(opClock, "", err)
 	}
+	if s.isClosed() {
+		return time.Time{}, 0, opError(opClock, "", ErrClosed)
+	}
 	if until, limited := s.backingOff(); limited {
 		return time.Time{}, 0, opError(opClock, "", &RateLimitError{Until: until})
 	}

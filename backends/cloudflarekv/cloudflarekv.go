@@ -79,8 +79,10 @@
 // # Lifecycle and listing
 //
 // Store implements driver.Flusher (kvbreaker.Breaker.Close(ctx) calls
-// Flush) and driver.Lister (the list-keys API, for `kvbreaker list`). It
-// owns no connections of its own (the client does), so it has no Close.
+// Flush) and driver.Lister (the list-keys API, for `kvbreaker list`).
+// Close cancels the requests the Store sends on its own (a read shared by
+// several callers, a queued write) and waits for them: Breaker.Close calls
+// Flush, then Close.
 // It reads the API's clock (driver.ClockSampler) from the Date header of one
 // GET, to the second, for the Breaker's clock checks: each costs one request
 // of the account's budget, once per Breaker every ClockCheckInterval (see
@@ -199,6 +201,13 @@ type Store struct {
 	backoff time.Time // real time until which nothing is sent (429)
 	sweepAt int       // len(keys) that triggers the next sweep
 	idle    *sync.Cond
+	closed  bool // s.mu
+
+	// life bounds the requests sent for no single caller (a shared read, a
+	// queued write); Close ends it and waits for the reads (fetches).
+	life    context.Context
+	end     context.CancelFunc
+	fetches sync.WaitGroup
 }
 
 // options is what the Options set; New checks it.
@@ -347,7 +356,31 @@ func New(client *kv.KVService, accountID, namespaceID string, opts ...Option) (*
 		sweepAt:    1024,
 	}
 	s.idle = sync.NewCond(&s.mu)
+	s.life, s.end = context.WithCancel(context.Background())
 	return s, nil
+}
+
+// ErrClosed is the cause of a Store method's *driver.OpError after Close.
+var ErrClosed = errors.New("store closed")
+
+// Close ends the Store: later calls fail with ErrClosed, requests in flight
+// are cancelled, and writes still queued fail (call Flush first to send
+// them, as kvbreaker.Breaker.Close does). It returns once no read the Store
+// started is left running. The client stays open.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	s.end()
+	s.fetches.Wait()
+	return nil
+}
+
+// isClosed reports whether Close has been called.
+func (s *Store) isClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
 }
 
 // Traits declares what a Breaker sees: last writer wins; reader-filtered
@@ -383,6 +416,9 @@ func (s *Store) Get(ctx context.Context, key string) ([]byte, driver.Version, er
 	if err := ctx.Err(); err != nil {
 		return nil, 0, opError(opGet, key, err)
 	}
+	if s.isClosed() {
+		return nil, 0, opError(opGet, key, ErrClosed)
+	}
 	full, err := s.fullKey(key)
 	if err != nil {
 		return nil, 0, opError(opGet, key, err)
@@ -399,6 +435,16 @@ func (s *Store) Get(ctx context.Context, key string) ([]byte, driver.Version, er
 		return nil, 0, opError(opGet, key, &RateLimitError{Until: until})
 	}
 	ch := s.reads.DoChan(full, func() (any, error) {
+		// Counted under s.mu with the closed check, so Close's Wait
+		// never races an Add.
+		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			return nil, ErrClosed
+		}
+		s.fetches.Add(1)
+		s.mu.Unlock()
+		defer s.fetches.Done()
 		if ok, next := s.spend(); !ok {
 			return nil, &BudgetError{Next: next}
 		}
@@ -470,6 +516,9 @@ func (s *Store) answer(e entry) ([]byte, driver.Version, error) {
 func (s *Store) CompareAndSwap(ctx context.Context, key string, old driver.Version, value []byte, ttl time.Duration) (driver.Version, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, opError(opSwap, key, err)
+	}
+	if s.isClosed() {
+		return 0, opError(opSwap, key, ErrClosed)
 	}
 	full, err := s.fullKey(key)
 	if err != nil {

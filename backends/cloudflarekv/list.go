@@ -45,6 +45,9 @@ func (s *Store) List(ctx context.Context, prefix, cursor string, limit int) ([]s
 	if limit <= 0 {
 		return nil, "", opError(opList, prefix, fmt.Errorf("limit %d is not positive", limit))
 	}
+	if s.isClosed() {
+		return nil, "", opError(opList, prefix, ErrClosed)
+	}
 	after, kvCursor := cursor, ""
 	if i := strings.LastIndex(cursor, cursorSep); i >= 0 {
 		after, kvCursor = cursor[:i], cursor[i+len(cursorSep):]

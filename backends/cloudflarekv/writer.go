@@ -258,9 +258,13 @@ func (s *Store) flush(full string) {
 	st.pending, st.inflight = nil, p
 	st.lastSent = time.Now()
 	p.attempts++
+	closed := s.closed
 	s.mu.Unlock()
 
-	err := s.send(full, p.w)
+	err := ErrClosed // a queued write Close came before: not sent, failed
+	if !closed {
+		err = s.send(full, p.w)
+	}
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -339,7 +343,7 @@ func (s *Store) requestOptions() []option.RequestOption {
 // send performs one write request, detached from its callers' contexts
 // (several may be waiting for it) but bounded by WithCallTimeout.
 func (s *Store) send(full string, w write) error {
-	ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
+	ctx, cancel := context.WithTimeout(s.life, s.timeout)
 	defer cancel()
 	seg := escapeKey(full)
 	var err error
@@ -367,7 +371,7 @@ func (s *Store) fetch(full string) (entry, error) {
 	s.mu.Lock()
 	seq := s.seqOf(full)
 	s.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
+	ctx, cancel := context.WithTimeout(s.life, s.timeout)
 	defer cancel()
 	var params kv.NamespaceValueGetParams
 	params.AccountID.Value, params.AccountID.Present = s.account, true
@@ -465,7 +469,7 @@ func (e *statusError) Error() string { return e.msg }
 // says the write was refused, and a refused connection that nothing was
 // sent.
 func ambiguous(err error) bool {
-	if err == nil || errors.Is(err, driver.ErrNotFound) || errors.Is(err, ErrUnreachable) {
+	if err == nil || errors.Is(err, driver.ErrNotFound) || errors.Is(err, ErrUnreachable) || errors.Is(err, ErrClosed) {
 		return false
 	}
 	if se, ok := errors.AsType[*statusError](err); ok {

@@ -532,6 +532,7 @@ func openCloudflareKV(ctx context.Context, f *backendFlags, clock func() time.Ti
 	}
 	// One read, so that a wrong token, account or namespace fails here.
 	if _, _, err := s.Get(ctx, "kvbreaker-connection-check.invalid"); err != nil && !errors.Is(err, driver.ErrNotFound) {
+		_ = s.Close() // ends the read this Get left running
 		if ctx.Err() != nil {
 			return nil, noAnswer(ctx, "cloudflarekv", endpoint, f.bound, err)
 		}
