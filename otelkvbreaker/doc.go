@@ -77,23 +77,22 @@
 //
 // Attribute sets are built once in New, and the per-call state of a store
 // call is pooled, so the Observer itself allocates nothing per measurement.
-// A closed Allow over the memory store (one Get per call, no cache), 2 shared
-// vCPUs, medians of 6 runs of
+// A closed Allow over the memory store (one Get per call, no cache), 2
+// vCPUs, idle, medians of 6 runs (spread at most ±6%) of
 //
 //	go test -run '^$' -bench AllowClosed -benchmem -count 6 .
 //
 //	Observer                                  time/op  allocs/op  B/op
-//	none                                      209 ns   0          0
-//	no-op meter and tracer providers          228 ns   0          0
-//	global providers, none installed          803 ns   3          240
-//	SDK MeterProvider, no-op tracer           1.07 µs  0          0
-//	SDK MeterProvider and TracerProvider      3.16 µs  8          1168
+//	none                                      195 ns   0          0
+//	no-op meter and tracer providers          203 ns   0          0
+//	global providers, none installed          390 ns   3          240
+//	SDK MeterProvider, no-op tracer           631 ns   0          0
+//	SDK MeterProvider and TracerProvider      1.98 µs  8          1168
 //
-// The times varied by up to ±49% between runs on that shared machine (±142%
-// for the last row); the allocation counts did not. With the global
-// providers unset, the 3 allocations are the global tracer's non-recording
-// span and its context: the Observer starts a span since the program may
-// install a TracerProvider later. WithTracerProvider(noop.NewTracerProvider())
-// avoids them. TestAllowAllocations asserts the 0 allocations of the no-op
-// and SDK-metrics rows.
+// With the global providers unset, the 3 allocations are the global
+// tracer's non-recording span and its context: the Observer starts a span
+// since the program may install a TracerProvider later.
+// WithTracerProvider(noop.NewTracerProvider()) avoids them.
+// TestAllowAllocations asserts the 0 allocations of the no-op and
+// SDK-metrics rows.
 package otelkvbreaker
