@@ -141,8 +141,8 @@
 // # 5. Backends in this repository
 //
 // Each backend exports DefaultTraits(), what its Store declares with default options, and has
-// an expiry profile in package skew (skew.Memory, skew.Etcd, skew.DynamoDB,
-// skew.WorkersKV) from which the margin experiment derives the worst distortion those traits
+// an expiry profile in package skew (skew.Memory, skew.Etcd, skew.DynamoDB, skew.Redis,
+// skew.PostgreSQL, skew.WorkersKV) from which the margin experiment derives the worst distortion those traits
 // allow. skew.Memory is built from memory.DefaultTraits(); skew (in the root module) cannot
 // import the other backends' modules, so each backend's test asserts that a default Store
 // declares DefaultTraits() and that its profile equals them:

@@ -15,14 +15,14 @@ import (
 //
 //	p := skew.Profile{Name: "mykv", Traits: store.Traits()}
 //
-// The four profiles below are built from each backend's exported
-// DefaultTraits: Memory by calling memory.DefaultTraits, the other three as
-// values, since skew (in the root module) cannot import the backends'
+// The profiles below are built from each backend's exported DefaultTraits:
+// Memory by calling memory.DefaultTraits, the others as values, since skew (in the root module) cannot import the backends'
 // modules. Each backend's own test checks that its DefaultTraits equal its
 // profile here and that a Store with default options declares them, so
 // none can drift.
 type Profile struct {
-	// Name is the backend's name (memory, etcd, dynamodb, workerskv).
+	// Name is the backend's name (memory, etcd, dynamodb, workerskv, redis,
+	// postgres).
 	Name string
 	// Traits are what the backend's Store declares with default options.
 	Traits driver.Traits
@@ -36,8 +36,8 @@ func (p Profile) RequiredMargin(skew time.Duration) time.Duration {
 	return p.Traits.Expiry.RequiredMargin(skew)
 }
 
-// The four backends' profiles (DESIGN §3), as their adapters declare them
-// with default options.
+// The backends' profiles (DESIGN §3), as their adapters declare them with
+// default options.
 var (
 	// Memory: atomic, exact relative expiry on the store's clock
 	// (memory.DefaultTraits).
@@ -76,7 +76,21 @@ var (
 		MaxClockSkew:       kvbreaker.DefaultClockSkew,
 		MaxClockSkewOption: "cloudflarekv.WithClockSkew",
 	}}
+	// Redis (redis.DefaultTraits): PEXPIRE in milliseconds on every write,
+	// judged by the server's clock, so a key lives through the millisecond
+	// its TTL ends in.
+	Redis = Profile{Name: "redis", Traits: driver.Traits{
+		Atomic: true,
+		Expiry: driver.ExpiryModel{Kind: driver.ExpiryRelative, Granularity: time.Millisecond, Late: time.Millisecond},
+	}}
+	// PostgreSQL (postgres.DefaultTraits): expires_at = now() + ttl in the
+	// microseconds of timestamptz, judged against now() by every read and
+	// condition on the server: never early nor late on its clock.
+	PostgreSQL = Profile{Name: "postgres", Traits: driver.Traits{
+		Atomic: true,
+		Expiry: driver.ExpiryModel{Kind: driver.ExpiryRelative, Granularity: time.Microsecond},
+	}}
 )
 
-// Profiles returns the four backend profiles.
-func Profiles() []Profile { return []Profile{Memory, Etcd, DynamoDB, WorkersKV} }
+// Profiles returns the backend profiles.
+func Profiles() []Profile { return []Profile{Memory, Etcd, DynamoDB, WorkersKV, Redis, PostgreSQL} }

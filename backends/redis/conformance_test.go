@@ -14,6 +14,7 @@ import (
 	"github.com/kvbreaker/kvbreaker/conformance"
 	"github.com/kvbreaker/kvbreaker/conformance/faultproxy"
 	"github.com/kvbreaker/kvbreaker/driver"
+	"github.com/kvbreaker/kvbreaker/skew"
 )
 
 // harness makes stores over one Redis (standalone or Cluster), each under
@@ -118,10 +119,14 @@ func TestConformance(t *testing.T) {
 	})
 }
 
-// TestDefaultTraits: a Store with default options declares DefaultTraits.
+// TestDefaultTraits: a Store with default options declares DefaultTraits,
+// and skew's profile of this backend declares the same.
 func TestDefaultTraits(t *testing.T) {
 	s := newRaw(t, srv.Addr())
 	if got, want := s.Traits(), redis.DefaultTraits(); got != want {
 		t.Errorf("Traits() with default options = %+v, but DefaultTraits() = %+v", got, want)
+	}
+	if got, want := redis.DefaultTraits(), skew.Redis.Traits; got != want {
+		t.Errorf("redis.DefaultTraits() = %+v, but skew.Redis declares %+v: update the profile", got, want)
 	}
 }
