@@ -12,9 +12,15 @@
 // derived from it, and so is the record's time to live (Breaker.StateTTL),
 // so a record neither leaks nor expires before it can matter.
 //
-// A Breaker reads its clock once per call, reads the record, applies a pure
-// transition (no I/O, no clock) and writes the result back with a
-// compare-and-swap, retrying a bounded number of times when another worker
-// wrote first. Stores are adapters of package driver: backends/memory here,
-// and etcd, DynamoDB and Workers KV as modules of their own.
+// A Breaker reads its clock, reads the record, applies a pure transition (no
+// I/O, no clock) and writes the result back with a compare-and-swap,
+// retrying a bounded number of times when another worker wrote first; a
+// write is decided on a clock read after the record it changes. Stores are
+// adapters of package driver: backends/memory here, and etcd, DynamoDB,
+// Workers KV, Redis and PostgreSQL as modules of their own.
+//
+// Settings.Observer reports every decision, transition and store call (the
+// otelkvbreaker module turns them into OpenTelemetry metrics and spans), and
+// a Breaker checks its clock against the store's when the store can show it
+// (Breaker.CheckClock).
 package kvbreaker
