@@ -15,6 +15,7 @@ import (
 	"github.com/kvbreaker/kvbreaker/backends/dynamodb"
 	"github.com/kvbreaker/kvbreaker/conformance/faultproxy"
 	"github.com/kvbreaker/kvbreaker/driver"
+	"github.com/kvbreaker/kvbreaker/internal/fleettest"
 )
 
 // The tests in this file put a faultproxy between the adapter and the
@@ -227,30 +228,26 @@ func TestAmbiguousBreaker(t *testing.T) {
 	start := time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
 	for _, amb := range ambiguities {
 		t.Run(amb.name, func(t *testing.T) {
-			setup := func(t *testing.T, threshold int) (*armWrites, *kvbreaker.Breaker, *kvbreaker.Breaker, *fakeClock, *transitions) {
-				p, c := proxied(t, nil)
-				clk := newFakeClock(start)
+			// setup returns a fleet of two Breakers on one clock at start:
+			// the worker, over a store whose next write p arms the proxy
+			// for, and an observer over the shared dynalite directly.
+			setup := func(t *testing.T, threshold int) (p *armWrites, worker, observer *kvbreaker.Breaker, f *fleettest.Fleet) {
+				pr, c := proxied(t, nil)
+				clk := &fleettest.Clock{}
+				clk.Set(start)
 				prefix := uniquePrefix(t)
-				var tr transitions
-				mk := func(c *dyn.Client, wrap func(driver.Store) driver.Store) *kvbreaker.Breaker {
-					st := newPrefixed(t, c, prefix, dynamodb.WithClock(clk.Now))
-					b, err := kvbreaker.New(wrap(st), kvbreaker.Settings{
-						FailureThreshold: threshold, FailureWindow: time.Minute, RecoveryDelay: 30 * time.Second,
-						Clock: clk.Now, OnStateChange: tr.record,
-					})
-					if err != nil {
-						t.Fatal(err)
-					}
-					return b
-				}
-				w := &armWrites{proxy: p, arm: func() { amb.arm(p) }}
-				worker := mk(c, func(s driver.Store) driver.Store { w.Store = s; return w })
-				return w, worker, mk(client, func(s driver.Store) driver.Store { return s }), clk, &tr
+				p = &armWrites{proxy: pr, arm: func() { amb.arm(pr) }}
+				p.Store = newPrefixed(t, c, prefix, dynamodb.WithClock(clk.Now))
+				direct := newPrefixed(t, client, prefix, dynamodb.WithClock(clk.Now))
+				f = fleettest.NewOn(t, clk, []driver.Store{p, direct}, kvbreaker.Settings{
+					FailureThreshold: threshold, FailureWindow: time.Minute, RecoveryDelay: 30 * time.Second,
+				})
+				return p, f.Breakers[0], f.Breakers[1], f
 			}
 
 			t.Run("one-failure-counted-once", func(t *testing.T) {
 				ctx := t.Context()
-				p, b, observer, _, tr := setup(t, 2)
+				p, b, observer, f := setup(t, 2)
 				p.armNextWrite()
 				if err := b.Failure(ctx, host); err != nil {
 					t.Fatal(err)
@@ -261,16 +258,15 @@ func TestAmbiguousBreaker(t *testing.T) {
 					t.Fatal(err)
 				}
 				if st.State != kvbreaker.StateClosed || len(st.Failures) != 1 {
-					t.Fatalf("after one failure: %v with failures %v; want closed with one (transitions %v)", st.State, st.Failures, tr)
+					t.Fatalf("after one failure: %v with failures %v; want closed with one", st.State, st.Failures)
 				}
-				if n := tr.count("closed→open"); n != 0 {
-					t.Fatalf("closed→open reported %d times after one failure", n)
-				}
+				// No closed→open (nor any other transition) after one failure.
+				f.Tr.Want(t, map[string]int{})
 			})
 
 			t.Run("probe-winner-gets-probe", func(t *testing.T) {
 				ctx := t.Context()
-				p, b, observer, clk, tr := setup(t, 1)
+				p, b, observer, f := setup(t, 1)
 				if err := b.Failure(ctx, host); err != nil {
 					t.Fatal(err)
 				}
@@ -278,16 +274,15 @@ func TestAmbiguousBreaker(t *testing.T) {
 				if err != nil || st.State != kvbreaker.StateOpen {
 					t.Fatalf("after the failure: %+v, %v; want open", st, err)
 				}
-				clk.Set(st.RestrainedUntil)
+				f.Tr.Want(t, map[string]int{"closed→open": 1})
+				f.Clock.Set(st.RestrainedUntil)
 				p.armNextWrite()
 				v, err := b.Allow(ctx, host, time.Time{})
 				if err != nil || v.Decision != kvbreaker.Probe {
 					t.Fatalf("the election's only candidate got %v (err %v); want probe", v.Decision, err)
 				}
 				lost(t, p.proxy, 1)
-				if n := tr.count("open→half-open"); n != 1 {
-					t.Fatalf("open→half-open reported %d times, want 1 (%v)", n, tr)
-				}
+				f.Tr.Want(t, map[string]int{"open→half-open": 1})
 				// Nobody else probes this restraint.
 				if v, err := observer.Allow(ctx, host, time.Time{}); err != nil || v.Decision != kvbreaker.Hold {
 					t.Fatalf("another worker got %v (err %v) during the probe; want hold", v.Decision, err)
@@ -296,12 +291,12 @@ func TestAmbiguousBreaker(t *testing.T) {
 
 			t.Run("success-reports-close", func(t *testing.T) {
 				ctx := t.Context()
-				p, b, observer, clk, tr := setup(t, 1)
+				p, b, observer, f := setup(t, 1)
 				if err := b.Failure(ctx, host); err != nil {
 					t.Fatal(err)
 				}
 				st, _ := observer.Inspect(ctx, host)
-				clk.Set(st.RestrainedUntil)
+				f.Clock.Set(st.RestrainedUntil)
 				if v, err := b.Allow(ctx, host, time.Time{}); err != nil || v.Decision != kvbreaker.Probe {
 					t.Fatalf("probe: %v, %v", v.Decision, err)
 				}
@@ -310,9 +305,7 @@ func TestAmbiguousBreaker(t *testing.T) {
 					t.Fatal(err)
 				}
 				lost(t, p.proxy, 1)
-				if n := tr.count("half-open→closed"); n != 1 {
-					t.Fatalf("half-open→closed reported %d times, want 1 (%v)", n, tr)
-				}
+				f.Tr.Want(t, map[string]int{"closed→open": 1, "open→half-open": 1, "half-open→closed": 1})
 				if st, err := observer.Inspect(ctx, host); err != nil || st.Found {
 					t.Fatalf("after the success: %+v, %v; want no record", st, err)
 				}
