@@ -48,7 +48,8 @@ type backendFlags struct {
 
 	cfAccount, cfNamespace, cfBaseURL string
 
-	redisURL string
+	redisURL     string
+	redisCluster string // "true" or "": see boolString
 
 	pgURL, pgTable string
 
@@ -77,6 +78,7 @@ var envVars = []struct{ flag, env string }{
 	{"cf-namespace", "KVBREAKER_CLOUDFLARE_NAMESPACE_ID"},
 	{"cf-base-url", "KVBREAKER_CLOUDFLARE_BASE_URL"},
 	{"redis-url", "KVBREAKER_REDIS_URL"},
+	{"redis-cluster", "KVBREAKER_REDIS_CLUSTER"},
 	{"postgres-url", "KVBREAKER_POSTGRES_URL"},
 	{"postgres-table", "KVBREAKER_POSTGRES_TABLE"},
 	{"clock-skew", "KVBREAKER_CLOCK_SKEW"},
@@ -108,7 +110,9 @@ func (f *backendFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.cfBaseURL, "cf-base-url", "", env("cf-base-url", "cloudflarekv: API base `URL` override, e.g. a local Miniflare's http://127.0.0.1:8787/client/v4/"))
 	fs.StringVar(&f.pgURL, "postgres-url", "", env("postgres-url", "postgres: connection `URL`, e.g. postgres://user@db:5432/app (a password belongs in $PGPASSWORD or ~/.pgpass)"))
 	fs.StringVar(&f.pgTable, "postgres-table", defaultPostgresTable, env("postgres-table", "postgres: the table (postgres.CreateTable)"))
-	fs.StringVar(&f.redisURL, "redis-url", "", env("redis-url", "redis: server `URL`, redis://[:password@]host:port/db (rediss:// for TLS)"))
+	fs.StringVar(&f.redisURL, "redis-url", "", env("redis-url", "redis: server `URL`, redis://[:password@]host:port/db (rediss:// for TLS); with --redis-cluster, redis://[:password@]host:port?addr=host2:port&addr=host3:port"))
+	fs.Var(boolString{&f.redisCluster}, "redis-cluster", env("redis-cluster", "redis: --redis-url names the seed nodes of a Redis Cluster (go-redis ParseClusterURL); list visits every master"))
+	fs.Lookup("redis-cluster").NoOptDefVal = "true"
 	fs.DurationVar(&f.clockSkew, "clock-skew", kvbreaker.DefaultClockSkew, env("clock-skew", "the fleet's clock-skew bound (Settings.ClockSkew)"))
 }
 
@@ -143,7 +147,7 @@ const envHelp = `Environment (a flag given on the command line wins):
   KVBREAKER_ETCD_ENDPOINTS, KVBREAKER_ETCD_CACERT, KVBREAKER_ETCD_CERT, KVBREAKER_ETCD_KEY
   KVBREAKER_DYNAMODB_TABLE, KVBREAKER_DYNAMODB_ENDPOINT
   KVBREAKER_CLOUDFLARE_ACCOUNT_ID, KVBREAKER_CLOUDFLARE_NAMESPACE_ID, KVBREAKER_CLOUDFLARE_BASE_URL
-  KVBREAKER_REDIS_URL
+  KVBREAKER_REDIS_URL, KVBREAKER_REDIS_CLUSTER
   KVBREAKER_POSTGRES_URL, KVBREAKER_POSTGRES_TABLE
   AWS_REGION, AWS_PROFILE, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, ...
                  DynamoDB's region and credentials: the AWS SDK's default chain
@@ -162,6 +166,7 @@ const backendFlagsHelp = `Backends and their connection flags (the same for chec
                 [--cf-base-url http://127.0.0.1:8787/client/v4/]
   postgres      --postgres-url postgres://user@db:5432/app [--postgres-table kvbreaker]
   redis         --redis-url redis://127.0.0.1:6379/0
+                or --redis-cluster --redis-url redis://10.0.0.1:6379?addr=10.0.0.2:6379
   memory        no flags: a store inside this process, empty at start (a demo)
 --prefix must be the key prefix your fleet's Breakers use (kvbreaker.Prefixed).
 An unreachable endpoint is reported within about 2 s; one that accepts but
@@ -257,7 +262,7 @@ func (f *backendFlags) validate() error {
 		{"dynamodb-table", &f.dynamoTable, "dynamodb"}, {"dynamodb-endpoint", &f.dynamoEndpoint, "dynamodb"},
 		{"cf-account", &f.cfAccount, "cloudflarekv"}, {"cf-namespace", &f.cfNamespace, "cloudflarekv"},
 		{"cf-base-url", &f.cfBaseURL, "cloudflarekv"},
-		{"redis-url", &f.redisURL, "redis"},
+		{"redis-url", &f.redisURL, "redis"}, {"redis-cluster", &f.redisCluster, "redis"},
 		{"postgres-url", &f.pgURL, "postgres"},
 	}
 	for _, x := range all {

@@ -3,6 +3,10 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -12,18 +16,90 @@ import (
 	"github.com/kvbreaker/kvbreaker/driver"
 )
 
-// checkRedisURL checks --redis-url without connecting.
-func (f *backendFlags) checkRedisURL() error {
-	if _, err := goredis.ParseURL(f.redisURL); err != nil {
-		return usagef("%s is %q: want redis://host:port/db or rediss://host:port/db (%v)", f.name("redis-url"), redactURL(f.redisURL), err)
+// boolString is a boolean flag kept as "true" or "" so that validate's
+// table of string flags can tell a misplaced --redis-cluster from an unset
+// one (and clear one that came from the environment for another backend).
+type boolString struct{ p *string }
+
+func (b boolString) String() string {
+	if b.p != nil && *b.p != "" {
+		return "true"
+	}
+	return "false"
+}
+
+func (b boolString) Set(s string) error {
+	v, err := strconv.ParseBool(s)
+	if err != nil {
+		return err
+	}
+	*b.p = ""
+	if v {
+		*b.p = "true"
 	}
 	return nil
 }
 
-// openRedis dials the server (redis.Dial) and checks that it answers a
-// PING: a refused port is reported within redis.ConnectTimeout, a silent
-// server when ctx (--timeout) ends.
+func (boolString) Type() string     { return "bool" }
+func (boolString) IsBoolFlag() bool { return true }
+
+// cluster reports --redis-cluster.
+func (f *backendFlags) cluster() bool { return f.redisCluster != "" }
+
+// checkRedisURL checks --redis-url (and --redis-cluster) without
+// connecting. The URL is go-redis's own: redis.ParseURL's for one server,
+// redis.ParseClusterURL's (seeds as addr= parameters) with --redis-cluster.
+func (f *backendFlags) checkRedisURL() error {
+	shown := redactURL(f.redisURL)
+	if f.cluster() {
+		o, err := goredis.ParseClusterURL(f.redisURL)
+		if err != nil {
+			return usagef("%s is %q: with %s want redis://host:port?addr=host2:port&addr=host3:port or rediss://… (%v)",
+				f.name("redis-url"), shown, f.name("redis-cluster"), err)
+		}
+		// Replica reads would need redis.WithReplicaReads and a lag bound
+		// the command cannot know; check would then test the wrong thing.
+		if o.ReadOnly || o.RouteByLatency || o.RouteRandomly {
+			return usagef("%s is %q: read_only, route_by_latency and route_randomly send reads to replicas; the command reads from masters: drop them",
+				f.name("redis-url"), shown)
+		}
+		// ParseClusterURL ignores the path; a db number would silently
+		// read db 0, the only one a Cluster has.
+		if u, err := url.Parse(f.redisURL); err == nil && u.Path != "" && u.Path != "/" && u.Path != "/0" {
+			return usagef("%s is %q: a Redis Cluster has database 0 only: drop %q (with %s)",
+				f.name("redis-url"), shown, u.Path, f.name("redis-cluster"))
+		}
+		return nil
+	}
+	if _, err := goredis.ParseURL(f.redisURL); err != nil {
+		if u, perr := url.Parse(f.redisURL); perr == nil && u.Query().Has("addr") {
+			return usagef("%s is %q: addr= names the seeds of a Redis Cluster: add --redis-cluster (or $%s=true)",
+				f.name("redis-url"), shown, envOf("redis-cluster"))
+		}
+		return usagef("%s is %q: want redis://host:port/db or rediss://host:port/db (%v)", f.name("redis-url"), shown, err)
+	}
+	return nil
+}
+
+// quietLog drops go-redis's own log lines (a pool's "failed to dial after
+// 5 attempts", several per refused port): the command reports a failure
+// once, in its own words, on stderr.
+type quietLog struct{}
+
+func (quietLog) Printf(context.Context, string, ...any) {}
+
 func openRedis(ctx context.Context, f *backendFlags) (*conn, error) {
+	goredis.SetLogger(quietLog{})
+	if f.cluster() {
+		return openRedisCluster(ctx, f)
+	}
+	return openRedisServer(ctx, f)
+}
+
+// openRedisServer dials the server (redis.Dial) and checks that it answers
+// a PING: a refused port is reported within redis.ConnectTimeout, a silent
+// server when ctx (--timeout) ends.
+func openRedisServer(ctx context.Context, f *backendFlags) (*conn, error) {
 	o, err := goredis.ParseURL(f.redisURL)
 	if err != nil {
 		return nil, usagef("%s: %v", f.name("redis-url"), err)
@@ -39,5 +115,75 @@ func openRedis(ctx context.Context, f *backendFlags) (*conn, error) {
 		}
 		return nil, err
 	}
+	// One node of a Cluster answers for its own slots only: list would show
+	// a third of the hosts and inspect would fail with MOVED.
+	info, err := s.Client().Info(ctx, "cluster").Result()
+	if err != nil {
+		_ = s.Close()
+		return nil, noAnswer(ctx, "redis", o.Addr, f.bound, fmt.Errorf("redis at %s: INFO cluster: %w", o.Addr, err))
+	}
+	if strings.Contains(info, "cluster_enabled:1") {
+		_ = s.Close()
+		return nil, fmt.Errorf("redis at %s is a node of a Redis Cluster, which holds only its own slots' keys: add --redis-cluster (or $%s=true)",
+			o.Addr, envOf("redis-cluster"))
+	}
 	return &conn{describe: "redis at " + o.Addr + " db " + strconv.Itoa(o.DB), store: s}, nil
+}
+
+// openRedisCluster opens a ClusterClient on the seeds of --redis-url and
+// checks that the Cluster answers a PING (which first loads its slot map
+// from a seed), with the same bounds as one server: a refused seed fails
+// within redis.ConnectTimeout, not --timeout.
+func openRedisCluster(ctx context.Context, f *backendFlags) (*conn, error) {
+	o, err := goredis.ParseClusterURL(f.redisURL)
+	if err != nil {
+		return nil, usagef("%s: %v", f.name("redis-url"), err)
+	}
+	if o.DialTimeout == 0 {
+		o.DialTimeout = redis.ConnectTimeout
+	}
+	o.ContextTimeoutEnabled = true
+	seeds := strings.Join(o.Addrs, ", ")
+	c := goredis.NewClusterClient(o)
+	s, err := redis.New(c)
+	if err != nil {
+		_ = c.Close()
+		return nil, err
+	}
+	if err := c.Ping(ctx).Err(); err != nil {
+		_ = c.Close()
+		return nil, clusterPingError(ctx, f, o.Addrs, err)
+	}
+	// redis.New leaves a client it did not make open on Close.
+	return &conn{describe: "redis cluster via " + seeds, store: clusterStore{s}}, nil
+}
+
+// clusterPingError explains a Cluster's failed first PING.
+func clusterPingError(ctx context.Context, f *backendFlags, seeds []string, err error) error {
+	endpoint := strings.Join(seeds, ", ")
+	if ctx.Err() != nil {
+		return &reachError{backend: "redis", endpoint: endpoint, why: "no answer within " + f.bound, err: err}
+	}
+	if op, ok := errors.AsType[*net.OpError](err); ok && op.Op == "dial" {
+		// go-redis asks every seed for the slot map before giving up, so a
+		// seed's failure is all seeds'; a node the Cluster announced (its
+		// cluster-announce-ip) is named on its own.
+		if op.Addr != nil && !slices.Contains(seeds, op.Addr.String()) {
+			endpoint = op.Addr.String() + " (a node the Cluster announced)"
+		}
+		return &reachError{backend: "redis", endpoint: endpoint, why: dialCause(err), err: err}
+	}
+	if strings.Contains(err.Error(), "cluster support disabled") {
+		return fmt.Errorf("redis at %s is not a Redis Cluster (%v): drop %s", endpoint, err, f.name("redis-cluster"))
+	}
+	return fmt.Errorf("redis cluster via %s: %w", endpoint, err)
+}
+
+// clusterStore is a Store over a ClusterClient the command made: Close
+// closes the client too.
+type clusterStore struct{ *redis.Store }
+
+func (s clusterStore) Close() error {
+	err := s.Store.Close()
+	return errors.Join(err, s.Client().Close())
 }
