@@ -50,12 +50,25 @@ func (f *backendFlags) cluster() bool { return f.redisCluster != "" }
 // connecting. The URL is go-redis's own: redis.ParseURL's for one server,
 // redis.ParseClusterURL's (seeds as addr= parameters) with --redis-cluster.
 func (f *backendFlags) checkRedisURL() error {
-	shown := redactURL(f.redisURL)
+	shown := redisShown(f.redisURL)
+	u, perr := url.Parse(f.redisURL)
+	// go-redis v9.23 has ParseFailoverURL, but there is no Sentinel test
+	// server here to prove the command against: refuse it in words.
+	if perr == nil && u.Query().Has("master_name") {
+		return usagef("%s is %q: master_name= names a Redis Sentinel master, which kvbreaker does not support: point --redis-url at the current master (redis://host:port/db), or at a Cluster with --redis-cluster",
+			f.name("redis-url"), shown)
+	}
 	if f.cluster() {
 		o, err := goredis.ParseClusterURL(f.redisURL)
 		if err != nil {
 			return usagef("%s is %q: with %s want redis://host:port?addr=host2:port&addr=host3:port or rediss://… (%v)",
-				f.name("redis-url"), shown, f.name("redis-cluster"), err)
+				f.name("redis-url"), shown, f.name("redis-cluster"), redisURLErr(err))
+		}
+		// ParseClusterURL ignores the path; a db number would silently
+		// read db 0, the only one a Cluster has.
+		if u.Path != "" && u.Path != "/" && u.Path != "/0" {
+			return usagef("%s is %q: a Redis Cluster has database 0 only: drop %q (with %s)",
+				f.name("redis-url"), shown, u.Path, f.name("redis-cluster"))
 		}
 		// Replica reads would need redis.WithReplicaReads and a lag bound
 		// the command cannot know; check would then test the wrong thing.
@@ -63,22 +76,48 @@ func (f *backendFlags) checkRedisURL() error {
 			return usagef("%s is %q: read_only, route_by_latency and route_randomly send reads to replicas; the command reads from masters: drop them",
 				f.name("redis-url"), shown)
 		}
-		// ParseClusterURL ignores the path; a db number would silently
-		// read db 0, the only one a Cluster has.
-		if u, err := url.Parse(f.redisURL); err == nil && u.Path != "" && u.Path != "/" && u.Path != "/0" {
-			return usagef("%s is %q: a Redis Cluster has database 0 only: drop %q (with %s)",
-				f.name("redis-url"), shown, u.Path, f.name("redis-cluster"))
-		}
 		return nil
 	}
 	if _, err := goredis.ParseURL(f.redisURL); err != nil {
-		if u, perr := url.Parse(f.redisURL); perr == nil && u.Query().Has("addr") {
+		if perr == nil && u.Query().Has("addr") {
 			return usagef("%s is %q: addr= names the seeds of a Redis Cluster: add --redis-cluster (or $%s=true)",
 				f.name("redis-url"), shown, envOf("redis-cluster"))
 		}
-		return usagef("%s is %q: want redis://host:port/db or rediss://host:port/db (%v)", f.name("redis-url"), shown, err)
+		return usagef("%s is %q: want redis://host:port/db or rediss://host:port/db (%v)", f.name("redis-url"), shown, redisURLErr(err))
 	}
 	return nil
+}
+
+// redisShown is a Redis URL for messages: without user information, and
+// without the value of a password= parameter (go-redis's failover URLs
+// take one; a mistyped URL may carry one).
+func redisShown(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return redactURL(raw)
+	}
+	u.User = nil
+	q := u.Query()
+	changed := false
+	for k := range q {
+		if strings.Contains(strings.ToLower(k), "password") {
+			q[k] = []string{"redacted"}
+			changed = true
+		}
+	}
+	if changed {
+		u.RawQuery = q.Encode()
+	}
+	return u.String()
+}
+
+// redisURLErr drops the URL that url.Parse's errors quote whole, password
+// included.
+func redisURLErr(err error) error {
+	if ue, ok := errors.AsType[*url.Error](err); ok {
+		return ue.Err
+	}
+	return err
 }
 
 // quietLog drops go-redis's own log lines (a pool's "failed to dial after
@@ -102,7 +141,7 @@ func openRedis(ctx context.Context, f *backendFlags) (*conn, error) {
 func openRedisServer(ctx context.Context, f *backendFlags) (*conn, error) {
 	o, err := goredis.ParseURL(f.redisURL)
 	if err != nil {
-		return nil, usagef("%s: %v", f.name("redis-url"), err)
+		return nil, usagef("%s: %v", f.name("redis-url"), redisURLErr(err))
 	}
 	s, err := redis.Dial(ctx, f.redisURL)
 	if err != nil {
@@ -137,7 +176,7 @@ func openRedisServer(ctx context.Context, f *backendFlags) (*conn, error) {
 func openRedisCluster(ctx context.Context, f *backendFlags) (*conn, error) {
 	o, err := goredis.ParseClusterURL(f.redisURL)
 	if err != nil {
-		return nil, usagef("%s: %v", f.name("redis-url"), err)
+		return nil, usagef("%s: %v", f.name("redis-url"), redisURLErr(err))
 	}
 	if o.DialTimeout == 0 {
 		o.DialTimeout = redis.ConnectTimeout

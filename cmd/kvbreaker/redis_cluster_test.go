@@ -224,8 +224,21 @@ func TestRedisClusterUsage(t *testing.T) {
 			"with --redis-cluster want redis://host:port?addr=host2:port"},
 		{"cluster-bad-seed", []string{"--backend", "redis", "--redis-cluster", "--redis-url", "redis://r1.invalid:6379?addr=r2.invalid"}, nil,
 			"unable to parse addr param: r2.invalid"},
-		{"cluster-unknown-option", []string{"--backend", "redis", "--redis-cluster", "--redis-url", "redis://r1.invalid:6379?master_name=m"}, nil,
-			"unexpected option: master_name"},
+		{"cluster-unknown-option", []string{"--backend", "redis", "--redis-cluster", "--redis-url", "redis://r1.invalid:6379?bogus=1"}, nil,
+			"unexpected option: bogus"},
+		{"sentinel", []string{"--backend", "redis", "--redis-url", "redis://:" + secret + "@s1.invalid:26379/0?master_name=m&addr=s2.invalid:26379"}, nil,
+			"master_name= names a Redis Sentinel master, which kvbreaker does not support"},
+		{"sentinel-cluster", []string{"--backend", "redis", "--redis-cluster", "--redis-url", "redis://s1.invalid:26379?master_name=m"}, nil,
+			"which kvbreaker does not support"},
+		// go-redis's failover URLs take password=; ParseURL refuses it, and
+		// the message must not repeat it.
+		{"password-parameter", []string{"--backend", "redis", "--redis-url", "redis://r1.invalid:6379/0?password=" + secret}, nil,
+			`"redis://r1.invalid:6379/0?password=redacted"`},
+		// url.Parse's error quotes the whole URL.
+		{"unparsable", []string{"--backend", "redis", "--redis-url", "redis://:" + secret + "@r1 invalid:6379/0"}, nil,
+			`invalid character " " in host name`},
+		{"unparsable-cluster", []string{"--backend", "redis", "--redis-cluster", "--redis-url", "redis://:" + secret + "@r1 invalid:6379"}, nil,
+			`invalid character " " in host name`},
 		{"cluster-replica-reads", []string{"--backend", "redis", "--redis-cluster", "--redis-url", "redis://r1.invalid:6379?read_only=true"}, nil,
 			"send reads to replicas"},
 		{"seeds-without-flag", []string{"--backend", "redis", "--redis-url", "redis://:" + secret + "@r1.invalid:6379?addr=r2.invalid:6379"}, nil,
