@@ -65,14 +65,13 @@ func (p *prefixed) List(ctx context.Context, prefix, cursor string, limit int) (
 	if !ok {
 		return nil, "", fmt.Errorf("kvbreaker: list: %T cannot enumerate keys: %w", p.store, errors.ErrUnsupported)
 	}
-	if cursor != "" {
-		cursor = p.prefix + cursor
-	}
+	// The cursor is the store's, opaque: passed on as it came (a Redis
+	// cursor is no key, and prefixing it broke the second page).
 	keys, next, err := l.List(ctx, p.prefix+prefix, cursor, limit)
 	for i, k := range keys {
 		keys[i] = strings.TrimPrefix(k, p.prefix)
 	}
-	return keys, strings.TrimPrefix(next, p.prefix), err
+	return keys, next, err
 }
 
 // Flush flushes the store if it queues writes.

@@ -229,7 +229,8 @@ func validRuneAt(s string, i int) bool {
 type Lister interface {
 	// List returns up to limit live keys that begin with prefix, in the
 	// store's order, starting after cursor ("" for the first page), and the
-	// cursor of the next page ("" after the last one). A page may hold
+	// cursor of the next page ("" after the last one). A cursor is opaque
+	// to callers: they pass it back as it came, with the same prefix. A page may hold
 	// fewer than limit keys before the end (a store that filters expired
 	// entries after fetching a page).
 	List(ctx context.Context, prefix, cursor string, limit int) (keys []string, next string, err error)

@@ -38,7 +38,7 @@ var _ driver.Lister = (*Store)(nil)
 // cursor of the page to continue in: a call that stops within Workers KV's
 // page (limit below its minimum of 10, or expired keys left out) asks for
 // that page again and skips to after the key. Every cursor begins with
-// prefix, as kvbreaker.Prefixed needs to remove and restore its own prefix.
+// prefix, so that one from another listing is refused.
 // The request counts against WithRequestBudget and waits for no 429
 // backoff: it fails with the backoff's error instead.
 func (s *Store) List(ctx context.Context, prefix, cursor string, limit int) ([]string, string, error) {

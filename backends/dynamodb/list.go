@@ -33,8 +33,8 @@ const cursorSep = "\x1f"
 // The cursor is the last key the Scan examined, which a later call passes
 // back to DynamoDB as ExclusiveStartKey. A last key that does not begin with
 // prefix (the Scan runs over the whole table) is written as prefix, a 0x1f
-// byte, and the key, so that every cursor begins with prefix, as
-// kvbreaker.Prefixed needs to remove and restore its own prefix.
+// byte, and the key, so that every cursor begins with prefix and one from
+// another listing can be told apart.
 func (s *Store) List(ctx context.Context, prefix, cursor string, limit int) ([]string, string, error) {
 	if limit <= 0 {
 		return nil, "", s.wrap(opList, prefix, fmt.Errorf("limit %d is not positive", limit))

@@ -9,6 +9,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/kvbreaker/kvbreaker"
 	"github.com/kvbreaker/kvbreaker/backends/redis"
 	"github.com/kvbreaker/kvbreaker/driver"
 )
@@ -71,6 +72,24 @@ func TestList(t *testing.T) {
 		slices.Sort(got)
 		if !slices.Equal(got, want) {
 			t.Errorf("limit %d: listed %d keys %v, want %d %v", limit, len(got), got, len(want), want)
+		}
+	}
+	// Through kvbreaker.Prefixed, which takes its prefix off the keys and
+	// must leave the cursor, no key here, as it is: it prefixed it, and
+	// every listing of more than one page failed ("invalid cursor").
+	p, err := kvbreaker.Prefixed(st, prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var short []string
+	for _, k := range want {
+		short = append(short, k[len(prefix):])
+	}
+	for _, limit := range []int{1, 5} {
+		got := listAll(t, p.(driver.Lister), "", limit)
+		slices.Sort(got)
+		if !slices.Equal(got, short) {
+			t.Errorf("Prefixed, limit %d: listed %d keys %v, want %d %v", limit, len(got), got, len(short), short)
 		}
 	}
 	if _, _, err := st.List(ctx, prefix, "garbage", 5); err == nil {
