@@ -60,11 +60,7 @@ func Version() string {
 }
 
 // Option configures New.
-type Option interface{ apply(*config) }
-
-type optionFunc func(*config)
-
-func (f optionFunc) apply(c *config) { f(c) }
+type Option func(*config)
 
 type config struct {
 	mp    metric.MeterProvider
@@ -76,32 +72,32 @@ type config struct {
 
 // WithMeterProvider sets the MeterProvider. Default: otel.GetMeterProvider().
 func WithMeterProvider(mp metric.MeterProvider) Option {
-	return optionFunc(func(c *config) {
+	return func(c *config) {
 		if mp == nil {
 			c.errs = append(c.errs, errors.New("WithMeterProvider: nil MeterProvider (omit the option for the global one)"))
 			return
 		}
 		c.mp = mp
-	})
+	}
 }
 
 // WithTracerProvider sets the TracerProvider of the store-call spans.
 // Default: otel.GetTracerProvider(). A noop.TracerProvider
 // (go.opentelemetry.io/otel/trace/noop) turns spans off: none is started.
 func WithTracerProvider(tp trace.TracerProvider) Option {
-	return optionFunc(func(c *config) {
+	return func(c *config) {
 		if tp == nil {
 			c.errs = append(c.errs, errors.New("WithTracerProvider: nil TracerProvider (omit the option for the global one, or pass noop.NewTracerProvider() for no spans)"))
 			return
 		}
 		c.tp = tp
-	})
+	}
 }
 
 // WithAttributes adds attributes to every metric. They must be valid and
 // must not use this package's keys; keep their values few (not the host).
 func WithAttributes(attrs ...attribute.KeyValue) Option {
-	return optionFunc(func(c *config) {
+	return func(c *config) {
 		for _, a := range attrs {
 			switch {
 			case !a.Valid():
@@ -112,7 +108,7 @@ func WithAttributes(attrs ...attribute.KeyValue) Option {
 				c.attrs = append(c.attrs, a)
 			}
 		}
-	})
+	}
 }
 
 var ownKeys = map[attribute.Key]bool{DecisionKey: true, CachedKey: true, TransitionFromKey: true, TransitionToKey: true, OperationKey: true, OutcomeKey: true, HostKey: true}
@@ -192,7 +188,7 @@ func New(opts ...Option) (*kvbreaker.Observer, error) {
 			c.errs = append(c.errs, errors.New("nil Option"))
 			continue
 		}
-		o.apply(&c)
+		o(&c)
 	}
 	if err := errors.Join(c.errs...); err != nil {
 		return nil, fmt.Errorf("otelkvbreaker: invalid options:\n%w", err)

@@ -53,7 +53,7 @@ func newTestObserver(t *testing.T, opts ...Option) (*kvbreaker.Observer, *sdkmet
 	sw := &stopwatch{}
 	c := config{now: sw.now}
 	for _, o := range append([]Option{WithMeterProvider(mp), WithTracerProvider(tp)}, opts...) {
-		o.apply(&c)
+		o(&c)
 	}
 	if len(c.errs) > 0 {
 		t.Fatal(c.errs)
