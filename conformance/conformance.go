@@ -255,19 +255,27 @@ type testCase struct {
 	// alone: the case needs every other case finished (it arms a fault
 	// that hits the harness's next request, whichever store sends it).
 	alone bool
-	run   func(ctx context.Context, e *env)
+	// sampler: the case checks driver.ClockSampler, which a store need
+	// not implement (not applicable, like atomic for Atomic == false).
+	sampler bool
+	run     func(ctx context.Context, e *env)
 }
 
-func (c *testCase) skip(t driver.Traits, h Harness, o Options) string {
-	if c.atomic && !t.Atomic {
-		return fmt.Sprintf("%s: store declares Traits().Atomic == false (last writer wins), so it does not promise %q", c.id, c.promise.Text())
+// skip says why c does not run over r's store, or ""; notPromised: the
+// store does not make the case's promise, so nothing is left unverified.
+func (c *testCase) skip(r *runner) (why string, notPromised bool) {
+	if c.atomic && !r.traits.Atomic {
+		return fmt.Sprintf("%s: store declares Traits().Atomic == false (last writer wins), so it does not promise %q", c.id, c.promise.Text()), true
 	}
-	if c.slow && o.SkipSlow {
-		if _, ok := h.(TimeAdvancer); !ok {
-			return fmt.Sprintf("%s: waits in real time (skipped under -short; implement TimeAdvancer to run it on fake time)", c.id)
+	if c.sampler && r.noSampler != "" {
+		return fmt.Sprintf("%s: not applicable: %s, so it promises nothing about its clock", c.id, r.noSampler), true
+	}
+	if c.slow && r.opts.SkipSlow {
+		if _, ok := r.h.(TimeAdvancer); !ok {
+			return fmt.Sprintf("%s: waits in real time (skipped under -short; implement TimeAdvancer to run it on fake time)", c.id), false
 		}
 	}
-	return ""
+	return "", false
 }
 
 // result is the empty Result of case i.
@@ -296,7 +304,10 @@ type runner struct {
 	spare  driver.Store
 	// down says why the store is unreachable; every later case skips.
 	down string
-	bg   sync.WaitGroup
+	// noSampler says why the harness's first store cannot show its clock
+	// (it is no driver.ClockSampler), or "".
+	noSampler string
+	bg        sync.WaitGroup
 }
 
 func newRunner(ctx context.Context, h Harness, opts Options) *runner {
@@ -332,6 +343,9 @@ func (r *runner) reach(ctx context.Context, limit time.Duration) (down string) {
 	}
 	r.traits = s0.Traits()
 	r.spare = s0
+	if _, ok := s0.(driver.ClockSampler); !ok {
+		r.noSampler = fmt.Sprintf("the store MakeStore returns (%T) does not implement driver.ClockSampler (optional)", s0)
+	}
 	if _, _, err := s0.Get(ctx, "reachable.example"); err != nil && !errors.Is(err, driver.ErrNotFound) {
 		return fmt.Sprintf("%s did not answer Get within %v (after %v): %v", describe(r.h, s0), limit, time.Since(start).Round(time.Millisecond), err)
 	}
@@ -392,7 +406,7 @@ func (r *runner) start(ctx context.Context, i int, c *testCase) <-chan Result {
 	if _, adv := r.h.(TimeAdvancer); adv || !(c.slow || c.waits) || r.down != "" {
 		return nil
 	}
-	if c.skip(r.traits, r.h, r.opts) != "" {
+	if why, _ := c.skip(r); why != "" {
 		return nil
 	}
 	ch := make(chan Result, 1)
@@ -415,9 +429,9 @@ func (r *runner) run(ctx context.Context, i int, c *testCase, t *testing.T) (res
 		res.Skipped = fmt.Sprintf("%s: not run, the store is unreachable (see case %s)", c.id, CaseReachable)
 		return res
 	}
-	if why := c.skip(r.traits, r.h, r.opts); why != "" {
+	if why, np := c.skip(r); why != "" {
 		res.Skipped = why
-		res.NotPromised = c.atomic && !r.traits.Atomic
+		res.NotPromised = np
 		return res
 	}
 	defer func() {

@@ -27,7 +27,8 @@ type Result struct {
 	// Skipped says why the case did not run; empty when it ran.
 	Skipped string
 	// NotPromised: skipped because the store does not make the promise
-	// (Atomic == false), so the skip is not something left unverified.
+	// (Atomic == false, or no driver.ClockSampler for the clock-sampler
+	// case), so the skip is not something left unverified.
 	NotPromised bool
 	// Problems are the violations found, each a *Problem wrapping the
 	// PromiseID it breaks (errors.Is(p, PromiseNotEarly)).
