@@ -125,6 +125,21 @@
 // experiment has no power). Its result has Kind == conformance.KindDeclaration, and Run logs that
 // it checks the declaration, not the store.
 //
+// If your backend can read its server's clock, implement the optional driver.ClockSampler
+// (SampleClock(ctx) (t, resolution, err): the server's true reading lies in [t, t+resolution);
+// Redis TIME reads to the microsecond, an HTTP Date header to the second). A Breaker uses it
+// to notice a worker clock further from the store's than Settings.ClockSkew assumes, and the
+// clock-sampler case holds it to what that estimate needs, whatever the server's clock says (the
+// offset itself is never judged: a live store's clock may differ from the machine's). A sample is a
+// non-zero time at a resolution in (0, 1 min]; five samples spread over resolution + 0.5 s of real
+// time (at most 3 s) go back by no more than their resolution, advance by the real time between
+// them (within the round trips, the resolution and 250 ms of slack), and bound one offset: the
+// intervals [t − received, t + resolution − sent] overlap, each widened by 15 ppm of drift; with a
+// canceled context it returns an error and the zero time within 1 s. A store that does not
+// implement it skips the case as not promised, not as something left unverified. The case sees the
+// store MakeStore returns, not through wrappers: kvbreaker.Prefixed does not pass SampleClock
+// on, so over it the case is skipped naming the wrapper's type.
+//
 // # 4. Check a live store
 //
 // conformance.Check(ctx, h, opts...) runs the same cases, through the same loop, without a
