@@ -64,7 +64,7 @@ type clockCheck struct {
 // validated.
 func (b *Breaker) initClock(store driver.Store, s *Settings) {
 	c := &b.clk
-	c.sampler = clockSampler(store)
+	c.sampler, _ = store.(driver.ClockSampler) // Prefixed passes it through
 	c.skew = s.ClockSkew
 	if c.skew == 0 {
 		c.skew = DefaultClockSkew
@@ -82,21 +82,6 @@ func (b *Breaker) initClock(store driver.Store, s *Settings) {
 	c.start = time.Now()
 	// next is 0: the first store call starts the first check.
 	c.ctx, c.cancel = context.WithCancel(context.Background())
-}
-
-// clockSampler finds the store's clock, looking through Prefixed: a key
-// prefix does not change whose clock the store runs on.
-func clockSampler(s driver.Store) driver.ClockSampler {
-	for {
-		if cs, ok := s.(driver.ClockSampler); ok {
-			return cs
-		}
-		p, ok := s.(*prefixed)
-		if !ok {
-			return nil
-		}
-		s = p.store
-	}
 }
 
 // ClockOffset returns the current estimate of how far the store's clock is

@@ -18,7 +18,9 @@ const MaxPrefixLen = 128
 // that several fleets (or environments) can share one store without seeing
 // each other's hosts. It works over any driver.Store, and passes the
 // optional interfaces through: listing (driver.Lister) lists only keys under
-// prefix, with prefix removed; Flush and Close reach store. An empty prefix
+// prefix, with prefix removed; Flush and Close reach store; and when store
+// can read its server's clock (driver.ClockSampler), so can the prefixed
+// store, since a prefix does not change whose clock it is. An empty prefix
 // returns store itself.
 //
 // The prefix must be printable (it passes driver.ValidateKey) and at most
@@ -36,7 +38,22 @@ func Prefixed(store driver.Store, prefix string) (driver.Store, error) {
 	if err := driver.ValidateKey(prefix); err != nil {
 		return nil, fmt.Errorf("kvbreaker: prefix %q: %w", prefix, err)
 	}
-	return &prefixed{store: store, prefix: prefix}, nil
+	p := &prefixed{store: store, prefix: prefix}
+	if cs, ok := store.(driver.ClockSampler); ok {
+		// Only then: a Breaker checks clocks of the stores that have one.
+		return &prefixedClock{p, cs}, nil
+	}
+	return p, nil
+}
+
+// prefixedClock is a prefixed store whose store can read its clock.
+type prefixedClock struct {
+	*prefixed
+	clock driver.ClockSampler
+}
+
+func (p *prefixedClock) SampleClock(ctx context.Context) (time.Time, time.Duration, error) {
+	return p.clock.SampleClock(ctx)
 }
 
 type prefixed struct {

@@ -12,6 +12,7 @@ import (
 	"github.com/kvbreaker/kvbreaker/backends/memory"
 	"github.com/kvbreaker/kvbreaker/conformance"
 	"github.com/kvbreaker/kvbreaker/driver"
+	"github.com/kvbreaker/kvbreaker/skew"
 )
 
 // prefixHarness hands out Prefixed memory stores (all over one inner store,
@@ -100,5 +101,33 @@ func TestPrefixed(t *testing.T) {
 	c, _ := kvbreaker.Prefixed(struct{ driver.Store }{inner}, "c/")
 	if _, _, err := c.(driver.Lister).List(ctx, "", "", 10); !errors.Is(err, errors.ErrUnsupported) {
 		t.Errorf("List over a store without Lister: %v; want errors.ErrUnsupported", err)
+	}
+}
+
+// TestPrefixedClock: Prefixed shows the store's clock when the store has
+// one, and only then (a Breaker checks the clock of every store that
+// seems to have one).
+func TestPrefixedClock(t *testing.T) {
+	plain, err := kvbreaker.Prefixed(memory.New(), "a/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := plain.(driver.ClockSampler); ok {
+		t.Error("Prefixed over memory claims a clock memory does not have")
+	}
+	at := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	clocked, err := kvbreaker.Prefixed(&skew.ClockStore{Store: memory.New(), Clock: func() time.Time { return at }, Resolution: time.Second}, "a/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, ok := clocked.(driver.ClockSampler)
+	if !ok {
+		t.Fatal("Prefixed hides the clock of a store that has one")
+	}
+	if got, res, err := cs.SampleClock(t.Context()); err != nil || !got.Equal(at) || res != time.Second {
+		t.Errorf("SampleClock through Prefixed = %v, %v, %v; want %v, 1s", got, res, err, at)
+	}
+	if _, ok := clocked.(driver.Lister); !ok {
+		t.Error("the clocked Prefixed store no longer lists")
 	}
 }

@@ -137,8 +137,8 @@
 // intervals [t − received, t + resolution − sent] overlap, each widened by 15 ppm of drift; with a
 // canceled context it returns an error and the zero time within 1 s. A store that does not
 // implement it skips the case as not promised, not as something left unverified. The case sees the
-// store MakeStore returns, not through wrappers: kvbreaker.Prefixed does not pass SampleClock
-// on, so over it the case is skipped naming the wrapper's type.
+// store MakeStore returns: a wrapper must show SampleClock exactly when the store it wraps has
+// one, as kvbreaker.Prefixed does.
 //
 // # 4. Check a live store
 //

@@ -58,7 +58,23 @@ func (h *checkHarness) MakeStore(context.Context) (driver.Store, error) {
 	h.mu.Lock()
 	h.stores = append(h.stores, t)
 	h.mu.Unlock()
+	if cs, ok := s.(driver.ClockSampler); ok {
+		// Only a store with a clock shows one: the clock-sampler case
+		// runs for it, and is not promised by the others.
+		return &trackedClock{t, cs}, nil
+	}
 	return t, nil
+}
+
+// trackedClock is a trackedStore whose store can read its server's clock.
+type trackedClock struct {
+	*trackedStore
+	clock driver.ClockSampler
+}
+
+func (s *trackedClock) SampleClock(ctx context.Context) (time.Time, time.Duration, error) {
+	s.calls.Add(1)
+	return s.clock.SampleClock(ctx)
 }
 
 // Close: the connection belongs to runCheck, which cleans up and closes it.

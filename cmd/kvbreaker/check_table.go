@@ -14,7 +14,7 @@ var resultWords = map[string]string{
 // skipWords are the table's words for a skipped case, by reason.
 var skipWords = map[string]string{
 	skipQuick:       "waits in real time (--quick)",
-	skipNotPromised: "not promised by a last-writer-wins store",
+	skipNotPromised: "not promised",
 	skipUnreachable: "not run: the store is unreachable",
 }
 
@@ -71,6 +71,8 @@ func (o *checkOutput) writeTable(w io.Writer) {
 			why, ok := skipWords[*c.SkipReason]
 			if !ok {
 				why = *c.Message
+			} else if *c.SkipReason == skipNotPromised {
+				why += ": " + *c.Message // which promise the store does not make, and why
 			}
 			fmt.Fprintf(w, "skip %s: %s\n", c.Case, why)
 		case "inconclusive":

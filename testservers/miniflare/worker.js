@@ -204,13 +204,22 @@ async function api(request, env, url) {
   return fail(405, CODE_BAD_REQUEST, "method not allowed");
 }
 
+// stamp adds the Date header Cloudflare's edge puts on every API answer (the
+// real clock, to the second), which cloudflarekv's SampleClock reads;
+// Miniflare sends none of its own.
+function stamp(res) {
+  const out = new Response(res.body, res);
+  out.headers.set("date", new Date().toUTCString());
+  return out;
+}
+
 export default {
   async fetch(request, env) {
     const url = new URL(request.url);
     try {
       if (url.pathname.startsWith("/__kvbreaker/")) return await control(request, env, url);
       if (url.pathname === "/__kvbreaker") return Response.json({ ready: true });
-      if (url.pathname.startsWith(API)) return await api(request, env, url);
+      if (url.pathname.startsWith(API)) return stamp(await api(request, env, url));
       return fail(404, CODE_NOT_FOUND, `no route for ${request.method} ${url.pathname}`);
     } catch (e) {
       return fail(500, 10002, `fixture error: ${e?.stack ?? e}`);
