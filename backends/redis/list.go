@@ -15,9 +15,11 @@ import (
 // List implements driver.Lister with SCAN MATCH <prefix>* TYPE hash, on
 // each master of a Cluster (or shard of a Ring) in turn, in the order of
 // their addresses; tombstones are left out (one pipelined HEXISTS per page).
-// The cursor names the node, its SCAN cursor and how many keys of that
-// SCAN call were already returned (SCAN may answer more keys than asked
-// for). SCAN's guarantees hold: a key present during the whole listing is
+// The cursor names the node, its SCAN cursor and the last key of that SCAN
+// call already returned (SCAN may answer more keys than asked for): each
+// call's keys are taken in key order, so a call made again after the
+// keyspace changed (a rehash reorders its answer) resumes after that key,
+// not after a count of keys that may now be others. SCAN's guarantees hold: a key present during the whole listing is
 // listed, at least once; a key written or deleted meanwhile may or may not
 // be. Keys of other types under the prefix are not listed.
 func (s *Store) List(ctx context.Context, prefix, cursor string, limit int) ([]string, string, error) {
@@ -45,15 +47,23 @@ func (s *Store) List(ctx context.Context, prefix, cursor string, limit int) ([]s
 		if err != nil {
 			return nil, "", opError(op, prefix, err)
 		}
-		page = page[min(pos.skip, len(page)):]
+		slices.Sort(page)
+		page = slices.Compact(page)
+		if pos.resume {
+			i, found := slices.BinarySearch(page, pos.after)
+			if found {
+				i++
+			}
+			page = page[i:]
+		}
 		if room := limit - len(keys); len(page) > room {
 			keys = append(keys, page[:room]...)
-			pos.skip += room
+			pos.after, pos.resume = page[room-1], true
 			next = pos.String(nodes)
 			break
 		}
 		keys = append(keys, page...)
-		pos.skip, pos.scan = 0, nc
+		pos.after, pos.resume, pos.scan = "", false, nc
 		if nc == 0 {
 			if pos.node++; pos.node == len(nodes) {
 				next = "" // the last page
@@ -134,16 +144,23 @@ func (s *Store) nodes(ctx context.Context) ([]node, error) {
 
 // position is where a listing resumes.
 type position struct {
-	node int
-	scan uint64
-	skip int
+	node   int
+	scan   uint64
+	after  string // resume: the last key of this SCAN call returned
+	resume bool
 }
 
-// String is the cursor: "<scan>.<skip>", after "<addr>|" on a multi-node
-// client.
+// named reports whether cursors name their node (a multi-node client).
+func named(nodes []node) bool { return len(nodes) > 1 || nodes[0].addr != "" }
+
+// String is the cursor: "<scan>." and, when resuming within a SCAN call,
+// "+<last key returned>", after "<addr>|" on a multi-node client.
 func (p position) String(nodes []node) string {
-	c := strconv.FormatUint(p.scan, 10) + "." + strconv.Itoa(p.skip)
-	if len(nodes) > 1 || nodes[0].addr != "" {
+	c := strconv.FormatUint(p.scan, 10) + "."
+	if p.resume {
+		c += "+" + p.after
+	}
+	if named(nodes) {
 		return nodes[p.node].addr + "|" + c
 	}
 	return c
@@ -158,14 +175,14 @@ func parseCursor(cursor string, nodes []node) (position, error) {
 		return position{}, fmt.Errorf("invalid cursor %q: pass the next cursor of the previous page", cursor)
 	}
 	c := cursor
-	if addr, rest, ok := strings.Cut(cursor, "|"); ok {
+	if addr, rest, ok := strings.Cut(cursor, "|"); ok && named(nodes) {
 		i := slices.IndexFunc(nodes, func(n node) bool { return n.addr == addr })
 		if i < 0 {
 			return position{}, fmt.Errorf("cursor %q names %s, no longer a master: start the listing again", cursor, addr)
 		}
 		p.node, c = i, rest
 	}
-	scan, skip, ok := strings.Cut(c, ".")
+	scan, rest, ok := strings.Cut(c, ".")
 	if !ok {
 		return bad()
 	}
@@ -173,7 +190,11 @@ func parseCursor(cursor string, nodes []node) (position, error) {
 	if p.scan, err = strconv.ParseUint(scan, 10, 64); err != nil {
 		return bad()
 	}
-	if p.skip, err = strconv.Atoi(skip); err != nil || p.skip < 0 {
+	switch {
+	case rest == "":
+	case strings.HasPrefix(rest, "+"):
+		p.after, p.resume = rest[1:], true
+	default:
 		return bad()
 	}
 	return p, nil
