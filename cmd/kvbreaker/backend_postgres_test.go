@@ -1,14 +1,11 @@
 package main
 
 import (
-	"net"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/kvbreaker/kvbreaker"
 	"github.com/kvbreaker/kvbreaker/backends/postgres"
 	"github.com/kvbreaker/kvbreaker/testservers/pgtest"
 )
@@ -31,61 +28,14 @@ func TestPostgresBackend(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	prefix := "cli-" + randomHex(4) + "/"
-	p, err := kvbreaker.Prefixed(st, prefix)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := kvbreaker.New(p, kvbreaker.Settings{FailureThreshold: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for range 2 {
-		if err := b.Failure(ctx, "down.example"); err != nil {
-			t.Fatal(err)
-		}
-	}
-	args := []string{"--backend", "postgres", "--postgres-url", srv.URL(), "--postgres-table", "fleet", "--prefix", prefix}
-
-	l := listJSON(t, args...)
-	if got := strings.Join(hostNames(l), ","); got != "down.example" {
-		t.Errorf("list: hosts %q, want down.example", got)
-	}
-	code, out, errOut := runT(t, append([]string{"inspect"}, append(args, "down.example")...)...)
-	if code != exitOK || !strings.Contains(out, "open") {
-		t.Errorf("inspect: exit %d\n%s\n%s", code, out, errOut)
-	}
-	// The same from the environment.
-	t.Setenv("KVBREAKER_POSTGRES_URL", srv.URL())
-	t.Setenv("KVBREAKER_POSTGRES_TABLE", "fleet")
-	code, out, errOut = runT(t, "reset", "--backend", "postgres", "--prefix", prefix, "--yes", "down.example")
-	if code != exitOK {
-		t.Errorf("reset: exit %d\n%s\n%s", code, out, errOut)
-	}
-	if st, err := b.Inspect(ctx, "down.example"); err != nil || st.Found {
-		t.Errorf("after reset Inspect = %+v, %v; want no record", st, err)
-	}
-	code, out, errOut = runT(t, "check", "--backend", "postgres", "--quick", "--quiet", "--timeout", "2m")
-	if code != exitOK {
-		t.Errorf("check: exit %d\n%s\n%s", code, out, errOut)
-	}
-
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dead := ln.Addr().String()
-	ln.Close()
-	start := time.Now()
-	code, out, errOut = runT(t, "inspect", "--backend", "postgres", "--postgres-url", srv.URLFor(dead), "x.example")
-	want := "cannot reach postgres at " + dead + ": connection refused"
-	if code != exitFail || !strings.Contains(errOut, want) {
-		t.Errorf("inspect on a closed port: exit %d, stderr %q, stdout %q; want %q", code, errOut, out, want)
-	}
-	if took := time.Since(start); took > 3*time.Second {
-		t.Errorf("took %v to report a closed port", took)
-	}
-	code, _, errOut = runT(t, "inspect", "--backend", "postgres", "--postgres-url", srv.URL(), "--postgres-table", "missing", "x.example")
+	backendScenario{
+		backend: "postgres",
+		store:   st,
+		flags:   []string{"--postgres-url", srv.URL(), "--postgres-table", "fleet"},
+		env:     map[string]string{"KVBREAKER_POSTGRES_URL": srv.URL(), "KVBREAKER_POSTGRES_TABLE": "fleet"},
+		dead:    func(addr string) []string { return []string{"--postgres-url", srv.URLFor(addr)} },
+	}.run(t)
+	code, _, errOut := runT(t, "inspect", "--backend", "postgres", "--postgres-url", srv.URL(), "--postgres-table", "missing", "x.example")
 	if code != exitFail || !strings.Contains(errOut, "table missing does not exist") {
 		t.Errorf("inspect with a missing table: exit %d, stderr %q", code, errOut)
 	}
