@@ -91,6 +91,16 @@ func (p *prefixed) List(ctx context.Context, prefix, cursor string, limit int) (
 	return keys, next, err
 }
 
+// Expiry reads how long the store keeps key; it fails with
+// errors.ErrUnsupported when the store cannot say (no driver.ExpiryReader).
+func (p *prefixed) Expiry(ctx context.Context, key string) (time.Duration, error) {
+	r, ok := p.store.(driver.ExpiryReader)
+	if !ok {
+		return 0, fmt.Errorf("kvbreaker: expiry: %T cannot read a key's expiry: %w", p.store, errors.ErrUnsupported)
+	}
+	return r.Expiry(ctx, p.prefix+key)
+}
+
 // Flush flushes the store if it queues writes.
 func (p *prefixed) Flush(ctx context.Context) error {
 	if f, ok := p.store.(driver.Flusher); ok {

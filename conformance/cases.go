@@ -29,6 +29,7 @@ func init() {
 		{id: CaseRecreate, promise: PromiseNoVersionReuse, atomic: true, run: checkRecreate},
 		{id: CaseHostileKeys, promise: PromiseKeys, run: checkHostileKeys},
 		{id: CaseContextEnded, promise: PromiseContextEnded, run: checkContext},
+		{id: CaseForeign, promise: PromiseForeign, run: checkForeign},
 		{id: CaseClockSampler, promise: PromiseClockSampler, sampler: true, run: checkClockSampler},
 		{id: CaseReadStaleness, promise: PromiseReadStaleness, run: checkStaleness},
 		{id: CaseLinearizable, promise: PromiseLinearizable, atomic: true, run: checkLinearizable},

@@ -22,6 +22,7 @@ const (
 	CaseRecreate              CaseID = "recreate-new-version"
 	CaseHostileKeys           CaseID = "hostile-keys"
 	CaseContextEnded          CaseID = "context-ended"
+	CaseForeign               CaseID = "foreign-value-replaced"
 	CaseClockSampler          CaseID = "clock-sampler"
 	CaseReadStaleness         CaseID = "read-staleness"
 	CaseLinearizable          CaseID = "concurrent-cas-linearizable"
@@ -76,6 +77,7 @@ const (
 	PromiseNoVersionReuse         PromiseID = "no-version-reuse"
 	PromiseKeys                   PromiseID = "keys-distinct"
 	PromiseContextEnded           PromiseID = "context-ended"
+	PromiseForeign                PromiseID = "foreign-value-replaced"
 	PromiseClockSampler           PromiseID = "clock-sampler"
 	PromiseReadStaleness          PromiseID = "read-staleness"
 	PromiseLinearizable           PromiseID = "linearizable"
@@ -118,6 +120,7 @@ var promiseText = map[PromiseID]string{
 	PromiseNoVersionReuse:         "a re-created key must not reuse a version from before its deletion",
 	PromiseKeys:                   "keys must round-trip unchanged and distinct keys must not collide",
 	PromiseContextEnded:           "a call with an ended context must fail with the context's error and change nothing",
+	PromiseForeign:                "data no Breaker wrote at a key must read as a value with a version (or as absent) that the next write replaces, so it never stops a circuit opening",
 	PromiseClockSampler:           "SampleClock must return a non-zero time at a resolution in (0, 1 min] that moves with real time and agrees on one offset, and promptly an error without a time for a canceled context",
 	PromiseReadStaleness:          "a Get must see a completed write within the declared ReadStaleness",
 	PromiseLinearizable:           "concurrent CompareAndSwaps must be linearizable",

@@ -236,6 +236,21 @@ type Lister interface {
 	List(ctx context.Context, prefix, cursor string, limit int) (keys []string, next string, err error)
 }
 
+// ExpiryReader is an optional Store interface for operators (`kvbreaker
+// inspect` and `list`): how long the backend will keep a key. Every write a
+// Breaker makes carries a TTL, so a key without one was written by
+// something else, and an operator must be able to see that.
+type ExpiryReader interface {
+	// Expiry returns the time from now until the backend deletes key (or
+	// stops returning it), NoExpiry when key is stored without an expiry,
+	// or an error matching ErrNotFound when key is absent.
+	Expiry(ctx context.Context, key string) (time.Duration, error)
+}
+
+// NoExpiry is what ExpiryReader.Expiry returns for a key stored without an
+// expiry: the longest Duration, so that it compares as "later than any".
+const NoExpiry = time.Duration(1<<63 - 1)
+
 // Flusher is an optional Store interface for stores that queue writes
 // (backends/cloudflarekv): Flush returns once every queued write has been
 // sent, or ctx ends. kvbreaker.Breaker.Close calls it.
