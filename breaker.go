@@ -69,6 +69,8 @@ type Breaker struct {
 	cache   *cache
 	obs     *Observer
 	clk     clockCheck
+	// anomalies rate-limits warnings of records the Breaker cannot use.
+	anomalies anomalyLog
 }
 
 // New validates s against the store's traits and returns a Breaker. The
@@ -159,15 +161,15 @@ func (b *Breaker) get(ctx context.Context, host string) (current, error) {
 	if err != nil {
 		return current{}, err
 	}
-	return current{rec: b.decode(host, v), ver: ver}, nil
+	return current{rec: b.decode(ctx, host, v), ver: ver}, nil
 }
 
 // decode treats an undecodable record as absent; its version is kept so the
 // next write replaces it.
-func (b *Breaker) decode(host string, v []byte) record.Record {
+func (b *Breaker) decode(ctx context.Context, host string, v []byte) record.Record {
 	r, err := record.DecodeRecord(v)
 	if err != nil {
-		b.log.Warn("kvbreaker: ignoring undecodable record; it will be overwritten", "host", host, "err", err)
+		b.anomaly(ctx, host, AnomalyUndecodable, "err", err)
 	}
 	return r
 }
@@ -200,7 +202,7 @@ func (b *Breaker) apply(ctx context.Context, host string, cur current, st *machi
 		if ce.Version == driver.NoVersion {
 			return current{}, true, err
 		}
-		return current{rec: b.decode(host, ce.Value), ver: ce.Version}, true, err
+		return current{rec: b.decode(ctx, host, ce.Value), ver: ce.Version}, true, err
 	}
 	return current{}, false, err
 }
@@ -264,6 +266,9 @@ func (b *Breaker) run(ctx context.Context, host string, in instant, write bool, 
 				now = t
 				st = decide(cur.rec, now)
 			}
+		}
+		if b.cfg.Future(cur.rec, now) {
+			b.anomaly(ctx, host, AnomalyFuture, "restrained_until", cur.rec.RestrainedUntil, "newest_failure", cur.rec.Opened(), "now", now)
 		}
 		if st.Write == machine.WriteNone {
 			if hinted {

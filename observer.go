@@ -29,6 +29,10 @@ type Observer struct {
 	// ClockOffset is called with each new estimate of the store's clock
 	// offset (see Breaker.ClockOffset).
 	ClockOffset func(ctx context.Context, o ClockOffset)
+	// RecordAnomaly is called each time the Breaker reads a record it
+	// cannot use as written (see RecordAnomaly); the Logger hears of it
+	// once per host per 10 minutes.
+	RecordAnomaly func(ctx context.Context, host string, a RecordAnomaly)
 }
 
 // StoreOp names a store call, in OpenTelemetry's attribute style.

@@ -47,6 +47,9 @@ type Config struct {
 	RecoveryDelay    time.Duration
 	HoldLimit        time.Duration
 	ReleaseInterval  time.Duration
+	// ClockSkew bounds how far any worker's clock may be from true time,
+	// so two workers' clocks differ by at most twice it (see Future).
+	ClockSkew time.Duration
 	// StateTTL is the TTL every record is written with.
 	StateTTL time.Duration
 	// FailurePolicy and HistoryLimit as in Settings; FailurePolicy nil
@@ -78,6 +81,7 @@ func NewConfig(s Settings, t driver.Traits) (Config, error) {
 		FailurePolicy:   s.FailurePolicy,
 	}
 	skew := dur("ClockSkew", s.ClockSkew, DefaultClockSkew)
+	c.ClockSkew = skew
 	switch {
 	case s.FailureThreshold < 0:
 		bad("FailureThreshold is %d: set at least 1, or zero for the default %d", s.FailureThreshold, DefaultFailureThreshold)

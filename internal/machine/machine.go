@@ -80,6 +80,16 @@ func AllowStep(rec record.Record, now, heldSince time.Time, c *Config) Step {
 	case from == record.StateClosed:
 		st.Decision = Send
 	case now.Before(rec.RestrainedUntil):
+		if c.Future(rec, now) {
+			// A writer whose clock runs ahead of this worker's by more
+			// than the fleet's bound wrote this restraint. Held to it, a
+			// host would wait as long as that clock is fast (and, where
+			// the store expires by the writer's clock, its record would
+			// live as long). Restore what a correct writer opening the
+			// circuit now would store; the write also replaces the TTL.
+			rec = c.reanchor(rec, now)
+			st.Record, st.Write = rec, WritePut
+		}
 		retry := rec.RestrainedUntil
 		if from == record.StateHalfOpen {
 			// A probe is in flight: re-check often, it may succeed soon.
@@ -98,6 +108,30 @@ func AllowStep(rec record.Record, now, heldSince time.Time, c *Config) Step {
 		st.To = record.StateHalfOpen
 	}
 	return st
+}
+
+// Future reports whether rec holds an instant that no writer whose clock is
+// within ClockSkew of true time could have written by now, by a reader
+// within ClockSkew too: a failure after now + 2×ClockSkew, or a restraint
+// ending after now + RecoveryDelay + 2×ClockSkew (a restraint is written as
+// the writer's now + RecoveryDelay).
+func (c *Config) Future(rec record.Record, now time.Time) bool {
+	lim := now.Add(2 * c.ClockSkew)
+	if n := len(rec.Failures); n > 0 && rec.Failures[n-1].After(lim) {
+		return true
+	}
+	return rec.RestrainedUntil.After(lim.Add(c.RecoveryDelay))
+}
+
+// reanchor returns rec as a writer on this clock would have written it: no
+// failure after now, and a restraint ending no later than now +
+// RecoveryDelay.
+func (c *Config) reanchor(rec record.Record, now time.Time) record.Record {
+	return record.Record{
+		Failures:        clampFuture(rec.Failures, now),
+		RestrainedUntil: minTime(rec.RestrainedUntil, now.Add(c.RecoveryDelay)),
+		Probing:         rec.Probing,
+	}
 }
 
 // FailureStep records a failed delivery at now. While open (restrained, no
