@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"strconv"
 	"strings"
 
 	"github.com/kvbreaker/kvbreaker/driver"
@@ -37,9 +38,21 @@ func HostKey(rawURL string) (string, error) {
 		host = ip.String()
 	} else {
 		host = strings.TrimSuffix(host, ".")
-		if host, err = idna.Lookup.ToASCII(host); err != nil {
+		if host, err = lookup.ToASCII(host); err != nil {
 			return "", fmt.Errorf("%w: host %q: %v", ErrInvalidKey, u.Hostname(), err)
 		}
+		if err := dialable(host); err != nil {
+			return "", fmt.Errorf("%w: host %q: %v", ErrInvalidKey, u.Hostname(), err)
+		}
+	}
+	if port != "" {
+		// url.Parse checks only that the port is digits: ":0443" is
+		// port 443 to a dialer, and ":99999" is no port at all.
+		n, err := strconv.ParseUint(port, 10, 16)
+		if err != nil || n == 0 {
+			return "", fmt.Errorf("%w: port %q in %q: want 1 to 65535", ErrInvalidKey, port, rawURL)
+		}
+		port = strconv.FormatUint(n, 10)
 	}
 	switch {
 	case port == "", port == defaultPorts[strings.ToLower(u.Scheme)]:
@@ -54,3 +67,32 @@ func HostKey(rawURL string) (string, error) {
 
 // defaultPorts are the schemes whose default port HostKey drops.
 var defaultPorts = map[string]string{"http": "80", "ws": "80", "https": "443", "wss": "443"}
+
+// lookup is idna.Lookup without the STD3 rules, which refuse the '_' that
+// Go's resolver and net/http accept ("_dmarc.example.com",
+// "my_site.example.com"); dialable then allows only what the resolver does.
+var lookup = idna.New(idna.MapForLookup(), idna.BidiRule(), idna.StrictDomainName(false), idna.Transitional(false))
+
+// dialable checks an ASCII host name as Go's resolver does (net's
+// isDomainName): labels of letters, digits, '-' and '_', 1 to 63 bytes,
+// none starting or ending with '-', at most 253 bytes in all.
+func dialable(host string) error {
+	if len(host) == 0 || len(host) > 253 {
+		return fmt.Errorf("name of %d bytes: want 1 to 253", len(host))
+	}
+	for label := range strings.SplitSeq(host, ".") {
+		switch {
+		case label == "" || len(label) > 63:
+			return fmt.Errorf("label %q: want 1 to 63 bytes", label)
+		case label[0] == '-' || label[len(label)-1] == '-':
+			return fmt.Errorf("label %q starts or ends with '-'", label)
+		}
+		for i := 0; i < len(label); i++ {
+			c := label[i]
+			if !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
+				return fmt.Errorf("label %q: %q is not a letter, digit, '-' or '_'", label, c)
+			}
+		}
+	}
+	return nil
+}

@@ -31,6 +31,14 @@ func TestHostKey(t *testing.T) {
 		{"wss://relay.example:80/", "relay.example:80"},
 		{"HTTPS://Example.com:443/", "example.com"},
 		{"smtp://mail.example:25", "mail.example:25"},
+		// What net/http dials: underscores, and ports as numbers.
+		{"https://my_site.example.com/inbox", "my_site.example.com"},
+		{"https://_dmarc.example.com/", "_dmarc.example.com"},
+		{"https://example.com:0443/", "example.com"},
+		{"http://example.com:080/", "example.com"},
+		{"https://example.com:08443/", "example.com:8443"},
+		{"example.com:65535", "example.com:65535"},
+		{"https://Bücher_Shop.example/", "xn--bcher_shop-9db.example"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.in, func(t *testing.T) {
@@ -43,7 +51,12 @@ func TestHostKey(t *testing.T) {
 }
 
 func TestHostKeyRejects(t *testing.T) {
-	for _, in := range []string{"", "https:///path", "https://exa mple.com/", "https://" + strings.Repeat("a", 300) + ".com/", "http://a\x00b/", "https://xn--/"} {
+	for _, in := range []string{"", "https:///path", "https://exa mple.com/", "https://" + strings.Repeat("a", 300) + ".com/", "http://a\x00b/", "https://xn--/",
+		"https://example.com:99999/", "https://example.com:0/", "https://example.com:65536/", "example.com:00",
+		"https://-a.example/", "https://a-.example/", "https://a*b.example/", "https://a!b.example/", "https://" + strings.Repeat("a", 64) + ".example/",
+		"https://a..b.example/",
+		// IDNA errors whose partial output would pass as a name.
+		"https://xn--a.example/", "https://a\u200db.example/", "https://a\u05d0.example/"} {
 		if got, err := HostKey(in); !errors.Is(err, ErrInvalidKey) {
 			t.Errorf("HostKey(%q) = %q, %v; want ErrInvalidKey", in, got, err)
 		}
