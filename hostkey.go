@@ -21,6 +21,11 @@ import (
 // scheme (smtp, a custom one) and for a bare "host:port", an explicit port is
 // always kept: HostKey cannot know the scheme's default, and a port written
 // out may be a different service. A bare "host" is accepted too.
+//
+// It accepts the names Go's resolver and net/http do: letters, digits, '-'
+// and '_' ("_dmarc.example.com"), after IDNA mapping. A port is a number
+// from 1 to 65535, written without leading zeros in the key (":0443" is
+// 443).
 func HostKey(rawURL string) (string, error) {
 	s := strings.TrimSpace(rawURL)
 	if !strings.Contains(s, "://") {
