@@ -18,13 +18,17 @@ const MaxPrefixLen = 128
 // that several fleets (or environments) can share one store without seeing
 // each other's hosts. It works over any driver.Store, and passes the
 // optional interfaces through: listing (driver.Lister) lists only keys under
-// prefix, with prefix removed; Flush and Close reach store; and when store
-// can read its server's clock (driver.ClockSampler), so can the prefixed
-// store, since a prefix does not change whose clock it is. An empty prefix
-// returns store itself.
+// prefix, with prefix removed; Flush and Close reach store; Expiry
+// (driver.ExpiryReader) reads store's; and when store can read its server's
+// clock (driver.ClockSampler), so can the prefixed store, since a prefix does
+// not change whose clock it is. An empty prefix returns store itself.
 //
-// The prefix must be printable (it passes driver.ValidateKey) and at most
-// MaxPrefixLen bytes.
+// The prefix must end in '/' (PrefixSeparator), be printable (it passes
+// driver.ValidateKey) and be at most MaxPrefixLen bytes. Under it, a key's
+// '/' and '%' are escaped as "%2F" and "%25", so no key under one prefix
+// holds a '/' of its own, and no fleet's prefix can nest in another's:
+// "prod/" sees nothing of "prod/eu/" (or of "prod2/"), and lists none of it.
+// HostKey never emits '/' or '%', so hosts' keys are stored as they are.
 func Prefixed(store driver.Store, prefix string) (driver.Store, error) {
 	if store == nil {
 		return nil, errors.New("kvbreaker: Prefixed needs a store")
@@ -38,12 +42,70 @@ func Prefixed(store driver.Store, prefix string) (driver.Store, error) {
 	if err := driver.ValidateKey(prefix); err != nil {
 		return nil, fmt.Errorf("kvbreaker: prefix %q: %w", prefix, err)
 	}
+	if !strings.HasSuffix(prefix, PrefixSeparator) {
+		return nil, fmt.Errorf("kvbreaker: prefix %q does not end in %q, so another fleet's prefix could extend it (%q's keys would be %q's): use %q",
+			prefix, PrefixSeparator, prefix, prefix+"2", prefix+PrefixSeparator)
+	}
 	p := &prefixed{store: store, prefix: prefix}
 	if cs, ok := store.(driver.ClockSampler); ok {
 		// Only then: a Breaker checks clocks of the stores that have one.
 		return &prefixedClock{p, cs}, nil
 	}
 	return p, nil
+}
+
+// PrefixSeparator ends every prefix Prefixed accepts; keys under a prefix
+// never hold it unescaped.
+const PrefixSeparator = "/"
+
+// escapeKey escapes '%' and '/' in key, so a key under a prefix never holds
+// the separator; most keys have neither and are returned as they are.
+func escapeKey(key string) string {
+	if !strings.ContainsAny(key, "%/") {
+		return key
+	}
+	var b strings.Builder
+	b.Grow(len(key) + 8)
+	for i := 0; i < len(key); i++ {
+		switch c := key[i]; c {
+		case '%':
+			b.WriteString("%25")
+		case '/':
+			b.WriteString("%2F")
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return b.String()
+}
+
+// unescapeKey reverses escapeKey; ok is false for a name escapeKey cannot
+// have made (a '/', or a '%' not starting "%25" or "%2F"): a key another
+// program wrote, or another fleet's under a longer prefix.
+func unescapeKey(name string) (_ string, ok bool) {
+	if strings.Contains(name, PrefixSeparator) {
+		return "", false
+	}
+	if !strings.Contains(name, "%") {
+		return name, true
+	}
+	var b strings.Builder
+	for i := 0; i < len(name); i++ {
+		if name[i] != '%' {
+			b.WriteByte(name[i])
+			continue
+		}
+		switch {
+		case strings.HasPrefix(name[i:], "%25"):
+			b.WriteByte('%')
+		case strings.HasPrefix(name[i:], "%2F"):
+			b.WriteByte('/')
+		default:
+			return "", false
+		}
+		i += 2
+	}
+	return b.String(), true
 }
 
 // prefixedClock is a prefixed store whose store can read its clock.
@@ -61,16 +123,19 @@ type prefixed struct {
 	prefix string
 }
 
+// key is key's name in store.
+func (p *prefixed) key(key string) string { return p.prefix + escapeKey(key) }
+
 func (p *prefixed) Get(ctx context.Context, key string) ([]byte, driver.Version, error) {
-	return p.store.Get(ctx, p.prefix+key)
+	return p.store.Get(ctx, p.key(key))
 }
 
 func (p *prefixed) CompareAndSwap(ctx context.Context, key string, old driver.Version, value []byte, ttl time.Duration) (driver.Version, error) {
-	return p.store.CompareAndSwap(ctx, p.prefix+key, old, value, ttl)
+	return p.store.CompareAndSwap(ctx, p.key(key), old, value, ttl)
 }
 
 func (p *prefixed) CompareAndDelete(ctx context.Context, key string, old driver.Version) error {
-	return p.store.CompareAndDelete(ctx, p.prefix+key, old)
+	return p.store.CompareAndDelete(ctx, p.key(key), old)
 }
 
 func (p *prefixed) Traits() driver.Traits { return p.store.Traits() }
@@ -84,9 +149,14 @@ func (p *prefixed) List(ctx context.Context, prefix, cursor string, limit int) (
 	}
 	// The cursor is the store's, opaque: passed on as it came (a Redis
 	// cursor is no key, and prefixing it broke the second page).
-	keys, next, err := l.List(ctx, p.prefix+prefix, cursor, limit)
-	for i, k := range keys {
-		keys[i] = strings.TrimPrefix(k, p.prefix)
+	names, next, err := l.List(ctx, p.key(prefix), cursor, limit)
+	keys := names[:0]
+	for _, n := range names {
+		// Another fleet's key under a longer prefix, or one no Breaker
+		// wrote through this prefix, is not this fleet's.
+		if k, ok := unescapeKey(strings.TrimPrefix(n, p.prefix)); ok {
+			keys = append(keys, k)
+		}
 	}
 	return keys, next, err
 }
@@ -98,7 +168,7 @@ func (p *prefixed) Expiry(ctx context.Context, key string) (time.Duration, error
 	if !ok {
 		return 0, fmt.Errorf("kvbreaker: expiry: %T cannot read a key's expiry: %w", p.store, errors.ErrUnsupported)
 	}
-	return r.Expiry(ctx, p.prefix+key)
+	return r.Expiry(ctx, p.key(key))
 }
 
 // Flush flushes the store if it queues writes.

@@ -1,9 +1,11 @@
 package kvbreaker_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -129,5 +131,77 @@ func TestPrefixedClock(t *testing.T) {
 	}
 	if _, ok := clocked.(driver.Lister); !ok {
 		t.Error("the clocked Prefixed store no longer lists")
+	}
+}
+
+// No fleet's prefix nests in another's: a prefix must end in '/', and keys
+// under it hold no '/' of their own, so "prod/" shares no key with
+// "prod/eu/", and lists none of its keys (nor a foreign name).
+func TestPrefixesDoNotNest(t *testing.T) {
+	ctx := t.Context()
+	inner := memory.New()
+	for _, bad := range []string{"prod", "prod2", "kvbreaker:", "a/b"} {
+		if _, err := kvbreaker.Prefixed(inner, bad); err == nil || !strings.Contains(err.Error(), bad+"/") {
+			t.Errorf("Prefixed(%q) = %v; want an error suggesting %q", bad, err, bad+"/")
+		}
+	}
+	prod, err := kvbreaker.Prefixed(inner, "prod/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	eu, err := kvbreaker.Prefixed(inner, "prod/eu/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Every pair that would collide if keys were stored as they are.
+	prodKeys := []string{"eu/x.example", "eu%2Fx.example", "a%b", "%2F", "x.example"}
+	for i, k := range prodKeys {
+		if _, err := prod.CompareAndSwap(ctx, k, driver.NoVersion, []byte{byte(i)}, time.Minute); err != nil {
+			t.Fatalf("prod CompareAndSwap(%q) = %v", k, err)
+		}
+	}
+	if _, err := eu.CompareAndSwap(ctx, "x.example", driver.NoVersion, []byte("eu"), time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	for i, k := range prodKeys {
+		if v, _, err := prod.Get(ctx, k); err != nil || !bytes.Equal(v, []byte{byte(i)}) {
+			t.Errorf("prod Get(%q) = %q, %v; want its own value %d", k, v, err, i)
+		}
+	}
+	if v, _, err := eu.Get(ctx, "x.example"); err != nil || string(v) != "eu" {
+		t.Errorf("prod/eu/ Get(x.example) = %q, %v; want its own value", v, err)
+	}
+	// A foreign name under the prefix (not an escape this package makes).
+	if _, err := inner.CompareAndSwap(ctx, "prod/bad%zz", driver.NoVersion, []byte("x"), time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	got := listAll(t, prod.(driver.Lister), "")
+	slices.Sort(got)
+	want := slices.Clone(prodKeys)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("prod/ lists %q; want only its own keys %q", got, want)
+	}
+	if got := listAll(t, eu.(driver.Lister), ""); !slices.Equal(got, []string{"x.example"}) {
+		t.Errorf("prod/eu/ lists %q; want [x.example]", got)
+	}
+	if got := listAll(t, prod.(driver.Lister), "eu/"); !slices.Equal(got, []string{"eu/x.example"}) {
+		t.Errorf("prod/ lists %q under eu/; want [eu/x.example]", got)
+	}
+}
+
+func listAll(t *testing.T, l driver.Lister, prefix string) []string {
+	t.Helper()
+	var out []string
+	for cursor := ""; ; {
+		keys, next, err := l.List(t.Context(), prefix, cursor, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, keys...)
+		if next == "" {
+			return out
+		}
+		cursor = next
 	}
 }
