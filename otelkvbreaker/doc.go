@@ -33,6 +33,7 @@
 //	kvbreaker.store.conflicts     Int64Counter    {conflict}   kvbreaker.store.operation
 //	kvbreaker.clock.offset        Float64Gauge    s            (none)
 //	kvbreaker.clock.uncertainty   Float64Gauge    s            (none)
+//	kvbreaker.record.anomalies    Int64Counter    {record}     kvbreaker.record.anomaly
 //
 // Attribute values:
 //
@@ -47,6 +48,9 @@
 //     sample_clock.
 //   - kvbreaker.store.outcome: ok, not_found, conflict, timeout, canceled,
 //     error.
+//   - kvbreaker.record.anomaly: undecodable (a value no Breaker wrote, or
+//     one a newer version did), future (written by a clock ahead by more
+//     than twice ClockSkew; see kvbreaker.RecordAnomaly).
 //
 // kvbreaker.store.call.duration is the count of store calls as well as their
 // latency (OpenTelemetry's convention for client operations: no separate

@@ -30,6 +30,7 @@ const (
 	TransitionToKey   = attribute.Key("kvbreaker.transition.to")
 	OperationKey      = attribute.Key("kvbreaker.store.operation")
 	OutcomeKey        = attribute.Key("kvbreaker.store.outcome")
+	AnomalyKey        = attribute.Key("kvbreaker.record.anomaly")
 	// HostKey is on spans only, never on metrics (see the package doc).
 	HostKey = attribute.Key("kvbreaker.host")
 )
@@ -158,18 +159,19 @@ func outcomeIndex(o kvbreaker.StoreOutcome) int {
 // values, the measurement options built once: passing a prebuilt option
 // slice makes a measurement allocate nothing here.
 type observer struct {
-	decisions, transitions, drops, cacheHits, conflicts metric.Int64Counter
-	duration                                            metric.Float64Histogram
-	offset, uncertainty                                 metric.Float64Gauge
-	tracer                                              trace.Tracer // nil: no spans
-	now                                                 func() time.Time
-	extra                                               []attribute.KeyValue
+	decisions, transitions, drops, cacheHits, conflicts, anomalies metric.Int64Counter
+	duration                                                       metric.Float64Histogram
+	offset, uncertainty                                            metric.Float64Gauge
+	tracer                                                         trace.Tracer // nil: no spans
+	now                                                            func() time.Time
+	extra                                                          []attribute.KeyValue
 
 	plain       []metric.AddOption
 	plainRecord []metric.RecordOption
 	decision    [4][2][]metric.AddOption
 	transition  [3][3][]metric.AddOption
 	conflict    [4][]metric.AddOption
+	anomalyOpts [2][]metric.AddOption // undecodable, future
 	call        [4][6][]metric.RecordOption
 	spanName    [4]string
 	spanStart   [4][]trace.SpanStartOption
@@ -197,12 +199,18 @@ func New(opts ...Option) (*kvbreaker.Observer, error) {
 	if err != nil {
 		return nil, err
 	}
+	return o.hooks(), nil
+}
+
+// hooks is the Observer that feeds o.
+func (o *observer) hooks() *kvbreaker.Observer {
 	return &kvbreaker.Observer{
-		Decision:    o.decide,
-		Transition:  o.transitioned,
-		StoreCall:   o.storeCall,
-		ClockOffset: o.clockOffset,
-	}, nil
+		Decision:      o.decide,
+		Transition:    o.transitioned,
+		StoreCall:     o.storeCall,
+		ClockOffset:   o.clockOffset,
+		RecordAnomaly: o.anomaly,
+	}
 }
 
 func newObserver(c *config) (*observer, error) {
@@ -231,6 +239,7 @@ func newObserver(c *config) (*observer, error) {
 	o.drops = counter("kvbreaker.drops", "{message}", "Messages dropped after being held for HoldLimit.")
 	o.cacheHits = counter("kvbreaker.cache.hits", "{decision}", "Allow decisions the local cache answered without a store read.")
 	o.conflicts = counter("kvbreaker.store.conflicts", "{conflict}", "Compare-and-swap and compare-and-delete calls that found another version.")
+	o.anomalies = counter("kvbreaker.record.anomalies", "{record}", "Records read that the Breaker could not use as written: undecodable, or from a clock ahead by more than twice ClockSkew.")
 	var err error
 	o.duration, err = m.Float64Histogram("kvbreaker.store.call.duration", metric.WithUnit("s"),
 		metric.WithDescription("Duration of the Breaker's store calls, by operation and outcome."),
@@ -256,6 +265,9 @@ func newObserver(c *config) (*observer, error) {
 	}
 	for j, out := range outcomes {
 		o.outcomeAttr[j] = OutcomeKey.String(string(out))
+	}
+	for i, a := range []kvbreaker.RecordAnomaly{kvbreaker.AnomalyUndecodable, kvbreaker.AnomalyFuture} {
+		o.anomalyOpts[i] = o.addOpts(AnomalyKey.String(string(a)))
 	}
 	for i, op := range ops {
 		o.conflict[i] = o.addOpts(OperationKey.String(string(op)))
@@ -306,6 +318,17 @@ func (o *observer) decide(ctx context.Context, host string, d kvbreaker.Decision
 	}
 	if cached {
 		o.cacheHits.Add(ctx, 1, o.plain...)
+	}
+}
+
+func (o *observer) anomaly(ctx context.Context, _ string, a kvbreaker.RecordAnomaly) {
+	switch a {
+	case kvbreaker.AnomalyUndecodable:
+		o.anomalies.Add(ctx, 1, o.anomalyOpts[0]...)
+	case kvbreaker.AnomalyFuture:
+		o.anomalies.Add(ctx, 1, o.anomalyOpts[1]...)
+	default: // an anomaly newer than this package
+		o.anomalies.Add(ctx, 1, o.addOpts(AnomalyKey.String(string(a)))...)
 	}
 }
 

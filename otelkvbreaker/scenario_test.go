@@ -62,7 +62,7 @@ func newTestObserver(t *testing.T, opts ...Option) (*kvbreaker.Observer, *sdkmet
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &kvbreaker.Observer{Decision: o.decide, Transition: o.transitioned, StoreCall: o.storeCall, ClockOffset: o.clockOffset}, reader, spans
+	return o.hooks(), reader, spans
 }
 
 // points renders every data point the reader collects as one line,
@@ -208,6 +208,9 @@ func TestScenario(t *testing.T) {
 	allow(b, late, host, time.Time{}, kvbreaker.Send) // get timeout
 	obs.ClockOffset(ctx, kvbreaker.ClockOffset{Offset: -1500 * time.Millisecond, Uncertainty: 250 * time.Millisecond, At: now})
 	obs.ClockOffset(ctx, kvbreaker.ClockOffset{Offset: 2 * time.Second, Uncertainty: 500 * time.Millisecond, At: now})
+	obs.RecordAnomaly(ctx, host, kvbreaker.AnomalyFuture)
+	obs.RecordAnomaly(ctx, host, kvbreaker.AnomalyFuture)
+	obs.RecordAnomaly(ctx, host, kvbreaker.AnomalyUndecodable)
 
 	call := func(op, outcome string, n int) string {
 		return fmt.Sprintf("kvbreaker.store.call.duration{kvbreaker.store.operation=%s,kvbreaker.store.outcome=%s} count=%d sum=%.4f le0.001:%d", op, outcome, n, float64(n)/1000, n)
@@ -233,6 +236,8 @@ func TestScenario(t *testing.T) {
 		call("compare_and_delete", "ok", 1),
 		"kvbreaker.clock.offset{} 2",
 		"kvbreaker.clock.uncertainty{} 0.5",
+		"kvbreaker.record.anomalies{kvbreaker.record.anomaly=future} 2",
+		"kvbreaker.record.anomalies{kvbreaker.record.anomaly=undecodable} 1",
 	})
 
 	// Spans: one per store call, in order.
