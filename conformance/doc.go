@@ -109,6 +109,7 @@
 //	LifetimeReporter (Lifetime(ctx, store, key): etcd LeaseTimeToLive, DynamoDB's purge attribute, Workers KV's expiration, Redis PTTL) | the physical lifetime at 30 min 5 s, after updates, and the padding of padded stores, without waiting
 //	SkewedStoreMaker (with TimeAdvancer) | a reader whose clock is MaxClockSkew behind still finds a padded record it counts as live
 //	AnswerDropper (put conformance/faultproxy between client and server; DropNextAnswer arms it) | a write applied but whose answer was lost is not a conflict; a Breaker counts that failure once
+//	ForeignPlanter (ForeignShapes, PlantForeign(ctx, store, key, shape): write through the backend's own client what another program would leave at a key) | every such shape reads as a value with a version (or as absent) that the next write replaces, with its TTL, and a Breaker over it opens, holds and resets
 //	Describer | names your store and address when it does not answer
 //
 // A store that does not answer within the reach timeout (5 s) fails the first case, reachable,
