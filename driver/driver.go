@@ -1,6 +1,6 @@
 // Package driver is the contract between kvbreaker and a key-value store:
-// what an adapter implements (Store, and optionally Lister, Flusher and
-// io.Closer), what it declares about itself (Traits) and the errors it
+// what an adapter implements (Store, and optionally Lister, Flusher, ExpiryReader,
+// ClockSampler and io.Closer), what it declares about itself (Traits) and the errors it
 // returns. Users of the breaker need none of it beyond passing a Store to
 // kvbreaker.New; adapter authors need nothing else, and prove their adapter
 // with conformance.Run.
