@@ -30,6 +30,24 @@
 // no monotonic clock a script can read. Tombstones read as absent and are
 // not listed.
 //
+// # Foreign data
+//
+// A key that holds no record (a string, list, set, sorted set or stream
+// key; a hash with v whose n is missing, not a number, zero, negative, not
+// in canonical form or at least 2^53, which a script's doubles cannot count
+// on from) is read as a value (the string's bytes, the hash's v, or empty,
+// which a Breaker takes as an undecodable record) with a version that names
+// exactly that content: 2^63 plus 60 bits of the SHA-1 of the key's type
+// and content, above every record's version. A compare-and-swap with it
+// replaces the key whole (its type, its fields, its TTL or lack of one) if
+// the content is still the same, and conflicts otherwise, in one script; a
+// compare-and-delete leaves a tombstone, with TombstoneTTL if the key had
+// no TTL. A hash without v reads as absent (a tombstone), and the next
+// write replaces it whole too. Nothing at a key therefore stops a write:
+// a Breaker's circuit opens over whatever another process left there.
+// Reading foreign data costs a second round trip (a script that reads the
+// key whole); records cost one, as before.
+//
 // # Expiry
 //
 // Every write sets its own TTL with PEXPIRE, in milliseconds rounded up:
