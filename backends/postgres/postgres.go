@@ -95,6 +95,10 @@
 // (*pgconn.PgError). A refused connection is an *UnreachableError, "cannot
 // reach postgres at 127.0.0.1:5432: connection refused", matching
 // ErrUnreachable; a server that does not answer is bounded by the context.
+// No error of a Store carries the pool's password (pgx's connect errors
+// name the user and database only). ParseConfig parses a connection string
+// as pgxpool.ParseConfig does, with errors that never show a password
+// (pgx's quote the string, and miss "password = secret").
 //
 // A Store reads the server's clock (driver.ClockSampler) with SELECT
 // clock_timestamp(), to the microsecond.
