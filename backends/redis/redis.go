@@ -28,7 +28,7 @@
 // 1 ms). A backward step of the server's wall clock by more than the time
 // since a key's last write could repeat a version for that key; Redis has
 // no monotonic clock a script can read. Tombstones read as absent and are
-// not listed.
+// not listed; keys of other types are (see "Foreign data").
 //
 // # Foreign data
 //
