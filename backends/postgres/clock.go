@@ -7,7 +7,10 @@ import (
 	"github.com/kvbreaker/kvbreaker/driver"
 )
 
-var _ driver.ClockSampler = (*Store)(nil)
+var (
+	_ driver.ClockSampler = (*Store)(nil)
+	_ driver.ExpiryReader = (*Store)(nil)
+)
 
 const opClock = "sample clock"
 

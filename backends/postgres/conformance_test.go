@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -29,6 +30,9 @@ type harness struct {
 	store *postgres.Store
 	run   string
 	n     atomic.Int64
+
+	mu       sync.Mutex
+	prefixes map[driver.Store]string
 }
 
 var harnessRuns atomic.Int64
@@ -57,11 +61,40 @@ func harnessVia(ctx context.Context, p *faultproxy.Proxy, url string) (*harness,
 		pool.Close()
 		return nil, err
 	}
-	return &harness{proxy: p, pool: pool, store: st, run: fmt.Sprintf("conformance/%d/", harnessRuns.Add(1))}, nil
+	return &harness{proxy: p, pool: pool, store: st, run: fmt.Sprintf("conformance/%d/", harnessRuns.Add(1)), prefixes: map[driver.Store]string{}}, nil
 }
 
 func (h *harness) MakeStore(ctx context.Context) (driver.Store, error) {
-	return kvbreaker.Prefixed(h.store, fmt.Sprintf("%s%d/", h.run, h.n.Add(1)))
+	prefix := fmt.Sprintf("%s%d/", h.run, h.n.Add(1))
+	s, err := kvbreaker.Prefixed(h.store, prefix)
+	if err != nil {
+		return nil, err
+	}
+	h.mu.Lock()
+	h.prefixes[s] = prefix
+	h.mu.Unlock()
+	return s, nil
+}
+
+// ForeignShapes implements conformance.ForeignPlanter.
+func (h *harness) ForeignShapes() []string {
+	names := make([]string, len(foreignRows))
+	for i, r := range foreignRows {
+		names[i] = r.name
+	}
+	return names
+}
+
+// PlantForeign implements conformance.ForeignPlanter with raw SQL on the
+// harness's pool.
+func (h *harness) PlantForeign(ctx context.Context, s driver.Store, key, shape string) error {
+	h.mu.Lock()
+	prefix, ok := h.prefixes[s]
+	h.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("not a store of this harness: %T", s)
+	}
+	return plantForeign(ctx, h.pool, prefix+key, shape)
 }
 
 func (h *harness) Close() {

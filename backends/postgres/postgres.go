@@ -19,6 +19,19 @@
 // in the writers' clocks: see Traits). Versions come from a sequence, so they
 // are never reused, also across delete and re-create.
 //
+// # Foreign rows
+//
+// The store writes only positive versions. A live row whose version is 0 or
+// negative (written by another process, or by hand) reads as its value with
+// a version that names exactly that row's content: 2^63 plus 60 bits of the
+// MD5 of its value, version, expires_at and history. A compare-and-swap or
+// -delete with it replaces the row if its content is still the same, and
+// conflicts otherwise, in the one statement below. A history array that is
+// not one-dimensional is taken as empty, and a NULL in it matches no write,
+// so neither makes a statement fail. A row whose expires_at is 'infinity'
+// is live until the next write, which sets its own expiry; Expiry reports
+// it as driver.NoExpiry.
+//
 // # Statements
 //
 // CompareAndSwap is one INSERT … ON CONFLICT (key) DO UPDATE whose every SET
@@ -82,6 +95,10 @@
 // (*pgconn.PgError). A refused connection is an *UnreachableError, "cannot
 // reach postgres at 127.0.0.1:5432: connection refused", matching
 // ErrUnreachable; a server that does not answer is bounded by the context.
+// No error of a Store carries the pool's password (pgx's connect errors
+// name the user and database only). ParseConfig parses a connection string
+// as pgxpool.ParseConfig does, with errors that never show a password
+// (pgx's quote the string, and miss "password = secret").
 //
 // A Store reads the server's clock (driver.ClockSampler) with SELECT
 // clock_timestamp(), to the microsecond.
@@ -113,6 +130,7 @@ const (
 	opDelete = "compare-and-delete"
 	opList   = "list"
 	opPurge  = "purge"
+	opExpiry = "expiry"
 	opDial   = "dial"
 )
 
@@ -140,7 +158,7 @@ type Store struct {
 	endpoint string
 	o        options
 
-	sqlGet, sqlCreate, sqlSwap, sqlDelete, sqlList, sqlListAll, sqlPurge string
+	sqlGet, sqlCreate, sqlSwap, sqlDelete, sqlList, sqlListAll, sqlPurge, sqlExpiry string
 
 	writes  atomic.Int64
 	purging atomic.Bool
@@ -237,6 +255,26 @@ func (s *Store) Table() string { return s.table }
 // Pool returns the pool the store uses.
 func (s *Store) Pool() *pgxpool.Pool { return s.pool }
 
+// hist is a row's history array as the statements use it: itself when it
+// is one-dimensional, else empty (a row another process wrote).
+func hist(col string) string {
+	return fmt.Sprintf("(CASE WHEN array_ndims(%[1]s) = 1 THEN %[1]s ELSE '{}'::bigint[] END)", col)
+}
+
+// foreignHash is, for the row aliased a, 60 bits of the MD5 of its value,
+// version, expiry and history: what names a foreign row's content (see
+// "Foreign rows"), in [0, 2^60).
+func foreignHash(a string) string {
+	return fmt.Sprintf(`('x' || substr(md5(convert_to(octet_length(%[1]s.value)::text || ':' || %[1]s.version::text || ':' || `+
+		`extract(epoch from %[1]s.expires_at)::text || ':' || %[1]s.writes::text || ':' || %[1]s.versions::text, 'UTF8') || %[1]s.value), 1, 15))::bit(60)::bigint`, a)
+}
+
+// foreignOf is what a statement returns beside a row's version: 0 for a
+// record (a positive version), its foreignHash otherwise.
+func foreignOf(a string) string {
+	return fmt.Sprintf("(CASE WHEN %[1]s.version > 0 THEN 0 ELSE %[2]s END)", a, foreignHash(a))
+}
+
 // guarded returns the SET list of the guarded upsert: each column takes the
 // new value when cond holds and keeps its own otherwise.
 func guarded(cond string) string {
@@ -247,18 +285,22 @@ func guarded(cond string) string {
 		set("version", "EXCLUDED.version") + ",\n\t" +
 		set("expires_at", "EXCLUDED.expires_at") + ",\n\t" +
 		set("purge_at", "EXCLUDED.purge_at") + ",\n\t" +
-		set("writes", fmt.Sprintf("(EXCLUDED.writes || t.writes)[1:%d]", historyDepth)) + ",\n\t" +
-		set("versions", fmt.Sprintf("(EXCLUDED.versions || t.versions)[1:%d]", historyDepth))
+		set("writes", fmt.Sprintf("(EXCLUDED.writes || %s)[1:%d]", hist("t.writes"), historyDepth)) + ",\n\t" +
+		set("versions", fmt.Sprintf("(EXCLUDED.versions || %s)[1:%d]", hist("t.versions"), historyDepth))
 }
 
 // returning is what every write returns: the row as it stands after the
-// statement, whether it is live, and the version this call's write got if
-// the row holds it (NULL otherwise).
-const returning = `RETURNING t.version, t.value, t.expires_at > now(), t.versions[array_position(t.writes, $4::bigint)]`
+// statement, whether it is live, the version this call's write got if the
+// row holds it (NULL otherwise), and the row's foreignOf.
+var returning = `RETURNING t.version, t.value, t.expires_at > now(), ` +
+	`CASE WHEN array_ndims(t.writes) = 1 AND array_ndims(t.versions) = 1 THEN t.versions[array_position(t.writes, $4::bigint)] END, ` +
+	foreignOf("t")
 
 func (s *Store) prepare() {
 	t, seq := quoteIdent(s.table), quoteIdent(s.table+seqSuffix)
-	// $1 key, $2 value, $3 ttl in µs, $4 write id, $5 old version.
+	// $1 key, $2 value, $3 ttl in µs, $4 write id, $5 old version (0
+	// when it names a foreign row), $6 the foreign row's hash it names (-1
+	// when none).
 	upsert := func(cond string) string {
 		return fmt.Sprintf(`INSERT INTO %[1]s AS t (key, value, version, expires_at, purge_at, writes, versions)
 SELECT $1::text, $2::bytea, n.v, now() + $3::bigint * interval '1 microsecond', now() + $3::bigint * interval '1 microsecond', ARRAY[$4::bigint], ARRAY[n.v]
@@ -267,23 +309,24 @@ ON CONFLICT (key) DO UPDATE SET
 	%[3]s
 %[4]s`, t, seq, guarded(cond), returning)
 	}
-	// The create's condition names $5 (0) too, so both take the same
-	// arguments.
-	s.sqlCreate = upsert(`(t.expires_at <= now() AND NOT ($4::bigint = ANY(t.writes)) AND $5::bigint = 0)`)
+	// The create's condition names $5 (0) and $6 (-1) too, so both take
+	// the same arguments. A NULL among the writes (a row another process
+	// wrote) is no match.
+	s.sqlCreate = upsert(`(t.expires_at <= now() AND NOT coalesce($4::bigint = ANY(t.writes), false) AND $5::bigint = 0 AND $6::bigint < 0)`)
 	// A swap and a delete update the row in place: an absent key is not
 	// inserted (no row returned: a conflict with NoVersion, or not found).
 	update := func(value, expiresAt, purgeAt string) string {
-		cond := `(t.version = $5::bigint AND t.expires_at > now())`
+		cond := `(t.expires_at > now() AND CASE WHEN t.version > 0 THEN t.version = $5::bigint ELSE ` + foreignHash("t") + ` = $6::bigint END)`
 		return fmt.Sprintf(`UPDATE %[1]s AS t SET
 	value = CASE WHEN %[3]s THEN %[5]s ELSE t.value END,
 	version = CASE WHEN %[3]s THEN n.v ELSE t.version END,
 	expires_at = CASE WHEN %[3]s THEN %[6]s ELSE t.expires_at END,
 	purge_at = CASE WHEN %[3]s THEN %[8]s ELSE t.purge_at END,
-	writes = CASE WHEN %[3]s THEN (ARRAY[$4::bigint] || t.writes)[1:%[4]d] ELSE t.writes END,
-	versions = CASE WHEN %[3]s THEN (ARRAY[n.v] || t.versions)[1:%[4]d] ELSE t.versions END
+	writes = CASE WHEN %[3]s THEN (ARRAY[$4::bigint] || %[9]s)[1:%[4]d] ELSE t.writes END,
+	versions = CASE WHEN %[3]s THEN (ARRAY[n.v] || %[10]s)[1:%[4]d] ELSE t.versions END
 FROM (SELECT nextval('%[2]s') AS v) n
 WHERE t.key = $1::text
-%[7]s`, t, seq, cond, historyDepth, value, expiresAt, returning, purgeAt)
+%[7]s`, t, seq, cond, historyDepth, value, expiresAt, returning, purgeAt, hist("t.writes"), hist("t.versions"))
 	}
 	ttl := `now() + $3::bigint * interval '1 microsecond'`
 	s.sqlSwap = update(`$2::bytea`, ttl, ttl)
@@ -293,7 +336,10 @@ WHERE t.key = $1::text
 	// delete's own now()); it is purged WithPurgeDelay after the delete.
 	// It takes the same arguments as a swap ($2 and $3 unused but typed).
 	s.sqlDelete = update(`''::bytea`, `'-infinity'::timestamptz`, `now() + least($3::bigint, 0) * interval '1 microsecond' + (octet_length($2::bytea) * interval '0 s')`)
-	s.sqlGet = fmt.Sprintf(`SELECT value, version FROM %s WHERE key = $1 AND expires_at > now()`, t)
+	s.sqlGet = fmt.Sprintf(`SELECT value, version, %s FROM %s AS t WHERE key = $1 AND expires_at > now()`, foreignOf("t"), t)
+	s.sqlExpiry = fmt.Sprintf(`SELECT CASE WHEN expires_at = 'infinity' THEN -1
+	ELSE greatest(0, floor(extract(epoch from expires_at - now()) * 1000000))::bigint END
+FROM %s WHERE key = $1 AND expires_at > now()`, t)
 	// $1 prefix, $2 cursor, $3 limit, $4 prefixEnd(prefix): the keys under
 	// prefix are exactly those in [$1, $4) in the "C" collation, a range
 	// of the primary key also in a generic plan (where starts_with or LIKE
@@ -323,11 +369,11 @@ func (s *Store) wrap(op, key string, err error) error {
 // the server's clock, driver.ErrNotFound otherwise.
 func (s *Store) Get(ctx context.Context, key string) ([]byte, driver.Version, error) {
 	var (
-		value []byte
-		ver   int64
+		value       []byte
+		ver, hashed int64
 	)
 	err := s.retry(ctx, func() error {
-		return s.pool.QueryRow(ctx, s.sqlGet, key).Scan(&value, &ver)
+		return s.pool.QueryRow(ctx, s.sqlGet, key).Scan(&value, &ver, &hashed)
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, driver.NoVersion, driver.ErrNotFound
@@ -338,7 +384,29 @@ func (s *Store) Get(ctx context.Context, key string) ([]byte, driver.Version, er
 	if value == nil {
 		value = []byte{}
 	}
-	return value, driver.Version(ver), nil
+	return value, versionOf(ver, hashed), nil
+}
+
+// foreignBit marks the version of a foreign row (see "Foreign rows"); the
+// bits below it are the row's foreignHash.
+const foreignBit = 1 << 63
+
+// versionOf is the version a row reads as: its own if positive, else
+// foreignBit and its foreignHash.
+func versionOf(ver, hashed int64) driver.Version {
+	if ver > 0 {
+		return driver.Version(ver)
+	}
+	return foreignBit | driver.Version(hashed)
+}
+
+// compareArgs are the $5 and $6 a write names old by: a record's version
+// and -1, or 0 and a foreign row's hash.
+func compareArgs(old driver.Version) (int64, int64) {
+	if old&foreignBit != 0 {
+		return 0, int64(old &^ foreignBit)
+	}
+	return int64(old), -1
 }
 
 // result is what a write returns.
@@ -347,6 +415,7 @@ type result struct {
 	value   []byte
 	live    bool
 	mine    *int64 // the version this call's write got, if the row holds it
+	hashed  int64  // the row's foreignHash, or 0 for a record
 }
 
 // CompareAndSwap implements driver.Store with one guarded upsert (see
@@ -382,8 +451,9 @@ func (s *Store) compareAndSwap(ctx context.Context, q querier, via sender, key s
 	us := (ttl + time.Microsecond - 1) / time.Microsecond
 	id := writeID()
 	var r result
+	o5, o6 := compareArgs(old)
 	err := via(ctx, func() error {
-		return q.QueryRow(ctx, sql, key, value, int64(us), id, int64(old)).Scan(&r.version, &r.value, &r.live, &r.mine)
+		return q.QueryRow(ctx, sql, key, value, int64(us), id, o5, o6).Scan(&r.version, &r.value, &r.live, &r.mine, &r.hashed)
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return driver.NoVersion, &driver.ConflictError{Version: driver.NoVersion} // a swap of an absent key
@@ -401,7 +471,7 @@ func (s *Store) compareAndSwap(ctx context.Context, q querier, via sender, key s
 	if r.value == nil {
 		r.value = []byte{}
 	}
-	return driver.NoVersion, &driver.ConflictError{Value: r.value, Version: driver.Version(r.version)}
+	return driver.NoVersion, &driver.ConflictError{Value: r.value, Version: versionOf(r.version, r.hashed)}
 }
 
 // CompareAndDelete implements driver.Store with one guarded UPDATE that
@@ -426,8 +496,9 @@ func (s *Store) compareAndDelete(ctx context.Context, q querier, via sender, key
 	}
 	id := writeID()
 	var r result
+	o5, o6 := compareArgs(old)
 	err := via(ctx, func() error {
-		return q.QueryRow(ctx, s.sqlDelete, key, []byte{}, int64(0), id, int64(old)).Scan(&r.version, &r.value, &r.live, &r.mine)
+		return q.QueryRow(ctx, s.sqlDelete, key, []byte{}, int64(0), id, o5, o6).Scan(&r.version, &r.value, &r.live, &r.mine, &r.hashed)
 	})
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
@@ -443,7 +514,28 @@ func (s *Store) compareAndDelete(ctx context.Context, q querier, via sender, key
 	if r.value == nil {
 		r.value = []byte{}
 	}
-	return &driver.ConflictError{Value: r.value, Version: driver.Version(r.version)}
+	return &driver.ConflictError{Value: r.value, Version: versionOf(r.version, r.hashed)}
+}
+
+// Expiry implements driver.ExpiryReader: the time until the row's
+// expires_at by the server's clock, to the microsecond; driver.NoExpiry when
+// expires_at is 'infinity' (which only another process writes); and
+// driver.ErrNotFound when Get reads the key as absent (no row, an expired
+// one, or a tombstone), though the row stays until purged.
+func (s *Store) Expiry(ctx context.Context, key string) (time.Duration, error) {
+	var us int64
+	err := s.retry(ctx, func() error {
+		return s.pool.QueryRow(ctx, s.sqlExpiry, key).Scan(&us)
+	})
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return 0, driver.ErrNotFound
+	case err != nil:
+		return 0, s.wrap(opExpiry, key, err)
+	case us < 0:
+		return driver.NoExpiry, nil
+	}
+	return time.Duration(us) * time.Microsecond, nil
 }
 
 // retry runs send until it succeeds, fails with an answer from the server

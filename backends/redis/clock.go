@@ -7,7 +7,10 @@ import (
 	"github.com/kvbreaker/kvbreaker/driver"
 )
 
-var _ driver.ClockSampler = (*Store)(nil)
+var (
+	_ driver.ClockSampler = (*Store)(nil)
+	_ driver.ExpiryReader = (*Store)(nil)
+)
 
 // SampleClock implements driver.ClockSampler with TIME, which answers the
 // server's clock in microseconds. TIME has no key, so a ClusterClient sends

@@ -130,3 +130,98 @@ func TestDefaultTraits(t *testing.T) {
 		t.Errorf("redis.DefaultTraits() = %+v, but skew.Redis declares %+v: update the profile", got, want)
 	}
 }
+
+// foreignShapes are what other software, an older version or a half-done
+// write can leave at a record's key, each planted with no TTL by plant.
+var foreignShapes = []struct {
+	name  string
+	plant func(ctx context.Context, c goredis.Cmdable, key string) error
+}{
+	{"hash with v and no n", func(ctx context.Context, c goredis.Cmdable, key string) error {
+		return c.HSet(ctx, key, redis.FieldValue, "garbage").Err()
+	}},
+	{"hash with n=x", func(ctx context.Context, c goredis.Cmdable, key string) error {
+		return c.HSet(ctx, key, redis.FieldValue, "garbage", redis.FieldVersion, "x").Err()
+	}},
+	{"hash with n=0", func(ctx context.Context, c goredis.Cmdable, key string) error {
+		return c.HSet(ctx, key, redis.FieldValue, "garbage", redis.FieldVersion, "0").Err()
+	}},
+	{"hash with n=-5", func(ctx context.Context, c goredis.Cmdable, key string) error {
+		return c.HSet(ctx, key, redis.FieldValue, "garbage", redis.FieldVersion, "-5").Err()
+	}},
+	{"hash with n=0123 (not canonical)", func(ctx context.Context, c goredis.Cmdable, key string) error {
+		return c.HSet(ctx, key, redis.FieldValue, "garbage", redis.FieldVersion, "0123").Err()
+	}},
+	{"hash with n beyond 2^53", func(ctx context.Context, c goredis.Cmdable, key string) error {
+		return c.HSet(ctx, key, redis.FieldValue, "garbage", redis.FieldVersion, "9007199254740993").Err()
+	}},
+	{"hash with n beyond uint64", func(ctx context.Context, c goredis.Cmdable, key string) error {
+		return c.HSet(ctx, key, redis.FieldValue, "garbage", redis.FieldVersion, "99999999999999999999999").Err()
+	}},
+	{"hash with n=x and no v", func(ctx context.Context, c goredis.Cmdable, key string) error {
+		return c.HSet(ctx, key, redis.FieldVersion, "x").Err()
+	}},
+	{"hash with only foreign fields", func(ctx context.Context, c goredis.Cmdable, key string) error {
+		return c.HSet(ctx, key, "owner", "someone else", "data", "x").Err()
+	}},
+	{"hash with extra fields", func(ctx context.Context, c goredis.Cmdable, key string) error {
+		return c.HSet(ctx, key, redis.FieldValue, "garbage", redis.FieldVersion, "12345", "extra", "x").Err()
+	}},
+	{"hash with garbage v and valid n", func(ctx context.Context, c goredis.Cmdable, key string) error {
+		return c.HSet(ctx, key, redis.FieldValue, "garbage", redis.FieldVersion, "12345").Err()
+	}},
+	{"string key", func(ctx context.Context, c goredis.Cmdable, key string) error {
+		return c.Set(ctx, key, "a string", 0).Err()
+	}},
+	{"empty string key", func(ctx context.Context, c goredis.Cmdable, key string) error {
+		return c.Set(ctx, key, "", 0).Err()
+	}},
+	{"list key", func(ctx context.Context, c goredis.Cmdable, key string) error {
+		return c.RPush(ctx, key, "a", "b").Err()
+	}},
+	{"set key", func(ctx context.Context, c goredis.Cmdable, key string) error {
+		return c.SAdd(ctx, key, "a", "b", "3").Err()
+	}},
+	{"zset key", func(ctx context.Context, c goredis.Cmdable, key string) error {
+		return c.ZAdd(ctx, key, goredis.Z{Score: 1, Member: "a"}, goredis.Z{Score: 2.5, Member: "b"}).Err()
+	}},
+	{"stream key", func(ctx context.Context, c goredis.Cmdable, key string) error {
+		return c.XAdd(ctx, &goredis.XAddArgs{Stream: key, Values: []string{"f", "v"}}).Err()
+	}},
+}
+
+// plantForeign stores the named shape at key, replacing what is there,
+// with no TTL.
+func plantForeign(ctx context.Context, c goredis.Cmdable, key, shape string) error {
+	for _, s := range foreignShapes {
+		if s.name != shape {
+			continue
+		}
+		if err := c.Del(ctx, key).Err(); err != nil {
+			return err
+		}
+		return s.plant(ctx, c, key)
+	}
+	return fmt.Errorf("unknown foreign shape %q", shape)
+}
+
+// ForeignShapes implements conformance.ForeignPlanter.
+func (h *harness) ForeignShapes() []string {
+	names := make([]string, len(foreignShapes))
+	for i, s := range foreignShapes {
+		names[i] = s.name
+	}
+	return names
+}
+
+// PlantForeign implements conformance.ForeignPlanter with the raw client,
+// not through the fault proxy.
+func (h *harness) PlantForeign(ctx context.Context, s driver.Store, key, shape string) error {
+	h.mu.Lock()
+	prefix, ok := h.prefixes[s]
+	h.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("not a store of this harness: %T", s)
+	}
+	return plantForeign(ctx, h.direct, prefix+key, shape)
+}

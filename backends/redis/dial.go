@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
+	"regexp"
+	"strings"
 	"syscall"
 	"time"
 
@@ -35,19 +38,21 @@ var ErrUnreachable = driver.ErrUnreachable
 // Endpoints holds the one host:port, without credentials.
 type UnreachableError = driver.UnreachableError
 
-// Dial connects to the server at url ("redis://[:password@]host:port/db",
-// "rediss://…" for TLS; see redis.ParseURL; the password is neither shown in
-// errors nor logged) and returns a Store that owns the client: Close closes
+// Dial connects to the server at rawURL ("redis://[:password@]host:port/db",
+// "rediss://…" for TLS; see redis.ParseURL) and returns a Store that owns the client: Close closes
 // it. Dial confirms the server answers a PING: against a port where nothing
 // listens it fails within ConnectTimeout with "cannot reach redis at
 // <addr>: connection refused"; against a server that accepts but does not
 // answer it fails when ctx ends (DefaultDialTimeout when ctx has no
 // deadline), saying so. Both match ErrUnreachable. ctx does not bound the
 // Store's later life. An invalid URL or option is a *driver.OptionError.
-func Dial(ctx context.Context, url string, opts ...Option) (*Store, error) {
-	o, err := goredis.ParseURL(url)
+// No error shows rawURL's userinfo, the value of a query option other than
+// go-redis's (password=… is none), or any of a string that is not a URL (a
+// keyword/value string), also when rawURL is malformed.
+func Dial(ctx context.Context, rawURL string, opts ...Option) (*Store, error) {
+	o, err := goredis.ParseURL(rawURL)
 	if err != nil {
-		return nil, errors.Join(optionError("URL", redactURL(url), "give redis://host:port/db or rediss://host:port/db ("+err.Error()+")"))
+		return nil, urlError(rawURL, err)
 	}
 	if o.DialTimeout == 0 {
 		o.DialTimeout = ConnectTimeout
@@ -95,36 +100,82 @@ func unreachable(addr string, err error, waited time.Duration) error {
 	return ue
 }
 
-// redactURL drops the password from a Redis URL for messages.
-func redactURL(u string) string {
-	scheme, rest, ok := cutScheme(u)
+// urlError explains why ParseURL refused raw without quoting any part of it
+// that may be a secret. A string that is not a URL (a keyword/value string,
+// an address) is not shown at all. A URL that url.Parse refuses is shown
+// only by its scheme, with url.Parse's reason less what it quotes (the whole
+// URL, the port or escape it refused: in a malformed URL, parts of the
+// password). Any other URL is shown without its userinfo and fragment and
+// with every query value but those of go-redis's options masked, and
+// go-redis's reason only when it contains none of what was left out.
+func urlError(raw string, err error) error {
+	const fix = "give redis://[[user]:password@]host:port/db or rediss://…, with reserved characters in the password %-escaped"
+	scheme, _, ok := strings.Cut(raw, "://")
 	if !ok {
-		return u
+		return optionError("URL", "(not shown: not a redis:// URL)", fix)
 	}
-	if i := lastAt(rest); i >= 0 {
-		rest = rest[i+1:]
+	u, perr := url.Parse(raw)
+	if perr != nil {
+		reason := perr.Error()
+		if ue, ok := errors.AsType[*url.Error](perr); ok {
+			reason = ue.Err.Error()
+		}
+		reason = quoted.ReplaceAllString(reason, "…")
+		return optionError("URL", scheme+"://… (malformed, not shown)", fix+" (url.Parse: "+reason+")")
 	}
-	return scheme + "://" + rest
-}
-
-func cutScheme(u string) (string, string, bool) {
-	for i := 0; i+2 < len(u); i++ {
-		if u[i:i+3] == "://" {
-			return u[:i], u[i+3:], true
+	shown, secrets := redactURL(u)
+	reason := err.Error()
+	for _, sec := range secrets {
+		if sec != "" && strings.Contains(reason, sec) {
+			reason = "the parser's reason quotes part of the credentials; not shown"
+			break
 		}
 	}
-	return "", "", false
+	return optionError("URL", shown, fix+" ("+reason+")")
 }
 
-// lastAt is the index of the last '@' before the first '/', or -1.
-func lastAt(s string) int {
-	at := -1
-	for i := 0; i < len(s) && s[i] != '/'; i++ {
-		if s[i] == '@' {
-			at = i
-		}
+// quoted matches a string as %q writes it.
+var quoted = regexp.MustCompile(`"(?:[^"\\]|\\.)*"`)
+
+// shownOptions are the query options of go-redis's URLs whose values
+// redactURL shows.
+var shownOptions = map[string]bool{
+	"db": true, "protocol": true, "client_name": true, "addr": true,
+	"max_retries": true, "min_retry_backoff": true, "max_retry_backoff": true,
+	"dial_timeout": true, "read_timeout": true, "write_timeout": true,
+	"pool_fifo": true, "pool_size": true, "pool_timeout": true,
+	"min_idle_conns": true, "max_idle_conns": true, "max_active_conns": true,
+	"conn_max_idle_time": true, "conn_max_lifetime": true, "skip_verify": true,
+}
+
+// redactURL returns u for messages: without its userinfo and fragment, and
+// with the value of every query option not in shownOptions masked. secrets
+// are what it left out.
+func redactURL(u *url.URL) (shown string, secrets []string) {
+	c := *u
+	if c.User != nil {
+		pw, _ := c.User.Password()
+		secrets = append(secrets, c.User.Username(), pw, c.User.String())
+		c.User = nil
 	}
-	return at
+	if c.Fragment != "" {
+		secrets = append(secrets, c.Fragment, c.RawFragment)
+		c.Fragment, c.RawFragment = "", ""
+	}
+	if c.RawQuery != "" {
+		q := c.Query()
+		for k, vs := range q {
+			if shownOptions[k] {
+				continue
+			}
+			for i, v := range vs {
+				secrets = append(secrets, v, url.QueryEscape(v))
+				vs[i] = "xxxxx"
+			}
+		}
+		c.RawQuery = q.Encode()
+	}
+	return c.String(), secrets
 }
 
 func isTimeout(err error) bool {

@@ -12,16 +12,18 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 )
 
-// List implements driver.Lister with SCAN MATCH <prefix>* TYPE hash, on
-// each master of a Cluster (or shard of a Ring) in turn, in the order of
-// their addresses; tombstones are left out (one pipelined HEXISTS per page).
+// List implements driver.Lister with SCAN MATCH <prefix>*, on each master
+// of a Cluster (or shard of a Ring) in turn, in the order of their
+// addresses; tombstones are left out (one pipelined HEXISTS per page). Keys
+// of other types are listed: Get reads them as foreign data (see the
+// package doc), which the next write replaces.
 // The cursor names the node, its SCAN cursor and the last key of that SCAN
 // call already returned (SCAN may answer more keys than asked for): each
 // call's keys are taken in key order, so a call made again after the
 // keyspace changed (a rehash reorders its answer) resumes after that key,
 // not after a count of keys that may now be others. SCAN's guarantees hold: a key present during the whole listing is
 // listed, at least once; a key written or deleted meanwhile may or may not
-// be. Keys of other types under the prefix are not listed.
+// be.
 func (s *Store) List(ctx context.Context, prefix, cursor string, limit int) ([]string, string, error) {
 	const op = "list"
 	if s.closed.Load() {
@@ -43,7 +45,7 @@ func (s *Store) List(ctx context.Context, prefix, cursor string, limit int) ([]s
 	next := ""
 	for len(keys) < limit {
 		n := nodes[pos.node]
-		page, nc, err := n.c.ScanType(ctx, pos.scan, match, int64(max(limit, 10)), "hash").Result()
+		page, nc, err := n.c.Scan(ctx, pos.scan, match, int64(max(limit, 10))).Result()
 		if err != nil {
 			return nil, "", opError(op, prefix, err)
 		}
@@ -79,26 +81,27 @@ func (s *Store) List(ctx context.Context, prefix, cursor string, limit int) ([]s
 	return live, next, nil
 }
 
-// live returns the keys that hold a value (not tombstones), in one
-// pipelined round trip (per node, in a Cluster).
+// live returns the keys that hold a value (not tombstones: a hash without
+// v; a key of another type is foreign data, a value), in one pipelined
+// round trip (per node, in a Cluster).
 func (s *Store) live(ctx context.Context, keys []string) ([]string, error) {
 	if len(keys) == 0 {
 		return nil, nil
 	}
 	cmds := make([]*goredis.BoolCmd, len(keys))
-	_, err := s.c.Pipelined(ctx, func(p goredis.Pipeliner) error {
+	_, _ = s.c.Pipelined(ctx, func(p goredis.Pipeliner) error {
 		for i, k := range keys {
 			cmds[i] = p.HExists(ctx, k, FieldValue)
 		}
 		return nil
 	})
-	if err != nil {
-		return nil, err
-	}
 	live := keys[:0]
 	for i, k := range keys {
-		if cmds[i].Val() {
+		switch err := cmds[i].Err(); {
+		case goredis.HasErrorPrefix(err, "WRONGTYPE"), err == nil && cmds[i].Val():
 			live = append(live, k)
+		case err != nil:
+			return nil, err
 		}
 	}
 	return live, nil

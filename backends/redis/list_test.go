@@ -39,8 +39,9 @@ func listAll(t *testing.T, st driver.Lister, prefix string, limit int) []string 
 
 // TestList: every live key under the prefix is listed exactly once (the
 // keyspace does not change during the listing), in pages of at most limit;
-// tombstones, keys of other types, keys outside the prefix and glob
-// characters in the prefix are handled.
+// tombstones (not listed), keys of other types (foreign data Get reads:
+// listed), keys outside the prefix and glob characters in the prefix are
+// handled.
 func TestList(t *testing.T) {
 	ctx := t.Context()
 	c := newClient(t, srv.Addr())
@@ -64,6 +65,14 @@ func TestList(t *testing.T) {
 	if err := c.Set(ctx, prefix+"string", "not a record", time.Minute).Err(); err != nil {
 		t.Fatal(err)
 	}
+	if err := c.RPush(ctx, prefix+"list", "not a record").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.HSet(ctx, prefix+"hash without v", "n", "x").Err(); err != nil { // reads as absent
+		t.Fatal(err)
+	}
+	want = append(want, prefix+"string", prefix+"list")
+	slices.Sort(want)
 	if _, err := st.CompareAndSwap(ctx, uniquePrefix(t)+"other", driver.NoVersion, []byte("x"), time.Minute); err != nil {
 		t.Fatal(err)
 	}

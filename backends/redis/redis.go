@@ -28,7 +28,25 @@
 // 1 ms). A backward step of the server's wall clock by more than the time
 // since a key's last write could repeat a version for that key; Redis has
 // no monotonic clock a script can read. Tombstones read as absent and are
-// not listed.
+// not listed; keys of other types are (see "Foreign data").
+//
+// # Foreign data
+//
+// A key that holds no record (a string, list, set, sorted set or stream
+// key; a hash with v whose n is missing, not a number, zero, negative, not
+// in canonical form or at least 2^53, which a script's doubles cannot count
+// on from) is read as a value (the string's bytes, the hash's v, or empty,
+// which a Breaker takes as an undecodable record) with a version that names
+// exactly that content: 2^63 plus 60 bits of the SHA-1 of the key's type
+// and content, above every record's version. A compare-and-swap with it
+// replaces the key whole (its type, its fields, its TTL or lack of one) if
+// the content is still the same, and conflicts otherwise, in one script; a
+// compare-and-delete leaves a tombstone, with TombstoneTTL if the key had
+// no TTL. A hash without v reads as absent (a tombstone), and the next
+// write replaces it whole too. Nothing at a key therefore stops a write:
+// a Breaker's circuit opens over whatever another process left there.
+// Reading foreign data costs a second round trip (a script that reads the
+// key whole); records cost one, as before.
 //
 // # Expiry
 //
@@ -70,6 +88,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -210,68 +229,190 @@ func DefaultTraits() driver.Traits {
 }
 
 // Get implements driver.Store: one HMGET of the record's value and version.
+// A key that is no record (see "Foreign data" in the package doc) costs a
+// second round trip, a script that reads it whole.
 func (s *Store) Get(ctx context.Context, key string) ([]byte, driver.Version, error) {
 	if s.closed.Load() {
 		return nil, 0, opError("get", key, ErrClosed)
 	}
 	vals, err := s.c.HMGet(ctx, key, FieldValue, FieldVersion).Result()
-	if err != nil {
+	switch {
+	case goredis.HasErrorPrefix(err, "WRONGTYPE"):
+		return s.getForeign(ctx, key)
+	case err != nil:
 		return nil, 0, opError("get", key, err)
 	}
 	v, ok := vals[0].(string)
 	if !ok {
 		return nil, driver.NoVersion, driver.ErrNotFound // absent, or a tombstone
 	}
-	ver, err := parseVersion(vals[1])
+	n, _ := vals[1].(string)
+	ver, ok := recordVersion(n)
+	if !ok {
+		return s.getForeign(ctx, key)
+	}
+	return []byte(v), ver, nil
+}
+
+// getForeign reads a key HMGET found no record at with getScript, which
+// judges it as the write scripts do.
+func (s *Store) getForeign(ctx context.Context, key string) ([]byte, driver.Version, error) {
+	res, err := getScript.Run(ctx, s.c, []string{key}).Slice()
+	if err != nil {
+		return nil, 0, opError("get", key, err)
+	}
+	if len(res) != 3 {
+		return nil, driver.NoVersion, driver.ErrNotFound
+	}
+	v, ok := res[1].(string)
+	if !ok {
+		return nil, 0, opError("get", key, fmt.Errorf("unexpected script answer %v", res))
+	}
+	ver, err := parseVersion(res[2])
 	if err != nil {
 		return nil, 0, opError("get", key, err)
 	}
 	return []byte(v), ver, nil
 }
 
-// casScript: KEYS[1] the key; ARGV old version ("0": only if absent), value,
-// TTL in ms, write id. It returns {1, version} when the write is applied
-// (or was applied by this write's earlier run), {0, value, version} on a
-// conflict, {0} when the key is absent and old was not "0".
-var casScript = goredis.NewScript(`
-local cur = redis.call('HMGET', KEYS[1], 'v', 'n', 'w')
-if cur[1] and cur[3] == ARGV[4] then
-  return {1, cur[2]}
+// lookLua defines look(key), which every script judges a key by. It
+// returns the key's kind, value, version and writer:
+//   - 'absent': no key, or a hash without v (a tombstone, or fields of
+//     someone else's); the version is n if n is a record's version (a
+//     tombstone's, which the next write continues from), else false;
+//   - 'record': a hash with v and a record's version n (other fields are
+//     ignored, and dropped by the next write);
+//   - 'foreign': anything else: its value is the string's bytes, the hash's
+//     v, or empty; its version is 'x8' and 15 hex digits of the SHA-1 of
+//     its type and content (sorted where the type has no order), a number
+//     of at least 2^63 that no record's version reaches, and that changes
+//     when the content does.
+//
+// A record's version is the canonical decimal of an integer in [1, 2^53):
+// what a script's arithmetic (doubles) adds one to exactly, and what
+// compares equal as a string to the version a caller passes.
+const lookLua = `
+local function isver(n)
+  return type(n) == 'string' and #n <= 16 and string.match(n, '^[1-9][0-9]*$') ~= nil and tonumber(n) < 9007199254740992
 end
-if ARGV[1] == '0' then
-  if cur[1] then return {0, cur[1], cur[2]} end
-elseif not cur[1] then
-  return {0}
-elseif cur[2] ~= ARGV[1] then
-  return {0, cur[1], cur[2]}
+local function foreign(key, t)
+  local parts, value = {t}, ''
+  local function add(s) parts[#parts + 1] = #s .. ':' .. s end
+  if t == 'string' then
+    value = redis.call('GET', key)
+    add(value)
+  elseif t == 'hash' then
+    local kv, fields, m = redis.call('HGETALL', key), {}, {}
+    for i = 1, #kv, 2 do fields[#fields + 1] = kv[i]; m[kv[i]] = kv[i + 1] end
+    table.sort(fields)
+    for _, f in ipairs(fields) do add(f); add(m[f]) end
+    if m['v'] then value = m['v'] end
+  elseif t == 'list' then
+    for _, e in ipairs(redis.call('LRANGE', key, 0, -1)) do add(e) end
+  elseif t == 'set' then
+    local m = redis.call('SMEMBERS', key)
+    table.sort(m)
+    for _, e in ipairs(m) do add(e) end
+  elseif t == 'zset' then
+    for _, e in ipairs(redis.call('ZRANGE', key, 0, -1, 'WITHSCORES')) do add(e) end
+  elseif t == 'stream' then
+    for _, e in ipairs(redis.call('XRANGE', key, '-', '+')) do
+      add(e[1])
+      for _, f in ipairs(e[2]) do add(f) end
+    end
+  else
+    add(redis.call('DUMP', key))
+  end
+  return 'foreign', value, 'x8' .. string.sub(redis.sha1hex(table.concat(parts, '\n')), 1, 15), false
+end
+local function look(key)
+  local t = redis.call('TYPE', key)['ok']
+  if t == 'none' then return 'absent', false, false, false end
+  if t == 'hash' then
+    local cur = redis.call('HMGET', key, 'v', 'n', 'w')
+    if not cur[1] then
+      local n = cur[2]
+      if not isver(n) then n = false end
+      return 'absent', false, n, cur[3]
+    end
+    if isver(cur[2]) then return 'record', cur[1], cur[2], cur[3] end
+  end
+  return foreign(key, t)
+end
+`
+
+// getScript: KEYS[1] the key. It returns {0} when the key is absent (or a
+// tombstone), else {1, value, version}.
+var getScript = goredis.NewScript(lookLua + `
+local kind, v, n = look(KEYS[1])
+if kind == 'absent' then return {0} end
+return {1, v, n}
+`)
+
+// casScript: KEYS[1] the key; ARGV old version in decimal ("0": only if
+// absent), value, TTL in ms, write id, old version as a foreign one
+// ("x" and hex; "" when it is none). It returns {1, version} when the write
+// is applied (or was applied by this write's earlier run), {0, value,
+// version} on a conflict, {0} when the key is absent and old was not "0".
+// The write replaces whatever the key holds (DEL first: a foreign type, or
+// fields of someone else's) and its TTL.
+var casScript = goredis.NewScript(lookLua + `
+local kind, cv, cn, cw = look(KEYS[1])
+if kind == 'record' and cw == ARGV[4] then
+  return {1, cn}
+end
+if kind == 'absent' then
+  if ARGV[1] ~= '0' then return {0} end
+elseif kind == 'record' then
+  if cn ~= ARGV[1] then return {0, cv, cn} end
+elseif cn ~= ARGV[5] then
+  return {0, cv, cn}
 end
 local t = redis.call('TIME')
 local ver = tonumber(t[1]) * 1000000 + tonumber(t[2])
-if cur[2] then
-  local nx = tonumber(cur[2]) + 1
+if cn and kind ~= 'foreign' then
+  local nx = tonumber(cn) + 1
   if nx > ver then ver = nx end
 end
 local vs = string.format('%.0f', ver)
+redis.call('DEL', KEYS[1])
 redis.call('HSET', KEYS[1], 'v', ARGV[2], 'n', vs, 'w', ARGV[4])
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
 return {1, vs}
 `)
 
-// cadScript: KEYS[1] the key; ARGV old version, write id. It returns {1}
-// when the delete is applied (or was by this delete's earlier run), {2}
-// when the key is absent, {0, value, version} on a conflict. The delete
-// leaves a tombstone that keeps the version and the remaining TTL.
-var cadScript = goredis.NewScript(`
-local cur = redis.call('HMGET', KEYS[1], 'v', 'n', 'w')
-if not cur[1] then
-  if cur[3] == ARGV[2] then return {1} end
+// cadScript: KEYS[1] the key; ARGV old version in decimal, write id, old
+// version as a foreign one ("x" and hex, or ""), the TTL in ms of a
+// tombstone at a key that had none. It returns {1} when the delete is
+// applied (or was by this delete's earlier run), {2} when the key is
+// absent, {0, value, version} on a conflict. The delete leaves a tombstone
+// that keeps the version and the remaining TTL (a foreign key's tombstone
+// has no version); a key without TTL gets ARGV[4].
+var cadScript = goredis.NewScript(lookLua + `
+local kind, cv, cn, cw = look(KEYS[1])
+if kind == 'absent' then
+  if cw == ARGV[2] then return {1} end
   return {2}
 end
-if cur[2] ~= ARGV[1] then return {0, cur[1], cur[2]} end
-redis.call('HDEL', KEYS[1], 'v')
-redis.call('HSET', KEYS[1], 'w', ARGV[2])
+local ttl = redis.call('PTTL', KEYS[1])
+if ttl < 0 then ttl = ARGV[4] end
+if kind == 'record' then
+  if cn ~= ARGV[1] then return {0, cv, cn} end
+  redis.call('HDEL', KEYS[1], 'v')
+  redis.call('HSET', KEYS[1], 'w', ARGV[2])
+else
+  if cn ~= ARGV[3] then return {0, cv, cn} end
+  redis.call('DEL', KEYS[1])
+  redis.call('HSET', KEYS[1], 'w', ARGV[2])
+end
+redis.call('PEXPIRE', KEYS[1], ttl)
 return {1}
 `)
+
+// TombstoneTTL is the TTL of the tombstone CompareAndDelete leaves at a key
+// that had none (written by something else): long enough for a resent
+// delete to recognise it.
+const TombstoneTTL = time.Minute
 
 // CompareAndSwap implements driver.Store with one script run: it writes
 // value with a TTL of ttl in milliseconds, rounded up, if key's version is
@@ -286,7 +427,7 @@ func (s *Store) CompareAndSwap(ctx context.Context, key string, old driver.Versi
 		return 0, opError(op, key, fmt.Errorf("ttl %v is not positive", ttl))
 	}
 	res, err := casScript.Run(ctx, s.c, []string{key},
-		strconv.FormatUint(uint64(old), 10), value, ceilMillis(ttl), writeID()).Slice()
+		strconv.FormatUint(uint64(old), 10), value, ceilMillis(ttl), writeID(), foreignArg(old)).Slice()
 	if err != nil {
 		return 0, opError(op, key, err)
 	}
@@ -309,7 +450,8 @@ func (s *Store) CompareAndDelete(ctx context.Context, key string, old driver.Ver
 	if s.closed.Load() {
 		return opError(op, key, ErrClosed)
 	}
-	res, err := cadScript.Run(ctx, s.c, []string{key}, strconv.FormatUint(uint64(old), 10), writeID()).Slice()
+	res, err := cadScript.Run(ctx, s.c, []string{key}, strconv.FormatUint(uint64(old), 10), writeID(),
+		foreignArg(old), ceilMillis(TombstoneTTL)).Slice()
 	if err != nil {
 		return opError(op, key, err)
 	}
@@ -339,17 +481,48 @@ func conflict(op, key string, res []any) error {
 	return ce
 }
 
-// parseVersion reads a record's version field.
+// foreignBase is the least version of foreign data: every version of
+// a key no record is at has this bit set, which no record's reaches.
+const foreignBase = 1 << 63
+
+// maxRecordVersion bounds a record's version: the scripts' doubles count
+// exactly below it.
+const maxRecordVersion = 1 << 53
+
+// recordVersion reads a record's version field: the canonical decimal of
+// an integer in [1, 2^53), as the scripts' isver accepts.
+func recordVersion(n string) (driver.Version, bool) {
+	if len(n) == 0 || len(n) > 16 || n[0] == '0' {
+		return 0, false
+	}
+	v, err := strconv.ParseUint(n, 10, 64)
+	if err != nil || v >= maxRecordVersion {
+		return 0, false
+	}
+	return driver.Version(v), true
+}
+
+// parseVersion reads a version a script returns: a record's, or a foreign
+// key's ("x" and hex).
 func parseVersion(v any) (driver.Version, error) {
-	str, ok := v.(string)
-	if !ok {
-		return 0, fmt.Errorf("record has no version field %q (not written by this adapter?)", FieldVersion)
+	str, _ := v.(string)
+	if hex, ok := strings.CutPrefix(str, "x"); ok {
+		if n, err := strconv.ParseUint(hex, 16, 64); err == nil && n >= foreignBase {
+			return driver.Version(n), nil
+		}
+	} else if ver, ok := recordVersion(str); ok {
+		return ver, nil
 	}
-	n, err := strconv.ParseUint(str, 10, 64)
-	if err != nil || n == 0 {
-		return 0, fmt.Errorf("record's version field %q is %q, not a positive integer (not written by this adapter?)", FieldVersion, str)
+	return 0, fmt.Errorf("unexpected version %q in a script's answer", str)
+}
+
+// foreignArg is a version as the scripts name foreign data's: "x" and
+// hex, or "" for a version no foreign data has.
+func foreignArg(v driver.Version) string {
+	if v < foreignBase {
+		return ""
 	}
-	return driver.Version(n), nil
+	return "x" + strconv.FormatUint(uint64(v), 16)
 }
 
 // ceilMillis rounds d up to whole milliseconds, at least 1.
@@ -373,4 +546,35 @@ func writeID() string {
 // opError is the shape of every error but ErrNotFound and conflicts.
 func opError(op, key string, err error) error {
 	return &driver.OpError{Backend: backend, Op: op, Key: key, Err: err}
+}
+
+// expiryScript: KEYS[1] the key. It returns the key's PTTL (-1: no TTL), or
+// -2 when Get reads it as absent (no key, or a tombstone).
+var expiryScript = goredis.NewScript(lookLua + `
+if look(KEYS[1]) == 'absent' then return -2 end
+return redis.call('PTTL', KEYS[1])
+`)
+
+// Expiry implements driver.ExpiryReader with the key's PTTL: the time in
+// milliseconds until Redis deletes it, driver.NoExpiry for a key without a
+// TTL (which only something other than this adapter writes), and
+// driver.ErrNotFound when Get reads the key as absent (no key, or a
+// tombstone).
+func (s *Store) Expiry(ctx context.Context, key string) (time.Duration, error) {
+	const op = "expiry"
+	if s.closed.Load() {
+		return 0, opError(op, key, ErrClosed)
+	}
+	ms, err := expiryScript.Run(ctx, s.c, []string{key}).Int64()
+	switch {
+	case err != nil:
+		return 0, opError(op, key, err)
+	case ms == -2:
+		return 0, driver.ErrNotFound
+	case ms == -1:
+		return driver.NoExpiry, nil
+	case ms < 0:
+		return 0, opError(op, key, fmt.Errorf("unexpected PTTL %d", ms))
+	}
+	return time.Duration(ms) * time.Millisecond, nil
 }
