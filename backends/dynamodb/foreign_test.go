@@ -311,3 +311,54 @@ func TestBreakerOverForeignItem(t *testing.T) {
 		})
 	}
 }
+
+// TestExpiry: driver.ExpiryReader through kvbreaker.Prefixed, on the store's
+// clock: a written key expires at its TTL, rounded up to the second; a
+// foreign item at its numeric expiresAt, else at a numeric purgeAt, else
+// never (driver.NoExpiry); an absent or deleted key is ErrNotFound.
+func TestExpiry(t *testing.T) {
+	ctx := t.Context()
+	clk := newFakeClock(time.Date(2026, 12, 1, 9, 0, 0, 250_000_000, time.UTC))
+	prefix := uniquePrefix(t)
+	s := newPrefixed(t, client, prefix, dynamodb.WithClock(clk.Now))
+	er := s.(driver.ExpiryReader)
+	if _, err := er.Expiry(ctx, "absent.example"); !errors.Is(err, driver.ErrNotFound) {
+		t.Fatalf("Expiry of an absent key = %v, want ErrNotFound", err)
+	}
+	ver, err := s.CompareAndSwap(ctx, "written.example", driver.NoVersion, []byte("r"), 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, err := er.Expiry(ctx, "written.example"); err != nil || d != 10750*time.Millisecond {
+		t.Fatalf("Expiry after a write with TTL 10s = %v, %v; want 10.75s (ceil to the second)", d, err)
+	}
+	if err := s.CompareAndDelete(ctx, "written.example", ver); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := er.Expiry(ctx, "written.example"); !errors.Is(err, driver.ErrNotFound) {
+		t.Fatalf("Expiry of a deleted key = %v, want ErrNotFound", err)
+	}
+	now := clk.Now().Unix()
+	for _, tc := range []struct {
+		name string
+		item map[string]types.AttributeValue
+		want time.Duration
+	}{
+		{"no-expiry", map[string]types.AttributeValue{dynamodb.AttrVersion: &types.AttributeValueMemberS{Value: "x"}}, driver.NoExpiry},
+		{"purge-only", map[string]types.AttributeValue{dynamodb.AttrPurgeAt: &types.AttributeValueMemberN{Value: strconv.FormatInt(now+100, 10)}}, 99750 * time.Millisecond},
+		{"purge-passed", map[string]types.AttributeValue{dynamodb.AttrPurgeAt: &types.AttributeValueMemberN{Value: strconv.FormatInt(now-100, 10)}}, 0},
+		{"expiresAt-a-string", map[string]types.AttributeValue{dynamodb.AttrExpiresAt: &types.AttributeValueMemberS{Value: "soon"}}, driver.NoExpiry},
+		{"expiresAt-foreign", map[string]types.AttributeValue{dynamodb.AttrExpiresAt: &types.AttributeValueMemberN{Value: strconv.FormatInt(now+20, 10)}}, 19750 * time.Millisecond},
+	} {
+		item := map[string]types.AttributeValue{dynamodb.AttrKey: &types.AttributeValueMemberS{Value: prefix + tc.name}}
+		for k, v := range tc.item {
+			item[k] = v
+		}
+		if _, err := client.PutItem(ctx, &dyn.PutItemInput{TableName: aws.String(table), Item: item}); err != nil {
+			t.Fatal(err)
+		}
+		if d, err := er.Expiry(ctx, tc.name); err != nil || d != tc.want {
+			t.Errorf("%s: Expiry = %v, %v; want %v", tc.name, d, err, tc.want)
+		}
+	}
+}
