@@ -413,26 +413,36 @@ func (s *Store) Traits() driver.Traits {
 // same key. An entry whose logical expiry has passed by the store's clock is
 // ErrNotFound.
 func (s *Store) Get(ctx context.Context, key string) ([]byte, driver.Version, error) {
+	e, err := s.lookup(ctx, opGet, key)
+	if err != nil {
+		return nil, 0, err
+	}
+	return s.answer(e)
+}
+
+// lookup returns what Get answers from: the cache's entry for key, or one
+// shared GET's.
+func (s *Store) lookup(ctx context.Context, op, key string) (entry, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, 0, opError(opGet, key, err)
+		return entry{}, opError(op, key, err)
 	}
 	if s.isClosed() {
-		return nil, 0, opError(opGet, key, ErrClosed)
+		return entry{}, opError(op, key, ErrClosed)
 	}
 	full, err := s.fullKey(key)
 	if err != nil {
-		return nil, 0, opError(opGet, key, err)
+		return entry{}, opError(op, key, err)
 	}
 	if e, ok := s.cache.get(full, time.Now(), s.freshness); ok {
-		return s.answer(e)
+		return e, nil
 	}
 	if until, limited := s.backingOff(); limited {
 		// KV is up to Propagation stale anyway: an older cached answer is
 		// still within the declared ReadStaleness.
 		if e, ok := s.cache.get(full, time.Now(), Propagation+s.freshness); ok {
-			return s.answer(e)
+			return e, nil
 		}
-		return nil, 0, opError(opGet, key, &RateLimitError{Until: until})
+		return entry{}, opError(op, key, &RateLimitError{Until: until})
 	}
 	ch := s.reads.DoChan(full, func() (any, error) {
 		// Counted under s.mu with the closed check, so Close's Wait
@@ -456,15 +466,15 @@ func (s *Store) Get(ctx context.Context, key string) ([]byte, driver.Version, er
 			// As under a 429: an older cached answer is still within
 			// the declared ReadStaleness.
 			if e, ok := s.cache.get(full, time.Now(), Propagation+s.freshness); ok {
-				return s.answer(e)
+				return e, nil
 			}
 		}
 		if r.Err != nil {
-			return nil, 0, opError(opGet, key, r.Err)
+			return entry{}, opError(op, key, r.Err)
 		}
-		return s.answer(r.Val.(entry))
+		return r.Val.(entry), nil
 	case <-ctx.Done():
-		return nil, 0, opError(opGet, key, s.noAnswer(ctx.Err()))
+		return entry{}, opError(op, key, s.noAnswer(ctx.Err()))
 	}
 }
 
@@ -633,6 +643,7 @@ const (
 	opDelete = "compare-and-delete"
 	opList   = "list"
 	opFlush  = "flush"
+	opExpiry = "expiry"
 )
 
 // opError returns err as a *driver.OpError, "cloudflarekv: <op> <key>:

@@ -161,3 +161,71 @@ func (s *Store) live(ctx context.Context, full string) (bool, error) {
 	}
 	return true, nil
 }
+
+var _ driver.ExpiryReader = (*Store)(nil)
+
+// Expiry implements driver.ExpiryReader: the time from the store's clock
+// until Get stops returning key. That is the earlier of the logical expiry
+// in its value's envelope (from the read Get makes, or the cache) and the
+// key's expiration as the list-keys API gives it (one list request,
+// counted against WithRequestBudget), when KV deletes it;
+// driver.NoExpiry for a value this package did not write that was put
+// without an expiration, which only a write replaces. An absent or expired
+// key is driver.ErrNotFound. A write still queued by this store, which KV
+// does not list yet, counts by its logical expiry.
+func (s *Store) Expiry(ctx context.Context, key string) (time.Duration, error) {
+	e, err := s.lookup(ctx, opExpiry, key)
+	if err != nil {
+		return 0, err
+	}
+	now := s.clock()
+	if !e.present || !now.Before(e.exp) {
+		return 0, driver.ErrNotFound
+	}
+	at := e.exp
+	phys, err := s.expiration(ctx, key)
+	if err != nil {
+		return 0, opError(opExpiry, key, err)
+	}
+	if !phys.IsZero() && phys.Before(at) {
+		at = phys
+	}
+	if at.Equal(noLogicalExpiry) {
+		return driver.NoExpiry, nil
+	}
+	return max(at.Sub(now), 0), nil
+}
+
+// expiration returns the key full's expiration as the list-keys API gives
+// it: zero when it has none or is not listed.
+func (s *Store) expiration(ctx context.Context, full string) (time.Time, error) {
+	if until, limited := s.backingOff(); limited {
+		return time.Time{}, &RateLimitError{Until: until}
+	}
+	if ok, next := s.spend(); !ok {
+		return time.Time{}, &BudgetError{Next: next}
+	}
+	var params kv.NamespaceKeyListParams
+	params.AccountID.Value, params.AccountID.Present = s.account, true
+	params.Limit.Value, params.Limit.Present = minListRequest, true
+	params.Prefix.Value, params.Prefix.Present = full, true
+	page, err := s.keyList.List(ctx, s.namespace, params, s.requestOptions()...)
+	if err = apiError(err); err != nil {
+		if rl, ok := errors.AsType[*RateLimitError](err); ok {
+			s.mu.Lock()
+			s.backOffLocked(rl.Until)
+			s.mu.Unlock()
+		}
+		if ctxErr := ctx.Err(); ctxErr != nil && errors.Is(err, ctxErr) {
+			err = s.noAnswer(ctxErr)
+		}
+		return time.Time{}, err
+	}
+	// Keys come in lexicographic order: full, if listed, is first.
+	for _, k := range page.Result {
+		if k.Name == full && k.Expiration > 0 {
+			return time.Unix(int64(k.Expiration), 0), nil
+		}
+	}
+	return time.Time{}, nil
+}
