@@ -79,7 +79,14 @@
 // # Lifecycle and listing
 //
 // Store implements driver.Flusher (kvbreaker.Breaker.Close(ctx) calls
-// Flush) and driver.Lister (the list-keys API, for `kvbreaker list`).
+// Flush), driver.Lister (the list-keys API, for `kvbreaker list`; it lists
+// what Get returns, see List) and driver.ExpiryReader (Expiry).
+//
+// A value this package did not write (garbage, empty, another format, an
+// envelope it cannot parse, any metadata, with or without an expiration)
+// reads as that value with version 1 and no logical expiry, so a Breaker
+// takes it for an undecodable record and replaces it on its next write,
+// which sets an expiration.
 // Close cancels the requests the Store sends on its own (a read shared by
 // several callers, a queued write) and waits for them: Breaker.Close calls
 // Flush, then Close.
