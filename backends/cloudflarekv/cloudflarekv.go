@@ -79,7 +79,14 @@
 // # Lifecycle and listing
 //
 // Store implements driver.Flusher (kvbreaker.Breaker.Close(ctx) calls
-// Flush) and driver.Lister (the list-keys API, for `kvbreaker list`).
+// Flush), driver.Lister (the list-keys API, for `kvbreaker list`; it lists
+// what Get returns, see List) and driver.ExpiryReader (Expiry).
+//
+// A value this package did not write (garbage, empty, another format, an
+// envelope it cannot parse, any metadata, with or without an expiration)
+// reads as that value with version 1 and no logical expiry, so a Breaker
+// takes it for an undecodable record and replaces it on its next write,
+// which sets an expiration.
 // Close cancels the requests the Store sends on its own (a read shared by
 // several callers, a queued write) and waits for them: Breaker.Close calls
 // Flush, then Close.
@@ -413,26 +420,36 @@ func (s *Store) Traits() driver.Traits {
 // same key. An entry whose logical expiry has passed by the store's clock is
 // ErrNotFound.
 func (s *Store) Get(ctx context.Context, key string) ([]byte, driver.Version, error) {
+	e, err := s.lookup(ctx, opGet, key)
+	if err != nil {
+		return nil, 0, err
+	}
+	return s.answer(e)
+}
+
+// lookup returns what Get answers from: the cache's entry for key, or one
+// shared GET's.
+func (s *Store) lookup(ctx context.Context, op, key string) (entry, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, 0, opError(opGet, key, err)
+		return entry{}, opError(op, key, err)
 	}
 	if s.isClosed() {
-		return nil, 0, opError(opGet, key, ErrClosed)
+		return entry{}, opError(op, key, ErrClosed)
 	}
 	full, err := s.fullKey(key)
 	if err != nil {
-		return nil, 0, opError(opGet, key, err)
+		return entry{}, opError(op, key, err)
 	}
 	if e, ok := s.cache.get(full, time.Now(), s.freshness); ok {
-		return s.answer(e)
+		return e, nil
 	}
 	if until, limited := s.backingOff(); limited {
 		// KV is up to Propagation stale anyway: an older cached answer is
 		// still within the declared ReadStaleness.
 		if e, ok := s.cache.get(full, time.Now(), Propagation+s.freshness); ok {
-			return s.answer(e)
+			return e, nil
 		}
-		return nil, 0, opError(opGet, key, &RateLimitError{Until: until})
+		return entry{}, opError(op, key, &RateLimitError{Until: until})
 	}
 	ch := s.reads.DoChan(full, func() (any, error) {
 		// Counted under s.mu with the closed check, so Close's Wait
@@ -456,15 +473,15 @@ func (s *Store) Get(ctx context.Context, key string) ([]byte, driver.Version, er
 			// As under a 429: an older cached answer is still within
 			// the declared ReadStaleness.
 			if e, ok := s.cache.get(full, time.Now(), Propagation+s.freshness); ok {
-				return s.answer(e)
+				return e, nil
 			}
 		}
 		if r.Err != nil {
-			return nil, 0, opError(opGet, key, r.Err)
+			return entry{}, opError(op, key, r.Err)
 		}
-		return s.answer(r.Val.(entry))
+		return r.Val.(entry), nil
 	case <-ctx.Done():
-		return nil, 0, opError(opGet, key, s.noAnswer(ctx.Err()))
+		return entry{}, opError(op, key, s.noAnswer(ctx.Err()))
 	}
 }
 
@@ -633,6 +650,7 @@ const (
 	opDelete = "compare-and-delete"
 	opList   = "list"
 	opFlush  = "flush"
+	opExpiry = "expiry"
 )
 
 // opError returns err as a *driver.OpError, "cloudflarekv: <op> <key>:

@@ -1,8 +1,15 @@
 package cloudflarekv
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
+	"maps"
+	"mime/multipart"
+	"net/http"
+	"net/url"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -133,4 +140,80 @@ func TestDefaultTraitsMatchSkewProfile(t *testing.T) {
 	if got, want := DefaultTraits(), skew.WorkersKV.Traits; got != want {
 		t.Errorf("DefaultTraits() = %+v, but skew.WorkersKV declares %+v: update the profile", got, want)
 	}
+}
+
+// foreignPuts are raw REST PUTs of values no Breaker wrote, none with an
+// expiration: the value, and the metadata ("" for none).
+var foreignPuts = map[string]func(now time.Time) (value, metadata string){
+	"garbage, no expiration": func(time.Time) (string, string) { return "\xff\xfe not a record", "" },
+	"empty":                  func(time.Time) (string, string) { return "", "" },
+	"unknown format":         func(time.Time) (string, string) { return "\x09\x01\x02", "" },
+	"bad envelope": func(time.Time) (string, string) {
+		return `{"exp":"soon","ver":"x","val":"%%%"}`, ""
+	},
+	"bad metadata": func(now time.Time) (string, string) {
+		return "\x01\x00\x00", `{"exp":"never","ver":-1}`
+	},
+	"live envelope, expired metadata": func(now time.Time) (string, string) {
+		exp := now.Add(time.Hour).UnixMilli()
+		return fmt.Sprintf(`{"exp":%d,"ver":77,"val":"AQAA"}`, exp),
+			fmt.Sprintf(`{"exp":%d,"ver":77}`, now.Add(-time.Hour).UnixMilli())
+	},
+	"live envelope, no expiration": func(now time.Time) (string, string) {
+		exp := now.Add(time.Hour).UnixMilli()
+		return fmt.Sprintf(`{"exp":%d,"ver":78,"val":"AQAA"}`, exp), fmt.Sprintf(`{"exp":%d,"ver":78}`, exp)
+	},
+}
+
+// ForeignShapes implements conformance.ForeignPlanter.
+func (h *kvHarness) ForeignShapes() []string { return slices.Sorted(maps.Keys(foreignPuts)) }
+
+// PlantForeign implements conformance.ForeignPlanter with a raw REST PUT
+// to Miniflare, without expiration.
+func (h *kvHarness) PlantForeign(ctx context.Context, s driver.Store, key, shape string) error {
+	h.mu.Lock()
+	prefix, ok := h.prefixes[s]
+	h.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("not a store of this harness: %T", s)
+	}
+	return plantForeign(ctx, prefix+key, shape)
+}
+
+// plantForeign PUTs shape at the namespace's key full, without expiration.
+func plantForeign(ctx context.Context, full, shape string) error {
+	mk, ok := foreignPuts[shape]
+	if !ok {
+		return fmt.Errorf("no foreign shape %q", shape)
+	}
+	value, meta := mk(srv.Now())
+	var body bytes.Buffer
+	w := multipart.NewWriter(&body)
+	if err := w.WriteField("value", value); err != nil {
+		return err
+	}
+	if meta != "" {
+		if err := w.WriteField("metadata", meta); err != nil {
+			return err
+		}
+	}
+	if err := w.Close(); err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPut, srv.BaseURL()+"accounts/"+srv.AccountID+"/storage/kv/namespaces/"+srv.NamespaceID+"/values/"+url.PathEscape(full), &body)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+srv.Token)
+	req.Header.Set("Content-Type", w.FormDataContentType())
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	b, _ := io.ReadAll(res.Body)
+	_ = res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		return fmt.Errorf("raw PUT %q: %s: %s", full, res.Status, b)
+	}
+	return nil
 }

@@ -43,8 +43,12 @@ func decodeEnvelope(b []byte) (value []byte, ver driver.Version, exp time.Time) 
 			return v, driver.Version(env.Ver), time.UnixMilli(env.Exp)
 		}
 	}
-	return b, 1, time.Unix(1<<40, 0)
+	return b, 1, noLogicalExpiry
 }
+
+// noLogicalExpiry is the logical expiry of a value this package did not
+// write: after every clock, so it lasts as long as KV keeps it.
+var noLogicalExpiry = time.Unix(1<<40, 0)
 
 // physicalTTL is the expiration_ttl, in whole seconds, for a logical ttl:
 // at least Workers KV's minimum, and padded so that KV, counting from its

@@ -28,8 +28,20 @@ var _ driver.Lister = (*Store)(nil)
 
 // List implements driver.Lister with one list-keys request per call: the
 // keys that begin with prefix, in Workers KV's (lexicographic) order,
-// without those whose logical expiry (in the key's metadata) has passed by
-// the store's clock; deleted keys are gone from KV. It lists what KV holds,
+// without those Get finds absent; deleted keys are gone from KV.
+//
+// Get judges a key by the logical expiry in its value's envelope, which is
+// what a Breaker decides by; the copy in the key's metadata, which the
+// listing carries, agrees with it for every write of this package (one PUT
+// writes both), but not for a value another process put with other
+// metadata. So the metadata decides only what it can: a key whose metadata
+// is not this package's, or says live, is listed without a read; a key
+// whose metadata says its logical expiry has passed is confirmed by a Get
+// (the read cache's, counted against WithRequestBudget: one GET per such
+// key, which KV keeps up to Traits().Expiry.Late after its logical expiry)
+// and listed if Get still returns it. A listed key may therefore read as
+// absent only when its metadata says live and its value says expired
+// (written so by another process), or when it expired since. It lists what KV holds,
 // which may be up to Propagation behind the latest writes, and not this
 // store's queued writes. A page holds up to limit keys (at most
 // MaxListLimit), and may hold fewer, or none, before the end.
@@ -95,7 +107,13 @@ func (s *Store) List(ctx context.Context, prefix, cursor string, limit int) ([]s
 		}
 		last = k.Name
 		if exp, ok := metadataExpiry(k.Metadata); ok && !now.Before(exp) {
-			continue
+			live, err := s.live(ctx, k.Name)
+			if err != nil {
+				return nil, "", opError(opList, prefix, err)
+			}
+			if !live {
+				continue
+			}
 		}
 		keys = append(keys, k.Name)
 	}
@@ -126,4 +144,88 @@ func metadataExpiry(m any) (exp time.Time, ok bool) {
 		return time.Time{}, false
 	}
 	return time.UnixMilli(md.Exp), true
+}
+
+// live reports whether Get returns a value for the key full, which the
+// listing's metadata says has expired.
+func (s *Store) live(ctx context.Context, full string) (bool, error) {
+	_, _, err := s.Get(ctx, full)
+	switch {
+	case errors.Is(err, driver.ErrNotFound):
+		return false, nil
+	case err != nil:
+		if oe, ok := err.(*driver.OpError); ok {
+			err = oe.Err // the listing's error, not the read's
+		}
+		return false, fmt.Errorf("reading %q, whose metadata says it expired: %w", full, err)
+	}
+	return true, nil
+}
+
+var _ driver.ExpiryReader = (*Store)(nil)
+
+// Expiry implements driver.ExpiryReader: the time from the store's clock
+// until Get stops returning key. That is the earlier of the logical expiry
+// in its value's envelope (from the read Get makes, or the cache) and the
+// key's expiration as the list-keys API gives it (one list request,
+// counted against WithRequestBudget), when KV deletes it;
+// driver.NoExpiry for a value this package did not write that was put
+// without an expiration, which only a write replaces. An absent or expired
+// key is driver.ErrNotFound. A write still queued by this store, which KV
+// does not list yet, counts by its logical expiry.
+func (s *Store) Expiry(ctx context.Context, key string) (time.Duration, error) {
+	e, err := s.lookup(ctx, opExpiry, key)
+	if err != nil {
+		return 0, err
+	}
+	now := s.clock()
+	if !e.present || !now.Before(e.exp) {
+		return 0, driver.ErrNotFound
+	}
+	at := e.exp
+	phys, err := s.expiration(ctx, key)
+	if err != nil {
+		return 0, opError(opExpiry, key, err)
+	}
+	if !phys.IsZero() && phys.Before(at) {
+		at = phys
+	}
+	if at.Equal(noLogicalExpiry) {
+		return driver.NoExpiry, nil
+	}
+	return max(at.Sub(now), 0), nil
+}
+
+// expiration returns the key full's expiration as the list-keys API gives
+// it: zero when it has none or is not listed.
+func (s *Store) expiration(ctx context.Context, full string) (time.Time, error) {
+	if until, limited := s.backingOff(); limited {
+		return time.Time{}, &RateLimitError{Until: until}
+	}
+	if ok, next := s.spend(); !ok {
+		return time.Time{}, &BudgetError{Next: next}
+	}
+	var params kv.NamespaceKeyListParams
+	params.AccountID.Value, params.AccountID.Present = s.account, true
+	params.Limit.Value, params.Limit.Present = minListRequest, true
+	params.Prefix.Value, params.Prefix.Present = full, true
+	page, err := s.keyList.List(ctx, s.namespace, params, s.requestOptions()...)
+	if err = apiError(err); err != nil {
+		if rl, ok := errors.AsType[*RateLimitError](err); ok {
+			s.mu.Lock()
+			s.backOffLocked(rl.Until)
+			s.mu.Unlock()
+		}
+		if ctxErr := ctx.Err(); ctxErr != nil && errors.Is(err, ctxErr) {
+			err = s.noAnswer(ctxErr)
+		}
+		return time.Time{}, err
+	}
+	// Keys come in lexicographic order: full, if listed, is first.
+	for _, k := range page.Result {
+		if k.Name == full && k.Expiration > 0 {
+			return time.Unix(int64(k.Expiration), 0), nil
+		}
+	}
+	return time.Time{}, nil
 }

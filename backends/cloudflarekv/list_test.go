@@ -131,3 +131,35 @@ func TestList(t *testing.T) {
 		}
 	})
 }
+
+// TestListAgreesWithGet: a key another process put with a live value
+// (envelope) but metadata that says it expired is live to Get, which a
+// Breaker decides by, and so List lists it; a key whose value and metadata
+// both say expired is left out. Fails before List confirmed expired
+// metadata with a Get (issue 24: List left the key out).
+func TestListAgreesWithGet(t *testing.T) {
+	ctx := t.Context()
+	s := newStore(t)
+	if err := plantForeign(ctx, s.prefix+"forged.example", "live envelope, expired metadata"); err != nil {
+		t.Fatal(err)
+	}
+	past, err := New(client(), srv.AccountID, srv.NamespaceID, WithClock(func() time.Time { return srv.Now().Add(-time.Hour) }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := past.CompareAndSwap(ctx, s.prefix+"expired.example", driver.NoVersion, []byte("r"), time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if err := past.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.Get(ctx, "forged.example"); err != nil {
+		t.Fatalf("Get of the live value = %v", err)
+	}
+	if _, _, err := s.Get(ctx, "expired.example"); !errors.Is(err, driver.ErrNotFound) {
+		t.Fatalf("Get of the expired record = %v, want ErrNotFound", err)
+	}
+	if got := listAll(t, s, "", 100); !slices.Equal(got, []string{"forged.example"}) {
+		t.Fatalf("List = %q, want [forged.example]: List and Get must agree", got)
+	}
+}

@@ -218,18 +218,44 @@ func TestAWSShapes(t *testing.T) {
 			wantOps: []string{"UpdateItem", "GetItem"},
 		},
 		{
-			name:   "put-conflict-malformed-old-item-still-conflicts",
+			// A foreign item (here: no ver, no expiresAt) is the key's
+			// current value: a conflict names it with the version Get
+			// gives it, so the caller's next write can replace it.
+			name:   "put-conflict-foreign-old-item-is-a-conflict-naming-it",
 			script: map[string][]awsReply{"UpdateItem": {conditionalFailed(`{"pk":{"S":"h.example"}}`)}},
 			call:   casCall(5),
 			check: func(t *testing.T, err error) {
-				if !errors.Is(err, driver.ErrConflict) || !strings.Contains(err.Error(), "malformed item") {
-					t.Fatalf("err = %v", err)
-				}
-				if _, isCE := errors.AsType[*driver.ConflictError](err); isCE {
-					t.Fatal("a malformed old item must not be passed on as the current value")
+				ce, isCE := errors.AsType[*driver.ConflictError](err)
+				if !isCE || ce.Version == driver.NoVersion || ce.Version == 5 || len(ce.Value) == 0 || ce.Value[0] != 0 {
+					t.Fatalf("err = %#v, want a *driver.ConflictError with the foreign item's version and an undecodable value", err)
 				}
 			},
 			wantOps: []string{"UpdateItem"},
+		},
+		{
+			// With the version Get gave the foreign item, the write fails
+			// its version condition, finds that very item in the old item
+			// DynamoDB returns, and writes again on a condition naming its
+			// raw attributes: no read in between.
+			name: "put-over-foreign-old-item-named-by-its-version-replaces-it",
+			script: map[string][]awsReply{
+				"GetItem":    {ok(`{"Item":{"pk":{"S":"h.example"},"ver":{"S":"x"},"rec":{"L":[{"N":"1"}]}}}`)},
+				"UpdateItem": {conditionalFailed(`{"pk":{"S":"h.example"},"ver":{"S":"x"},"rec":{"L":[{"N":"1"}]}}`), ok(`{}`)},
+			},
+			call: func(ctx context.Context, s driver.Store) error {
+				_, ver, err := s.Get(ctx, "h.example")
+				if err != nil {
+					return err
+				}
+				_, err = s.CompareAndSwap(ctx, "h.example", ver, []byte("v"), time.Minute)
+				return err
+			},
+			check: func(t *testing.T, err error) {
+				if err != nil {
+					t.Fatal(err)
+				}
+			},
+			wantOps: []string{"GetItem", "UpdateItem", "UpdateItem"},
 		},
 		{
 			name:   "delete-conflict-returns-old-item",

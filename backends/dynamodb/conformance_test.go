@@ -3,6 +3,8 @@ package dynamodb_test
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -156,4 +158,90 @@ func TestDefaultTraitsMatchSkewProfile(t *testing.T) {
 	if got, want := dynamodb.DefaultTraits(), skew.DynamoDB.Traits; got != want {
 		t.Errorf("dynamodb.DefaultTraits() = %+v, but skew.DynamoDB declares %+v: update the profile", got, want)
 	}
+}
+
+// foreignShapes are the items PlantForeign writes with a raw PutItem: what
+// other software, an older adapter or a hand edit leaves at a key. None has
+// a purge attribute, so DynamoDB's TTL would never delete it.
+var foreignShapes = map[string]func(now time.Time) map[string]types.AttributeValue{
+	"no ver": func(now time.Time) map[string]types.AttributeValue {
+		return map[string]types.AttributeValue{dynamodb.AttrExpiresAt: epoch(now.Add(time.Hour)), dynamodb.AttrRecord: &types.AttributeValueMemberB{Value: []byte{1, 0, 0}}}
+	},
+	"ver a string": func(now time.Time) map[string]types.AttributeValue {
+		return map[string]types.AttributeValue{dynamodb.AttrVersion: &types.AttributeValueMemberS{Value: "7"}, dynamodb.AttrExpiresAt: epoch(now.Add(time.Hour))}
+	},
+	"ver 0": func(now time.Time) map[string]types.AttributeValue {
+		return map[string]types.AttributeValue{dynamodb.AttrVersion: &types.AttributeValueMemberN{Value: "0"}, dynamodb.AttrExpiresAt: epoch(now.Add(time.Hour))}
+	},
+	"ver negative": func(now time.Time) map[string]types.AttributeValue {
+		return map[string]types.AttributeValue{dynamodb.AttrVersion: &types.AttributeValueMemberN{Value: "-5"}, dynamodb.AttrExpiresAt: epoch(now.Add(time.Hour))}
+	},
+	"ver a fraction": func(now time.Time) map[string]types.AttributeValue {
+		return map[string]types.AttributeValue{dynamodb.AttrVersion: &types.AttributeValueMemberN{Value: "1.5"}, dynamodb.AttrExpiresAt: epoch(now.Add(time.Hour))}
+	},
+	"rec a string": func(now time.Time) map[string]types.AttributeValue {
+		return map[string]types.AttributeValue{dynamodb.AttrVersion: &types.AttributeValueMemberN{Value: "42"}, dynamodb.AttrExpiresAt: epoch(now.Add(time.Hour)), dynamodb.AttrRecord: &types.AttributeValueMemberS{Value: "garbage"}}
+	},
+	"rec a list": func(now time.Time) map[string]types.AttributeValue {
+		return map[string]types.AttributeValue{dynamodb.AttrVersion: &types.AttributeValueMemberN{Value: "43"}, dynamodb.AttrExpiresAt: epoch(now.Add(time.Hour)), dynamodb.AttrRecord: &types.AttributeValueMemberL{Value: []types.AttributeValue{&types.AttributeValueMemberN{Value: "1"}, &types.AttributeValueMemberBOOL{Value: true}}}}
+	},
+	"rec a nested map": func(now time.Time) map[string]types.AttributeValue {
+		return map[string]types.AttributeValue{dynamodb.AttrVersion: &types.AttributeValueMemberN{Value: "47"}, dynamodb.AttrExpiresAt: epoch(now.Add(time.Hour)), dynamodb.AttrRecord: &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{
+			"a":        &types.AttributeValueMemberL{Value: []types.AttributeValue{&types.AttributeValueMemberN{Value: "1"}, &types.AttributeValueMemberSS{Value: []string{"x", "y"}}}},
+			"b c":      &types.AttributeValueMemberNULL{Value: true},
+			"d.e":      &types.AttributeValueMemberBOOL{Value: false},
+			"bytes":    &types.AttributeValueMemberBS{Value: [][]byte{{1}, {2, 3}}},
+			"numbers":  &types.AttributeValueMemberNS{Value: []string{"1", "2.5"}},
+			"no-ascii": &types.AttributeValueMemberS{Value: "é"},
+		}}}
+	},
+	"ver a bool": func(now time.Time) map[string]types.AttributeValue {
+		return map[string]types.AttributeValue{dynamodb.AttrVersion: &types.AttributeValueMemberBOOL{Value: true}, dynamodb.AttrExpiresAt: epoch(now.Add(time.Hour))}
+	},
+	"expiresAt a string": func(now time.Time) map[string]types.AttributeValue {
+		return map[string]types.AttributeValue{dynamodb.AttrVersion: &types.AttributeValueMemberN{Value: "44"}, dynamodb.AttrExpiresAt: &types.AttributeValueMemberS{Value: "tomorrow"}}
+	},
+	"expiresAt a fraction": func(now time.Time) map[string]types.AttributeValue {
+		return map[string]types.AttributeValue{dynamodb.AttrVersion: &types.AttributeValueMemberN{Value: "45"}, dynamodb.AttrExpiresAt: &types.AttributeValueMemberN{Value: strconv.FormatInt(now.Add(time.Hour).Unix(), 10) + ".5"}}
+	},
+	"no expiresAt": func(time.Time) map[string]types.AttributeValue {
+		return map[string]types.AttributeValue{dynamodb.AttrVersion: &types.AttributeValueMemberN{Value: "46"}, dynamodb.AttrRecord: &types.AttributeValueMemberB{Value: []byte{1, 0, 0}}}
+	},
+	"pk only": func(time.Time) map[string]types.AttributeValue {
+		return map[string]types.AttributeValue{}
+	},
+	"other attributes only": func(time.Time) map[string]types.AttributeValue {
+		return map[string]types.AttributeValue{"owner": &types.AttributeValueMemberS{Value: "someone else"}, "n": &types.AttributeValueMemberNULL{Value: true}}
+	},
+}
+
+func epoch(t time.Time) *types.AttributeValueMemberN {
+	return &types.AttributeValueMemberN{Value: strconv.FormatInt(t.Unix(), 10)}
+}
+
+// ForeignShapes implements conformance.ForeignPlanter.
+func (h *harness) ForeignShapes() []string { return slices.Sorted(maps.Keys(foreignShapes)) }
+
+// PlantForeign implements conformance.ForeignPlanter with a raw PutItem
+// (no purge attribute) at the key under s's prefix.
+func (h *harness) PlantForeign(ctx context.Context, s driver.Store, key, shape string) error {
+	h.mu.Lock()
+	prefix, ok := h.prefixes[s]
+	h.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("not a store of this harness: %T", s)
+	}
+	return plantForeign(ctx, prefix+key, shape, h.now())
+}
+
+// plantForeign stores shape at the table's key full with a raw PutItem.
+func plantForeign(ctx context.Context, full, shape string, now time.Time) error {
+	mk, ok := foreignShapes[shape]
+	if !ok {
+		return fmt.Errorf("no foreign shape %q", shape)
+	}
+	av := mk(now)
+	av[dynamodb.AttrKey] = &types.AttributeValueMemberS{Value: full}
+	_, err := client.PutItem(ctx, &dyn.PutItemInput{TableName: aws.String(table), Item: av})
+	return err
 }

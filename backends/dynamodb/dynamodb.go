@@ -46,6 +46,38 @@
 // then the key was deleted), no single instant explains both answers, so the
 // error matches driver.ErrConflict without claiming a current value.
 //
+// # Foreign items
+//
+// A key under the Breaker's table (and prefix) is the Breaker's, so an item
+// there that this adapter did not write in the shape above (ver missing,
+// not a number, 0, negative or fractional; expiresAt missing or not a
+// number; rec not binary; whatever other software, an older version or a
+// hand edit left) must not disable the breaker. Get returns it as a value
+// no record decodes (a 0 byte, then "dynamodb: malformed item: …" saying
+// what is wrong), so a Breaker overwrites it, with a version that names
+// exactly that item: the first 8 bytes of a SHA-256 of its raw ver,
+// expiresAt and rec attributes (type and value, each or its absence), the
+// same for every worker. A foreign item is live until its expiresAt if
+// that is a number, and forever otherwise.
+//
+// CompareAndSwap and CompareAndDelete with that version first send their
+// usual write, whose condition fails; the old item (ALL_OLD, or the re-read
+// where the server sends none) shows the foreign item the version names,
+// and the write is sent once more, conditioned on exactly what is there:
+// the key exists, each of the three attributes is absent
+// (attribute_not_exists) or equal to what was read (= on a scalar; on a
+// list, map or set its attribute_type, size and each element by path, or
+// each member by contains, since dynalite's "=" never holds for lists and
+// maps; beyond 48 elements in all, containers are matched by type and size
+// only), and a numeric expiresAt is still after now. A changed item fails
+// that condition and is a conflict naming what is there now. The write
+// sets ver, expiresAt and purgeAt and sets or removes rec, as every write
+// does, so the item gets the write's TTL and DynamoDB's TTL deletes it in
+// time even if it had no purgeAt. The lost-answer recognition below covers
+// this write as any other (its version is in ver after it). Cost: two more
+// requests (a read where the server returns no old item), once per
+// foreign item.
+//
 // # Ambiguous outcomes
 //
 // The SDK retries a write whose first attempt was applied but answered with
@@ -86,7 +118,9 @@
 //
 // Store implements driver.Lister (for `kvbreaker list`) with a paginated
 // Scan: the table's only key is the partition key, which Query cannot match
-// by prefix. It reads DynamoDB's clock (driver.ClockSampler) from the HTTP
+// by prefix. It implements driver.ExpiryReader (for `kvbreaker inspect`
+// and `list`): the time until expiresAt, or driver.NoExpiry for a foreign
+// item with no numeric expiresAt or purgeAt, which only a write replaces. It reads DynamoDB's clock (driver.ClockSampler) from the HTTP
 // Date header of a GetItem, to the second: see SampleClock.
 package dynamodb
 
@@ -126,6 +160,7 @@ const (
 	opSwap   = "compare-and-swap"
 	opDelete = "compare-and-delete"
 	opList   = "list"
+	opExpiry = "expiry"
 )
 
 // historyDepth is how many replaced versions an item keeps. A write whose
@@ -287,6 +322,12 @@ type item struct {
 	version   driver.Version
 	expiresAt int64 // epoch seconds
 	history   [historyDepth]driver.Version
+	// own is a foreign item's ver attribute, when it is a number that
+	// could be a version of ours (a write of ours someone changed since).
+	own driver.Version
+	// foreign is set for an item not in this adapter's shape; version is
+	// then a digest of its raw attributes (see foreignItem).
+	foreign *foreign
 }
 
 // wrote reports whether the item is, or replaced, the write of version v.
@@ -294,7 +335,7 @@ func (it item) wrote(v driver.Version) bool {
 	if v == driver.NoVersion {
 		return false
 	}
-	if it.version == v {
+	if it.version == v || it.own == v {
 		return true
 	}
 	for _, h := range it.history {
@@ -319,8 +360,9 @@ func keyAttr(key string) map[string]types.AttributeValue {
 
 // Get implements driver.Store with a consistent GetItem. An absent item, or
 // one whose expiresAt has passed by the store's clock, returns
-// driver.ErrNotFound; an item missing its version or expiry attributes is an
-// error ("malformed item"), not absent, so foreign data is never overwritten.
+// driver.ErrNotFound; an item not in the adapter's shape is an undecodable
+// value with a version naming it (see "Foreign items" in the package doc),
+// which the next write replaces.
 func (s *Store) Get(ctx context.Context, key string) ([]byte, driver.Version, error) {
 	it, found, err := s.read(ctx, key)
 	if err != nil {
@@ -331,6 +373,35 @@ func (s *Store) Get(ctx context.Context, key string) ([]byte, driver.Version, er
 	}
 	return it.value, it.version, nil
 }
+
+// Expiry implements driver.ExpiryReader with a consistent GetItem: the time
+// from the store's clock until Get stops returning key, which is its
+// expiresAt (or, for a foreign item without a numeric expiresAt, DynamoDB's
+// TTL deletion at a numeric purgeAt: 0 once that has passed, as TTL
+// deletes days late); driver.NoExpiry for an item with neither, which
+// only a write replaces. An absent, expired or deleted key is
+// driver.ErrNotFound.
+func (s *Store) Expiry(ctx context.Context, key string) (time.Duration, error) {
+	out, err := s.client.GetItem(ctx, &dyn.GetItemInput{
+		TableName:      aws.String(s.table),
+		Key:            keyAttr(key),
+		ConsistentRead: aws.Bool(true),
+	}, s.failFast)
+	if err != nil {
+		return 0, s.wrap(opExpiry, key, err)
+	}
+	if len(out.Item) == 0 {
+		return 0, driver.ErrNotFound
+	}
+	now := s.clock()
+	it := decodeItem(out.Item)
+	if it.expired(now) {
+		return 0, driver.ErrNotFound
+	}
+	return expiryOf(it, out.Item, now), nil
+}
+
+var _ driver.ExpiryReader = (*Store)(nil)
 
 // read returns key's live item; found is false when it is absent, expired
 // or a tombstone.
@@ -355,10 +426,7 @@ func (s *Store) readItem(ctx context.Context, key string) (it item, present bool
 	if len(out.Item) == 0 {
 		return item{}, false, nil
 	}
-	if it, err = decodeItem(out.Item); err != nil {
-		return item{}, false, err
-	}
-	return it, true, nil
+	return decodeItem(out.Item), true, nil
 }
 
 // CompareAndSwap implements driver.Store with one conditional UpdateItem and
@@ -376,18 +444,54 @@ func (s *Store) CompareAndSwap(ctx context.Context, key string, old driver.Versi
 	now := s.clock()
 	exp := ceilUnix(now.Add(ttl))
 	ver := newVersion(old)
-	in := s.update(key, old, ver, now, exp, exp+s.purge, value)
+	write := func(f *foreign) error {
+		return s.write(ctx, opSwap, key, old, ver, now, s.update(key, old, ver, now, exp, exp+s.purge, value, f))
+	}
+	if err := s.replacing(write); err != nil {
+		return driver.NoVersion, err
+	}
+	return ver, nil
+}
+
+// replacing runs write, which makes one conditional write and turns its
+// failure into the contract's error (see write). When the failure shows a
+// foreign item that the caller's version names (the version Get returned
+// for it), write runs once more with a condition on that item's raw
+// attributes, so that it replaces exactly that item.
+func (s *Store) replacing(write func(*foreign) error) error {
+	err := write(nil)
+	if f, ok := err.(*foreignMatch); ok {
+		err = write(f.f)
+		if _, again := err.(*foreignMatch); again {
+			// The condition on the raw attributes failed, and the item
+			// read after it has them again: it changed and changed back.
+			err = fmt.Errorf("%w (the foreign item changed while it was replaced)", driver.ErrConflict)
+		}
+	}
+	return err
+}
+
+// foreignMatch is write's answer when the key holds the foreign item the
+// caller's version names: replacing writes again with f's condition. It
+// never leaves the package.
+type foreignMatch struct{ f *foreign }
+
+func (*foreignMatch) Error() string {
+	return "dynamodb: the key holds the foreign item the version names"
+}
+
+// write sends one conditional UpdateItem and returns the contract's error
+// for its outcome: nil when applied, conflict's answer for a failed
+// condition.
+func (s *Store) write(ctx context.Context, op, key string, old, ver driver.Version, now time.Time, in *dyn.UpdateItemInput) error {
 	_, err := s.client.UpdateItem(ctx, in, s.failFast)
 	if err == nil {
-		return ver, nil
+		return nil
 	}
 	if ccf, ok := errors.AsType[*types.ConditionalCheckFailedException](err); ok {
-		if err := s.conflict(ctx, opSwap, key, old, ver, err, ccf, now); err != nil {
-			return driver.NoVersion, err
-		}
-		return ver, nil
+		return s.conflict(ctx, op, key, old, ver, err, ccf, now)
 	}
-	return driver.NoVersion, s.wrap(opSwap, key, err)
+	return s.wrap(op, key, err)
 }
 
 // CompareAndDelete implements driver.Store with one conditional UpdateItem
@@ -414,15 +518,9 @@ func (s *Store) CompareAndDelete(ctx context.Context, key string, old driver.Ver
 	ver := newVersion(old)
 	// The tombstone stays physically for PurgeDelay, far longer than any
 	// retry of this call.
-	in := s.update(key, old, ver, now, tombstoneExpiresAt, ceilUnix(now)+s.purge, nil)
-	_, err := s.client.UpdateItem(ctx, in, s.failFast)
-	if err == nil {
-		return nil
-	}
-	if ccf, ok := errors.AsType[*types.ConditionalCheckFailedException](err); ok {
-		return s.conflict(ctx, opDelete, key, old, ver, err, ccf, now)
-	}
-	return s.wrap(opDelete, key, err)
+	return s.replacing(func(f *foreign) error {
+		return s.write(ctx, opDelete, key, old, ver, now, s.update(key, old, ver, now, tombstoneExpiresAt, ceilUnix(now)+s.purge, nil, f))
+	})
 }
 
 // tombstoneExpiresAt is the logical expiry of a deleted key's tombstone:
@@ -440,7 +538,10 @@ const tombstoneExpiresAt = 0
 // or action by action left to right. Every attribute the item owes is set,
 // and rec is removed when value is empty, so no write ever keeps a previous
 // value or expiry.
-func (s *Store) update(key string, old, ver driver.Version, now time.Time, expiresAt, purgeAt int64, value []byte) *dyn.UpdateItemInput {
+//
+// With f set, the condition is f's instead: the key still holds exactly
+// that foreign item, live at now (the caller's old is its digest).
+func (s *Store) update(key string, old, ver driver.Version, now time.Time, expiresAt, purgeAt int64, value []byte, f *foreign) *dyn.UpdateItemInput {
 	names := map[string]string{"#ver": AttrVersion, "#exp": AttrExpiresAt, "#purge": AttrPurgeAt, "#rec": AttrRecord}
 	values := map[string]types.AttributeValue{
 		":new":   numberValue(uint64(ver)),
@@ -468,7 +569,10 @@ func (s *Store) update(key string, old, ver driver.Version, now time.Time, expir
 		expr = "SET " + strings.Join(set, ", ") + " REMOVE #rec"
 	}
 	var cond string
-	if old == driver.NoVersion {
+	switch {
+	case f != nil:
+		cond = f.condition(names, values)
+	case old == driver.NoVersion:
 		// Absent or expired, and not already holding this very write (an
 		// SDK retry of a create that was applied, then deleted or replaced
 		// by another worker, must not apply it a second time).
@@ -478,9 +582,12 @@ func (s *Store) update(key string, old, ver driver.Version, now time.Time, expir
 			mine = append(mine, fmt.Sprintf("#h%d = :new", i))
 		}
 		cond = "attribute_not_exists(#pk) OR (#exp <= :now AND NOT (" + strings.Join(mine, " OR ") + "))"
-	} else {
+	default:
 		values[":old"] = numberValue(uint64(old))
 		cond = "#ver = :old AND #exp > :now"
+	}
+	if !strings.Contains(cond, ":now") {
+		delete(values, ":now") // DynamoDB refuses unused values
 	}
 	return &dyn.UpdateItemInput{
 		TableName:                           aws.String(s.table),
@@ -507,6 +614,9 @@ func numberValue(n uint64) *types.AttributeValueMemberN {
 // outcomes" in the package doc), so the caller must not retry it as a lost
 // race.
 //
+// It returns a *foreignMatch when the key holds, live, the foreign item that
+// old names: the caller writes again on that item's own condition.
+//
 // It returns nil when the item shows that this call's own write, version
 // mine, was applied: its version is mine, or mine is in its history. That is
 // an SDK retry whose first attempt was applied but answered with an error or
@@ -524,15 +634,15 @@ func (s *Store) conflict(ctx context.Context, op, key string, old, mine driver.V
 		found bool
 	)
 	if len(ccf.Item) > 0 {
-		it, derr := decodeItem(ccf.Item)
-		if derr != nil {
-			return s.wrap(op, key, fmt.Errorf("%w: %w (old item: %v)", driver.ErrConflict, err, derr))
-		}
+		it := decodeItem(ccf.Item)
 		if it.wrote(mine) {
 			return nil
 		}
 		// Judge it with the same :now the condition used.
 		cur, found = it, !it.expired(now)
+		if found && it.foreign != nil && it.version == old {
+			return &foreignMatch{it.foreign}
+		}
 	} else {
 		// No old item: the server does not return it (dynalite), or the
 		// key is absent (DynamoDB). A consistent read tells which.
@@ -548,6 +658,9 @@ func (s *Store) conflict(ctx context.Context, op, key string, old, mine driver.V
 			return nil
 		}
 		cur, found = it, present && !it.expired(s.clock())
+		if found && it.foreign != nil && it.version == old {
+			return &foreignMatch{it.foreign}
+		}
 		if (!found && old == driver.NoVersion) || (found && cur.version == old) {
 			// Not a *driver.ConflictError: no current value is claimed.
 			return fmt.Errorf("%w (the key changed again before the re-read): %w", driver.ErrConflict, err)
@@ -562,9 +675,21 @@ func (s *Store) conflict(ctx context.Context, op, key string, old, mine driver.V
 	return &driver.ConflictError{Value: cur.value, Version: cur.version, Err: err}
 }
 
-// decodeItem parses a host item; a missing or malformed version or expiry is
-// an error (the item is not one of ours).
-func decodeItem(av map[string]types.AttributeValue) (item, error) {
+// decodeItem parses a host item. An item not in this adapter's shape (a
+// missing, non-numeric, zero, negative or fractional ver; a missing or
+// non-numeric expiresAt; a rec that is not binary) is a foreign item: see
+// foreignItem.
+func decodeItem(av map[string]types.AttributeValue) item {
+	it, err := decodeOwn(av)
+	if err != nil {
+		return foreignItem(av, err.Error())
+	}
+	return it
+}
+
+// decodeOwn parses an item in this adapter's shape; anything else is an
+// error saying what is wrong.
+func decodeOwn(av map[string]types.AttributeValue) (item, error) {
 	var it item
 	ver, err := numberAttr(av, AttrVersion)
 	if err != nil {
@@ -582,24 +707,57 @@ func decodeItem(av map[string]types.AttributeValue) (item, error) {
 	if it.expiresAt, err = strconv.ParseInt(exp, 10, 64); err != nil {
 		return item{}, fmt.Errorf("malformed item: %s = %q is not epoch seconds", AttrExpiresAt, exp)
 	}
-	for i := range it.history {
-		// History is evidence only: a missing or unreadable entry (an item
-		// written before it existed) proves nothing and is skipped.
-		if n, ok := av[attrHistory(i+1)].(*types.AttributeValueMemberN); ok {
-			if v, err := strconv.ParseUint(n.Value, 10, 64); err == nil {
-				it.history[i] = driver.Version(v)
-			}
-		}
-	}
+	it.history = decodeHistory(av)
 	switch r := av[AttrRecord].(type) {
 	case nil:
 		it.value = []byte{}
 	case *types.AttributeValueMemberB:
 		it.value = r.Value
 	default:
-		return item{}, fmt.Errorf("malformed item: %s is %T, not binary", AttrRecord, r)
+		return item{}, fmt.Errorf("malformed item: %s is %s, not binary", AttrRecord, typeName(r))
 	}
 	return it, nil
+}
+
+// decodeHistory reads h1…h4. History is evidence only: a missing or
+// unreadable entry (an item written before it existed) proves nothing and
+// is skipped.
+func decodeHistory(av map[string]types.AttributeValue) (h [historyDepth]driver.Version) {
+	for i := range h {
+		if n, ok := av[attrHistory(i+1)].(*types.AttributeValueMemberN); ok {
+			if v, err := strconv.ParseUint(n.Value, 10, 64); err == nil {
+				h[i] = driver.Version(v)
+			}
+		}
+	}
+	return h
+}
+
+// typeName is the DynamoDB name of v's type ("S", "N", "L", …).
+func typeName(v types.AttributeValue) string {
+	switch v.(type) {
+	case *types.AttributeValueMemberS:
+		return "S"
+	case *types.AttributeValueMemberN:
+		return "N"
+	case *types.AttributeValueMemberB:
+		return "B"
+	case *types.AttributeValueMemberBOOL:
+		return "BOOL"
+	case *types.AttributeValueMemberNULL:
+		return "NULL"
+	case *types.AttributeValueMemberSS:
+		return "SS"
+	case *types.AttributeValueMemberNS:
+		return "NS"
+	case *types.AttributeValueMemberBS:
+		return "BS"
+	case *types.AttributeValueMemberL:
+		return "L"
+	case *types.AttributeValueMemberM:
+		return "M"
+	}
+	return fmt.Sprintf("%T", v)
 }
 
 func numberAttr(av map[string]types.AttributeValue, name string) (string, error) {
@@ -609,7 +767,7 @@ func numberAttr(av map[string]types.AttributeValue, name string) (string, error)
 	case nil:
 		return "", fmt.Errorf("malformed item: no %s attribute", name)
 	default:
-		return "", fmt.Errorf("malformed item: %s is %T, not a number", name, n)
+		return "", fmt.Errorf("malformed item: %s is %s, not a number", name, typeName(n))
 	}
 }
 

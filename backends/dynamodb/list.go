@@ -23,9 +23,10 @@ const MaxListLimit = 1000
 const cursorSep = "\x1f"
 
 // List implements driver.Lister with one consistent Scan per call, filtered
-// to keys that begin with prefix and are live by the store's clock (expired
-// items and delete tombstones are not listed; neither are items without a
-// numeric AttrExpiresAt, which Get reports as malformed). The Scan examines
+// to keys that begin with prefix and are live by the store's clock, as Get
+// judges them: expired items and delete tombstones are not listed; foreign
+// items (see the package doc) are, unless their numeric AttrExpiresAt has
+// passed, since Get returns them as values. The Scan examines
 // at most limit items (at most MaxListLimit), so a page holds up to limit
 // keys and may hold none before the end; keys come in the table's order
 // (by hash, not sorted).
@@ -45,10 +46,12 @@ func (s *Store) List(ctx context.Context, prefix, cursor string, limit int) ([]s
 	}
 	names := map[string]string{"#pk": AttrKey, "#exp": AttrExpiresAt}
 	values := map[string]types.AttributeValue{
-		":now": &types.AttributeValueMemberN{Value: strconv.FormatInt(s.clock().Unix(), 10)},
+		":now":    &types.AttributeValueMemberN{Value: strconv.FormatInt(s.clock().Unix(), 10)},
+		":number": &types.AttributeValueMemberS{Value: "N"},
 	}
-	// Live as Get judges it: now < expiresAt (a tombstone's is 0).
-	filter := "#exp > :now"
+	// Live as Get judges it: now < expiresAt (a tombstone's is 0), or no
+	// numeric expiresAt at all (a foreign item, which never expires).
+	filter := "(#exp > :now OR NOT attribute_type(#exp, :number))"
 	if prefix != "" {
 		values[":prefix"] = &types.AttributeValueMemberS{Value: prefix}
 		filter = "begins_with(#pk, :prefix) AND " + filter

@@ -352,38 +352,6 @@ func TestPhysicalTTLComesAfterLogicalExpiry(t *testing.T) {
 	}
 }
 
-func TestMalformedItemIsAnErrorNotAbsent(t *testing.T) {
-	prefix := uniquePrefix(t)
-	s := newPrefixed(t, client, prefix)
-	for _, tc := range []struct {
-		name string
-		item map[string]types.AttributeValue
-	}{
-		{"no-version", map[string]types.AttributeValue{
-			dynamodb.AttrExpiresAt: &types.AttributeValueMemberN{Value: "99999999999"}}},
-		{"version-is-a-string", map[string]types.AttributeValue{
-			dynamodb.AttrVersion:   &types.AttributeValueMemberS{Value: "1"},
-			dynamodb.AttrExpiresAt: &types.AttributeValueMemberN{Value: "99999999999"}}},
-		{"no-expiry", map[string]types.AttributeValue{
-			dynamodb.AttrVersion: &types.AttributeValueMemberN{Value: "5"}}},
-		{"record-is-a-string", map[string]types.AttributeValue{
-			dynamodb.AttrVersion:   &types.AttributeValueMemberN{Value: "5"},
-			dynamodb.AttrExpiresAt: &types.AttributeValueMemberN{Value: "99999999999"},
-			dynamodb.AttrRecord:    &types.AttributeValueMemberS{Value: "text"}}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			tc.item[dynamodb.AttrKey] = &types.AttributeValueMemberS{Value: prefix + tc.name}
-			if _, err := client.PutItem(t.Context(), &dyn.PutItemInput{TableName: aws.String(table), Item: tc.item}); err != nil {
-				t.Fatal(err)
-			}
-			_, _, err := s.Get(t.Context(), tc.name)
-			if err == nil || errors.Is(err, driver.ErrNotFound) || !strings.Contains(err.Error(), "malformed item") {
-				t.Fatalf("Get = %v, want a malformed-item error", err)
-			}
-		})
-	}
-}
-
 // TestNewValidates: every invalid argument and option is a
 // *driver.OptionError from New, "dynamodb: invalid <option>: <value>: <what
 // to change>", all of them joined.

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -198,4 +200,37 @@ func TestDefaultTraitsMatchSkewProfile(t *testing.T) {
 	if got := learnt.Traits(); got != want {
 		t.Errorf("Traits() over the fixture = %+v, want %+v", got, want)
 	}
+}
+
+// foreignValues are the values PlantForeign puts with a raw clientv3 Put
+// and no lease, as other software or a hand edit would.
+var foreignValues = map[string]func() string{
+	"garbage":        func() string { return "\xff\xfe not a record \x00" },
+	"empty":          func() string { return "" },
+	"unknown format": func() string { return "\x09\x01\x02\x03" },
+	"newer format":   func() string { return "\x02\x00\x00" },
+	"text":           func() string { return `{"state":"open"}` },
+	"1 MB":           func() string { return strings.Repeat("x", 1<<20) },
+}
+
+// ForeignShapes implements conformance.ForeignPlanter.
+func (h *harness) ForeignShapes() []string { return slices.Sorted(maps.Keys(foreignValues)) }
+
+// PlantForeign implements conformance.ForeignPlanter: a raw Put, without
+// a lease, through the direct client.
+func (h *harness) PlantForeign(ctx context.Context, s driver.Store, key, shape string) error {
+	prefix, ok := h.prefixes.Load(s)
+	if !ok {
+		return fmt.Errorf("not a store of this harness: %T", s)
+	}
+	return plantForeign(ctx, h.direct, prefix.(string)+key, shape)
+}
+
+func plantForeign(ctx context.Context, cli *clientv3.Client, full, shape string) error {
+	v, ok := foreignValues[shape]
+	if !ok {
+		return fmt.Errorf("no foreign shape %q", shape)
+	}
+	_, err := cli.Put(ctx, full, v())
+	return err
 }

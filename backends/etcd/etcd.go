@@ -33,7 +33,14 @@
 // other than driver.ErrNotFound and conflicts are *driver.OpError:
 // "etcd: get host.example: context deadline exceeded (via
 // http://10.0.0.1:2379)", endpoints without credentials. A Store lists keys
-// (driver.Lister) and owns nothing but what Dial made: Close closes that.
+// (driver.Lister), reads a key's remaining lease TTL (driver.ExpiryReader:
+// driver.NoExpiry for a key another process put without a lease) and owns
+// nothing but what Dial made: Close closes that.
+//
+// A value no Breaker wrote (garbage, empty, an unknown record format, a
+// value of 1 MB, a key without a lease) reads as it is, with its
+// ModRevision: a Breaker takes it for an undecodable record and replaces
+// it on its next write, which puts a lease on the key.
 package etcd
 
 import (

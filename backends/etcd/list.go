@@ -2,8 +2,12 @@ package etcd
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"time"
 
+	"github.com/kvbreaker/kvbreaker/driver"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -50,3 +54,40 @@ func (s *Store) List(ctx context.Context, prefix, cursor string, limit int) ([]s
 	}
 	return keys, next, nil
 }
+
+// Expiry implements driver.ExpiryReader: the remaining TTL of the key's
+// lease (LeaseTimeToLive, in the whole seconds etcd reports, rounded down:
+// with lease reuse, up to the reuse slack past the TTL last written), or
+// driver.NoExpiry for a key stored without a lease, which only a write
+// (every write carries a lease) or a delete removes. An absent key, or one
+// whose lease has just expired, is driver.ErrNotFound. Two requests: a
+// linearizable read, then the lease's.
+func (s *Store) Expiry(ctx context.Context, key string) (time.Duration, error) {
+	const op = "expiry"
+	if s.closed.Load() {
+		return 0, opError(op, key, ErrClosed)
+	}
+	resp, err := s.cli.Get(ctx, key)
+	if err != nil {
+		return 0, s.callError(op, key, err)
+	}
+	if len(resp.Kvs) == 0 {
+		return 0, driver.ErrNotFound
+	}
+	lease := clientv3.LeaseID(resp.Kvs[0].Lease)
+	if lease == clientv3.NoLease {
+		return driver.NoExpiry, nil
+	}
+	ttl, err := s.cli.TimeToLive(ctx, lease)
+	if errors.Is(err, rpctypes.ErrLeaseNotFound) || (err == nil && ttl.TTL < 0) {
+		// The lease expired (or was revoked) since the read, and its keys
+		// with it.
+		return 0, driver.ErrNotFound
+	}
+	if err != nil {
+		return 0, s.callError(op, key, err)
+	}
+	return time.Duration(ttl.TTL) * time.Second, nil
+}
+
+var _ driver.ExpiryReader = (*Store)(nil)
