@@ -43,8 +43,8 @@ func Prefixed(store driver.Store, prefix string) (driver.Store, error) {
 		return nil, fmt.Errorf("kvbreaker: prefix %q: %w", prefix, err)
 	}
 	if !strings.HasSuffix(prefix, PrefixSeparator) {
-		return nil, fmt.Errorf("kvbreaker: prefix %q does not end in %q, so another fleet's prefix could extend it (%q's keys would be %q's): use %q",
-			prefix, PrefixSeparator, prefix, prefix+"2", prefix+PrefixSeparator)
+		return nil, fmt.Errorf("kvbreaker: prefix %q does not end in %q, so another fleet's prefix (%q) could extend it and share its keys: use %q",
+			prefix, PrefixSeparator, prefix+"2", prefix+PrefixSeparator)
 	}
 	p := &prefixed{store: store, prefix: prefix}
 	if cs, ok := store.(driver.ClockSampler); ok {

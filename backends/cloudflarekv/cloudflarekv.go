@@ -128,11 +128,6 @@ const (
 	// write (eventual consistency).
 	Propagation = 60 * time.Second
 
-	// DefaultPrefix is the key prefix this package put before every host
-	// until prefixes moved to kvbreaker.Prefixed: wrap a store with
-	// kvbreaker.Prefixed(store, DefaultPrefix) to keep the key names
-	// written then.
-	DefaultPrefix = "kvbreaker:"
 	// DefaultWriteInterval is Workers KV's one write per second per key.
 	DefaultWriteInterval = time.Second
 	// DefaultCacheSize is how many keys the read cache holds.

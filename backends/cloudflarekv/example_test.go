@@ -37,7 +37,7 @@ func ExampleNew() {
 	}
 	// Optional: keep this application's keys apart from others in the
 	// namespace.
-	keys, err := kvbreaker.Prefixed(store, "example:")
+	keys, err := kvbreaker.Prefixed(store, "example/")
 	if err != nil {
 		fmt.Println(err)
 		return

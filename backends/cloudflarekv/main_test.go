@@ -58,7 +58,7 @@ func uniquePrefix(name string) string {
 	if len(name) > 80 {
 		name = name[len(name)-80:]
 	}
-	return "t" + strconv.FormatInt(prefixes.Add(1), 10) + "-" + name + ":"
+	return "t" + strconv.FormatInt(prefixes.Add(1), 10) + "-" + name + "/"
 }
 
 // client returns a kv client for srv.

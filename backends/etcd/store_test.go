@@ -148,10 +148,11 @@ func TestHostileKeysRoundTrip(t *testing.T) {
 		if err != nil || string(got) != fmt.Sprint(i) {
 			t.Errorf("Get(%q) = %q, %v; want %d", k, got, err, i)
 		}
-		// The etcd key is exactly prefix+key.
-		resp, err := s.Client().Get(ctx, s.prefix+k)
+		// The etcd key is exactly prefix+key, with kvbreaker.Prefixed's
+		// escapes.
+		resp, err := s.Client().Get(ctx, s.prefix+esc(k))
 		if err != nil || len(resp.Kvs) != 1 || string(resp.Kvs[0].Value) != fmt.Sprint(i) {
-			t.Errorf("raw etcd key %q not found as written: %v", s.prefix+k, err)
+			t.Errorf("raw etcd key %q not found as written: %v", s.prefix+esc(k), err)
 		}
 	}
 	resp, err := s.Client().Get(ctx, s.prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
