@@ -7,6 +7,7 @@
 //	make mutants MUTANTS='-pkg internal/record'        # one package
 //	make mutants MUTANTS='-sample 40 -seed 7 -p 2'     # 40 random mutants per package, two at a time
 //	go run ./tools/mutants -pkg internal/machine -list # the mutants and their keys, nothing run
+//	go run ./tools/mutants -pkg . -match 'Close \| drop'  # only the mutants whose key matches
 //
 // The mutants (see Mutants): comparison operators flipped (< ↔ <=,
 // > ↔ >=, == ↔ !=), && ↔ ||, integer literals 0 → 1, 1 → 0, n → n+1, an
@@ -64,6 +65,7 @@ type config struct {
 	timeout  time.Duration
 	equiv    string
 	files    *regexp.Regexp
+	match    *regexp.Regexp
 	kinds    map[string]bool
 	list     bool
 	min      float64
@@ -81,6 +83,7 @@ func parseFlags(args []string) (*config, error) {
 	fs.DurationVar(&c.timeout, "timeout", time.Minute, "go test -timeout for one mutant; a mutant that reaches it is killed")
 	fs.StringVar(&c.equiv, "equivalent", "tools/mutants/equivalent.txt", "the file of known-equivalent mutants' keys, relative to -root (\"\" for none)")
 	files := fs.String("files", "", "only mutate files whose path (relative to -root) matches this regexp")
+	match := fs.String("match", "", "only apply mutants whose key (as the report prints it) matches this regexp")
 	kinds := fs.String("kinds", "", "comma-separated kinds to apply (cmp, logic, const, negate-if, drop-return, drop-call; default all)")
 	fs.BoolVar(&c.list, "list", false, "list the mutants and their keys without running anything")
 	fs.Float64Var(&c.min, "min", 0, "exit 1 when a package's kill rate (percent) is below this")
@@ -114,6 +117,13 @@ func parseFlags(args []string) (*config, error) {
 			return nil, fmt.Errorf("-files: %w", err)
 		}
 		c.files = re
+	}
+	if *match != "" {
+		re, err := regexp.Compile(*match)
+		if err != nil {
+			return nil, fmt.Errorf("-match: %w", err)
+		}
+		c.match = re
 	}
 	if *kinds != "" {
 		c.kinds = map[string]bool{}
@@ -215,7 +225,7 @@ func (c *config) mutants(ctx context.Context, pkg string) ([]Mutant, error) {
 			return nil, err
 		}
 		for _, m := range ms {
-			if c.kinds == nil || c.kinds[m.Kind] {
+			if (c.kinds == nil || c.kinds[m.Kind]) && (c.match == nil || c.match.MatchString(m.Key())) {
 				all = append(all, m)
 			}
 		}

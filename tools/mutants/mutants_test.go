@@ -104,7 +104,7 @@ func TestKeysIgnorePosition(t *testing.T) {
 
 func TestFlags(t *testing.T) {
 	for _, args := range [][]string{
-		{"-pkg", ""}, {"-p", "0"}, {"-sample", "-1"}, {"-timeout", "0s"}, {"-kinds", "cmp,bogus"}, {"-files", "("}, {"extra"},
+		{"-pkg", ""}, {"-p", "0"}, {"-sample", "-1"}, {"-timeout", "0s"}, {"-kinds", "cmp,bogus"}, {"-files", "("}, {"-match", "["}, {"extra"},
 	} {
 		if _, err := parseFlags(args); err == nil {
 			t.Errorf("parseFlags(%q) accepted", args)
