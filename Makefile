@@ -70,7 +70,9 @@ bench:
 # package, each run against its package's tests through -overlay (the tree
 # is never written); the kill rate per file, the survivors with their
 # diffs, the known equivalents (tools/mutants/equivalent.txt) apart.
-# Everything takes about an hour on 2 cores; sample or narrow it:
+# On a shared 2-core VM internal/record's 139 mutants took 56 s and
+# internal/machine's 94 took 20 s, the root package about 9 s per mutant
+# (473: over an hour at -p 1), so sample or narrow it:
 #   make mutants MUTANTS='-sample 40 -p 2'
 #   make mutants MUTANTS='-pkg internal/record'
 MUTANTS ?=
