@@ -4,8 +4,9 @@
 //
 // Keys are stored as given; to share one Store between fleets, wrap it with
 // kvbreaker.Prefixed. A Store lists its live keys (driver.Lister) in
-// byte order. It holds no connections and queues no writes: there is
-// nothing to close or flush.
+// byte order and tells how long it keeps a key (driver.ExpiryReader). It
+// holds no connections and queues no writes; Close stops its background
+// sweep of expired entries (see Store).
 //
 // Errors other than driver.ErrNotFound and conflicts (*driver.ConflictError)
 // are *driver.OpError: "memory: get host.example: context canceled".
@@ -33,6 +34,12 @@ import (
 // so Gets from many cores share the cache lines they read instead of
 // passing a lock's line between them; writers to a shard take its mutex,
 // which orders compare-and-swaps.
+//
+// Expired entries are freed by time, not by traffic: each shard keeps its
+// entries in a heap ordered by expiry, every write frees its shard's expired
+// entries, and on the default clock a background sweep (a timer, no
+// goroutine while it waits) frees every shard's expired entries about a
+// second after they expire. See Close.
 type Store struct {
 	// clock is nil for the default: the store then counts TTLs down on the
 	// monotonic clock from base (time.Since reads one clock where
@@ -42,6 +49,8 @@ type Store struct {
 
 	seed   maphash.Seed
 	next   atomic.Uint64 // last version handed out; never reused
+	turn   atomic.Uint32 // the shard a write on WithClock frees next
+	sweep  sweeper
 	shards [shards]shard
 }
 
@@ -50,31 +59,30 @@ const shards = 64
 type shard struct {
 	mu sync.Mutex // held by writers; readers only Load
 	// entries maps a key to its *entry, which is never modified once
-	// stored: a write stores a new one.
+	// stored (a write stores a new one) but for its place in heap.
 	entries sync.Map
-	n       int // entries held, expired or not (under mu)
-	writes  int // writes since the last sweep (under mu)
-	_       [64]byte
+	// heap holds the same entries, ordered by expiry (under mu): its length
+	// is the number of entries held, expired or not.
+	heap []*entry
+	_    [64]byte
 }
 
 type entry struct {
+	key     string
 	value   []byte
 	version driver.Version
-	// expires is on the store's timeline: nanoseconds since base on the
-	// monotonic clock; with WithClock, expiresAt holds the instant instead,
-	// since an injected clock may jump further than an int64 of
-	// nanoseconds spans (a simulation starting at the zero time).
-	expires   int64
-	expiresAt time.Time
+	// expires and expiresNsec are when the entry expires on the store's
+	// timeline (see clock).
+	expires     int64
+	expiresNsec int32
+	// pos is the entry's index in its shard's heap. Only writers read or
+	// change it, under the shard's lock.
+	pos int32
 }
 
-// expired reports whether e has expired at now (the store's timeline) or
-// at (WithClock's instant).
-func (s *Store) expired(e *entry, now int64, at time.Time) bool {
-	if s.clock != nil {
-		return !at.Before(e.expiresAt)
-	}
-	return now >= e.expires
+// expired reports whether e has expired at c.
+func expired(e *entry, c *clock) bool {
+	return c.now > e.expires || c.now == e.expires && c.nsec >= e.expiresNsec
 }
 
 // options collects the Options of New.
@@ -88,6 +96,11 @@ type Option func(*options)
 // WithClock makes the store judge expiry by clock instead of time.Now; give
 // the Breakers over it the same clock in simulations. A nil clock means
 // time.Now.
+//
+// The store cannot know when an injected clock moves, so it runs no
+// background sweep: each write frees the expired entries of its own shard
+// and of one other shard in turn, so after 64 writes (the shard count)
+// every entry expired before them is freed.
 func WithClock(clock func() time.Time) Option { return func(o *options) { o.clock = clock } }
 
 // New returns an empty Store. Unlike the other adapters' constructors it
@@ -101,6 +114,7 @@ func New(opts ...Option) *Store {
 	if s.clock == nil {
 		s.base = time.Now()
 	}
+	s.sweep.init()
 	return s
 }
 
@@ -123,16 +137,24 @@ func (s *Store) Traits() driver.Traits {
 	return driver.Traits{Atomic: true, Expiry: driver.ExpiryModel{Kind: driver.ExpiryRelative}, InProcess: true}
 }
 
-// clock is one reading of the store's clock, taken when first needed.
+// clock is one reading of the store's clock, taken when first needed, on
+// the store's timeline: on the default clock nanoseconds since base on the
+// monotonic clock (nsec 0); with WithClock the Unix seconds and nanoseconds
+// of the clock's instant at, since an injected clock may jump further than
+// an int64 of nanoseconds spans (a simulation starting at the zero time).
 type clock struct {
 	read bool
 	now  int64
+	nsec int32
 	at   time.Time
 }
 
 func (c *clock) get(s *Store) {
 	if !c.read {
 		c.now, c.at = s.now()
+		if s.clock != nil {
+			c.now, c.nsec = c.at.Unix(), int32(c.at.Nanosecond())
+		}
 		c.read = true
 	}
 }
@@ -147,7 +169,7 @@ func (sh *shard) live(s *Store, key string, c *clock) (*entry, bool) {
 	}
 	e := v.(*entry)
 	c.get(s)
-	if s.expired(e, c.now, c.at) {
+	if expired(e, c) {
 		return e, false
 	}
 	return e, true
@@ -159,8 +181,7 @@ func (sh *shard) lookup(s *Store, key string, c *clock) (*entry, bool) {
 	e, ok := sh.live(s, key, c)
 	if !ok {
 		if e != nil {
-			sh.entries.Delete(key)
-			sh.n--
+			sh.remove(e)
 		}
 		return &entry{}, false
 	}
@@ -168,7 +189,7 @@ func (sh *shard) lookup(s *Store, key string, c *clock) (*entry, bool) {
 }
 
 // Get implements driver.Store. It takes no lock: an expired entry reads as
-// absent and is reclaimed by a later write to its shard.
+// absent until a write or the sweep frees it.
 func (s *Store) Get(ctx context.Context, key string) ([]byte, driver.Version, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, 0, opError("get", key, err)
@@ -181,6 +202,26 @@ func (s *Store) Get(ctx context.Context, key string) ([]byte, driver.Version, er
 	return clone(e.value), e.version, nil
 }
 
+// Expiry implements driver.ExpiryReader: the time until key's TTL ends,
+// driver.NoExpiry for a TTL past the end of the store's timeline (about
+// 292 years), ErrNotFound for an absent or expired key.
+func (s *Store) Expiry(ctx context.Context, key string) (time.Duration, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, opError("expiry", key, err)
+	}
+	var c clock
+	e, ok := s.shard(key).live(s, key, &c)
+	switch {
+	case !ok:
+		return 0, driver.ErrNotFound
+	case s.clock != nil:
+		return time.Unix(e.expires, int64(e.expiresNsec)).Sub(c.at), nil // saturates at driver.NoExpiry
+	case e.expires == math.MaxInt64:
+		return driver.NoExpiry, nil
+	}
+	return time.Duration(e.expires - c.now), nil
+}
+
 // CompareAndSwap implements driver.Store.
 func (s *Store) CompareAndSwap(ctx context.Context, key string, old driver.Version, value []byte, ttl time.Duration) (driver.Version, error) {
 	if err := ctx.Err(); err != nil {
@@ -191,24 +232,31 @@ func (s *Store) CompareAndSwap(ctx context.Context, key string, old driver.Versi
 	}
 	sh := s.shard(key)
 	sh.mu.Lock()
-	defer sh.mu.Unlock()
 	var c clock
 	c.get(s)
 	e, _ := sh.lookup(s, key, &c)
 	if e.version != old {
+		sh.mu.Unlock()
 		return 0, &driver.ConflictError{Value: clone(e.value), Version: e.version}
-	}
-	expires := c.now + int64(ttl)
-	if expires < c.now {
-		expires = math.MaxInt64 // a TTL past the timeline's end never expires
 	}
 	// Taken under the shard's lock: a key's versions only grow.
 	v := driver.Version(s.next.Add(1))
-	if old == driver.NoVersion {
-		sh.n++
+	ne := &entry{key: key, value: clone(value), version: v}
+	if s.clock != nil {
+		at := c.at.Add(ttl)
+		ne.expires, ne.expiresNsec = at.Unix(), int32(at.Nanosecond())
+	} else if ne.expires = c.now + int64(ttl); ne.expires < c.now {
+		ne.expires = math.MaxInt64 // a TTL past the timeline's end never expires
 	}
-	sh.entries.Store(key, &entry{value: clone(value), version: v, expires: expires, expiresAt: c.at.Add(ttl)})
-	sh.sweep(s, &c)
+	if old == driver.NoVersion {
+		sh.push(ne)
+	} else {
+		sh.replace(e, ne)
+	}
+	sh.entries.Store(key, ne)
+	sh.reclaim(s, &c, -1)
+	sh.mu.Unlock()
+	s.afterWrite(sh, ne.expires)
 	return v, nil
 }
 
@@ -228,26 +276,8 @@ func (s *Store) CompareAndDelete(ctx context.Context, key string, old driver.Ver
 	case e.version != old:
 		return &driver.ConflictError{Value: clone(e.value), Version: e.version}
 	}
-	sh.entries.Delete(key)
-	sh.n--
+	sh.remove(e)
 	return nil
-}
-
-// sweep reclaims a shard's expired entries once the writes to it since its
-// last sweep outnumber half its entries: amortised O(1) per write, and dead
-// hosts never pile up beyond about twice the live ones.
-func (sh *shard) sweep(s *Store, c *clock) {
-	sh.writes++
-	if sh.writes < 16 || sh.writes < sh.n/2 {
-		return
-	}
-	sh.writes = 0
-	for k, v := range sh.entries.Range {
-		if s.expired(v.(*entry), c.now, c.at) {
-			sh.entries.Delete(k)
-			sh.n--
-		}
-	}
 }
 
 // Len returns the number of entries held, expired or not: what the store
@@ -257,7 +287,7 @@ func (s *Store) Len() int {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		n += sh.n
+		n += len(sh.heap)
 		sh.mu.Unlock()
 	}
 	return n
@@ -296,7 +326,7 @@ func (s *Store) List(ctx context.Context, prefix, cursor string, limit int) ([]s
 				continue
 			}
 			c.get(s)
-			if s.expired(v.(*entry), c.now, c.at) {
+			if expired(v.(*entry), &c) {
 				continue
 			}
 			keys = append(keys, k)

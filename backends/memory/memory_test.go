@@ -13,7 +13,7 @@ import (
 )
 
 // harness makes a fresh memory store per case, on real time.
-type harness struct{}
+type harness struct{ planter }
 
 func (harness) MakeStore(context.Context) (driver.Store, error) { return memory.New(), nil }
 func (harness) Close()                                          {}
@@ -28,6 +28,7 @@ func TestConformance(t *testing.T) {
 // Advance moves: a conformance.TimeAdvancer, so expiry is checked without
 // waiting, with a TTL of an hour.
 type advancing struct {
+	planter
 	mu  sync.Mutex
 	off time.Duration
 }
