@@ -9,9 +9,13 @@ import (
 	"testing"
 	"time"
 
+	goredis "github.com/redis/go-redis/v9"
+
 	"github.com/kvbreaker/kvbreaker"
 	"github.com/kvbreaker/kvbreaker/backends/memory"
+	"github.com/kvbreaker/kvbreaker/backends/redis"
 	"github.com/kvbreaker/kvbreaker/driver"
+	"github.com/kvbreaker/kvbreaker/testservers/redistest"
 )
 
 // expiryStore is backends/memory with driver.ExpiryReader (test-only: it
@@ -377,5 +381,104 @@ func TestShellWord(t *testing.T) {
 		if got := shellWord(in); got != want {
 			t.Errorf("shellWord(%q) = %s, want %s", in, got, want)
 		}
+	}
+}
+
+// TestRedisListForeign: list over a real Redis whose prefix holds records
+// of a Breaker, hashes no Breaker wrote (v without n, n not a number,
+// garbage v; none with a TTL) and a record this connection's Redis user
+// may not read (an ACL denies HMGET on it: NOPERM): every key is listed,
+// the foreign ones with their reason, the denied one as unreadable, and
+// list exits 1. The foreign shapes read as undecodable values once
+// backends/redis reads them so (before, v without n and a bad n were read
+// errors): either is accepted for them, never "closed" without a reason.
+// Expiry is "never" for the planted hashes where backends/redis is a
+// driver.ExpiryReader, "unknown" where not.
+//
+// Fails on main before #24: list stopped at the first unreadable key and
+// printed nothing.
+func TestRedisListForeign(t *testing.T) {
+	srv := redistest.MustStart(t)
+	ctx := t.Context()
+	raw := goredis.NewClient(&goredis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true})
+	defer raw.Close()
+	st, err := redis.New(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prefix := "redisfx-" + randomHex(4) + "/"
+	p, err := kvbreaker.Prefixed(st, prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := kvbreaker.New(p, kvbreaker.Settings{FailureThreshold: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range []string{"good.example", "denied.test"} {
+		for range 2 {
+			if err := b.Failure(ctx, h); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for key, fields := range map[string][]any{
+		"v-no-n.example":    {redis.FieldValue, "x"},
+		"bad-n.example":     {redis.FieldValue, "x", redis.FieldVersion, "x"},
+		"garbage-v.example": {redis.FieldValue, "garbage", redis.FieldVersion, "1"},
+	} {
+		if err := raw.HSet(ctx, prefix+key, fields...).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The command's user may run everything on every key except HMGET
+	// (the record read) outside prefix*.example.
+	const pass = "lister-pass-must-not-show"
+	if err := raw.Do(ctx, "ACL", "SETUSER", "lister", "reset", "on", ">"+pass, "~*", "&*", "+@all", "-hmget",
+		"(+hmget ~"+prefix+"*.example)").Err(); err != nil {
+		t.Fatal(err)
+	}
+	url := "redis://lister:" + pass + "@" + srv.Addr() + "/0"
+	_, hasExpiry := any(st).(driver.ExpiryReader)
+	planted := expiryUnknown
+	if hasExpiry {
+		planted = expiryNever
+	}
+
+	code, out, errOut := runT(t, "list", "--format", "json", "--backend", "redis", "--redis-url", url, "--prefix", prefix)
+	var l listOutput
+	if err := json.Unmarshal([]byte(out), &l); err != nil || code != exitFail {
+		t.Fatalf("list: exit %d, %v\n%s\n%s", code, err, out, errOut)
+	}
+	if strings.Contains(out+errOut, pass) {
+		t.Errorf("output shows the password")
+	}
+	if got := strings.Join(hostNames(l), ","); got != "bad-n.example,denied.test,garbage-v.example,good.example,v-no-n.example" || l.Unreadable < 1 {
+		t.Fatalf("list: %s, %+v", got, l)
+	}
+	if h := hostRow(t, l, "good.example"); h.State != "open" || !h.RecordValid || h.Expiry == nil ||
+		(hasExpiry && *h.Expiry != expiryTTL) || (!hasExpiry && *h.Expiry != expiryUnknown) {
+		t.Errorf("good.example: %+v", h)
+	}
+	if h := hostRow(t, l, "denied.test"); !h.Unreadable || h.State != "unknown" || h.Message == nil || !strings.Contains(*h.Message, "NOPERM") {
+		t.Errorf("denied.test: %+v", h)
+	}
+	if h := hostRow(t, l, "garbage-v.example"); h.Unreadable || h.RecordValid || h.Message == nil || h.Expiry == nil || *h.Expiry != planted {
+		t.Errorf("garbage-v.example: %+v", h)
+	}
+	for _, k := range []string{"v-no-n.example", "bad-n.example"} {
+		if h := hostRow(t, l, k); h.RecordValid || h.Message == nil || *h.Message == "" {
+			t.Errorf("%s: %+v", k, h)
+		}
+	}
+	// The table: every key, with its reason.
+	code, out, errOut = runT(t, "list", "--backend", "redis", "--redis-url", url, "--prefix", prefix)
+	for _, w := range []string{"good.example", "denied.test", "read error: ", "NOPERM", "garbage-v.example", "decode error: ", "5 host(s), 5 key(s) read"} {
+		if !strings.Contains(out, w) {
+			t.Errorf("table lacks %q", w)
+		}
+	}
+	if code != exitFail || !strings.Contains(errOut, "Error: the store failed to read") {
+		t.Errorf("table: exit %d\n%s\n%s", code, out, errOut)
 	}
 }
