@@ -9,7 +9,8 @@
 // Run "kvbreaker --help" for the list of commands and "kvbreaker <command>
 // --help" for a command's flags.
 //
-// Exit codes: 0 success, 1 the work failed (or check found a broken promise),
+// Exit codes: 0 success, 1 the work failed (or check found a broken promise,
+// or list a key the store failed to read),
 // 2 a usage error (unknown command or flag, bad value), 130 interrupted
 // (Ctrl-C), as shells report a process killed by SIGINT.
 package main
