@@ -4,14 +4,19 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	dyn "github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/kvbreaker/kvbreaker"
+	"github.com/kvbreaker/kvbreaker/backends/dynamodb"
 	"github.com/kvbreaker/kvbreaker/backends/memory"
 	"github.com/kvbreaker/kvbreaker/backends/redis"
 	"github.com/kvbreaker/kvbreaker/driver"
@@ -480,5 +485,55 @@ func TestRedisListForeign(t *testing.T) {
 	}
 	if code != exitFail || !strings.Contains(errOut, "Error: the store failed to read") {
 		t.Errorf("table: exit %d\n%s\n%s", code, out, errOut)
+	}
+}
+
+// TestDynamoDBListForeign: list over dynalite whose prefix holds a
+// Breaker's record and items no Breaker wrote (ver a string, ver 0, rec
+// not binary; each live by its expiresAt): every item is listed, the
+// foreign ones with a reason (a read error before backends/dynamodb reads
+// them as undecodable values, a decode error after: either is accepted),
+// never as a healthy closed record; the Breaker's record reads right.
+//
+// Fails on main before #24: list stopped at the first malformed item
+// ("malformed item") and printed nothing.
+func TestDynamoDBListForeign(t *testing.T) {
+	prefix := "dynfx-" + randomHex(4) + "/"
+	b, flush := openTest(t, "dynamodb", prefix)
+	ctx := t.Context()
+	for range 5 {
+		if err := b.Failure(ctx, "good.example"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	flush()
+	live := strconv.FormatInt(time.Now().Add(time.Hour).Unix(), 10)
+	client := newClient(dynSrv.Endpoint)
+	for key, item := range map[string]map[string]types.AttributeValue{
+		"ver-string.example": {dynamodb.AttrVersion: &types.AttributeValueMemberS{Value: "x"}, dynamodb.AttrRecord: &types.AttributeValueMemberB{Value: []byte("x")}},
+		"ver-zero.example":   {dynamodb.AttrVersion: &types.AttributeValueMemberN{Value: "0"}, dynamodb.AttrRecord: &types.AttributeValueMemberB{Value: []byte("x")}},
+		"rec-string.example": {dynamodb.AttrVersion: &types.AttributeValueMemberN{Value: "3"}, dynamodb.AttrRecord: &types.AttributeValueMemberS{Value: "x"}},
+	} {
+		item[dynamodb.AttrKey] = &types.AttributeValueMemberS{Value: prefix + key}
+		item[dynamodb.AttrExpiresAt] = &types.AttributeValueMemberN{Value: live}
+		if _, err := client.PutItem(ctx, &dyn.PutItemInput{TableName: aws.String(dynTable), Item: item}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	code, out, errOut := runT(t, append([]string{"list", "--format", "json", "--prefix", prefix}, connArgs("dynamodb")...)...)
+	var l listOutput
+	if err := json.Unmarshal([]byte(out), &l); err != nil || (code != exitOK && code != exitFail) || (code == exitFail) != (l.Unreadable > 0) {
+		t.Fatalf("list: exit %d, %v\n%s\n%s", code, err, out, errOut)
+	}
+	if got := strings.Join(hostNames(l), ","); got != "good.example,rec-string.example,ver-string.example,ver-zero.example" {
+		t.Fatalf("list: %s\n%s", got, errOut)
+	}
+	if h := hostRow(t, l, "good.example"); h.State != "open" || !h.RecordValid || h.FailureCount != 5 {
+		t.Errorf("good.example: %+v", h)
+	}
+	for _, k := range []string{"ver-string.example", "ver-zero.example", "rec-string.example"} {
+		if h := hostRow(t, l, k); h.RecordValid || h.Message == nil || *h.Message == "" {
+			t.Errorf("%s: %+v", k, h)
+		}
 	}
 }
