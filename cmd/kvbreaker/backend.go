@@ -108,7 +108,7 @@ func (f *backendFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.cfAccount, "cf-account", "", env("cf-account", "cloudflarekv: the account ID"))
 	fs.StringVar(&f.cfNamespace, "cf-namespace", "", env("cf-namespace", "cloudflarekv: the Workers KV namespace ID"))
 	fs.StringVar(&f.cfBaseURL, "cf-base-url", "", env("cf-base-url", "cloudflarekv: API base `URL` override, e.g. a local Miniflare's http://127.0.0.1:8787/client/v4/"))
-	fs.StringVar(&f.pgURL, "postgres-url", "", env("postgres-url", "postgres: connection `URL`, e.g. postgres://user@db:5432/app (a password belongs in $PGPASSWORD or ~/.pgpass)"))
+	fs.StringVar(&f.pgURL, "postgres-url", "", env("postgres-url", "postgres: connection `URL`, e.g. postgres://user@db:5432/app, or keyword/value settings, e.g. 'host=db user=app dbname=app' (a password belongs in $PGPASSWORD or ~/.pgpass; output never shows one)"))
 	fs.StringVar(&f.pgTable, "postgres-table", defaultPostgresTable, env("postgres-table", "postgres: the table (postgres.CreateTable)"))
 	fs.StringVar(&f.redisURL, "redis-url", "", env("redis-url", "redis: server `URL`, redis://[:password@]host:port/db (rediss:// for TLS); with --redis-cluster, redis://[:password@]host:port?addr=host2:port&addr=host3:port"))
 	fs.Var(boolString{&f.redisCluster}, "redis-cluster", env("redis-cluster", "redis: --redis-url names the seed nodes of a Redis Cluster (go-redis ParseClusterURL); list visits every master"))
@@ -165,10 +165,15 @@ const backendFlagsHelp = `Backends and their connection flags (the same for chec
   cloudflarekv  --cf-account ACCOUNT_ID --cf-namespace NAMESPACE_ID
                 [--cf-base-url http://127.0.0.1:8787/client/v4/]
   postgres      --postgres-url postgres://user@db:5432/app [--postgres-table kvbreaker]
+                or --postgres-url 'host=db user=app dbname=app'
+                (password: $PGPASSWORD or ~/.pgpass, best not in the URL)
   redis         --redis-url redis://127.0.0.1:6379/0
                 or --redis-cluster --redis-url redis://10.0.0.1:6379?addr=10.0.0.2:6379
   memory        no flags: a store inside this process, empty at start (a demo)
 --prefix must be the key prefix your fleet's Breakers use (kvbreaker.Prefixed).
+No output or error shows a credential: URLs are shown without user
+information or password=/token= values, keyword/value strings without
+password=, and $PGPASSWORD, $CLOUDFLARE_API_TOKEN and AWS keys never.
 An unreachable endpoint is reported within about 2 s; one that accepts but
 never answers, within --timeout.
 
@@ -357,19 +362,6 @@ func (f *backendFlags) checkURL(flagName, raw string) error {
 		return usagef("%s is %q: want an http:// or https:// URL", f.name(flagName), redactURL(raw))
 	}
 	return nil
-}
-
-// redactURL drops user information from a URL, for output.
-func redactURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		if i := strings.LastIndex(raw, "@"); i >= 0 {
-			return "…@" + raw[i+1:]
-		}
-		return raw
-	}
-	u.User = nil
-	return u.String()
 }
 
 // maxConnect bounds connecting when --timeout is longer (check's --timeout

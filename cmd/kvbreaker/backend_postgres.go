@@ -18,12 +18,15 @@ import (
 const defaultPostgresTable = "kvbreaker"
 
 // checkPostgresURL checks --postgres-url without connecting.
+// It takes what pgx takes: a postgres:// URL or a keyword/value string
+// (host=db user=app dbname=app); messages show it redacted (redactDSN).
 func (f *backendFlags) checkPostgresURL() error {
-	if !strings.HasPrefix(f.pgURL, "postgres://") && !strings.HasPrefix(f.pgURL, "postgresql://") {
-		return usagef("%s is %q: want a postgres:// URL, e.g. postgres://user@db:5432/app", f.name("postgres-url"), redactURL(f.pgURL))
+	if isURL(f.pgURL) && !strings.HasPrefix(f.pgURL, "postgres://") && !strings.HasPrefix(f.pgURL, "postgresql://") {
+		return usagef("%s is %q: want a postgres:// URL, e.g. postgres://user@db:5432/app, or keyword/value settings (host=db user=app dbname=app)",
+			f.name("postgres-url"), redactDSN(f.pgURL))
 	}
 	if _, err := pgxpool.ParseConfig(f.pgURL); err != nil {
-		return usagef("%s: %v", f.name("postgres-url"), err)
+		return usagef("%s is %q: %s", f.name("postgres-url"), redactDSN(f.pgURL), pgParseReason(err))
 	}
 	if _, err := postgres.Schema(f.pgTable); err != nil {
 		return usagef("%s: %v", f.name("postgres-table"), err)
@@ -36,7 +39,7 @@ func (f *backendFlags) checkPostgresURL() error {
 func openPostgres(ctx context.Context, f *backendFlags) (*conn, error) {
 	cfg, err := pgxpool.ParseConfig(f.pgURL)
 	if err != nil {
-		return nil, usagef("%s: %v", f.name("postgres-url"), err)
+		return nil, usagef("%s is %q: %s", f.name("postgres-url"), redactDSN(f.pgURL), pgParseReason(err))
 	}
 	cfg.MaxConns = 2
 	cfg.ConnConfig.ConnectTimeout = dialTimeout

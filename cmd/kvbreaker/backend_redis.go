@@ -88,28 +88,9 @@ func (f *backendFlags) checkRedisURL() error {
 	return nil
 }
 
-// redisShown is a Redis URL for messages: without user information, and
-// without the value of a password= parameter (go-redis's failover URLs
-// take one; a mistyped URL may carry one).
-func redisShown(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return redactURL(raw)
-	}
-	u.User = nil
-	q := u.Query()
-	changed := false
-	for k := range q {
-		if strings.Contains(strings.ToLower(k), "password") {
-			q[k] = []string{"redacted"}
-			changed = true
-		}
-	}
-	if changed {
-		u.RawQuery = q.Encode()
-	}
-	return u.String()
-}
+// redisShown is a Redis URL for messages (redactURL: go-redis's failover
+// URLs take password=, and a mistyped URL may carry one).
+func redisShown(raw string) string { return redactURL(raw) }
 
 // redisURLErr drops the URL that url.Parse's errors quote whole, password
 // included.

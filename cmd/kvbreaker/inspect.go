@@ -17,9 +17,23 @@ import (
 const inspectLong = `Shows the circuit of one remote host as the fleet stores it: state (closed,
 open, half-open), the failures that still count, until when deliveries are
 restrained and how long that is from now, whether a probe is in flight, the
-stored record's size and version. It only reads. HOST may be a URL; it is
-normalised as the breaker does it (kvbreaker.HostKey: lower case, IDNA, default
-port dropped), so https://Example.COM:443/inbox and example.com are one host.
+stored record's size and version, and how long the store keeps it. It only
+reads.
+
+HOST is taken exactly as given when a record is stored under that key (so
+every key list prints works, capitals and all); otherwise it is normalised
+as the breaker does it (kvbreaker.HostKey: lower case, IDNA, default port
+dropped), so https://Example.COM:443/inbox and example.com are one host.
+
+A record that cannot be decoded is shown with the decode error (the breaker
+treats it as absent, and its next write replaces it). A record the store
+fails to read is an error: inspect exits 1 with it (list shows such a key as
+unreadable and exits 1 too).
+
+"expires" is how long the store keeps the key, when the store can say
+(driver.ExpiryReader). "never" is a warning, also on stderr: every write of
+a Breaker carries a TTL, so something else wrote that key, and if it
+restrains its host it does so until kvbreaker reset.
 
 A host with no record is closed (never failed, or its record expired). When
 the store can list keys and holds no record at all under --prefix, inspect
@@ -35,7 +49,10 @@ const inspectExample = `  kvbreaker inspect --backend etcd --etcd-endpoints http
 const resetLong = `Force-closes the circuit of one remote host: deletes its record, so every
 worker of the fleet sends to it again at once (after at most its breaker's
 cache staleness). Use it when you know the host is back. Without --yes it
-changes nothing and says so. HOST may be a URL, normalised as for inspect.
+changes nothing and says so. HOST is found as for inspect: exactly as given
+when a record is stored under that key (what list prints), else normalised
+(kvbreaker.HostKey), so a URL works. A record the store cannot read is
+deleted all the same (the read error is shown as the state before).
 
 ` + backendFlagsHelp
 
@@ -99,7 +116,7 @@ func (s *storeFlags) open(ctx context.Context) (*conn, driver.Store, *kvbreaker.
 	return c, store, b, nil
 }
 
-// hostArg normalises the one HOST argument.
+// hostArg checks the one HOST argument; resolveHost makes it a key.
 func hostArg(args []string) (string, error) {
 	switch {
 	case len(args) == 0:
@@ -107,12 +124,66 @@ func hostArg(args []string) (string, error) {
 	case len(args) > 1:
 		return "", usagef("one HOST at a time: got %q", args)
 	}
-	host, err := kvbreaker.HostKey(args[0])
-	if err != nil {
-		return "", usagef("HOST %q: %v", args[0], err)
+	arg := args[0]
+	if _, err := kvbreaker.HostKey(arg); err != nil && driver.ValidateKey(arg) != nil {
+		return "", usagef("HOST %q: %v", arg, err)
 	}
-	return host, nil
+	return arg, nil
 }
+
+// resolveHost finds the key HOST names and reads it: HOST exactly as given
+// when a record is stored under it (what list prints, capitals and all),
+// else HOST normalised as the breaker does it (kvbreaker.HostKey). A read
+// error of the exact key is returned as it is: that key exists but cannot
+// be read.
+func resolveHost(ctx context.Context, b *kvbreaker.Breaker, arg string) (string, kvbreaker.Status, error) {
+	norm, nerr := kvbreaker.HostKey(arg)
+	if arg != norm && driver.ValidateKey(arg) == nil {
+		st, err := b.Inspect(ctx, arg)
+		if err != nil || st.Found {
+			return arg, st, err
+		}
+	}
+	if nerr != nil {
+		return "", kvbreaker.Status{}, usagef("HOST %q: no record under exactly this key, and it is no host name or URL: %v", arg, nerr)
+	}
+	st, err := b.Inspect(ctx, norm)
+	return norm, st, err
+}
+
+// Expiry says how long the store keeps a key, as inspect and list print it.
+const (
+	expiryTTL     = "ttl"     // ExpiresInMS from Now
+	expiryNever   = "never"   // stored without an expiry: no Breaker wrote it
+	expiryUnknown = "unknown" // the store cannot say (no driver.ExpiryReader), or reading it failed
+)
+
+// readExpiry asks store (already under --prefix) how long it keeps key.
+// why says what went wrong when kind is expiryUnknown ("" when the store
+// cannot tell at all).
+func readExpiry(ctx context.Context, store driver.Store, key string) (kind string, left time.Duration, why string) {
+	r, ok := store.(driver.ExpiryReader)
+	if !ok {
+		return expiryUnknown, 0, ""
+	}
+	d, err := r.Expiry(ctx, key)
+	switch {
+	case errors.Is(err, errors.ErrUnsupported):
+		return expiryUnknown, 0, ""
+	case errors.Is(err, driver.ErrNotFound):
+		return expiryUnknown, 0, "the key was gone when its expiry was read"
+	case err != nil:
+		return expiryUnknown, 0, err.Error()
+	case d == driver.NoExpiry:
+		return expiryNever, 0, ""
+	}
+	return expiryTTL, max(0, d), ""
+}
+
+// noExpiryWarning is what inspect and list say of a key stored without an
+// expiry.
+const noExpiryWarning = "stored without an expiry, so no Breaker wrote it (every write of a Breaker carries a TTL); " +
+	"a record there that restrains its host does so until someone runs kvbreaker reset"
 
 // statusJSON is a host's stored state as inspect and list print it.
 type statusJSON struct {
@@ -130,9 +201,21 @@ type statusJSON struct {
 	RecordBytes     int      `json:"record_bytes"`
 	Version         uint64   `json:"version"`
 	// RecordValid is false when the stored record could not be decoded
-	// (the breaker treats it as absent); Message then says why.
-	RecordValid bool    `json:"record_valid"`
-	Message     *string `json:"message"`
+	// (the breaker treats it as absent, and its next write replaces it)
+	// or, in list, read; Message then says why.
+	RecordValid bool `json:"record_valid"`
+	// Unreadable (list only): the store failed to read the key (inspect
+	// exits 1 with that error instead). State is then "unknown".
+	Unreadable bool    `json:"unreadable"`
+	Message    *string `json:"message"`
+	// Expiry says how long the store keeps the key: "ttl" (ExpiresInMS
+	// from Now), "never" (stored without an expiry, so not by a Breaker:
+	// a restraint there holds its host until reset) or "unknown" (the
+	// store cannot say: no driver.ExpiryReader); null without a record.
+	Expiry      *string  `json:"expiry"`
+	ExpiresInMS *float64 `json:"expires_in_ms"`
+	// ExpiryError says why Expiry is "unknown" when reading it failed.
+	ExpiryError *string `json:"expiry_error"`
 	Now         string  `json:"now"`
 }
 
@@ -151,6 +234,41 @@ func newStatus(s kvbreaker.Status, now time.Time) statusJSON {
 		out.Message = strp(s.Err.Error())
 	}
 	return out
+}
+
+// unreadableStatus is list's row for a key the store failed to read.
+func unreadableStatus(key string, err error, now time.Time) statusJSON {
+	return statusJSON{Host: key, Found: true, State: "unknown", Failures: []string{}, Unreadable: true,
+		Message: strp(err.Error()), Now: now.UTC().Format(time.RFC3339Nano)}
+}
+
+// addExpiry reads how long the store keeps the status's key.
+func (s *statusJSON) addExpiry(ctx context.Context, store driver.Store) {
+	if !s.Found {
+		return
+	}
+	kind, left, why := readExpiry(ctx, store, s.Host)
+	s.Expiry = strp(kind)
+	if kind == expiryTTL {
+		s.ExpiresInMS = msp(left)
+	}
+	if why != "" {
+		s.ExpiryError = strp(why)
+	}
+}
+
+// noExpiry reports a key stored without an expiry.
+func (s statusJSON) noExpiry() bool { return s.Expiry != nil && *s.Expiry == expiryNever }
+
+// expiresText is the expiry in a few words, for tables.
+func (s statusJSON) expiresText() string {
+	switch {
+	case s.Expiry == nil:
+		return "-"
+	case *s.Expiry == expiryTTL:
+		return fromMS(*s.ExpiresInMS).Round(time.Second).String()
+	}
+	return *s.Expiry
 }
 
 func (s statusJSON) writeTable(w io.Writer) {
@@ -172,7 +290,18 @@ func (s statusJSON) writeTable(w io.Writer) {
 	fmt.Fprintf(w, "probing:           %v\n", s.Probing)
 	fmt.Fprintf(w, "record:            %d bytes, version %d\n", s.RecordBytes, s.Version)
 	if !s.RecordValid {
-		fmt.Fprintf(w, "decode error:      %s (the breaker treats the record as absent)\n", *s.Message)
+		fmt.Fprintf(w, "decode error:      %s (the breaker treats the record as absent; its next write replaces it)\n", *s.Message)
+	}
+	switch {
+	case s.Expiry == nil:
+	case *s.Expiry == expiryTTL:
+		fmt.Fprintf(w, "expires:           in %v (the store deletes the key then)\n", fromMS(*s.ExpiresInMS).Round(time.Millisecond))
+	case *s.Expiry == expiryNever:
+		fmt.Fprintf(w, "expires:           never: %s\n", noExpiryWarning)
+	case s.ExpiryError != nil:
+		fmt.Fprintf(w, "expires:           unknown (%s)\n", *s.ExpiryError)
+	default:
+		fmt.Fprintf(w, "expires:           unknown (the store cannot say: it is no driver.ExpiryReader)\n")
 	}
 }
 
@@ -215,11 +344,15 @@ func runInspect(ctx context.Context, s *storeFlags, args []string, stdout, stder
 		return err
 	}
 	defer c.close()
-	st, err := b.Inspect(ctx, host)
+	_, st, err := resolveHost(ctx, b, host)
 	if err != nil {
 		return err
 	}
 	out := inspectJSONOut{statusJSON: newStatus(st, time.Now()), Prefix: s.bf.prefix}
+	out.addExpiry(ctx, store)
+	if out.noExpiry() {
+		fmt.Fprintf(stderr, "warning: %s is %s\n", st.Host, noExpiryWarning)
+	}
 	if !st.Found {
 		// No record for this host: is there any record under the prefix?
 		keys, _, lerr := listPage(ctx, store, "", 1)
@@ -274,24 +407,41 @@ func runReset(ctx context.Context, s *storeFlags, yes bool, args []string, stdou
 		return err
 	}
 	defer c.close()
-	before, err := b.Inspect(ctx, host)
-	if err != nil {
-		return err
+	// A record that cannot be read is still reset: deleting it is what
+	// reset is for (the read error is reported as the state before).
+	host, before, readErr := resolveHost(ctx, b, host)
+	if _, ok := errors.AsType[*usageError](readErr); ok {
+		return readErr
 	}
 	if err := b.Reset(ctx, host); err != nil {
 		return err
 	}
+	was := before.State.String()
+	if readErr != nil {
+		was = "unknown"
+	}
 	if s.format == "json" {
+		var msg *string
+		if readErr != nil {
+			msg = strp(readErr.Error())
+		}
 		return writeJSON(stdout, struct {
 			Host   string `json:"host"`
 			Before string `json:"state_before"`
 			After  string `json:"state"`
 			Found  bool   `json:"had_record"`
-		}{host, before.State.String(), kvbreaker.StateClosed.String(), before.Found})
+			// Unreadable: the record could not be read before it was
+			// deleted; Message says why.
+			Unreadable bool    `json:"unreadable"`
+			Message    *string `json:"message"`
+		}{host, was, kvbreaker.StateClosed.String(), before.Found || readErr != nil, readErr != nil, msg})
 	}
-	if before.Found {
+	switch {
+	case readErr != nil:
+		fmt.Fprintf(stdout, "%s: unreadable (%v) -> closed (record deleted)\n", host, readErr)
+	case before.Found:
 		fmt.Fprintf(stdout, "%s: %s -> closed (record deleted)\n", host, before.State)
-	} else {
+	default:
 		fmt.Fprintf(stdout, "%s: already closed (no record)\n", host)
 	}
 	return nil

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -18,8 +19,21 @@ It reads one page of at most --limit keys per run and prints the cursor of the
 next page (--cursor continues from it); --all reads every page, within
 --timeout. --state keeps only the hosts in that state (the page is still
 --limit keys read, so a filtered page may show fewer hosts). It needs a store
-that can list its keys (driver.Lister: etcd, DynamoDB, Workers KV, memory);
-for another store it says so and exits 1. It only reads.
+that can list its keys (driver.Lister: etcd, DynamoDB, Workers KV, Redis,
+PostgreSQL, memory); for another store it says so and exits 1. It only reads.
+
+Every key is listed as the store holds it (HOST in the table; shell-quoted
+when a shell would split it): give it to inspect or reset as it is printed.
+A record that cannot be decoded is listed as "undecodable" with the decode
+error (the breaker treats it as absent, and its next write replaces it). A
+key the store fails to read is listed as "unreadable" with the store's
+error, whatever --state, and list carries on with the other keys; it then
+prints everything and exits 1, as inspect of that host exits 1.
+
+EXPIRES IN is how long the store keeps the key, when the store can say
+(driver.ExpiryReader; "unknown" otherwise). "never" is a warning: every
+write of a Breaker carries a TTL, so something else wrote that key, and if
+it restrains its host it does so until kvbreaker reset.
 
 ` + backendFlagsHelp
 
@@ -71,6 +85,12 @@ type listOutput struct {
 	// NextCursor continues the listing (--cursor); null after the last
 	// page.
 	NextCursor *string `json:"next_cursor"`
+	// Unreadable counts the hosts the store failed to read (list then
+	// exits 1), Undecodable those whose record could not be decoded, and
+	// NoExpiry the keys stored without an expiry.
+	Unreadable  int `json:"unreadable"`
+	Undecodable int `json:"undecodable"`
+	NoExpiry    int `json:"no_expiry"`
 }
 
 func runList(ctx context.Context, f *listFlags, stdout, stderr io.Writer) error {
@@ -115,17 +135,31 @@ func runList(ctx context.Context, f *listFlags, stdout, stderr io.Writer) error 
 		for _, key := range keys {
 			out.Scanned++
 			st, err := b.Inspect(ctx, key)
-			if err != nil {
-				return fmt.Errorf("list: %w", err)
-			}
-			// Expired between List and Inspect, or deleted: not a record.
-			if !st.Found {
+			var row statusJSON
+			switch {
+			case err != nil && ctx.Err() != nil:
+				// --timeout, not this key: what was read is not a listing.
+				return fmt.Errorf("list: gave up after --timeout %v (%d keys read; continue with --cursor %q): %w", f.timeout, out.Scanned, cursor, err)
+			case err != nil:
+				// Its state is unknown, so it is listed whatever --state.
+				row = unreadableStatus(key, err, now)
+				out.Unreadable++
+			case !st.Found:
+				// Expired between List and Inspect, or deleted: not a record.
 				continue
-			}
-			if f.state != "" && st.State.String() != f.state {
+			case f.state != "" && st.State.String() != f.state:
 				continue
+			default:
+				row = newStatus(st, now)
+				if !row.RecordValid {
+					out.Undecodable++
+				}
 			}
-			out.Hosts = append(out.Hosts, newStatus(st, now))
+			row.addExpiry(ctx, store)
+			if row.noExpiry() {
+				out.NoExpiry++
+			}
+			out.Hosts = append(out.Hosts, row)
 		}
 		cursor = next
 		if next == "" || !f.all {
@@ -136,21 +170,42 @@ func runList(ctx context.Context, f *listFlags, stdout, stderr io.Writer) error 
 		out.NextCursor = strp(cursor)
 	}
 	if f.format == "json" {
-		return writeJSON(stdout, out)
+		if err := writeJSON(stdout, out); err != nil {
+			return err
+		}
+	} else {
+		out.writeTable(stdout)
+		if cursor != "" {
+			fmt.Fprintf(stderr, "more: continue with --cursor %q (or --all)\n", cursor)
+		}
+		if out.Scanned == 0 && f.cursor == "" {
+			fmt.Fprintf(stderr, "note: %s holds no record under prefix %q: is --prefix the one your fleet's Breakers use (kvbreaker.Prefixed)?\n", c.describe, f.bf.prefix)
+		}
 	}
-	out.writeTable(stdout)
-	if cursor != "" {
-		fmt.Fprintf(stderr, "more: continue with --cursor %q (or --all)\n", cursor)
+	if out.NoExpiry > 0 {
+		fmt.Fprintf(stderr, "warning: %d key(s) with expiry \"never\": %s\n", out.NoExpiry, noExpiryWarning)
 	}
-	if out.Scanned == 0 && f.cursor == "" {
-		fmt.Fprintf(stderr, "note: %s holds no record under prefix %q: is --prefix the one your fleet's Breakers use (kvbreaker.Prefixed)?\n", c.describe, f.bf.prefix)
+	if out.Unreadable > 0 {
+		fmt.Fprintf(stderr, "Error: the store failed to read %d of the %d key(s) listed (state unknown, shown as unreadable with the reason)\n", out.Unreadable, out.Scanned)
+		return &exitError{exitFail}
 	}
 	return nil
 }
 
 func (o listOutput) writeTable(w io.Writer) {
-	fmt.Fprintf(w, "%-40s %-9s %8s  %-24s %-8s %s\n", "HOST", "STATE", "FAILURES", "RESTRAINED UNTIL", "FOR", "PROBING")
+	fmt.Fprintf(w, "%-40s %-11s %8s  %-24s %-8s %-7s  %s\n", "HOST", "STATE", "FAILURES", "RESTRAINED UNTIL", "FOR", "PROBING", "EXPIRES IN")
 	for _, h := range o.Hosts {
+		host := shellWord(h.Host)
+		switch {
+		case h.Unreadable:
+			fmt.Fprintf(w, "%-40s %-11s %8s  %-24s %-8s %-7s  %s\n", host, "unreadable", "-", "-", "-", "-", h.expiresText())
+			fmt.Fprintf(w, "    read error: %s\n", *h.Message)
+			continue
+		case !h.RecordValid:
+			fmt.Fprintf(w, "%-40s %-11s %8s  %-24s %-8s %-7s  %s\n", host, "undecodable", "-", "-", "-", "-", h.expiresText())
+			fmt.Fprintf(w, "    decode error: %s (the breaker treats it as absent; its next write replaces it)\n", *h.Message)
+			continue
+		}
 		until, left := "-", "-"
 		if h.RestrainedUntil != nil {
 			t, _ := time.Parse(time.RFC3339Nano, *h.RestrainedUntil)
@@ -161,7 +216,38 @@ func (o listOutput) writeTable(w io.Writer) {
 		if h.Probing {
 			probing = "yes"
 		}
-		fmt.Fprintf(w, "%-40s %-9s %8d  %-24s %-8s %s\n", h.Host, h.State, h.FailureCount, until, left, probing)
+		fmt.Fprintf(w, "%-40s %-11s %8d  %-24s %-8s %-7s  %s\n", host, h.State, h.FailureCount, until, left, probing, h.expiresText())
 	}
-	fmt.Fprintf(w, "%d host(s), %d key(s) read\n", len(o.Hosts), o.Scanned)
+	fmt.Fprintf(w, "%d host(s), %d key(s) read", len(o.Hosts), o.Scanned)
+	if o.Unreadable > 0 {
+		fmt.Fprintf(w, ", %d unreadable", o.Unreadable)
+	}
+	if o.Undecodable > 0 {
+		fmt.Fprintf(w, ", %d undecodable", o.Undecodable)
+	}
+	if o.NoExpiry > 0 {
+		fmt.Fprintf(w, ", %d without expiry", o.NoExpiry)
+	}
+	fmt.Fprintln(w)
+}
+
+// shellWord is key as list's table prints it: as it is when a shell takes
+// it as one word, else in single quotes, so that what list prints can be
+// pasted as inspect's or reset's HOST.
+func shellWord(key string) string {
+	plain := key != "" && key[0] != '-'
+	for _, r := range key {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("._-:[]/@%+=,", r) || r >= 0x80) {
+			plain = false
+			break
+		}
+	}
+	if plain {
+		return key
+	}
+	if key != "" && key[0] == '-' {
+		// A leading '-' reads as a flag even in quotes: HOST then goes after "--".
+		return "-- '" + strings.ReplaceAll(key, "'", `'\''`) + "'"
+	}
+	return "'" + strings.ReplaceAll(key, "'", `'\''`) + "'"
 }

@@ -9,7 +9,8 @@
 // Run "kvbreaker --help" for the list of commands and "kvbreaker <command>
 // --help" for a command's flags.
 //
-// Exit codes: 0 success, 1 the work failed (or check found a broken promise),
+// Exit codes: 0 success, 1 the work failed (or check found a broken promise,
+// or list a key the store failed to read),
 // 2 a usage error (unknown command or flag, bad value), 130 interrupted
 // (Ctrl-C), as shells report a process killed by SIGINT.
 package main
@@ -65,30 +66,40 @@ func (e *exitError) Error() string { return fmt.Sprintf("exit %d", e.code) }
 // execute builds the command tree, runs args and returns the exit code.
 // stopSignals restores the default signal handling (a second Ctrl-C kills).
 func execute(ctx context.Context, stopSignals func(), args []string, stdout, stderr io.Writer) int {
+	code, _ := executeErr(ctx, stopSignals, args, stdout, stderr)
+	return code
+}
+
+// executeErr is execute that also returns the command's error as it came
+// (tests look for credentials in it). What it prints of the error has
+// every credential of the command line and the environment replaced
+// (commandSecrets), in case a library quoted one.
+func executeErr(ctx context.Context, stopSignals func(), args []string, stdout, stderr io.Writer) (int, error) {
 	root := newRoot(stopSignals)
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	cmd, err := root.ExecuteContextC(ctx)
 	if err == nil {
-		return exitOK
+		return exitOK, nil
 	}
 	if ee, ok := errors.AsType[*exitError](err); ok {
-		return ee.code
+		return ee.code, err
 	}
 	if cmd == nil {
 		cmd = root
 	}
+	secrets := commandSecrets(cmd.Flags())
 	if ue, ok := errors.AsType[*usageError](err); ok || isCobraUsage(err) {
 		msg := err.Error()
 		if ok {
 			msg = ue.msg
 		}
-		fmt.Fprintf(stderr, "Error: %s\nRun '%s --help' for usage.\n", msg, cmd.CommandPath())
-		return exitUsage
+		fmt.Fprintf(stderr, "Error: %s\nRun '%s --help' for usage.\n", scrub(msg, secrets), cmd.CommandPath())
+		return exitUsage, err
 	}
-	fmt.Fprintf(stderr, "Error: %v\n", err)
-	return exitFail
+	fmt.Fprintf(stderr, "Error: %s\n", scrub(err.Error(), secrets))
+	return exitFail, err
 }
 
 // isCobraUsage recognises the usage errors cobra itself returns (an unknown
