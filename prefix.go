@@ -54,6 +54,17 @@ func Prefixed(store driver.Store, prefix string) (driver.Store, error) {
 	return p, nil
 }
 
+// PrefixedKey is the name under which Prefixed(store, prefix) stores key:
+// prefix, then key with '%' and '/' escaped. For tools that reach the
+// backend directly (purging a key, looking at it with the backend's own
+// client).
+func PrefixedKey(prefix, key string) string {
+	if prefix == "" {
+		return key
+	}
+	return prefix + escapeKey(key)
+}
+
 // PrefixSeparator ends every prefix Prefixed accepts; keys under a prefix
 // never hold it unescaped.
 const PrefixSeparator = "/"
@@ -124,7 +135,7 @@ type prefixed struct {
 }
 
 // key is key's name in store.
-func (p *prefixed) key(key string) string { return p.prefix + escapeKey(key) }
+func (p *prefixed) key(key string) string { return PrefixedKey(p.prefix, key) }
 
 func (p *prefixed) Get(ctx context.Context, key string) ([]byte, driver.Version, error) {
 	return p.store.Get(ctx, p.key(key))

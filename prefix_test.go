@@ -167,6 +167,13 @@ func TestPrefixesDoNotNest(t *testing.T) {
 		if v, _, err := prod.Get(ctx, k); err != nil || !bytes.Equal(v, []byte{byte(i)}) {
 			t.Errorf("prod Get(%q) = %q, %v; want its own value %d", k, v, err, i)
 		}
+		// PrefixedKey names where it is stored.
+		if v, _, err := inner.Get(ctx, kvbreaker.PrefixedKey("prod/", k)); err != nil || !bytes.Equal(v, []byte{byte(i)}) {
+			t.Errorf("inner Get(PrefixedKey(prod/, %q)) = %q, %v; want the value written through the prefix", k, v, err)
+		}
+	}
+	if got := kvbreaker.PrefixedKey("", "a/b%"); got != "a/b%" {
+		t.Errorf("PrefixedKey with no prefix = %q; want the key as it is", got)
 	}
 	if v, _, err := eu.Get(ctx, "x.example"); err != nil || string(v) != "eu" {
 		t.Errorf("prod/eu/ Get(x.example) = %q, %v; want its own value", v, err)

@@ -152,8 +152,9 @@ func TestListOpenAndClosedHosts(t *testing.T) {
 	}
 }
 
-// esc is a key's name under kvbreaker.Prefixed, which escapes '%' and '/'.
-var esc = strings.NewReplacer("%", "%25", "/", "%2F").Replace
+// esc is a key's name under kvbreaker.Prefixed, less the prefix: '%' and
+// '/' escaped.
+func esc(key string) string { return kvbreaker.PrefixedKey("p/", key)[len("p/"):] }
 
 // byName orders keys as the store lists them through kvbreaker.Prefixed.
 func byName(a, b string) int { return strings.Compare(esc(a), esc(b)) }

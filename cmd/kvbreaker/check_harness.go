@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/kvbreaker/kvbreaker/conformance"
+	"github.com/kvbreaker/kvbreaker"
 	"github.com/kvbreaker/kvbreaker/driver"
 )
 
@@ -133,7 +134,7 @@ func (h *checkHarness) cleanup(bound time.Duration) (deleted, left int) {
 			// A backend that keeps expired entries or tombstones (a
 			// DynamoDB delete leaves one, so a retried delete can
 			// recognise itself) physically removes them too.
-			if h.c.purge != nil && h.c.purge(ctx, s.prefix+key) != nil {
+			if h.c.purge != nil && h.c.purge(ctx, kvbreaker.PrefixedKey(s.prefix, key)) != nil {
 				left++
 			}
 		}
