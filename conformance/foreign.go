@@ -140,7 +140,38 @@ func (e *env) breakerOverForeign(ctx context.Context, p ForeignPlanter, host, sh
 			return
 		}
 	}
+	// The Breaker's write replaced the foreign value's expiry (or lack of
+	// one) with its own TTL.
+	if r, ok := e.raw.(driver.ExpiryReader); ok {
+		d, err := r.Expiry(ctx, host)
+		lim := b.StateTTL() + e.traits.Expiry.Granularity + e.traits.Expiry.Late + e.traits.MaxClockSkew + time.Minute
+		if err != nil || d <= 0 || d > lim {
+			e.errorf(PromiseForeign, "%s: the Breaker's record over a foreign value expires in %v (%v); want within its StateTTL %v", shape, expiryText(d), err, b.StateTTL())
+		}
+	}
 	if err := b.Reset(ctx, host); err != nil {
 		e.errorf(PromiseForeign, "%s: Breaker.Reset(%q) of the record written over a foreign value = %v", shape, host, err)
+		return
 	}
+	deadline = time.Now().Add(e.traits.ReadStaleness)
+	for {
+		v, err := b.Allow(ctx, host, time.Time{})
+		if err == nil && v.Decision == kvbreaker.Send {
+			return
+		}
+		if err != nil || time.Now().After(deadline) {
+			e.errorf(PromiseForeign, "%s: after Breaker.Reset(%q), Allow = %v, %v; want Send", shape, host, v.Decision, err)
+			return
+		}
+		if sleep(ctx, 100*time.Millisecond) != nil {
+			return
+		}
+	}
+}
+
+func expiryText(d time.Duration) string {
+	if d == driver.NoExpiry {
+		return "never"
+	}
+	return d.String()
 }

@@ -1,7 +1,6 @@
 package cloudflarekv
 
 import (
-	"context"
 	"errors"
 	"net/http"
 	"net/url"
@@ -9,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kvbreaker/kvbreaker"
 	"github.com/kvbreaker/kvbreaker/driver"
 )
 
@@ -27,65 +25,6 @@ func kvExpiration(t *testing.T, full string) int64 {
 	}
 	t.Fatalf("%q is not listed", full)
 	return 0
-}
-
-// TestBreakerOverForeignValue: over each value another process put without
-// an expiration, FailureThreshold failures open the circuit (Allow holds),
-// the Breaker's write gives the key an expiration, and Reset works.
-func TestBreakerOverForeignValue(t *testing.T) {
-	ctx := t.Context()
-	s := newStore(t)
-	er := s.p.(driver.ExpiryReader)
-	b, err := kvbreaker.New(s, kvbreaker.Settings{
-		FailureThreshold: 3,
-		FailureWindow:    time.Minute,
-		RecoveryDelay:    time.Minute,
-		Clock:            srv.Now,
-		SkipClockCheck:   true,
-		CallTimeout:      10 * time.Second,
-		Logger:           quiet,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close(context.WithoutCancel(ctx))
-	for _, shape := range (&kvHarness{}).ForeignShapes() {
-		t.Run(strings.NewReplacer(" ", "-", ",", "").Replace(shape), func(t *testing.T) {
-			host := strings.NewReplacer(" ", "-", ",", "").Replace(shape) + ".example"
-			if err := plantForeign(ctx, s.prefix+host, shape); err != nil {
-				t.Fatal(err)
-			}
-			if exp := kvExpiration(t, s.prefix+host); exp != 0 {
-				t.Fatalf("planted with expiration %d", exp)
-			}
-			if d, err := er.Expiry(ctx, host); err != nil || (d != driver.NoExpiry && d != time.Hour) {
-				t.Fatalf("Expiry of the foreign value = %v, %v; want driver.NoExpiry (or its envelope's hour)", d, err)
-			}
-			for i := range 3 {
-				if err := b.Failure(ctx, host); err != nil {
-					t.Fatalf("Failure #%d over the foreign value = %v", i+1, err)
-				}
-			}
-			if v, err := b.Allow(ctx, host, time.Time{}); err != nil || v.Decision != kvbreaker.Hold {
-				t.Fatalf("after 3 failures (threshold 3), Allow = %v, %v; want Hold", v.Decision, err)
-			}
-			if err := s.Flush(ctx); err != nil {
-				t.Fatal(err)
-			}
-			if exp := kvExpiration(t, s.prefix+host); exp == 0 {
-				t.Fatal("the Breaker's write left the key without an expiration")
-			}
-			if d, err := er.Expiry(ctx, host); err != nil || d == driver.NoExpiry || d <= 0 {
-				t.Fatalf("Expiry of the Breaker's record = %v, %v", d, err)
-			}
-			if err := b.Reset(ctx, host); err != nil {
-				t.Fatalf("Reset = %v", err)
-			}
-			if v, err := b.Allow(ctx, host, time.Time{}); err != nil || v.Decision != kvbreaker.Send {
-				t.Fatalf("after Reset, Allow = %v, %v; want Send", v.Decision, err)
-			}
-		})
-	}
 }
 
 // TestExpiry: driver.ExpiryReader through kvbreaker.Prefixed, on

@@ -1,56 +1,14 @@
 package redis_test
 
 import (
-	"context"
 	"errors"
-	"log/slog"
 	"testing"
 	"time"
 
-	"github.com/kvbreaker/kvbreaker"
 	"github.com/kvbreaker/kvbreaker/backends/redis"
 	"github.com/kvbreaker/kvbreaker/conformance/faultproxy"
 	"github.com/kvbreaker/kvbreaker/driver"
 )
-
-// TestForeignBreaker: with each foreign shape planted (no TTL) at a host's
-// key, a Breaker with the default threshold opens after 5 failures (Allow
-// says Hold), and Reset closes it again.
-func TestForeignBreaker(t *testing.T) {
-	ctx := t.Context()
-	c := newClient(t, srv.Addr())
-	prefix := uniquePrefix(t)
-	b, err := kvbreaker.New(newStoreUnder(t, c, prefix), kvbreaker.Settings{
-		SkipClockCheck: true,
-		Logger:         slog.New(slog.DiscardHandler),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close(context.WithoutCancel(ctx))
-	for _, shape := range foreignShapes {
-		t.Run(shape.name, func(t *testing.T) {
-			const host = "foreign.example"
-			if err := plantForeign(ctx, c, prefix+host, shape.name); err != nil {
-				t.Fatal(err)
-			}
-			for i := range 5 {
-				if err := b.Failure(ctx, host); err != nil {
-					t.Fatalf("Failure #%d over %s = %v", i+1, shape.name, err)
-				}
-			}
-			if v, err := b.Allow(ctx, host, time.Time{}); err != nil || v.Decision != kvbreaker.Hold {
-				t.Fatalf("after 5 failures over %s: Allow = %v, %v; want Hold", shape.name, v.Decision, err)
-			}
-			if err := b.Reset(ctx, host); err != nil {
-				t.Fatalf("Reset = %v", err)
-			}
-			if v, err := b.Allow(ctx, host, time.Time{}); err != nil || v.Decision != kvbreaker.Send {
-				t.Fatalf("after Reset: Allow = %v, %v; want Send", v.Decision, err)
-			}
-		})
-	}
-}
 
 // TestForeignVersion: a foreign key's version names its content: it
 // changes when the content does, a compare-and-swap or -delete with an
