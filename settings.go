@@ -46,7 +46,9 @@ type Settings struct {
 	ReleaseInterval time.Duration
 
 	// ClockSkew bounds how far any worker's clock may be from true time.
-	// Default 1 s.
+	// Default 1 s. A record holding an instant no worker within it could
+	// have written yet is held no longer than RecoveryDelay and rewritten
+	// on this worker's clock (see AnomalyFuture).
 	ClockSkew time.Duration
 	// TTLMargin is added to max(RecoveryDelay, FailureWindow) to get the
 	// record's TTL. Zero means max(5 s, what the store needs for ClockSkew);
