@@ -15,7 +15,7 @@ import (
 )
 
 // The tests in this file kill mutants of the root package (go run
-// ./tools/mutants -pkg .) that its other tests let live: issue 24 §7.
+// ./tools/mutants -pkg .) that its other tests let live.
 
 // TestNewNilStore: New without a store is an error, not a crash on
 // store.Traits().

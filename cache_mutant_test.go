@@ -9,8 +9,8 @@ import (
 // TestCacheEvictionOrder: in a full set whose slots were not used since
 // the hand passed, CLOCK evicts slot after slot in order; a slot used
 // since is spared once (its bit cleared) and the hand moves to the next.
-// A hand stepping by 2 (issue 24 §7) evicted every other slot and kept
-// stale hosts twice as long.
+// A hand stepping by 2 would evict every other slot and keep stale hosts
+// twice as long.
 func TestCacheEvictionOrder(t *testing.T) {
 	c := newCache(cacheWays, time.Hour) // one shard, one set
 	now := time.Now()

@@ -135,8 +135,7 @@ func TestList(t *testing.T) {
 // TestListAgreesWithGet: a key another process put with a live value
 // (envelope) but metadata that says it expired is live to Get, which a
 // Breaker decides by, and so List lists it; a key whose value and metadata
-// both say expired is left out. Fails before List confirmed expired
-// metadata with a Get (issue 24: List left the key out).
+// both say expired is left out.
 func TestListAgreesWithGet(t *testing.T) {
 	ctx := t.Context()
 	s := newStore(t)

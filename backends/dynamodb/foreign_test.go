@@ -258,9 +258,9 @@ func (c armingClient) Do(r *http.Request) (*http.Response, error) {
 	return c.base.Do(r)
 }
 
-// TestBreakerOverForeignItem is issue 24's DynamoDB report as a Breaker sees
-// it: over each foreign shape, FailureThreshold failures open the circuit
-// (Allow holds) and Reset works. Fails before the foreign-item change: every
+// TestBreakerOverForeignItem: over each foreign shape, FailureThreshold
+// failures open the circuit (Allow holds) and Reset works. Without the
+// foreign-item handling every
 // Failure returned "condition failed and the re-read to tell whose write is
 // there failed: malformed item", the circuit stayed closed and Reset failed.
 func TestBreakerOverForeignItem(t *testing.T) {

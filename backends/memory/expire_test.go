@@ -27,9 +27,8 @@ func fill(t testing.TB, s *Store, prefix string, n int, ttl time.Duration) {
 
 // TestSweepFreesWithoutTraffic: on the default clock, entries are freed
 // about a second after they expire with no write or read at all, and a
-// few writes afterwards leave only the live ones. Fails before issue 24
-// §6 (freed only once the writes to a shard outnumbered half its
-// entries): 100,000 entries stayed.
+// few writes afterwards leave only the live ones (freeing only on writes
+// kept all 100,000).
 func TestSweepFreesWithoutTraffic(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := New()
@@ -156,9 +155,8 @@ func TestInjectedClockWritesFree(t *testing.T) {
 	}
 }
 
-// TestDeadHostsMemory is issue 24 §6's measurement: a million hosts fail
-// once and expire, then 1,000 further writes. Before, 1,001,000 entries
-// and about 210 MiB stayed; it logs the heap:
+// TestDeadHostsMemory: a million hosts fail once and expire, then 1,000
+// further writes leave 1,000 entries; it logs the heap:
 //
 //	go test -run TestDeadHostsMemory -v ./backends/memory/
 func TestDeadHostsMemory(t *testing.T) {

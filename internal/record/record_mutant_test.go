@@ -13,8 +13,7 @@ import (
 // internal/record) that the package's other tests let live.
 
 // TestIsZeroAndOpened: Record.IsZero is false as soon as any field is set,
-// and Record.Opened is the newest failure, zero without failures. Issue 24
-// §7: both were tested only through other packages.
+// and Record.Opened is the newest failure, zero without failures.
 func TestIsZeroAndOpened(t *testing.T) {
 	f := []time.Time{at(0), at(time.Second), at(time.Minute)}
 	for _, tc := range []struct {
