@@ -30,6 +30,19 @@ func TestREADMEExamples(t *testing.T) {
 	}
 }
 
+// TestREADMELength: the README stays a first screen and a page, with the
+// rest in docs/.
+func TestREADMELength(t *testing.T) {
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const limit = 200
+	if n := strings.Count(string(readme), "\n"); n > limit {
+		t.Errorf("README.md has %d lines, more than %d: move the detail to a page under docs/ and link it", n, limit)
+	}
+}
+
 // readmeBlocks returns the marked blocks of src by name, one tab of
 // indentation removed.
 func readmeBlocks(src string) map[string]string {
