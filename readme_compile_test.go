@@ -2,6 +2,7 @@ package kvbreaker_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"go/ast"
 	"go/parser"
@@ -482,13 +483,13 @@ func declaredNames(st ast.Stmt) []string {
 
 // vetReadmeUnits writes the units into one throwaway module, each a main
 // package of its own, in a workspace of the root module and mods' modules,
-// and runs go vet on them.
+// runs go vet on them, then runs each constructor of the Backends table.
 func vetReadmeUnits(t *testing.T, mods []string, units []readmeUnit) {
 	root, err := os.Getwd()
 	if err != nil {
 		t.Fatal(err)
 	}
-	goVersion, err := goDirective(filepath.Join(root, "go.mod"))
+	work, err := readWorkspace(root)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -497,10 +498,15 @@ func vetReadmeUnits(t *testing.T, mods []string, units []readmeUnit) {
 	for _, m := range mods {
 		use = append(use, filepath.Join(root, filepath.FromSlash(readmePackages[m].module)))
 	}
-	work := "go " + goVersion + "\n\nuse (\n\t" + strings.Join(use, "\n\t") + "\n)\n"
+	goWork := "go " + work.Go + "\n\nuse (\n\t" + strings.Join(use, "\n\t") + "\n)\n"
+	// The repository's replaces too: its modules require each other at a
+	// version that the workspace, not a proxy, provides.
+	for _, r := range work.Replace {
+		goWork += fmt.Sprintf("\nreplace %s %s => %s %s\n", r.Old.Path, r.Old.Version, r.New.Path, r.New.Version)
+	}
 	files := map[string]string{
-		"go.mod":  "module example.com/readme\n\ngo " + goVersion + "\n",
-		"go.work": work,
+		"go.mod":  "module example.com/readme\n\ngo " + work.Go + "\n",
+		"go.work": goWork,
 	}
 	for i, u := range units {
 		files[fmt.Sprintf("u%02d/main.go", i)] = u.source(root, mods)
@@ -541,18 +547,33 @@ func vetReadmeUnits(t *testing.T, mods []string, units []readmeUnit) {
 	}
 }
 
-// goDirective returns the go version a go.mod declares.
-func goDirective(gomod string) (string, error) {
-	b, err := os.ReadFile(gomod)
-	if err != nil {
-		return "", err
+// goWork is what `go work edit -json` shows of a go.work.
+type goWork struct {
+	Go      string
+	Replace []struct {
+		Old, New struct{ Path, Version string }
 	}
-	for line := range strings.Lines(string(b)) {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "go "); ok {
-			return strings.TrimSpace(v), nil
+}
+
+// readWorkspace returns the repository's go.work, with its replacements'
+// directories made absolute.
+func readWorkspace(root string) (goWork, error) {
+	cmd := exec.Command("go", "work", "edit", "-json", filepath.Join(root, "go.work"))
+	cmd.Env = append(os.Environ(), "GOTOOLCHAIN=local")
+	out, err := cmd.Output()
+	if err != nil {
+		return goWork{}, fmt.Errorf("go work edit -json: %w", err)
+	}
+	var w goWork
+	if err := json.Unmarshal(out, &w); err != nil {
+		return goWork{}, fmt.Errorf("go work edit -json: %w", err)
+	}
+	for i, r := range w.Replace {
+		if r.New.Version == "" && !filepath.IsAbs(r.New.Path) {
+			w.Replace[i].New.Path = filepath.Join(root, filepath.FromSlash(r.New.Path))
 		}
 	}
-	return "", fmt.Errorf("%s: no go directive", gomod)
+	return w, nil
 }
 
 // workspaceGOFLAGS returns $GOFLAGS without -mod, which workspace mode refuses
