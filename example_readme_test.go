@@ -29,7 +29,7 @@ func Example() {
 	ctx := context.Background()
 	queue := []message{{URL: "https://inbox.example/a"}, {URL: "https://inbox.example/b"}, {URL: "https://inbox.example/c"}}
 	// README: use it
-	store := memory.New() // or etcd, DynamoDB, Workers KV: see Backends
+	store := memory.New() // or etcd, DynamoDB, Workers KV, Redis, PostgreSQL: see Backends
 	breaker, err := kvbreaker.New(store, kvbreaker.Settings{
 		FailureThreshold: 2, // default 5
 		OnStateChange: func(host string, from, to kvbreaker.State) {
