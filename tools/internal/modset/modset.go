@@ -257,11 +257,16 @@ func HashGoMod(data []byte) (string, error) {
 
 // GoModOfZip is the go.mod file inside a module zip.
 func GoModOfZip(z []byte, mv module.Version) ([]byte, error) {
+	return FileOfZip(z, mv, "go.mod")
+}
+
+// FileOfZip is the file name (a slash path in the module) of a module zip.
+func FileOfZip(z []byte, mv module.Version, name string) ([]byte, error) {
 	r, err := zip.NewReader(bytes.NewReader(z), int64(len(z)))
 	if err != nil {
 		return nil, err
 	}
-	f, err := r.Open(mv.Path + "@" + mv.Version + "/go.mod")
+	f, err := r.Open(mv.Path + "@" + mv.Version + "/" + name)
 	if err != nil {
 		return nil, err
 	}
