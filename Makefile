@@ -1,8 +1,10 @@
 # kvbreaker. `make test` is the one command CI (.ci/run) and the README use:
 # lint, then every test of every module in go.work with -race (unit tests, the
 # conformance suite on memory, and the real-server matrix: etcd, dynalite,
-# Miniflare) summarised per backend by tools/matrix, then the consumer-graph
-# check (tools/consumers).
+# Miniflare) summarised per backend by tools/matrix, then the published-path
+# check (tools/published: a tagged temporary clone served from a file-system
+# module proxy, go get of each module, go install of the command, and the
+# consumer-graph check, tools/consumers, on that proxy).
 #
 #   make test                  everything
 #   make test BACKEND=etcd     one column: memory, etcd, dynamodb, cloudflarekv, redis, postgres, containers
@@ -11,6 +13,9 @@
 #   make bench                 round trips per decision, contention, and benchmarks vs gobreaker
 #   make fuzz                  fuzz the record and host-key decoders
 #   make mutants               mutation test of the core (not part of make test; tools/mutants)
+#   make published             the published-path check alone (make consumers: its consumer graphs)
+#   make release VERSION=v0.1.0   what tools/release would change and tag (dry run; docs/RELEASING.md)
+#   make tidy                  go mod tidy of every module (tools/release -tidy)
 SHELL       := /bin/bash
 .SHELLFLAGS := -o pipefail -c
 GO      ?= go
@@ -31,9 +36,9 @@ PKGS    ?= ./backends/$(BACKEND)/...
 endif
 MATRIX   = $(if $(filter-out containers,$(BACKEND)),-backend $(BACKEND))
 
-.PHONY: test lint unit consumers demo fuzz containers bench mutants
+.PHONY: test lint unit published consumers release tidy demo fuzz containers bench mutants
 
-test: lint unit consumers
+test: lint unit published
 
 lint:
 	@test -z "$$(gofmt -l .)" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
@@ -43,10 +48,22 @@ lint:
 unit:
 	$(GO) test $(RACE) -p $(TESTP) -count=1 -timeout 30m -json $(PKGS) | $(GO) run ./tools/matrix $(MATRIX)
 
+# The user's path: go get and go install from a module proxy built from a
+# tagged temporary clone of the working tree, no replace, no workspace.
+published:
+	$(GO) run ./tools/published
+
 # Throwaway consumer modules must not inherit other backends, test servers or
-# benchmark dependencies.
+# benchmark dependencies (on the published check's proxy).
 consumers:
-	$(GO) run ./tools/consumers
+	$(GO) run ./tools/published -only consumers
+
+VERSION ?=
+release:
+	$(GO) run ./tools/release -version $(VERSION)
+
+tidy:
+	$(GO) run ./tools/release -tidy
 
 demo:
 	$(GO) run ./cmd/kvbreaker simulate

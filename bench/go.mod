@@ -8,12 +8,12 @@ require (
 	github.com/aws/aws-sdk-go-v2/service/dynamodb v1.74.0
 	github.com/cloudflare/cloudflare-go/v6 v6.10.0
 	github.com/jackc/pgx/v5 v5.12.0
-	github.com/kvbreaker/kvbreaker v0.0.0
-	github.com/kvbreaker/kvbreaker/backends/cloudflarekv v0.0.0
-	github.com/kvbreaker/kvbreaker/backends/dynamodb v0.0.0
-	github.com/kvbreaker/kvbreaker/backends/etcd v0.0.0
-	github.com/kvbreaker/kvbreaker/backends/postgres v0.0.0
-	github.com/kvbreaker/kvbreaker/backends/redis v0.0.0
+	github.com/kvbreaker/kvbreaker v0.1.0
+	github.com/kvbreaker/kvbreaker/backends/cloudflarekv v0.1.0
+	github.com/kvbreaker/kvbreaker/backends/dynamodb v0.1.0
+	github.com/kvbreaker/kvbreaker/backends/etcd v0.1.0
+	github.com/kvbreaker/kvbreaker/backends/postgres v0.1.0
+	github.com/kvbreaker/kvbreaker/backends/redis v0.1.0
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/sony/gobreaker/v2 v2.4.0
 	go.etcd.io/etcd/client/v3 v3.7.3
@@ -55,17 +55,3 @@ require (
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260803160001-6ac0973c030d // indirect
 	google.golang.org/protobuf v1.36.11 // indirect
 )
-
-// Local modules resolve to this repository; go.work does the same for
-// development, and a consumer's build ignores these lines.
-replace github.com/kvbreaker/kvbreaker => ..
-
-replace github.com/kvbreaker/kvbreaker/backends/etcd => ../backends/etcd
-
-replace github.com/kvbreaker/kvbreaker/backends/dynamodb => ../backends/dynamodb
-
-replace github.com/kvbreaker/kvbreaker/backends/cloudflarekv => ../backends/cloudflarekv
-
-replace github.com/kvbreaker/kvbreaker/backends/redis => ../backends/redis
-
-replace github.com/kvbreaker/kvbreaker/backends/postgres => ../backends/postgres

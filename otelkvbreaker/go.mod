@@ -3,7 +3,7 @@ module github.com/kvbreaker/kvbreaker/otelkvbreaker
 go 1.26.0
 
 require (
-	github.com/kvbreaker/kvbreaker v0.0.0
+	github.com/kvbreaker/kvbreaker v0.1.0
 	go.opentelemetry.io/otel v1.47.0
 	go.opentelemetry.io/otel/metric v1.47.0
 	go.opentelemetry.io/otel/sdk v1.47.0
@@ -22,7 +22,3 @@ require (
 	golang.org/x/sys v0.49.0 // indirect
 	golang.org/x/text v0.43.0 // indirect
 )
-
-// Local modules resolve to this repository; go.work does the same for
-// development, and a consumer's build ignores these lines.
-replace github.com/kvbreaker/kvbreaker => ..

@@ -4,7 +4,7 @@ go 1.26.0
 
 require (
 	github.com/cloudflare/cloudflare-go/v6 v6.10.0
-	github.com/kvbreaker/kvbreaker v0.0.0
+	github.com/kvbreaker/kvbreaker v0.1.0
 	go.uber.org/goleak v1.3.0
 	golang.org/x/sync v0.24.0
 )
@@ -18,7 +18,3 @@ require (
 	golang.org/x/net v0.62.0 // indirect
 	golang.org/x/text v0.43.0 // indirect
 )
-
-// Local modules resolve to this repository; go.work does the same for
-// development, and a consumer's build ignores these lines.
-replace github.com/kvbreaker/kvbreaker => ../..

@@ -3,7 +3,7 @@ module github.com/kvbreaker/kvbreaker/backends/etcd
 go 1.26.0
 
 require (
-	github.com/kvbreaker/kvbreaker v0.0.0
+	github.com/kvbreaker/kvbreaker v0.1.0
 	go.etcd.io/etcd/api/v3 v3.7.3
 	go.etcd.io/etcd/client/v3 v3.7.3
 	go.uber.org/goleak v1.3.0
@@ -28,7 +28,3 @@ require (
 	google.golang.org/grpc v1.83.2 // indirect
 	google.golang.org/protobuf v1.36.11 // indirect
 )
-
-// Local modules resolve to this repository; go.work does the same for
-// development, and a consumer's build ignores these lines.
-replace github.com/kvbreaker/kvbreaker => ../..

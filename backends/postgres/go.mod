@@ -4,17 +4,16 @@ go 1.26.0
 
 require (
 	github.com/jackc/pgx/v5 v5.12.0
-	github.com/kvbreaker/kvbreaker v0.0.0
+	github.com/kvbreaker/kvbreaker v0.1.0
+	go.uber.org/goleak v1.3.0
 )
 
 require (
+	github.com/anishathalye/porcupine v1.3.1 // indirect
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
 	github.com/jackc/puddle/v2 v2.2.3 // indirect
+	golang.org/x/net v0.62.0 // indirect
 	golang.org/x/sync v0.24.0 // indirect
 	golang.org/x/text v0.43.0 // indirect
 )
-
-// Local modules resolve to this repository; go.work does the same for
-// development, and a consumer's build ignores these lines.
-replace github.com/kvbreaker/kvbreaker => ../..

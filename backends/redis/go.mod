@@ -3,7 +3,7 @@ module github.com/kvbreaker/kvbreaker/backends/redis
 go 1.26.0
 
 require (
-	github.com/kvbreaker/kvbreaker v0.0.0
+	github.com/kvbreaker/kvbreaker v0.1.0
 	github.com/redis/go-redis/v9 v9.23.0
 	go.uber.org/goleak v1.3.0
 )
@@ -16,7 +16,3 @@ require (
 	golang.org/x/sys v0.49.0 // indirect
 	golang.org/x/text v0.43.0 // indirect
 )
-
-// Local modules resolve to this repository; go.work does the same for
-// development, and a consumer's build ignores these lines.
-replace github.com/kvbreaker/kvbreaker => ../..

@@ -9,11 +9,11 @@ require (
 	github.com/aws/aws-sdk-go-v2/service/dynamodb v1.74.0
 	github.com/cloudflare/cloudflare-go/v6 v6.10.0
 	github.com/jackc/pgx/v5 v5.12.0
-	github.com/kvbreaker/kvbreaker v0.0.0
-	github.com/kvbreaker/kvbreaker/backends/cloudflarekv v0.0.0
-	github.com/kvbreaker/kvbreaker/backends/dynamodb v0.0.0
-	github.com/kvbreaker/kvbreaker/backends/etcd v0.0.0
-	github.com/kvbreaker/kvbreaker/backends/postgres v0.0.0
+	github.com/kvbreaker/kvbreaker v0.1.0
+	github.com/kvbreaker/kvbreaker/backends/cloudflarekv v0.1.0
+	github.com/kvbreaker/kvbreaker/backends/dynamodb v0.1.0
+	github.com/kvbreaker/kvbreaker/backends/etcd v0.1.0
+	github.com/kvbreaker/kvbreaker/backends/postgres v0.1.0
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/spf13/cobra v1.10.2
 	github.com/spf13/pflag v1.0.9
@@ -49,7 +49,7 @@ require (
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
 	github.com/jackc/puddle/v2 v2.2.3 // indirect
-	github.com/kvbreaker/kvbreaker/backends/redis v0.0.0
+	github.com/kvbreaker/kvbreaker/backends/redis v0.1.0
 	github.com/tidwall/gjson v1.14.4 // indirect
 	github.com/tidwall/match v1.1.1 // indirect
 	github.com/tidwall/pretty v1.2.1 // indirect
@@ -69,17 +69,3 @@ require (
 	google.golang.org/grpc v1.83.2 // indirect
 	google.golang.org/protobuf v1.36.11 // indirect
 )
-
-// Local modules resolve to this repository; go.work does the same for
-// development, and a consumer's build ignores these lines.
-replace github.com/kvbreaker/kvbreaker => ../..
-
-replace github.com/kvbreaker/kvbreaker/backends/etcd => ../../backends/etcd
-
-replace github.com/kvbreaker/kvbreaker/backends/dynamodb => ../../backends/dynamodb
-
-replace github.com/kvbreaker/kvbreaker/backends/cloudflarekv => ../../backends/cloudflarekv
-
-replace github.com/kvbreaker/kvbreaker/backends/postgres => ../../backends/postgres
-
-replace github.com/kvbreaker/kvbreaker/backends/redis => ../../backends/redis

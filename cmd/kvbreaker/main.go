@@ -139,13 +139,18 @@ Cloudflare Workers KV, or memory).`,
 }
 
 // version describes the build from its module information: the module
-// version (a tag, or "(devel)" for a build from a clone) and the VCS
-// revision it was built from.
+// version (a tag; a pseudo-version or "(devel)" for a build from a clone)
+// and the VCS revision it was built from.
 func version() string {
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {
 		return "(unknown: built without module information)"
 	}
+	return versionOf(bi)
+}
+
+// versionOf is version's text for build information bi.
+func versionOf(bi *debug.BuildInfo) string {
 	v := bi.Main.Version
 	if v == "" {
 		v = "(devel)"
@@ -175,6 +180,9 @@ func version() string {
 			extra += " " + at
 		}
 		extra += ", " + bi.GoVersion
+	} else if v == "(devel)" {
+		// go run, -buildvcs=false, or a directory git does not stamp.
+		extra = "no VCS revision: go run, -buildvcs=false or no .git directory; " + bi.GoVersion
 	}
 	return v + " (" + extra + ")"
 }

@@ -3,8 +3,8 @@ module github.com/kvbreaker/kvbreaker/otelkvbreaker/promexample
 go 1.26.0
 
 require (
-	github.com/kvbreaker/kvbreaker v0.0.0
-	github.com/kvbreaker/kvbreaker/otelkvbreaker v0.0.0
+	github.com/kvbreaker/kvbreaker v0.1.0
+	github.com/kvbreaker/kvbreaker/otelkvbreaker v0.1.0
 	github.com/prometheus/client_golang v1.25.0
 	go.opentelemetry.io/otel/exporters/prometheus v0.69.0
 	go.opentelemetry.io/otel/sdk/metric v1.47.0
@@ -31,11 +31,4 @@ require (
 	golang.org/x/sys v0.49.0 // indirect
 	golang.org/x/text v0.43.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
-)
-
-// Local modules resolve to this repository; go.work does the same for
-// development, and a consumer's build ignores these lines.
-replace (
-	github.com/kvbreaker/kvbreaker => ../..
-	github.com/kvbreaker/kvbreaker/otelkvbreaker => ..
 )

@@ -6,9 +6,9 @@ require (
 	github.com/aws/aws-sdk-go-v2 v1.48.0
 	github.com/aws/aws-sdk-go-v2/credentials v1.21.0
 	github.com/aws/aws-sdk-go-v2/service/dynamodb v1.74.0
-	github.com/kvbreaker/kvbreaker v0.0.0
-	github.com/kvbreaker/kvbreaker/backends/dynamodb v0.0.0
-	github.com/kvbreaker/kvbreaker/backends/etcd v0.0.0
+	github.com/kvbreaker/kvbreaker v0.1.0
+	github.com/kvbreaker/kvbreaker/backends/dynamodb v0.1.0
+	github.com/kvbreaker/kvbreaker/backends/etcd v0.1.0
 	github.com/moby/moby/api v1.55.0
 	github.com/testcontainers/testcontainers-go v0.44.0
 	github.com/testcontainers/testcontainers-go/modules/dynamodb v0.44.0
@@ -88,13 +88,3 @@ require (
 	google.golang.org/protobuf v1.36.11 // indirect
 	gopkg.in/yaml.v3 v3.0.1 // indirect
 )
-
-// Local modules resolve to this repository; go.work does the same for
-// development, and a consumer's build ignores these lines.
-replace github.com/kvbreaker/kvbreaker => ../..
-
-replace github.com/kvbreaker/kvbreaker/backends/etcd => ../../backends/etcd
-
-replace github.com/kvbreaker/kvbreaker/backends/dynamodb => ../../backends/dynamodb
-
-replace github.com/kvbreaker/kvbreaker/backends/cloudflarekv => ../../backends/cloudflarekv

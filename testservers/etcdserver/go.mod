@@ -68,7 +68,3 @@ require (
 	k8s.io/utils v0.0.0-20260108192941-914a6e750570 // indirect
 	sigs.k8s.io/yaml v1.6.0 // indirect
 )
-
-// Local modules resolve to this repository; go.work does the same for
-// development, and a consumer's build ignores these lines.
-replace github.com/kvbreaker/kvbreaker => ../..

@@ -1,12 +1,16 @@
 // Command consumers checks what a user inherits: for each way of using
 // kvbreaker it writes a throwaway consumer module (in a temp dir, outside
-// the workspace) that imports only those packages, resolves it with
-// `go mod tidy` against this checkout, and fails if `go list -m all` names a
-// module that consumer must not carry: another backend's SDK, the test
-// servers' dependencies (etcd server, testcontainers, moby) or the
-// benchmarks' (gobreaker, x/perf). It prints each consumer's module count.
+// the workspace) that requires the repository's modules at -version, with
+// no replace, imports only those packages, resolves it with `go mod tidy`,
+// and fails if `go list -m all` names a module that consumer must not
+// carry: another backend's SDK, the test servers' dependencies (etcd
+// server, testcontainers, moby) or the benchmarks' (gobreaker, x/perf). It
+// prints each consumer's module count.
 //
-//	go run ./tools/consumers        (from the repository root; make test runs it)
+// The version must be served by GOPROXY: tools/published runs it with a
+// file-system proxy of a tagged clone (make consumers, make published):
+//
+//	go run ./tools/published -only consumers
 package main
 
 import (
@@ -33,6 +37,9 @@ type consumer struct {
 }
 
 const repo = "github.com/kvbreaker/kvbreaker"
+
+// version is the version of the repository's modules consumers require.
+var version string
 
 // shared are test libraries any backend may require.
 var shared = map[string]bool{"go.uber.org/goleak": true}
@@ -127,7 +134,11 @@ func consumersOf(root string) ([]consumer, error) {
 func main() {
 	root := flag.String("repo", ".", "the repository's root directory")
 	keep := flag.Bool("keep", false, "keep the consumer modules (their directories are printed)")
+	flag.StringVar(&version, "version", "", "the version of the repository's modules to require (GOPROXY must serve it)")
 	flag.Parse()
+	if version == "" {
+		fatal(errors.New("-version is required; make consumers runs this through tools/published"))
+	}
 	abs, err := filepath.Abs(*root)
 	if err != nil {
 		fatal(err)
@@ -216,15 +227,15 @@ func main() {
 
 // graph writes c's consumer module, tidies and builds it, and returns
 // `go list -m all` without the consumer itself.
-func graph(ctx context.Context, repoDir string, c consumer) ([]string, string, error) {
+func graph(ctx context.Context, _ string, c consumer) ([]string, string, error) {
 	dir, err := os.MkdirTemp("", "kvbreaker-consumer-"+c.name+"-")
 	if err != nil {
 		return nil, "", err
 	}
 	var gomod strings.Builder
-	fmt.Fprintf(&gomod, "module example.com/consumer\n\ngo 1.26.0\n\nrequire %s v0.0.0\n\nreplace %s => %s\n", repo, repo, repoDir)
+	fmt.Fprintf(&gomod, "module example.com/consumer\n\ngo 1.26.0\n\nrequire %s %s\n", repo, version)
 	for _, m := range c.modules {
-		fmt.Fprintf(&gomod, "\nrequire %s/%s v0.0.0\n\nreplace %s/%s => %s\n", repo, m, repo, m, filepath.Join(repoDir, m))
+		fmt.Fprintf(&gomod, "\nrequire %s/%s %s\n", repo, m, version)
 	}
 	var src strings.Builder
 	src.WriteString("package main\n\nimport (\n")
@@ -241,7 +252,10 @@ func graph(ctx context.Context, repoDir string, c consumer) ([]string, string, e
 	run := func(args ...string) (string, error) {
 		cmd := exec.CommandContext(ctx, "go", args...)
 		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=mod")
+		cmd.Env = append(os.Environ(), "GOWORK=off")
+		if os.Getenv("GOFLAGS") == "" {
+			cmd.Env = append(cmd.Env, "GOFLAGS=-mod=mod")
+		}
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			return "", fmt.Errorf("go %s: %v\n%s", strings.Join(args, " "), err, out)
