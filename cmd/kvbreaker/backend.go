@@ -158,7 +158,10 @@ const envHelp = `Environment (a flag given on the command line wins):
 
 // backendFlagsHelp is the part of a command's --help that shows each
 // backend's flags by example.
-const backendFlagsHelp = `Backends and their connection flags (the same for check, list, inspect and reset):
+const backendFlagsHelp = `Backends (--backend): etcd, dynamodb (Amazon DynamoDB), cloudflarekv
+(Cloudflare Workers KV), redis (Redis, or a Redis Cluster), postgres
+(PostgreSQL) and memory. Their connection flags (the same for check, list,
+inspect, reset and init):
   etcd          --etcd-endpoints https://etcd-1:2379,https://etcd-2:2379
                 [--etcd-cacert ca.pem [--etcd-cert client.pem --etcd-key client-key.pem]]
   dynamodb      --dynamodb-table kvbreaker [--dynamodb-endpoint http://localhost:8000]
@@ -170,6 +173,8 @@ const backendFlagsHelp = `Backends and their connection flags (the same for chec
   redis         --redis-url redis://127.0.0.1:6379/0
                 or --redis-cluster --redis-url redis://10.0.0.1:6379?addr=10.0.0.2:6379
   memory        no flags: a store inside this process, empty at start (a demo)
+PostgreSQL and DynamoDB need a table: "kvbreaker init" with the same flags
+creates it ("kvbreaker init --print" shows the SQL or AWS CLI commands).
 --prefix must be the key prefix your fleet's Breakers use (kvbreaker.Prefixed).
 No output or error shows a credential: URLs are shown without user
 information or password=/token= values, keyword/value strings without

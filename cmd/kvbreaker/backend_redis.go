@@ -133,7 +133,7 @@ func openRedisServer(ctx context.Context, f *backendFlags) (*conn, error) {
 			}
 			return nil, &reachError{backend: "redis", endpoint: strings.Join(ue.Endpoints, ", "), why: why, err: err}
 		}
-		return nil, err
+		return nil, redisServerError("redis at "+o.Addr+" db "+strconv.Itoa(o.DB), f, err)
 	}
 	// One node of a Cluster answers for its own slots only: list would show
 	// a third of the hosts and inspect would fail with MOVED.
@@ -196,7 +196,7 @@ func clusterPingError(ctx context.Context, f *backendFlags, seeds []string, err 
 	if strings.Contains(err.Error(), "cluster support disabled") {
 		return fmt.Errorf("redis at %s is not a Redis Cluster (%v): drop %s", endpoint, err, f.name("redis-cluster"))
 	}
-	return fmt.Errorf("redis cluster via %s: %w", endpoint, err)
+	return redisServerError("redis cluster via "+endpoint, f, err)
 }
 
 // clusterStore is a Store over a ClusterClient the command made: Close
