@@ -440,29 +440,40 @@ func etcdTLS(f *backendFlags) (*tls.Config, error) {
 	return cfg, nil
 }
 
-func openDynamoDB(ctx context.Context, f *backendFlags) (*conn, error) {
+// dynamoClient makes the DynamoDB client of the flags and checks that an
+// --dynamodb-endpoint accepts connections. where names the table for
+// output; endpoint is the one the client talks to.
+func dynamoClient(ctx context.Context, f *backendFlags) (client *dyn.Client, where, endpoint string, err error) {
 	cfg, err := awsconfig.LoadDefaultConfig(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("dynamodb: loading the AWS configuration: %w", err)
+		return nil, "", "", fmt.Errorf("dynamodb: loading the AWS configuration: %w", err)
 	}
 	if cfg.Region == "" {
-		return nil, errors.New("dynamodb: no AWS region: set AWS_REGION, or a region in the profile AWS_PROFILE names")
+		return nil, "", "", errors.New("dynamodb: no AWS region: set AWS_REGION, or a region in the profile AWS_PROFILE names")
 	}
-	client := dyn.NewFromConfig(cfg, func(o *dyn.Options) {
+	client = dyn.NewFromConfig(cfg, func(o *dyn.Options) {
 		if f.dynamoEndpoint != "" {
 			o.BaseEndpoint = aws.String(f.dynamoEndpoint)
 		}
 	})
-	where := "dynamodb table " + f.dynamoTable + " in " + cfg.Region
-	endpoint := "https://dynamodb." + cfg.Region + ".amazonaws.com"
+	where = "dynamodb table " + f.dynamoTable + " in " + cfg.Region
+	endpoint = "https://dynamodb." + cfg.Region + ".amazonaws.com"
 	if f.dynamoEndpoint != "" {
 		endpoint = redactURL(f.dynamoEndpoint)
 		where += " at " + endpoint
 		// AWS's own endpoints resolve and answer; an override (DynamoDB
 		// Local) is where a closed port is likely.
 		if err := preflight(ctx, "dynamodb", f.dynamoEndpoint); err != nil {
-			return nil, err
+			return nil, "", "", err
 		}
+	}
+	return client, where, endpoint, nil
+}
+
+func openDynamoDB(ctx context.Context, f *backendFlags) (*conn, error) {
+	client, where, endpoint, err := dynamoClient(ctx, f)
+	if err != nil {
+		return nil, err
 	}
 	// Fail here, with one clear error, if the table is missing or the
 	// credentials are refused.
@@ -470,7 +481,10 @@ func openDynamoDB(ctx context.Context, f *backendFlags) (*conn, error) {
 		if ctx.Err() != nil {
 			return nil, noAnswer(ctx, "dynamodb", endpoint, f.bound, err)
 		}
-		return nil, fmt.Errorf("dynamodb: describe table %s: %w", f.dynamoTable, err)
+		if _, ok := errors.AsType[*types.ResourceNotFoundException](err); ok {
+			return nil, fmt.Errorf("dynamodb: table %s does not exist in %s at %s: %s", f.dynamoTable, regionOf(client), endpoint, createHint)
+		}
+		return nil, fmt.Errorf("dynamodb: describe table %s at %s: %w", f.dynamoTable, endpoint, err)
 	}
 	s, err := dynamodb.New(client, f.dynamoTable)
 	if err != nil {
@@ -491,6 +505,8 @@ func openDynamoDB(ctx context.Context, f *backendFlags) (*conn, error) {
 		},
 	}, nil
 }
+
+func regionOf(c *dyn.Client) string { return c.Options().Region }
 
 // cfDefaultBase is the Cloudflare API the SDK talks to without an override.
 const cfDefaultBase = "https://api.cloudflare.com/client/v4/"

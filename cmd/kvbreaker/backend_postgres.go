@@ -113,4 +113,3 @@ func (s *pgStore) Close() error {
 	s.pool.Close()
 	return err
 }
-

@@ -1,5 +1,5 @@
 // Command kvbreaker is kvbreaker's command-line tool: simulate, check,
-// inspect, reset and list. Each subcommand lives in its own file and is added
+// inspect, reset, list and init. Each subcommand lives in its own file and is added
 // to the root command in newRoot.
 //
 // Usage:
@@ -135,6 +135,7 @@ process). "kvbreaker init" creates the table PostgreSQL and DynamoDB need.`,
 		newListCmd(),
 		newInspectCmd(),
 		newResetCmd(),
+		newInitCmd(),
 	)
 	return root
 }
