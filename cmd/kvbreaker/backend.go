@@ -191,10 +191,12 @@ type conn struct {
 	// store is the backend's store, without prefix: the commands wrap it
 	// with kvbreaker.Prefixed.
 	store driver.Store
-	// purge, when set, removes the physical remains of an entry that has
-	// expired logically (fullKey as the backend stores it): DynamoDB keeps
-	// expired items until its TTL sweep, days later.
-	purge func(ctx context.Context, fullKey string) error
+	// purge, when set, removes whatever the backend keeps at fullKey (as
+	// it stores it) and returns how many entries it removed: the
+	// tombstone a delete leaves (DynamoDB, Redis, PostgreSQL) or an entry
+	// that expired logically (DynamoDB keeps it until its TTL sweep, days
+	// later; PostgreSQL until a purge).
+	purge func(ctx context.Context, fullKey string) (int, error)
 	// advance, when set, moves the backend's clock (test servers only).
 	advance func(ctx context.Context, d time.Duration) error
 	// clockShift moves this machine's clock as check's clock measurement
@@ -493,15 +495,16 @@ func openDynamoDB(ctx context.Context, f *backendFlags) (*conn, error) {
 	return &conn{
 		describe: where,
 		store:    s,
-		purge: func(ctx context.Context, fullKey string) error {
-			_, err := client.DeleteItem(ctx, &dyn.DeleteItemInput{
-				TableName: aws.String(f.dynamoTable),
-				Key:       map[string]types.AttributeValue{dynamodb.AttrKey: &types.AttributeValueMemberS{Value: fullKey}},
+		purge: func(ctx context.Context, fullKey string) (int, error) {
+			out, err := client.DeleteItem(ctx, &dyn.DeleteItemInput{
+				TableName:    aws.String(f.dynamoTable),
+				Key:          map[string]types.AttributeValue{dynamodb.AttrKey: &types.AttributeValueMemberS{Value: fullKey}},
+				ReturnValues: types.ReturnValueAllOld,
 			})
 			if err != nil {
-				return fmt.Errorf("dynamodb: purge %s/%q: %w", f.dynamoTable, fullKey, err)
+				return 0, fmt.Errorf("dynamodb: purge %s/%q: %w", f.dynamoTable, fullKey, err)
 			}
-			return nil
+			return min(len(out.Attributes), 1), nil
 		},
 	}, nil
 }

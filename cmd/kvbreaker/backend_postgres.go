@@ -92,13 +92,14 @@ func connectPostgres(ctx context.Context, f *backendFlags) (*pgxpool.Pool, *pgxp
 // pgPurge deletes a row whatever it holds: check's cleanup removes the
 // tombstones and expired rows its writes left, which the store keeps until
 // its purge (postgres.WithPurgeDelay after expiry).
-func pgPurge(pool *pgxpool.Pool, table string) func(ctx context.Context, fullKey string) error {
+func pgPurge(pool *pgxpool.Pool, table string) func(ctx context.Context, fullKey string) (int, error) {
 	sql := `DELETE FROM "` + table + `" WHERE key = $1` // table passed postgres.Schema's check
-	return func(ctx context.Context, fullKey string) error {
-		if _, err := pool.Exec(ctx, sql, fullKey); err != nil {
-			return fmt.Errorf("postgres: purge %q: %w", fullKey, err)
+	return func(ctx context.Context, fullKey string) (int, error) {
+		tag, err := pool.Exec(ctx, sql, fullKey)
+		if err != nil {
+			return 0, fmt.Errorf("postgres: purge %q: %w", fullKey, err)
 		}
-		return nil
+		return int(tag.RowsAffected()), nil
 	}
 }
 
