@@ -483,8 +483,8 @@ func openDynamoDB(ctx context.Context, f *backendFlags) (*conn, error) {
 		if ctx.Err() != nil {
 			return nil, noAnswer(ctx, "dynamodb", endpoint, f.bound, err)
 		}
-		if _, ok := errors.AsType[*types.ResourceNotFoundException](err); ok {
-			return nil, fmt.Errorf("dynamodb: table %s does not exist in %s at %s: %s", f.dynamoTable, regionOf(client), endpoint, createHint)
+		if nf, ok := errors.AsType[*types.ResourceNotFoundException](err); ok {
+			return nil, fmt.Errorf("dynamodb: table %s does not exist in %s at %s (%s): %s", f.dynamoTable, regionOf(client), endpoint, nf.ErrorCode(), createHint)
 		}
 		return nil, fmt.Errorf("dynamodb: describe table %s at %s: %w", f.dynamoTable, endpoint, err)
 	}

@@ -36,8 +36,11 @@ a Breaker carries a TTL, so something else wrote that key, and if it
 restrains its host it does so until kvbreaker reset.
 
 A host with no record is closed (never failed, or its record expired). When
-the store can list keys and holds no record at all under --prefix, inspect
-says so: the prefix is probably not the one your fleet uses.
+the store can list keys, inspect then searches it, within --timeout, for a
+record of the host under another prefix (or none), and says which --prefix
+finds it; and it says when the store holds no record at all under --prefix
+(read to the end, not one page): the prefix is probably not the one your
+fleet uses.
 
 ` + backendFlagsHelp
 
@@ -311,6 +314,13 @@ type inspectJSONOut struct {
 	statusJSON
 	Prefix        string `json:"prefix"`
 	PrefixHasKeys *bool  `json:"prefix_has_records"`
+	// ElsewhereUnder lists the other prefixes under which the host has a
+	// record ("" for none), when it has none under Prefix;
+	// ElsewhereSearched says whether the whole store was searched (false
+	// when --timeout ended the search; null when the store cannot list,
+	// or the host has a record here).
+	ElsewhereUnder    []string `json:"elsewhere_under"`
+	ElsewhereSearched *bool    `json:"elsewhere_searched"`
 }
 
 func newInspectCmd() *cobra.Command {
@@ -348,27 +358,41 @@ func runInspect(ctx context.Context, s *storeFlags, args []string, stdout, stder
 	if err != nil {
 		return err
 	}
-	out := inspectJSONOut{statusJSON: newStatus(st, time.Now()), Prefix: s.bf.prefix}
+	out := inspectJSONOut{statusJSON: newStatus(st, time.Now()), Prefix: s.bf.prefix, ElsewhereUnder: []string{}}
 	out.addExpiry(ctx, store)
 	if out.noExpiry() {
 		fmt.Fprintf(stderr, "warning: %s is %s\n", st.Host, noExpiryWarning)
 	}
+	var notes []string
 	if !st.Found {
-		// No record for this host: is there any record under the prefix?
-		keys, _, lerr := listPage(ctx, store, "", 1)
-		if lerr == nil {
-			has := len(keys) > 0
+		// No record for this host under --prefix: is there one under
+		// another prefix, and any record at all under this one?
+		if found, err := findElsewhere(ctx, c.store, s.bf.prefix, st.Host); err == nil {
+			out.ElsewhereUnder = found.Prefixes
+			out.ElsewhereSearched = &found.Complete
+			switch {
+			case len(found.Prefixes) > 0:
+				notes = append(notes, elsewhereNote(st.Host, found))
+			case !found.Complete:
+				notes = append(notes, fmt.Sprintf("--timeout %v ended the search of %s for %s under other prefixes after %d keys", s.timeout, c.describe, st.Host, found.Searched))
+			}
+		}
+		if has, known, err := hasRecords(ctx, store, ""); err == nil && known {
 			out.PrefixHasKeys = &has
 			if !has {
-				fmt.Fprintf(stderr, "note: %s holds no record at all under prefix %q: is --prefix the one your fleet's Breakers use (kvbreaker.Prefixed)?\n", c.describe, s.bf.prefix)
+				notes = append(notes, fmt.Sprintf("%s holds no record at all under prefix %q: is --prefix the one your fleet's Breakers use (kvbreaker.Prefixed)?", c.describe, s.bf.prefix))
 			}
 		}
 	}
 	if s.format == "json" {
-		return writeJSON(stdout, out)
+		err = writeJSON(stdout, out)
+	} else {
+		out.writeTable(stdout)
 	}
-	out.writeTable(stdout)
-	return nil
+	for _, n := range notes {
+		fmt.Fprintf(stderr, "note: %s\n", n)
+	}
+	return err
 }
 
 func newResetCmd() *cobra.Command {
