@@ -17,7 +17,9 @@ import (
 const checkLong = `Runs kvbreaker's conformance checks against a live store, under a fresh
 throwaway key prefix (your --prefix plus "check-<random>/"), and deletes every
 key it wrote when it ends, when --timeout passes, or on Ctrl-C (then it exits
-130). Your fleet's own keys are never read or written.
+130), purging as well what a delete or an expiry leaves behind in DynamoDB,
+Redis and PostgreSQL (tombstones, expired items and rows), so nothing stays.
+Your fleet's own keys are never read or written.
 
 It prints, for each promise the store declares (its Traits), what was
 measured: compare-and-swap (atomic or last-writer-wins), expiry early and

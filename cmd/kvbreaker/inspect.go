@@ -55,7 +55,9 @@ cache staleness). Use it when you know the host is back. Without --yes it
 changes nothing and says so. HOST is found as for inspect: exactly as given
 when a record is stored under that key (what list prints), else normalised
 (kvbreaker.HostKey), so a URL works. A record the store cannot read is
-deleted all the same (the read error is shown as the state before).
+deleted all the same (the read error is shown as the state before). When the
+host has no record under --prefix but has one under another prefix, reset
+says which --prefix finds it (as inspect does).
 
 ` + backendFlagsHelp
 
@@ -404,7 +406,7 @@ func newResetCmd() *cobra.Command {
 		Long:    resetLong,
 		Example: resetExample,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runReset(cmd.Context(), &s, yes, args, cmd.OutOrStdout())
+			return runReset(cmd.Context(), &s, yes, args, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
 	s.register(cmd)
@@ -413,7 +415,7 @@ func newResetCmd() *cobra.Command {
 	return cmd
 }
 
-func runReset(ctx context.Context, s *storeFlags, yes bool, args []string, stdout io.Writer) error {
+func runReset(ctx context.Context, s *storeFlags, yes bool, args []string, stdout, stderr io.Writer) error {
 	host, err := hostArg(args)
 	if err != nil {
 		return err
@@ -467,6 +469,12 @@ func runReset(ctx context.Context, s *storeFlags, yes bool, args []string, stdou
 		fmt.Fprintf(stdout, "%s: %s -> closed (record deleted)\n", host, before.State)
 	default:
 		fmt.Fprintf(stdout, "%s: already closed (no record)\n", host)
+	}
+	if !before.Found && readErr == nil {
+		// Nothing was reset: was the host meant under another prefix?
+		if found, err := findElsewhere(ctx, c.store, s.bf.prefix, host); err == nil && len(found.Prefixes) > 0 {
+			fmt.Fprintf(stderr, "note: nothing reset: %s\n", elsewhereNote(host, found))
+		}
 	}
 	return nil
 }

@@ -63,6 +63,12 @@ func TestWrongPrefix(t *testing.T) {
 		t.Errorf("inspect under the right prefix: exit %d\n%s%s", code, out, errOut)
 	}
 
+	code, out, errOut = runT(t, append([]string{"reset", "--yes", "--prefix", "fleet-b/"}, append(conn, "dead-1.example")...)...)
+	if code != exitOK || !strings.Contains(out, "already closed (no record)") ||
+		!strings.Contains(errOut, `note: nothing reset: dead-1.example has a record under prefix "fleet-a/", prefix "fleet-a/eu/": run again with --prefix fleet-a/`) {
+		t.Errorf("reset under the wrong prefix: exit %d\n%s%s", code, out, errOut)
+	}
+
 	// list without --prefix: no host is a key under a prefix.
 	code, out, errOut = runT(t, append([]string{"list", "--format", "json"}, conn...)...)
 	var l listOutput
