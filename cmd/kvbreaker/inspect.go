@@ -36,9 +36,9 @@ a Breaker carries a TTL, so something else wrote that key, and if it
 restrains its host it does so until kvbreaker reset.
 
 A host with no record is closed (never failed, or its record expired). When
-the store can list keys, inspect then searches it, within --timeout, for a
-record of the host under another prefix (or none), and says which --prefix
-finds it; and it says when the store holds no record at all under --prefix
+the store can list keys, inspect then searches its first 10000 keys, within
+--timeout, for a record of the host under another prefix (or none), and says
+which --prefix finds it; and it says when the store holds no record at all under --prefix
 (read to the end, not one page): the prefix is probably not the one your
 fleet uses.
 
@@ -376,7 +376,7 @@ func runInspect(ctx context.Context, s *storeFlags, args []string, stdout, stder
 			case len(found.Prefixes) > 0:
 				notes = append(notes, elsewhereNote(st.Host, found))
 			case !found.Complete:
-				notes = append(notes, fmt.Sprintf("--timeout %v ended the search of %s for %s under other prefixes after %d keys", s.timeout, c.describe, st.Host, found.Searched))
+				notes = append(notes, fmt.Sprintf("searched the first %d keys of %s for %s under other prefixes, not all (at most %d, within --timeout %v): none there", found.Searched, c.describe, st.Host, maxSearch, s.timeout))
 			}
 		}
 		if has, known, err := hasRecords(ctx, store, ""); err == nil && known {

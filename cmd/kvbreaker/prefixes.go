@@ -20,6 +20,11 @@ import (
 // scanPage is how many names one List call of a search asks for.
 const scanPage = 1000
 
+// maxSearch bounds the names findElsewhere reads: a search of a large
+// table (a DynamoDB Scan reads, and bills, every item) is not worth one
+// inspect.
+var maxSearch = 10_000
+
 // splitName splits a name as the store holds it into its prefix (""
 // when it has none) and the key a Breaker under that prefix passed; ok is
 // false for a name no Breaker can have written through kvbreaker.Prefixed
@@ -66,7 +71,7 @@ type search struct {
 	// record ("" for none), sorted.
 	Prefixes []string
 	// Searched counts the names read; Complete is false when the search
-	// ended (--timeout) before the end of the store.
+	// ended (--timeout, or maxSearch names) before the end of the store.
 	Searched int
 	Complete bool
 }
@@ -83,7 +88,7 @@ func findElsewhere(ctx context.Context, raw driver.Store, prefix, key string) (s
 	found := map[string]bool{}
 	cursor := ""
 	for {
-		names, next, err := l.List(ctx, "", cursor, scanPage)
+		names, next, err := l.List(ctx, "", cursor, min(scanPage, maxSearch-s.Searched))
 		if err != nil {
 			if ctx.Err() != nil {
 				break
@@ -102,6 +107,9 @@ func findElsewhere(ctx context.Context, raw driver.Store, prefix, key string) (s
 		}
 		if next == "" {
 			s.Complete = true
+			break
+		}
+		if s.Searched >= maxSearch {
 			break
 		}
 		cursor = next

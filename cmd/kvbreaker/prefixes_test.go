@@ -69,6 +69,14 @@ func TestWrongPrefix(t *testing.T) {
 		t.Errorf("reset under the wrong prefix: exit %d\n%s%s", code, out, errOut)
 	}
 
+	// A search bounded below the store's size says so.
+	defer func(n int) { maxSearch = n }(maxSearch)
+	maxSearch = 1
+	code, out, errOut = runT(t, append([]string{"inspect", "--prefix", "fleet-b/"}, append(conn, "elsewhere-not.example")...)...)
+	if code != exitOK || !strings.Contains(errOut, "note: searched the first 1 keys of redis at "+srv.Addr()+" db 0 for elsewhere-not.example under other prefixes, not all") {
+		t.Errorf("a bounded search: exit %d\n%s%s", code, out, errOut)
+	}
+
 	// list without --prefix: no host is a key under a prefix.
 	code, out, errOut = runT(t, append([]string{"list", "--format", "json"}, conn...)...)
 	var l listOutput
