@@ -158,7 +158,10 @@ const envHelp = `Environment (a flag given on the command line wins):
 
 // backendFlagsHelp is the part of a command's --help that shows each
 // backend's flags by example.
-const backendFlagsHelp = `Backends and their connection flags (the same for check, list, inspect and reset):
+const backendFlagsHelp = `Backends (--backend): etcd, dynamodb (Amazon DynamoDB), cloudflarekv
+(Cloudflare Workers KV), redis (Redis, or a Redis Cluster), postgres
+(PostgreSQL) and memory. Their connection flags (the same for check, list,
+inspect, reset and init):
   etcd          --etcd-endpoints https://etcd-1:2379,https://etcd-2:2379
                 [--etcd-cacert ca.pem [--etcd-cert client.pem --etcd-key client-key.pem]]
   dynamodb      --dynamodb-table kvbreaker [--dynamodb-endpoint http://localhost:8000]
@@ -170,6 +173,8 @@ const backendFlagsHelp = `Backends and their connection flags (the same for chec
   redis         --redis-url redis://127.0.0.1:6379/0
                 or --redis-cluster --redis-url redis://10.0.0.1:6379?addr=10.0.0.2:6379
   memory        no flags: a store inside this process, empty at start (a demo)
+PostgreSQL and DynamoDB need a table: "kvbreaker init" with the same flags
+creates it ("kvbreaker init --print" shows the SQL or AWS CLI commands).
 --prefix must be the key prefix your fleet's Breakers use (kvbreaker.Prefixed).
 No output or error shows a credential: URLs are shown without user
 information or password=/token= values, keyword/value strings without
@@ -186,10 +191,12 @@ type conn struct {
 	// store is the backend's store, without prefix: the commands wrap it
 	// with kvbreaker.Prefixed.
 	store driver.Store
-	// purge, when set, removes the physical remains of an entry that has
-	// expired logically (fullKey as the backend stores it): DynamoDB keeps
-	// expired items until its TTL sweep, days later.
-	purge func(ctx context.Context, fullKey string) error
+	// purge, when set, removes whatever the backend keeps at fullKey (as
+	// it stores it) and returns how many entries it removed: the
+	// tombstone a delete leaves (DynamoDB, Redis, PostgreSQL) or an entry
+	// that expired logically (DynamoDB keeps it until its TTL sweep, days
+	// later; PostgreSQL until a purge).
+	purge func(ctx context.Context, fullKey string) (int, error)
 	// advance, when set, moves the backend's clock (test servers only).
 	advance func(ctx context.Context, d time.Duration) error
 	// clockShift moves this machine's clock as check's clock measurement
@@ -435,29 +442,40 @@ func etcdTLS(f *backendFlags) (*tls.Config, error) {
 	return cfg, nil
 }
 
-func openDynamoDB(ctx context.Context, f *backendFlags) (*conn, error) {
+// dynamoClient makes the DynamoDB client of the flags and checks that an
+// --dynamodb-endpoint accepts connections. where names the table for
+// output; endpoint is the one the client talks to.
+func dynamoClient(ctx context.Context, f *backendFlags) (client *dyn.Client, where, endpoint string, err error) {
 	cfg, err := awsconfig.LoadDefaultConfig(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("dynamodb: loading the AWS configuration: %w", err)
+		return nil, "", "", fmt.Errorf("dynamodb: loading the AWS configuration: %w", err)
 	}
 	if cfg.Region == "" {
-		return nil, errors.New("dynamodb: no AWS region: set AWS_REGION, or a region in the profile AWS_PROFILE names")
+		return nil, "", "", errors.New("dynamodb: no AWS region: set AWS_REGION, or a region in the profile AWS_PROFILE names")
 	}
-	client := dyn.NewFromConfig(cfg, func(o *dyn.Options) {
+	client = dyn.NewFromConfig(cfg, func(o *dyn.Options) {
 		if f.dynamoEndpoint != "" {
 			o.BaseEndpoint = aws.String(f.dynamoEndpoint)
 		}
 	})
-	where := "dynamodb table " + f.dynamoTable + " in " + cfg.Region
-	endpoint := "https://dynamodb." + cfg.Region + ".amazonaws.com"
+	where = "dynamodb table " + f.dynamoTable + " in " + cfg.Region
+	endpoint = "https://dynamodb." + cfg.Region + ".amazonaws.com"
 	if f.dynamoEndpoint != "" {
 		endpoint = redactURL(f.dynamoEndpoint)
 		where += " at " + endpoint
 		// AWS's own endpoints resolve and answer; an override (DynamoDB
 		// Local) is where a closed port is likely.
 		if err := preflight(ctx, "dynamodb", f.dynamoEndpoint); err != nil {
-			return nil, err
+			return nil, "", "", err
 		}
+	}
+	return client, where, endpoint, nil
+}
+
+func openDynamoDB(ctx context.Context, f *backendFlags) (*conn, error) {
+	client, where, endpoint, err := dynamoClient(ctx, f)
+	if err != nil {
+		return nil, err
 	}
 	// Fail here, with one clear error, if the table is missing or the
 	// credentials are refused.
@@ -465,7 +483,10 @@ func openDynamoDB(ctx context.Context, f *backendFlags) (*conn, error) {
 		if ctx.Err() != nil {
 			return nil, noAnswer(ctx, "dynamodb", endpoint, f.bound, err)
 		}
-		return nil, fmt.Errorf("dynamodb: describe table %s: %w", f.dynamoTable, err)
+		if nf, ok := errors.AsType[*types.ResourceNotFoundException](err); ok {
+			return nil, fmt.Errorf("dynamodb: table %s does not exist in %s at %s (%s): %s", f.dynamoTable, regionOf(client), endpoint, nf.ErrorCode(), createHint)
+		}
+		return nil, fmt.Errorf("dynamodb: describe table %s at %s: %w", f.dynamoTable, endpoint, err)
 	}
 	s, err := dynamodb.New(client, f.dynamoTable)
 	if err != nil {
@@ -474,18 +495,21 @@ func openDynamoDB(ctx context.Context, f *backendFlags) (*conn, error) {
 	return &conn{
 		describe: where,
 		store:    s,
-		purge: func(ctx context.Context, fullKey string) error {
-			_, err := client.DeleteItem(ctx, &dyn.DeleteItemInput{
-				TableName: aws.String(f.dynamoTable),
-				Key:       map[string]types.AttributeValue{dynamodb.AttrKey: &types.AttributeValueMemberS{Value: fullKey}},
+		purge: func(ctx context.Context, fullKey string) (int, error) {
+			out, err := client.DeleteItem(ctx, &dyn.DeleteItemInput{
+				TableName:    aws.String(f.dynamoTable),
+				Key:          map[string]types.AttributeValue{dynamodb.AttrKey: &types.AttributeValueMemberS{Value: fullKey}},
+				ReturnValues: types.ReturnValueAllOld,
 			})
 			if err != nil {
-				return fmt.Errorf("dynamodb: purge %s/%q: %w", f.dynamoTable, fullKey, err)
+				return 0, fmt.Errorf("dynamodb: purge %s/%q: %w", f.dynamoTable, fullKey, err)
 			}
-			return nil
+			return min(len(out.Attributes), 1), nil
 		},
 	}, nil
 }
+
+func regionOf(c *dyn.Client) string { return c.Options().Region }
 
 // cfDefaultBase is the Cloudflare API the SDK talks to without an override.
 const cfDefaultBase = "https://api.cloudflare.com/client/v4/"

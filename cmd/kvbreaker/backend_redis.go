@@ -133,7 +133,7 @@ func openRedisServer(ctx context.Context, f *backendFlags) (*conn, error) {
 			}
 			return nil, &reachError{backend: "redis", endpoint: strings.Join(ue.Endpoints, ", "), why: why, err: err}
 		}
-		return nil, err
+		return nil, redisServerError("redis at "+o.Addr+" db "+strconv.Itoa(o.DB), f, err)
 	}
 	// One node of a Cluster answers for its own slots only: list would show
 	// a third of the hosts and inspect would fail with MOVED.
@@ -147,7 +147,7 @@ func openRedisServer(ctx context.Context, f *backendFlags) (*conn, error) {
 		return nil, fmt.Errorf("redis at %s is a node of a Redis Cluster, which holds only its own slots' keys: add --redis-cluster (or $%s=true)",
 			o.Addr, envOf("redis-cluster"))
 	}
-	return &conn{describe: "redis at " + o.Addr + " db " + strconv.Itoa(o.DB), store: s}, nil
+	return &conn{describe: "redis at " + o.Addr + " db " + strconv.Itoa(o.DB), store: s, purge: redisPurge(s)}, nil
 }
 
 // openRedisCluster opens a ClusterClient on the seeds of --redis-url and
@@ -175,7 +175,7 @@ func openRedisCluster(ctx context.Context, f *backendFlags) (*conn, error) {
 		return nil, clusterPingError(ctx, f, o.Addrs, err)
 	}
 	// redis.New leaves a client it did not make open on Close.
-	return &conn{describe: "redis cluster via " + seeds, store: clusterStore{s}}, nil
+	return &conn{describe: "redis cluster via " + seeds, store: clusterStore{s}, purge: redisPurge(s)}, nil
 }
 
 // clusterPingError explains a Cluster's failed first PING.
@@ -196,7 +196,7 @@ func clusterPingError(ctx context.Context, f *backendFlags, seeds []string, err 
 	if strings.Contains(err.Error(), "cluster support disabled") {
 		return fmt.Errorf("redis at %s is not a Redis Cluster (%v): drop %s", endpoint, err, f.name("redis-cluster"))
 	}
-	return fmt.Errorf("redis cluster via %s: %w", endpoint, err)
+	return redisServerError("redis cluster via "+endpoint, f, err)
 }
 
 // clusterStore is a Store over a ClusterClient the command made: Close
@@ -206,4 +206,17 @@ type clusterStore struct{ *redis.Store }
 func (s clusterStore) Close() error {
 	err := s.Store.Close()
 	return errors.Join(err, s.Client().Close())
+}
+
+// redisPurge deletes a key whatever it holds: check's cleanup removes the
+// tombstones its deletes left (a hash without its value, kept for the
+// record's remaining TTL, up to check's 10 minutes).
+func redisPurge(s *redis.Store) func(ctx context.Context, fullKey string) (int, error) {
+	return func(ctx context.Context, fullKey string) (int, error) {
+		n, err := s.Client().Del(ctx, fullKey).Result()
+		if err != nil {
+			return 0, fmt.Errorf("redis: purge %q: %w", fullKey, err)
+		}
+		return int(n), nil
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -16,7 +17,9 @@ import (
 const checkLong = `Runs kvbreaker's conformance checks against a live store, under a fresh
 throwaway key prefix (your --prefix plus "check-<random>/"), and deletes every
 key it wrote when it ends, when --timeout passes, or on Ctrl-C (then it exits
-130). Your fleet's own keys are never read or written.
+130), purging as well what a delete or an expiry leaves behind in DynamoDB,
+Redis and PostgreSQL (tombstones, expired items and rows), so nothing stays.
+Your fleet's own keys are never read or written.
 
 It prints, for each promise the store declares (its Traits), what was
 measured: compare-and-swap (atomic or last-writer-wins), expiry early and
@@ -159,11 +162,11 @@ func runCheck(sigCtx context.Context, stopSignals func(), f *checkFlags, stdout,
 	if interrupted {
 		bound = interruptCleanup
 	}
-	cleaned, left := h.cleanup(bound)
+	cleaned, purged, left := h.cleanup(bound)
 	if left > 0 {
-		fmt.Fprintf(stderr, "kvbreaker check: could not delete %d of the keys the check wrote under %q (they expire by themselves within 10 minutes)\n", left, prefix)
+		fmt.Fprintf(stderr, "kvbreaker check: could not remove %d of the keys the check wrote under %q: %s\n", left, prefix, leftBehind(c))
 	} else {
-		fmt.Fprintf(progress, "kvbreaker check: removed %d keys the check wrote\n", cleaned)
+		fmt.Fprintf(progress, "kvbreaker check: removed every key the check wrote under %q (%d records deleted, %d tombstones and expired entries purged)\n", prefix, cleaned, purged)
 	}
 	if interrupted {
 		return &exitError{exitInterrupted}
@@ -172,7 +175,7 @@ func runCheck(sigCtx context.Context, stopSignals func(), f *checkFlags, stdout,
 		return merr
 	}
 	timedOut := ctx.Err() != nil
-	out := newCheckOutput(rep, f, c, prefix, elapsed, timedOut, cleaned, left)
+	out := newCheckOutput(rep, f, c, prefix, elapsed, timedOut, cleaned, purged, left)
 	out.setClock(clk)
 	if f.format == "json" {
 		if err := writeJSON(stdout, out); err != nil {
@@ -195,6 +198,17 @@ func runCheck(sigCtx context.Context, stopSignals func(), f *checkFlags, stdout,
 		return &exitError{exitFail}
 	}
 	return nil
+}
+
+// leftBehind says how long what check could not remove stays.
+func leftBehind(c *conn) string {
+	switch {
+	case strings.HasPrefix(c.describe, "postgres"):
+		return "records expire within 10 minutes, but the rows stay until a purge (postgres.Store.Purge, which the fleet's stores run every 1000 writes) removes them"
+	case strings.HasPrefix(c.describe, "dynamodb"):
+		return "records expire within 10 minutes; DynamoDB's TTL deletes the items within days of that"
+	}
+	return "they expire by themselves within 10 minutes"
 }
 
 func randomHex(n int) string {

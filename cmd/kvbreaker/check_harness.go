@@ -113,9 +113,11 @@ func (h *checkHarness) showProgress(w io.Writer, start time.Time) func() {
 const cleanupTimeout = time.Minute
 
 // cleanup deletes every key the check's stores wrote, within bound, and
-// returns how many it deleted and how many it could not (absent keys count
-// as neither).
-func (h *checkHarness) cleanup(bound time.Duration) (deleted, left int) {
+// returns how many it deleted (keys that still held a record), how many
+// remains it purged (tombstones and expired entries a backend keeps: see
+// conn.purge) and how many keys it could not remove (absent keys count as
+// none of these).
+func (h *checkHarness) cleanup(bound time.Duration) (deleted, purged, left int) {
 	ctx, cancel := context.WithTimeout(context.Background(), bound)
 	defer cancel()
 	h.mu.Lock()
@@ -131,19 +133,24 @@ func (h *checkHarness) cleanup(bound time.Duration) (deleted, left int) {
 			if err == nil {
 				deleted++
 			}
+			if h.c.purge == nil {
+				continue
+			}
 			// A backend that keeps expired entries or tombstones (a
-			// DynamoDB delete leaves one, so a retried delete can
-			// recognise itself) physically removes them too.
-			if h.c.purge != nil && h.c.purge(ctx, kvbreaker.PrefixedKey(s.prefix, key)) != nil {
+			// delete leaves one in DynamoDB, Redis and PostgreSQL, so a
+			// retried delete can recognise itself) removes them too.
+			n, err := h.c.purge(ctx, kvbreaker.PrefixedKey(s.prefix, key))
+			if err != nil {
 				left++
 			}
+			purged += n
 		}
 	}
 	// Workers KV queues deletes: send them before counting them done.
 	if f, ok := h.c.store.(driver.Flusher); ok && f.Flush(ctx) != nil {
 		left = max(left, 1)
 	}
-	return deleted, left
+	return deleted, purged, left
 }
 
 // deleteKey deletes key whatever its version, retrying a few conflicts.

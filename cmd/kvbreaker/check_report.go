@@ -126,8 +126,13 @@ type noteJSON struct {
 	Message string             `json:"message"`
 }
 
+// cleanupJSON is what check removed of what it wrote: Deleted the keys
+// that still held a record, Purged the tombstones and expired entries
+// (DynamoDB, Redis, PostgreSQL) removed after, Left the keys it could not
+// remove.
 type cleanupJSON struct {
 	Deleted int `json:"deleted"`
+	Purged  int `json:"purged"`
 	Left    int `json:"left"`
 }
 
@@ -163,7 +168,7 @@ const (
 	skipOther       = "other"
 )
 
-func newCheckOutput(rep *conformance.Report, f *checkFlags, c *conn, prefix string, elapsed time.Duration, timedOut bool, deleted, left int) *checkOutput {
+func newCheckOutput(rep *conformance.Report, f *checkFlags, c *conn, prefix string, elapsed time.Duration, timedOut bool, deleted, purged, left int) *checkOutput {
 	t := rep.Traits
 	m := t.Expiry
 	o := &checkOutput{
@@ -174,7 +179,7 @@ func newCheckOutput(rep *conformance.Report, f *checkFlags, c *conn, prefix stri
 			MinTTLMS: ms(m.MinTTL), EarlyMS: ms(m.Early), LateMS: ms(m.Late),
 			ReadStalenessMS: ms(t.ReadStaleness), MinWriteIntervalMS: ms(t.MinWriteInterval),
 		},
-		Cleanup:     cleanupJSON{deleted, left},
+		Cleanup:     cleanupJSON{deleted, purged, left},
 		Broken:      []problemJSON{},
 		NotVerified: []noteJSON{},
 		Cases:       []caseJSON{},

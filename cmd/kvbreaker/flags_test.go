@@ -72,7 +72,7 @@ func TestConnectionErrors(t *testing.T) {
 		{"missing-token", "", append([]string{"check"}, connArgs("cloudflarekv")...), []string{"CLOUDFLARE_API_TOKEN is not set"}},
 		{"missing-token-inspect", "", append([]string{"inspect"}, append(connArgs("cloudflarekv"), "a.example")...), []string{"CLOUDFLARE_API_TOKEN is not set"}},
 		{"wrong-token", "wrong-token-must-not-show", append([]string{"inspect"}, append(connArgs("cloudflarekv"), "a.example")...), []string{"checking access to cloudflarekv namespace", "Authentication error"}},
-		{"missing-table", "-", []string{"check", "--backend", "dynamodb", "--dynamodb-table", "no-such-table", "--dynamodb-endpoint", dynSrv.Endpoint}, []string{"dynamodb: describe table no-such-table", "ResourceNotFoundException"}},
+		{"missing-table", "-", []string{"check", "--backend", "dynamodb", "--dynamodb-table", "no-such-table", "--dynamodb-endpoint", dynSrv.Endpoint}, []string{"dynamodb: table no-such-table does not exist", "ResourceNotFoundException", `"kvbreaker init"`}},
 		{"dynamodb-dead", "-", []string{"list", "--backend", "dynamodb", "--dynamodb-table", dynTable, "--dynamodb-endpoint", "http://127.0.0.1:1"}, []string{"cannot reach dynamodb at http://127.0.0.1:1: connection refused"}},
 		{"cloudflarekv-dead", "-", []string{"inspect", "--backend", "cloudflarekv", "--cf-account", "a", "--cf-namespace", "n", "--cf-base-url", "http://127.0.0.1:1/client/v4/", "a.example"}, []string{"cannot reach cloudflarekv at http://127.0.0.1:1/client/v4/: connection refused"}},
 		{"cacert-missing", "-", []string{"inspect", "--backend", "etcd", "--etcd-endpoints", etcdSrv.Endpoints()[0], "--etcd-cacert", filepath.Join(dir, "nope.pem"), "a.example"}, []string{"--etcd-cacert", "no such file"}},

@@ -36,8 +36,11 @@ a Breaker carries a TTL, so something else wrote that key, and if it
 restrains its host it does so until kvbreaker reset.
 
 A host with no record is closed (never failed, or its record expired). When
-the store can list keys and holds no record at all under --prefix, inspect
-says so: the prefix is probably not the one your fleet uses.
+the store can list keys, inspect then searches its first 10000 keys, within
+--timeout, for a record of the host under another prefix (or none), and says
+which --prefix finds it; and it says when the store holds no record at all under --prefix
+(read to the end, not one page): the prefix is probably not the one your
+fleet uses.
 
 ` + backendFlagsHelp
 
@@ -52,7 +55,9 @@ cache staleness). Use it when you know the host is back. Without --yes it
 changes nothing and says so. HOST is found as for inspect: exactly as given
 when a record is stored under that key (what list prints), else normalised
 (kvbreaker.HostKey), so a URL works. A record the store cannot read is
-deleted all the same (the read error is shown as the state before).
+deleted all the same (the read error is shown as the state before). When the
+host has no record under --prefix but has one under another prefix, reset
+says which --prefix finds it (as inspect does).
 
 ` + backendFlagsHelp
 
@@ -311,6 +316,13 @@ type inspectJSONOut struct {
 	statusJSON
 	Prefix        string `json:"prefix"`
 	PrefixHasKeys *bool  `json:"prefix_has_records"`
+	// ElsewhereUnder lists the other prefixes under which the host has a
+	// record ("" for none), when it has none under Prefix;
+	// ElsewhereSearched says whether the whole store was searched (false
+	// when --timeout ended the search; null when the store cannot list,
+	// or the host has a record here).
+	ElsewhereUnder    []string `json:"elsewhere_under"`
+	ElsewhereSearched *bool    `json:"elsewhere_searched"`
 }
 
 func newInspectCmd() *cobra.Command {
@@ -348,27 +360,41 @@ func runInspect(ctx context.Context, s *storeFlags, args []string, stdout, stder
 	if err != nil {
 		return err
 	}
-	out := inspectJSONOut{statusJSON: newStatus(st, time.Now()), Prefix: s.bf.prefix}
+	out := inspectJSONOut{statusJSON: newStatus(st, time.Now()), Prefix: s.bf.prefix, ElsewhereUnder: []string{}}
 	out.addExpiry(ctx, store)
 	if out.noExpiry() {
 		fmt.Fprintf(stderr, "warning: %s is %s\n", st.Host, noExpiryWarning)
 	}
+	var notes []string
 	if !st.Found {
-		// No record for this host: is there any record under the prefix?
-		keys, _, lerr := listPage(ctx, store, "", 1)
-		if lerr == nil {
-			has := len(keys) > 0
+		// No record for this host under --prefix: is there one under
+		// another prefix, and any record at all under this one?
+		if found, err := findElsewhere(ctx, c.store, s.bf.prefix, st.Host); err == nil {
+			out.ElsewhereUnder = found.Prefixes
+			out.ElsewhereSearched = &found.Complete
+			switch {
+			case len(found.Prefixes) > 0:
+				notes = append(notes, elsewhereNote(st.Host, found))
+			case !found.Complete:
+				notes = append(notes, fmt.Sprintf("searched the first %d keys of %s for %s under other prefixes, not all (at most %d, within --timeout %v): none there", found.Searched, c.describe, st.Host, maxSearch, s.timeout))
+			}
+		}
+		if has, known, err := hasRecords(ctx, store, ""); err == nil && known {
 			out.PrefixHasKeys = &has
 			if !has {
-				fmt.Fprintf(stderr, "note: %s holds no record at all under prefix %q: is --prefix the one your fleet's Breakers use (kvbreaker.Prefixed)?\n", c.describe, s.bf.prefix)
+				notes = append(notes, fmt.Sprintf("%s holds no record at all under prefix %q: is --prefix the one your fleet's Breakers use (kvbreaker.Prefixed)?", c.describe, s.bf.prefix))
 			}
 		}
 	}
 	if s.format == "json" {
-		return writeJSON(stdout, out)
+		err = writeJSON(stdout, out)
+	} else {
+		out.writeTable(stdout)
 	}
-	out.writeTable(stdout)
-	return nil
+	for _, n := range notes {
+		fmt.Fprintf(stderr, "note: %s\n", n)
+	}
+	return err
 }
 
 func newResetCmd() *cobra.Command {
@@ -380,7 +406,7 @@ func newResetCmd() *cobra.Command {
 		Long:    resetLong,
 		Example: resetExample,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runReset(cmd.Context(), &s, yes, args, cmd.OutOrStdout())
+			return runReset(cmd.Context(), &s, yes, args, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
 	s.register(cmd)
@@ -389,7 +415,7 @@ func newResetCmd() *cobra.Command {
 	return cmd
 }
 
-func runReset(ctx context.Context, s *storeFlags, yes bool, args []string, stdout io.Writer) error {
+func runReset(ctx context.Context, s *storeFlags, yes bool, args []string, stdout, stderr io.Writer) error {
 	host, err := hostArg(args)
 	if err != nil {
 		return err
@@ -443,6 +469,12 @@ func runReset(ctx context.Context, s *storeFlags, yes bool, args []string, stdou
 		fmt.Fprintf(stdout, "%s: %s -> closed (record deleted)\n", host, before.State)
 	default:
 		fmt.Fprintf(stdout, "%s: already closed (no record)\n", host)
+	}
+	if !before.Found && readErr == nil {
+		// Nothing was reset: was the host meant under another prefix?
+		if found, err := findElsewhere(ctx, c.store, s.bf.prefix, host); err == nil && len(found.Prefixes) > 0 {
+			fmt.Fprintf(stderr, "note: nothing reset: %s\n", elsewhereNote(host, found))
+		}
 	}
 	return nil
 }

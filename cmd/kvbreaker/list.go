@@ -5,10 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/kvbreaker/kvbreaker/driver"
 )
 
 const listLong = `Lists the hosts that have a record under --prefix, with their state, the
@@ -21,6 +25,11 @@ next page (--cursor continues from it); --all reads every page, within
 --limit keys read, so a filtered page may show fewer hosts). It needs a store
 that can list its keys (driver.Lister: etcd, DynamoDB, Workers KV, Redis,
 PostgreSQL, memory); for another store it says so and exits 1. It only reads.
+
+Keys under a longer prefix (another fleet's: "fleet-a/host" when --prefix is
+not given, "prod/eu/host" under --prefix prod/) are no hosts of this prefix:
+list counts them by prefix and says which --prefix lists them. "holds no
+record" is said only when no page to the end holds one.
 
 Every key is listed as the store holds it (HOST in the table; shell-quoted
 when a shell would split it): give it to inspect or reset as it is printed.
@@ -91,6 +100,48 @@ type listOutput struct {
 	Unreadable  int `json:"unreadable"`
 	Undecodable int `json:"undecodable"`
 	NoExpiry    int `json:"no_expiry"`
+	// OtherPrefixes counts the keys read that belong under a longer
+	// prefix (another fleet's, kvbreaker.Prefixed): not hosts, not listed.
+	OtherPrefixes []prefixCount `json:"other_prefixes"`
+	// NotBreakers counts the keys under the prefix that
+	// kvbreaker.Prefixed cannot have written (a '%' that is no escape).
+	NotBreakers int `json:"not_breakers"`
+}
+
+// prefixCount is how many keys list read under one other prefix.
+type prefixCount struct {
+	Prefix string `json:"prefix"`
+	Keys   int    `json:"keys"`
+}
+
+// page lists one page of raw (the store, not under --prefix) under
+// --prefix, and returns the keys of this prefix's Breakers; the names of
+// keys under a longer prefix are counted in other by that prefix, and
+// those no Breaker can have written through this prefix in notBreakers.
+func (f *listFlags) page(ctx context.Context, raw driver.Store, cursor string, other map[string]int, notBreakers *int) ([]string, string, error) {
+	l, ok := raw.(driver.Lister)
+	if !ok {
+		return nil, "", errNoLister
+	}
+	names, next, err := l.List(ctx, f.bf.prefix, cursor, f.limit)
+	if err != nil {
+		return nil, "", err
+	}
+	var keys []string
+	for _, name := range names {
+		p, key, ok := splitName(name)
+		switch {
+		case !strings.HasPrefix(name, f.bf.prefix):
+			// Not asked for: a store's List keeps to its prefix.
+		case p != f.bf.prefix:
+			other[p]++
+		case !ok:
+			*notBreakers++
+		default:
+			keys = append(keys, key)
+		}
+	}
+	return keys, next, nil
 }
 
 func runList(ctx context.Context, f *listFlags, stdout, stderr io.Writer) error {
@@ -120,8 +171,9 @@ func runList(ctx context.Context, f *listFlags, stdout, stderr io.Writer) error 
 		out.State = strp(f.state)
 	}
 	cursor := f.cursor
+	other := map[string]int{}
 	for {
-		keys, next, err := listPage(ctx, store, cursor, f.limit)
+		keys, next, err := f.page(ctx, c.store, cursor, other, &out.NotBreakers)
 		if err != nil {
 			if errors.Is(err, errors.ErrUnsupported) {
 				return fmt.Errorf("list: %s: %w", c.describe, errNoLister)
@@ -169,6 +221,20 @@ func runList(ctx context.Context, f *listFlags, stdout, stderr io.Writer) error 
 	if cursor != "" {
 		out.NextCursor = strp(cursor)
 	}
+	out.OtherPrefixes = []prefixCount{}
+	for _, p := range slices.Sorted(maps.Keys(other)) {
+		out.OtherPrefixes = append(out.OtherPrefixes, prefixCount{p, other[p]})
+	}
+	empty := false
+	if out.Scanned == 0 && f.cursor == "" {
+		// Empty only if no page holds a key: a page can hold none and
+		// not be the last (Redis leaves tombstones out of a page).
+		empty = cursor == ""
+		if !empty {
+			has, known, err := hasRecords(ctx, store, cursor)
+			empty = err == nil && known && !has
+		}
+	}
 	if f.format == "json" {
 		if err := writeJSON(stdout, out); err != nil {
 			return err
@@ -178,9 +244,20 @@ func runList(ctx context.Context, f *listFlags, stdout, stderr io.Writer) error 
 		if cursor != "" {
 			fmt.Fprintf(stderr, "more: continue with --cursor %q (or --all)\n", cursor)
 		}
-		if out.Scanned == 0 && f.cursor == "" {
+		if empty {
 			fmt.Fprintf(stderr, "note: %s holds no record under prefix %q: is --prefix the one your fleet's Breakers use (kvbreaker.Prefixed)?\n", c.describe, f.bf.prefix)
 		}
+	}
+	if len(out.OtherPrefixes) > 0 {
+		var parts []string
+		for _, p := range out.OtherPrefixes {
+			parts = append(parts, fmt.Sprintf("%q (%d)", p.Prefix, p.Keys))
+		}
+		fmt.Fprintf(stderr, "note: keys of other fleets, under prefixes (not hosts, not listed): %s; list them with %s\n",
+			strings.Join(parts, ", "), prefixFlag(out.OtherPrefixes[0].Prefix))
+	}
+	if out.NotBreakers > 0 {
+		fmt.Fprintf(stderr, "note: %d key(s) under prefix %q have a '%%' that kvbreaker.Prefixed never writes: no Breaker's, not listed\n", out.NotBreakers, f.bf.prefix)
 	}
 	if out.NoExpiry > 0 {
 		fmt.Fprintf(stderr, "warning: %d key(s) with expiry \"never\": %s\n", out.NoExpiry, noExpiryWarning)

@@ -1,5 +1,5 @@
 // Command kvbreaker is kvbreaker's command-line tool: simulate, check,
-// inspect, reset and list. Each subcommand lives in its own file and is added
+// inspect, reset, list and init. Each subcommand lives in its own file and is added
 // to the root command in newRoot.
 //
 // Usage:
@@ -115,8 +115,9 @@ func newRoot(stopSignals func()) *cobra.Command {
 		Short: "a fleet-wide, per-remote-host circuit breaker over a KV store",
 		Long: `kvbreaker is a fleet-wide, per-remote-host circuit breaker for outbound
 delivery (webhooks, ActivityPub inboxes, mail relays). Many workers share one
-small record per host in a key-value store you already run (etcd, DynamoDB,
-Cloudflare Workers KV, or memory).`,
+small record per host in a key-value store you already run: etcd, DynamoDB,
+Cloudflare Workers KV, Redis, PostgreSQL, or memory (a demo inside the
+process). "kvbreaker init" creates the table PostgreSQL and DynamoDB need.`,
 		Example: `  kvbreaker simulate
   kvbreaker check --backend etcd --etcd-endpoints http://127.0.0.1:2379
   kvbreaker list --backend etcd --etcd-endpoints http://127.0.0.1:2379 --state open
@@ -134,6 +135,7 @@ Cloudflare Workers KV, or memory).`,
 		newListCmd(),
 		newInspectCmd(),
 		newResetCmd(),
+		newInitCmd(),
 	)
 	return root
 }

@@ -199,3 +199,21 @@ func TestNum(t *testing.T) {
 		}
 	}
 }
+
+// TestHelpNamesEveryStore: the root help and the help of every command that
+// connects to a store name all six backends (the root help named four).
+func TestHelpNamesEveryStore(t *testing.T) {
+	for _, args := range [][]string{{"--help"}, {"check", "--help"}, {"list", "--help"}, {"inspect", "--help"}, {"reset", "--help"}, {"init", "--help"}} {
+		code, out, errOut := runCmd(args...)
+		if code != exitOK {
+			t.Fatalf("%v: exit %d: %s", args, code, errOut)
+		}
+		for _, name := range publicBackends {
+			word := map[string]string{"cloudflarekv": "Workers KV", "dynamodb": "DynamoDB", "etcd": "etcd",
+				"memory": "memory", "postgres": "PostgreSQL", "redis": "Redis"}[name]
+			if !strings.Contains(out, word) {
+				t.Errorf("kvbreaker %s does not name %s (%q)", strings.Join(args, " "), name, word)
+			}
+		}
+	}
+}
