@@ -70,7 +70,7 @@
 // of at most WithPurgeBatch rows (default 1000) that expired more than
 // WithPurgeDelay ago (default one minute), in the background:
 //
-//	DELETE FROM t WHERE ctid IN (SELECT ctid FROM t WHERE expires_at < now() - delay
+//	DELETE FROM t WHERE ctid IN (SELECT ctid FROM t WHERE purge_at < now() - delay
 //	                             LIMIT n FOR UPDATE SKIP LOCKED)
 //
 // It uses the expires_at index, locks only the rows it deletes, and skips
