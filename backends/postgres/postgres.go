@@ -73,7 +73,7 @@
 //	DELETE FROM t WHERE ctid IN (SELECT ctid FROM t WHERE purge_at < now() - delay
 //	                             LIMIT n FOR UPDATE SKIP LOCKED)
 //
-// It uses the expires_at index, locks only the rows it deletes, and skips
+// It uses the purge_at index, locks only the rows it deletes, and skips
 // rows a writer holds, so it never waits for one nor makes one wait on
 // anything but the rows it removes. Purge runs one batch on demand (from a
 // cron job, say). The delay is what lets a resent write find its tombstone.
