@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -17,13 +18,16 @@ import (
 // no Breaker wrote straight into the memory store under them.
 type foreignHarness struct {
 	wrap func(*memory.Store) driver.Store
+	mu   sync.Mutex // guards raw: cases make stores while others plant
 	raw  map[driver.Store]*memory.Store
 }
 
 func (h *foreignHarness) MakeStore(context.Context) (driver.Store, error) {
 	m := memory.New()
 	s := h.wrap(m)
+	h.mu.Lock()
 	h.raw[s] = m
+	h.mu.Unlock()
 	return s, nil
 }
 
@@ -32,7 +36,9 @@ func (h *foreignHarness) Close() {}
 func (h *foreignHarness) ForeignShapes() []string { return []string{"foreign bytes"} }
 
 func (h *foreignHarness) PlantForeign(ctx context.Context, s driver.Store, key, _ string) error {
+	h.mu.Lock()
 	m, ok := h.raw[s]
+	h.mu.Unlock()
 	if !ok {
 		return fmt.Errorf("not a store of this harness: %T", s)
 	}
