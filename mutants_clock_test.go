@@ -1,0 +1,98 @@
+package kvbreaker_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/kvbreaker/kvbreaker"
+	"github.com/kvbreaker/kvbreaker/backends/memory"
+	"github.com/kvbreaker/kvbreaker/driver"
+	"github.com/kvbreaker/kvbreaker/skew"
+)
+
+// The tests in this file kill mutants of clock.go (go run ./tools/mutants
+// -pkg . -files clock.go) that the other tests let live: issue 24 §7.
+
+// failingClock is a store whose clock samples fail with err.
+type failingClock struct {
+	*skew.ClockStore
+	err error
+}
+
+func (s *failingClock) SampleClock(context.Context) (time.Time, time.Duration, error) {
+	return time.Time{}, 0, s.err
+}
+
+// TestCheckClockSampleError: a sample that fails makes CheckClock fail
+// with its error and leaves the estimate as it was (none), rather than
+// folding the zero time the failed call returned into it.
+func TestCheckClockSampleError(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		errDown := errors.New("TIME refused")
+		s := &failingClock{ClockStore: skewedStore(0, time.Microsecond, 0, 0), err: errDown}
+		b := newBreaker(t, s, kvbreaker.Settings{SkipClockCheck: true})
+		o, err := b.CheckClock(t.Context())
+		if !errors.Is(err, errDown) || o != (kvbreaker.ClockOffset{}) {
+			t.Fatalf("CheckClock over a failing sampler = %+v, %v; want no estimate and the sampler's error", o, err)
+		}
+		if o, ok := b.ClockOffset(); ok {
+			t.Fatalf("ClockOffset after a failed sample = %+v, true; want none", o)
+		}
+	})
+}
+
+// TestCheckClockWorkerClockWentBack: when the worker's clock steps back
+// during a sample, the round trip bounds nothing: CheckClock fails and
+// keeps the estimate it had.
+func TestCheckClockWorkerClockWentBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		reads := 0
+		clock := func() time.Time { // every second read is an hour back
+			reads++
+			if reads%2 == 0 {
+				return time.Now().Add(-time.Hour)
+			}
+			return time.Now()
+		}
+		b := newBreaker(t, skewedStore(0, time.Microsecond, time.Millisecond, time.Millisecond), kvbreaker.Settings{Clock: clock, SkipClockCheck: true})
+		o, err := b.CheckClock(t.Context())
+		if err == nil || o != (kvbreaker.ClockOffset{}) {
+			t.Fatalf("CheckClock with the worker's clock stepping back = %+v, %v; want no estimate and an error", o, err)
+		}
+		if o, ok := b.ClockOffset(); ok {
+			t.Fatalf("ClockOffset after a sample the clock stepped back in = %+v, true; want none", o)
+		}
+	})
+}
+
+// TestFailureWithoutReadStampsCallStart: a Failure decided without a
+// store read (on an atomic store, the guess that the record is absent)
+// is stamped with the instant the call read at its start; only a write
+// decided on a record read from the store reads the clock again.
+func TestFailureWithoutReadStampsCallStart(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	reads := 0
+	clock := func() time.Time { // t0, then 10 ms later at each read
+		reads++
+		return t0.Add(time.Duration(reads-1) * 10 * time.Millisecond)
+	}
+	b := newBreaker(t, memory.New(), kvbreaker.Settings{FailureThreshold: 10, Clock: clock, SkipClockCheck: true})
+	if err := b.Failure(t.Context(), host); err != nil {
+		t.Fatal(err)
+	}
+	if reads != 1 {
+		t.Fatalf("a Failure on an absent host read the clock %d times; want once", reads)
+	}
+	st, err := b.Inspect(t.Context(), host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Failures) != 1 || !st.Failures[0].Equal(t0) {
+		t.Fatalf("stored failures %v; want [%v]", st.Failures, t0)
+	}
+}
+
+var _ driver.ClockSampler = (*failingClock)(nil)
