@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/kvbreaker/kvbreaker"
-	"github.com/kvbreaker/kvbreaker/backends/memory"
 	"github.com/kvbreaker/kvbreaker/driver"
 	"github.com/kvbreaker/kvbreaker/skew"
 )
@@ -66,33 +65,6 @@ func TestCheckClockWorkerClockWentBack(t *testing.T) {
 			t.Fatalf("ClockOffset after a sample the clock stepped back in = %+v, true; want none", o)
 		}
 	})
-}
-
-// TestFailureWithoutReadStampsCallStart: a Failure decided without a
-// store read (on an atomic store, the guess that the record is absent)
-// is stamped with the instant the call read at its start; only a write
-// decided on a record read from the store reads the clock again.
-func TestFailureWithoutReadStampsCallStart(t *testing.T) {
-	t0 := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
-	reads := 0
-	clock := func() time.Time { // t0, then 10 ms later at each read
-		reads++
-		return t0.Add(time.Duration(reads-1) * 10 * time.Millisecond)
-	}
-	b := newBreaker(t, memory.New(), kvbreaker.Settings{FailureThreshold: 10, Clock: clock, SkipClockCheck: true})
-	if err := b.Failure(t.Context(), host); err != nil {
-		t.Fatal(err)
-	}
-	if reads != 1 {
-		t.Fatalf("a Failure on an absent host read the clock %d times; want once", reads)
-	}
-	st, err := b.Inspect(t.Context(), host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(st.Failures) != 1 || !st.Failures[0].Equal(t0) {
-		t.Fatalf("stored failures %v; want [%v]", st.Failures, t0)
-	}
 }
 
 var _ driver.ClockSampler = (*failingClock)(nil)

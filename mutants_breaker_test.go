@@ -1,0 +1,64 @@
+package kvbreaker_test
+
+import (
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/kvbreaker/kvbreaker"
+	"github.com/kvbreaker/kvbreaker/backends/memory"
+)
+
+// The tests in this file kill mutants of breaker.go and cache.go (go run
+// ./tools/mutants -pkg .) that the other tests let live: issue 24 §7.
+
+// TestFailureWithoutReadStampsCallStart: a Failure decided without a
+// store read (on an atomic store, the guess that the record is absent)
+// is stamped with the instant the call read at its start; only a write
+// decided on a record read from the store reads the clock again.
+func TestFailureWithoutReadStampsCallStart(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	reads := 0
+	clock := func() time.Time { // t0, then 10 ms later at each read
+		reads++
+		return t0.Add(time.Duration(reads-1) * 10 * time.Millisecond)
+	}
+	b := newBreaker(t, memory.New(), kvbreaker.Settings{FailureThreshold: 10, Clock: clock, SkipClockCheck: true})
+	if err := b.Failure(t.Context(), host); err != nil {
+		t.Fatal(err)
+	}
+	if reads != 1 {
+		t.Fatalf("a Failure on an absent host read the clock %d times; want once", reads)
+	}
+	st, err := b.Inspect(t.Context(), host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Failures) != 1 || !st.Failures[0].Equal(t0) {
+		t.Fatalf("stored failures %v; want [%v]", st.Failures, t0)
+	}
+}
+
+// TestCacheStalenessOneNanosecond: the smallest CacheStaleness still
+// caches: an entry decides until exactly 1 ns after it was read (by the
+// monotonic clock, whatever Settings.Clock says), and a re-read of the
+// same record decides for another 1 ns.
+func TestCacheStalenessOneNanosecond(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		frozen := time.Now()
+		store := &countingStore{Store: memory.New()}
+		b := newBreaker(t, store, kvbreaker.Settings{CacheSize: 100, CacheStaleness: time.Nanosecond, Clock: func() time.Time { return frozen }})
+		for i, want := range []int64{1, 1, -1, 2, 2} {
+			if want < 0 {
+				time.Sleep(time.Nanosecond)
+				continue
+			}
+			if v := mustAllow(t, b, time.Time{}); v.Decision != kvbreaker.Send {
+				t.Fatalf("Allow = %v, want Send", v.Decision)
+			}
+			if n := store.gets.Load(); n != want {
+				t.Fatalf("after step %d: %d store reads, want %d", i, n, want)
+			}
+		}
+	})
+}
