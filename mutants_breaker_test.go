@@ -1,12 +1,15 @@
 package kvbreaker_test
 
 import (
+	"context"
+	"errors"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/kvbreaker/kvbreaker"
 	"github.com/kvbreaker/kvbreaker/backends/memory"
+	"github.com/kvbreaker/kvbreaker/driver"
 )
 
 // The tests in this file kill mutants of breaker.go and cache.go (go run
@@ -59,6 +62,58 @@ func TestCacheStalenessOneNanosecond(t *testing.T) {
 			if n := store.gets.Load(); n != want {
 				t.Fatalf("after step %d: %d store reads, want %d", i, n, want)
 			}
+		}
+	})
+}
+
+// TestFailClosedHoldsNoLongerThanHoldLimit: with the store down and
+// FailClosed, a message is held for ReleaseInterval, but never past the
+// instant HoldLimit drops it.
+func TestFailClosedHoldsNoLongerThanHoldLimit(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const holdLimit, release = time.Hour, 10 * time.Second
+		b := newBreaker(t, brokenStore{errors.New("down")}, kvbreaker.Settings{FailClosed: true, HoldLimit: holdLimit, ReleaseInterval: release})
+		now := time.Now()
+		for _, tc := range []struct{ heldSince, retryAt time.Time }{
+			{time.Time{}, now.Add(release)},
+			{now.Add(-holdLimit + release + time.Second), now.Add(release)},
+			{now.Add(-holdLimit + time.Second), now.Add(time.Second)},
+		} {
+			v, err := b.Allow(t.Context(), host, tc.heldSince)
+			if err == nil || v.Decision != kvbreaker.Hold || !v.RetryAt.Equal(tc.retryAt) {
+				t.Errorf("held since %v: Allow = %+v, %v; want Hold until %v and the store's error", tc.heldSince, v, err, tc.retryAt)
+			}
+		}
+	})
+}
+
+// committedButFailed is a store whose compare-and-swaps are applied but
+// answer with an error, as a write whose answer was lost.
+type committedButFailed struct{ *memory.Store }
+
+var errLost = errors.New("answer lost")
+
+func (s committedButFailed) CompareAndSwap(ctx context.Context, key string, old driver.Version, value []byte, ttl time.Duration) (driver.Version, error) {
+	if _, err := s.Store.CompareAndSwap(ctx, key, old, value, ttl); err != nil {
+		return 0, err
+	}
+	return 0, errLost
+}
+
+// TestUnknownWriteForgetsCachedRecord: after a write whose outcome is
+// unknown, the cache no longer answers for the host: the next Allow reads
+// what the store holds (here, the circuit the write opened).
+func TestUnknownWriteForgetsCachedRecord(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := newBreaker(t, committedButFailed{memory.New()}, kvbreaker.Settings{CacheSize: 100, CacheStaleness: time.Hour, FailureThreshold: 1})
+		if v := mustAllow(t, b, time.Time{}); v.Decision != kvbreaker.Send {
+			t.Fatalf("Allow = %v, want Send", v.Decision)
+		}
+		if err := b.Failure(t.Context(), host); !errors.Is(err, errLost) {
+			t.Fatalf("Failure = %v, want the lost answer", err)
+		}
+		if v := mustAllow(t, b, time.Time{}); v.Decision != kvbreaker.Hold {
+			t.Fatalf("Allow after a write of unknown outcome = %v; want Hold (the store's record, not the cached one)", v.Decision)
 		}
 	})
 }
