@@ -68,3 +68,27 @@ func TestCheckClockWorkerClockWentBack(t *testing.T) {
 }
 
 var _ driver.ClockSampler = (*failingClock)(nil)
+
+// TestCheckClockExactClock: a store that reads its clock exactly, over a
+// round trip that takes no time, gives an estimate with no uncertainty;
+// every sample is reported as a store call, and an Observer that does not
+// set ClockOffset is not called for one.
+func TestCheckClockExactClock(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var outcomes []kvbreaker.StoreOutcome
+		obs := &kvbreaker.Observer{StoreCall: func(ctx context.Context, op kvbreaker.StoreOp, _ string) (context.Context, func(kvbreaker.StoreOutcome, error)) {
+			if op != kvbreaker.OpSampleClock {
+				return ctx, nil
+			}
+			return ctx, func(o kvbreaker.StoreOutcome, _ error) { outcomes = append(outcomes, o) }
+		}}
+		b := newBreaker(t, skewedStore(3*time.Second, 0, 0, 0), kvbreaker.Settings{SkipClockCheck: true, Observer: obs})
+		o, err := b.CheckClock(t.Context())
+		if err != nil || o.Offset != 3*time.Second || o.Uncertainty != 0 {
+			t.Fatalf("CheckClock = %+v, %v; want 3s ± 0", o, err)
+		}
+		if len(outcomes) != 3 || outcomes[0] != kvbreaker.OutcomeOK {
+			t.Fatalf("sample store calls reported %v; want 3 OK", outcomes)
+		}
+	})
+}
