@@ -117,3 +117,37 @@ func TestUnknownWriteForgetsCachedRecord(t *testing.T) {
 		}
 	})
 }
+
+// TestConflictWithAbsentRecordIsNoAnomaly: a compare-and-swap on a stale
+// hint whose record another worker deleted conflicts with "absent": that
+// is no undecodable record, and the write then creates the record.
+func TestConflictWithAbsentRecordIsNoAnomaly(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := t.Context()
+		store := &countingStore{Store: memory.New()}
+		anomalies := 0
+		b := newBreaker(t, store, kvbreaker.Settings{FailureThreshold: 10, Observer: &kvbreaker.Observer{
+			RecordAnomaly: func(context.Context, string, kvbreaker.RecordAnomaly) { anomalies++ },
+		}})
+		other := newBreaker(t, store, kvbreaker.Settings{})
+		if err := b.Failure(ctx, host); err != nil { // b's hint: the record it wrote
+			t.Fatal(err)
+		}
+		if err := other.Success(ctx, host); err != nil { // deleted behind b's back
+			t.Fatal(err)
+		}
+		w := store.writes.Load()
+		if err := b.Failure(ctx, host); err != nil {
+			t.Fatal(err)
+		}
+		if anomalies != 0 {
+			t.Fatalf("%d anomalies reported for a conflict with an absent record; want none", anomalies)
+		}
+		if n := store.writes.Load() - w; n != 2 {
+			t.Fatalf("%d writes; want 2 (the stale hint's conflict, then the record created)", n)
+		}
+		if st, err := b.Inspect(ctx, host); err != nil || len(st.Failures) != 1 {
+			t.Fatalf("Inspect = %+v, %v; want the one new failure", st, err)
+		}
+	})
+}
