@@ -72,8 +72,45 @@ func TestCacheHintFollowsUpdates(t *testing.T) {
 	want("the version read back after a withdrawn write", 4)
 	c.put(r, h, current{}, r.reading()+1, time.Now())
 	want("the record deleted", driver.NoVersion)
-	if n := c.len(); n != 1 {
-		t.Fatalf("one host holds %d slots", n)
+	for range 2 {
+		if n := c.len(); n != 1 {
+			t.Fatalf("one host holds %d slots", n)
+		}
+	}
+}
+
+// TestCacheHintAfterWithdrawnWrite: a hint withdrawn (a write of unknown
+// outcome) and read back at the version it had is a hint again: the
+// withdrawn slot's tag is no longer the version's.
+func TestCacheHintAfterWithdrawnWrite(t *testing.T) {
+	c := newCache(cacheWays, 0)
+	const h = "y.example"
+	r := c.ref(h)
+	putVer(c, h, 4)
+	hintOf(t, c, h) // used
+	c.forget(r, h)
+	c.put(r, h, current{ver: 4}, r.reading(), time.Now())
+	if v, ok := hintOf(t, c, h); !ok || v != 4 {
+		t.Fatalf("hint %d, %v; want 4, true", v, ok)
+	}
+}
+
+// TestCacheHintNeverGoesBackAfterWithdrawal: once a read found the record
+// absent after a withdrawal, a read that started earlier (before another
+// write in the shard ended) and lands later does not bring back the
+// version it saw.
+func TestCacheHintNeverGoesBackAfterWithdrawal(t *testing.T) {
+	c := newCache(cacheWays, 0)
+	const h = "z.example"
+	r := c.ref(h)
+	putVer(c, h, 5)
+	c.forget(r, h) // marks the slot used
+	slow := r.reading()
+	r.begin()                                       // a write in the shard ends
+	c.put(r, h, current{}, r.reading(), time.Now()) // a later read: absent
+	c.put(r, h, current{ver: 3}, slow, time.Now())  // the earlier read lands
+	if v, ok := hintOf(t, c, h); !ok || v != driver.NoVersion {
+		t.Fatalf("hint %d, %v; want the record absent (%d, true)", v, ok, driver.NoVersion)
 	}
 }
 
@@ -85,6 +122,24 @@ func TestCacheHintAbsentTakesNoSlot(t *testing.T) {
 	putVer(c, "b.example", driver.NoVersion)
 	if n := c.len(); n != 1 {
 		t.Fatalf("%d slots taken after a hint and an absent record; want 1", n)
+	}
+}
+
+// TestCacheHintAbsentAllocatesNothing: an absent record (most hosts'
+// state) allocates no shard's slots, and a hints-only cache allocates no
+// decision words.
+func TestCacheHintAbsentAllocatesNothing(t *testing.T) {
+	c := newCache(0, 0)
+	putVer(c, "closed.example", driver.NoVersion)
+	for i := range c.shards {
+		if c.shards[i].sets.Load() != nil {
+			t.Fatalf("shard %d allocated for an absent record", i)
+		}
+	}
+	r := c.ref("open.example")
+	c.put(r, "open.example", current{ver: 1}, r.begin(), time.Now())
+	if sets := r.sh.sets.Load(); sets == nil || (*sets)[r.set].dec != nil {
+		t.Fatal("a hints-only cache allocated decision words (or no slots)")
 	}
 }
 
@@ -105,6 +160,7 @@ func TestCacheHintPerHost(t *testing.T) {
 // new one.
 func TestCacheHintReusedSlotTag(t *testing.T) {
 	c := newCache(1, 0) // one slot
+	putVer(c, "x.example", 4)
 	putVer(c, "x.example", 5)
 	putVer(c, "y.example", 3) // evicts x
 	hintOf(t, c, "y.example") // used
@@ -244,6 +300,15 @@ func TestCacheHashCollision(t *testing.T) {
 		}
 		if cur, ok := c.hint(rb, b); ok {
 			t.Fatalf("stale %v: hint(b) gave a's entry %+v", stale, cur)
+		}
+		// b absent: not worth a slot without the decision cache, and
+		// never a's.
+		c.put(rb, b, current{}, rb.begin(), now)
+		if cur, ok := c.get(ra, a, now, now); stale > 0 && (!ok || cur.ver != 1) {
+			t.Fatalf("stale %v: a's entry after b's: %+v, %v", stale, cur, ok)
+		}
+		if n, want := c.len(), map[bool]int{false: 1, true: 2}[stale > 0]; n != want {
+			t.Fatalf("stale %v: %d slots, want %d", stale, n, want)
 		}
 	}
 }
