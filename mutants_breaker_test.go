@@ -151,3 +151,32 @@ func TestConflictWithAbsentRecordIsNoAnomaly(t *testing.T) {
 		}
 	})
 }
+
+// TestDefaultCallTimeout: without CallTimeout, a store call that never
+// answers costs DefaultCallTimeout.
+func TestDefaultCallTimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := newBreaker(t, hangingStore{}, kvbreaker.Settings{})
+		start := time.Now()
+		v, err := b.Allow(context.Background(), host, time.Time{})
+		if !errors.Is(err, context.DeadlineExceeded) || v.Decision != kvbreaker.Send {
+			t.Fatalf("Allow = %v, %v; want Send and the deadline", v.Decision, err)
+		}
+		if took := time.Since(start); took != kvbreaker.DefaultCallTimeout {
+			t.Fatalf("took %v, want DefaultCallTimeout (%v)", took, kvbreaker.DefaultCallTimeout)
+		}
+	})
+}
+
+// TestInspectInvalidHost: Inspect refuses a host the breaker cannot track
+// without asking the store.
+func TestInspectInvalidHost(t *testing.T) {
+	store := &countingStore{Store: memory.New()}
+	b := newBreaker(t, store, kvbreaker.Settings{})
+	if st, err := b.Inspect(t.Context(), "bad\nhost"); !errors.Is(err, kvbreaker.ErrInvalidKey) || st.Found {
+		t.Fatalf("Inspect of an invalid host = %+v, %v; want ErrInvalidKey", st, err)
+	}
+	if n := store.gets.Load(); n != 0 {
+		t.Fatalf("%d store reads for an invalid host; want 0", n)
+	}
+}
