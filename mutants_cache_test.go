@@ -331,3 +331,19 @@ func TestCacheShards(t *testing.T) {
 		t.Error("a cache of size 0 (hints only) decides")
 	}
 }
+
+// TestDecisionLoadRefusesWriteInProgress: a slot whose decision words are
+// being written (an odd sequence) reads as a miss, not as what the words
+// hold at that moment.
+func TestDecisionLoadRefusesWriteInProgress(t *testing.T) {
+	c := newCache(100, time.Second)
+	var d decision
+	d.store(c, 7, cached{cur: current{ver: 1}, until: c.base.Add(time.Second)})
+	if _, _, _, ok := d.load(); !ok {
+		t.Fatal("a stored entry does not load")
+	}
+	d.seq.Add(1) // a writer has begun
+	if chk, cur, until, ok := d.load(); ok {
+		t.Fatalf("load during a write = %d, %+v, %d, true; want a miss", chk, cur, until)
+	}
+}
