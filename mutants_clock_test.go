@@ -92,3 +92,31 @@ func TestCheckClockExactClock(t *testing.T) {
 		}
 	})
 }
+
+// TestDefaultClockCheckInterval: without ClockCheckInterval, the
+// background check runs at the first store call and again only
+// DefaultClockCheckInterval later.
+func TestDefaultClockCheckInterval(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g := newGated(0)
+		close(g.release)
+		b := newBreaker(t, g, kvbreaker.Settings{})
+		defer b.Close(t.Context())
+		var start time.Time
+		allow := func(want int32) {
+			t.Helper()
+			mustAllow(t, b, time.Time{})
+			synctest.Wait()
+			if n := g.calls.Load(); n != want {
+				t.Fatalf("after %v: %d samples, want %d", time.Since(start), n, want)
+			}
+		}
+		start = time.Now()
+		allow(1)
+		allow(1)
+		time.Sleep(kvbreaker.DefaultClockCheckInterval - time.Second)
+		allow(1)
+		time.Sleep(time.Second)
+		allow(2)
+	})
+}
