@@ -2,12 +2,14 @@ package kvbreaker
 
 import (
 	"bytes"
+	"context"
 	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/kvbreaker/kvbreaker/backends/memory"
+	"github.com/kvbreaker/kvbreaker/driver"
 )
 
 // The tests in this file kill mutants of clock.go (go run ./tools/mutants
@@ -122,5 +124,41 @@ func TestClockWarningUnits(t *testing.T) {
 		if !strings.Contains(logs.String(), tc.want) {
 			t.Errorf("warning for %+v: %q; want it to say %q", tc.o, logs.String(), tc.want)
 		}
+	}
+}
+
+// samplingStore is a memory store that can read its clock (its own
+// process's) and presents itself as a remote one, so a Breaker checks it
+// in the background.
+type samplingStore struct{ *memory.Store }
+
+func (s samplingStore) Traits() driver.Traits {
+	t := s.Store.Traits()
+	t.InProcess = false
+	return t
+}
+
+func (samplingStore) SampleClock(context.Context) (time.Time, time.Duration, error) {
+	return time.Now(), 0, nil
+}
+
+// TestClockCheckAfterCloseReleasesLock: a call that finds the background
+// checks closed (one racing with Close) starts no sample and leaves the
+// lock that orders starts against Close free.
+func TestClockCheckAfterCloseReleasesLock(t *testing.T) {
+	b, err := New(samplingStore{memory.New()}, Settings{ClockCheckInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	b.maybeCheckClock() // due (next is 0), and closed
+	if !b.clk.bgMu.TryLock() {
+		t.Fatal("the closed path left bgMu locked: the next start or Close would wait forever")
+	}
+	b.clk.bgMu.Unlock()
+	if _, ok := b.ClockOffset(); ok {
+		t.Fatal("a sample ran after Close")
 	}
 }

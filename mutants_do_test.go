@@ -38,3 +38,10 @@ func TestDoInvalidHost(t *testing.T) {
 		t.Fatalf("Do on an invalid host = %v, fn ran %v; want ErrInvalidKey without running fn", err, ran)
 	}
 }
+
+// TestReachableNil: Reachable(nil) is nil, so Do reports a Success.
+func TestReachableNil(t *testing.T) {
+	if err := kvbreaker.Reachable(nil); err != nil {
+		t.Fatalf("Reachable(nil) = %#v, want nil", err)
+	}
+}
