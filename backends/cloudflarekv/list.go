@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cloudflare/cloudflare-go/v6/kv"
+	"github.com/cloudflare/cloudflare-go/v6/packages/pagination"
 	"github.com/kvbreaker/kvbreaker/driver"
 )
 
@@ -67,14 +68,7 @@ func (s *Store) List(ctx context.Context, prefix, cursor string, limit int) ([]s
 	if cursor != "" && !strings.HasPrefix(after, prefix) {
 		return nil, "", opError(opList, prefix, fmt.Errorf("cursor %q does not belong to a listing of prefix %q", cursor, prefix))
 	}
-	if until, limited := s.backingOff(); limited {
-		return nil, "", opError(opList, prefix, &RateLimitError{Until: until})
-	}
-	if ok, next := s.spend(); !ok {
-		return nil, "", opError(opList, prefix, &BudgetError{Next: next})
-	}
 	var params kv.NamespaceKeyListParams
-	params.AccountID.Value, params.AccountID.Present = s.account, true
 	params.Limit.Value, params.Limit.Present = float64(min(max(limit, minListRequest), MaxListLimit)), true
 	if prefix != "" {
 		params.Prefix.Value, params.Prefix.Present = prefix, true
@@ -82,16 +76,8 @@ func (s *Store) List(ctx context.Context, prefix, cursor string, limit int) ([]s
 	if kvCursor != "" {
 		params.Cursor.Value, params.Cursor.Present = kvCursor, true
 	}
-	page, err := s.keyList.List(ctx, s.namespace, params, s.requestOptions()...)
-	if err = apiError(err); err != nil {
-		if rl, ok := errors.AsType[*RateLimitError](err); ok {
-			s.mu.Lock()
-			s.backOffLocked(rl.Until)
-			s.mu.Unlock()
-		}
-		if ctxErr := ctx.Err(); ctxErr != nil && errors.Is(err, ctxErr) {
-			err = s.noAnswer(ctxErr)
-		}
+	page, err := s.listKeys(ctx, params)
+	if err != nil {
 		return nil, "", opError(opList, prefix, err)
 	}
 	now := s.clock()
@@ -199,16 +185,33 @@ func (s *Store) Expiry(ctx context.Context, key string) (time.Duration, error) {
 // expiration returns the key full's expiration as the list-keys API gives
 // it: zero when it has none or is not listed.
 func (s *Store) expiration(ctx context.Context, full string) (time.Time, error) {
-	if until, limited := s.backingOff(); limited {
-		return time.Time{}, &RateLimitError{Until: until}
-	}
-	if ok, next := s.spend(); !ok {
-		return time.Time{}, &BudgetError{Next: next}
-	}
 	var params kv.NamespaceKeyListParams
-	params.AccountID.Value, params.AccountID.Present = s.account, true
 	params.Limit.Value, params.Limit.Present = minListRequest, true
 	params.Prefix.Value, params.Prefix.Present = full, true
+	page, err := s.listKeys(ctx, params)
+	if err != nil {
+		return time.Time{}, err
+	}
+	// Keys come in lexicographic order: full, if listed, is first.
+	for _, k := range page.Result {
+		if k.Name == full && k.Expiration > 0 {
+			return time.Unix(int64(k.Expiration), 0), nil
+		}
+	}
+	return time.Time{}, nil
+}
+
+// listKeys sends one list-keys request of this store's account, within the
+// rate limit and the request budget; a rate-limited answer backs the store
+// off, and an ended context is reported as no answer.
+func (s *Store) listKeys(ctx context.Context, params kv.NamespaceKeyListParams) (*pagination.CursorLimitPagination[kv.Key], error) {
+	if until, limited := s.backingOff(); limited {
+		return nil, &RateLimitError{Until: until}
+	}
+	if ok, next := s.spend(); !ok {
+		return nil, &BudgetError{Next: next}
+	}
+	params.AccountID.Value, params.AccountID.Present = s.account, true
 	page, err := s.keyList.List(ctx, s.namespace, params, s.requestOptions()...)
 	if err = apiError(err); err != nil {
 		if rl, ok := errors.AsType[*RateLimitError](err); ok {
@@ -219,13 +222,7 @@ func (s *Store) expiration(ctx context.Context, full string) (time.Time, error) 
 		if ctxErr := ctx.Err(); ctxErr != nil && errors.Is(err, ctxErr) {
 			err = s.noAnswer(ctxErr)
 		}
-		return time.Time{}, err
+		return nil, err
 	}
-	// Keys come in lexicographic order: full, if listed, is first.
-	for _, k := range page.Result {
-		if k.Name == full && k.Expiration > 0 {
-			return time.Unix(int64(k.Expiration), 0), nil
-		}
-	}
-	return time.Time{}, nil
+	return page, nil
 }
