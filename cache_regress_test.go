@@ -13,9 +13,9 @@ import (
 )
 
 // TestCachedSuccessStillCloses: a Success decided on a cached "absent"
-// record must still close a circuit the fleet opened meanwhile. Fails on
-// main before #12.1: the cache said "no record", Success wrote nothing, and
-// the host stayed held for RecoveryDelay although it had just answered.
+// record must still close a circuit the fleet opened meanwhile. A cached
+// "no record" deciding the write would let Success write nothing, and the
+// host would stay held for RecoveryDelay although it had just answered.
 func TestCachedSuccessStillCloses(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		store := memory.New()
@@ -40,8 +40,8 @@ func TestCachedSuccessStillCloses(t *testing.T) {
 }
 
 // TestCachedOpenStillCountsFailure: a Failure decided on a cached "open"
-// record must count when the store says closed. Fails on main before
-// #12.1: the cached open record made FailureStep ignore the failure.
+// record must count when the store says closed: a cached open record
+// deciding the write would make FailureStep ignore the failure.
 func TestCachedOpenStillCountsFailure(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		store := memory.New()
@@ -95,8 +95,8 @@ func (s *gatedStore) Get(ctx context.Context, key string) ([]byte, driver.Versio
 
 // TestCacheNeverGoesBackwards: a read that started before this worker's own
 // Failure opened the circuit must not replace the open record in the cache.
-// Fails on main before #12.2: the late read cached "closed" and the worker
-// that had just opened the circuit answered Send.
+// If the late read could cache "closed", the worker that had just opened
+// the circuit would answer Send.
 func TestCacheNeverGoesBackwards(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		store := &gatedStore{Store: memory.New()}
@@ -122,8 +122,8 @@ func TestCacheNeverGoesBackwards(t *testing.T) {
 }
 
 // TestCacheStalenessIsMonotonic: a wall clock stepped back (NTP) must not
-// keep a cached record alive. Fails on main before #12.2: staleness was
-// judged on the Breaker's wall clock, so a one-hour step back served the
+// keep a cached record alive. Staleness is judged on the monotonic clock:
+// judged on the Breaker's wall clock, a one-hour step back would serve the
 // cached "closed" record for an hour after the fleet opened the circuit.
 func TestCacheStalenessIsMonotonic(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {

@@ -31,8 +31,8 @@ func (s *interleaved) CompareAndSwap(ctx context.Context, key string, old driver
 // B stores a failure at t0+5ms, A's compare-and-swap conflicts and A
 // decides again on B's record. B's instant must be stored as B stamped it,
 // not clamped back to A's t0 as if B's clock ran fast, and A's failure is
-// stamped by a clock read after it saw B's. Fails on main before this
-// change: the record held [t0 t0].
+// stamped by a clock read after it saw B's. Clamping B's instant to A's
+// first reading would leave the record holding [t0 t0].
 func TestFailureKeepsConcurrentInstant(t *testing.T) {
 	ctx := context.Background()
 	t0 := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)

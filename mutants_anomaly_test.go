@@ -16,7 +16,7 @@ import (
 )
 
 // The tests in this file kill mutants of anomaly.go (go run ./tools/mutants
-// -pkg . -files anomaly.go) that the other tests let live: issue 24 §7.
+// -pkg . -files anomaly.go) that the other tests let live.
 
 // plantUndecodable stores a value no Breaker can decode under each host.
 func plantUndecodable(t *testing.T, store driver.Store, hosts ...string) {

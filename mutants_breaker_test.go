@@ -13,7 +13,7 @@ import (
 )
 
 // The tests in this file kill mutants of breaker.go and cache.go (go run
-// ./tools/mutants -pkg .) that the other tests let live: issue 24 §7.
+// ./tools/mutants -pkg .) that the other tests let live.
 
 // TestFailureWithoutReadStampsCallStart: a Failure decided without a
 // store read (on an atomic store, the guess that the record is absent)

@@ -11,7 +11,7 @@ import (
 )
 
 // The tests in this file kill mutants of cache.go (go run ./tools/mutants
-// -pkg . -files cache.go) that the other tests let live: issue 24 §7. They
+// -pkg . -files cache.go) that the other tests let live. They
 // drive the cache directly: one shard with one set of cacheWays slots
 // (newCache(cacheWays, ...)) makes CLOCK's choices visible.
 

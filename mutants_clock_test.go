@@ -13,7 +13,7 @@ import (
 )
 
 // The tests in this file kill mutants of clock.go (go run ./tools/mutants
-// -pkg . -files clock.go) that the other tests let live: issue 24 §7.
+// -pkg . -files clock.go) that the other tests let live.
 
 // failingClock is a store whose clock samples fail with err.
 type failingClock struct {

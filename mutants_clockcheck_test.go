@@ -13,7 +13,7 @@ import (
 )
 
 // The tests in this file kill mutants of clock.go (go run ./tools/mutants
-// -pkg . -files clock.go) that the other tests let live: issue 24 §7. They
+// -pkg . -files clock.go) that the other tests let live. They
 // feed clockCheck.add samples directly.
 
 // TestClockEstimateIntersects: the estimate is the intersection of every

@@ -12,7 +12,7 @@ import (
 )
 
 // The tests in this file kill mutants of do.go (go run ./tools/mutants
-// -pkg . -files do.go) that the other tests let live: issue 24 §7.
+// -pkg . -files do.go) that the other tests let live.
 
 // TestHeldErrorMessages: a HeldError says whether the delivery was held
 // (and until when) or dropped.

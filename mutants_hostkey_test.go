@@ -7,7 +7,7 @@ import (
 )
 
 // The tests in this file kill mutants of hostkey.go (go run ./tools/mutants
-// -pkg . -files hostkey.go) that the other tests let live: issue 24 §7.
+// -pkg . -files hostkey.go) that the other tests let live.
 
 // name returns a host name of n bytes in labels of at most 63.
 func name(n int) string {

@@ -13,7 +13,7 @@ import (
 )
 
 // The tests in this file kill mutants of prefix.go (go run ./tools/mutants
-// -pkg . -files prefix.go) that the other tests let live: issue 24 §7.
+// -pkg . -files prefix.go) that the other tests let live.
 
 // TestPrefixLimits: a prefix of MaxPrefixLen bytes is accepted, one byte
 // more is not, and an unprintable prefix is refused by name.

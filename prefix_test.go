@@ -51,7 +51,8 @@ func (h *prefixHarness) Advance(_ context.Context, d time.Duration) error {
 }
 
 // TestPrefixedConformance: the prefix wrapper keeps every promise of the
-// store it wraps (issue 18: one wrapper, run through the suite once).
+// store it wraps. Prefixed is one wrapper over any driver.Store, so the
+// suite over memory checks the wrapping once for every backend.
 func TestPrefixedConformance(t *testing.T) {
 	conformance.Run(t, func(context.Context, *testing.T) (conformance.Harness, error) {
 		h := &prefixHarness{}

@@ -54,14 +54,14 @@ func (s outliveCheck) CompareAndSwap(ctx context.Context, key string, old driver
 }
 
 // TestFastClockFailuresDieWithTheirRecord is the margin experiment for
-// failure instants (#12.8): a fleet whose clocks are up to δ = 5 s apart
-// records failures on a reader-filtered store, with the failure window
-// longer than the recovery delay so the window sets the TTL and the default
-// 5 s margin is all the slack. A failure stamped by a fast clock and carried
-// into a record rewritten by a slow one counted up to 2δ = 10 s past that
-// record's life. Fails on main before #12.8 (26 of 1,050 writes carried such
-// a failure, by up to 4.4 s); core now clamps carried instants to the
-// writer's now.
+// failure instants: a fleet whose clocks are up to δ = 5 s apart records
+// failures on a reader-filtered store, with the failure window longer than
+// the recovery delay so the window sets the TTL and the default 5 s margin
+// is all the slack. A failure stamped by a fast clock and carried into a
+// record rewritten by a slow one would count up to 2δ = 10 s past that
+// record's life (without the clamp, 26 of 1,050 writes here carried such a
+// failure, by up to 4.4 s), so core clamps carried instants to the writer's
+// now.
 //
 //	go test ./skew -run TestFastClockFailuresDieWithTheirRecord -v
 func TestFastClockFailuresDieWithTheirRecord(t *testing.T) {
