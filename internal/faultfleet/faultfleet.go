@@ -1,7 +1,7 @@
 // Package faultfleet drives a fleet of kvbreaker.Breakers over a real store whose
 // traffic goes through a faultproxy injecting faults (answers lost or
 // replaced after the server applied the request, slow answers, resets, a
-// hung server), and checks what the fleet must still guarantee (#12.3):
+// hung server), and checks what the fleet must still guarantee under them:
 //
 //   - CheckFailuresOnce: no stored record holds more failures than Failure
 //     calls that could have written them (one Failure counted twice shows
@@ -609,7 +609,7 @@ func (r *runner) check() (Report, error) {
 // failuresOnce checks that the failures of a stored record can be matched
 // to distinct Failure calls on the host that began before the record was
 // read, each stored instant at or before its call's instant. At or before:
-// core clamps an instant later than the writer's now to that now (#12.8),
+// core clamps an instant later than the writer's now to that now,
 // so a concurrent call's failure may be stored at an earlier call's instant
 // and equal instants alone do not prove a double count. The i-th newest
 // stored failure needs at least i such calls at or after it.

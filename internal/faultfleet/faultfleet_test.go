@@ -38,9 +38,9 @@ func TestCorrectStorePasses(t *testing.T) {
 	}
 }
 
-// retriedWrites is an adapter with the bug of #12.3: every few writes, it
-// answers like an SDK whose retry of an applied write met that write: a
-// conflict carrying its own value and version.
+// retriedWrites is an adapter that retries a mutation blindly: every few
+// writes, it answers like an SDK whose retry of an applied write met that
+// write: a conflict carrying its own value and version.
 type retriedWrites struct {
 	driver.Store
 	n atomic.Int64

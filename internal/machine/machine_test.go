@@ -158,7 +158,7 @@ func TestSuccessStep(t *testing.T) {
 func TestPruneKeepsOrderUnderSkew(t *testing.T) {
 	c := testConfig(t, Settings{})
 	// This worker's clock is behind the one that wrote the last failure:
-	// that failure is clamped to this writer's now (#12.8), so the history
+	// that failure is clamped to this writer's now, so the history
 	// stays sorted and no instant lies past the writer's now.
 	got := c.prune(failures(1*time.Second, 3*time.Second), at(2*time.Second))
 	want := failures(1*time.Second, 2*time.Second, 2*time.Second)
@@ -285,9 +285,9 @@ func BenchmarkFailureStep(b *testing.B) {
 
 // TestNoFailureAfterWriterNow: whatever a step writes holds no failure
 // instant after the writer's now, so no failure outlives the record (which
-// lives until the writer's now + StateTTL). Fails on main before #12.8: a
-// failure stamped by a clock 2 s fast was carried as is, by FailureStep and
-// by the probe's write.
+// lives until the writer's now + StateTTL). A failure stamped by a clock
+// 2 s fast, carried as is by FailureStep or by the probe's write, would
+// count past the end of the record that holds it.
 func TestNoFailureAfterWriterNow(t *testing.T) {
 	c := testConfig(t, Settings{FailureThreshold: 5})
 	now := at(time.Hour)

@@ -99,8 +99,9 @@ func FuzzDecodeRecord(f *testing.F) {
 	f.Add(EncodeRecord(Record{}))
 	f.Add(EncodeRecord(Record{Failures: []time.Time{at(0), at(time.Minute)}, RestrainedUntil: at(time.Hour), Probing: true}))
 	f.Add([]byte{1, 0, 0xc0, 0x84, 0x3d})
-	// Restrained flag with Go's zero instant: decoded but re-encoded
-	// without the flag on main before #12.9.
+	// Restrained flag with Go's zero instant: time.Time{} has no encoding
+	// of its own (it means "not restrained"), so decoding must refuse it
+	// rather than return a record that re-encodes without the flag.
 	f.Add(append(binary.AppendVarint([]byte{recordFormat, flagRestrained}, time.Time{}.UnixMilli()), 0))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		r, err := DecodeRecord(b)

@@ -56,9 +56,9 @@ func replay(t *testing.T, o Options, storeTTL time.Duration, calls []Call) map[s
 // is a stream where every host is asked again in time: every count must be
 // zero for every model.
 //
-// Fails on main before #12: the simulator counted only "records lost" (a
-// send where the reference restrained), not silent closes, late failures
-// counted as closed, or reopens from them (no such fields).
+// Each effect has its own count: "records lost" alone (a send where the
+// reference restrained) hides silent closes, late failures counted as
+// closed, and the reopens they cause.
 func TestExpiryEffectsCounted(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
@@ -90,11 +90,11 @@ func TestExpiryEffectsCounted(t *testing.T) {
 			"kvbreaker": {SilentCloses: 1, SendsInsteadOfProbe: 1, LateFailuresCountedClosed: 5, ReopensAfterExpiry: 1},
 		},
 	}, {
-		// The case, threshold 2: opened at 1 s, the derived record
-		// expires at 30m6s; two late failures (sends decided before the
-		// open) arrive at 30m10s and 30m11s. fedify ignores both and
-		// probes at 30m12s; the derived models count them as closed
-		// failures, reopen (closed→open, reported) and hold.
+		// Late failures after expiry, threshold 2: opened at 1 s, the
+		// derived record expires at 30m6s; two late failures (sends
+		// decided before the open) arrive at 30m10s and 30m11s. fedify
+		// ignores both and probes at 30m12s; the derived models count them
+		// as closed failures, reopen (closed→open, reported) and hold.
 		name: "late-failures-reopen",
 		o:    Options{FailureThreshold: 2},
 		calls: cat(trip("h", 0, 2), []Call{failure(30*mn+10*sec, "h"), failure(30*mn+11*sec, "h"),

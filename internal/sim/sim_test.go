@@ -200,9 +200,9 @@ func TestOpenedIsMaxFailuresEverywhere(t *testing.T) {
 // recovery delay; a store that keeps records 10 minutes anyway loses each
 // open record inside its 30-minute restraint, and every model, the
 // reference too, sends to dead hosts until the circuit re-trips: far more
-// than over a store that keeps them, and never a probe. Fails on main
-// before #12: no StoreTTL, and a state TTL of 10m ran fedify's model with
-// a stateTtl fedify refuses.
+// than over a store that keeps them, and never a probe. The store's TTL is
+// set apart from the state TTL (Scenario.StoreTTL): a state TTL of 10m
+// would run fedify's model with a stateTtl fedify refuses.
 func TestStoreTTLBelowRestraint(t *testing.T) {
 	s := Scenario{Seed: 5, Hosts: 20, Mix: Mix{Dead: 1}, Duration: 6 * time.Hour, Rate: 60}
 	good := run(t, s)
