@@ -144,10 +144,9 @@ func TestSDKRetryOfLostAnswer(t *testing.T) {
 // (here with the SDK's retries off, so the one lost answer reaches the
 // store), the store sends the same write again instead of failing its
 // callers: the Failure is counted once and returns nil, and the probe's
-// Success closes the circuit and reports half-open→closed. Fails on main
-// before #12: Failure and Success returned the transport or HTTP 500 error
-// for writes that had taken effect, and half-open→closed was never
-// reported.
+// Success closes the circuit and reports half-open→closed. Returning the
+// transport or HTTP 500 error instead would fail callers for writes that
+// had taken effect, and half-open→closed would never be reported.
 func TestAmbiguousWriteResent(t *testing.T) {
 	for _, amb := range ambiguities {
 		t.Run(amb.name, func(t *testing.T) {

@@ -13,14 +13,14 @@ import (
 	"github.com/kvbreaker/kvbreaker/internal/record"
 )
 
-// Regression tests for issue #12 (points 3, 4, 6 and 7, the Workers KV
-// parts), over Miniflare, on its clock.
+// Tests of the write coalescer's merge, the declared clock-skew bound, the
+// options' validation and the logical expiry, over Miniflare, on its clock.
 
 // TestExpiredProbeNotMergedBack: a probe's record that expired unanswered
 // must not come back through the write coalescer's merge with this store's
-// last write. Fails on main before #12: the next Failure was merged with the
-// expired probe record, so the stored record was half-open with a past
-// RestrainedUntil, and another worker got Probe instead of Send.
+// last write. Merged with the expired probe record, the next Failure would
+// store a half-open record with a past RestrainedUntil, and another worker
+// would get Probe instead of Send.
 func TestExpiredProbeNotMergedBack(t *testing.T) {
 	ctx := t.Context()
 	const host = "expired-probe.example"
@@ -70,9 +70,8 @@ func TestExpiredProbeNotMergedBack(t *testing.T) {
 // TestWriteFromDeletedVersionNotRestored: a write computed from a record
 // that a local Success has since deleted (a Failure that read the half-open
 // record before the probe's Success) must not bring back the deleted
-// failures, restraint or probe. Fails on main before #12: the write replaced
-// the delete whole, so the stored record was open again with all the
-// pre-Success failures.
+// failures, restraint or probe. A write that replaced the delete whole
+// would store the record open again with all the pre-Success failures.
 func TestWriteFromDeletedVersionNotRestored(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
@@ -127,8 +126,8 @@ func TestWriteFromDeletedVersionNotRestored(t *testing.T) {
 
 // TestClockSkewBoundDeclared: WithClockSkew's padding covers that much skew
 // and no more, so Traits declares it and kvbreaker.New refuses a larger
-// Settings.ClockSkew, naming the option. Fails on main before #12: a
-// ClockSkew of 5 s was accepted over a store padded for 1 s.
+// Settings.ClockSkew, naming the option: over a store padded for 1 s, a
+// ClockSkew of 5 s would promise a margin the physical TTL does not have.
 func TestClockSkewBoundDeclared(t *testing.T) {
 	s := newStore(t)
 	if got := s.Traits(); got.MaxClockSkew != kvbreaker.DefaultClockSkew || got.MaxClockSkewOption != "cloudflarekv.WithClockSkew" {
@@ -145,10 +144,10 @@ func TestClockSkewBoundDeclared(t *testing.T) {
 }
 
 // TestNewRefusesEachBadOption: every invalid option is an error from New
-// that names the option and what to set. Fails on main before #12:
-// WithClockSkew(0) (no padding for any skew, and read by core as "no
-// bound") and WithWriteInterval(0) (a second write per second to one key:
-// Cloudflare answers 429) were accepted, and the messages named no option.
+// that names the option and what to set. WithClockSkew(0) would pad for no
+// skew while core reads a zero bound as "no bound", and WithWriteInterval(0)
+// would send a second write per second to one key, which Cloudflare answers
+// with 429.
 func TestNewRefusesEachBadOption(t *testing.T) {
 	c := kv.NewKVService(option.WithBaseURL(srv.BaseURL()), option.WithAPIToken(srv.Token))
 	for _, tc := range []struct {
@@ -185,9 +184,10 @@ func TestNewRefusesEachBadOption(t *testing.T) {
 
 // TestNoLogicalMinTTL: what a Breaker sees expires at the exact TTL, so
 // Traits declare no minimum TTL, and TestConformance runs its expiry cases
-// at the suite's default 2 s TTL with no violation. Fails on main before
-// #12: Traits declared MinTTL 60 s, and a suite run at a 5 s expiry TTL
-// expected the entry to live 60 s and reported it as vanishing 55 s early.
+// at the suite's default 2 s TTL with no violation. Workers KV's 60 s
+// minimum applies to the physical expiry only; declared as MinTTL, it would
+// make a suite run at a 5 s expiry TTL expect the entry to live 60 s and
+// report it as vanishing 55 s early.
 func TestNoLogicalMinTTL(t *testing.T) {
 	if got := (&Store{}).Traits().Expiry.MinTTL; got != 0 {
 		t.Errorf("Traits MinTTL %v: the logical expiry has no minimum", got)
@@ -200,8 +200,9 @@ func TestNoLogicalMinTTL(t *testing.T) {
 // instants counted them once: a burst of 40 concurrent Failures on a real
 // clock stored 3 to 11 of them, and TestBurstCoalesced (distinct instants,
 // but the machine clamps a later instant to an earlier writer's now) lost
-// one under load. The store now merges what each write changed in the
-// record it read. Fails before that fix (stored [t0 t1], want [t0 t1 t1]).
+// one under load. So the store merges what each write changed in the
+// record it read: a union of instants stores [t0 t1] here, not
+// [t0 t1 t1].
 func TestConcurrentFailuresAtOneInstant(t *testing.T) {
 	ctx := t.Context()
 	s := newStore(t)

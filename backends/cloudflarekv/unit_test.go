@@ -93,12 +93,12 @@ func TestCombine(t *testing.T) {
 		{"concurrent-merges", older, write{value: rec(fails(2)), ver: 11, base: 1, exp: live}, rec(fails(1, 2)), 11},
 		{"delete-replaces", older, write{del: true, ver: 11, base: 1}, nil, 11},
 		{"write-replaces-delete", write{del: true, ver: 5}, write{value: rec(fails(3)), ver: 6, exp: live}, rec(fails(3)), 6},
-		// #12.4: an unanswered probe's record, expired, must not come back.
+		// An unanswered probe's record, expired, must not come back.
 		{"expired-not-merged",
 			write{value: rec(record.Record{Failures: []time.Time{at(1)}, RestrainedUntil: at(90), Probing: true}), ver: 10, base: 9, exp: now},
 			write{value: rec(fails(99)), ver: 11, exp: live}, rec(fails(99)), 11},
-		// #12.4: a Failure computed from the record a Success deleted
-		// keeps only its own failure instant.
+		// A Failure computed from the record a Success deleted keeps
+		// only its own failure instant.
 		{"computed-from-deleted-rebased", deleted,
 			write{value: rec(record.Record{Failures: []time.Time{at(1), at(2), at(3)}, RestrainedUntil: at(163)}), ver: 22, base: 20, exp: live},
 			rec(fails(3)), 22},

@@ -77,8 +77,9 @@ func lost(t *testing.T, p *faultproxy.Proxy, want int) {
 
 // TestAmbiguousWriteIsOwnSuccess: a write dynalite applied but whose answer
 // was lost, retried by the SDK, returns what the first answer would have
-// said. Fails on main before #12 (6059c87^): each case returns a conflict
-// carrying the call's own write (or, for a delete, ErrNotFound).
+// said. Taken at face value, the retry's answer is a conflict carrying the
+// call's own write (or, for a delete, ErrNotFound), and the caller would
+// take its own write for another worker's.
 func TestAmbiguousWriteIsOwnSuccess(t *testing.T) {
 	for _, amb := range ambiguities {
 		t.Run(amb.name, func(t *testing.T) {
@@ -128,9 +129,9 @@ func TestAmbiguousWriteIsOwnSuccess(t *testing.T) {
 
 // TestAmbiguousWriteReplacedBeforeRetry: between the lost answer and the
 // SDK's retry another worker replaces (or deletes) the write. The write did
-// happen, and the item's history says so. Fails on main before #12: a
-// conflict carrying the other worker's write, so Breaker would apply its
-// step a second time on top of its own.
+// happen, and the item's history says so. Answered instead with a conflict
+// carrying the other worker's write, Breaker would apply its step a second
+// time on top of its own.
 func TestAmbiguousWriteReplacedBeforeRetry(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
@@ -213,15 +214,15 @@ func TestAmbiguousWriteReplacedBeforeRetry(t *testing.T) {
 }
 
 // TestAmbiguousBreaker runs Breakers over stores whose answers the proxy
-// loses after dynalite applied the write, and checks what issue #12.3 saw go
-// wrong. Each subtest fails on main before #12 (6059c87^):
-//   - one-failure-counted-once: the retried create conflicted with its own
-//     record, Breaker recomputed on it and wrote the failure again; the
-//     threshold-2 circuit opened after one failure.
-//   - probe-winner-gets-probe: the retried half-open write conflicted with
-//     itself and the winner was told Hold; open→half-open was never reported.
-//   - success-reports-close: the retried delete found the key gone and
-//     Breaker took it for another worker's close; half-open→closed was never
+// loses after dynalite applied the write. Each subtest pins what goes wrong
+// when the SDK's retry of the applied write is taken at face value:
+//   - one-failure-counted-once: the retried create conflicts with its own
+//     record, Breaker recomputes on it and writes the failure again; the
+//     threshold-2 circuit opens after one failure.
+//   - probe-winner-gets-probe: the retried half-open write conflicts with
+//     itself and the winner is told Hold; open→half-open is never reported.
+//   - success-reports-close: the retried delete finds the key gone and
+//     Breaker takes it for another worker's close; half-open→closed is never
 //     reported.
 func TestAmbiguousBreaker(t *testing.T) {
 	const host = "inbox.example"

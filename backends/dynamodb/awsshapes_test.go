@@ -377,9 +377,9 @@ func casCall(old driver.Version) func(context.Context, driver.Store) error {
 // answers it: the first UpdateItem is applied but answered with a 500, the
 // SDK retries, and the retry's failed condition returns the old item
 // (ALL_OLD), which is the first attempt's write or holds it in its history.
-// The adapter must take that as its success without a GetItem. Fails on main
-// before #12 (6059c87^), which sent PutItem/DeleteItem and returned a
-// conflict (or ErrNotFound for the delete).
+// The adapter must take that as its success without a GetItem; taking the
+// retry's answer at face value would return a conflict (or ErrNotFound for
+// the delete) for its own write.
 func TestAWSShapesRetryFindsOwnWrite(t *testing.T) {
 	clk := newFakeClock(time.Date(2026, 11, 30, 9, 0, 0, 500_000_000, time.UTC))
 	now := clk.Now().Unix()

@@ -133,8 +133,9 @@ func TestBreakerRecordOutlivesRecovery(t *testing.T) {
 
 // TestBreakerRefusesSkewBeyondPurgeDelay: the purge delay is the clock skew
 // the store's physical expiry covers (Traits), and NewBreaker holds
-// Settings.ClockSkew to it. Fails on main before #12 (6059c87^): the store
-// declared no MaxClockSkew, so a 1 s purge delay took any ClockSkew.
+// Settings.ClockSkew to it: with no MaxClockSkew declared, a 1 s purge
+// delay would take any ClockSkew, and the physical TTL could delete a
+// record a reader behind by more than 1 s still counts as live.
 func TestBreakerRefusesSkewBeyondPurgeDelay(t *testing.T) {
 	for _, tc := range []struct {
 		name    string

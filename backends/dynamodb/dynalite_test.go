@@ -101,9 +101,9 @@ func TestNoTTLAPI(t *testing.T) {
 
 // TestSurvivesAbortedRequest: a client that resets its connection in the
 // middle of a request body (as the fault proxy does) costs that request
-// only. Fails before the launcher's handler: dynalite threw "aborted"
-// (ECONNRESET) from the request's error handler and the whole server
-// exited, failing every later test that shared it.
+// only. The launcher installs a handler for it: without one, dynalite
+// throws "aborted" (ECONNRESET) from the request's error handler and the
+// whole server exits, failing every later test that shares it.
 func TestSurvivesAbortedRequest(t *testing.T) {
 	ctx := t.Context()
 	s, err := dynalite.Start(ctx)

@@ -21,11 +21,11 @@ import (
 // blackholes, and checks with faultfleet that no failure is counted twice,
 // every probe winner is told Probe, every opening and transition is reported
 // once, and every call returns within CallTimeout. Each worker has its own
-// client, as a separate process would. Fails on main before #12 (6059c87^),
-// in two runs of two: "won the probe election … but was told hold",
-// "opened the circuit … but OnStateChange was told \"\"" and "open→half-open
-// reported twice in a row", from retried writes that conflicted with
-// themselves.
+// client, as a separate process would. An adapter that took the SDK's
+// retried writes, conflicting with themselves, at face value failed it in
+// two runs of two: "won the probe election … but was told hold", "opened
+// the circuit … but OnStateChange was told \"\"" and "open→half-open
+// reported twice in a row".
 func TestFaultFleet(t *testing.T) {
 	p, err := faultproxy.Start(srv.Addr())
 	if err != nil {

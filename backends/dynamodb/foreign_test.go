@@ -31,8 +31,8 @@ import (
 // TestForeignItemReadsAsValueAndIsReplaced: Get returns an undecodable value
 // and a version every worker computes alike; CompareAndSwap with it replaces
 // the item with one of the adapter's (numeric ver, expiresAt and purgeAt);
-// CompareAndDelete with it deletes it. Fails before the foreign-item change:
-// Get returned "malformed item" for every shape.
+// CompareAndDelete with it deletes it. A Get that returned "malformed item"
+// would leave such an item in the way for good: no worker could replace it.
 func TestForeignItemReadsAsValueAndIsReplaced(t *testing.T) {
 	ctx := t.Context()
 	prefix := uniquePrefix(t)

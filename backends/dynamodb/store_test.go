@@ -38,7 +38,7 @@ func mustConflictNoWrite(t *testing.T, err error, wantVal []byte, wantVer driver
 	if !errors.Is(err, driver.ErrConflict) {
 		t.Fatalf("err = %v, want a conflict", err)
 	}
-	// Conflicts come bare, as every backend returns them (issue 18 §3).
+	// Conflicts come bare, as every backend returns them.
 	ce, ok := err.(*driver.ConflictError)
 	if !ok {
 		t.Fatalf("err = %v (%T): want a bare *driver.ConflictError", err, err)
@@ -369,9 +369,8 @@ func TestNewValidates(t *testing.T) {
 		{"bad-table-name", client, "no/slash", nil, []string{`dynamodb: invalid table name: "no/slash"`}},
 		{"nil-clock", client, table, []dynamodb.Option{dynamodb.WithClock(nil)}, []string{"dynamodb: invalid WithClock: nil: pass the Breakers' Settings.Clock"}},
 		{"negative-purge", client, table, []dynamodb.Option{dynamodb.WithPurgeDelay(-time.Second)}, []string{"dynamodb: invalid WithPurgeDelay: -1s: set at least the fleet's clock skew"}},
-		// Fails on main before #12: a zero purge delay was accepted, and
-		// the physical TTL could delete a record a reader behind by any
-		// skew still counts as live.
+		// A zero purge delay would let the physical TTL delete a record
+		// a reader behind by any skew still counts as live.
 		{"zero-purge", client, table, []dynamodb.Option{dynamodb.WithPurgeDelay(0)}, []string{"dynamodb: invalid WithPurgeDelay: 0s"}},
 		{"all-at-once", nil, "x", []dynamodb.Option{dynamodb.WithClock(nil), dynamodb.WithPurgeDelay(-1)}, []string{
 			"invalid client", "invalid table name", "invalid WithClock", "invalid WithPurgeDelay: -1ns"}},

@@ -43,7 +43,8 @@ func proxiedStore(t testing.TB, p *faultproxy.Proxy, prefix string) *testStore {
 	return isolate(t, s, prefix)
 }
 
-// TestTxnAnswerLostIsNotRetried answers #12.3's question for etcd: clientv3
+// TestTxnAnswerLostIsNotRetried: an applied write whose answer was lost
+// must not come back as a conflict carrying the call's own write. clientv3
 // does not retry a write Txn whose answer was lost after etcd applied it
 // (its retry interceptor retries mutations only when no connection was
 // available, i.e. before sending: client/v3/retry.go isSafeRetryMutableRPC,
@@ -172,7 +173,7 @@ func TestFaultFleet(t *testing.T) {
 
 // sdkRetry is an etcd store behind a client that, like the AWS SDK, retries
 // a write whose answer it did not get, and passes the retry's conflict up
-// without recognising its own first write (the #12.3 bug).
+// without recognising its own first write.
 type sdkRetry struct{ driver.Store }
 
 func (s sdkRetry) CompareAndSwap(ctx context.Context, key string, old driver.Version, value []byte, ttl time.Duration) (driver.Version, error) {

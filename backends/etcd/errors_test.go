@@ -12,8 +12,9 @@ import (
 
 // TestErrorShape: ErrNotFound and conflicts come bare; every other error
 // is a *driver.OpError reading "etcd: <op> <key>: <cause>", with "etcd: "
-// once. Fails on main before #18: "etcd: get \"…\" via http://…: etcd:
-// store closed", an *etcd.OpError.
+// once, so callers match one error type across backends and read no
+// doubled prefix (as in "etcd: get \"…\" via http://…: etcd: store
+// closed").
 func TestErrorShape(t *testing.T) {
 	s, err := etcd.New(newClient(t))
 	if err != nil {

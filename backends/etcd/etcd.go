@@ -301,14 +301,14 @@ func (s *Store) Get(ctx context.Context, key string) ([]byte, driver.Version, er
 // is the revision of the put.
 //
 // The Txn is sent once, so a conflict never carries this call's own write
-// (#12.3): clientv3 retries a mutation only when no connection was
-// available, before sending (isSafeRetryMutableRPC in client/v3/retry.go),
-// and gRPC retries transparently only streams the server never saw. A Txn
-// whose answer is lost (reset, timeout) returns its transport error within
-// ctx, and the write may have been applied: the caller
-// must treat the outcome as unknown (TestTxnAnswerLostIsNotRetried). The
-// one resend below follows ErrLeaseNotFound, which etcd returns for a Txn
-// it refused whole.
+// (which the caller would take for another worker's): clientv3 retries a
+// mutation only when no connection was available, before sending
+// (isSafeRetryMutableRPC in client/v3/retry.go), and gRPC retries
+// transparently only streams the server never saw. A Txn whose answer is
+// lost (reset, timeout) returns its transport error within ctx, and the
+// write may have been applied: the caller must treat the outcome as unknown
+// (TestTxnAnswerLostIsNotRetried). The one resend below follows
+// ErrLeaseNotFound, which etcd returns for a Txn it refused whole.
 func (s *Store) CompareAndSwap(ctx context.Context, key string, old driver.Version, value []byte, ttl time.Duration) (driver.Version, error) {
 	const op = "compare-and-swap"
 	if s.closed.Load() {

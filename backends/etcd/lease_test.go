@@ -278,9 +278,9 @@ func TestRedactEndpoint(t *testing.T) {
 }
 
 // TestOptionsValidated: every invalid option is a *driver.OptionError in
-// the one wording, all of them joined. Fails before the restructure (#18):
-// one *errors.joinError under "etcd: invalid options:" without the option
-// names.
+// the one wording, all of them joined, so each names its option (one
+// error under "etcd: invalid options:" would leave the caller to guess
+// which).
 func TestOptionsValidated(t *testing.T) {
 	_, err := newOptions([]Option{WithLeaseReuse(-1, -time.Second), WithMaxKeysPerLease(0), WithMinTTL(-1)})
 	want := []string{

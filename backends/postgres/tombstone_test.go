@@ -13,23 +13,22 @@ import (
 	"github.com/kvbreaker/kvbreaker/driver"
 )
 
-// TestTombstoneDeadToEarlierStatement is the regression test of the
-// tombstone's expiry. A statement's now() is its transaction's start; a
-// statement that started before a compare-and-delete and then waited for
-// the delete's row lock judges the tombstone with that earlier now(). When
-// a tombstone expired at the delete's own now(), it was still live to such
-// a statement: a create was refused with a conflict naming the tombstone
-// (an empty value), and a swap of the deleted version reported the
-// tombstone's version instead of an absent key, though the delete had
-// committed first.
+// TestTombstoneDeadToEarlierStatement: a tombstone expires at
+// '-infinity', so it is dead even to a statement that started before the
+// delete. A statement's now() is its transaction's start; a statement that
+// started before a compare-and-delete and then waited for the delete's row
+// lock judges the tombstone with that earlier now(). A tombstone expiring
+// at the delete's own now() would still be live to such a statement: a
+// create would be refused with a conflict naming the tombstone (an empty
+// value), and a swap of the deleted version would report the tombstone's
+// version instead of an absent key, though the delete had committed first.
 //
 // The order is made explicit, not raced: transaction A starts (fixing its
 // now()), then transaction D starts (a later now()) and runs the store's
 // delete; A's statement, the store's own, is sent and waits for D's row
-// lock (pg_blocking_pids says so); D commits; A proceeds. With the old
-// expiry (now() in sqlDelete, restored locally) both subtests fail, each
-// with "version conflict (current version N)", N the tombstone's; with
-// '-infinity' they pass.
+// lock (pg_blocking_pids says so); D commits; A proceeds. With now() as
+// the tombstone's expiry in sqlDelete, both subtests fail, each with
+// "version conflict (current version N)", N the tombstone's.
 func TestTombstoneDeadToEarlierStatement(t *testing.T) {
 	t.Run("create", func(t *testing.T) {
 		s, pool, key, v1 := tombstoneSetup(t)
