@@ -8,9 +8,8 @@ import (
 )
 
 // TestHelpOnStdout: every command's --help (and "help CMD") goes to stdout
-// with exit 0 and nothing on stderr.
-//
-// Fails on main before #14: the flag package printed help to stderr.
+// with exit 0 and nothing on stderr: the flag package's default prints it
+// to stderr, where `| less` loses it.
 func TestHelpOnStdout(t *testing.T) {
 	for _, args := range [][]string{
 		{"--help"}, {"-h"}, {"help"}, {"help", "check"},
@@ -43,10 +42,9 @@ func TestVersion(t *testing.T) {
 
 // TestUsageErrorsAreShort: every usage error is two lines on stderr
 // ("Error: ..." and "Run 'kvbreaker CMD --help' for usage."), exit 2,
-// nothing on stdout, flags spelled --flag.
-//
-// Fails on main before #14: an unknown flag printed the whole flag list
-// and spelled it "-bogus".
+// nothing on stdout, flags spelled --flag. The flag package's default
+// prints the whole flag list for an unknown flag, burying the error, and
+// spells it "-bogus".
 func TestUsageErrorsAreShort(t *testing.T) {
 	for _, tc := range []struct {
 		args      []string

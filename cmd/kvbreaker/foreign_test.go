@@ -145,11 +145,9 @@ func hostRow(t *testing.T, l listOutput, host string) statusJSON {
 // (read error; decode error, not "closed 0") among the others, in JSON and
 // table, whatever --state; list then exits 1 because one was unreadable.
 // EXPIRES IN shows the TTL of a Breaker's record and "never" for the
-// planted value.
-//
-// Fails on main before #24: list stopped at the unreadable key with
-// "Error: list: …" and printed nothing; an undecodable value showed as
-// closed with 0 failures.
+// planted value. A list that stopped at the unreadable key would show the
+// operator nothing, and an undecodable value shown as closed with 0
+// failures would pass for a healthy host.
 func TestListUnreadableAndUndecodable(t *testing.T) {
 	prefix := "unread-" + randomHex(4) + "/"
 	b := expiryBreaker(t, prefix)
@@ -218,9 +216,8 @@ func TestListUnreadableAndUndecodable(t *testing.T) {
 
 // TestInspectExpiry: inspect says how long the store keeps the key, warns
 // (table and stderr) of a key stored without an expiry, and says
-// "unknown" for a store that cannot tell.
-//
-// Fails on main before #24: inspect said nothing of a key's expiry.
+// "unknown" for a store that cannot tell: a key with no expiry outlives
+// every restraint, and the operator needs to see it.
 func TestInspectExpiry(t *testing.T) {
 	prefix := "expiry-" + randomHex(4) + "/"
 	b := expiryBreaker(t, prefix)
@@ -277,10 +274,9 @@ func TestInspectExpiry(t *testing.T) {
 // TestHostAsListed: what list prints is what inspect and reset take, also
 // a key a Breaker was given with capitals (kvbreaker.HostKey would lower
 // them) or with a space (the table quotes it for a shell); a URL or a host
-// with no record under exactly its spelling is still normalised.
-//
-// Fails on main before #24: inspect and reset lower-cased HOST, so
-// "Caps.Example" read and reset "caps.example" instead.
+// with no record under exactly its spelling is still normalised. Lowering
+// HOST first would make inspect and reset of "Caps.Example" read and reset
+// "caps.example" instead.
 func TestHostAsListed(t *testing.T) {
 	prefix := "caps-" + randomHex(4) + "/"
 	b := expiryBreaker(t, prefix)
@@ -331,9 +327,8 @@ func TestHostAsListed(t *testing.T) {
 }
 
 // TestResetUnreadable: reset deletes a record it failed to read first,
-// saying so; inspect of it exits 1 with the read error.
-//
-// Fails on main before #24: reset read the record first and gave up.
+// saying so; inspect of it exits 1 with the read error. A reset that
+// needed the read to succeed could never clear such a key.
 func TestResetUnreadable(t *testing.T) {
 	prefix := "resetun-" + randomHex(4) + "/"
 	b := expiryBreaker(t, prefix)
@@ -394,14 +389,12 @@ func TestShellWord(t *testing.T) {
 // garbage v; none with a TTL) and a record this connection's Redis user
 // may not read (an ACL denies HMGET on it: NOPERM): every key is listed,
 // the foreign ones with their reason, the denied one as unreadable, and
-// list exits 1. The foreign shapes read as undecodable values once
-// backends/redis reads them so (before, v without n and a bad n were read
-// errors): either is accepted for them, never "closed" without a reason.
+// list exits 1. Versions of backends/redis differ on the foreign shapes
+// (v without n and a bad n are a read error in some, an undecodable value
+// in others): either is accepted for them, never "closed" without a reason.
 // Expiry is "never" for the planted hashes where backends/redis is a
-// driver.ExpiryReader, "unknown" where not.
-//
-// Fails on main before #24: list stopped at the first unreadable key and
-// printed nothing.
+// driver.ExpiryReader, "unknown" where not. One unreadable key must not
+// stop list from showing the others.
 func TestRedisListForeign(t *testing.T) {
 	srv := redistest.MustStart(t)
 	ctx := t.Context()
@@ -491,12 +484,10 @@ func TestRedisListForeign(t *testing.T) {
 // TestDynamoDBListForeign: list over dynalite whose prefix holds a
 // Breaker's record and items no Breaker wrote (ver a string, ver 0, rec
 // not binary; each live by its expiresAt): every item is listed, the
-// foreign ones with a reason (a read error before backends/dynamodb reads
-// them as undecodable values, a decode error after: either is accepted),
-// never as a healthy closed record; the Breaker's record reads right.
-//
-// Fails on main before #24: list stopped at the first malformed item
-// ("malformed item") and printed nothing.
+// foreign ones with a reason (a read error or, where backends/dynamodb
+// reads them as undecodable values, a decode error: either is accepted),
+// never as a healthy closed record; the Breaker's record reads right. One
+// malformed item must not stop list from showing the others.
 func TestDynamoDBListForeign(t *testing.T) {
 	prefix := "dynfx-" + randomHex(4) + "/"
 	b, flush := openTest(t, "dynamodb", prefix)

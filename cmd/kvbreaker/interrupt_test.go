@@ -16,10 +16,9 @@ import (
 // check wrote, within a few seconds, and exits 130. A built binary runs the
 // full check (its expiry cases wait in real time, so keys are live) against
 // the test etcd; the test lists the keys under the check's prefix before
-// the signal (some: the count can see them) and after (none).
-//
-// Fails on main before #14: SIGINT killed check at once (exit status from
-// the signal) and left its keys until their TTL.
+// the signal (some: the count can see them) and after (none). Killed at
+// once by the signal, check would leave its keys in the store until their
+// TTL.
 func TestInterruptCleansUp(t *testing.T) {
 	bin := buildBinary(t)
 	cmd := exec.Command(bin, append([]string{"check", "--format", "json"}, connArgs("etcd")...)...)

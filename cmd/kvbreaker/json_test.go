@@ -45,10 +45,9 @@ func jsonStyle(v any, path string) []string {
 }
 
 // TestJSONStyle runs every command with --format json and checks the one
-// style. Negative control: the style check flags main's old fields.
-//
-// Fails on main before #14: simulate printed "state_ttl": "30m5s", check
-// "wall_seconds", inspect "time_left_seconds".
+// style. Negative control: the style check flags a duration as text
+// ("state_ttl": "30m5s"), seconds where the style is milliseconds
+// ("wall_seconds") and an _ms field that is not a number ("x_ms": "5s").
 func TestJSONStyle(t *testing.T) {
 	for _, old := range []string{`{"state_ttl":"30m5s"}`, `{"wall_seconds":1.5}`, `{"x_ms":"5s"}`, `{"models":[{"state_ttl":"30m5s (store 10m)"}]}`} {
 		var v any

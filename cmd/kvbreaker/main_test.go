@@ -99,7 +99,7 @@ func TestSimulateJSON(t *testing.T) {
 	var names []string
 	for _, m := range got.Models {
 		names = append(names, m["model"].(string))
-		// #17: every model carries its store cost.
+		// Every model carries its store cost.
 		for _, k := range []string{"store_reads", "store_writes", "requests_per_1000_deliveries"} {
 			if v, ok := m[k].(float64); !ok || v <= 0 {
 				t.Errorf("model %v: %q missing, not a number or zero: %v", m["model"], k, m[k])
@@ -141,10 +141,9 @@ func TestSimulateTable(t *testing.T) {
 // TestSimulateStoreTTL: --store-ttl puts every breaker over a store that
 // expires records inside the restraint; the table names the columns so and
 // shows the expiry effects, and the JSON carries them. A --state-ttl below
-// the recovery delay is refused, as fedify 2.3.3+ and kvbreaker refuse it.
-//
-// Fails on main before #12: --store-ttl did not exist, and --state-ttl 10m
-// ran fedify's model with a stateTtl fedify itself refuses.
+// the recovery delay is refused, as fedify 2.3.3+ and kvbreaker refuse it:
+// it would run fedify's model with a stateTtl fedify itself refuses, so a
+// short-lived store is --store-ttl's to model.
 func TestSimulateStoreTTL(t *testing.T) {
 	code, out, errOut := runCmd(append(small, "--store-ttl", "10m")...)
 	if code != exitOK {

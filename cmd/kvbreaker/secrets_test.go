@@ -43,12 +43,11 @@ func errorTexts(err error) []string {
 // a missing table, bad flags, the environment), with each of check,
 // inspect, reset and list: the secret appears neither on stdout, nor on
 // stderr, nor in any error the command returns (the message printed, and
-// every error it wraps).
-//
-// Fails on main before #24: the keyword/value PostgreSQL rows (pg-kv-*,
-// pg-env-kv-*: the string echoed whole), and pg-url-unparsable,
-// etcd-query-*, cf-base-query, dynamodb-endpoint-query (a password= or
-// token= parameter echoed).
+// every error it wraps). The rows a naive redaction misses: keyword/value
+// PostgreSQL strings (pg-kv-*, pg-env-kv-*), which the drivers echo whole,
+// and an unparsable URL or a password= or token= query parameter
+// (pg-url-unparsable, etcd-query-*, cf-base-query,
+// dynamodb-endpoint-query), which URL redaction does not reach.
 func TestSecretsNeverShown(t *testing.T) {
 	dead, dead2 := closedPort(t), closedPort(t)
 	ctx := t.Context()
