@@ -43,11 +43,11 @@ func errorTexts(err error) []string {
 // a missing table, bad flags, the environment), with each of check,
 // inspect, reset and list: the secret appears neither on stdout, nor on
 // stderr, nor in any error the command returns (the message printed, and
-// every error it wraps). The rows a naive redaction misses: keyword/value
-// PostgreSQL strings (pg-kv-*, pg-env-kv-*), which the drivers echo whole,
-// and an unparsable URL or a password= or token= query parameter
-// (pg-url-unparsable, etcd-query-*, cf-base-query,
-// dynamodb-endpoint-query), which URL redaction does not reach.
+// every error it wraps). The rows that redacting a URL's password misses:
+// keyword/value PostgreSQL strings (pg-kv-*, pg-env-kv-*), which an error
+// can echo whole, an unparsable URL (pg-url-unparsable), and a password=
+// or token= query parameter (etcd-query-*, cf-base-query,
+// dynamodb-endpoint-query), which url.URL.Redacted leaves in place.
 func TestSecretsNeverShown(t *testing.T) {
 	dead, dead2 := closedPort(t), closedPort(t)
 	ctx := t.Context()
