@@ -26,8 +26,8 @@ type row struct {
 }
 
 // TestRoundTrips measures, on every backend, the store calls and the
-// requests on the wire that each decision costs, asserts the targets of
-// issue 9, and prints the table (go test -v):
+// requests on the wire that each decision costs, asserts these targets,
+// and prints the table (go test -v):
 //
 //   - a closed-host Allow is 1 read and 0 writes;
 //   - a Failure after an Allow, and every later uncontended one, is 1 write
@@ -189,8 +189,9 @@ func roundTrips(t *testing.T, name string) []row {
 	if _, err := allow(cached, "healthy2.example", time.Time{}, kvbreaker.Send); err != nil {
 		t.Fatal(err)
 	}
-	// A cached record never decides a write (#12.1): with the cache on
-	// too, the "nothing to delete" Success confirms it with a read.
+	// A cached record never decides a write: with the cache on too, the
+	// "nothing to delete" Success confirms it with a read, so it closes a
+	// circuit another worker opened since the cache was filled.
 	measure("success after allow, no record, cache on", ce, pick(want{1, 0, 1, 0}, want{1, 0, 0, 0}), func() error {
 		return cached.Success(ctx, "healthy2.example")
 	})
