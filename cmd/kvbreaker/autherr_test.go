@@ -20,8 +20,9 @@ const authPassword = "s3cret-auth-must-not-show"
 
 // TestRedisAuthErrors: a Redis that requires a password, asked without
 // one, with a wrong one and for a database it does not have: each error
-// names the server and the flag that fixes it, never the password. Before,
-// they were "redis: dial: NOAUTH Authentication required." and the like.
+// names the server and the flag that fixes it, never the password; the
+// driver's own errors ("redis: dial: NOAUTH Authentication required." and
+// the like) name neither.
 func TestRedisAuthErrors(t *testing.T) {
 	srv := redistest.MustStart(t)
 	cli := goredis.NewClient(&goredis.Options{Addr: srv.Addr()})

@@ -11,7 +11,8 @@ import (
 )
 
 // fixture writes a repository of three modules: the root, a (requires the
-// root) and b (requires a and the root), wired the old way, with replaces.
+// root) and b (requires a and the root), wired with replace directives in
+// their go.mod files, which release removes.
 func fixture(t *testing.T, extraB string) string {
 	t.Helper()
 	for _, kv := range []string{"GIT_AUTHOR_NAME", "GIT_COMMITTER_NAME"} {
