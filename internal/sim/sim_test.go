@@ -230,7 +230,7 @@ func TestStoreTTLBelowRestraint(t *testing.T) {
 	if _, err := Run(s); err == nil || !strings.Contains(err.Error(), "fedify 2.3.3 and later refuse it") {
 		t.Errorf("state TTL 10m < recovery delay 30m: err = %v", err)
 	}
-	if _, err := machine.NewConfig(machine.Settings{StateTTL: 10 * time.Minute}, driver.Traits{Atomic: true}); err == nil {
+	if _, err := machine.NewConfig(machine.Config{StateTTL: 10 * time.Minute}, driver.Traits{Atomic: true}); err == nil {
 		t.Error("machine.NewConfig accepted StateTTL 10m with RecoveryDelay 30m")
 	}
 	// A state TTL fedify accepts (= recovery delay) and kvbreaker refuses
