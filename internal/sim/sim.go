@@ -137,7 +137,7 @@ func (s *Scenario) defaults() {
 	if s.CacheSize == 0 {
 		s.CacheSize = 4096
 	}
-	def(&s.CacheStaleness, time.Second)
+	def(&s.CacheStaleness, kvbreaker.DefaultCacheStaleness)
 	def(&s.Timeout, 10*time.Second)
 	def(&s.Quiet, time.Hour)
 }
