@@ -1,10 +1,10 @@
 # kvbreaker. `make test` is the one command CI (.ci/run) and the README use:
 # lint, then every test of every module in go.work with -race (unit tests, the
 # conformance suite on memory, and the real-server matrix: etcd, dynalite,
-# Miniflare) summarised per backend by tools/matrix, then the published-path
-# check (tools/published: a tagged temporary clone served from a file-system
-# module proxy, go get of each module, go install of the command, and the
-# consumer-graph check, tools/consumers, on that proxy).
+# Miniflare, Redis, PostgreSQL) summarised per backend by tools/matrix, then
+# the published-path check (tools/published: a tagged temporary clone served
+# from a file-system module proxy, go get of each module, go install of the
+# command, and the consumer-graph check, tools/consumers, on that proxy).
 #
 #   make test                  everything
 #   make test BACKEND=etcd     one column: memory, etcd, dynamodb, cloudflarekv, redis, postgres, containers
@@ -25,7 +25,8 @@ RACE    ?= -race
 TESTP   ?= 4
 BACKEND ?=
 # Every module of the workspace: the root, one per backend, the command,
-# bench, the test servers with heavy dependencies, and the build tools.
+# bench, the OpenTelemetry observer and its Prometheus example, the test
+# servers with heavy dependencies, and the build tools.
 ALL     := $(addsuffix /...,$(shell $(GO) list -m -f '{{.Dir}}'))
 ifeq ($(BACKEND),)
 PKGS    ?= $(ALL)

@@ -99,7 +99,7 @@ func New(store driver.Store, s Settings) (*Breaker, error) {
 	}
 	stale := s.CacheStaleness
 	if stale == 0 {
-		stale = time.Second
+		stale = DefaultCacheStaleness
 	}
 	b.cache = newCache(s.CacheSize, stale)
 	b.initClock(store, &s)

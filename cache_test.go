@@ -91,7 +91,7 @@ func TestCacheDelayBounded(t *testing.T) {
 		truth := newBreaker(t, store, s) // uncached, reads only
 		s.CacheSize, s.CacheStaleness = 10, stale
 		cached := newBreaker(t, store, s)
-		cfg, err := machine.NewConfig(machine.Settings{FailureThreshold: 2, FailureWindow: time.Minute, RecoveryDelay: 2 * time.Minute}, store.Traits())
+		cfg, err := machine.NewConfig(machine.Config{FailureThreshold: 2, FailureWindow: time.Minute, RecoveryDelay: 2 * time.Minute}, store.Traits())
 		if err != nil {
 			t.Fatal(err)
 		}

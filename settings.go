@@ -20,14 +20,15 @@ const (
 	DefaultTTLMargin        = machine.DefaultTTLMargin
 	DefaultClockSkew        = machine.DefaultClockSkew
 	DefaultCallTimeout      = 5 * time.Second
+	DefaultCacheStaleness   = time.Second
 	// DefaultHistoryLimit caps the failure history a custom FailurePolicy
 	// sees, as fedify's slice(-100) does.
 	DefaultHistoryLimit = machine.DefaultHistoryLimit
 )
 
 // Settings configures a Breaker. The zero value of every field means its
-// default; a negative value is an error. NewBreaker validates all fields at
-// once and reports every problem in one error.
+// default; a negative value is an error. New validates all fields at once
+// and reports every problem in one error.
 type Settings struct {
 	// FailureThreshold failures within FailureWindow open the circuit.
 	// Default 5.
@@ -115,9 +116,10 @@ type Settings struct {
 }
 
 // config validates s against the store's traits: the machine's settings,
-// then the Breaker's own. Every problem is reported in one error.
+// then the Breaker's own. Every problem is reported in one error. This is
+// the one place Settings' fields are handed to the machine.
 func (s *Settings) config(t driver.Traits) (machine.Config, error) {
-	c, err := machine.NewConfig(machine.Settings{
+	c, err := machine.NewConfig(machine.Config{
 		FailureThreshold: s.FailureThreshold,
 		FailureWindow:    s.FailureWindow,
 		RecoveryDelay:    s.RecoveryDelay,
@@ -134,7 +136,7 @@ func (s *Settings) config(t driver.Traits) (machine.Config, error) {
 		errs = append(errs, fmt.Errorf("CallTimeout is %v: set a positive duration, or zero for the default %v", s.CallTimeout, DefaultCallTimeout))
 	}
 	if s.CacheStaleness < 0 {
-		errs = append(errs, fmt.Errorf("CacheStaleness is %v: set a positive duration, or zero for the default %v", s.CacheStaleness, time.Second))
+		errs = append(errs, fmt.Errorf("CacheStaleness is %v: set a positive duration, or zero for the default %v", s.CacheStaleness, DefaultCacheStaleness))
 	}
 	if s.CacheSize < 0 {
 		errs = append(errs, fmt.Errorf("CacheSize is %d: set a number of hosts to cache, or zero to disable the cache", s.CacheSize))

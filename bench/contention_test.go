@@ -133,7 +133,7 @@ func TestContention(t *testing.T) {
 // with the adapter's default lease pooling), cross-checked against the
 // LeaseGrant calls seen on the wire.
 func TestRecordSizeAndLeases(t *testing.T) {
-	cfg, err := machine.NewConfig(machine.Settings{}, memory.New().Traits())
+	cfg, err := machine.NewConfig(machine.Config{}, memory.New().Traits())
 	if err != nil {
 		t.Fatal(err)
 	}

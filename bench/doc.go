@@ -1,7 +1,8 @@
 // Package bench measures what kvbreaker's decisions cost. It has no
 // library code: everything is in its tests and benchmarks, and TestMain
-// starts the real servers they need (embedded etcd, dynalite and Miniflare,
-// on 127.0.0.1), so nothing has to be set up by hand.
+// starts the real servers they need (etcd, dynalite, Miniflare, Redis and
+// PostgreSQL, child processes on 127.0.0.1), so nothing has to be set up by
+// hand.
 //
 // Comparisons with sony/gobreaker v2 (its in-process two-step breaker and its
 // distributed breaker over an in-memory SharedDataStore), over in-process

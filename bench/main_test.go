@@ -387,7 +387,7 @@ func (r *rig) breaker(s kvbreaker.Settings) (*kvbreaker.Breaker, *endpoint) {
 	s.Clock, s.Logger = r.now, quiet
 	b, err := kvbreaker.New(e, s)
 	if err != nil {
-		r.tb.Fatalf("NewBreaker: %v", err)
+		r.tb.Fatalf("kvbreaker.New: %v", err)
 	}
 	return b, e
 }

@@ -140,7 +140,7 @@ func (o Options) withDefaults(t driver.Traits) Options {
 // defaultStateTTL is the TTL a Breaker with default Settings writes over a
 // store declaring t.
 func defaultStateTTL(t driver.Traits) time.Duration {
-	if c, err := machine.NewConfig(machine.Settings{}, t); err == nil {
+	if c, err := machine.NewConfig(machine.Config{}, t); err == nil {
 		return c.StateTTL
 	}
 	return max(kvbreaker.DefaultRecoveryDelay, kvbreaker.DefaultFailureWindow) + max(kvbreaker.DefaultTTLMargin, t.Expiry.RequiredMargin(kvbreaker.DefaultClockSkew))

@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/kvbreaker/kvbreaker"
 	"github.com/kvbreaker/kvbreaker/internal/sim"
 )
 
@@ -122,17 +123,17 @@ func newSimulateCmd() *cobra.Command {
 	fs.IntVar(&s.Burst, "burst", 8, "largest burst of messages per arrival with --races")
 	fs.DurationVar(&s.Timeout, "timeout", 10*time.Second, "a delivery unanswered this long fails")
 	fs.DurationVar(&s.Quiet, "quiet", time.Hour, "idle `time` after the traffic before counting the records left")
-	fs.IntVar(&s.Options.FailureThreshold, "failure-threshold", 5, "failures within the failure window that open a circuit")
-	fs.DurationVar(&s.Options.FailureWindow, "failure-window", 10*time.Minute, "failures older than this stop counting")
-	fs.DurationVar(&s.Options.RecoveryDelay, "recovery-delay", 30*time.Minute, "an open circuit holds for this long, then lets one probe through")
-	fs.DurationVar(&s.Options.HoldLimit, "hold-limit", 7*24*time.Hour, "a message held this long is dropped")
-	fs.DurationVar(&s.Options.ReleaseInterval, "release-interval", time.Second, "while a probe is in flight, held messages re-check this often")
+	fs.IntVar(&s.Options.FailureThreshold, "failure-threshold", kvbreaker.DefaultFailureThreshold, "failures within the failure window that open a circuit")
+	fs.DurationVar(&s.Options.FailureWindow, "failure-window", kvbreaker.DefaultFailureWindow, "failures older than this stop counting")
+	fs.DurationVar(&s.Options.RecoveryDelay, "recovery-delay", kvbreaker.DefaultRecoveryDelay, "an open circuit holds for this long, then lets one probe through")
+	fs.DurationVar(&s.Options.HoldLimit, "hold-limit", kvbreaker.DefaultHoldLimit, "a message held this long is dropped")
+	fs.DurationVar(&s.Options.ReleaseInterval, "release-interval", kvbreaker.DefaultReleaseInterval, "while a probe is in flight, held messages re-check this often")
 	fs.DurationVar(&s.Options.StateTTL, "state-ttl", 0, "fedify's stateTtl and kvbreaker's StateTTL (0: each derives its own); fedify 2.3.3+\nrefuses one below recovery-delay, kvbreaker one below max(recovery-delay, failure-window) + margin")
 	fs.DurationVar(&s.StoreTTL, "store-ttl", 0, "every breaker's store expires each record at most this `long` after its write,\nwhatever TTL the breaker asked for (0: stores keep records as long as asked)")
 	fs.StringVar(&f.pop, "popularity", "uniform", "host popularity: uniform (every host gets --rate), zipf or zipf:S (the host of\nrank k gets a share of all arrivals proportional to 1/k^S, S=1 for zipf; the mean stays --rate)")
 	fs.IntVar(&s.Processes, "processes", 8, "worker processes (one Breaker and decision cache each); decisions go to a random one")
 	fs.IntVar(&s.CacheSize, "cache-size", 4096, "kvbreaker+cache's Settings.CacheSize, per process")
-	fs.DurationVar(&s.CacheStaleness, "cache-staleness", time.Second, "kvbreaker+cache's Settings.CacheStaleness")
+	fs.DurationVar(&s.CacheStaleness, "cache-staleness", kvbreaker.DefaultCacheStaleness, "kvbreaker+cache's Settings.CacheStaleness")
 	fs.StringVar(&f.format, "format", "table", "output format: table or json")
 	completeFlags(cmd)
 	return cmd

@@ -10,7 +10,8 @@ import (
 	"github.com/kvbreaker/kvbreaker/driver"
 )
 
-// Defaults used where a Settings field is zero (those of fedify's breaker).
+// Defaults used where a Config field given to NewConfig is zero (those of
+// fedify's breaker).
 const (
 	DefaultFailureThreshold = 5
 	DefaultFailureWindow    = 10 * time.Minute
@@ -24,23 +25,10 @@ const (
 	DefaultHistoryLimit = 100
 )
 
-// Settings is the part of kvbreaker.Settings the machine uses, with the same
-// field names and meanings; zero means the default.
-type Settings struct {
-	FailureThreshold int
-	FailureWindow    time.Duration
-	RecoveryDelay    time.Duration
-	HoldLimit        time.Duration
-	ReleaseInterval  time.Duration
-	ClockSkew        time.Duration
-	TTLMargin        time.Duration
-	StateTTL         time.Duration
-	FailurePolicy    func(failures []time.Time) bool
-	HistoryLimit     int
-}
-
-// Config is the validated, normalised form of Settings that the pure
-// transitions use. Build one with NewConfig.
+// Config is the part of kvbreaker.Settings the pure transitions use, with
+// the same field names and meanings (documented there). Given to NewConfig,
+// a zero field means its default; NewConfig returns it validated and
+// normalised, every field set, and the transitions take only such a Config.
 type Config struct {
 	FailureThreshold int
 	FailureWindow    time.Duration
@@ -50,18 +38,23 @@ type Config struct {
 	// ClockSkew bounds how far any worker's clock may be from true time,
 	// so two workers' clocks differ by at most twice it (see Future).
 	ClockSkew time.Duration
-	// StateTTL is the TTL every record is written with.
+	// TTLMargin, normalised, is the margin StateTTL was derived with:
+	// max(DefaultTTLMargin, what the store needs for ClockSkew) unless set.
+	TTLMargin time.Duration
+	// StateTTL, normalised, is the TTL every record is written with.
 	StateTTL time.Duration
-	// FailurePolicy and HistoryLimit as in Settings; FailurePolicy nil
-	// means the default threshold-in-window rule.
+	// FailurePolicy nil means the default threshold-in-window rule; without
+	// one, the normalised HistoryLimit is FailureThreshold (all the default
+	// rule looks at).
 	FailurePolicy func(failures []time.Time) bool
 	HistoryLimit  int
 }
 
 // NewConfig applies defaults to s and validates it against what a store with
 // the given traits needs. Every problem is reported, joined in one error;
-// the messages name kvbreaker.Settings' fields.
-func NewConfig(s Settings, t driver.Traits) (Config, error) {
+// the messages name kvbreaker.Settings' fields. A Config it returns is
+// accepted again unchanged.
+func NewConfig(s Config, t driver.Traits) (Config, error) {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	dur := func(name string, v, def time.Duration) time.Duration {
@@ -125,6 +118,7 @@ func NewConfig(s Settings, t driver.Traits) (Config, error) {
 	case s.TTLMargin > 0:
 		margin = s.TTLMargin
 	}
+	c.TTLMargin = margin
 	horizon := max(c.RecoveryDelay, c.FailureWindow)
 	if s.FailurePolicy != nil {
 		// A custom policy has no window: only the open record's lifetime

@@ -18,16 +18,16 @@ func TestNewConfigEdges(t *testing.T) {
 	policy := func([]time.Time) bool { return false }
 	for _, tc := range []struct {
 		name   string
-		s      Settings
+		s      Config
 		traits driver.Traits
 		want   string // "" to accept
 	}{
-		{name: "history below one", s: Settings{HistoryLimit: -1}, want: "HistoryLimit is -1: set at least 1"},
-		{name: "history at the codec's limit", s: Settings{HistoryLimit: record.MaxFailures, FailurePolicy: policy, StateTTL: time.Hour}},
-		{name: "negative StateTTL", s: Settings{StateTTL: -1}, want: "StateTTL is -1ns: set at least"},
-		{name: "margin of 1ns", s: Settings{TTLMargin: 1}, want: "TTLMargin is 1ns but this store"},
-		{name: "skew beyond a store's 1ns", s: Settings{ClockSkew: 2}, traits: driver.Traits{MaxClockSkew: 1}, want: "ClockSkew is 2ns but this store's physical expiry covers at most 1ns"},
-		{name: "skew at a store's 1ns", s: Settings{ClockSkew: 1}, traits: driver.Traits{MaxClockSkew: 1}},
+		{name: "history below one", s: Config{HistoryLimit: -1}, want: "HistoryLimit is -1: set at least 1"},
+		{name: "history at the codec's limit", s: Config{HistoryLimit: record.MaxFailures, FailurePolicy: policy, StateTTL: time.Hour}},
+		{name: "negative StateTTL", s: Config{StateTTL: -1}, want: "StateTTL is -1ns: set at least"},
+		{name: "margin of 1ns", s: Config{TTLMargin: 1}, want: "TTLMargin is 1ns but this store"},
+		{name: "skew beyond a store's 1ns", s: Config{ClockSkew: 2}, traits: driver.Traits{MaxClockSkew: 1}, want: "ClockSkew is 2ns but this store's physical expiry covers at most 1ns"},
+		{name: "skew at a store's 1ns", s: Config{ClockSkew: 1}, traits: driver.Traits{MaxClockSkew: 1}},
 	} {
 		_, err := NewConfig(tc.s, tc.traits)
 		switch {

@@ -12,7 +12,7 @@ import (
 // correct worker must never hold a host longer than a correct writer could
 // have made it: RecoveryDelay from now.
 func TestAllowStepFutureRestraint(t *testing.T) {
-	c := testConfig(t, Settings{ClockSkew: time.Second})
+	c := testConfig(t, Config{ClockSkew: time.Second})
 	year := 365 * 24 * time.Hour
 	now := at(0)
 	bound := now.Add(c.RecoveryDelay + 2*c.ClockSkew)
@@ -87,7 +87,7 @@ func TestAllowStepFutureRestraint(t *testing.T) {
 }
 
 func TestFuture(t *testing.T) {
-	c := testConfig(t, Settings{ClockSkew: 2 * time.Second})
+	c := testConfig(t, Config{ClockSkew: 2 * time.Second})
 	now := at(0)
 	cases := []struct {
 		rec  record.Record
@@ -139,7 +139,7 @@ func TestClampFuture(t *testing.T) {
 // A restrained record with no failures (a foreign or hand-made one) probes
 // without a crash once its restraint has passed.
 func TestAllowStepRestrainedNoFailures(t *testing.T) {
-	c := testConfig(t, Settings{})
+	c := testConfig(t, Config{})
 	st := AllowStep(record.Record{RestrainedUntil: at(0)}, at(time.Minute), time.Time{}, c)
 	if st.Decision != Probe || len(st.Record.Failures) != 0 {
 		t.Fatalf("AllowStep = %+v; want a probe with no failures", st)

@@ -13,7 +13,7 @@ var t0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 
 func at(d time.Duration) time.Time { return t0.Add(d) }
 
-func testConfig(t *testing.T, s Settings) *Config {
+func testConfig(t *testing.T, s Config) *Config {
 	t.Helper()
 	c, err := NewConfig(s, driver.Traits{Atomic: true})
 	if err != nil {
@@ -31,7 +31,7 @@ func failures(ds ...time.Duration) []time.Time {
 }
 
 func TestAllowStep(t *testing.T) {
-	c := testConfig(t, Settings{})
+	c := testConfig(t, Config{})
 	open := record.Record{Failures: failures(0, 1, 2, 3, 4), RestrainedUntil: at(30 * time.Minute)}
 	half := record.Record{Failures: open.Failures, RestrainedUntil: at(60 * time.Minute), Probing: true}
 	cases := []struct {
@@ -76,7 +76,7 @@ func TestAllowStep(t *testing.T) {
 }
 
 func TestFailureStep(t *testing.T) {
-	c := testConfig(t, Settings{})
+	c := testConfig(t, Config{})
 	cases := []struct {
 		name     string
 		cfg      *Config
@@ -99,8 +99,8 @@ func TestFailureStep(t *testing.T) {
 		// failures have aged out by probe time, yet one failed probe
 		// reopens the circuit.
 		{name: "half-open-single-strike-reopen", rec: record.Record{Failures: failures(0, 1, 2, 3, 4), RestrainedUntil: at(90 * time.Minute), Probing: true}, now: 60 * time.Minute, from: record.StateHalfOpen, to: record.StateOpen, write: WritePut, fails: 1, restrain: 90 * time.Minute},
-		{name: "threshold-one-opens-on-first", cfg: testConfig(t, Settings{FailureThreshold: 1}), now: 0, to: record.StateOpen, write: WritePut, fails: 1, restrain: 30 * time.Minute},
-		{name: "custom-policy-trips", cfg: testConfig(t, Settings{StateTTL: time.Hour, FailurePolicy: func(f []time.Time) bool { return len(f) >= 2 }}), rec: record.Record{Failures: failures(0)}, now: 24 * time.Hour, to: record.StateOpen, write: WritePut, fails: 2, restrain: 24*time.Hour + 30*time.Minute},
+		{name: "threshold-one-opens-on-first", cfg: testConfig(t, Config{FailureThreshold: 1}), now: 0, to: record.StateOpen, write: WritePut, fails: 1, restrain: 30 * time.Minute},
+		{name: "custom-policy-trips", cfg: testConfig(t, Config{StateTTL: time.Hour, FailurePolicy: func(f []time.Time) bool { return len(f) >= 2 }}), rec: record.Record{Failures: failures(0)}, now: 24 * time.Hour, to: record.StateOpen, write: WritePut, fails: 2, restrain: 24*time.Hour + 30*time.Minute},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -156,7 +156,7 @@ func TestSuccessStep(t *testing.T) {
 }
 
 func TestPruneKeepsOrderUnderSkew(t *testing.T) {
-	c := testConfig(t, Settings{})
+	c := testConfig(t, Config{})
 	// This worker's clock is behind the one that wrote the last failure:
 	// that failure is clamped to this writer's now, so the history
 	// stays sorted and no instant lies past the writer's now.
@@ -179,7 +179,7 @@ func TestPruneKeepsOrderUnderSkew(t *testing.T) {
 // TestOpenedIsNewestFailure checks the note's invariant opened ==
 // max(failures) over random event sequences.
 func TestOpenedIsNewestFailure(t *testing.T) {
-	c := testConfig(t, Settings{FailureThreshold: 3, FailureWindow: time.Minute, RecoveryDelay: 5 * time.Minute})
+	c := testConfig(t, Config{FailureThreshold: 3, FailureWindow: time.Minute, RecoveryDelay: 5 * time.Minute})
 	rng := rand.New(rand.NewPCG(1, 2))
 	var rec record.Record
 	var opened time.Time
@@ -214,7 +214,7 @@ func TestOpenedIsNewestFailure(t *testing.T) {
 // step makes Allow answer Send where it would have held or probed, never the
 // reverse.
 func TestDeletionOnlyTurnsHoldIntoSend(t *testing.T) {
-	c := testConfig(t, Settings{FailureThreshold: 3, FailureWindow: time.Minute, RecoveryDelay: 3 * time.Minute})
+	c := testConfig(t, Config{FailureThreshold: 3, FailureWindow: time.Minute, RecoveryDelay: 3 * time.Minute})
 	rng := rand.New(rand.NewPCG(3, 4))
 	var rec record.Record
 	now := t0
@@ -254,7 +254,7 @@ func TestDeletionOnlyTurnsHoldIntoSend(t *testing.T) {
 }
 
 func TestAllowClosedDoesNotAllocate(t *testing.T) {
-	c := testConfig(t, Settings{})
+	c := testConfig(t, Config{})
 	rec := record.Record{Failures: failures(0, 1)}
 	open := record.Record{Failures: failures(0), RestrainedUntil: at(time.Hour)}
 	if n := testing.AllocsPerRun(1000, func() { AllowStep(rec, at(time.Minute), time.Time{}, c) }); n != 0 {
@@ -266,7 +266,7 @@ func TestAllowClosedDoesNotAllocate(t *testing.T) {
 }
 
 func BenchmarkAllowStepClosed(b *testing.B) {
-	c, _ := NewConfig(Settings{}, driver.Traits{})
+	c, _ := NewConfig(Config{}, driver.Traits{})
 	rec := record.Record{Failures: failures(0, 1)}
 	b.ReportAllocs()
 	for b.Loop() {
@@ -275,7 +275,7 @@ func BenchmarkAllowStepClosed(b *testing.B) {
 }
 
 func BenchmarkFailureStep(b *testing.B) {
-	c, _ := NewConfig(Settings{}, driver.Traits{})
+	c, _ := NewConfig(Config{}, driver.Traits{})
 	rec := record.Record{Failures: failures(0, 1, 2)}
 	b.ReportAllocs()
 	for b.Loop() {
@@ -289,7 +289,7 @@ func BenchmarkFailureStep(b *testing.B) {
 // 2 s fast, carried as is by FailureStep or by the probe's write, would
 // count past the end of the record that holds it.
 func TestNoFailureAfterWriterNow(t *testing.T) {
-	c := testConfig(t, Settings{FailureThreshold: 5})
+	c := testConfig(t, Config{FailureThreshold: 5})
 	now := at(time.Hour)
 	fast := []time.Time{now.Add(-time.Minute), now.Add(time.Second), now.Add(2 * time.Second)}
 	check := func(name string, st Step) {

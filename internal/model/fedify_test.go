@@ -294,7 +294,7 @@ func TestStoreTTLBelowRestraintGap(t *testing.T) {
 	if _, err := NewFedify(FedifyOptions{StateTTL: 10 * mn}); err == nil || !strings.Contains(err.Error(), "stateTtl must be at least recoveryDelay") {
 		t.Fatalf("fedify model with stateTtl 10m < recoveryDelay 30m: err = %v", err)
 	}
-	_, err := machine.NewConfig(machine.Settings{StateTTL: 10 * mn}, driver.Traits{Atomic: true})
+	_, err := machine.NewConfig(machine.Config{StateTTL: 10 * mn}, driver.Traits{Atomic: true})
 	if err == nil || !strings.Contains(err.Error(), "StateTTL is 10m0s") {
 		t.Fatalf("machine.NewConfig with StateTTL 10m < RecoveryDelay 30m: err = %v", err)
 	}

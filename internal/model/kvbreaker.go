@@ -10,7 +10,6 @@ import (
 	"github.com/kvbreaker/kvbreaker"
 	"github.com/kvbreaker/kvbreaker/backends/memory"
 	"github.com/kvbreaker/kvbreaker/driver"
-	"github.com/kvbreaker/kvbreaker/internal/machine"
 	"github.com/kvbreaker/kvbreaker/internal/record"
 )
 
@@ -27,8 +26,12 @@ type Kvbreaker struct {
 	name  string
 	last  Transition
 	err   error
-	// cfg is the Breakers' machine configuration, to replay a decision.
-	cfg machine.Config
+	// replay is a Breaker built from the same Settings without the
+	// decision cache, over snap: it answers what the shared store's current
+	// record would have decided (judgeStale), through kvbreaker's own
+	// Settings conversion and decision path rather than a copy of them.
+	replay *kvbreaker.Breaker
+	snap   *snapshot
 
 	// Staleness effects of the decision cache (Staleness).
 	stale Staleness
@@ -93,29 +96,38 @@ func NewKvbreaker(s kvbreaker.Settings, clock func() time.Time, opts ...Option) 
 		k.procs = append(k.procs, p)
 	}
 	k.cur = k.procs[0]
-	cfg, err := machine.NewConfig(machineSettings(s), k.store.Traits())
+	// The replay reports to nobody: its answers are hypothetical.
+	s.OnStateChange, s.OnDrop, s.Observer = nil, nil, nil
+	k.snap = &snapshot{traits: k.store.Traits()}
+	r, err := kvbreaker.New(k.snap, s)
 	if err != nil {
 		return nil, err
 	}
-	k.cfg = cfg
+	k.replay = r
 	return k, nil
 }
 
-// machineSettings is the machine's part of s (what kvbreaker.New passes on).
-func machineSettings(s kvbreaker.Settings) machine.Settings {
-	return machine.Settings{
-		FailureThreshold: s.FailureThreshold,
-		FailureWindow:    s.FailureWindow,
-		RecoveryDelay:    s.RecoveryDelay,
-		HoldLimit:        s.HoldLimit,
-		ReleaseInterval:  s.ReleaseInterval,
-		ClockSkew:        s.ClockSkew,
-		TTLMargin:        s.TTLMargin,
-		StateTTL:         s.StateTTL,
-		FailurePolicy:    s.FailurePolicy,
-		HistoryLimit:     s.HistoryLimit,
-	}
+// snapshot is a store that shows one record, whatever key is asked: the
+// shared store's current record for the host being judged. Writes succeed
+// and change nothing, so a replayed Allow leaves no trace.
+type snapshot struct {
+	val    []byte
+	ver    driver.Version
+	err    error
+	traits driver.Traits
 }
+
+func (s *snapshot) Get(context.Context, string) ([]byte, driver.Version, error) {
+	return s.val, s.ver, s.err
+}
+
+func (s *snapshot) CompareAndSwap(context.Context, string, driver.Version, []byte, time.Duration) (driver.Version, error) {
+	return s.ver + 1, nil
+}
+
+func (s *snapshot) CompareAndDelete(context.Context, string, driver.Version) error { return nil }
+
+func (s *snapshot) Traits() driver.Traits { return s.traits }
 
 // kvProcess is one process of the fleet: its Breaker and what it sends to
 // the shared store.
@@ -189,11 +201,10 @@ func (k *Kvbreaker) judgeStale(host string, now, heldSince time.Time, e *cacheEn
 	if (err == nil) == e.present && ver == e.ver {
 		return // the cache was up to date
 	}
-	var rec record.Record
-	if err == nil {
-		rec, _ = record.DecodeRecord(val)
-	}
-	if kvbreaker.Decision(machine.AllowStep(rec, now.Truncate(time.Millisecond), heldSince, &k.cfg).Decision) != got {
+	k.snap.val, k.snap.ver, k.snap.err = val, ver, err
+	v, err := k.replay.Allow(context.Background(), host, heldSince)
+	k.keep(err)
+	if v.Decision != got {
 		k.stale.Decisions++
 		k.stale.MaxAge = max(k.stale.MaxAge, now.Sub(e.at))
 	}

@@ -2,7 +2,7 @@
 // of fedify 2.3.x's CircuitBreaker with its four-field record (the
 // reference, [Fedify]; not fedify itself, see TestAgainstFedify for what it
 // is checked against), the design note's two-field record exactly as its
-// pseudocode reads ([Seed]), and kvbreaker's own core behind the [Model]
+// pseudocode reads ([TwoField]), and kvbreaker's own core behind the [Model]
 // interface ([Kvbreaker]).
 //
 // Every model keeps its records in its own store with a TTL on the simulated

@@ -12,7 +12,7 @@ import (
 )
 
 // streamOptions draws a configuration with small, boundary-prone values.
-func streamOptions(rng *rand.Rand) (FedifyOptions, SeedConfig, kvbreaker.Settings) {
+func streamOptions(rng *rand.Rand) (FedifyOptions, TwoFieldConfig, kvbreaker.Settings) {
 	pick := func(ds ...time.Duration) time.Duration { return ds[rng.IntN(len(ds))] }
 	th := []int{1, 2, 3, 5}[rng.IntN(4)]
 	win := pick(time.Minute, 10*time.Minute)
@@ -20,7 +20,7 @@ func streamOptions(rng *rand.Rand) (FedifyOptions, SeedConfig, kvbreaker.Setting
 	ri := pick(time.Second, 10*time.Second)
 	hl := pick(10*time.Minute, 7*24*time.Hour)
 	return FedifyOptions{FailureThreshold: th, FailureWindow: win, RecoveryDelay: rd, ReleaseInterval: ri, HeldActivityTTL: hl},
-		SeedConfig{FailureThreshold: th, FailureWindow: win, RecoveryDelay: rd, HoldLimit: hl},
+		TwoFieldConfig{FailureThreshold: th, FailureWindow: win, RecoveryDelay: rd, HoldLimit: hl},
 		kvbreaker.Settings{FailureThreshold: th, FailureWindow: win, RecoveryDelay: rd, ReleaseInterval: ri, HoldLimit: hl}
 }
 
@@ -46,7 +46,7 @@ func runStream(t *testing.T, seed uint64, steps int, stale bool) (st streamStats
 	if err != nil {
 		t.Fatal(err)
 	}
-	sd, err := NewSeed(so)
+	sd, err := NewTwoField(so)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -137,7 +137,7 @@ func (s *Scenario) defaults() {
 	if s.CacheSize == 0 {
 		s.CacheSize = 4096
 	}
-	def(&s.CacheStaleness, time.Second)
+	def(&s.CacheStaleness, kvbreaker.DefaultCacheStaleness)
 	def(&s.Timeout, 10*time.Second)
 	def(&s.Quiet, time.Hour)
 }
@@ -445,14 +445,14 @@ func (r *runner) newModels() error {
 	if err != nil {
 		return err
 	}
-	seed, err := model.NewSeed(model.SeedConfig{
+	two, err := model.NewTwoField(model.TwoFieldConfig{
 		FailureThreshold: o.FailureThreshold, FailureWindow: o.FailureWindow, RecoveryDelay: o.RecoveryDelay, HoldLimit: o.HoldLimit,
 	}, opts...)
 	if err != nil {
 		return err
 	}
-	sc := seed.Config()
-	r.models = []model.Model{fed, seed}
+	tc := two.Config()
+	r.models = []model.Model{fed, two}
 	r.ref = fed
 	// The TTL each model asks for; a capped store may keep records less.
 	note := ""
@@ -461,7 +461,7 @@ func (r *runner) newModels() error {
 	}
 	r.reports = []ModelReport{
 		{Model: fed.Name(), StateTTL: fed.Config().StateTTL.String() + note},
-		{Model: seed.Name(), StateTTL: sc.StateTTL().String() + note},
+		{Model: two.Name(), StateTTL: tc.StateTTL().String() + note},
 	}
 	ks := kvbreaker.Settings{
 		FailureThreshold: o.FailureThreshold, FailureWindow: o.FailureWindow, RecoveryDelay: o.RecoveryDelay,

@@ -63,8 +63,8 @@ func TestSequentialAgreement(t *testing.T) {
 			if ref.Probes == 0 || ref.Transitions == 0 || r.Trace.Holds == 0 {
 				t.Fatalf("scenario exercises nothing: %+v", r.Trace)
 			}
-			kv, seed := byName(t, r, "kvbreaker"), byName(t, r, "two-field")
-			for _, m := range []ModelReport{kv, seed} {
+			kv, two := byName(t, r, "kvbreaker"), byName(t, r, "two-field")
+			for _, m := range []ModelReport{kv, two} {
 				if m.UnsafeDivergences+m.SafeDivergences+m.LateProbes+m.SendProbeSwaps != 0 || m.Decisions != ref.Decisions {
 					t.Errorf("%s diverged other than by a lost record: %+v", m.Model, m)
 				}
@@ -75,11 +75,11 @@ func TestSequentialAgreement(t *testing.T) {
 			if kv.RetryMismatches != 0 {
 				t.Errorf("kvbreaker retry instants differ: %+v", kv)
 			}
-			if !tc.idleGaps && (kv.Agreement != 1 || kv.TransitionMismatches != 0 || seed.Agreement != 1) {
-				t.Errorf("not 100%%:\nkvbreaker %+v\nseed %+v", kv, seed)
+			if !tc.idleGaps && (kv.Agreement != 1 || kv.TransitionMismatches != 0 || two.Agreement != 1) {
+				t.Errorf("not 100%%:\nkvbreaker %+v\ntwo-field %+v", kv, two)
 			}
 			t.Logf("%d decisions, %d probes, %d transitions; agreement kvbreaker %.4f%%, two-field %.4f%%; records lost to TTL %d; two-field retry mismatches %d, label mismatches %d (expected: no probing bit)",
-				ref.Decisions, ref.Probes, ref.Transitions, 100*kv.Agreement, 100*seed.Agreement, kv.SilentCloses, seed.RetryMismatches, seed.TransitionMismatches)
+				ref.Decisions, ref.Probes, ref.Transitions, 100*kv.Agreement, 100*two.Agreement, kv.SilentCloses, two.RetryMismatches, two.TransitionMismatches)
 		})
 	}
 }
@@ -138,7 +138,7 @@ func TestRacesAreSafe(t *testing.T) {
 	if safe == 0 {
 		t.Fatal("races injected but two-field never diverged: the injection does not work")
 	}
-	t.Logf("two-field under races: %d safe divergences in %d decisions (%.4f%%; %.3f%% of the %d decisions at restrained hosts), %d late probes; the note reports ~1%%; %d records lost to TTL (kvbreaker+seed)",
+	t.Logf("two-field under races: %d safe divergences in %d decisions (%.4f%%; %.3f%% of the %d decisions at restrained hosts), %d late probes; the note reports ~1%%; %d records lost to TTL (kvbreaker and two-field)",
 		safe, decisions, 100*float64(safe)/float64(decisions), 100*float64(safe)/float64(restrained), restrained, late, lost)
 
 	// With enough workers every held message is asked again on time: no
@@ -230,7 +230,7 @@ func TestStoreTTLBelowRestraint(t *testing.T) {
 	if _, err := Run(s); err == nil || !strings.Contains(err.Error(), "fedify 2.3.3 and later refuse it") {
 		t.Errorf("state TTL 10m < recovery delay 30m: err = %v", err)
 	}
-	if _, err := machine.NewConfig(machine.Settings{StateTTL: 10 * time.Minute}, driver.Traits{Atomic: true}); err == nil {
+	if _, err := machine.NewConfig(machine.Config{StateTTL: 10 * time.Minute}, driver.Traits{Atomic: true}); err == nil {
 		t.Error("machine.NewConfig accepted StateTTL 10m with RecoveryDelay 30m")
 	}
 	// A state TTL fedify accepts (= recovery delay) and kvbreaker refuses
@@ -247,7 +247,7 @@ func TestRecordsExpireAfterQuiet(t *testing.T) {
 	r := run(t, Scenario{Seed: 6, Hosts: 40, Mix: Mix{Healthy: 1, Dead: 1}, Duration: 2 * time.Hour})
 	f, k, s := byName(t, r, "fedify-model"), byName(t, r, "kvbreaker"), byName(t, r, "two-field")
 	if f.RecordsLeftAfterQuiet != r.Hosts.Dead || k.RecordsLeftAfterQuiet != 0 || s.RecordsLeftAfterQuiet != 0 {
-		t.Fatalf("records left after quiet: fedify %d (want %d dead hosts), kvbreaker %d, seed %d (want 0)",
+		t.Fatalf("records left after quiet: fedify %d (want %d dead hosts), kvbreaker %d, two-field %d (want 0)",
 			f.RecordsLeftAfterQuiet, r.Hosts.Dead, k.RecordsLeftAfterQuiet, s.RecordsLeftAfterQuiet)
 	}
 	if k.PeakRecords < r.Hosts.Dead {

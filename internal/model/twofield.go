@@ -9,10 +9,10 @@ import (
 	"github.com/kvbreaker/kvbreaker/internal/machine"
 )
 
-// SeedRecord is the design note's two-field Circuit: the failure instants
+// TwoFieldRecord is the design note's two-field Circuit: the failure instants
 // that still count and the instant deliveries are restrained until (zero
 // means nothing: closed).
-type SeedRecord struct {
+type TwoFieldRecord struct {
 	Failures        []time.Time
 	RestrainedUntil time.Time
 }
@@ -20,16 +20,16 @@ type SeedRecord struct {
 // State derives what two fields can tell: closed when not restrained, open
 // otherwise. They cannot tell half-open from open, which is the note's
 // "Costs" point (a): the labels of a probe and of a strike are lost.
-func (r SeedRecord) State() kvbreaker.State {
+func (r TwoFieldRecord) State() kvbreaker.State {
 	if r.RestrainedUntil.IsZero() {
 		return kvbreaker.StateClosed
 	}
 	return kvbreaker.StateOpen
 }
 
-// SeedConfig holds the note's configuration (its defaults shown in its
+// TwoFieldConfig holds the note's configuration (its defaults shown in its
 // pseudocode) plus the message-side hold limit every model shares.
-type SeedConfig struct {
+type TwoFieldConfig struct {
 	FailureThreshold int           // default 5
 	FailureWindow    time.Duration // default 10 min
 	RecoveryDelay    time.Duration // default 30 min
@@ -42,19 +42,19 @@ type SeedConfig struct {
 
 // StateTTL is the note's derived TTL: max(recoveryDelay, failureWindow) +
 // ttlMargin.
-func (c *SeedConfig) StateTTL() time.Duration {
+func (c *TwoFieldConfig) StateTTL() time.Duration {
 	return max(c.RecoveryDelay, c.FailureWindow) + c.TTLMargin
 }
 
 // normalise fills in the note's defaults and rejects negative values.
-func (c SeedConfig) normalise() (SeedConfig, error) {
+func (c TwoFieldConfig) normalise() (TwoFieldConfig, error) {
 	def := func(v *time.Duration, d time.Duration) {
 		if *v == 0 {
 			*v = d
 		}
 	}
 	if c.FailureThreshold < 0 || c.FailureWindow < 0 || c.RecoveryDelay < 0 || c.TTLMargin < 0 || c.HoldLimit < 0 {
-		return c, fmt.Errorf("seed: negative setting in %+v", c)
+		return c, fmt.Errorf("two-field: negative setting in %+v", c)
 	}
 	if c.FailureThreshold == 0 {
 		c.FailureThreshold = 5
@@ -68,7 +68,7 @@ func (c SeedConfig) normalise() (SeedConfig, error) {
 
 // prune is the note's prune: drop failures older than the window, keep the
 // newest failureThreshold.
-func (c *SeedConfig) prune(fs []time.Time, now time.Time) []time.Time {
+func (c *TwoFieldConfig) prune(fs []time.Time, now time.Time) []time.Time {
 	earliest := now.Add(-c.FailureWindow)
 	out := make([]time.Time, 0, len(fs))
 	for _, f := range fs {
@@ -84,7 +84,7 @@ func (c *SeedConfig) prune(fs []time.Time, now time.Time) []time.Time {
 
 // tripped is the note's tripped: enough failures, and the newest
 // failureThreshold fit in one window (measured from maximum(failures)).
-func (c *SeedConfig) tripped(fs []time.Time) bool {
+func (c *TwoFieldConfig) tripped(fs []time.Time) bool {
 	n := c.FailureThreshold
 	if len(fs) < n {
 		return false
@@ -92,84 +92,84 @@ func (c *SeedConfig) tripped(fs []time.Time) bool {
 	return slices.MaxFunc(fs, time.Time.Compare).Sub(fs[len(fs)-n]) <= c.FailureWindow
 }
 
-// SeedStep is the result of one transition of the two-field model.
-type SeedStep struct {
+// TwoFieldStep is the result of one transition of the two-field model.
+type TwoFieldStep struct {
 	Verdict    Verdict
 	Write      machine.Write
-	Record     SeedRecord
+	Record     TwoFieldRecord
 	Transition Transition
 }
 
-// SeedDeliver is the note's deliver: send when not restrained, hold while
+// TwoFieldDeliver is the note's deliver: send when not restrained, hold while
 // now < restrainedUntil (retrying at restrainedUntil, the note's "triple
 // duty"), otherwise restrain for a fresh recoveryDelay and probe.
-func SeedDeliver(rec SeedRecord, now, heldSince time.Time, c *SeedConfig) SeedStep {
+func TwoFieldDeliver(rec TwoFieldRecord, now, heldSince time.Time, c *TwoFieldConfig) TwoFieldStep {
 	switch {
 	case holdExpired(now, heldSince, c.HoldLimit):
-		return SeedStep{Verdict: Verdict{Decision: kvbreaker.Drop}}
+		return TwoFieldStep{Verdict: Verdict{Decision: kvbreaker.Drop}}
 	case rec.RestrainedUntil.IsZero():
-		return SeedStep{Verdict: Verdict{Decision: kvbreaker.Send}}
+		return TwoFieldStep{Verdict: Verdict{Decision: kvbreaker.Send}}
 	case now.Before(rec.RestrainedUntil):
-		return SeedStep{Verdict: Verdict{Decision: kvbreaker.Hold, RetryAt: holdRetry(now, heldSince, rec.RestrainedUntil, c.HoldLimit)}}
+		return TwoFieldStep{Verdict: Verdict{Decision: kvbreaker.Hold, RetryAt: holdRetry(now, heldSince, rec.RestrainedUntil, c.HoldLimit)}}
 	}
-	next := SeedRecord{Failures: rec.Failures, RestrainedUntil: now.Add(c.RecoveryDelay)}
-	return SeedStep{Verdict: Verdict{Decision: kvbreaker.Probe}, Write: machine.WritePut, Record: next}
+	next := TwoFieldRecord{Failures: rec.Failures, RestrainedUntil: now.Add(c.RecoveryDelay)}
+	return TwoFieldStep{Verdict: Verdict{Decision: kvbreaker.Probe}, Write: machine.WritePut, Record: next}
 }
 
-// SeedFail is the note's fail!: record and prune the failure; a restrained
+// TwoFieldFail is the note's fail!: record and prune the failure; a restrained
 // circuit is re-armed for recoveryDelay (whether or not a probe was in
 // flight: two fields cannot tell), a closed one opens when tripped.
-func SeedFail(rec SeedRecord, now time.Time, c *SeedConfig) SeedStep {
-	next := SeedRecord{Failures: c.prune(append(slices.Clip(rec.Failures), now), now)}
+func TwoFieldFail(rec TwoFieldRecord, now time.Time, c *TwoFieldConfig) TwoFieldStep {
+	next := TwoFieldRecord{Failures: c.prune(append(slices.Clip(rec.Failures), now), now)}
 	switch {
 	case !rec.RestrainedUntil.IsZero():
 		next.RestrainedUntil = now.Add(c.RecoveryDelay)
 	case c.tripped(next.Failures):
 		next.RestrainedUntil = now.Add(c.RecoveryDelay)
 	}
-	return SeedStep{Write: machine.WritePut, Record: next, Transition: Transition{From: rec.State(), To: next.State()}}
+	return TwoFieldStep{Write: machine.WritePut, Record: next, Transition: Transition{From: rec.State(), To: next.State()}}
 }
 
-// SeedSuccess is the note's success!: wipe the record.
-func SeedSuccess(rec SeedRecord, found bool) SeedStep {
+// TwoFieldSuccess is the note's success!: wipe the record.
+func TwoFieldSuccess(rec TwoFieldRecord, found bool) TwoFieldStep {
 	if !found {
-		return SeedStep{}
+		return TwoFieldStep{}
 	}
-	return SeedStep{Write: machine.WriteDelete, Transition: Transition{From: rec.State(), To: kvbreaker.StateClosed}}
+	return TwoFieldStep{Write: machine.WriteDelete, Transition: Transition{From: rec.State(), To: kvbreaker.StateClosed}}
 }
 
-// Seed is the note's two-field model over its own TTL store, labelled
+// TwoField is the note's two-field model over its own TTL store, labelled
 // "two-field".
 //
 // Its Cost is one get per call (none for a drop) and one write per step
 // that writes, as the note's pseudocode reads and writes.
-type Seed struct {
-	cfg   SeedConfig
-	store ttlStore[SeedRecord]
+type TwoField struct {
+	cfg   TwoFieldConfig
+	store ttlStore[TwoFieldRecord]
 	name  string
 	cost  Cost
 }
 
 // Cost implements Coster.
-func (s *Seed) Cost() Cost { return s.cost }
+func (s *TwoField) Cost() Cost { return s.cost }
 
-// NewSeed returns an empty Seed.
-func NewSeed(c SeedConfig, opts ...Option) (*Seed, error) {
+// NewTwoField returns an empty TwoField.
+func NewTwoField(c TwoFieldConfig, opts ...Option) (*TwoField, error) {
 	c, err := c.normalise()
 	if err != nil {
 		return nil, err
 	}
 	so := applyOptions(opts)
-	return &Seed{cfg: c, store: newTTLStore[SeedRecord](so), name: "two-field" + so.suffix()}, nil
+	return &TwoField{cfg: c, store: newTTLStore[TwoFieldRecord](so), name: "two-field" + so.suffix()}, nil
 }
 
 // Config returns the normalised configuration.
-func (s *Seed) Config() SeedConfig { return s.cfg }
+func (s *TwoField) Config() TwoFieldConfig { return s.cfg }
 
 // Name returns "two-field", with "@ttl" and the cap over a capped store.
-func (s *Seed) Name() string { return s.name }
+func (s *TwoField) Name() string { return s.name }
 
-func (s *Seed) apply(host string, now time.Time, st SeedStep) {
+func (s *TwoField) apply(host string, now time.Time, st TwoFieldStep) {
 	s.cost.Reads++
 	if st.Write != machine.WriteNone {
 		s.cost.Writes++
@@ -183,45 +183,45 @@ func (s *Seed) apply(host string, now time.Time, st SeedStep) {
 }
 
 // Allow is deliver.
-func (s *Seed) Allow(host string, now, heldSince time.Time) (Verdict, Transition) {
+func (s *TwoField) Allow(host string, now, heldSince time.Time) (Verdict, Transition) {
 	if holdExpired(now, heldSince, s.cfg.HoldLimit) {
 		return Verdict{Decision: kvbreaker.Drop}, Transition{}
 	}
 	rec, _ := s.store.get(host, now)
-	st := SeedDeliver(rec, now, heldSince, &s.cfg)
+	st := TwoFieldDeliver(rec, now, heldSince, &s.cfg)
 	s.apply(host, now, st)
 	return st.Verdict, st.Transition
 }
 
 // Failure is fail!.
-func (s *Seed) Failure(host string, now time.Time) Transition {
+func (s *TwoField) Failure(host string, now time.Time) Transition {
 	rec, _ := s.store.get(host, now)
-	st := SeedFail(rec, now, &s.cfg)
+	st := TwoFieldFail(rec, now, &s.cfg)
 	s.apply(host, now, st)
 	return st.Transition
 }
 
 // Success is success!.
-func (s *Seed) Success(host string, now time.Time) Transition {
+func (s *TwoField) Success(host string, now time.Time) Transition {
 	rec, ok := s.store.get(host, now)
-	st := SeedSuccess(rec, ok)
+	st := TwoFieldSuccess(rec, ok)
 	s.apply(host, now, st)
 	return st.Transition
 }
 
 // Live implements Model.
-func (s *Seed) Live(host string, now time.Time) bool {
+func (s *TwoField) Live(host string, now time.Time) bool {
 	_, ok := s.store.get(host, now)
 	return ok
 }
 
 // Restraint implements Model.
-func (s *Seed) Restraint(host string, now time.Time) (time.Time, bool) {
+func (s *TwoField) Restraint(host string, now time.Time) (time.Time, bool) {
 	rec, ok := s.store.get(host, now)
 	return rec.RestrainedUntil, ok && !rec.RestrainedUntil.IsZero()
 }
 
 // Record returns host's stored record at now, if any.
-func (s *Seed) Record(host string, now time.Time) (SeedRecord, bool) {
+func (s *TwoField) Record(host string, now time.Time) (TwoFieldRecord, bool) {
 	return s.store.get(host, now)
 }

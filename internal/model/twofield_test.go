@@ -9,9 +9,9 @@ import (
 
 // trip2 is trip with the labels two fields can give.
 
-// seedCases follow the note's pseudocode line by line (defaults: threshold
+// twoFieldCases follow the note's pseudocode line by line (defaults: threshold
 // 5, window 10 min, recovery 30 min, margin 5 s).
-var seedCases = []struct {
+var twoFieldCases = []struct {
 	name  string
 	calls []call
 }{
@@ -40,10 +40,10 @@ var seedCases = []struct {
 	{"drop-at-hold-limit", []call{held(7*24*time.Hour, 0, kvbreaker.Drop, 0, "none")}},
 }
 
-func TestSeed(t *testing.T) {
-	for _, tc := range seedCases {
+func TestTwoField(t *testing.T) {
+	for _, tc := range twoFieldCases {
 		t.Run(tc.name, func(t *testing.T) {
-			s, err := NewSeed(SeedConfig{})
+			s, err := NewTwoField(TwoFieldConfig{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -52,8 +52,8 @@ func TestSeed(t *testing.T) {
 	}
 }
 
-func TestSeedDerivedTTL(t *testing.T) {
-	s, err := NewSeed(SeedConfig{})
+func TestTwoFieldDerivedTTL(t *testing.T) {
+	s, err := NewTwoField(TwoFieldConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +65,7 @@ func TestSeedDerivedTTL(t *testing.T) {
 	if !s.Live("h", at(30*mn+9*sec-time.Millisecond)) || s.Live("h", at(30*mn+9*sec)) {
 		t.Fatal("the open record must live exactly StateTTL after its last write (4 s)")
 	}
-	if _, err := NewSeed(SeedConfig{RecoveryDelay: -1}); err == nil {
+	if _, err := NewTwoField(TwoFieldConfig{RecoveryDelay: -1}); err == nil {
 		t.Fatal("negative recovery delay accepted")
 	}
 }
@@ -86,7 +86,7 @@ func TestIdleGapDemotesProbe(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := NewSeed(SeedConfig{})
+	s, err := NewTwoField(TwoFieldConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
