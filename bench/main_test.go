@@ -34,12 +34,12 @@ import (
 	"github.com/kvbreaker/kvbreaker/backends/postgres"
 	"github.com/kvbreaker/kvbreaker/backends/redis"
 	"github.com/kvbreaker/kvbreaker/driver"
-	"github.com/kvbreaker/kvbreaker/testservers/dynalite"
-	"github.com/kvbreaker/kvbreaker/testservers/etcdtest"
-	"github.com/kvbreaker/kvbreaker/testservers/miniflare"
-	"github.com/kvbreaker/kvbreaker/testservers/pgtest"
-	"github.com/kvbreaker/kvbreaker/testservers/redistest"
-	"github.com/kvbreaker/kvbreaker/testservers/servers"
+	"github.com/kvbreaker/kvbreaker/internal/testservers/dynalite"
+	"github.com/kvbreaker/kvbreaker/internal/testservers/etcdtest"
+	"github.com/kvbreaker/kvbreaker/internal/testservers/miniflare"
+	"github.com/kvbreaker/kvbreaker/internal/testservers/pgtest"
+	"github.com/kvbreaker/kvbreaker/internal/testservers/redistest"
+	"github.com/kvbreaker/kvbreaker/internal/testservers/servers"
 )
 
 // The real servers, started once by TestMain for the tests and benchmarks

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Container mode of kvbreaker's integration tests (testservers/containers), for
+# Container mode of kvbreaker's integration tests (internal/testservers/containers), for
 # CI: builds the etcd and DynamoDB-compatible images locally (no registry is
 # needed), starts a private Docker daemon if none is running, runs
 #
-#   go test -race ./testservers/containers/...
+#   go test -race ./internal/testservers/containers/...
 #
 # with KVBREAKER_CONTAINERS=1 against those images on the host network, prints
 # the conformance matrix, and stops the daemon it started (by PID) on exit.
@@ -118,7 +118,7 @@ if [ -z "${KVBREAKER_ETCD_IMAGE:-}" ]; then
 	export KVBREAKER_ETCD_IMAGE=kvbreaker/etcd:local
 	log "building $KVBREAKER_ETCD_IMAGE (static etcd from go.etcd.io/etcd/server/v3, FROM scratch)"
 	mkdir -p "$work/etcd/rootfs/usr/local/bin"
-	CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o "$work/etcd/rootfs/usr/local/bin/etcd" ./testservers/etcdserver
+	CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o "$work/etcd/rootfs/usr/local/bin/etcd" ./internal/testservers/etcdserver
 	cat >"$work/etcd/Dockerfile" <<'DOCKERFILE'
 FROM scratch
 COPY rootfs/ /
@@ -131,9 +131,9 @@ fi
 
 if [ -z "${KVBREAKER_DYNAMODB_IMAGE:-}" ]; then
 	export KVBREAKER_DYNAMODB_IMAGE=kvbreaker/dynalite:local
-	log "building $KVBREAKER_DYNAMODB_IMAGE (this machine's node + dynalite from testservers/dynalite, FROM scratch)"
-	if [ ! -f testservers/dynalite/node_modules/dynalite/package.json ]; then
-		(cd testservers/dynalite && npm ci --no-audit --no-fund)
+	log "building $KVBREAKER_DYNAMODB_IMAGE (this machine's node + dynalite from internal/testservers/dynalite, FROM scratch)"
+	if [ ! -f internal/testservers/dynalite/node_modules/dynalite/package.json ]; then
+		(cd internal/testservers/dynalite && npm ci --no-audit --no-fund)
 	fi
 	if ! command -v node >/dev/null 2>&1; then
 		log "node not found: install Node.js 20 or later (e.g. apt-get install nodejs npm), or set KVBREAKER_DYNAMODB_IMAGE"
@@ -149,7 +149,7 @@ if [ -z "${KVBREAKER_DYNAMODB_IMAGE:-}" ]; then
 		mkdir -p "$root$(dirname "$lib")"
 		cp -L "$lib" "$root$lib"
 	done
-	cp -r testservers/dynalite/node_modules "$root/app/node_modules"
+	cp -r internal/testservers/dynalite/node_modules "$root/app/node_modules"
 	cat >"$work/dynalite/Dockerfile" <<'DOCKERFILE'
 FROM scratch
 COPY rootfs/ /
@@ -171,9 +171,9 @@ export KVBREAKER_CONTAINERS_NETWORK="${KVBREAKER_CONTAINERS_NETWORK:-host}"
 if [ -n "$dockerd_pid" ]; then KVBREAKER_CONTAINERS_NETWORK=host; fi
 export TESTCONTAINERS_RYUK_DISABLED=true
 export TESTCONTAINERS_HOST_OVERRIDE=127.0.0.1
-log "go test -race ./testservers/containers/... ($KVBREAKER_CONTAINERS_NETWORK network, images $KVBREAKER_ETCD_IMAGE and $KVBREAKER_DYNAMODB_IMAGE)"
+log "go test -race ./internal/testservers/containers/... ($KVBREAKER_CONTAINERS_NETWORK network, images $KVBREAKER_ETCD_IMAGE and $KVBREAKER_DYNAMODB_IMAGE)"
 set -o pipefail
 # shellcheck disable=SC2086 # GOTEST_FLAGS is a list of flags
-go test -race -count=1 -timeout 20m -json ${GOTEST_FLAGS:-} ./testservers/containers/... |
+go test -race -count=1 -timeout 20m -json ${GOTEST_FLAGS:-} ./internal/testservers/containers/... |
 	go run ./tools/matrix
 log "done in $(($(date +%s) - start)) s"

@@ -22,7 +22,7 @@ import (
 
 	"github.com/kvbreaker/kvbreaker"
 	"github.com/kvbreaker/kvbreaker/internal/sim"
-	"github.com/kvbreaker/kvbreaker/testservers/miniflare"
+	"github.com/kvbreaker/kvbreaker/internal/testservers/miniflare"
 )
 
 // BudgetRateEnv turns TestBudgetRate on: "1" scans the default arrival

@@ -18,7 +18,7 @@ import (
 
 	"github.com/kvbreaker/kvbreaker"
 	"github.com/kvbreaker/kvbreaker/driver"
-	"github.com/kvbreaker/kvbreaker/testservers/dateproxy"
+	"github.com/kvbreaker/kvbreaker/internal/testservers/dateproxy"
 )
 
 // clockSlack is what the bounds allow beyond resolution and the round trip:

@@ -11,7 +11,7 @@ import (
 
 	"github.com/kvbreaker/kvbreaker"
 	"github.com/kvbreaker/kvbreaker/backends/cloudflarekv"
-	"github.com/kvbreaker/kvbreaker/testservers/miniflare"
+	"github.com/kvbreaker/kvbreaker/internal/testservers/miniflare"
 )
 
 // A breaker whose per-host state lives in Workers KV. Against Cloudflare,

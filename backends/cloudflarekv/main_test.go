@@ -17,7 +17,7 @@ import (
 
 	"github.com/kvbreaker/kvbreaker"
 	"github.com/kvbreaker/kvbreaker/driver"
-	"github.com/kvbreaker/kvbreaker/testservers/miniflare"
+	"github.com/kvbreaker/kvbreaker/internal/testservers/miniflare"
 )
 
 // srv is the package's Miniflare, with Cloudflare's one-write-per-second

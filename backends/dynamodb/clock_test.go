@@ -13,8 +13,8 @@ import (
 	"github.com/kvbreaker/kvbreaker"
 	"github.com/kvbreaker/kvbreaker/backends/dynamodb"
 	"github.com/kvbreaker/kvbreaker/driver"
-	"github.com/kvbreaker/kvbreaker/testservers/dateproxy"
-	"github.com/kvbreaker/kvbreaker/testservers/dynalite"
+	"github.com/kvbreaker/kvbreaker/internal/testservers/dateproxy"
+	"github.com/kvbreaker/kvbreaker/internal/testservers/dynalite"
 )
 
 // clockSlack is what the bounds allow beyond resolution and the round trip:

@@ -11,7 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	dyn "github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-	"github.com/kvbreaker/kvbreaker/testservers/dynalite"
+	"github.com/kvbreaker/kvbreaker/internal/testservers/dynalite"
 )
 
 func createTable(ctx context.Context, t *testing.T, c *dyn.Client, name string) {

@@ -10,7 +10,7 @@ import (
 
 	"github.com/kvbreaker/kvbreaker"
 	"github.com/kvbreaker/kvbreaker/backends/dynamodb"
-	"github.com/kvbreaker/kvbreaker/testservers/dynalite"
+	"github.com/kvbreaker/kvbreaker/internal/testservers/dynalite"
 )
 
 // TestFault takes this test's own dynalite down while workers are busy:

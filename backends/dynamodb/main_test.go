@@ -18,7 +18,7 @@ import (
 	"github.com/kvbreaker/kvbreaker"
 	"github.com/kvbreaker/kvbreaker/backends/dynamodb"
 	"github.com/kvbreaker/kvbreaker/driver"
-	"github.com/kvbreaker/kvbreaker/testservers/dynalite"
+	"github.com/kvbreaker/kvbreaker/internal/testservers/dynalite"
 )
 
 // The shared dynalite server and table for every test but the fault test,

@@ -14,7 +14,7 @@ import (
 	"github.com/kvbreaker/kvbreaker/backends/etcd"
 	"github.com/kvbreaker/kvbreaker/driver"
 	"github.com/kvbreaker/kvbreaker/internal/fleettest"
-	"github.com/kvbreaker/kvbreaker/testservers/etcdtest"
+	"github.com/kvbreaker/kvbreaker/internal/testservers/etcdtest"
 )
 
 // TestServerStopAndRestart kills etcd in the middle of a run: every call

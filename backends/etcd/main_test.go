@@ -15,7 +15,7 @@ import (
 	"github.com/kvbreaker/kvbreaker"
 	"github.com/kvbreaker/kvbreaker/backends/etcd"
 	"github.com/kvbreaker/kvbreaker/driver"
-	"github.com/kvbreaker/kvbreaker/testservers/etcdtest"
+	"github.com/kvbreaker/kvbreaker/internal/testservers/etcdtest"
 )
 
 // server is the embedded etcd shared by the package's tests; endpoints are

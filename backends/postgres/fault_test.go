@@ -11,7 +11,7 @@ import (
 	"github.com/kvbreaker/kvbreaker/backends/postgres"
 	"github.com/kvbreaker/kvbreaker/conformance/faultproxy"
 	"github.com/kvbreaker/kvbreaker/driver"
-	"github.com/kvbreaker/kvbreaker/testservers/pgtest"
+	"github.com/kvbreaker/kvbreaker/internal/testservers/pgtest"
 )
 
 // ownServer starts a server of the test's own, with the table.

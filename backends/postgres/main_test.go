@@ -15,7 +15,7 @@ import (
 	"github.com/kvbreaker/kvbreaker"
 	"github.com/kvbreaker/kvbreaker/backends/postgres"
 	"github.com/kvbreaker/kvbreaker/driver"
-	"github.com/kvbreaker/kvbreaker/testservers/pgtest"
+	"github.com/kvbreaker/kvbreaker/internal/testservers/pgtest"
 )
 
 // server is the PostgreSQL shared by the package's tests (the fault tests

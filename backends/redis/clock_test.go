@@ -11,7 +11,7 @@ import (
 
 	"github.com/kvbreaker/kvbreaker/backends/redis"
 	"github.com/kvbreaker/kvbreaker/driver"
-	"github.com/kvbreaker/kvbreaker/testservers/redistest"
+	"github.com/kvbreaker/kvbreaker/internal/testservers/redistest"
 )
 
 // clockSlack is what the bounds allow beyond resolution: the server runs on

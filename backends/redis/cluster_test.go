@@ -12,7 +12,7 @@ import (
 	"github.com/kvbreaker/kvbreaker/backends/redis"
 	"github.com/kvbreaker/kvbreaker/conformance"
 	"github.com/kvbreaker/kvbreaker/driver"
-	"github.com/kvbreaker/kvbreaker/testservers/redistest"
+	"github.com/kvbreaker/kvbreaker/internal/testservers/redistest"
 )
 
 // TestCluster runs, over a three-master Redis Cluster the test starts, the

@@ -13,7 +13,7 @@ import (
 	"github.com/kvbreaker/kvbreaker/conformance/faultproxy"
 	"github.com/kvbreaker/kvbreaker/driver"
 	"github.com/kvbreaker/kvbreaker/internal/faultfleet"
-	"github.com/kvbreaker/kvbreaker/testservers/redistest"
+	"github.com/kvbreaker/kvbreaker/internal/testservers/redistest"
 )
 
 // TestFaultFleet runs a Breaker fleet over Redis through a faultproxy that

@@ -10,8 +10,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	goredis "github.com/redis/go-redis/v9"
 
-	"github.com/kvbreaker/kvbreaker/testservers/pgtest"
-	"github.com/kvbreaker/kvbreaker/testservers/redistest"
+	"github.com/kvbreaker/kvbreaker/internal/testservers/pgtest"
+	"github.com/kvbreaker/kvbreaker/internal/testservers/redistest"
 )
 
 // authPassword is the password the servers below require; no output may

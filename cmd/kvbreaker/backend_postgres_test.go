@@ -7,7 +7,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/kvbreaker/kvbreaker/backends/postgres"
-	"github.com/kvbreaker/kvbreaker/testservers/pgtest"
+	"github.com/kvbreaker/kvbreaker/internal/testservers/pgtest"
 )
 
 // TestPostgresBackend: list, inspect, reset and check with --backend

@@ -7,7 +7,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/kvbreaker/kvbreaker/backends/redis"
-	"github.com/kvbreaker/kvbreaker/testservers/redistest"
+	"github.com/kvbreaker/kvbreaker/internal/testservers/redistest"
 )
 
 // TestRedisBackend: list, inspect, reset and check with --backend redis

@@ -7,8 +7,8 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/kvbreaker/kvbreaker/backends/postgres"
-	"github.com/kvbreaker/kvbreaker/testservers/pgtest"
-	"github.com/kvbreaker/kvbreaker/testservers/redistest"
+	"github.com/kvbreaker/kvbreaker/internal/testservers/pgtest"
+	"github.com/kvbreaker/kvbreaker/internal/testservers/redistest"
 )
 
 // TestCheckLeavesNothing: a whole check (expiry waits included) against a

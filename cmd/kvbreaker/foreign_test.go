@@ -20,7 +20,7 @@ import (
 	"github.com/kvbreaker/kvbreaker/backends/memory"
 	"github.com/kvbreaker/kvbreaker/backends/redis"
 	"github.com/kvbreaker/kvbreaker/driver"
-	"github.com/kvbreaker/kvbreaker/testservers/redistest"
+	"github.com/kvbreaker/kvbreaker/internal/testservers/redistest"
 )
 
 // expiryStore is backends/memory with driver.ExpiryReader (test-only: it

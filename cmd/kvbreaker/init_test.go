@@ -10,7 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/kvbreaker/kvbreaker/testservers/pgtest"
+	"github.com/kvbreaker/kvbreaker/internal/testservers/pgtest"
 )
 
 // TestInitPostgres: list on a missing table names "kvbreaker init" (it

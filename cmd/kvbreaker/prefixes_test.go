@@ -12,7 +12,7 @@ import (
 
 	"github.com/kvbreaker/kvbreaker"
 	"github.com/kvbreaker/kvbreaker/backends/redis"
-	"github.com/kvbreaker/kvbreaker/testservers/redistest"
+	"github.com/kvbreaker/kvbreaker/internal/testservers/redistest"
 )
 
 // TestWrongPrefix: a host whose circuit is open under fleet-a/, inspected

@@ -13,8 +13,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	goredis "github.com/redis/go-redis/v9"
 
-	"github.com/kvbreaker/kvbreaker/testservers/pgtest"
-	"github.com/kvbreaker/kvbreaker/testservers/redistest"
+	"github.com/kvbreaker/kvbreaker/internal/testservers/pgtest"
+	"github.com/kvbreaker/kvbreaker/internal/testservers/redistest"
 )
 
 // errorTexts is the message of err and of every error it wraps.

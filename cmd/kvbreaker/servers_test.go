@@ -17,10 +17,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/kvbreaker/kvbreaker/backends/memory"
 	"github.com/kvbreaker/kvbreaker/driver"
-	"github.com/kvbreaker/kvbreaker/testservers/dynalite"
-	"github.com/kvbreaker/kvbreaker/testservers/etcdtest"
-	"github.com/kvbreaker/kvbreaker/testservers/miniflare"
-	"github.com/kvbreaker/kvbreaker/testservers/servers"
+	"github.com/kvbreaker/kvbreaker/internal/testservers/dynalite"
+	"github.com/kvbreaker/kvbreaker/internal/testservers/etcdtest"
+	"github.com/kvbreaker/kvbreaker/internal/testservers/miniflare"
+	"github.com/kvbreaker/kvbreaker/internal/testservers/servers"
 )
 
 // The real servers of the matrix, shared by the package's tests: each test

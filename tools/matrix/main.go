@@ -11,8 +11,9 @@
 //
 // Columns are named after the test's package: TestConformance in package
 // .../backends/etcd is column "etcd"; TestConformanceEtcd in package
-// .../testservers/containers is column "containers-etcd" (a suffix after
-// "TestConformance" names a backend within a package that tests several).
+// .../internal/testservers/containers is column "containers-etcd" (a suffix
+// after "TestConformance" names a backend within a package that tests
+// several).
 package main
 
 import (

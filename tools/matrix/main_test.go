@@ -85,7 +85,7 @@ func TestRealMemoryRun(t *testing.T) {
 // non-conformance test.
 func mixed() string {
 	const etcd = "example.com/kv/backends/etcd"
-	const ctr = "example.com/kv/testservers/containers"
+	const ctr = "example.com/kv/internal/testservers/containers"
 	s := &ev{}
 	s.result(etcd, "TestConformance/traits", "pass")
 	s.result(etcd, "TestConformance/create-only", "fail", "    cases.go:10: create-only: a create over an existing key succeeded")
@@ -99,7 +99,7 @@ func mixed() string {
 	s.result(ctr, "TestConformanceDynamoDB/create-only", "pass")
 	s.result(ctr, "TestConformanceDynamoDB", "pass")
 	s.result(ctr, "TestConfigFromEnv", "fail", "    containers_test.go:300: configFrom = wrong")
-	s.add("output", ctr, "", "FAIL\texample.com/kv/testservers/containers\t0.1s\n").add("fail", ctr, "", "")
+	s.add("output", ctr, "", "FAIL\texample.com/kv/internal/testservers/containers\t0.1s\n").add("fail", ctr, "", "")
 	return s.String()
 }
 
@@ -194,7 +194,7 @@ func TestVerbose(t *testing.T) {
 
 func TestColumnOrder(t *testing.T) {
 	s := &ev{}
-	for _, pkg := range []string{"x/testservers/containers", "x/backends/cloudflarekv", "x/backends/zeta", "x/backends/etcd", "x/backends/memory"} {
+	for _, pkg := range []string{"x/internal/testservers/containers", "x/backends/cloudflarekv", "x/backends/zeta", "x/backends/etcd", "x/backends/memory"} {
 		test := "TestConformance"
 		if strings.HasSuffix(pkg, "containers") {
 			test += "Etcd"
@@ -211,8 +211,8 @@ func TestColumnName(t *testing.T) {
 	for _, tc := range []struct{ pkg, test, want string }{
 		{"example.com/kv/backends/etcd", "TestConformance", "etcd"},
 		{"example.com/kv/backends/memory", "TestConformance", "memory"},
-		{"example.com/kv/testservers/containers", "TestConformanceEtcd", "containers-etcd"},
-		{"example.com/kv/testservers/containers", "TestConformance_DynamoDB", "containers-dynamodb"},
+		{"example.com/kv/internal/testservers/containers", "TestConformanceEtcd", "containers-etcd"},
+		{"example.com/kv/internal/testservers/containers", "TestConformance_DynamoDB", "containers-dynamodb"},
 		{"example.com/kv/backends/etcd", "TestConformanceish", ""},
 		{"example.com/kv/backends/etcd", "TestStore", ""},
 	} {

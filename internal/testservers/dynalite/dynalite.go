@@ -35,7 +35,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kvbreaker/kvbreaker/testservers/launcher"
+	"github.com/kvbreaker/kvbreaker/internal/testservers/launcher"
 )
 
 // DirEnv overrides the directory holding launch.js and package.json (by

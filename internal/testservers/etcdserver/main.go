@@ -2,16 +2,16 @@
 // etcd server module (go.etcd.io/etcd/server/v3), so the tests need no
 // installed etcd and the modules users import never require the server.
 //
-// Run by testservers/etcdtest (KVBREAKER_ETCDTEST set to a JSON config), it
-// serves a single member on 127.0.0.1 with test timing (10 ms heartbeat,
-// 100 ms election timeout, so 1 s leases exist), prints a ready line, and
-// exits when its stdin closes: a test binary that dies leaves nothing
-// behind.
+// Run by internal/testservers/etcdtest (KVBREAKER_ETCDTEST set to a JSON
+// config), it serves a single member on 127.0.0.1 with test timing (10 ms
+// heartbeat, 100 ms election timeout, so 1 s leases exist), prints a ready
+// line, and exits when its stdin closes: a test binary that dies leaves
+// nothing behind.
 //
 // Otherwise it is etcd's own command, flags and ETCD_* variables unchanged,
 // for the container image (scripts/containers.sh):
 //
-//	CGO_ENABLED=0 go build -trimpath -o etcd ./testservers/etcdserver
+//	CGO_ENABLED=0 go build -trimpath -o etcd ./internal/testservers/etcdserver
 package main
 
 import (
@@ -32,7 +32,7 @@ import (
 )
 
 // configEnv carries the test server's configuration; readyLine is what it
-// prints once it answers. Both are shared with testservers/etcdtest.
+// prints once it answers. Both are shared with internal/testservers/etcdtest.
 const (
 	configEnv = "KVBREAKER_ETCDTEST"
 	readyLine = "etcdtest: ready"

@@ -1,4 +1,4 @@
-module github.com/kvbreaker/kvbreaker/testservers/etcdserver
+module github.com/kvbreaker/kvbreaker/internal/testservers/etcdserver
 
 go 1.26.0
 

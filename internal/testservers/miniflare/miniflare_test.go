@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kvbreaker/kvbreaker/testservers/miniflare"
+	"github.com/kvbreaker/kvbreaker/internal/testservers/miniflare"
 )
 
 // TestFixture checks what the adapters' tests rely on: the REST routes, the

@@ -1,6 +1,7 @@
 package launcher
 
 import (
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -18,6 +19,26 @@ func TestDir(t *testing.T) {
 	t.Setenv("KVB_TEST_DIR", "/elsewhere")
 	if d, _ := Dir("x", "KVB_TEST_DIR", "internal/x/x.go"); d != "/elsewhere" {
 		t.Fatalf("override: %q", d)
+	}
+}
+
+// TestDirAdviceNamesTheFixture: the advice for a -trimpath build names the
+// fixture's directory as it is in this repository, so following it works.
+func TestDirAdviceNamesTheFixture(t *testing.T) {
+	t.Setenv("KVB_TEST_DIR", "")
+	for _, name := range []string{"dynalite", "miniflare"} {
+		_, err := Dir(name, "KVB_TEST_DIR", name+"/"+name+".go")
+		if err == nil {
+			t.Fatalf("%s: a relative source file located a directory", name)
+		}
+		_, rel, ok := strings.Cut(err.Error(), "set KVB_TEST_DIR to the path of ")
+		if !ok {
+			t.Fatalf("%s: %v, want advice to set the variable", name, err)
+		}
+		// This package is internal/testservers/launcher.
+		if _, err := os.Stat(filepath.Join("..", "..", "..", filepath.FromSlash(rel), "package.json")); err != nil {
+			t.Errorf("%s: the advice names %q, which is not the fixture's directory: %v", name, rel, err)
+		}
 	}
 }
 

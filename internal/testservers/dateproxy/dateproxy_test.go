@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kvbreaker/kvbreaker/testservers/dateproxy"
+	"github.com/kvbreaker/kvbreaker/internal/testservers/dateproxy"
 )
 
 // upstreamDate is the Date the upstream sends on /dated.

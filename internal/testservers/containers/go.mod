@@ -1,4 +1,4 @@
-module github.com/kvbreaker/kvbreaker/testservers/containers
+module github.com/kvbreaker/kvbreaker/internal/testservers/containers
 
 go 1.26.0
 

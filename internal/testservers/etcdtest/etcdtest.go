@@ -1,10 +1,10 @@
 // Package etcdtest runs a real etcd server for tests: etcd v3.7 (the
-// testservers/etcdserver command, built from the etcd server module on first
-// use) in a child process, on 127.0.0.1 with free ports and a temporary data
-// directory, with a short heartbeat and election timeout so that one-second
-// leases exist. Faults are real: Kill ends the process as a crash would,
-// Pause stops it (SIGSTOP), Restart starts it again on the same ports and
-// data.
+// internal/testservers/etcdserver command, built from the etcd server module
+// on first use) in a child process, on 127.0.0.1 with free ports and a
+// temporary data directory, with a short heartbeat and election timeout so
+// that one-second leases exist. Faults are real: Kill ends the process as a
+// crash would, Pause stops it (SIGSTOP), Restart starts it again on the same
+// ports and data.
 //
 // The package needs only the standard library, so the modules whose tests
 // use it (backends/etcd, cmd/kvbreaker, bench) never require the etcd
@@ -26,7 +26,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kvbreaker/kvbreaker/testservers/launcher"
+	"github.com/kvbreaker/kvbreaker/internal/testservers/launcher"
 )
 
 // Timing of the test server. With a 10 ms heartbeat and a 100 ms election
@@ -37,7 +37,7 @@ const (
 	ElectionMs = 100
 )
 
-// configEnv and readyLine are shared with testservers/etcdserver.
+// configEnv and readyLine are shared with internal/testservers/etcdserver.
 const (
 	configEnv = "KVBREAKER_ETCDTEST"
 	readyLine = "etcdtest: ready"
@@ -168,9 +168,10 @@ var built struct {
 	err  error
 }
 
-// binary builds testservers/etcdserver once per process, with the go
-// command on PATH, in this repository's workspace. The build
-// cache makes every build after the first a link.
+// binary builds internal/testservers/etcdserver once per process, with
+// the go command on PATH, in that directory (the go command finds this
+// repository's workspace from there, so the path from here is all it
+// needs). The build cache makes every build after the first a link.
 func binary(ctx context.Context) (string, error) {
 	built.once.Do(func() {
 		_, file, _, ok := runtime.Caller(0)
@@ -178,7 +179,7 @@ func binary(ctx context.Context) (string, error) {
 			built.err = errors.New("etcdtest: cannot locate the repository (built with -trimpath?)")
 			return
 		}
-		root := filepath.Join(filepath.Dir(file), "..", "..")
+		src := filepath.Join(filepath.Dir(file), "..", "etcdserver")
 		dir := filepath.Join(os.TempDir(), fmt.Sprintf("kvbreaker-etcdtest-%d", os.Getuid()))
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			built.err = fmt.Errorf("etcdtest: %w", err)
@@ -186,11 +187,11 @@ func binary(ctx context.Context) (string, error) {
 		}
 		out := filepath.Join(dir, "etcdserver")
 		tmp := fmt.Sprintf("%s.%d", out, os.Getpid())
-		cmd := exec.CommandContext(ctx, "go", "build", "-o", tmp, "./testservers/etcdserver")
-		cmd.Dir = root
+		cmd := exec.CommandContext(ctx, "go", "build", "-o", tmp, ".")
+		cmd.Dir = src
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=")
 		if b, err := cmd.CombinedOutput(); err != nil {
-			built.err = fmt.Errorf("etcdtest: build the etcd test server (go build ./testservers/etcdserver in %s): %v\n%s", root, err, b)
+			built.err = fmt.Errorf("etcdtest: build the etcd test server (go build in %s): %v\n%s", src, err, b)
 			return
 		}
 		if err := os.Rename(tmp, out); err != nil {

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kvbreaker/kvbreaker/testservers/etcdtest"
+	"github.com/kvbreaker/kvbreaker/internal/testservers/etcdtest"
 )
 
 // call posts a request to etcd's JSON gateway (/v3/...), so this package's

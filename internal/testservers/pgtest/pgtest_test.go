@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kvbreaker/kvbreaker/testservers/pgtest"
+	"github.com/kvbreaker/kvbreaker/internal/testservers/pgtest"
 )
 
 // TestStartKillRestart: the server accepts connections on 127.0.0.1, a

@@ -43,7 +43,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kvbreaker/kvbreaker/testservers/launcher"
+	"github.com/kvbreaker/kvbreaker/internal/testservers/launcher"
 )
 
 // DirEnv overrides the directory holding worker.js, launch.js and

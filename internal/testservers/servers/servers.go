@@ -9,9 +9,9 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/kvbreaker/kvbreaker/testservers/dynalite"
-	"github.com/kvbreaker/kvbreaker/testservers/etcdtest"
-	"github.com/kvbreaker/kvbreaker/testservers/miniflare"
+	"github.com/kvbreaker/kvbreaker/internal/testservers/dynalite"
+	"github.com/kvbreaker/kvbreaker/internal/testservers/etcdtest"
+	"github.com/kvbreaker/kvbreaker/internal/testservers/miniflare"
 )
 
 // Set is the three running servers.

@@ -24,7 +24,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kvbreaker/kvbreaker/testservers/launcher"
+	"github.com/kvbreaker/kvbreaker/internal/testservers/launcher"
 )
 
 // Binaries, found on PATH (or in /usr/bin).

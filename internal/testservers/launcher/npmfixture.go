@@ -1,6 +1,11 @@
-// Package npmfixture installs and locates the npm-based test servers
-// (testservers/dynalite, testservers/miniflare): each keeps a pinned package.json
-// and package-lock.json beside its Go code, and installs them with `npm ci` on
+// Package launcher is what the test-server launchers of this repository
+// (internal/testservers/...) share: Start and Process run a server in a
+// child process that exits when its stdin closes, ready once its output
+// says so; Server is the lifecycle built on it (Restart on the same
+// address, Stop, Kill, Pause and Resume by signal); Dir and Install locate
+// the npm-based fixtures (internal/testservers/dynalite,
+// internal/testservers/miniflare), each with a pinned package.json and
+// package-lock.json beside its Go code, and install them with `npm ci` on
 // first use, so CI needs only node and npm on PATH.
 package launcher
 
@@ -22,7 +27,7 @@ func Dir(name, env, sourceFile string) (string, error) {
 		return d, nil
 	}
 	if !filepath.IsAbs(sourceFile) {
-		return "", fmt.Errorf("%s fixture: cannot locate its directory (built with -trimpath?): set %s to the path of internal/%s", name, env, name)
+		return "", fmt.Errorf("%s fixture: cannot locate its directory (built with -trimpath?): set %s to the path of internal/testservers/%s", name, env, name)
 	}
 	return filepath.Dir(sourceFile), nil
 }
