@@ -135,11 +135,11 @@ func TestClockSkewBoundDeclared(t *testing.T) {
 	}
 	_, err := kvbreaker.New(s, kvbreaker.Settings{ClockSkew: 5 * time.Second, Clock: srv.Now, Logger: quiet})
 	if err == nil || !strings.Contains(err.Error(), "cloudflarekv.WithClockSkew") {
-		t.Errorf("NewBreaker with ClockSkew 5s over a store padded for 1s = %v; want an error naming cloudflarekv.WithClockSkew", err)
+		t.Errorf("kvbreaker.New with ClockSkew 5s over a store padded for 1s = %v; want an error naming cloudflarekv.WithClockSkew", err)
 	}
 	// Negative control: padded for it, the same settings are accepted.
 	if _, err := kvbreaker.New(newStore(t, WithClockSkew(5*time.Second)), kvbreaker.Settings{ClockSkew: 5 * time.Second, Clock: srv.Now, Logger: quiet}); err != nil {
-		t.Errorf("NewBreaker with ClockSkew 5s over WithClockSkew(5s) = %v", err)
+		t.Errorf("kvbreaker.New with ClockSkew 5s over WithClockSkew(5s) = %v", err)
 	}
 }
 

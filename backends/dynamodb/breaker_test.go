@@ -132,7 +132,7 @@ func TestBreakerRecordOutlivesRecovery(t *testing.T) {
 }
 
 // TestBreakerRefusesSkewBeyondPurgeDelay: the purge delay is the clock skew
-// the store's physical expiry covers (Traits), and NewBreaker holds
+// the store's physical expiry covers (Traits), and kvbreaker.New holds
 // Settings.ClockSkew to it: with no MaxClockSkew declared, a 1 s purge
 // delay would take any ClockSkew, and the physical TTL could delete a
 // record a reader behind by more than 1 s still counts as live.

@@ -246,7 +246,7 @@ func TestTraits(t *testing.T) {
 	}
 	// The derived Breaker TTL is accepted with default settings.
 	if _, err := kvbreaker.New(s, kvbreaker.Settings{}); err != nil {
-		t.Errorf("NewBreaker with default settings: %v", err)
+		t.Errorf("kvbreaker.New with default settings: %v", err)
 	}
 }
 

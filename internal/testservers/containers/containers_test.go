@@ -241,7 +241,7 @@ func breakerCycle(t *testing.T, stores [2]driver.Store) {
 	for i, s := range stores {
 		b, err := kvbreaker.New(s, settings)
 		if err != nil {
-			t.Fatalf("NewBreaker: %v", err)
+			t.Fatalf("kvbreaker.New: %v", err)
 		}
 		workers[i] = b
 	}
