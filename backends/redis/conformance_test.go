@@ -97,9 +97,8 @@ func (h *harness) Lifetime(ctx context.Context, s driver.Store, key string) (tim
 // only: a Cluster client holds connections to every master).
 type dropper struct{ *harness }
 
-func (h dropper) DropNextAnswer(context.Context) error {
-	h.proxy.DropNextAnswer()
-	return nil
+func (h dropper) DropNextAnswer(ctx context.Context) error {
+	return h.proxy.DropNextAnswer(ctx)
 }
 
 // TestConformance runs the whole suite over a standalone server through the
