@@ -29,6 +29,7 @@ const MaxPrefixLen = 128
 // holds a '/' of its own, and no fleet's prefix can nest in another's:
 // "prod/" sees nothing of "prod/eu/" (or of "prod2/"), and lists none of it.
 // HostKey never emits '/' or '%', so hosts' keys are stored as they are.
+// Unprefixed gives back store and prefix.
 func Prefixed(store driver.Store, prefix string) (driver.Store, error) {
 	if store == nil {
 		return nil, errors.New("kvbreaker: Prefixed needs a store")
@@ -63,6 +64,22 @@ func PrefixedKey(prefix, key string) string {
 		return key
 	}
 	return prefix + escapeKey(key)
+}
+
+// Unprefixed returns the store and the prefix of a store Prefixed made,
+// and ok true; for any other store it returns s, "" and false. For tests
+// and tools that reach the backend's own key, PrefixedKey(prefix, key),
+// through the inner store or its client: a conformance harness's
+// LifetimeReporter or ForeignPlanter gets back the store its MakeStore
+// returned, and reads or plants the key under that store's prefix.
+func Unprefixed(s driver.Store) (inner driver.Store, prefix string, ok bool) {
+	switch p := s.(type) {
+	case *prefixed:
+		return p.store, p.prefix, true
+	case *prefixedClock:
+		return p.store, p.prefix, true
+	}
+	return s, "", false
 }
 
 // PrefixSeparator ends every prefix Prefixed accepts; keys under a prefix

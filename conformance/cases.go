@@ -87,7 +87,7 @@ func checkTraits(_ context.Context, e *env) {
 func checkGetAbsent(ctx context.Context, e *env) {
 	v, ver, err := e.store.Get(ctx, "absent.example")
 	if !errors.Is(err, driver.ErrNotFound) {
-		e.errorf(PromiseGetAbsent, "Get(absent.example) = %q, %d, %v", v, ver, err)
+		e.errorf(PromiseGetAbsent, "Get(%q), a key never written, returned value %q, version %d, error %v; want an error matching driver.ErrNotFound", "absent.example", v, ver, err)
 	}
 }
 

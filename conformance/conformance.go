@@ -1,6 +1,7 @@
 package conformance
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -304,6 +305,9 @@ type runner struct {
 	spare  driver.Store
 	// down says why the store is unreachable; every later case skips.
 	down string
+	// downPromise is the promise down breaks: PromiseReachable unless the
+	// store answered the first Get with the wrong error.
+	downPromise PromiseID
 	// noSampler says why the harness's first store cannot show its clock
 	// (it is no driver.ClockSampler), or "".
 	noSampler string
@@ -346,10 +350,19 @@ func (r *runner) reach(ctx context.Context, limit time.Duration) (down string) {
 	if _, ok := s0.(driver.ClockSampler); !ok {
 		r.noSampler = fmt.Sprintf("the store MakeStore returns (%T) does not implement driver.ClockSampler (optional)", s0)
 	}
-	if _, _, err := s0.Get(ctx, "reachable.example"); err != nil && !errors.Is(err, driver.ErrNotFound) {
-		return fmt.Sprintf("%s did not answer Get within %v (after %v): %v", describe(r.h, s0), limit, time.Since(start).Round(time.Millisecond), err)
+	const key = "reachable.example"
+	_, _, err = s0.Get(ctx, key)
+	took := time.Since(start).Round(time.Millisecond)
+	switch _, dial := driver.DialFailed(err); {
+	case err == nil || errors.Is(err, driver.ErrNotFound):
+		return ""
+	case ctx.Err() != nil || dial || errors.Is(err, driver.ErrUnreachable):
+		return fmt.Sprintf("%s did not answer Get within %v (after %v): %v", describe(r.h, s0), limit, took, err)
 	}
-	return ""
+	// It answered, wrongly: say what came back, not that nothing did.
+	r.downPromise = PromiseGetAbsent
+	return fmt.Sprintf("%s answered Get(%q), a key never written, after %v: it returned %v; want an error matching driver.ErrNotFound (every other case relies on that answer, so none ran)",
+		describe(r.h, s0), key, took, err)
 }
 
 // describe names the harness's store for an unreachable-store message.
@@ -421,7 +434,7 @@ func (r *runner) run(ctx context.Context, i int, c *testCase, t *testing.T) (res
 	res = c.result(i)
 	if c.id == CaseReachable {
 		if r.down != "" {
-			res.Problems = []error{c.problem(PromiseReachable, "%s", r.down)}
+			res.Problems = []error{c.problem(cmp.Or(r.downPromise, PromiseReachable), "%s", r.down)}
 		}
 		return res
 	}

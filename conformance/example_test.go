@@ -2,11 +2,13 @@ package conformance_test
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"testing"
 	"time"
 
+	"github.com/kvbreaker/kvbreaker"
 	"github.com/kvbreaker/kvbreaker/backends/memory"
 	"github.com/kvbreaker/kvbreaker/conformance"
 	"github.com/kvbreaker/kvbreaker/driver"
@@ -19,13 +21,40 @@ type memHarness struct{}
 func (memHarness) MakeStore(context.Context) (driver.Store, error) { return memory.New(), nil }
 func (memHarness) Close()                                          {}
 
+// kvHarness makes every case's store under a key prefix of its own, over one
+// client of the test server (here the in-process memory store stands in for
+// your client).
+type kvHarness struct {
+	client *memory.Store
+}
+
+func newHarness(ctx context.Context, t *testing.T) (conformance.Harness, error) {
+	return &kvHarness{client: memory.New()}, nil
+}
+
+// MakeStore returns a store over a fresh, empty keyspace.
+func (h *kvHarness) MakeStore(ctx context.Context) (driver.Store, error) {
+	return kvbreaker.Prefixed(h.client, rand.Text()+"/")
+}
+
+func (h *kvHarness) Close() { h.client.Close() }
+
+// Lifetime reads how long the backend keeps key, with the backend's own
+// client, under the name the prefixed store gave it (LifetimeReporter).
+func (h *kvHarness) Lifetime(ctx context.Context, s driver.Store, key string) (time.Duration, error) {
+	_, prefix, ok := kvbreaker.Unprefixed(s)
+	if !ok {
+		return 0, fmt.Errorf("%T is not a store of this harness", s)
+	}
+	return h.client.Expiry(ctx, kvbreaker.PrefixedKey(prefix, key))
+}
+
 // An adapter's test calls Run with a HarnessMaker; options tune the suite.
+// The harness is the one conformance/ADAPTERS.md shows.
 func ExampleRun() {
-	// In your adapter's store_test.go:
+	// In your adapter's func TestConformance(t *testing.T):
 	_ = func(t *testing.T) {
-		conformance.Run(t, func(ctx context.Context, t *testing.T) (conformance.Harness, error) {
-			return memHarness{}, nil
-		}, conformance.WithIterations(100))
+		conformance.Run(t, newHarness, conformance.WithIterations(100))
 	}
 }
 

@@ -11,11 +11,15 @@ import (
 // Harness makes stores for the suite. Implement it in your adapter's
 // _test.go and pass a HarnessMaker to Run.
 type Harness interface {
-	// MakeStore returns a store over a fresh, empty keyspace (a unique key
-	// prefix or table). The suite calls it once per case, so no case
-	// sees another's leftovers (the traits case calls it once more, to
-	// check that a second store declares the same Traits). The suite never calls it concurrently, but
-	// uses the stores it returns from several goroutines at once.
+	// MakeStore returns a store over a fresh, empty keyspace: a table of
+	// its own, or kvbreaker.Prefixed(store, rand.Text()+"/") over a shared
+	// one (the hooks below get that store back, and kvbreaker.Unprefixed
+	// gives them the inner store and prefix, so they reach the backend's
+	// own key PrefixedKey(prefix, key)). The suite calls it once per case,
+	// so no case sees another's leftovers (the traits case calls it once
+	// more, to check that a second store declares the same Traits). The
+	// suite never calls it concurrently, but uses the stores it returns
+	// from several goroutines at once.
 	MakeStore(ctx context.Context) (driver.Store, error)
 	// Close releases what the harness holds; the suite calls it once, at
 	// the end.
@@ -34,18 +38,24 @@ type TimeAdvancer interface {
 }
 
 // LifetimeReporter is an optional Harness capability that reads how long the
-// backend will physically keep a key: etcd's LeaseTimeToLive of the key's
-// lease, DynamoDB's purge attribute minus now, Workers KV's expiration minus
-// now, Redis's PTTL. With it the suite checks expiry at the TTLs a Breaker
-// really writes (30 min 5 s by default) without waiting for them. A harness
-// with neither this nor TimeAdvancer leaves those promises "not verified" in
-// the report.
+// backend will keep a key, read with the backend's own client: etcd's
+// LeaseTimeToLive of the key's lease, Redis's PTTL, PostgreSQL's expires_at
+// minus now(), DynamoDB's purge attribute minus now, Workers KV's expiration
+// minus now. With it the suite checks expiry at the TTLs a Breaker really
+// writes (30 min 5 s by default) without waiting for them. A harness with
+// neither this nor TimeAdvancer leaves those promises "not verified" in the
+// report.
 type LifetimeReporter interface {
-	// Lifetime returns the remaining physical lifetime of key as written
-	// through s (a store this harness made): the time from now until the
-	// backend deletes it. Report it as the backend does, rounded down at
-	// worst to the store's declared Granularity. It returns an error
-	// matching driver.ErrNotFound when the key is not stored.
+	// Lifetime returns the remaining lifetime of key as written through s
+	// (a store this harness made): the time from now until no reader can
+	// find it, whatever its clock. For driver.ExpiryRelative that is the
+	// server's own expiry; for driver.ExpiryReaderFiltered it is the
+	// physical copy's, which the backend deletes on its own clock (the
+	// logical expiry plus its padding). Report it as the backend does,
+	// rounded down at worst to the store's declared Granularity. It
+	// returns driver.NoExpiry for a key stored without expiry, as
+	// driver.ExpiryReader does (never an error: the suite judges it), and
+	// an error matching driver.ErrNotFound when the key is not stored.
 	Lifetime(ctx context.Context, s driver.Store, key string) (time.Duration, error)
 }
 
@@ -64,12 +74,17 @@ type SkewedStoreMaker interface {
 // network: DropNextAnswer makes the backend apply the next request any store
 // of this harness sends and that request's answer be lost (the connection
 // reset after the request was forwarded), as a loopback fault proxy between
-// the client and the server does (see package
-// github.com/kvbreaker/kvbreaker/conformance/faultproxy). The suite then
-// checks that the adapter (or its client's retry) recognises its own write:
-// a compare-and-swap applied and retried reports success, not a conflict.
-// The suite arms it right before the one call it means, never while other
-// cases run.
+// the client and the server does: *faultproxy.Proxy (package
+// github.com/kvbreaker/kvbreaker/conformance/faultproxy) has this method,
+// so a harness's is return h.proxy.DropNextAnswer(ctx). Every client of
+// every store the harness makes must dial the proxy, not the server, and
+// keep the retries it has in production. The suite then checks that the
+// adapter (or its client's retry) recognises its own write: a
+// compare-and-swap or compare-and-delete applied and retried reports
+// success (or an error saying the outcome is unknown), never a conflict
+// with itself or ErrNotFound for its own delete, and a Breaker counts the
+// failure whose write it was once. The suite arms it right before the one
+// call it means, never while other cases run.
 type AnswerDropper interface {
 	DropNextAnswer(ctx context.Context) error
 }

@@ -1,9 +1,3 @@
-// Package driver is the contract between kvbreaker and a key-value store:
-// what an adapter implements (Store, and optionally Lister, Flusher, ExpiryReader,
-// ClockSampler and io.Closer), what it declares about itself (Traits) and the errors it
-// returns. Users of the breaker need none of it beyond passing a Store to
-// kvbreaker.New; adapter authors need nothing else, and prove their adapter
-// with conformance.Run.
 package driver
 
 import (
@@ -33,31 +27,30 @@ type Version uint64
 // creates the key only if it is absent (or logically expired).
 const NoVersion Version = 0
 
-// Store is the contract a key-value adapter implements. kvbreaker.Breaker is
-// its only caller and guarantees: keys pass ValidateKey (non-empty UTF-8, at most
-// MaxKeyLen bytes, no control characters); ttl > 0; values are at most a few
-// hundred bytes. Every method honours ctx.
-//
-// An adapter owes: an entry whose TTL has passed reads as ErrNotFound and
-// counts as absent for CompareAndSwap even when the backend has not yet
-// deleted it; a version mismatch returns an error matching ErrConflict
-// (preferably a *ConflictError carrying the current value, which saves
-// Breaker a Get); other errors are wrapped as "<backend>: <op> <key>: <cause>"
-// and never include credentials.
+// Store is the contract a key-value adapter implements; the package doc
+// states it whole (versions, expiry, tombstones, lost answers, context,
+// keys, errors). kvbreaker.Breaker is its only caller; every method honours
+// ctx and is safe for concurrent use.
 //
 // A store whose Traits say Atomic == false cannot compare: CompareAndSwap and
 // CompareAndDelete then write unconditionally (last writer wins) and Breaker
 // says so once through log/slog.
 type Store interface {
-	// Get returns the value and version of key, or ErrNotFound.
+	// Get returns the value and version of key, or ErrNotFound when key is
+	// absent, expired or a tombstone.
 	Get(ctx context.Context, key string) ([]byte, Version, error)
-	// CompareAndSwap writes value with the given time to live if the current
-	// version of key is old (NoVersion: only if absent) and returns the new
-	// version, or an error matching ErrConflict.
+	// CompareAndSwap writes value if the current version of key is old
+	// (NoVersion: only if absent or expired) and returns the new version,
+	// never used for key before; otherwise an error matching ErrConflict,
+	// best a *ConflictError with the current value and version. The entry
+	// lives for ttl, rounded up to the store's Granularity, whatever TTL
+	// the key had before. A write applied by an earlier attempt of this
+	// call is a success, never a conflict with itself.
 	CompareAndSwap(ctx context.Context, key string, old Version, value []byte, ttl time.Duration) (Version, error)
 	// CompareAndDelete deletes key if its current version is old. It returns
-	// ErrNotFound when the key is already absent and an error matching
-	// ErrConflict when another version is there.
+	// ErrNotFound when the key is already absent (unless an earlier attempt
+	// of this call deleted it: then nil) and an error matching ErrConflict
+	// when another version is there.
 	CompareAndDelete(ctx context.Context, key string, old Version) error
 	// Traits declares what the store promises; the conformance suite holds
 	// it to exactly this.
@@ -91,18 +84,30 @@ func (e *ConflictError) Unwrap() []error {
 	return []error{ErrConflict, e.Err}
 }
 
-// ExpiryKind says whose clock decides that an entry has expired.
+// ExpiryKind says whose clock decides that an entry has expired. The rule:
+// if the server's clock takes part in deciding (it counts the TTL down, or
+// computes or compares the expiry instant), the kind is ExpiryRelative;
+// only when both the instant and the comparison come from the Breakers'
+// own clocks, the writer's and the reader's, is it ExpiryReaderFiltered.
+// Hiding expired entries from reads and deleting them later does not make
+// a store reader-filtered: whose clock hides them does.
 type ExpiryKind int8
 
 const (
-	// ExpiryRelative: the server counts the TTL down on its own clock (etcd
-	// leases, the memory store, Workers KV expiration_ttl). The writer's and
-	// the prober's clocks both differ from it, so the margin must cover
-	// twice the fleet's clock skew.
+	// ExpiryRelative: the store's server judges expiry by its own clock.
+	// It counts the TTL down (etcd leases, the memory store, Workers KV
+	// expiration_ttl), or stores its own now plus the TTL and compares that
+	// with its own now on every read and condition (Redis PEXPIRE,
+	// PostgreSQL expires_at = now() + ttl): the same thing on the server's
+	// clock. The writer's and the prober's clocks both differ from the
+	// server's, so the margin covers twice the fleet's clock skew.
 	ExpiryRelative ExpiryKind = iota
-	// ExpiryReaderFiltered: the writer stores an absolute expiry instant and
-	// readers filter by their own clock (DynamoDB's expiry attribute, Workers
-	// KV metadata); writer/reader skew cancels out.
+	// ExpiryReaderFiltered: the writer stores an absolute expiry instant
+	// from its own clock and every reader compares it with its own clock
+	// (DynamoDB's expiresAt attribute, Workers KV metadata); the server's
+	// clock takes no part, and writer/reader skew cancels out. The physical
+	// copy, deleted by the backend on its own clock, must outlast the
+	// logical expiry (Traits.MaxClockSkew).
 	ExpiryReaderFiltered
 )
 
@@ -120,16 +125,26 @@ func (k ExpiryKind) String() string {
 // they were written with.
 type ExpiryModel struct {
 	Kind ExpiryKind
-	// Granularity is the unit TTLs or expiry instants are quantised to
-	// (etcd: 1 s; zero for exact).
+	// Granularity is the unit the store rounds TTLs (or expiry instants)
+	// up to, never down (etcd: 1 s, so 2.5 s becomes 3 s; Redis: 1 ms;
+	// zero for exact). Since an instant of that resolution can be judged
+	// against a clock at any phase of the unit, the suite and the margin
+	// allow an entry to vanish up to one Granularity before its TTL, and
+	// one after; declaring it permits no rounding down.
 	Granularity time.Duration
 	// MinTTL is the shortest TTL the backend grants; shorter requests are
-	// raised to it (Workers KV: 60 s).
+	// raised to it (Workers KV: 60 s). There is no maximum: a store caps no
+	// TTL.
 	MinTTL time.Duration
-	// Early is how long before its TTL an entry may vanish.
+	// Early is how long before its TTL (rounded) an entry may vanish; zero
+	// for a store that never expires early.
 	Early time.Duration
-	// Late is how long after its TTL an entry may still be read (before
-	// filtering) or occupy space (etcd checks leases every 500 ms).
+	// Late is how long after its TTL an entry may still be read: for
+	// ExpiryRelative, how late the server's expiry may act (etcd checks
+	// leases every 500 ms; Redis keeps a key through the millisecond its
+	// TTL ends in). For ExpiryReaderFiltered reads drop the entry on time,
+	// and Late is only how long the physical copy may remain beyond the
+	// logical expiry and its padding.
 	Late time.Duration
 }
 
@@ -227,12 +242,21 @@ func validRuneAt(s string, i int) bool {
 // for operators (`kvbreaker list`). A store that cannot enumerate cheaply
 // does not implement it.
 type Lister interface {
-	// List returns up to limit live keys that begin with prefix, in the
-	// store's order, starting after cursor ("" for the first page), and the
-	// cursor of the next page ("" after the last one). A cursor is opaque
-	// to callers: they pass it back as it came, with the same prefix. A page may hold
-	// fewer than limit keys before the end (a store that filters expired
-	// entries after fetching a page).
+	// List returns up to limit live keys that begin with prefix, starting
+	// after cursor ("" for the first page), and the cursor of the next page
+	// ("" after the last one). A cursor is opaque to callers: they pass it
+	// back as it came, with the same prefix.
+	//
+	// Across the pages of one listing every key that is live under prefix
+	// throughout it is listed exactly once, even when keys are written
+	// between pages (a key written or deleted meanwhile may or may not be
+	// listed); no key is listed twice, none outside prefix, none expired
+	// or deleted (tombstones are not keys), and each exactly as it was
+	// written. The order is the store's and callers assume none (Redis's
+	// SCAN has none). A page holds at most limit keys, and may hold fewer,
+	// even none, before the end (a store that filters expired entries after
+	// fetching a page). A limit below 1 is an error (a *OpError), not a
+	// request for everything.
 	List(ctx context.Context, prefix, cursor string, limit int) (keys []string, next string, err error)
 }
 

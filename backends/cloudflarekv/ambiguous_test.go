@@ -33,7 +33,8 @@ var ambiguities = []struct {
 	arm  func(*faultproxy.Proxy)
 }{
 	{"answer-500", func(p *faultproxy.Proxy) { p.FailNextAnswer(cf500) }},
-	{"answer-dropped", func(p *faultproxy.Proxy) { p.DropNextAnswer() }},
+	// The proxy is open for the whole test, and only a closed one refuses.
+	{"answer-dropped", func(p *faultproxy.Proxy) { _ = p.DropNextAnswer(context.Background()) }},
 }
 
 // startProxy starts a faultproxy in front of the shared Miniflare.

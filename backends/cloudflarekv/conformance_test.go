@@ -89,9 +89,8 @@ func (h *kvHarness) MakeSkewedStore(_ context.Context, s driver.Store, offset ti
 	return h.store(prefix, func() time.Time { return srv.Now().Add(offset) })
 }
 
-func (h *kvHarness) DropNextAnswer(context.Context) error {
-	h.proxy.DropNextAnswer()
-	return nil
+func (h *kvHarness) DropNextAnswer(ctx context.Context) error {
+	return h.proxy.DropNextAnswer(ctx)
 }
 
 // Lifetime is the key's expiration (epoch seconds) as Miniflare lists it,

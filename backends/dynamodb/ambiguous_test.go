@@ -36,7 +36,8 @@ type ambiguity struct {
 
 var ambiguities = []ambiguity{
 	{"answer-500", func(p *faultproxy.Proxy) { p.FailNextAnswer(http500) }},
-	{"answer-dropped", func(p *faultproxy.Proxy) { p.DropNextAnswer() }},
+	// The proxy is open for the whole test, and only a closed one refuses.
+	{"answer-dropped", func(p *faultproxy.Proxy) { _ = p.DropNextAnswer(context.Background()) }},
 }
 
 // proxied starts a faultproxy in front of the shared dynalite and returns it

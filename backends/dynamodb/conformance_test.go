@@ -102,9 +102,8 @@ func (h *harness) MakeSkewedStore(_ context.Context, s driver.Store, offset time
 	return h.store(prefix, func() time.Time { return h.now().Add(offset) })
 }
 
-func (h *harness) DropNextAnswer(context.Context) error {
-	h.proxy.DropNextAnswer()
-	return nil
+func (h *harness) DropNextAnswer(ctx context.Context) error {
+	return h.proxy.DropNextAnswer(ctx)
 }
 
 // Lifetime is the item's purge attribute (epoch seconds, on AWS's clock,

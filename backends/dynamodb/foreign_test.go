@@ -215,7 +215,9 @@ func TestForeignReplaceLostAnswer(t *testing.T) {
 	c := newClient("http://"+p.Addr(), func(o *dyn.Options) {
 		o.HTTPClient = armingClient{base: http.DefaultClient, arm: func(body []byte) {
 			if bytes.Contains(body, []byte("attribute_exists(#pk)")) && armed.CompareAndSwap(false, true) {
-				p.DropNextAnswer()
+				if err := p.DropNextAnswer(ctx); err != nil {
+					t.Error(err)
+				}
 			}
 		}}
 	})

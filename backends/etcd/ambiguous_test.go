@@ -71,7 +71,9 @@ func TestTxnAnswerLostIsNotRetried(t *testing.T) {
 	lose := func(t *testing.T, op string, call func(context.Context) error) {
 		t.Helper()
 		before := p.Stats()
-		p.DropNextAnswer()
+		if err := p.DropNextAnswer(ctx); err != nil {
+			t.Fatal(err)
+		}
 		cctx, cancel := context.WithTimeout(ctx, timeout)
 		defer cancel()
 		start := time.Now()

@@ -104,12 +104,11 @@ func (h *harness) Describe() string {
 
 // DropNextAnswer implements conformance.AnswerDropper: etcd applies the
 // next request through the proxy and its answer is lost.
-func (h *harness) DropNextAnswer(context.Context) error {
+func (h *harness) DropNextAnswer(ctx context.Context) error {
 	if h.proxy == nil {
 		return errors.New("no fault proxy")
 	}
-	h.proxy.DropNextAnswer()
-	return nil
+	return h.proxy.DropNextAnswer(ctx)
 }
 
 // Lifetime implements conformance.LifetimeReporter: the remaining TTL of

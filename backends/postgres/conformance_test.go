@@ -113,12 +113,11 @@ func (h *harness) Describe() string {
 
 // DropNextAnswer implements conformance.AnswerDropper: PostgreSQL applies
 // the next statement through the proxy and its answer is lost.
-func (h *harness) DropNextAnswer(context.Context) error {
+func (h *harness) DropNextAnswer(ctx context.Context) error {
 	if h.proxy == nil {
 		return errors.New("no fault proxy")
 	}
-	h.proxy.DropNextAnswer()
-	return nil
+	return h.proxy.DropNextAnswer(ctx)
 }
 
 func TestConformance(t *testing.T) {

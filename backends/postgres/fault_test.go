@@ -118,7 +118,9 @@ func TestLostAnswer(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, lose := range []string{"create", "swap", "delete"} {
-		p.DropNextAnswer()
+		if err := p.DropNextAnswer(ctx); err != nil {
+			t.Fatal(err)
+		}
 		var v driver.Version
 		switch lose {
 		case "create":

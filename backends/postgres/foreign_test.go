@@ -88,7 +88,9 @@ func TestForeignLostAnswer(t *testing.T) {
 			t.Fatal(err)
 		}
 		ver := mustGet(t, st, key)
-		p.DropNextAnswer()
+		if err := p.DropNextAnswer(ctx); err != nil {
+			t.Fatal(err)
+		}
 		nv, err := st.CompareAndSwap(ctx, key, ver, []byte("mine"), time.Minute)
 		if err != nil {
 			t.Fatalf("%s: CompareAndSwap whose answer was lost = %v", shape, err)
@@ -100,7 +102,9 @@ func TestForeignLostAnswer(t *testing.T) {
 			t.Fatal(err)
 		}
 		ver = mustGet(t, st, key)
-		p.DropNextAnswer()
+		if err := p.DropNextAnswer(ctx); err != nil {
+			t.Fatal(err)
+		}
 		if err := st.CompareAndDelete(ctx, key, ver); err != nil {
 			t.Fatalf("%s: CompareAndDelete whose answer was lost = %v", shape, err)
 		}

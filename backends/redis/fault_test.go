@@ -138,7 +138,9 @@ func TestLostAnswerNotRetried(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	p.DropNextAnswer()
+	if err := p.DropNextAnswer(ctx); err != nil {
+		t.Fatal(err)
+	}
 	_, err = noRetry.CompareAndSwap(ctx, "a.example", driver.NoVersion, []byte("x"), time.Minute)
 	var oe *driver.OpError
 	if !errors.As(err, &oe) || errors.Is(err, driver.ErrConflict) {
@@ -148,7 +150,9 @@ func TestLostAnswerNotRetried(t *testing.T) {
 		t.Errorf("the write whose answer was lost: Get = %q, %v; want it applied", got, err)
 	}
 
-	p.DropNextAnswer()
+	if err := p.DropNextAnswer(ctx); err != nil {
+		t.Fatal(err)
+	}
 	v, err := retry.CompareAndSwap(ctx, "b.example", driver.NoVersion, []byte("y"), time.Minute)
 	if err != nil {
 		t.Fatalf("lost answer with retries: %v, want the write's own version", err)

@@ -129,7 +129,9 @@ func TestForeignLostAnswer(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		p.DropNextAnswer()
+		if err := p.DropNextAnswer(ctx); err != nil {
+			t.Fatal(err)
+		}
 		nv, err := st.CompareAndSwap(ctx, key, ver, []byte("mine"), time.Minute)
 		if err != nil {
 			t.Fatalf("%s: CompareAndSwap whose answer was lost = %v", shape, err)
@@ -140,7 +142,9 @@ func TestForeignLostAnswer(t *testing.T) {
 		if _, ver, err = st.Get(ctx, key); err != nil {
 			t.Fatal(err)
 		}
-		p.DropNextAnswer()
+		if err := p.DropNextAnswer(ctx); err != nil {
+			t.Fatal(err)
+		}
 		if err := st.CompareAndDelete(ctx, key, ver); err != nil {
 			t.Fatalf("%s: CompareAndDelete whose answer was lost = %v (the swap before returned %d)", shape, err, nv)
 		}

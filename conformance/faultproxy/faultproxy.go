@@ -7,8 +7,13 @@
 // into, so the HTTP/2 request detection below needs cleartext.
 //
 // It is public so that a third party's conformance run can put it between
-// its adapter and its server (see conformance's ambiguous-outcome cases).
-// It imports only the standard library.
+// its adapter and its server (see conformance's ambiguous-outcome cases):
+// *Proxy is a conformance.AnswerDropper, so a harness's DropNextAnswer is
+// return h.proxy.DropNextAnswer(ctx). Every client of every store the
+// harness makes must dial the proxy (Addr), not the server, or the suite
+// arms a fault no request of the store's passes through; and the client
+// keeps the retries it has in production, since what is tested is what the
+// adapter makes of a retried write. It imports only the standard library.
 //
 // # Requests
 //
@@ -57,6 +62,7 @@ package faultproxy
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"math/rand"
@@ -164,13 +170,27 @@ func (p *Proxy) SetGrace(d time.Duration) {
 	p.mu.Unlock()
 }
 
+// ErrClosed is what DropNextAnswer returns once the proxy is closed: no
+// request will come through it, so none can lose its answer.
+var ErrClosed = errors.New("faultproxy: proxy closed")
+
 // DropNextAnswer arms the next request (on any connection): it is
 // forwarded and applied, its answer is swallowed and the client connection
-// is reset. Calls add up: two calls arm the next two requests.
-func (p *Proxy) DropNextAnswer() {
+// is reset. Calls add up: two calls arm the next two requests. It arms
+// nothing and returns ctx's error when ctx has ended, and ErrClosed after
+// Close. Its shape is conformance.AnswerDropper's, so a harness delegates
+// to it: return h.proxy.DropNextAnswer(ctx).
+func (p *Proxy) DropNextAnswer(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return ErrClosed
+	}
 	p.dropNext++
-	p.mu.Unlock()
+	return nil
 }
 
 // FailNextAnswer is DropNextAnswer, except that instead of a reset the

@@ -95,7 +95,9 @@ func TestDropNextAnswerHTTP(t *testing.T) {
 			if code, _, err := post(cli, p.Addr()); err != nil || code != 200 {
 				t.Fatalf("warm-up: %d %v", code, err)
 			}
-			p.DropNextAnswer()
+			if err := p.DropNextAnswer(t.Context()); err != nil {
+				t.Fatal(err)
+			}
 			_, body, err := post(cli, p.Addr())
 			if err == nil {
 				t.Fatalf("dropped answer reached the client: %q", body)
@@ -118,6 +120,32 @@ func TestDropNextAnswerHTTP(t *testing.T) {
 	}
 }
 
+// TestDropNextAnswerRefuses: with an ended context DropNextAnswer arms
+// nothing (the next answer arrives) and says so; on a closed proxy it
+// returns ErrClosed rather than arming a fault that cannot fire.
+func TestDropNextAnswerRefuses(t *testing.T) {
+	srv := newCounter(t, false)
+	p := startProxy(t, srv.srv.Listener.Addr().String())
+	cli := httpClient(t, false)
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if err := p.DropNextAnswer(ctx); !errors.Is(err, context.Canceled) {
+		t.Errorf("DropNextAnswer with a canceled context = %v, want context.Canceled", err)
+	}
+	if code, body, err := post(cli, p.Addr()); err != nil || code != 200 {
+		t.Errorf("after a refused DropNextAnswer the answer was lost: %d %q %v", code, body, err)
+	}
+	if st := p.Stats(); st.Dropped != 0 {
+		t.Errorf("stats %+v: a refused DropNextAnswer armed a drop", st)
+	}
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.DropNextAnswer(t.Context()); !errors.Is(err, faultproxy.ErrClosed) {
+		t.Errorf("DropNextAnswer after Close = %v, want faultproxy.ErrClosed", err)
+	}
+}
+
 // TestDropNextAnswerH2Concurrent: on a multiplexed h2c connection with
 // other streams open, exactly the next request is armed, and it is applied.
 func TestDropNextAnswerH2Concurrent(t *testing.T) {
@@ -129,7 +157,9 @@ func TestDropNextAnswerH2Concurrent(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	p.DropNextAnswer()
+	if err := p.DropNextAnswer(t.Context()); err != nil {
+		t.Fatal(err)
+	}
 	var wg sync.WaitGroup
 	var failed atomic.Int64
 	for range 4 {
@@ -234,7 +264,9 @@ func TestRawEcho(t *testing.T) {
 	if s, err := roundTrip(c, "hello"); err != nil || s != "hello" {
 		t.Fatalf("%q %v", s, err)
 	}
-	p.DropNextAnswer()
+	if err := p.DropNextAnswer(t.Context()); err != nil {
+		t.Fatal(err)
+	}
 	_, err := roundTrip(c, "world")
 	if !errors.Is(err, syscall.ECONNRESET) {
 		t.Fatalf("got %v, want a connection reset", err)
@@ -361,7 +393,9 @@ func TestGraceWithoutAnswer(t *testing.T) {
 	t.Cleanup(func() { ln.Close(); wg.Wait() })
 	p := startProxy(t, ln.Addr().String())
 	p.SetGrace(50 * time.Millisecond)
-	p.DropNextAnswer()
+	if err := p.DropNextAnswer(t.Context()); err != nil {
+		t.Fatal(err)
+	}
 	c := dial(t, p.Addr())
 	if _, err := roundTrip(c, "x"); !errors.Is(err, syscall.ECONNRESET) {
 		t.Fatalf("got %v, want a reset after the grace", err)

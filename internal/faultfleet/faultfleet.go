@@ -487,8 +487,11 @@ func (r *runner) inject(ctx context.Context, p *faultproxy.Proxy, deadline time.
 		switch kinds[rng.Intn(len(kinds))] {
 		case FaultDrop:
 			r.cfg.Logf("faultfleet: drop next answers")
-			p.DropNextAnswer()
-			p.DropNextAnswer()
+			for range 2 {
+				if err := p.DropNextAnswer(ctx); err != nil {
+					return // ctx ended
+				}
+			}
 		case FaultFail:
 			r.cfg.Logf("faultfleet: fail next answer")
 			p.FailNextAnswer(r.cfg.FailAnswer)
