@@ -28,8 +28,8 @@
 // every worker of the fleet and keyed by host, whereas a Retry-After answers
 // one request from one client: a 429 is often a per-client or per-account
 // rate limit, and a restraint shortened to it would let every worker probe
-// early. Schedule that message's retry with RetryAfter instead; the circuit
-// opens, and recovers, on RecoveryDelay alone.
+// early. Schedule that message's retry with RetryAfter instead; an open
+// circuit stays restrained for RecoveryDelay whatever Retry-After says.
 package httpbreaker
 
 import (
