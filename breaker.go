@@ -32,6 +32,9 @@ type Verdict struct {
 	// HeldSince is the instant to pass back to Allow when asking again:
 	// the heldSince given, or now for a message held for the first time.
 	HeldSince time.Time
+	// claim is the RestrainedUntil this Probe's claim wrote: Abandon
+	// releases the claim only while the stored record still carries it.
+	claim time.Time
 }
 
 // Status is a host's stored state, as Breaker.Inspect reads it: a
@@ -358,8 +361,11 @@ func (b *Breaker) Allow(ctx context.Context, host string, heldSince time.Time) (
 		}
 	default:
 		v = Verdict{Decision: Decision(st.Decision), RetryAt: st.RetryAt}
-		if v.Decision == Hold {
+		switch v.Decision {
+		case Hold:
 			v.HeldSince = heldSince
+		case Probe:
+			v.claim = st.Record.RestrainedUntil
 		}
 	}
 	b.decided(ctx, host, v.Decision, cached)

@@ -94,10 +94,11 @@ func ExampleBreaker_Do() {
 	}
 	for range 2 {
 		err = breaker.Do(ctx, host, func(ctx context.Context) error { return post(ctx, m) })
-		if held, ok := errors.AsType[*kvbreaker.HeldError](err); ok {
-			fmt.Println("held for", time.Until(held.RetryAt).Round(time.Minute)) // requeue for held.RetryAt
+		if held, ok := errors.AsType[*kvbreaker.HeldError](err); ok && held.Decision == kvbreaker.Hold {
+			// Requeue for held.RetryAt, retrying under kvbreaker.WithHeldSince(ctx, held.HeldSince).
+			fmt.Println("held for", time.Until(held.RetryAt).Round(time.Minute))
 		} else if err != nil {
-			fmt.Println(err) // the delivery failed; the breaker counted it
+			fmt.Println(err) // failed (counted), or dropped at HoldLimit (kvbreaker.ErrDropped)
 		}
 	}
 	// README: end

@@ -2,6 +2,7 @@ package kvbreaker_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -55,4 +56,29 @@ func ExampleHostKey() {
 	// xn--bcher-kva.example
 	// mail.example:8025
 	// example.com
+}
+
+// A held message carries its first-hold instant into each retry's context;
+// Do drops it, without running fn, once it has been held for HoldLimit.
+func ExampleWithHeldSince() {
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	clock := func() time.Time { return now }
+	b, _ := kvbreaker.New(memory.New(memory.WithClock(clock)), kvbreaker.Settings{
+		Clock: clock, FailureThreshold: 1, RecoveryDelay: 30 * 24 * time.Hour, HoldLimit: 7 * 24 * time.Hour,
+	})
+	ctx := context.Background()
+	deliver := func(context.Context) error { return errors.New("connection refused") }
+
+	fmt.Println(b.Do(ctx, "inbox.example", deliver))
+	err := b.Do(ctx, "inbox.example", deliver)
+	held, _ := errors.AsType[*kvbreaker.HeldError](err)
+	fmt.Println("held:", errors.Is(err, kvbreaker.ErrHeld))
+
+	now = now.Add(7 * 24 * time.Hour)
+	err = b.Do(kvbreaker.WithHeldSince(ctx, held.HeldSince), "inbox.example", deliver)
+	fmt.Println("dropped:", errors.Is(err, kvbreaker.ErrDropped), "held:", errors.Is(err, kvbreaker.ErrHeld))
+	// Output:
+	// connection refused
+	// held: true
+	// dropped: true held: false
 }

@@ -48,7 +48,13 @@ func (o Outcome) String() string {
 //   - an error marked with Reachable is a ReachableFailure;
 //   - any other error is a Failure, an expired deadline included: a host
 //     that does not answer within the time it was given is how a dead host
-//     behind a black-holing network looks.
+//     behind a black-holing network looks, and were deadlines ignored such
+//     a host could never open the circuit.
+//
+// Do records this outcome, and httpbreaker's Transport applies the same
+// rule to a request's context before its own Classify looks at the
+// response, so one error means one thing in both. A probe whose outcome is
+// Ignore has its claim released (see Breaker.Abandon).
 func Classify(ctx context.Context, err error) Outcome {
 	switch {
 	case err == nil:

@@ -29,10 +29,10 @@ func ExampleTransport() {
 	for range 3 {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL, nil)
 		resp, err := client.Do(req)
-		if held, ok := errors.AsType[*httpbreaker.HeldError](err); ok {
-			fmt.Println("held: no request sent; ask again at RetryAt:", !held.RetryAt().IsZero())
+		if held, ok := errors.AsType[*kvbreaker.HeldError](err); ok {
+			fmt.Println("held: no request sent; ask again at RetryAt:", !held.RetryAt.IsZero())
 			// On retry, carry the first-hold instant so HoldLimit applies.
-			ctx = httpbreaker.WithHeldSince(ctx, held.HeldSince)
+			ctx = kvbreaker.WithHeldSince(ctx, held.HeldSince)
 			continue
 		}
 		if err != nil {

@@ -5,21 +5,36 @@
 //
 // Each request asks the Breaker first (the host key is kvbreaker.HostKey of
 // the request URL). Send and Probe forward the request to the base transport;
-// Hold returns a *HeldError (errors.Is(err, kvbreaker.ErrHeld)) without
-// touching the network; Drop returns a *DroppedError (errors.Is(err,
-// ErrDropped)). The outcome is recorded once, when the response headers
-// arrive or the round trip fails; response bodies are passed on untouched, so
-// streaming works.
+// Hold and Drop return a *kvbreaker.HeldError without touching the network,
+// matching kvbreaker.ErrHeld for a Hold and kvbreaker.ErrDropped for a Drop.
+// The outcome is recorded once, when the response headers arrive or the
+// round trip fails; response bodies are passed on untouched, so streaming
+// works.
+//
+// Outcomes follow kvbreaker.Classify, the rule Breaker.Do uses: a request
+// whose context was cancelled (whatever the cause: an errgroup sibling's
+// failure, a signal, a shutdown) records nothing, and a probe cancelled that
+// way has its claim released (kvbreaker.Breaker.Abandon) so another worker
+// may probe at once; an expired deadline, the client's Timeout included, is
+// a Failure, since a host that never answers shows itself only as timeouts.
+// Otherwise Transport.Classify maps the response.
 //
 // A held message's first-hold instant travels in the request context: pass
-// HeldError.HeldSince to WithHeldSince when retrying, so the Breaker's
-// HoldLimit can drop it in the end.
+// HeldError.HeldSince to kvbreaker.WithHeldSince when retrying, so the
+// Breaker's HoldLimit can drop it in the end.
+//
+// A 429 or 503 response's Retry-After does not change the breaker's
+// restraint, neither shortening nor extending it. The restraint is shared by
+// every worker of the fleet and keyed by host, whereas a Retry-After answers
+// one request from one client: a 429 is often a per-client or per-account
+// rate limit, and a restraint shortened to it would let every worker probe
+// early. Schedule that message's retry with RetryAfter instead; an open
+// circuit stays restrained for RecoveryDelay whatever Retry-After says.
 package httpbreaker
 
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -28,42 +43,12 @@ import (
 	"github.com/kvbreaker/kvbreaker"
 )
 
-// Outcome is what a round trip says about its host.
-type Outcome int8
-
-const (
-	// Success: the host answered as hoped (2xx, 3xx by default); the
-	// circuit closes.
-	Success Outcome = iota
-	// ReachableFailure: the host answered, so it is up, but the request
-	// failed (4xx by default, 429 included); the circuit closes.
-	ReachableFailure
-	// Failure: the host did not answer usefully (connection error, timeout,
-	// 5xx by default); it counts towards opening the circuit.
-	Failure
-	// Ignore: record nothing.
-	Ignore
-)
-
-// String returns "success", "reachable-failure", "failure" or "ignore".
-func (o Outcome) String() string {
-	switch o {
-	case Success:
-		return "success"
-	case ReachableFailure:
-		return "reachable-failure"
-	case Failure:
-		return "failure"
-	case Ignore:
-		return "ignore"
-	}
-	return "outcome(" + strconv.Itoa(int(o)) + ")"
-}
-
 // DefaultClassify is the classification a Transport uses when its Classify
 // is nil:
 //   - a round-trip error (refused connection, reset, TLS failure, timeout,
-//     an expired request deadline) is a Failure;
+//     an expired request deadline) is a Failure, unless the base transport
+//     marked it with kvbreaker.Reachable: the errors are classified as
+//     kvbreaker.Classify classifies them;
 //   - 5xx is a Failure, 503 with Retry-After included: the host says it
 //     cannot serve;
 //   - 429 and the other 4xx are a ReachableFailure: the host answered, so it
@@ -75,82 +60,31 @@ func (o Outcome) String() string {
 //
 // A request whose context was cancelled never reaches Classify (see
 // Transport).
-func DefaultClassify(resp *http.Response, err error) Outcome {
-	if err != nil || resp == nil {
-		return Failure
-	}
+func DefaultClassify(resp *http.Response, err error) kvbreaker.Outcome {
 	switch {
+	case err != nil:
+		// No context here: RoundTrip applies the cancellation rule first.
+		return kvbreaker.Classify(context.Background(), err)
+	case resp == nil:
+		return kvbreaker.Failure
 	case resp.StatusCode >= 500:
-		return Failure
+		return kvbreaker.Failure
 	case resp.StatusCode >= 400:
-		return ReachableFailure
-	default:
-		return Success
+		return kvbreaker.ReachableFailure
 	}
+	return kvbreaker.Success
 }
 
 // ErrNoBreaker is returned by a Transport whose Breaker is nil.
 var ErrNoBreaker = errors.New("httpbreaker: Transport.Breaker is nil")
 
-// ErrDropped is matched by the *DroppedError a Transport returns when the
-// Breaker drops a message held for its HoldLimit.
-var ErrDropped = errors.New("httpbreaker: request dropped: held for the hold limit")
-
-// DroppedError says a request was given up: it had been held since
-// HeldSince, for the Breaker's HoldLimit. It does not match kvbreaker.ErrHeld,
-// so a caller that retries held requests does not retry it.
-type DroppedError struct {
-	Host      string
-	HeldSince time.Time
-}
-
-func (e *DroppedError) Error() string {
-	return fmt.Sprintf("httpbreaker: request to %q dropped: held since %s, for the hold limit",
-		e.Host, e.HeldSince.Format(time.RFC3339Nano))
-}
-
-// Is matches ErrDropped.
-func (e *DroppedError) Is(target error) bool { return target == ErrDropped }
-
-// HeldError says a request was not sent because its host's circuit is open
-// or half-open with a probe in flight. It unwraps to the *kvbreaker.HeldError
-// (so errors.Is(err, kvbreaker.ErrHeld) holds) and carries the instant to
-// retry at and the first-hold instant to pass to WithHeldSince when
-// retrying.
-type HeldError struct {
-	Held *kvbreaker.HeldError
-	// HeldSince is Verdict.HeldSince: when this message was first held.
-	HeldSince time.Time
-}
-
-func (e *HeldError) Error() string { return "httpbreaker: " + e.Held.Error() }
-
-// Unwrap returns the *kvbreaker.HeldError.
-func (e *HeldError) Unwrap() error { return e.Held }
-
-// RetryAt is when to ask again.
-func (e *HeldError) RetryAt() time.Time { return e.Held.RetryAt }
-
-type heldSinceKey struct{}
-
-// WithHeldSince returns ctx carrying t, the instant a message was first held
-// (HeldError.HeldSince), for the Transport to pass to Breaker.Allow: without
-// it, every retry counts as a fresh message and HoldLimit never drops it.
-func WithHeldSince(ctx context.Context, t time.Time) context.Context {
-	return context.WithValue(ctx, heldSinceKey{}, t)
-}
-
-// HeldSince returns the instant WithHeldSince put in ctx, or zero.
-func HeldSince(ctx context.Context) time.Time {
-	t, _ := ctx.Value(heldSinceKey{}).(time.Time)
-	return t
-}
-
 // RetryAfter parses resp's Retry-After header (delay in seconds or an HTTP
 // date) into an instant, now plus the delay for the seconds form. It reports
 // false when resp is nil or the header is absent or invalid. A Transport
 // returns 429 and 503 responses as they are (a RoundTripper must); call
-// RetryAfter on them to learn when the host asks to be retried.
+// RetryAfter on them to learn when the host asks that request to be
+// retried. The Breaker's restraint does not follow it (see the package
+// documentation).
 func RetryAfter(resp *http.Response, now time.Time) (time.Time, bool) {
 	if resp == nil {
 		return time.Time{}, false
@@ -186,11 +120,13 @@ type Transport struct {
 	// Breaker decides and records. It must not be nil.
 	Breaker *kvbreaker.Breaker
 	// Classify maps a round trip's result to an Outcome. Nil means
-	// DefaultClassify. It is not called for a request whose context was
-	// cancelled (context.Canceled): that is the caller's choice, not the
-	// host's failure, and nothing is recorded. An expired deadline (the
+	// DefaultClassify. It is not called for a request that failed once its
+	// context was cancelled (ctx.Err() is context.Canceled, whatever
+	// context.Cause says): kvbreaker.Classify makes that Ignore, the
+	// caller's choice and not the host's failure. An expired deadline (the
 	// client's Timeout included) is the host being slow: it is classified.
-	Classify func(*http.Response, error) Outcome
+	// Ignore records nothing; for a probe it also releases the claim.
+	Classify func(*http.Response, error) kvbreaker.Outcome
 	// OnStoreError receives store errors that could not be returned with
 	// the response. Nil means a warning through slog.Default().
 	OnStoreError func(host string, err error)
@@ -216,22 +152,15 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return base.RoundTrip(req)
 	}
 	ctx := req.Context()
-	v, storeErr := t.Breaker.Allow(ctx, host, HeldSince(ctx))
-	switch v.Decision {
-	case kvbreaker.Hold:
+	v, storeErr := t.Breaker.Allow(ctx, host, kvbreaker.HeldSince(ctx))
+	if v.Decision == kvbreaker.Hold || v.Decision == kvbreaker.Drop {
 		closeBody(req) // RoundTrip must close it, even when not sending.
-		return nil, join(&HeldError{
-			Held:      &kvbreaker.HeldError{Host: host, Decision: v.Decision, RetryAt: v.RetryAt},
-			HeldSince: v.HeldSince,
-		}, storeErr)
-	case kvbreaker.Drop:
-		closeBody(req)
-		return nil, join(&DroppedError{Host: host, HeldSince: v.HeldSince}, storeErr)
+		return nil, join(&kvbreaker.HeldError{Host: host, Decision: v.Decision, RetryAt: v.RetryAt, HeldSince: v.HeldSince}, storeErr)
 	}
 	resp, rtErr := base.RoundTrip(req)
 	var recErr error
 	if !errors.Is(storeErr, kvbreaker.ErrInvalidKey) {
-		recErr = t.record(req, host, resp, rtErr)
+		recErr = t.record(ctx, host, v, resp, rtErr)
 	}
 	if rtErr != nil {
 		// The request's own error first: callers match it, and read it.
@@ -243,27 +172,28 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	return resp, nil
 }
 
-func (t *Transport) record(req *http.Request, host string, resp *http.Response, rtErr error) error {
-	ctx := req.Context()
-	if rtErr != nil && errors.Is(context.Cause(ctx), context.Canceled) {
+// record stores the round trip's outcome: kvbreaker.Classify's, when the
+// request's context was cancelled, Classify's otherwise.
+func (t *Transport) record(ctx context.Context, host string, v kvbreaker.Verdict, resp *http.Response, rtErr error) error {
+	o := kvbreaker.Classify(ctx, rtErr)
+	if o != kvbreaker.Ignore {
+		classify := t.Classify
+		if classify == nil {
+			classify = DefaultClassify
+		}
+		o = classify(resp, rtErr)
+	}
+	// The request's context may have ended (a timeout is still recorded, a
+	// cancelled probe still released); the Breaker bounds the store call
+	// with its CallTimeout.
+	rctx := context.WithoutCancel(ctx)
+	if o == kvbreaker.Ignore {
+		if v.Decision == kvbreaker.Probe {
+			return t.Breaker.Abandon(rctx, host, v)
+		}
 		return nil
 	}
-	classify := t.Classify
-	if classify == nil {
-		classify = DefaultClassify
-	}
-	// The request's context may have expired (a timeout is still recorded);
-	// the Breaker bounds the store call with its CallTimeout.
-	rctx := context.WithoutCancel(ctx)
-	switch classify(resp, rtErr) {
-	case Success:
-		return t.Breaker.Success(rctx, host)
-	case ReachableFailure:
-		return t.Breaker.ReachableFailure(rctx, host)
-	case Failure:
-		return t.Breaker.Failure(rctx, host)
-	}
-	return nil
+	return t.Breaker.Record(rctx, host, o)
 }
 
 // join returns err itself when there is nothing to add: errors.Join would

@@ -153,12 +153,12 @@ func TestDeadHostOpensThenHolds(t *testing.T) {
 		t.Fatalf("after %d refused connections: state %v, want open", threshold, st.State)
 	}
 	_, err := f.get(t, t.Context(), url)
-	var held *httpbreaker.HeldError
+	var held *kvbreaker.HeldError
 	if !errors.As(err, &held) || !errors.Is(err, kvbreaker.ErrHeld) {
 		t.Fatalf("err = %v, want a *HeldError matching kvbreaker.ErrHeld", err)
 	}
-	if want := f.clock.Now().Add(recovery); !held.RetryAt().Equal(want) {
-		t.Errorf("RetryAt = %v, want %v", held.RetryAt(), want)
+	if want := f.clock.Now().Add(recovery); !held.RetryAt.Equal(want) {
+		t.Errorf("RetryAt = %v, want %v", held.RetryAt, want)
 	}
 	if !held.HeldSince.Equal(f.clock.Now()) {
 		t.Errorf("HeldSince = %v, want now %v", held.HeldSince, f.clock.Now())
@@ -345,20 +345,20 @@ func TestHeldSinceInContextDrops(t *testing.T) {
 		_, _ = f.get(t, t.Context(), url)
 	}
 	_, err := f.get(t, t.Context(), url)
-	held, ok := errors.AsType[*httpbreaker.HeldError](err)
+	held, ok := errors.AsType[*kvbreaker.HeldError](err)
 	if !ok {
 		t.Fatalf("err = %v, want *HeldError", err)
 	}
 	f.clock.Advance(holdLimit + time.Second)
 	// The first-hold instant, carried by the context, makes Allow drop it.
-	_, err = f.get(t, httpbreaker.WithHeldSince(t.Context(), held.HeldSince), url)
-	if !errors.Is(err, httpbreaker.ErrDropped) || errors.Is(err, kvbreaker.ErrHeld) {
+	_, err = f.get(t, kvbreaker.WithHeldSince(t.Context(), held.HeldSince), url)
+	if !errors.Is(err, kvbreaker.ErrDropped) || errors.Is(err, kvbreaker.ErrHeld) {
 		t.Fatalf("err = %v, want ErrDropped (and not ErrHeld)", err)
 	}
 	// Control: without WithHeldSince the message counts as fresh (past the
 	// recovery delay it is elected probe and goes out).
 	_, err = f.get(t, t.Context(), url)
-	if errors.Is(err, httpbreaker.ErrDropped) {
+	if errors.Is(err, kvbreaker.ErrDropped) {
 		t.Fatalf("a fresh message was dropped: %v", err)
 	}
 }
@@ -514,22 +514,22 @@ func TestDefaultClassify(t *testing.T) {
 	for _, tc := range []struct {
 		code int
 		err  error
-		want httpbreaker.Outcome
+		want kvbreaker.Outcome
 	}{
-		{0, errors.New("connection refused"), httpbreaker.Failure},
-		{0, context.DeadlineExceeded, httpbreaker.Failure},
-		{500, nil, httpbreaker.Failure},
-		{503, nil, httpbreaker.Failure},
-		{599, nil, httpbreaker.Failure},
-		{400, nil, httpbreaker.ReachableFailure},
-		{404, nil, httpbreaker.ReachableFailure},
-		{428, nil, httpbreaker.ReachableFailure},
-		{429, nil, httpbreaker.ReachableFailure},
-		{499, nil, httpbreaker.ReachableFailure},
-		{200, nil, httpbreaker.Success},
-		{204, nil, httpbreaker.Success},
-		{301, nil, httpbreaker.Success},
-		{399, nil, httpbreaker.Success},
+		{0, errors.New("connection refused"), kvbreaker.Failure},
+		{0, context.DeadlineExceeded, kvbreaker.Failure},
+		{500, nil, kvbreaker.Failure},
+		{503, nil, kvbreaker.Failure},
+		{599, nil, kvbreaker.Failure},
+		{400, nil, kvbreaker.ReachableFailure},
+		{404, nil, kvbreaker.ReachableFailure},
+		{428, nil, kvbreaker.ReachableFailure},
+		{429, nil, kvbreaker.ReachableFailure},
+		{499, nil, kvbreaker.ReachableFailure},
+		{200, nil, kvbreaker.Success},
+		{204, nil, kvbreaker.Success},
+		{301, nil, kvbreaker.Success},
+		{399, nil, kvbreaker.Success},
 	} {
 		var resp *http.Response
 		if tc.err == nil {
@@ -545,9 +545,9 @@ func TestCustomClassify(t *testing.T) {
 	f := newFixture(t)
 	tr := f.client.Transport.(*httpbreaker.Transport)
 	// A user for whom 404 means the host lost its data: count it as down.
-	tr.Classify = func(resp *http.Response, err error) httpbreaker.Outcome {
+	tr.Classify = func(resp *http.Response, err error) kvbreaker.Outcome {
 		if resp != nil && resp.StatusCode == http.StatusNotFound {
-			return httpbreaker.Failure
+			return kvbreaker.Failure
 		}
 		return httpbreaker.DefaultClassify(resp, err)
 	}

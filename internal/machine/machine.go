@@ -169,6 +169,28 @@ func SuccessStep(rec record.Record) Step {
 	return st
 }
 
+// AbandonStep releases a probe claim whose delivery was given up (its caller
+// cancelled it): a probe that never reached the host says nothing about it,
+// and left in place the claim would hold every other delivery for
+// RecoveryDelay. claim is the RestrainedUntil the claiming AllowStep wrote.
+// If rec is still that claim (probing, restrained until claim), the next
+// record keeps the failures, drops the probe bit and ends the restraint at
+// now, so the next AllowStep anywhere elects a probe at once; the circuit
+// goes half-open → open. Otherwise (the probe was answered, taken over, or
+// the record replaced) another writer owns the record and nothing is
+// written.
+func AbandonStep(rec record.Record, claim, now time.Time) Step {
+	from := rec.State()
+	st := Step{From: from, To: from}
+	if !rec.Probing || claim.IsZero() || !rec.RestrainedUntil.Equal(claim) {
+		return st
+	}
+	st.Record = record.Record{Failures: rec.Failures, RestrainedUntil: now}
+	st.Write = WritePut
+	st.To = record.StateOpen
+	return st
+}
+
 // prune returns a new slice: failures plus now, in time order, without those
 // outside the window (default policy only), keeping the newest
 // HistoryLimit.
