@@ -9,7 +9,7 @@ import (
 )
 
 func TestAbandonStep(t *testing.T) {
-	c := testConfig(t, Settings{})
+	c := testConfig(t, Config{})
 	fs := failures(0, 1, 2, 3, 4)
 	claimedAt := at(30 * time.Minute)
 	claim := claimedAt.Add(c.RecoveryDelay)
