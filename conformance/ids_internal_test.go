@@ -36,7 +36,7 @@ func TestReliedOnNames(t *testing.T) {
 	}
 	for p, r := range reliedOn {
 		if got, ok := consts[r.name]; !ok || got != p {
-			t.Errorf("reliedOn[%q] is named %s, which holds %q", p, r.name, got)
+			t.Errorf("reliedOn[%q] is named %s, which holds %q", string(p), r.name, string(got))
 		}
 		if r.meaning == "" || promiseText[p] == "" {
 			t.Errorf("%s: no meaning or no text", r.name)
