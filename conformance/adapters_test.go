@@ -120,11 +120,11 @@ func TestAdaptersHarnessReachesTheBackend(t *testing.T) {
 		t.Fatalf("%v\n%s", err, rep)
 	}
 	for _, r := range rep.Results {
-		if r.Case != conformance.CaseStateTTL && r.Case != conformance.CaseReplaceTTL {
+		if r.Case != string(conformance.CaseStateTTL) && r.Case != string(conformance.CaseReplaceTTL) {
 			continue
 		}
 		if r.Skipped != "" || len(r.NotVerified) > 0 || len(r.Problems) > 0 {
-			t.Errorf("case %s through the prefixed harness: skipped %q, not verified %q, problems %v", r.Case, r.Skipped, r.NotVerified, r.Problems)
+			t.Errorf("case %s through the prefixed harness: skipped %q, not verified %v, problems %v", r.Case, r.Skipped, r.NotVerified, r.Problems)
 		}
 	}
 }

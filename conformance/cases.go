@@ -40,7 +40,7 @@ func init() {
 		{id: CaseOffGrid, promise: PromiseOffGrid, waits: true, run: checkOffGrid},
 		{id: CaseSkewedReader, promise: PromiseSkewedReader, waits: true, run: checkSkewedReader},
 		{id: CaseFleet, promise: PromiseFleet, run: checkFleet},
-		{id: CaseMargin, promise: PromiseMargin, kind: KindDeclaration, run: checkMargin},
+		{id: CaseMargin, promise: PromiseMargin, kind: kindDeclaration, run: checkMargin},
 		{id: CaseLostCAS, promise: PromiseLostCAS, atomic: true, alone: true, run: checkLostCAS},
 		{id: CaseLostDelete, promise: PromiseLostDelete, atomic: true, alone: true, run: checkLostDelete},
 		{id: CaseLostBreaker, promise: PromiseLostFailure, alone: true, run: checkLostFailure},

@@ -10,6 +10,7 @@ import (
 	"github.com/kvbreaker/kvbreaker/backends/memory"
 	"github.com/kvbreaker/kvbreaker/conformance"
 	"github.com/kvbreaker/kvbreaker/driver"
+	"github.com/kvbreaker/kvbreaker/internal/conformcheck"
 	"github.com/kvbreaker/kvbreaker/skew"
 )
 
@@ -38,15 +39,15 @@ func samplingHarness(newSample func() func(context.Context) (time.Time, time.Dur
 	return harness{make: func() driver.Store { return sampling{memory.New(), newSample()} }}
 }
 
-func clockResult(t *testing.T, rep *conformance.Report) conformance.Result {
+func clockResult(t *testing.T, rep *conformcheck.Report) conformcheck.Result {
 	t.Helper()
 	for _, r := range rep.Results {
-		if r.Case == conformance.CaseClockSampler {
+		if r.Case == string(conformance.CaseClockSampler) {
 			return r
 		}
 	}
 	t.Fatalf("no %s result:\n%s", conformance.CaseClockSampler, rep)
-	return conformance.Result{}
+	return conformcheck.Result{}
 }
 
 // TestClockSamplerPasses: correct samplers pass, this machine's clock and
@@ -125,7 +126,7 @@ func TestClockSamplerBroken(t *testing.T) {
 			rep, err := measure(t, samplingHarness(newSample), conformance.WithSkipSlow(true))
 			wantBroken(t, rep, err, conformance.CaseClockSampler, conformance.PromiseClockSampler)
 			for _, r := range rep.Results {
-				if r.Case != conformance.CaseClockSampler && len(r.Problems) > 0 {
+				if r.Case != string(conformance.CaseClockSampler) && len(r.Problems) > 0 {
 					t.Errorf("case %s failed too: %v", r.Case, r.Problems)
 				}
 			}

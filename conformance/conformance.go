@@ -14,91 +14,68 @@ import (
 
 	"github.com/kvbreaker/kvbreaker"
 	"github.com/kvbreaker/kvbreaker/driver"
+	"github.com/kvbreaker/kvbreaker/internal/conformcheck"
 	"github.com/kvbreaker/kvbreaker/internal/machine"
 )
 
-// Options are the suite's settings, as Report.Options shows them with
-// defaults applied. Set them with the With… Options; the zero value of
-// every field means its default.
-type Options struct {
-	// Goroutines race through CompareAndSwap in the linearizability case.
-	// Default 8.
-	Goroutines int
-	// Iterations is how many read-then-swap rounds each goroutine makes in
-	// the linearizability case. Default 40. The check has no false
-	// positives, but may miss a race that did not happen: raise it (and run
-	// under -race) for more confidence.
-	Iterations int
-	// ExpiryTTL is the short TTL the expiry cases write with. Default
-	// max(Traits().Expiry.MinTTL, 2 s).
-	ExpiryTTL time.Duration
-	// StateTTL is the long TTL the expiry cases also check: default, the
-	// StateTTL a Breaker with default Settings writes over this store
-	// (30 min 5 s for a store needing at most the default 5 s margin).
-	// It is checked through the harness's TimeAdvancer or
-	// LifetimeReporter, never waited for.
-	StateTTL time.Duration
-	// ClockSkew is the fleet's clock-skew bound δ, used by the Breaker-level
-	// cases and to report the TTLMargin a fleet needs. Default
-	// kvbreaker.DefaultClockSkew.
-	ClockSkew time.Duration
-	// SkipSlow skips the cases that wait in real time (expiry, staleness)
-	// when the harness cannot advance the backend's clock. Run sets it
-	// under go test -short. The report lists what was not verified.
-	SkipSlow bool
-	// Timeout bounds each case, within the caller's context. Default 2 min
-	// plus the waits the store's declared traits force (minimum TTL, read
-	// staleness).
-	Timeout time.Duration
-	// ReachTimeout bounds the first MakeStore and Get: a store that does
-	// not answer within it fails the first case, naming the harness's
-	// store, and every other case is skipped. Default 5 s.
-	ReachTimeout time.Duration
-	// Trials is how many randomised runs per margin the simulated-time
-	// margin case makes. Default 200.
-	Trials int
-	// CheckTimeout bounds one porcupine search in the linearizability case
-	// (default 1 min). A search that times out is retried on a fresh
-	// history, and the case reports inconclusive if it times out again.
-	CheckTimeout time.Duration
+// options are the suite's settings (conformcheck.Options documents each):
+// an adapter author sets them with the With… Options and Waive; the suite's
+// own tests and kvbreaker check also reach the rest through conformcheck.
+type options = conformcheck.Options
+
+// Option sets one of the suite's settings.
+type Option func(*options)
+
+// WithGoroutines sets how many goroutines race through CompareAndSwap in the
+// linearizability case (default 8).
+func WithGoroutines(n int) Option { return func(o *options) { o.Goroutines = n } }
+
+// WithIterations sets how many read-then-swap rounds each goroutine makes
+// in the linearizability case (default 40). The check finds no false
+// violations but can miss a race that did not happen: raise it, and run
+// under -race, for more confidence.
+func WithIterations(n int) Option { return func(o *options) { o.Iterations = n } }
+
+// WithExpiryTTL sets the short TTL the expiry cases write with (default
+// max(Traits().Expiry.MinTTL, 2 s)); a harness on fake time (TimeAdvancer)
+// can check expiry at a TTL of an hour.
+func WithExpiryTTL(d time.Duration) Option { return func(o *options) { o.ExpiryTTL = d } }
+
+// WithStateTTL sets the long TTL the expiry cases check through a
+// TimeAdvancer or LifetimeReporter, never waited for: by default the
+// StateTTL a Breaker with default Settings writes over the store (30 min
+// 5 s for a store needing at most the default 5 s margin). Set it to what
+// your Breakers' Settings make it.
+func WithStateTTL(d time.Duration) Option { return func(o *options) { o.StateTTL = d } }
+
+// WithClockSkew sets the fleet's clock-skew bound δ the Breaker-level cases
+// run with (default kvbreaker.DefaultClockSkew).
+func WithClockSkew(d time.Duration) Option { return func(o *options) { o.ClockSkew = d } }
+
+// WithSkipSlow skips the cases that wait in real time when the harness
+// cannot advance the backend's clock: the -short of Check. Run also skips
+// them under go test -short, whatever this says. What they would verify is
+// reported not verified, and does not fail the run.
+func WithSkipSlow(skip bool) Option { return func(o *options) { o.SkipSlow = skip } }
+
+// Waive accepts promise unverified: a harness that cannot give the suite
+// what verifying it needs (a TimeAdvancer or LifetimeReporter for the TTL a
+// Breaker writes, an AnswerDropper for lost answers, a ForeignPlanter)
+// says so here, with the reason, instead of Run and Check failing. Only the
+// promises a Breaker relies on that a harness can leave unverified can be
+// waived (the "not-verified" subtest names them, and the waiver each would
+// need); a waiver never excuses a broken promise. Run and Check fail when
+// reason is empty or promise is not one of those. The report lists every
+// waiver and its reason, and a case whose promise was waived is reported
+// WAIVED, never passed.
+func Waive(promise PromiseID, reason string) Option {
+	return func(o *options) {
+		o.Waivers = append(o.Waivers, conformcheck.Waiver{Promise: string(promise), Reason: reason})
+	}
 }
 
-// Option sets one of the suite's Options.
-type Option func(*Options)
-
-// WithGoroutines sets Options.Goroutines.
-func WithGoroutines(n int) Option { return func(o *Options) { o.Goroutines = n } }
-
-// WithIterations sets Options.Iterations.
-func WithIterations(n int) Option { return func(o *Options) { o.Iterations = n } }
-
-// WithExpiryTTL sets Options.ExpiryTTL.
-func WithExpiryTTL(d time.Duration) Option { return func(o *Options) { o.ExpiryTTL = d } }
-
-// WithStateTTL sets Options.StateTTL.
-func WithStateTTL(d time.Duration) Option { return func(o *Options) { o.StateTTL = d } }
-
-// WithClockSkew sets Options.ClockSkew.
-func WithClockSkew(d time.Duration) Option { return func(o *Options) { o.ClockSkew = d } }
-
-// WithSkipSlow sets Options.SkipSlow. Run also sets it under go test
-// -short, whatever this says.
-func WithSkipSlow(skip bool) Option { return func(o *Options) { o.SkipSlow = skip } }
-
-// WithTimeout sets Options.Timeout.
-func WithTimeout(d time.Duration) Option { return func(o *Options) { o.Timeout = d } }
-
-// WithReachTimeout sets Options.ReachTimeout.
-func WithReachTimeout(d time.Duration) Option { return func(o *Options) { o.ReachTimeout = d } }
-
-// WithTrials sets Options.Trials.
-func WithTrials(n int) Option { return func(o *Options) { o.Trials = n } }
-
-// WithCheckTimeout sets Options.CheckTimeout.
-func WithCheckTimeout(d time.Duration) Option { return func(o *Options) { o.CheckTimeout = d } }
-
-func resolve(opts []Option) Options {
-	var o Options
+func resolve(opts []func(*options)) options {
+	var o options
 	for _, f := range opts {
 		if f != nil {
 			f(&o)
@@ -107,7 +84,39 @@ func resolve(opts []Option) Options {
 	return o
 }
 
-func (o Options) withDefaults(t driver.Traits) Options {
+// checkWaivers returns why the waivers in o are not valid, or nil.
+func checkWaivers(o options) error {
+	var errs []error
+	seen := map[string]bool{}
+	for _, w := range o.Waivers {
+		p := PromiseID(w.Promise)
+		r, ok := reliedOn[p]
+		switch {
+		case !ok && promiseText[p] != "":
+			errs = append(errs, fmt.Errorf("conformance: Waive(%q): a promise the suite always verifies (or reports broken) cannot be waived; only these can: %s", w.Promise, waivable()))
+		case !ok:
+			errs = append(errs, fmt.Errorf("conformance: Waive(%q): no such promise; these can be waived: %s", w.Promise, waivable()))
+		case strings.TrimSpace(w.Reason) == "":
+			errs = append(errs, fmt.Errorf("conformance: Waive(conformance.%s, \"\"): a waiver needs a reason (why this store keeps the promise although the suite cannot check it)", r.name))
+		case seen[w.Promise]:
+			errs = append(errs, fmt.Errorf("conformance: conformance.%s is waived twice", r.name))
+		}
+		seen[w.Promise] = true
+	}
+	return errors.Join(errs...)
+}
+
+// waiver returns the reason promise was waived for, or "".
+func waiver(o options, promise PromiseID) string {
+	for _, w := range o.Waivers {
+		if w.Promise == string(promise) {
+			return w.Reason
+		}
+	}
+	return ""
+}
+
+func withDefaults(o options, t driver.Traits) options {
 	if o.Goroutines <= 0 {
 		o.Goroutines = 8
 	}
@@ -159,12 +168,22 @@ func defaultStateTTL(t driver.Traits) time.Duration {
 // time are skipped under go test -short unless the harness implements
 // TimeAdvancer; on real time they run concurrently, each on its own store,
 // and their subtests come after the others. Run logs the report (go test -v
-// shows it), and the "not-verified" subtest is skipped listing every promise
-// the run did not verify.
+// shows it).
+//
+// Run fails closed: a promise a Breaker relies on that the run could not
+// verify (the harness lacks the capability it needs) fails its case and the
+// final "not-verified" subtest, which names each such promise and the
+// Waive call that would accept it, unless the harness waives it. What is
+// left unverified only because of -short, and what a Breaker does not rely
+// on, is listed there as skipped, not failed. A case that verified less
+// than its promise is reported SKIP (WAIVED or NOT VERIFIED), never PASS.
 func Run(t *testing.T, newHarness HarnessMaker, opts ...Option) {
 	t.Helper()
-	o := resolve(opts)
+	o := resolve(funcs(opts))
 	o.SkipSlow = o.SkipSlow || testing.Short()
+	if err := checkWaivers(o); err != nil {
+		t.Fatal(err)
+	}
 	h, err := newHarness(t.Context(), t)
 	if err != nil {
 		t.Fatalf("conformance: making the harness: %v", err)
@@ -174,25 +193,38 @@ func Run(t *testing.T, newHarness HarnessMaker, opts ...Option) {
 	}
 	t.Cleanup(h.Close)
 	r := newRunner(t.Context(), h, o)
-	r.loop(t.Context(), func(c *testCase, do func(context.Context, *testing.T) Result) {
+	r.loop(t.Context(), func(i int, c *testCase, do func(context.Context, *testing.T) result) {
 		t.Run(string(c.id), func(t *testing.T) {
 			res := do(t.Context(), t)
-			r.rep.add(res)
+			r.rep.Add(i, res)
 			logResult(t, res)
 		})
 	})
 	t.Log("conformance report:\n" + r.rep.String())
 	t.Run("not-verified", func(t *testing.T) {
+		if err := notVerifiedErr(r.rep.Report); err != nil {
+			t.Error(err)
+			return
+		}
 		if nv := r.rep.NotVerified(); len(nv) > 0 {
-			t.Skipf("%d promise(s) not verified:\n%s", len(nv), strings.Join(nv, "\n"))
+			t.Skipf("%d promise(s) not verified, none a Breaker relies on without -short or a waiver:\n%s", len(nv), strings.Join(nv, "\n"))
 		}
 	})
 }
 
+// funcs turns Options into what conformcheck takes.
+func funcs(opts []Option) []func(*options) {
+	out := make([]func(*options), len(opts))
+	for i, o := range opts {
+		out[i] = o
+	}
+	return out
+}
+
 // logResult reports res on t, the subtest of its case.
-func logResult(t *testing.T, res Result) {
+func logResult(t *testing.T, res result) {
 	t.Helper()
-	if res.Kind == KindDeclaration {
+	if res.Kind == conformcheck.KindDeclaration {
 		t.Logf("%s checks the declared Traits against kvbreaker's TTL margin in simulation; it never calls the store", res.Case)
 	}
 	if res.Skipped != "" {
@@ -201,49 +233,132 @@ func logResult(t *testing.T, res Result) {
 	for _, n := range res.Notes {
 		t.Log(n)
 	}
-	for _, n := range res.NotVerified {
-		t.Log("NOT VERIFIED: " + n)
+	var skip []string
+	for _, g := range res.NotVerified {
+		switch {
+		case g.Blocks():
+			t.Errorf("NOT VERIFIED: %s: %s; a Breaker relies on it: give the harness what it needs, or waive it with %s, meaning %s", g.Promise, g.Detail, g.Waive, g.Meaning)
+		case g.Waived != "":
+			skip = append(skip, fmt.Sprintf("WAIVED: %s: %s (the harness: %s)", g.Promise, g.Detail, g.Waived))
+		case g.Excused != "":
+			skip = append(skip, fmt.Sprintf("NOT VERIFIED: %s: %s (%s)", g.Promise, g.Detail, g.Excused))
+		default:
+			skip = append(skip, fmt.Sprintf("NOT VERIFIED: %s: %s", g.Promise, g.Detail))
+		}
 	}
 	for _, p := range res.Problems {
 		t.Error(p)
 	}
-	if res.Inconclusive != "" && len(res.Problems) == 0 {
-		t.Skip("INCONCLUSIVE: " + res.Inconclusive)
+	if t.Failed() {
+		return
 	}
+	if res.Inconclusive != "" {
+		skip = append(skip, "INCONCLUSIVE: "+res.Inconclusive)
+	}
+	if len(skip) > 0 {
+		// Not PASS: the case did not verify all it checks.
+		t.Skip(strings.Join(skip, "\n"))
+	}
+}
+
+// ErrNotVerified is what Check's error matches (errors.Is) when a promise
+// a Breaker relies on was neither verified nor waived; the error names each
+// one and the Waive call that would accept it.
+var ErrNotVerified = errors.New("conformance: promises a Breaker relies on were not verified")
+
+// notVerifiedErr is the error for rep's blocking gaps, or nil.
+func notVerifiedErr(rep *conformcheck.Report) error {
+	cases, gaps := rep.Blocking()
+	if len(gaps) == 0 {
+		return nil
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d check(s) could not be made:", len(gaps))
+	waives := map[string]bool{}
+	var calls []string
+	for i, g := range gaps {
+		fmt.Fprintf(&b, "\n  - %s (%s), case %s: %s", g.Promise, g.PromiseText, cases[i], g.Detail)
+		if !waives[g.Promise] {
+			waives[g.Promise] = true
+			calls = append(calls, fmt.Sprintf("\n  %s\n      meaning %s", g.Waive, g.Meaning))
+		}
+	}
+	fmt.Fprintf(&b, "\nGive the harness the capability each names, or, if this store keeps the promise in a way the suite cannot check, waive it explicitly (the report then lists the waiver):%s", strings.Join(calls, ""))
+	return fmt.Errorf("%w: %s", ErrNotVerified, b.String())
 }
 
 // Check runs the suite's cases against the stores h makes and returns every
 // violation, joined, each a *Problem naming the case and the promise it
 // breaks (match with errors.Is(err, PromiseExpiredCAS)), or nil. It is the
-// form of Run that needs no *testing.T. Check does not close h.
+// form of Run that needs no *testing.T, and it fails closed as Run does: a
+// promise a Breaker relies on that the run could not verify, and the
+// harness did not waive, adds an error matching ErrNotVerified. Check does
+// not close h.
 func Check(ctx context.Context, h Harness, opts ...Option) error {
-	_, err := Measure(ctx, h, opts...)
-	return err
+	o := resolve(funcs(opts))
+	if err := checkWaivers(o); err != nil {
+		return err
+	}
+	rep, err := measure(ctx, h, o)
+	return errors.Join(err, notVerifiedErr(rep))
 }
 
-// Measure is Check also returning what it measured: per-case results,
-// observed expiry and staleness, round-trip times, and the TTLMargin the
-// store needs; `kvbreaker check` renders it. The error is the joined
-// violations, as Check returns them, and ctx's error if it ended first (the
-// report then lacks the cases not run); a Report is returned even when
-// there are violations.
-func Measure(ctx context.Context, h Harness, opts ...Option) (*Report, error) {
-	r := newRunner(ctx, h, resolve(opts))
-	r.loop(ctx, func(_ *testCase, do func(context.Context, *testing.T) Result) {
-		r.rep.add(do(ctx, nil))
+// measure is the engine behind Check and conformcheck.Measure: the report
+// and the joined violations, with ctx's error if it ended first.
+func measure(ctx context.Context, h Harness, o options) (*conformcheck.Report, error) {
+	if err := checkWaivers(o); err != nil {
+		return nil, err
+	}
+	r := newRunner(ctx, h, o)
+	r.loop(ctx, func(i int, _ *testCase, do func(context.Context, *testing.T) result) {
+		r.rep.Add(i, do(ctx, nil))
 	})
 	if err := ctx.Err(); err != nil {
-		return r.rep, errors.Join(r.rep.Err(), err)
+		return r.rep.Report, errors.Join(r.rep.Err(), err)
 	}
-	return r.rep, r.rep.Err()
+	return r.rep.Report, r.rep.Err()
 }
+
+func init() {
+	conformcheck.Register(&conformcheck.Engine{
+		Measure: func(ctx context.Context, h conformcheck.Harness, opts []func(*options)) (*conformcheck.Report, error) {
+			return measure(ctx, h, resolve(opts))
+		},
+		Cases: func() []string {
+			ids := make([]string, len(cases))
+			for i, c := range cases {
+				ids[i] = string(c.id)
+			}
+			return ids
+		},
+	})
+}
+
+// result is one case's outcome, as the report holds it.
+type result = conformcheck.Result
+
+// report is the run's report, with the unexported setters the cases call.
+type report struct{ *conformcheck.Report }
+
+func (r report) setExpiry(m expiryMeasurement) { r.SetExpiry(m) }
+func (r report) setStaleness(d time.Duration)  { r.SetStaleness(d) }
+func (r report) roundTrip(op string, d time.Duration) {
+	r.AddRoundTrip(op, d)
+}
+
+// expiryMeasurement is what the expiry case observed for one entry.
+type expiryMeasurement = conformcheck.ExpiryMeasurement
+
+// kindDeclaration marks the cases that check the declared Traits in
+// simulation, never calling the store.
+const kindDeclaration = conformcheck.KindDeclaration
 
 // testCase is one row of the suite: a behaviour, the promise it checks, and
 // the traits it needs.
 type testCase struct {
 	id      CaseID
 	promise PromiseID
-	kind    Kind
+	kind    conformcheck.Kind
 	// atomic: the case needs a real compare (skipped for last-writer-wins
 	// stores).
 	atomic bool
@@ -279,9 +394,9 @@ func (c *testCase) skip(r *runner) (why string, notPromised bool) {
 	return "", false
 }
 
-// result is the empty Result of case i.
-func (c *testCase) result(i int) Result {
-	return Result{Case: c.id, Promise: c.promise, Kind: c.kind, NeedsAtomic: c.atomic, order: i}
+// result is the empty result of c.
+func (c *testCase) result() result {
+	return result{Case: string(c.id), Promise: string(c.promise), PromiseText: c.promise.Text(), Kind: c.kind, NeedsAtomic: c.atomic}
 }
 
 // problem is a violation of promise found by c.
@@ -295,9 +410,9 @@ func (c *testCase) problem(promise PromiseID, format string, args ...any) error 
 // alone waits for them.
 type runner struct {
 	h      Harness
-	opts   Options
+	opts   options
 	traits driver.Traits
-	rep    *Report
+	rep    report
 	mu     sync.Mutex // guards spare
 	// makeMu serialises MakeStore: background cases start together, and a
 	// harness need not be safe for concurrent use.
@@ -314,7 +429,7 @@ type runner struct {
 	bg        sync.WaitGroup
 }
 
-func newRunner(ctx context.Context, h Harness, opts Options) *runner {
+func newRunner(ctx context.Context, h Harness, opts options) *runner {
 	r := &runner{h: h}
 	reach := opts.ReachTimeout
 	if reach <= 0 {
@@ -323,8 +438,8 @@ func newRunner(ctx context.Context, h Harness, opts Options) *runner {
 	rctx, cancel := context.WithTimeout(ctx, reach)
 	defer cancel()
 	r.down = r.reach(rctx, reach)
-	r.opts = opts.withDefaults(r.traits)
-	r.rep = newReport(r.traits, r.opts)
+	r.opts = withDefaults(opts, r.traits)
+	r.rep = report{conformcheck.NewReport(r.traits, r.opts)}
 	return r
 }
 
@@ -383,10 +498,10 @@ func describe(h Harness, s driver.Store) string {
 // shows one case (as a subtest under Run) and records its result; do runs
 // it, or waits for it if it ran in the background. Once ctx ends, cases not
 // started are not presented.
-func (r *runner) loop(ctx context.Context, present func(c *testCase, do func(context.Context, *testing.T) Result)) {
-	pending := make([]<-chan Result, len(cases))
+func (r *runner) loop(ctx context.Context, present func(i int, c *testCase, do func(context.Context, *testing.T) result)) {
+	pending := make([]<-chan result, len(cases))
 	for i := range cases {
-		pending[i] = r.start(ctx, i, &cases[i])
+		pending[i] = r.start(ctx, &cases[i])
 	}
 	phase := func(pick func(i int, c *testCase) bool) {
 		for i := range cases {
@@ -395,13 +510,13 @@ func (r *runner) loop(ctx context.Context, present func(c *testCase, do func(con
 				continue
 			}
 			if p := pending[i]; p != nil {
-				present(c, func(context.Context, *testing.T) Result { return <-p })
+				present(i, c, func(context.Context, *testing.T) result { return <-p })
 				continue
 			}
 			if ctx.Err() != nil {
 				continue
 			}
-			present(c, func(ctx context.Context, t *testing.T) Result { return r.run(ctx, i, c, t) })
+			present(i, c, func(ctx context.Context, t *testing.T) result { return r.run(ctx, c, t) })
 		}
 	}
 	phase(func(i int, c *testCase) bool { return pending[i] == nil && !c.alone })
@@ -412,7 +527,7 @@ func (r *runner) loop(ctx context.Context, present func(c *testCase, do func(con
 
 // start launches case i in the background if it waits in real time and the
 // harness cannot advance time; it returns nil for a case to run inline.
-func (r *runner) start(ctx context.Context, i int, c *testCase) <-chan Result {
+func (r *runner) start(ctx context.Context, c *testCase) <-chan result {
 	if c.alone {
 		return nil
 	}
@@ -422,16 +537,16 @@ func (r *runner) start(ctx context.Context, i int, c *testCase) <-chan Result {
 	if why, _ := c.skip(r); why != "" {
 		return nil
 	}
-	ch := make(chan Result, 1)
-	r.bg.Go(func() { ch <- r.run(ctx, i, c, nil) })
+	ch := make(chan result, 1)
+	r.bg.Go(func() { ch <- r.run(ctx, c, nil) })
 	return ch
 }
 
-// run runs case i now and returns its result; t is nil under Measure and
+// run runs case c now and returns its result; t is nil under Measure and
 // for background cases. A panic anywhere in the case (the harness's
 // MakeStore, the store, the case itself) fails the case, not the caller.
-func (r *runner) run(ctx context.Context, i int, c *testCase, t *testing.T) (res Result) {
-	res = c.result(i)
+func (r *runner) run(ctx context.Context, c *testCase, t *testing.T) (res result) {
+	res = c.result()
 	if c.id == CaseReachable {
 		if r.down != "" {
 			res.Problems = []error{c.problem(cmp.Or(r.downPromise, PromiseReachable), "%s", r.down)}
@@ -449,7 +564,7 @@ func (r *runner) run(ctx context.Context, i int, c *testCase, t *testing.T) (res
 	}
 	defer func() {
 		if p := recover(); p != nil {
-			res = c.result(i)
+			res = c.result()
 			res.Problems = []error{c.problem(PromiseNoPanic, "panic outside the case's calls to the store: %v", p)}
 		}
 	}()
@@ -507,13 +622,13 @@ type env struct {
 	raw    driver.Store
 	store  driver.Store // raw, timed and paced
 	traits driver.Traits
-	opts   Options
-	rep    *Report
+	opts   options
+	rep    report
 
 	mu           sync.Mutex
 	problems     []error
 	notes        []string
-	notVerified  []string
+	notVerified  []conformcheck.Gap
 	inconclusive string
 	advanced     time.Duration // moved on the harness's clock (TimeAdvancer)
 }
@@ -557,15 +672,43 @@ func (e *env) logf(format string, args ...any) {
 	e.mu.Unlock()
 }
 
-// notVerifiedf records something the case could not check, and why.
+// notVerifiedf records something of the case's promise the case could
+// not check, and why: a missing harness capability, a wait the run skips.
+// For a promise a Breaker relies on it fails the run unless waived, or
+// excused because the run skips real-time waits and the case waits in
+// real time.
 func (e *env) notVerifiedf(format string, args ...any) {
+	excused := ""
+	if e.opts.SkipSlow && (e.c.slow || e.c.waits) {
+		excused = "the run skips real-time waits (-short, WithSkipSlow); a run without fails unless it is verified or waived"
+	}
+	e.gap(excused, format, args...)
+}
+
+// undecidedf records a check the case made but could not decide within
+// what real time lets it measure (a probe that straddles a bound): not
+// verified, but no capability would change that, so it never fails the
+// run.
+func (e *env) undecidedf(format string, args ...any) {
+	e.gap("a measurement that real time left undecided, not a missing capability", format, args...)
+}
+
+func (e *env) gap(excused, format string, args ...any) {
+	p := e.c.promise
+	g := conformcheck.Gap{Promise: string(p), PromiseText: p.Text(), Detail: fmt.Sprintf(format, args...), Excused: excused}
+	if r, ok := reliedOn[p]; ok {
+		g.ReliedOn = true
+		g.Waived = waiver(e.opts, p)
+		g.Waive = fmt.Sprintf("conformance.Waive(conformance.%s, \"why this store keeps it\")", r.name)
+		g.Meaning = r.meaning
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.notVerified = append(e.notVerified, fmt.Sprintf(format, args...))
+	e.notVerified = append(e.notVerified, g)
 }
 
 // result fills res with what the case recorded.
-func (e *env) result(res Result) Result {
+func (e *env) result(res result) result {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	res.Problems = slices.Clone(e.problems)
@@ -595,7 +738,7 @@ func sleep(ctx context.Context, d time.Duration) error {
 // the interval (plus a tenth) after the previous write to its key returned.
 type timedStore struct {
 	driver.Store
-	rep  *Report
+	rep  report
 	pace time.Duration
 	// panicked records a panic of the store, which the call turns into an
 	// error: a case's goroutines call the store too, and a panic there

@@ -14,6 +14,7 @@ import (
 	"github.com/kvbreaker/kvbreaker/backends/memory"
 	"github.com/kvbreaker/kvbreaker/conformance"
 	"github.com/kvbreaker/kvbreaker/driver"
+	"github.com/kvbreaker/kvbreaker/internal/conformcheck"
 	"github.com/kvbreaker/kvbreaker/skew"
 )
 
@@ -57,12 +58,18 @@ func advancingHarness(wrap func(*memory.Store) driver.Store) *advancing {
 
 func plain(s *memory.Store) driver.Store { return s }
 
-// measure runs the suite through Measure, the no-*testing.T form.
-func measure(t *testing.T, h conformance.Harness, opts ...conformance.Option) (*conformance.Report, error) {
+// measure runs the suite through conformcheck.Measure, the no-*testing.T
+// form that returns the report (and, unlike Check, does not fail for what
+// it could not verify).
+func measure(t *testing.T, h conformance.Harness, opts ...conformance.Option) (*conformcheck.Report, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	rep, err := conformance.Measure(ctx, h, opts...)
+	fs := make([]func(*conformcheck.Options), len(opts))
+	for i, o := range opts {
+		fs[i] = o
+	}
+	rep, err := conformcheck.Measure(ctx, h, fs...)
 	if rep == nil {
 		t.Fatalf("Measure returned no report: %v", err)
 	}
@@ -71,7 +78,7 @@ func measure(t *testing.T, h conformance.Harness, opts ...conformance.Option) (*
 
 // wantBroken checks that case c reported breaking promise, in its Result
 // and in the error, both matched with errors.Is.
-func wantBroken(t *testing.T, rep *conformance.Report, err error, c conformance.CaseID, promise conformance.PromiseID) {
+func wantBroken(t *testing.T, rep *conformcheck.Report, err error, c conformance.CaseID, promise conformance.PromiseID) {
 	t.Helper()
 	if err == nil {
 		t.Fatalf("the suite found nothing wrong; want case %s to report %q\n%s", c, promise, rep)
@@ -80,7 +87,7 @@ func wantBroken(t *testing.T, rep *conformance.Report, err error, c conformance.
 		t.Errorf("errors.Is(err, %q) = false for %v", promise, err)
 	}
 	for _, res := range rep.Results {
-		if res.Case != c {
+		if res.Case != string(c) {
 			continue
 		}
 		for _, p := range res.Problems {
@@ -95,9 +102,26 @@ func wantBroken(t *testing.T, rep *conformance.Report, err error, c conformance.
 	t.Fatalf("case %s did not run; results: %+v", c, rep.Results)
 }
 
+// capableHarness makes plain memory stores with every capability an
+// in-process store can have: it plants foreign values (foreignHarness) and
+// reports lifetimes (memory's driver.ExpiryReader).
+type capableHarness struct{ *foreignHarness }
+
+func newCapable() capableHarness {
+	return capableHarness{&foreignHarness{wrap: plain, raw: map[driver.Store]*memory.Store{}}}
+}
+
+func (capableHarness) Lifetime(ctx context.Context, s driver.Store, key string) (time.Duration, error) {
+	er, ok := s.(driver.ExpiryReader)
+	if !ok {
+		return 0, fmt.Errorf("%T is no driver.ExpiryReader", s)
+	}
+	return er.Expiry(ctx, key)
+}
+
 func TestMemoryPassesCheck(t *testing.T) {
 	t.Parallel()
-	if err := conformance.Check(t.Context(), memoryHarness(plain)); err != nil {
+	if err := conformance.Check(t.Context(), newCapable()); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -440,10 +464,10 @@ func TestDistortedStoresConform(t *testing.T) {
 				t.Fatalf("%v\n%s", err, rep)
 			}
 			for _, r := range rep.Results {
-				if r.Case == conformance.CaseLinearizable && tr.Atomic != (r.Skipped == "") {
+				if r.Case == string(conformance.CaseLinearizable) && tr.Atomic != (r.Skipped == "") {
 					t.Errorf("linearizability for Atomic=%v: skipped %q", tr.Atomic, r.Skipped)
 				}
-				if r.Skipped != "" && !strings.Contains(r.Skipped, "Traits().Atomic == false") && r.Case != conformance.CaseClockSampler {
+				if r.Skipped != "" && !strings.Contains(r.Skipped, "Traits().Atomic == false") && r.Case != string(conformance.CaseClockSampler) {
 					t.Errorf("%s skipped without naming the trait: %q", r.Case, r.Skipped)
 				}
 			}

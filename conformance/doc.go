@@ -1,6 +1,6 @@
 // Package conformance is kvbreaker's public test suite for driver.Store
-// adapters: Run for go test, Check and Measure (one case loop behind all
-// three) for live stores (kvbreaker check).
+// adapters: Run for go test, Check for a live store without a *testing.T
+// (kvbreaker check runs the same case loop and renders what it measured).
 //
 // The contract it checks is package driver's (go doc -all
 // github.com/kvbreaker/kvbreaker/driver); the walkthrough of writing an
@@ -16,5 +16,7 @@
 // PromiseID it breaks (errors.Is). A Harness makes a store over a fresh
 // keyspace per case; optional capabilities (TimeAdvancer, LifetimeReporter,
 // SkewedStoreMaker, AnswerDropper with package faultproxy, ForeignPlanter,
-// Describer) widen what is verified, and the report lists what was not.
+// Describer) widen what is verified. A promise a Breaker relies on that a
+// run could not verify fails it, unless the harness accepts the gap with
+// Waive and a reason; the report lists every waiver.
 package conformance

@@ -76,7 +76,7 @@ func (x *expiring) defaults(e *env) {
 
 // expire writes key with the expiry TTL and measures when it vanishes, in
 // real time or by advancing the harness's clock.
-func (e *env) expire(ctx context.Context, key string) (driver.Version, ExpiryMeasurement, bool) {
+func (e *env) expire(ctx context.Context, key string) (driver.Version, expiryMeasurement, bool) {
 	return e.measure(ctx, expiring{key: key, ttl: e.opts.ExpiryTTL})
 }
 
@@ -84,13 +84,13 @@ func (e *env) expire(ctx context.Context, key string) (driver.Version, ExpiryMea
 // time or by advancing the harness's clock. It reports entries that vanish
 // too early or too late, and returns the version written and whether the
 // entry is now gone.
-func (e *env) measure(ctx context.Context, x expiring) (driver.Version, ExpiryMeasurement, bool) {
+func (e *env) measure(ctx context.Context, x expiring) (driver.Version, expiryMeasurement, bool) {
 	x.defaults(e)
 	if adv, ok := e.h.(TimeAdvancer); ok {
 		return e.measureAdvancing(ctx, adv, x)
 	}
 	eff, lo, hi := e.windowFor(x.ttl)
-	meas := ExpiryMeasurement{TTL: x.ttl, Effective: eff}
+	meas := expiryMeasurement{TTL: x.ttl, Effective: eff}
 	start := time.Now()
 	ver, ok := x.write(ctx)
 	ret := time.Now()
@@ -153,9 +153,9 @@ func (e *env) measure(ctx context.Context, x expiring) (driver.Version, ExpiryMe
 // began. An entry is early only if it is gone while even that upper bound is
 // below lo, so the probes approach lo in few, large steps, keeping the real
 // time they take small.
-func (e *env) measureAdvancing(ctx context.Context, adv TimeAdvancer, x expiring) (driver.Version, ExpiryMeasurement, bool) {
+func (e *env) measureAdvancing(ctx context.Context, adv TimeAdvancer, x expiring) (driver.Version, expiryMeasurement, bool) {
 	eff, lo, hi := e.windowFor(x.ttl)
-	meas := ExpiryMeasurement{TTL: x.ttl, Effective: eff, Advanced: true}
+	meas := expiryMeasurement{TTL: x.ttl, Effective: eff, Advanced: true}
 	if x.advanceFirst > 0 {
 		// A phase for the write relative to the backend's clock.
 		if err := e.advance(ctx, adv, x.advanceFirst); err != nil {
@@ -177,7 +177,7 @@ func (e *env) measureAdvancing(ctx context.Context, adv TimeAdvancer, x expiring
 	// time the approach takes is never counted as slack in the verdict.
 	cost := time.Since(start) // a probe costs about a round trip or two
 	at := time.Duration(0)
-	gone := func(isPresent bool) (driver.Version, ExpiryMeasurement, bool, bool) {
+	gone := func(isPresent bool) (driver.Version, expiryMeasurement, bool, bool) {
 		if isPresent {
 			meas.Min = at
 			return 0, meas, false, false
@@ -197,7 +197,7 @@ func (e *env) measureAdvancing(ctx context.Context, adv TimeAdvancer, x expiring
 				meas.Early = max(0, eff-g)
 			}
 		case at < lo:
-			e.notVerifiedf("%q %s: gone at a probe after %v advanced and %v of real time, which straddles the earliest permitted %v: not early only to within the real time",
+			e.undecidedf("%q %s: gone at a probe after %v advanced and %v of real time, which straddles the earliest permitted %v: not early only to within the real time",
 				x.key, x.what, at, time.Since(start).Round(time.Millisecond), lo)
 		}
 		return ver, meas, true, true

@@ -104,7 +104,7 @@ func TestForeignValue(t *testing.T) {
 				return
 			}
 			for _, res := range rep.Results {
-				if res.Case == conformance.CaseForeign && (len(res.Problems) > 0 || len(res.NotVerified) > 0) {
+				if res.Case == string(conformance.CaseForeign) && (len(res.Problems) > 0 || len(res.NotVerified) > 0) {
 					t.Fatalf("foreign-value-replaced over memory: %v, not verified %v", res.Problems, res.NotVerified)
 				}
 			}

@@ -10,6 +10,7 @@ import (
 	"github.com/kvbreaker/kvbreaker/backends/memory"
 	"github.com/kvbreaker/kvbreaker/conformance"
 	"github.com/kvbreaker/kvbreaker/driver"
+	"github.com/kvbreaker/kvbreaker/internal/conformcheck"
 )
 
 // errNil is what a Redis client returns for a missing key (redis.Nil),
@@ -55,7 +56,7 @@ func TestGetMissingWrongError(t *testing.T) {
 // answer still reads as not answering, under PromiseReachable.
 func TestGetMissingSilent(t *testing.T) {
 	t.Parallel()
-	rep, err := measure(t, memoryHarness(func(s *memory.Store) driver.Store { return hung{s} }), conformance.WithReachTimeout(200*time.Millisecond))
+	rep, err := measure(t, memoryHarness(func(s *memory.Store) driver.Store { return hung{s} }), conformcheck.WithReachTimeout(200*time.Millisecond))
 	wantBroken(t, rep, err, conformance.CaseReachable, conformance.PromiseReachable)
 	if !strings.Contains(err.Error(), "did not answer Get within 200ms") {
 		t.Errorf("the problem does not say the store did not answer: %v", err)

@@ -43,8 +43,8 @@ type TimeAdvancer interface {
 // minus now(), DynamoDB's purge attribute minus now, Workers KV's expiration
 // minus now. With it the suite checks expiry at the TTLs a Breaker really
 // writes (30 min 5 s by default) without waiting for them. A harness with
-// neither this nor TimeAdvancer leaves those promises "not verified" in the
-// report.
+// neither this nor TimeAdvancer cannot verify those promises, and Run fails
+// unless it waives them (Waive).
 type LifetimeReporter interface {
 	// Lifetime returns the remaining lifetime of key as written through s
 	// (a store this harness made): the time from now until no reader can

@@ -1,10 +1,14 @@
 package conformance
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
 
-// CaseID names a case of the suite. It is the subtest name under Run and
-// Result.Case under Measure, and it does not change when a case's wording
-// does: match on it, not on text.
+// CaseID names a case of the suite. It is the subtest name under Run (go
+// test -run TestConformance/expiry) and Problem.Case under Check, and it
+// does not change when a case's wording does: match on it, not on text.
 type CaseID string
 
 // The suite's cases, in the order they run.
@@ -53,7 +57,8 @@ func Cases() []CaseID {
 //
 // A PromiseID is also an error: every problem a run reports wraps the
 // promise it breaks, so errors.Is(err, conformance.PromiseExpiredCAS) says
-// whether Check's or Measure's error, or one of Result.Problems, breaks it.
+// whether Check's error breaks it. Waive takes one, for the promises a
+// harness may be unable to verify.
 type PromiseID string
 
 // The promises the suite checks.
@@ -143,6 +148,43 @@ var promiseText = map[PromiseID]string{
 	PromiseLostFailure:            "a Breaker must count a failure once when the store's answer to its write was lost",
 }
 
+// reliedOn lists, in one place, the promises a Breaker relies on that a
+// run can leave unverified: the expiry a record's restraint depends on
+// (the TTL a Breaker writes, its replacement on every write, rounding up,
+// the padding for a reader behind, expiry at all), lost answers (a failure
+// counted twice, a probe's own write taken for a rival's), and data no
+// Breaker wrote (which must never stop a circuit opening). Run and Check
+// fail while one of them is not verified, unless the harness waives it
+// (Waive); name is the constant's Go name, for the Waive call the report
+// suggests, and meaning is what the waiver accepts unchecked.
+var reliedOn = map[PromiseID]struct{ name, meaning string }{
+	PromiseExpiryWindow:  {"PromiseExpiryWindow", "trusting, unmeasured, that an entry vanishes within the window the declared expiry model allows, on which the TTLMargin a Breaker adds is computed"},
+	PromiseNotEarly:      {"PromiseNotEarly", "trusting that no entry vanishes before its TTL minus Early and Granularity: one that does ends a circuit's restraint early"},
+	PromiseNotLate:       {"PromiseNotLate", "trusting that an entry vanishes by its TTL plus Granularity (and Late): one that lingers keeps a circuit open after its restraint"},
+	PromiseExpiredGet:    {"PromiseExpiredGet", "trusting that Get treats an expired entry as absent"},
+	PromiseExpiredCAS:    {"PromiseExpiredCAS", "trusting that CompareAndSwap treats an expired entry as absent"},
+	PromiseExpiredDelete: {"PromiseExpiredDelete", "trusting that CompareAndDelete treats an expired entry as absent"},
+	PromiseStateTTL:      {"PromiseStateTTL", "trusting, unchecked, that a record written with the StateTTL a Breaker writes (30 min 5 s by default) lives that long: a store that caps or truncates long TTLs drops a circuit's restraint early and turns its half-open probe into a plain send"},
+	PromiseReplaceTTL:    {"PromiseReplaceTTL", "trusting that every write replaces the TTL: a store that keeps the creating write's TTL drops a record while its restraint runs"},
+	PromiseOffGrid:       {"PromiseOffGrid", "trusting that TTLs are rounded up to the granularity, never truncated: truncation expires a record up to one grid step before its restraint ends"},
+	PromiseSkewedReader:  {"PromiseSkewedReader", "trusting that a padded store keeps the physical copy for a reader MaxClockSkew behind, which otherwise finds no record while its clock still counts the circuit open"},
+	PromiseReadStaleness: {"PromiseReadStaleness", "trusting that a Get sees a completed write within the declared ReadStaleness"},
+	PromiseLostCAS:       {"PromiseLostCAS", "trusting that a CompareAndSwap whose answer was lost never reports a conflict with its own write (a Breaker would count its failure twice, or take its own probe for a rival's)"},
+	PromiseLostDelete:    {"PromiseLostDelete", "trusting that a CompareAndDelete whose answer was lost never reports the key not found"},
+	PromiseLostFailure:   {"PromiseLostFailure", "trusting that a Breaker counts a failure once when the store's answer to its write was lost"},
+	PromiseForeign:       {"PromiseForeign", "trusting that data another program left at a Breaker's key is replaced by the next write and never stops a circuit opening"},
+}
+
+// waivable lists the promises Waive accepts, as Go names.
+func waivable() string {
+	var names []string
+	for _, r := range reliedOn {
+		names = append(names, r.name)
+	}
+	slices.Sort(names)
+	return strings.Join(names, ", ")
+}
+
 // Text is the promise in words, as reports print it. It may be reworded;
 // the PromiseID does not change.
 func (p PromiseID) Text() string {
@@ -156,34 +198,9 @@ func (p PromiseID) Text() string {
 // therefore prints a PromiseID as its text; string(p) is the ID.
 func (p PromiseID) Error() string { return p.Text() }
 
-// Kind says what a case checks.
-type Kind int8
-
-const (
-	// KindStore cases call the store, directly or through Breakers over
-	// it: a failure is the adapter's (or its declaration's, measured
-	// against it).
-	KindStore Kind = iota
-	// KindDeclaration cases never call the store: they check that the
-	// declared Traits and kvbreaker's TTL margin fit together, in
-	// simulation. A pass says nothing about the adapter.
-	KindDeclaration
-)
-
-// String returns "store" or "declaration".
-func (k Kind) String() string {
-	switch k {
-	case KindStore:
-		return "store"
-	case KindDeclaration:
-		return "declaration"
-	}
-	return fmt.Sprintf("Kind(%d)", int8(k))
-}
-
 // Problem is one violation a case found: the case, the promise it breaks,
-// and what was seen. Result.Problems and the error of Check and Measure hold
-// *Problem values; errors.Is(p, p.Promise) is true.
+// and what was seen. The error Check returns holds *Problem values;
+// errors.Is(p, p.Promise) is true.
 type Problem struct {
 	Case    CaseID
 	Promise PromiseID

@@ -115,7 +115,7 @@ const linearizableAttempts = 3
 // checkLinearizable races Goroutines workers through read-then-swap rounds
 // on one key (with an occasional compare-and-delete) and checks the history
 // with porcupine. It has no false positives; a race that did not happen is
-// not found, so raise Options.Iterations and run under -race for more. A
+// not found, so raise WithIterations and run under -race for more. A
 // search that times out proves nothing: the case retries on a fresh history
 // and, if every search times out, reports itself inconclusive, not passed.
 func checkLinearizable(ctx context.Context, e *env) {
@@ -128,7 +128,7 @@ func checkLinearizable(ctx context.Context, e *env) {
 		}
 	}
 	e.mu.Lock()
-	e.inconclusive = fmt.Sprintf("porcupine's search timed out (%v each) on %d fresh histories; raise Options.CheckTimeout or lower Iterations", e.opts.CheckTimeout, linearizableAttempts)
+	e.inconclusive = fmt.Sprintf("porcupine's search timed out (%v each) on %d fresh histories; lower WithIterations or WithGoroutines", e.opts.CheckTimeout, linearizableAttempts)
 	e.mu.Unlock()
 }
 

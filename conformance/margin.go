@@ -39,7 +39,7 @@ func checkMargin(ctx context.Context, e *env) {
 	// A pass at the required margin means something only if the same
 	// experiment catches the demotions one tick below it.
 	if below.Due == 0 || below.Demoted == 0 {
-		e.errorf(PromiseMarginPower, "%v: with no demotion below the margin, none at the margin proves nothing (raise Options.Trials)", below)
+		e.errorf(PromiseMarginPower, "%v: with no demotion below the margin, none at the margin proves nothing (the experiment needs more trials than it ran)", below)
 	}
 }
 

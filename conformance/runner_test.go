@@ -13,6 +13,7 @@ import (
 	"github.com/kvbreaker/kvbreaker/backends/memory"
 	"github.com/kvbreaker/kvbreaker/conformance"
 	"github.com/kvbreaker/kvbreaker/driver"
+	"github.com/kvbreaker/kvbreaker/internal/conformcheck"
 )
 
 // coarse declares a one-second granularity over a memory store.
@@ -103,7 +104,7 @@ func TestPanicsAreProblems(t *testing.T) {
 		rep, err := measure(t, memoryHarness(func(s *memory.Store) driver.Store { return panicky{s, "cas"} }), conformance.WithSkipSlow(true))
 		wantBroken(t, rep, err, conformance.CaseLinearizable, conformance.PromiseNoPanic)
 		for _, r := range rep.Results {
-			if r.Case == conformance.CaseLostBreaker && r.Skipped == "" && !r.Passed() {
+			if r.Case == string(conformance.CaseLostBreaker) && r.Skipped == "" && !r.Passed() {
 				t.Errorf("the case after the panic did not run cleanly: %+v", r)
 			}
 		}
@@ -134,7 +135,7 @@ func TestResultsCarryIDs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ids := conformance.Cases()
+	ids := conformcheck.Cases()
 	if len(rep.Results) != len(ids) {
 		t.Fatalf("%d results for %d cases", len(rep.Results), len(ids))
 	}
@@ -142,10 +143,10 @@ func TestResultsCarryIDs(t *testing.T) {
 		if r.Case != ids[i] {
 			t.Errorf("result %d is case %q, want %q", i, r.Case, ids[i])
 		}
-		if r.Promise == "" || r.Promise.Text() == string(r.Promise) {
+		if r.Promise == "" || r.PromiseText == r.Promise {
 			t.Errorf("case %s: promise %q has no text", r.Case, r.Promise)
 		}
-		if want := r.Case == conformance.CaseMargin; (r.Kind == conformance.KindDeclaration) != want {
+		if want := r.Case == string(conformance.CaseMargin); (r.Kind == conformcheck.KindDeclaration) != want {
 			t.Errorf("case %s: kind %v", r.Case, r.Kind)
 		}
 	}
@@ -163,13 +164,35 @@ func TestRunHelper(t *testing.T) {
 	if mode == "" {
 		t.Skip("run by TestRunOneLoop")
 	}
-	conformance.Run(t, func(context.Context, *testing.T) (conformance.Harness, error) {
-		if mode == "panic" {
-			return memoryHarness(func(s *memory.Store) driver.Store { return panicky{s, "delete"} }), nil
+	var opts []conformance.Option
+	mk := func() conformance.Harness { return newCapable() }
+	switch mode {
+	case "panic":
+		mk = func() conformance.Harness {
+			return memoryHarness(func(s *memory.Store) driver.Store { return panicky{s, "delete"} })
 		}
-		return memoryHarness(plain), nil
-	})
+	case "bare":
+		mk = func() conformance.Harness { return memoryHarness(plain) }
+	case "capped":
+		mk = func() conformance.Harness {
+			return memoryHarness(func(s *memory.Store) driver.Store { return capped{s} })
+		}
+	case "waived":
+		mk = func() conformance.Harness { return memoryHarness(plain) }
+		opts = append(opts, conformance.Waive(conformance.PromiseStateTTL, stateTTLWaiver),
+			conformance.Waive(conformance.PromiseForeign, foreignWaiver))
+	case "no-reason":
+		mk = func() conformance.Harness { return memoryHarness(plain) }
+		opts = append(opts, conformance.Waive(conformance.PromiseStateTTL, " "))
+	}
+	conformance.Run(t, func(context.Context, *testing.T) (conformance.Harness, error) { return mk(), nil }, opts...)
 }
+
+// The reasons the waived runs give.
+const (
+	stateTTLWaiver = "memory keeps every TTL exactly (checked on fake time by backends/memory)"
+	foreignWaiver  = "an in-process store holds only what this process's Breakers wrote"
+)
 
 // TestRunOneLoop runs Run in a child process: under -short it skips the
 // cases that wait in real time (Run used to honour -short only through a
@@ -182,13 +205,14 @@ func TestRunOneLoop(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts the test binary twice")
 	}
-	run := func(mode string) (string, error) {
-		cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^TestRunHelper$", "-test.v", "-test.short", "-test.count=1")
+	run := func(mode string, args ...string) (string, error) {
+		args = append([]string{"-test.run=^TestRunHelper$", "-test.v", "-test.count=1"}, args...)
+		cmd := exec.CommandContext(t.Context(), os.Args[0], args...)
 		cmd.Env = append(os.Environ(), runHelperEnv+"="+mode)
 		out, err := cmd.CombinedOutput()
 		return string(out), err
 	}
-	out, err := run("plain")
+	out, err := run("plain", "-test.short")
 	if err != nil {
 		t.Fatalf("Run on a memory store failed: %v\n%s", err, out)
 	}
@@ -205,7 +229,7 @@ func TestRunOneLoop(t *testing.T) {
 	if strings.Contains(out, "TestRunHelper/report") {
 		t.Errorf("the report is still a subtest:\n%s", out)
 	}
-	out, err = run("panic")
+	out, err = run("panic", "-test.short")
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.ExitCode() != 1 {
 		t.Fatalf("Run over a panicking store: %v, want exit status 1\n%s", err, out)
@@ -222,4 +246,93 @@ func TestRunOneLoop(t *testing.T) {
 	if strings.Contains(out, "goroutine ") {
 		t.Errorf("the panic escaped:\n%s", out)
 	}
+}
+
+// TestRunFailsClosed: Run over a bare memory store, through a harness with
+// none of the capabilities (no TimeAdvancer or LifetimeReporter, no
+// ForeignPlanter), fails, naming each unverified promise a Breaker relies
+// on and the Waive call that would accept it, and prints no PASS for the
+// state-ttl case; so does a store that caps every TTL at a minute, which
+// that case cannot catch without a capability. With the waivers the run
+// passes, the cases report WAIVED (SKIP, not PASS), and the report shows
+// each waiver's reason. A waiver without a reason fails the run. Before
+// Run failed closed, the bare and capped runs passed with "--- PASS:
+// TestRunHelper/expiry-at-state-ttl" and only a skipped "not-verified".
+func TestRunFailsClosed(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("starts the test binary four times, waiting in real time")
+	}
+	run := func(t *testing.T, mode string) (string, int) {
+		cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^TestRunHelper$", "-test.v", "-test.count=1")
+		cmd.Env = append(os.Environ(), runHelperEnv+"="+mode)
+		out, err := cmd.CombinedOutput()
+		var ee *exec.ExitError
+		switch {
+		case err == nil:
+			return string(out), 0
+		case errors.As(err, &ee):
+			return string(out), ee.ExitCode()
+		}
+		t.Fatalf("running the test binary: %v", err)
+		return "", 0
+	}
+	want := func(t *testing.T, out string, wants []string, nots ...string) {
+		t.Helper()
+		for _, w := range wants {
+			if !strings.Contains(out, w) {
+				t.Errorf("the output lacks %q", w)
+			}
+		}
+		for _, n := range nots {
+			if strings.Contains(out, n) {
+				t.Errorf("the output has %q", n)
+			}
+		}
+		if t.Failed() {
+			t.Logf("output:\n%s", out)
+		}
+	}
+	stateTTL := string(conformance.CaseStateTTL)
+	for _, mode := range []string{"bare", "capped"} {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			out, code := run(t, mode)
+			if code != 1 {
+				t.Errorf("exit status %d, want 1", code)
+			}
+			want(t, out, []string{
+				"--- FAIL: TestRunHelper/" + stateTTL + " ",
+				"--- FAIL: TestRunHelper/not-verified ",
+				conformance.ErrNotVerified.Error(),
+				`conformance.Waive(conformance.PromiseStateTTL, "why this store keeps it")`,
+				`conformance.Waive(conformance.PromiseForeign, "why this store keeps it")`,
+				"LifetimeReporter",
+			}, "--- PASS: TestRunHelper/"+stateTTL+" ")
+		})
+	}
+	t.Run("waived", func(t *testing.T) {
+		t.Parallel()
+		out, code := run(t, "waived")
+		if code != 0 {
+			t.Errorf("exit status %d, want 0", code)
+		}
+		want(t, out, []string{
+			"--- SKIP: TestRunHelper/" + stateTTL + " ",
+			"WAIVED: " + string(conformance.PromiseStateTTL),
+			"WAIVED       " + stateTTL,
+			"WAIVED       " + string(conformance.CaseForeign),
+			"waived by the harness: " + stateTTLWaiver,
+			"waived by the harness: " + foreignWaiver,
+			"--- PASS: TestRunHelper/not-verified ",
+		}, "--- PASS: TestRunHelper/"+stateTTL+" ", "--- FAIL")
+	})
+	t.Run("no-reason", func(t *testing.T) {
+		t.Parallel()
+		out, code := run(t, "no-reason")
+		if code != 1 {
+			t.Errorf("exit status %d, want 1", code)
+		}
+		want(t, out, []string{"a waiver needs a reason"}, "--- PASS: TestRunHelper/")
+	})
 }

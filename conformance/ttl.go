@@ -233,7 +233,7 @@ func checkSkewedReader(ctx context.Context, e *env) {
 	el := time.Since(start)
 	switch {
 	case errors.Is(err, driver.ErrNotFound) && at+el-pad >= eff:
-		e.notVerifiedf("%q: the reader %v behind found it gone after %v advanced and %v of real time, past its logical expiry: the probe came too late to tell", key, pad, at, el.Round(time.Millisecond))
+		e.undecidedf("%q: the reader %v behind found it gone after %v advanced and %v of real time, past its logical expiry: the probe came too late to tell", key, pad, at, el.Round(time.Millisecond))
 	case errors.Is(err, driver.ErrNotFound):
 		e.errorf(PromiseSkewedReader, "%q written with TTL %v (effective %v): a reader whose clock is %v behind found it gone once the backend clock advanced %v (%v counting real time), while by its clock the record is live for %v more",
 			key, long, eff, pad, at, (at + el).Round(time.Millisecond), (eff - (at + el - pad)).Round(time.Millisecond))

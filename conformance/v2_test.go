@@ -13,6 +13,7 @@ import (
 	"github.com/kvbreaker/kvbreaker/backends/memory"
 	"github.com/kvbreaker/kvbreaker/conformance"
 	"github.com/kvbreaker/kvbreaker/driver"
+	"github.com/kvbreaker/kvbreaker/internal/conformcheck"
 )
 
 // tracked records the physical expiry of what it writes to a memory store
@@ -284,7 +285,7 @@ func TestPorcupineUnknownInconclusive(t *testing.T) {
 		t.Errorf("the search ran %d times, want it retried", calls)
 	}
 	for _, r := range rep.Results {
-		if r.Case == conformance.CaseLinearizable {
+		if r.Case == string(conformance.CaseLinearizable) {
 			if r.Passed() || r.Inconclusive == "" {
 				t.Fatalf("result %+v, want inconclusive and not passed", r)
 			}
@@ -299,7 +300,7 @@ func TestPorcupineUnknownInconclusive(t *testing.T) {
 // below the margin, and says it has no power instead of passing.
 func TestMarginPower(t *testing.T) {
 	t.Parallel()
-	rep, err := measure(t, memoryHarness(plain), conformance.WithSkipSlow(true), conformance.WithTrials(1))
+	rep, err := measure(t, memoryHarness(plain), conformance.WithSkipSlow(true), conformcheck.WithTrials(1))
 	wantBroken(t, rep, err, conformance.CaseMargin, conformance.PromiseMarginPower)
 }
 
@@ -337,7 +338,7 @@ func (describedHarness) Describe() string { return "hungkv at 127.0.0.1:9" }
 func TestUnreachableFailsFast(t *testing.T) {
 	t.Parallel()
 	start := time.Now()
-	rep, err := measure(t, describedHarness{harness{make: func() driver.Store { return hung{memory.New()} }}}, conformance.WithReachTimeout(time.Second))
+	rep, err := measure(t, describedHarness{harness{make: func() driver.Store { return hung{memory.New()} }}}, conformcheck.WithReachTimeout(time.Second))
 	if took := time.Since(start); took > 5*time.Second {
 		t.Errorf("took %v", took)
 	}

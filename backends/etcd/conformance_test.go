@@ -21,6 +21,7 @@ import (
 	"github.com/kvbreaker/kvbreaker/conformance"
 	"github.com/kvbreaker/kvbreaker/conformance/faultproxy"
 	"github.com/kvbreaker/kvbreaker/driver"
+	"github.com/kvbreaker/kvbreaker/internal/conformcheck"
 	"github.com/kvbreaker/kvbreaker/skew"
 )
 
@@ -161,7 +162,7 @@ func TestConformanceUnreachable(t *testing.T) {
 	h.t = t
 	defer h.Close()
 	start := time.Now()
-	rep, err := conformance.Measure(t.Context(), h, conformance.WithReachTimeout(3*time.Second))
+	rep, err := conformcheck.Measure(t.Context(), h, conformcheck.WithReachTimeout(3*time.Second))
 	took := time.Since(start)
 	if !errors.Is(err, conformance.PromiseReachable) || !strings.Contains(err.Error(), dead) {
 		t.Fatalf("Measure over an unreachable etcd = %v, want the first case failing naming %s", err, dead)

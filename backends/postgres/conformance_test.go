@@ -18,6 +18,7 @@ import (
 	"github.com/kvbreaker/kvbreaker/conformance"
 	"github.com/kvbreaker/kvbreaker/conformance/faultproxy"
 	"github.com/kvbreaker/kvbreaker/driver"
+	"github.com/kvbreaker/kvbreaker/internal/conformcheck"
 )
 
 // harness makes Stores over the shared server, each under a prefix of its
@@ -111,6 +112,20 @@ func (h *harness) Describe() string {
 	return "postgres at " + server.Addr() + " (through a fault proxy)"
 }
 
+// Lifetime implements conformance.LifetimeReporter: the row's expires_at
+// minus the server's now() (the store's own driver.ExpiryReader under the
+// case store's prefix), which is also when readers stop seeing it: rows
+// are filtered by the same column on the same clock.
+func (h *harness) Lifetime(ctx context.Context, s driver.Store, key string) (time.Duration, error) {
+	h.mu.Lock()
+	prefix, ok := h.prefixes[s]
+	h.mu.Unlock()
+	if !ok {
+		return 0, fmt.Errorf("not a store of this harness: %T", s)
+	}
+	return h.store.Expiry(ctx, prefix+key)
+}
+
 // DropNextAnswer implements conformance.AnswerDropper: PostgreSQL applies
 // the next statement through the proxy and its answer is lost.
 func (h *harness) DropNextAnswer(ctx context.Context) error {
@@ -140,7 +155,7 @@ func TestConformanceUnreachable(t *testing.T) {
 	h.t = t
 	defer h.Close()
 	start := time.Now()
-	rep, err := conformance.Measure(t.Context(), h, conformance.WithReachTimeout(3*time.Second))
+	rep, err := conformcheck.Measure(t.Context(), h, conformcheck.WithReachTimeout(3*time.Second))
 	took := time.Since(start)
 	if !errors.Is(err, conformance.PromiseReachable) || !strings.Contains(err.Error(), dead) {
 		t.Fatalf("Measure over an unreachable postgres = %v, want the first case failing naming %s", err, dead)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/kvbreaker/kvbreaker/conformance"
 	"github.com/kvbreaker/kvbreaker/driver"
+	"github.com/kvbreaker/kvbreaker/internal/conformcheck"
 )
 
 // checkOutput is check's report, as JSON and as the table. Durations are
@@ -31,7 +32,11 @@ type checkOutput struct {
 	// what was seen (prose, in "detail").
 	Broken []problemJSON `json:"broken"`
 	// NotVerified lists what the run could not check (a pass says nothing
-	// about it): the case, and why in "message".
+	// about it): the case, the promise, why in "message", and for a
+	// promise a Breaker relies on the waiver a conformance harness would
+	// need to pass without verifying it, and what that waiver accepts.
+	// check cannot verify these on a live store (it cannot advance the
+	// store's clock or read its lifetimes) and does not fail for them.
 	NotVerified []noteJSON  `json:"not_verified"`
 	Cleanup     cleanupJSON `json:"cleanup"`
 	OK          bool        `json:"ok"`
@@ -122,8 +127,23 @@ type problemJSON struct {
 }
 
 type noteJSON struct {
-	Case    conformance.CaseID `json:"case"`
-	Message string             `json:"message"`
+	Case    conformance.CaseID    `json:"case"`
+	Promise conformance.PromiseID `json:"promise"`
+	Message string                `json:"message"`
+	// Waiver is the conformance.Waive call that would accept the promise
+	// unverified, and WaiverMeaning what it accepts; null for a promise a
+	// Breaker does not rely on.
+	Waiver        *string `json:"waiver"`
+	WaiverMeaning *string `json:"waiver_meaning"`
+}
+
+// gapNote is one thing a case could not verify.
+func gapNote(c string, g conformcheck.Gap) noteJSON {
+	n := noteJSON{Case: conformance.CaseID(c), Promise: conformance.PromiseID(g.Promise), Message: g.Detail}
+	if g.Waive != "" {
+		n.Waiver, n.WaiverMeaning = strp(g.Waive), strp(g.Meaning)
+	}
+	return n
 }
 
 // cleanupJSON is what check removed of what it wrote: Deleted the keys
@@ -168,7 +188,7 @@ const (
 	skipOther       = "other"
 )
 
-func newCheckOutput(rep *conformance.Report, f *checkFlags, c *conn, prefix string, elapsed time.Duration, timedOut bool, deleted, purged, left int) *checkOutput {
+func newCheckOutput(rep *conformcheck.Report, f *checkFlags, c *conn, prefix string, elapsed time.Duration, timedOut bool, deleted, purged, left int) *checkOutput {
 	t := rep.Traits
 	m := t.Expiry
 	o := &checkOutput{
@@ -186,18 +206,22 @@ func newCheckOutput(rep *conformance.Report, f *checkFlags, c *conn, prefix stri
 		RoundTrips:  []roundTrip{},
 	}
 	unreachable := false
-	byID := map[conformance.CaseID]*conformance.Result{}
+	byID := map[conformance.CaseID]*conformcheck.Result{}
 	for i := range rep.Results {
 		r := &rep.Results[i]
-		byID[r.Case] = r
-		if r.Case == conformance.CaseReachable && len(r.Problems) > 0 {
+		byID[conformance.CaseID(r.Case)] = r
+		if r.Case == string(conformance.CaseReachable) && len(r.Problems) > 0 {
 			unreachable = true
 		}
 	}
 	for i := range rep.Results {
 		r := &rep.Results[i]
-		cj := caseJSON{Case: r.Case, Promise: r.Promise, Kind: r.Kind.String(), Status: "pass",
-			Problems: []problemJSON{}, Notes: nonNil(r.Notes), NotVerified: nonNil(r.NotVerified)}
+		id, promise := conformance.CaseID(r.Case), conformance.PromiseID(r.Promise)
+		cj := caseJSON{Case: id, Promise: promise, Kind: r.Kind.String(), Status: "pass",
+			Problems: []problemJSON{}, Notes: nonNil(r.Notes), NotVerified: []string{}}
+		for _, g := range r.NotVerified {
+			cj.NotVerified = append(cj.NotVerified, g.Detail)
+		}
 		switch {
 		case r.Skipped != "":
 			cj.Status = "skip"
@@ -213,25 +237,25 @@ func newCheckOutput(rep *conformance.Report, f *checkFlags, c *conn, prefix stri
 				cj.SkipReason = strp(skipOther)
 			}
 			if !r.NotPromised {
-				o.NotVerified = append(o.NotVerified, noteJSON{r.Case, r.Skipped})
+				o.NotVerified = append(o.NotVerified, noteJSON{Case: id, Promise: promise, Message: r.Skipped})
 			}
 		case len(r.Problems) > 0:
 			cj.Status = "fail"
 		case r.Inconclusive != "":
 			cj.Status = "inconclusive"
 			cj.Message = strp(r.Inconclusive)
-			o.NotVerified = append(o.NotVerified, noteJSON{r.Case, "inconclusive: " + r.Inconclusive})
+			o.NotVerified = append(o.NotVerified, noteJSON{Case: id, Promise: promise, Message: "inconclusive: " + r.Inconclusive})
 		}
 		for _, p := range r.Problems {
-			pj := problemJSON{Case: r.Case, Promise: r.Promise, Detail: p.Error()}
+			pj := problemJSON{Case: id, Promise: promise, Detail: p.Error()}
 			if pr, ok := errors.AsType[*conformance.Problem](p); ok {
 				pj.Promise, pj.Detail = pr.Promise, pr.Detail
 			}
 			cj.Problems = append(cj.Problems, pj)
 			o.Broken = append(o.Broken, pj)
 		}
-		for _, n := range r.NotVerified {
-			o.NotVerified = append(o.NotVerified, noteJSON{r.Case, n})
+		for _, g := range r.NotVerified {
+			o.NotVerified = append(o.NotVerified, gapNote(r.Case, g))
 		}
 		o.Cases = append(o.Cases, cj)
 	}

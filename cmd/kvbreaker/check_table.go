@@ -81,8 +81,17 @@ func (o *checkOutput) writeTable(w io.Writer) {
 	}
 	if len(o.NotVerified) > 0 {
 		fmt.Fprintf(w, "NOT VERIFIED (a pass says nothing about these):\n")
+		waivable := 0
 		for _, nv := range o.NotVerified {
 			fmt.Fprintf(w, "     - %s: %s\n", nv.Case, nv.Message)
+			if nv.Waiver != nil {
+				waivable++
+				fmt.Fprintf(w, "       a Breaker relies on %s: a conformance harness that cannot verify it fails unless it waives it with\n         %s,\n         meaning %s\n",
+					string(nv.Promise), *nv.Waiver, *nv.WaiverMeaning)
+			}
+		}
+		if waivable > 0 {
+			fmt.Fprintf(w, "check does not fail for these: it cannot advance a live store's clock, read its lifetimes or lose its answers; the adapter's conformance test verifies them\n")
 		}
 	}
 	if o.Cleanup.Left > 0 {
