@@ -333,8 +333,10 @@ func checkListExpired(ctx context.Context, e *env) {
 	}
 	const prefix = "list-expired/"
 	live := []string{prefix + "a.example", prefix + "m.example", prefix + "z.example"}
+	// Live for as long as the expiring entry may take to go, and more.
+	_, _, hi := e.windowFor(e.opts.ExpiryTTL)
 	for _, k := range live {
-		if _, ok := e.create(ctx, k, val("live"), ttl); !ok {
+		if _, ok := e.create(ctx, k, val("live"), max(ttl, 2*hi+time.Minute)); !ok {
 			return
 		}
 	}
