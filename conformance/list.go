@@ -284,12 +284,14 @@ func checkListPages(ctx context.Context, e *env) {
 // listPrefixes are the prefixes the hostile-keys listing checks: escaping
 // metacharacters (SQL LIKE, glob, '%' and '/'), multi-byte runes, and the
 // largest code point, whose keys an upper bound of prefix+U+10FFFF misses.
-var listPrefixes = []string{"", "a", "a%", "a/", "a?", "a\\", "..", "%", "*", "[", "bücher", "日本", "🦀", "\U0010FFFF", "p\U0010FFFF", "p", "k"}
+var listPrefixes = []string{"", "a", "a%", "a/", "a?", "a\\", "..", "%", "*", "[", "bücher", "日本", "🦀", "\U0010FFFF", "p\U0010FFFF", "p", "k", "d\uD7FF", "d"}
 
-// listKeys are the hostile keys and keys next to the largest code point.
+// listKeys are the hostile keys, keys next to the largest code point and
+// to the surrogate gap (U+D7FF, U+E000), and SQL LIKE's metacharacters.
 func listKeys() []string {
 	const top = "\U0010FFFF"
-	keys := append(hostileKeys(), "p", "px", "p"+top, "p"+top+"x", "p"+top+top, top, top+"z", top+top, "q", "o"+top, "a%_x", "a_", "a[b]", "a*")
+	keys := append(hostileKeys(), "p", "px", "p"+top, "p"+top+"x", "p"+top+top, top, top+"z", top+top, "q", "o"+top, "a%_x", "a_", "a[b]", "a*", `a\\`,
+		"d\uD7FF", "d\uD7FFx", "d\uE000")
 	var out []string
 	for _, k := range keys {
 		if driver.ValidateKey(k) == nil && !slices.Contains(out, k) {
