@@ -102,7 +102,6 @@ const (
 	PromiseLostDelete             PromiseID = "lost-answer-delete"
 	PromiseLostFailure            PromiseID = "lost-answer-breaker"
 	PromiseListAll                PromiseID = "list-every-live-key"
-	PromiseListOnce               PromiseID = "list-each-key-once"
 	PromiseListPrefix             PromiseID = "list-only-live-under-prefix"
 	PromiseListLimit              PromiseID = "list-limit"
 	PromiseListExpired            PromiseID = "list-not-expired"
@@ -150,7 +149,6 @@ var promiseText = map[PromiseID]string{
 	PromiseLostDelete:             "a CompareAndDelete applied but whose answer was lost must not report the key not found",
 	PromiseLostFailure:            "a Breaker must count a failure once when the store's answer to its write was lost",
 	PromiseListAll:                "List must return, across its pages, every live key that begins with the prefix, as written, also while keys are written between pages",
-	PromiseListOnce:               "List must return each key once in a listing",
 	PromiseListPrefix:             "List must return only live keys that begin with the prefix: none outside it, deleted or never written",
 	PromiseListLimit:              "a List page must hold at most limit keys, and a listing must end",
 	PromiseListExpired:            "List must leave out an expired entry once Get finds it absent",
