@@ -209,7 +209,15 @@ func (e *env) offGridFine(ctx context.Context, u time.Duration) {
 		for i, t := range ttls {
 			// A random phase of the write on the backend's clock.
 			phase := time.Duration(rand.Int64N(int64(10*u))) + u
-			x := expiring{key: fmt.Sprintf("off-grid-%d.example", i), ttl: t, early: PromiseOffGrid, late: PromiseOffGrid, advanceFirst: phase, fine: u}
+			key := fmt.Sprintf("off-grid-%d.example", i)
+			// A queuing store (driver.Flusher) sends the write, and reads
+			// the clock its TTL starts from, after the call returned:
+			// flushed, it has, and a unit late is the store's.
+			write := func(ctx context.Context) (driver.Version, bool) {
+				ver, ok := e.create(ctx, key, val("off grid"), t)
+				return ver, ok && e.flush(ctx, PromiseOffGrid)
+			}
+			x := expiring{key: key, ttl: t, write: write, early: PromiseOffGrid, late: PromiseOffGrid, advanceFirst: phase, fine: u}
 			if _, meas, ok := e.measure(ctx, x); ok {
 				e.logf("TTL %v on the harness's clock: vanished between %v and %v after the write", t, meas.Min, meas.Max)
 			}
