@@ -374,7 +374,10 @@ type testCase struct {
 	// sampler: the case checks driver.ClockSampler, which a store need
 	// not implement (not applicable, like atomic for Atomic == false).
 	sampler bool
-	run     func(ctx context.Context, e *env)
+	// lister: the case checks driver.Lister, which a store need not
+	// implement either.
+	lister bool
+	run    func(ctx context.Context, e *env)
 }
 
 // skip says why c does not run over r's store, or ""; notPromised: the
@@ -385,6 +388,9 @@ func (c *testCase) skip(r *runner) (why string, notPromised bool) {
 	}
 	if c.sampler && r.noSampler != "" {
 		return fmt.Sprintf("%s: not applicable: %s, so it promises nothing about its clock", c.id, r.noSampler), true
+	}
+	if c.lister && r.noLister != "" {
+		return fmt.Sprintf("%s: not applicable: %s, so it promises nothing about listing", c.id, r.noLister), true
 	}
 	if c.slow && r.opts.SkipSlow {
 		if _, ok := r.h.(TimeAdvancer); !ok {
@@ -426,7 +432,10 @@ type runner struct {
 	// noSampler says why the harness's first store cannot show its clock
 	// (it is no driver.ClockSampler), or "".
 	noSampler string
-	bg        sync.WaitGroup
+	// noLister says why the harness's first store cannot list its keys,
+	// or "".
+	noLister string
+	bg       sync.WaitGroup
 }
 
 func newRunner(ctx context.Context, h Harness, opts options) *runner {
@@ -464,6 +473,11 @@ func (r *runner) reach(ctx context.Context, limit time.Duration) (down string) {
 	r.spare = s0
 	if _, ok := s0.(driver.ClockSampler); !ok {
 		r.noSampler = fmt.Sprintf("the store MakeStore returns (%T) does not implement driver.ClockSampler (optional)", s0)
+	}
+	if l, ok := s0.(driver.Lister); !ok {
+		r.noLister = fmt.Sprintf("the store MakeStore returns (%T) does not implement driver.Lister (optional)", s0)
+	} else if _, _, err := l.List(ctx, "absent-prefix/", "", 1); errors.Is(err, errors.ErrUnsupported) {
+		r.noLister = fmt.Sprintf("the store MakeStore returns (%T) answers List with %v", s0, err)
 	}
 	const key = "reachable.example"
 	_, _, err = s0.Get(ctx, key)

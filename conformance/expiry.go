@@ -57,6 +57,9 @@ type expiring struct {
 	early, late  PromiseID // default PromiseNotEarly, PromiseNotLate
 	what         string    // how the entry was written, for messages
 	advanceFirst time.Duration
+	// fine is the step past the earliest permitted end on the harness's
+	// clock (default a tenth of the window, at least 10 ms).
+	fine time.Duration
 }
 
 func (x *expiring) defaults(e *env) {
@@ -229,6 +232,9 @@ func (e *env) measureAdvancing(ctx context.Context, adv TimeAdvancer, x expiring
 	}
 	// Then past hi in steps of a tenth of the window.
 	fine := max((hi-lo)/10, 10*time.Millisecond)
+	if x.fine > 0 {
+		fine = x.fine
+	}
 	for {
 		if at > hi {
 			meas.Late = at - eff
@@ -237,8 +243,12 @@ func (e *env) measureAdvancing(ctx context.Context, adv TimeAdvancer, x expiring
 			return ver, meas, false
 		}
 		step := fine
-		if at < lo-fine {
+		switch {
+		case at < lo-fine:
 			step = lo - at // the approach stopped short: straight to lo
+		case x.fine > 0 && hi-at > 8*fine:
+			// Fine steps only near hi: halve the distance to it.
+			step = (hi - at) / 2
 		}
 		if err := e.advance(ctx, adv, step); err != nil {
 			e.errorf(x.late, "TimeAdvancer.Advance(%v) = %v", step, err)

@@ -41,6 +41,9 @@ const (
 	CaseLostCAS               CaseID = "lost-answer-cas"
 	CaseLostDelete            CaseID = "lost-answer-delete"
 	CaseLostBreaker           CaseID = "lost-answer-breaker"
+	CaseListPages             CaseID = "list-pages"
+	CaseListKeys              CaseID = "list-hostile-keys"
+	CaseListExpired           CaseID = "list-expired"
 )
 
 // Cases returns every case's ID in the order the suite runs them.
@@ -103,6 +106,10 @@ const (
 	PromiseLostCAS                PromiseID = "lost-answer-cas"
 	PromiseLostDelete             PromiseID = "lost-answer-delete"
 	PromiseLostFailure            PromiseID = "lost-answer-breaker"
+	PromiseListAll                PromiseID = "list-every-live-key"
+	PromiseListPrefix             PromiseID = "list-only-live-under-prefix"
+	PromiseListLimit              PromiseID = "list-limit"
+	PromiseListExpired            PromiseID = "list-not-expired"
 )
 
 var promiseText = map[PromiseID]string{
@@ -146,6 +153,10 @@ var promiseText = map[PromiseID]string{
 	PromiseLostCAS:                "a CompareAndSwap applied but whose answer was lost must not report a conflict with its own write",
 	PromiseLostDelete:             "a CompareAndDelete applied but whose answer was lost must not report the key not found",
 	PromiseLostFailure:            "a Breaker must count a failure once when the store's answer to its write was lost",
+	PromiseListAll:                "List must return, across its pages, every live key that begins with the prefix, as written, also while keys are written between pages",
+	PromiseListPrefix:             "List must return only live keys that begin with the prefix: none outside it, deleted or never written",
+	PromiseListLimit:              "a List page must hold at most limit keys, and a listing must end",
+	PromiseListExpired:            "List must leave out an expired entry once Get finds it absent",
 }
 
 // reliedOn lists, in one place, the promises a Breaker relies on that a

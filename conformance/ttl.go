@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
+	"strings"
 	"sync"
 	"time"
 
@@ -135,18 +137,251 @@ func checkReplaceTTL(ctx context.Context, e *env) {
 	}
 }
 
-// checkOffGrid writes a TTL half a second off the whole seconds (2.5 s by
+// offGridUnit is the unit the off-grid TTLs are phased in: the declared
+// Granularity, at least a millisecond (no store is asked to keep time finer
+// than the suite can measure).
+func offGridUnit(t driver.Traits) time.Duration { return max(t.Expiry.Granularity, time.Millisecond) }
+
+// offGridTTLs returns three TTLs 4 units apart, base + 10u·r + 1u, 5u and 9u
+// for a random r: whatever grid of 10 units or coarser (10, 100, 250 ms, a
+// second, for a store declaring a millisecond) a store rounds to, the TTL at
+// 9u loses at least 9 units if it rounds down and the one at 1u gains at
+// least 9 if it rounds up. A rounding of the expiry instant rather than the
+// TTL is caught too: three instants 4 units apart cannot all lie within 4
+// units past a line of a 10-unit grid.
+func offGridTTLs(base, u time.Duration) [3]time.Duration {
+	b := base + 10*u*time.Duration(rand.Int64N(100))
+	return [3]time.Duration{b + u, b + 5*u, b + 9*u}
+}
+
+// checkOffGrid writes TTLs off every grid coarser than the declared
+// Granularity and holds their lifetimes to it from both sides: early
+// (rounded down) and late (rounded up beyond the granularity).
+//
+// Through a LifetimeReporter it checks TTLs near the StateTTL (30 min 5 s
+// plus a random phase) without waiting. Then, for a store declaring less
+// than 10 ms, it waits for three short TTLs a few milliseconds apart and
+// times each one's end finely (polling tightly around it in real time, or
+// advancing the harness's clock a unit at a time), so that the elapsed-time
+// tolerance is a round trip, not the coarse polling of the expiry case. A
+// coarser store gets a TTL half a second off the whole seconds, written at
+// a random sub-second phase and again half a second later.
+func checkOffGrid(ctx context.Context, e *env) {
+	u := offGridUnit(e.traits)
+	if lr, ok := e.h.(LifetimeReporter); ok {
+		e.offGridLifetimes(ctx, lr, u)
+	}
+	if ctx.Err() != nil {
+		return
+	}
+	if u < 10*time.Millisecond {
+		e.offGridFine(ctx, u)
+		return
+	}
+	e.offGridCoarse(ctx)
+}
+
+// offGridLifetimes writes TTLs near the StateTTL at phases off every grid
+// and checks the physical lifetime each one gets.
+func (e *env) offGridLifetimes(ctx context.Context, lr LifetimeReporter, u time.Duration) {
+	ttls := offGridTTLs(e.opts.StateTTL, u)
+	var got []string
+	for i, t := range ttls {
+		key := fmt.Sprintf("off-grid-lifetime-%d.example", i)
+		start := time.Now()
+		if _, ok := e.create(ctx, key, val("off grid"), t); !ok {
+			return
+		}
+		rem, ok := e.lifetime(ctx, lr, key, t, start, 0, PromiseOffGrid, PromiseOffGrid, "written with TTL "+t.String())
+		if !ok {
+			return
+		}
+		got = append(got, fmt.Sprintf("TTL %v: %v left %v after the write began", t, rem, time.Since(start).Round(time.Microsecond)))
+	}
+	e.logf("physical lifetimes of TTLs %v apart: %s", 4*u, strings.Join(got, "; "))
+}
+
+// offGridFine waits for three TTLs a few units apart, off every coarser
+// grid, and times their ends finely.
+func (e *env) offGridFine(ctx context.Context, u time.Duration) {
+	ttls := offGridTTLs(e.opts.ExpiryTTL, u)
+	if _, ok := e.h.(TimeAdvancer); ok {
+		for i, t := range ttls {
+			// A random phase of the write on the backend's clock.
+			phase := time.Duration(rand.Int64N(int64(10*u))) + u
+			key := fmt.Sprintf("off-grid-%d.example", i)
+			// A queuing store (driver.Flusher) sends the write, and reads
+			// the clock its TTL starts from, after the call returned:
+			// flushed, it has, and a unit late is the store's.
+			write := func(ctx context.Context) (driver.Version, bool) {
+				ver, ok := e.create(ctx, key, val("off grid"), t)
+				return ver, ok && e.flush(ctx, PromiseOffGrid)
+			}
+			x := expiring{key: key, ttl: t, write: write, early: PromiseOffGrid, late: PromiseOffGrid, advanceFirst: phase, fine: u}
+			if _, meas, ok := e.measure(ctx, x); ok {
+				e.logf("TTL %v on the harness's clock: vanished between %v and %v after the write", t, meas.Min, meas.Max)
+			}
+		}
+		return
+	}
+	if e.opts.SkipSlow {
+		e.notVerifiedf("TTLs %v, %v and %v off every grid coarser than %v: waits in real time (skipped under -short; implement TimeAdvancer)", ttls[0], ttls[1], ttls[2], u)
+		return
+	}
+	// In real time the tolerance is what the machine gives: a round that
+	// could not tell the grid (a loaded machine that did not run the
+	// poller for a while) is tried again, on shorter TTLs, which the
+	// millisecond phases need no more than the expiry case's.
+	base := max(e.traits.Expiry.MinTTL, 500*time.Millisecond)
+	var res time.Duration
+	for round := range 3 {
+		var ok bool
+		if res, ok = e.edges(ctx, round, offGridTTLs(base, u), u); !ok || res < 8*u {
+			return
+		}
+	}
+	e.notVerifiedf("rounding to a grid of %v: in three rounds the write's round trip and the gap between polls (last %v) were too long to tell", 10*u, res.Round(time.Microsecond))
+}
+
+// edge is one entry whose end offGridFine times.
+type edge struct {
+	key         string
+	ttl         time.Duration
+	ver         driver.Version
+	start, ret  time.Time // the write's call and return
+	eff, lo, hi time.Duration
+	lastPresent time.Time
+	gap         time.Duration // the longest wait between two Gets near an end
+	last        time.Time
+	done        bool
+	seen        bool
+}
+
+// edgeWindow is how close to an entry's earliest or latest permitted end
+// the suite polls it tightly.
+const edgeWindow = 15 * time.Millisecond
+
+// edges writes an entry per TTL, one right after the other, and polls each
+// tightly around its earliest and latest permitted ends: a Get that finds
+// it absent having returned before start+lo shows it ended early; one that
+// finds it present having been issued after ret+hi shows it ended late.
+// The tolerance is the write's round trip and the gap between two Gets.
+//
+// It returns that tolerance, and false once it reported a problem (or
+// could not finish).
+func (e *env) edges(ctx context.Context, round int, ttls [3]time.Duration, u time.Duration) (time.Duration, bool) {
+	var es []*edge
+	for i, t := range ttls {
+		x := &edge{key: fmt.Sprintf("off-grid-%d-%d.example", round, i), ttl: t}
+		x.eff, x.lo, x.hi = e.windowFor(t)
+		x.start = time.Now()
+		ver, ok := e.create(ctx, x.key, val("off grid"), t)
+		x.ret = time.Now()
+		if !ok {
+			return 0, false
+		}
+		x.ver, x.lastPresent = ver, x.start
+		es = append(es, x)
+	}
+	for {
+		var next time.Time // the earliest a pending entry needs polling
+		polled, pending := false, false
+		for _, x := range es {
+			if x.done {
+				continue
+			}
+			pending = true
+			now := time.Now()
+			near := func(at time.Duration) bool {
+				return now.After(x.start.Add(at-edgeWindow)) && now.Before(x.ret.Add(at+edgeWindow))
+			}
+			due := x.start.Add(x.lo - edgeWindow)
+			if !near(x.lo) && !near(x.hi) && now.Sub(x.last) < 5*time.Millisecond {
+				if now.Before(due) {
+					due = x.last.Add(5 * time.Millisecond)
+				}
+				if next.IsZero() || due.Before(next) {
+					next = due
+				}
+				continue
+			}
+			if !e.edgePoll(ctx, x) {
+				return 0, false
+			}
+			polled = true
+		}
+		if !pending {
+			break
+		}
+		if ctx.Err() != nil {
+			e.errorf(PromiseOffGrid, "the case's deadline passed while waiting for expiry: %v", ctx.Err())
+			return 0, false
+		}
+		if !polled {
+			// Far from every end: sleep, waking a little early.
+			_ = sleep(ctx, min(time.Until(next), 5*time.Millisecond))
+			continue
+		}
+		runtime.Gosched()
+	}
+	var got []string
+	res := time.Duration(0)
+	for _, x := range es {
+		got = append(got, fmt.Sprintf("TTL %v vanished between %v and %v after the write", x.ttl, x.lastPresent.Sub(x.ret).Round(time.Microsecond), x.last.Sub(x.start).Round(time.Microsecond)))
+		res = max(res, x.ret.Sub(x.start)+x.gap)
+	}
+	e.logf("TTLs %v apart, timed to within %v: %s", 4*u, res.Round(time.Microsecond), strings.Join(got, "; "))
+	e.mu.Lock()
+	clean := len(e.problems) == 0
+	e.mu.Unlock()
+	return res, clean
+}
+
+// edgePoll reads x once; false ends the measurement (reported).
+func (e *env) edgePoll(ctx context.Context, x *edge) bool {
+	s := time.Now()
+	if !x.last.IsZero() && s.Sub(x.ret) > x.lo-edgeWindow {
+		x.gap = max(x.gap, s.Sub(x.last))
+	}
+	visible := x.ret.Add(e.traits.ReadStaleness)
+	isPresent, ok := e.present(ctx, x.key, x.ver, s.Before(visible))
+	r := time.Now()
+	x.last = r
+	if !ok {
+		return false
+	}
+	if !isPresent && !x.seen && s.Before(visible) {
+		return true // not visible yet, not gone
+	}
+	if isPresent {
+		x.seen = true
+		x.lastPresent = s
+		if s.Sub(x.ret) > x.hi {
+			e.errorf(PromiseOffGrid, "%q written with TTL %v (effective %v) was still present %v after the write returned; the declared model (Granularity %v, Late %v) says it is gone by %v",
+				x.key, x.ttl, x.eff, s.Sub(x.ret).Round(time.Microsecond), e.traits.Expiry.Granularity, e.traits.Expiry.Late, x.hi)
+			x.done = true
+		}
+		return true
+	}
+	x.done = true
+	if el := r.Sub(x.start); el < x.lo {
+		e.errorf(PromiseOffGrid, "%q written with TTL %v (effective %v) was gone %v after the write began; the declared model (Early %v, Granularity %v) keeps it for at least %v",
+			x.key, x.ttl, x.eff, el.Round(time.Microsecond), e.traits.Expiry.Early, e.traits.Expiry.Granularity, x.lo)
+	}
+	return true
+}
+
+// offGridCoarse writes a TTL half a second off the whole seconds (2.5 s by
 // default) at a random sub-second phase, and again half a second later, so
 // a store that truncates or rounds TTLs or expiry instants to a unit coarser
 // than its declared Granularity is caught from both sides: whatever the
 // phase, one of the two writes lands at least half a second from the grid.
-func checkOffGrid(ctx context.Context, e *env) {
+func (e *env) offGridCoarse(ctx context.Context) {
 	off := e.opts.ExpiryTTL + 500*time.Millisecond
 	phase := time.Duration(rand.Int64N(1000)) * time.Millisecond
-	if adv, ok := e.h.(TimeAdvancer); ok {
+	if _, ok := e.h.(TimeAdvancer); ok {
 		// The backend's clock is the harness's: move it to the phase,
 		// then half a second further for the second write.
-		_ = adv
 		first := e.advanced
 		e.measure(ctx, expiring{key: "off-grid-a.example", ttl: off, early: PromiseOffGrid, late: PromiseOffGrid, advanceFirst: phase + time.Millisecond})
 		since := (e.advanced - first - phase) % time.Second

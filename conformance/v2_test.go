@@ -104,30 +104,6 @@ func (s *keepTTL) CompareAndSwap(ctx context.Context, key string, old driver.Ver
 	return ver, err
 }
 
-// truncating declares 1 ms granularity but truncates TTLs to whole seconds.
-type truncating struct{ driver.Store }
-
-func (s truncating) Traits() driver.Traits {
-	t := s.Store.Traits()
-	t.Expiry.Granularity = time.Millisecond
-	return t
-}
-
-func (s truncating) CompareAndSwap(ctx context.Context, key string, old driver.Version, v []byte, ttl time.Duration) (driver.Version, error) {
-	return s.Store.CompareAndSwap(ctx, key, old, v, max(ttl.Truncate(time.Second), time.Second))
-}
-
-// rounding declares 1 ms granularity but rounds TTLs up to whole seconds.
-type rounding struct{ truncating }
-
-func (s rounding) CompareAndSwap(ctx context.Context, key string, old driver.Version, v []byte, ttl time.Duration) (driver.Version, error) {
-	up := ttl.Truncate(time.Second)
-	if up < ttl {
-		up += time.Second
-	}
-	return s.Store.CompareAndSwap(ctx, key, old, v, up)
-}
-
 func TestStateTTLCapped(t *testing.T) {
 	t.Parallel()
 	t.Run("advancing", func(t *testing.T) {
@@ -177,25 +153,61 @@ func TestTTLKeptOnUpdate(t *testing.T) {
 	}
 }
 
+// gridded declares 1 ms granularity but rounds TTLs to a coarser grid:
+// down, or with up, up.
+type gridded struct {
+	driver.Store
+	grid time.Duration
+	up   bool
+}
+
+func (s gridded) Traits() driver.Traits {
+	t := s.Store.Traits()
+	t.Expiry.Granularity = time.Millisecond
+	return t
+}
+
+func (s gridded) CompareAndSwap(ctx context.Context, key string, old driver.Version, v []byte, ttl time.Duration) (driver.Version, error) {
+	r := ttl.Truncate(s.grid)
+	if s.up && r < ttl {
+		r += s.grid
+	}
+	return s.Store.CompareAndSwap(ctx, key, old, v, max(r, s.grid))
+}
+
+// TestTTLOffGrid: a store declaring 1 ms that rounds TTLs down to 10, 100
+// or 250 ms or a second, or up to 10 ms or a second, fails ttl-off-grid,
+// in real time, on the harness's clock, and (at the StateTTL) through a
+// LifetimeReporter.
 func TestTTLOffGrid(t *testing.T) {
 	t.Parallel()
-	for _, tc := range []struct {
+	type bug struct {
 		name string
-		wrap func(*memory.Store) driver.Store
-	}{
-		{"truncated", func(s *memory.Store) driver.Store { return truncating{s} }},
-		{"rounded-up", func(s *memory.Store) driver.Store { return rounding{truncating{s}} }},
-	} {
-		for _, adv := range []bool{false, true} {
-			name := tc.name + "/real-time"
-			var h conformance.Harness = memoryHarness(tc.wrap)
-			if adv {
-				name = tc.name + "/advancing"
-				h = advancingHarness(tc.wrap)
+		wrap func(driver.Store) driver.Store
+	}
+	var bugs []bug
+	for _, g := range []time.Duration{10 * time.Millisecond, 100 * time.Millisecond, 250 * time.Millisecond, time.Second} {
+		bugs = append(bugs, bug{"down-" + g.String(), func(s driver.Store) driver.Store { return gridded{s, g, false} }})
+	}
+	for _, g := range []time.Duration{10 * time.Millisecond, time.Second} {
+		bugs = append(bugs, bug{"up-" + g.String(), func(s driver.Store) driver.Store { return gridded{s, g, true} }})
+	}
+	for _, b := range bugs {
+		for _, mode := range []string{"real-time", "advancing", "lifetime"} {
+			var h conformance.Harness
+			opts := []conformance.Option{}
+			switch mode {
+			case "real-time":
+				h = memoryHarness(func(s *memory.Store) driver.Store { return b.wrap(s) })
+			case "advancing":
+				h = advancingHarness(func(s *memory.Store) driver.Store { return b.wrap(s) })
+			case "lifetime":
+				h = newLifetimes(func(s *tracked) driver.Store { return b.wrap(s) })
+				opts = append(opts, conformance.WithSkipSlow(true))
 			}
-			t.Run(name, func(t *testing.T) {
+			t.Run(b.name+"/"+mode, func(t *testing.T) {
 				t.Parallel()
-				rep, err := measure(t, h)
+				rep, err := measure(t, h, opts...)
 				wantBroken(t, rep, err, conformance.CaseOffGrid, conformance.PromiseOffGrid)
 			})
 		}

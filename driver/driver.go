@@ -248,12 +248,13 @@ type Lister interface {
 	// back as it came, with the same prefix.
 	//
 	// Across the pages of one listing every key that is live under prefix
-	// throughout it is listed exactly once, even when keys are written
-	// between pages (a key written or deleted meanwhile may or may not be
-	// listed); no key is listed twice, none outside prefix, none expired
-	// or deleted (tombstones are not keys), and each exactly as it was
-	// written. The order is the store's and callers assume none (Redis's
-	// SCAN has none). A page holds at most limit keys, and may hold fewer,
+	// throughout it is listed, even when keys are written between pages (a
+	// key written or deleted meanwhile may or may not be listed); none
+	// outside prefix, none expired or deleted (tombstones are not keys),
+	// and each exactly as it was written. A key may be listed more than
+	// once (Redis's SCAN repeats keys when its table is rehashed during a
+	// scan), so a caller that counts keys removes repeats. The order is the
+	// store's and callers assume none (SCAN has none). A page holds at most limit keys, and may hold fewer,
 	// even none, before the end (a store that filters expired entries after
 	// fetching a page). A limit below 1 is an error (a *OpError), not a
 	// request for everything.

@@ -1,12 +1,10 @@
 package etcd_test
 
 import (
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/kvbreaker/kvbreaker"
 	"github.com/kvbreaker/kvbreaker/driver"
@@ -94,61 +92,6 @@ func TestListPages(t *testing.T) {
 	}
 	if page, _, err := s.List(ctx, "nobody/", "", 5); err != nil || len(page) != 0 {
 		t.Errorf("empty sub-prefix: %q, %v", page, err)
-	}
-}
-
-// TestListOpenAndClosedHosts: what `kvbreaker list` asks of etcd behind
-// kvbreaker.Prefixed: the hosts with a record (open, or closed with a
-// failure counted); not a host that was reset, nor one whose lease
-// expired.
-func TestListOpenAndClosedHosts(t *testing.T) {
-	s := newStore(t)
-	ctx := t.Context()
-	b, err := kvbreaker.New(s, kvbreaker.Settings{FailureThreshold: 2, RecoveryDelay: time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for host, failures := range map[string]int{"open-1.example": 2, "open-2.example": 2, "closed.example": 1, "reset.example": 2} {
-		for range failures {
-			if err := b.Failure(ctx, host); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	if err := b.Reset(ctx, "reset.example"); err != nil {
-		t.Fatal(err)
-	}
-	// A record with the server's shortest lease (1 s on the fixture): wait
-	// on the server's clock until Get no longer finds it.
-	mustCAS(t, s, "expired.example", driver.NoVersion, "v", time.Second)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		_, _, err := s.Get(ctx, "expired.example")
-		if errors.Is(err, driver.ErrNotFound) {
-			break
-		}
-		if err != nil || time.Now().After(deadline) {
-			t.Fatalf("expired.example still there (%v)", err)
-		}
-		time.Sleep(50 * time.Millisecond) // polling a real server's clock
-	}
-
-	got, _ := listAll(t, s, "", 2)
-	if want := []string{"closed.example", "open-1.example", "open-2.example"}; !slices.Equal(got, want) {
-		t.Fatalf("listed %q, want %q", got, want)
-	}
-	for _, host := range got {
-		st, err := b.Inspect(ctx, host)
-		if err != nil {
-			t.Fatal(err)
-		}
-		want := kvbreaker.StateOpen
-		if host == "closed.example" {
-			want = kvbreaker.StateClosed
-		}
-		if st.State != want {
-			t.Errorf("%s is %v, want %v", host, st.State, want)
-		}
 	}
 }
 

@@ -5,11 +5,9 @@ import (
 	"fmt"
 	"slices"
 	"testing"
-	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
-	"github.com/kvbreaker/kvbreaker/backends/redis"
 	"github.com/kvbreaker/kvbreaker/conformance"
 	"github.com/kvbreaker/kvbreaker/driver"
 	"github.com/kvbreaker/kvbreaker/internal/testservers/redistest"
@@ -17,7 +15,7 @@ import (
 
 // TestCluster runs, over a three-master Redis Cluster the test starts, the
 // conformance suite, a 64-worker Breaker fleet on hosts spread over the
-// three masters' slots, and a listing across the masters.
+// three masters' slots (the suite lists across the masters).
 func TestCluster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a three-master cluster")
@@ -41,26 +39,6 @@ func TestCluster(t *testing.T) {
 	hosts := hostsOnMasters(t, cc, uniquePrefix(t))
 	t.Run("breaker-fleet", func(t *testing.T) {
 		runFleet(t, func() goredis.UniversalClient { return newCC() }, hosts...)
-	})
-	t.Run("list", func(t *testing.T) {
-		prefix := uniquePrefix(t)
-		st, err := redis.New(cc)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var want []string
-		for i := range 30 {
-			k := fmt.Sprintf("%sh%02d.example", prefix, i)
-			if _, err := st.CompareAndSwap(t.Context(), k, driver.NoVersion, []byte("x"), time.Minute); err != nil {
-				t.Fatal(err)
-			}
-			want = append(want, k)
-		}
-		got := listAll(t, st, prefix, 7)
-		slices.Sort(got)
-		if !slices.Equal(got, want) {
-			t.Errorf("listed %v, want %v", got, want)
-		}
 	})
 }
 

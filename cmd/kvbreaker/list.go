@@ -172,6 +172,9 @@ func runList(ctx context.Context, f *listFlags, stdout, stderr io.Writer) error 
 	}
 	cursor := f.cursor
 	other := map[string]int{}
+	// A store may list a key again on a later page (driver.Lister: Redis's
+	// SCAN repeats keys while its table is rehashed); a host is one row.
+	seen := map[string]bool{}
 	for {
 		keys, next, err := f.page(ctx, c.store, cursor, other, &out.NotBreakers)
 		if err != nil {
@@ -185,6 +188,10 @@ func runList(ctx context.Context, f *listFlags, stdout, stderr io.Writer) error 
 		}
 		now := time.Now()
 		for _, key := range keys {
+			if seen[key] {
+				continue
+			}
+			seen[key] = true
 			out.Scanned++
 			st, err := b.Inspect(ctx, key)
 			var row statusJSON

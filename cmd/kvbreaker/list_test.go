@@ -3,10 +3,13 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
+	"github.com/kvbreaker/kvbreaker"
 	"github.com/kvbreaker/kvbreaker/backends/memory"
 	"github.com/kvbreaker/kvbreaker/driver"
 )
@@ -156,5 +159,51 @@ func TestInspectPrefixHint(t *testing.T) {
 	code, out, errOut = runT(t, args...)
 	if code != exitOK || errOut != "" || !strings.Contains(out, `"prefix_has_records": true`) {
 		t.Fatalf("prefix with a record: exit %d\n%s\n%s", code, out, errOut)
+	}
+}
+
+// repeater lists the previous page's last key again at the top of each
+// later page, as Redis's SCAN may while its table is rehashed.
+type repeater struct {
+	*memory.Store
+	mu   sync.Mutex
+	last string
+}
+
+func (r *repeater) List(ctx context.Context, prefix, cursor string, limit int) ([]string, string, error) {
+	keys, next, err := r.Store.List(ctx, prefix, cursor, limit)
+	if err != nil || len(keys) == 0 {
+		return keys, next, err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if cursor != "" && r.last != "" {
+		keys = append([]string{r.last}, keys...)
+	}
+	r.last = keys[len(keys)-1]
+	return keys, next, nil
+}
+
+// TestListRepeatedKeys: a store that lists a key twice (driver.Lister
+// allows it) still shows each host once and counts it once.
+func TestListRepeatedKeys(t *testing.T) {
+	store := &repeater{Store: memory.New()}
+	backends["memory-repeats"] = backendDef{func(context.Context, *backendFlags) (*conn, error) {
+		return &conn{describe: "memory that repeats keys (test)", store: store}, nil
+	}, "memory"}
+	t.Cleanup(func() { delete(backends, "memory-repeats") })
+	b, err := kvbreaker.New(store, kvbreaker.Settings{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hosts := []string{"a.example", "b.example", "c.example", "d.example"}
+	for _, h := range hosts {
+		if err := b.Failure(t.Context(), h); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l := listJSON(t, "--backend", "memory-repeats", "--limit", "1", "--all")
+	if got := strings.Join(hostNames(l), ","); got != strings.Join(hosts, ",") || l.Scanned != len(hosts) {
+		t.Errorf("list --all over a store that repeats keys: hosts %s, scanned %d; want each of %v once", got, l.Scanned, hosts)
 	}
 }
