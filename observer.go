@@ -14,9 +14,10 @@ import (
 // Every field may be nil. Hooks run on the calling goroutine, inside the
 // call they report, so they must be quick and must not call the Breaker.
 //
-// Each hook takes an Info struct by value; later versions may add fields
-// to them (as net/http/httptrace does with its DNSDoneInfo and the like),
-// so build none of them positionally. ComposeObservers lets several
+// Each hook takes an Info struct, as net/http/httptrace's hooks take
+// DNSDoneInfo and the like, so that a later version can add a field
+// without breaking a hook (code that builds one, a test, should name its
+// fields). ComposeObservers lets several
 // Observers watch one Breaker (OpenTelemetry's and a program's own);
 // Settings.OnStateChange and Settings.OnDrop are shortcuts for a
 // Transition hook and a Decision hook that New composes with this one.
