@@ -52,8 +52,8 @@ type anomalyKey struct {
 // to the Observer every time, to the Logger once per host per
 // anomalyWarnEvery.
 func (b *Breaker) anomaly(ctx context.Context, host string, a RecordAnomaly, attrs ...any) {
-	if b.obs != nil && b.obs.RecordAnomaly != nil {
-		b.obs.RecordAnomaly(ctx, host, a)
+	if b.obs.RecordAnomaly != nil {
+		b.obs.RecordAnomaly(ctx, AnomalyInfo{Host: host, Anomaly: a})
 	}
 	l := &b.anomalies
 	now := time.Now()

@@ -27,7 +27,8 @@ func TestUndecodableLoggedOncePerHost(t *testing.T) {
 	seen := map[string]int{}
 	b, err := kvbreaker.New(store, kvbreaker.Settings{
 		Logger: slog.New(slog.NewTextHandler(&logs, nil)),
-		Observer: &kvbreaker.Observer{RecordAnomaly: func(_ context.Context, host string, a kvbreaker.RecordAnomaly) {
+		Observer: &kvbreaker.Observer{RecordAnomaly: func(_ context.Context, e kvbreaker.AnomalyInfo) {
+			host, a := e.Host, e.Anomaly
 			if a != kvbreaker.AnomalyUndecodable {
 				t.Errorf("anomaly %q for %s; want %q", a, host, kvbreaker.AnomalyUndecodable)
 			}

@@ -70,7 +70,7 @@ type Breaker struct {
 	log     *slog.Logger
 	timeout time.Duration
 	cache   *cache
-	obs     *Observer
+	obs     Observer // Settings.Observer with the shortcuts composed in
 	clk     clockCheck
 	// anomalies rate-limits warnings of records the Breaker cannot use.
 	anomalies anomalyLog
@@ -87,7 +87,7 @@ func New(store driver.Store, s Settings) (*Breaker, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &Breaker{store: store, cfg: cfg, traits: t, s: s, clock: s.Clock, log: s.Logger, timeout: s.CallTimeout, obs: s.Observer}
+	b := &Breaker{store: store, cfg: cfg, traits: t, s: s, clock: s.Clock, log: s.Logger, timeout: s.CallTimeout, obs: observerFor(&s)}
 	if b.clock == nil {
 		b.clock = time.Now
 	}
@@ -212,8 +212,8 @@ func (b *Breaker) apply(ctx context.Context, host string, cur current, st *machi
 
 // run reads host's record and applies decide to it, retrying on conflicts
 // with the store's current record. It returns the committed step, and
-// whether it was decided on the cache without a store call; OnStateChange
-// fires after the write.
+// whether it was decided on the cache without a store call; the
+// Observer's Transition hook fires after the write.
 //
 // Allow (write == false) may decide on a fresh cached record. A write call
 // never does: a cached record is only the compare-and-swap hint, which the
@@ -304,18 +304,6 @@ func (b *Breaker) run(ctx context.Context, host string, in instant, write bool, 
 	return machine.Step{}, false, fmt.Errorf("%w: %d lost compare-and-swaps on %q", ErrContended, maxCASAttempts, host)
 }
 
-func (b *Breaker) notify(ctx context.Context, host string, st *machine.Step) {
-	if !st.Changed() {
-		return
-	}
-	if b.s.OnStateChange != nil {
-		b.s.OnStateChange(host, State(st.From), State(st.To))
-	}
-	if b.obs != nil && b.obs.Transition != nil {
-		b.obs.Transition(ctx, host, State(st.From), State(st.To))
-	}
-}
-
 // Allow decides whether to deliver to host now. heldSince is when the
 // message was first held (zero for a fresh one; Verdict.HeldSince tells what
 // to pass next time). A message held for HoldLimit is dropped without a store
@@ -330,11 +318,9 @@ func (b *Breaker) Allow(ctx context.Context, host string, heldSince time.Time) (
 	in := b.instant()
 	now := in.wall
 	if b.cfg.HoldExpired(heldSince, now) {
-		if b.s.OnDrop != nil {
-			b.s.OnDrop(host, heldSince)
-		}
-		b.decided(ctx, host, Drop, false)
-		return Verdict{Decision: Drop, HeldSince: heldSince}, nil
+		v := Verdict{Decision: Drop, HeldSince: heldSince}
+		b.decided(ctx, host, &v, false, nil)
+		return v, nil
 	}
 	// No write hints here: Allow writes only to elect a probe, and at a
 	// restraint's end every worker holding a message for the host asks at
@@ -368,7 +354,7 @@ func (b *Breaker) Allow(ctx context.Context, host string, heldSince time.Time) (
 			v.claim = st.Record.RestrainedUntil
 		}
 	}
-	b.decided(ctx, host, v.Decision, cached)
+	b.decided(ctx, host, &v, cached, err)
 	return v, err
 }
 
@@ -383,7 +369,9 @@ func (b *Breaker) holdBriefly(now, heldSince time.Time) time.Time {
 func (b *Breaker) Failure(ctx context.Context, host string) error {
 	in := b.instant()
 	_, _, err := b.run(ctx, host, in, true, func(r record.Record, now time.Time) machine.Step { return machine.FailureStep(r, now, &b.cfg) })
-	return wrap("failure", host, err)
+	err = wrap("failure", host, err)
+	b.recorded(ctx, host, Failure, err)
+	return err
 }
 
 func success(r record.Record, _ time.Time) machine.Step { return machine.SuccessStep(r) }
@@ -392,14 +380,18 @@ func success(r record.Record, _ time.Time) machine.Step { return machine.Success
 // closes.
 func (b *Breaker) Success(ctx context.Context, host string) error {
 	_, _, err := b.run(ctx, host, b.instant(), true, success)
-	return wrap("success", host, err)
+	err = wrap("success", host, err)
+	b.recorded(ctx, host, Success, err)
+	return err
 }
 
 // ReachableFailure records a failure that proves the host is up (it
 // answered, e.g. with a 4xx): like Success, the circuit closes.
 func (b *Breaker) ReachableFailure(ctx context.Context, host string) error {
 	_, _, err := b.run(ctx, host, b.instant(), true, success)
-	return wrap("reachable failure", host, err)
+	err = wrap("reachable failure", host, err)
+	b.recorded(ctx, host, ReachableFailure, err)
+	return err
 }
 
 // Reset deletes host's record whatever it holds, force-closing the circuit.

@@ -141,7 +141,7 @@ func (b *Breaker) sampleClock(ctx context.Context, now func() time.Time) (ClockO
 	// (by the worker's clock), and its true reading lies in [t, t+res).
 	s := clockSample{lo: t.Sub(received), hi: t.Add(max(res, 0)).Sub(sent), at: received}
 	o, warn := b.clk.add(s)
-	if b.obs != nil && b.obs.ClockOffset != nil {
+	if b.obs.ClockOffset != nil {
 		b.obs.ClockOffset(ctx, o)
 	}
 	if warn {

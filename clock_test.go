@@ -332,7 +332,7 @@ func TestBackgroundClockCheck(t *testing.T) {
 		g := newGated(3 * time.Second)
 		var logs logBuf
 		var ev events
-		obs := ev.observer()
+		obs := ev.observer(time.Time{})
 		var offsets []kvbreaker.ClockOffset
 		var omu sync.Mutex
 		obs.ClockOffset = func(_ context.Context, o kvbreaker.ClockOffset) {

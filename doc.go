@@ -19,8 +19,9 @@
 // adapters of package driver: backends/memory here, and etcd, DynamoDB,
 // Workers KV, Redis and PostgreSQL as modules of their own.
 //
-// Settings.Observer reports every decision, transition and store call (the
-// otelkvbreaker module turns them into OpenTelemetry metrics and spans), and
+// Settings.Observer reports every decision, delivery outcome, transition
+// and store call (the otelkvbreaker module turns them into OpenTelemetry
+// metrics and spans; ComposeObservers adds a program's own hooks), and
 // a Breaker checks its clock against the store's when the store can show it
 // (Breaker.CheckClock).
 package kvbreaker

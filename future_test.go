@@ -141,9 +141,9 @@ func TestFastClockRecordRewritten(t *testing.T) {
 	s := kvbreaker.Settings{
 		SkipClockCheck: true,
 		Logger:         slog.New(slog.NewTextHandler(&logs, nil)),
-		Observer: &kvbreaker.Observer{RecordAnomaly: func(_ context.Context, h string, a kvbreaker.RecordAnomaly) {
+		Observer: &kvbreaker.Observer{RecordAnomaly: func(_ context.Context, e kvbreaker.AnomalyInfo) {
 			mu.Lock()
-			anomalies = append(anomalies, a)
+			anomalies = append(anomalies, e.Anomaly)
 			mu.Unlock()
 		}},
 	}

@@ -52,7 +52,7 @@ func TestAnomalyWarningRepeatsAfterInterval(t *testing.T) {
 		observed := 0
 		b := newBreaker(t, store, kvbreaker.Settings{
 			Logger: slog.New(slog.NewTextHandler(&logs, nil)),
-			Observer: &kvbreaker.Observer{RecordAnomaly: func(context.Context, string, kvbreaker.RecordAnomaly) {
+			Observer: &kvbreaker.Observer{RecordAnomaly: func(context.Context, kvbreaker.AnomalyInfo) {
 				observed++
 			}},
 		})
@@ -103,8 +103,8 @@ func TestAnomalyFutureWarning(t *testing.T) {
 		var seen []kvbreaker.RecordAnomaly
 		b := newBreaker(t, store, kvbreaker.Settings{
 			Logger: slog.New(slog.NewTextHandler(&logs, nil)),
-			Observer: &kvbreaker.Observer{RecordAnomaly: func(_ context.Context, _ string, a kvbreaker.RecordAnomaly) {
-				seen = append(seen, a)
+			Observer: &kvbreaker.Observer{RecordAnomaly: func(_ context.Context, e kvbreaker.AnomalyInfo) {
+				seen = append(seen, e.Anomaly)
 			}},
 		})
 		if _, err := b.Allow(ctx, host, time.Time{}); err != nil {
@@ -127,7 +127,7 @@ func TestAnomalyObserverWithoutRecordAnomaly(t *testing.T) {
 	plantUndecodable(t, store, host)
 	b := newBreaker(t, store, kvbreaker.Settings{
 		Logger:   slog.New(slog.DiscardHandler),
-		Observer: &kvbreaker.Observer{Decision: func(context.Context, string, kvbreaker.Decision, bool) {}},
+		Observer: &kvbreaker.Observer{Decision: func(context.Context, kvbreaker.DecisionInfo) {}},
 	})
 	if v, err := b.Allow(t.Context(), host, time.Time{}); err != nil || v.Decision != kvbreaker.Send {
 		t.Fatalf("Allow = %+v, %v; want Send", v, err)

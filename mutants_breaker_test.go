@@ -127,7 +127,7 @@ func TestConflictWithAbsentRecordIsNoAnomaly(t *testing.T) {
 		store := &countingStore{Store: memory.New()}
 		anomalies := 0
 		b := newBreaker(t, store, kvbreaker.Settings{FailureThreshold: 10, Observer: &kvbreaker.Observer{
-			RecordAnomaly: func(context.Context, string, kvbreaker.RecordAnomaly) { anomalies++ },
+			RecordAnomaly: func(context.Context, kvbreaker.AnomalyInfo) { anomalies++ },
 		}})
 		other := newBreaker(t, store, kvbreaker.Settings{})
 		if err := b.Failure(ctx, host); err != nil { // b's hint: the record it wrote

@@ -76,18 +76,18 @@ var _ driver.ClockSampler = (*failingClock)(nil)
 func TestCheckClockExactClock(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var outcomes []kvbreaker.StoreOutcome
-		obs := &kvbreaker.Observer{StoreCall: func(ctx context.Context, op kvbreaker.StoreOp, _ string) (context.Context, func(kvbreaker.StoreOutcome, error)) {
-			if op != kvbreaker.OpSampleClock {
+		obs := &kvbreaker.Observer{StoreCall: func(ctx context.Context, e kvbreaker.StoreCallInfo) (context.Context, func(kvbreaker.StoreCallDoneInfo)) {
+			if e.Op != kvbreaker.OpSampleClock {
 				return ctx, nil
 			}
-			return ctx, func(o kvbreaker.StoreOutcome, _ error) { outcomes = append(outcomes, o) }
+			return ctx, func(d kvbreaker.StoreCallDoneInfo) { outcomes = append(outcomes, d.Outcome) }
 		}}
 		b := newBreaker(t, skewedStore(3*time.Second, 0, 0, 0), kvbreaker.Settings{SkipClockCheck: true, Observer: obs})
 		o, err := b.CheckClock(t.Context())
 		if err != nil || o.Offset != 3*time.Second || o.Uncertainty != 0 {
 			t.Fatalf("CheckClock = %+v, %v; want 3s ± 0", o, err)
 		}
-		if len(outcomes) != 3 || outcomes[0] != kvbreaker.OutcomeOK {
+		if len(outcomes) != 3 || outcomes[0] != kvbreaker.StoreOK {
 			t.Fatalf("sample store calls reported %v; want 3 OK", outcomes)
 		}
 	})

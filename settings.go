@@ -71,12 +71,18 @@ type Settings struct {
 	HistoryLimit int
 
 	// OnStateChange is called after a transition has been stored, once, by
-	// the worker whose write made it.
+	// the worker whose write made it. It is a shortcut for an Observer
+	// whose Transition hook calls it; New composes it with Observer,
+	// before it.
 	OnStateChange func(host string, from, to State)
-	// OnDrop is called when Allow drops a message held for HoldLimit.
+	// OnDrop is called when Allow drops a message held for HoldLimit. It
+	// is a shortcut for an Observer whose Decision hook calls it for a
+	// Drop; New composes it with Observer, before it.
 	OnDrop func(host string, heldSince time.Time)
-	// Observer receives every decision, transition and store call, for
-	// metrics and traces (see the otelkvbreaker module). Default none.
+	// Observer receives every decision, delivery outcome, transition,
+	// abandoned probe and store call, for metrics and traces (see the
+	// otelkvbreaker module); ComposeObservers lets several watch. Default
+	// none.
 	Observer *Observer
 	// FailClosed makes Allow hold for ReleaseInterval when the store fails;
 	// by default it sends (fails open). The error is returned either way.

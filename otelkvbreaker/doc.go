@@ -1,6 +1,7 @@
 // Package otelkvbreaker reports what a kvbreaker.Breaker does through
-// OpenTelemetry: metrics for its decisions, transitions, drops, cache hits,
-// store calls and clock offset, and a client span around each store call.
+// OpenTelemetry: metrics for its decisions, delivery outcomes, transitions,
+// drops, abandoned probes, cache hits, store calls and clock offset, and a
+// client span around each store call.
 //
 // It uses only the OpenTelemetry API (go.opentelemetry.io/otel/metric and
 // go.opentelemetry.io/otel/trace); the program chooses the SDK and exporter.
@@ -9,6 +10,9 @@
 //	obs, err := otelkvbreaker.New(otelkvbreaker.WithMeterProvider(mp))
 //	if err != nil { … }
 //	b, err := kvbreaker.New(store, kvbreaker.Settings{Observer: obs})
+//
+// To watch a Breaker with hooks of the program's own as well, compose the
+// two: Settings{Observer: kvbreaker.ComposeObservers(obs, mine)}.
 //
 // Without options the global providers (otel.GetMeterProvider,
 // otel.GetTracerProvider) are used, as the contrib instrumentations do: they
@@ -26,8 +30,10 @@
 //
 //	name                          kind            unit         attributes
 //	kvbreaker.decisions           Int64Counter    {decision}   kvbreaker.decision, kvbreaker.cached
+//	kvbreaker.outcomes            Int64Counter    {delivery}   kvbreaker.outcome
 //	kvbreaker.transitions         Int64Counter    {transition} kvbreaker.transition.from, kvbreaker.transition.to
 //	kvbreaker.drops               Int64Counter    {message}    (none)
+//	kvbreaker.probes.abandoned    Int64Counter    {probe}      kvbreaker.probe.released
 //	kvbreaker.cache.hits          Int64Counter    {decision}   (none)
 //	kvbreaker.store.call.duration Float64Histogram s           kvbreaker.store.operation, kvbreaker.store.outcome
 //	kvbreaker.store.conflicts     Int64Counter    {conflict}   kvbreaker.store.operation
@@ -41,6 +47,13 @@
 //     also counted in kvbreaker.drops).
 //   - kvbreaker.cached: true when the local cache (Settings.CacheSize)
 //     answered without a store read (also counted in kvbreaker.cache.hits).
+//   - kvbreaker.outcome: success, reachable-failure, failure: the outcome
+//     a delivery recorded (Success, ReachableFailure, Failure, or Record
+//     or Do with one of them), counted whether or not the store then took
+//     it (a store failure shows in kvbreaker.store.call.duration).
+//   - kvbreaker.probe.released: true when Breaker.Abandon gave the
+//     probe's claim back, so another delivery could probe at once; false
+//     when the probe had been answered or taken over, or the store failed.
 //   - kvbreaker.transition.from, kvbreaker.transition.to: closed, half-open,
 //     open; counted by the worker whose write made the transition, as
 //     Settings.OnStateChange is.

@@ -27,11 +27,11 @@ func TestMain(m *testing.M) { leakcheck.VerifyTestMain(m) }
 // TestNewInvalidOptions: every bad option is named in one error.
 func TestNewInvalidOptions(t *testing.T) {
 	_, err := New(WithMeterProvider(nil), WithTracerProvider(nil), nil,
-		WithAttributes(attribute.String("pool", "mail"), attribute.KeyValue{}, DecisionKey.String("send"), HostKey.String("a.example")))
+		WithAttributes(attribute.String("pool", "mail"), attribute.KeyValue{}, DecisionKey.String("send"), HostKey.String("a.example"), AnomalyKey.String("future"), DeliveryOutcomeKey.String("success"), ReleasedKey.Bool(true)))
 	if err == nil {
 		t.Fatal("New with invalid options: no error")
 	}
-	for _, want := range []string{"otelkvbreaker: invalid options", "WithMeterProvider: nil", "WithTracerProvider: nil", "nil Option", `invalid attribute ""`, `"kvbreaker.decision" is set by otelkvbreaker`, `"kvbreaker.host" is set by otelkvbreaker`} {
+	for _, want := range []string{"otelkvbreaker: invalid options", "WithMeterProvider: nil", "WithTracerProvider: nil", "nil Option", `invalid attribute ""`, `"kvbreaker.decision" is set by otelkvbreaker`, `"kvbreaker.host" is set by otelkvbreaker`, `"kvbreaker.record.anomaly" is set by otelkvbreaker`, `"kvbreaker.outcome" is set by otelkvbreaker`, `"kvbreaker.probe.released" is set by otelkvbreaker`} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not say %q", err, want)
 		}
@@ -56,8 +56,8 @@ func TestWithAttributes(t *testing.T) {
 	}
 	obs.ClockOffset(ctx, kvbreaker.ClockOffset{Offset: time.Second})
 	got := points(t, reader)
-	if len(got) != 6 { // decision, transition, 2 store calls, 2 gauges
-		t.Errorf("%d points, want 6:\n%s", len(got), strings.Join(got, "\n"))
+	if len(got) != 7 { // decision, outcome, transition, 2 store calls, 2 gauges
+		t.Errorf("%d points, want 7:\n%s", len(got), strings.Join(got, "\n"))
 	}
 	for _, p := range got {
 		if !strings.Contains(p, "pool=mail") {

@@ -31,6 +31,10 @@ const (
 	OperationKey      = attribute.Key("kvbreaker.store.operation")
 	OutcomeKey        = attribute.Key("kvbreaker.store.outcome")
 	AnomalyKey        = attribute.Key("kvbreaker.record.anomaly")
+	// DeliveryOutcomeKey is the outcome a delivery recorded
+	// (kvbreaker.Outcome), not a store call's (OutcomeKey).
+	DeliveryOutcomeKey = attribute.Key("kvbreaker.outcome")
+	ReleasedKey        = attribute.Key("kvbreaker.probe.released")
 	// HostKey is on spans only, never on metrics (see the package doc).
 	HostKey = attribute.Key("kvbreaker.host")
 )
@@ -112,15 +116,16 @@ func WithAttributes(attrs ...attribute.KeyValue) Option {
 	}
 }
 
-var ownKeys = map[attribute.Key]bool{DecisionKey: true, CachedKey: true, TransitionFromKey: true, TransitionToKey: true, OperationKey: true, OutcomeKey: true, HostKey: true}
+var ownKeys = map[attribute.Key]bool{DecisionKey: true, CachedKey: true, TransitionFromKey: true, TransitionToKey: true, OperationKey: true, OutcomeKey: true, AnomalyKey: true, DeliveryOutcomeKey: true, ReleasedKey: true, HostKey: true}
 
 // The enumerations the Observer precomputes attribute sets for, in the
-// order of their values (Decision and State are small ints).
+// order of their values (Decision, State and Outcome are small ints).
 var (
-	decisions = []kvbreaker.Decision{kvbreaker.Send, kvbreaker.Hold, kvbreaker.Probe, kvbreaker.Drop}
-	states    = []kvbreaker.State{kvbreaker.StateClosed, kvbreaker.StateHalfOpen, kvbreaker.StateOpen}
-	ops       = []kvbreaker.StoreOp{kvbreaker.OpGet, kvbreaker.OpCompareAndSwap, kvbreaker.OpCompareAndDelete, kvbreaker.OpSampleClock}
-	outcomes  = []kvbreaker.StoreOutcome{kvbreaker.OutcomeOK, kvbreaker.OutcomeNotFound, kvbreaker.OutcomeConflict, kvbreaker.OutcomeTimeout, kvbreaker.OutcomeCanceled, kvbreaker.OutcomeError}
+	decisions        = []kvbreaker.Decision{kvbreaker.Send, kvbreaker.Hold, kvbreaker.Probe, kvbreaker.Drop}
+	states           = []kvbreaker.State{kvbreaker.StateClosed, kvbreaker.StateHalfOpen, kvbreaker.StateOpen}
+	deliveryOutcomes = []kvbreaker.Outcome{kvbreaker.Success, kvbreaker.ReachableFailure, kvbreaker.Failure}
+	ops              = []kvbreaker.StoreOp{kvbreaker.OpGet, kvbreaker.OpCompareAndSwap, kvbreaker.OpCompareAndDelete, kvbreaker.OpSampleClock}
+	outcomes         = []kvbreaker.StoreOutcome{kvbreaker.StoreOK, kvbreaker.StoreNotFound, kvbreaker.StoreConflict, kvbreaker.StoreTimeout, kvbreaker.StoreCanceled, kvbreaker.StoreError}
 )
 
 func opIndex(op kvbreaker.StoreOp) int {
@@ -139,17 +144,17 @@ func opIndex(op kvbreaker.StoreOp) int {
 
 func outcomeIndex(o kvbreaker.StoreOutcome) int {
 	switch o {
-	case kvbreaker.OutcomeOK:
+	case kvbreaker.StoreOK:
 		return 0
-	case kvbreaker.OutcomeNotFound:
+	case kvbreaker.StoreNotFound:
 		return 1
-	case kvbreaker.OutcomeConflict:
+	case kvbreaker.StoreConflict:
 		return 2
-	case kvbreaker.OutcomeTimeout:
+	case kvbreaker.StoreTimeout:
 		return 3
-	case kvbreaker.OutcomeCanceled:
+	case kvbreaker.StoreCanceled:
 		return 4
-	case kvbreaker.OutcomeError:
+	case kvbreaker.StoreError:
 		return 5
 	}
 	return -1
@@ -160,6 +165,7 @@ func outcomeIndex(o kvbreaker.StoreOutcome) int {
 // slice makes a measurement allocate nothing here.
 type observer struct {
 	decisions, transitions, drops, cacheHits, conflicts, anomalies metric.Int64Counter
+	outcomes, abandoned                                            metric.Int64Counter
 	duration                                                       metric.Float64Histogram
 	offset, uncertainty                                            metric.Float64Gauge
 	tracer                                                         trace.Tracer // nil: no spans
@@ -169,6 +175,8 @@ type observer struct {
 	plain       []metric.AddOption
 	plainRecord []metric.RecordOption
 	decision    [4][2][]metric.AddOption
+	outcome     [3][]metric.AddOption // success, reachable-failure, failure
+	released    [2][]metric.AddOption // false, true
 	transition  [3][3][]metric.AddOption
 	conflict    [4][]metric.AddOption
 	anomalyOpts [2][]metric.AddOption // undecodable, future
@@ -206,7 +214,9 @@ func New(opts ...Option) (*kvbreaker.Observer, error) {
 func (o *observer) hooks() *kvbreaker.Observer {
 	return &kvbreaker.Observer{
 		Decision:      o.decide,
+		Outcome:       o.recorded,
 		Transition:    o.transitioned,
+		Abandon:       o.abandon,
 		StoreCall:     o.storeCall,
 		ClockOffset:   o.clockOffset,
 		RecordAnomaly: o.anomaly,
@@ -239,6 +249,8 @@ func newObserver(c *config) (*observer, error) {
 	o.drops = counter("kvbreaker.drops", "{message}", "Messages dropped after being held for HoldLimit.")
 	o.cacheHits = counter("kvbreaker.cache.hits", "{decision}", "Allow decisions the local cache answered without a store read.")
 	o.conflicts = counter("kvbreaker.store.conflicts", "{conflict}", "Compare-and-swap and compare-and-delete calls that found another version.")
+	o.outcomes = counter("kvbreaker.outcomes", "{delivery}", "Delivery outcomes recorded (Success, ReachableFailure, Failure), by outcome.")
+	o.abandoned = counter("kvbreaker.probes.abandoned", "{probe}", "Probes given up by their caller (Breaker.Abandon), by whether their claim was released.")
 	o.anomalies = counter("kvbreaker.record.anomalies", "{record}", "Records read that the Breaker could not use as written: undecodable, or from a clock ahead by more than twice ClockSkew.")
 	var err error
 	o.duration, err = m.Float64Histogram("kvbreaker.store.call.duration", metric.WithUnit("s"),
@@ -257,6 +269,12 @@ func newObserver(c *config) (*observer, error) {
 		for j, cached := range []bool{false, true} {
 			o.decision[i][j] = o.addOpts(DecisionKey.String(d.String()), CachedKey.Bool(cached))
 		}
+	}
+	for i, out := range deliveryOutcomes {
+		o.outcome[i] = o.addOpts(DeliveryOutcomeKey.String(out.String()))
+	}
+	for i, r := range []bool{false, true} {
+		o.released[i] = o.addOpts(ReleasedKey.Bool(r))
 	}
 	for i, from := range states {
 		for j, to := range states {
@@ -307,7 +325,8 @@ func b2i(b bool) int {
 	return 0
 }
 
-func (o *observer) decide(ctx context.Context, host string, d kvbreaker.Decision, cached bool) {
+func (o *observer) decide(ctx context.Context, e kvbreaker.DecisionInfo) {
+	d, cached := e.Decision, e.Cached
 	if i := int(d); i >= 0 && i < len(o.decision) {
 		o.decisions.Add(ctx, 1, o.decision[i][b2i(cached)]...)
 	} else { // a Decision newer than this package
@@ -321,8 +340,20 @@ func (o *observer) decide(ctx context.Context, host string, d kvbreaker.Decision
 	}
 }
 
-func (o *observer) anomaly(ctx context.Context, _ string, a kvbreaker.RecordAnomaly) {
-	switch a {
+func (o *observer) recorded(ctx context.Context, e kvbreaker.OutcomeInfo) {
+	if i := int(e.Outcome); i >= 0 && i < len(o.outcome) {
+		o.outcomes.Add(ctx, 1, o.outcome[i]...)
+		return
+	}
+	o.outcomes.Add(ctx, 1, o.addOpts(DeliveryOutcomeKey.String(e.Outcome.String()))...)
+}
+
+func (o *observer) abandon(ctx context.Context, e kvbreaker.AbandonInfo) {
+	o.abandoned.Add(ctx, 1, o.released[b2i(e.Released)]...)
+}
+
+func (o *observer) anomaly(ctx context.Context, e kvbreaker.AnomalyInfo) {
+	switch a := e.Anomaly; a {
 	case kvbreaker.AnomalyUndecodable:
 		o.anomalies.Add(ctx, 1, o.anomalyOpts[0]...)
 	case kvbreaker.AnomalyFuture:
@@ -332,7 +363,8 @@ func (o *observer) anomaly(ctx context.Context, _ string, a kvbreaker.RecordAnom
 	}
 }
 
-func (o *observer) transitioned(ctx context.Context, host string, from, to kvbreaker.State) {
+func (o *observer) transitioned(ctx context.Context, e kvbreaker.TransitionInfo) {
+	from, to := e.From, e.To
 	if i, j := int(from), int(to); i >= 0 && i < len(o.transition) && j >= 0 && j < len(o.transition) {
 		o.transitions.Add(ctx, 1, o.transition[i][j]...)
 		return
@@ -354,10 +386,11 @@ type call struct {
 	op    kvbreaker.StoreOp
 	start time.Time // zero: not timed
 	span  trace.Span
-	end   func(kvbreaker.StoreOutcome, error)
+	end   func(kvbreaker.StoreCallDoneInfo)
 }
 
-func (o *observer) storeCall(ctx context.Context, op kvbreaker.StoreOp, host string) (context.Context, func(kvbreaker.StoreOutcome, error)) {
+func (o *observer) storeCall(ctx context.Context, e kvbreaker.StoreCallInfo) (context.Context, func(kvbreaker.StoreCallDoneInfo)) {
+	op, host := e.Op, e.Host
 	timed := o.duration.Enabled(ctx)
 	if !timed && o.tracer == nil && !o.conflicts.Enabled(ctx) {
 		return ctx, nil
@@ -381,7 +414,8 @@ func (o *observer) storeCall(ctx context.Context, op kvbreaker.StoreOp, host str
 	return ctx, c.end
 }
 
-func (c *call) finish(out kvbreaker.StoreOutcome, err error) {
+func (c *call) finish(e kvbreaker.StoreCallDoneInfo) {
+	out, err := e.Outcome, e.Err
 	o := c.o
 	i, j := opIndex(c.op), outcomeIndex(out)
 	if !c.start.IsZero() {
@@ -392,7 +426,7 @@ func (c *call) finish(out kvbreaker.StoreOutcome, err error) {
 			o.duration.Record(c.ctx, d, o.recordOpts(OperationKey.String(string(c.op)), OutcomeKey.String(string(out)))...)
 		}
 	}
-	if out == kvbreaker.OutcomeConflict {
+	if out == kvbreaker.StoreConflict {
 		if i >= 0 {
 			o.conflicts.Add(c.ctx, 1, o.conflict[i]...)
 		} else {
@@ -407,7 +441,7 @@ func (c *call) finish(out kvbreaker.StoreOutcome, err error) {
 				s.SetAttributes(OutcomeKey.String(string(out)))
 			}
 			switch out {
-			case kvbreaker.OutcomeOK, kvbreaker.OutcomeNotFound, kvbreaker.OutcomeConflict:
+			case kvbreaker.StoreOK, kvbreaker.StoreNotFound, kvbreaker.StoreConflict:
 				// A store's normal answers, not failures.
 			default:
 				if err != nil {

@@ -208,9 +208,12 @@ func TestScenario(t *testing.T) {
 	allow(b, late, host, time.Time{}, kvbreaker.Send) // get timeout
 	obs.ClockOffset(ctx, kvbreaker.ClockOffset{Offset: -1500 * time.Millisecond, Uncertainty: 250 * time.Millisecond, At: now})
 	obs.ClockOffset(ctx, kvbreaker.ClockOffset{Offset: 2 * time.Second, Uncertainty: 500 * time.Millisecond, At: now})
-	obs.RecordAnomaly(ctx, host, kvbreaker.AnomalyFuture)
-	obs.RecordAnomaly(ctx, host, kvbreaker.AnomalyFuture)
-	obs.RecordAnomaly(ctx, host, kvbreaker.AnomalyUndecodable)
+	obs.RecordAnomaly(ctx, kvbreaker.AnomalyInfo{Host: host, Anomaly: kvbreaker.AnomalyFuture})
+	obs.RecordAnomaly(ctx, kvbreaker.AnomalyInfo{Host: host, Anomaly: kvbreaker.AnomalyFuture})
+	obs.RecordAnomaly(ctx, kvbreaker.AnomalyInfo{Host: host, Anomaly: kvbreaker.AnomalyUndecodable})
+	obs.Abandon(ctx, kvbreaker.AbandonInfo{Host: host, Released: true})
+	obs.Abandon(ctx, kvbreaker.AbandonInfo{Host: host, Released: false})
+	obs.Abandon(ctx, kvbreaker.AbandonInfo{Host: host, Released: true})
 
 	call := func(op, outcome string, n int) string {
 		return fmt.Sprintf("kvbreaker.store.call.duration{kvbreaker.store.operation=%s,kvbreaker.store.outcome=%s} count=%d sum=%.4f le0.001:%d", op, outcome, n, float64(n)/1000, n)
@@ -226,6 +229,10 @@ func TestScenario(t *testing.T) {
 		"kvbreaker.transitions{kvbreaker.transition.from=half-open,kvbreaker.transition.to=closed} 1",
 		"kvbreaker.drops{} 1",
 		"kvbreaker.cache.hits{} 1",
+		"kvbreaker.outcomes{kvbreaker.outcome=failure} 4",
+		"kvbreaker.outcomes{kvbreaker.outcome=success} 1",
+		"kvbreaker.probes.abandoned{kvbreaker.probe.released=true} 2",
+		"kvbreaker.probes.abandoned{kvbreaker.probe.released=false} 1",
 		"kvbreaker.store.conflicts{kvbreaker.store.operation=compare_and_swap} 1",
 		call("get", "not_found", 3),
 		call("get", "ok", 2),

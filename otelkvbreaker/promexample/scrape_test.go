@@ -80,6 +80,8 @@ func TestScrape(t *testing.T) {
 		`kvbreaker_decisions_total{kvbreaker_cached="false",kvbreaker_decision="drop",` + scope + `} 1`,
 		"# TYPE kvbreaker_transitions_total counter",
 		`kvbreaker_transitions_total{kvbreaker_transition_from="closed",kvbreaker_transition_to="open",` + scope + `} 1`,
+		"# TYPE kvbreaker_outcomes_total counter",
+		`kvbreaker_outcomes_total{kvbreaker_outcome="failure",` + scope + `} 2`,
 		"# TYPE kvbreaker_drops_total counter",
 		`kvbreaker_drops_total{` + scope + `} 1`,
 		"# TYPE kvbreaker_store_call_duration_seconds histogram",
@@ -96,8 +98,9 @@ func TestScrape(t *testing.T) {
 			t.Errorf("scrape lacks %s", want)
 		}
 	}
-	// Nothing that was not used is exported: no conflict, no cache hit.
-	for _, absent := range []string{"kvbreaker_store_conflicts_total{", "kvbreaker_cache_hits_total{", host} {
+	// Nothing that was not used is exported: no conflict, no cache hit, no
+	// abandoned probe.
+	for _, absent := range []string{"kvbreaker_store_conflicts_total{", "kvbreaker_cache_hits_total{", "kvbreaker_probes_abandoned_total{", host} {
 		if strings.Contains(text, absent) {
 			t.Errorf("scrape has %s", absent)
 		}
