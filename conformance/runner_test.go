@@ -45,10 +45,9 @@ func (h *disagreeing) MakeStore(context.Context) (driver.Store, error) {
 func (h *disagreeing) Close() {}
 
 // TestTraitsStoresDisagree is the traits case's negative control: a harness
-// whose second store declares other Traits than its first fails it. Fails
-// on 4a221f6 (before #18 §4), whose traits case compared the first store's
-// Traits with themselves: checked by restoring that comparison, which made
-// this test report "the suite found nothing wrong".
+// whose second store declares other Traits than its first fails it. A
+// traits case that compared the first store's Traits with themselves would
+// let this harness through ("the suite found nothing wrong").
 func TestTraitsStoresDisagree(t *testing.T) {
 	t.Parallel()
 	rep, err := measure(t, &disagreeing{}, conformance.WithSkipSlow(true))

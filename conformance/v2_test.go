@@ -264,10 +264,9 @@ func (s earlyBy) CompareAndSwap(ctx context.Context, key string, old driver.Vers
 
 // TestFakeTimeNoRealSlack: on a frozen clock whose advances take real time,
 // an entry 500 ms early at a 1 h TTL is caught, and the verdict does not
-// count the real time of the approach as slack. Fails on main before #13
-// (measured in a worktree of bd85d17~1): after the coarse steps, 10 ms steps
-// of 30 ms each ran the case into its deadline ("context deadline
-// exceeded" after 120 s) with no verdict on the early entry.
+// count the real time of the approach as slack. Approached in 10 ms steps
+// of 30 ms each after the coarse ones, the case would run into its deadline
+// (after 120 s) with no verdict on the early entry.
 func TestFakeTimeNoRealSlack(t *testing.T) {
 	t.Parallel()
 	a := &slowAdvancing{now: time.Now()}

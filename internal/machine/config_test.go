@@ -50,13 +50,13 @@ func TestNewConfigRejects(t *testing.T) {
 		{name: "state-ttl-without-margin", s: Config{StateTTL: 30 * time.Minute}, traits: etcdLike, want: []string{"StateTTL is 30m0s, below 30m3s"}},
 		{name: "margin-below-store-need", s: Config{TTLMargin: time.Second}, traits: etcdLike, want: []string{"TTLMargin is 1s but this store (relative expiry, granularity 1s", "needs at least 3s"}},
 		{name: "custom-policy-without-ttl", s: Config{FailurePolicy: func([]time.Time) bool { return true }}, want: []string{"FailurePolicy is set but StateTTL is not"}},
-		// Regression (#12.5): main accepted these; the records stopped
-		// decoding, read as absent, and the circuit never opened.
+		// A record holding more failures than the codec's limit does not
+		// decode, reads as absent, and the circuit never opens.
 		{name: "threshold-above-codec", s: Config{FailureThreshold: record.MaxFailures + 1}, want: []string{"FailureThreshold is 4097, above the 4096 failures a record can hold"}},
 		{name: "history-above-codec", s: Config{HistoryLimit: record.MaxFailures + 1, FailurePolicy: func([]time.Time) bool { return false }, StateTTL: time.Hour},
 			want: []string{"HistoryLimit is 4097, above the 4096"}},
-		// Regression (#12.6): a store whose physical expiry covers 1 s of
-		// skew accepted ClockSkew 5 s on main.
+		// A store whose physical expiry covers 1 s of skew would delete a
+		// record a 5 s-fast reader still needs.
 		{name: "skew-beyond-store-padding", s: Config{ClockSkew: 5 * time.Second},
 			traits: driver.Traits{Atomic: true, Expiry: driver.ExpiryModel{Kind: driver.ExpiryReaderFiltered, Granularity: time.Second}, MaxClockSkew: time.Second, MaxClockSkewOption: "dynamodb.WithPurgeDelay"},
 			want:   []string{"ClockSkew is 5s but this store's physical expiry covers at most 1s", "raise it with dynamodb.WithPurgeDelay"}},

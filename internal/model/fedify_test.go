@@ -208,8 +208,8 @@ func TestFedifyOptions(t *testing.T) {
 		{"default-ttl-uses-window-when-longer", FedifyOptions{HeldActivityTTL: mn, FailureWindow: time.Hour}, 90 * mn, ""},
 		{"custom-policy-ttl", FedifyOptions{Failure: func([]time.Time) bool { return true }}, 30*mn + 7*24*time.Hour, ""},
 		{"explicit-ttl-at-recovery-delay", FedifyOptions{StateTTL: 30 * mn}, 30 * mn, ""},
-		// fedify 2.3.3 and later: normalizeCircuitBreakerOptions throws.
-		// Fails on main before #12: the model accepted it.
+		// fedify 2.3.3 and later: normalizeCircuitBreakerOptions throws,
+		// so the model refuses it too.
 		{"short-ttl-refused", FedifyOptions{StateTTL: 10 * mn}, 0, "stateTtl must be at least recoveryDelay"},
 		{"negative-duration", FedifyOptions{RecoveryDelay: -1}, 0, "recoveryDelay must be a positive duration"},
 		{"negative-threshold", FedifyOptions{FailureThreshold: -1}, 0, "failureThreshold must be a positive integer"},
@@ -266,8 +266,8 @@ func TestFedifyRecordExpires(t *testing.T) {
 // (WithMaxStoreTTL): the open record is gone after 10 minutes and the model
 // sends to the dead host in the gap until it re-trips, twice per recovery
 // delay; with the store keeping the record it holds throughout. kvbreaker
-// refuses the StateTTL. Fails on main before #12: the fedify model
-// accepted stateTtl 10m (no WithMaxStoreTTL).
+// refuses the StateTTL. The gap is the store's doing, not a stateTtl the
+// model would accept: only WithMaxStoreTTL produces it.
 func TestStoreTTLBelowRestraintGap(t *testing.T) {
 	gapSends := func(opts ...Option) int {
 		f, err := NewFedify(FedifyOptions{}, opts...)
