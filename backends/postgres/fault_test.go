@@ -3,7 +3,6 @@ package postgres_test
 import (
 	"context"
 	"errors"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +10,7 @@ import (
 	"github.com/kvbreaker/kvbreaker/backends/postgres"
 	"github.com/kvbreaker/kvbreaker/conformance/faultproxy"
 	"github.com/kvbreaker/kvbreaker/driver"
+	"github.com/kvbreaker/kvbreaker/internal/backendtest"
 	"github.com/kvbreaker/kvbreaker/internal/testservers/pgtest"
 )
 
@@ -153,15 +153,10 @@ func TestLostAnswer(t *testing.T) {
 // TestUnreachableFailsFast: a store over a port nobody listens on reports
 // "cannot reach postgres at <host:port>: connection refused" at once.
 func TestUnreachableFailsFast(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dead := ln.Addr().String()
-	ln.Close()
+	dead := backendtest.ClosedPort(t)
 	st := mustNew(t, server.URLFor(dead))
 	start := time.Now()
-	err = st.Ping(t.Context())
+	err := st.Ping(t.Context())
 	want := "postgres: dial: cannot reach postgres at " + dead + ": connection refused"
 	if !errors.Is(err, postgres.ErrUnreachable) || err.Error() != want {
 		t.Errorf("Ping = %v, want %q", err, want)
