@@ -14,6 +14,7 @@ import (
 	"github.com/kvbreaker/kvbreaker/backends/memory"
 	"github.com/kvbreaker/kvbreaker/conformance"
 	"github.com/kvbreaker/kvbreaker/driver"
+	"github.com/kvbreaker/kvbreaker/internal/backendtest"
 	"github.com/kvbreaker/kvbreaker/skew"
 )
 
@@ -184,33 +185,17 @@ func TestPrefixesDoNotNest(t *testing.T) {
 	if _, err := inner.CompareAndSwap(ctx, "prod/bad%zz", driver.NoVersion, []byte("x"), time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	got := listAll(t, prod.(driver.Lister), "")
+	got, _ := backendtest.ListAll(t, prod.(driver.Lister), "", 2)
 	slices.Sort(got)
 	want := slices.Clone(prodKeys)
 	slices.Sort(want)
 	if !slices.Equal(got, want) {
 		t.Errorf("prod/ lists %q; want only its own keys %q", got, want)
 	}
-	if got := listAll(t, eu.(driver.Lister), ""); !slices.Equal(got, []string{"x.example"}) {
+	if got, _ := backendtest.ListAll(t, eu.(driver.Lister), "", 2); !slices.Equal(got, []string{"x.example"}) {
 		t.Errorf("prod/eu/ lists %q; want [x.example]", got)
 	}
-	if got := listAll(t, prod.(driver.Lister), "eu/"); !slices.Equal(got, []string{"eu/x.example"}) {
+	if got, _ := backendtest.ListAll(t, prod.(driver.Lister), "eu/", 2); !slices.Equal(got, []string{"eu/x.example"}) {
 		t.Errorf("prod/ lists %q under eu/; want [eu/x.example]", got)
-	}
-}
-
-func listAll(t *testing.T, l driver.Lister, prefix string) []string {
-	t.Helper()
-	var out []string
-	for cursor := ""; ; {
-		keys, next, err := l.List(t.Context(), prefix, cursor, 2)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, keys...)
-		if next == "" {
-			return out
-		}
-		cursor = next
 	}
 }

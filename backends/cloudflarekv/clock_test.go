@@ -6,18 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
-	"net/http"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/cloudflare/cloudflare-go/v6/kv"
-	"github.com/cloudflare/cloudflare-go/v6/option"
-
 	"github.com/kvbreaker/kvbreaker"
 	"github.com/kvbreaker/kvbreaker/driver"
+	"github.com/kvbreaker/kvbreaker/internal/backendtest"
 	"github.com/kvbreaker/kvbreaker/internal/testservers/dateproxy"
 )
 
@@ -26,29 +21,11 @@ import (
 // between before and after; the slack covers only the clock-reading paths.
 const clockSlack = 5 * time.Millisecond
 
-// clockStore returns a store over the API at endpoint with srv's account,
-// namespace and token, whose connections are counted.
-func clockStore(t *testing.T, endpoint string) (*Store, *atomic.Int32) {
-	t.Helper()
-	var dials atomic.Int32
-	tr := &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-		dials.Add(1)
-		return (&net.Dialer{}).DialContext(ctx, network, addr)
-	}}
-	t.Cleanup(tr.CloseIdleConnections)
-	c := kv.NewKVService(option.WithBaseURL(endpoint+"/client/v4/"), option.WithAPIToken(srv.Token), option.WithHTTPClient(&http.Client{Transport: tr}))
-	s, err := New(c, srv.AccountID, srv.NamespaceID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s, &dials
-}
-
 // TestSampleClock: through a proxy that stamps Date on this machine's clock,
 // as Cloudflare's edge would, SampleClock reads that clock, truncated to
 // the second, within the round trip, with exactly one GET per sample.
 func TestSampleClock(t *testing.T) {
-	s, _ := clockStore(t, dateproxy.Start(t, srv.URL, dateproxy.Stamp(0)).URL)
+	s, _ := countingStore(t, dateproxy.Start(t, srv.URL, dateproxy.Stamp(0)).URL)
 	ctx := t.Context()
 	if err := srv.ResetStats(ctx); err != nil {
 		t.Fatal(err)
@@ -80,7 +57,7 @@ func TestSampleClockSkewed(t *testing.T) {
 	for _, offset := range []time.Duration{7 * time.Second, -90 * time.Second} {
 		t.Run(offset.String(), func(t *testing.T) {
 			p := dateproxy.Start(t, srv.URL, dateproxy.Stamp(offset))
-			s, _ := clockStore(t, p.URL)
+			s, _ := countingStore(t, p.URL)
 			dateproxy.Read(t, s.SampleClock).Check(t, offset, 0, clockSlack)
 			p.Set(dateproxy.Stamp(0))
 			dateproxy.Read(t, s.SampleClock).Check(t, 0, offset, clockSlack)
@@ -93,7 +70,7 @@ func TestSampleClockSkewed(t *testing.T) {
 // reads this machine's clock from it directly, within the resolution and the
 // round trip, and not one 7 s off (the negative control).
 func TestSampleClockFixture(t *testing.T) {
-	s, _ := clockStore(t, srv.URL)
+	s, _ := countingStore(t, srv.URL)
 	dateproxy.Read(t, s.SampleClock).Check(t, 0, 7*time.Second, clockSlack)
 }
 
@@ -101,7 +78,7 @@ func TestSampleClockFixture(t *testing.T) {
 // is not an HTTP date, is an error that says so, never a zero time.
 func TestSampleClockBadDate(t *testing.T) {
 	p := dateproxy.Start(t, srv.URL, dateproxy.Stamp(0))
-	s, _ := clockStore(t, p.URL)
+	s, _ := countingStore(t, p.URL)
 	dateproxy.Read(t, s.SampleClock) // negative control: a good Date reads
 	for _, bad := range dateproxy.BadDates {
 		p.Set(dateproxy.Raw(bad.Date))
@@ -137,7 +114,7 @@ func TestSampleClockErrors(t *testing.T) {
 	}
 
 	t.Run("canceled", func(t *testing.T) {
-		s, dials := clockStore(t, srv.URL)
+		s, dials := countingStore(t, srv.URL)
 		ctx, cancel := context.WithCancel(t.Context())
 		cancel()
 		got, res, err := s.SampleClock(ctx)
@@ -148,13 +125,8 @@ func TestSampleClockErrors(t *testing.T) {
 	})
 
 	t.Run("unreachable", func(t *testing.T) {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		endpoint := "http://" + ln.Addr().String()
-		_ = ln.Close() // nothing listens there now: connections are refused
-		s, dials := clockStore(t, endpoint)
+		endpoint := "http://" + backendtest.ClosedPort(t)
+		s, dials := countingStore(t, endpoint)
 		start := time.Now()
 		got, res, err := s.SampleClock(t.Context())
 		check("unreachable", got, res, err, ErrUnreachable, "cannot reach Workers KV at "+endpoint+": connection refused")
@@ -167,8 +139,9 @@ func TestSampleClockErrors(t *testing.T) {
 	})
 
 	t.Run("silent", func(t *testing.T) {
-		endpoint := silentListener(t)
-		s, _ := clockStore(t, endpoint)
+		addr, _ := backendtest.SilentListener(t)
+		endpoint := "http://" + addr
+		s, _ := countingStore(t, endpoint)
 		ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
 		defer cancel()
 		start := time.Now()
@@ -180,7 +153,7 @@ func TestSampleClockErrors(t *testing.T) {
 	})
 
 	t.Run("rate-limited", func(t *testing.T) {
-		s, _ := clockStore(t, dateproxy.Start(t, srv.URL, dateproxy.Stamp(0)).URL)
+		s, _ := countingStore(t, dateproxy.Start(t, srv.URL, dateproxy.Stamp(0)).URL)
 		ctx := t.Context()
 		dateproxy.Read(t, s.SampleClock) // negative control: the same store samples before the 429
 		if err := srv.Throttle(ctx, 1, time.Second); err != nil {
@@ -212,7 +185,7 @@ func TestSampleClockErrors(t *testing.T) {
 // (backends/dynamodb tests the background check and the offset-0 control.)
 func TestBreakerClockStep(t *testing.T) {
 	p := dateproxy.Start(t, srv.URL, dateproxy.Stamp(7*time.Second))
-	s, _ := clockStore(t, p.URL)
+	s, _ := countingStore(t, p.URL)
 	var logs bytes.Buffer // no background check writes to it
 	b, err := kvbreaker.New(s, kvbreaker.Settings{SkipClockCheck: true, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	if err != nil {

@@ -8,17 +8,18 @@ import (
 	"time"
 
 	"github.com/kvbreaker/kvbreaker/driver"
+	"github.com/kvbreaker/kvbreaker/internal/backendtest"
 	"github.com/kvbreaker/kvbreaker/internal/leakcheck"
 )
 
 // TestCloseEndsSharedRead: a Get whose caller gave up leaves its read
 // running for other callers to share, up to WithCallTimeout; Close cancels
 // it and returns once it has ended, so a program (kvbreaker inspect) that
-// closes the store leaves no request behind. Before Close existed the read
-// outlived the command and the command's leak check failed.
+// closes the store leaves no request behind (the command's leak check
+// would find it).
 func TestCloseEndsSharedRead(t *testing.T) {
-	endpoint := silentListener(t)
-	s, _ := countingStore(t, endpoint, WithCallTimeout(time.Minute), WithMaxRetries(0), WithLogger(quiet))
+	addr, _ := backendtest.SilentListener(t)
+	s, _ := countingStore(t, "http://"+addr, WithCallTimeout(time.Minute), WithMaxRetries(0), WithLogger(quiet))
 	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
 	defer cancel()
 	if _, _, err := s.Get(ctx, "a.example"); !errors.Is(err, context.DeadlineExceeded) {

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,6 +16,7 @@ import (
 	"github.com/cloudflare/cloudflare-go/v6/option"
 	"github.com/kvbreaker/kvbreaker"
 	"github.com/kvbreaker/kvbreaker/driver"
+	"github.com/kvbreaker/kvbreaker/internal/backendtest"
 	"github.com/kvbreaker/kvbreaker/internal/record"
 )
 
@@ -423,12 +423,7 @@ func waitBackoff(t *testing.T, s *tstore) {
 // retry a read fails within a few seconds, where the SDK's default of ten
 // retries with backoff would block for minutes.
 func TestDeadEndpointFailsFast(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dead := "http://" + ln.Addr().String() + "/client/v4/"
-	_ = ln.Close()
+	dead := "http://" + backendtest.ClosedPort(t) + "/client/v4/"
 	for _, tc := range []struct {
 		retries int
 		within  time.Duration

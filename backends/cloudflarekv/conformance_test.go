@@ -126,8 +126,8 @@ func TestConformance(t *testing.T) {
 
 // TestDefaultTraitsMatchSkewProfile: a Store with default options declares
 // DefaultTraits, and skew's WorkersKV profile, on which the margin
-// experiments run, equals them. Fails on 4a221f6 (before #18 §4), whose
-// profile was a hand copy lacking MaxClockSkew, which no test compared.
+// experiments run, equals them: a hand copy of the profile would drift
+// (lose MaxClockSkew, say) with nothing comparing the two.
 func TestDefaultTraitsMatchSkewProfile(t *testing.T) {
 	s, err := New(client(), srv.AccountID, srv.NamespaceID)
 	if err != nil {

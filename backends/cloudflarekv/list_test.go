@@ -8,32 +8,8 @@ import (
 	"time"
 
 	"github.com/kvbreaker/kvbreaker/driver"
+	"github.com/kvbreaker/kvbreaker/internal/backendtest"
 )
-
-// listAll pages through l's keys under prefix, limit at a time, and fails
-// the test if a page is larger than limit or the listing does not end.
-func listAll(t *testing.T, l driver.Lister, prefix string, limit int) []string {
-	t.Helper()
-	var all []string
-	cursor := ""
-	for page := 0; ; page++ {
-		if page > 200 {
-			t.Fatalf("List(%q) has not ended after %d pages (cursor %q)", prefix, page, cursor)
-		}
-		keys, next, err := l.List(t.Context(), prefix, cursor, limit)
-		if err != nil {
-			t.Fatalf("List(%q, %q, %d): %v", prefix, cursor, limit, err)
-		}
-		if len(keys) > limit {
-			t.Fatalf("List(%q, %q, %d) returned %d keys", prefix, cursor, limit, len(keys))
-		}
-		all = append(all, keys...)
-		if next == "" {
-			return all
-		}
-		cursor = next
-	}
-}
 
 // TestListArguments: a limit below 1 and another prefix's cursor are
 // errors. (Pagination, limits below the list-keys API's minimum of 10,
@@ -79,7 +55,7 @@ func TestListAgreesWithGet(t *testing.T) {
 	if _, _, err := s.Get(ctx, "expired.example"); !errors.Is(err, driver.ErrNotFound) {
 		t.Fatalf("Get of the expired record = %v, want ErrNotFound", err)
 	}
-	if got := listAll(t, s, "", 100); !slices.Equal(got, []string{"forged.example"}) {
+	if got, _ := backendtest.ListAll(t, s, "", 100); !slices.Equal(got, []string{"forged.example"}) {
 		t.Fatalf("List = %q, want [forged.example]: List and Get must agree", got)
 	}
 }

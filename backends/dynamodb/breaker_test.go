@@ -28,80 +28,14 @@ func newFleet(t *testing.T, workers int, start time.Time, s kvbreaker.Settings) 
 }
 
 // TestBreakerFleet drives four Breakers over one dynalite table through a
-// whole cycle with 16 goroutines at each step, on the fleet's clock.
+// circuit's life with 16 calls at a time (fleettest.Cycle), on the fleet's
+// clock.
 func TestBreakerFleet(t *testing.T) {
-	const host, workers, goroutines = "inbox.example", 4, 16
-	ctx := t.Context()
-	f := newFleet(t, workers, time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC), kvbreaker.Settings{
+	newFleet(t, 4, time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC), kvbreaker.Settings{
 		FailureThreshold: 3,
 		FailureWindow:    time.Minute,
 		RecoveryDelay:    30 * time.Second,
-	})
-
-	// closed: everyone sends.
-	if got, _ := f.AllowAll(t, host, goroutines); got[kvbreaker.Send] != goroutines {
-		t.Fatalf("closed: decisions %v, want %d sends", got, goroutines)
-	}
-	// 16 goroutines fail at once: the circuit opens exactly once.
-	f.Concurrently(goroutines, func(_ int, b *kvbreaker.Breaker) {
-		if err := b.Failure(ctx, host); err != nil {
-			t.Errorf("Failure: %v", err)
-		}
-	})
-	f.Tr.Want(t, map[string]int{"closed→open": 1})
-	st, err := f.Breakers[0].Inspect(ctx, host)
-	if err != nil || st.State != kvbreaker.StateOpen || len(st.Failures) != 3 {
-		t.Fatalf("after failures: %+v, %v", st, err)
-	}
-	opened := st.RestrainedUntil
-
-	// open: everyone holds until the restraint ends.
-	for i, b := range f.Breakers {
-		v, err := b.Allow(ctx, host, time.Time{})
-		if err != nil || v.Decision != kvbreaker.Hold || !v.RetryAt.Equal(opened) {
-			t.Fatalf("worker %d while open: %+v, %v; want hold until %v", i, v, err, opened)
-		}
-	}
-	// Failures while open write nothing.
-	if err := f.Breakers[1].Failure(ctx, host); err != nil {
-		t.Fatal(err)
-	}
-	if st2, _ := f.Breakers[2].Inspect(ctx, host); st2.Version != st.Version {
-		t.Fatalf("a failure while open rewrote the record (version %d → %d)", st.Version, st2.Version)
-	}
-	f.Tr.Want(t, map[string]int{})
-
-	// Recovery delay passes: exactly one probe is elected fleet-wide.
-	f.Clock.Set(opened)
-	if got, _ := f.AllowAll(t, host, goroutines); got[kvbreaker.Probe] != 1 || got[kvbreaker.Hold] != goroutines-1 || got[kvbreaker.Send] != 0 {
-		t.Fatalf("half-open election: decisions %v, want 1 probe and %d holds", got, goroutines-1)
-	}
-	f.Tr.Want(t, map[string]int{"open→half-open": 1})
-	// The probe fails (reported by any worker): one strike reopens.
-	if err := f.Breakers[3].Failure(ctx, host); err != nil {
-		t.Fatal(err)
-	}
-	f.Tr.Want(t, map[string]int{"half-open→open": 1})
-	if got, _ := f.AllowAll(t, host, goroutines); got[kvbreaker.Hold] != goroutines {
-		t.Fatalf("reopened: decisions %v, want %d holds", got, goroutines)
-	}
-
-	// Next probe succeeds: the circuit closes and the record is gone.
-	f.Clock.Advance(30 * time.Second)
-	if got, _ := f.AllowAll(t, host, goroutines); got[kvbreaker.Probe] != 1 {
-		t.Fatalf("second election: decisions %v, want 1 probe", got)
-	}
-	f.Tr.Want(t, map[string]int{"open→half-open": 1})
-	if err := f.Breakers[0].Success(ctx, host); err != nil {
-		t.Fatal(err)
-	}
-	f.Tr.Want(t, map[string]int{"half-open→closed": 1})
-	if st, err := f.Breakers[1].Inspect(ctx, host); err != nil || st.Found {
-		t.Fatalf("after success: %+v, %v; want no record", st, err)
-	}
-	if got, _ := f.AllowAll(t, host, goroutines); got[kvbreaker.Send] != goroutines {
-		t.Fatalf("closed again: decisions %v, want %d sends", got, goroutines)
-	}
+	}).Cycle(t, "inbox.example", 16)
 }
 
 // TestBreakerRecordOutlivesRecovery checks the derived StateTTL against the

@@ -143,9 +143,9 @@ func TestConformance(t *testing.T) {
 
 // TestDefaultTraitsMatchSkewProfile: a Store with default options declares
 // DefaultTraits, and skew's DynamoDB profile, on which the margin
-// experiments run, equals them. Fails on 4a221f6 (before #18 §4), whose
-// profile was a hand copy lacking the purge delay's MaxClockSkew, which no
-// test compared.
+// experiments run, equals them: a hand copy of the profile would drift
+// (lose the purge delay's MaxClockSkew, say) with nothing comparing the
+// two.
 func TestDefaultTraitsMatchSkewProfile(t *testing.T) {
 	s, err := dynamodb.New(client, table)
 	if err != nil {

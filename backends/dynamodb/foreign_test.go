@@ -21,6 +21,7 @@ import (
 	"github.com/kvbreaker/kvbreaker"
 	"github.com/kvbreaker/kvbreaker/backends/dynamodb"
 	"github.com/kvbreaker/kvbreaker/driver"
+	"github.com/kvbreaker/kvbreaker/internal/backendtest"
 )
 
 // The tests in this file plant items no Breaker wrote (foreignShapes, with
@@ -55,7 +56,7 @@ func TestForeignItemReadsAsValueAndIsReplaced(t *testing.T) {
 			if _, ver2, err := other.Get(ctx, key); err != nil || ver2 != ver {
 				t.Fatalf("another worker's Get = %d, %v; want the same version %d", ver2, err, ver)
 			}
-			if keys := listAll(t, s.(driver.Lister), "", 100); !slices.Contains(keys, key) {
+			if keys, _ := backendtest.ListAll(t, s.(driver.Lister), "", 100); !slices.Contains(keys, key) {
 				t.Fatalf("List = %q, leaves out %q, which Get returns", keys, key)
 			}
 			if d, err := s.(driver.ExpiryReader).Expiry(ctx, key); err != nil || (d != driver.NoExpiry && d > 61*time.Minute) {
@@ -195,7 +196,7 @@ func TestForeignItemExpiredIsAbsent(t *testing.T) {
 	if _, err := s.(driver.ExpiryReader).Expiry(ctx, key); !errors.Is(err, driver.ErrNotFound) {
 		t.Fatalf("Expiry = %v, want ErrNotFound", err)
 	}
-	if keys := listAll(t, s.(driver.Lister), "", 100); slices.Contains(keys, key) {
+	if keys, _ := backendtest.ListAll(t, s.(driver.Lister), "", 100); slices.Contains(keys, key) {
 		t.Fatalf("List = %q lists the expired item", keys)
 	}
 	if _, err := s.CompareAndSwap(ctx, key, driver.NoVersion, []byte("r"), time.Minute); err != nil {

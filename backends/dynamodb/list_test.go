@@ -9,31 +9,6 @@ import (
 	"github.com/kvbreaker/kvbreaker/driver"
 )
 
-// listAll (for the foreign-data tests) pages through l's keys under prefix, limit at a time, and fails
-// the test if a page is larger than limit or the listing does not end.
-func listAll(t *testing.T, l driver.Lister, prefix string, limit int) []string {
-	t.Helper()
-	var all []string
-	cursor := ""
-	for page := 0; ; page++ {
-		if page > 1000 {
-			t.Fatalf("List(%q) has not ended after %d pages (cursor %q)", prefix, page, cursor)
-		}
-		keys, next, err := l.List(t.Context(), prefix, cursor, limit)
-		if err != nil {
-			t.Fatalf("List(%q, %q, %d): %v", prefix, cursor, limit, err)
-		}
-		if len(keys) > limit {
-			t.Fatalf("List(%q, %q, %d) returned %d keys", prefix, cursor, limit, len(keys))
-		}
-		all = append(all, keys...)
-		if next == "" {
-			return all
-		}
-		cursor = next
-	}
-}
-
 // TestListArguments: a limit below 1 and another prefix's cursor are
 // errors. (Pagination over the shared table, prefixes, tombstones, expired
 // items still in the table, kvbreaker.Prefixed: the conformance suite's

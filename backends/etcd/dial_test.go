@@ -3,9 +3,7 @@ package etcd_test
 import (
 	"context"
 	"errors"
-	"net"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -16,6 +14,7 @@ import (
 
 	"github.com/kvbreaker/kvbreaker/backends/etcd"
 	"github.com/kvbreaker/kvbreaker/driver"
+	"github.com/kvbreaker/kvbreaker/internal/backendtest"
 )
 
 // slack covers scheduling on a loaded 2-core machine under -race.
@@ -27,7 +26,7 @@ const slack = time.Second
 // via http://127.0.0.1:…: context deadline exceeded".
 func TestDialClosedPortFailsFast(t *testing.T) {
 	t.Cleanup(leakCheck(t))
-	addr := deadEndpoint(t)
+	addr := backendtest.ClosedPort(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	start := time.Now()
@@ -59,7 +58,7 @@ func TestDialClosedPortFailsFast(t *testing.T) {
 // way, over the caller's client, rather than waiting 5 s for "etcd: grant
 // via …: context deadline exceeded".
 func TestNewClosedPortFailsFast(t *testing.T) {
-	addr := deadEndpoint(t)
+	addr := backendtest.ClosedPort(t)
 	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{"http://" + addr}, Logger: zap.NewNop()})
 	if err != nil {
 		t.Fatal(err)
@@ -80,47 +79,13 @@ func TestNewClosedPortFailsFast(t *testing.T) {
 	}
 }
 
-// silentListener accepts connections and never answers; it counts them and
-// closes them when the test ends.
-func silentListener(t *testing.T) (addr string, accepted func() int) {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	var conns []net.Conn
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-		}
-	})
-	t.Cleanup(func() {
-		ln.Close()
-		wg.Wait()
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range conns {
-			c.Close()
-		}
-	})
-	return ln.Addr().String(), func() int { mu.Lock(); defer mu.Unlock(); return len(conns) }
-}
-
 // TestDialSilentListener: a listener that accepts but never answers is
 // bounded by Dial's context, before and after ConnectTimeout, and the
 // error says it did not answer: "etcd: grant via …: context deadline
 // exceeded" would not say whether anything listened.
 func TestDialSilentListener(t *testing.T) {
 	t.Cleanup(leakCheck(t))
-	addr, accepted := silentListener(t)
+	addr, accepted := backendtest.SilentListener(t)
 	for _, timeout := range []time.Duration{time.Second, 3 * time.Second} {
 		t.Run(timeout.String(), func(t *testing.T) {
 			start := time.Now() // before the deadline is set: took cannot undercut it
@@ -149,7 +114,7 @@ func TestDialSilentListener(t *testing.T) {
 // TestDialReportsEveryEndpoint: with several endpoints, all down for
 // different reasons, the error names each.
 func TestDialReportsEveryEndpoint(t *testing.T) {
-	a, b := deadEndpoint(t), deadEndpoint(t)
+	a, b := backendtest.ClosedPort(t), backendtest.ClosedPort(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
 	_, err := etcd.Dial(ctx, []string{"http://" + a, "http://" + b}, nil)

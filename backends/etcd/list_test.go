@@ -8,43 +8,8 @@ import (
 
 	"github.com/kvbreaker/kvbreaker"
 	"github.com/kvbreaker/kvbreaker/driver"
+	"github.com/kvbreaker/kvbreaker/internal/backendtest"
 )
-
-// listAll pages through l with limit, checking each page's size, order and
-// cursor, and returns every key and the number of pages.
-func listAll(t *testing.T, l driver.Lister, prefix string, limit int) (keys []string, pages int) {
-	t.Helper()
-	cursor := ""
-	for {
-		page, next, err := l.List(t.Context(), prefix, cursor, limit)
-		if err != nil {
-			t.Fatalf("List(%q, %q, %d): %v", prefix, cursor, limit, err)
-		}
-		pages++
-		if len(page) > limit {
-			t.Fatalf("page of %d keys, limit %d", len(page), limit)
-		}
-		// In the store's order: byte order of the names kvbreaker.Prefixed
-		// stores ('/' and '%' escaped).
-		if !slices.IsSortedFunc(page, byName) || (len(keys) > 0 && len(page) > 0 && esc(page[0]) <= esc(keys[len(keys)-1])) {
-			t.Fatalf("page %q after %q: not in order", page, keys)
-		}
-		keys = append(keys, page...)
-		if next == "" {
-			return keys, pages
-		}
-		// The store's cursor is its last key; through kvbreaker.Prefixed
-		// it keeps the prefix (cursors are opaque, passed back as they
-		// came).
-		if !strings.HasSuffix(next, esc(page[len(page)-1])) {
-			t.Fatalf("next cursor %q, want the page's last key %q", next, page[len(page)-1])
-		}
-		if pages > 1000 {
-			t.Fatal("listing does not end")
-		}
-		cursor = next
-	}
-}
 
 // TestListPages pages through a store's keys, hostile ones included, in
 // byte order, with no empty last page; keys outside the prefix are not
@@ -62,7 +27,7 @@ func TestListPages(t *testing.T) {
 	mustCAS(t, sibling, "h", driver.NoVersion, "v", longTTL)
 
 	for _, limit := range []int{1, 2, 3, len(want), len(want) + 1, 1000} {
-		got, pages := listAll(t, s, "", limit)
+		got, pages := backendtest.ListAll(t, s, "", limit, backendtest.InOrder(esc))
 		if !slices.Equal(got, want) {
 			t.Errorf("limit %d: listed %q, want %q", limit, got, want)
 		}
@@ -76,7 +41,7 @@ func TestListPages(t *testing.T) {
 		t.Errorf("etcd List(%q) = %d keys from %q, next %q, %v", s.prefix, len(raw), raw[0], next, err)
 	}
 	// Under a sub-prefix, after a cursor between keys, past the end.
-	got, _ := listAll(t, s, "example.com", 2)
+	got, _ := backendtest.ListAll(t, s, "example.com", 2, backendtest.InOrder(esc))
 	if w := []string{"example.com", "example.com%2F", "example.com/", "example.com/x"}; !slices.Equal(got, w) {
 		t.Errorf("sub-prefix example.com: %q, want %q", got, w)
 	}

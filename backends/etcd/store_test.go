@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -17,6 +16,7 @@ import (
 	"github.com/kvbreaker/kvbreaker"
 	"github.com/kvbreaker/kvbreaker/backends/etcd"
 	"github.com/kvbreaker/kvbreaker/driver"
+	"github.com/kvbreaker/kvbreaker/internal/backendtest"
 )
 
 func mustCAS(t *testing.T, s driver.Store, key string, old driver.Version, val string, ttl time.Duration) driver.Version {
@@ -388,17 +388,6 @@ func TestLeasePooling(t *testing.T) {
 	}
 }
 
-// deadEndpoint returns a URL nobody listens on.
-func deadEndpoint(t *testing.T) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	return addr
-}
-
 // within fails t unless f returns within limit.
 func within[T any](t *testing.T, limit time.Duration, what string, f func() T) T {
 	t.Helper()
@@ -415,7 +404,7 @@ func within[T any](t *testing.T, limit time.Duration, what string, f func() T) T
 // timeout of its own) with an *driver.OpError naming the operation, the
 // key and the endpoint.
 func TestDeadEndpointFailsWithinDeadline(t *testing.T) {
-	addr := deadEndpoint(t)
+	addr := backendtest.ClosedPort(t)
 	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{"http://" + addr}, DialTimeout: time.Second, Logger: zap.NewNop()})
 	if err != nil {
 		t.Fatal(err)
@@ -453,7 +442,7 @@ func TestDeadEndpointFailsWithinDeadline(t *testing.T) {
 }
 
 func TestDialHidesCredentialsAndFailsInTime(t *testing.T) {
-	addr := deadEndpoint(t)
+	addr := backendtest.ClosedPort(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
 	defer cancel()
 	err := within(t, 1500*time.Millisecond, "dial of a dead endpoint", func() error {

@@ -13,6 +13,7 @@ import (
 	"github.com/kvbreaker/kvbreaker"
 	"github.com/kvbreaker/kvbreaker/backends/memory"
 	"github.com/kvbreaker/kvbreaker/driver"
+	"github.com/kvbreaker/kvbreaker/internal/backendtest"
 )
 
 // manualClock is a clock the test moves by hand.
@@ -26,40 +27,6 @@ func (c *manualClock) Advance(d time.Duration) {
 	c.mu.Lock()
 	c.now = c.now.Add(d)
 	c.mu.Unlock()
-}
-
-// listAll pages through s with limit, checking each page's size and
-// order, and returns every key.
-func listAll(t *testing.T, s driver.Lister, prefix string, limit int) (keys []string, pages int) {
-	t.Helper()
-	cursor := ""
-	for {
-		page, next, err := s.List(t.Context(), prefix, cursor, limit)
-		if err != nil {
-			t.Fatalf("List(%q, %q, %d): %v", prefix, cursor, limit, err)
-		}
-		pages++
-		if len(page) > limit {
-			t.Fatalf("page of %d keys, limit %d", len(page), limit)
-		}
-		if !slices.IsSorted(page) || (len(keys) > 0 && len(page) > 0 && page[0] <= keys[len(keys)-1]) {
-			t.Fatalf("page %q after %q: not in order", page, keys)
-		}
-		keys = append(keys, page...)
-		if next == "" {
-			return keys, pages
-		}
-		// The store's cursor is its last key; through kvbreaker.Prefixed
-		// it keeps the prefix (cursors are opaque, passed back as they
-		// came).
-		if !strings.HasSuffix(next, page[len(page)-1]) {
-			t.Fatalf("next cursor %q, want the page's last key %q", next, page[len(page)-1])
-		}
-		if pages > 1000 {
-			t.Fatal("listing does not end")
-		}
-		cursor = next
-	}
 }
 
 // TestListPages pages through live keys under a prefix, in byte order; an
@@ -90,7 +57,7 @@ func TestListPages(t *testing.T) {
 		t.Fatalf("store holds %d entries, want 10 (the expired one included)", n)
 	}
 	for _, limit := range []int{1, 2, 3, 7, 8, 100} {
-		got, pages := listAll(t, s, "fleet-a/", limit)
+		got, pages := backendtest.ListAll(t, s, "fleet-a/", limit, backendtest.InOrder(nil))
 		if !slices.Equal(got, want) {
 			t.Errorf("limit %d: listed %q, want %q", limit, got, want)
 		}
@@ -98,7 +65,7 @@ func TestListPages(t *testing.T) {
 			t.Errorf("limit %d: %d pages, want %d", limit, pages, wantPages)
 		}
 	}
-	all, _ := listAll(t, s, "", 4)
+	all, _ := backendtest.ListAll(t, s, "", 4, backendtest.InOrder(nil))
 	if len(all) != 9 || slices.Contains(all, "fleet-a/expired.example") {
 		t.Errorf("whole store listed %q: want the 9 live keys", all)
 	}
@@ -144,7 +111,7 @@ func TestListOpenAndClosedHosts(t *testing.T) {
 	if _, err := mem.CompareAndSwap(ctx, "fleet-b/open.example", driver.NoVersion, []byte("x"), time.Hour); err != nil {
 		t.Fatal(err)
 	}
-	got, _ := listAll(t, store.(driver.Lister), "", 2)
+	got, _ := backendtest.ListAll(t, store.(driver.Lister), "", 2, backendtest.InOrder(nil))
 	want := []string{"closed.example", "open-1.example", "open-2.example"}
 	if !slices.Equal(got, want) {
 		t.Fatalf("listed %q, want %q", got, want)
@@ -219,7 +186,7 @@ func TestListWhileWriting(t *testing.T) {
 			}
 		})
 	}
-	got, _ := listAll(t, s, "old-", 7)
+	got, _ := backendtest.ListAll(t, s, "old-", 7, backendtest.InOrder(nil))
 	close(stop)
 	wg.Wait()
 	if len(got) != 200 {
@@ -228,9 +195,9 @@ func TestListWhileWriting(t *testing.T) {
 }
 
 // TestErrorShape: ErrNotFound and conflicts come bare; any other error is
-// a *driver.OpError reading "memory: <op> <key>: <cause>". Fails before
-// the restructure (#18): errors read `memory: put "h": …` and were not
-// *driver.OpError.
+// a *driver.OpError reading "memory: <op> <key>: <cause>", the shape every
+// adapter's errors take (driver's package doc), with the operation named
+// as driver names it ("compare-and-swap", not "put").
 func TestErrorShape(t *testing.T) {
 	s := memory.New()
 	ctx := t.Context()

@@ -115,18 +115,6 @@ func TestConcurrentCAS(t *testing.T) {
 	}
 }
 
-func TestContextHonoured(t *testing.T) {
-	s := New()
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	if _, _, err := s.Get(ctx, "k"); !errors.Is(err, context.Canceled) {
-		t.Fatalf("Get: %v", err)
-	}
-	if _, err := s.CompareAndSwap(ctx, "k", 0, nil, time.Second); !errors.Is(err, context.Canceled) {
-		t.Fatalf("CompareAndSwap: %v", err)
-	}
-}
-
 // TestAbsentGetReadsNoClock: a Get of an absent key, what every Allow on a
 // healthy host asks, does not read the clock (there is no entry whose
 // expiry to judge), since a clock read is a large share of that Allow's
@@ -156,10 +144,9 @@ func TestAbsentGetReadsNoClock(t *testing.T) {
 }
 
 // TestInjectedClockJumps: a simulation's clock may start at the zero time
-// and jump to today, further than an int64 of nanoseconds spans. Fails on
-// 9a3d2f2 (expiry counted in nanoseconds since the clock's first reading):
-// the subtraction saturated and every entry written after the jump read as
-// expired at once.
+// and jump to today, further than an int64 of nanoseconds spans: expiry
+// counted in nanoseconds since the clock's first reading would saturate, and
+// every entry written after the jump would read as expired at once.
 func TestInjectedClockJumps(t *testing.T) {
 	ctx := context.Background()
 	c := &fakeClock{}

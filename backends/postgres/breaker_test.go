@@ -10,121 +10,26 @@ import (
 	"github.com/kvbreaker/kvbreaker/internal/fleettest"
 )
 
-// fleet is a fleettest.Fleet whose workers each have their own pool and
+// newFleet is a fleettest.Fleet whose workers each have their own pool and
 // Store, sharing one key prefix.
-type fleet struct {
-	*fleettest.Fleet
-	stores []prefixedStore
-}
-
-func newFleet(t *testing.T, workers int, s kvbreaker.Settings) *fleet {
+func newFleet(t *testing.T, workers int, s kvbreaker.Settings) *fleettest.Fleet {
 	t.Helper()
-	f := &fleet{}
 	prefix := uniquePrefix(t)
-	var stores []driver.Store
-	for range workers {
-		st := isolate(t, newWorkerStore(t), prefix)
-		f.stores = append(f.stores, st)
-		stores = append(stores, st)
+	stores := make([]driver.Store, workers)
+	for i := range stores {
+		stores[i] = isolate(t, newWorkerStore(t), prefix)
 	}
-	f.Fleet = fleettest.New(t, stores, s)
-	return f
+	return fleettest.New(t, stores, s)
 }
 
 // TestBreakerFleetOverPostgres: 64 workers, each with a pool of its own as a
-// separate process would have, share one host's record: 64 concurrent
-// failures open it exactly once, and each restraint elects exactly one
-// probe among 64 concurrent asks.
+// separate process would have, share one host's record through a circuit's
+// life with 64 calls at a time (fleettest.Cycle): 64 concurrent failures
+// open it exactly once, and each restraint elects exactly one probe among
+// 64 concurrent asks.
 func TestBreakerFleetOverPostgres(t *testing.T) {
-	const (
-		workers   = 64
-		callers   = 64 // goroutines per phase, spread over the workers
-		host      = "inbox.example"
-		recovery  = 10 * time.Minute
-		threshold = 3
-	)
-	f := newFleet(t, workers, kvbreaker.Settings{FailureThreshold: threshold, FailureWindow: time.Minute, RecoveryDelay: recovery})
-	ctx := t.Context()
-
-	// Closed: everyone sends, nothing is written.
-	if got, _ := f.AllowAll(t, host, callers); got[kvbreaker.Send] != callers {
-		t.Fatalf("closed circuit decisions %v, want %d sends", got, callers)
-	}
-
-	// 24 goroutines fail at once: exactly one closed→open, no errors.
-	f.Concurrently(callers, func(_ int, b *kvbreaker.Breaker) {
-		if err := b.Failure(ctx, host); err != nil {
-			t.Errorf("Failure: %v", err)
-		}
-	})
-	f.Tr.Want(t, map[string]int{"closed→open": 1})
-	st, err := f.Breakers[0].Inspect(ctx, host)
-	if err != nil || !st.Found || st.State != kvbreaker.StateOpen {
-		t.Fatalf("after the failures Inspect = %+v, %v; want open", st, err)
-	}
-	opened := st.RestrainedUntil.Add(-recovery)
-
-	// Open: every worker holds until the recovery delay has passed.
-	for i, b := range f.Breakers {
-		v, err := b.Allow(ctx, host, time.Time{})
-		if err != nil || v.Decision != kvbreaker.Hold || !v.RetryAt.Equal(opened.Add(recovery)) {
-			t.Errorf("worker %d on an open circuit: %+v, %v; want hold until %v", i, v, err, opened.Add(recovery))
-		}
-	}
-	// Failures while open change nothing.
-	_, before, _ := f.stores[0].Get(ctx, host)
-	if err := f.Breakers[0].Failure(ctx, host); err != nil {
-		t.Fatal(err)
-	}
-	if _, after, _ := f.stores[0].Get(ctx, host); after != before {
-		t.Errorf("a failure on an open circuit wrote: version %d → %d", before, after)
-	}
-	f.Tr.Want(t, map[string]int{})
-
-	// Recovery delay passes: of 24 concurrent asks, exactly one probes.
-	f.Clock.Advance(recovery + time.Second)
-	got, prober := f.AllowAll(t, host, callers)
-	if got[kvbreaker.Probe] != 1 || got[kvbreaker.Hold] != callers-1 {
-		t.Fatalf("after the recovery delay decisions %v, want 1 probe and %d holds", got, callers-1)
-	}
-	f.Tr.Want(t, map[string]int{"open→half-open": 1})
-
-	// The probe fails: a single strike reopens.
-	if err := prober.Failure(ctx, host); err != nil {
-		t.Fatal(err)
-	}
-	f.Tr.Want(t, map[string]int{"half-open→open": 1})
-
-	// Again after the delay: one probe; it succeeds and the circuit closes.
-	f.Clock.Advance(recovery + time.Second)
-	got, prober = f.AllowAll(t, host, callers)
-	if got[kvbreaker.Probe] != 1 || got[kvbreaker.Hold] != callers-1 {
-		t.Fatalf("second probe round decisions %v, want 1 probe", got)
-	}
-	f.Tr.Want(t, map[string]int{"open→half-open": 1})
-	// While the probe is out, others hold and re-check at the release
-	// interval.
-	v, err := f.Breakers[1].Allow(ctx, host, time.Time{})
-	if err != nil || v.Decision != kvbreaker.Hold || !v.RetryAt.Equal(f.Clock.Now().Add(kvbreaker.DefaultReleaseInterval)) {
-		t.Errorf("half-open Allow = %+v, %v; want hold for the release interval", v, err)
-	}
-	if err := prober.Success(ctx, host); err != nil {
-		t.Fatal(err)
-	}
-	f.Tr.Want(t, map[string]int{"half-open→closed": 1})
-	if st, err := f.Breakers[2].Inspect(ctx, host); err != nil || st.Found {
-		t.Errorf("after success Inspect = %+v, %v; want no record", st, err)
-	}
-	if got, _ := f.AllowAll(t, host, callers); got[kvbreaker.Send] != callers {
-		t.Errorf("closed again: decisions %v, want all sends", got)
-	}
-	// Successes on a closed circuit write nothing.
-	f.Concurrently(callers, func(_ int, b *kvbreaker.Breaker) {
-		if err := b.Success(ctx, host); err != nil {
-			t.Errorf("Success: %v", err)
-		}
-	})
-	f.Tr.Want(t, map[string]int{})
+	newFleet(t, 64, kvbreaker.Settings{FailureThreshold: 3, FailureWindow: time.Minute, RecoveryDelay: 10 * time.Minute}).
+		Cycle(t, "inbox.example", 64)
 }
 
 // newWorkerStore returns a Store with a small pool of its own (64 of them

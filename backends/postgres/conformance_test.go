@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -18,6 +17,7 @@ import (
 	"github.com/kvbreaker/kvbreaker/conformance"
 	"github.com/kvbreaker/kvbreaker/conformance/faultproxy"
 	"github.com/kvbreaker/kvbreaker/driver"
+	"github.com/kvbreaker/kvbreaker/internal/backendtest"
 	"github.com/kvbreaker/kvbreaker/internal/conformcheck"
 )
 
@@ -142,12 +142,7 @@ func TestConformance(t *testing.T) {
 // TestConformanceUnreachable: a store whose server refuses connections fails
 // the first case within seconds, naming the address, and skips the rest.
 func TestConformanceUnreachable(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dead := ln.Addr().String()
-	ln.Close()
+	dead := backendtest.ClosedPort(t)
 	h, err := harnessVia(t.Context(), nil, server.URLFor(dead))
 	if err != nil {
 		t.Fatal(err)

@@ -5,12 +5,16 @@ import (
 	"errors"
 	"net"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/kvbreaker/kvbreaker/backends/postgres"
 	"github.com/kvbreaker/kvbreaker/conformance/faultproxy"
 	"github.com/kvbreaker/kvbreaker/driver"
+	"github.com/kvbreaker/kvbreaker/internal/backendtest"
 	"github.com/kvbreaker/kvbreaker/internal/testservers/pgtest"
 )
 
@@ -151,17 +155,13 @@ func TestLostAnswer(t *testing.T) {
 }
 
 // TestUnreachableFailsFast: a store over a port nobody listens on reports
-// "cannot reach postgres at <host:port>: connection refused" at once.
+// "cannot reach postgres at <host:port>: connection refused" at once, from
+// Ping and from each of its calls, after one connection attempt.
 func TestUnreachableFailsFast(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dead := ln.Addr().String()
-	ln.Close()
+	dead := backendtest.ClosedPort(t)
 	st := mustNew(t, server.URLFor(dead))
 	start := time.Now()
-	err = st.Ping(t.Context())
+	err := st.Ping(t.Context())
 	want := "postgres: dial: cannot reach postgres at " + dead + ": connection refused"
 	if !errors.Is(err, postgres.ErrUnreachable) || err.Error() != want {
 		t.Errorf("Ping = %v, want %q", err, want)
@@ -171,6 +171,46 @@ func TestUnreachableFailsFast(t *testing.T) {
 	}
 	if took := time.Since(start); took > 2*time.Second {
 		t.Errorf("took %v", took)
+	}
+	backendtest.Unreachable(t, endpointStore(dead))
+}
+
+// TestSilentEndpointBoundedByContext: a server that accepts connections
+// and never answers costs each call its context's deadline, not more, and
+// the error says that nobody answered.
+func TestSilentEndpointBoundedByContext(t *testing.T) {
+	addr, _ := backendtest.SilentListener(t)
+	backendtest.Silent(t, endpointStore(addr))
+}
+
+// endpointStore is a store over the server at addr, through a pool of its
+// own whose connection attempts are counted.
+func endpointStore(addr string) backendtest.Endpoint {
+	return backendtest.Endpoint{
+		Backend: "postgres", Name: "postgres", URL: addr,
+		New: func(t *testing.T) (driver.Store, func() int) {
+			cfg, err := pgxpool.ParseConfig(server.URLFor(addr))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var dials atomic.Int32
+			dial := cfg.ConnConfig.DialFunc
+			cfg.ConnConfig.DialFunc = func(ctx context.Context, network, a string) (net.Conn, error) {
+				dials.Add(1)
+				return dial(ctx, network, a)
+			}
+			pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(pool.Close)
+			s, err := postgres.New(pool, table)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { s.Close() })
+			return s, func() int { return int(dials.Load()) }
+		},
 	}
 }
 

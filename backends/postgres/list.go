@@ -17,7 +17,7 @@ var _ driver.Lister = (*Store)(nil)
 // is refused by the server.
 func (s *Store) List(ctx context.Context, prefix, cursor string, limit int) ([]string, string, error) {
 	if limit <= 0 {
-		return nil, "", s.wrap(opList, "", fmt.Errorf("limit %d is not positive", limit))
+		return nil, "", s.wrap(opList, prefix, fmt.Errorf("limit %d is not positive", limit))
 	}
 	sql, args := s.sqlListAll, []any{prefix, cursor, limit}
 	if end, ok := prefixEnd(prefix); ok {
@@ -41,7 +41,7 @@ func (s *Store) List(ctx context.Context, prefix, cursor string, limit int) ([]s
 		return rows.Err()
 	})
 	if err != nil {
-		return nil, "", s.wrap(opList, "", err)
+		return nil, "", s.wrap(opList, prefix, err)
 	}
 	next := ""
 	if len(keys) == limit {

@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/kvbreaker/kvbreaker/backends/postgres"
+	"github.com/kvbreaker/kvbreaker/internal/backendtest"
 )
 
 const secret = "s3cr3tPW"
@@ -67,12 +68,7 @@ func TestParseConfigHidesSecrets(t *testing.T) {
 // TestStoreErrorsHideSecrets: a store over a pool whose connection string
 // carries a password reports a refused server without it.
 func TestStoreErrorsHideSecrets(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dead := ln.Addr().String()
-	ln.Close()
+	dead := backendtest.ClosedPort(t)
 	for _, tc := range secretConnStrings(dead) {
 		if !strings.HasSuffix(tc.name, "refused") {
 			continue

@@ -25,56 +25,12 @@ func newFleet(t *testing.T, workers int, client func() goredis.UniversalClient, 
 	return &fleet{fleettest.New(t, stores, s)}
 }
 
-// runFleet drives 64 workers through a circuit's life on each host: all
-// fail at once (exactly one closed→open), hold, one probe per restraint
-// (fails: reopens; again: succeeds, closes).
+// runFleet drives 64 workers through a circuit's life on each host in
+// turn, 64 calls at a time (fleettest.Cycle).
 func runFleet(t *testing.T, client func() goredis.UniversalClient, hosts ...string) {
-	const (
-		workers  = 64
-		recovery = 10 * time.Minute
-	)
-	f := newFleet(t, workers, client, kvbreaker.Settings{FailureThreshold: 3, FailureWindow: time.Minute, RecoveryDelay: recovery})
-	ctx := t.Context()
+	f := newFleet(t, 64, client, kvbreaker.Settings{FailureThreshold: 3, FailureWindow: time.Minute, RecoveryDelay: 10 * time.Minute})
 	for _, host := range hosts {
-		if got, _ := f.AllowAll(t, host, len(f.Breakers)); got[kvbreaker.Send] != workers {
-			t.Fatalf("%s: closed circuit decisions %v, want %d sends", host, got, workers)
-		}
-		f.Concurrently(len(f.Breakers), func(_ int, b *kvbreaker.Breaker) {
-			if err := b.Failure(ctx, host); err != nil {
-				t.Errorf("Failure: %v", err)
-			}
-		})
-		f.Tr.Want(t, map[string]int{"closed→open": 1})
-		if got, _ := f.AllowAll(t, host, len(f.Breakers)); got[kvbreaker.Hold] != workers {
-			t.Fatalf("%s: open circuit decisions %v, want %d holds", host, got, workers)
-		}
-	}
-	f.Clock.Advance(recovery + time.Second)
-	for _, host := range hosts {
-		got, prober := f.AllowAll(t, host, len(f.Breakers))
-		if got[kvbreaker.Probe] != 1 || got[kvbreaker.Hold] != workers-1 {
-			t.Fatalf("%s: after the recovery delay decisions %v, want 1 probe and %d holds", host, got, workers-1)
-		}
-		f.Tr.Want(t, map[string]int{"open→half-open": 1})
-		if err := prober.Failure(ctx, host); err != nil {
-			t.Fatal(err)
-		}
-		f.Tr.Want(t, map[string]int{"half-open→open": 1})
-	}
-	f.Clock.Advance(recovery + time.Second)
-	for _, host := range hosts {
-		got, prober := f.AllowAll(t, host, len(f.Breakers))
-		if got[kvbreaker.Probe] != 1 || got[kvbreaker.Hold] != workers-1 {
-			t.Fatalf("%s: second probe round decisions %v, want 1 probe", host, got)
-		}
-		f.Tr.Want(t, map[string]int{"open→half-open": 1})
-		if err := prober.Success(ctx, host); err != nil {
-			t.Fatal(err)
-		}
-		f.Tr.Want(t, map[string]int{"half-open→closed": 1})
-		if got, _ := f.AllowAll(t, host, len(f.Breakers)); got[kvbreaker.Send] != workers {
-			t.Errorf("%s: closed again: decisions %v, want all sends", host, got)
-		}
+		f.Cycle(t, host, len(f.Breakers))
 	}
 }
 

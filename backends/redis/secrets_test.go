@@ -2,12 +2,12 @@ package redis_test
 
 import (
 	"context"
-	"net"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/kvbreaker/kvbreaker/backends/redis"
+	"github.com/kvbreaker/kvbreaker/internal/backendtest"
 )
 
 // TestDialErrorsHideSecrets: whatever is wrong with a URL, and wherever it
@@ -15,12 +15,7 @@ import (
 // string, a fragment), Dial's error never contains the secret, nor a part
 // of it that a parser quotes.
 func TestDialErrorsHideSecrets(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dead := ln.Addr().String() // refuses: the Dial's reach error too
-	ln.Close()
+	dead := backendtest.ClosedPort(t) // refuses: the Dial's reach error too
 	const sec = "s3cr3tPW"
 	for _, tc := range []struct{ name, url string }{
 		{"userinfo, bad escape", "redis://:" + sec + "%zz@" + dead + "/0"},

@@ -75,6 +75,8 @@ type Fleet struct {
 	Breakers []*kvbreaker.Breaker
 	Clock    *Clock
 	Tr       *Transitions
+	// Settings are the Breakers' settings, as given (zero: the default).
+	Settings kvbreaker.Settings
 }
 
 // New builds a Breaker with s over each store (s.Clock and s.OnStateChange
@@ -93,6 +95,7 @@ func NewOn(t testing.TB, clk *Clock, stores []driver.Store, s kvbreaker.Settings
 	t.Helper()
 	f := &Fleet{Clock: clk, Tr: &Transitions{}}
 	s.Clock, s.OnStateChange, s.SkipClockCheck = f.Clock.Now, f.Tr.Record, true
+	f.Settings = s
 	for _, st := range stores {
 		b, err := kvbreaker.New(st, s)
 		if err != nil {
@@ -138,4 +141,123 @@ func (f *Fleet) AllowAll(t testing.TB, host string, n int) (map[kvbreaker.Decisi
 		}
 	})
 	return got, prober
+}
+
+// Cycle drives the fleet through a circuit's life on host, callers calls
+// at a time spread over the workers, and fails t at the first step that
+// goes wrong:
+//
+//   - closed: every call is told Send;
+//   - callers Failures at once open the circuit exactly once, with
+//     FailureThreshold failures in its record;
+//   - open: every worker holds until the restraint ends, and a Failure
+//     writes nothing (the record's version stays);
+//   - at the restraint's end exactly one of callers Allows is told Probe;
+//     a Failure, from a worker other than the prober, reopens at once and
+//     every call holds again;
+//   - at the next restraint's end exactly one probes again; the others hold
+//     until the release interval; the probe's Success closes the circuit,
+//     deletes the record, and every call is told Send; Successes on the
+//     closed circuit report nothing.
+//
+// Each transition must be reported once across the fleet. The settings
+// need a FailureThreshold below callers.
+func (f *Fleet) Cycle(t testing.TB, host string, callers int) {
+	t.Helper()
+	ctx := t.Context()
+	if got, _ := f.AllowAll(t, host, callers); got[kvbreaker.Send] != callers {
+		t.Fatalf("%s closed: decisions %v, want %d sends", host, got, callers)
+	}
+	f.Concurrently(callers, func(_ int, b *kvbreaker.Breaker) {
+		if err := b.Failure(ctx, host); err != nil {
+			t.Errorf("%s: Failure: %v", host, err)
+		}
+	})
+	f.Tr.Want(t, map[string]int{"closed→open": 1})
+	st := f.inspectOpen(t, host, "after the failures")
+	if n := f.Settings.FailureThreshold; n > 0 && len(st.Failures) != n {
+		t.Errorf("%s opened with %d failures in its record, want the threshold %d", host, len(st.Failures), n)
+	}
+	for i, b := range f.Breakers {
+		v, err := b.Allow(ctx, host, time.Time{})
+		if err != nil || v.Decision != kvbreaker.Hold || !v.RetryAt.Equal(st.RestrainedUntil) {
+			t.Fatalf("%s open: worker %d: %+v, %v; want hold until %v", host, i, v, err, st.RestrainedUntil)
+		}
+	}
+	if err := f.Breakers[len(f.Breakers)-1].Failure(ctx, host); err != nil {
+		t.Fatal(err)
+	}
+	if again, err := f.Breakers[0].Inspect(ctx, host); err != nil || again.Version != st.Version {
+		t.Errorf("%s: a Failure on the open circuit rewrote its record: version %d → %d (%v)", host, st.Version, again.Version, err)
+	}
+	f.Tr.Want(t, map[string]int{})
+
+	prober := f.elect(t, host, callers, st.RestrainedUntil, "first probe")
+	if err := f.other(prober).Failure(ctx, host); err != nil {
+		t.Fatal(err)
+	}
+	f.Tr.Want(t, map[string]int{"half-open→open": 1})
+	if got, _ := f.AllowAll(t, host, callers); got[kvbreaker.Hold] != callers {
+		t.Fatalf("%s reopened: decisions %v, want %d holds", host, got, callers)
+	}
+	st = f.inspectOpen(t, host, "after the probe failed")
+
+	prober = f.elect(t, host, callers, st.RestrainedUntil, "second probe")
+	release := f.Settings.ReleaseInterval
+	if release == 0 {
+		release = kvbreaker.DefaultReleaseInterval
+	}
+	if v, err := f.other(prober).Allow(ctx, host, time.Time{}); err != nil || v.Decision != kvbreaker.Hold || !v.RetryAt.Equal(f.Clock.Now().Add(release)) {
+		t.Errorf("%s half-open: Allow = %+v, %v; want hold for the release interval %v", host, v, err, release)
+	}
+	if err := prober.Success(ctx, host); err != nil {
+		t.Fatal(err)
+	}
+	f.Tr.Want(t, map[string]int{"half-open→closed": 1})
+	if st, err := f.other(prober).Inspect(ctx, host); err != nil || st.Found {
+		t.Errorf("%s after the probe's success: Inspect = %+v, %v; want no record", host, st, err)
+	}
+	if got, _ := f.AllowAll(t, host, callers); got[kvbreaker.Send] != callers {
+		t.Errorf("%s closed again: decisions %v, want %d sends", host, got, callers)
+	}
+	f.Concurrently(callers, func(_ int, b *kvbreaker.Breaker) {
+		if err := b.Success(ctx, host); err != nil {
+			t.Errorf("%s: Success: %v", host, err)
+		}
+	})
+	f.Tr.Want(t, map[string]int{})
+}
+
+// inspectOpen returns host's record, failing t unless it is open.
+func (f *Fleet) inspectOpen(t testing.TB, host, when string) kvbreaker.Status {
+	t.Helper()
+	st, err := f.Breakers[0].Inspect(t.Context(), host)
+	if err != nil || !st.Found || st.State != kvbreaker.StateOpen {
+		t.Fatalf("%s %s: Inspect = %+v, %v; want open", host, when, st, err)
+	}
+	return st
+}
+
+// elect moves the clock to until, the restraint's end, and fails t unless
+// exactly one of callers Allows is told Probe; it returns that Breaker.
+func (f *Fleet) elect(t testing.TB, host string, callers int, until time.Time, step string) *kvbreaker.Breaker {
+	t.Helper()
+	f.Clock.Set(until)
+	got, prober := f.AllowAll(t, host, callers)
+	if got[kvbreaker.Probe] != 1 || got[kvbreaker.Hold] != callers-1 {
+		t.Fatalf("%s %s at the restraint's end: decisions %v, want 1 probe and %d holds", host, step, got, callers-1)
+	}
+	f.Tr.Want(t, map[string]int{"open→half-open": 1})
+	return prober
+}
+
+// other returns a Breaker of the fleet other than b (b itself in a fleet
+// of one).
+func (f *Fleet) other(b *kvbreaker.Breaker) *kvbreaker.Breaker {
+	for _, o := range f.Breakers {
+		if o != b {
+			return o
+		}
+	}
+	return b
 }

@@ -1,0 +1,77 @@
+package fleettest_test
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/kvbreaker/kvbreaker"
+	"github.com/kvbreaker/kvbreaker/backends/memory"
+	"github.com/kvbreaker/kvbreaker/driver"
+	"github.com/kvbreaker/kvbreaker/internal/fleettest"
+)
+
+// recorder is a testing.TB that keeps the first failure instead of
+// failing the test; Fatalf ends the goroutine, as testing's does.
+type recorder struct {
+	testing.TB
+	mu  sync.Mutex
+	msg string
+}
+
+func (r *recorder) Helper() {}
+func (r *recorder) Errorf(format string, args ...any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.msg == "" {
+		r.msg = fmt.Sprintf(format, args...)
+	}
+}
+func (r *recorder) Fatalf(format string, args ...any) {
+	r.Errorf(format, args...)
+	runtime.Goexit()
+}
+func (r *recorder) Fatal(args ...any) { r.Fatalf("%s", fmt.Sprint(args...)) }
+
+// lastWriterWins is a store whose writes ignore the version they were
+// given: it breaks the atomicity the probe election relies on.
+type lastWriterWins struct{ *memory.Store }
+
+func (s lastWriterWins) CompareAndSwap(ctx context.Context, key string, _ driver.Version, value []byte, ttl time.Duration) (driver.Version, error) {
+	_, cur, err := s.Get(ctx, key)
+	if err != nil {
+		cur = driver.NoVersion
+	}
+	return s.Store.CompareAndSwap(ctx, key, cur, value, ttl)
+}
+
+// cycle runs Cycle over 4 workers sharing store and returns its first
+// failure.
+func cycle(t *testing.T, store driver.Store) string {
+	r := &recorder{TB: t}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f := fleettest.New(r, []driver.Store{store, store, store, store}, kvbreaker.Settings{FailureThreshold: 3, FailureWindow: time.Minute, RecoveryDelay: time.Minute})
+		f.Cycle(r, "h.example", 16)
+	}()
+	<-done
+	return r.msg
+}
+
+func TestCycle(t *testing.T) {
+	if msg := cycle(t, memory.New()); msg != "" {
+		t.Fatalf("over an atomic store: %s", msg)
+	}
+	// Negative control: without compare-and-swap, concurrent failures
+	// open the circuit more than once or several workers probe.
+	msg := cycle(t, lastWriterWins{memory.New()})
+	if !strings.Contains(msg, "transitions") && !strings.Contains(msg, "want 1 probe") && !strings.Contains(msg, "failures in its record") {
+		t.Errorf("over a last-writer-wins store: failure %q, want one about transitions, failures or the probe", msg)
+	}
+	t.Logf("over a last-writer-wins store: %s", msg)
+}
