@@ -59,6 +59,17 @@ func TestFixture(t *testing.T) {
 	if _, _, found, _ := srv.RawGet(ctx, "a/..?"); found {
 		t.Error("entry still there 61 s into a 60 s TTL")
 	}
+	// Fractions of a millisecond add up: ten steps of 1.5 ms move the
+	// clock 15 ms.
+	before = srv.Now()
+	for range 10 {
+		if err := srv.Advance(ctx, 1500*time.Microsecond); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := srv.Now().Sub(before); got != 15*time.Millisecond {
+		t.Errorf("Now moved by %v after ten Advance(1.5ms), want 15ms", got)
+	}
 	if err := srv.Throttle(ctx, 1, 2*time.Second); err != nil {
 		t.Fatal(err)
 	}
