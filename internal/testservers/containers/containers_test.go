@@ -161,7 +161,11 @@ func TestConformanceEtcd(t *testing.T) {
 	t.Logf("etcd image %s at %s", srv.Image, srv.Endpoint)
 	conformance.Run(t, func(_ context.Context, t *testing.T) (conformance.Harness, error) {
 		return &etcdHarness{t: t, cli: etcdClient(t, srv.Endpoint)}, nil
-	}, verifiedByBackend("backends/etcd")...)
+	}, append(verifiedByBackend("backends/etcd"),
+		// etcd declares Late 1m0.5s (a lease's expiry is only checked on
+		// its leader's ticks), so telling two TTLs apart in real time
+		// takes a 65 s wait, which this run does not make.
+		conformance.Waive(conformance.PromiseReplaceTTL, "without a lifetime reader the TTLs cannot be told apart short of a 65 s wait; backends/etcd's TestConformance verifies it through LeaseTimeToLive"))...)
 }
 
 // TestConformanceDynamoDB runs the conformance suite on the DynamoDB
