@@ -240,7 +240,7 @@ func (e *env) offGridFine(ctx context.Context, u time.Duration) {
 			return
 		}
 	}
-	e.notVerifiedf("rounding to a grid of %v: in three rounds the write's round trip and the gap between polls (last %v) were too long to tell", 10*u, res.Round(time.Microsecond))
+	e.undecidedf("rounding to a grid of %v: in three rounds the write's round trip and the gap between polls (last %v) were too long to tell", 10*u, res.Round(time.Microsecond))
 }
 
 // edge is one entry whose end offGridFine times.

@@ -273,8 +273,34 @@ func TestFakeTimeNoRealSlack(t *testing.T) {
 	a.harness = harness{make: func() driver.Store {
 		return earlyBy{memory.New(memory.WithClock(a.clock)), 500 * time.Millisecond}
 	}}
-	rep, err := measure(t, a, conformance.WithExpiryTTL(time.Hour), conformance.WithSkipSlow(true))
+	// The verdict's precision is the real time a probe's approach takes;
+	// on a machine too loaded to give it, the case says undecided (never
+	// passed) and the run is repeated.
+	var rep *conformcheck.Report
+	var err error
+	for attempt := 1; ; attempt++ {
+		rep, err = measure(t, a, conformance.WithExpiryTTL(time.Hour), conformance.WithSkipSlow(true))
+		if attempt == 3 || !undecided(rep, conformance.CaseExpiry) {
+			break
+		}
+		t.Logf("attempt %d: the expiry case was undecided on this machine's timing; again", attempt)
+	}
 	wantBroken(t, rep, err, conformance.CaseExpiry, conformance.PromiseNotEarly)
+}
+
+// undecided reports whether case c found no problem but left a measurement
+// undecided.
+func undecided(rep *conformcheck.Report, c conformance.CaseID) bool {
+	for _, r := range rep.Results {
+		if r.Case == string(c) && len(r.Problems) == 0 {
+			for _, g := range r.NotVerified {
+				if strings.Contains(g.Excused, "undecided") {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }
 
 // TestPorcupineUnknownInconclusive: a search that keeps timing out is
