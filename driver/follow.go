@@ -1,0 +1,96 @@
+package driver
+
+import (
+	"context"
+	"strconv"
+	"time"
+)
+
+// Follower is an optional Store interface: a store that can push its
+// changes. A Breaker whose Settings.Mirror is set follows its store's keys
+// and, while the feed is healthy, decides from a local mirror of them
+// instead of reading the store; its writes still compare-and-swap against
+// the store. etcd (Watch from a revision), Redis (CLIENT TRACKING in BCAST
+// mode), PostgreSQL (LISTEN/NOTIFY from a trigger) and the memory store
+// implement it; DynamoDB (no streams this adapter can rely on) and Workers
+// KV (eventually consistent for up to 60 s) do not.
+//
+// The feed's one promise is that a follower that has seen Synced{At: t}
+// has seen every change committed before t, in commit order per key. Every
+// way the store cannot keep it (a dropped connection, a compacted history,
+// an overflowing buffer, a resent subscription) is reported as Lost, never
+// resumed silently past a gap.
+type Follower interface {
+	// Follow delivers to fn, one change at a time and in order, a snapshot
+	// of every live key that begins with prefix and then every change
+	// after it, until ctx ends. It blocks: it returns ctx's error once
+	// ctx ends, or an error when it cannot follow at all (the store
+	// refused, or cannot follow this prefix: errors.ErrUnsupported).
+	//
+	// The feed starts with Reset, then a Put for each live key of the
+	// snapshot, then Synced. After that it sends a Put for each write, a
+	// Delete for each deletion (and for each expiry the store reports),
+	// and Synced at least every heartbeat while nothing else arrives, each
+	// with an At no later than the instant (by the caller's clock, time.Now)
+	// before which every commit has been delivered: a follower measures
+	// how far behind it may be from that, never assumes it. When the feed
+	// may have missed a change, Follow sends Lost (Err says why), then
+	// resynchronises with a new Reset, snapshot and Synced, for as long as
+	// ctx lasts; between Lost and that Synced the caller decides nothing
+	// from what it received.
+	//
+	// fn runs on Follow's goroutine and must return quickly; Follow does
+	// not reuse Value after fn returns. Keys are delivered as written
+	// (kvbreaker.Prefixed translates its prefix). Follow honours ctx
+	// everywhere and leaks no goroutine once it has returned.
+	Follow(ctx context.Context, prefix string, heartbeat time.Duration, fn func(Change)) error
+}
+
+// ChangeKind says what a Change reports.
+type ChangeKind int8
+
+const (
+	// ChangeReset starts a snapshot: forget every key under the prefix;
+	// the snapshot's keys follow as ChangePut, then ChangeSynced.
+	ChangeReset ChangeKind = iota + 1
+	// ChangePut: Key now holds Value at Version (created or replaced).
+	ChangePut
+	// ChangeDelete: Key was deleted, or expired (Version is its last
+	// version when the store knows it, else NoVersion).
+	ChangeDelete
+	// ChangeSynced: every change committed before At has been delivered.
+	ChangeSynced
+	// ChangeLost: the feed may have missed changes (Err says why); what
+	// was received is not to be decided on until the next ChangeSynced
+	// after a ChangeReset.
+	ChangeLost
+)
+
+// String returns "reset", "put", "delete", "synced" or "lost".
+func (k ChangeKind) String() string {
+	switch k {
+	case ChangeReset:
+		return "reset"
+	case ChangePut:
+		return "put"
+	case ChangeDelete:
+		return "delete"
+	case ChangeSynced:
+		return "synced"
+	case ChangeLost:
+		return "lost"
+	}
+	return "change(" + strconv.Itoa(int(k)) + ")"
+}
+
+// Change is one event of a Follower's feed.
+type Change struct {
+	Kind    ChangeKind
+	Key     string
+	Value   []byte
+	Version Version
+	// At is set on ChangeSynced (see Follower.Follow).
+	At time.Time
+	// Err is set on ChangeLost.
+	Err error
+}
