@@ -279,6 +279,19 @@ func TestMirrorKeepsOwnWrites(t *testing.T) {
 		holds("after an older record arrived")
 		send(driver.Change{Kind: driver.ChangePut, Key: "h.example", Value: openRecord(time.Now()), Version: ver})
 		holds("after its own write arrived")
+
+		// Another worker's later write (here a deletion the feed delivers
+		// with no version) is in the feed, masked by this worker's write
+		// until a Synced after it proves the feed at least as new.
+		if err := b.Failure(ctx, "g.example"); err != nil {
+			t.Fatal(err)
+		}
+		send(driver.Change{Kind: driver.ChangeDelete, Key: "g.example"})
+		time.Sleep(time.Millisecond)
+		send(driver.Change{Kind: driver.ChangeSynced, At: time.Now()})
+		if v, _ := b.Allow(ctx, "g.example", time.Time{}); v.Decision != kvbreaker.Send {
+			t.Fatalf("after a Synced past its own write, the feed's later record: %v", v.Decision)
+		}
 	})
 }
 
