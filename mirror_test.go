@@ -384,3 +384,21 @@ func TestMirrorCloseEndsFollow(t *testing.T) {
 		}
 	})
 }
+
+// TestComposeMirrorHooks: ComposeObservers calls each observer's Mirror and
+// MirrorLag hook, in the order given.
+func TestComposeMirrorHooks(t *testing.T) {
+	var got []string
+	mk := func(name string) *kvbreaker.Observer {
+		return &kvbreaker.Observer{
+			Mirror:    func(_ context.Context, i kvbreaker.MirrorInfo) { got = append(got, name+" "+string(i.Reason)) },
+			MirrorLag: func(_ context.Context, i kvbreaker.MirrorLagInfo) { got = append(got, fmt.Sprint(name, " ", i.Lag)) },
+		}
+	}
+	o := kvbreaker.ComposeObservers(mk("a"), nil, &kvbreaker.Observer{}, mk("b"))
+	o.Mirror(context.Background(), kvbreaker.MirrorInfo{Reason: kvbreaker.MirrorLost})
+	o.MirrorLag(context.Background(), kvbreaker.MirrorLagInfo{Lag: time.Millisecond})
+	if want := "[a lost b lost a 1ms b 1ms]"; fmt.Sprint(got) != want {
+		t.Fatalf("%v, want %s", got, want)
+	}
+}
