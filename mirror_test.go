@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -401,4 +402,46 @@ func TestComposeMirrorHooks(t *testing.T) {
 	if want := "[a lost b lost a 1ms b 1ms]"; fmt.Sprint(got) != want {
 		t.Fatalf("%v, want %s", got, want)
 	}
+}
+
+// TestMirrorMemoryPerEntry measures the heap a mirror holds per record
+// (host names of 20 bytes, one failure each), as Settings.MirrorSize's doc
+// states it, and fails if it grows past 1 KB.
+func TestMirrorMemoryPerEntry(t *testing.T) {
+	const n = 20_000
+	ctx := context.Background()
+	inner := memory.New()
+	defer inner.Close()
+	rec := record.EncodeRecord(record.Record{Failures: []time.Time{time.Now().Truncate(time.Millisecond)}})
+	for i := range n {
+		if _, err := inner.CompareAndSwap(ctx, fmt.Sprintf("host%06d.example.org", i), driver.NoVersion, rec, time.Hour); err != nil {
+			t.Fatal(err)
+		}
+	}
+	heap := func() uint64 {
+		var ms runtime.MemStats
+		runtime.GC()
+		runtime.GC()
+		runtime.ReadMemStats(&ms)
+		return ms.HeapAlloc
+	}
+	before := heap()
+	synced := make(chan struct{}, 1)
+	b, err := kvbreaker.New(inner, kvbreaker.Settings{Mirror: true, SkipClockCheck: true, Observer: &kvbreaker.Observer{
+		Mirror: func(_ context.Context, i kvbreaker.MirrorInfo) {
+			if i.Healthy {
+				synced <- struct{}{}
+			}
+		}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-synced
+	per := float64(heap()-before) / n
+	runtime.KeepAlive(b)
+	t.Logf("%.0f bytes per mirrored record (%d records)", per, n)
+	if per > 1024 {
+		t.Errorf("%.0f bytes per mirrored record", per)
+	}
+	b.Close(ctx)
 }

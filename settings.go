@@ -117,9 +117,10 @@ type Settings struct {
 	// MirrorSize caps the records the mirror holds. When the store holds
 	// more, the mirror cannot know a host absent, so it empties itself,
 	// every call reads the store, and it follows again a minute later,
-	// until the store holds at most MirrorSize. An entry costs about
-	// 300 bytes with a host name of 20 bytes and one failure (measured:
-	// go test -run TestMirrorMemoryPerEntry -v .). Default 100,000.
+	// until the store holds at most MirrorSize. A record costs about 150
+	// bytes of heap with a host name of 20 bytes and one failure
+	// (measured: go test -run TestMirrorMemoryPerEntry -v .), so the
+	// default holds about 15 MB at most. Default 100,000.
 	MirrorSize int
 	// MirrorStaleness: the mirror decides only while its feed has shown,
 	// within this long, that every change before has been delivered. The
