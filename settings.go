@@ -171,7 +171,7 @@ func (s *Settings) config(store driver.Store, t driver.Traits) (machine.Config, 
 	}, t)
 	errs := []error{err}
 	if s.Mirror && !follows(store) {
-		errs = append(errs, fmt.Errorf("Mirror is set but the store (%T) cannot follow its keys (it is no driver.Follower): set Mirror false, or use a store that can (etcd, Redis, PostgreSQL, memory)", store))
+		errs = append(errs, fmt.Errorf("store %T cannot follow its keys (it is no driver.Follower), which Mirror needs: set Mirror false, or use a store that can (etcd, Redis, PostgreSQL, memory)", store))
 	}
 	if s.CallTimeout < 0 {
 		errs = append(errs, fmt.Errorf("CallTimeout is %v: set a positive duration, or zero for the default %v", s.CallTimeout, DefaultCallTimeout))

@@ -3,6 +3,7 @@ package otelkvbreaker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -42,7 +43,7 @@ func TestMirrorInstruments(t *testing.T) {
 				for _, p := range d.DataPoints {
 					h, _ := p.Attributes.Value(MirrorHealthyKey)
 					r, _ := p.Attributes.Value(MirrorReasonKey)
-					got = append(got, h.Emit()+":"+r.AsString())
+					got = append(got, fmt.Sprintf("%v:%s", h.AsBool(), r.AsString()))
 				}
 				slices.Sort(got)
 				if !slices.Equal(got, []string{"false:lost", "true:synced"}) {
