@@ -26,13 +26,10 @@ func BenchmarkAllowClosed(b *testing.B) {
 			OnStateChange: func(string, kvbreaker.State, kvbreaker.State) {},
 			OnDrop:        func(string, time.Time) {},
 		}},
+		{"mirror", kvbreaker.Settings{Mirror: true}},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
-			bc.s.SkipClockCheck = true
-			br, err := kvbreaker.New(memory.New(), bc.s)
-			if err != nil {
-				b.Fatal(err)
-			}
+			br := benchBreaker(b, bc.s)
 			ctx := context.Background()
 			b.ReportAllocs()
 			for b.Loop() {
@@ -42,4 +39,58 @@ func BenchmarkAllowClosed(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkAllowOpen: Allow on an open host (FailureThreshold 1, one
+// Failure), reading the memory store, and deciding from the mirror.
+//
+//	go test -run '^$' -bench 'AllowOpen' -benchmem .
+func BenchmarkAllowOpen(b *testing.B) {
+	for _, bc := range []struct {
+		name string
+		s    kvbreaker.Settings
+	}{
+		{"store", kvbreaker.Settings{FailureThreshold: 1}},
+		{"mirror", kvbreaker.Settings{FailureThreshold: 1, Mirror: true}},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			br := benchBreaker(b, bc.s)
+			ctx := context.Background()
+			if err := br.Failure(ctx, host); err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				if v, _ := br.Allow(ctx, host, time.Time{}); v.Decision != kvbreaker.Hold {
+					b.Fatal(v.Decision)
+				}
+			}
+		})
+	}
+}
+
+// benchBreaker is a Breaker over a new memory store; with Mirror, once its
+// mirror decides.
+func benchBreaker(tb testing.TB, s kvbreaker.Settings) *kvbreaker.Breaker {
+	s.SkipClockCheck = true
+	synced := make(chan struct{}, 1)
+	if s.Mirror {
+		s.Observer = kvbreaker.ComposeObservers(s.Observer, &kvbreaker.Observer{Mirror: func(_ context.Context, i kvbreaker.MirrorInfo) {
+			if i.Healthy {
+				select {
+				case synced <- struct{}{}:
+				default:
+				}
+			}
+		}})
+	}
+	br, err := kvbreaker.New(memory.New(), s)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { br.Close(context.Background()) })
+	if s.Mirror {
+		<-synced
+	}
+	return br
 }

@@ -70,8 +70,11 @@ type Breaker struct {
 	log     *slog.Logger
 	timeout time.Duration
 	cache   *cache
-	obs     Observer // Settings.Observer with the shortcuts composed in
-	clk     clockCheck
+	// mirror decides while its feed is healthy (Settings.Mirror); nil
+	// without one.
+	mirror *mirror
+	obs    Observer // Settings.Observer with the shortcuts composed in
+	clk    clockCheck
 	// anomalies rate-limits warnings of records the Breaker cannot use.
 	anomalies anomalyLog
 }
@@ -83,7 +86,7 @@ func New(store driver.Store, s Settings) (*Breaker, error) {
 		return nil, errors.New("kvbreaker: New needs a store")
 	}
 	t := store.Traits()
-	cfg, err := s.config(t)
+	cfg, err := s.config(store, t)
 	if err != nil {
 		return nil, err
 	}
@@ -104,8 +107,18 @@ func New(store driver.Store, s Settings) (*Breaker, error) {
 	if stale == 0 {
 		stale = DefaultCacheStaleness
 	}
-	b.cache = newCache(s.CacheSize, stale)
+	if s.Mirror {
+		// The mirror decides instead: the cache keeps only write hints
+		// for when the mirror cannot decide.
+		b.cache = newCache(0, 0)
+		b.mirror = newMirror(b, store.(driver.Follower), s.MirrorSize, s.MirrorStaleness)
+	} else {
+		b.cache = newCache(s.CacheSize, stale)
+	}
 	b.initClock(store, &s)
+	if b.mirror != nil {
+		b.mirror.start()
+	}
 	if !t.Atomic {
 		b.log.Warn("kvbreaker: store has no atomic compare-and-swap; running last-writer-wins, so concurrent workers may each see a transition",
 			"store", fmt.Sprintf("%T", store))
@@ -124,12 +137,12 @@ func (b *Breaker) StateTTL() time.Duration { return b.cfg.StateTTL }
 type instant struct{ wall, mono time.Time }
 
 // instant reads the clock once per call; time.Now a second time only when
-// the decision cache needs the monotonic clock and Settings.Clock replaced
-// it.
+// the decision cache or the mirror needs the monotonic clock and
+// Settings.Clock replaced it.
 func (b *Breaker) instant() instant {
 	t := b.clock()
 	in := instant{wall: wall(t), mono: t}
-	if b.s.Clock != nil && b.cache.decides() {
+	if b.s.Clock != nil && (b.cache.decides() || b.mirror != nil) {
 		in.mono = time.Now()
 	}
 	return in
@@ -226,13 +239,35 @@ func (b *Breaker) apply(ctx context.Context, host string, cur current, st *machi
 // clock read and its store read would look stamped by a fast clock, and the
 // machine would clamp it back to in.wall (clampFuture): right in count,
 // wrong in instant.
-func (b *Breaker) run(ctx context.Context, host string, in instant, write bool, decide func(r record.Record, now time.Time) machine.Step) (_ machine.Step, cached bool, _ error) {
+func (b *Breaker) run(ctx context.Context, host string, in instant, write bool, decide func(r record.Record, now time.Time) machine.Step) (_ machine.Step, by decider, _ error) {
 	if err := driver.ValidateKey(host); err != nil {
-		return machine.Step{}, false, err
+		return machine.Step{}, byStore, err
 	}
 	if b.clk.auto {
 		b.maybeCheckClock()
 	}
+	if b.mirror != nil && b.mirror.decides(ctx, in.mono) {
+		return b.runMirrored(ctx, host, in, decide)
+	}
+	st, cached, err := b.runStore(ctx, host, in, write, decide)
+	if cached {
+		return st, byCache, err
+	}
+	return st, byStore, err
+}
+
+// decider is what a decision was made on.
+type decider uint8
+
+const (
+	byStore  decider = iota // a record read from (or written to) the store
+	byCache                 // the decision cache
+	byMirror                // the mirror
+)
+
+// runStore is run without a mirror that decides: on the store's record,
+// or the cache's.
+func (b *Breaker) runStore(ctx context.Context, host string, in instant, write bool, decide func(r record.Record, now time.Time) machine.Step) (_ machine.Step, cached bool, _ error) {
 	var cur current
 	fresh, hinted := false, false
 	at := b.cache.ref(host) // host's cache slot, hashed once per call
@@ -319,14 +354,14 @@ func (b *Breaker) Allow(ctx context.Context, host string, heldSince time.Time) (
 	now := in.wall
 	if b.cfg.HoldExpired(heldSince, now) {
 		v := Verdict{Decision: Drop, HeldSince: heldSince}
-		b.decided(ctx, host, &v, false, nil)
+		b.decided(ctx, host, &v, byStore, nil)
 		return v, nil
 	}
 	// No write hints here: Allow writes only to elect a probe, and at a
 	// restraint's end every worker holding a message for the host asks at
 	// once; on a hint each loser would pay a failed compare-and-swap (a
 	// Raft proposal, a DynamoDB write unit) where a read costs less.
-	st, cached, err := b.run(ctx, host, in, false, func(r record.Record, now time.Time) machine.Step {
+	st, by, err := b.run(ctx, host, in, false, func(r record.Record, now time.Time) machine.Step {
 		return machine.AllowStep(r, now, heldSince, &b.cfg)
 	})
 	if heldSince.IsZero() {
@@ -354,7 +389,7 @@ func (b *Breaker) Allow(ctx context.Context, host string, heldSince time.Time) (
 			v.claim = st.Record.RestrainedUntil
 		}
 	}
-	b.decided(ctx, host, &v, cached, err)
+	b.decided(ctx, host, &v, by, err)
 	return v, err
 }
 
@@ -438,10 +473,14 @@ func wrap(op, host string, err error) error {
 // etcd.Dial's store), so that a program that keeps only the Breaker loses
 // no recorded failure at shutdown. ctx bounds the flush. It first cancels a
 // background clock check that is running (Settings.ClockCheckInterval) and
-// waits for it to end. Close the Breaker last of those sharing one store;
+// waits for it to end, and ends the mirror's feed (Settings.Mirror) and
+// waits for its goroutine. Close the Breaker last of those sharing one store;
 // the others need no Close (a clock check of theirs ends within
 // CallTimeout). The Breaker must not be used after Close.
 func (b *Breaker) Close(ctx context.Context) error {
+	if b.mirror != nil {
+		b.mirror.close()
+	}
 	b.closeClock()
 	var err error
 	if f, ok := b.store.(driver.Flusher); ok {

@@ -51,6 +51,30 @@ type Observer struct {
 	// cannot use as written (see RecordAnomaly); the Logger hears of it
 	// once per host per 10 minutes.
 	RecordAnomaly func(ctx context.Context, e AnomalyInfo)
+	// Mirror is called when the mirror (Settings.Mirror) starts or stops
+	// deciding, with why. It runs on the mirror's goroutine, or for
+	// MirrorStale on the call that found the feed stale.
+	Mirror func(ctx context.Context, e MirrorInfo)
+	// MirrorLag is called when one of this worker's writes arrives through
+	// the mirror's feed, with the time since it was sent: the propagation
+	// delay, measured on one clock. It runs on the mirror's goroutine.
+	MirrorLag func(ctx context.Context, e MirrorLagInfo)
+}
+
+// MirrorInfo is what Observer.Mirror reports: the mirror became healthy
+// (it decides) or unhealthy (every call reads the store).
+type MirrorInfo struct {
+	Healthy bool
+	Reason  MirrorReason
+	// Err is the feed's error, for MirrorLost and MirrorEnded.
+	Err error
+}
+
+// MirrorLagInfo is what Observer.MirrorLag reports.
+type MirrorLagInfo struct {
+	// Lag is the time from sending a write to the store until the feed
+	// delivered it and the write had returned (whichever came later).
+	Lag time.Duration
 }
 
 // DecisionInfo is what Observer.Decision reports: one Allow's answer.
@@ -62,9 +86,11 @@ type DecisionInfo struct {
 	// heldSince Allow was given, which Settings.OnDrop receives).
 	RetryAt   time.Time
 	HeldSince time.Time
-	// Cached reports that the local cache (Settings.CacheSize) answered
-	// without a store read.
+	// Cached reports that Allow answered without a store read: from the
+	// local cache (Settings.CacheSize) or from the mirror.
 	Cached bool
+	// Mirrored reports that the mirror (Settings.Mirror) answered.
+	Mirrored bool
 	// Err is the error Allow returned with the decision: a store failure
 	// it answered in spite of (see Settings.FailClosed), an invalid host.
 	Err error
@@ -199,6 +225,8 @@ func ComposeObservers(observers ...*Observer) *Observer {
 		storeCall  []func(context.Context, StoreCallInfo) (context.Context, func(StoreCallDoneInfo))
 		offset     []func(context.Context, ClockOffset)
 		anomaly    []func(context.Context, AnomalyInfo)
+		mirror     []func(context.Context, MirrorInfo)
+		mirrorLag  []func(context.Context, MirrorLagInfo)
 	)
 	for _, o := range observers {
 		if o == nil {
@@ -225,6 +253,12 @@ func ComposeObservers(observers ...*Observer) *Observer {
 		if o.RecordAnomaly != nil {
 			anomaly = append(anomaly, o.RecordAnomaly)
 		}
+		if o.Mirror != nil {
+			mirror = append(mirror, o.Mirror)
+		}
+		if o.MirrorLag != nil {
+			mirrorLag = append(mirrorLag, o.MirrorLag)
+		}
 	}
 	return &Observer{
 		Decision:      fanOut(decision),
@@ -234,6 +268,8 @@ func ComposeObservers(observers ...*Observer) *Observer {
 		StoreCall:     chainStoreCalls(storeCall),
 		ClockOffset:   fanOut(offset),
 		RecordAnomaly: fanOut(anomaly),
+		Mirror:        fanOut(mirror),
+		MirrorLag:     fanOut(mirrorLag),
 	}
 }
 
@@ -350,15 +386,16 @@ func endStoreCall(done func(StoreCallDoneInfo), err error) {
 }
 
 // decided reports Allow's verdict v (and the error returned with it).
-func (b *Breaker) decided(ctx context.Context, host string, v *Verdict, cached bool, err error) {
+func (b *Breaker) decided(ctx context.Context, host string, v *Verdict, by decider, err error) {
 	if b.obs.Decision != nil {
-		b.reportDecision(ctx, host, v, cached, err)
+		b.reportDecision(ctx, host, v, by, err)
 	}
 }
 
 //go:noinline
-func (b *Breaker) reportDecision(ctx context.Context, host string, v *Verdict, cached bool, err error) {
-	b.obs.Decision(ctx, DecisionInfo{Host: host, Decision: v.Decision, RetryAt: v.RetryAt, HeldSince: v.HeldSince, Cached: cached, Err: err})
+func (b *Breaker) reportDecision(ctx context.Context, host string, v *Verdict, by decider, err error) {
+	b.obs.Decision(ctx, DecisionInfo{Host: host, Decision: v.Decision, RetryAt: v.RetryAt, HeldSince: v.HeldSince,
+		Cached: by != byStore, Mirrored: by == byMirror, Err: err})
 }
 
 // recorded reports outcome o of a delivery to host, stored unless err.

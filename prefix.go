@@ -19,7 +19,9 @@ const MaxPrefixLen = 128
 // each other's hosts. It works over any driver.Store, and passes the
 // optional interfaces through: listing (driver.Lister) lists only keys under
 // prefix, with prefix removed; Flush and Close reach store; Expiry
-// (driver.ExpiryReader) reads store's; and when store can read its server's
+// (driver.ExpiryReader) reads store's; Follow (driver.Follower) follows
+// only keys under prefix, delivered with prefix removed, and fails with
+// errors.ErrUnsupported when store cannot follow; and when store can read its server's
 // clock (driver.ClockSampler), so can the prefixed store, since a prefix does
 // not change whose clock it is. An empty prefix returns store itself.
 //
@@ -197,6 +199,38 @@ func (p *prefixed) Expiry(ctx context.Context, key string) (time.Duration, error
 		return 0, fmt.Errorf("kvbreaker: expiry: %T cannot read a key's expiry: %w", p.store, errors.ErrUnsupported)
 	}
 	return r.Expiry(ctx, p.key(key))
+}
+
+// Follow follows the keys under the prefix that begin with prefix (of
+// this store's keys), delivering them with the store's prefix removed and
+// unescaped; a key under a longer prefix (another fleet's, which holds the
+// separator) or one no Breaker wrote through this prefix is not delivered.
+// It fails with errors.ErrUnsupported when the store cannot follow.
+func (p *prefixed) Follow(ctx context.Context, prefix string, heartbeat time.Duration, fn func(driver.Change)) error {
+	f, ok := p.store.(driver.Follower)
+	if !ok {
+		return fmt.Errorf("kvbreaker: follow: %T cannot follow its keys: %w", p.store, errors.ErrUnsupported)
+	}
+	return f.Follow(ctx, p.key(prefix), heartbeat, func(c driver.Change) {
+		if c.Kind == driver.ChangePut || c.Kind == driver.ChangeDelete {
+			k, ok := unescapeKey(strings.TrimPrefix(c.Key, p.prefix))
+			if !ok || k == "" {
+				return
+			}
+			c.Key = k
+		}
+		fn(c)
+	})
+}
+
+// follows reports whether s can follow its keys: a driver.Follower, and
+// for a Prefixed store one whose store can.
+func follows(s driver.Store) bool {
+	if inner, _, ok := Unprefixed(s); ok {
+		return follows(inner)
+	}
+	_, ok := s.(driver.Follower)
+	return ok
 }
 
 // Flush flushes the store if it queues writes.

@@ -21,6 +21,8 @@ const (
 	DefaultClockSkew        = machine.DefaultClockSkew
 	DefaultCallTimeout      = 5 * time.Second
 	DefaultCacheStaleness   = time.Second
+	DefaultMirrorSize       = 100_000
+	DefaultMirrorStaleness  = time.Second
 	// DefaultHistoryLimit caps the failure history a custom FailurePolicy
 	// sees, as fedify's slice(-100) does.
 	DefaultHistoryLimit = machine.DefaultHistoryLimit
@@ -96,6 +98,36 @@ type Settings struct {
 	CacheSize int
 	// CacheStaleness: how long a cached record may be served. Default 1 s.
 	CacheStaleness time.Duration
+	// Mirror makes the Breaker follow its store's records (the store must
+	// be a driver.Follower: etcd, Redis, PostgreSQL, memory, or Prefixed
+	// over one) into a local mirror, and decide from it while the feed is
+	// healthy: then Allow, and a Success or ReachableFailure on a host
+	// without a record, cost no store request; writes still
+	// compare-and-swap against the store, and this worker's own writes
+	// are in the mirror at once. The feed is healthy from its first
+	// snapshot on, while its last Synced is within MirrorStaleness and the
+	// store holds at most MirrorSize records; otherwise every call reads
+	// the store as without a mirror. A decision can then differ from one
+	// read from the store by what other workers wrote within the feed's
+	// delay (Observer.MirrorLag measures it, MirrorStaleness bounds it).
+	// It costs one goroutine and one feed (a connection on a networked
+	// store) per Breaker, until Close. With a mirror the decision cache is
+	// not used (CacheSize is ignored). Default off.
+	Mirror bool
+	// MirrorSize caps the records the mirror holds. When the store holds
+	// more, the mirror cannot know a host absent, so it empties itself,
+	// every call reads the store, and it follows again a minute later,
+	// until the store holds at most MirrorSize. A record costs about 150
+	// bytes of heap with a host name of 20 bytes and one failure
+	// (measured: go test -run TestMirrorMemoryPerEntry -v .), so the
+	// default holds about 15 MB at most. Default 100,000.
+	MirrorSize int
+	// MirrorStaleness: the mirror decides only while its feed has shown,
+	// within this long, that every change before has been delivered. The
+	// feed is asked for such a heartbeat every quarter of it, so three
+	// late heartbeats in a row (a pause, a slow round trip) are tolerated
+	// before calls fall back to the store. Default 1 s.
+	MirrorStaleness time.Duration
 	// CallTimeout bounds each store call, within the caller's context.
 	// Default 5 s.
 	CallTimeout time.Duration
@@ -124,7 +156,7 @@ type Settings struct {
 // config validates s against the store's traits: the machine's settings,
 // then the Breaker's own. Every problem is reported in one error. This is
 // the one place Settings' fields are handed to the machine.
-func (s *Settings) config(t driver.Traits) (machine.Config, error) {
+func (s *Settings) config(store driver.Store, t driver.Traits) (machine.Config, error) {
 	c, err := machine.NewConfig(machine.Config{
 		FailureThreshold: s.FailureThreshold,
 		FailureWindow:    s.FailureWindow,
@@ -138,11 +170,20 @@ func (s *Settings) config(t driver.Traits) (machine.Config, error) {
 		HistoryLimit:     s.HistoryLimit,
 	}, t)
 	errs := []error{err}
+	if s.Mirror && !follows(store) {
+		errs = append(errs, fmt.Errorf("store %T cannot follow its keys (it is no driver.Follower), which Mirror needs: set Mirror false, or use a store that can (etcd, Redis, PostgreSQL, memory)", store))
+	}
 	if s.CallTimeout < 0 {
 		errs = append(errs, fmt.Errorf("CallTimeout is %v: set a positive duration, or zero for the default %v", s.CallTimeout, DefaultCallTimeout))
 	}
 	if s.CacheStaleness < 0 {
 		errs = append(errs, fmt.Errorf("CacheStaleness is %v: set a positive duration, or zero for the default %v", s.CacheStaleness, DefaultCacheStaleness))
+	}
+	if s.MirrorSize < 0 {
+		errs = append(errs, fmt.Errorf("MirrorSize is %d: set the number of records the mirror may hold, or zero for the default %d", s.MirrorSize, DefaultMirrorSize))
+	}
+	if s.MirrorStaleness < 0 {
+		errs = append(errs, fmt.Errorf("MirrorStaleness is %v: set a positive duration, or zero for the default %v", s.MirrorStaleness, DefaultMirrorStaleness))
 	}
 	if s.CacheSize < 0 {
 		errs = append(errs, fmt.Errorf("CacheSize is %d: set a number of hosts to cache, or zero to disable the cache", s.CacheSize))

@@ -35,6 +35,10 @@ const (
 	// (kvbreaker.Outcome), not a store call's (OutcomeKey).
 	DeliveryOutcomeKey = attribute.Key("kvbreaker.outcome")
 	ReleasedKey        = attribute.Key("kvbreaker.probe.released")
+	// MirrorHealthyKey and MirrorReasonKey are on
+	// kvbreaker.mirror.transitions: the mirror's new state and why.
+	MirrorHealthyKey = attribute.Key("kvbreaker.mirror.healthy")
+	MirrorReasonKey  = attribute.Key("kvbreaker.mirror.reason")
 	// HostKey is on spans only, never on metrics (see the package doc).
 	HostKey = attribute.Key("kvbreaker.host")
 )
@@ -44,6 +48,12 @@ const (
 // 100 µs, a store in the same zone in about a millisecond, a cross-region or
 // overloaded one in tens to hundreds, and kvbreaker.DefaultCallTimeout is 5 s.
 var DurationBuckets = []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}
+
+// LagBuckets are the explicit bucket boundaries, in seconds, advised for
+// kvbreaker.mirror.lag: from an in-process feed to a networked store's
+// round trips, and past kvbreaker.DefaultMirrorStaleness (1 s), where a
+// mirror that has heard nothing stops deciding.
+var LagBuckets = []float64{0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5}
 
 // Version is the version of this module in the running binary, from its
 // build information, or "" when that is not recorded (go run, tests). It is
@@ -116,7 +126,7 @@ func WithAttributes(attrs ...attribute.KeyValue) Option {
 	}
 }
 
-var ownKeys = map[attribute.Key]bool{DecisionKey: true, CachedKey: true, TransitionFromKey: true, TransitionToKey: true, OperationKey: true, OutcomeKey: true, AnomalyKey: true, DeliveryOutcomeKey: true, ReleasedKey: true, HostKey: true}
+var ownKeys = map[attribute.Key]bool{DecisionKey: true, CachedKey: true, TransitionFromKey: true, TransitionToKey: true, OperationKey: true, OutcomeKey: true, AnomalyKey: true, DeliveryOutcomeKey: true, ReleasedKey: true, HostKey: true, MirrorHealthyKey: true, MirrorReasonKey: true}
 
 // The enumerations the Observer precomputes attribute sets for, in the
 // order of their values (Decision, State and Outcome are small ints).
@@ -168,6 +178,9 @@ type observer struct {
 	outcomes, abandoned                                            metric.Int64Counter
 	duration                                                       metric.Float64Histogram
 	offset, uncertainty                                            metric.Float64Gauge
+	mirrorLag                                                      metric.Float64Histogram
+	mirrorHealthy                                                  metric.Int64Gauge
+	mirrorTransitions                                              metric.Int64Counter
 	tracer                                                         trace.Tracer // nil: no spans
 	now                                                            func() time.Time
 	extra                                                          []attribute.KeyValue
@@ -220,6 +233,8 @@ func (o *observer) hooks() *kvbreaker.Observer {
 		StoreCall:     o.storeCall,
 		ClockOffset:   o.clockOffset,
 		RecordAnomaly: o.anomaly,
+		Mirror:        o.mirror,
+		MirrorLag:     o.mirrorLagged,
 	}
 }
 
@@ -247,7 +262,8 @@ func newObserver(c *config) (*observer, error) {
 	o.decisions = counter("kvbreaker.decisions", "{decision}", "Allow decisions, by decision and whether the local cache answered.")
 	o.transitions = counter("kvbreaker.transitions", "{transition}", "Circuit transitions written by this worker.")
 	o.drops = counter("kvbreaker.drops", "{message}", "Messages dropped after being held for HoldLimit.")
-	o.cacheHits = counter("kvbreaker.cache.hits", "{decision}", "Allow decisions the local cache answered without a store read.")
+	o.cacheHits = counter("kvbreaker.cache.hits", "{decision}", "Allow decisions answered without a store read: by the local cache or the mirror.")
+	o.mirrorTransitions = counter("kvbreaker.mirror.transitions", "{transition}", "Times the mirror started or stopped deciding, by its new state and why.")
 	o.conflicts = counter("kvbreaker.store.conflicts", "{conflict}", "Compare-and-swap and compare-and-delete calls that found another version.")
 	o.outcomes = counter("kvbreaker.outcomes", "{delivery}", "Delivery outcomes recorded (Success, ReachableFailure, Failure), by outcome.")
 	o.abandoned = counter("kvbreaker.probes.abandoned", "{probe}", "Probes given up by their caller (Breaker.Abandon), by whether their claim was released.")
@@ -256,6 +272,13 @@ func newObserver(c *config) (*observer, error) {
 	o.duration, err = m.Float64Histogram("kvbreaker.store.call.duration", metric.WithUnit("s"),
 		metric.WithDescription("Duration of the Breaker's store calls, by operation and outcome."),
 		metric.WithExplicitBucketBoundaries(DurationBuckets...))
+	errs = append(errs, err)
+	o.mirrorLag, err = m.Float64Histogram("kvbreaker.mirror.lag", metric.WithUnit("s"),
+		metric.WithDescription("Time from sending one of this worker's writes to its arrival through the mirror's feed."),
+		metric.WithExplicitBucketBoundaries(LagBuckets...))
+	errs = append(errs, err)
+	o.mirrorHealthy, err = m.Int64Gauge("kvbreaker.mirror.healthy", metric.WithUnit("1"),
+		metric.WithDescription("1 while the mirror decides, 0 while every call reads the store."))
 	errs = append(errs, err)
 	o.offset = gauge("kvbreaker.clock.offset", "How far the store's clock is ahead of this worker's (negative: behind).")
 	o.uncertainty = gauge("kvbreaker.clock.uncertainty", "Bound of the clock offset estimate: the true offset lies within offset ± uncertainty.")
@@ -350,6 +373,16 @@ func (o *observer) recorded(ctx context.Context, e kvbreaker.OutcomeInfo) {
 
 func (o *observer) abandon(ctx context.Context, e kvbreaker.AbandonInfo) {
 	o.abandoned.Add(ctx, 1, o.released[b2i(e.Released)]...)
+}
+
+func (o *observer) mirror(ctx context.Context, e kvbreaker.MirrorInfo) {
+	// Rare (a feed's start, loss or staleness): options built per event.
+	o.mirrorHealthy.Record(ctx, int64(b2i(e.Healthy)), o.plainRecord...)
+	o.mirrorTransitions.Add(ctx, 1, o.addOpts(MirrorHealthyKey.Bool(e.Healthy), MirrorReasonKey.String(string(e.Reason)))...)
+}
+
+func (o *observer) mirrorLagged(ctx context.Context, e kvbreaker.MirrorLagInfo) {
+	o.mirrorLag.Record(ctx, e.Lag.Seconds(), o.plainRecord...)
 }
 
 func (o *observer) anomaly(ctx context.Context, e kvbreaker.AnomalyInfo) {

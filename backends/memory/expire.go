@@ -6,6 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/kvbreaker/kvbreaker/driver"
 )
 
 const (
@@ -37,8 +39,10 @@ func (sh *shard) replace(old, e *entry) {
 	sh.fix(int(e.pos))
 }
 
-// remove takes e out of the heap and the map.
-func (sh *shard) remove(e *entry) {
+// remove takes e out of the heap and the map, and tells the followers: a
+// deletion and an expiry freed are both a ChangeDelete.
+func (sh *shard) remove(s *Store, e *entry) {
+	s.publish(driver.Change{Kind: driver.ChangeDelete, Key: e.key, Version: e.version})
 	sh.entries.Delete(e.key)
 	i, last := int(e.pos), len(sh.heap)-1
 	if i != last {
@@ -113,7 +117,7 @@ func (sh *shard) reclaim(s *Store, c *clock, limit int) bool {
 			return false
 		}
 		limit--
-		sh.remove(top)
+		sh.remove(s, top)
 	}
 	return true
 }
@@ -230,12 +234,14 @@ func (s *Store) sweepAll(gen uint64) {
 }
 
 // Close stops the background sweep and waits for one under way to end, so
-// that the store leaves no goroutine or timer behind; it always returns
+// that the store leaves no goroutine or timer behind, and ends every Follow
+// under way (each returns an error matching ErrClosed); it always returns
 // nil. The store stays usable: a later write arms the sweep again, so
 // Breakers sharing one Store may each close it (kvbreaker.Breaker.Close
 // does). A Store that is not closed holds a timer only while it holds
 // entries, and a goroutine only while a sweep runs.
 func (s *Store) Close() error {
+	s.follow.close()
 	w := &s.sweep
 	w.mu.Lock()
 	defer w.mu.Unlock()

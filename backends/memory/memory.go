@@ -4,9 +4,10 @@
 //
 // Keys are stored as given; to share one Store between fleets, wrap it with
 // kvbreaker.Prefixed. A Store lists its live keys (driver.Lister) in
-// byte order and tells how long it keeps a key (driver.ExpiryReader). It
+// byte order, tells how long it keeps a key (driver.ExpiryReader) and
+// pushes its changes to followers (driver.Follower, see Store.Follow). It
 // holds no connections and queues no writes; Close stops its background
-// sweep of expired entries (see Store).
+// sweep of expired entries and ends every Follow (see Store).
 //
 // Errors other than driver.ErrNotFound and conflicts (*driver.ConflictError)
 // are *driver.OpError: "memory: get host.example: context canceled".
@@ -51,6 +52,7 @@ type Store struct {
 	next   atomic.Uint64 // last version handed out; never reused
 	turn   atomic.Uint32 // the shard a write on WithClock frees next
 	sweep  sweeper
+	follow follows
 	shards [shards]shard
 }
 
@@ -87,7 +89,8 @@ func expired(e *entry, c *clock) bool {
 
 // options collects the Options of New.
 type options struct {
-	clock func() time.Time
+	clock       func() time.Time
+	followQueue int
 }
 
 // Option configures a Store.
@@ -111,6 +114,10 @@ func New(opts ...Option) *Store {
 		opt(&o)
 	}
 	s := &Store{seed: maphash.MakeSeed(), clock: o.clock}
+	s.follow.queue = o.followQueue
+	if s.follow.queue <= 0 {
+		s.follow.queue = DefaultFollowQueue
+	}
 	if s.clock == nil {
 		s.base = time.Now()
 	}
@@ -181,7 +188,7 @@ func (sh *shard) lookup(s *Store, key string, c *clock) (*entry, bool) {
 	e, ok := sh.live(s, key, c)
 	if !ok {
 		if e != nil {
-			sh.remove(e)
+			sh.remove(s, e)
 		}
 		return &entry{}, false
 	}
@@ -248,6 +255,9 @@ func (s *Store) CompareAndSwap(ctx context.Context, key string, old driver.Versi
 	} else if ne.expires = c.now + int64(ttl); ne.expires < c.now {
 		ne.expires = math.MaxInt64 // a TTL past the timeline's end never expires
 	}
+	// Followers hear of the write before a Get can see it, so a Synced
+	// taken after this write is never ahead of it.
+	s.publish(driver.Change{Kind: driver.ChangePut, Key: key, Value: ne.value, Version: v})
 	if old == driver.NoVersion {
 		sh.push(ne)
 	} else {
@@ -276,7 +286,7 @@ func (s *Store) CompareAndDelete(ctx context.Context, key string, old driver.Ver
 	case e.version != old:
 		return &driver.ConflictError{Value: clone(e.value), Version: e.version}
 	}
-	sh.remove(e)
+	sh.remove(s, e)
 	return nil
 }
 

@@ -37,10 +37,11 @@ var hostNames = sync.OnceValue(func() func(int) []string {
 	}
 })
 
-// breakers is what a benchmark asks: one decision for one host. ok reports
-// whether the answer was the one the host's state calls for.
+// breakers is what a benchmark asks: one decision for one host, the i-th
+// of the mix. ok reports whether the answer was the one the host's state
+// calls for.
 type breakers interface {
-	ask(ctx context.Context, host string) (ok bool)
+	ask(ctx context.Context, i int, host string) (ok bool)
 }
 
 // kv is one worker's kvbreaker over an in-process memory store, both on the
@@ -50,13 +51,24 @@ type kv struct {
 	want kvbreaker.Decision
 }
 
-func (k *kv) ask(ctx context.Context, host string) bool {
+func (k *kv) ask(ctx context.Context, _ int, host string) bool {
 	v, _ := k.b.Allow(ctx, host, time.Time{})
 	return v.Decision == k.want
 }
 
-func newKV(tb testing.TB, hosts []string, open, cached bool) breakers {
-	s := kvbreaker.Settings{FailureThreshold: 1}
+func newKV(tb testing.TB, hosts []string, open, cached, mirror bool) breakers {
+	s := kvbreaker.Settings{FailureThreshold: 1, Mirror: mirror}
+	synced := make(chan struct{}, 1)
+	if mirror {
+		s.Observer = &kvbreaker.Observer{Mirror: func(_ context.Context, i kvbreaker.MirrorInfo) {
+			if i.Healthy {
+				select {
+				case synced <- struct{}{}:
+				default:
+				}
+			}
+		}}
+	}
 	if cached {
 		// Room for every host, with headroom: the cache spreads hosts over
 		// shards and sets by a hash, so at exactly len(hosts) some sets
@@ -67,6 +79,9 @@ func newKV(tb testing.TB, hosts []string, open, cached bool) breakers {
 	b, err := kvbreaker.New(memory.New(), s)
 	if err != nil {
 		tb.Fatal(err)
+	}
+	if mirror {
+		<-synced
 	}
 	k := &kv{b: b, want: kvbreaker.Send}
 	if open {
@@ -112,7 +127,7 @@ type syncMapGB struct {
 	open bool
 }
 
-func (g *syncMapGB) ask(_ context.Context, host string) bool {
+func (g *syncMapGB) ask(_ context.Context, _ int, host string) bool {
 	v, ok := g.m.Load(host)
 	if !ok {
 		v, _ = g.m.LoadOrStore(host, newGobreaker(host, g.open))
@@ -131,7 +146,7 @@ type shardedGB struct {
 	open bool
 }
 
-func (g *shardedGB) ask(_ context.Context, host string) bool {
+func (g *shardedGB) ask(_ context.Context, _ int, host string) bool {
 	sh := &g.shards[maphash.String(g.seed, host)%uint64(len(g.shards))]
 	sh.mu.RLock()
 	cb, ok := sh.m[host]
@@ -161,7 +176,24 @@ func newSharded(hosts []string, open bool) breakers {
 		g.shards[i].m = map[string]*gobreaker.TwoStepCircuitBreaker[struct{}]{}
 	}
 	for _, h := range hosts {
-		g.ask(context.Background(), h)
+		g.ask(context.Background(), 0, h)
+	}
+	return g
+}
+
+// sliceGB holds the breakers in a slice, asked by the host's index: no
+// lookup at all, the limit of any per-host breaker.
+type sliceGB struct {
+	cbs  []*gobreaker.TwoStepCircuitBreaker[struct{}]
+	open bool
+}
+
+func (g *sliceGB) ask(_ context.Context, i int, _ string) bool { return askTwoStep(g.cbs[i], g.open) }
+
+func newSlice(hosts []string, open bool) breakers {
+	g := &sliceGB{open: open}
+	for _, h := range hosts {
+		g.cbs = append(g.cbs, newGobreaker(h, open))
 	}
 	return g
 }
@@ -170,10 +202,12 @@ var impls = []struct {
 	name string
 	make func(tb testing.TB, hosts []string, open bool) breakers
 }{
-	{"kvbreaker", func(tb testing.TB, h []string, open bool) breakers { return newKV(tb, h, open, false) }},
-	{"kvbreaker-cached", func(tb testing.TB, h []string, open bool) breakers { return newKV(tb, h, open, true) }},
+	{"kvbreaker", func(tb testing.TB, h []string, open bool) breakers { return newKV(tb, h, open, false, false) }},
+	{"kvbreaker-cached", func(tb testing.TB, h []string, open bool) breakers { return newKV(tb, h, open, true, false) }},
+	{"kvbreaker-mirror", func(tb testing.TB, h []string, open bool) breakers { return newKV(tb, h, open, false, true) }},
 	{"gobreaker-syncmap", func(_ testing.TB, h []string, open bool) breakers { return newSyncMap(h, open) }},
 	{"gobreaker-sharded", func(_ testing.TB, h []string, open bool) breakers { return newSharded(h, open) }},
+	{"gobreaker-slice", func(_ testing.TB, h []string, open bool) breakers { return newSlice(h, open) }},
 }
 
 // fixtures keeps each set of breakers across the calls RunParallel makes
@@ -188,8 +222,8 @@ func fixture(key string, hosts []string, mk func() breakers) breakers {
 	br := mk()
 	// One pass over the hosts before timing: steady state, caches filled
 	// and every shard's slots allocated, as in a process that has run.
-	for _, h := range hosts {
-		br.ask(context.Background(), h)
+	for i, h := range hosts {
+		br.ask(context.Background(), i, h)
 	}
 	f, _ := fixtures.LoadOrStore(key, br)
 	return f.(breakers)
@@ -216,7 +250,7 @@ func BenchmarkHostMix(b *testing.B) {
 							b.ReportAllocs()
 							i := 0
 							for b.Loop() {
-								if !br.ask(ctx, hosts[i]) {
+								if !br.ask(ctx, i, hosts[i]) {
 									b.Fatalf("%s: wrong decision on %s", state, hosts[i])
 								}
 								if i++; i == n {
@@ -231,7 +265,7 @@ func BenchmarkHostMix(b *testing.B) {
 						b.RunParallel(func(pb *testing.PB) {
 							i := int(start.Add(7919)) % n
 							for pb.Next() {
-								if !br.ask(ctx, hosts[i]) {
+								if !br.ask(ctx, i, hosts[i]) {
 									b.Errorf("%s: wrong decision on %s", state, hosts[i])
 									return
 								}

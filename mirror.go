@@ -1,0 +1,463 @@
+package kvbreaker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/kvbreaker/kvbreaker/driver"
+	"github.com/kvbreaker/kvbreaker/internal/machine"
+	"github.com/kvbreaker/kvbreaker/internal/record"
+)
+
+// MirrorReason says why the mirror became healthy or unhealthy
+// (MirrorInfo).
+type MirrorReason string
+
+// The reasons Observer.Mirror reports.
+const (
+	// MirrorSynced: the feed delivered a snapshot and is current; the
+	// mirror decides.
+	MirrorSynced MirrorReason = "synced"
+	// MirrorLost: the feed may have missed a change (a dropped
+	// connection, a compacted history, an overflowing buffer); it
+	// resynchronises.
+	MirrorLost MirrorReason = "lost"
+	// MirrorStale: no heartbeat within MirrorStaleness; noticed by the
+	// first call that found it.
+	MirrorStale MirrorReason = "stale"
+	// MirrorOverCap: the store holds more than MirrorSize records.
+	MirrorOverCap MirrorReason = "over_cap"
+	// MirrorEnded: the feed ended with an error (the store refused, or
+	// was closed); it is followed again after a pause.
+	MirrorEnded MirrorReason = "ended"
+)
+
+// mirrorOverCapRetry is how long a mirror over its cap waits before it
+// follows again: each attempt reads a snapshot of every record, which over
+// the cap is the costliest request a Breaker makes.
+const mirrorOverCapRetry = time.Minute
+
+// mirrorRetry bounds the pause between attempts to follow after a feed
+// ended with an error: from mirrorRetryMin, doubling, up to mirrorRetryMax.
+const (
+	mirrorRetryMin = 100 * time.Millisecond
+	mirrorRetryMax = 10 * time.Second
+)
+
+const mirrorShards = 64
+
+// mirror is a Breaker's copy of its store's records, kept by one Follow.
+//
+// Callers read it (get) and record what their own writes and conflicts
+// taught them (learn); the follow goroutine applies the feed. Each host's
+// entry keeps the feed's record and, over it, what this worker learnt that
+// the feed has not delivered yet (own): the feed lags this worker's writes,
+// and an older record arriving through it must not undo one. own is
+// dropped when the feed delivers the version it names, or when a Synced
+// shows that every commit before own was learnt has been delivered (so the
+// feed's record is at least as new). Versions are only compared for
+// equality: the driver orders none.
+type mirror struct {
+	b     *Breaker
+	f     driver.Follower
+	size  int
+	stale time.Duration
+	// base is the monotonic origin of until.
+	base time.Time
+	// until is the instant, in nanoseconds since base, up to which the
+	// mirror decides: its last Synced.At plus stale; 0 while unhealthy.
+	until atomic.Int64
+	// healthy is the state last reported to Observer.Mirror.
+	healthy atomic.Bool
+	seed    maphash.Seed
+	shards  [mirrorShards]mirrorShard
+
+	pendMu sync.Mutex
+	// pending: hosts with an own entry, and when it was learnt.
+	pending map[string]time.Time
+
+	// The feed's state, touched only on the follow goroutine (Follow
+	// calls its function on the goroutine that called it).
+	synced bool
+	count  int // hosts with a record in the feed
+	over   bool
+	stop   context.CancelFunc // ends the current Follow
+
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+type mirrorShard struct {
+	mu sync.RWMutex
+	m  map[string]*mirrorEntry
+	_  [40]byte // keep neighbouring shards' locks off one cache line
+}
+
+type mirrorEntry struct {
+	feed   current
+	inFeed bool
+	own    *ownEntry
+}
+
+// ownEntry is what this worker learnt of a host ahead of the feed: its own
+// write, or the current record a conflict returned.
+type ownEntry struct {
+	cur current
+	// del: the record is absent (this worker deleted it, or found it
+	// absent); match is the version whose delivery makes own redundant
+	// (for del, the deleted version, NoVersion when unknown).
+	del   bool
+	match driver.Version
+	// sent is when this worker's write was sent, for MirrorLag; zero for
+	// a record a conflict taught.
+	sent time.Time
+}
+
+func newMirror(b *Breaker, f driver.Follower, size int, stale time.Duration) *mirror {
+	if size == 0 {
+		size = DefaultMirrorSize
+	}
+	if stale == 0 {
+		stale = DefaultMirrorStaleness
+	}
+	m := &mirror{b: b, f: f, size: size, stale: stale, base: time.Now(), seed: maphash.MakeSeed(), pending: map[string]time.Time{}, done: make(chan struct{})}
+	for i := range m.shards {
+		m.shards[i].m = map[string]*mirrorEntry{}
+	}
+	return m
+}
+
+// heartbeat is what the mirror asks of the feed: a quarter of
+// MirrorStaleness, so that three heartbeats may be late before the mirror
+// stops deciding.
+func (m *mirror) heartbeat() time.Duration { return m.stale / 4 }
+
+func (m *mirror) start() {
+	ctx, cancel := context.WithCancel(context.Background())
+	m.cancel = cancel
+	go m.run(ctx)
+}
+
+// close ends the feed and waits for the follow goroutine.
+func (m *mirror) close() {
+	m.cancel()
+	<-m.done
+}
+
+// run follows the store until ctx ends, again after each feed that ends.
+func (m *mirror) run(ctx context.Context) {
+	defer close(m.done)
+	wait := mirrorRetryMin
+	for {
+		fctx, stop := context.WithCancel(ctx)
+		m.stop = stop
+		m.synced, m.over = false, false
+		err := m.f.Follow(fctx, "", m.heartbeat(), m.apply)
+		stop()
+		if ctx.Err() != nil {
+			m.down(ctx, MirrorEnded, ctx.Err())
+			return
+		}
+		pause := wait
+		switch {
+		case m.over:
+			pause = mirrorOverCapRetry
+		case errors.Is(err, errors.ErrUnsupported):
+			m.down(ctx, MirrorEnded, err)
+			m.b.log.Warn("kvbreaker: the store cannot follow its keys; every call reads it", "err", err)
+			return
+		default:
+			m.down(ctx, MirrorEnded, err)
+			if m.synced {
+				wait = mirrorRetryMin
+			}
+			wait = min(2*wait, mirrorRetryMax)
+		}
+		t := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// decides reports whether the mirror may decide at mono (the monotonic
+// clock); the first call that finds it stale reports so.
+func (m *mirror) decides(ctx context.Context, mono time.Time) bool {
+	u := m.until.Load()
+	if int64(mono.Sub(m.base)) < u {
+		return true
+	}
+	if u != 0 && m.healthy.Load() {
+		m.report(ctx, false, MirrorStale, nil)
+	}
+	return false
+}
+
+// report tells Observer.Mirror of a change of health, once per change.
+func (m *mirror) report(ctx context.Context, healthy bool, why MirrorReason, err error) {
+	if !m.healthy.CompareAndSwap(!healthy, healthy) {
+		return
+	}
+	if h := m.b.obs.Mirror; h != nil {
+		h(ctx, MirrorInfo{Healthy: healthy, Reason: why, Err: err})
+	}
+}
+
+// down stops the mirror deciding.
+func (m *mirror) down(ctx context.Context, why MirrorReason, err error) {
+	m.until.Store(0)
+	m.report(ctx, false, why, err)
+}
+
+func (m *mirror) shard(host string) *mirrorShard {
+	return &m.shards[maphash.String(m.seed, host)%mirrorShards]
+}
+
+// get returns host's record as the mirror knows it (absent: the zero
+// current).
+func (m *mirror) get(host string) current {
+	sh := m.shard(host)
+	sh.mu.RLock()
+	e := sh.m[host]
+	var cur current
+	switch {
+	case e == nil:
+	case e.own != nil:
+		cur = e.own.cur
+	case e.inFeed:
+		cur = e.feed
+	}
+	sh.mu.RUnlock()
+	return cur
+}
+
+// learn records what this worker's call learnt of host ahead of the feed:
+// cur is the record now stored (for del, absent, deleted at version
+// match); sent is when its own write was sent (zero for what a conflict
+// returned).
+func (m *mirror) learn(host string, cur current, del bool, match driver.Version, sent time.Time) {
+	if !del {
+		match = cur.ver
+	}
+	sh := m.shard(host)
+	sh.mu.Lock()
+	e := sh.m[host]
+	if e == nil {
+		e = &mirrorEntry{}
+		sh.m[host] = e
+	}
+	if !del && e.inFeed && e.feed.ver == cur.ver {
+		// The feed was faster than the call's return.
+		e.own = nil
+		sh.mu.Unlock()
+		m.lag(sent)
+		return
+	}
+	e.own = &ownEntry{cur: cur, del: del, match: match, sent: sent}
+	sh.mu.Unlock()
+	// Taken after the write returned: a Synced at or after it covers the
+	// write.
+	at := time.Now()
+	m.pendMu.Lock()
+	m.pending[host] = at
+	m.pendMu.Unlock()
+}
+
+// lag reports the feed's delay for a write sent at sent.
+func (m *mirror) lag(sent time.Time) {
+	if h := m.b.obs.MirrorLag; h != nil && !sent.IsZero() {
+		h(context.Background(), MirrorLagInfo{Lag: time.Since(sent)})
+	}
+}
+
+// apply applies one change of the feed; it runs on the follow goroutine.
+func (m *mirror) apply(c driver.Change) {
+	ctx := context.Background()
+	switch c.Kind {
+	case driver.ChangeReset:
+		m.synced = false
+		m.until.Store(0)
+		m.clear(true)
+	case driver.ChangePut, driver.ChangeDelete:
+		if m.over {
+			return
+		}
+		m.change(c)
+		if m.count > m.size {
+			m.over = true
+			m.clear(false)
+			m.down(ctx, MirrorOverCap, nil)
+			m.stop()
+		}
+	case driver.ChangeSynced:
+		if m.over {
+			return
+		}
+		m.settle(c.At)
+		m.synced = true
+		m.until.Store(max(int64(c.At.Add(m.stale).Sub(m.base)), 1))
+		m.report(ctx, true, MirrorSynced, nil)
+	case driver.ChangeLost:
+		m.synced = false
+		m.down(ctx, MirrorLost, c.Err)
+	}
+}
+
+// change applies a Put or a Delete.
+func (m *mirror) change(c driver.Change) {
+	var rec record.Record
+	if c.Kind == driver.ChangePut {
+		rec = m.b.decode(context.Background(), c.Key, c.Value)
+	}
+	sh := m.shard(c.Key)
+	sh.mu.Lock()
+	e := sh.m[c.Key]
+	if e == nil {
+		if c.Kind == driver.ChangeDelete {
+			sh.mu.Unlock()
+			return
+		}
+		e = &mirrorEntry{}
+		sh.m[c.Key] = e
+	}
+	var sent time.Time
+	settled := false
+	if o := e.own; o != nil {
+		switch {
+		case c.Kind == driver.ChangePut && !o.del && c.Version == o.match,
+			c.Kind == driver.ChangeDelete && o.del && (o.match == driver.NoVersion || c.Version == driver.NoVersion || c.Version == o.match):
+			e.own, sent, settled = nil, o.sent, true
+		}
+	}
+	switch {
+	case c.Kind == driver.ChangePut:
+		if !e.inFeed {
+			m.count++
+		}
+		e.feed, e.inFeed = current{rec: rec, ver: c.Version}, true
+	case e.inFeed:
+		m.count--
+		e.feed, e.inFeed = current{}, false
+	}
+	if !e.inFeed && e.own == nil {
+		delete(sh.m, c.Key)
+	}
+	sh.mu.Unlock()
+	if settled {
+		m.pendMu.Lock()
+		delete(m.pending, c.Key)
+		m.pendMu.Unlock()
+		m.lag(sent)
+	}
+}
+
+// settle drops the own entries learnt before at: the feed has delivered
+// every commit before at, so its record is at least as new.
+func (m *mirror) settle(at time.Time) {
+	m.pendMu.Lock()
+	if len(m.pending) == 0 {
+		m.pendMu.Unlock()
+		return
+	}
+	var hosts []string
+	for h, t := range m.pending {
+		if t.Before(at) {
+			hosts = append(hosts, h)
+			delete(m.pending, h)
+		}
+	}
+	m.pendMu.Unlock()
+	for _, h := range hosts {
+		sh := m.shard(h)
+		sh.mu.Lock()
+		if e := sh.m[h]; e != nil {
+			e.own = nil
+			if !e.inFeed {
+				delete(sh.m, h)
+			}
+		}
+		sh.mu.Unlock()
+	}
+}
+
+// clear forgets the feed's records; keepOwn keeps what this worker learnt
+// ahead of the feed (a Reset: the snapshot may predate it).
+func (m *mirror) clear(keepOwn bool) {
+	m.count = 0
+	for i := range m.shards {
+		sh := &m.shards[i]
+		sh.mu.Lock()
+		if !keepOwn {
+			sh.m = map[string]*mirrorEntry{}
+		} else {
+			for h, e := range sh.m {
+				if e.own == nil {
+					delete(sh.m, h)
+				} else {
+					e.feed, e.inFeed = current{}, false
+				}
+			}
+		}
+		sh.mu.Unlock()
+	}
+	if !keepOwn {
+		m.pendMu.Lock()
+		clear(m.pending)
+		m.pendMu.Unlock()
+	}
+}
+
+// runMirrored is run on the mirror's record: a decision that writes nothing
+// costs no store request, whether Allow's or a write call's (the mirror is
+// as current as the feed, which a read would not improve on by more than
+// the feed's delay). A write compare-and-swaps against the mirror's
+// version, and what the store answers (the write, or the record a
+// conflict returns) enters the mirror at once.
+func (b *Breaker) runMirrored(ctx context.Context, host string, in instant, decide func(r record.Record, now time.Time) machine.Step) (machine.Step, decider, error) {
+	m := b.mirror
+	cur := m.get(host)
+	now, read := in.wall, false // read: cur came from the store after now
+	for range maxCASAttempts {
+		st := decide(cur.rec, now)
+		if st.Write != machine.WriteNone && read {
+			if t := wall(b.clock()); t.After(now) {
+				now = t
+				st = decide(cur.rec, now)
+			}
+		}
+		if b.cfg.Future(cur.rec, now) {
+			b.anomaly(ctx, host, AnomalyFuture, "restrained_until", cur.rec.RestrainedUntil, "newest_failure", cur.rec.Opened(), "now", now)
+		}
+		if st.Write == machine.WriteNone {
+			if read {
+				return st, byStore, nil
+			}
+			return st, byMirror, nil
+		}
+		sent := time.Now()
+		next, ok, err := b.apply(ctx, host, cur, &st)
+		switch {
+		case err == nil:
+			m.learn(host, next, st.Write == machine.WriteDelete, cur.ver, sent)
+			b.notify(ctx, host, &st)
+			return st, byStore, nil
+		case errors.Is(err, driver.ErrNotFound):
+			m.learn(host, current{}, true, driver.NoVersion, time.Time{})
+			return machine.Step{From: record.StateClosed, To: record.StateClosed}, byStore, nil
+		case errors.Is(err, driver.ErrConflict) && ok:
+			m.learn(host, next, next.ver == driver.NoVersion, driver.NoVersion, time.Time{})
+			cur, read = next, true
+			continue
+		}
+		return machine.Step{}, byStore, err
+	}
+	return machine.Step{}, byStore, fmt.Errorf("%w: %d lost compare-and-swaps on %q", ErrContended, maxCASAttempts, host)
+}
