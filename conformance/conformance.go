@@ -390,7 +390,7 @@ type testCase struct {
 	lister bool
 	// follower: the case checks driver.Follower, optional too.
 	follower bool
-	run    func(ctx context.Context, e *env)
+	run      func(ctx context.Context, e *env)
 }
 
 // skip says why c does not run over r's store, or ""; notPromised: the
@@ -454,7 +454,7 @@ type runner struct {
 	// noFollower says why the harness's first store cannot follow its
 	// keys, or "".
 	noFollower string
-	bg       sync.WaitGroup
+	bg         sync.WaitGroup
 }
 
 func newRunner(ctx context.Context, h Harness, opts options) *runner {
