@@ -288,7 +288,7 @@ func (e *env) checkGrammar(prefix string, ev []arrival) {
 		if reported[p] > 3 {
 			return // the first three say enough
 		}
-		e.errorf(p, "change %d of the feed (%s, %v after Follow began): %s; the changes around it: %s", i, ev[i], ev[i].at.Sub(ev[0].at).Round(time.Millisecond), fmt.Sprintf(format, args...), describeEvents(ev[max(0, i-3):min(len(ev), i+2)]))
+		e.errorf(p, "change %d of the feed (%s, %v after its first): %s; the changes around it: %s", i, ev[i], ev[i].at.Sub(ev[0].at).Round(time.Millisecond), fmt.Sprintf(format, args...), describeEvents(ev[max(0, i-3):min(len(ev), i+2)]))
 	}
 	for i, a := range ev {
 		switch a.Kind {
@@ -505,7 +505,8 @@ func (e *env) compareMirror(promise PromiseID, mirror map[string]entry, want map
 	return false
 }
 
-// followWrite is one write a case makes, recorded as committed.
+// followPut is a compare-and-swap a case makes, reporting a failure under
+// promise.
 func (e *env) followPut(ctx context.Context, promise PromiseID, key string, old driver.Version, value []byte) (driver.Version, bool) {
 	ver, err := e.store.CompareAndSwap(ctx, key, old, value, ttl)
 	if err != nil {
@@ -519,6 +520,8 @@ func (e *env) followPut(ctx context.Context, promise PromiseID, key string, old 
 	return ver, true
 }
 
+// followDelete is a compare-and-delete a case makes, reporting a failure
+// under promise.
 func (e *env) followDelete(ctx context.Context, promise PromiseID, key string, ver driver.Version) bool {
 	if err := e.store.CompareAndDelete(ctx, key, ver); err != nil {
 		e.errorf(promise, "CompareAndDelete(%q, %d) = %v", key, ver, err)
