@@ -33,6 +33,11 @@ func init() {
 		{id: CaseListPages, promise: PromiseListAll, lister: true, run: checkListPages},
 		{id: CaseListKeys, promise: PromiseListAll, lister: true, run: checkListKeys},
 		{id: CaseListExpired, promise: PromiseListExpired, lister: true, slow: true, run: checkListExpired},
+		{id: CaseFollowSnapshot, promise: PromiseFollowSnapshot, follower: true, run: checkFollowSnapshot},
+		{id: CaseFollowOrder, promise: PromiseFollowOrder, follower: true, run: checkFollowOrder},
+		{id: CaseFollowStorm, promise: PromiseFollowMirror, follower: true, run: checkFollowStorm},
+		{id: CaseFollowHeartbeat, promise: PromiseFollowHeartbeat, follower: true, waits: true, run: checkFollowHeartbeat},
+		{id: CaseFollowExpiry, promise: PromiseFollowExpiry, follower: true, slow: true, run: checkFollowExpiry},
 		{id: CaseClockSampler, promise: PromiseClockSampler, sampler: true, run: checkClockSampler},
 		{id: CaseReadStaleness, promise: PromiseReadStaleness, run: checkStaleness},
 		{id: CaseLinearizable, promise: PromiseLinearizable, atomic: true, run: checkLinearizable},
@@ -47,6 +52,7 @@ func init() {
 		{id: CaseLostCAS, promise: PromiseLostCAS, atomic: true, alone: true, run: checkLostCAS},
 		{id: CaseLostDelete, promise: PromiseLostDelete, atomic: true, alone: true, run: checkLostDelete},
 		{id: CaseLostBreaker, promise: PromiseLostFailure, alone: true, run: checkLostFailure},
+		{id: CaseFollowLost, promise: PromiseFollowLost, follower: true, alone: true, run: checkFollowLost},
 	}
 }
 

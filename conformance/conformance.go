@@ -52,6 +52,14 @@ func WithStateTTL(d time.Duration) Option { return func(o *options) { o.StateTTL
 // run with (default kvbreaker.DefaultClockSkew).
 func WithClockSkew(d time.Duration) Option { return func(o *options) { o.ClockSkew = d } }
 
+// WithFollowHeartbeat sets the heartbeat the Follower cases pass to
+// driver.Follower.Follow (default 250 ms): follow-heartbeat holds the feed
+// to a Synced at least that often, and the other cases wait for a Synced
+// after their writes.
+func WithFollowHeartbeat(d time.Duration) Option {
+	return func(o *options) { o.FollowHeartbeat = d }
+}
+
 // WithSkipSlow skips the cases that wait in real time when the harness
 // cannot advance the backend's clock: the -short of Check. Run also skips
 // them under go test -short, whatever this says. What they would verify is
@@ -140,6 +148,9 @@ func withDefaults(o options, t driver.Traits) options {
 	}
 	if o.CheckTimeout <= 0 {
 		o.CheckTimeout = time.Minute
+	}
+	if o.FollowHeartbeat <= 0 {
+		o.FollowHeartbeat = defaultFollowHeartbeat
 	}
 	if o.Timeout <= 0 {
 		o.Timeout = 2*time.Minute + 2*max(o.ExpiryTTL, t.Expiry.MinTTL) + t.Expiry.Granularity + t.Expiry.Late + 8*t.ReadStaleness
@@ -377,7 +388,9 @@ type testCase struct {
 	// lister: the case checks driver.Lister, which a store need not
 	// implement either.
 	lister bool
-	run    func(ctx context.Context, e *env)
+	// follower: the case checks driver.Follower, optional too.
+	follower bool
+	run      func(ctx context.Context, e *env)
 }
 
 // skip says why c does not run over r's store, or ""; notPromised: the
@@ -391,6 +404,9 @@ func (c *testCase) skip(r *runner) (why string, notPromised bool) {
 	}
 	if c.lister && r.noLister != "" {
 		return fmt.Sprintf("%s: not applicable: %s, so it promises nothing about listing", c.id, r.noLister), true
+	}
+	if c.follower && r.noFollower != "" {
+		return fmt.Sprintf("%s: not applicable: %s, so it promises nothing about following", c.id, r.noFollower), true
 	}
 	if c.slow && r.opts.SkipSlow {
 		if _, ok := r.h.(TimeAdvancer); !ok {
@@ -435,7 +451,10 @@ type runner struct {
 	// noLister says why the harness's first store cannot list its keys,
 	// or "".
 	noLister string
-	bg       sync.WaitGroup
+	// noFollower says why the harness's first store cannot follow its
+	// keys, or "".
+	noFollower string
+	bg         sync.WaitGroup
 }
 
 func newRunner(ctx context.Context, h Harness, opts options) *runner {
@@ -484,6 +503,7 @@ func (r *runner) reach(ctx context.Context, limit time.Duration) (down string) {
 	took := time.Since(start).Round(time.Millisecond)
 	switch _, dial := driver.DialFailed(err); {
 	case err == nil || errors.Is(err, driver.ErrNotFound):
+		r.noFollower = probeFollower(ctx, s0)
 		return ""
 	case ctx.Err() != nil || dial || errors.Is(err, driver.ErrUnreachable):
 		return fmt.Sprintf("%s did not answer Get within %v (after %v): %v", describe(r.h, s0), limit, took, err)

@@ -94,3 +94,19 @@ type AnswerDropper interface {
 type Describer interface {
 	Describe() string
 }
+
+// FeedBreaker is an optional Harness capability for stores whose Follow
+// (driver.Follower) keeps a connection to a server: BreakFeed cuts, now,
+// the connections of every store this harness made, as a network fault
+// does. *faultproxy.Proxy (package
+// github.com/kvbreaker/kvbreaker/conformance/faultproxy) has this method,
+// resetting every connection through it, so a harness's is return
+// h.proxy.BreakFeed(ctx); the follower's connection must dial the proxy,
+// as every client of the harness's stores does for AnswerDropper. The
+// suite then writes and deletes while the follower reconnects, and checks
+// that the feed either says Lost and resynchronises (Reset, a snapshot
+// holding those writes, Synced) or resumes having missed none of them,
+// never past a gap. It breaks the feed only while no other case runs.
+type FeedBreaker interface {
+	BreakFeed(ctx context.Context) error
+}

@@ -44,6 +44,12 @@ const (
 	CaseListPages             CaseID = "list-pages"
 	CaseListKeys              CaseID = "list-hostile-keys"
 	CaseListExpired           CaseID = "list-expired"
+	CaseFollowSnapshot        CaseID = "follow-snapshot"
+	CaseFollowOrder           CaseID = "follow-order"
+	CaseFollowStorm           CaseID = "follow-storm"
+	CaseFollowHeartbeat       CaseID = "follow-heartbeat"
+	CaseFollowExpiry          CaseID = "follow-expiry"
+	CaseFollowLost            CaseID = "follow-lost"
 )
 
 // Cases returns every case's ID in the order the suite runs them.
@@ -110,6 +116,14 @@ const (
 	PromiseListPrefix             PromiseID = "list-only-live-under-prefix"
 	PromiseListLimit              PromiseID = "list-limit"
 	PromiseListExpired            PromiseID = "list-not-expired"
+	PromiseFollowSnapshot         PromiseID = "follow-snapshot"
+	PromiseFollowOrder            PromiseID = "follow-commit-order"
+	PromiseFollowMirror           PromiseID = "follow-mirror-converges"
+	PromiseFollowHeartbeat        PromiseID = "follow-heartbeat"
+	PromiseFollowExpiry           PromiseID = "follow-expiry"
+	PromiseFollowLost             PromiseID = "follow-lost"
+	PromiseFollowFeed             PromiseID = "follow-feed-well-formed"
+	PromiseFollowContext          PromiseID = "follow-context"
 )
 
 var promiseText = map[PromiseID]string{
@@ -157,6 +171,14 @@ var promiseText = map[PromiseID]string{
 	PromiseListPrefix:             "List must return only live keys that begin with the prefix: none outside it, deleted or never written",
 	PromiseListLimit:              "a List page must hold at most limit keys, and a listing must end",
 	PromiseListExpired:            "List must leave out an expired entry once Get finds it absent",
+	PromiseFollowSnapshot:         "Follow must begin with Reset, a Put of every live key under the prefix with the value and version Get returns, and Synced; no key outside the prefix, deleted or never written",
+	PromiseFollowOrder:            "every change committed under the prefix must arrive once, in commit order per key, with its value and version, before a Synced whose At is after it",
+	PromiseFollowMirror:           "once a concurrent compare-and-swap storm is quiet, the mirror built from the feed must equal the store at the first Synced whose At is after the last write",
+	PromiseFollowHeartbeat:        "with no writes, Synced must arrive at least every heartbeat, with an At that never goes backwards and is never later than its delivery",
+	PromiseFollowExpiry:           "an expired entry may arrive as Delete (if the store reports expiry) no earlier than Get finds it gone, and must never arrive as Put again without a write",
+	PromiseFollowLost:             "a feed whose connection broke must send Lost and resynchronise (Reset, snapshot, Synced), or resume having missed nothing; never resume silently past a gap",
+	PromiseFollowFeed:             "the feed must keep its grammar: Reset, the snapshot's Puts, Synced, then changes and Synced; Lost (with Err) followed by Reset before the next Synced; one change at a time; no key outside the prefix, no Put without a version",
+	PromiseFollowContext:          "Follow must run until its context ends, then return the context's error promptly and call fn no more",
 }
 
 // reliedOn lists, in one place, the promises a Breaker relies on that a
@@ -164,7 +186,9 @@ var promiseText = map[PromiseID]string{
 // (the TTL a Breaker writes, its replacement on every write, rounding up,
 // the padding for a reader behind, expiry at all), lost answers (a failure
 // counted twice, a probe's own write taken for a rival's), and data no
-// Breaker wrote (which must never stop a circuit opening). Run and Check
+// Breaker wrote (which must never stop a circuit opening), and, for a
+// store that can follow (driver.Follower), a feed that breaks (a Breaker
+// with a mirror decides from it). Run and Check
 // fail while one of them is not verified, unless the harness waives it
 // (Waive); name is the constant's Go name, for the Waive call the report
 // suggests, and meaning is what the waiver accepts unchecked.
@@ -184,6 +208,7 @@ var reliedOn = map[PromiseID]struct{ name, meaning string }{
 	PromiseLostDelete:    {"PromiseLostDelete", "trusting that a CompareAndDelete whose answer was lost never reports the key not found"},
 	PromiseLostFailure:   {"PromiseLostFailure", "trusting that a Breaker counts a failure once when the store's answer to its write was lost"},
 	PromiseForeign:       {"PromiseForeign", "trusting that data another program left at a Breaker's key is replaced by the next write and never stops a circuit opening"},
+	PromiseFollowLost:    {"PromiseFollowLost", "trusting, untested, that a feed whose connection breaks says Lost and resynchronises rather than resuming past the changes it missed: a Breaker with a mirror would decide from records that are no longer the store's"},
 }
 
 // waivable lists the promises Waive accepts, as Go names.

@@ -1,6 +1,6 @@
 // Package driver is the contract between kvbreaker and a key-value store:
 // what an adapter implements (Store, and optionally Lister, ExpiryReader,
-// Flusher, ClockSampler and io.Closer), what it declares about itself
+// Flusher, ClockSampler, Follower and io.Closer), what it declares about itself
 // (Traits) and the errors it returns. Users of the breaker need none of it
 // beyond passing a Store to kvbreaker.New. An adapter package imports
 // driver and nothing else of kvbreaker's; its tests prove it with
@@ -162,6 +162,10 @@
 //     calls it.
 //   - ClockSampler: read the server's clock, so a Breaker can check
 //     Settings.ClockSkew against it.
+//   - Follower: push a prefix's changes (a snapshot, every change in
+//     commit order per key, Synced heartbeats, Lost and a resync), so a
+//     Breaker with a mirror decides without reading; the conformance
+//     suite's follow-* cases hold it to that.
 //   - io.Closer: release what the store holds; Breaker.Close calls it.
 //
 // A wrapper shows ClockSampler exactly when the store it wraps does (the

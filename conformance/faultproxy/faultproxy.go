@@ -248,6 +248,26 @@ func (p *Proxy) ResetAll() {
 	}
 }
 
+// BreakFeed resets every open connection now, as ResetAll does: a
+// follower's stream (etcd's Watch, a Redis or PostgreSQL subscription)
+// breaks with the rest. It resets nothing and returns ctx's error when ctx
+// has ended, and ErrClosed after Close. Its shape is
+// conformance.FeedBreaker's, so a harness delegates to it: return
+// h.proxy.BreakFeed(ctx).
+func (p *Proxy) BreakFeed(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	p.mu.Lock()
+	closed := p.closed
+	p.mu.Unlock()
+	if closed {
+		return ErrClosed
+	}
+	p.ResetAll()
+	return nil
+}
+
 // Heal clears every fault: pending and random answer faults, delay and
 // blackhole. Requests already armed still lose their answer.
 func (p *Proxy) Heal() {

@@ -429,3 +429,38 @@ func TestCloseEndsEverything(t *testing.T) {
 		t.Fatal("Close did not return")
 	}
 }
+
+// TestBreakFeed resets open connections as ResetAll does, so a follower's
+// stream breaks; it refuses an ended context and a closed proxy, resetting
+// nothing.
+func TestBreakFeed(t *testing.T) {
+	addr, _ := echoServer(t)
+	p := startProxy(t, addr)
+	c := dial(t, p.Addr())
+	if _, err := roundTrip(c, "x"); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if err := p.BreakFeed(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("BreakFeed with a canceled context = %v, want context.Canceled", err)
+	}
+	if s, err := roundTrip(c, "y"); err != nil || s != "y" {
+		t.Fatalf("a refused BreakFeed broke the connection: %q %v", s, err)
+	}
+	if err := p.BreakFeed(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bufio.NewReader(c).ReadByte(); !errors.Is(err, syscall.ECONNRESET) {
+		t.Fatalf("got %v, want a reset", err)
+	}
+	if st := p.Stats(); st.Resets != 1 {
+		t.Errorf("stats %+v: want 1 reset", st)
+	}
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.BreakFeed(t.Context()); !errors.Is(err, faultproxy.ErrClosed) {
+		t.Errorf("BreakFeed after Close = %v, want faultproxy.ErrClosed", err)
+	}
+}

@@ -53,6 +53,9 @@ type Options struct {
 	Trials int
 	// CheckTimeout bounds one porcupine search. Default 1 min.
 	CheckTimeout time.Duration
+	// FollowHeartbeat is the heartbeat the Follower cases pass to
+	// driver.Follower.Follow. Default 250 ms.
+	FollowHeartbeat time.Duration
 	// Waivers are the promises the harness accepts unverified
 	// (conformance.Waive), in the order given.
 	Waivers []Waiver

@@ -1,0 +1,1226 @@
+package conformance
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/kvbreaker/kvbreaker/driver"
+)
+
+// The Follower cases hold driver.Follower to what a Breaker's mirror
+// relies on: a snapshot that is the store's, every committed change once
+// and in commit order per key, a Synced whose At covers every change
+// committed before it, a heartbeat while nothing happens, and a break in
+// the feed said as Lost and followed by a resynchronisation, never resumed
+// past a gap. Each case follows a prefix of its own store while it writes
+// through the store, and judges the feed as it arrived: every message says
+// what was committed and what arrived.
+
+// defaultFollowHeartbeat is the heartbeat the cases pass to Follow unless
+// WithFollowHeartbeat says otherwise.
+const defaultFollowHeartbeat = 250 * time.Millisecond
+
+// followStopWait is how long Follow may take to return once its context
+// has ended.
+const followStopWait = 5 * time.Second
+
+// syncWait bounds the wait for a Synced a case needs: the feed promises one
+// at least every heartbeat, so this is many heartbeats, plus seconds for a
+// snapshot over a network and the declared read staleness.
+func (e *env) syncWait() time.Duration {
+	return 5*time.Second + 10*e.opts.FollowHeartbeat + 2*e.traits.ReadStaleness
+}
+
+// probeFollower says why s cannot follow (it is no driver.Follower, or its
+// Follow answers errors.ErrUnsupported before sending anything), or "". It
+// stops the Follow it started as soon as the first change arrives.
+func probeFollower(ctx context.Context, s driver.Store) string {
+	f, ok := s.(driver.Follower)
+	if !ok {
+		return fmt.Sprintf("the store MakeStore returns (%T) does not implement driver.Follower (optional)", s)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	first := make(chan struct{})
+	var once sync.Once
+	done := make(chan error, 1)
+	go func() {
+		defer func() {
+			if p := recover(); p != nil {
+				done <- fmt.Errorf("panic: %v", p)
+			}
+		}()
+		done <- f.Follow(ctx, "follow-probe/", defaultFollowHeartbeat, func(driver.Change) { once.Do(func() { close(first) }) })
+	}()
+	select {
+	case err := <-done:
+		if errors.Is(err, errors.ErrUnsupported) {
+			return fmt.Sprintf("the store MakeStore returns (%T) answers Follow with %v", s, err)
+		}
+		return "" // the cases report any other answer
+	case <-first:
+	case <-ctx.Done():
+	}
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(followStopWait):
+		// The follow-context promise is the cases' to judge.
+	}
+	return ""
+}
+
+// arrival is one change as the case received it.
+type arrival struct {
+	driver.Change
+	// at is when fn received it, by the suite's clock.
+	at time.Time
+}
+
+func (a arrival) String() string {
+	switch a.Kind {
+	case driver.ChangePut:
+		return fmt.Sprintf("put %q v%d %.40q", a.Key, a.Version, a.Value)
+	case driver.ChangeDelete:
+		return fmt.Sprintf("delete %q v%d", a.Key, a.Version)
+	case driver.ChangeSynced:
+		return "synced at " + a.At.Format("15:04:05.000000")
+	case driver.ChangeLost:
+		return fmt.Sprintf("lost (%v)", a.Err)
+	}
+	return a.Kind.String()
+}
+
+// feed is one Follow a case runs, and everything it delivered.
+type feed struct {
+	e      *env
+	prefix string
+	start  time.Time
+	cancel context.CancelFunc
+	done   chan struct{} // closed when Follow has returned
+	err    error         // what Follow returned, once done is closed
+
+	inFn atomic.Int32
+
+	mu         sync.Mutex
+	events     []arrival
+	wake       chan struct{} // closed and replaced by every arrival
+	concurrent bool          // fn ran on two goroutines at once
+	late       int           // calls of fn after Follow returned
+	returned   bool
+	early      bool // Follow's early return has been reported
+}
+
+// follow starts following prefix on the case's store, or returns nil after
+// noting that the case does not apply.
+func (e *env) follow(ctx context.Context, prefix string) *feed {
+	f, ok := e.raw.(driver.Follower)
+	if !ok {
+		e.logf("not applicable: the store (%T) does not implement driver.Follower (optional)", e.raw)
+		return nil
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	fd := &feed{e: e, prefix: prefix, start: time.Now(), cancel: cancel, done: make(chan struct{}), wake: make(chan struct{})}
+	go func() {
+		var err error
+		defer func() {
+			if p := recover(); p != nil {
+				e.errorf(PromiseNoPanic, "Follow(%q) panicked: %v", prefix, p)
+				err = fmt.Errorf("panic: %v", p)
+			}
+			fd.mu.Lock()
+			fd.err, fd.returned = err, true
+			fd.mu.Unlock()
+			close(fd.done)
+		}()
+		err = f.Follow(ctx, prefix, e.opts.FollowHeartbeat, fd.fn)
+	}()
+	return fd
+}
+
+// fn is the callback the case hands Follow.
+func (fd *feed) fn(c driver.Change) {
+	if fd.inFn.Add(1) > 1 {
+		fd.mu.Lock()
+		fd.concurrent = true
+		fd.mu.Unlock()
+	}
+	defer fd.inFn.Add(-1)
+	c.Value = bytes.Clone(c.Value)
+	now := time.Now()
+	fd.mu.Lock()
+	defer fd.mu.Unlock()
+	if fd.returned {
+		fd.late++
+		return
+	}
+	fd.events = append(fd.events, arrival{Change: c, at: now})
+	close(fd.wake)
+	fd.wake = make(chan struct{})
+}
+
+// snapshot returns the changes received so far.
+func (fd *feed) snapshot() []arrival {
+	fd.mu.Lock()
+	defer fd.mu.Unlock()
+	return slices.Clone(fd.events)
+}
+
+// await waits up to limit for cond to hold over the changes received so
+// far and returns them; ok is false when it did not (and Follow's early
+// return, if that is why, has been reported).
+func (fd *feed) await(ctx context.Context, limit time.Duration, cond func([]arrival) bool) ([]arrival, bool) {
+	tm := time.NewTimer(limit)
+	defer tm.Stop()
+	for {
+		fd.mu.Lock()
+		ev, w := fd.events, fd.wake
+		fd.mu.Unlock()
+		if cond(ev) {
+			return slices.Clone(ev), true
+		}
+		select {
+		case <-w:
+		case <-tm.C:
+			return slices.Clone(ev), false
+		case <-ctx.Done():
+			return slices.Clone(ev), false
+		case <-fd.done:
+			fd.mu.Lock()
+			ev = slices.Clone(fd.events)
+			fd.mu.Unlock()
+			if cond(ev) {
+				return ev, true
+			}
+			fd.reportEarly(ctx)
+			return ev, false
+		}
+	}
+}
+
+// reportEarly reports a Follow that returned while its context was live.
+func (fd *feed) reportEarly(ctx context.Context) {
+	fd.mu.Lock()
+	defer fd.mu.Unlock()
+	if fd.early || ctx.Err() != nil {
+		return
+	}
+	fd.early = true
+	fd.e.errorf(PromiseFollowContext, "Follow(%q) returned %v after %v and %d change(s), while its context was live", fd.prefix, fd.err, time.Since(fd.start).Round(time.Millisecond), len(fd.events))
+}
+
+// syncedAfter returns the index of the first Synced at or after from whose
+// At is after t, or -1.
+func syncedAfter(ev []arrival, from int, t time.Time) int {
+	for i := max(from, 0); i < len(ev); i++ {
+		if ev[i].Kind == driver.ChangeSynced && ev[i].At.After(t) {
+			return i
+		}
+	}
+	return -1
+}
+
+// awaitSynced waits for a Synced after index from whose At is after t and
+// returns the changes received and its index; it reports a violation of
+// promise when none arrives within syncWait.
+func (fd *feed) awaitSynced(ctx context.Context, promise PromiseID, from int, t time.Time, what string) ([]arrival, int) {
+	limit := fd.e.syncWait()
+	ev, ok := fd.await(ctx, limit, func(ev []arrival) bool { return syncedAfter(ev, from, t) >= 0 })
+	if !ok {
+		if ctx.Err() == nil {
+			fd.e.errorf(promise, "no Synced with an At after %s (%s) arrived within %v (heartbeat %v); the feed delivered, after change %d: %s",
+				what, t.Format("15:04:05.000000"), limit, fd.e.opts.FollowHeartbeat, from, describeEvents(ev[min(max(from, 0), len(ev)):]))
+		}
+		return ev, -1
+	}
+	return ev, syncedAfter(ev, from, t)
+}
+
+// stop ends the Follow, checks that it returns the context's error
+// promptly and stops calling fn, and checks the feed's grammar.
+func (fd *feed) stop() {
+	fd.cancel()
+	tm := time.NewTimer(followStopWait)
+	defer tm.Stop()
+	select {
+	case <-fd.done:
+		if !errors.Is(fd.err, context.Canceled) {
+			fd.e.errorf(PromiseFollowContext, "Follow(%q) returned %v once its context was canceled; want an error matching context.Canceled", fd.prefix, fd.err)
+		}
+	case <-tm.C:
+		fd.e.errorf(PromiseFollowContext, "Follow(%q) had not returned %v after its context was canceled", fd.prefix, followStopWait)
+	}
+	fd.mu.Lock()
+	late, concurrent := fd.late, fd.concurrent
+	ev := slices.Clone(fd.events)
+	fd.mu.Unlock()
+	if late > 0 {
+		fd.e.errorf(PromiseFollowContext, "Follow(%q) called fn %d time(s) after it returned", fd.prefix, late)
+	}
+	if concurrent {
+		fd.e.errorf(PromiseFollowFeed, "Follow(%q) called fn on two goroutines at once; it delivers one change at a time", fd.prefix)
+	}
+	fd.e.checkGrammar(fd.prefix, ev)
+}
+
+// checkGrammar holds the whole feed to its grammar: Reset, snapshot Puts,
+// Synced, then changes and Synced; Lost then Reset before another Synced;
+// keys under the prefix; Synced.At never backwards nor after its delivery.
+func (e *env) checkGrammar(prefix string, ev []arrival) {
+	const (
+		begin = iota
+		snap
+		live
+		lost
+	)
+	state := begin
+	var lastAt time.Time
+	reported := map[PromiseID]int{}
+	bad := func(p PromiseID, i int, format string, args ...any) {
+		reported[p]++
+		if reported[p] > 3 {
+			return // the first three say enough
+		}
+		e.errorf(p, "change %d of the feed (%s, %v after its first): %s; the changes around it: %s", i, ev[i], ev[i].at.Sub(ev[0].at).Round(time.Millisecond), fmt.Sprintf(format, args...), describeEvents(ev[max(0, i-3):min(len(ev), i+2)]))
+	}
+	for i, a := range ev {
+		switch a.Kind {
+		case driver.ChangePut, driver.ChangeDelete:
+			if !strings.HasPrefix(a.Key, prefix) {
+				bad(PromiseFollowFeed, i, "the key is outside the followed prefix %q", prefix)
+			}
+			if a.Kind == driver.ChangePut && a.Version == driver.NoVersion {
+				bad(PromiseFollowFeed, i, "a Put with driver.NoVersion")
+			}
+			switch {
+			case state == begin:
+				bad(PromiseFollowFeed, i, "a change before the feed's first Reset")
+			case state == lost:
+				bad(PromiseFollowFeed, i, "a change after Lost and before the Reset that must follow it")
+			case state == snap && a.Kind == driver.ChangeDelete:
+				bad(PromiseFollowFeed, i, "a Delete inside a snapshot (between Reset and Synced a feed sends only the live keys' Puts)")
+			}
+		case driver.ChangeReset:
+			if state == live {
+				bad(PromiseFollowFeed, i, "a Reset without a Lost before it: the caller would decide from a partial mirror until the Synced")
+			}
+			state = snap
+		case driver.ChangeSynced:
+			switch state {
+			case begin:
+				bad(PromiseFollowFeed, i, "a Synced before the feed's first Reset")
+			case lost:
+				bad(PromiseFollowFeed, i, "a Synced after Lost without a Reset and snapshot: the caller would decide on a mirror that missed changes")
+			}
+			if state != begin && state != lost {
+				state = live
+			}
+			switch {
+			case a.At.IsZero():
+				bad(PromiseFollowHeartbeat, i, "a Synced with a zero At")
+			case a.At.Before(lastAt):
+				bad(PromiseFollowHeartbeat, i, "its At went back %v from the previous Synced's (%s)", lastAt.Sub(a.At), lastAt.Format("15:04:05.000000"))
+			case a.At.After(a.at):
+				bad(PromiseFollowHeartbeat, i, "its At is %v later than its delivery (%s): it claims changes not yet committed were delivered", a.At.Sub(a.at), a.at.Format("15:04:05.000000"))
+			}
+			if a.At.After(lastAt) {
+				lastAt = a.At
+			}
+		case driver.ChangeLost:
+			if a.Err == nil {
+				bad(PromiseFollowFeed, i, "a Lost without Err (it must say why)")
+			}
+			state = lost
+		default:
+			bad(PromiseFollowFeed, i, "an unknown ChangeKind %d", a.Kind)
+		}
+	}
+	for p, n := range reported {
+		if n > 3 {
+			e.errorf(p, "and %d more such change(s) in the feed", n-3)
+		}
+	}
+}
+
+// describeEvents prints changes for a message.
+func describeEvents(ev []arrival) string {
+	if len(ev) == 0 {
+		return "nothing"
+	}
+	const n = 12
+	parts := make([]string, 0, n+1)
+	for i, a := range ev {
+		if i == n {
+			parts = append(parts, fmt.Sprintf("… %d more", len(ev)-n))
+			break
+		}
+		parts = append(parts, a.String())
+	}
+	return "[" + strings.Join(parts, "; ") + "]"
+}
+
+// committed is one change a case made and the store acknowledged.
+type committed struct {
+	kind    driver.ChangeKind // ChangePut or ChangeDelete
+	version driver.Version    // the new version; the deleted one for a delete
+	value   []byte
+}
+
+func (c committed) String() string {
+	if c.kind == driver.ChangeDelete {
+		return fmt.Sprintf("delete v%d", c.version)
+	}
+	return fmt.Sprintf("put v%d %.40q", c.version, c.value)
+}
+
+// matches says whether a delivered change is c: a Put with its version and
+// value, or a Delete with its version or driver.NoVersion (a store that does
+// not know the last version).
+func (c committed) matches(a arrival) bool {
+	if a.Kind != c.kind {
+		return false
+	}
+	if c.kind == driver.ChangeDelete {
+		return a.Version == c.version || a.Version == driver.NoVersion
+	}
+	return a.Version == c.version && bytes.Equal(a.Value, c.value)
+}
+
+func describeCommitted(cs []committed) string {
+	parts := make([]string, len(cs))
+	for i, c := range cs {
+		parts[i] = c.String()
+	}
+	return "[" + strings.Join(parts, ", ") + "]"
+}
+
+// changesOf returns the Puts and Deletes of key among ev.
+func changesOf(ev []arrival, key string) []arrival {
+	var out []arrival
+	for _, a := range ev {
+		if (a.Kind == driver.ChangePut || a.Kind == driver.ChangeDelete) && a.Key == key {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// hasKind says whether ev holds a change of kind k.
+func hasKind(ev []arrival, k driver.ChangeKind) bool {
+	return slices.ContainsFunc(ev, func(a arrival) bool { return a.Kind == k })
+}
+
+// compareSequence reports, under promise, a key whose delivered changes
+// are not exactly the committed ones in commit order.
+func (e *env) compareSequence(promise PromiseID, key string, want []committed, got []arrival, when string) bool {
+	ok := len(want) == len(got)
+	first := -1
+	for i := range min(len(want), len(got)) {
+		if !want[i].matches(got[i]) {
+			ok, first = false, i
+			break
+		}
+	}
+	if ok {
+		return true
+	}
+	var where string
+	switch {
+	case first >= 0:
+		where = fmt.Sprintf("change %d differs (committed %s, delivered %s)", first+1, want[first], got[first])
+	case len(got) < len(want):
+		where = fmt.Sprintf("%d committed change(s) missing, from %s", len(want)-len(got), want[len(got)])
+	default:
+		where = fmt.Sprintf("%d change(s) more than committed, from %s", len(got)-len(want), got[len(want)])
+	}
+	e.errorf(promise, "key %q %s: committed in this order %s; the feed delivered %s: %s", key, when, describeCommitted(want), describeEvents(got), where)
+	return false
+}
+
+// entry is a key's value and version in a mirror.
+type entry struct {
+	value   []byte
+	version driver.Version
+}
+
+// mirrorOf applies ev (up to a Synced) as a Breaker's mirror does: Reset
+// forgets everything, Put sets, Delete removes.
+func mirrorOf(ev []arrival) map[string]entry {
+	m := map[string]entry{}
+	for _, a := range ev {
+		switch a.Kind {
+		case driver.ChangeReset:
+			clear(m)
+		case driver.ChangePut:
+			m[a.Key] = entry{a.Value, a.Version}
+		case driver.ChangeDelete:
+			delete(m, a.Key)
+		}
+	}
+	return m
+}
+
+// compareMirror reports, under promise, how mirror differs from want (nil
+// entries: absent) for the keys of want, and any other key mirror holds.
+func (e *env) compareMirror(promise PromiseID, mirror map[string]entry, want map[string]*entry, when string) bool {
+	var diffs []string
+	keys := make([]string, 0, len(want))
+	for k := range want {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		w := want[k]
+		got, has := mirror[k]
+		switch {
+		case w == nil && has:
+			diffs = append(diffs, fmt.Sprintf("%q: the store holds nothing, the mirror v%d %.40q", k, got.version, got.value))
+		case w != nil && !has:
+			diffs = append(diffs, fmt.Sprintf("%q: the store holds v%d %.40q, the mirror nothing", k, w.version, w.value))
+		case w != nil && (got.version != w.version || !bytes.Equal(got.value, w.value)):
+			diffs = append(diffs, fmt.Sprintf("%q: the store holds v%d %.40q, the mirror v%d %.40q", k, w.version, w.value, got.version, got.value))
+		}
+	}
+	var extra []string
+	for k := range mirror {
+		if _, ok := want[k]; !ok {
+			extra = append(extra, k)
+		}
+	}
+	slices.Sort(extra)
+	if len(extra) > 0 {
+		diffs = append(diffs, fmt.Sprintf("keys the case never wrote: %s", sample(extra)))
+	}
+	if len(diffs) == 0 {
+		return true
+	}
+	e.errorf(promise, "%s, the mirror built from the feed differs from the store: %s", when, sampleRaw(diffs))
+	return false
+}
+
+// followPut is a compare-and-swap a case makes, reporting a failure under
+// promise.
+func (e *env) followPut(ctx context.Context, promise PromiseID, key string, old driver.Version, value []byte) (driver.Version, bool) {
+	ver, err := e.store.CompareAndSwap(ctx, key, old, value, ttl)
+	if err != nil {
+		e.errorf(promise, "CompareAndSwap(%q, %d) = %v", key, old, err)
+		return 0, false
+	}
+	if ver == driver.NoVersion {
+		e.errorf(PromiseCreate, "CompareAndSwap(%q, %d) returned driver.NoVersion", key, old)
+		return 0, false
+	}
+	return ver, true
+}
+
+// followDelete is a compare-and-delete a case makes, reporting a failure
+// under promise.
+func (e *env) followDelete(ctx context.Context, promise PromiseID, key string, ver driver.Version) bool {
+	if err := e.store.CompareAndDelete(ctx, key, ver); err != nil {
+		e.errorf(promise, "CompareAndDelete(%q, %d) = %v", key, ver, err)
+		return false
+	}
+	return true
+}
+
+// initialSync waits for the feed's first Synced and returns its index.
+func (fd *feed) initialSync(ctx context.Context, promise PromiseID) ([]arrival, int) {
+	ev, i := fd.awaitSynced(ctx, promise, 0, time.Time{}, "the feed's start")
+	return ev, i
+}
+
+// checkFollowSnapshot writes keys under the prefix and beside it, deletes
+// one and updates another, then follows: the snapshot must be exactly the
+// live keys under the prefix, each with its last value and version; keys
+// written beside it afterwards must not arrive either.
+func checkFollowSnapshot(ctx context.Context, e *env) {
+	const prefix = "follow-snapshot/"
+	want := map[string]*entry{}
+	put := func(key string, value []byte) bool {
+		old := driver.NoVersion
+		if w := want[key]; w != nil {
+			old = w.version
+		}
+		ver, ok := e.followPut(ctx, PromiseFollowSnapshot, key, old, value)
+		if ok {
+			want[key] = &entry{value, ver}
+		}
+		return ok
+	}
+	for _, k := range []string{prefix + "a.example", prefix + "b.example", prefix + "sub/c.example", prefix + "bücher.example", prefix + "updated.example", prefix + "deleted.example", prefix} {
+		if !put(k, val("first "+k)) {
+			return
+		}
+	}
+	if !put(prefix+"updated.example", val("second")) || !put(prefix+"updated.example", val("third")) || !put(prefix+"empty.example", []byte{}) {
+		return
+	}
+	if !e.followDelete(ctx, PromiseFollowSnapshot, prefix+"deleted.example", want[prefix+"deleted.example"].version) {
+		return
+	}
+	want[prefix+"deleted.example"] = nil
+	outside := []string{"follow-snapshot", "follow-snapshoT/x.example", "follow-snapshot0/x.example", "follow-snapshot.example", "a.example"}
+	for _, k := range outside {
+		if _, ok := e.followPut(ctx, PromiseFollowSnapshot, k, driver.NoVersion, val("outside")); !ok {
+			return
+		}
+	}
+	written := time.Now()
+	// A store may show a write to Get only after its declared staleness;
+	// its feed's snapshot may lag as much.
+	_ = sleep(ctx, e.traits.ReadStaleness)
+	fd := e.follow(ctx, prefix)
+	if fd == nil {
+		return
+	}
+	defer fd.stop()
+	ev, iS := fd.initialSync(ctx, PromiseFollowSnapshot)
+	if iS < 0 {
+		return
+	}
+	// The snapshot is what follows the last Reset before that Synced.
+	iR := -1
+	for i := iS - 1; i >= 0; i-- {
+		if ev[i].Kind == driver.ChangeReset {
+			iR = i
+			break
+		}
+	}
+	if iR < 0 {
+		e.errorf(PromiseFollowSnapshot, "the feed's first Synced came without a Reset before it: %s", describeEvents(ev[:iS+1]))
+		return
+	}
+	snap := ev[iR+1 : iS]
+	count := map[string]int{}
+	for _, a := range snap {
+		if a.Kind == driver.ChangePut {
+			count[a.Key]++
+		}
+	}
+	for k, n := range count {
+		if n > 1 {
+			e.errorf(PromiseFollowSnapshot, "the snapshot holds %q %d times: %s", k, n, describeEvents(changesOf(snap, k)))
+		}
+	}
+	e.compareMirror(PromiseFollowSnapshot, mirrorOf(ev[:iS+1]), want, fmt.Sprintf("at the snapshot's Synced (%d Put(s) after Reset, writes finished %v before Follow began)", len(snap), fd.start.Sub(written).Round(time.Millisecond)))
+	// Writes beside the prefix while following must not arrive either;
+	// one under it shows when the feed has caught up.
+	for _, k := range outside {
+		if _, _, err := e.store.Get(ctx, k); err != nil {
+			e.errorf(PromiseRead, "Get(%q) = %v", k, err)
+			return
+		}
+	}
+	for _, k := range outside[1:] {
+		if _, ok := e.followPut(ctx, PromiseFollowSnapshot, k+".2", driver.NoVersion, val("outside, while following")); !ok {
+			return
+		}
+	}
+	last := prefix + "after.example"
+	if !put(last, val("after the snapshot")) {
+		return
+	}
+	done := time.Now()
+	ev, iA := fd.awaitSynced(ctx, PromiseFollowSnapshot, iS+1, done, "the last write returned")
+	if iA < 0 {
+		return
+	}
+	e.compareMirror(PromiseFollowSnapshot, mirrorOf(ev[:iA+1]), want, "at the first Synced after a write that followed the snapshot")
+	e.logf("snapshot of %d live keys (one updated twice, one deleted, one empty) beside %d keys outside the prefix", len(snap), len(outside))
+}
+
+// script is one goroutine's writes to one key in follow-order.
+type script struct {
+	key string
+	ops string // p: put (create if absent), d: delete
+}
+
+// checkFollowOrder has goroutines write, delete and re-create keys (one
+// existing before the snapshot), and a key beside the prefix, at once;
+// at the first Synced after the last write returned, each key's changes
+// must be exactly the committed ones, in order, and nothing may arrive
+// for them after it.
+func checkFollowOrder(ctx context.Context, e *env) {
+	const prefix = "follow-order/"
+	pre := prefix + "pre.example"
+	preVer, ok := e.followPut(ctx, PromiseFollowOrder, pre, driver.NoVersion, val("before the snapshot"))
+	if !ok {
+		return
+	}
+	_ = sleep(ctx, e.traits.ReadStaleness)
+	fd := e.follow(ctx, prefix)
+	if fd == nil {
+		return
+	}
+	defer fd.stop()
+	_, iS := fd.initialSync(ctx, PromiseFollowOrder)
+	if iS < 0 {
+		return
+	}
+	scripts := []script{
+		{pre, "ppdpp"},
+		{prefix + "a.example", "pppdp"},
+		{prefix + "b.example", "pdpdpd"},
+		{prefix + "c.example", "pppppp"},
+		{prefix + "d/é.example", "pdpp"},
+	}
+	logs := make([][]committed, len(scripts))
+	var wg sync.WaitGroup
+	for i, sc := range scripts {
+		cur := driver.NoVersion
+		if sc.key == pre {
+			cur = preVer
+		}
+		wg.Go(func() {
+			for n, op := range sc.ops {
+				if ctx.Err() != nil {
+					return
+				}
+				switch op {
+				case 'p':
+					value := val(fmt.Sprintf("%s #%d", sc.key, n))
+					ver, ok := e.followPut(ctx, PromiseFollowOrder, sc.key, cur, value)
+					if !ok {
+						return
+					}
+					logs[i] = append(logs[i], committed{driver.ChangePut, ver, value})
+					cur = ver
+				case 'd':
+					if !e.followDelete(ctx, PromiseFollowOrder, sc.key, cur) {
+						return
+					}
+					logs[i] = append(logs[i], committed{driver.ChangeDelete, cur, nil})
+					cur = driver.NoVersion
+				}
+				yield()
+			}
+		})
+	}
+	wg.Go(func() {
+		// Beside the prefix, interleaved with the others.
+		cur := driver.NoVersion
+		for n := range 4 {
+			ver, ok := e.followPut(ctx, PromiseFollowOrder, "follow-order.example", cur, val(fmt.Sprint("outside #", n)))
+			if !ok {
+				return
+			}
+			cur = ver
+			yield()
+		}
+	})
+	wg.Wait()
+	done := time.Now()
+	if ctx.Err() != nil {
+		return
+	}
+	ev, iA := fd.awaitSynced(ctx, PromiseFollowOrder, iS+1, done, "the last write returned")
+	if iA < 0 {
+		return
+	}
+	after := ev[iS+1 : iA+1]
+	if hasKind(after, driver.ChangeLost) {
+		// A resynchronisation replaces what came before it: judge the
+		// mirror only.
+		e.logf("the feed said Lost during the writes (%s); the order of changes was checked only as the mirror they leave", describeEvents(after))
+		want := map[string]*entry{}
+		for i, sc := range scripts {
+			want[sc.key] = lastEntry(logs[i])
+		}
+		e.compareMirror(PromiseFollowOrder, mirrorOf(ev[:iA+1]), want, "at the first Synced after the last write returned")
+		return
+	}
+	total := 0
+	for i, sc := range scripts {
+		total += len(logs[i])
+		e.compareSequence(PromiseFollowOrder, sc.key, logs[i], changesOf(after, sc.key), fmt.Sprintf("by the first Synced after the last write returned (At %s)", ev[iA].At.Format("15:04:05.000000")))
+	}
+	// Nothing more may arrive for them: the Synced said all had.
+	ev, iB := fd.awaitSynced(ctx, PromiseFollowHeartbeat, iA+1, ev[iA].At, "the Synced that covered the writes")
+	if iB < 0 {
+		return
+	}
+	for _, sc := range scripts {
+		if more := changesOf(ev[iA+1:iB+1], sc.key); len(more) > 0 && !hasKind(ev[iA+1:iB+1], driver.ChangeReset) {
+			e.errorf(PromiseFollowOrder, "key %q: %s arrived after the Synced (At %s) that said every change committed before it had been delivered, and nothing was written since", sc.key, describeEvents(more), ev[iA].At.Format("15:04:05.000000"))
+		}
+	}
+	e.logf("%d goroutines committed %d changes to %d keys (writes, deletes, re-creations), with writes beside the prefix between them; each key's changes arrived in commit order", len(scripts), total, len(scripts))
+}
+
+// lastEntry is what a key holds after cs (nil: absent).
+func lastEntry(cs []committed) *entry {
+	if len(cs) == 0 || cs[len(cs)-1].kind == driver.ChangeDelete {
+		return nil
+	}
+	c := cs[len(cs)-1]
+	return &entry{c.value, c.version}
+}
+
+// swap is one successful compare-and-swap of the storm.
+type swap struct {
+	old, new driver.Version
+	value    []byte
+}
+
+// checkFollowStorm races goroutines through read-then-swap rounds on a few
+// keys; once quiet, at the first Synced after the last write returned, the
+// mirror must equal the store, and each key's Puts must be its chain of
+// successful swaps in order.
+func checkFollowStorm(ctx context.Context, e *env) {
+	const prefix = "follow-storm/"
+	keys := []string{prefix + "a.example", prefix + "b.example", prefix + "c.example"}
+	fd := e.follow(ctx, prefix)
+	if fd == nil {
+		return
+	}
+	defer fd.stop()
+	_, iS := fd.initialSync(ctx, PromiseFollowMirror)
+	if iS < 0 {
+		return
+	}
+	var (
+		mu        sync.Mutex
+		swaps     = map[string][]swap{}
+		conflicts int
+		unknown   []string
+	)
+	var wg sync.WaitGroup
+	for g := range e.opts.Goroutines {
+		wg.Go(func() {
+			for n := range e.opts.Iterations {
+				if ctx.Err() != nil {
+					return
+				}
+				key := keys[(g+n)%len(keys)]
+				_, cur, err := e.store.Get(ctx, key)
+				if err != nil && !errors.Is(err, driver.ErrNotFound) {
+					e.errorf(PromiseRead, "Get(%q) = %v", key, err)
+					return
+				}
+				value := val(fmt.Sprintf("g%d #%d", g, n))
+				ver, err := e.store.CompareAndSwap(ctx, key, cur, value, ttl)
+				mu.Lock()
+				switch {
+				case err == nil:
+					swaps[key] = append(swaps[key], swap{cur, ver, value})
+				case errors.Is(err, driver.ErrConflict):
+					conflicts++
+				default:
+					unknown = append(unknown, fmt.Sprintf("CompareAndSwap(%q, %d) = %v", key, cur, err))
+				}
+				mu.Unlock()
+				yield()
+			}
+		})
+	}
+	wg.Wait()
+	done := time.Now()
+	if ctx.Err() != nil {
+		return
+	}
+	ev, iA := fd.awaitSynced(ctx, PromiseFollowMirror, iS+1, done, "the storm's last write returned")
+	if iA < 0 {
+		return
+	}
+	// The store's answer, read once the storm is quiet.
+	want := map[string]*entry{}
+	for _, k := range keys {
+		v, ver, err := e.store.Get(ctx, k)
+		switch {
+		case errors.Is(err, driver.ErrNotFound):
+			want[k] = nil
+		case err != nil:
+			e.errorf(PromiseRead, "Get(%q) = %v", k, err)
+			return
+		default:
+			want[k] = &entry{v, ver}
+		}
+	}
+	e.compareMirror(PromiseFollowMirror, mirrorOf(ev[:iA+1]), want, fmt.Sprintf("at the first Synced after the storm's last write returned (At %s)", ev[iA].At.Format("15:04:05.000000")))
+	total := 0
+	for _, k := range keys {
+		total += len(swaps[k])
+	}
+	e.logf("%d goroutines made %d successful swaps and met %d conflicts on %d keys", e.opts.Goroutines, total, conflicts, len(keys))
+	after := ev[iS+1 : iA+1]
+	switch {
+	case len(unknown) > 0:
+		e.logf("%d write(s) ended with an unknown outcome, so the order of Puts was not checked: %s", len(unknown), sampleRaw(unknown))
+		return
+	case !e.traits.Atomic:
+		e.logf("the store is not atomic (last writer wins), so no chain of swaps fixes the commit order: only the mirror was checked")
+		return
+	case hasKind(after, driver.ChangeLost):
+		e.logf("the feed said Lost during the storm; the order of Puts was not checked")
+		return
+	}
+	for _, k := range keys {
+		chain, ok := chainOf(swaps[k])
+		if !ok {
+			e.logf("%q: the successful swaps do not form one chain (see %s)", k, CaseLinearizable)
+			continue
+		}
+		e.compareSequence(PromiseFollowOrder, k, chain, changesOf(after, k), "in the storm")
+	}
+}
+
+// chainOf orders a key's successful swaps by their versions: each replaced
+// the one before, starting from absent. ok is false when they do not form
+// one chain (a store that lost an update).
+func chainOf(ss []swap) ([]committed, bool) {
+	next := make(map[driver.Version]swap, len(ss))
+	for _, s := range ss {
+		if _, dup := next[s.old]; dup {
+			return nil, false
+		}
+		next[s.old] = s
+	}
+	out := make([]committed, 0, len(ss))
+	for v := driver.NoVersion; ; {
+		s, ok := next[v]
+		if !ok {
+			break
+		}
+		out = append(out, committed{driver.ChangePut, s.new, s.value})
+		v = s.new
+		if len(out) > len(ss) {
+			return nil, false
+		}
+	}
+	return out, len(out) == len(ss)
+}
+
+// checkFollowHeartbeat follows an idle prefix for a number of heartbeats:
+// Synced must arrive at least every heartbeat (plus slack), each At later
+// than the last and no later than its delivery, and recent.
+func checkFollowHeartbeat(ctx context.Context, e *env) {
+	const prefix = "follow-heartbeat/"
+	h := e.opts.FollowHeartbeat
+	fd := e.follow(ctx, prefix)
+	if fd == nil {
+		return
+	}
+	defer fd.stop()
+	_, iS := fd.initialSync(ctx, PromiseFollowHeartbeat)
+	if iS < 0 {
+		return
+	}
+	const beats = 8
+	window := beats * h
+	if err := sleep(ctx, window); err != nil {
+		return
+	}
+	end := time.Now()
+	ev := fd.snapshot()
+	// A heartbeat timer fires every h and the Synced it sends may need a
+	// round trip to the server to learn its instant; a loaded machine
+	// delays a goroutine by tens of milliseconds now and then. So one gap
+	// may reach twice the heartbeat plus 100 ms, but on average they must
+	// stay within a quarter heartbeat (plus 25 ms) of it: a feed that
+	// beats at half the rate fails either way.
+	maxGap := 2*h + 100*time.Millisecond
+	meanGap := h + h/4 + 25*time.Millisecond
+	maxLag := h + 100*time.Millisecond
+	prev := ev[iS]
+	var gaps []time.Duration
+	var worstLag time.Duration
+	for _, a := range ev[iS+1:] {
+		switch a.Kind {
+		case driver.ChangeSynced:
+			gaps = append(gaps, a.at.Sub(prev.at))
+			if lag := a.at.Sub(a.At); lag > worstLag {
+				worstLag = lag
+			}
+			prev = a
+		case driver.ChangeLost, driver.ChangeReset:
+			e.logf("the feed resynchronised while idle: %s", a)
+		default:
+			e.errorf(PromiseFollowFeed, "%s arrived on a prefix nothing writes", a)
+		}
+	}
+	tail := end.Sub(prev.at)
+	var sum, worst time.Duration
+	for _, g := range gaps {
+		sum += g
+		worst = max(worst, g)
+	}
+	switch {
+	case len(gaps) == 0:
+		e.errorf(PromiseFollowHeartbeat, "no Synced arrived in the %v after the snapshot's, with heartbeat %v and no writes", window, h)
+		return
+	case worst > maxGap:
+		e.errorf(PromiseFollowHeartbeat, "with heartbeat %v and no writes, %v passed between two Synced (at most %v allowed: twice the heartbeat plus 100 ms); the gaps: %v", h, worst.Round(time.Millisecond), maxGap, roundAll(gaps))
+	case tail > maxGap:
+		e.errorf(PromiseFollowHeartbeat, "with heartbeat %v and no writes, no Synced arrived in the last %v of the %v watched (at most %v allowed); the gaps before: %v", h, tail.Round(time.Millisecond), window, maxGap, roundAll(gaps))
+	case sum/time.Duration(len(gaps)) > meanGap:
+		e.errorf(PromiseFollowHeartbeat, "with heartbeat %v and no writes, Synced arrived every %v on average over %d beats (at most %v allowed); the gaps: %v", h, (sum / time.Duration(len(gaps))).Round(time.Millisecond), len(gaps), meanGap, roundAll(gaps))
+	}
+	if worstLag > maxLag {
+		e.errorf(PromiseFollowHeartbeat, "a Synced arrived %v after its At (at most the heartbeat %v plus 100 ms allowed): an idle feed's At must keep up with the clock", worstLag.Round(time.Millisecond), h)
+	}
+	e.logf("heartbeat %v: %d Synced in %v idle, gaps up to %v (mean %v), At up to %v behind delivery",
+		h, len(gaps), window, worst.Round(time.Millisecond), (sum / time.Duration(max(len(gaps), 1))).Round(time.Millisecond), worstLag.Round(time.Millisecond))
+}
+
+func roundAll(ds []time.Duration) []time.Duration {
+	out := make([]time.Duration, len(ds))
+	for i, d := range ds {
+		out[i] = d.Round(time.Millisecond)
+	}
+	return out
+}
+
+// checkFollowExpiry lets a key expire while the feed follows it. A store
+// that reports expiry delivers a Delete, not before Get finds the key gone
+// (less the declared read staleness); one that does not delivers nothing.
+// Either way the key must not arrive as a Put again: nothing wrote it.
+func checkFollowExpiry(ctx context.Context, e *env) {
+	const prefix = "follow-expiry/"
+	key := prefix + "expiring.example"
+	fd := e.follow(ctx, prefix)
+	if fd == nil {
+		return
+	}
+	defer fd.stop()
+	_, iS := fd.initialSync(ctx, PromiseFollowExpiry)
+	if iS < 0 {
+		return
+	}
+	ttl := e.opts.ExpiryTTL
+	_, _, hi := e.windowFor(ttl)
+	ver, ok := e.create(ctx, key, val("expiring"), ttl)
+	if !ok {
+		return
+	}
+	written := time.Now()
+	// lastPresent is when a Get that found the key was issued; gone when
+	// the first that did not was answered.
+	lastPresent, gone := written, time.Time{}
+	interval := min(max(ttl/50, 10*time.Millisecond), 250*time.Millisecond)
+	if adv, ok := e.h.(TimeAdvancer); ok {
+		// The model's latest end, on the harness's clock.
+		lastPresent = time.Now()
+		if err := adv.Advance(ctx, hi+time.Millisecond); err != nil {
+			e.errorf(PromiseFollowExpiry, "TimeAdvancer.Advance(%v) = %v", hi, err)
+			return
+		}
+		e.advanced += hi + time.Millisecond
+		hi = 0
+	}
+	for gone.IsZero() {
+		s := time.Now()
+		present, ok := e.present(ctx, key, ver)
+		if !ok {
+			return
+		}
+		if present {
+			lastPresent = s
+			if s.Sub(written) > hi+e.traits.ReadStaleness+2*time.Second {
+				e.errorf(PromiseNotLate, "%q written with TTL %v is still present %v after the write", key, ttl, s.Sub(written).Round(time.Millisecond))
+				return
+			}
+			_ = sleep(ctx, interval)
+			continue
+		}
+		gone = time.Now()
+	}
+	// Wait for the feed to cover the instant Get found the key gone, and a
+	// heartbeat more for a store that reports expiry as its backend deletes.
+	ev, iA := fd.awaitSynced(ctx, PromiseFollowExpiry, iS+1, gone.Add(e.traits.Expiry.Late+e.opts.FollowHeartbeat), "the key expired")
+	if iA < 0 {
+		return
+	}
+	got := changesOf(ev[iS+1:], key)
+	if len(got) == 0 || !(committed{driver.ChangePut, ver, val("expiring")}).matches(got[0]) {
+		e.errorf(PromiseFollowOrder, "key %q: committed [put v%d \"expiring\"]; the feed delivered %s", key, ver, describeEvents(got))
+		return
+	}
+	for i, a := range got[1:] {
+		switch {
+		case a.Kind == driver.ChangePut:
+			e.errorf(PromiseFollowExpiry, "key %q arrived as %s after it was written once (v%d) and expired: nothing wrote it again", key, a, ver)
+		case i > 0:
+			e.errorf(PromiseFollowExpiry, "key %q: a second Delete (%s) after it expired once", key, a)
+		case a.Version != ver && a.Version != driver.NoVersion:
+			e.errorf(PromiseFollowExpiry, "key %q expired at v%d, but the feed's Delete names v%d", key, ver, a.Version)
+		case a.at.Add(e.traits.ReadStaleness).Before(lastPresent):
+			e.errorf(PromiseFollowExpiry, "key %q: the feed delivered its Delete %v after the write, but a Get issued %v after the write still found it (TTL %v, declared Early %v, Granularity %v, ReadStaleness %v)",
+				key, a.at.Sub(written).Round(time.Millisecond), lastPresent.Sub(written).Round(time.Millisecond), ttl, e.traits.Expiry.Early, e.traits.Expiry.Granularity, e.traits.ReadStaleness)
+		default:
+			e.logf("the store reports expiry: the Delete arrived %v after the write (TTL %v), %v after Get found the key gone", a.at.Sub(written).Round(time.Millisecond), ttl, a.at.Sub(gone).Round(time.Millisecond))
+		}
+	}
+	if len(got) == 1 {
+		e.logf("the store does not report expiry (allowed: driver.Follower delivers a Delete for each expiry the store reports): no Delete by the first Synced %v after Get found the key gone", e.traits.Expiry.Late+e.opts.FollowHeartbeat)
+	}
+}
+
+// checkFollowLost breaks the feed's connection (FeedBreaker) and, at once,
+// writes, updates and deletes: the feed must either say Lost and
+// resynchronise, its new snapshot or later changes holding every one of
+// those writes, or resume having missed none of them.
+func checkFollowLost(ctx context.Context, e *env) {
+	if _, ok := e.raw.(driver.Follower); !ok {
+		e.logf("not applicable: the store (%T) does not implement driver.Follower (optional)", e.raw)
+		return
+	}
+	b, ok := e.h.(FeedBreaker)
+	if !ok {
+		if e.traits.InProcess {
+			e.logf("not applicable: the store answers in process (Traits.InProcess), so there is no connection to break")
+			return
+		}
+		e.notVerifiedf("a feed whose connection breaks: the harness does not implement FeedBreaker (put a fault proxy, package conformance/faultproxy, between the follower and the server; its BreakFeed resets the connections)")
+		return
+	}
+	const prefix = "follow-lost/"
+	kept, moved, doomed := prefix+"kept.example", prefix+"moved.example", prefix+"doomed.example"
+	want := map[string]*entry{}
+	for _, k := range []string{kept, moved, doomed} {
+		ver, ok := e.followPut(ctx, PromiseFollowLost, k, driver.NoVersion, val("before "+k))
+		if !ok {
+			return
+		}
+		want[k] = &entry{val("before " + k), ver}
+	}
+	fd := e.follow(ctx, prefix)
+	if fd == nil {
+		return
+	}
+	defer fd.stop()
+	_, iS := fd.initialSync(ctx, PromiseFollowLost)
+	if iS < 0 {
+		return
+	}
+	// One write the live feed must carry before the break.
+	live := prefix + "live.example"
+	lv, ok := e.followPut(ctx, PromiseFollowLost, live, driver.NoVersion, val("live"))
+	if !ok {
+		return
+	}
+	want[live] = &entry{val("live"), lv}
+	ev, iL := fd.awaitSynced(ctx, PromiseFollowOrder, iS+1, time.Now(), "a write before the break")
+	if iL < 0 {
+		return
+	}
+	broken := len(ev)
+	if err := b.BreakFeed(ctx); err != nil {
+		e.errorf(PromiseFollowLost, "FeedBreaker.BreakFeed = %v", err)
+		return
+	}
+	cut := time.Now()
+	// The writes the gap must not swallow: a new key, a changed one, a
+	// deleted one.
+	gap := prefix + "gap.example"
+	gv, err := e.retryPut(ctx, gap, driver.NoVersion, val("written while the feed was cut"))
+	if err != nil {
+		e.errorf(PromiseFollowLost, "creating %q after the break: %v", gap, err)
+		return
+	}
+	want[gap] = &entry{val("written while the feed was cut"), gv}
+	mv, err := e.retryPut(ctx, moved, want[moved].version, val("moved while the feed was cut"))
+	if err != nil {
+		e.errorf(PromiseFollowLost, "updating %q after the break: %v", moved, err)
+		return
+	}
+	want[moved] = &entry{val("moved while the feed was cut"), mv}
+	dv := want[doomed].version
+	if err := e.retryDelete(ctx, doomed, dv); err != nil {
+		e.errorf(PromiseFollowLost, "deleting %q after the break: %v", doomed, err)
+		return
+	}
+	want[doomed] = nil
+	done := time.Now()
+	ev, iA := fd.awaitSynced(ctx, PromiseFollowLost, broken, done, "the writes made after the break returned")
+	if iA < 0 {
+		return
+	}
+	after := ev[broken : iA+1]
+	when := fmt.Sprintf("at the first Synced (At %s) after the writes made %v after the break returned", ev[iA].At.Format("15:04:05.000000"), done.Sub(cut).Round(time.Millisecond))
+	lost := slices.IndexFunc(after, func(a arrival) bool { return a.Kind == driver.ChangeLost })
+	if lost < 0 {
+		// No Lost: the feed must have resumed from where it was, every
+		// change of the gap delivered in order.
+		ok := e.compareSequence(PromiseFollowLost, gap, []committed{{driver.ChangePut, gv, want[gap].value}}, changesOf(after, gap), "written while the feed was cut, resumed without Lost")
+		ok = e.compareSequence(PromiseFollowLost, moved, []committed{{driver.ChangePut, mv, want[moved].value}}, changesOf(after, moved), "updated while the feed was cut, resumed without Lost") && ok
+		ok = e.compareSequence(PromiseFollowLost, doomed, []committed{{driver.ChangeDelete, dv, nil}}, changesOf(after, doomed), "deleted while the feed was cut, resumed without Lost") && ok
+		if ok && e.compareMirror(PromiseFollowLost, mirrorOf(ev[:iA+1]), want, when+", with no Lost (the feed resumed past a gap)") {
+			e.logf("the feed said no Lost after the break and missed none of the %d writes made meanwhile: it resumed from its position (or its connection was not cut: does the follower dial through the harness's proxy?)", 3)
+		}
+		return
+	}
+	// Lost: then Reset, a snapshot and Synced before anything is decided.
+	rest := after[lost:]
+	iR := slices.IndexFunc(rest, func(a arrival) bool { return a.Kind == driver.ChangeReset })
+	iSy := slices.IndexFunc(rest, func(a arrival) bool { return a.Kind == driver.ChangeSynced })
+	switch {
+	case iR < 0 || (iSy >= 0 && iSy < iR):
+		e.errorf(PromiseFollowLost, "after Lost (%s) the feed sent %s: no Reset and snapshot before the next Synced", rest[0], describeEvents(rest[1:]))
+		return
+	}
+	e.compareMirror(PromiseFollowLost, mirrorOf(ev[:iA+1]), want, when+", after the feed's Lost and resynchronisation")
+	e.logf("the break was said as Lost (%v) %v after it, then Reset, a snapshot of %d key(s) and Synced", rest[0].Err, rest[0].at.Sub(cut).Round(time.Millisecond), snapshotSize(rest[iR:]))
+}
+
+func snapshotSize(ev []arrival) int {
+	n := 0
+	for _, a := range ev[1:] {
+		if a.Kind != driver.ChangePut {
+			break
+		}
+		n++
+	}
+	return n
+}
+
+// retryPut is a compare-and-swap made while the harness's connections
+// were just cut: an error that is no conflict is retried after reading
+// whether the write landed.
+func (e *env) retryPut(ctx context.Context, key string, old driver.Version, value []byte) (driver.Version, error) {
+	var last error
+	for range 10 {
+		ver, err := e.store.CompareAndSwap(ctx, key, old, value, ttl)
+		if err == nil {
+			return ver, nil
+		}
+		last = err
+		if v, cur, gerr := e.store.Get(ctx, key); gerr == nil && cur != old && bytes.Equal(v, value) {
+			return cur, nil // the lost answer's write landed
+		}
+		if errors.Is(err, driver.ErrConflict) {
+			return 0, err
+		}
+		if err := sleep(ctx, 50*time.Millisecond); err != nil {
+			return 0, err
+		}
+	}
+	return 0, last
+}
+
+func (e *env) retryDelete(ctx context.Context, key string, ver driver.Version) error {
+	var last error
+	for range 10 {
+		err := e.store.CompareAndDelete(ctx, key, ver)
+		if err == nil {
+			return nil
+		}
+		last = err
+		if _, _, gerr := e.store.Get(ctx, key); errors.Is(gerr, driver.ErrNotFound) {
+			return nil
+		}
+		if errors.Is(err, driver.ErrConflict) {
+			return err
+		}
+		if err := sleep(ctx, 50*time.Millisecond); err != nil {
+			return err
+		}
+	}
+	return last
+}
