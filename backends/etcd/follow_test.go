@@ -590,3 +590,109 @@ func TestFollowArguments(t *testing.T) {
 		t.Errorf("Follow on a closed store = %v, want ErrClosed", err)
 	}
 }
+
+// TestFollowFeedDelay writes records from four writers while a second
+// client follows them, checks every Synced{At} against the writes that had
+// returned before At (each is in the mirror by then), and logs the feed
+// delay: from a write's return to its Put's arrival, p50 and p99 (a
+// measurement, not an assertion; 1,000 writes, 200 with -short):
+//
+//	go test -run TestFollowFeedDelay -v ./backends/etcd/
+func TestFollowFeedDelay(t *testing.T) {
+	noLeaks(t)
+	ctx := t.Context()
+	n := 1000
+	if testing.Short() {
+		n = 200
+	}
+	prefix := uniquePrefix(t)
+	writer, err := etcd.New(newClient(t)) // a client and a lease pool of its own
+	if err != nil {
+		t.Fatal(err)
+	}
+	follower, err := etcd.New(newClient(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := follow(t, follower, prefix, nil)
+	m := &mirror{}
+	f.until(t, m, "the snapshot", func(*mirror) bool { return true })
+
+	type write struct {
+		key      string
+		version  driver.Version
+		returned time.Time
+	}
+	// Four writers on four keys each: writes keep returning while a
+	// heartbeat is on its way.
+	const writers, keysEach = 4, 4
+	var (
+		mu     sync.Mutex
+		writes = make([]write, 0, n)
+		wg     sync.WaitGroup
+	)
+	for w := range writers {
+		wg.Go(func() {
+			last := map[string]driver.Version{}
+			for i := w; i < n; i += writers {
+				key := fmt.Sprintf("%sh%d-%d.example", prefix, w, i%keysEach)
+				v, err := writer.CompareAndSwap(ctx, key, last[key], []byte{byte(i)}, time.Minute)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				returned := time.Now()
+				last[key] = v
+				mu.Lock()
+				writes = append(writes, write{key, v, returned})
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+	slices.SortFunc(writes, func(a, b write) int { return a.returned.Compare(b.returned) })
+	done := time.Now()
+
+	arrived := map[driver.Version]time.Time{}
+	checked := 0
+	pending := writes // by return time
+	for {
+		a := f.next(t)
+		m.apply(t, a.Change)
+		if a.Kind == driver.ChangePut {
+			arrived[a.Version] = a.when
+		}
+		if a.Kind != driver.ChangeSynced {
+			continue
+		}
+		// Every write that returned before At is in the mirror.
+		for len(pending) > 0 && pending[0].returned.Before(a.At) {
+			w := pending[0]
+			if got := m.keys[w.key].version; got < w.version {
+				t.Fatalf("synced at %v, but %s holds version %d, not the version %d written %v before", a.At, w.key, got, w.version, a.At.Sub(w.returned))
+			}
+			pending, checked = pending[1:], checked+1
+		}
+		if a.At.After(done) {
+			break
+		}
+	}
+	if len(m.lost) > 0 {
+		t.Fatalf("lost: %v", m.lost)
+	}
+	delays := make([]time.Duration, 0, n)
+	for _, w := range writes {
+		at, ok := arrived[w.version]
+		if !ok {
+			t.Fatalf("the write of %s at version %d never arrived", w.key, w.version)
+		}
+		delays = append(delays, at.Sub(w.returned))
+	}
+	slices.Sort(delays)
+	pct := func(p float64) time.Duration { return delays[int(p*float64(len(delays)-1))] }
+	t.Logf("feed delay over %d writes on loopback (write returned → put delivered; negative: delivered before the writer's answer): p50 %v, p99 %v, max %v; %d writes checked against Synced",
+		n, pct(0.50), pct(0.99), delays[len(delays)-1], checked)
+}
