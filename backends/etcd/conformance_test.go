@@ -112,6 +112,20 @@ func (h *harness) DropNextAnswer(ctx context.Context) error {
 	return h.proxy.DropNextAnswer(ctx)
 }
 
+// BreakFeed cuts every connection through the fault proxy, the watch
+// streams of the stores' Follow calls among them: each reports Lost and
+// resynchronises.
+func (h *harness) BreakFeed(ctx context.Context) error {
+	if h.proxy == nil {
+		return errors.New("no fault proxy")
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	h.proxy.ResetAll()
+	return nil
+}
+
 // Lifetime implements conformance.LifetimeReporter: the remaining TTL of
 // the key's lease, in the whole seconds LeaseTimeToLive reports (rounded
 // down, within the declared 1 s granularity).

@@ -41,6 +41,16 @@
 // value of 1 MB, a key without a lease) reads as it is, with its
 // ModRevision: a Breaker takes it for an undecodable record and replaces
 // it on its next write, which puts a lease on the key.
+//
+// A Store follows a prefix (driver.Follower) as the Kubernetes apiserver
+// follows etcd: a linearizable snapshot of the prefix, then a Watch from
+// the revision after it, delivering each put and each delete (a lease's
+// expiry included) in revision order with the versions Get returns. Every
+// heartbeat, a linearizable read of the cluster's revision and a progress
+// request on the watch prove how far the feed has come (Synced). A
+// compacted history, a member without a leader and any broken watch stream
+// are Lost, followed by a new snapshot; a stream is never resumed in
+// place. See Store.Follow.
 package etcd
 
 import (

@@ -1,0 +1,329 @@
+package etcd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
+
+	"github.com/kvbreaker/kvbreaker/driver"
+)
+
+// Why a Follow sends ChangeLost, besides the watch's own errors
+// (rpctypes.ErrCompacted, rpctypes.ErrNoLeader, …), which Lost's Err wraps.
+var (
+	// ErrWatchBroken: the watch's gRPC stream broke (a reset connection,
+	// a restarted server). clientv3 would reopen it and resume from the
+	// next revision; Follow resynchronises instead, so that a server that
+	// came back with other data (a restored backup, a wiped member) cannot
+	// hand it a history that skips what it missed.
+	ErrWatchBroken = errors.New("watch stream broken")
+	// ErrWatchClosed: the watch channel closed without an error.
+	ErrWatchClosed = errors.New("watch channel closed")
+)
+
+// Follow's limits.
+const (
+	// followPage is how many keys one snapshot request returns, so that a
+	// snapshot of a large prefix holds one page at a time.
+	followPage = 512
+	// maxPendingBeats bounds the heartbeats waiting for the watch to reach
+	// their revision; a watch that far behind gets no Synced until it
+	// catches up.
+	maxPendingBeats = 8
+	// minFollowTimeout is the least a snapshot page may take.
+	minFollowTimeout = 5 * time.Second
+	// Resynchronisation backs off from minBackoff to maxBackoff while the
+	// server refuses it.
+	minBackoff = 10 * time.Millisecond
+	maxBackoff = time.Second
+)
+
+// Follow implements driver.Follower with etcd's Watch from a revision, as
+// the Kubernetes apiserver and reflector follow etcd: one linearizable
+// range read of the prefix (in pages of 512 keys, every page at the first
+// page's revision), then a watch of the prefix from the revision after it.
+// A Put carries what Get returns: the value as stored (a value no Breaker
+// wrote included) at its ModRevision. A Delete (a delete, or the expiry or
+// revocation of the key's lease) carries the key's last ModRevision, which
+// the watch reads with the event (WithPrevKV); NoVersion if the server had
+// compacted it away.
+//
+// Synced: every heartbeat, Follow reads the cluster's current revision
+// with a linearizable read started at t (a point read of one key, a Raft
+// read index and no write) and asks the watch's server for a progress
+// notification (RequestProgress); once the watch has delivered every event
+// up to that revision, Follow sends Synced{At: t}. The read is what makes
+// At true on a cluster of several members: a member's progress
+// notification carries its own applied revision, which can lag a commit
+// the leader has already acknowledged. An event batch proves its events'
+// revisions, not its header's (a batch cut short while catching up carries
+// the store's current revision in its header). So each heartbeat costs one
+// read and a message on the open watch stream; with the store unreachable
+// the reads fail and Synced stops, which is how a caller notices.
+//
+// Lost, then a resynchronisation (a new snapshot at the then current
+// revision and a new watch), follows: a compacted start revision
+// (rpctypes.ErrCompacted), a member without a leader (the watch requires
+// one: clientv3.WithRequireLeader, so a partitioned member cancels it
+// rather than fall silent), any broken watch stream (ErrWatchBroken: the
+// stream is never reopened in place), a closed channel or a watch error.
+// Lost's Err is a *driver.OpError (op "follow", Key the prefix). While the
+// server refuses, Follow retries, backing off up to 1 s.
+//
+// Follow returns ctx's error when ctx ends, an OpError wrapping ErrClosed
+// once the Store is closed, and an error when it cannot follow at all: a
+// non-positive heartbeat, a nil fn, or the server refusing the first
+// snapshot for lack of permission. It watches over the client's gRPC
+// connection with a watcher of its own, so a client whose KV or Watcher
+// was replaced (clientv3's namespace package) does not apply to it: use
+// kvbreaker.Prefixed to keep a fleet's keys apart.
+func (s *Store) Follow(ctx context.Context, prefix string, heartbeat time.Duration, fn func(driver.Change)) error {
+	const op = "follow"
+	if s.closed.Load() {
+		return opError(op, prefix, ErrClosed)
+	}
+	if heartbeat <= 0 {
+		return opError(op, prefix, fmt.Errorf("heartbeat %v is not positive", heartbeat))
+	}
+	if fn == nil {
+		return opError(op, prefix, errors.New("nil fn"))
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	f := &follower{s: s, prefix: prefix, heartbeat: heartbeat, fn: fn, start: prefix, end: clientv3.GetPrefixRangeEnd(prefix)}
+	if prefix == "" {
+		// etcd has no empty key: the whole key space is ["\x00", "\x00").
+		f.start = "\x00"
+	}
+	return f.run(ctx)
+}
+
+// follower is one Follow call's state.
+type follower struct {
+	s          *Store
+	prefix     string
+	heartbeat  time.Duration
+	fn         func(driver.Change)
+	start, end string // the prefix's key range
+}
+
+func (f *follower) run(ctx context.Context) error {
+	backoff := minBackoff
+	synced := false // a snapshot was delivered whole, once
+	for {
+		rev, began, err := f.snapshot(ctx)
+		if err == nil {
+			synced = true
+			backoff = minBackoff
+			err = f.watch(ctx, rev)
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if f.s.closed.Load() {
+			return opError("follow", f.prefix, ErrClosed)
+		}
+		if !synced && !began && refused(err) {
+			return f.s.callError("follow", f.prefix, err)
+		}
+		if began {
+			// A snapshot, perhaps part of one, or a watch after it, was
+			// delivered: the caller must not decide on it any more.
+			f.fn(driver.Change{Kind: driver.ChangeLost, Err: f.s.callError("follow", f.prefix, err)})
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+		backoff = min(2*backoff, maxBackoff)
+	}
+}
+
+// refused reports whether err means the server will not let this client
+// follow at all, as opposed to not now.
+func refused(err error) bool {
+	for _, e := range []error{
+		rpctypes.ErrPermissionDenied, rpctypes.ErrUserEmpty, rpctypes.ErrAuthFailed,
+		rpctypes.ErrInvalidAuthToken, rpctypes.ErrInvalidAuthMgmt, rpctypes.ErrUserNotFound,
+	} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
+// snapshot delivers Reset, every key of the prefix and Synced, and returns
+// the revision it read at. began says whether it delivered anything (a
+// Reset), so that a failure after it is a Lost.
+func (f *follower) snapshot(ctx context.Context) (rev int64, began bool, err error) {
+	at := time.Now()
+	from := f.start
+	timeout := max(minFollowTimeout, 4*f.heartbeat)
+	for {
+		opts := []clientv3.OpOption{clientv3.WithRange(f.end), clientv3.WithLimit(followPage)}
+		if rev != 0 {
+			opts = append(opts, clientv3.WithRev(rev))
+		}
+		cctx, cancel := context.WithTimeout(ctx, timeout)
+		resp, err := f.s.cli.Get(cctx, from, opts...)
+		cancel()
+		if err != nil {
+			return rev, began, err
+		}
+		if rev == 0 {
+			rev = resp.Header.Revision
+			began = true
+			f.fn(driver.Change{Kind: driver.ChangeReset})
+		}
+		for _, kv := range resp.Kvs {
+			f.fn(driver.Change{Kind: driver.ChangePut, Key: string(kv.Key), Value: kv.Value, Version: driver.Version(kv.ModRevision)})
+		}
+		if !resp.More || len(resp.Kvs) == 0 {
+			break
+		}
+		from = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+	}
+	// Every commit acknowledged before at has a revision of at most rev:
+	// the first page was a linearizable read sent after at.
+	f.fn(driver.Change{Kind: driver.ChangeSynced, At: at})
+	return rev, true, nil
+}
+
+// beat is a heartbeat waiting for the watch: once it has delivered every
+// event up to rev, every commit acknowledged before at has been delivered.
+type beat struct {
+	at  time.Time
+	rev int64
+}
+
+// watch follows the prefix from revision rev+1 until the watch fails
+// (the reason) or ctx ends (ctx's error).
+func (f *follower) watch(ctx context.Context, rev int64) error {
+	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	defer cancel()
+	w := clientv3.NewWatchFromWatchClient(&oneStream{WatchClient: pb.NewWatchClient(f.s.cli.ActiveConnection())}, f.s.cli)
+	// Close waits for the watcher's goroutines, after cancel ends them.
+	defer w.Close()
+	wch := w.Watch(wctx, f.start, clientv3.WithRange(f.end), clientv3.WithRev(rev+1), clientv3.WithPrevKV())
+
+	ticker := time.NewTicker(f.heartbeat)
+	defer ticker.Stop()
+	seen := rev // every event up to seen has been delivered
+	var pending []beat
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case wr, ok := <-wch:
+			if !ok {
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				return ErrWatchClosed
+			}
+			if err := wr.Err(); err != nil {
+				return err
+			}
+			if wr.Canceled {
+				return ErrWatchClosed
+			}
+			if n := len(wr.Events); n > 0 {
+				for _, ev := range wr.Events {
+					f.fn(change(ev))
+				}
+				seen = max(seen, wr.Events[n-1].Kv.ModRevision)
+			} else if wr.IsProgressNotify() {
+				// Sent only once the watch has delivered everything up to
+				// the member's revision (mvcc progressIfSync).
+				seen = max(seen, wr.Header.Revision)
+			}
+			pending = f.proven(pending, seen)
+		case <-ticker.C:
+			at := time.Now()
+			cur, err := f.currentRevision(ctx)
+			if err != nil {
+				// No Synced: the caller sees the feed fall behind.
+				continue
+			}
+			if len(pending) == maxPendingBeats {
+				pending = append(pending[:0], pending[1:]...)
+			}
+			pending = f.proven(append(pending, beat{at, cur}), seen)
+			if len(pending) > 0 {
+				pctx, pcancel := context.WithTimeout(wctx, f.heartbeat)
+				_ = w.RequestProgress(pctx) // a lost request only delays Synced
+				pcancel()
+			}
+		}
+	}
+}
+
+// proven sends Synced for the latest pending beat the watch has reached
+// and returns the beats still waiting.
+func (f *follower) proven(pending []beat, seen int64) []beat {
+	i := 0
+	for i < len(pending) && pending[i].rev <= seen {
+		i++
+	}
+	if i == 0 {
+		return pending
+	}
+	f.fn(driver.Change{Kind: driver.ChangeSynced, At: pending[i-1].at})
+	return append(pending[:0], pending[i:]...)
+}
+
+// currentRevision is the cluster's revision by a linearizable read (of
+// one key, counting only), within a heartbeat.
+func (f *follower) currentRevision(ctx context.Context) (int64, error) {
+	cctx, cancel := context.WithTimeout(ctx, f.heartbeat)
+	defer cancel()
+	resp, err := f.s.cli.Get(cctx, f.start, clientv3.WithCountOnly())
+	if err != nil {
+		return 0, err
+	}
+	return resp.Header.Revision, nil
+}
+
+// change is the Change an event reports.
+func change(ev *clientv3.Event) driver.Change {
+	if ev.Type == clientv3.EventTypeDelete {
+		c := driver.Change{Kind: driver.ChangeDelete, Key: string(ev.Kv.Key), Version: driver.NoVersion}
+		if ev.PrevKv != nil {
+			c.Version = driver.Version(ev.PrevKv.ModRevision)
+		}
+		return c
+	}
+	return driver.Change{Kind: driver.ChangePut, Key: string(ev.Kv.Key), Value: ev.Kv.Value, Version: driver.Version(ev.Kv.ModRevision)}
+}
+
+// oneStream lets a watcher open one gRPC stream: clientv3 reopens a broken
+// stream and resumes each watch from its next revision, which Follow does
+// not trust past a gap it cannot see; refusing the reopen ends the watch
+// with ErrWatchBroken (an error clientv3 does not retry).
+type oneStream struct {
+	pb.WatchClient
+	opened atomic.Bool
+}
+
+func (o *oneStream) Watch(ctx context.Context, opts ...grpc.CallOption) (pb.Watch_WatchClient, error) {
+	if o.opened.Load() {
+		return nil, ErrWatchBroken
+	}
+	wc, err := o.WatchClient.Watch(ctx, opts...)
+	if err == nil {
+		o.opened.Store(true)
+	}
+	return wc, err
+}
