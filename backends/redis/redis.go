@@ -89,6 +89,7 @@ import (
 	"math/rand/v2"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -117,6 +118,11 @@ type Store struct {
 	owns      bool
 	staleness time.Duration
 	closed    atomic.Bool
+
+	// Running Follow calls, which Close cancels and waits for.
+	mu      sync.Mutex
+	cancels map[*context.CancelFunc]struct{}
+	follows sync.WaitGroup
 }
 
 type options struct {
@@ -193,10 +199,16 @@ func contextTimeouts(c goredis.UniversalClient) bool {
 // Client returns the client the store uses.
 func (s *Store) Client() goredis.UniversalClient { return s.c }
 
-// Close releases the Store; later calls fail with ErrClosed. It closes the
-// client only when Dial made it. Records stay in Redis until their TTL.
+// Close releases the Store; later calls fail with ErrClosed. It ends every
+// running Follow and waits until each has closed its connections (so fn
+// must not call Close), and closes the client only when Dial made it.
+// Records stay in Redis until their TTL.
 func (s *Store) Close() error {
-	if s.closed.Swap(true) || !s.owns {
+	if s.closed.Swap(true) {
+		return nil
+	}
+	s.stopFollows()
+	if !s.owns {
 		return nil
 	}
 	return s.c.Close()
