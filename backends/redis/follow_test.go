@@ -411,13 +411,32 @@ func TestFollowServerFaults(t *testing.T) {
 	})
 
 	t.Run("flushall", func(t *testing.T) {
+		v, err := st.CompareAndSwap(ctx, p+"flushed", driver.NoVersion, []byte("z"), time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n = f.waitFor(t, n, 5*time.Second, "Put of the key to flush", putOf(p+"flushed", v))
+		from := n
 		if err := c.FlushAll(ctx).Err(); err != nil {
 			t.Fatal(err)
 		}
-		from := n
+		flushed := time.Now()
 		n = f.waitFor(t, n, 5*time.Second, "Lost then a resync after FLUSHALL", resynced)
-		cs := f.snapshot()[from:]
-		t.Logf("lost: %v", cs[kindIs(driver.ChangeLost)(cs)].Err)
+		cs := f.snapshot()
+		t.Logf("lost: %v", cs[from+kindIs(driver.ChangeLost)(cs[from:])].Err)
+		// No Synced after the flush vouches for the flushed key.
+		held := false
+		for _, ch := range cs {
+			switch {
+			case ch.Kind == driver.ChangeReset:
+				held = false
+			case ch.Key == p+"flushed":
+				held = ch.Kind == driver.ChangePut
+			case ch.Kind == driver.ChangeSynced && ch.At.After(flushed) && held:
+				t.Fatalf("Synced{At: %v} after FLUSHALL at %v with the flushed key still held: %s",
+					ch.At.Format(time.StampMicro), flushed.Format(time.StampMicro), describe(cs[from:]))
+			}
+		}
 	})
 }
 
