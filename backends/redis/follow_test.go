@@ -529,3 +529,28 @@ func TestFollowDelay(t *testing.T) {
 	t.Logf("feed delay over %d writes on loopback (write returned → Put delivered): p50 %v, p99 %v, max %v; %d Puts arrived before the write returned (negative delay)",
 		writes, delays[len(delays)/2], delays[len(delays)*99/100], delays[len(delays)-1], early)
 }
+
+// TestHarnessBreakFeed: the conformance harness's BreakFeed cuts a
+// follower's connections (through the fault proxy, as the suite's stores
+// connect), which the follower reports as Lost and then resyncs.
+func TestHarnessBreakFeed(t *testing.T) {
+	hh, err := newHarness(t.Context(), t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := hh.(*harness)
+	t.Cleanup(h.Close) // after the Follow's cleanup, which is registered later
+	if err := h.BreakFeed(t.Context()); err == nil {
+		t.Error("BreakFeed with no Follow running succeeded, want an error saying so")
+	}
+	st, err := redis.New(h.client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := follow(t, st, uniquePrefix(t), followHB)
+	n := f.waitFor(t, 0, 5*time.Second, "first Synced", kindIs(driver.ChangeSynced))
+	if err := h.BreakFeed(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	f.waitFor(t, n, 5*time.Second, "Lost then a resync", resynced)
+}
