@@ -15,6 +15,8 @@ import (
 	"github.com/kvbreaker/kvbreaker/driver"
 )
 
+var _ driver.Follower = (*Store)(nil)
+
 // FollowClientName names the connections of Follow in CLIENT LIST when the
 // Store's client sets no name of its own.
 const FollowClientName = "kvbreaker-follow"
