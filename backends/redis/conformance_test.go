@@ -3,6 +3,7 @@ package redis_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -91,6 +92,40 @@ func (h *harness) Lifetime(ctx context.Context, s driver.Store, key string) (tim
 		return 0, driver.ErrNotFound
 	}
 	return d, nil
+}
+
+// BreakFeed cuts the feed of every Follow on the server: CLIENT KILL of
+// each connection named redis.FollowClientName (their subscriber and
+// tracking connections), which each follower must report as Lost.
+func (h *harness) BreakFeed(ctx context.Context) error {
+	list, err := h.direct.ClientList(ctx).Result()
+	if err != nil {
+		return err
+	}
+	killed := 0
+	for line := range strings.Lines(list) {
+		var id, name string
+		for kv := range strings.FieldsSeq(line) {
+			k, v, _ := strings.Cut(kv, "=")
+			switch k {
+			case "id":
+				id = v
+			case "name":
+				name = v
+			}
+		}
+		if name != redis.FollowClientName {
+			continue
+		}
+		if err := h.direct.Do(ctx, "CLIENT", "KILL", "ID", id).Err(); err != nil && !goredis.HasErrorPrefix(err, "ERR No such client") {
+			return err
+		}
+		killed++
+	}
+	if killed == 0 {
+		return fmt.Errorf("no connection named %s on %s: no Follow is running", redis.FollowClientName, srv.Addr())
+	}
+	return nil
 }
 
 // dropper is the harness with the AnswerDropper capability (standalone

@@ -74,6 +74,38 @@
 // WithReplicaReads, which sets Traits().ReadStaleness. New refuses a
 // ClusterClient that reads from replicas without it.
 //
+// # Following
+//
+// A Store follows a prefix (driver.Follower) with CLIENT TRACKING in BCAST
+// mode on that prefix, redirected to a connection subscribed to
+// __redis__:invalidate. Both connections belong to a client Follow makes
+// from the Store's client's options (same server, credentials, TLS and
+// database) with RESP2, no retries and the name FollowClientName (unless
+// the client sets one): in RESP3 Redis would send invalidations as push
+// frames, which go-redis' PubSub does not read; in RESP2 they are
+// messages, in the same stream as the answers to the PINGs sent there.
+// Tracking is enabled before the snapshot (SCAN, then each key read as Get
+// reads it: a tombstone, or a hash without v, is not delivered; foreign
+// data is, with its version), so a write the snapshot missed is
+// invalidated; each invalidated key is read again and delivered as a Put,
+// or a Delete when Get finds nothing (a delete, an expiry once Redis has
+// deleted the key, which it does when its sampling finds it or on
+// access). A re-read delivers the key's state at that read: two writes
+// close together may arrive as one Put of the later version, never out of
+// order. Every heartbeat/2 a PING goes to the subscriber: Redis answers it
+// after every invalidation it queued before; once the answer arrives and
+// the invalidated keys have been read again, and CLIENT TRACKINGINFO
+// confirms the tracking is still on and redirected to that subscriber,
+// Follow sends Synced{At: when the PING was sent}. Lost, then a new
+// session (tracking, snapshot, Synced), follows: either connection
+// failing or closing, a broken redirect, a PING unanswered within the
+// heartbeat, a null invalidation (FLUSHALL, FLUSHDB; go-redis reports it
+// as an unsupported pubsub payload) and a failed re-read. Follow works
+// with a *redis.Client of one server; a Cluster (tracking is per node), a
+// Ring, a failover client (its connections may stay on a demoted master)
+// and a Store declared WithReplicaReads get errors.ErrUnsupported. Close
+// ends every running Follow.
+//
 // Errors other than driver.ErrNotFound and conflicts are *driver.OpError:
 // "redis: get host.example: <cause>". A Store lists keys (driver.Lister)
 // with SCAN, across the masters of a Cluster, and closes only a client that
@@ -89,6 +121,7 @@ import (
 	"math/rand/v2"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -117,6 +150,11 @@ type Store struct {
 	owns      bool
 	staleness time.Duration
 	closed    atomic.Bool
+
+	// Running Follow calls, which Close cancels and waits for.
+	mu      sync.Mutex
+	cancels map[*context.CancelFunc]struct{}
+	follows sync.WaitGroup
 }
 
 type options struct {
@@ -193,10 +231,16 @@ func contextTimeouts(c goredis.UniversalClient) bool {
 // Client returns the client the store uses.
 func (s *Store) Client() goredis.UniversalClient { return s.c }
 
-// Close releases the Store; later calls fail with ErrClosed. It closes the
-// client only when Dial made it. Records stay in Redis until their TTL.
+// Close releases the Store; later calls fail with ErrClosed. It ends every
+// running Follow and waits until each has closed its connections (so fn
+// must not call Close), and closes the client only when Dial made it.
+// Records stay in Redis until their TTL.
 func (s *Store) Close() error {
-	if s.closed.Swap(true) || !s.owns {
+	if s.closed.Swap(true) {
+		return nil
+	}
+	s.stopFollows()
+	if !s.owns {
 		return nil
 	}
 	return s.c.Close()

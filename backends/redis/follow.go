@@ -1,0 +1,481 @@
+package redis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
+
+	"github.com/kvbreaker/kvbreaker/driver"
+)
+
+var _ driver.Follower = (*Store)(nil)
+
+// FollowClientName names the connections of Follow in CLIENT LIST when the
+// Store's client sets no name of its own.
+const FollowClientName = "kvbreaker-follow"
+
+// invalidateChannel is where Redis publishes the invalidations of a
+// tracking connection that redirects them to a RESP2 connection.
+const invalidateChannel = "__redis__:invalidate"
+
+// Follow implements driver.Follower with CLIENT TRACKING in BCAST mode on
+// prefix (see "Following" in the package doc). It needs a *redis.Client of
+// one server; a ClusterClient, a Ring, a failover (Sentinel) client and a
+// Store declared WithReplicaReads return an error matching
+// errors.ErrUnsupported. Errors before the first snapshot starts (the
+// server refused, or could not be reached) are returned; after that, every
+// failure is a ChangeLost and a resynchronisation, retried until ctx ends.
+func (s *Store) Follow(ctx context.Context, prefix string, heartbeat time.Duration, fn func(driver.Change)) error {
+	const op = "follow"
+	if s.closed.Load() {
+		return opError(op, prefix, ErrClosed)
+	}
+	if heartbeat <= 0 {
+		return opError(op, prefix, fmt.Errorf("heartbeat %v is not positive", heartbeat))
+	}
+	if fn == nil {
+		return opError(op, prefix, errors.New("nil fn"))
+	}
+	c, err := s.followable()
+	if err != nil {
+		return opError(op, prefix, err)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop, ok := s.startFollow(cancel)
+	if !ok {
+		return opError(op, prefix, ErrClosed)
+	}
+	defer stop()
+
+	f := &follower{s: s, prefix: prefix, hb: heartbeat, fn: fn}
+	f.fc = goredis.NewClient(f.options(c.Options()))
+	defer f.fc.Close()
+	err = f.run(ctx)
+	if s.closed.Load() {
+		return opError(op, prefix, ErrClosed)
+	}
+	if ctx.Err() == nil && err != nil {
+		return opError(op, prefix, err)
+	}
+	return err
+}
+
+// followable returns the client Follow can follow through, or why not.
+func (s *Store) followable() (*goredis.Client, error) {
+	if s.staleness > 0 {
+		return nil, fmt.Errorf("%w: the store reads from replicas (WithReplicaReads), so a key read after its invalidation may be older than the write that invalidated it",
+			errors.ErrUnsupported)
+	}
+	switch c := s.c.(type) {
+	case *goredis.Client:
+		if c.Options().Addr == "FailoverClient" {
+			return nil, fmt.Errorf("%w with a failover (Sentinel) client: its connections may stay on a demoted master that has not seen the new master's writes, and a PING there would vouch for them",
+				errors.ErrUnsupported)
+		}
+		return c, nil
+	case *goredis.ClusterClient:
+		return nil, fmt.Errorf("%w on a Cluster: Redis tracks keys per node, and this adapter does not follow every master and the slots moving between them",
+			errors.ErrUnsupported)
+	}
+	return nil, fmt.Errorf("%w with a %T: follow needs a *redis.Client of one server", errors.ErrUnsupported, s.c)
+}
+
+// startFollow registers a running Follow that Close cancels and waits for
+// until stop; false once the Store is closed.
+func (s *Store) startFollow(cancel context.CancelFunc) (stop func(), ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed.Load() {
+		return nil, false
+	}
+	if s.cancels == nil {
+		s.cancels = map[*context.CancelFunc]struct{}{}
+	}
+	key := &cancel
+	s.cancels[key] = struct{}{}
+	s.follows.Add(1)
+	return func() {
+		s.mu.Lock()
+		delete(s.cancels, key)
+		s.mu.Unlock()
+		s.follows.Done()
+	}, true
+}
+
+// stopFollows cancels every running Follow and waits until each has
+// closed its connections.
+func (s *Store) stopFollows() {
+	s.mu.Lock()
+	for c := range s.cancels {
+		(*c)()
+	}
+	s.cancels = nil
+	s.mu.Unlock()
+	s.follows.Wait()
+}
+
+// follower is one Follow call. Its connections come from fc, a client of
+// its own with the Store's client's options but RESP2 (Redis sends a RESP3
+// connection its invalidations as push frames, which go-redis' PubSub does
+// not read; a RESP2 connection subscribed to __redis__:invalidate receives
+// them as messages, in the same stream as its PINGs' answers).
+type follower struct {
+	s      *Store
+	fc     *goredis.Client
+	prefix string
+	hb     time.Duration
+	fn     func(driver.Change)
+
+	// connects counts the connections fc has made and lastID is the
+	// client id of the newest: a session knows its two, and any other
+	// (a reconnection) breaks it.
+	mu       sync.Mutex
+	connects int
+	lastID   int64
+}
+
+// options derives fc's options from the Store's client's: the same server,
+// credentials, TLS, database and dialer; RESP2; no retries (a command
+// resent on a new connection would hide that the old one, and the tracking
+// on it, is gone); nothing of the client-side cache or push notifications,
+// which need RESP3 and would enable tracking of their own.
+func (f *follower) options(base *goredis.Options) *goredis.Options {
+	o := *base
+	o.Protocol = 2
+	o.MaxRetries = -1
+	o.PoolSize, o.MinIdleConns, o.MaxIdleConns, o.MaxActiveConns = 1, 0, 0, 0
+	o.ConnMaxIdleTime, o.ConnMaxLifetime, o.ConnMaxLifetimeJitter = -1, 0, 0
+	o.PushNotificationProcessor = nil
+	o.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
+	o.ClientSideCacheConfig, o.ClientSideCache = nil, nil
+	o.ClientSideCacheRefreshOnInvalidate, o.ClientSideCacheCoalesceMisses = false, false
+	o.AutoPipelineOptions = nil
+	o.Limiter = nil
+	if o.ClientName == "" {
+		o.ClientName = FollowClientName
+	}
+	userConnect := base.OnConnect
+	o.OnConnect = func(ctx context.Context, cn *goredis.Conn) error {
+		if userConnect != nil {
+			if err := userConnect(ctx, cn); err != nil {
+				return err
+			}
+		}
+		id, err := cn.ClientID(ctx).Result()
+		if err != nil {
+			return err
+		}
+		f.mu.Lock()
+		f.connects++
+		f.lastID = id
+		f.mu.Unlock()
+		return nil
+	}
+	return &o
+}
+
+func (f *follower) conns() (int, int64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.connects, f.lastID
+}
+
+// Bounds of the pause between resynchronisations.
+const (
+	minResyncBackoff = 10 * time.Millisecond
+	maxResyncBackoff = time.Second
+)
+
+// run follows until ctx ends: sessions one after another, a Lost between
+// them. It returns the first session's error when that failed before its
+// Reset.
+func (f *follower) run(ctx context.Context) error {
+	backoff := minResyncBackoff
+	started := false
+	for {
+		reset, err := f.session(ctx)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if !started && !reset {
+			return err
+		}
+		started = true
+		if reset {
+			// This session delivered a Reset: what it delivered may have
+			// missed a change from here on. A session that failed before
+			// its Reset follows a Lost already sent.
+			f.fn(driver.Change{Kind: driver.ChangeLost, Err: err})
+			backoff = minResyncBackoff
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+		backoff = min(2*backoff, maxResyncBackoff)
+	}
+}
+
+// callTimeout bounds each command of a session: a server that does not
+// answer within it breaks the feed.
+func (f *follower) callTimeout() time.Duration { return max(2*f.hb, time.Second) }
+
+// received is what the reader goroutine passes on: a message or the
+// error that ended the subscription.
+type received struct {
+	msg any
+	err error
+}
+
+// session subscribes, enables tracking, delivers Reset and the snapshot,
+// then invalidations and Synced heartbeats until the feed breaks (the
+// error says how) or ctx ends. reset says whether it delivered a Reset.
+func (f *follower) session(ctx context.Context) (reset bool, err error) {
+	// The subscriber first: tracking redirects to its client id.
+	n0, _ := f.conns()
+	ps := f.fc.Subscribe(ctx)
+	defer ps.Close()
+	cctx, cancel := context.WithTimeout(ctx, f.callTimeout())
+	defer cancel()
+	if err := ps.Subscribe(cctx, invalidateChannel); err != nil {
+		return false, fmt.Errorf("subscribe to %s: %w", invalidateChannel, err)
+	}
+	msg, err := ps.Receive(cctx)
+	if err != nil {
+		return false, fmt.Errorf("subscribe to %s: %w", invalidateChannel, err)
+	}
+	if sub, ok := msg.(*goredis.Subscription); !ok || sub.Kind != "subscribe" {
+		return false, fmt.Errorf("subscribe to %s: unexpected answer %v", invalidateChannel, msg)
+	}
+	n1, sid := f.conns()
+	if n1 != n0+1 {
+		return false, fmt.Errorf("subscribe: %d connections made, want 1", n1-n0)
+	}
+
+	tc := f.fc.EphemeralConn()
+	defer tc.Close()
+	args := []any{"CLIENT", "TRACKING", "on", "REDIRECT", sid, "BCAST"}
+	if f.prefix != "" {
+		args = append(args, "PREFIX", f.prefix)
+	}
+	if err := tc.Do(cctx, args...).Err(); err != nil {
+		return false, fmt.Errorf("client tracking: %w", err)
+	}
+	n2, _ := f.conns()
+	if n2 != n1+1 {
+		return false, fmt.Errorf("client tracking: %d connections made, want 1", n2-n1)
+	}
+	cancel()
+
+	// The reader passes the subscription's messages on through a bounded
+	// channel: when the session falls behind, Redis holds the rest in the
+	// connection's output buffer (and drops the connection past its
+	// client-output-buffer-limit, which ends the session).
+	ch := make(chan received, 64)
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	var lastPong atomic.Uint64 // the token of the newest PING answered
+	wg.Go(func() {
+		for {
+			msg, err := ps.Receive(ctx)
+			if p, ok := msg.(*goredis.Pong); ok {
+				if tok, perr := strconv.ParseUint(p.Payload, 10, 64); perr == nil {
+					lastPong.Store(tok)
+				}
+			}
+			select {
+			case ch <- received{msg, err}:
+			case <-done:
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	})
+	defer func() {
+		_ = ps.Close() // ends a Receive that is waiting
+		close(done)
+		wg.Wait()
+	}()
+
+	// Tracking is on: every write from here on is invalidated, so a
+	// snapshot read after this point, then the invalidations, miss none.
+	f.fn(driver.Change{Kind: driver.ChangeReset})
+	if err := f.snapshot(ctx); err != nil {
+		return true, err
+	}
+
+	var (
+		token   uint64    // the newest PING's
+		pending bool      // a PING awaits its answer
+		sentAt  time.Time // when it was sent
+	)
+	ping := func() error {
+		token++
+		sentAt, pending = time.Now(), true
+		pctx, cancel := context.WithTimeout(ctx, f.callTimeout())
+		defer cancel()
+		if err := ps.Ping(pctx, strconv.FormatUint(token, 10)); err != nil {
+			return fmt.Errorf("ping the subscriber: %w", err)
+		}
+		return nil
+	}
+	if err := ping(); err != nil {
+		return true, err
+	}
+	tick := time.NewTicker(max(f.hb/2, time.Millisecond))
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return true, ctx.Err()
+		case now := <-tick.C:
+			if pending {
+				if lastPong.Load() < token && now.Sub(sentAt) > f.hb {
+					return true, fmt.Errorf("no answer to a PING within the heartbeat (%v)", f.hb)
+				}
+				continue
+			}
+			if err := ping(); err != nil {
+				return true, err
+			}
+		case r := <-ch:
+			if r.err != nil {
+				return true, fmt.Errorf("invalidation stream: %w", r.err)
+			}
+			switch m := r.msg.(type) {
+			case *goredis.Message:
+				if m.Channel != invalidateChannel {
+					return true, fmt.Errorf("unexpected message on %s", m.Channel)
+				}
+				keys := m.PayloadSlice
+				if keys == nil {
+					keys = []string{m.Payload}
+				}
+				if err := f.reread(ctx, keys); err != nil {
+					return true, err
+				}
+			case *goredis.Pong:
+				if !pending || m.Payload != strconv.FormatUint(token, 10) {
+					return true, fmt.Errorf("unexpected PING answer %q", m.Payload)
+				}
+				// Every invalidation Redis queued before it answered this
+				// PING came before the answer and has been re-read; the
+				// tracking must still be on, on the connections this
+				// session made, for that to mean every write before the
+				// PING was sent.
+				if err := f.checkTracking(ctx, tc, sid, n2); err != nil {
+					return true, err
+				}
+				pending = false
+				f.fn(driver.Change{Kind: driver.ChangeSynced, At: sentAt})
+			default:
+				return true, fmt.Errorf("unexpected message %v", m)
+			}
+		}
+	}
+}
+
+// checkTracking confirms that tc's tracking is on, in BCAST mode,
+// redirecting to sid, not broken, and that fc has made no connection since
+// the session's (a reconnection would carry no tracking).
+func (f *follower) checkTracking(ctx context.Context, tc *goredis.Conn, sid int64, conns int) error {
+	ctx, cancel := context.WithTimeout(ctx, f.callTimeout())
+	defer cancel()
+	res, err := tc.Do(ctx, "CLIENT", "TRACKINGINFO").Slice()
+	if err != nil {
+		return fmt.Errorf("tracking connection: %w", err)
+	}
+	if n, _ := f.conns(); n != conns {
+		return errors.New("a follow connection was re-established")
+	}
+	var flags []string
+	redirect := int64(-2)
+	for i := 0; i+1 < len(res); i += 2 {
+		switch name, _ := res[i].(string); name {
+		case "flags":
+			l, _ := res[i+1].([]any)
+			for _, x := range l {
+				s, _ := x.(string)
+				flags = append(flags, s)
+			}
+		case "redirect":
+			redirect, _ = res[i+1].(int64)
+		}
+	}
+	has := func(flag string) bool {
+		for _, x := range flags {
+			if x == flag {
+				return true
+			}
+		}
+		return false
+	}
+	switch {
+	case has("broken_redirect"):
+		return errors.New("tracking-redir-broken: the subscriber connection is gone")
+	case !has("on") || !has("bcast"):
+		return fmt.Errorf("tracking is off on the tracking connection (flags %v)", flags)
+	case redirect != sid:
+		return fmt.Errorf("tracking redirects to client %d, not to the subscriber %d", redirect, sid)
+	}
+	return nil
+}
+
+// snapshot delivers a Put for every key under the prefix that Get reads as
+// a value: SCAN, then Get each key.
+func (f *follower) snapshot(ctx context.Context) error {
+	match := globEscape(f.prefix) + "*"
+	var cursor uint64
+	for {
+		cctx, cancel := context.WithTimeout(ctx, f.callTimeout())
+		keys, next, err := f.s.c.Scan(cctx, cursor, match, 256).Result()
+		cancel()
+		if err != nil {
+			return fmt.Errorf("snapshot: scan: %w", err)
+		}
+		if err := f.read(ctx, keys, false); err != nil {
+			return fmt.Errorf("snapshot: %w", err)
+		}
+		if cursor = next; cursor == 0 {
+			return nil
+		}
+	}
+}
+
+// reread delivers the state of each invalidated key: a Put, or a Delete
+// when Get finds none.
+func (f *follower) reread(ctx context.Context, keys []string) error {
+	return f.read(ctx, keys, true)
+}
+
+func (f *follower) read(ctx context.Context, keys []string, deletes bool) error {
+	for _, k := range keys {
+		cctx, cancel := context.WithTimeout(ctx, f.callTimeout())
+		v, ver, err := f.s.Get(cctx, k)
+		cancel()
+		switch {
+		case errors.Is(err, driver.ErrNotFound):
+			if deletes {
+				f.fn(driver.Change{Kind: driver.ChangeDelete, Key: k, Version: driver.NoVersion})
+			}
+		case err != nil:
+			return fmt.Errorf("read %s: %w", k, err)
+		default:
+			f.fn(driver.Change{Kind: driver.ChangePut, Key: k, Value: v, Version: ver})
+		}
+	}
+	return nil
+}
