@@ -458,7 +458,8 @@ func TestFollowServerPaused(t *testing.T) {
 // TestFollowLongTableName: a table of the longest name New takes gets a
 // channel within PostgreSQL's 63-byte identifiers, which the trigger
 // notifies and Follow listens on (LISTEN would cut a longer one, and
-// pg_notify refuse it).
+// pg_notify refuse it). A TRUNCATE of it, which no row trigger sees, is
+// Lost and a resync to the empty table.
 func TestFollowLongTableName(t *testing.T) {
 	name := strings.Repeat("t", 40) + fmt.Sprintf("_%09d", tableSeq.Add(1))
 	if len(name) != 50 {
@@ -482,6 +483,19 @@ func TestFollowLongTableName(t *testing.T) {
 	v := put(t, st, "a.example", driver.NoVersion, "x", time.Hour)
 	if m := f.syncedSince(t, time.Now()); m["a.example"] != v {
 		t.Fatalf("mirror = %v, want a.example v%d", m, v)
+	}
+	if _, err := pool.Exec(t.Context(), "TRUNCATE "+name); err != nil {
+		t.Fatal(err)
+	}
+	ev := f.waitFor(t, "Lost, then a resync", func(ev []event) bool {
+		i := slices.IndexFunc(ev, func(e event) bool { return e.Kind == driver.ChangeLost })
+		return i >= 0 && count(ev[i:], driver.ChangeSynced) > 0
+	})
+	if m, _, _ := mirror(ev); len(m) != 0 {
+		t.Fatalf("mirror after the TRUNCATE = %v, want empty\n%s", m, dump(ev))
+	}
+	if lost := ev[slices.IndexFunc(ev, func(e event) bool { return e.Kind == driver.ChangeLost })]; !strings.Contains(lost.Err.Error(), "truncated") {
+		t.Errorf("Lost's error = %v", lost.Err)
 	}
 }
 
@@ -507,7 +521,9 @@ func TestFollowWithoutTrigger(t *testing.T) {
 	}
 	defer st.Close()
 	v := put(t, st, "a.example", driver.NoVersion, "x", time.Hour)
-	err = st.Follow(ctx, "", time.Second, func(driver.Change) {})
+	short, cancel := context.WithTimeout(ctx, 5*time.Second) // it refuses at once, or follows until this ends
+	defer cancel()
+	err = st.Follow(short, "", time.Second, func(driver.Change) {})
 	if !errors.Is(err, errors.ErrUnsupported) || !strings.Contains(err.Error(), "kvbreaker init --backend postgres --postgres-table "+name) {
 		t.Fatalf("Follow on a table without the trigger = %v, want errors.ErrUnsupported saying to run kvbreaker init", err)
 	}
