@@ -127,27 +127,6 @@ func count(ev []event, k driver.ChangeKind) int {
 	return n
 }
 
-var appSeq atomic.Int64
-
-// namedPool returns a pool on url whose connections carry an
-// application_name of their own, so that a test can find its follower's
-// backend ("<name>: kvbreaker follow <table>") among others'.
-func namedPool(t *testing.T, url string) (*pgxpool.Pool, string) {
-	t.Helper()
-	cfg, err := pgxpool.ParseConfig(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	name := fmt.Sprintf("followtest-%d", appSeq.Add(1))
-	cfg.ConnConfig.RuntimeParams["application_name"] = name
-	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	return pool, name
-}
-
 // follow runs st.Follow in the background until the test ends, and
 // checks that it then returns the context's error.
 func follow(t *testing.T, st *postgres.Store, prefix string, heartbeat time.Duration, f *feed) {
@@ -342,12 +321,13 @@ func terminate(ctx context.Context, pool *pgxpool.Pool, name string) (int, error
 // a write made after the Lost and before it.
 func TestFollowBackendTerminated(t *testing.T) {
 	ctx := t.Context()
-	pool, name := namedPool(t, server.URL())
-	st, err := postgres.New(pool, table)
+	h, err := harnessVia(ctx, nil, server.URL())
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer st.Close()
+	h.t = t
+	t.Cleanup(h.Close) // after Follow has returned (cleanups run last first)
+	st := h.store
 	p := uniquePrefix(t)
 	va := put(t, st, p+"a", driver.NoVersion, "a1", time.Hour)
 	var vb atomic.Uint64
@@ -358,8 +338,8 @@ func TestFollowBackendTerminated(t *testing.T) {
 	}}
 	follow(t, st, p, 50*time.Millisecond, f)
 	f.syncedSince(t, time.Time{})
-	if n, err := terminate(ctx, pool, name); err != nil || n != 1 {
-		t.Fatalf("terminated %d follower backends, %v; want 1", n, err)
+	if err := h.BreakFeed(ctx); err != nil {
+		t.Fatalf("BreakFeed = %v", err)
 	}
 	ev := f.waitFor(t, "Lost, then a resync", func(ev []event) bool {
 		i := slices.IndexFunc(ev, func(e event) bool { return e.Kind == driver.ChangeLost })
