@@ -557,3 +557,62 @@ func TestFollowDelay(t *testing.T) {
 	t.Logf("feed delay (compare-and-swap returned → Put delivered) over %d writes on loopback: p50 %v, p99 %v, max %v (negative: delivered before the writer had its answer)",
 		n, delays[n/2], delays[n*99/100], delays[n-1])
 }
+
+// TestTriggerNotifies: what the trigger sends, read by a plain LISTEN: the
+// key of a create, a swap and a delete, and of the purge of a row that
+// expired; nothing for a failed compare-and-swap (which rewrites the row
+// unchanged) nor for the purge of a tombstone.
+func TestTriggerNotifies(t *testing.T) {
+	ctx := t.Context()
+	pool := newPool(t, server.URL())
+	name := ownTable(t, pool)
+	st, err := postgres.New(pool, name, postgres.WithPurgeEvery(0), postgres.WithPurgeDelay(time.Microsecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, "LISTEN "+postgres.Channel(name)); err != nil {
+		t.Fatal(err)
+	}
+	v := put(t, st, "a", driver.NoVersion, "1", time.Hour)
+	if _, err := st.CompareAndSwap(ctx, "a", v+1000, []byte("x"), time.Hour); !errors.Is(err, driver.ErrConflict) {
+		t.Fatalf("failed swap = %v", err)
+	}
+	v = put(t, st, "a", v, "2", time.Hour)
+	if err := st.CompareAndDelete(ctx, "a", v); err != nil {
+		t.Fatal(err)
+	}
+	put(t, st, "b", driver.NoVersion, "1", time.Microsecond) // expires at once
+	// The purge removes a's tombstone (nothing) and b (its key).
+	for {
+		n, err := st.Purge(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			break
+		}
+	}
+	if _, err := pool.Exec(ctx, "SELECT pg_notify($1, 'end')", postgres.Channel(name)); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for {
+		n, err := conn.Conn().WaitForNotification(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n.Payload == "end" {
+			break
+		}
+		got = append(got, n.Payload)
+	}
+	if fmt.Sprint(got) != "[ka ka ka kb kb]" {
+		t.Fatalf("notifications = %q, want [ka ka ka kb kb]: a's create, swap and delete, b's create and purge", got)
+	}
+}
