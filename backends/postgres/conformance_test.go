@@ -29,6 +29,7 @@ type harness struct {
 	proxy *faultproxy.Proxy
 	pool  *pgxpool.Pool
 	store *postgres.Store
+	app   string // the pool's application_name
 	run   string
 	n     atomic.Int64
 
@@ -53,7 +54,11 @@ func newHarness(ctx context.Context, t *testing.T) (conformance.Harness, error) 
 }
 
 func harnessVia(ctx context.Context, p *faultproxy.Proxy, url string) (*harness, error) {
-	pool, err := pgxpool.New(ctx, url)
+	run := harnessRuns.Add(1)
+	// Its followers' backends are "conformance-N: kvbreaker follow …"
+	// in pg_stat_activity, for BreakFeed.
+	app := fmt.Sprintf("conformance-%d", run)
+	pool, err := pgxpool.New(ctx, url+"&application_name="+app)
 	if err != nil {
 		return nil, err
 	}
@@ -62,7 +67,7 @@ func harnessVia(ctx context.Context, p *faultproxy.Proxy, url string) (*harness,
 		pool.Close()
 		return nil, err
 	}
-	return &harness{proxy: p, pool: pool, store: st, run: fmt.Sprintf("conformance/%d/", harnessRuns.Add(1)), prefixes: map[driver.Store]string{}}, nil
+	return &harness{proxy: p, pool: pool, store: st, app: app, run: fmt.Sprintf("conformance/%d/", run), prefixes: map[driver.Store]string{}}, nil
 }
 
 func (h *harness) MakeStore(ctx context.Context) (driver.Store, error) {
@@ -133,6 +138,20 @@ func (h *harness) DropNextAnswer(ctx context.Context) error {
 		return errors.New("no fault proxy")
 	}
 	return h.proxy.DropNextAnswer(ctx)
+}
+
+// BreakFeed ends the listening backend of each of the harness's followers
+// with pg_terminate_backend, as an operator or a failover would: each must
+// report Lost and resynchronise.
+func (h *harness) BreakFeed(ctx context.Context) error {
+	n, err := terminate(ctx, h.pool, h.app)
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return errors.New("no follower of this harness is listening")
+	}
+	return nil
 }
 
 func TestConformance(t *testing.T) {

@@ -23,10 +23,12 @@ import (
 
 const initLong = `Creates what a store needs before a fleet (or list, inspect, reset and
 check) can use it: PostgreSQL's table (--postgres-table, with its version
-sequence and expiry index: postgres.CreateTable) and DynamoDB's table
+sequence, expiry index, and the trigger that notifies its changes to
+followers: postgres.CreateTable) and DynamoDB's table
 (--dynamodb-table, partition key "pk", on-demand, TTL on "purgeAt":
 dynamodb.CreateTable). It is idempotent: an existing table is left as it is
-(PostgreSQL's is read once to check its columns) and init says so. etcd,
+(PostgreSQL's is read once to check its columns, and gets the trigger if it
+lacks it) and init says so. etcd,
 Redis, Workers KV and memory need nothing created; init says so and exits 0
 (a Workers KV namespace is created with Cloudflare's tools: wrangler kv
 namespace create NAME).
@@ -152,7 +154,8 @@ func printInit(bf *backendFlags, stdout, stderr io.Writer) error {
 			return usagef("%s: %v", bf.name("postgres-table"), err)
 		}
 		fmt.Fprintf(stdout, "-- The table kvbreaker's PostgreSQL store uses (postgres.Schema %q), as \"kvbreaker init\" creates it.\n", bf.pgTable)
-		fmt.Fprintf(stdout, "-- The fleet's user needs SELECT, INSERT, UPDATE, DELETE on it and USAGE on the sequence.\n%s", sql)
+		fmt.Fprintf(stdout, "-- The fleet's user needs SELECT, INSERT, UPDATE, DELETE on it and USAGE on the sequence.\n")
+		fmt.Fprintf(stdout, "-- Its trigger notifies channel %s of each change, for followers (postgres.Store.Follow).\n%s", postgres.Channel(bf.pgTable), sql)
 		return nil
 	case "dynamodb":
 		if bf.dynamoTable == "" {
@@ -230,13 +233,28 @@ func initPostgres(ctx context.Context, f *backendFlags) (initOutput, error) {
 	if err := pool.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", `"`+f.pgTable+`"`).Scan(&exists); err != nil {
 		return out, noAnswer(ctx, "postgres", addr, f.bound, pgServerError(addr, f, cfg, err))
 	}
-	if !exists {
+	// An existing table may come from a version without the trigger
+	// Follow needs: CreateTable adds it (every statement is idempotent).
+	var triggered bool
+	if exists {
+		if err := pool.QueryRow(ctx, "SELECT count(*) = 2 FROM pg_trigger WHERE tgrelid = to_regclass($1) AND tgname IN ($2, $3)",
+			`"`+f.pgTable+`"`, f.pgTable+"_notify", f.pgTable+"_truncate").Scan(&triggered); err != nil {
+			return out, noAnswer(ctx, "postgres", addr, f.bound, pgServerError(addr, f, cfg, err))
+		}
+	}
+	create := func() error {
 		if err := postgres.CreateTable(ctx, pool, f.pgTable); err != nil {
 			if pe, ok := errors.AsType[*pgconn.PgError](err); ok && pe.Code == "42501" {
-				return out, fmt.Errorf("postgres at %s: user %q may not create table %s (%s: %s, SQLSTATE %s): have a database owner run what \"kvbreaker init --backend postgres --postgres-table %s --print\" shows, and grant the user SELECT, INSERT, UPDATE, DELETE on it and USAGE on its sequence",
+				return fmt.Errorf("postgres at %s: user %q may not create table %s or its trigger (%s: %s, SQLSTATE %s): have the database or table owner run what \"kvbreaker init --backend postgres --postgres-table %s --print\" shows, and grant the user SELECT, INSERT, UPDATE, DELETE on it and USAGE on its sequence",
 					addr, cfg.ConnConfig.User, f.pgTable, pe.Severity, pe.Message, pe.Code, f.pgTable)
 			}
-			return out, noAnswer(ctx, "postgres", addr, f.bound, pgServerError(addr, f, cfg, err))
+			return noAnswer(ctx, "postgres", addr, f.bound, pgServerError(addr, f, cfg, err))
+		}
+		return nil
+	}
+	if !exists {
+		if err := create(); err != nil {
+			return out, err
 		}
 	}
 	// Read it as the store does: a table of another shape fails here.
@@ -248,13 +266,24 @@ func initPostgres(ctx context.Context, f *backendFlags) (initOutput, error) {
 	if _, _, err := s.Get(ctx, "kvbreaker-init-check.invalid"); err != nil && !errors.Is(err, driver.ErrNotFound) {
 		return out, fmt.Errorf("%s: the store cannot read it (is it another program's table? see \"kvbreaker init --print\" for the one it needs): %w", target, pgServerError(addr, f, cfg, err))
 	}
-	if exists {
+	// After the read: another program's table gets no trigger of ours.
+	if exists && !triggered {
+		if err := create(); err != nil {
+			return out, err
+		}
+	}
+	trig := f.pgTable + "_notify"
+	switch {
+	case exists && triggered:
 		out.Message = target + ": exists already; nothing changed (the store reads it)"
+		return out, nil
+	case exists:
+		out.Message = fmt.Sprintf("%s: exists already; added trigger %s, which following its changes needs (the store reads it)", target, trig)
 		return out, nil
 	}
 	seq, idx := f.pgTable+"_version", f.pgTable+"_purge_at"
 	out.Created = true
-	out.Message = fmt.Sprintf("%s: created (with sequence %s and index %s)", target, seq, idx)
+	out.Message = fmt.Sprintf("%s: created (with sequence %s, index %s and trigger %s)", target, seq, idx, trig)
 	return out, nil
 }
 

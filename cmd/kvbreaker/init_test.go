@@ -10,14 +10,16 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/kvbreaker/kvbreaker/backends/postgres"
 	"github.com/kvbreaker/kvbreaker/internal/testservers/pgtest"
 )
 
 // TestInitPostgres: list on a missing table names "kvbreaker init" (it
 // named postgres.CreateTable, Go the operator would have to write); init
 // creates the table and says so, a second init says it exists; the SQL of
-// init --print, run as it is, makes a table the command uses; a table of
-// another shape is refused by init.
+// init --print, run as it is, makes a table the command uses; a table
+// without the trigger (an earlier version's) gets it; a table of another
+// shape is refused by init.
 func TestInitPostgres(t *testing.T) {
 	srv := pgtest.MustStart(t)
 	ctx := t.Context()
@@ -46,7 +48,7 @@ func TestInitPostgres(t *testing.T) {
 
 	// --print needs no server: its SQL, run by the operator, is the table.
 	code, sql, errOut := runT(t, "init", "--backend", "postgres", "--postgres-table", "printed", "--print")
-	if code != exitOK || !strings.Contains(sql, `CREATE TABLE IF NOT EXISTS "printed"`) {
+	if code != exitOK || !strings.Contains(sql, `CREATE TABLE IF NOT EXISTS "printed"`) || !strings.Contains(sql, `CREATE TRIGGER "printed_notify" AFTER INSERT OR UPDATE OR DELETE ON "printed"`) {
 		t.Fatalf("init --print: exit %d\n%s%s", code, sql, errOut)
 	}
 	pool, err := pgxpool.New(ctx, srv.URL())
@@ -59,6 +61,23 @@ func TestInitPostgres(t *testing.T) {
 	}
 	if code, out, errOut := runT(t, with("printed", "check", "--quick", "--quiet")...); code != exitOK {
 		t.Fatalf("check on the printed table: exit %d\n%s%s", code, out, errOut)
+	}
+
+	// A table made without the trigger (by an earlier version) gets it.
+	old, err := postgres.Schema("older")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, old[:strings.Index(old, "-- Follow's feed")]); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut = runT(t, with("older", "init")...)
+	if code != exitOK || !strings.Contains(out, "postgres table older at "+srv.Addr()+": exists already; added trigger older_notify") {
+		t.Fatalf("init over a table without the trigger: exit %d\n%s%s", code, out, errOut)
+	}
+	var triggers int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_trigger WHERE tgrelid = 'older'::regclass AND NOT tgisinternal`).Scan(&triggers); err != nil || triggers != 2 {
+		t.Fatalf("triggers on the table after init: %d, %v; want 2", triggers, err)
 	}
 
 	if _, err := pool.Exec(ctx, `CREATE TABLE other (id int)`); err != nil {
