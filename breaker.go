@@ -247,7 +247,7 @@ func (b *Breaker) run(ctx context.Context, host string, in instant, write bool, 
 		b.maybeCheckClock()
 	}
 	if b.mirror != nil && b.mirror.decides(ctx, in.mono) {
-		return b.runMirrored(ctx, host, in, decide)
+		return b.runMirrored(ctx, host, in, write, decide)
 	}
 	st, cached, err := b.runStore(ctx, host, in, write, decide)
 	if cached {

@@ -418,10 +418,11 @@ func (m *mirror) clear(keepOwn bool) {
 // runMirrored is run on the mirror's record: a decision that writes nothing
 // costs no store request, whether Allow's or a write call's (the mirror is
 // as current as the feed, which a read would not improve on by more than
-// the feed's delay). A write compare-and-swaps against the mirror's
+// the feed's delay), except a write call's on a record past its restraint,
+// which may have expired unannounced. A write compare-and-swaps against the mirror's
 // version, and what the store answers (the write, or the record a
 // conflict returns) enters the mirror at once.
-func (b *Breaker) runMirrored(ctx context.Context, host string, in instant, decide func(r record.Record, now time.Time) machine.Step) (machine.Step, decider, error) {
+func (b *Breaker) runMirrored(ctx context.Context, host string, in instant, write bool, decide func(r record.Record, now time.Time) machine.Step) (machine.Step, decider, error) {
 	m := b.mirror
 	cur := m.get(host)
 	now, read := in.wall, false // read: cur came from the store after now
@@ -439,6 +440,26 @@ func (b *Breaker) runMirrored(ctx context.Context, host string, in instant, deci
 		if st.Write == machine.WriteNone {
 			if read {
 				return st, byStore, nil
+			}
+			if write && cur.ver != driver.NoVersion && !now.Before(cur.rec.RestrainedUntil) {
+				// Past its restraint, a record the mirror holds may
+				// have expired in the store without a word
+				// (PostgreSQL sends nothing until its purge): a
+				// Failure on it writes nothing, where the store,
+				// holding no record, would count it. So a write call
+				// that would write nothing there reads the store.
+				// While the restraint runs the record cannot have
+				// expired: StateTTL outlasts RecoveryDelay.
+				got, err := b.get(ctx, host)
+				if err != nil {
+					return machine.Step{}, byStore, err
+				}
+				m.learn(host, got, got.ver == driver.NoVersion, driver.NoVersion, time.Time{})
+				cur, read = got, true
+				if t := wall(b.clock()); t.After(now) {
+					now = t
+				}
+				continue
 			}
 			return st, byMirror, nil
 		}

@@ -445,3 +445,50 @@ func TestMirrorMemoryPerEntry(t *testing.T) {
 	}
 	b.Close(ctx)
 }
+
+// silentExpiry is a store whose feed announces no deletion, as PostgreSQL
+// announces no expiry until its purge.
+type silentExpiry struct{ *memory.Store }
+
+func (s silentExpiry) Follow(ctx context.Context, prefix string, hb time.Duration, fn func(driver.Change)) error {
+	return s.Store.Follow(ctx, prefix, hb, func(c driver.Change) {
+		if c.Kind != driver.ChangeDelete {
+			fn(c)
+		}
+	})
+}
+
+// TestMirrorFailureAfterSilentExpiry: the mirror still holds an open
+// record the store no longer has (expired without a word); past its
+// restraint a Failure reads the store and counts, as it would have without
+// a mirror, instead of deciding "nothing to write" on the stale record.
+func TestMirrorFailureAfterSilentExpiry(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		inner := memory.New()
+		b := mirrored(t, silentExpiry{inner}, kvbreaker.Settings{FailureThreshold: 2, RecoveryDelay: time.Minute})
+		synctest.Wait()
+		for range 2 {
+			if err := b.Failure(ctx, "h.example"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		_, ver, err := inner.Get(ctx, "h.example")
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Gone from the store, unannounced, as an expired row is.
+		if err := inner.CompareAndDelete(ctx, "h.example", ver); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(2 * time.Minute) // synctest: past the restraint
+		synctest.Wait()
+		if err := b.Failure(ctx, "h.example"); err != nil {
+			t.Fatal(err)
+		}
+		st, err := b.Inspect(ctx, "h.example")
+		if err != nil || !st.Found || len(st.Failures) != 1 {
+			t.Fatalf("after a Failure on a host whose record expired unannounced: %+v, %v; want a record with that failure", st, err)
+		}
+	})
+}

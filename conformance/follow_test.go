@@ -21,7 +21,7 @@ type feedBug int
 
 const (
 	correct          feedBug = iota
-	dropsChange              // drops the third change after its snapshot
+	dropsChange              // drops the third change after its snapshot and every later one of its key
 	reordersKey              // delivers its first change after the key's next one
 	syncedAhead              // sends each Synced before the changes it covers
 	noHeartbeat              // sends Synced only after changes, never while idle
@@ -191,6 +191,7 @@ type follow struct {
 	synced, changes int
 	held            *driver.Change // reordersKey
 	heldOnce        bool
+	dropped         string          // the key dropsChange stopped delivering
 	expired         []driver.Change // resurrects: put back next time
 	late            []driver.Change // syncedAhead: delivered after the next Synced
 }
@@ -211,7 +212,8 @@ func (f *follow) deliver(cs ...driver.Change) {
 		if f.synced > 0 && (c.Kind == driver.ChangePut || c.Kind == driver.ChangeDelete) {
 			f.changes++
 			switch {
-			case f.h.bug == dropsChange && f.changes == 3:
+			case f.h.bug == dropsChange && (f.changes == 3 || c.Key == f.dropped):
+				f.dropped = c.Key
 				continue
 			case f.h.bug == reordersKey && !f.heldOnce:
 				f.heldOnce, f.held = true, &c
@@ -499,7 +501,7 @@ func TestFollowDeletesBeforeExpiry(t *testing.T) {
 func TestFollowNotApplicable(t *testing.T) {
 	t.Parallel()
 	for name, h := range map[string]conformance.Harness{
-		"no-follower": memoryHarness(plain),
+		"no-follower": memoryHarness(func(s *memory.Store) driver.Store { return noFollower{s} }),
 		"unsupported": memoryHarness(func(s *memory.Store) driver.Store { return unsupported{s} }),
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -521,6 +523,9 @@ func TestFollowNotApplicable(t *testing.T) {
 // unsupported follows nothing, as kvbreaker.Prefixed over a store that
 // cannot follow answers.
 type unsupported struct{ *memory.Store }
+
+// noFollower is a memory store without Follow: only driver.Store shows.
+type noFollower struct{ driver.Store }
 
 func (unsupported) Follow(context.Context, string, time.Duration, func(driver.Change)) error {
 	return errors.ErrUnsupported

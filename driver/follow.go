@@ -16,7 +16,8 @@ import (
 // KV (eventually consistent for up to 60 s) do not.
 //
 // The feed's one promise is that a follower that has seen Synced{At: t}
-// has seen every change committed before t, in commit order per key. Every
+// holds, for every key, its latest state committed before t, having seen
+// each key's changes in commit order (some perhaps merged). Every
 // way the store cannot keep it (a dropped connection, a compacted history,
 // an overflowing buffer, a resent subscription) is reported as Lost, never
 // resumed silently past a gap.
@@ -28,9 +29,14 @@ type Follower interface {
 	// refused, or cannot follow this prefix: errors.ErrUnsupported).
 	//
 	// The feed starts with Reset, then a Put for each live key of the
-	// snapshot, then Synced. After that it sends a Put for each write, a
-	// Delete for each deletion (and for each expiry the store reports),
-	// and Synced at least every heartbeat while nothing else arrives, each
+	// snapshot, then Synced. After that it sends, for each write, a Put of
+	// that write or of a later one of the same key, and for each deletion
+	// (and each expiry the store reports) a Delete, or a later change: a
+	// store that learns only which keys changed (Redis's invalidations, a
+	// NOTIFY of the key) reads them again and delivers their latest state,
+	// so a key's changes may merge, and one may arrive twice in a row, but
+	// an older change never follows a newer one. It sends Synced at least
+	// every heartbeat while nothing else arrives, each
 	// with an At no later than the instant (by the caller's clock, time.Now)
 	// before which every commit has been delivered: a follower measures
 	// how far behind it may be from that, never assumes it. When the feed
