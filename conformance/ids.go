@@ -172,7 +172,7 @@ var promiseText = map[PromiseID]string{
 	PromiseListLimit:              "a List page must hold at most limit keys, and a listing must end",
 	PromiseListExpired:            "List must leave out an expired entry once Get finds it absent",
 	PromiseFollowSnapshot:         "Follow must begin with Reset, a Put of every live key under the prefix with the value and version Get returns, and Synced; no key outside the prefix, deleted or never written",
-	PromiseFollowOrder:            "every change committed under the prefix must arrive once, in commit order per key, with its value and version, before a Synced whose At is after it",
+	PromiseFollowOrder:            "each key's changes must arrive in commit order (merged ones may be left out, none older after a newer one), with their values and versions, its last before a Synced whose At is after it",
 	PromiseFollowMirror:           "once a concurrent compare-and-swap storm is quiet, the mirror built from the feed must equal the store at the first Synced whose At is after the last write",
 	PromiseFollowHeartbeat:        "with no writes, Synced must arrive at least every heartbeat, with an At that never goes backwards and is never later than its delivery",
 	PromiseFollowExpiry:           "an expired entry may arrive as Delete (if the store reports expiry) no earlier than Get finds it gone, and must never arrive as Put again without a write",

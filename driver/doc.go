@@ -162,10 +162,10 @@
 //     calls it.
 //   - ClockSampler: read the server's clock, so a Breaker can check
 //     Settings.ClockSkew against it.
-//   - Follower: push a prefix's changes (a snapshot, every change in
-//     commit order per key, Synced heartbeats, Lost and a resync), so a
-//     Breaker with a mirror decides without reading; the conformance
-//     suite's follow-* cases hold it to that.
+//   - Follower: push a prefix's changes (a snapshot, each key's changes
+//     in commit order, perhaps merged, Synced heartbeats, Lost and a
+//     resync), so a Breaker with a mirror decides without reading; the
+//     conformance suite's follow-* cases hold it to that.
 //   - io.Closer: release what the store holds; Breaker.Close calls it.
 //
 // A wrapper shows ClockSampler exactly when the store it wraps does (the
