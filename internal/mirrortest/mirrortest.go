@@ -320,7 +320,7 @@ func (r PropagationReport) String() string {
 const Poll = 250 * time.Microsecond
 
 // Propagate measures the feed delay (lagWrites Failures by each Breaker,
-// on hosts of its own, concurrently), then has Breaker writer record
+// on hosts of its own, one at a time), then has Breaker writer record
 // FailureThreshold failures on host while every other Breaker asks Allow
 // every Poll, until it answers Hold. No Breaker may answer Send to an
 // Allow begun more than PropagationFactor × the p99 feed delay after the
@@ -331,20 +331,14 @@ const Poll = 250 * time.Microsecond
 func (f *Fleet) Propagate(t testing.TB, writer int, host string, lagWrites int) PropagationReport {
 	t.Helper()
 	ctx := t.Context()
-	var wg sync.WaitGroup
-	for i, b := range f.Breakers {
-		wg.Go(func() {
-			for j := range lagWrites {
-				if err := b.Failure(ctx, fmt.Sprintf("%s-lag-%d-%d", host, i, j)); err != nil {
-					t.Errorf("breaker %d: Failure: %v", i, err)
-					return
-				}
+	// One write at a time, each Breaker in turn, as the opening write
+	// will be: concurrent writes would measure the store's queueing.
+	for j := range lagWrites {
+		for i, b := range f.Breakers {
+			if err := b.Failure(ctx, fmt.Sprintf("%s-lag-%d-%d", host, i, j)); err != nil {
+				t.Fatalf("breaker %d: Failure: %v", i, err)
 			}
-		})
-	}
-	wg.Wait()
-	if t.Failed() {
-		t.FailNow()
+		}
 	}
 	f.awaitLags(len(f.Breakers) * lagWrites)
 	var rep PropagationReport
