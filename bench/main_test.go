@@ -269,6 +269,9 @@ type endpoint struct {
 	*countingStore
 	wire *tally // requests on the wire; nil for memory
 	etcd *etcd.Store
+	// raw is the store under the counting wrapper, which a mirror can
+	// follow (countingStore is no driver.Follower).
+	raw driver.Store
 }
 
 // open returns a new store over the rig's keyspace.
@@ -367,7 +370,7 @@ func (r *rig) open() *endpoint {
 	default:
 		tb.Fatalf("unknown backend %q", r.name)
 	}
-	e.countingStore = &countingStore{Store: s}
+	e.countingStore, e.raw = &countingStore{Store: s}, s
 	r.opened = append(r.opened, e)
 	return e
 }
