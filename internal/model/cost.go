@@ -7,10 +7,17 @@ package model
 // adapter attaches each write to a pooled lease, granting a new one only
 // when the pooled lease cannot carry the write (see leaseEstimate); it is
 // not included in Reads or Writes.
+//
+// FeedReads, part of Reads, are what a mirror's feed costs on a store that
+// pushes invalidations rather than values (Redis's CLIENT TRACKING, and
+// PostgreSQL's NOTIFY as kvbreaker's adapter uses it): each change re-read
+// by every process that did not make it. On etcd and the memory store the
+// feed carries the values and these reads are not made.
 type Cost struct {
 	Reads       int
 	Writes      int
 	LeaseGrants int
+	FeedReads   int
 }
 
 // Requests is Reads plus Writes.
@@ -18,7 +25,7 @@ func (c Cost) Requests() int { return c.Reads + c.Writes }
 
 // Add returns c plus d.
 func (c Cost) Add(d Cost) Cost {
-	return Cost{Reads: c.Reads + d.Reads, Writes: c.Writes + d.Writes, LeaseGrants: c.LeaseGrants + d.LeaseGrants}
+	return Cost{Reads: c.Reads + d.Reads, Writes: c.Writes + d.Writes, LeaseGrants: c.LeaseGrants + d.LeaseGrants, FeedReads: c.FeedReads + d.FeedReads}
 }
 
 // Coster is a model that counts its store requests.
