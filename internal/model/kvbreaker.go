@@ -58,6 +58,11 @@ type Staleness struct {
 	// Served is every Allow answered from the cache or the mirror (no
 	// store read).
 	Served int
+	// Retries (mirror only) are Allow answers that hold, as the store's
+	// record would have, but until another instant: a hold decided on a
+	// half-open record the store had already reopened re-checks after
+	// ReleaseInterval instead of waiting for the new restraint's end.
+	Retries int
 	// Outcomes (mirror only) are the Failures and Successes that wrote
 	// nothing, decided on a mirrored record that differs from the store's,
 	// where the store's record would have been written: a Success that
@@ -198,6 +203,9 @@ func (k *Kvbreaker) Cost() Cost {
 		n := f.changes*(f.procs-1) + f.expiries(k.procs[0].ps.clock())*f.procs
 		c.Reads += n
 		c.FeedReads += n
+		for _, p := range k.procs {
+			c.FeedReadsOnUse += p.ps.mir.onUse
+		}
 	}
 	return c
 }
@@ -235,10 +243,15 @@ func (k *Kvbreaker) Allow(host string, now, heldSince time.Time) (Verdict, Trans
 		if stale {
 			r, err := k.replay.Allow(context.Background(), host, heldSince)
 			k.keep(err)
-			if r.Decision != v.Decision {
+			switch {
+			case r.Decision != v.Decision:
 				k.stale.Decisions++
-				k.stale.MaxAge = max(k.stale.MaxAge, ps.mir.lag(host, now))
+			case !r.RetryAt.Equal(v.RetryAt):
+				k.stale.Retries++
+			default:
+				return Verdict{Decision: v.Decision, RetryAt: v.RetryAt}, k.take()
 			}
+			k.stale.MaxAge = max(k.stale.MaxAge, ps.mir.lag(host, now))
 		}
 		return Verdict{Decision: v.Decision, RetryAt: v.RetryAt}, k.take()
 	}
@@ -279,7 +292,7 @@ func (k *Kvbreaker) judgeStale(host string, now, heldSince time.Time, e *cacheEn
 func (k *Kvbreaker) mirrorStale(host string, now time.Time) bool {
 	ps := k.cur.ps
 	ps.read, ps.wrote = false, false
-	e := ps.mir.get(host, now)
+	e := ps.mir.get(host, now, false)
 	val, ver, err := k.store.Get(context.Background(), host)
 	if err != nil && !errors.Is(err, driver.ErrNotFound) {
 		k.keep(err)

@@ -19,7 +19,11 @@ import (
 //     returns the store's record and the Breaker retries on it, as on any
 //     store. So a Success on a host the mirror knows absent costs nothing,
 //     and a stale mirror costs a lost compare-and-swap, never a wrong write.
-//   - This process's own writes enter its mirror at once.
+//   - This process's own writes enter its mirror at once, and so does the
+//     store's current record a lost compare-and-swap returns: the Breaker
+//     holds it already, and without it every call in the process until
+//     the winner's commit arrives would lose another compare-and-swap
+//     (at a restraint's end, every process with a held message asks).
 //   - Every other commit, and the store's expiry of a record, reaches a
 //     process's mirror delay after it happened, in commit order.
 //
@@ -52,6 +56,7 @@ type feed struct {
 
 // commit is one write the shared store accepted.
 type commit struct {
+	seq     int // its place in commit order, from 0
 	at      time.Time
 	proc    int
 	key     string
@@ -65,8 +70,9 @@ func newFeed(delay time.Duration, procs int) *feed {
 	return &feed{delay: delay, procs: procs, last: make(map[string]commit)}
 }
 
-// add records c, committed by c.proc, which has already applied it.
-func (f *feed) add(c commit) {
+// add records c, committed by c.proc, and returns it numbered.
+func (f *feed) add(c commit) commit {
+	c.seq = f.base + len(f.log)
 	if l, ok := f.last[c.key]; ok && l.present && !c.at.Before(l.expires) {
 		f.expired++
 	}
@@ -76,6 +82,7 @@ func (f *feed) add(c commit) {
 	if len(f.log) >= 4096 {
 		f.trim()
 	}
+	return c
 }
 
 // trim drops the commits every mirror has applied.
@@ -109,16 +116,24 @@ type mirror struct {
 	next int // the feed's index of the next commit to receive
 	// skipOwn is a mutant for tests: own writes do not enter the mirror.
 	skipOwn bool
+	// onUse counts the re-reads a feed of invalidations would cost if a
+	// process re-read a key only when next asked about it (see
+	// Cost.FeedReadsOnUse).
+	onUse int
 }
 
-// mirrorEntry is a key as the mirror knows it. An absent entry keeps the
-// version deleted, so an older commit arriving later cannot revive it.
+// mirrorEntry is a key as the mirror knows it, as of every commit before
+// next: a commit arriving later from before that (this process learnt of
+// something newer first) is not applied.
 type mirrorEntry struct {
 	present bool
 	value   []byte
 	ver     driver.Version
 	expires time.Time
-	at      time.Time // when the change was committed
+	next    int
+	// dirty: another process's change arrived and the key has not been
+	// asked about since.
+	dirty bool
 }
 
 func (f *feed) newMirror(proc int) *mirror {
@@ -146,10 +161,10 @@ func (m *mirror) receive(now time.Time) {
 // apply takes c unless the mirror already holds something newer (this
 // process's own later write).
 func (m *mirror) apply(c *commit) {
-	if e, ok := m.m[c.key]; ok && e.ver > c.ver {
+	if e, ok := m.m[c.key]; ok && e.next > c.seq {
 		return
 	}
-	m.m[c.key] = mirrorEntry{present: c.present, value: c.value, ver: c.ver, expires: c.expires, at: c.at}
+	m.m[c.key] = mirrorEntry{present: c.present, value: c.value, ver: c.ver, expires: c.expires, next: c.seq + 1, dirty: c.proc != m.proc}
 }
 
 // own applies this process's write at once.
@@ -160,13 +175,32 @@ func (m *mirror) own(c commit) {
 	m.apply(&c)
 }
 
+// current applies the store's current record for key, which a lost
+// compare-and-swap returned (present or not): the key's newest commit.
+func (m *mirror) current(key string, present bool) {
+	f := m.f
+	e := mirrorEntry{next: f.base + len(f.log)}
+	if c := f.last[key]; present && c.present {
+		e.present, e.value, e.ver, e.expires = true, c.value, c.ver, c.expires
+	}
+	m.m[key] = e
+}
+
 // get is key as the mirror holds it at now: a record the store expired
-// is still there until the expiry has propagated.
-func (m *mirror) get(key string, now time.Time) mirrorEntry {
+// is still there until the expiry has propagated. use: the Breaker asks
+// (not the model peeking).
+func (m *mirror) get(key string, now time.Time, use bool) mirrorEntry {
 	m.receive(now)
-	e := m.m[key]
+	e, ok := m.m[key]
 	if e.present && !now.Before(e.expires.Add(m.f.delay)) {
-		return mirrorEntry{ver: e.ver}
+		e = mirrorEntry{ver: e.ver, next: e.next, dirty: true}
+	}
+	if use && e.dirty {
+		m.onUse++
+		e.dirty = false
+	}
+	if use && ok {
+		m.m[key] = e
 	}
 	return e
 }

@@ -73,7 +73,7 @@ type cacheEntry struct {
 
 func (s *procStore) Get(ctx context.Context, key string) ([]byte, driver.Version, error) {
 	if s.mir != nil {
-		e := s.mir.get(key, s.clock())
+		e := s.mir.get(key, s.clock(), true)
 		s.read = true
 		if !e.present {
 			return nil, driver.NoVersion, driver.ErrNotFound
@@ -128,6 +128,9 @@ func (s *procStore) CompareAndDelete(ctx context.Context, key string, old driver
 	if err == nil {
 		s.committed(commit{at: s.clock(), key: key, ver: old})
 	}
+	if s.mir != nil && errors.Is(err, driver.ErrNotFound) {
+		s.mir.current(key, false)
+	}
 	s.conflict(key, err)
 	return err
 }
@@ -140,14 +143,17 @@ func (s *procStore) committed(c commit) {
 	}
 	s.wrote = true
 	c.proc = s.mir.proc
-	s.mir.own(c)
-	s.mir.f.add(c)
+	s.mir.own(s.mir.f.add(c))
 }
 
-// conflict caches the current record a lost compare-and-swap returned.
+// conflict caches, or mirrors, the current record a lost compare-and-swap
+// returned.
 func (s *procStore) conflict(key string, err error) {
 	if ce, ok := errors.AsType[*driver.ConflictError](err); ok {
 		s.remember(key, ce.Version != driver.NoVersion, ce.Value, ce.Version)
+		if s.mir != nil {
+			s.mir.current(key, ce.Version != driver.NoVersion)
+		}
 	}
 }
 

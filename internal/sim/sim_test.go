@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -318,4 +319,42 @@ func TestParseMix(t *testing.T) {
 	if m2, err := ParseMix(DefaultMix.String()); err != nil || m2 != DefaultMix {
 		t.Fatalf("round trip: %v, %v", m2, err)
 	}
+}
+
+// TestMirrorWithoutDelayAgrees: kvbreaker deciding from mirrors that every
+// commit reaches at once makes, in one process and in eight, every decision,
+// retry instant and state-change label kvbreaker makes reading the store,
+// so 100% of fedify's on sequential streams (where records outlive their
+// TTL unasked, the same divergences after the loss), without reading the
+// store: its reads are only the feed's re-reads.
+func TestMirrorWithoutDelayAgrees(t *testing.T) {
+	for _, tc := range scenarios {
+		for _, procs := range []int{1, 8} {
+			t.Run(fmt.Sprintf("%s/%d-processes", tc.name, procs), func(t *testing.T) {
+				s := tc.s
+				s.Processes, s.MirrorDelay = procs, NoMirrorDelay
+				r := run(t, s)
+				kv, mir := byName(t, r, "kvbreaker"), byName(t, r, "kvbreaker+mirror")
+				if !tc.idleGaps && (mir.Agreement != 1 || mir.RetryMismatches != 0 || mir.TransitionMismatches != 0) {
+					t.Errorf("kvbreaker+mirror is not 100%% fedify's: %+v", mir)
+				}
+				if decisions(mir) != decisions(kv) {
+					t.Errorf("kvbreaker+mirror decided otherwise than kvbreaker:\n%+v\n%+v", decisions(mir), decisions(kv))
+				}
+				m := mir.Mirror
+				if m.StaleDecisions+m.StaleRetries+m.StaleOutcomes != 0 || m.Served != kv.Decisions-kv.Drops || mir.StoreReads != m.FeedReads {
+					t.Errorf("mirror report %+v (store reads %d): want nothing stale, every Allow but drops from the mirror, no reads but the feed's", m, mir.StoreReads)
+				}
+			})
+		}
+	}
+}
+
+// decisions is what a model decided, without its name, costs and reports.
+func decisions(m ModelReport) ModelReport {
+	return ModelReport{Decisions: m.Decisions, Agreement: m.Agreement, UnsafeDivergences: m.UnsafeDivergences, SafeDivergences: m.SafeDivergences,
+		LateProbes: m.LateProbes, SendProbeSwaps: m.SendProbeSwaps, ExpiryEffects: m.ExpiryEffects, AfterRecordLoss: m.AfterRecordLoss,
+		AfterRecordLossUnsafe: m.AfterRecordLossUnsafe, RetryMismatches: m.RetryMismatches, TransitionMismatches: m.TransitionMismatches,
+		Transitions: m.Transitions, SendsToDownHosts: m.SendsToDownHosts, Probes: m.Probes, Drops: m.Drops, PeakRecords: m.PeakRecords,
+		RecordsLeftAfterQuiet: m.RecordsLeftAfterQuiet}
 }
