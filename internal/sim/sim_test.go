@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -33,7 +32,9 @@ func byName(t *testing.T, r *Report, name string) ModelReport {
 }
 
 // scenarios the agreement tests run: the default fleet, failure-heavy
-// fleets, and short delays so that many restraint cycles happen.
+// fleets, and short delays so that many restraint cycles happen. Their
+// mirrors receive every commit at once: kvbreaker+mirror must then decide
+// as kvbreaker does (TestSequentialAgreement).
 var scenarios = []struct {
 	name string
 	s    Scenario
@@ -44,16 +45,19 @@ var scenarios = []struct {
 	// minute against a 2-minute recovery delay: about 4% of restraints.
 	idleGaps bool
 }{
-	{"default-mix", Scenario{Seed: 1, Hosts: 200, Workers: 16, Duration: 3 * time.Hour}, false},
-	{"mostly-failing", Scenario{Seed: 2, Hosts: 40, Workers: 16, Mix: Mix{Healthy: 1, Dead: 2, Flapping: 3, Slow: 2}, Rate: 120, Duration: 2 * time.Hour}, false},
+	{"default-mix", Scenario{Seed: 1, Hosts: 200, Workers: 16, Duration: 3 * time.Hour, MirrorDelay: NoMirrorDelay}, false},
+	{"mostly-failing", Scenario{Seed: 2, Hosts: 40, Workers: 16, Mix: Mix{Healthy: 1, Dead: 2, Flapping: 3, Slow: 2}, Rate: 120, Duration: 2 * time.Hour,
+		MirrorDelay: NoMirrorDelay}, false},
 	{"short-delays", Scenario{Seed: 3, Hosts: 40, Workers: 16, Mix: Mix{Healthy: 1, Dead: 1, Flapping: 2, Slow: 2}, Rate: 90, Duration: 2 * time.Hour,
-		Options: Options{FailureThreshold: 3, FailureWindow: time.Minute, RecoveryDelay: 2 * time.Minute, ReleaseInterval: 2 * time.Second, HoldLimit: 20 * time.Minute}}, true},
+		MirrorDelay: NoMirrorDelay,
+		Options:     Options{FailureThreshold: 3, FailureWindow: time.Minute, RecoveryDelay: 2 * time.Minute, ReleaseInterval: 2 * time.Second, HoldLimit: 20 * time.Minute}}, true},
 }
 
-// TestSequentialAgreement: with per-host ordering, kvbreaker agrees with
-// fedify on 100% of decisions, retry instants and state-change labels, and
-// the note's two-field model on 100% of decisions — as long as no record
-// outlives its derived TTL unasked. Where one does (idle gaps), the only
+// TestSequentialAgreement: with per-host ordering, kvbreaker (and
+// kvbreaker+mirror, whose mirrors here receive every commit at once, in
+// each of the 8 processes) agrees with fedify on 100% of decisions, retry
+// instants and state-change labels, and the note's two-field model on 100%
+// of decisions — as long as no record outlives its derived TTL unasked. Where one does (idle gaps), the only
 // divergences are those after the lost record (DESIGN §2's accepted cost:
 // the probe is demoted to a plain send and failures are counted afresh).
 func TestSequentialAgreement(t *testing.T) {
@@ -76,6 +80,7 @@ func TestSequentialAgreement(t *testing.T) {
 			if kv.RetryMismatches != 0 {
 				t.Errorf("kvbreaker retry instants differ: %+v", kv)
 			}
+			checkMirrorExact(t, kv, byName(t, r, "kvbreaker+mirror"))
 			if !tc.idleGaps && (kv.Agreement != 1 || kv.TransitionMismatches != 0 || two.Agreement != 1) {
 				t.Errorf("not 100%%:\nkvbreaker %+v\ntwo-field %+v", kv, two)
 			}
@@ -321,32 +326,37 @@ func TestParseMix(t *testing.T) {
 	}
 }
 
-// TestMirrorWithoutDelayAgrees: kvbreaker deciding from mirrors that every
-// commit reaches at once makes, in one process and in eight, every decision,
-// retry instant and state-change label kvbreaker makes reading the store,
-// so 100% of fedify's on sequential streams (where records outlive their
-// TTL unasked, the same divergences after the loss), without reading the
-// store: its reads are only the feed's re-reads.
-func TestMirrorWithoutDelayAgrees(t *testing.T) {
+// TestMirrorSingleProcessAgrees: one process deciding from its mirror (its
+// own writes in it at once) makes every decision, retry instant and
+// state-change label kvbreaker makes reading the store, so 100% of fedify's
+// on sequential streams (where records outlive their TTL unasked, the same
+// divergences after the loss), without reading the store.
+func TestMirrorSingleProcessAgrees(t *testing.T) {
 	for _, tc := range scenarios {
-		for _, procs := range []int{1, 8} {
-			t.Run(fmt.Sprintf("%s/%d-processes", tc.name, procs), func(t *testing.T) {
-				s := tc.s
-				s.Processes, s.MirrorDelay = procs, NoMirrorDelay
-				r := run(t, s)
-				kv, mir := byName(t, r, "kvbreaker"), byName(t, r, "kvbreaker+mirror")
-				if !tc.idleGaps && (mir.Agreement != 1 || mir.RetryMismatches != 0 || mir.TransitionMismatches != 0) {
-					t.Errorf("kvbreaker+mirror is not 100%% fedify's: %+v", mir)
-				}
-				if decisions(mir) != decisions(kv) {
-					t.Errorf("kvbreaker+mirror decided otherwise than kvbreaker:\n%+v\n%+v", decisions(mir), decisions(kv))
-				}
-				m := mir.Mirror
-				if m.StaleDecisions+m.StaleRetries+m.StaleOutcomes != 0 || m.Served != kv.Decisions-kv.Drops || mir.StoreReads != m.FeedReads {
-					t.Errorf("mirror report %+v (store reads %d): want nothing stale, every Allow but drops from the mirror, no reads but the feed's", m, mir.StoreReads)
-				}
-			})
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			s := tc.s
+			s.Processes = 1
+			r := run(t, s)
+			kv, mir := byName(t, r, "kvbreaker"), byName(t, r, "kvbreaker+mirror")
+			if !tc.idleGaps && (mir.Agreement != 1 || mir.RetryMismatches != 0 || mir.TransitionMismatches != 0) {
+				t.Errorf("kvbreaker+mirror is not 100%% fedify's: %+v", mir)
+			}
+			checkMirrorExact(t, kv, mir)
+		})
+	}
+}
+
+// checkMirrorExact: a mirror without delay decides as kvbreaker does, with
+// nothing stale, every Allow but drops from the mirror, and no store reads
+// but the feed's re-reads.
+func checkMirrorExact(t *testing.T, kv, mir ModelReport) {
+	t.Helper()
+	if decisions(mir) != decisions(kv) {
+		t.Errorf("kvbreaker+mirror decided otherwise than kvbreaker:\n%+v\n%+v", decisions(mir), decisions(kv))
+	}
+	m := mir.Mirror
+	if m.StaleDecisions+m.StaleRetries+m.StaleOutcomes != 0 || m.Served != kv.Decisions-kv.Drops || mir.StoreReads != m.FeedReads {
+		t.Errorf("mirror report %+v (store reads %d): want nothing stale, every Allow but drops from the mirror, no reads but the feed's", m, mir.StoreReads)
 	}
 }
 
