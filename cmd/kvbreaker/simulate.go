@@ -66,7 +66,8 @@ received (below --mirror-delay). Its feed costs no request where it carries
 the values (etcd, the memory store); where it carries invalidations (Redis,
 PostgreSQL) each process re-reads each change another made, and each expiry:
 those re-reads are in its store reads, and the row "without feed re-reads"
-gives the figure for etcd.
+gives the figure for etcd. "If re-read on use" counts what they would be if a
+process re-read an invalidated key only when next asked about it.
 
 With --store-ttl D every breaker, the reference too, runs over a store that
 expires each record at most D after its write, whatever TTL it asked for
@@ -454,6 +455,7 @@ func writeTable(w io.Writer, r *sim.Report, elapsed time.Duration) {
 		return fmt.Sprintf("%.1f", m.RequestsPer1000DeliveriesNoFeedReads)
 	})
 	mirror("  feed re-reads (in reads)", func(m *sim.MirrorReport) string { return num(m.FeedReads) })
+	mirror("    if re-read on use (not in sum)", func(m *sim.MirrorReport) string { return num(m.FeedReadsOnUse) })
 	mirror("  Allows served / stale", func(m *sim.MirrorReport) string {
 		return fmt.Sprintf("%s / %s", num(m.Served), num(m.StaleDecisions))
 	})
