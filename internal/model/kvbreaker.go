@@ -288,22 +288,22 @@ func (k *Kvbreaker) judgeStale(host string, now, heldSince time.Time, e *cacheEn
 // mirrorStale reports whether the current process's mirror holds another
 // record for host at now than the store does, and if so loads the store's
 // into the replay's snapshot. It is called before the call, which may
-// write; it also arms the process's store to note the call's first read.
+// write; it also arms the process's store to note the call's read and
+// write. The store's record is the feed's last commit of host, unless
+// expired: every write to the store is a process's, and in the feed.
 func (k *Kvbreaker) mirrorStale(host string, now time.Time) bool {
 	ps := k.cur.ps
 	ps.read, ps.wrote = false, false
 	e := ps.mir.get(host, now, false)
-	val, ver, err := k.store.Get(context.Background(), host)
-	if err != nil && !errors.Is(err, driver.ErrNotFound) {
-		k.keep(err)
-	}
-	if (err == nil) == e.present && (err != nil || ver == e.ver) {
+	c := k.feed.last[host]
+	live := c.present && now.Before(c.expires)
+	if live == e.present && (!live || c.ver == e.ver) {
 		return false
 	}
-	if err != nil {
-		ver = driver.NoVersion
+	k.snap.val, k.snap.ver, k.snap.err, k.snap.wrote = nil, driver.NoVersion, driver.ErrNotFound, false
+	if live {
+		k.snap.val, k.snap.ver, k.snap.err = c.value, c.ver, nil
 	}
-	k.snap.val, k.snap.ver, k.snap.err, k.snap.wrote = val, ver, err, false
 	return true
 }
 
