@@ -110,7 +110,8 @@ func TestStaleProbesAgreeWithKvbreaker(t *testing.T) {
 
 // TestRacesAreSafe: with races injected, neither two-field nor kvbreaker
 // ever sends or probes where fedify holds because of a race, and kvbreaker
-// decides exactly as fedify. The one other source of divergence is a
+// decides exactly as fedify (and kvbreaker+mirror, whose mirrors here
+// receive every commit at once, exactly as kvbreaker). The one other source of divergence is a
 // record that expired (derived TTL) before the host was asked again, which
 // happens when workers fall behind; it is counted apart (RecordsLost,
 // AfterRecordLoss) and must not occur while workers keep up. The safe
@@ -134,6 +135,9 @@ func TestRacesAreSafe(t *testing.T) {
 			if kv.SafeDivergences != 0 || kv.LateProbes != 0 || kv.RetryMismatches != 0 || (kv.SilentCloses == 0 && (kv.Agreement != 1 || kv.TransitionMismatches != 0)) {
 				t.Errorf("%s seed %d: kvbreaker differs from fedify under races: %+v", tc.name, s.Seed, kv)
 			}
+			// Mirrors that receive every commit at once decide as the
+			// store's records do, races or not.
+			checkMirrorExact(t, kv, byName(t, r, "kvbreaker+mirror"))
 			m := byName(t, r, "two-field")
 			safe += m.SafeDivergences
 			late += m.LateProbes
