@@ -65,7 +65,7 @@ func TestStoreCostBelowFedify(t *testing.T) {
 		m.StaleDecisions, m.StaleRetries, m.StaleOutcomes, m.MaxLagMS, m.Served)
 
 	t.Run("control-long-mirror-delay", func(t *testing.T) {
-		s := Scenario{Seed: 2, Hosts: 40, Workers: 16, Mix: Mix{Healthy: 1, Dead: 2, Flapping: 3, Slow: 2}, Rate: 120, Duration: 2 * time.Hour,
+		s := Scenario{Seed: 2, Hosts: 20, Workers: 16, Mix: Mix{Healthy: 1, Dead: 2, Flapping: 3, Slow: 2}, Rate: 120, Duration: time.Hour,
 			MirrorDelay: 10 * time.Minute}
 		r := run(t, s)
 		m := byName(t, r, "kvbreaker+mirror").Mirror
@@ -92,7 +92,7 @@ func TestStoreCostBelowFedify(t *testing.T) {
 func TestZipfPopularity(t *testing.T) {
 	spread := func(zipf float64) (top, median, total int) {
 		per := map[string]int{}
-		s := Scenario{Seed: 5, Hosts: 100, Workers: 16, Duration: 2 * time.Hour, Mix: Mix{Healthy: 1}, Zipf: zipf, Quiet: time.Minute,
+		s := Scenario{Seed: 5, Hosts: 100, Workers: 16, Duration: 2 * time.Hour, Mix: Mix{Healthy: 1}, Zipf: zipf, Quiet: time.Minute, noMirror: true,
 			AfterEvent: func(host string, _ time.Time, _ []model.Model) { per[host]++ }}
 		run(t, s)
 		var n []int

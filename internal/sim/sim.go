@@ -108,6 +108,11 @@ type Scenario struct {
 	// the host it concerned, the instant, and the models (the reference
 	// first).
 	AfterEvent func(host string, now time.Time, models []model.Model)
+	// noMirror leaves the kvbreaker+mirror column out: tests that check
+	// nothing of it spare its Breakers, a fifth of a run's time (more under
+	// -race).
+	noMirror bool
+
 	// OnCall, if set, is called before every decision and outcome the
 	// models are asked for, with the process (0 to Processes-1) that makes
 	// it: the call stream, to replay through real Breakers over a real
@@ -537,6 +542,9 @@ func (r *runner) newModels() error {
 	}
 	if r.replay {
 		variants = variants[:1]
+	}
+	if r.s.noMirror {
+		variants = variants[:len(variants)-1]
 	}
 	for _, v := range variants {
 		kv, err := model.NewKvbreaker(ks, r.clock, append(procs, v.extra...)...)

@@ -154,7 +154,7 @@ func TestRacesAreSafe(t *testing.T) {
 	// With enough workers every held message is asked again on time: no
 	// record is lost, and nothing diverges unsafely at all.
 	for seed := range uint64(2) {
-		r := run(t, Scenario{Seed: 50 + seed, Races: true, Hosts: 200, Workers: 64, Duration: 3 * time.Hour})
+		r := run(t, Scenario{Seed: 50 + seed, Races: true, Hosts: 200, Workers: 64, Duration: 3 * time.Hour, noMirror: true})
 		for _, name := range []string{"two-field", "kvbreaker"} {
 			if m := byName(t, r, name); m.SilentCloses != 0 || m.AfterRecordLossUnsafe != 0 || m.UnsafeDivergences != 0 {
 				t.Errorf("default fleet with races, seed %d: %s %+v", 50+seed, name, m)
@@ -168,7 +168,7 @@ func TestRacesAreSafe(t *testing.T) {
 // the same workload with workers to spare loses none.
 func TestRecordLossNeedsBacklog(t *testing.T) {
 	s := scenarios[1].s
-	s.Races = true
+	s.Races, s.noMirror = true, true
 	busy := run(t, s)
 	s.Workers = 2000
 	idle := run(t, s)
@@ -185,7 +185,7 @@ func TestOpenedIsMaxFailuresEverywhere(t *testing.T) {
 	for _, races := range []bool{false, true} {
 		for _, tc := range scenarios {
 			s := tc.s
-			s.Races = races
+			s.Races, s.noMirror = races, true
 			checked := 0
 			s.AfterEvent = func(host string, now time.Time, ms []model.Model) {
 				rec, ok := ms[0].(*model.Fedify).Record(host, now)
@@ -214,7 +214,7 @@ func TestOpenedIsMaxFailuresEverywhere(t *testing.T) {
 // set apart from the state TTL (Scenario.StoreTTL): a state TTL of 10m
 // would run fedify's model with a stateTtl fedify refuses.
 func TestStoreTTLBelowRestraint(t *testing.T) {
-	s := Scenario{Seed: 5, Hosts: 20, Mix: Mix{Dead: 1}, Duration: 6 * time.Hour, Rate: 60}
+	s := Scenario{Seed: 5, Hosts: 20, Mix: Mix{Dead: 1}, Duration: 6 * time.Hour, Rate: 60, noMirror: true}
 	good := run(t, s)
 	s.StoreTTL = 10 * time.Minute
 	short := run(t, s)
@@ -266,7 +266,7 @@ func TestRecordsExpireAfterQuiet(t *testing.T) {
 }
 
 func TestBreakerSparesDeadHosts(t *testing.T) {
-	r := run(t, Scenario{Seed: 7, Hosts: 200})
+	r := run(t, Scenario{Seed: 7, Hosts: 200, noMirror: true})
 	for _, m := range r.Models {
 		if m.SendsToDownHosts*3 > r.Baseline.SendsToDownHosts {
 			t.Errorf("%s sent %d to down hosts; no breaker sent %d", m.Model, m.SendsToDownHosts, r.Baseline.SendsToDownHosts)
