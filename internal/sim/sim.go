@@ -109,8 +109,8 @@ type Scenario struct {
 	// first).
 	AfterEvent func(host string, now time.Time, models []model.Model)
 	// noMirror leaves the kvbreaker+mirror column out: tests that check
-	// nothing of it spare its Breakers, a fifth of a run's time (more under
-	// -race).
+	// nothing of it spare its Breakers, one per process, and the time they
+	// take.
 	noMirror bool
 
 	// OnCall, if set, is called before every decision and outcome the
