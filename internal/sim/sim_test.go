@@ -123,6 +123,8 @@ func TestRacesAreSafe(t *testing.T) {
 			s := tc.s
 			s.Races = true
 			s.Seed += 100 * seed
+			// The mirror is checked on one seed of each scenario.
+			s.noMirror = seed > 0
 			r := run(t, s)
 			for _, name := range []string{"two-field", "kvbreaker"} {
 				m := byName(t, r, name)
@@ -137,7 +139,9 @@ func TestRacesAreSafe(t *testing.T) {
 			}
 			// Mirrors that receive every commit at once decide as the
 			// store's records do, races or not.
-			checkMirrorExact(t, kv, byName(t, r, "kvbreaker+mirror"))
+			if !s.noMirror {
+				checkMirrorExact(t, kv, byName(t, r, "kvbreaker+mirror"))
+			}
 			m := byName(t, r, "two-field")
 			safe += m.SafeDivergences
 			late += m.LateProbes
