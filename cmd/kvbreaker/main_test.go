@@ -58,6 +58,8 @@ func TestSimulateBadFlags(t *testing.T) {
 		{"negative-store-ttl", []string{"--store-ttl", "-1m"}, "store TTL is -1m0s"},
 		{"stray-argument", []string{"now"}, `unexpected argument "now"`},
 		{"sub-millisecond", []string{"--recovery-delay", "1500us"}, "whole milliseconds"},
+		{"negative-mirror-delay", []string{"--mirror-delay", "-5ms"}, "--mirror-delay must be 0 or more"},
+		{"sub-millisecond-mirror-delay", []string{"--mirror-delay", "500us"}, "mirror delay is 500µs"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, out, errOut := runCmd(append([]string{"simulate"}, tc.args...)...)
@@ -119,7 +121,7 @@ func TestSimulateJSON(t *testing.T) {
 			t.Errorf("%v sent as much to down hosts as no breaker", m["model"])
 		}
 	}
-	if strings.Join(names, ",") != "fedify-model,two-field,kvbreaker,kvbreaker+cache,gobreaker-distributed" {
+	if strings.Join(names, ",") != "fedify-model,two-field,kvbreaker,kvbreaker+cache,kvbreaker+mirror,gobreaker-distributed" {
 		t.Fatalf("models = %v", names)
 	}
 }
@@ -129,7 +131,8 @@ func TestSimulateTable(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
-	for _, w := range []string{"no breaker", "fedify-model", "two-field", "kvbreaker", "kvbreaker+cache", "gobreaker-distributed",
+	for _, w := range []string{"no breaker", "fedify-model", "two-field", "kvbreaker", "kvbreaker+cache", "kvbreaker+mirror", "gobreaker-distributed",
+		"mirror: delay", "requests/1,000 w/o feed re-reads", "feed re-reads (in reads)", "if re-read on use (not in sum)", "stale retry instants", "stale outcomes", "longest lag among them",
 		"store reads", "store writes", "requests per 1,000 deliveries", "sends to down hosts", "spared vs no breaker",
 		"agreement with fedify-model", "100.0000%", "records left after 1h0m0s quiet", "Without a breaker the fleet sent"} {
 		if !strings.Contains(out, w) {
@@ -188,6 +191,51 @@ func TestSimulateStoreTTL(t *testing.T) {
 		if !strings.Contains(out, w) {
 			t.Errorf("output lacks %q:\n%s", w, out)
 		}
+	}
+}
+
+// TestSimulateMirrorDelay: --mirror-delay reaches kvbreaker+mirror's report
+// (JSON in milliseconds, 0 meaning at once, not the default), and without
+// delay the mirror decides as kvbreaker does, with nothing stale; with a
+// long one it has stale decisions, each lagging less than the delay.
+func TestSimulateMirrorDelay(t *testing.T) {
+	mirror := func(delay string) (kv, mir map[string]any) {
+		t.Helper()
+		code, out, errOut := runCmd(append(small, "--format", "json", "--mirror-delay", delay)...)
+		if code != exitOK {
+			t.Fatalf("exit %d: %s", code, errOut)
+		}
+		var got struct {
+			Models []map[string]any `json:"models"`
+		}
+		if err := json.Unmarshal([]byte(out), &got); err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range got.Models {
+			switch m["model"] {
+			case "kvbreaker":
+				kv = m
+			case "kvbreaker+mirror":
+				mir = m
+			}
+		}
+		if kv == nil || mir == nil {
+			t.Fatalf("no kvbreaker or kvbreaker+mirror in %s", out)
+		}
+		return kv, mir
+	}
+	kv, mir := mirror("0")
+	m, _ := mir["mirror"].(map[string]any)
+	if m["delay_ms"] != 0.0 || m["stale_decisions"] != 0.0 || mir["agreement"] != kv["agreement"] || mir["store_writes"] != kv["store_writes"] {
+		t.Errorf("--mirror-delay 0: %v, want delay_ms 0, nothing stale, kvbreaker's agreement %v and writes %v", mir, kv["agreement"], kv["store_writes"])
+	}
+	if _, ok := kv["mirror"]; !ok || kv["mirror"] != nil {
+		t.Errorf("kvbreaker's mirror report: %v, want null", kv["mirror"])
+	}
+	_, mir = mirror("10m")
+	m, _ = mir["mirror"].(map[string]any)
+	if m["delay_ms"] != 600000.0 || m["stale_decisions"] == 0.0 || m["max_lag_ms"].(float64) >= 600000 {
+		t.Errorf("--mirror-delay 10m: %v, want delay_ms 600000 and stale decisions lagging less", m)
 	}
 }
 

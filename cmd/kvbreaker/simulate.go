@@ -18,7 +18,7 @@ import (
 
 const simulateLong = `Simulates a fleet of workers delivering messages to many remote hosts —
 healthy, dead, flapping and slow — in simulated time (hours of traffic in
-seconds, the same seed giving the same numbers), and runs three circuit
+seconds, the same seed giving the same numbers), and runs these circuit
 breakers on the very same stream of decisions and outcomes:
 
   fedify-model  a Go model of fedify 2.3.x's CircuitBreaker (state, failures,
@@ -30,6 +30,12 @@ breakers on the very same stream of decisions and outcomes:
                  over the in-memory store, one Breaker per process (--processes)
   kvbreaker+cache  the same with each process's decision cache on
                  (Settings.CacheSize --cache-size, CacheStaleness --cache-staleness)
+  kvbreaker+mirror  the same with each process deciding from a mirror of the store
+                 (Settings.Mirror over a store that pushes its changes): Allow, and a
+                 Success on a host the mirror knows absent, send no request; writes
+                 still compare-and-swap against the store; a process's own writes are
+                 in its mirror at once, other processes' commits and the store's
+                 expiries after --mirror-delay
 
 and, for store cost only, gobreaker's distributed breaker (sony/gobreaker/v2
 DistributedCircuitBreaker, one per host), costed on the reference's calls:
@@ -53,6 +59,15 @@ exists; recordFailure one get, one write unless open, and the outbox's
 beforeSend after every failure, one get more. kvbreaker+cache's stale
 decisions are answers the store's record at that instant would have given
 otherwise, each on a cached record younger than --cache-staleness.
+kvbreaker+mirror counts the same (stale decisions, and holds with another retry
+instant), and outcomes that wrote nothing on a mirror the store's record would
+have had written, each with the lag of the oldest change its mirror had not yet
+received (below --mirror-delay). Its feed costs no request where it carries
+the values (etcd, the memory store); where it carries invalidations (Redis,
+PostgreSQL) each process re-reads each change another made, and each expiry:
+those re-reads are in its store reads, and the row "without feed re-reads"
+gives the figure for etcd. "If re-read on use" counts what they would be if a
+process re-read an invalidated key only when next asked about it.
 
 With --store-ttl D every breaker, the reference too, runs over a store that
 expires each record at most D after its write, whatever TTL it asked for
@@ -66,7 +81,8 @@ const simulateExample = `  kvbreaker simulate
   kvbreaker simulate --store-ttl 10m            # every store expires records after 10m,
                                                 # inside the 30m restraint
   kvbreaker simulate --workers 64 --hosts 1000 --duration 24h --format json
-  kvbreaker simulate --popularity zipf          # a few hot hosts, a long tail`
+  kvbreaker simulate --popularity zipf          # a few hot hosts, a long tail
+  kvbreaker simulate --mirror-delay 50ms        # mirrors 50ms behind the store`
 
 const simulateFooter = `Reading the numbers (JSON field names in brackets):
   sends to down hosts [sends_to_down_hosts]  deliveries (sends and probes) to a host
@@ -134,6 +150,9 @@ func newSimulateCmd() *cobra.Command {
 	fs.IntVar(&s.Processes, "processes", 8, "worker processes (one Breaker and decision cache each); decisions go to a random one")
 	fs.IntVar(&s.CacheSize, "cache-size", 4096, "kvbreaker+cache's Settings.CacheSize, per process")
 	fs.DurationVar(&s.CacheStaleness, "cache-staleness", kvbreaker.DefaultCacheStaleness, "kvbreaker+cache's Settings.CacheStaleness")
+	fs.DurationVar(&s.MirrorDelay, "mirror-delay", sim.DefaultMirrorDelay, "kvbreaker+mirror's propagation delay: another process's commit, or the store's expiry\n"+
+		"of a record, reaches a mirror this `long` after it (0: at once). The default is an assumption\n"+
+		"(a few round trips in one region): pass the p99 lag measured on your store")
 	fs.StringVar(&f.format, "format", "table", "output format: table or json")
 	completeFlags(cmd)
 	return cmd
@@ -167,6 +186,12 @@ func (f *simulateFlags) validate() error {
 		if z.zero {
 			return usagef("--%s must be positive", z.name)
 		}
+	}
+	switch {
+	case s.MirrorDelay < 0:
+		return usagef("--mirror-delay must be 0 or more")
+	case s.MirrorDelay == 0:
+		s.MirrorDelay = sim.NoMirrorDelay
 	}
 	if err := s.Validate(); err != nil {
 		return usagef("%s", strings.ReplaceAll(err.Error(), "\n", "; "))
@@ -300,7 +325,7 @@ func simulateJSON(rep *sim.Report, s sim.Scenario, elapsed time.Duration) (map[s
 			mm["message"] = refused
 		}
 		mm["cost_only"] = mm["cost_only"] == true
-		for _, k := range []string{"etcd_lease_grants", "lock_retries", "cache"} {
+		for _, k := range []string{"etcd_lease_grants", "lock_retries", "cache", "mirror"} {
 			if _, ok := mm[k]; !ok {
 				mm[k] = nil
 			}
@@ -313,6 +338,16 @@ func simulateJSON(rep *sim.Report, s sim.Scenario, elapsed time.Duration) (map[s
 				}
 				c["staleness_ms"] = ms(d)
 				delete(c, "staleness")
+			}
+		}
+		if c, ok := mm["mirror"].(map[string]any); ok {
+			if st, ok := c["delay"].(string); ok {
+				d, err := time.ParseDuration(st)
+				if err != nil {
+					return nil, fmt.Errorf("simulate: mirror delay %q: %w", st, err)
+				}
+				c["delay_ms"] = ms(d)
+				delete(c, "delay")
 			}
 		}
 	}
@@ -407,6 +442,26 @@ func writeTable(w io.Writer, r *sim.Report, elapsed time.Duration) {
 		}
 		return fmt.Sprintf("%s / %s", num(m.Cache.Served), num(m.Cache.StaleDecisions))
 	})
+	mirror := func(label string, f func(m *sim.MirrorReport) string) {
+		line(false, label, "-", func(m sim.ModelReport) string {
+			if m.Mirror == nil {
+				return "-"
+			}
+			return f(m.Mirror)
+		})
+	}
+	mirror("mirror: delay", func(m *sim.MirrorReport) string { return m.Delay })
+	mirror("  requests/1,000 w/o feed re-reads", func(m *sim.MirrorReport) string {
+		return fmt.Sprintf("%.1f", m.RequestsPer1000DeliveriesNoFeedReads)
+	})
+	mirror("  feed re-reads (in reads)", func(m *sim.MirrorReport) string { return num(m.FeedReads) })
+	mirror("    if re-read on use (not in sum)", func(m *sim.MirrorReport) string { return num(m.FeedReadsOnUse) })
+	mirror("  Allows served / stale", func(m *sim.MirrorReport) string {
+		return fmt.Sprintf("%s / %s", num(m.Served), num(m.StaleDecisions))
+	})
+	mirror("  stale retry instants", func(m *sim.MirrorReport) string { return num(m.StaleRetries) })
+	mirror("  stale outcomes", func(m *sim.MirrorReport) string { return num(m.StaleOutcomes) })
+	mirror("  longest lag among them", func(m *sim.MirrorReport) string { return fmt.Sprintf("%gms", m.MaxLagMS) })
 	row("record TTL", "-", func(m sim.ModelReport) string { return m.StateTTL })
 	row("peak records", "-", func(m sim.ModelReport) string { return num(m.PeakRecords) })
 	row("records left after "+r.Quiet+" quiet", "-", func(m sim.ModelReport) string { return num(m.RecordsLeftAfterQuiet) })
@@ -427,11 +482,19 @@ func writeTable(w io.Writer, r *sim.Report, elapsed time.Duration) {
 	fmt.Fprint(w, `The columns: fedify-model is a Go model of fedify 2.3.x's circuit breaker (not fedify
 itself); it is the reference and drives the trace, and the others answer the same calls.
 two-field is the design note's record of two fields (failures, restrained-until);
-kvbreaker adds a probing bit; +cache is kvbreaker with Settings.CacheSize; gobreaker-
-distributed counts what sony/gobreaker's distributed breaker would cost in store requests.
+kvbreaker adds a probing bit; +cache is kvbreaker with Settings.CacheSize; +mirror decides
+from a mirror each commit reaches after the mirror delay; gobreaker-distributed counts
+what sony/gobreaker's distributed breaker would cost in store requests.
 Retry-instant and label mismatches of two-field are expected: two fields cannot tell
 half-open from open; kvbreaker's probing bit restores them.
 `)
+	for _, m := range r.Models {
+		if mm := m.Mirror; mm != nil && mm.StaleDecisions+mm.StaleRetries+mm.StaleOutcomes > 0 {
+			fmt.Fprintf(w, `%s's stale answers (the mirror rows) were decided on a mirror that had not yet
+received another process's change or the store's expiry, at most %gms old (the delay is %s).
+`, m.Model, mm.MaxLagMS, mm.Delay)
+		}
+	}
 	closes, apart := false, false
 	for _, m := range r.Models {
 		closes = closes || m.SilentCloses > 0

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"time"
 
@@ -17,7 +18,9 @@ import (
 // simulated clock, labelled "kvbreaker". With WithProcesses it is a fleet
 // of processes, one Breaker each, sharing the store; UseProcess picks the
 // one the next call runs in. With WithDecisionCache every process has a
-// decision cache (Settings.CacheSize), labelled "kvbreaker+cache".
+// decision cache (Settings.CacheSize), labelled "kvbreaker+cache"; with
+// WithMirror every process decides from a mirror of the store, labelled
+// "kvbreaker+mirror".
 type Kvbreaker struct {
 	procs []*kvProcess
 	cur   *kvProcess
@@ -33,21 +36,41 @@ type Kvbreaker struct {
 	replay *kvbreaker.Breaker
 	snap   *snapshot
 
-	// Staleness effects of the decision cache (Staleness).
+	// Staleness effects of the decision cache or the mirror (Staleness).
 	stale Staleness
+	// feed carries commits to the processes' mirrors (WithMirror).
+	feed *feed
 }
 
-// Staleness counts what the decision cache changed: Allow answers decided
-// on a cached record that differs from the store's, where the store's
-// record would have decided otherwise.
+// Staleness counts what the decision cache or the mirror changed: Allow
+// answers decided on a cached or mirrored record that differs from the
+// store's, where the store's record would have decided otherwise.
 type Staleness struct {
 	// Decisions is the number of such answers.
 	Decisions int
-	// MaxAge is the oldest cached record among them: how long before the
-	// answer the process read or wrote it. It is below CacheStaleness.
+	// MaxAge is, for the cache, the oldest cached record among them: how
+	// long before the answer the process read or wrote it, below
+	// CacheStaleness. For the mirror it is the longest lag among them: how
+	// long before the answer the oldest change the mirror had not yet
+	// received was committed (or the store expired the record), below the
+	// propagation delay.
 	MaxAge time.Duration
-	// Served is every Allow answered from the cache (no store read).
+	// Served is every Allow answered from the cache or the mirror (no
+	// store read).
 	Served int
+	// Retries (mirror only) are Allow answers that hold, as the store's
+	// record would have, but until another instant: a hold decided on a
+	// half-open record the store had already reopened re-checks after
+	// ReleaseInterval instead of waiting for the new restraint's end.
+	Retries int
+	// Outcomes (mirror only) are the Failures and Successes that wrote
+	// nothing, decided on a mirrored record that differs from the store's,
+	// where the store's record would have been written: a Success that
+	// leaves a record another process wrote within the delay, a Failure
+	// ignored as the mirror's open circuit's after another process closed
+	// it. A write decided on a stale mirror is never wrong: its
+	// compare-and-swap fails and the Breaker retries on the store's record.
+	Outcomes int
 }
 
 // cappedStore is a memory store that expires every record at most maxTTL
@@ -78,16 +101,27 @@ func NewKvbreaker(s kvbreaker.Settings, clock func() time.Time, opts ...Option) 
 	if so.cacheSize > 0 {
 		k.name = "kvbreaker+cache" + so.suffix()
 	}
+	n := max(so.procs, 1)
+	if so.mirror {
+		k.name = "kvbreaker+mirror" + so.suffix()
+		k.feed = newFeed(so.delay, n)
+		// The mirror's procStore declares the store not atomic (see
+		// mirror.go); the Breaker's warning about that is not for here.
+		s.Logger = slog.New(slog.DiscardHandler)
+	}
 	s.Clock = clock
 	s.OnStateChange = func(_ string, from, to kvbreaker.State) { k.last = Transition{From: from, To: to} }
 	// The decision cache is this package's procStore (see there): core's
 	// judges staleness by the real monotonic clock, which simulated time
 	// does not move. Write hints stay core's own.
 	s.CacheSize, s.CacheStaleness = 0, 0
-	n := max(so.procs, 1)
 	for i := range n {
 		p := &kvProcess{ps: &procStore{Store: k.store, clock: clock, max: so.cacheSize, stale: so.cacheStale,
 			rng: rand.New(rand.NewPCG(uint64(i), 0x6b7663616368))}}
+		if k.feed != nil {
+			p.ps.mir, p.ps.maxTTL = k.feed.newMirror(i), so.maxTTL
+			p.ps.mir.skipOwn = so.skipOwn
+		}
 		b, err := kvbreaker.New(p.ps, s)
 		if err != nil {
 			return nil, err
@@ -98,7 +132,8 @@ func NewKvbreaker(s kvbreaker.Settings, clock func() time.Time, opts ...Option) 
 	k.cur = k.procs[0]
 	// The replay reports to nobody: its answers are hypothetical.
 	s.OnStateChange, s.OnDrop, s.Observer = nil, nil, nil
-	k.snap = &snapshot{traits: k.store.Traits()}
+	// The replay reads before it writes, as the processes do (Traits).
+	k.snap = &snapshot{traits: k.procs[0].ps.Traits()}
 	r, err := kvbreaker.New(k.snap, s)
 	if err != nil {
 		return nil, err
@@ -115,6 +150,8 @@ type snapshot struct {
 	ver    driver.Version
 	err    error
 	traits driver.Traits
+	// wrote: a replayed call wrote (the mirror's outcomes).
+	wrote bool
 }
 
 func (s *snapshot) Get(context.Context, string) ([]byte, driver.Version, error) {
@@ -122,10 +159,14 @@ func (s *snapshot) Get(context.Context, string) ([]byte, driver.Version, error) 
 }
 
 func (s *snapshot) CompareAndSwap(context.Context, string, driver.Version, []byte, time.Duration) (driver.Version, error) {
+	s.wrote = true
 	return s.ver + 1, nil
 }
 
-func (s *snapshot) CompareAndDelete(context.Context, string, driver.Version) error { return nil }
+func (s *snapshot) CompareAndDelete(context.Context, string, driver.Version) error {
+	s.wrote = true
+	return nil
+}
 
 func (s *snapshot) Traits() driver.Traits { return s.traits }
 
@@ -142,23 +183,35 @@ func (k *Kvbreaker) Processes() int { return len(k.procs) }
 // UseProcess makes the next calls run in process p (modulo Processes).
 func (k *Kvbreaker) UseProcess(p int) { k.cur = k.procs[p%len(k.procs)] }
 
-// Name returns "kvbreaker" or "kvbreaker+cache", with "@ttl" and the cap
-// over a capped store.
+// Name returns "kvbreaker", "kvbreaker+cache" or "kvbreaker+mirror", with
+// "@ttl" and the cap over a capped store.
 func (k *Kvbreaker) Name() string { return k.name }
 
 // Breaker returns the Breaker of the current process.
 func (k *Kvbreaker) Breaker() *kvbreaker.Breaker { return k.cur.b }
 
 // Cost implements Coster: every process's requests to the shared store.
+// With the mirror, FeedReads (in Reads) are the re-reads a feed of
+// invalidations makes: every other process re-reads each commit, and every
+// process each record the store expired by the clock's now.
 func (k *Kvbreaker) Cost() Cost {
 	var c Cost
 	for _, p := range k.procs {
 		c = c.Add(p.ps.cost)
 	}
+	if f := k.feed; f != nil {
+		n := f.changes*(f.procs-1) + f.expiries(k.procs[0].ps.clock())*f.procs
+		c.Reads += n
+		c.FeedReads += n
+		for _, p := range k.procs {
+			c.FeedReadsOnUse += p.ps.mir.onUse
+		}
+	}
 	return c
 }
 
-// Staleness returns what the decision cache changed (zero without it).
+// Staleness returns what the decision cache or the mirror changed (zero
+// without either).
 func (k *Kvbreaker) Staleness() Staleness { return k.stale }
 
 // Err returns the first error a Breaker call returned, if any; with the
@@ -180,6 +233,28 @@ func (k *Kvbreaker) take() Transition {
 // Allow implements Model; now is the clock's reading.
 func (k *Kvbreaker) Allow(host string, now, heldSince time.Time) (Verdict, Transition) {
 	ps := k.cur.ps
+	if ps.mir != nil {
+		stale := k.mirrorStale(host, now)
+		v, err := k.cur.b.Allow(context.Background(), host, heldSince)
+		k.keep(err)
+		if ps.read {
+			k.stale.Served++
+		}
+		if stale {
+			r, err := k.replay.Allow(context.Background(), host, heldSince)
+			k.keep(err)
+			switch {
+			case r.Decision != v.Decision:
+				k.stale.Decisions++
+			case !r.RetryAt.Equal(v.RetryAt):
+				k.stale.Retries++
+			default:
+				return Verdict{Decision: v.Decision, RetryAt: v.RetryAt}, k.take()
+			}
+			k.stale.MaxAge = max(k.stale.MaxAge, ps.mir.lag(host, now))
+		}
+		return Verdict{Decision: v.Decision, RetryAt: v.RetryAt}, k.take()
+	}
 	ps.allow, ps.served = true, nil
 	v, err := k.cur.b.Allow(context.Background(), host, heldSince)
 	ps.allow = false
@@ -210,16 +285,53 @@ func (k *Kvbreaker) judgeStale(host string, now, heldSince time.Time, e *cacheEn
 	}
 }
 
-// Failure implements Model.
-func (k *Kvbreaker) Failure(host string, _ time.Time) Transition {
-	k.keep(k.cur.b.Failure(context.Background(), host))
+// mirrorStale reports whether the current process's mirror holds another
+// record for host at now than the store does, and if so loads the store's
+// into the replay's snapshot. It is called before the call, which may
+// write; it also arms the process's store to note the call's read and
+// write. The store's record is the feed's last commit of host, unless
+// expired: every write to the store is a process's, and in the feed.
+func (k *Kvbreaker) mirrorStale(host string, now time.Time) bool {
+	ps := k.cur.ps
+	ps.read, ps.wrote = false, false
+	e := ps.mir.get(host, now, false)
+	c := k.feed.last[host]
+	live := c.present && now.Before(c.expires)
+	if live == e.present && (!live || c.ver == e.ver) {
+		return false
+	}
+	k.snap.val, k.snap.ver, k.snap.err, k.snap.wrote = nil, driver.NoVersion, driver.ErrNotFound, false
+	if live {
+		k.snap.val, k.snap.ver, k.snap.err = c.value, c.ver, nil
+	}
+	return true
+}
+
+// outcome reports a delivery's outcome through the current process; with
+// the mirror it counts an outcome the mirror's staleness changed (see
+// Staleness.Outcomes).
+func (k *Kvbreaker) outcome(host string, now time.Time, call func(*kvbreaker.Breaker, context.Context, string) error) Transition {
+	ps := k.cur.ps
+	stale := ps.mir != nil && k.mirrorStale(host, now)
+	k.keep(call(k.cur.b, context.Background(), host))
+	if stale && !ps.wrote {
+		k.keep(call(k.replay, context.Background(), host))
+		if k.snap.wrote {
+			k.stale.Outcomes++
+			k.stale.MaxAge = max(k.stale.MaxAge, ps.mir.lag(host, now))
+		}
+	}
 	return k.take()
 }
 
+// Failure implements Model.
+func (k *Kvbreaker) Failure(host string, now time.Time) Transition {
+	return k.outcome(host, now, (*kvbreaker.Breaker).Failure)
+}
+
 // Success implements Model.
-func (k *Kvbreaker) Success(host string, _ time.Time) Transition {
-	k.keep(k.cur.b.Success(context.Background(), host))
-	return k.take()
+func (k *Kvbreaker) Success(host string, now time.Time) Transition {
+	return k.outcome(host, now, (*kvbreaker.Breaker).Success)
 }
 
 // Live implements Model: the store still holds an unexpired record. Not a

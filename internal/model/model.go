@@ -77,6 +77,11 @@ type storeOptions struct {
 	procs      int
 	cacheSize  int
 	cacheStale time.Duration
+	mirror     bool
+	delay      time.Duration
+	// skipOwn is a mutant for tests: the mirror drops the process's own
+	// writes.
+	skipOwn bool
 }
 
 // WithProcesses makes a Kvbreaker model a fleet of n processes, each with
@@ -89,6 +94,15 @@ func WithProcesses(n int) Option { return func(o *storeOptions) { o.procs = n } 
 // (Settings.CacheSize, CacheStaleness). Other models ignore it.
 func WithDecisionCache(size int, stale time.Duration) Option {
 	return func(o *storeOptions) { o.cacheSize, o.cacheStale = size, stale }
+}
+
+// WithMirror makes every process of a Kvbreaker model decide from a mirror
+// of the shared store (Settings.Mirror over a driver.Follower), labelled
+// "kvbreaker+mirror": each process's own writes enter its mirror at once,
+// every other commit and every expiry delay after it happened (see
+// mirror.go). Other models ignore it.
+func WithMirror(delay time.Duration) Option {
+	return func(o *storeOptions) { o.mirror, o.delay = true, delay }
 }
 
 // WithMaxStoreTTL makes the model's store expire every record at most d

@@ -41,6 +41,26 @@ type procStore struct {
 	// without a read, if any.
 	allow  bool
 	served *cacheEntry
+
+	// mir, when set, is the process's mirror (WithMirror): it answers
+	// every read, free; maxTTL is the store's cap, for when a write
+	// expires. read: the call read (the mirror); wrote: its write reached
+	// the store. The model sets both false before each call.
+	mir    *mirror
+	maxTTL time.Duration
+	read   bool
+	wrote  bool
+}
+
+// Traits are the store's, except that a Breaker deciding from a mirror is
+// told the store is not atomic: it then reads (the mirror) before every
+// write instead of writing on a remembered hint (see mirror.go).
+func (s *procStore) Traits() driver.Traits {
+	t := s.Store.Traits()
+	if s.mir != nil {
+		t.Atomic = false
+	}
+	return t
 }
 
 type cacheEntry struct {
@@ -52,6 +72,14 @@ type cacheEntry struct {
 }
 
 func (s *procStore) Get(ctx context.Context, key string) ([]byte, driver.Version, error) {
+	if s.mir != nil {
+		e := s.mir.get(key, s.clock(), true)
+		s.read = true
+		if !e.present {
+			return nil, driver.NoVersion, driver.ErrNotFound
+		}
+		return e.value, e.ver, nil
+	}
 	if s.allow && s.max > 0 {
 		now := s.clock()
 		if e := s.m[key]; e != nil && now.Before(e.at.Add(s.stale)) && (e.until.IsZero() || now.Before(e.until)) {
@@ -81,6 +109,11 @@ func (s *procStore) CompareAndSwap(ctx context.Context, key string, old driver.V
 	ver, err := s.Store.CompareAndSwap(ctx, key, old, value, ttl)
 	if err == nil {
 		s.remember(key, true, value, ver)
+		if s.maxTTL > 0 {
+			ttl = min(ttl, s.maxTTL)
+		}
+		now := s.clock()
+		s.committed(commit{at: now, key: key, present: true, value: value, ver: ver, expires: now.Add(ttl)})
 	}
 	s.conflict(key, err)
 	return ver, err
@@ -92,14 +125,35 @@ func (s *procStore) CompareAndDelete(ctx context.Context, key string, old driver
 	if err == nil || errors.Is(err, driver.ErrNotFound) {
 		s.remember(key, false, nil, driver.NoVersion)
 	}
+	if err == nil {
+		s.committed(commit{at: s.clock(), key: key, ver: old})
+	}
+	if s.mir != nil && errors.Is(err, driver.ErrNotFound) {
+		s.mir.current(key, false)
+	}
 	s.conflict(key, err)
 	return err
 }
 
-// conflict caches the current record a lost compare-and-swap returned.
+// committed puts this process's write in its mirror at once, and in the
+// feed that brings it to the others.
+func (s *procStore) committed(c commit) {
+	if s.mir == nil {
+		return
+	}
+	s.wrote = true
+	c.proc = s.mir.proc
+	s.mir.own(s.mir.f.add(c))
+}
+
+// conflict caches, or mirrors, the current record a lost compare-and-swap
+// returned.
 func (s *procStore) conflict(key string, err error) {
 	if ce, ok := errors.AsType[*driver.ConflictError](err); ok {
 		s.remember(key, ce.Version != driver.NoVersion, ce.Value, ce.Version)
+		if s.mir != nil {
+			s.mir.current(key, ce.Version != driver.NoVersion)
+		}
 	}
 }
 

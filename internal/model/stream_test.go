@@ -37,8 +37,10 @@ type streamStats struct {
 // retry instants and new ones arrive (half-open holds). A restrained host
 // is asked again by the end of its restraint (its held messages, or new
 // traffic, come back then). With stale, a probe may stay unanswered past
-// RecoveryDelay, so another worker takes it over.
-func runStream(t *testing.T, seed uint64, steps int, stale bool) (st streamStats) {
+// RecoveryDelay, so another worker takes it over. A fourth model,
+// kvbreaker deciding from a mirror with no propagation delay, must agree
+// with kvbreaker (and so fedify) on everything; mirror adds options to it.
+func runStream(t *testing.T, seed uint64, steps int, stale bool, mirror ...Option) (st streamStats) {
 	t.Helper()
 	rng := rand.New(rand.NewPCG(seed, 7))
 	fo, so, ks := streamOptions(rng)
@@ -55,7 +57,11 @@ func runStream(t *testing.T, seed uint64, steps int, stale bool) (st streamStats
 	if err != nil {
 		t.Fatal(err)
 	}
-	models := []Model{fed, sd, kv}
+	mir, err := NewKvbreaker(ks, func() time.Time { return now }, append([]Option{WithMirror(0)}, mirror...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	models := []Model{fed, sd, kv, mir}
 	cfg := fed.Config()
 	pOK := []float64{0.05, 0.3, 0.7}[rng.IntN(3)]
 	gaps := []time.Duration{0, time.Millisecond, 999 * time.Millisecond, time.Second, 30 * time.Second,
@@ -80,8 +86,8 @@ func runStream(t *testing.T, seed uint64, steps int, stale bool) (st streamStats
 			if trs[i].Changed() && i == 0 {
 				st.transitions++
 			}
-			if i == 2 && trs[i] != trs[0] {
-				mismatch("%s at %v: kvbreaker reported %s, fedify %s", what, now.Sub(t0), trs[i], trs[0])
+			if i >= 2 && trs[i] != trs[0] {
+				mismatch("%s at %v: %s reported %s, fedify %s", what, now.Sub(t0), models[i].Name(), trs[i], trs[0])
 			}
 		}
 	}
@@ -141,13 +147,15 @@ func runStream(t *testing.T, seed uint64, steps int, stale bool) (st streamStats
 		}
 		st.decisions++
 		ref := vs[0]
-		for i, name := range []string{"", "two-field", "kvbreaker"} {
-			if i > 0 && vs[i].Decision != ref.Decision {
-				mismatch("allow at %v (held since %v): %s decided %v, fedify %v", now.Sub(t0), since, name, vs[i].Decision, ref.Decision)
+		for i, m := range models[1:] {
+			if vs[i+1].Decision != ref.Decision {
+				mismatch("allow at %v (held since %v): %s decided %v, fedify %v", now.Sub(t0), since, m.Name(), vs[i+1].Decision, ref.Decision)
 			}
 		}
-		if ref.Decision == kvbreaker.Hold && !vs[2].RetryAt.Equal(ref.RetryAt) {
-			mismatch("allow at %v: kvbreaker retries at %v, fedify at %v", now.Sub(t0), vs[2].RetryAt.Sub(t0), ref.RetryAt.Sub(t0))
+		for _, i := range []int{2, 3} {
+			if ref.Decision == kvbreaker.Hold && !vs[i].RetryAt.Equal(ref.RetryAt) {
+				mismatch("allow at %v: %s retries at %v, fedify at %v", now.Sub(t0), models[i].Name(), vs[i].RetryAt.Sub(t0), ref.RetryAt.Sub(t0))
+			}
 		}
 		labels("allow")
 		switch ref.Decision {
@@ -170,15 +178,22 @@ func runStream(t *testing.T, seed uint64, steps int, stale bool) (st streamStats
 			st.drops++
 		}
 	}
-	if err := kv.Err(); err != nil {
-		t.Fatal(err)
+	for _, k := range []*Kvbreaker{kv, mir} {
+		if err := k.Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if c := mir.Cost(); c.Reads != c.FeedReads || mir.Staleness().Served != st.decisions-st.drops {
+		mismatch("kvbreaker+mirror read the store %d times and decided %d of %d Allows (%d drops): want no reads but the feed's, every Allow but drops decided from the mirror",
+			c.Reads-c.FeedReads, mir.Staleness().Served, st.decisions, st.drops)
 	}
 	return st
 }
 
-// TestSequentialStreamsAgree: on sequential streams kvbreaker agrees with
-// fedify on every decision, retry instant and state-change label, and the
-// note's two-field model on every decision.
+// TestSequentialStreamsAgree: on sequential streams kvbreaker, with and
+// without a mirror (one process, no delay), agrees with fedify on every
+// decision, retry instant and state-change label, and the note's two-field
+// model on every decision.
 func TestSequentialStreamsAgree(t *testing.T) {
 	var total streamStats
 	for seed := range uint64(300) {
@@ -220,6 +235,26 @@ func TestStaleProbeStreamsAgreeWithKvbreaker(t *testing.T) {
 		t.Fatal("no stale probe was taken over")
 	}
 	t.Logf("%d stale probes taken over", stale)
+}
+
+// TestMirrorStreamsNeedOwnWrites is the negative control of the mirror's
+// part in TestSequentialStreamsAgree: a mirror that drops the process's own
+// writes (they would reach it only through a feed that skips them) answers
+// Send on open circuits, and the streams catch it.
+func TestMirrorStreamsNeedOwnWrites(t *testing.T) {
+	skip := func(o *storeOptions) { o.skipOwn = true }
+	caught := 0
+	for seed := range uint64(20) {
+		for _, m := range runStream(t, seed, 400, false, skip).mismatches {
+			if strings.Contains(m, "kvbreaker+mirror") {
+				caught++
+			}
+		}
+	}
+	if caught == 0 {
+		t.Fatal("a mirror without its own writes agreed with fedify on 20 streams")
+	}
+	t.Logf("%d mismatches caught", caught)
 }
 
 func later(a, b time.Time) time.Time {

@@ -22,6 +22,13 @@ func (r *runner) fillCost(rep *ModelReport, md model.Model) {
 		rep.Cache.Served, rep.Cache.StaleDecisions = st.Served, st.Decisions
 		rep.Cache.MaxStaleAgeMS = float64(st.MaxAge.Microseconds()) / 1000
 	}
+	if k, ok := md.(*model.Kvbreaker); ok && rep.Mirror != nil {
+		st, m := k.Staleness(), rep.Mirror
+		m.Served, m.StaleDecisions, m.StaleRetries, m.StaleOutcomes = st.Served, st.Decisions, st.Retries, st.Outcomes
+		m.MaxLagMS = float64(st.MaxAge.Microseconds()) / 1000
+		m.FeedReads, m.FeedReadsOnUse = cost.FeedReads, cost.FeedReadsOnUse
+		m.RequestsPer1000DeliveriesNoFeedReads = per1000(cost.Requests()-cost.FeedReads, r.delivered)
+	}
 }
 
 func per1000(requests, deliveries int) float64 {

@@ -33,9 +33,10 @@ type Call struct {
 // Replay makes calls, in order, to every model built from o (and, with
 // storeTTL, the capped-store models of Scenario.StoreTTL), and reports
 // every model's numbers as Run does, except those that need a workload
-// (sends to down hosts, records sampled). The decision-cache model and the
-// cost-only gobreaker column are left out: one process answers every call. It checks, on streams built by
-// hand, what Run counts on random ones.
+// (sends to down hosts, records sampled). The decision-cache and mirror
+// models and the cost-only gobreaker column are left out: one process
+// answers every call. It checks, on streams built by hand, what Run counts
+// on random ones.
 func Replay(o Options, storeTTL time.Duration, calls []Call) ([]ModelReport, error) {
 	s := Scenario{Options: o, StoreTTL: storeTTL}
 	if err := s.Validate(); err != nil {

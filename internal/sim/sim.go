@@ -77,6 +77,12 @@ type Scenario struct {
 	// (per process) and CacheStaleness; defaults 4096 and 1 s.
 	CacheSize      int
 	CacheStaleness time.Duration
+	// MirrorDelay is kvbreaker+mirror's propagation delay: another
+	// process's commit, or the store's expiry of a record, reaches a
+	// process's mirror this long after it happened (its own writes at
+	// once). Default DefaultMirrorDelay; NoMirrorDelay (any negative
+	// value) for none.
+	MirrorDelay time.Duration
 	// Races turns off per-host ordering and makes each arrival a burst of
 	// 1..Burst messages to the host.
 	Races bool
@@ -102,12 +108,30 @@ type Scenario struct {
 	// the host it concerned, the instant, and the models (the reference
 	// first).
 	AfterEvent func(host string, now time.Time, models []model.Model)
+	// noMirror leaves the kvbreaker+mirror column out: tests that check
+	// nothing of it spare its Breakers, one per process, and the time they
+	// take.
+	noMirror bool
+
 	// OnCall, if set, is called before every decision and outcome the
 	// models are asked for, with the process (0 to Processes-1) that makes
 	// it: the call stream, to replay through real Breakers over a real
 	// store (one per process).
 	OnCall func(proc int, c Call)
 }
+
+// DefaultMirrorDelay is Scenario.MirrorDelay's default: a change's
+// journey from a commit to another process's mirror within one region,
+// a few network round trips (a watch event or a push, and on Redis and
+// PostgreSQL the re-read it triggers). Measure yours and pass it.
+const DefaultMirrorDelay = 5 * time.Millisecond
+
+// NoMirrorDelay makes Scenario.MirrorDelay zero: every commit is in every
+// mirror at once.
+const NoMirrorDelay time.Duration = -1
+
+// mirrorDelay is the delay the mirror model runs with.
+func (s Scenario) mirrorDelay() time.Duration { return max(s.MirrorDelay, 0) }
 
 func (s *Scenario) defaults() {
 	def := func(v *time.Duration, d time.Duration) {
@@ -138,6 +162,7 @@ func (s *Scenario) defaults() {
 		s.CacheSize = 4096
 	}
 	def(&s.CacheStaleness, kvbreaker.DefaultCacheStaleness)
+	def(&s.MirrorDelay, DefaultMirrorDelay)
 	def(&s.Timeout, 10*time.Second)
 	def(&s.Quiet, time.Hour)
 }
@@ -175,6 +200,9 @@ func (s Scenario) Validate() error {
 	}
 	if s.CacheStaleness < 0 || s.CacheStaleness%time.Millisecond != 0 {
 		bad("cache staleness is %v: want a positive whole number of milliseconds, or 0 for the default", s.CacheStaleness)
+	}
+	if s.MirrorDelay > 0 && s.MirrorDelay%time.Millisecond != 0 {
+		bad("mirror delay is %v: want a whole number of milliseconds, 0 for the default, or NoMirrorDelay", s.MirrorDelay)
 	}
 	if s.Burst < 0 || s.Burst > 1000 {
 		bad("burst is %d: want 1 to 1000", s.Burst)
@@ -275,6 +303,8 @@ type ModelReport struct {
 	LockRetries int `json:"lock_retries,omitempty"`
 	// Cache is kvbreaker+cache's decision-cache report.
 	Cache *CacheReport `json:"cache,omitempty"`
+	// Mirror is kvbreaker+mirror's report.
+	Mirror *MirrorReport `json:"mirror,omitempty"`
 	// PeakRecords is the most live records seen, sampled every simulated
 	// minute; RecordsLeftAfterQuiet those still live after Quiet.
 	PeakRecords           int `json:"peak_records"`
@@ -296,6 +326,40 @@ type CacheReport struct {
 	// is the oldest cached record among them, below Staleness.
 	StaleDecisions int     `json:"stale_decisions"`
 	MaxStaleAgeMS  float64 `json:"max_stale_age_ms"`
+}
+
+// MirrorReport is what deciding from mirrors did in kvbreaker+mirror's
+// fleet.
+type MirrorReport struct {
+	Processes int `json:"processes"`
+	// Delay is the propagation delay (Scenario.MirrorDelay).
+	Delay string `json:"delay"`
+	// Served is the Allow calls decided from a process's mirror, with no
+	// store read: every one but drops.
+	Served int `json:"served"`
+	// StaleDecisions are those the store's record at that instant would
+	// have answered differently: another process's commit, or the store's
+	// expiry, had not reached the mirror yet. StaleOutcomes are Failures
+	// and Successes that wrote nothing on such a mirror where the store's
+	// record would have been written. StaleRetries are holds the store's
+	// record would have held too, but until another instant. MaxLagMS is
+	// the longest lag among them all: how long before the call the oldest
+	// change the mirror had not received happened, below Delay.
+	StaleDecisions int     `json:"stale_decisions"`
+	StaleRetries   int     `json:"stale_retries"`
+	StaleOutcomes  int     `json:"stale_outcomes"`
+	MaxLagMS       float64 `json:"max_lag_ms"`
+	// FeedReads, counted in StoreReads, are the re-reads a feed of
+	// invalidations costs (Redis, PostgreSQL): each commit re-read by every
+	// other process, each expiry by every process. On etcd and the memory
+	// store the feed carries the values: the requests per 1,000 deliveries
+	// there are RequestsPer1000DeliveriesNoFeedReads.
+	FeedReads                            int     `json:"feed_reads"`
+	RequestsPer1000DeliveriesNoFeedReads float64 `json:"requests_per_1000_deliveries_no_feed_reads"`
+	// FeedReadsOnUse (not in StoreReads) is what FeedReads would be if a
+	// process re-read an invalidated key only when next asked about it
+	// (model.Cost.FeedReadsOnUse).
+	FeedReadsOnUse int `json:"feed_reads_on_use"`
 }
 
 // Baseline is a fleet without a breaker: every message is sent once, when
@@ -468,25 +532,34 @@ func (r *runner) newModels() error {
 		HoldLimit: o.HoldLimit, ReleaseInterval: o.ReleaseInterval, StateTTL: o.StateTTL,
 	}
 	procs := append(opts[:len(opts):len(opts)], model.WithProcesses(r.s.Processes))
-	variants := [][]model.Option{nil, {model.WithDecisionCache(r.s.CacheSize, r.s.CacheStaleness)}}
+	variants := []struct {
+		name  string
+		extra []model.Option
+	}{
+		{"kvbreaker", nil},
+		{"kvbreaker+cache", []model.Option{model.WithDecisionCache(r.s.CacheSize, r.s.CacheStaleness)}},
+		{"kvbreaker+mirror", []model.Option{model.WithMirror(r.s.mirrorDelay())}},
+	}
 	if r.replay {
 		variants = variants[:1]
 	}
-	for _, extra := range variants {
-		kv, err := model.NewKvbreaker(ks, r.clock, append(procs, extra...)...)
+	if r.s.noMirror {
+		variants = variants[:len(variants)-1]
+	}
+	for _, v := range variants {
+		kv, err := model.NewKvbreaker(ks, r.clock, append(procs, v.extra...)...)
 		if err != nil {
-			name := "kvbreaker"
-			if extra != nil {
-				name += "+cache"
-			}
-			r.refused = append(r.refused, ModelReport{Model: name, Refused: err.Error()})
+			r.refused = append(r.refused, ModelReport{Model: v.name, Refused: err.Error()})
 			continue
 		}
 		r.models = append(r.models, kv)
 		r.procs = append(r.procs, kv)
 		rep := ModelReport{Model: kv.Name(), StateTTL: kv.Breaker().StateTTL().String() + note}
-		if extra != nil {
+		switch v.name {
+		case "kvbreaker+cache":
 			rep.Cache = &CacheReport{Processes: r.s.Processes, Size: r.s.CacheSize, Staleness: r.s.CacheStaleness.String()}
+		case "kvbreaker+mirror":
+			rep.Mirror = &MirrorReport{Processes: r.s.Processes, Delay: r.s.mirrorDelay().String()}
 		}
 		r.reports = append(r.reports, rep)
 	}

@@ -32,7 +32,9 @@ func byName(t *testing.T, r *Report, name string) ModelReport {
 }
 
 // scenarios the agreement tests run: the default fleet, failure-heavy
-// fleets, and short delays so that many restraint cycles happen.
+// fleets, and short delays so that many restraint cycles happen. Their
+// mirrors receive every commit at once: kvbreaker+mirror must then decide
+// as kvbreaker does (TestSequentialAgreement).
 var scenarios = []struct {
 	name string
 	s    Scenario
@@ -43,16 +45,19 @@ var scenarios = []struct {
 	// minute against a 2-minute recovery delay: about 4% of restraints.
 	idleGaps bool
 }{
-	{"default-mix", Scenario{Seed: 1, Hosts: 200, Workers: 16, Duration: 3 * time.Hour}, false},
-	{"mostly-failing", Scenario{Seed: 2, Hosts: 40, Workers: 16, Mix: Mix{Healthy: 1, Dead: 2, Flapping: 3, Slow: 2}, Rate: 120, Duration: 2 * time.Hour}, false},
+	{"default-mix", Scenario{Seed: 1, Hosts: 200, Workers: 16, Duration: 3 * time.Hour, MirrorDelay: NoMirrorDelay}, false},
+	{"mostly-failing", Scenario{Seed: 2, Hosts: 40, Workers: 16, Mix: Mix{Healthy: 1, Dead: 2, Flapping: 3, Slow: 2}, Rate: 120, Duration: 2 * time.Hour,
+		MirrorDelay: NoMirrorDelay}, false},
 	{"short-delays", Scenario{Seed: 3, Hosts: 40, Workers: 16, Mix: Mix{Healthy: 1, Dead: 1, Flapping: 2, Slow: 2}, Rate: 90, Duration: 2 * time.Hour,
-		Options: Options{FailureThreshold: 3, FailureWindow: time.Minute, RecoveryDelay: 2 * time.Minute, ReleaseInterval: 2 * time.Second, HoldLimit: 20 * time.Minute}}, true},
+		MirrorDelay: NoMirrorDelay,
+		Options:     Options{FailureThreshold: 3, FailureWindow: time.Minute, RecoveryDelay: 2 * time.Minute, ReleaseInterval: 2 * time.Second, HoldLimit: 20 * time.Minute}}, true},
 }
 
-// TestSequentialAgreement: with per-host ordering, kvbreaker agrees with
-// fedify on 100% of decisions, retry instants and state-change labels, and
-// the note's two-field model on 100% of decisions — as long as no record
-// outlives its derived TTL unasked. Where one does (idle gaps), the only
+// TestSequentialAgreement: with per-host ordering, kvbreaker (and
+// kvbreaker+mirror, whose mirrors here receive every commit at once, in
+// each of the 8 processes) agrees with fedify on 100% of decisions, retry
+// instants and state-change labels, and the note's two-field model on 100%
+// of decisions — as long as no record outlives its derived TTL unasked. Where one does (idle gaps), the only
 // divergences are those after the lost record (DESIGN §2's accepted cost:
 // the probe is demoted to a plain send and failures are counted afresh).
 func TestSequentialAgreement(t *testing.T) {
@@ -75,6 +80,7 @@ func TestSequentialAgreement(t *testing.T) {
 			if kv.RetryMismatches != 0 {
 				t.Errorf("kvbreaker retry instants differ: %+v", kv)
 			}
+			checkMirrorExact(t, kv, byName(t, r, "kvbreaker+mirror"))
 			if !tc.idleGaps && (kv.Agreement != 1 || kv.TransitionMismatches != 0 || two.Agreement != 1) {
 				t.Errorf("not 100%%:\nkvbreaker %+v\ntwo-field %+v", kv, two)
 			}
@@ -104,7 +110,8 @@ func TestStaleProbesAgreeWithKvbreaker(t *testing.T) {
 
 // TestRacesAreSafe: with races injected, neither two-field nor kvbreaker
 // ever sends or probes where fedify holds because of a race, and kvbreaker
-// decides exactly as fedify. The one other source of divergence is a
+// decides exactly as fedify (and kvbreaker+mirror, whose mirrors here
+// receive every commit at once, exactly as kvbreaker). The one other source of divergence is a
 // record that expired (derived TTL) before the host was asked again, which
 // happens when workers fall behind; it is counted apart (RecordsLost,
 // AfterRecordLoss) and must not occur while workers keep up. The safe
@@ -116,6 +123,8 @@ func TestRacesAreSafe(t *testing.T) {
 			s := tc.s
 			s.Races = true
 			s.Seed += 100 * seed
+			// The mirror is checked on one seed of each scenario.
+			s.noMirror = seed > 0
 			r := run(t, s)
 			for _, name := range []string{"two-field", "kvbreaker"} {
 				m := byName(t, r, name)
@@ -127,6 +136,11 @@ func TestRacesAreSafe(t *testing.T) {
 			kv := byName(t, r, "kvbreaker")
 			if kv.SafeDivergences != 0 || kv.LateProbes != 0 || kv.RetryMismatches != 0 || (kv.SilentCloses == 0 && (kv.Agreement != 1 || kv.TransitionMismatches != 0)) {
 				t.Errorf("%s seed %d: kvbreaker differs from fedify under races: %+v", tc.name, s.Seed, kv)
+			}
+			// Mirrors that receive every commit at once decide as the
+			// store's records do, races or not.
+			if !s.noMirror {
+				checkMirrorExact(t, kv, byName(t, r, "kvbreaker+mirror"))
 			}
 			m := byName(t, r, "two-field")
 			safe += m.SafeDivergences
@@ -144,7 +158,7 @@ func TestRacesAreSafe(t *testing.T) {
 	// With enough workers every held message is asked again on time: no
 	// record is lost, and nothing diverges unsafely at all.
 	for seed := range uint64(2) {
-		r := run(t, Scenario{Seed: 50 + seed, Races: true, Hosts: 200, Workers: 64, Duration: 3 * time.Hour})
+		r := run(t, Scenario{Seed: 50 + seed, Races: true, Hosts: 200, Workers: 64, Duration: 3 * time.Hour, noMirror: true})
 		for _, name := range []string{"two-field", "kvbreaker"} {
 			if m := byName(t, r, name); m.SilentCloses != 0 || m.AfterRecordLossUnsafe != 0 || m.UnsafeDivergences != 0 {
 				t.Errorf("default fleet with races, seed %d: %s %+v", 50+seed, name, m)
@@ -158,7 +172,7 @@ func TestRacesAreSafe(t *testing.T) {
 // the same workload with workers to spare loses none.
 func TestRecordLossNeedsBacklog(t *testing.T) {
 	s := scenarios[1].s
-	s.Races = true
+	s.Races, s.noMirror = true, true
 	busy := run(t, s)
 	s.Workers = 2000
 	idle := run(t, s)
@@ -175,7 +189,7 @@ func TestOpenedIsMaxFailuresEverywhere(t *testing.T) {
 	for _, races := range []bool{false, true} {
 		for _, tc := range scenarios {
 			s := tc.s
-			s.Races = races
+			s.Races, s.noMirror = races, true
 			checked := 0
 			s.AfterEvent = func(host string, now time.Time, ms []model.Model) {
 				rec, ok := ms[0].(*model.Fedify).Record(host, now)
@@ -204,7 +218,7 @@ func TestOpenedIsMaxFailuresEverywhere(t *testing.T) {
 // set apart from the state TTL (Scenario.StoreTTL): a state TTL of 10m
 // would run fedify's model with a stateTtl fedify refuses.
 func TestStoreTTLBelowRestraint(t *testing.T) {
-	s := Scenario{Seed: 5, Hosts: 20, Mix: Mix{Dead: 1}, Duration: 6 * time.Hour, Rate: 60}
+	s := Scenario{Seed: 5, Hosts: 20, Mix: Mix{Dead: 1}, Duration: 6 * time.Hour, Rate: 60, noMirror: true}
 	good := run(t, s)
 	s.StoreTTL = 10 * time.Minute
 	short := run(t, s)
@@ -256,7 +270,7 @@ func TestRecordsExpireAfterQuiet(t *testing.T) {
 }
 
 func TestBreakerSparesDeadHosts(t *testing.T) {
-	r := run(t, Scenario{Seed: 7, Hosts: 200})
+	r := run(t, Scenario{Seed: 7, Hosts: 200, noMirror: true})
 	for _, m := range r.Models {
 		if m.SendsToDownHosts*3 > r.Baseline.SendsToDownHosts {
 			t.Errorf("%s sent %d to down hosts; no breaker sent %d", m.Model, m.SendsToDownHosts, r.Baseline.SendsToDownHosts)
@@ -318,4 +332,47 @@ func TestParseMix(t *testing.T) {
 	if m2, err := ParseMix(DefaultMix.String()); err != nil || m2 != DefaultMix {
 		t.Fatalf("round trip: %v, %v", m2, err)
 	}
+}
+
+// TestMirrorSingleProcessAgrees: one process deciding from its mirror (its
+// own writes in it at once) makes every decision, retry instant and
+// state-change label kvbreaker makes reading the store, so 100% of fedify's
+// on sequential streams (where records outlive their TTL unasked, the same
+// divergences after the loss), without reading the store.
+func TestMirrorSingleProcessAgrees(t *testing.T) {
+	for _, tc := range scenarios {
+		t.Run(tc.name, func(t *testing.T) {
+			s := tc.s
+			s.Processes = 1
+			r := run(t, s)
+			kv, mir := byName(t, r, "kvbreaker"), byName(t, r, "kvbreaker+mirror")
+			if !tc.idleGaps && (mir.Agreement != 1 || mir.RetryMismatches != 0 || mir.TransitionMismatches != 0) {
+				t.Errorf("kvbreaker+mirror is not 100%% fedify's: %+v", mir)
+			}
+			checkMirrorExact(t, kv, mir)
+		})
+	}
+}
+
+// checkMirrorExact: a mirror without delay decides as kvbreaker does, with
+// nothing stale, every Allow but drops from the mirror, and no store reads
+// but the feed's re-reads.
+func checkMirrorExact(t *testing.T, kv, mir ModelReport) {
+	t.Helper()
+	if decisions(mir) != decisions(kv) {
+		t.Errorf("kvbreaker+mirror decided otherwise than kvbreaker:\n%+v\n%+v", decisions(mir), decisions(kv))
+	}
+	m := mir.Mirror
+	if m.StaleDecisions+m.StaleRetries+m.StaleOutcomes != 0 || m.Served != kv.Decisions-kv.Drops || mir.StoreReads != m.FeedReads {
+		t.Errorf("mirror report %+v (store reads %d): want nothing stale, every Allow but drops from the mirror, no reads but the feed's", m, mir.StoreReads)
+	}
+}
+
+// decisions is what a model decided, without its name, costs and reports.
+func decisions(m ModelReport) ModelReport {
+	return ModelReport{Decisions: m.Decisions, Agreement: m.Agreement, UnsafeDivergences: m.UnsafeDivergences, SafeDivergences: m.SafeDivergences,
+		LateProbes: m.LateProbes, SendProbeSwaps: m.SendProbeSwaps, ExpiryEffects: m.ExpiryEffects, AfterRecordLoss: m.AfterRecordLoss,
+		AfterRecordLossUnsafe: m.AfterRecordLossUnsafe, RetryMismatches: m.RetryMismatches, TransitionMismatches: m.TransitionMismatches,
+		Transitions: m.Transitions, SendsToDownHosts: m.SendsToDownHosts, Probes: m.Probes, Drops: m.Drops, PeakRecords: m.PeakRecords,
+		RecordsLeftAfterQuiet: m.RecordsLeftAfterQuiet}
 }
