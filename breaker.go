@@ -137,19 +137,25 @@ func (b *Breaker) StateTTL() time.Duration { return b.cfg.StateTTL }
 type instant struct{ wall, mono time.Time }
 
 // instant reads the clock once per call; time.Now a second time only when
-// the decision cache or the mirror needs the monotonic clock and
-// Settings.Clock replaced it.
+// the decision cache, the mirror or the background clock check needs the
+// monotonic clock and Settings.Clock replaced it.
 func (b *Breaker) instant() instant {
 	t := b.clock()
 	in := instant{wall: wall(t), mono: t}
-	if b.s.Clock != nil && (b.cache.decides() || b.mirror != nil) {
+	if b.s.Clock != nil && (b.cache.decides() || b.mirror != nil || b.clk.auto) {
 		in.mono = time.Now()
 	}
 	return in
 }
 
-// wall is t as a record keeps it: wall clock, to the millisecond.
-func wall(t time.Time) time.Time { return t.Round(0).Truncate(time.Millisecond) }
+// wall is t as a record keeps it: wall clock, to the millisecond. A
+// millisecond divides a second, so truncating is taking off the
+// nanoseconds past the millisecond, as Truncate(time.Millisecond) does
+// after a general division that Allow's profile shows.
+func wall(t time.Time) time.Time {
+	t = t.Round(0)
+	return t.Add(-time.Duration(t.Nanosecond() % int(time.Millisecond)))
+}
 
 // current is a record as read, with the version to compare against.
 type current struct {
@@ -244,7 +250,7 @@ func (b *Breaker) run(ctx context.Context, host string, in instant, write bool, 
 		return machine.Step{}, byStore, err
 	}
 	if b.clk.auto {
-		b.maybeCheckClock()
+		b.maybeCheckClock(in.mono)
 	}
 	if b.mirror != nil && b.mirror.decides(ctx, in.mono) {
 		return b.runMirrored(ctx, host, in, write, decide)

@@ -434,7 +434,8 @@ func (b *Breaker) runMirrored(ctx context.Context, host string, in instant, writ
 				st = decide(cur.rec, now)
 			}
 		}
-		if b.cfg.Future(cur.rec, now) {
+		// No record (a closed host, most hosts) holds no instant at all.
+		if !cur.rec.IsZero() && b.cfg.Future(cur.rec, now) {
 			b.anomaly(ctx, host, AnomalyFuture, "restrained_until", cur.rec.RestrainedUntil, "newest_failure", cur.rec.Opened(), "now", now)
 		}
 		if st.Write == machine.WriteNone {
