@@ -230,8 +230,8 @@ func (b *Breaker) apply(ctx context.Context, host string, cur current, st *machi
 }
 
 // run reads host's record and applies decide to it, retrying on conflicts
-// with the store's current record. It returns the committed step, and
-// whether it was decided on the cache without a store call; the
+// with the store's current record. It puts the committed step in st and
+// returns what it was decided on (the store, the cache or the mirror); the
 // Observer's Transition hook fires after the write.
 //
 // Allow (write == false) may decide on a fresh cached record. A write call
@@ -245,22 +245,29 @@ func (b *Breaker) apply(ctx context.Context, host string, cur current, st *machi
 // clock read and its store read would look stamped by a fast clock, and the
 // machine would clamp it back to in.wall (clampFuture): right in count,
 // wrong in instant.
-func (b *Breaker) run(ctx context.Context, host string, in instant, write bool, decide func(r record.Record, now time.Time) machine.Step) (_ machine.Step, by decider, _ error) {
+func (b *Breaker) run(ctx context.Context, host string, in instant, write bool, decide decideFunc, st *machine.Step) (by decider, _ error) {
 	if err := driver.ValidateKey(host); err != nil {
-		return machine.Step{}, byStore, err
+		return byStore, err
 	}
 	if b.clk.auto {
 		b.maybeCheckClock(in.mono)
 	}
 	if b.mirror != nil && b.mirror.decides(ctx, in.mono) {
-		return b.runMirrored(ctx, host, in, write, decide)
+		return b.runMirrored(ctx, host, in, write, decide, st)
 	}
-	st, cached, err := b.runStore(ctx, host, in, write, decide)
+	cached, err := b.runStore(ctx, host, in, write, decide, st)
 	if cached {
-		return st, byCache, err
+		return byCache, err
 	}
-	return st, byStore, err
+	return byStore, err
 }
+
+// decideFunc returns the step for record r at now. The run path puts it
+// where its caller wants it (run's st) rather than returning it: a Step is
+// over a hundred bytes, and the closed Allow's profile showed each copy of
+// it up the path. (A func value may keep what it is given, so st is not
+// passed to decide: it would move to the heap.)
+type decideFunc func(r record.Record, now time.Time) machine.Step
 
 // decider is what a decision was made on.
 type decider uint8
@@ -273,7 +280,7 @@ const (
 
 // runStore is run without a mirror that decides: on the store's record,
 // or the cache's.
-func (b *Breaker) runStore(ctx context.Context, host string, in instant, write bool, decide func(r record.Record, now time.Time) machine.Step) (_ machine.Step, cached bool, _ error) {
+func (b *Breaker) runStore(ctx context.Context, host string, in instant, write bool, decide decideFunc, st *machine.Step) (cached bool, _ error) {
 	var cur current
 	fresh, hinted := false, false
 	at := b.cache.ref(host) // host's cache slot, hashed once per call
@@ -300,15 +307,16 @@ func (b *Breaker) runStore(ctx context.Context, host string, in instant, write b
 			var err error
 			if cur, err = b.get(ctx, host); err != nil {
 				b.cache.forget(at, host)
-				return machine.Step{}, false, err
+				*st = machine.Step{}
+				return false, err
 			}
 			b.cache.put(at, host, cur, seq, in.mono)
 		}
-		st := decide(cur.rec, now)
+		*st = decide(cur.rec, now)
 		if st.Write != machine.WriteNone && read {
 			if t := wall(b.clock()); t.After(now) {
 				now = t
-				st = decide(cur.rec, now)
+				*st = decide(cur.rec, now)
 			}
 		}
 		if b.cfg.Future(cur.rec, now) {
@@ -321,10 +329,10 @@ func (b *Breaker) runStore(ctx context.Context, host string, in instant, write b
 				hinted, fresh = false, false
 				continue
 			}
-			return st, cached, nil
+			return cached, nil
 		}
 		hinted, cached = false, false
-		next, ok, err := b.apply(ctx, host, cur, &st)
+		next, ok, err := b.apply(ctx, host, cur, st)
 		if ok {
 			b.cache.put(at, host, next, at.begin(), in.mono)
 		} else {
@@ -332,17 +340,20 @@ func (b *Breaker) runStore(ctx context.Context, host string, in instant, write b
 		}
 		switch {
 		case err == nil:
-			b.notify(ctx, host, &st)
-			return st, false, nil
+			b.notify(ctx, host, st)
+			return false, nil
 		case errors.Is(err, driver.ErrNotFound):
-			return machine.Step{From: record.StateClosed, To: record.StateClosed}, false, nil
+			*st = machine.Step{From: record.StateClosed, To: record.StateClosed}
+			return false, nil
 		case errors.Is(err, driver.ErrConflict):
 			cur, fresh, read = next, ok, true
 			continue
 		}
-		return machine.Step{}, false, err
+		*st = machine.Step{}
+		return false, err
 	}
-	return machine.Step{}, false, fmt.Errorf("%w: %d lost compare-and-swaps on %q", ErrContended, maxCASAttempts, host)
+	*st = machine.Step{}
+	return false, fmt.Errorf("%w: %d lost compare-and-swaps on %q", ErrContended, maxCASAttempts, host)
 }
 
 // Allow decides whether to deliver to host now. heldSince is when the
@@ -367,9 +378,10 @@ func (b *Breaker) Allow(ctx context.Context, host string, heldSince time.Time) (
 	// restraint's end every worker holding a message for the host asks at
 	// once; on a hint each loser would pay a failed compare-and-swap (a
 	// Raft proposal, a DynamoDB write unit) where a read costs less.
-	st, by, err := b.run(ctx, host, in, false, func(r record.Record, now time.Time) machine.Step {
+	var st machine.Step
+	by, err := b.run(ctx, host, in, false, func(r record.Record, now time.Time) machine.Step {
 		return machine.AllowStep(r, now, heldSince, &b.cfg)
-	})
+	}, &st)
 	if heldSince.IsZero() {
 		heldSince = now
 	}
@@ -409,7 +421,8 @@ func (b *Breaker) holdBriefly(now, heldSince time.Time) time.Time {
 // Failure records that a delivery to host failed (no answer, 5xx, timeout).
 func (b *Breaker) Failure(ctx context.Context, host string) error {
 	in := b.instant()
-	_, _, err := b.run(ctx, host, in, true, func(r record.Record, now time.Time) machine.Step { return machine.FailureStep(r, now, &b.cfg) })
+	var st machine.Step
+	_, err := b.run(ctx, host, in, true, func(r record.Record, now time.Time) machine.Step { return machine.FailureStep(r, now, &b.cfg) }, &st)
 	err = wrap("failure", host, err)
 	b.recorded(ctx, host, Failure, err)
 	return err
@@ -420,7 +433,8 @@ func success(r record.Record, _ time.Time) machine.Step { return machine.Success
 // Success records that host answered; its record is deleted and the circuit
 // closes.
 func (b *Breaker) Success(ctx context.Context, host string) error {
-	_, _, err := b.run(ctx, host, b.instant(), true, success)
+	var st machine.Step
+	_, err := b.run(ctx, host, b.instant(), true, success, &st)
 	err = wrap("success", host, err)
 	b.recorded(ctx, host, Success, err)
 	return err
@@ -429,7 +443,8 @@ func (b *Breaker) Success(ctx context.Context, host string) error {
 // ReachableFailure records a failure that proves the host is up (it
 // answered, e.g. with a 4xx): like Success, the circuit closes.
 func (b *Breaker) ReachableFailure(ctx context.Context, host string) error {
-	_, _, err := b.run(ctx, host, b.instant(), true, success)
+	var st machine.Step
+	_, err := b.run(ctx, host, b.instant(), true, success, &st)
 	err = wrap("reachable failure", host, err)
 	b.recorded(ctx, host, ReachableFailure, err)
 	return err
@@ -437,9 +452,10 @@ func (b *Breaker) ReachableFailure(ctx context.Context, host string) error {
 
 // Reset deletes host's record whatever it holds, force-closing the circuit.
 func (b *Breaker) Reset(ctx context.Context, host string) error {
-	_, _, err := b.run(ctx, host, b.instant(), true, func(r record.Record, _ time.Time) machine.Step {
+	var st machine.Step
+	_, err := b.run(ctx, host, b.instant(), true, func(r record.Record, _ time.Time) machine.Step {
 		return machine.Step{From: r.State(), To: record.StateClosed, Write: machine.WriteDelete}
-	})
+	}, &st)
 	return wrap("reset", host, err)
 }
 
