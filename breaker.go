@@ -366,11 +366,12 @@ func (b *Breaker) runStore(ctx context.Context, host string, in instant, write b
 // too many lost probe elections it holds for ReleaseInterval. A host that
 // fails ValidateKey is never passed to the store: Allow answers Send with an
 // error matching ErrInvalidKey (the breaker cannot track such a host).
-func (b *Breaker) Allow(ctx context.Context, host string, heldSince time.Time) (Verdict, error) {
+func (b *Breaker) Allow(ctx context.Context, host string, heldSince time.Time) (v Verdict, err error) {
+	// v is the result itself: built in place, not copied out at return.
 	in := b.instant()
 	now := in.wall
 	if b.cfg.HoldExpired(heldSince, now) {
-		v := Verdict{Decision: Drop, HeldSince: heldSince}
+		v = Verdict{Decision: Drop, HeldSince: heldSince}
 		b.decided(ctx, host, &v, byStore, nil)
 		return v, nil
 	}
@@ -385,26 +386,25 @@ func (b *Breaker) Allow(ctx context.Context, host string, heldSince time.Time) (
 	if heldSince.IsZero() {
 		heldSince = now
 	}
-	var v Verdict
 	switch {
-	case errors.Is(err, ErrInvalidKey):
-		v = Verdict{Decision: Send}
-	case errors.Is(err, ErrContended):
-		// Another worker is probing; look again shortly.
-		v, err = Verdict{Decision: Hold, RetryAt: b.holdBriefly(now, heldSince), HeldSince: heldSince}, nil
-	case err != nil:
-		err = fmt.Errorf("kvbreaker: allow %q: %w", host, err)
-		v = Verdict{Decision: Send}
-		if b.s.FailClosed {
-			v = Verdict{Decision: Hold, RetryAt: b.holdBriefly(now, heldSince), HeldSince: heldSince}
-		}
-	default:
+	case err == nil:
 		v = Verdict{Decision: Decision(st.Decision), RetryAt: st.RetryAt}
 		switch v.Decision {
 		case Hold:
 			v.HeldSince = heldSince
 		case Probe:
 			v.claim = st.Record.RestrainedUntil
+		}
+	case errors.Is(err, ErrInvalidKey):
+		v = Verdict{Decision: Send}
+	case errors.Is(err, ErrContended):
+		// Another worker is probing; look again shortly.
+		v, err = Verdict{Decision: Hold, RetryAt: b.holdBriefly(now, heldSince), HeldSince: heldSince}, nil
+	default:
+		err = fmt.Errorf("kvbreaker: allow %q: %w", host, err)
+		v = Verdict{Decision: Send}
+		if b.s.FailClosed {
+			v = Verdict{Decision: Hold, RetryAt: b.holdBriefly(now, heldSince), HeldSince: heldSince}
 		}
 	}
 	b.decided(ctx, host, &v, by, err)
