@@ -232,7 +232,8 @@ func (b *Breaker) apply(ctx context.Context, host string, cur current, st *machi
 // run reads host's record and applies decide to it, retrying on conflicts
 // with the store's current record. It puts the committed step in st and
 // returns what it was decided on (the store, the cache or the mirror); the
-// Observer's Transition hook fires after the write.
+// Observer's Transition hook fires after the write. After an error st means
+// nothing (no caller reads it then).
 //
 // Allow (write == false) may decide on a fresh cached record. A write call
 // never does: a cached record is only the compare-and-swap hint, which the
@@ -307,7 +308,6 @@ func (b *Breaker) runStore(ctx context.Context, host string, in instant, write b
 			var err error
 			if cur, err = b.get(ctx, host); err != nil {
 				b.cache.forget(at, host)
-				*st = machine.Step{}
 				return false, err
 			}
 			b.cache.put(at, host, cur, seq, in.mono)
@@ -349,10 +349,8 @@ func (b *Breaker) runStore(ctx context.Context, host string, in instant, write b
 			cur, fresh, read = next, ok, true
 			continue
 		}
-		*st = machine.Step{}
 		return false, err
 	}
-	*st = machine.Step{}
 	return false, fmt.Errorf("%w: %d lost compare-and-swaps on %q", ErrContended, maxCASAttempts, host)
 }
 

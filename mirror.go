@@ -453,7 +453,6 @@ func (b *Breaker) runMirrored(ctx context.Context, host string, in instant, writ
 				// expired: StateTTL outlasts RecoveryDelay.
 				got, err := b.get(ctx, host)
 				if err != nil {
-					*st = machine.Step{}
 					return byStore, err
 				}
 				m.learn(host, got, got.ver == driver.NoVersion, driver.NoVersion, time.Time{})
@@ -481,9 +480,7 @@ func (b *Breaker) runMirrored(ctx context.Context, host string, in instant, writ
 			cur, read = next, true
 			continue
 		}
-		*st = machine.Step{}
 		return byStore, err
 	}
-	*st = machine.Step{}
 	return byStore, fmt.Errorf("%w: %d lost compare-and-swaps on %q", ErrContended, maxCASAttempts, host)
 }
