@@ -525,3 +525,23 @@ func TestMirrorFutureRecordAnomaly(t *testing.T) {
 		}
 	})
 }
+
+// TestMirrorStalenessByMonotonicClock: with a Settings.Clock of its own (here
+// one fixed instant, 30 years on, without a monotonic reading), the mirror
+// still judges whether it may decide by the monotonic clock: once synced, it
+// decides (judged by that Clock, it would look 30 years stale).
+func TestMirrorStalenessByMonotonicClock(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := t.Context()
+		st := &counting{Store: memory.New()}
+		fixed := time.Now().AddDate(30, 0, 0).Round(0)
+		b := mirrored(t, st, kvbreaker.Settings{Clock: func() time.Time { return fixed }})
+		synctest.Wait()
+		if v, err := b.Allow(ctx, "a.example", time.Time{}); err != nil || v.Decision != kvbreaker.Send {
+			t.Fatal(v, err)
+		}
+		if n := st.requests(); n != 0 {
+			t.Fatalf("%d store requests with a synced mirror; want it to decide", n)
+		}
+	})
+}
