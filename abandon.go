@@ -26,9 +26,10 @@ func (b *Breaker) Abandon(ctx context.Context, host string, v Verdict) error {
 	if v.Decision != Probe || v.claim.IsZero() {
 		return nil
 	}
-	st, _, err := b.run(ctx, host, b.instant(), true, func(r record.Record, now time.Time) machine.Step {
+	var st machine.Step
+	_, err := b.run(ctx, host, b.instant(), true, func(r record.Record, now time.Time) machine.Step {
 		return machine.AbandonStep(r, v.claim, now)
-	})
+	}, &st)
 	b.abandoned(ctx, host, err == nil && st.Write != machine.WriteNone)
 	return wrap("abandon", host, err)
 }

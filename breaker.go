@@ -137,19 +137,25 @@ func (b *Breaker) StateTTL() time.Duration { return b.cfg.StateTTL }
 type instant struct{ wall, mono time.Time }
 
 // instant reads the clock once per call; time.Now a second time only when
-// the decision cache or the mirror needs the monotonic clock and
-// Settings.Clock replaced it.
+// the decision cache, the mirror or the background clock check needs the
+// monotonic clock and Settings.Clock replaced it.
 func (b *Breaker) instant() instant {
 	t := b.clock()
 	in := instant{wall: wall(t), mono: t}
-	if b.s.Clock != nil && (b.cache.decides() || b.mirror != nil) {
+	if b.s.Clock != nil && (b.cache.decides() || b.mirror != nil || b.clk.auto) {
 		in.mono = time.Now()
 	}
 	return in
 }
 
-// wall is t as a record keeps it: wall clock, to the millisecond.
-func wall(t time.Time) time.Time { return t.Round(0).Truncate(time.Millisecond) }
+// wall is t as a record keeps it: wall clock, to the millisecond. A
+// millisecond divides a second, so truncating is taking off the
+// nanoseconds past the millisecond, as Truncate(time.Millisecond) does
+// after a general division that Allow's profile shows.
+func wall(t time.Time) time.Time {
+	t = t.Round(0)
+	return t.Add(-time.Duration(t.Nanosecond() % int(time.Millisecond)))
+}
 
 // current is a record as read, with the version to compare against.
 type current struct {
@@ -224,9 +230,10 @@ func (b *Breaker) apply(ctx context.Context, host string, cur current, st *machi
 }
 
 // run reads host's record and applies decide to it, retrying on conflicts
-// with the store's current record. It returns the committed step, and
-// whether it was decided on the cache without a store call; the
-// Observer's Transition hook fires after the write.
+// with the store's current record. It puts the committed step in st and
+// returns what it was decided on (the store, the cache or the mirror); the
+// Observer's Transition hook fires after the write. After an error st means
+// nothing (no caller reads it then).
 //
 // Allow (write == false) may decide on a fresh cached record. A write call
 // never does: a cached record is only the compare-and-swap hint, which the
@@ -239,22 +246,29 @@ func (b *Breaker) apply(ctx context.Context, host string, cur current, st *machi
 // clock read and its store read would look stamped by a fast clock, and the
 // machine would clamp it back to in.wall (clampFuture): right in count,
 // wrong in instant.
-func (b *Breaker) run(ctx context.Context, host string, in instant, write bool, decide func(r record.Record, now time.Time) machine.Step) (_ machine.Step, by decider, _ error) {
+func (b *Breaker) run(ctx context.Context, host string, in instant, write bool, decide decideFunc, st *machine.Step) (by decider, _ error) {
 	if err := driver.ValidateKey(host); err != nil {
-		return machine.Step{}, byStore, err
+		return byStore, err
 	}
 	if b.clk.auto {
-		b.maybeCheckClock()
+		b.maybeCheckClock(in.mono)
 	}
 	if b.mirror != nil && b.mirror.decides(ctx, in.mono) {
-		return b.runMirrored(ctx, host, in, write, decide)
+		return b.runMirrored(ctx, host, in, write, decide, st)
 	}
-	st, cached, err := b.runStore(ctx, host, in, write, decide)
+	cached, err := b.runStore(ctx, host, in, write, decide, st)
 	if cached {
-		return st, byCache, err
+		return byCache, err
 	}
-	return st, byStore, err
+	return byStore, err
 }
+
+// decideFunc returns the step for record r at now. The run path puts it
+// where its caller wants it (run's st) rather than returning it: a Step is
+// over a hundred bytes, and the closed Allow's profile showed each copy of
+// it up the path. (A func value may keep what it is given, so st is not
+// passed to decide: it would move to the heap.)
+type decideFunc func(r record.Record, now time.Time) machine.Step
 
 // decider is what a decision was made on.
 type decider uint8
@@ -267,7 +281,7 @@ const (
 
 // runStore is run without a mirror that decides: on the store's record,
 // or the cache's.
-func (b *Breaker) runStore(ctx context.Context, host string, in instant, write bool, decide func(r record.Record, now time.Time) machine.Step) (_ machine.Step, cached bool, _ error) {
+func (b *Breaker) runStore(ctx context.Context, host string, in instant, write bool, decide decideFunc, st *machine.Step) (cached bool, _ error) {
 	var cur current
 	fresh, hinted := false, false
 	at := b.cache.ref(host) // host's cache slot, hashed once per call
@@ -294,15 +308,15 @@ func (b *Breaker) runStore(ctx context.Context, host string, in instant, write b
 			var err error
 			if cur, err = b.get(ctx, host); err != nil {
 				b.cache.forget(at, host)
-				return machine.Step{}, false, err
+				return false, err
 			}
 			b.cache.put(at, host, cur, seq, in.mono)
 		}
-		st := decide(cur.rec, now)
+		*st = decide(cur.rec, now)
 		if st.Write != machine.WriteNone && read {
 			if t := wall(b.clock()); t.After(now) {
 				now = t
-				st = decide(cur.rec, now)
+				*st = decide(cur.rec, now)
 			}
 		}
 		if b.cfg.Future(cur.rec, now) {
@@ -315,10 +329,10 @@ func (b *Breaker) runStore(ctx context.Context, host string, in instant, write b
 				hinted, fresh = false, false
 				continue
 			}
-			return st, cached, nil
+			return cached, nil
 		}
 		hinted, cached = false, false
-		next, ok, err := b.apply(ctx, host, cur, &st)
+		next, ok, err := b.apply(ctx, host, cur, st)
 		if ok {
 			b.cache.put(at, host, next, at.begin(), in.mono)
 		} else {
@@ -326,17 +340,18 @@ func (b *Breaker) runStore(ctx context.Context, host string, in instant, write b
 		}
 		switch {
 		case err == nil:
-			b.notify(ctx, host, &st)
-			return st, false, nil
+			b.notify(ctx, host, st)
+			return false, nil
 		case errors.Is(err, driver.ErrNotFound):
-			return machine.Step{From: record.StateClosed, To: record.StateClosed}, false, nil
+			*st = machine.Step{From: record.StateClosed, To: record.StateClosed}
+			return false, nil
 		case errors.Is(err, driver.ErrConflict):
 			cur, fresh, read = next, ok, true
 			continue
 		}
-		return machine.Step{}, false, err
+		return false, err
 	}
-	return machine.Step{}, false, fmt.Errorf("%w: %d lost compare-and-swaps on %q", ErrContended, maxCASAttempts, host)
+	return false, fmt.Errorf("%w: %d lost compare-and-swaps on %q", ErrContended, maxCASAttempts, host)
 }
 
 // Allow decides whether to deliver to host now. heldSince is when the
@@ -349,11 +364,12 @@ func (b *Breaker) runStore(ctx context.Context, host string, in instant, write b
 // too many lost probe elections it holds for ReleaseInterval. A host that
 // fails ValidateKey is never passed to the store: Allow answers Send with an
 // error matching ErrInvalidKey (the breaker cannot track such a host).
-func (b *Breaker) Allow(ctx context.Context, host string, heldSince time.Time) (Verdict, error) {
+func (b *Breaker) Allow(ctx context.Context, host string, heldSince time.Time) (v Verdict, err error) {
+	// v is the result itself: built in place, not copied out at return.
 	in := b.instant()
 	now := in.wall
 	if b.cfg.HoldExpired(heldSince, now) {
-		v := Verdict{Decision: Drop, HeldSince: heldSince}
+		v = Verdict{Decision: Drop, HeldSince: heldSince}
 		b.decided(ctx, host, &v, byStore, nil)
 		return v, nil
 	}
@@ -361,32 +377,32 @@ func (b *Breaker) Allow(ctx context.Context, host string, heldSince time.Time) (
 	// restraint's end every worker holding a message for the host asks at
 	// once; on a hint each loser would pay a failed compare-and-swap (a
 	// Raft proposal, a DynamoDB write unit) where a read costs less.
-	st, by, err := b.run(ctx, host, in, false, func(r record.Record, now time.Time) machine.Step {
+	var st machine.Step
+	by, err := b.run(ctx, host, in, false, func(r record.Record, now time.Time) machine.Step {
 		return machine.AllowStep(r, now, heldSince, &b.cfg)
-	})
+	}, &st)
 	if heldSince.IsZero() {
 		heldSince = now
 	}
-	var v Verdict
 	switch {
-	case errors.Is(err, ErrInvalidKey):
-		v = Verdict{Decision: Send}
-	case errors.Is(err, ErrContended):
-		// Another worker is probing; look again shortly.
-		v, err = Verdict{Decision: Hold, RetryAt: b.holdBriefly(now, heldSince), HeldSince: heldSince}, nil
-	case err != nil:
-		err = fmt.Errorf("kvbreaker: allow %q: %w", host, err)
-		v = Verdict{Decision: Send}
-		if b.s.FailClosed {
-			v = Verdict{Decision: Hold, RetryAt: b.holdBriefly(now, heldSince), HeldSince: heldSince}
-		}
-	default:
+	case err == nil:
 		v = Verdict{Decision: Decision(st.Decision), RetryAt: st.RetryAt}
 		switch v.Decision {
 		case Hold:
 			v.HeldSince = heldSince
 		case Probe:
 			v.claim = st.Record.RestrainedUntil
+		}
+	case errors.Is(err, ErrInvalidKey):
+		v = Verdict{Decision: Send}
+	case errors.Is(err, ErrContended):
+		// Another worker is probing; look again shortly.
+		v, err = Verdict{Decision: Hold, RetryAt: b.holdBriefly(now, heldSince), HeldSince: heldSince}, nil
+	default:
+		err = fmt.Errorf("kvbreaker: allow %q: %w", host, err)
+		v = Verdict{Decision: Send}
+		if b.s.FailClosed {
+			v = Verdict{Decision: Hold, RetryAt: b.holdBriefly(now, heldSince), HeldSince: heldSince}
 		}
 	}
 	b.decided(ctx, host, &v, by, err)
@@ -403,7 +419,8 @@ func (b *Breaker) holdBriefly(now, heldSince time.Time) time.Time {
 // Failure records that a delivery to host failed (no answer, 5xx, timeout).
 func (b *Breaker) Failure(ctx context.Context, host string) error {
 	in := b.instant()
-	_, _, err := b.run(ctx, host, in, true, func(r record.Record, now time.Time) machine.Step { return machine.FailureStep(r, now, &b.cfg) })
+	var st machine.Step
+	_, err := b.run(ctx, host, in, true, func(r record.Record, now time.Time) machine.Step { return machine.FailureStep(r, now, &b.cfg) }, &st)
 	err = wrap("failure", host, err)
 	b.recorded(ctx, host, Failure, err)
 	return err
@@ -414,7 +431,8 @@ func success(r record.Record, _ time.Time) machine.Step { return machine.Success
 // Success records that host answered; its record is deleted and the circuit
 // closes.
 func (b *Breaker) Success(ctx context.Context, host string) error {
-	_, _, err := b.run(ctx, host, b.instant(), true, success)
+	var st machine.Step
+	_, err := b.run(ctx, host, b.instant(), true, success, &st)
 	err = wrap("success", host, err)
 	b.recorded(ctx, host, Success, err)
 	return err
@@ -423,7 +441,8 @@ func (b *Breaker) Success(ctx context.Context, host string) error {
 // ReachableFailure records a failure that proves the host is up (it
 // answered, e.g. with a 4xx): like Success, the circuit closes.
 func (b *Breaker) ReachableFailure(ctx context.Context, host string) error {
-	_, _, err := b.run(ctx, host, b.instant(), true, success)
+	var st machine.Step
+	_, err := b.run(ctx, host, b.instant(), true, success, &st)
 	err = wrap("reachable failure", host, err)
 	b.recorded(ctx, host, ReachableFailure, err)
 	return err
@@ -431,9 +450,10 @@ func (b *Breaker) ReachableFailure(ctx context.Context, host string) error {
 
 // Reset deletes host's record whatever it holds, force-closing the circuit.
 func (b *Breaker) Reset(ctx context.Context, host string) error {
-	_, _, err := b.run(ctx, host, b.instant(), true, func(r record.Record, _ time.Time) machine.Step {
+	var st machine.Step
+	_, err := b.run(ctx, host, b.instant(), true, func(r record.Record, _ time.Time) machine.Step {
 		return machine.Step{From: r.State(), To: record.StateClosed, Write: machine.WriteDelete}
-	})
+	}, &st)
 	return wrap("reset", host, err)
 }
 

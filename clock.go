@@ -212,10 +212,12 @@ func (b *Breaker) warnClock(o ClockOffset) {
 }
 
 // maybeCheckClock starts a background sample when one is due and none is
-// running. It never waits: the caller's call goes on at once.
-func (b *Breaker) maybeCheckClock() {
+// running. It never waits: the caller's call goes on at once. mono is the
+// call's reading of the monotonic clock (instant.mono): the clock is read
+// once per call, not again here.
+func (b *Breaker) maybeCheckClock(mono time.Time) {
 	c := &b.clk
-	if int64(time.Since(c.start)) < c.next.Load() || !c.inflight.CompareAndSwap(false, true) {
+	if int64(mono.Sub(c.start)) < c.next.Load() || !c.inflight.CompareAndSwap(false, true) {
 		return
 	}
 	c.bgMu.Lock()

@@ -422,24 +422,25 @@ func (m *mirror) clear(keepOwn bool) {
 // which may have expired unannounced. A write compare-and-swaps against the mirror's
 // version, and what the store answers (the write, or the record a
 // conflict returns) enters the mirror at once.
-func (b *Breaker) runMirrored(ctx context.Context, host string, in instant, write bool, decide func(r record.Record, now time.Time) machine.Step) (machine.Step, decider, error) {
+func (b *Breaker) runMirrored(ctx context.Context, host string, in instant, write bool, decide decideFunc, st *machine.Step) (decider, error) {
 	m := b.mirror
 	cur := m.get(host)
 	now, read := in.wall, false // read: cur came from the store after now
 	for range maxCASAttempts {
-		st := decide(cur.rec, now)
+		*st = decide(cur.rec, now)
 		if st.Write != machine.WriteNone && read {
 			if t := wall(b.clock()); t.After(now) {
 				now = t
-				st = decide(cur.rec, now)
+				*st = decide(cur.rec, now)
 			}
 		}
-		if b.cfg.Future(cur.rec, now) {
+		// No record (a closed host, most hosts) holds no instant at all.
+		if !cur.rec.IsZero() && b.cfg.Future(cur.rec, now) {
 			b.anomaly(ctx, host, AnomalyFuture, "restrained_until", cur.rec.RestrainedUntil, "newest_failure", cur.rec.Opened(), "now", now)
 		}
 		if st.Write == machine.WriteNone {
 			if read {
-				return st, byStore, nil
+				return byStore, nil
 			}
 			if write && cur.ver != driver.NoVersion && !now.Before(cur.rec.RestrainedUntil) {
 				// Past its restraint, a record the mirror holds may
@@ -452,7 +453,7 @@ func (b *Breaker) runMirrored(ctx context.Context, host string, in instant, writ
 				// expired: StateTTL outlasts RecoveryDelay.
 				got, err := b.get(ctx, host)
 				if err != nil {
-					return machine.Step{}, byStore, err
+					return byStore, err
 				}
 				m.learn(host, got, got.ver == driver.NoVersion, driver.NoVersion, time.Time{})
 				cur, read = got, true
@@ -461,24 +462,25 @@ func (b *Breaker) runMirrored(ctx context.Context, host string, in instant, writ
 				}
 				continue
 			}
-			return st, byMirror, nil
+			return byMirror, nil
 		}
 		sent := time.Now()
-		next, ok, err := b.apply(ctx, host, cur, &st)
+		next, ok, err := b.apply(ctx, host, cur, st)
 		switch {
 		case err == nil:
 			m.learn(host, next, st.Write == machine.WriteDelete, cur.ver, sent)
-			b.notify(ctx, host, &st)
-			return st, byStore, nil
+			b.notify(ctx, host, st)
+			return byStore, nil
 		case errors.Is(err, driver.ErrNotFound):
 			m.learn(host, current{}, true, driver.NoVersion, time.Time{})
-			return machine.Step{From: record.StateClosed, To: record.StateClosed}, byStore, nil
+			*st = machine.Step{From: record.StateClosed, To: record.StateClosed}
+			return byStore, nil
 		case errors.Is(err, driver.ErrConflict) && ok:
 			m.learn(host, next, next.ver == driver.NoVersion, driver.NoVersion, time.Time{})
 			cur, read = next, true
 			continue
 		}
-		return machine.Step{}, byStore, err
+		return byStore, err
 	}
-	return machine.Step{}, byStore, fmt.Errorf("%w: %d lost compare-and-swaps on %q", ErrContended, maxCASAttempts, host)
+	return byStore, fmt.Errorf("%w: %d lost compare-and-swaps on %q", ErrContended, maxCASAttempts, host)
 }

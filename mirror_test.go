@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"runtime"
 	"strings"
 	"sync"
@@ -489,6 +490,58 @@ func TestMirrorFailureAfterSilentExpiry(t *testing.T) {
 		st, err := b.Inspect(ctx, "h.example")
 		if err != nil || !st.Found || len(st.Failures) != 1 {
 			t.Fatalf("after a Failure on a host whose record expired unannounced: %+v, %v; want a record with that failure", st, err)
+		}
+	})
+}
+
+// TestMirrorFutureRecordAnomaly: a record stamped by a fast clock, decided
+// on from the mirror without a store read, is reported as such, as it is
+// when read from the store.
+func TestMirrorFutureRecordAnomaly(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := t.Context()
+		st := &counting{Store: memory.New()}
+		fast := newBreaker(t, st.Store, kvbreaker.Settings{Clock: func() time.Time { return time.Now().Add(time.Hour) }, SkipClockCheck: true})
+		if err := fast.Failure(ctx, "fast.example"); err != nil {
+			t.Fatal(err)
+		}
+		var seen []kvbreaker.RecordAnomaly
+		b := mirrored(t, st, kvbreaker.Settings{Logger: slog.New(slog.DiscardHandler), Observer: &kvbreaker.Observer{
+			RecordAnomaly: func(_ context.Context, e kvbreaker.AnomalyInfo) { seen = append(seen, e.Anomaly) },
+		}})
+		synctest.Wait()
+		// A host without a record is no anomaly.
+		if v, err := b.Allow(ctx, "absent.example", time.Time{}); err != nil || v.Decision != kvbreaker.Send {
+			t.Fatal(v, err)
+		}
+		if v, err := b.Allow(ctx, "fast.example", time.Time{}); err != nil || v.Decision != kvbreaker.Send {
+			t.Fatal(v, err)
+		}
+		if n := st.requests(); n != 0 {
+			t.Fatalf("%d store requests; want the mirror to decide", n)
+		}
+		if len(seen) != 1 || seen[0] != kvbreaker.AnomalyFuture {
+			t.Fatalf("Observer saw %q; want [%q]", seen, kvbreaker.AnomalyFuture)
+		}
+	})
+}
+
+// TestMirrorStalenessByMonotonicClock: with a Settings.Clock of its own (here
+// one fixed instant, 30 years on, without a monotonic reading), the mirror
+// still judges whether it may decide by the monotonic clock: once synced, it
+// decides (judged by that Clock, it would look 30 years stale).
+func TestMirrorStalenessByMonotonicClock(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := t.Context()
+		st := &counting{Store: memory.New()}
+		fixed := time.Now().AddDate(30, 0, 0).Round(0)
+		b := mirrored(t, st, kvbreaker.Settings{Clock: func() time.Time { return fixed }})
+		synctest.Wait()
+		if v, err := b.Allow(ctx, "a.example", time.Time{}); err != nil || v.Decision != kvbreaker.Send {
+			t.Fatal(v, err)
+		}
+		if n := st.requests(); n != 0 {
+			t.Fatalf("%d store requests with a synced mirror; want it to decide", n)
 		}
 	})
 }

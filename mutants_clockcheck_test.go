@@ -153,7 +153,7 @@ func TestClockCheckAfterCloseReleasesLock(t *testing.T) {
 	if err := b.Close(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	b.maybeCheckClock() // due (next is 0), and closed
+	b.maybeCheckClock(time.Now()) // due (next is 0), and closed
 	if !b.clk.bgMu.TryLock() {
 		t.Fatal("the closed path left bgMu locked: the next start or Close would wait forever")
 	}

@@ -12,5 +12,10 @@
 //	done | tee /tmp/hostmix.txt
 //	go tool benchstat -col /impl /tmp/hostmix.txt
 //
+// mode=serial also reports cpu-ns/op, the CPU time of the loop's own thread
+// per call (Linux), which a machine shared with other jobs inflates far less
+// than ns/op; testdata/interleave.sh runs two builds in turn and
+// testdata/paired.py takes the ratios within each run.
+//
 // bench/RESULTS.md has the figures of one run.
 package hostmix
