@@ -568,7 +568,7 @@ func (r *runner) start(ctx context.Context, c *testCase) <-chan result {
 	if _, adv := r.h.(TimeAdvancer); adv || !(c.slow || c.waits) || r.down != "" {
 		return nil
 	}
-	if why, _ := c.skip(r); why != "" {
+	if why, _ := c.skip(r); why != "" || (len(r.opts.Only) > 0 && !slices.Contains(r.opts.Only, string(c.id))) {
 		return nil
 	}
 	ch := make(chan result, 1)
@@ -589,6 +589,10 @@ func (r *runner) run(ctx context.Context, c *testCase, t *testing.T) (res result
 	}
 	if r.down != "" {
 		res.Skipped = fmt.Sprintf("%s: not run, the store is unreachable (see case %s)", c.id, CaseReachable)
+		return res
+	}
+	if len(r.opts.Only) > 0 && !slices.Contains(r.opts.Only, string(c.id)) {
+		res.Skipped = fmt.Sprintf("%s: not selected", c.id)
 		return res
 	}
 	if why, np := c.skip(r); why != "" {

@@ -180,7 +180,7 @@ func (s leakStore) CompareAndSwap(ctx context.Context, key string, old driver.Ve
 
 func TestTTLIgnored(t *testing.T) {
 	t.Parallel()
-	rep, err := measure(t, memoryHarness(func(s *memory.Store) driver.Store { return leakStore{s} }))
+	rep, err := measure(t, memoryHarness(func(s *memory.Store) driver.Store { return leakStore{s} }), only(conformance.CaseExpiry, conformance.CaseExpiredAbsent))
 	wantBroken(t, rep, err, conformance.CaseExpiry, conformance.PromiseNotLate)
 	wantBroken(t, rep, err, conformance.CaseExpiredAbsent, conformance.PromiseNotLate)
 }
@@ -236,7 +236,7 @@ func (s blindStore) CompareAndSwap(ctx context.Context, key string, _ driver.Ver
 
 func TestVersionCheckSkipped(t *testing.T) {
 	t.Parallel()
-	rep, err := measure(t, memoryHarness(func(s *memory.Store) driver.Store { return blindStore{s} }), conformance.WithSkipSlow(true))
+	rep, err := measure(t, memoryHarness(func(s *memory.Store) driver.Store { return blindStore{s} }), conformance.WithSkipSlow(true), only(conformance.CaseStaleVersion, conformance.CaseCreateOnly))
 	wantBroken(t, rep, err, conformance.CaseStaleVersion, conformance.PromiseStaleConflicts)
 	wantBroken(t, rep, err, conformance.CaseCreateOnly, conformance.PromiseCreateOnly)
 }
@@ -284,7 +284,7 @@ func TestVersionReused(t *testing.T) {
 	h := harness{make: func() driver.Store {
 		return &oneVersionStore{Store: memory.New()}
 	}}
-	rep, err := measure(t, h, conformance.WithSkipSlow(true))
+	rep, err := measure(t, h, conformance.WithSkipSlow(true), only(conformance.CaseRecreate))
 	wantBroken(t, rep, err, conformance.CaseRecreate, conformance.PromiseNoVersionReuse)
 }
 
@@ -372,7 +372,7 @@ func (s escapingStore) CompareAndDelete(ctx context.Context, key string, old dri
 
 func TestKeysCollide(t *testing.T) {
 	t.Parallel()
-	rep, err := measure(t, memoryHarness(func(s *memory.Store) driver.Store { return escapingStore{s} }), conformance.WithSkipSlow(true))
+	rep, err := measure(t, memoryHarness(func(s *memory.Store) driver.Store { return escapingStore{s} }), conformance.WithSkipSlow(true), only(conformance.CaseHostileKeys))
 	wantBroken(t, rep, err, conformance.CaseHostileKeys, conformance.PromiseKeys)
 }
 
@@ -389,7 +389,7 @@ func (s deafStore) CompareAndSwap(_ context.Context, key string, old driver.Vers
 
 func TestContextIgnored(t *testing.T) {
 	t.Parallel()
-	rep, err := measure(t, memoryHarness(func(s *memory.Store) driver.Store { return deafStore{s} }), conformance.WithSkipSlow(true))
+	rep, err := measure(t, memoryHarness(func(s *memory.Store) driver.Store { return deafStore{s} }), conformance.WithSkipSlow(true), only(conformance.CaseContextEnded))
 	wantBroken(t, rep, err, conformance.CaseContextEnded, conformance.PromiseContextEnded)
 }
 
@@ -406,7 +406,7 @@ func (s liarStore) CompareAndSwap(ctx context.Context, key string, old driver.Ve
 
 func TestConflictValueWrong(t *testing.T) {
 	t.Parallel()
-	rep, err := measure(t, memoryHarness(func(s *memory.Store) driver.Store { return liarStore{s} }), conformance.WithSkipSlow(true))
+	rep, err := measure(t, memoryHarness(func(s *memory.Store) driver.Store { return liarStore{s} }), conformance.WithSkipSlow(true), only(conformance.CaseStaleVersion))
 	wantBroken(t, rep, err, conformance.CaseStaleVersion, conformance.PromiseConflictValue)
 }
 
@@ -437,7 +437,7 @@ func (s presentStore) CompareAndSwap(ctx context.Context, key string, old driver
 
 func TestExpiredButPresent(t *testing.T) {
 	t.Parallel()
-	rep, err := measure(t, memoryHarness(func(s *memory.Store) driver.Store { return presentStore{s} }))
+	rep, err := measure(t, memoryHarness(func(s *memory.Store) driver.Store { return presentStore{s} }), only(conformance.CaseExpiredAbsent))
 	wantBroken(t, rep, err, conformance.CaseExpiredAbsent, conformance.PromiseExpiredCAS)
 }
 

@@ -50,7 +50,7 @@ func (h *disagreeing) Close() {}
 // let this harness through ("the suite found nothing wrong").
 func TestTraitsStoresDisagree(t *testing.T) {
 	t.Parallel()
-	rep, err := measure(t, &disagreeing{}, conformance.WithSkipSlow(true))
+	rep, err := measure(t, &disagreeing{}, conformance.WithSkipSlow(true), only(conformance.CaseTraits))
 	wantBroken(t, rep, err, conformance.CaseTraits, conformance.PromiseTraitsStable)
 }
 
@@ -110,7 +110,7 @@ func TestPanicsAreProblems(t *testing.T) {
 	})
 	t.Run("store-in-case", func(t *testing.T) {
 		t.Parallel()
-		rep, err := measure(t, memoryHarness(func(s *memory.Store) driver.Store { return panicky{s, "delete"} }), conformance.WithSkipSlow(true))
+		rep, err := measure(t, memoryHarness(func(s *memory.Store) driver.Store { return panicky{s, "delete"} }), conformance.WithSkipSlow(true), only(conformance.CaseCompareAndDelete))
 		wantBroken(t, rep, err, conformance.CaseCompareAndDelete, conformance.PromiseNoPanic)
 	})
 	t.Run("harness", func(t *testing.T) {
@@ -120,7 +120,7 @@ func TestPanicsAreProblems(t *testing.T) {
 	})
 	t.Run("harness-first-store", func(t *testing.T) {
 		t.Parallel()
-		rep, err := measure(t, &panickyHarness{after: 0}, conformance.WithSkipSlow(true))
+		rep, err := measure(t, &panickyHarness{after: 0}, conformance.WithSkipSlow(true), only(conformance.CaseReachable))
 		wantBroken(t, rep, err, conformance.CaseReachable, conformance.PromiseReachable)
 	})
 }

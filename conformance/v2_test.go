@@ -108,12 +108,12 @@ func TestStateTTLCapped(t *testing.T) {
 	t.Parallel()
 	t.Run("advancing", func(t *testing.T) {
 		t.Parallel()
-		rep, err := measure(t, advancingHarness(func(s *memory.Store) driver.Store { return capped{s} }), conformance.WithSkipSlow(true))
+		rep, err := measure(t, advancingHarness(func(s *memory.Store) driver.Store { return capped{s} }), conformance.WithSkipSlow(true), only(conformance.CaseStateTTL))
 		wantBroken(t, rep, err, conformance.CaseStateTTL, conformance.PromiseStateTTL)
 	})
 	t.Run("lifetime", func(t *testing.T) {
 		t.Parallel()
-		rep, err := measure(t, newLifetimes(func(s *tracked) driver.Store { return capped{s} }), conformance.WithSkipSlow(true))
+		rep, err := measure(t, newLifetimes(func(s *tracked) driver.Store { return capped{s} }), conformance.WithSkipSlow(true), only(conformance.CaseStateTTL))
 		wantBroken(t, rep, err, conformance.CaseStateTTL, conformance.PromiseStateTTL)
 	})
 }
@@ -147,7 +147,7 @@ func TestTTLKeptOnUpdate(t *testing.T) {
 			case "lifetime":
 				h = newLifetimes(func(s *tracked) driver.Store { return newKeepTTL(s, time.Now) })
 			}
-			rep, err := measure(t, h)
+			rep, err := measure(t, h, only(conformance.CaseReplaceTTL))
 			wantBroken(t, rep, err, conformance.CaseReplaceTTL, conformance.PromiseReplaceTTL)
 		})
 	}
@@ -207,7 +207,7 @@ func TestTTLOffGrid(t *testing.T) {
 			}
 			t.Run(b.name+"/"+mode, func(t *testing.T) {
 				t.Parallel()
-				rep, err := measure(t, h, opts...)
+				rep, err := measure(t, h, append(opts, only(conformance.CaseOffGrid))...)
 				wantBroken(t, rep, err, conformance.CaseOffGrid, conformance.PromiseOffGrid)
 			})
 		}
@@ -226,7 +226,7 @@ func (s unpadded) Traits() driver.Traits {
 
 func TestPaddingMissing(t *testing.T) {
 	t.Parallel()
-	rep, err := measure(t, newLifetimes(func(s *tracked) driver.Store { return unpadded{s} }), conformance.WithSkipSlow(true))
+	rep, err := measure(t, newLifetimes(func(s *tracked) driver.Store { return unpadded{s} }), conformance.WithSkipSlow(true), only(conformance.CaseSkewedReader))
 	wantBroken(t, rep, err, conformance.CaseSkewedReader, conformance.PromiseSkewedReader)
 }
 
@@ -337,7 +337,7 @@ func TestPorcupineUnknownInconclusive(t *testing.T) {
 // below the margin, and says it has no power instead of passing.
 func TestMarginPower(t *testing.T) {
 	t.Parallel()
-	rep, err := measure(t, memoryHarness(plain), conformance.WithSkipSlow(true), conformcheck.WithTrials(1))
+	rep, err := measure(t, memoryHarness(plain), conformance.WithSkipSlow(true), conformcheck.WithTrials(1), only(conformance.CaseMargin))
 	wantBroken(t, rep, err, conformance.CaseMargin, conformance.PromiseMarginPower)
 }
 
@@ -462,7 +462,7 @@ func TestLostAnswers(t *testing.T) {
 	})
 	t.Run("naive", func(t *testing.T) {
 		t.Parallel()
-		rep, err := measure(t, mk(false), conformance.WithSkipSlow(true))
+		rep, err := measure(t, mk(false), conformance.WithSkipSlow(true), only(conformance.CaseLostCAS, conformance.CaseLostDelete, conformance.CaseLostBreaker))
 		wantBroken(t, rep, err, conformance.CaseLostCAS, conformance.PromiseLostCAS)
 		wantBroken(t, rep, err, conformance.CaseLostDelete, conformance.PromiseLostDelete)
 		wantBroken(t, rep, err, conformance.CaseLostBreaker, conformance.PromiseLostFailure)

@@ -43,6 +43,10 @@ type Options struct {
 	// SkipSlow skips the cases that wait in real time when the harness
 	// cannot advance the backend's clock (Run sets it under -short).
 	SkipSlow bool
+	// Only, when set, runs just these cases (and reachable, which every
+	// case needs), the others skipped as not selected: for the suite's
+	// own negative controls, which each target one case.
+	Only []string
 	// Timeout bounds each case. Default 2 min plus the waits the store's
 	// declared traits force.
 	Timeout time.Duration
