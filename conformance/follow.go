@@ -682,6 +682,8 @@ func checkFollowOrder(ctx context.Context, e *env) {
 		{prefix + "d/é.example", "pdpp"},
 	}
 	logs := make([][]committed, len(scripts))
+	// rets[i][n] is when logs[i][n]'s write returned: committed by then.
+	rets := make([][]time.Time, len(scripts))
 	var wg sync.WaitGroup
 	for i, sc := range scripts {
 		cur := driver.NoVersion
@@ -701,12 +703,14 @@ func checkFollowOrder(ctx context.Context, e *env) {
 						return
 					}
 					logs[i] = append(logs[i], committed{driver.ChangePut, ver, value})
+					rets[i] = append(rets[i], time.Now())
 					cur = ver
 				case 'd':
 					if !e.followDelete(ctx, PromiseFollowOrder, sc.key, cur) {
 						return
 					}
 					logs[i] = append(logs[i], committed{driver.ChangeDelete, cur, nil})
+					rets[i] = append(rets[i], time.Now())
 					cur = driver.NoVersion
 				}
 				yield()
@@ -745,6 +749,33 @@ func checkFollowOrder(ctx context.Context, e *env) {
 		}
 		e.compareMirror(PromiseFollowOrder, mirrorOf(ev[:iA+1]), want, "at the first Synced after the last write returned")
 		return
+	}
+	// Every Synced vouches for the changes committed before its At: the
+	// last change of each key whose write had returned by then, or a
+	// later one, must have arrived before it.
+	for j := iS + 1; j <= iA; j++ {
+		if ev[j].Kind != driver.ChangeSynced {
+			continue
+		}
+		for i, sc := range scripts {
+			last := -1
+			for n, r := range rets[i] {
+				if r.Before(ev[j].At) {
+					last = n
+				}
+			}
+			if last < 0 {
+				continue
+			}
+			before := changesOf(ev[iS+1:j], sc.key)
+			if !slices.ContainsFunc(before, func(a arrival) bool {
+				return slices.ContainsFunc(logs[i][last:], func(c committed) bool { return c.matches(a) })
+			}) {
+				e.errorf(PromiseFollowOrder, "key %q: its change %s had returned by %s, but the Synced with At %s (delivered at %s) came before it arrived; before that Synced the feed had delivered %s",
+					sc.key, logs[i][last], rets[i][last].Format("15:04:05.000000"), ev[j].At.Format("15:04:05.000000"), ev[j].at.Format("15:04:05.000000"), describeEvents(before))
+				return
+			}
+		}
 	}
 	total := 0
 	for i, sc := range scripts {
