@@ -8,47 +8,17 @@ import (
 	"runtime"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/kvbreaker/kvbreaker/backends/memory"
 	"github.com/kvbreaker/kvbreaker/driver"
 	"github.com/kvbreaker/kvbreaker/internal/backendtest"
+	"github.com/kvbreaker/kvbreaker/internal/tbtest"
 )
 
-// recorder is a testing.TB that keeps the first failure instead of
-// failing the test; Fatalf ends the goroutine, as testing's does.
-type recorder struct {
-	testing.TB
-	mu  sync.Mutex
-	msg string
-}
-
-func (r *recorder) Helper() {}
-func (r *recorder) Errorf(format string, args ...any) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.msg == "" {
-		r.msg = fmt.Sprintf(format, args...)
-	}
-}
-func (r *recorder) Fatalf(format string, args ...any) {
-	r.Errorf(format, args...)
-	runtime.Goexit()
-}
-
-// failure runs f with a recorder and returns the failure it reported.
-func failure(t *testing.T, f func(testing.TB)) string {
-	r := &recorder{TB: t}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		f(r)
-	}()
-	<-done
-	return r.msg
-}
+// failure runs f and returns the first failure it reported.
+func failure(t *testing.T, f func(testing.TB)) string { return tbtest.FirstFailure(t, f) }
 
 // pages is a Lister that answers fixed pages, whatever it is asked.
 type pages struct {

@@ -2,10 +2,7 @@ package fleettest_test
 
 import (
 	"context"
-	"fmt"
-	"runtime"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -13,29 +10,8 @@ import (
 	"github.com/kvbreaker/kvbreaker/backends/memory"
 	"github.com/kvbreaker/kvbreaker/driver"
 	"github.com/kvbreaker/kvbreaker/internal/fleettest"
+	"github.com/kvbreaker/kvbreaker/internal/tbtest"
 )
-
-// recorder is a testing.TB that keeps the first failure instead of
-// failing the test; Fatalf ends the goroutine, as testing's does.
-type recorder struct {
-	testing.TB
-	mu  sync.Mutex
-	msg string
-}
-
-func (r *recorder) Helper() {}
-func (r *recorder) Errorf(format string, args ...any) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.msg == "" {
-		r.msg = fmt.Sprintf(format, args...)
-	}
-}
-func (r *recorder) Fatalf(format string, args ...any) {
-	r.Errorf(format, args...)
-	runtime.Goexit()
-}
-func (r *recorder) Fatal(args ...any) { r.Fatalf("%s", fmt.Sprint(args...)) }
 
 // lastWriterWins is a store whose writes ignore the version they were
 // given: it breaks the atomicity the probe election relies on.
@@ -52,15 +28,10 @@ func (s lastWriterWins) CompareAndSwap(ctx context.Context, key string, _ driver
 // cycle runs Cycle over 4 workers sharing store and returns its first
 // failure.
 func cycle(t *testing.T, store driver.Store) string {
-	r := &recorder{TB: t}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		f := fleettest.New(r, []driver.Store{store, store, store, store}, kvbreaker.Settings{FailureThreshold: 3, FailureWindow: time.Minute, RecoveryDelay: time.Minute})
-		f.Cycle(r, "h.example", 16)
-	}()
-	<-done
-	return r.msg
+	return tbtest.FirstFailure(t, func(tb testing.TB) {
+		f := fleettest.New(tb, []driver.Store{store, store, store, store}, kvbreaker.Settings{FailureThreshold: 3, FailureWindow: time.Minute, RecoveryDelay: time.Minute})
+		f.Cycle(tb, "h.example", 16)
+	})
 }
 
 func TestCycle(t *testing.T) {

@@ -3,8 +3,6 @@ package mirrortest_test
 import (
 	"context"
 	"errors"
-	"fmt"
-	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -15,47 +13,11 @@ import (
 	"github.com/kvbreaker/kvbreaker/backends/memory"
 	"github.com/kvbreaker/kvbreaker/driver"
 	"github.com/kvbreaker/kvbreaker/internal/mirrortest"
+	"github.com/kvbreaker/kvbreaker/internal/tbtest"
 )
 
-// recorder is a testing.TB that keeps the first failure instead of
-// failing the test; Fatalf ends the goroutine, as testing's does.
-type recorder struct {
-	testing.TB
-	mu  sync.Mutex
-	msg string
-}
-
-func (r *recorder) Helper() {}
-func (r *recorder) Errorf(format string, args ...any) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.msg == "" {
-		r.msg = fmt.Sprintf(format, args...)
-	}
-}
-func (r *recorder) Fatalf(format string, args ...any) {
-	r.Errorf(format, args...)
-	runtime.Goexit()
-}
-func (r *recorder) Fatal(args ...any) { r.Fatalf("%s", fmt.Sprint(args...)) }
-func (r *recorder) FailNow()          { r.Fatalf("FailNow") }
-func (r *recorder) Failed() bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.msg != ""
-}
-
-// run runs fn on a recorder and returns its first failure.
-func run(t *testing.T, fn func(testing.TB)) string {
-	r := &recorder{TB: t}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		fn(r)
-	}()
-	<-done
-	return r.msg
-}
+// run runs fn and returns its first failure.
+func run(t *testing.T, fn func(testing.TB)) string { return tbtest.FirstFailure(t, fn) }
 
 // How a feed misbehaves once broken.
 type mode int
