@@ -436,6 +436,10 @@ func TestFollowBrokenConnection(t *testing.T) {
 		if !errors.Is(m.lost[round], etcd.ErrWatchBroken) {
 			t.Errorf("lost because %v, want ErrWatchBroken", m.lost[round])
 		}
+		// The next reset must find the resynced watch open: a Synced
+		// stamped after now proves it delivers over a live stream.
+		now := time.Now()
+		f.until(t, m, "a heartbeat over the new watch", func(m *mirror) bool { return m.healthy && m.synced.After(now) })
 	}
 	t.Logf("lost: %v", m.lost)
 }
