@@ -767,9 +767,16 @@ func checkFollowOrder(ctx context.Context, e *env) {
 			if last < 0 {
 				continue
 			}
+			// The key's state by that Synced must be that change's or a
+			// later one's: a merged feed may deliver nothing for a key
+			// that ends as it was (absent, deleted again).
 			before := changesOf(ev[iS+1:j], sc.key)
-			if !slices.ContainsFunc(before, func(a arrival) bool {
-				return slices.ContainsFunc(logs[i][last:], func(c committed) bool { return c.matches(a) })
+			got, present := mirrorOf(ev[:j])[sc.key]
+			if !slices.ContainsFunc(logs[i][last:], func(c committed) bool {
+				if c.kind == driver.ChangeDelete {
+					return !present
+				}
+				return present && got.version == c.version && bytes.Equal(got.value, c.value)
 			}) {
 				e.errorf(PromiseFollowOrder, "key %q: its change %s had returned by %s, but the Synced with At %s (delivered at %s) came before it arrived; before that Synced the feed had delivered %s",
 					sc.key, logs[i][last], rets[i][last].Format("15:04:05.000000"), ev[j].At.Format("15:04:05.000000"), ev[j].at.Format("15:04:05.000000"), describeEvents(before))
