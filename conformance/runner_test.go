@@ -323,7 +323,9 @@ func TestRunFailsClosed(t *testing.T) {
 			"WAIVED       " + string(conformance.CaseForeign),
 			"waived by the harness: " + stateTTLWaiver,
 			"waived by the harness: " + foreignWaiver,
-			"--- PASS: TestRunHelper/not-verified ",
+			// Passed, or skipped when the machine's load left a
+			// real-time measurement undecided; never failed.
+			"TestRunHelper/not-verified (",
 		}, "--- PASS: TestRunHelper/"+stateTTL+" ", "--- FAIL")
 	})
 	t.Run("no-reason", func(t *testing.T) {
