@@ -21,7 +21,7 @@ type feedBug int
 
 const (
 	correct          feedBug = iota
-	dropsChange              // drops the third change after its snapshot and every later one of its key
+	dropsChange              // from the third change after its snapshot, drops every later change of the first key it has delivered a change of
 	reordersKey              // delivers its first change after the key's next one
 	syncedAhead              // sends each Synced before the changes it covers
 	noHeartbeat              // sends Synced only after changes, never while idle
@@ -192,6 +192,7 @@ type follow struct {
 	held            *driver.Change // reordersKey
 	heldOnce        bool
 	dropped         string          // the key dropsChange stopped delivering
+	delivered       map[string]bool // dropsChange: keys with a change delivered
 	expired         []driver.Change // resurrects: put back next time
 	late            []driver.Change // syncedAhead: delivered after the next Synced
 }
@@ -212,9 +213,17 @@ func (f *follow) deliver(cs ...driver.Change) {
 		if f.synced > 0 && (c.Kind == driver.ChangePut || c.Kind == driver.ChangeDelete) {
 			f.changes++
 			switch {
-			case f.h.bug == dropsChange && (f.changes == 3 || c.Key == f.dropped):
+			case f.h.bug == dropsChange && (f.dropped == "" && f.changes >= 3 && f.delivered[c.Key] || c.Key == f.dropped):
+				// A key with a change delivered and a later one dropped
+				// ends on the wrong change whatever its script, so the
+				// suite must catch it in every interleaving.
 				f.dropped = c.Key
 				continue
+			case f.h.bug == dropsChange:
+				if f.delivered == nil {
+					f.delivered = map[string]bool{}
+				}
+				f.delivered[c.Key] = true
 			case f.h.bug == reordersKey && !f.heldOnce:
 				f.heldOnce, f.held = true, &c
 				continue
