@@ -62,6 +62,12 @@ const mirrorShards = 64
 // shows that every commit before own was learnt has been delivered (so the
 // feed's record is at least as new). Versions are only compared for
 // equality: the driver orders none.
+//
+// A feed of invalidations (driver.ChangeStale) leaves a host's feed record
+// unknown: the next call on that host reads the store once and puts what
+// it found in the mirror, unless the feed changed the host while the read
+// was under way (each feed change of a host gives its entry a new seq), so
+// a read never installs an older state over a newer change.
 type mirror struct {
 	b     *Breaker
 	f     driver.Follower
@@ -81,10 +87,15 @@ type mirror struct {
 	// pending: hosts with an own entry, and when it was learnt.
 	pending map[string]time.Time
 
+	// count is the hosts with a record, or an unknown one, in the feed:
+	// changed by the follow goroutine, and by a call whose read found a
+	// host absent.
+	count atomic.Int64
+
 	// The feed's state, touched only on the follow goroutine (Follow
 	// calls its function on the goroutine that called it).
 	synced bool
-	count  int // hosts with a record in the feed
+	seq    uint64 // feed changes applied, numbering each entry's last
 	over   bool
 	stop   context.CancelFunc // ends the current Follow
 
@@ -101,7 +112,16 @@ type mirrorShard struct {
 type mirrorEntry struct {
 	feed   current
 	inFeed bool
-	own    *ownEntry
+	// stale: the feed said the host changed after feed (ChangeStale), so
+	// its record is unknown until read.
+	stale bool
+	// seq numbers the feed's last change of the host: a read installs
+	// its result only if it is unchanged since the read began.
+	seq uint64
+	// staleAt is when the last Stale arrived: the arrival of this
+	// worker's own write, for MirrorLag, when it came before learn.
+	staleAt time.Time
+	own     *ownEntry
 }
 
 // ownEntry is what this worker learnt of a host ahead of the feed: its own
@@ -222,21 +242,47 @@ func (m *mirror) shard(host string) *mirrorShard {
 }
 
 // get returns host's record as the mirror knows it (absent: the zero
-// current).
-func (m *mirror) get(host string) current {
+// current); known is false when the feed said it changed and no read
+// since has told what it holds, and seq is then what install needs.
+func (m *mirror) get(host string) (cur current, seq uint64, known bool) {
 	sh := m.shard(host)
 	sh.mu.RLock()
 	e := sh.m[host]
-	var cur current
+	known = true
 	switch {
 	case e == nil:
 	case e.own != nil:
 		cur = e.own.cur
+	case e.stale:
+		seq, known = e.seq, false
 	case e.inFeed:
 		cur = e.feed
 	}
 	sh.mu.RUnlock()
-	return cur
+	return cur, seq, known
+}
+
+// install puts got, what a read of host found, in the mirror, unless the
+// feed changed host after get returned seq (a Stale, Put or Delete that
+// arrived during the read may report a change the read did not see) or a
+// resync began.
+func (m *mirror) install(host string, got current, seq uint64) {
+	sh := m.shard(host)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	e := sh.m[host]
+	if e == nil || !e.stale || e.seq != seq {
+		return
+	}
+	e.stale = false
+	if got.ver != driver.NoVersion {
+		e.feed, e.inFeed = got, true
+		return
+	}
+	m.count.Add(-1)
+	if e.own == nil {
+		delete(sh.m, host)
+	}
 }
 
 // learn records what this worker's call learnt of host ahead of the feed:
@@ -261,8 +307,17 @@ func (m *mirror) learn(host string, cur current, del bool, match driver.Version,
 		m.lag(sent)
 		return
 	}
+	var arrived time.Duration
+	if !sent.IsZero() && !e.staleAt.IsZero() && !e.staleAt.Before(sent) {
+		// A feed of invalidations said the host changed after the write
+		// was sent: the write's arrival, faster than the call's return.
+		arrived, sent = e.staleAt.Sub(sent), time.Time{}
+	}
 	e.own = &ownEntry{cur: cur, del: del, match: match, sent: sent}
 	sh.mu.Unlock()
+	if arrived > 0 {
+		m.reportLag(arrived)
+	}
 	// Taken after the write returned: a Synced at or after it covers the
 	// write.
 	at := time.Now()
@@ -273,8 +328,14 @@ func (m *mirror) learn(host string, cur current, del bool, match driver.Version,
 
 // lag reports the feed's delay for a write sent at sent.
 func (m *mirror) lag(sent time.Time) {
-	if h := m.b.obs.MirrorLag; h != nil && !sent.IsZero() {
-		h(context.Background(), MirrorLagInfo{Lag: time.Since(sent)})
+	if !sent.IsZero() {
+		m.reportLag(time.Since(sent))
+	}
+}
+
+func (m *mirror) reportLag(d time.Duration) {
+	if h := m.b.obs.MirrorLag; h != nil {
+		h(context.Background(), MirrorLagInfo{Lag: d})
 	}
 }
 
@@ -286,12 +347,12 @@ func (m *mirror) apply(c driver.Change) {
 		m.synced = false
 		m.until.Store(0)
 		m.clear(true)
-	case driver.ChangePut, driver.ChangeDelete:
+	case driver.ChangePut, driver.ChangeDelete, driver.ChangeStale:
 		if m.over {
 			return
 		}
 		m.change(c)
-		if m.count > m.size {
+		if m.count.Load() > int64(m.size) {
 			m.over = true
 			m.clear(false)
 			m.down(ctx, MirrorOverCap, nil)
@@ -311,12 +372,17 @@ func (m *mirror) apply(c driver.Change) {
 	}
 }
 
-// change applies a Put or a Delete.
+// change applies a Put, a Delete or a Stale.
 func (m *mirror) change(c driver.Change) {
 	var rec record.Record
 	if c.Kind == driver.ChangePut {
 		rec = m.b.decode(context.Background(), c.Key, c.Value)
 	}
+	var arrived time.Time
+	if c.Kind == driver.ChangeStale {
+		arrived = time.Now()
+	}
+	m.seq++
 	sh := m.shard(c.Key)
 	sh.mu.Lock()
 	e := sh.m[c.Key]
@@ -328,6 +394,7 @@ func (m *mirror) change(c driver.Change) {
 		e = &mirrorEntry{}
 		sh.m[c.Key] = e
 	}
+	e.seq = m.seq
 	var sent time.Time
 	settled := false
 	if o := e.own; o != nil {
@@ -335,19 +402,30 @@ func (m *mirror) change(c driver.Change) {
 		case c.Kind == driver.ChangePut && !o.del && c.Version == o.match,
 			c.Kind == driver.ChangeDelete && o.del && (o.match == driver.NoVersion || c.Version == driver.NoVersion || c.Version == o.match):
 			e.own, sent, settled = nil, o.sent, true
+		case c.Kind == driver.ChangeStale && !o.sent.IsZero():
+			// A feed of invalidations names no version: the first
+			// change of the host after this worker's write is taken
+			// as its arrival, for MirrorLag only. own stays until a
+			// Synced covers it.
+			sent, o.sent = o.sent, time.Time{}
 		}
 	}
-	switch {
-	case c.Kind == driver.ChangePut:
-		if !e.inFeed {
-			m.count++
-		}
-		e.feed, e.inFeed = current{rec: rec, ver: c.Version}, true
-	case e.inFeed:
-		m.count--
-		e.feed, e.inFeed = current{}, false
+	had := e.inFeed || e.stale
+	switch c.Kind {
+	case driver.ChangePut:
+		e.feed, e.inFeed, e.stale = current{rec: rec, ver: c.Version}, true, false
+	case driver.ChangeDelete:
+		e.feed, e.inFeed, e.stale = current{}, false, false
+	case driver.ChangeStale:
+		e.feed, e.inFeed, e.stale, e.staleAt = current{}, false, true, arrived
 	}
-	if !e.inFeed && e.own == nil {
+	switch has := e.inFeed || e.stale; {
+	case has && !had:
+		m.count.Add(1)
+	case had && !has:
+		m.count.Add(-1)
+	}
+	if !e.inFeed && !e.stale && e.own == nil {
 		delete(sh.m, c.Key)
 	}
 	sh.mu.Unlock()
@@ -355,7 +433,12 @@ func (m *mirror) change(c driver.Change) {
 		m.pendMu.Lock()
 		delete(m.pending, c.Key)
 		m.pendMu.Unlock()
-		m.lag(sent)
+	}
+	if !sent.IsZero() {
+		if arrived.IsZero() {
+			arrived = time.Now()
+		}
+		m.reportLag(arrived.Sub(sent))
 	}
 }
 
@@ -380,7 +463,7 @@ func (m *mirror) settle(at time.Time) {
 		sh.mu.Lock()
 		if e := sh.m[h]; e != nil {
 			e.own = nil
-			if !e.inFeed {
+			if !e.inFeed && !e.stale {
 				delete(sh.m, h)
 			}
 		}
@@ -391,7 +474,6 @@ func (m *mirror) settle(at time.Time) {
 // clear forgets the feed's records; keepOwn keeps what this worker learnt
 // ahead of the feed (a Reset: the snapshot may predate it).
 func (m *mirror) clear(keepOwn bool) {
-	m.count = 0
 	for i := range m.shards {
 		sh := &m.shards[i]
 		sh.mu.Lock()
@@ -402,12 +484,15 @@ func (m *mirror) clear(keepOwn bool) {
 				if e.own == nil {
 					delete(sh.m, h)
 				} else {
-					e.feed, e.inFeed = current{}, false
+					e.feed, e.inFeed, e.stale = current{}, false, false
 				}
 			}
 		}
 		sh.mu.Unlock()
 	}
+	// After the shards: a read that found a host absent and uncounted it
+	// meanwhile is not left out of the count.
+	m.count.Store(0)
 	if !keepOwn {
 		m.pendMu.Lock()
 		clear(m.pending)
@@ -419,13 +504,25 @@ func (m *mirror) clear(keepOwn bool) {
 // costs no store request, whether Allow's or a write call's (the mirror is
 // as current as the feed, which a read would not improve on by more than
 // the feed's delay), except a write call's on a record past its restraint,
-// which may have expired unannounced. A write compare-and-swaps against the mirror's
+// which may have expired unannounced. A host the feed said changed without
+// saying how (driver.ChangeStale) is read once, and what the read found is
+// decided on and enters the mirror. A write compare-and-swaps against the mirror's
 // version, and what the store answers (the write, or the record a
 // conflict returns) enters the mirror at once.
 func (b *Breaker) runMirrored(ctx context.Context, host string, in instant, write bool, decide decideFunc, st *machine.Step) (decider, error) {
 	m := b.mirror
-	cur := m.get(host)
+	cur, seq, known := m.get(host)
 	now, read := in.wall, false // read: cur came from the store after now
+	if !known {
+		// The feed said the host changed and nothing since told what it
+		// holds: read it once, for this call and the mirror.
+		got, err := b.get(ctx, host)
+		if err != nil {
+			return byStore, err
+		}
+		m.install(host, got, seq)
+		cur, read = got, true
+	}
 	for range maxCASAttempts {
 		*st = decide(cur.rec, now)
 		if st.Write != machine.WriteNone && read {

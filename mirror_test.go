@@ -25,11 +25,18 @@ type counting struct {
 	driver.Store
 	gets, writes atomic.Int64
 	script       chan driver.Change
+	// afterGet, if set, runs after each read of the store, before it
+	// returns.
+	afterGet func(key string)
 }
 
 func (c *counting) Get(ctx context.Context, key string) ([]byte, driver.Version, error) {
 	c.gets.Add(1)
-	return c.Store.Get(ctx, key)
+	v, ver, err := c.Store.Get(ctx, key)
+	if c.afterGet != nil {
+		c.afterGet(key)
+	}
+	return v, ver, err
 }
 
 func (c *counting) CompareAndSwap(ctx context.Context, key string, old driver.Version, v []byte, ttl time.Duration) (driver.Version, error) {
@@ -543,5 +550,157 @@ func TestMirrorStalenessByMonotonicClock(t *testing.T) {
 		if n := st.requests(); n != 0 {
 			t.Fatalf("%d store requests with a synced mirror; want it to decide", n)
 		}
+	})
+}
+
+// scripted is a mirrored Breaker over a memory store whose feed is the
+// one the test sends, synced and empty.
+func scripted(t *testing.T, s kvbreaker.Settings) (*kvbreaker.Breaker, *counting, func(...driver.Change)) {
+	t.Helper()
+	st := &counting{Store: memory.New(), script: make(chan driver.Change)}
+	b := mirrored(t, st, s)
+	send := func(cs ...driver.Change) {
+		for _, c := range cs {
+			st.script <- c
+		}
+		synctest.Wait()
+	}
+	send(driver.Change{Kind: driver.ChangeReset}, driver.Change{Kind: driver.ChangeSynced, At: time.Now()})
+	return b, st, send
+}
+
+func stale(host string) driver.Change { return driver.Change{Kind: driver.ChangeStale, Key: host} }
+
+// TestMirrorStaleReadsOnce: a Stale makes the next call on its host read
+// the store once, and the mirror keeps what it found: the calls after it,
+// and calls on other hosts, make no request.
+func TestMirrorStaleReadsOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		b, st, send := scripted(t, kvbreaker.Settings{FailureThreshold: 1})
+		// Another worker opens h.example's circuit and deletes
+		// gone.example's record; the feed names the keys only.
+		if _, err := st.Store.CompareAndSwap(ctx, "h.example", driver.NoVersion, openRecord(time.Now()), time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		send(stale("h.example"), stale("gone.example"), driver.Change{Kind: driver.ChangeSynced, At: time.Now()})
+		allow := func(host string, want kvbreaker.Decision, reads int64, when string) {
+			t.Helper()
+			v, err := b.Allow(ctx, host, time.Time{})
+			if err != nil || v.Decision != want {
+				t.Fatalf("%s: Allow(%s) = %v %v, want %v", when, host, v.Decision, err, want)
+			}
+			if n := st.gets.Swap(0); n != reads {
+				t.Fatalf("%s: Allow(%s) made %d reads, want %d", when, host, n, reads)
+			}
+		}
+		allow("other.example", kvbreaker.Send, 0, "a host the feed did not name")
+		allow("h.example", kvbreaker.Hold, 1, "the first call after its Stale")
+		allow("h.example", kvbreaker.Hold, 0, "the second")
+		allow("gone.example", kvbreaker.Send, 1, "the first call after its Stale")
+		allow("gone.example", kvbreaker.Send, 0, "the second")
+		if n := st.writes.Load(); n != 0 {
+			t.Fatalf("%d writes", n)
+		}
+	})
+}
+
+// TestMirrorStaleDuringReadNotInstalled: a Stale that arrives while a
+// call reads its host's record may report a change the read did not see:
+// the mirror does not keep what that read found, and the next call reads
+// again and sees the change.
+func TestMirrorStaleDuringReadNotInstalled(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		b, st, send := scripted(t, kvbreaker.Settings{FailureThreshold: 1})
+		ver, err := st.Store.CompareAndSwap(ctx, "h.example", driver.NoVersion, openRecord(time.Now()), time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		send(stale("h.example"), driver.Change{Kind: driver.ChangeSynced, At: time.Now()})
+		// After the read found the open record, before it returns,
+		// another worker deletes it (the circuit closed) and the feed
+		// says so.
+		st.afterGet = func(string) {
+			st.afterGet = nil
+			if err := st.Store.CompareAndDelete(ctx, "h.example", ver); err != nil {
+				t.Error(err)
+			}
+			send(stale("h.example"))
+		}
+		done := make(chan kvbreaker.Decision)
+		go func() {
+			v, err := b.Allow(ctx, "h.example", time.Time{})
+			if err != nil {
+				t.Error(err)
+			}
+			done <- v.Decision
+		}()
+		if d := <-done; d != kvbreaker.Hold {
+			t.Fatalf("the call that read the open record: %v", d)
+		}
+		st.gets.Store(0)
+		if v, _ := b.Allow(ctx, "h.example", time.Time{}); v.Decision != kvbreaker.Send {
+			t.Fatalf("after a Stale that arrived during the read: %v, decided on the read's older record", v.Decision)
+		}
+		if n := st.gets.Load(); n != 1 {
+			t.Fatalf("the call after: %d reads, want 1", n)
+		}
+	})
+}
+
+// TestMirrorStaleOwnWrite: this worker's write stays in its mirror when
+// the feed reports it as a Stale (no read); its arrival is measured
+// (MirrorLag); once a Synced covers the write, the host is read once.
+func TestMirrorStaleOwnWrite(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		var ev mirrorEvents
+		b, st, send := scripted(t, kvbreaker.Settings{FailureThreshold: 1, Observer: ev.observer()})
+		if err := b.Failure(ctx, "h.example"); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(3 * time.Millisecond)
+		send(stale("h.example"))
+		if v, _ := b.Allow(ctx, "h.example", time.Time{}); v.Decision != kvbreaker.Hold || st.gets.Load() != 0 {
+			t.Fatalf("after its own write's Stale: %v, %d reads; want Hold from the mirror", v.Decision, st.gets.Load())
+		}
+		ev.mu.Lock()
+		lags := fmt.Sprint(ev.lags)
+		ev.mu.Unlock()
+		if lags != "[3ms]" {
+			t.Fatalf("MirrorLag: %s, want [3ms]", lags)
+		}
+		time.Sleep(time.Millisecond)
+		send(driver.Change{Kind: driver.ChangeSynced, At: time.Now()})
+		for i, reads := range []int64{1, 0} {
+			if v, _ := b.Allow(ctx, "h.example", time.Time{}); v.Decision != kvbreaker.Hold {
+				t.Fatalf("call %d after the Synced: %v", i, v.Decision)
+			}
+			if n := st.gets.Swap(0); n != reads {
+				t.Fatalf("call %d after the Synced: %d reads, want %d", i, n, reads)
+			}
+		}
+	})
+}
+
+// TestMirrorStaleCountsTowardsCap: a host the feed said changed counts
+// towards MirrorSize until a read finds it absent.
+func TestMirrorStaleCountsTowardsCap(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		var ev mirrorEvents
+		b, st, send := scripted(t, kvbreaker.Settings{MirrorSize: 2, Observer: ev.observer()})
+		send(stale("a.example"), stale("b.example"))
+		b.Allow(ctx, "a.example", time.Time{}) // absent: no longer counted
+		send(stale("c.example"), driver.Change{Kind: driver.ChangeSynced, At: time.Now()})
+		if got := fmt.Sprint(ev.take()); got != "[true:synced]" {
+			t.Fatalf("two unknown hosts, one read absent, then a third: Observer.Mirror %s, want healthy", got)
+		}
+		send(stale("d.example"))
+		if got := fmt.Sprint(ev.take()); got != "[false:over_cap]" {
+			t.Fatalf("three unknown hosts over a cap of 2: Observer.Mirror %s", got)
+		}
+		_ = st
 	})
 }

@@ -212,7 +212,7 @@ func (p *prefixed) Follow(ctx context.Context, prefix string, heartbeat time.Dur
 		return fmt.Errorf("kvbreaker: follow: %T cannot follow its keys: %w", p.store, errors.ErrUnsupported)
 	}
 	return f.Follow(ctx, p.key(prefix), heartbeat, func(c driver.Change) {
-		if c.Kind == driver.ChangePut || c.Kind == driver.ChangeDelete {
+		if c.Kind == driver.ChangePut || c.Kind == driver.ChangeDelete || c.Kind == driver.ChangeStale {
 			k, ok := unescapeKey(strings.TrimPrefix(c.Key, p.prefix))
 			if !ok || k == "" {
 				return

@@ -104,7 +104,9 @@ type Settings struct {
 	// healthy: then Allow, and a Success or ReachableFailure on a host
 	// without a record, cost no store request; writes still
 	// compare-and-swap against the store, and this worker's own writes
-	// are in the mirror at once. The feed is healthy from its first
+	// are in the mirror at once. Over a feed that names changed keys
+	// without their values (Redis, PostgreSQL: driver.ChangeStale), the
+	// first call on such a host after its change reads it once. The feed is healthy from its first
 	// snapshot on, while its last Synced is within MirrorStaleness and the
 	// store holds at most MirrorSize records; otherwise every call reads
 	// the store as without a mirror. A decision can then differ from one

@@ -16,11 +16,19 @@ import (
 // KV (eventually consistent for up to 60 s) do not.
 //
 // The feed's one promise is that a follower that has seen Synced{At: t}
-// holds, for every key, its latest state committed before t, having seen
-// each key's changes in commit order (some perhaps merged). Every
-// way the store cannot keep it (a dropped connection, a compacted history,
-// an overflowing buffer, a resent subscription) is reported as Lost, never
-// resumed silently past a gap.
+// knows, for every key changed before t, either its latest state committed
+// before t (a Put or a Delete of it, or of a later change) or that its
+// state is unknown until read (a Stale delivered after the last state it
+// delivered for that key), having seen each key's changes in commit order
+// (some perhaps merged). Every way the store cannot keep it (a dropped
+// connection, a compacted history, an overflowing buffer, a resent
+// subscription) is reported as Lost, never resumed silently past a gap.
+//
+// etcd and the memory store deliver values (Put, Delete). Redis and
+// PostgreSQL learn only which keys changed (an invalidation, a NOTIFY of
+// the key) and deliver Stale for them: a follower reads such a key from
+// the store when it next needs it, rather than every follower re-reading
+// every change.
 type Follower interface {
 	// Follow delivers to fn, one change at a time and in order, a snapshot
 	// of every live key that begins with prefix and then every change
@@ -30,16 +38,19 @@ type Follower interface {
 	//
 	// The feed starts with Reset, then a Put for each live key of the
 	// snapshot, then Synced. After that it sends, for each write, a Put of
-	// that write or of a later one of the same key, and for each deletion
-	// (and each expiry the store reports) a Delete, or a later change: a
-	// store that learns only which keys changed (Redis's invalidations, a
-	// NOTIFY of the key) reads them again and delivers their latest state,
-	// so a key's changes may merge, and one may arrive twice in a row, but
-	// an older change never follows a newer one. It sends Synced at least
+	// that write or of a later one of the same key, or a Stale of the key;
+	// for each deletion (and each expiry the store reports) a Delete, a
+	// later change, or a Stale. A key's changes may merge, and one may
+	// arrive twice in a row, but an older change never follows a newer
+	// one, and a Stale is sent after the change it reports has committed
+	// (so a read that follows it sees that change or a later one). A
+	// follower that has seen Stale for a key holds nothing of it until it
+	// reads it or a later Put or Delete arrives. It sends Synced at least
 	// every heartbeat while nothing else arrives, each
 	// with an At no later than the instant (by the caller's clock, time.Now)
-	// before which every commit has been delivered: a follower measures
-	// how far behind it may be from that, never assumes it. When the feed
+	// before which every commit has been delivered (as itself, a later
+	// change, or a Stale): a follower measures how far behind it may be
+	// from that, never assumes it. When the feed
 	// may have missed a change, Follow sends Lost (Err says why), then
 	// resynchronises with a new Reset, snapshot and Synced, for as long as
 	// ctx lasts; between Lost and that Synced the caller decides nothing
@@ -70,9 +81,14 @@ const (
 	// was received is not to be decided on until the next ChangeSynced
 	// after a ChangeReset.
 	ChangeLost
+	// ChangeStale: Key changed after the last state delivered for it (if
+	// any); its state is unknown until read from the store. Version is
+	// NoVersion. Redis and PostgreSQL send it for each key they are told
+	// changed; etcd and the memory store send values instead.
+	ChangeStale
 )
 
-// String returns "reset", "put", "delete", "synced" or "lost".
+// String returns "reset", "put", "delete", "synced", "lost" or "stale".
 func (k ChangeKind) String() string {
 	switch k {
 	case ChangeReset:
@@ -85,6 +101,8 @@ func (k ChangeKind) String() string {
 		return "synced"
 	case ChangeLost:
 		return "lost"
+	case ChangeStale:
+		return "stale"
 	}
 	return "change(" + strconv.Itoa(int(k)) + ")"
 }
