@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -364,7 +365,7 @@ func (f *follower) session(ctx context.Context) (reset bool, err error) {
 				if keys == nil {
 					keys = []string{m.Payload}
 				}
-				if err := f.reread(ctx, keys); err != nil {
+				if err := f.invalidated(keys); err != nil {
 					return true, err
 				}
 			case *goredis.Pong:
@@ -372,7 +373,7 @@ func (f *follower) session(ctx context.Context) (reset bool, err error) {
 					return true, fmt.Errorf("unexpected PING answer %q", m.Payload)
 				}
 				// Every invalidation Redis queued before it answered this
-				// PING came before the answer and has been re-read; the
+				// PING came before the answer and has been delivered; the
 				// tracking must still be on, on the connections this
 				// session made, for that to mean every write before the
 				// PING was sent.
@@ -446,7 +447,7 @@ func (f *follower) snapshot(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("snapshot: scan: %w", err)
 		}
-		if err := f.read(ctx, keys, false); err != nil {
+		if err := f.read(ctx, keys); err != nil {
 			return fmt.Errorf("snapshot: %w", err)
 		}
 		if cursor = next; cursor == 0 {
@@ -455,22 +456,31 @@ func (f *follower) snapshot(ctx context.Context) error {
 	}
 }
 
-// reread delivers the state of each invalidated key: a Put, or a Delete
-// when Get finds none.
-func (f *follower) reread(ctx context.Context, keys []string) error {
-	return f.read(ctx, keys, true)
+// invalidated delivers a Stale for each invalidated key: Redis names the
+// keys a write changed, not their values, and a follower reads a key when
+// it needs it rather than every follower reading every change. Redis sends
+// an invalidation after the write has been applied, so a read after the
+// Stale sees it.
+func (f *follower) invalidated(keys []string) error {
+	for _, k := range keys {
+		if k == "" || !strings.HasPrefix(k, f.prefix) {
+			return fmt.Errorf("an invalidation of %q, outside the prefix %q", k, f.prefix)
+		}
+	}
+	for _, k := range keys {
+		f.fn(driver.Change{Kind: driver.ChangeStale, Key: k})
+	}
+	return nil
 }
 
-func (f *follower) read(ctx context.Context, keys []string, deletes bool) error {
+// read delivers a Put for each of keys that Get reads as a value.
+func (f *follower) read(ctx context.Context, keys []string) error {
 	for _, k := range keys {
 		cctx, cancel := context.WithTimeout(ctx, f.callTimeout())
 		v, ver, err := f.s.Get(cctx, k)
 		cancel()
 		switch {
 		case errors.Is(err, driver.ErrNotFound):
-			if deletes {
-				f.fn(driver.Change{Kind: driver.ChangeDelete, Key: k, Version: driver.NoVersion})
-			}
 		case err != nil:
 			return fmt.Errorf("read %s: %w", k, err)
 		default:

@@ -47,6 +47,13 @@ func (f *feed) snapshot() []driver.Change {
 	return slices.Clone(f.changes)
 }
 
+// arrivals returns the changes and when each arrived.
+func (f *feed) arrivals() ([]driver.Change, []time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.changes), slices.Clone(f.at)
+}
+
 // waitFor waits until pred holds for the changes from index from on, and
 // returns the index just past the change where it first held.
 func (f *feed) waitFor(t *testing.T, from int, timeout time.Duration, what string, pred func([]driver.Change) int) int {
@@ -77,6 +84,8 @@ func describe(cs []driver.Change) string {
 			fmt.Fprintf(&b, "put(%s=%q@%d) ", c.Key, c.Value, c.Version)
 		case driver.ChangeDelete:
 			fmt.Fprintf(&b, "delete(%s) ", c.Key)
+		case driver.ChangeStale:
+			fmt.Fprintf(&b, "stale(%s) ", c.Key)
 		case driver.ChangeLost:
 			fmt.Fprintf(&b, "lost(%v) ", c.Err)
 		default:
@@ -102,9 +111,10 @@ func putOf(key string, ver driver.Version) func([]driver.Change) int {
 	}
 }
 
-func deleteOf(key string) func([]driver.Change) int {
+// staleOf finds the first Stale of key.
+func staleOf(key string) func([]driver.Change) int {
 	return func(cs []driver.Change) int {
-		return slices.IndexFunc(cs, func(c driver.Change) bool { return c.Kind == driver.ChangeDelete && c.Key == key })
+		return slices.IndexFunc(cs, func(c driver.Change) bool { return c.Kind == driver.ChangeStale && c.Key == key })
 	}
 }
 
@@ -182,8 +192,8 @@ const followHB = 100 * time.Millisecond
 // TestFollowSnapshotAndChanges: the snapshot holds every key under the
 // prefix Get reads as a value (a record, a string key as foreign data)
 // and nothing else (a tombstone, a hash without v, a key outside the
-// prefix); then each write is a Put, each delete a Delete, each expiry a
-// Delete, and Synced keeps coming.
+// prefix); then each write, delete and expiry is a Stale of its key (the
+// feed reads nothing after the snapshot), and Synced keeps coming.
 func TestFollowSnapshotAndChanges(t *testing.T) {
 	ctx := t.Context()
 	c := newClient(t, srv.Addr())
@@ -237,28 +247,32 @@ func TestFollowSnapshotAndChanges(t *testing.T) {
 		t.Errorf("snapshot = %s, want only %sa and %sstr", describe(cs), p, p)
 	}
 
-	vd, err := st.CompareAndSwap(ctx, p+"d", driver.NoVersion, []byte("D"), time.Minute)
-	if err != nil {
+	if _, err := st.CompareAndSwap(ctx, p+"d", driver.NoVersion, []byte("D"), time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	n = f.waitFor(t, n, 5*time.Second, "Put of d", putOf(p+"d", vd))
+	n = f.waitFor(t, n, 5*time.Second, "Stale of d", staleOf(p+"d"))
 	va2, err := st.CompareAndSwap(ctx, p+"a", va, []byte("A2"), time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
-	n = f.waitFor(t, n, 5*time.Second, "Put of a's second version", putOf(p+"a", va2))
+	n = f.waitFor(t, n, 5*time.Second, "Stale of a's second version", staleOf(p+"a"))
 	if err := st.CompareAndDelete(ctx, p+"a", va2); err != nil {
 		t.Fatal(err)
 	}
-	n = f.waitFor(t, n, 5*time.Second, "Delete of a", deleteOf(p+"a"))
+	n = f.waitFor(t, n, 5*time.Second, "Stale of a's deletion", staleOf(p+"a"))
 	if _, err := st.CompareAndSwap(ctx, p+"e", driver.NoVersion, []byte("E"), 20*time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
-	n = f.waitFor(t, n, 5*time.Second, "Put of e", putOf(p+"e", 0))
+	n = f.waitFor(t, n, 5*time.Second, "Stale of e", staleOf(p+"e"))
 	// Redis deletes an expired key when its sampling finds it (ten times a
 	// second), or when it is read.
-	n = f.waitFor(t, n, 10*time.Second, "Delete of e once expired", deleteOf(p+"e"))
+	n = f.waitFor(t, n, 10*time.Second, "Stale of e once expired", staleOf(p+"e"))
 	f.waitFor(t, n, 5*time.Second, "Synced after the changes", kindIs(driver.ChangeSynced))
+	for _, ch := range f.snapshot()[len(cs):] {
+		if ch.Kind == driver.ChangePut || ch.Kind == driver.ChangeDelete {
+			t.Errorf("after the snapshot the feed delivered %s: it reads nothing, so only Stale", describe([]driver.Change{ch}))
+		}
+	}
 	for _, ch := range f.snapshot() {
 		if ch.Kind == driver.ChangeLost {
 			t.Errorf("the feed lost: %v", ch.Err)
@@ -270,17 +284,21 @@ func TestFollowSnapshotAndChanges(t *testing.T) {
 }
 
 // checkSyncedCovers fails t when a Synced whose At is after the write of
-// key at ver returned arrives without a Put of it (or a later version)
-// since the last Reset.
-func checkSyncedCovers(t *testing.T, cs []driver.Change, key string, ver driver.Version, returned time.Time) {
+// key at ver returned arrives without a Put of it (or a later version), or
+// a Stale of key after the write was sent, since the last Reset.
+func checkSyncedCovers(t *testing.T, cs []driver.Change, at []time.Time, key string, ver driver.Version, sent, returned time.Time) {
 	t.Helper()
 	seen := false
-	for _, c := range cs {
+	for i, c := range cs {
 		switch c.Kind {
 		case driver.ChangeReset:
 			seen = false
 		case driver.ChangePut:
 			if c.Key == key && c.Version >= ver {
+				seen = true
+			}
+		case driver.ChangeStale:
+			if c.Key == key && !at[i].Before(sent) {
 				seen = true
 			}
 		case driver.ChangeSynced:
@@ -315,19 +333,20 @@ func TestFollowClientKill(t *testing.T) {
 				victim = tracking[0]
 			}
 			killClient(t, c, victim)
+			sent := time.Now()
 			v, err := st.CompareAndSwap(ctx, p+"during", driver.NoVersion, []byte("x"), time.Minute)
 			if err != nil {
 				t.Fatal(err)
 			}
 			returned := time.Now()
 			f.waitFor(t, n, 5*time.Second, "Lost then a resync", resynced)
-			cs := f.snapshot()
+			cs, at := f.arrivals()
 			lost := n + slices.IndexFunc(cs[n:], func(c driver.Change) bool { return c.Kind == driver.ChangeLost })
 			t.Logf("lost: %v", cs[lost].Err)
 			if i := putOf(p+"during", v)(cs[lost:]); i < 0 {
 				t.Errorf("the resync did not deliver the write made meanwhile: %s", describe(cs[lost:]))
 			}
-			checkSyncedCovers(t, cs, p+"during", v, returned)
+			checkSyncedCovers(t, cs, at, p+"during", v, sent, returned)
 			// The new session's connections replace the old ones.
 			if sub, tracking := followConns(t, c); len(sub) != 1 || len(tracking) != 1 || slices.Contains(append(sub, tracking...), victim) {
 				t.Errorf("after the resync, follow connections: subscriber %v, tracking %v; want one new of each", sub, tracking)
@@ -356,6 +375,7 @@ func TestFollowServerFaults(t *testing.T) {
 		if err := s.Restart(ctx); err != nil {
 			t.Fatal(err)
 		}
+		sent := time.Now()
 		v, err := st.CompareAndSwap(ctx, p+"after", driver.NoVersion, []byte("y"), time.Minute)
 		if err != nil {
 			t.Fatal(err)
@@ -368,8 +388,8 @@ func TestFollowServerFaults(t *testing.T) {
 			}
 			return max(i, putOf(p+"after", v)(cs))
 		})
-		cs := f.snapshot()
-		checkSyncedCovers(t, cs, p+"after", v, returned)
+		cs, at := f.arrivals()
+		checkSyncedCovers(t, cs, at, p+"after", v, sent, returned)
 		// The restarted server is empty: the last snapshot holds no "before".
 		r := len(cs) - 1
 		for r >= 0 && cs[r].Kind != driver.ChangeReset {
@@ -411,11 +431,10 @@ func TestFollowServerFaults(t *testing.T) {
 	})
 
 	t.Run("flushall", func(t *testing.T) {
-		v, err := st.CompareAndSwap(ctx, p+"flushed", driver.NoVersion, []byte("z"), time.Minute)
-		if err != nil {
+		if _, err := st.CompareAndSwap(ctx, p+"flushed", driver.NoVersion, []byte("z"), time.Minute); err != nil {
 			t.Fatal(err)
 		}
-		n = f.waitFor(t, n, 5*time.Second, "Put of the key to flush", putOf(p+"flushed", v))
+		n = f.waitFor(t, n, 5*time.Second, "Stale of the key to flush", staleOf(p+"flushed"))
 		from := n
 		if err := c.FlushAll(ctx).Err(); err != nil {
 			t.Fatal(err)
@@ -431,7 +450,9 @@ func TestFollowServerFaults(t *testing.T) {
 			case ch.Kind == driver.ChangeReset:
 				held = false
 			case ch.Key == p+"flushed":
-				held = ch.Kind == driver.ChangePut
+				// After a Stale a mirror reads the key and holds what
+				// it found.
+				held = ch.Kind == driver.ChangePut || ch.Kind == driver.ChangeStale
 			case ch.Kind == driver.ChangeSynced && ch.At.After(flushed) && held:
 				t.Fatalf("Synced{At: %v} after FLUSHALL at %v with the flushed key still held: %s",
 					ch.At.Format(time.StampMicro), flushed.Format(time.StampMicro), describe(cs[from:]))
@@ -490,7 +511,7 @@ func TestFollowClose(t *testing.T) {
 }
 
 // TestFollowDelay measures, on loopback, the time from a write's return to
-// its Put's delivery over sequential writes (no timed assertion).
+// its Stale's delivery over sequential writes (no timed assertion).
 func TestFollowDelay(t *testing.T) {
 	ctx := t.Context()
 	st := newRaw(t, srv.Addr())
@@ -508,12 +529,11 @@ func TestFollowDelay(t *testing.T) {
 		if err != nil && !errors.Is(err, driver.ErrNotFound) {
 			t.Fatal(err)
 		}
-		v, err := st.CompareAndSwap(ctx, key, old, []byte("v"), time.Minute)
-		if err != nil {
+		if _, err := st.CompareAndSwap(ctx, key, old, []byte("v"), time.Minute); err != nil {
 			t.Fatal(err)
 		}
 		returned := time.Now()
-		n = f.waitFor(t, n, 5*time.Second, "Put of "+key, putOf(key, v))
+		n = f.waitFor(t, n, 5*time.Second, "Stale of "+key, staleOf(key))
 		f.mu.Lock()
 		at := f.at[n-1]
 		f.mu.Unlock()
@@ -526,7 +546,7 @@ func TestFollowDelay(t *testing.T) {
 			early++
 		}
 	}
-	t.Logf("feed delay over %d writes on loopback (write returned → Put delivered): p50 %v, p99 %v, max %v; %d Puts arrived before the write returned (negative delay)",
+	t.Logf("feed delay over %d writes on loopback (write returned → Stale delivered): p50 %v, p99 %v, max %v; %d arrived before the write returned (negative delay)",
 		writes, delays[len(delays)/2], delays[len(delays)*99/100], delays[len(delays)-1], early)
 }
 

@@ -87,20 +87,20 @@
 // Tracking is enabled before the snapshot (SCAN, then each key read as Get
 // reads it: a tombstone, or a hash without v, is not delivered; foreign
 // data is, with its version), so a write the snapshot missed is
-// invalidated; each invalidated key is read again and delivered as a Put,
-// or a Delete when Get finds nothing (a delete, an expiry once Redis has
-// deleted the key, which it does when its sampling finds it or on
-// access). A re-read delivers the key's state at that read: two writes
-// close together may arrive as one Put of the later version, never out of
-// order. Every heartbeat/2 a PING goes to the subscriber: Redis answers it
+// invalidated; each invalidated key is delivered as driver.ChangeStale (a
+// write, a delete, an expiry once Redis has deleted the key, which it does
+// when its sampling finds it or on access): Follow reads nothing after the
+// snapshot, and a Breaker's mirror reads such a key once, when it next
+// needs it. Two writes close together may arrive as one Stale. Every
+// heartbeat/2 a PING goes to the subscriber: Redis answers it
 // after every invalidation it queued before; once the answer arrives and
-// the invalidated keys have been read again, and CLIENT TRACKINGINFO
+// the invalidations before it have been delivered, and CLIENT TRACKINGINFO
 // confirms the tracking is still on and redirected to that subscriber,
 // Follow sends Synced{At: when the PING was sent}. Lost, then a new
 // session (tracking, snapshot, Synced), follows: either connection
 // failing or closing, a broken redirect, a PING unanswered within the
 // heartbeat, a null invalidation (FLUSHALL, FLUSHDB; go-redis reports it
-// as an unsupported pubsub payload) and a failed re-read. Follow works
+// as an unsupported pubsub payload). Follow works
 // with a *redis.Client of one server; a Cluster (tracking is per node), a
 // Ring, a failover client (its connections may stay on a demoted master)
 // and a Store declared WithReplicaReads get errors.ErrUnsupported. Close
