@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -33,7 +34,7 @@ const (
 	maxBackoff = 2 * time.Second
 )
 
-// maxBatch bounds how many queued notifications one re-read covers.
+// maxBatch bounds how many queued notifications are taken at once.
 const maxBatch = 256
 
 // Follow implements driver.Follower with LISTEN/NOTIFY (see "Following" in
@@ -115,15 +116,11 @@ type follower struct {
 	beats     string // this follower's heartbeat channel
 	seq       uint64
 
-	// delivered holds the version of each key the feed has Put since
-	// its last Reset: a re-read that finds what was delivered sends
-	// nothing, and a Delete is sent only for a key that was Put.
-	delivered map[string]driver.Version
 	lost      bool // Lost was sent and no Reset since
 	wasSynced bool // the last session sent Synced
 
-	sqlTrigger, sqlSnapshot, sqlReread string
-	snapshotArgs                       []any
+	sqlTrigger, sqlSnapshot string
+	snapshotArgs            []any
 }
 
 func (f *follower) prepare() {
@@ -140,27 +137,12 @@ func (f *follower) prepare() {
 		f.sqlSnapshot = cols + ` WHERE key >= $1::text AND expires_at > now()`
 		f.snapshotArgs = []any{f.prefix}
 	}
-	f.sqlReread = cols + ` WHERE key = ANY($1::text[]) AND expires_at > now()`
 }
 
 func (f *follower) emit(c driver.Change) {
 	switch c.Kind {
 	case driver.ChangeReset:
-		clear(f.delivered)
-		if f.delivered == nil {
-			f.delivered = map[string]driver.Version{}
-		}
 		f.lost = false
-	case driver.ChangePut:
-		if v, ok := f.delivered[c.Key]; ok && v == c.Version {
-			return
-		}
-		f.delivered[c.Key] = c.Version
-	case driver.ChangeDelete:
-		if _, ok := f.delivered[c.Key]; !ok {
-			return
-		}
-		delete(f.delivered, c.Key)
 	case driver.ChangeSynced:
 		f.wasSynced = true
 	case driver.ChangeLost:
@@ -224,8 +206,8 @@ func (f *follower) sync(ctx context.Context, conn *pgx.Conn) error {
 	}
 	// LISTEN takes effect when it commits, before the snapshot begins:
 	// a change committed after the snapshot's start is notified, one
-	// committed before is in it (one committed between is in both, and
-	// its re-read sends nothing new).
+	// committed before is in it (one committed between is in both: its
+	// Stale follows the snapshot's Put).
 	if _, err := conn.Exec(ctx, "LISTEN "+quoteIdent(Channel(table))+"; LISTEN "+quoteIdent(f.beats)); err != nil {
 		return err
 	}
@@ -373,9 +355,7 @@ func (f *follower) stream(ctx context.Context, conn *pgx.Conn) error {
 					if i == len(pending) {
 						continue // sent before this session's LISTEN
 					}
-					if err := f.reread(ctx, keys); err != nil {
-						return err
-					}
+					f.stale(keys)
 					keys = keys[:0]
 					f.emit(driver.Change{Kind: driver.ChangeSynced, At: pending[i].sent})
 					pending = pending[i+1:]
@@ -394,47 +374,20 @@ func (f *follower) stream(ctx context.Context, conn *pgx.Conn) error {
 					}
 				}
 			}
-			if err := f.reread(ctx, keys); err != nil {
-				return err
-			}
+			f.stale(keys)
 		}
 	}
 }
 
-// reread reads keys (in one statement) and sends what each holds now, in
-// the order they were notified: a Put of the live row, else a Delete.
-func (f *follower) reread(ctx context.Context, keys []string) error {
-	if len(keys) == 0 {
-		return nil
-	}
-	ctx, cancel := context.WithTimeout(ctx, f.s.o.callTimeout)
-	defer cancel()
-	now := make(map[string]driver.Change, len(keys))
-	err := f.s.retry(ctx, func() error {
-		clear(now)
-		rows, err := f.s.pool.Query(ctx, f.sqlReread, keys)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			c, err := scanPut(rows)
-			if err != nil {
-				return err
-			}
-			now[c.Key] = c
-		}
-		return rows.Err()
-	})
-	if err != nil {
-		return fmt.Errorf("re-read of %d notified keys: %w", len(keys), err)
-	}
-	for _, k := range keys {
-		if c, ok := now[k]; ok {
-			f.emit(c)
-		} else {
-			f.emit(driver.Change{Kind: driver.ChangeDelete, Key: k, Version: driver.NoVersion})
+// stale delivers a Stale for each notified key, once per key of a batch,
+// in the order they were first notified: the notification names the key,
+// not its row, and a follower reads a key when it needs it rather than
+// every follower reading every change. A notification arrives after its
+// transaction committed, so a read after the Stale sees that commit.
+func (f *follower) stale(keys []string) {
+	for i, k := range keys {
+		if !slices.Contains(keys[:i], k) {
+			f.emit(driver.Change{Kind: driver.ChangeStale, Key: k})
 		}
 	}
-	return nil
 }

@@ -98,26 +98,22 @@
 // pool's own name, if any), LISTENs, and only then reads the snapshot: the
 // prefix's live rows as Get reads them (expiry by the server's now(),
 // tombstones hidden), then Synced at the instant before the snapshot was
-// asked for. Each notified key under the prefix is then read again, on the
-// pool, queued notifications together in one statement: a live row is a
-// Put, anything else a Delete. So a Put carries the row as it is when read,
-// which may be a later write than the notified one (the later write's own
-// notification then sends nothing new): changes of a key arrive in commit
-// order, and intermediate ones may be skipped. A read that finds what was
-// last delivered for the key sends nothing. Each follower costs one
-// primary-key read per notified batch of its prefix's writes, and a
-// connection.
+// asked for. Each notified key under the prefix is then delivered as
+// driver.ChangeStale (once per key of the notifications queued together):
+// Follow reads nothing after the snapshot, and a Breaker's mirror reads
+// such a key once, when it next needs it. Each follower costs a
+// connection, and its snapshot.
 //
 // Every heartbeat the follower notifies a channel of its own from the
 // pool, with a fresh payload; PostgreSQL keeps one queue for all
 // channels, so it comes back after the notifications of every transaction
 // that committed before it was sent, and its arrival is Synced{At: when it
 // was sent}. A heartbeat not back within max(2×heartbeat, 1 s), an error or
-// close of the listening connection, a failed re-read or a TRUNCATE is
+// close of the listening connection or a TRUNCATE is
 // ChangeLost, once per outage, and then a resynchronisation (a new
 // connection, LISTEN, snapshot), retried with a backoff of 50 ms doubling
 // to 2 s while the server cannot be reached. Each attempt's connection and
-// snapshot, and each re-read, is bounded by WithCallTimeout. Follow
+// snapshot is bounded by WithCallTimeout. Follow
 // returns only when its context ends (ctx's error), or at once when the
 // table lacks the trigger (an error matching errors.ErrUnsupported that
 // names "kvbreaker init") or the server refuses (no table, a missing
@@ -127,7 +123,7 @@
 // Rows expire by the server's clock without any statement, so a row that
 // expires sends nothing: the mirror keeps it until the purge deletes it
 // (WithPurgeDelay after its expiry), whose DELETE is notified and arrives as
-// Delete. A Breaker's record past its TTL has no failure left inside
+// Stale. A Breaker's record past its TTL has no failure left inside
 // FailureWindow and its restraint is over, so (checked against
 // internal/machine and Breaker) deciding on it costs one refused call and
 // changes nothing: Allow on a closed one sends; Allow on a restrained one
