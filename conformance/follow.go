@@ -16,8 +16,10 @@ import (
 
 // The Follower cases hold driver.Follower to what a Breaker's mirror
 // relies on: a snapshot that is the store's, every committed change once
-// and in commit order per key, a Synced whose At covers every change
-// committed before it, a heartbeat while nothing happens, and a break in
+// and in commit order per key (or a Stale of its key delivered after the
+// change began: a mirror reads such a key from the store when it needs
+// it, so it counts as the store's state then), a Synced whose At covers
+// every change committed before it, a heartbeat while nothing happens, and a break in
 // the feed said as Lost and followed by a resynchronisation, never resumed
 // past a gap. Each case follows a prefix of its own store while it writes
 // through the store, and judges the feed as it arrived: every message says
@@ -90,6 +92,8 @@ func (a arrival) String() string {
 		return fmt.Sprintf("put %q v%d %.40q", a.Key, a.Version, a.Value)
 	case driver.ChangeDelete:
 		return fmt.Sprintf("delete %q v%d", a.Key, a.Version)
+	case driver.ChangeStale:
+		return fmt.Sprintf("stale %q", a.Key)
 	case driver.ChangeSynced:
 		return "synced at " + a.At.Format("15:04:05.000000")
 	case driver.ChangeLost:
@@ -307,6 +311,16 @@ func (e *env) checkGrammar(prefix string, ev []arrival) {
 			case state == snap && a.Kind == driver.ChangeDelete:
 				bad(PromiseFollowFeed, i, "a Delete inside a snapshot (between Reset and Synced a feed sends only the live keys' Puts)")
 			}
+		case driver.ChangeStale:
+			if !strings.HasPrefix(a.Key, prefix) {
+				bad(PromiseFollowFeed, i, "the key is outside the followed prefix %q", prefix)
+			}
+			switch state {
+			case begin:
+				bad(PromiseFollowFeed, i, "a change before the feed's first Reset")
+			case lost:
+				bad(PromiseFollowFeed, i, "a change after Lost and before the Reset that must follow it")
+			}
 		case driver.ChangeReset:
 			if state == live {
 				bad(PromiseFollowFeed, i, "a Reset without a Lost before it: the caller would decide from a partial mirror until the Synced")
@@ -371,6 +385,9 @@ type committed struct {
 	kind    driver.ChangeKind // ChangePut or ChangeDelete
 	version driver.Version    // the new version; the deleted one for a delete
 	value   []byte
+	// start is when the write was sent: a Stale of the key that
+	// arrived before it cannot report it.
+	start time.Time
 }
 
 func (c committed) String() string {
@@ -401,11 +418,11 @@ func describeCommitted(cs []committed) string {
 	return "[" + strings.Join(parts, ", ") + "]"
 }
 
-// changesOf returns the Puts and Deletes of key among ev.
+// changesOf returns the Puts, Deletes and Stales of key among ev.
 func changesOf(ev []arrival, key string) []arrival {
 	var out []arrival
 	for _, a := range ev {
-		if (a.Kind == driver.ChangePut || a.Kind == driver.ChangeDelete) && a.Key == key {
+		if (a.Kind == driver.ChangePut || a.Kind == driver.ChangeDelete || a.Kind == driver.ChangeStale) && a.Key == key {
 			out = append(out, a)
 		}
 	}
@@ -427,10 +444,19 @@ func (e *env) compareSequence(promise PromiseID, key string, want []committed, g
 	// keys changed re-reads them and delivers the latest), and may deliver
 	// one change twice in a row (the snapshot and a re-read): what it
 	// delivers is the committed sequence with changes left out, never an
-	// older change after a newer one, and it ends with the last.
+	// older change after a newer one, and it ends with the last, or with
+	// a Stale of the key that arrived after the last was sent (a Stale
+	// names no change: it only says the key must be read).
 	i, first := 0, -1
+	var values []arrival // got without its Stales
+	var at []int         // values[n] is got[at[n]]
 	for j, a := range got {
-		if j > 0 && i > 0 && want[i-1].matches(a) && got[j-1].Kind == a.Kind && got[j-1].Version == a.Version {
+		if a.Kind != driver.ChangeStale {
+			values, at = append(values, a), append(at, j)
+		}
+	}
+	for j, a := range values {
+		if j > 0 && i > 0 && want[i-1].matches(a) && values[j-1].Kind == a.Kind && values[j-1].Version == a.Version {
 			continue
 		}
 		for i < len(want) && !want[i].matches(a) {
@@ -443,14 +469,15 @@ func (e *env) compareSequence(promise PromiseID, key string, want []committed, g
 		i++
 	}
 	complete := len(want) == 0 || (len(got) > 0 && want[len(want)-1].matches(got[len(got)-1])) ||
-		(len(got) == 0 && absentBefore && want[len(want)-1].kind == driver.ChangeDelete)
+		(len(got) == 0 && absentBefore && want[len(want)-1].kind == driver.ChangeDelete) ||
+		(len(got) > 0 && got[len(got)-1].Kind == driver.ChangeStale && !got[len(got)-1].at.Before(want[len(want)-1].start))
 	if first < 0 && complete {
 		return true
 	}
 	var where string
 	switch {
 	case first >= 0:
-		where = fmt.Sprintf("delivered change %d (%s) is not a committed change after the one delivered before it", first+1, got[first])
+		where = fmt.Sprintf("delivered change %d (%s) is not a committed change after the one delivered before it", at[first]+1, values[first])
 	default:
 		where = fmt.Sprintf("the last committed change, %s, was not the last delivered", want[len(want)-1])
 	}
@@ -462,10 +489,15 @@ func (e *env) compareSequence(promise PromiseID, key string, want []committed, g
 type entry struct {
 	value   []byte
 	version driver.Version
+	// staleAt, in a mirror, is when a Stale of the key arrived with
+	// nothing after it: a Breaker reads the key from the store when it
+	// needs it.
+	staleAt time.Time
 }
 
 // mirrorOf applies ev (up to a Synced) as a Breaker's mirror does: Reset
-// forgets everything, Put sets, Delete removes.
+// forgets everything, Put sets, Delete removes, Stale marks the key to be
+// read.
 func mirrorOf(ev []arrival) map[string]entry {
 	m := map[string]entry{}
 	for _, a := range ev {
@@ -473,17 +505,22 @@ func mirrorOf(ev []arrival) map[string]entry {
 		case driver.ChangeReset:
 			clear(m)
 		case driver.ChangePut:
-			m[a.Key] = entry{a.Value, a.Version}
+			m[a.Key] = entry{value: a.Value, version: a.Version}
 		case driver.ChangeDelete:
 			delete(m, a.Key)
+		case driver.ChangeStale:
+			m[a.Key] = entry{staleAt: a.at}
 		}
 	}
 	return m
 }
 
 // compareMirror reports, under promise, how mirror differs from want (nil
-// entries: absent) for the keys of want, and any other key mirror holds.
-func (e *env) compareMirror(promise PromiseID, mirror map[string]entry, want map[string]*entry, when string) bool {
+// entries: absent) for the keys of want, and any other key mirror holds. A
+// key the mirror holds as stale is the store's state (a Breaker reads it)
+// if its Stale arrived no earlier than since[key], when the key's last
+// write was sent.
+func (e *env) compareMirror(promise PromiseID, mirror map[string]entry, want map[string]*entry, since map[string]time.Time, when string) bool {
 	var diffs []string
 	keys := make([]string, 0, len(want))
 	for k := range want {
@@ -494,6 +531,9 @@ func (e *env) compareMirror(promise PromiseID, mirror map[string]entry, want map
 		w := want[k]
 		got, has := mirror[k]
 		switch {
+		case has && !got.staleAt.IsZero() && !got.staleAt.Before(since[k]):
+		case has && !got.staleAt.IsZero():
+			diffs = append(diffs, fmt.Sprintf("%q: the mirror's last word is a Stale that arrived %v before the key's last write was sent", k, since[k].Sub(got.staleAt).Round(time.Microsecond)))
 		case w == nil && has:
 			diffs = append(diffs, fmt.Sprintf("%q: the store holds nothing, the mirror v%d %.40q", k, got.version, got.value))
 		case w != nil && !has:
@@ -557,14 +597,16 @@ func (fd *feed) initialSync(ctx context.Context, promise PromiseID) ([]arrival, 
 func checkFollowSnapshot(ctx context.Context, e *env) {
 	const prefix = "follow-snapshot/"
 	want := map[string]*entry{}
+	since := map[string]time.Time{}
 	put := func(key string, value []byte) bool {
 		old := driver.NoVersion
 		if w := want[key]; w != nil {
 			old = w.version
 		}
+		since[key] = time.Now()
 		ver, ok := e.followPut(ctx, PromiseFollowSnapshot, key, old, value)
 		if ok {
-			want[key] = &entry{value, ver}
+			want[key] = &entry{value: value, version: ver}
 		}
 		return ok
 	}
@@ -576,6 +618,7 @@ func checkFollowSnapshot(ctx context.Context, e *env) {
 	if !put(prefix+"updated.example", val("second")) || !put(prefix+"updated.example", val("third")) || !put(prefix+"empty.example", []byte{}) {
 		return
 	}
+	since[prefix+"deleted.example"] = time.Now()
 	if !e.followDelete(ctx, PromiseFollowSnapshot, prefix+"deleted.example", want[prefix+"deleted.example"].version) {
 		return
 	}
@@ -623,7 +666,7 @@ func checkFollowSnapshot(ctx context.Context, e *env) {
 			e.errorf(PromiseFollowSnapshot, "the snapshot holds %q %d times: %s", k, n, describeEvents(changesOf(snap, k)))
 		}
 	}
-	e.compareMirror(PromiseFollowSnapshot, mirrorOf(ev[:iS+1]), want, fmt.Sprintf("at the snapshot's Synced (%d Put(s) after Reset, writes finished %v before Follow began)", len(snap), fd.start.Sub(written).Round(time.Millisecond)))
+	e.compareMirror(PromiseFollowSnapshot, mirrorOf(ev[:iS+1]), want, since, fmt.Sprintf("at the snapshot's Synced (%d Put(s) after Reset, writes finished %v before Follow began)", len(snap), fd.start.Sub(written).Round(time.Millisecond)))
 	// Writes beside the prefix while following must not arrive either;
 	// one under it shows when the feed has caught up.
 	for _, k := range outside {
@@ -646,7 +689,7 @@ func checkFollowSnapshot(ctx context.Context, e *env) {
 	if iA < 0 {
 		return
 	}
-	e.compareMirror(PromiseFollowSnapshot, mirrorOf(ev[:iA+1]), want, "at the first Synced after a write that followed the snapshot")
+	e.compareMirror(PromiseFollowSnapshot, mirrorOf(ev[:iA+1]), want, since, "at the first Synced after a write that followed the snapshot")
 	e.logf("snapshot of %d live keys (one updated twice, one deleted, one empty) beside %d keys outside the prefix", len(snap), len(outside))
 }
 
@@ -702,18 +745,20 @@ func checkFollowOrder(ctx context.Context, e *env) {
 				switch op {
 				case 'p':
 					value := val(fmt.Sprintf("%s #%d", sc.key, n))
+					start := time.Now()
 					ver, ok := e.followPut(ctx, PromiseFollowOrder, sc.key, cur, value)
 					if !ok {
 						return
 					}
-					logs[i] = append(logs[i], committed{driver.ChangePut, ver, value})
+					logs[i] = append(logs[i], committed{driver.ChangePut, ver, value, start})
 					rets[i] = append(rets[i], time.Now())
 					cur = ver
 				case 'd':
+					start := time.Now()
 					if !e.followDelete(ctx, PromiseFollowOrder, sc.key, cur) {
 						return
 					}
-					logs[i] = append(logs[i], committed{driver.ChangeDelete, cur, nil})
+					logs[i] = append(logs[i], committed{driver.ChangeDelete, cur, nil, start})
 					rets[i] = append(rets[i], time.Now())
 					cur = driver.NoVersion
 				}
@@ -748,10 +793,14 @@ func checkFollowOrder(ctx context.Context, e *env) {
 		// mirror only.
 		e.logf("the feed said Lost during the writes (%s); the order of changes was checked only as the mirror they leave", describeEvents(after))
 		want := map[string]*entry{}
+		since := map[string]time.Time{}
 		for i, sc := range scripts {
 			want[sc.key] = lastEntry(logs[i])
+			if n := len(logs[i]); n > 0 {
+				since[sc.key] = logs[i][n-1].start
+			}
 		}
-		e.compareMirror(PromiseFollowOrder, mirrorOf(ev[:iA+1]), want, "at the first Synced after the last write returned")
+		e.compareMirror(PromiseFollowOrder, mirrorOf(ev[:iA+1]), want, since, "at the first Synced after the last write returned")
 		return
 	}
 	// Every Synced vouches for the changes committed before its At: the
@@ -772,10 +821,17 @@ func checkFollowOrder(ctx context.Context, e *env) {
 				continue
 			}
 			// The key's state by that Synced must be that change's or a
-			// later one's: a merged feed may deliver nothing for a key
-			// that ends as it was (absent, deleted again).
+			// later one's (a merged feed may deliver nothing for a key
+			// that ends as it was: absent, deleted again), or a Stale
+			// sent after that change began.
 			before := changesOf(ev[iS+1:j], sc.key)
 			got, present := mirrorOf(ev[:j])[sc.key]
+			if present && !got.staleAt.IsZero() {
+				if !got.staleAt.Before(logs[i][last].start) {
+					continue
+				}
+				present = false // a Stale older than the change: no state
+			}
 			if !slices.ContainsFunc(logs[i][last:], func(c committed) bool {
 				if c.kind == driver.ChangeDelete {
 					return !present
@@ -812,13 +868,14 @@ func lastEntry(cs []committed) *entry {
 		return nil
 	}
 	c := cs[len(cs)-1]
-	return &entry{c.value, c.version}
+	return &entry{value: c.value, version: c.version}
 }
 
 // swap is one successful compare-and-swap of the storm.
 type swap struct {
 	old, new driver.Version
 	value    []byte
+	start    time.Time // when it was sent
 }
 
 // checkFollowStorm races goroutines through read-then-swap rounds on a few
@@ -857,11 +914,12 @@ func checkFollowStorm(ctx context.Context, e *env) {
 					return
 				}
 				value := val(fmt.Sprintf("g%d #%d", g, n))
+				start := time.Now()
 				ver, err := e.store.CompareAndSwap(ctx, key, cur, value, ttl)
 				mu.Lock()
 				switch {
 				case err == nil:
-					swaps[key] = append(swaps[key], swap{cur, ver, value})
+					swaps[key] = append(swaps[key], swap{cur, ver, value, start})
 				case errors.Is(err, driver.ErrConflict):
 					conflicts++
 				default:
@@ -881,9 +939,17 @@ func checkFollowStorm(ctx context.Context, e *env) {
 	if iA < 0 {
 		return
 	}
-	// The store's answer, read once the storm is quiet.
+	// The store's answer, read once the storm is quiet; a Stale reports
+	// the last swap of its key only if it arrived after every successful
+	// swap was sent (one of them committed last).
 	want := map[string]*entry{}
+	since := map[string]time.Time{}
 	for _, k := range keys {
+		for _, sw := range swaps[k] {
+			if sw.start.After(since[k]) {
+				since[k] = sw.start
+			}
+		}
 		v, ver, err := e.store.Get(ctx, k)
 		switch {
 		case errors.Is(err, driver.ErrNotFound):
@@ -892,10 +958,10 @@ func checkFollowStorm(ctx context.Context, e *env) {
 			e.errorf(PromiseRead, "Get(%q) = %v", k, err)
 			return
 		default:
-			want[k] = &entry{v, ver}
+			want[k] = &entry{value: v, version: ver}
 		}
 	}
-	e.compareMirror(PromiseFollowMirror, mirrorOf(ev[:iA+1]), want, fmt.Sprintf("at the first Synced after the storm's last write returned (At %s)", ev[iA].At.Format("15:04:05.000000")))
+	e.compareMirror(PromiseFollowMirror, mirrorOf(ev[:iA+1]), want, since, fmt.Sprintf("at the first Synced after the storm's last write returned (At %s)", ev[iA].At.Format("15:04:05.000000")))
 	total := 0
 	for _, k := range keys {
 		total += len(swaps[k])
@@ -940,7 +1006,7 @@ func chainOf(ss []swap) ([]committed, bool) {
 		if !ok {
 			break
 		}
-		out = append(out, committed{driver.ChangePut, s.new, s.value})
+		out = append(out, committed{driver.ChangePut, s.new, s.value, s.start})
 		v = s.new
 		if len(out) > len(ss) {
 			return nil, false
@@ -1093,11 +1159,22 @@ func checkFollowExpiry(ctx context.Context, e *env) {
 		return
 	}
 	got := changesOf(ev[iS+1:], key)
-	if len(got) == 0 || !(committed{driver.ChangePut, ver, val("expiring")}).matches(got[0]) {
+	write := committed{kind: driver.ChangePut, version: ver, value: val("expiring")}
+	if len(got) == 0 || !write.matches(got[0]) && got[0].Kind != driver.ChangeStale {
 		e.errorf(PromiseFollowOrder, "key %q: committed [put v%d \"expiring\"]; the feed delivered %s", key, ver, describeEvents(got))
 		return
 	}
-	for i, a := range got[1:] {
+	// A Stale (of the write, or of the expiry) says nothing of when the
+	// key expired: a mirror reads it. Only the Puts and Deletes after the
+	// write's are judged.
+	rest := got[1:]
+	if got[0].Kind == driver.ChangeStale {
+		if i := slices.IndexFunc(rest, write.matches); i >= 0 {
+			rest = rest[i+1:]
+		}
+	}
+	got = slices.DeleteFunc(slices.Clone(rest), func(a arrival) bool { return a.Kind == driver.ChangeStale })
+	for i, a := range got {
 		switch {
 		case a.Kind == driver.ChangePut:
 			e.errorf(PromiseFollowExpiry, "key %q arrived as %s after it was written once (v%d) and expired: nothing wrote it again", key, a, ver)
@@ -1112,7 +1189,7 @@ func checkFollowExpiry(ctx context.Context, e *env) {
 			e.logf("the store reports expiry: the Delete arrived %v after the write (TTL %v), %v after Get found the key gone", a.at.Sub(written).Round(time.Millisecond), ttl, a.at.Sub(gone).Round(time.Millisecond))
 		}
 	}
-	if len(got) == 1 {
+	if len(got) == 0 {
 		e.logf("the store does not report expiry (allowed: driver.Follower delivers a Delete for each expiry the store reports): no Delete by the first Synced %v after Get found the key gone", e.opts.FollowHeartbeat)
 	}
 }
@@ -1138,12 +1215,14 @@ func checkFollowLost(ctx context.Context, e *env) {
 	const prefix = "follow-lost/"
 	kept, moved, doomed := prefix+"kept.example", prefix+"moved.example", prefix+"doomed.example"
 	want := map[string]*entry{}
+	since := map[string]time.Time{} // when each key's last write was sent
 	for _, k := range []string{kept, moved, doomed} {
+		since[k] = time.Now()
 		ver, ok := e.followPut(ctx, PromiseFollowLost, k, driver.NoVersion, val("before "+k))
 		if !ok {
 			return
 		}
-		want[k] = &entry{val("before " + k), ver}
+		want[k] = &entry{value: val("before " + k), version: ver}
 	}
 	fd := e.follow(ctx, prefix)
 	if fd == nil {
@@ -1156,11 +1235,12 @@ func checkFollowLost(ctx context.Context, e *env) {
 	}
 	// One write the live feed must carry before the break.
 	live := prefix + "live.example"
+	since[live] = time.Now()
 	lv, ok := e.followPut(ctx, PromiseFollowLost, live, driver.NoVersion, val("live"))
 	if !ok {
 		return
 	}
-	want[live] = &entry{val("live"), lv}
+	want[live] = &entry{value: val("live"), version: lv}
 	ev, iL := fd.awaitSynced(ctx, PromiseFollowOrder, iS+1, time.Now(), "a write before the break")
 	if iL < 0 {
 		return
@@ -1174,19 +1254,22 @@ func checkFollowLost(ctx context.Context, e *env) {
 	// The writes the gap must not swallow: a new key, a changed one, a
 	// deleted one.
 	gap := prefix + "gap.example"
+	since[gap] = time.Now()
 	gv, err := e.retryPut(ctx, gap, driver.NoVersion, val("written while the feed was cut"))
 	if err != nil {
 		e.errorf(PromiseFollowLost, "creating %q after the break: %v", gap, err)
 		return
 	}
-	want[gap] = &entry{val("written while the feed was cut"), gv}
+	want[gap] = &entry{value: val("written while the feed was cut"), version: gv}
+	since[moved] = time.Now()
 	mv, err := e.retryPut(ctx, moved, want[moved].version, val("moved while the feed was cut"))
 	if err != nil {
 		e.errorf(PromiseFollowLost, "updating %q after the break: %v", moved, err)
 		return
 	}
-	want[moved] = &entry{val("moved while the feed was cut"), mv}
+	want[moved] = &entry{value: val("moved while the feed was cut"), version: mv}
 	dv := want[doomed].version
+	since[doomed] = time.Now()
 	if err := e.retryDelete(ctx, doomed, dv); err != nil {
 		e.errorf(PromiseFollowLost, "deleting %q after the break: %v", doomed, err)
 		return
@@ -1203,10 +1286,10 @@ func checkFollowLost(ctx context.Context, e *env) {
 	if lost < 0 {
 		// No Lost: the feed must have resumed from where it was, every
 		// change of the gap delivered in order.
-		ok := e.compareSequence(PromiseFollowLost, gap, []committed{{driver.ChangePut, gv, want[gap].value}}, changesOf(after, gap), false, "written while the feed was cut, resumed without Lost")
-		ok = e.compareSequence(PromiseFollowLost, moved, []committed{{driver.ChangePut, mv, want[moved].value}}, changesOf(after, moved), false, "updated while the feed was cut, resumed without Lost") && ok
-		ok = e.compareSequence(PromiseFollowLost, doomed, []committed{{driver.ChangeDelete, dv, nil}}, changesOf(after, doomed), false, "deleted while the feed was cut, resumed without Lost") && ok
-		if ok && e.compareMirror(PromiseFollowLost, mirrorOf(ev[:iA+1]), want, when+", with no Lost (the feed resumed past a gap)") {
+		ok := e.compareSequence(PromiseFollowLost, gap, []committed{{driver.ChangePut, gv, want[gap].value, since[gap]}}, changesOf(after, gap), false, "written while the feed was cut, resumed without Lost")
+		ok = e.compareSequence(PromiseFollowLost, moved, []committed{{driver.ChangePut, mv, want[moved].value, since[moved]}}, changesOf(after, moved), false, "updated while the feed was cut, resumed without Lost") && ok
+		ok = e.compareSequence(PromiseFollowLost, doomed, []committed{{driver.ChangeDelete, dv, nil, since[doomed]}}, changesOf(after, doomed), false, "deleted while the feed was cut, resumed without Lost") && ok
+		if ok && e.compareMirror(PromiseFollowLost, mirrorOf(ev[:iA+1]), want, since, when+", with no Lost (the feed resumed past a gap)") {
 			e.logf("the feed said no Lost after the break and missed none of the %d writes made meanwhile: it resumed from its position (or its connection was not cut: does the follower dial through the harness's proxy?)", 3)
 		}
 		return
@@ -1220,7 +1303,7 @@ func checkFollowLost(ctx context.Context, e *env) {
 		e.errorf(PromiseFollowLost, "after Lost (%s) the feed sent %s: no Reset and snapshot before the next Synced", rest[0], describeEvents(rest[1:]))
 		return
 	}
-	e.compareMirror(PromiseFollowLost, mirrorOf(ev[:iA+1]), want, when+", after the feed's Lost and resynchronisation")
+	e.compareMirror(PromiseFollowLost, mirrorOf(ev[:iA+1]), want, since, when+", after the feed's Lost and resynchronisation")
 	e.logf("the break was said as Lost (%v) %v after it, then Reset, a snapshot of %d key(s) and Synced", rest[0].Err, rest[0].at.Sub(cut).Round(time.Millisecond), snapshotSize(rest[iR:]))
 }
 

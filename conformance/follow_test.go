@@ -30,7 +30,13 @@ const (
 	lostWithoutReset         // after a break, says Lost and resumes without a snapshot
 	deletesEarly             // reports an expiry when the key has under 1.5 s left
 	resurrects               // puts an expired key back after its Delete
+	lazy                     // correct: after its snapshot, a Stale for each change instead of the change
+	staleWrongKey            // lazy, but each Stale names another key under the prefix
+	staleSkipsKey            // lazy, but sends nothing for the keys named c.example
 )
+
+// isLazy says whether b's follower sends Stale instead of changes.
+func (b feedBug) isLazy() bool { return b == lazy || b == staleWrongKey || b == staleSkipsKey }
 
 // followHub is a memory store with a Follow of its own: every write is
 // published to the followers under one lock, so a follower's queue is in
@@ -209,6 +215,17 @@ func (f *follow) deliver(cs ...driver.Change) {
 			delete(f.view, c.Key)
 		case driver.ChangeSynced:
 			f.synced++
+		}
+		if f.synced > 0 && (c.Kind == driver.ChangePut || c.Kind == driver.ChangeDelete) && f.h.bug.isLazy() {
+			switch f.h.bug {
+			case staleSkipsKey:
+				if strings.HasSuffix(c.Key, "/c.example") {
+					continue
+				}
+			case staleWrongKey:
+				c.Key += ".wrong"
+			}
+			c = driver.Change{Kind: driver.ChangeStale, Key: c.Key}
 		}
 		if f.synced > 0 && (c.Kind == driver.ChangePut || c.Kind == driver.ChangeDelete) {
 			f.changes++
@@ -418,11 +435,14 @@ var followCases = []conformance.CaseID{
 // unverified), on a clock the harness advances and on real time.
 func TestFollowReference(t *testing.T) {
 	t.Parallel()
-	for _, mode := range []string{"advancing", "real-time"} {
+	for _, mode := range []string{"advancing", "real-time", "lazy"} {
 		t.Run(mode, func(t *testing.T) {
 			t.Parallel()
 			var h conformance.Harness = newAdvancingFollow(correct)
 			opts := []conformance.Option{conformance.WithExpiryTTL(time.Hour)}
+			if mode == "lazy" {
+				h = newAdvancingFollow(lazy)
+			}
 			if mode == "real-time" {
 				h = breakingHarness{&followHarness{}}
 				opts = []conformance.Option{conformance.WithSkipSlow(true)}
@@ -482,6 +502,10 @@ func TestFollowBugs(t *testing.T) {
 		{"lost-without-reset", lostWithoutReset, conformance.CaseFollowLost, conformance.PromiseFollowLost},
 		{"lost-without-reset-feed", lostWithoutReset, conformance.CaseFollowLost, conformance.PromiseFollowFeed},
 		{"puts-expired-key-back", resurrects, conformance.CaseFollowExpiry, conformance.PromiseFollowExpiry},
+		{"stale-for-the-wrong-key", staleWrongKey, conformance.CaseFollowOrder, conformance.PromiseFollowOrder},
+		{"stale-for-the-wrong-key-storm", staleWrongKey, conformance.CaseFollowStorm, conformance.PromiseFollowMirror},
+		{"never-stale-for-a-changed-key", staleSkipsKey, conformance.CaseFollowOrder, conformance.PromiseFollowOrder},
+		{"never-stale-for-a-changed-key-storm", staleSkipsKey, conformance.CaseFollowStorm, conformance.PromiseFollowMirror},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
