@@ -35,7 +35,9 @@ breakers on the very same stream of decisions and outcomes:
                  Success on a host the mirror knows absent, send no request; writes
                  still compare-and-swap against the store; a process's own writes are
                  in its mirror at once, other processes' commits and the store's
-                 expiries after --mirror-delay
+                 expiries after --mirror-delay; its requests are a Redis or
+                 PostgreSQL feed's (a changed key read when next asked about),
+                 "w/o feed reads" an etcd or memory feed's (values pushed)
 
 and, for store cost only, gobreaker's distributed breaker (sony/gobreaker/v2
 DistributedCircuitBreaker, one per host), costed on the reference's calls:
@@ -451,11 +453,10 @@ func writeTable(w io.Writer, r *sim.Report, elapsed time.Duration) {
 		})
 	}
 	mirror("mirror: delay", func(m *sim.MirrorReport) string { return m.Delay })
-	mirror("  requests/1,000 w/o feed re-reads", func(m *sim.MirrorReport) string {
+	mirror("  requests/1,000 w/o feed reads", func(m *sim.MirrorReport) string {
 		return fmt.Sprintf("%.1f", m.RequestsPer1000DeliveriesNoFeedReads)
 	})
-	mirror("  feed re-reads (in reads)", func(m *sim.MirrorReport) string { return num(m.FeedReads) })
-	mirror("    if re-read on use (not in sum)", func(m *sim.MirrorReport) string { return num(m.FeedReadsOnUse) })
+	mirror("  reads after a Stale (in reads)", func(m *sim.MirrorReport) string { return num(m.FeedReads) })
 	mirror("  Allows served / stale", func(m *sim.MirrorReport) string {
 		return fmt.Sprintf("%s / %s", num(m.Served), num(m.StaleDecisions))
 	})

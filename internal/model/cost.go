@@ -10,19 +10,16 @@ package model
 //
 // FeedReads, part of Reads, are what a mirror's feed costs on a store that
 // pushes invalidations rather than values (Redis's CLIENT TRACKING, and
-// PostgreSQL's NOTIFY as kvbreaker's adapter uses it): each change re-read
-// by every process that did not make it, and each expiry by every process.
-// On etcd and the memory store the feed carries the values and these reads
-// are not made. FeedReadsOnUse, not in Reads, is what they would be if a
-// process re-read an invalidated key only when next asked about it (and
-// decided on the store's record then): one read per key, per process, per
-// run of changes between two questions.
+// PostgreSQL's NOTIFY, delivered as driver.ChangeStale): a process reads a
+// key the feed said changed when it is next asked about it, one read per
+// key, per process, per run of changes between two questions (its own
+// writes included: their invalidation arrives too). On etcd and the
+// memory store the feed carries the values and these reads are not made.
 type Cost struct {
-	Reads          int
-	Writes         int
-	LeaseGrants    int
-	FeedReads      int
-	FeedReadsOnUse int
+	Reads       int
+	Writes      int
+	LeaseGrants int
+	FeedReads   int
 }
 
 // Requests is Reads plus Writes.
@@ -31,7 +28,7 @@ func (c Cost) Requests() int { return c.Reads + c.Writes }
 // Add returns c plus d.
 func (c Cost) Add(d Cost) Cost {
 	return Cost{Reads: c.Reads + d.Reads, Writes: c.Writes + d.Writes, LeaseGrants: c.LeaseGrants + d.LeaseGrants,
-		FeedReads: c.FeedReads + d.FeedReads, FeedReadsOnUse: c.FeedReadsOnUse + d.FeedReadsOnUse}
+		FeedReads: c.FeedReads + d.FeedReads}
 }
 
 // Coster is a model that counts its store requests.

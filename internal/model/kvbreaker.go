@@ -191,20 +191,18 @@ func (k *Kvbreaker) Name() string { return k.name }
 func (k *Kvbreaker) Breaker() *kvbreaker.Breaker { return k.cur.b }
 
 // Cost implements Coster: every process's requests to the shared store.
-// With the mirror, FeedReads (in Reads) are the re-reads a feed of
-// invalidations makes: every other process re-reads each commit, and every
-// process each record the store expired by the clock's now.
+// With the mirror, FeedReads (in Reads) are the reads a feed of
+// invalidations makes: a process reads a key the feed said changed when
+// next asked about it.
 func (k *Kvbreaker) Cost() Cost {
 	var c Cost
 	for _, p := range k.procs {
 		c = c.Add(p.ps.cost)
 	}
 	if f := k.feed; f != nil {
-		n := f.changes*(f.procs-1) + f.expiries(k.procs[0].ps.clock())*f.procs
-		c.Reads += n
-		c.FeedReads += n
 		for _, p := range k.procs {
-			c.FeedReadsOnUse += p.ps.mir.onUse
+			c.Reads += p.ps.mir.onUse
+			c.FeedReads += p.ps.mir.onUse
 		}
 	}
 	return c

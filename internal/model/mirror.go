@@ -26,6 +26,12 @@ import (
 //     (at a restraint's end, every process with a held message asks).
 //   - Every other commit, and the store's expiry of a record, reaches a
 //     process's mirror delay after it happened, in commit order.
+//   - On a feed of invalidations (Redis, PostgreSQL: driver.ChangeStale)
+//     each change that arrives, this process's own included, leaves the
+//     key to be read when the process is next asked about it: one read
+//     (mirror.onUse), however many changes arrived since the last. The
+//     model decides, as over a feed of values, on the commit that
+//     arrived; the read there would return that commit or a later one.
 //
 // The feed never breaks here (no Lost): the simulator measures what a
 // healthy feed's propagation delay changes, not a resync.
@@ -48,8 +54,6 @@ type feed struct {
 	mirrors []*mirror
 	// last is each key's newest commit, to tell when the store expired it.
 	last map[string]commit
-	// expired counts records the store expired before any newer commit.
-	expired int
 	// changes counts commits.
 	changes int
 }
@@ -73,9 +77,6 @@ func newFeed(delay time.Duration, procs int) *feed {
 // add records c, committed by c.proc, and returns it numbered.
 func (f *feed) add(c commit) commit {
 	c.seq = f.base + len(f.log)
-	if l, ok := f.last[c.key]; ok && l.present && !c.at.Before(l.expires) {
-		f.expired++
-	}
 	f.last[c.key] = c
 	f.changes++
 	f.log = append(f.log, c)
@@ -97,17 +98,6 @@ func (f *feed) trim() {
 	}
 }
 
-// expiries counts the records the store expired by now.
-func (f *feed) expiries(now time.Time) int {
-	n := f.expired
-	for _, l := range f.last {
-		if l.present && !now.Before(l.expires) {
-			n++
-		}
-	}
-	return n
-}
-
 // mirror is one process's copy of the shared store.
 type mirror struct {
 	f    *feed
@@ -116,9 +106,8 @@ type mirror struct {
 	next int // the feed's index of the next commit to receive
 	// skipOwn is a mutant for tests: own writes do not enter the mirror.
 	skipOwn bool
-	// onUse counts the re-reads a feed of invalidations would cost if a
-	// process re-read a key only when next asked about it (see
-	// Cost.FeedReadsOnUse).
+	// onUse counts the reads a feed of invalidations costs: a key read
+	// when next asked about after a change arrived (see Cost.FeedReads).
 	onUse int
 }
 
@@ -131,8 +120,8 @@ type mirrorEntry struct {
 	ver     driver.Version
 	expires time.Time
 	next    int
-	// dirty: another process's change arrived and the key has not been
-	// asked about since.
+	// dirty: a change arrived (this process's own write's too) and the
+	// key has not been asked about since.
 	dirty bool
 }
 
@@ -154,6 +143,13 @@ func (m *mirror) receive(now time.Time) {
 		m.next++
 		if c.proc != m.proc {
 			m.apply(c)
+		}
+		// Every change arrives as an invalidation, whatever the mirror
+		// knew of it already (this process's own write, the record a
+		// lost compare-and-swap returned).
+		if e, ok := m.m[c.key]; ok {
+			e.dirty = true
+			m.m[c.key] = e
 		}
 	}
 }

@@ -26,7 +26,7 @@ func (r *runner) fillCost(rep *ModelReport, md model.Model) {
 		st, m := k.Staleness(), rep.Mirror
 		m.Served, m.StaleDecisions, m.StaleRetries, m.StaleOutcomes = st.Served, st.Decisions, st.Retries, st.Outcomes
 		m.MaxLagMS = float64(st.MaxAge.Microseconds()) / 1000
-		m.FeedReads, m.FeedReadsOnUse = cost.FeedReads, cost.FeedReadsOnUse
+		m.FeedReads = cost.FeedReads
 		m.RequestsPer1000DeliveriesNoFeedReads = per1000(cost.Requests()-cost.FeedReads, r.delivered)
 	}
 }

@@ -30,6 +30,6 @@ func ExampleRun() {
 	// two-field: 26 sends to down hosts, agreement 1.00, 0 unsafe, 0 records after quiet, 2322 requests per 1,000 deliveries
 	// kvbreaker: 26 sends to down hosts, agreement 1.00, 0 unsafe, 0 records after quiet, 2296 requests per 1,000 deliveries
 	// kvbreaker+cache: 26 sends to down hosts, agreement 1.00, 0 unsafe, 0 records after quiet, 2163 requests per 1,000 deliveries
-	// kvbreaker+mirror: 26 sends to down hosts, agreement 1.00, 0 unsafe, 0 records after quiet, 262 requests per 1,000 deliveries
+	// kvbreaker+mirror: 26 sends to down hosts, agreement 1.00, 0 unsafe, 0 records after quiet, 118 requests per 1,000 deliveries
 	// gobreaker-distributed: 6448 requests per 1,000 deliveries
 }

@@ -349,17 +349,15 @@ type MirrorReport struct {
 	StaleRetries   int     `json:"stale_retries"`
 	StaleOutcomes  int     `json:"stale_outcomes"`
 	MaxLagMS       float64 `json:"max_lag_ms"`
-	// FeedReads, counted in StoreReads, are the re-reads a feed of
-	// invalidations costs (Redis, PostgreSQL): each commit re-read by every
-	// other process, each expiry by every process. On etcd and the memory
-	// store the feed carries the values: the requests per 1,000 deliveries
-	// there are RequestsPer1000DeliveriesNoFeedReads.
+	// FeedReads, counted in StoreReads, are the reads a feed of
+	// invalidations costs (Redis, PostgreSQL: driver.ChangeStale): a
+	// process reads a key the feed said changed when it is next asked
+	// about it (model.Cost.FeedReads), so RequestsPer1000Deliveries is
+	// those stores' figure. On etcd and the memory store the feed
+	// carries the values: their figure is
+	// RequestsPer1000DeliveriesNoFeedReads.
 	FeedReads                            int     `json:"feed_reads"`
 	RequestsPer1000DeliveriesNoFeedReads float64 `json:"requests_per_1000_deliveries_no_feed_reads"`
-	// FeedReadsOnUse (not in StoreReads) is what FeedReads would be if a
-	// process re-read an invalidated key only when next asked about it
-	// (model.Cost.FeedReadsOnUse).
-	FeedReadsOnUse int `json:"feed_reads_on_use"`
 }
 
 // Baseline is a fleet without a breaker: every message is sent once, when
