@@ -132,7 +132,7 @@ func TestSimulateTable(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
 	for _, w := range []string{"no breaker", "fedify-model", "two-field", "kvbreaker", "kvbreaker+cache", "kvbreaker+mirror", "gobreaker-distributed",
-		"mirror: delay", "requests/1,000 w/o feed re-reads", "feed re-reads (in reads)", "if re-read on use (not in sum)", "stale retry instants", "stale outcomes", "longest lag among them",
+		"mirror: delay", "requests/1,000 w/o feed reads", "reads after a Stale (in reads)", "stale retry instants", "stale outcomes", "longest lag among them",
 		"store reads", "store writes", "requests per 1,000 deliveries", "sends to down hosts", "spared vs no breaker",
 		"agreement with fedify-model", "100.0000%", "records left after 1h0m0s quiet", "Without a breaker the fleet sent"} {
 		if !strings.Contains(out, w) {

@@ -65,11 +65,11 @@ kvbreaker+mirror counts the same (stale decisions, and holds with another retry
 instant), and outcomes that wrote nothing on a mirror the store's record would
 have had written, each with the lag of the oldest change its mirror had not yet
 received (below --mirror-delay). Its feed costs no request where it carries
-the values (etcd, the memory store); where it carries invalidations (Redis,
-PostgreSQL) each process re-reads each change another made, and each expiry:
-those re-reads are in its store reads, and the row "without feed re-reads"
-gives the figure for etcd. "If re-read on use" counts what they would be if a
-process re-read an invalidated key only when next asked about it.
+the values (etcd, the memory store); where it names the changed keys (Redis,
+PostgreSQL, as driver.ChangeStale) a process reads such a key when it is next
+asked about it, once per run of changes (its own writes' included): those
+reads are in its store reads ("reads after a Stale"), and the row "without
+feed reads" gives the figure for etcd and the memory store.
 
 With --store-ttl D every breaker, the reference too, runs over a store that
 expires each record at most D after its write, whatever TTL it asked for

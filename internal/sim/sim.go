@@ -122,8 +122,8 @@ type Scenario struct {
 
 // DefaultMirrorDelay is Scenario.MirrorDelay's default: a change's
 // journey from a commit to another process's mirror within one region,
-// a few network round trips (a watch event or a push, and on Redis and
-// PostgreSQL the re-read it triggers). Measure yours and pass it.
+// a few network round trips (a watch event, or a push naming the key).
+// Measure yours and pass it.
 const DefaultMirrorDelay = 5 * time.Millisecond
 
 // NoMirrorDelay makes Scenario.MirrorDelay zero: every commit is in every

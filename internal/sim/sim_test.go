@@ -356,7 +356,7 @@ func TestMirrorSingleProcessAgrees(t *testing.T) {
 
 // checkMirrorExact: a mirror without delay decides as kvbreaker does, with
 // nothing stale, every Allow but drops from the mirror, and no store reads
-// but the feed's re-reads.
+// but those after a Stale.
 func checkMirrorExact(t *testing.T, kv, mir ModelReport) {
 	t.Helper()
 	if decisions(mir) != decisions(kv) {
