@@ -111,6 +111,17 @@ func putOf(key string, ver driver.Version) func([]driver.Change) int {
 	}
 }
 
+// putOrStaleOf finds the first Put of key at version ver, or Stale of key:
+// a write that commits between the snapshot's tracking and its SCAN is in
+// the snapshot, one after it arrives as Stale.
+func putOrStaleOf(key string, ver driver.Version) func([]driver.Change) int {
+	return func(cs []driver.Change) int {
+		return slices.IndexFunc(cs, func(c driver.Change) bool {
+			return c.Key == key && (c.Kind == driver.ChangeStale || c.Kind == driver.ChangePut && c.Version == ver)
+		})
+	}
+}
+
 // staleOf finds the first Stale of key.
 func staleOf(key string) func([]driver.Change) int {
 	return func(cs []driver.Change) int {
@@ -343,7 +354,7 @@ func TestFollowClientKill(t *testing.T) {
 			cs, at := f.arrivals()
 			lost := n + slices.IndexFunc(cs[n:], func(c driver.Change) bool { return c.Kind == driver.ChangeLost })
 			t.Logf("lost: %v", cs[lost].Err)
-			if i := putOf(p+"during", v)(cs[lost:]); i < 0 {
+			if i := putOrStaleOf(p+"during", v)(cs[lost:]); i < 0 {
 				t.Errorf("the resync did not deliver the write made meanwhile: %s", describe(cs[lost:]))
 			}
 			checkSyncedCovers(t, cs, at, p+"during", v, sent, returned)
@@ -383,10 +394,10 @@ func TestFollowServerFaults(t *testing.T) {
 		returned := time.Now()
 		n = f.waitFor(t, n, 10*time.Second, "Lost then a resync holding the new write", func(cs []driver.Change) int {
 			i := resynced(cs)
-			if i < 0 || putOf(p+"after", v)(cs) < 0 {
+			if i < 0 || putOrStaleOf(p+"after", v)(cs) < 0 {
 				return -1
 			}
-			return max(i, putOf(p+"after", v)(cs))
+			return max(i, putOrStaleOf(p+"after", v)(cs))
 		})
 		cs, at := f.arrivals()
 		checkSyncedCovers(t, cs, at, p+"after", v, sent, returned)
