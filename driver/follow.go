@@ -81,8 +81,8 @@ const (
 	// was received is not to be decided on until the next ChangeSynced
 	// after a ChangeReset.
 	ChangeLost
-	// ChangeStale: Key changed after the last state delivered for it (if
-	// any); its state is unknown until read from the store. Version is
+	// ChangeStale: Key may have changed since the last state delivered
+	// for it (if any); its state is unknown until read from the store. Version is
 	// NoVersion. Redis and PostgreSQL send it for each key they are told
 	// changed; etcd and the memory store send values instead.
 	ChangeStale
