@@ -77,7 +77,7 @@
 // COMMITTED transaction:
 //
 //	SELECT k FROM t WHERE purge_at < UTC_TIMESTAMP(6) - delay ORDER BY purge_at LIMIT n FOR UPDATE SKIP LOCKED
-//	DELETE FROM t WHERE k IN (…) AND purge_at < UTC_TIMESTAMP(6) - delay
+//	DELETE FROM t WHERE k = ?     (each of them, by its primary key)
 //
 // It uses the purge_at index, locks only the rows it deletes (READ
 // COMMITTED takes no gap locks), and skips rows a writer holds, so it never
@@ -731,14 +731,14 @@ ORDER BY purge_at LIMIT ? FOR UPDATE SKIP LOCKED`, t, now), delay, s.o.purgeBatc
 	if err != nil {
 		return 0, err
 	}
-	var keys []any
+	var keys []string
 	for rows.Next() {
 		var k []byte
 		if err := rows.Scan(&k); err != nil {
 			rows.Close()
 			return 0, err
 		}
-		keys = append(keys, k)
+		keys = append(keys, string(k))
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
@@ -747,14 +747,25 @@ ORDER BY purge_at LIMIT ? FOR UPDATE SKIP LOCKED`, t, now), delay, s.o.purgeBatc
 	if len(keys) == 0 {
 		return 0, tx.Commit()
 	}
-	res, err := tx.ExecContext(ctx, fmt.Sprintf(`DELETE FROM %s WHERE k IN (?%s) AND purge_at < %s - INTERVAL ? MICROSECOND`,
-		t, strings.Repeat(", ?", len(keys)-1), now), append(keys, delay)...)
+	// Each by its primary key: a statement naming the whole list may scan
+	// the table (the optimizer's choice on a small one) and wait for a row
+	// another holds, which the SKIP LOCKED above avoided.
+	del, err := tx.PrepareContext(ctx, fmt.Sprintf("DELETE FROM %s WHERE k = ?", t))
 	if err != nil {
 		return 0, err
 	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return 0, err
+	defer del.Close()
+	var n int64
+	for _, k := range keys {
+		res, err := del.ExecContext(ctx, k)
+		if err != nil {
+			return 0, err
+		}
+		m, err := res.RowsAffected()
+		if err != nil {
+			return 0, err
+		}
+		n += m
 	}
 	return n, tx.Commit()
 }
