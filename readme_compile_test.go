@@ -180,6 +180,15 @@ var _ = postgres.New
 var pool = must(pgxpool.New(context.Background(), "postgres://readme@127.0.0.1:1/readme")) // connects lazily
 `,
 	},
+	"mysql": {
+		module: "backends/mysql",
+		imports: []string{`"github.com/kvbreaker/kvbreaker/backends/mysql"`, `"database/sql"`,
+			`_ "github.com/go-sql-driver/mysql"`},
+		prelude: `
+var _ = mysql.New
+var db = must(sql.Open("mysql", "readme@tcp(127.0.0.1:1)/readme")) // connects lazily
+`,
+	},
 	"otelkvbreaker": {
 		module:  "otelkvbreaker",
 		imports: []string{`"github.com/kvbreaker/kvbreaker/otelkvbreaker"`},

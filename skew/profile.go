@@ -90,7 +90,17 @@ var (
 		Atomic: true,
 		Expiry: driver.ExpiryModel{Kind: driver.ExpiryRelative, Granularity: time.Microsecond},
 	}}
+	// MySQL (mysql.DefaultTraits): expires_at = UTC_TIMESTAMP(6) + ttl in
+	// the microseconds of DATETIME(6), judged against UTC_TIMESTAMP(6) by
+	// every read and condition on the server: never early nor late on its
+	// clock.
+	MySQL = Profile{Name: "mysql", Traits: driver.Traits{
+		Atomic: true,
+		Expiry: driver.ExpiryModel{Kind: driver.ExpiryRelative, Granularity: time.Microsecond},
+	}}
 )
 
 // Profiles returns the backend profiles.
-func Profiles() []Profile { return []Profile{Memory, Etcd, DynamoDB, WorkersKV, Redis, PostgreSQL} }
+func Profiles() []Profile {
+	return []Profile{Memory, Etcd, DynamoDB, WorkersKV, Redis, PostgreSQL, MySQL}
+}

@@ -208,6 +208,8 @@ func runCheck(sigCtx context.Context, stopSignals func(), f *checkFlags, stdout,
 // leftBehind says how long what check could not remove stays.
 func leftBehind(c *conn) string {
 	switch {
+	case strings.HasPrefix(c.describe, "mysql"):
+		return "records expire within 10 minutes, but the rows stay until a purge (mysql.Store.Purge, which the fleet's stores run every 1000 writes) removes them"
 	case strings.HasPrefix(c.describe, "postgres"):
 		return "records expire within 10 minutes, but the rows stay until a purge (postgres.Store.Purge, which the fleet's stores run every 1000 writes) removes them"
 	case strings.HasPrefix(c.describe, "dynamodb"):

@@ -8,11 +8,13 @@ require (
 	github.com/aws/aws-sdk-go-v2/credentials v1.21.0
 	github.com/aws/aws-sdk-go-v2/service/dynamodb v1.74.0
 	github.com/cloudflare/cloudflare-go/v6 v6.10.0
+	github.com/go-sql-driver/mysql v1.10.1
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/kvbreaker/kvbreaker v0.1.0
 	github.com/kvbreaker/kvbreaker/backends/cloudflarekv v0.1.0
 	github.com/kvbreaker/kvbreaker/backends/dynamodb v0.1.0
 	github.com/kvbreaker/kvbreaker/backends/etcd v0.1.0
+	github.com/kvbreaker/kvbreaker/backends/mysql v0.1.0
 	github.com/kvbreaker/kvbreaker/backends/postgres v0.1.0
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/spf13/cobra v1.10.2
@@ -23,6 +25,7 @@ require (
 )
 
 require (
+	filippo.io/edwards25519 v1.2.0 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	go.uber.org/atomic v1.12.0 // indirect
 )

@@ -41,6 +41,7 @@ psql) or the AWS CLI commands with the tables' JSON.
 
 const initExample = `  kvbreaker init --backend postgres --postgres-url postgres://app@db:5432/app
   kvbreaker init --backend postgres --postgres-table kvbreaker --print | psql "$DATABASE_URL"
+  KVBREAKER_MYSQL_DSN='app:secret@tcp(db:3306)/app' kvbreaker init --backend mysql
   AWS_REGION=eu-west-1 kvbreaker init --backend dynamodb --dynamodb-table kvbreaker
   kvbreaker init --backend dynamodb --dynamodb-table kvbreaker --print`
 
@@ -54,8 +55,8 @@ type initFlags struct {
 func newInitCmd() *cobra.Command {
 	var f initFlags
 	cmd := &cobra.Command{
-		Use:     "init --backend postgres|dynamodb [connection flags] [--print]",
-		Short:   "create the table PostgreSQL or DynamoDB needs (or print its SQL / AWS CLI commands)",
+		Use:     "init --backend postgres|mysql|dynamodb [connection flags] [--print]",
+		Short:   "create the table PostgreSQL, MySQL or DynamoDB needs (or print its SQL / AWS CLI commands)",
 		Long:    initLong,
 		Example: initExample,
 		Args:    noArgs,
@@ -67,13 +68,15 @@ func newInitCmd() *cobra.Command {
 	f.bf.register(fs)
 	fs.StringVar(&f.format, "format", "table", "output format: table or json (not with --print)")
 	fs.DurationVar(&f.timeout, "timeout", 2*time.Minute, "give up after this long (a new DynamoDB table takes seconds to become ACTIVE)")
-	fs.BoolVar(&f.print, "print", false, "print the SQL (postgres) or AWS CLI commands (dynamodb) instead of running them; connects to nothing")
+	fs.BoolVar(&f.print, "print", false, "print the SQL (postgres, mysql) or AWS CLI commands (dynamodb) instead of running them; connects to nothing")
 	completeFlags(cmd)
 	return cmd
 }
 
 // needsTable reports whether a backend's store needs a table created.
-func needsTable(backend string) bool { return backend == "postgres" || backend == "dynamodb" }
+func needsTable(backend string) bool {
+	return backend == "postgres" || backend == "mysql" || backend == "dynamodb"
+}
 
 // nothingToCreate is what init says of a backend that needs no table.
 func nothingToCreate(backend string) string {
@@ -125,6 +128,8 @@ func runInit(ctx context.Context, f *initFlags, stdout, stderr io.Writer) error 
 		switch def.flags {
 		case "postgres":
 			out, err = initPostgres(ctx, &f.bf)
+		case "mysql":
+			out, err = initMySQL(ctx, &f.bf)
 		case "dynamodb":
 			out, err = initDynamoDB(ctx, &f.bf)
 		}
@@ -148,6 +153,8 @@ func printInit(bf *backendFlags, stdout, stderr io.Writer) error {
 		return usagef("%s is %q: want one of %s", bf.name("backend"), bf.backend, strings.Join(backendNames(), ", "))
 	}
 	switch backends[bf.backend].flags {
+	case "mysql":
+		return printMySQL(bf, stdout)
 	case "postgres":
 		sql, err := postgres.Schema(bf.pgTable)
 		if err != nil {

@@ -49,7 +49,7 @@ import (
 const repoPath = "github.com/kvbreaker/kvbreaker"
 
 // Steps are the check's steps, for -only.
-var Steps = []string{"vcs", "root", "cloudflarekv", "dynamodb", "etcd", "postgres", "redis", "otelkvbreaker", "install", "consumers"}
+var Steps = []string{"vcs", "root", "cloudflarekv", "dynamodb", "etcd", "mysql", "postgres", "redis", "otelkvbreaker", "install", "consumers"}
 
 // Config is one run of the check.
 type Config struct {
@@ -455,6 +455,31 @@ func main() {
 		panic(err)
 	}
 	store, err := kvbreaker.Prefixed(etcdStore, "fleet-a/")
+	if err != nil {
+		panic(err)
+	}
+	if _, err := kvbreaker.New(store, kvbreaker.Settings{}); err != nil {
+		panic(err)
+	}
+}
+`},
+	{step: "mysql", module: repoPath + "/backends/mysql", src: `package main
+
+import (
+	"database/sql"
+
+	_ "github.com/go-sql-driver/mysql"
+
+	"github.com/kvbreaker/kvbreaker"
+	"github.com/kvbreaker/kvbreaker/backends/mysql"
+)
+
+func main() {
+	db, err := sql.Open("mysql", "app@tcp(127.0.0.1:3306)/kvbreaker")
+	if err != nil {
+		panic(err)
+	}
+	store, err := mysql.New(db, "kvbreaker_records")
 	if err != nil {
 		panic(err)
 	}

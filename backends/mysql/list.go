@@ -1,0 +1,66 @@
+package mysql
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/kvbreaker/kvbreaker/driver"
+)
+
+var _ driver.Lister = (*Store)(nil)
+
+// List implements driver.Lister: live keys that begin with prefix, in
+// bytewise key order, after cursor, at most limit, read as one range of
+// the primary key. next is the last key returned when the page is full, ""
+// otherwise.
+func (s *Store) List(ctx context.Context, prefix, cursor string, limit int) ([]string, string, error) {
+	if limit <= 0 {
+		return nil, "", s.wrap(opList, prefix, fmt.Errorf("limit %d is not positive", limit))
+	}
+	st, args := stListAll, []any{prefix, cursor, limit}
+	if end, ok := prefixEnd(prefix); ok {
+		st, args = stList, []any{prefix, cursor, end, limit}
+	}
+	var keys []string
+	err := s.retry(ctx, func() error {
+		keys = keys[:0]
+		stmt, err := s.stmts[st].get(ctx, s.db)
+		if err != nil {
+			return err
+		}
+		rows, err := stmt.QueryContext(ctx, args...)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var k []byte
+			if err := rows.Scan(&k); err != nil {
+				return err
+			}
+			keys = append(keys, string(k))
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, "", s.wrap(opList, prefix, err)
+	}
+	next := ""
+	if len(keys) == limit {
+		next = keys[len(keys)-1]
+	}
+	return keys, next, nil
+}
+
+// prefixEnd returns the least byte string above every string that begins
+// with prefix: prefix with its last byte below 0xff incremented and what
+// follows it dropped. There is none (false) when prefix is empty or all
+// 0xff; then every string at or above prefix begins with it.
+func prefixEnd(prefix string) (string, bool) {
+	for i := len(prefix) - 1; i >= 0; i-- {
+		if prefix[i] != 0xff {
+			return prefix[:i] + string([]byte{prefix[i] + 1}), true
+		}
+	}
+	return "", false
+}

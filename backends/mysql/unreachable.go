@@ -1,0 +1,56 @@
+package mysql
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+
+	"github.com/kvbreaker/kvbreaker/driver"
+)
+
+// ErrUnreachable is matched (errors.Is) by the error of a call that could
+// not reach the server at all: the connection was refused or the host's name
+// did not resolve. Nothing was sent. An *UnreachableError says where. It is
+// an alias of driver.ErrUnreachable, so matching either matches every
+// backend's.
+var ErrUnreachable = driver.ErrUnreachable
+
+// UnreachableError is a call that reached no server: "cannot reach mysql
+// at <host:port>: connection refused", with Endpoints holding the
+// host:port (or a unix socket's path) and Err the dial error. It is an
+// alias of driver.UnreachableError.
+type UnreachableError = driver.UnreachableError
+
+// cause turns the driver's error into the cause an OpError carries: an
+// *UnreachableError when no connection could be made, "no answer from
+// mysql at <endpoint> before the context ended" when the context ended
+// while a statement was out, and otherwise err itself.
+func (s *Store) cause(err error) error {
+	if dial, ok := driver.DialFailed(err); ok {
+		return &UnreachableError{Backend: "mysql", Endpoints: []string{s.dialedAt(dial)}, Err: err}
+	}
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		at := ""
+		if s.endpoint != "" {
+			at = " at " + s.endpoint
+		}
+		return fmt.Errorf("no answer from mysql%s before the context ended: %w", at, err)
+	}
+	return err
+}
+
+// dialedAt names where a failed dial went: WithEndpoint's address, else
+// the dial's own.
+func (s *Store) dialedAt(dial error) string {
+	if s.endpoint != "" {
+		return s.endpoint
+	}
+	if op, ok := dial.(*net.OpError); ok && op.Addr != nil {
+		return op.Addr.String()
+	}
+	if dns, ok := dial.(*net.DNSError); ok {
+		return dns.Name
+	}
+	return "its address"
+}

@@ -1,0 +1,194 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+
+	gomysql "github.com/go-sql-driver/mysql"
+
+	"github.com/kvbreaker/kvbreaker/backends/mysql"
+	"github.com/kvbreaker/kvbreaker/driver"
+)
+
+// defaultMySQLTable is --mysql-table's default.
+const defaultMySQLTable = "kvbreaker"
+
+// errNoSuchTable is MySQL's and MariaDB's ER_NO_SUCH_TABLE.
+const errNoSuchTable = 1146
+
+// checkMySQLDSN checks --mysql-dsn without connecting: go-sql-driver's
+// data source name, user[:password]@tcp(host:port)/database[?options].
+// Messages never show it (it may hold the password), only the driver's
+// reason.
+func (f *backendFlags) checkMySQLDSN() error {
+	if isURL(f.mysqlDSN) {
+		return usagef("%s is a URL: want go-sql-driver/mysql's user[:password]@tcp(host:port)/database, e.g. app@tcp(db:3306)/app", f.name("mysql-dsn"))
+	}
+	cfg, err := gomysql.ParseDSN(f.mysqlDSN)
+	if err != nil {
+		return usagef("%s (not shown): %v: want user[:password]@tcp(host:port)/database, e.g. app@tcp(db:3306)/app", f.name("mysql-dsn"), err)
+	}
+	if cfg.DBName == "" {
+		return usagef("%s (not shown) names no database: want user[:password]@tcp(host:port)/database", f.name("mysql-dsn"))
+	}
+	if _, err := mysql.Schema(f.mysqlTable); err != nil {
+		return usagef("%s: %v", f.name("mysql-table"), err)
+	}
+	return nil
+}
+
+// openMySQL connects a small pool (a command makes a few calls) and
+// checks that the server answers and the table exists.
+func openMySQL(ctx context.Context, f *backendFlags) (*conn, error) {
+	db, cfg, err := connectMySQL(ctx, f)
+	if err != nil {
+		return nil, err
+	}
+	s, err := mysql.New(db, f.mysqlTable, mysql.WithEndpoint(cfg.Addr))
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	if err := s.Ping(ctx); err != nil {
+		db.Close()
+		if me, ok := errors.AsType[*gomysql.MySQLError](err); ok && me.Number == errNoSuchTable {
+			return nil, fmt.Errorf("mysql: table %s does not exist in database %s at %s: %s", f.mysqlTable, cfg.DBName, cfg.Addr, createHint)
+		}
+		return nil, noAnswer(ctx, "mysql", cfg.Addr, f.bound, mysqlServerError(cfg, err))
+	}
+	return &conn{describe: "mysql table " + f.mysqlTable + " in database " + cfg.DBName + " at " + cfg.Addr,
+		store: &mysqlStore{Store: s, db: db}, purge: mysqlPurge(db, f.mysqlTable)}, nil
+}
+
+// connectMySQL checks that the server's port accepts a connection and
+// returns a small pool and the parsed DSN (for its address and database).
+func connectMySQL(ctx context.Context, f *backendFlags) (*sql.DB, *gomysql.Config, error) {
+	cfg, err := gomysql.ParseDSN(f.mysqlDSN)
+	if err != nil {
+		return nil, nil, usagef("%s (not shown): %v", f.name("mysql-dsn"), err)
+	}
+	if cfg.Timeout == 0 {
+		cfg.Timeout = dialTimeout
+	}
+	network := cfg.Net
+	if network == "" {
+		network = "tcp"
+	}
+	dctx, cancel := context.WithTimeout(ctx, dialTimeout)
+	c, err := (&net.Dialer{}).DialContext(dctx, network, cfg.Addr)
+	cancel()
+	if err != nil {
+		return nil, nil, &reachError{backend: "mysql", endpoint: cfg.Addr, why: dialCause(err), err: err}
+	}
+	c.Close()
+	connector, err := gomysql.NewConnector(cfg)
+	if err != nil {
+		return nil, nil, fmt.Errorf("mysql at %s: %w", cfg.Addr, err)
+	}
+	db := sql.OpenDB(connector)
+	db.SetMaxOpenConns(2)
+	return db, cfg, nil
+}
+
+// mysqlServerError explains the server's refusal of the connection or the
+// first statement: a wrong password or user, or a missing database. The
+// driver's errors hold neither the DSN nor the password.
+func mysqlServerError(cfg *gomysql.Config, err error) error {
+	me, ok := errors.AsType[*gomysql.MySQLError](err)
+	if !ok {
+		return fmt.Errorf("mysql at %s: %w", cfg.Addr, err)
+	}
+	switch me.Number {
+	case 1045: // ER_ACCESS_DENIED_ERROR
+		return fmt.Errorf("mysql at %s refused user %q (%v): check the user and password in --mysql-dsn", cfg.Addr, cfg.User, me)
+	case 1049: // ER_BAD_DB_ERROR
+		return fmt.Errorf("mysql at %s has no database %q (%v): name an existing one in --mysql-dsn (user@tcp(host:port)/DATABASE)", cfg.Addr, cfg.DBName, me)
+	case 1142: // ER_TABLEACCESS_DENIED_ERROR
+		return fmt.Errorf("mysql at %s: user %q lacks a privilege (%v): an administrator can GRANT SELECT, INSERT, UPDATE, DELETE ON %s.* TO the user", cfg.Addr, cfg.User, me, cfg.DBName)
+	}
+	return fmt.Errorf("mysql at %s: user %q, database %q: %w", cfg.Addr, cfg.User, cfg.DBName, err)
+}
+
+// mysqlPurge deletes a row whatever it holds: check's cleanup removes the
+// tombstones and expired rows its writes left, which the store keeps until
+// its purge (mysql.WithPurgeDelay after expiry).
+func mysqlPurge(db *sql.DB, table string) func(ctx context.Context, fullKey string) (int, error) {
+	stmt := "DELETE FROM `" + table + "` WHERE k = ?" // table passed mysql.Schema's check
+	return func(ctx context.Context, fullKey string) (int, error) {
+		res, err := db.ExecContext(ctx, stmt, fullKey)
+		if err != nil {
+			return 0, fmt.Errorf("mysql: purge %q: %w", fullKey, err)
+		}
+		n, err := res.RowsAffected()
+		return int(n), err
+	}
+}
+
+// mysqlStore is the command's store: closing it closes the pool too.
+type mysqlStore struct {
+	*mysql.Store
+	db *sql.DB
+}
+
+func (s *mysqlStore) Close() error {
+	err := s.Store.Close()
+	s.db.Close()
+	return err
+}
+
+// initMySQL creates the table (mysql.CreateTable) unless it exists, and
+// checks that the store can read it.
+func initMySQL(ctx context.Context, f *backendFlags) (initOutput, error) {
+	db, cfg, err := connectMySQL(ctx, f)
+	if err != nil {
+		return initOutput{}, err
+	}
+	defer db.Close()
+	target := "mysql table " + f.mysqlTable + " in database " + cfg.DBName + " at " + cfg.Addr
+	out := initOutput{Backend: f.backend, Target: target, Table: f.mysqlTable}
+	var n int
+	if err := db.QueryRowContext(ctx, "SELECT count(*) FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name = ?", f.mysqlTable).Scan(&n); err != nil {
+		return out, noAnswer(ctx, "mysql", cfg.Addr, f.bound, mysqlServerError(cfg, err))
+	}
+	exists := n > 0
+	if !exists {
+		if err := mysql.CreateTable(ctx, db, f.mysqlTable); err != nil {
+			if me, ok := errors.AsType[*gomysql.MySQLError](err); ok && me.Number == 1142 {
+				return out, fmt.Errorf("mysql at %s: user %q may not create table %s (%v): have an administrator run what \"kvbreaker init --backend mysql --mysql-table %s --print\" shows, and grant the user SELECT, INSERT, UPDATE, DELETE on it",
+					cfg.Addr, cfg.User, f.mysqlTable, me, f.mysqlTable)
+			}
+			return out, noAnswer(ctx, "mysql", cfg.Addr, f.bound, mysqlServerError(cfg, err))
+		}
+	}
+	// Read it as the store does: a table of another shape fails here.
+	s, err := mysql.New(db, f.mysqlTable, mysql.WithPurgeEvery(0), mysql.WithEndpoint(cfg.Addr))
+	if err != nil {
+		return out, err
+	}
+	defer s.Close()
+	if _, _, err := s.Get(ctx, "kvbreaker-init-check.invalid"); err != nil && !errors.Is(err, driver.ErrNotFound) {
+		return out, fmt.Errorf("%s: the store cannot read it (is it another program's table? see \"kvbreaker init --print\" for the one it needs): %w", target, mysqlServerError(cfg, err))
+	}
+	if exists {
+		out.Message = target + ": exists already; nothing changed (the store reads it)"
+		return out, nil
+	}
+	out.Created = true
+	out.Message = target + ": created (with index purge_at)"
+	return out, nil
+}
+
+// printMySQL prints the table's SQL.
+func printMySQL(bf *backendFlags, stdout interface{ Write([]byte) (int, error) }) error {
+	stmt, err := mysql.Schema(bf.mysqlTable)
+	if err != nil {
+		return usagef("%s: %v", bf.name("mysql-table"), err)
+	}
+	fmt.Fprintf(stdout, "-- The table kvbreaker's MySQL/MariaDB store uses (mysql.Schema %q), as \"kvbreaker init\" creates it.\n", bf.mysqlTable)
+	fmt.Fprintf(stdout, "-- Run it in the fleet's database; the fleet's user needs SELECT, INSERT, UPDATE, DELETE on it.\n%s", strings.TrimLeft(stmt, "\n"))
+	return nil
+}
