@@ -1,0 +1,3 @@
+package sqlite_test
+
+func runWorker(name string) int { return 2 }
