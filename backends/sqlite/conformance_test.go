@@ -33,7 +33,12 @@ type harness struct {
 }
 
 func newHarness(ctx context.Context, t *testing.T) (conformance.Harness, error) {
-	h := &harness{path: tempDB(t), clock: newFakeClock(), prefixes: map[driver.Store]string{}}
+	return harnessAt(ctx, tempDB(t))
+}
+
+// harnessAt is a harness over the file at path.
+func harnessAt(ctx context.Context, path string) (*harness, error) {
+	h := &harness{path: path, clock: newFakeClock(), prefixes: map[driver.Store]string{}}
 	s, err := sqlite.Open(ctx, h.path, sqlite.WithClock(h.clock.Now))
 	if err != nil {
 		return nil, err
@@ -178,10 +183,18 @@ const lostAnswers = "no network between the store and the file: a write's answer
 	"the store never resends a write, and a context that ends during COMMIT is reported as an unknown outcome (matching ctx.Err())"
 
 func TestConformance(t *testing.T) {
-	conformance.Run(t, newHarness,
-		conformance.Waive(conformance.PromiseLostCAS, lostAnswers),
-		conformance.Waive(conformance.PromiseLostDelete, lostAnswers),
-		conformance.Waive(conformance.PromiseLostFailure, lostAnswers))
+	conformance.Run(t, newHarness, waivers...)
+}
+
+// conformanceOn runs the suite over the file at path.
+func conformanceOn(t *testing.T, path string) {
+	conformance.Run(t, func(ctx context.Context, _ *testing.T) (conformance.Harness, error) { return harnessAt(ctx, path) }, waivers...)
+}
+
+var waivers = []conformance.Option{
+	conformance.Waive(conformance.PromiseLostCAS, lostAnswers),
+	conformance.Waive(conformance.PromiseLostDelete, lostAnswers),
+	conformance.Waive(conformance.PromiseLostFailure, lostAnswers),
 }
 
 // TestConformanceMissingFile: a store whose file is missing fails Open with
