@@ -202,8 +202,8 @@ var waivers = []conformance.Option{
 func TestConformanceMissingFile(t *testing.T) {
 	path := tempDB(t)
 	_, err := sqlite.Open(t.Context(), path, sqlite.WithCreate(false))
-	var fe *sqlite.FileError
-	if !errors.As(err, &fe) || !errors.Is(err, sqlite.ErrFileMissing) || fe.Path != path {
+	fe, ok := errors.AsType[*sqlite.FileError](err)
+	if !ok || !errors.Is(err, sqlite.ErrFileMissing) || fe.Path != path {
 		t.Fatalf("Open of a missing file = %v, want a *FileError matching ErrFileMissing naming %s", err, path)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	sqlite "modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
@@ -29,12 +30,13 @@ var (
 )
 
 // FileError is what is wrong with the database file itself, as opposed to a
-// call's own failure: "sqlite: /var/lib/app/breaker.db: database file
-// locked: database is locked (5) (the busy timeout is 5s)". Kind is one of
+// call's own failure: "/var/lib/app/breaker.db: database file locked:
+// database is locked (5) (SQLITE_BUSY) (the busy timeout is 5s)", within
+// "sqlite: compare-and-swap <key>: …". Kind is one of
 // ErrFileMissing, ErrFileLocked, ErrFileCorrupt and ErrNotStore, which it
 // matches (errors.Is); Err is the driver's error (a *sqlite.Error, whose
-// Code is SQLite's result code) or the file system's. Store methods return
-// it as the cause of a *driver.OpError; Open returns it as it is.
+// Code is SQLite's result code) or the file system's. Open and the Store's
+// methods return it as the cause of a *driver.OpError.
 type FileError struct {
 	Path string
 	Kind error
@@ -44,7 +46,7 @@ type FileError struct {
 }
 
 func (e *FileError) Error() string {
-	msg := e.Path + ": " + e.Kind.Error()
+	msg := e.Path + ": " + strings.TrimPrefix(e.Kind.Error(), "sqlite: ")
 	if e.Err != nil {
 		msg += ": " + e.Err.Error()
 	}

@@ -92,8 +92,8 @@
 // Errors other than driver.ErrNotFound and conflicts are *driver.OpError
 // ("sqlite: get <key>: <cause>"). A file that is missing, locked past the
 // busy timeout, corrupt or not a store's is a *FileError as the cause,
-// matching ErrFileMissing, ErrFileLocked, ErrFileCorrupt or ErrNotStore;
-// Open returns the same *FileError itself.
+// matching ErrFileMissing, ErrFileLocked, ErrFileCorrupt or ErrNotStore,
+// also from Open ("sqlite: open: /path/to.db: no such database file").
 package sqlite
 
 import (
@@ -235,7 +235,7 @@ func WithFollowPoll(d time.Duration) Option { return func(o *options) { o.poll =
 // WithCreate(false)), switches it to WAL mode and checks that it is a
 // store's. Every invalid option is reported, joined, as a
 // *driver.OptionError; a file that is missing, locked, corrupt or holds no
-// store is a *FileError. Close releases it. To keep several fleets apart
+// store is a *driver.OpError (Op "open") around a *FileError. Close releases it. To keep several fleets apart
 // in one file, wrap the store with kvbreaker.Prefixed.
 func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 	o := options{busyTimeout: DefaultBusyTimeout, purgeEvery: DefaultPurgeEvery, purgeBatch: DefaultPurgeBatch,
@@ -288,15 +288,18 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 }
 
 func (s *Store) open(ctx context.Context) error {
+	missing := func(err error, detail string) error {
+		return &driver.OpError{Backend: "sqlite", Op: opOpen, Err: &FileError{Path: s.path, Kind: ErrFileMissing, Err: err, Detail: detail}}
+	}
 	if _, err := os.Stat(s.path); err != nil {
 		switch {
 		case !errors.Is(err, os.ErrNotExist):
-			return &FileError{Path: s.path, Kind: ErrFileMissing, Err: err}
+			return missing(err, "")
 		case !s.o.create:
-			return &FileError{Path: s.path, Kind: ErrFileMissing, Detail: `create it with "kvbreaker init --backend sqlite", or open it with WithCreate(true)`}
+			return missing(nil, `create it with "kvbreaker init --backend sqlite", or open it with WithCreate(true)`)
 		}
 		if _, err := os.Stat(filepath.Dir(s.path)); err != nil {
-			return &FileError{Path: s.path, Kind: ErrFileMissing, Err: err, Detail: "its directory must exist"}
+			return missing(err, "its directory must exist")
 		}
 	}
 	mode := "rwc"
@@ -310,9 +313,6 @@ func (s *Store) open(ctx context.Context) error {
 	s.db = db
 	fail := func(err error) error {
 		db.Close()
-		if fe, ok := errors.AsType[*FileError](err); ok {
-			return fe
-		}
 		return &driver.OpError{Backend: "sqlite", Op: opOpen, Err: err}
 	}
 	var journal string
