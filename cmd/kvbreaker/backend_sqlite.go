@@ -57,4 +57,3 @@ func sqlitePurge(s *sqlite.Store) func(ctx context.Context, fullKey string) (int
 		return int(n), err
 	}
 }
-
