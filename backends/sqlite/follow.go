@@ -44,9 +44,9 @@ const DefaultFollowPoll = 50 * time.Millisecond
 // returns when its context ends, or at once when its first snapshot fails
 // (the file is corrupt, say).
 //
-// Costs: each follower reads the file every poll, a few microseconds of
-// CPU when nothing changed; a write reaches followers within a poll
-// interval (go test -run TestFollowDelay -v measures it).
+// Costs: each follower reads the file every poll (two statements when
+// nothing changed); a write reaches a follower at its next poll, so a
+// mirror lags the file by up to WithFollowPoll.
 func (s *Store) Follow(ctx context.Context, prefix string, heartbeat time.Duration, fn func(driver.Change)) error {
 	if heartbeat <= 0 {
 		return fmt.Errorf("sqlite: follow %s: heartbeat %v is not positive", prefix, heartbeat)
