@@ -7,7 +7,7 @@
 # command, and the consumer-graph check, tools/consumers, on that proxy).
 #
 #   make test                  everything
-#   make test BACKEND=etcd     one column: memory, etcd, dynamodb, cloudflarekv, redis, postgres, mysql, containers
+#   make test BACKEND=etcd     one column: memory, etcd, dynamodb, cloudflarekv, redis, postgres, mysql, sqlite, containers
 #   make containers            the container mode (Docker; see DEVELOPERS.md)
 #   make demo                  a simulated fleet, the README's first command
 #   make bench                 round trips per decision, contention, and benchmarks vs gobreaker

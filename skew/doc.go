@@ -15,7 +15,7 @@
 // limit (ErrRateLimited), and last-writer-wins compares. Each worker reaches
 // the shared store through a View with its own clock.
 //
-// Profiles: Memory, Etcd, DynamoDB, WorkersKV, Redis, PostgreSQL and MySQL hold the traits each
+// Profiles: Memory, Etcd, DynamoDB, WorkersKV, Redis, PostgreSQL, MySQL and SQLite hold the traits each
 // backend's adapter declares with default options (its DefaultTraits);
 // FromTraits turns traits into the worst distortion they allow. Memory is
 // built from memory.DefaultTraits; skew cannot import the other backends

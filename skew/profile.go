@@ -22,7 +22,7 @@ import (
 // none can drift.
 type Profile struct {
 	// Name is the backend's name (memory, etcd, dynamodb, workerskv, redis,
-	// postgres).
+	// postgres, mysql, sqlite).
 	Name string
 	// Traits are what the backend's Store declares with default options.
 	Traits driver.Traits
@@ -98,9 +98,19 @@ var (
 		Atomic: true,
 		Expiry: driver.ExpiryModel{Kind: driver.ExpiryRelative, Granularity: time.Microsecond},
 	}}
+	// SQLite (sqlite.DefaultTraits): the writer's clock + ttl in Unix
+	// nanoseconds, judged by the reader's clock, which on one host is
+	// the same clock; the row stays a minute past its expiry (the purge
+	// delay), which bounds the fleet's clock skew.
+	SQLite = Profile{Name: "sqlite", Traits: driver.Traits{
+		Atomic:             true,
+		Expiry:             driver.ExpiryModel{Kind: driver.ExpiryReaderFiltered},
+		MaxClockSkew:       time.Minute,
+		MaxClockSkewOption: "sqlite.WithPurgeDelay",
+	}}
 )
 
 // Profiles returns the backend profiles.
 func Profiles() []Profile {
-	return []Profile{Memory, Etcd, DynamoDB, WorkersKV, Redis, PostgreSQL, MySQL}
+	return []Profile{Memory, Etcd, DynamoDB, WorkersKV, Redis, PostgreSQL, MySQL, SQLite}
 }

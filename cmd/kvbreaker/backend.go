@@ -54,6 +54,7 @@ type backendFlags struct {
 	pgURL, pgTable string
 
 	mysqlDSN, mysqlTable string
+	sqlitePath           string
 
 	// clockSkew is the fleet's clock-skew bound, passed to stores that pad
 	// by it (cloudflarekv) and to the Breakers the commands make.
@@ -85,6 +86,7 @@ var envVars = []struct{ flag, env string }{
 	{"postgres-table", "KVBREAKER_POSTGRES_TABLE"},
 	{"mysql-dsn", "KVBREAKER_MYSQL_DSN"},
 	{"mysql-table", "KVBREAKER_MYSQL_TABLE"},
+	{"sqlite-path", "KVBREAKER_SQLITE_PATH"},
 	{"clock-skew", "KVBREAKER_CLOCK_SKEW"},
 }
 
@@ -116,6 +118,7 @@ func (f *backendFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.pgTable, "postgres-table", defaultPostgresTable, env("postgres-table", "postgres: the table (postgres.CreateTable)"))
 	fs.StringVar(&f.mysqlDSN, "mysql-dsn", "", env("mysql-dsn", "mysql: go-sql-driver/mysql data source name, user[:password]@tcp(host:port)/database[?options], for MySQL or MariaDB (output never shows it)"))
 	fs.StringVar(&f.mysqlTable, "mysql-table", defaultMySQLTable, env("mysql-table", "mysql: the table (mysql.CreateTable)"))
+	fs.StringVar(&f.sqlitePath, "sqlite-path", "", env("sqlite-path", "sqlite: the database `file` the fleet's processes share (made by \"kvbreaker init\" or the first sqlite.Open)"))
 	fs.StringVar(&f.redisURL, "redis-url", "", env("redis-url", "redis: server `URL`, redis://[:password@]host:port/db (rediss:// for TLS); with --redis-cluster, redis://[:password@]host:port?addr=host2:port&addr=host3:port"))
 	fs.Var(boolString{&f.redisCluster}, "redis-cluster", env("redis-cluster", "redis: --redis-url names the seed nodes of a Redis Cluster (go-redis ParseClusterURL); list visits every master"))
 	fs.Lookup("redis-cluster").NoOptDefVal = "true"
@@ -156,6 +159,7 @@ const envHelp = `Environment (a flag given on the command line wins):
   KVBREAKER_REDIS_URL, KVBREAKER_REDIS_CLUSTER
   KVBREAKER_POSTGRES_URL, KVBREAKER_POSTGRES_TABLE
   KVBREAKER_MYSQL_DSN, KVBREAKER_MYSQL_TABLE
+  KVBREAKER_SQLITE_PATH
   AWS_REGION, AWS_PROFILE, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, ...
                  DynamoDB's region and credentials: the AWS SDK's default chain
                  (environment, shared config and credentials files, SSO, instance role)
@@ -167,7 +171,8 @@ const envHelp = `Environment (a flag given on the command line wins):
 // backend's flags by example.
 const backendFlagsHelp = `Backends (--backend): etcd, dynamodb (Amazon DynamoDB), cloudflarekv
 (Cloudflare Workers KV), redis (Redis, or a Redis Cluster), postgres
-(PostgreSQL), mysql (MySQL or MariaDB) and memory. Their connection flags (the same for check, list,
+(PostgreSQL), mysql (MySQL or MariaDB), sqlite (one SQLite file on this host) and memory. Their
+connection flags (the same for check, list,
 inspect, reset and init):
   etcd          --etcd-endpoints https://etcd-1:2379,https://etcd-2:2379
                 [--etcd-cacert ca.pem [--etcd-cert client.pem --etcd-key client-key.pem]]
@@ -181,6 +186,7 @@ inspect, reset and init):
                 (best from $KVBREAKER_MYSQL_DSN: a flag shows in ps)
   redis         --redis-url redis://127.0.0.1:6379/0
                 or --redis-cluster --redis-url redis://10.0.0.1:6379?addr=10.0.0.2:6379
+  sqlite        --sqlite-path /var/lib/app/kvbreaker.db
   memory        no flags: a store inside this process, empty at start (a demo)
 PostgreSQL, MySQL and DynamoDB need a table: "kvbreaker init" with the same flags
 creates it ("kvbreaker init --print" shows the SQL or AWS CLI commands).
@@ -252,10 +258,11 @@ var backends = map[string]backendDef{
 	"redis":        {openRedis, "redis"},
 	"postgres":     {openPostgres, "postgres"},
 	"mysql":        {openMySQL, "mysql"},
+	"sqlite":       {openSQLite, "sqlite"},
 }
 
 // publicBackends are the names help and completion offer (not the tests').
-var publicBackends = []string{"cloudflarekv", "dynamodb", "etcd", "memory", "mysql", "postgres", "redis"}
+var publicBackends = []string{"cloudflarekv", "dynamodb", "etcd", "memory", "mysql", "postgres", "redis", "sqlite"}
 
 func backendNames() []string { return publicBackends }
 
@@ -287,6 +294,7 @@ func (f *backendFlags) validate() error {
 		{"redis-url", &f.redisURL, "redis"}, {"redis-cluster", &f.redisCluster, "redis"},
 		{"postgres-url", &f.pgURL, "postgres"},
 		{"mysql-dsn", &f.mysqlDSN, "mysql"},
+		{"sqlite-path", &f.sqlitePath, "sqlite"},
 	}
 	for _, x := range all {
 		if *x.value == "" || x.backend == def.flags {
@@ -341,6 +349,10 @@ func (f *backendFlags) validate() error {
 			return err
 		}
 		if err := f.checkMySQLDSN(); err != nil {
+			return err
+		}
+	case "sqlite":
+		if err := need("sqlite-path", f.sqlitePath); err != nil {
 			return err
 		}
 	case "redis":

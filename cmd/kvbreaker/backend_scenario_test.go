@@ -17,7 +17,8 @@ type backendScenario struct {
 	store   driver.Store      // the server's store, without a prefix
 	flags   []string          // the connection flags
 	env     map[string]string // the same connection, from the environment
-	// dead is the connection flags for addr, where nothing listens.
+	// dead is the connection flags for addr, where nothing listens (nil
+	// for a store without a server).
 	dead func(addr string) []string
 }
 
@@ -64,6 +65,9 @@ func (sc backendScenario) run(t *testing.T) {
 		t.Errorf("check: exit %d\n%s\n%s", code, out, errOut)
 	}
 
+	if sc.dead == nil {
+		return // a file, not a server
+	}
 	dead := closedPort(t)
 	start := time.Now()
 	code, out, errOut = runT(t, append(append([]string{"inspect", "--backend", sc.backend}, sc.dead(dead)...), "x.example")...)

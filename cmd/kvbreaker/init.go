@@ -18,13 +18,15 @@ import (
 
 	"github.com/kvbreaker/kvbreaker/backends/dynamodb"
 	"github.com/kvbreaker/kvbreaker/backends/postgres"
+	"github.com/kvbreaker/kvbreaker/backends/sqlite"
 	"github.com/kvbreaker/kvbreaker/driver"
 )
 
 const initLong = `Creates what a store needs before a fleet (or list, inspect, reset and
 check) can use it: PostgreSQL's table (--postgres-table, with its version
 sequence, expiry index, and the trigger that notifies its changes to
-followers: postgres.CreateTable) and DynamoDB's table
+followers: postgres.CreateTable), SQLite's file and tables (--sqlite-path,
+in WAL mode: sqlite.Open) and DynamoDB's table
 (--dynamodb-table, partition key "pk", on-demand, TTL on "purgeAt":
 dynamodb.CreateTable). It is idempotent: an existing table is left as it is
 (PostgreSQL's is read once to check its columns, and gets the trigger if it
@@ -35,7 +37,8 @@ namespace create NAME).
 
 --print connects to nothing and prints what init would run, for a database
 owner or a migration tool: PostgreSQL's SQL (postgres.Schema; pipe it to
-psql) or the AWS CLI commands with the tables' JSON.
+psql; sqlite.Schema, to pipe to sqlite3) or the AWS CLI commands with the
+tables' JSON.
 
 ` + backendFlagsHelp
 
@@ -43,7 +46,8 @@ const initExample = `  kvbreaker init --backend postgres --postgres-url postgres
   kvbreaker init --backend postgres --postgres-table kvbreaker --print | psql "$DATABASE_URL"
   KVBREAKER_MYSQL_DSN='app:secret@tcp(db:3306)/app' kvbreaker init --backend mysql
   AWS_REGION=eu-west-1 kvbreaker init --backend dynamodb --dynamodb-table kvbreaker
-  kvbreaker init --backend dynamodb --dynamodb-table kvbreaker --print`
+  kvbreaker init --backend dynamodb --dynamodb-table kvbreaker --print
+  kvbreaker init --backend sqlite --sqlite-path /var/lib/app/kvbreaker.db`
 
 type initFlags struct {
 	bf      backendFlags
@@ -75,7 +79,7 @@ func newInitCmd() *cobra.Command {
 
 // needsTable reports whether a backend's store needs a table created.
 func needsTable(backend string) bool {
-	return backend == "postgres" || backend == "mysql" || backend == "dynamodb"
+	return backend == "postgres" || backend == "mysql" || backend == "dynamodb" || backend == "sqlite"
 }
 
 // nothingToCreate is what init says of a backend that needs no table.
@@ -132,6 +136,8 @@ func runInit(ctx context.Context, f *initFlags, stdout, stderr io.Writer) error 
 			out, err = initMySQL(ctx, &f.bf)
 		case "dynamodb":
 			out, err = initDynamoDB(ctx, &f.bf)
+		case "sqlite":
+			out, err = initSQLite(ctx, &f.bf)
 		}
 		if err != nil {
 			return err
@@ -163,6 +169,10 @@ func printInit(bf *backendFlags, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "-- The table kvbreaker's PostgreSQL store uses (postgres.Schema %q), as \"kvbreaker init\" creates it.\n", bf.pgTable)
 		fmt.Fprintf(stdout, "-- The fleet's user needs SELECT, INSERT, UPDATE, DELETE on it and USAGE on the sequence.\n")
 		fmt.Fprintf(stdout, "-- Its trigger notifies channel %s of each change, for followers (postgres.Store.Follow).\n%s", postgres.Channel(bf.pgTable), sql)
+		return nil
+	case "sqlite":
+		fmt.Fprintf(stdout, "-- The tables kvbreaker's SQLite store uses (sqlite.Schema), as \"kvbreaker init\" creates them.\n")
+		fmt.Fprintf(stdout, "-- The store also sets journal_mode=WAL, which the file keeps.\nPRAGMA journal_mode = WAL;\n%s\n", sqlite.Schema)
 		return nil
 	case "dynamodb":
 		if bf.dynamoTable == "" {

@@ -49,7 +49,7 @@ import (
 const repoPath = "github.com/kvbreaker/kvbreaker"
 
 // Steps are the check's steps, for -only.
-var Steps = []string{"vcs", "root", "cloudflarekv", "dynamodb", "etcd", "mysql", "postgres", "redis", "otelkvbreaker", "install", "consumers"}
+var Steps = []string{"vcs", "root", "cloudflarekv", "dynamodb", "etcd", "mysql", "postgres", "redis", "sqlite", "otelkvbreaker", "install", "consumers"}
 
 // Config is one run of the check.
 type Config struct {
@@ -524,6 +524,25 @@ import (
 
 func main() {
 	store, err := redis.New(goredis.NewClient(&goredis.Options{Addr: "127.0.0.1:6379", ContextTimeoutEnabled: true}))
+	if err != nil {
+		panic(err)
+	}
+	if _, err := kvbreaker.New(store, kvbreaker.Settings{}); err != nil {
+		panic(err)
+	}
+}
+`},
+	{step: "sqlite", module: repoPath + "/backends/sqlite", src: `package main
+
+import (
+	"context"
+
+	"github.com/kvbreaker/kvbreaker"
+	"github.com/kvbreaker/kvbreaker/backends/sqlite"
+)
+
+func main() {
+	store, err := sqlite.Open(context.Background(), "kvbreaker.db", sqlite.WithCreate(false))
 	if err != nil {
 		panic(err)
 	}

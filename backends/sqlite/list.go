@@ -1,0 +1,71 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+
+	"github.com/kvbreaker/kvbreaker/driver"
+)
+
+var (
+	_ driver.Lister       = (*Store)(nil)
+	_ driver.ExpiryReader = (*Store)(nil)
+)
+
+// List implements driver.Lister: live keys that begin with prefix, in
+// bytewise key order, after cursor, at most limit, read as one range of
+// the primary key. next is the last key returned when the page is full, ""
+// otherwise.
+func (s *Store) List(ctx context.Context, prefix, cursor string, limit int) ([]string, string, error) {
+	if limit <= 0 {
+		return nil, "", s.wrap(ctx, opList, prefix, fmt.Errorf("limit %d is not positive", limit))
+	}
+	now := s.now()
+	var (
+		rows *sql.Rows
+		err  error
+	)
+	if end, ok := prefixEnd(prefix); ok {
+		rows, err = s.db.QueryContext(ctx, `SELECT key FROM kvbreaker
+WHERE key >= ?1 AND key < ?2 AND key > ?3 AND expires_at > ?4 ORDER BY key LIMIT ?5`, prefix, end, cursor, now, limit)
+	} else {
+		rows, err = s.db.QueryContext(ctx, `SELECT key FROM kvbreaker
+WHERE key >= ?1 AND key > ?2 AND expires_at > ?3 ORDER BY key LIMIT ?4`, prefix, cursor, now, limit)
+	}
+	if err != nil {
+		return nil, "", s.wrap(ctx, opList, prefix, err)
+	}
+	defer rows.Close()
+	var keys []string
+	for rows.Next() {
+		var k string
+		if err := rows.Scan(&k); err != nil {
+			return nil, "", s.wrap(ctx, opList, prefix, err)
+		}
+		keys = append(keys, k)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, "", s.wrap(ctx, opList, prefix, err)
+	}
+	next := ""
+	if len(keys) == limit {
+		next = keys[len(keys)-1]
+	}
+	return keys, next, nil
+}
+
+// prefixEnd returns the least string above every string that begins with
+// prefix in bytewise order (the key column's BINARY collation): prefix
+// with its last byte below 0xff incremented and what follows dropped.
+// There is none (false) when prefix is empty or all 0xff bytes.
+func prefixEnd(prefix string) (string, bool) {
+	b := []byte(prefix)
+	for i := len(b) - 1; i >= 0; i-- {
+		if b[i] < 0xff {
+			b[i]++
+			return string(b[:i+1]), true
+		}
+	}
+	return "", false
+}
