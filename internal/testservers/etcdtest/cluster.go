@@ -216,13 +216,14 @@ func (c *Cluster) Heal() {
 	}
 }
 
-// Close stops every member, its proxies, and removes its data.
+// Close kills every member (its data is removed, so a graceful stop
+// would only cost its leader transfer), stops its proxies, and removes its
+// data.
 func (c *Cluster) Close() {
 	var wg sync.WaitGroup
 	for _, m := range c.Members {
 		wg.Go(func() {
-			_ = m.Resume()
-			m.Stop()
+			m.Kill()
 			if m.Client != nil {
 				m.Client.Close()
 			}
@@ -320,15 +321,19 @@ func (p *peerProxy) serve(down net.Conn) {
 	_ = down.SetReadDeadline(time.Now().Add(10 * time.Second))
 	br := bufio.NewReaderSize(down, maxHeader)
 	var head []byte
-	for n := 1; ; n++ {
-		b, err := br.Peek(min(n*512, maxHeader))
+	// Peek(n+1) waits for at least one byte more than seen, never for a
+	// fixed count a short request would not fill.
+	for n := 0; ; {
+		b, err := br.Peek(n + 1)
+		if err != nil || len(b) >= maxHeader {
+			return
+		}
+		b, _ = br.Peek(br.Buffered())
 		if i := bytes.Index(b, []byte("\r\n\r\n")); i >= 0 {
 			head = b[:i+4]
 			break
 		}
-		if err != nil || len(b) >= maxHeader {
-			return
-		}
+		n = len(b)
 	}
 	_ = down.SetReadDeadline(time.Time{})
 	from := ""
