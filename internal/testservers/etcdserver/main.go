@@ -41,6 +41,10 @@ const (
 type config struct {
 	DataDir, Client, Peer string
 	TickMs, ElectionMs    uint
+	// A member of a cluster (etcdtest.StartCluster): its name, the initial
+	// cluster ("name=peerURL,…"), and the peer URL the others reach it at
+	// (a proxy in front of Peer). Empty: a single member named etcdtest.
+	Name, InitialCluster, AdvertisePeer string
 }
 
 func main() {
@@ -98,6 +102,16 @@ func start(c config) (*embed.Etcd, error) {
 	cfg.ListenPeerUrls = []url.URL{*pu}
 	cfg.AdvertisePeerUrls = []url.URL{*pu}
 	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
+	if c.Name != "" {
+		au, err := url.Parse(c.AdvertisePeer)
+		if err != nil {
+			return nil, err
+		}
+		cfg.Name = c.Name
+		cfg.AdvertisePeerUrls = []url.URL{*au}
+		cfg.InitialCluster = c.InitialCluster
+		cfg.InitialClusterToken = "etcdtest-cluster"
+	}
 	cfg.ListenMetricsUrls = nil
 	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
 	// Tests write little; keep the space quota small.

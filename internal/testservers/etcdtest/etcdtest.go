@@ -6,9 +6,14 @@
 // crash would, Pause stops it (SIGSTOP), Restart starts it again on the same
 // ports and data.
 //
-// The package needs only the standard library, so the modules whose tests
-// use it (backends/etcd, cmd/kvbreaker, bench) never require the etcd
-// server: it is built from its own module in this repository's workspace.
+// StartCluster runs several members, each behind a client fault proxy and
+// a peer proxy, for faults a cluster has: a killed leader, a partitioned
+// member.
+//
+// The package needs only the standard library (and conformance/faultproxy,
+// which needs no more), so the modules whose tests use it (backends/etcd,
+// cmd/kvbreaker, bench) never require the etcd server: it is built from
+// its own module in this repository's workspace.
 package etcdtest
 
 import (

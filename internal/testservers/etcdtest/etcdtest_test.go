@@ -16,11 +16,16 @@ import (
 // call posts a request to etcd's JSON gateway (/v3/...), so this package's
 // tests need no etcd client.
 func call(ctx context.Context, srv *etcdtest.Server, path string, req, resp any) error {
+	return callURL(ctx, srv.Endpoints()[0]+path, req, resp)
+}
+
+// callURL posts req as JSON to url and decodes the answer into resp.
+func callURL(ctx context.Context, url string, req, resp any) error {
 	b, err := json.Marshal(req)
 	if err != nil {
 		return err
 	}
-	r, err := http.NewRequestWithContext(ctx, "POST", srv.Endpoints()[0]+path, bytes.NewReader(b))
+	r, err := http.NewRequestWithContext(ctx, "POST", url, bytes.NewReader(b))
 	if err != nil {
 		return err
 	}
@@ -30,7 +35,7 @@ func call(ctx context.Context, srv *etcdtest.Server, path string, req, resp any)
 	}
 	defer res.Body.Close()
 	if res.StatusCode != 200 {
-		return fmt.Errorf("%s: %s", path, res.Status)
+		return fmt.Errorf("%s: %s", url, res.Status)
 	}
 	return json.NewDecoder(res.Body).Decode(resp)
 }

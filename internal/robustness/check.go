@@ -1,0 +1,434 @@
+package robustness
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+	"github.com/kvbreaker/kvbreaker/driver"
+	"github.com/kvbreaker/kvbreaker/internal/record"
+)
+
+// The invariants' names, as violations give them.
+const (
+	InvFailuresOnce = "failures-counted-once"
+	InvOneProbe     = "one-probe-per-restraint"
+	InvCallTime     = "call-time"
+	InvRecovery     = "recovery"
+	InvHalfOpen     = "half-open-bound"
+	InvLinearizable = "linearizable"
+)
+
+// maxPerCheck caps the violations a check lists; the rest are counted.
+const maxPerCheck = 5
+
+type checker struct {
+	cfg          *Config
+	h            *History
+	hosts        []hostPlan
+	hostName     func(int) string
+	atomic       bool
+	violations   []error
+	inconclusive []string
+}
+
+func (c *checker) run() {
+	c.failuresOnce()
+	if c.atomic {
+		c.oneProbe()
+	}
+	c.callTime()
+	c.recovery()
+	c.halfOpen()
+	c.linearizable()
+}
+
+// report adds one violation per finding of inv (up to maxPerCheck, then a
+// count).
+func (c *checker) report(inv string, found []string) {
+	if len(found) == 0 {
+		return
+	}
+	more := ""
+	if len(found) > maxPerCheck {
+		more = fmt.Sprintf(" (and %d more)", len(found)-maxPerCheck)
+		found = found[:maxPerCheck]
+	}
+	c.violations = append(c.violations, fmt.Errorf("%w: %s (store %s, seed %d): %s%s",
+		ErrViolation, inv, c.cfg.Store, c.cfg.Seed, strings.Join(found, "; "), more))
+}
+
+func ms(d time.Duration) string { return d.Round(time.Millisecond).String() }
+
+// written reports whether a store write may have been applied.
+func (e *Event) written() bool { return (e.Op == OpCAS || e.Op == OpCAD) && (e.OK || e.Unknown) }
+
+func (c *checker) failuresOnce() {
+	owner := map[int64]int{} // failure instant (ms) → index of the Failure call that read it
+	for i, e := range c.h.Events {
+		if e.Op == OpFailure {
+			for _, t := range e.Now {
+				owner[t.UnixMilli()] = i
+			}
+		}
+	}
+	var found []string
+	for _, e := range c.h.Events {
+		if e.Op != OpCAS || !e.written() {
+			continue
+		}
+		r, err := record.DecodeRecord(e.Value)
+		if err != nil {
+			found = append(found, fmt.Sprintf("worker %d wrote an undecodable record to %s at %s: %v", e.Worker, e.Key, ms(e.Start), err))
+			continue
+		}
+		seen := map[int64]bool{}
+		byCall := map[int]int64{}
+		for _, t := range r.Failures {
+			m := t.UnixMilli()
+			idx, ok := owner[m]
+			switch {
+			case seen[m]:
+				found = append(found, fmt.Sprintf("the record worker %d wrote to %s at %s holds failure %s twice", e.Worker, e.Key, ms(e.Start), t.Format("15:04:05.000")))
+			case !ok:
+				found = append(found, fmt.Sprintf("the record worker %d wrote to %s at %s holds failure %s that no Failure call read", e.Worker, e.Key, ms(e.Start), t.Format("15:04:05.000")))
+			case byCall[idx] != 0:
+				found = append(found, fmt.Sprintf("the record worker %d wrote to %s at %s holds two failures (%d, %d ms) of one Failure call (worker %d at %s)",
+					e.Worker, e.Key, ms(e.Start), byCall[idx], m, c.h.Events[idx].Worker, ms(c.h.Events[idx].Start)))
+			}
+			seen[m] = true
+			if ok {
+				byCall[idx] = m
+			}
+		}
+	}
+	c.report(InvFailuresOnce, found)
+}
+
+func (c *checker) oneProbe() {
+	rd := c.cfg.Settings.RecoveryDelay
+	probes := map[string][]Event{}
+	for _, e := range c.h.Events {
+		if e.Op == OpAllow && e.Err == "" && e.Decision == "probe" && len(e.Now) > 0 {
+			probes[e.Key] = append(probes[e.Key], e)
+		}
+	}
+	var found []string
+	for host, ps := range probes {
+		slices.SortFunc(ps, func(a, b Event) int { return a.Now[0].Compare(b.Now[0]) })
+		for i := 1; i < len(ps); i++ {
+			if d := ps[i].Now[0].Sub(ps[i-1].Now[0]); d < rd {
+				found = append(found, fmt.Sprintf("%s: probes by worker %d and worker %d %s apart on the fleet clock (RecoveryDelay %s), at %s and %s",
+					host, ps[i-1].Worker, ps[i].Worker, ms(d), ms(rd), ms(ps[i-1].Start), ms(ps[i].Start)))
+			}
+		}
+	}
+	c.report(InvOneProbe, found)
+}
+
+func (c *checker) callTime() {
+	limit := c.cfg.Settings.CallTimeout + c.cfg.Slack
+	var found []string
+	for _, e := range c.h.Events {
+		if d := e.End - e.Start; d > limit {
+			found = append(found, fmt.Sprintf("worker %d's %s on %s at %s took %s (limit %s)", e.Worker, e.Op, e.Key, ms(e.Start), ms(d), ms(limit)))
+		}
+	}
+	c.report(InvCallTime, found)
+}
+
+// recoveryBound is when, after the heal, every circuit must reflect its
+// host's final health: the store settled, an open circuit's restraint
+// ended, and one more restraint for a probe whose outcome the settling
+// store lost.
+func (c *checker) recoveryBound() time.Duration {
+	return c.h.Heal + c.cfg.Settle + 2*c.cfg.Settings.RecoveryDelay + c.cfg.Slack
+}
+
+func (c *checker) recovery() {
+	bound := c.recoveryBound()
+	index := map[string]int{}
+	for i := range c.hosts {
+		index[c.hostName(i)] = i
+	}
+	answered := make([]int, len(c.hosts))
+	var found []string
+	for _, e := range c.h.Events {
+		if e.Op != OpAllow || e.Start < bound || e.Err != "" {
+			continue
+		}
+		i := index[e.Key]
+		answered[i]++
+		switch dead := c.hosts[i].final; {
+		case dead && e.Decision == "send":
+			found = append(found, fmt.Sprintf("dead host %s sent to by worker %d at %s (bound %s after the heal at %s)", e.Key, e.Worker, ms(e.Start), ms(bound-c.h.Heal), ms(c.h.Heal)))
+		case !dead && e.Decision == "hold":
+			found = append(found, fmt.Sprintf("healthy host %s held by worker %d at %s (bound %s after the heal at %s)", e.Key, e.Worker, ms(e.Start), ms(bound-c.h.Heal), ms(c.h.Heal)))
+		}
+	}
+	for i, n := range answered {
+		if n == 0 {
+			found = append(found, fmt.Sprintf("no Allow on %s answered without error after %s", c.hostName(i), ms(bound)))
+		}
+	}
+	c.report(InvRecovery, found)
+}
+
+// halfOpen follows each key's written records in version order: a
+// half-open stretch starts with a probing record after a non-probing one
+// (or none) and ends with the next non-probing record or delete, or at a
+// write whose outcome is unknown. Once the store is healthy, no stretch
+// may last more than RecoveryDelay plus Slack (measured from its start or
+// from the store's health, whichever is later, to the start of the write
+// that ends it: a lower bound of its true length).
+func (c *checker) halfOpen() {
+	healthy := c.h.Heal + c.cfg.Settle
+	limit := c.cfg.Settings.RecoveryDelay + c.cfg.Slack
+	type entry struct {
+		ver     driver.Version
+		del     bool
+		probing bool
+		e       Event
+	}
+	byKey := map[string][]entry{}
+	unknown := map[string][]Event{}
+	for _, e := range c.h.Events {
+		switch {
+		case e.Unknown && (e.Op == OpCAS || e.Op == OpCAD):
+			unknown[e.Key] = append(unknown[e.Key], e)
+		case e.Op == OpCAS && e.OK:
+			r, err := record.DecodeRecord(e.Value)
+			byKey[e.Key] = append(byKey[e.Key], entry{ver: e.Ver, probing: err == nil && r.Probing, e: e})
+		case e.Op == OpCAD && e.OK:
+			byKey[e.Key] = append(byKey[e.Key], entry{ver: e.Old, del: true, e: e})
+		}
+	}
+	var found []string
+	for key, es := range byKey {
+		slices.SortFunc(es, func(a, b entry) int {
+			if a.ver != b.ver {
+				return int(a.ver) - int(b.ver)
+			}
+			return boolInt(a.del) - boolInt(b.del)
+		})
+		for i := 0; i < len(es); i++ {
+			if !es[i].probing || (i > 0 && es[i-1].probing && !es[i-1].del) {
+				continue
+			}
+			begin := es[i].e
+			end, endWhat := c.h.End, "the run's end"
+			for j := i + 1; j < len(es); j++ {
+				if !es[j].probing || es[j].del {
+					end, endWhat = es[j].e.Start, fmt.Sprintf("worker %d's %s", es[j].e.Worker, es[j].e.Op)
+					break
+				}
+			}
+			for _, u := range unknown[key] {
+				if u.Start > begin.Start && u.Start < end {
+					end, endWhat = u.Start, "a write of unknown outcome"
+				}
+			}
+			from := max(begin.End, healthy)
+			if end-from > limit {
+				found = append(found, fmt.Sprintf("%s half-open from worker %d's claim at %s until %s at %s: %s after the store was healthy (%s), limit RecoveryDelay + slack = %s",
+					key, begin.Worker, ms(begin.End), endWhat, ms(end), ms(end-from), ms(healthy), ms(limit)))
+			}
+		}
+	}
+	c.report(InvHalfOpen, found)
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// The linearizability check's operations and states on one key.
+type (
+	linIn struct {
+		op         Op
+		old        driver.Version
+		value      string
+		start, end time.Duration
+		ttl        time.Duration
+	}
+	linOut struct {
+		unknown, ok, found, notFound, conflict, hasCur bool
+		value, curValue                                string
+		ver, curVer                                    driver.Version
+	}
+	// linState is the register: absent, or a value with its version
+	// (unknown when written by a call whose answer was lost) that may
+	// vanish for an operation ending at or after expiry.
+	linState struct {
+		present  bool
+		value    string
+		ver      driver.Version
+		verKnown bool
+		expiry   time.Duration
+	}
+)
+
+func (s linState) verIs(v driver.Version) bool { return s.present && (!s.verKnown || s.ver == v) }
+
+func (s linState) holds(value string, ver driver.Version) bool {
+	if ver == driver.NoVersion {
+		return !s.present
+	}
+	return s.verIs(ver) && s.value == value
+}
+
+func (s linState) known(ver driver.Version) linState {
+	s.ver, s.verKnown = ver, true
+	return s
+}
+
+// matches reports whether the store's precondition (old) holds in s.
+func (s linState) matches(old driver.Version) bool {
+	if old == driver.NoVersion {
+		return !s.present
+	}
+	return s.verIs(old)
+}
+
+// mismatches reports whether a conflict on old is possible in s.
+func (s linState) mismatches(old driver.Version) bool {
+	if old == driver.NoVersion {
+		return s.present
+	}
+	return !s.present || !s.verKnown || s.ver != old
+}
+
+func linStep(st, input, output any) []any {
+	s, in, out := st.(linState), input.(linIn), output.(linOut)
+	cands := []linState{s}
+	if s.present && in.end >= s.expiry {
+		cands = append(cands, linState{})
+	}
+	var next []any
+	for _, c := range cands {
+		written := linState{present: true, value: in.value, expiry: in.start + in.ttl}
+		switch in.op {
+		case OpGet:
+			if out.found && c.holds(out.value, out.ver) {
+				next = append(next, c.known(out.ver))
+			} else if out.notFound && !c.present {
+				next = append(next, c)
+			}
+		case OpCAS:
+			switch {
+			case out.ok:
+				if c.matches(in.old) {
+					next = append(next, written.known(out.ver))
+				}
+			case out.conflict:
+				if c.mismatches(in.old) && (!out.hasCur || c.holds(out.curValue, out.curVer)) {
+					if out.hasCur && out.curVer != driver.NoVersion {
+						c = c.known(out.curVer)
+					}
+					next = append(next, c)
+				}
+			case out.unknown:
+				next = append(next, c)
+				if c.matches(in.old) {
+					next = append(next, written)
+				}
+			}
+		case OpCAD:
+			switch {
+			case out.ok:
+				if c.matches(in.old) && c.present {
+					next = append(next, linState{})
+				}
+			case out.notFound:
+				if !c.present {
+					next = append(next, c)
+				}
+			case out.conflict:
+				if c.present && c.mismatches(in.old) {
+					next = append(next, c)
+				}
+			case out.unknown:
+				next = append(next, c)
+				if c.present && c.matches(in.old) {
+					next = append(next, linState{})
+				}
+			}
+		}
+	}
+	return next
+}
+
+var linModel = porcupine.NondeterministicModel{
+	Init: func() []any { return []any{linState{}} },
+	Step: linStep,
+	DescribeOperation: func(input, output any) string {
+		in, out := input.(linIn), output.(linOut)
+		res := "?"
+		switch {
+		case out.unknown:
+			res = "unknown"
+		case out.found:
+			res = fmt.Sprintf("%x@%d", out.value, out.ver)
+		case out.notFound:
+			res = "absent"
+		case out.ok:
+			res = fmt.Sprintf("ok@%d", out.ver)
+		case out.conflict:
+			res = "conflict"
+		}
+		switch in.op {
+		case OpCAS:
+			return fmt.Sprintf("cas(%d, %x) → %s", in.old, in.value, res)
+		case OpCAD:
+			return fmt.Sprintf("cad(%d) → %s", in.old, res)
+		}
+		return "get → " + res
+	},
+}
+
+func (c *checker) linearizable() {
+	byKey := map[string][]porcupine.Operation{}
+	for _, e := range c.h.Events {
+		if e.Op != OpGet && e.Op != OpCAS && e.Op != OpCAD {
+			continue
+		}
+		if e.Op == OpGet && e.Unknown {
+			continue // a read that answered nothing changed nothing
+		}
+		in := linIn{op: e.Op, old: e.Old, value: string(e.Value), start: e.Start, end: e.End, ttl: e.TTL}
+		out := linOut{unknown: e.Unknown, ok: e.OK, found: e.Found, notFound: e.NotFound, conflict: e.Conflict,
+			hasCur: e.HasCur, curValue: string(e.CurValue), curVer: e.CurVer, ver: e.Ver}
+		if e.Op == OpGet {
+			out.value = string(e.Value)
+		}
+		ret := int64(e.End)
+		if e.Unknown {
+			// Applied at any time after its call, or never.
+			ret = math.MaxInt64
+			in.end = time.Duration(math.MaxInt64)
+		}
+		byKey[e.Key] = append(byKey[e.Key], porcupine.Operation{ClientId: e.Worker, Input: in, Output: out, Call: int64(e.Start), Return: ret})
+	}
+	model := linModel.ToModel()
+	var found []string
+	for key, ops := range byKey {
+		res, info := porcupine.CheckOperationsVerbose(model, ops, c.cfg.LinearizeTimeout)
+		switch res {
+		case porcupine.Illegal:
+			msg := fmt.Sprintf("%s: %d operations are not linearizable", key, len(ops))
+			if path, err := writeVisualization(c.cfg.HistoryDir, c.h, key, model, info); err == nil {
+				msg += "; porcupine's view: " + path
+			}
+			found = append(found, msg)
+		case porcupine.Unknown:
+			c.inconclusive = append(c.inconclusive, fmt.Sprintf("%s: %s on %s timed out after %s (%d operations)", InvLinearizable, key, c.cfg.Store, c.cfg.LinearizeTimeout, len(ops)))
+		}
+	}
+	c.report(InvLinearizable, found)
+}

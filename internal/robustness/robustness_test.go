@@ -1,0 +1,258 @@
+package robustness_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/kvbreaker/kvbreaker"
+	"github.com/kvbreaker/kvbreaker/backends/memory"
+	"github.com/kvbreaker/kvbreaker/driver"
+	"github.com/kvbreaker/kvbreaker/internal/leakcheck"
+	"github.com/kvbreaker/kvbreaker/internal/robustness"
+)
+
+func TestMain(m *testing.M) { leakcheck.VerifyTestMain(m) }
+
+var quiet = slog.New(slog.DiscardHandler)
+
+// memoryConfig is a short run on one shared in-process store: no faults,
+// so the negative controls' seeded bugs are all that can break a check.
+func memoryConfig(t *testing.T, seed int64) robustness.Config {
+	st := memory.New()
+	return robustness.Config{
+		Store:      "memory",
+		Seed:       seed,
+		NewStore:   func(context.Context, int) (driver.Store, error) { return st, nil },
+		FaultPhase: 2 * time.Second,
+		Settle:     200 * time.Millisecond,
+		Slack:      500 * time.Millisecond,
+		Settings: kvbreaker.Settings{
+			FailureThreshold: 3, FailureWindow: time.Second, RecoveryDelay: 500 * time.Millisecond,
+			CallTimeout: 500 * time.Millisecond, Logger: quiet,
+		},
+		HistoryDir: t.TempDir(),
+	}
+}
+
+// TestMemoryPasses is the positive control: a correct Breaker over a
+// correct store violates nothing, and the run opened, probed and closed
+// circuits (so the checks had something to judge).
+func TestMemoryPasses(t *testing.T) {
+	t.Parallel()
+	rep, err := robustness.Run(t.Context(), memoryConfig(t, 11))
+	t.Log(rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Decisions["probe"] == 0 || rep.Decisions["hold"] == 0 || rep.Decisions["send"] == 0 {
+		t.Fatalf("the run never opened and probed a circuit: %v", rep)
+	}
+}
+
+// mustFlag runs cfg and requires a violation of inv naming the seed.
+func mustFlag(t *testing.T, cfg robustness.Config, inv string) {
+	t.Helper()
+	rep, err := robustness.Run(t.Context(), cfg)
+	t.Log(rep)
+	if err == nil {
+		t.Fatalf("the seeded bug went unnoticed: no %s violation", inv)
+	}
+	if !errors.Is(err, robustness.ErrViolation) {
+		t.Fatalf("not a violation: %v", err)
+	}
+	msg := err.Error()
+	if !strings.Contains(msg, inv+" (store memory, seed "+fmt.Sprint(cfg.Seed)+")") {
+		t.Fatalf("no %s violation naming seed %d in:\n%v", inv, cfg.Seed, msg)
+	}
+	if !strings.Contains(msg, "replay: -seed "+fmt.Sprint(cfg.Seed)) || rep.HistoryFile == "" {
+		t.Fatalf("no history file or replay line in:\n%v", msg)
+	}
+	t.Logf("flagged as expected:\n%v", msg)
+}
+
+// wrapped gives every worker the same seeded bug.
+func wrapped(f func(robustness.Caller) robustness.Caller) func(int, robustness.Caller) robustness.Caller {
+	return func(_ int, b robustness.Caller) robustness.Caller { return f(b) }
+}
+
+// doubleFailure counts each failure twice.
+type doubleFailure struct{ robustness.Caller }
+
+func (d doubleFailure) Failure(ctx context.Context, host string) error {
+	if err := d.Caller.Failure(ctx, host); err != nil {
+		return err
+	}
+	return d.Caller.Failure(ctx, host)
+}
+
+func TestFailuresCountedOnceFlagsADoubleCount(t *testing.T) {
+	t.Parallel()
+	cfg := memoryConfig(t, 21)
+	cfg.WrapBreaker = wrapped(func(b robustness.Caller) robustness.Caller { return doubleFailure{b} })
+	mustFlag(t, cfg, robustness.InvFailuresOnce)
+}
+
+// holdAsProbe answers every third Hold with Probe.
+type holdAsProbe struct {
+	robustness.Caller
+	n atomic.Int64
+}
+
+func (p *holdAsProbe) Allow(ctx context.Context, host string, heldSince time.Time) (kvbreaker.Verdict, error) {
+	v, err := p.Caller.Allow(ctx, host, heldSince)
+	if err == nil && v.Decision == kvbreaker.Hold && p.n.Add(1)%3 == 0 {
+		v.Decision = kvbreaker.Probe
+	}
+	return v, err
+}
+
+func TestOneProbeFlagsASecondProbe(t *testing.T) {
+	t.Parallel()
+	cfg := memoryConfig(t, 31)
+	cfg.WrapBreaker = wrapped(func(b robustness.Caller) robustness.Caller { return &holdAsProbe{Caller: b} })
+	mustFlag(t, cfg, robustness.InvOneProbe)
+}
+
+// slowGets makes every 40th Get ignore its context and take longer than
+// CallTimeout plus the slack.
+type slowGets struct {
+	driver.Store
+	n     atomic.Int64
+	delay time.Duration
+}
+
+func (s *slowGets) Get(ctx context.Context, key string) ([]byte, driver.Version, error) {
+	if s.n.Add(1)%40 == 0 {
+		<-time.After(s.delay) // an adapter that does not honour ctx
+	}
+	return s.Store.Get(ctx, key)
+}
+
+func TestCallTimeFlagsAnAdapterIgnoringItsContext(t *testing.T) {
+	t.Parallel()
+	cfg := memoryConfig(t, 41)
+	cfg.WrapStore = func(_ int, s driver.Store) driver.Store {
+		return &slowGets{Store: s, delay: cfg.Settings.CallTimeout + cfg.Slack + 200*time.Millisecond}
+	}
+	mustFlag(t, cfg, robustness.InvCallTime)
+}
+
+// lostFailures never records a failure, so a dead host's circuit never
+// opens.
+type lostFailures struct{ robustness.Caller }
+
+func (lostFailures) Failure(context.Context, string) error { return nil }
+
+func TestRecoveryFlagsADeadHostNeverOpened(t *testing.T) {
+	t.Parallel()
+	cfg := memoryConfig(t, 51)
+	cfg.WrapBreaker = wrapped(func(b robustness.Caller) robustness.Caller { return lostFailures{b} })
+	mustFlag(t, cfg, robustness.InvRecovery)
+}
+
+// silentProbes never reports a probe's outcome.
+type silentProbes struct {
+	robustness.Caller
+	mu      sync.Mutex
+	probing map[string]bool
+}
+
+func (s *silentProbes) Allow(ctx context.Context, host string, heldSince time.Time) (kvbreaker.Verdict, error) {
+	v, err := s.Caller.Allow(ctx, host, heldSince)
+	s.mu.Lock()
+	s.probing[host] = err == nil && v.Decision == kvbreaker.Probe
+	s.mu.Unlock()
+	return v, err
+}
+
+func (s *silentProbes) swallow(host string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p := s.probing[host]
+	s.probing[host] = false
+	return p
+}
+
+func (s *silentProbes) Failure(ctx context.Context, host string) error {
+	if s.swallow(host) {
+		return nil
+	}
+	return s.Caller.Failure(ctx, host)
+}
+
+func (s *silentProbes) Success(ctx context.Context, host string) error {
+	if s.swallow(host) {
+		return nil
+	}
+	return s.Caller.Success(ctx, host)
+}
+
+func TestHalfOpenFlagsAProbeNeverAnswered(t *testing.T) {
+	t.Parallel()
+	cfg := memoryConfig(t, 61)
+	cfg.WrapBreaker = wrapped(func(b robustness.Caller) robustness.Caller {
+		return &silentProbes{Caller: b, probing: map[string]bool{}}
+	})
+	mustFlag(t, cfg, robustness.InvHalfOpen)
+}
+
+// staleReads answers every third Get whose key has changed since this
+// worker's last read with what that read returned: a replica behind.
+type staleReads struct {
+	driver.Store
+	mu   sync.Mutex
+	n    int
+	last map[string]readAt
+}
+
+type readAt struct {
+	v   []byte
+	ver driver.Version
+}
+
+func (s *staleReads) Get(ctx context.Context, key string) ([]byte, driver.Version, error) {
+	v, ver, err := s.Store.Get(ctx, key)
+	if err != nil {
+		return v, ver, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	prev, ok := s.last[key]
+	if ok && prev.ver != ver {
+		s.n++
+		if s.n%3 == 0 {
+			return prev.v, prev.ver, nil
+		}
+	}
+	s.last[key] = readAt{v, ver}
+	return v, ver, nil
+}
+
+func TestLinearizableFlagsStaleReads(t *testing.T) {
+	t.Parallel()
+	cfg := memoryConfig(t, 71)
+	st := memory.New()
+	cfg.NewStore = func(context.Context, int) (driver.Store, error) {
+		return &staleReads{Store: st, last: map[string]readAt{}}, nil
+	}
+	mustFlag(t, cfg, robustness.InvLinearizable)
+}
+
+// TestScheduleReplays: the seed alone decides the fault schedule.
+func TestScheduleReplays(t *testing.T) {
+	kinds := []string{"kill-leader", "partition", "pause"}
+	a, b := robustness.Schedule(7, kinds, 30*time.Second), robustness.Schedule(7, kinds, 30*time.Second)
+	if len(a) < 5 || fmt.Sprint(a) != fmt.Sprint(b) {
+		t.Fatalf("schedule of seed 7 not replayed: %v vs %v", a, b)
+	}
+	if c := robustness.Schedule(8, kinds, 30*time.Second); fmt.Sprint(a) == fmt.Sprint(c) {
+		t.Fatalf("seeds 7 and 8 drew the same schedule %v", a)
+	}
+}
