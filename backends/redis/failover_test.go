@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -393,6 +394,41 @@ func stalledWindow(t *testing.T, f *failoverFleet, hosts []string) (time.Duratio
 	return 0, 0
 }
 
+// waitCost logs the median time of a compare-and-swap on the primary
+// with and without WithWaitReplicas(1, …), its replica in sync: the price
+// of the option on this machine (measured, not asserted).
+func waitCost(t *testing.T) {
+	r := replicated(t)
+	ctx := t.Context()
+	primary, err := r.Primary(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.WaitSynced(ctx, primary); err != nil {
+		t.Fatal(err)
+	}
+	prefix := uniquePrefix(t)
+	median := func(opts ...redis.Option) time.Duration {
+		st, err := redis.New(failoverClient(t, r), opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ds []time.Duration
+		for i := range 200 {
+			key := fmt.Sprintf("%s%d/%d", prefix, len(opts), i)
+			start := time.Now()
+			if _, err := st.CompareAndSwap(ctx, key, 0, []byte("x"), time.Minute); err != nil {
+				t.Fatal(err)
+			}
+			ds = append(ds, time.Since(start))
+		}
+		slices.Sort(ds)
+		return ds[len(ds)/2]
+	}
+	async, wait := median(), median(redis.WithWaitReplicas(1, time.Second))
+	t.Logf("compare-and-swap, median of 200: %v asynchronous, %v with WithWaitReplicas(1, 1s)", async.Round(time.Microsecond), wait.Round(time.Microsecond))
+}
+
 // newFleet4 is the four workers of a failover run.
 func newFleet4(t *testing.T, r *redistest.Replicated, opts ...redis.Option) *failoverFleet {
 	return newFailoverFleet(t, r, 4, opts...)
@@ -437,6 +473,8 @@ func TestSentinelFailover(t *testing.T) {
 			t.Errorf("%v: want no acknowledged write and one probe", l)
 		}
 	})
+
+	t.Run("wait-cost", func(t *testing.T) { waitCost(t) })
 
 	seed := *failoverSeed
 	if seed == 0 {

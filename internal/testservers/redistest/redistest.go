@@ -1,10 +1,12 @@
 // Package redistest runs real Redis servers for tests: Debian's
 // redis-server (7.x; Valkey's valkey-server takes the same flags) in a
 // child process on 127.0.0.1 with a free port and a temporary directory,
-// persistence off, and a three-master Cluster made with redis-cli --cluster
-// create. Faults are real: Kill ends the process as a crash would (SIGKILL),
-// Pause stops it (SIGSTOP), Restart starts it again on the same port (empty:
-// nothing is persisted). On Linux the server dies with the test binary
+// persistence off; a three-master Cluster made with redis-cli --cluster
+// create, with or without a replica per master; and a primary with
+// replicas watched by three Sentinels (StartReplicated). Faults are real:
+// Kill ends the process as a crash would (SIGKILL), Pause stops it
+// (SIGSTOP), Restart starts it again on the same port (empty: nothing is
+// persisted), RestartAsReplica brings a failed primary back as a replica. On Linux the server dies with the test binary
 // (PR_SET_PDEATHSIG), so a crashed test leaves nothing behind.
 //
 // The package needs only the standard library.
