@@ -88,3 +88,50 @@ func TestNewOptions(t *testing.T) {
 		t.Errorf("WithReplicaReads(2s): staleness %v, want 2s", got)
 	}
 }
+
+// TestWaitReplicasOptions: WithWaitReplicas needs a replica and a positive
+// timeout, and a client whose writes it can follow on one connection (not
+// a Ring); on a server without replicas every write reports
+// ErrNotReplicated, after applying it.
+func TestWaitReplicasOptions(t *testing.T) {
+	c := newClient(t, srv.Addr())
+	for _, tc := range []struct {
+		n       int
+		timeout time.Duration
+	}{{0, time.Second}, {1, 0}, {-1, -time.Second}} {
+		_, err := redis.New(c, redis.WithWaitReplicas(tc.n, tc.timeout))
+		var oe *driver.OptionError
+		if !errors.As(err, &oe) || !contains(err.Error(), "WithWaitReplicas") {
+			t.Errorf("WithWaitReplicas(%d, %v): New = %v, want an OptionError naming it", tc.n, tc.timeout, err)
+		}
+	}
+	ring := goredis.NewRing(&goredis.RingOptions{Addrs: map[string]string{"a": srv.Addr()}, ContextTimeoutEnabled: true})
+	defer ring.Close()
+	if _, err := redis.New(ring, redis.WithWaitReplicas(1, time.Second)); err == nil || !contains(err.Error(), "Ring") {
+		t.Errorf("WithWaitReplicas over a Ring: New = %v, want an OptionError", err)
+	}
+	st, err := redis.New(c, redis.WithWaitReplicas(1, 20*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := uniquePrefix(t) + "k"
+	_, err = st.CompareAndSwap(t.Context(), key, driver.NoVersion, []byte("x"), time.Minute)
+	var nre *redis.NotReplicatedError
+	if !errors.As(err, &nre) || !errors.Is(err, redis.ErrNotReplicated) || nre.Got != 0 || nre.Want != 1 {
+		t.Fatalf("CompareAndSwap without replicas = %v, want ErrNotReplicated, 0 of 1", err)
+	}
+	if got, _, err := st.Get(t.Context(), key); err != nil || string(got) != "x" {
+		t.Errorf("the write is applied on the primary: Get = %q, %v", got, err)
+	}
+	ver, err := newRaw(t, srv.Addr()).CompareAndSwap(t.Context(), key+"2", driver.NoVersion, []byte("y"), time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.CompareAndDelete(t.Context(), key+"2", ver); !errors.Is(err, redis.ErrNotReplicated) {
+		t.Errorf("CompareAndDelete without replicas = %v, want ErrNotReplicated", err)
+	}
+	// A conflict is an answer: nothing was written, nothing to wait for.
+	if _, err := st.CompareAndSwap(t.Context(), key, driver.NoVersion, []byte("z"), time.Minute); !errors.Is(err, driver.ErrConflict) {
+		t.Errorf("conflicting CompareAndSwap = %v, want a conflict", err)
+	}
+}

@@ -27,6 +27,9 @@ func TestMain(m *testing.M) { os.Exit(run(m)) }
 func run(m *testing.M) int {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
+	// go-redis logs every failed dial and Sentinel switch; the failover
+	// tests cause hundreds.
+	goredis.SetLogger(quietLogger{})
 	var err error
 	if srv, err = redistest.Start(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -34,6 +37,7 @@ func run(m *testing.M) int {
 	}
 	defer srv.Close()
 	code := m.Run()
+	closeReplicated()
 	srv.Close()
 	if code == 0 {
 		if err := goleak.Find(); err != nil {
@@ -43,6 +47,10 @@ func run(m *testing.M) int {
 	}
 	return code
 }
+
+type quietLogger struct{}
+
+func (quietLogger) Printf(context.Context, string, ...any) {}
 
 var prefixes atomic.Int64
 

@@ -151,6 +151,11 @@ type Store struct {
 	staleness time.Duration
 	closed    atomic.Bool
 
+	// waitReplicas > 0: every write is followed by WAIT on its connection
+	// (WithWaitReplicas).
+	waitReplicas int
+	waitTimeout  time.Duration
+
 	// Running Follow calls, which Close cancels and waits for.
 	mu      sync.Mutex
 	cancels map[*context.CancelFunc]struct{}
@@ -160,6 +165,9 @@ type Store struct {
 type options struct {
 	replicaLag    time.Duration
 	replicaLagSet bool
+	waitReplicas  int
+	waitTimeout   time.Duration
+	waitSet       bool
 }
 
 // Option configures a Store.
@@ -174,6 +182,41 @@ type Option func(*options)
 func WithReplicaReads(maxLag time.Duration) Option {
 	return func(o *options) { o.replicaLag, o.replicaLagSet = maxLag, true }
 }
+
+// WithWaitReplicas makes every compare-and-swap and compare-and-delete
+// wait until n replicas have acknowledged it (Redis's WAIT n timeout, sent
+// on the write's connection in the same round trip) before it counts as
+// done. Redis replicates asynchronously: a write the primary acknowledged
+// but no replica received is lost when a replica is promoted (Sentinel or
+// Cluster failover). With this option such a write returns an error
+// matching ErrNotReplicated instead of success; it was applied on the
+// primary, so its outcome is unknown, as for a lost answer. The cost is a
+// replication round trip on every write, and writes fail while fewer than
+// n replicas answer within timeout (docs/backends.md has the figures). n
+// is at least 1 and timeout positive (a WAIT without one blocks until the
+// call's context ends).
+func WithWaitReplicas(n int, timeout time.Duration) Option {
+	return func(o *options) { o.waitReplicas, o.waitTimeout, o.waitSet = n, timeout, true }
+}
+
+// ErrNotReplicated matches (errors.Is) the error of a write that the
+// primary applied but fewer replicas than WithWaitReplicas asks for
+// acknowledged in time; the cause is a *NotReplicatedError.
+var ErrNotReplicated = errors.New("write not acknowledged by enough replicas")
+
+// NotReplicatedError says how many replicas acknowledged a write that
+// WithWaitReplicas waited for: fewer than Want within Timeout.
+type NotReplicatedError struct {
+	Got, Want int
+	Timeout   time.Duration
+}
+
+func (e *NotReplicatedError) Error() string {
+	return fmt.Sprintf("applied on the primary, acknowledged by %d of the %d replicas WithWaitReplicas asks for within %v (it may be lost if a replica is promoted)", e.Got, e.Want, e.Timeout)
+}
+
+// Is makes the error match ErrNotReplicated.
+func (e *NotReplicatedError) Is(target error) bool { return target == ErrNotReplicated }
 
 func optionError(option string, value any, fix string) error {
 	return &driver.OptionError{Backend: backend, Option: option, Value: value, Fix: fix}
@@ -202,6 +245,13 @@ func New(c goredis.UniversalClient, opts ...Option) (*Store, error) {
 				"declare the replicas' lag with WithReplicaReads, or read from the masters"))
 		}
 	}
+	if o.waitSet && (o.waitReplicas < 1 || o.waitTimeout <= 0) {
+		errs = append(errs, optionError("WithWaitReplicas", fmt.Sprintf("%d replicas within %v", o.waitReplicas, o.waitTimeout),
+			"give at least 1 replica and a positive timeout"))
+	}
+	if _, ok := c.(*goredis.Ring); ok && o.waitSet {
+		errs = append(errs, optionError("WithWaitReplicas", "a Ring client", "use a Client, a failover client or a ClusterClient"))
+	}
 	if c != nil && !contextTimeouts(c) {
 		errs = append(errs, optionError("client", "ContextTimeoutEnabled false",
 			"set ContextTimeoutEnabled: true in the client's options, so that a call ends with its context (Dial does)"))
@@ -209,7 +259,7 @@ func New(c goredis.UniversalClient, opts ...Option) (*Store, error) {
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
-	return &Store{c: c, staleness: o.replicaLag}, nil
+	return &Store{c: c, staleness: o.replicaLag, waitReplicas: o.waitReplicas, waitTimeout: o.waitTimeout}, nil
 }
 
 // contextTimeouts reports whether c ends a call when its context does:
@@ -470,8 +520,8 @@ func (s *Store) CompareAndSwap(ctx context.Context, key string, old driver.Versi
 	if ttl <= 0 {
 		return 0, opError(op, key, fmt.Errorf("ttl %v is not positive", ttl))
 	}
-	res, err := casScript.Run(ctx, s.c, []string{key},
-		strconv.FormatUint(uint64(old), 10), value, ceilMillis(ttl), writeID(), foreignArg(old)).Slice()
+	res, err := s.write(ctx, casScript, key,
+		strconv.FormatUint(uint64(old), 10), value, ceilMillis(ttl), writeID(), foreignArg(old))
 	if err != nil {
 		return 0, opError(op, key, err)
 	}
@@ -494,8 +544,8 @@ func (s *Store) CompareAndDelete(ctx context.Context, key string, old driver.Ver
 	if s.closed.Load() {
 		return opError(op, key, ErrClosed)
 	}
-	res, err := cadScript.Run(ctx, s.c, []string{key}, strconv.FormatUint(uint64(old), 10), writeID(),
-		foreignArg(old), ceilMillis(TombstoneTTL)).Slice()
+	res, err := s.write(ctx, cadScript, key, strconv.FormatUint(uint64(old), 10), writeID(),
+		foreignArg(old), ceilMillis(TombstoneTTL))
 	if err != nil {
 		return opError(op, key, err)
 	}
@@ -506,6 +556,61 @@ func (s *Store) CompareAndDelete(ctx context.Context, key string, old driver.Ver
 		return driver.ErrNotFound
 	}
 	return conflict(op, key, res)
+}
+
+// write runs a write script on key, and with WithWaitReplicas a WAIT right
+// after it on the same connection: one pipeline, so WAIT counts the
+// replicas that acknowledged this write. WAIT cannot run inside a script,
+// and a ClusterClient would send a keyless WAIT to any node, so on a
+// Cluster the pipeline goes to the key's master's own client. A write
+// whose script failed (a conflict is an answer, not a failure) is not
+// waited for.
+func (s *Store) write(ctx context.Context, script *goredis.Script, key string, args ...any) ([]any, error) {
+	if s.waitReplicas == 0 {
+		return script.Run(ctx, s.c, []string{key}, args...).Slice()
+	}
+	var c goredis.Cmdable = s.c
+	if cc, ok := s.c.(*goredis.ClusterClient); ok {
+		m, err := cc.MasterForKey(ctx, key)
+		if err != nil {
+			return nil, err
+		}
+		c = m
+	}
+	run := func(eval bool) (*goredis.Cmd, *goredis.IntCmd, error) {
+		pipe := c.Pipeline()
+		var r *goredis.Cmd
+		if eval {
+			r = script.Eval(ctx, pipe, []string{key}, args...)
+		} else {
+			r = script.EvalSha(ctx, pipe, []string{key}, args...)
+		}
+		w := goredis.NewIntCmd(ctx, "wait", s.waitReplicas, ceilMillis(s.waitTimeout))
+		_ = pipe.Process(ctx, w)
+		_, err := pipe.Exec(ctx)
+		return r, w, err
+	}
+	r, w, _ := run(false)
+	if goredis.HasErrorPrefix(r.Err(), "NOSCRIPT") {
+		r, w, _ = run(true)
+	}
+	res, err := r.Slice()
+	if err != nil {
+		if cc, ok := s.c.(*goredis.ClusterClient); ok && (goredis.HasErrorPrefix(err, "MOVED") || goredis.HasErrorPrefix(err, "ASK")) {
+			// The slot moved (a failover): the next write asks the new
+			// master.
+			cc.ReloadState(ctx)
+		}
+		return nil, err
+	}
+	got, err := w.Result()
+	if err != nil {
+		return nil, fmt.Errorf("applied on the primary, then WAIT failed: %w", err)
+	}
+	if ok, _ := res[0].(int64); ok == 1 && int(got) < s.waitReplicas {
+		return nil, &NotReplicatedError{Got: int(got), Want: s.waitReplicas, Timeout: s.waitTimeout}
+	}
+	return res, nil
 }
 
 // conflict turns a script's {0[, value, version]} into a *driver.ConflictError.

@@ -1,10 +1,12 @@
 // Package redistest runs real Redis servers for tests: Debian's
 // redis-server (7.x; Valkey's valkey-server takes the same flags) in a
 // child process on 127.0.0.1 with a free port and a temporary directory,
-// persistence off, and a three-master Cluster made with redis-cli --cluster
-// create. Faults are real: Kill ends the process as a crash would (SIGKILL),
-// Pause stops it (SIGSTOP), Restart starts it again on the same port (empty:
-// nothing is persisted). On Linux the server dies with the test binary
+// persistence off; a three-master Cluster made with redis-cli --cluster
+// create, with or without a replica per master; and a primary with
+// replicas watched by three Sentinels (StartReplicated). Faults are real:
+// Kill ends the process as a crash would (SIGKILL), Pause stops it
+// (SIGSTOP), Restart starts it again on the same port (empty: nothing is
+// persisted), RestartAsReplica brings a failed primary back as a replica. On Linux the server dies with the test binary
 // (PR_SET_PDEATHSIG), so a crashed test leaves nothing behind.
 //
 // The package needs only the standard library.
@@ -21,6 +23,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -49,13 +52,18 @@ type Server struct {
 	dir     string
 	port    int
 	cluster bool
+
+	// args are extra redis-server arguments for every (re)start: a
+	// replica's --replicaof, a configuration the test chose.
+	mu   sync.Mutex
+	args []string
 }
 
 // Start starts a standalone server; Close stops it and removes its
 // directory.
 func Start(ctx context.Context) (*Server, error) { return start(ctx, false) }
 
-func start(ctx context.Context, cluster bool) (*Server, error) {
+func start(ctx context.Context, cluster bool, args ...string) (*Server, error) {
 	dir, err := os.MkdirTemp("", "redistest-")
 	if err != nil {
 		return nil, fmt.Errorf("redistest: temp dir: %w", err)
@@ -68,7 +76,7 @@ func start(ctx context.Context, cluster bool) (*Server, error) {
 			os.RemoveAll(dir)
 			return nil, err
 		}
-		s := &Server{Server: launcher.Server{Name: "redistest", Grace: stopGrace}, dir: dir, port: port, cluster: cluster}
+		s := &Server{Server: launcher.Server{Name: "redistest", Grace: stopGrace}, dir: dir, port: port, cluster: cluster, args: args}
 		if lastErr = s.Restart(ctx); lastErr == nil {
 			return s, nil
 		}
@@ -107,6 +115,9 @@ func (s *Server) Restart(ctx context.Context) error {
 			_ = os.Remove(filepath.Join(s.dir, "nodes.conf"))
 			args = append(args, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "2000")
 		}
+		s.mu.Lock()
+		args = append(args, s.args...)
+		s.mu.Unlock()
 		cmd := exec.Command(binPath(ServerBin), args...)
 		dieWithParent(cmd)
 		p, _, err := launcher.Start(ctx, "redis", cmd, func(line []byte) (string, bool) {
@@ -127,7 +138,8 @@ func (s *Server) Close() {
 	}
 }
 
-// Cluster is a Redis Cluster of masters without replicas.
+// Cluster is a Redis Cluster: masters, and replicas of them when started
+// with StartClusterWithReplicas.
 type Cluster struct {
 	Nodes []*Server
 }
@@ -136,11 +148,40 @@ type Cluster struct {
 // with redis-cli --cluster create (slots spread evenly, no replicas) and
 // waits until every node reports cluster_state:ok.
 func StartCluster(ctx context.Context, n int) (*Cluster, error) {
-	if n < 3 {
-		return nil, fmt.Errorf("redistest: a cluster needs at least 3 masters, not %d", n)
+	return startCluster(ctx, n, 0)
+}
+
+// StartClusterWithReplicas starts masters cluster-enabled servers (at
+// least 3) and replicas of each, joins them with redis-cli --cluster create
+// --cluster-replicas (which picks each replica's master), and waits until
+// every node reports cluster_state:ok and every replica's link to its
+// master is up. A replica takes over its master's slots when the master
+// fails (after the node timeout, 2 s) or on CLUSTER FAILOVER.
+func StartClusterWithReplicas(ctx context.Context, masters, replicas int) (*Cluster, error) {
+	if replicas < 1 {
+		return nil, fmt.Errorf("redistest: %d replicas per master; use StartCluster for none", replicas)
+	}
+	return startCluster(ctx, masters, replicas)
+}
+
+// MustStartClusterWithReplicas is StartClusterWithReplicas for tb, closed
+// when tb finishes.
+func MustStartClusterWithReplicas(tb testing.TB, masters, replicas int) *Cluster {
+	tb.Helper()
+	c, err := StartClusterWithReplicas(tb.Context(), masters, replicas)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(c.Close)
+	return c
+}
+
+func startCluster(ctx context.Context, masters, replicas int) (*Cluster, error) {
+	if masters < 3 {
+		return nil, fmt.Errorf("redistest: a cluster needs at least 3 masters, not %d", masters)
 	}
 	c := &Cluster{}
-	for range n {
+	for range masters * (1 + replicas) {
 		s, err := start(ctx, true)
 		if err != nil {
 			c.Close()
@@ -149,7 +190,7 @@ func StartCluster(ctx context.Context, n int) (*Cluster, error) {
 		c.Nodes = append(c.Nodes, s)
 	}
 	args := append([]string{"--cluster", "create"}, c.Addrs()...)
-	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
+	args = append(args, "--cluster-replicas", strconv.Itoa(replicas), "--cluster-yes")
 	if out, err := exec.CommandContext(ctx, binPath(CLIBin), args...).CombinedOutput(); err != nil {
 		c.Close()
 		return nil, fmt.Errorf("redistest: redis-cli %s: %v\n%s", strings.Join(args, " "), err, out)
@@ -160,7 +201,52 @@ func StartCluster(ctx context.Context, n int) (*Cluster, error) {
 			return nil, err
 		}
 	}
+	if replicas > 0 {
+		if err := c.WaitReplicasUp(ctx, masters*replicas); err != nil {
+			c.Close()
+			return nil, err
+		}
+	}
 	return c, nil
+}
+
+// WaitReplicasUp waits until n running nodes are replicas whose link to
+// their master is up, and every running node reports cluster_state:ok.
+func (c *Cluster) WaitReplicasUp(ctx context.Context, n int) error {
+	var last string
+	err := poll(ctx, 30*time.Second, func() bool {
+		up := 0
+		for _, s := range c.Nodes {
+			if !s.Running() {
+				continue
+			}
+			out, _ := cli(ctx, s.Addr(), "cluster", "info")
+			if !strings.Contains(out, "cluster_state:ok") {
+				last = s.Addr() + ": " + out
+				return false
+			}
+			info, _ := cli(ctx, s.Addr(), "info", "replication")
+			if infoField(info, "role") == "slave" && infoField(info, "master_link_status") == "up" {
+				up++
+			}
+		}
+		last = fmt.Sprintf("%d replicas up", up)
+		return up == n
+	})
+	if err != nil {
+		return fmt.Errorf("redistest: cluster replicas: %s, want %d: %w", last, n, err)
+	}
+	return nil
+}
+
+// Node returns the node at addr, or nil.
+func (c *Cluster) Node(addr string) *Server {
+	for _, s := range c.Nodes {
+		if s.Addr() == addr {
+			return s
+		}
+	}
+	return nil
 }
 
 // MustStartCluster is StartCluster for tb, closed when tb finishes.
