@@ -26,6 +26,9 @@ var (
 	// ErrFeedStalled: the consumer said it had sent messages that did not
 	// arrive within the stall timeout.
 	ErrFeedStalled = errors.New("feed stalled")
+	// ErrLeaderMoved: the consumer is not (or no longer) on the stream's
+	// leader.
+	ErrLeaderMoved = errors.New("consumer not on the stream leader")
 	// ErrFeedClosed: the subscription ended without Follow ending it.
 	ErrFeedClosed = errors.New("subscription closed")
 )
@@ -64,10 +67,13 @@ const (
 //
 // Synced: every heartbeat, Follow asks the consumer how many messages it
 // has sent and has pending (one request), started at t; once every one of
-// them has arrived, Follow sends Synced{At: t}. On a cluster the consumer
-// may run on a follower of the stream, whose state can trail a write the
-// leader has acknowledged by the replication delay; At is early by that
-// much.
+// them has arrived, Follow sends Synced{At: t}. On a replicated bucket the
+// consumer runs on the stream's leader, which acknowledges a write only
+// once it has applied it (a consumer on a follower would count what that
+// follower has applied); Follow creates consumers until one is placed
+// there, and each heartbeat also asks the stream who leads it (a second
+// request): once the leadership moves, the feed is Lost (ErrLeaderMoved)
+// and resynchronised on the new leader.
 //
 // Lost, then a resynchronisation with a new consumer, follows: a
 // disconnection of the connection (ErrFeedDisconnected; a consumer is never
@@ -177,27 +183,14 @@ func (f *follower) once(ctx context.Context) (began, synced bool, err error) {
 		return false, false, err
 	}
 	defer sub.Unsubscribe()
-	timeout := max(minFollowTimeout, 4*f.heartbeat)
-	name := "kvbreaker-follow-" + nuid.Next()
 	at := time.Now()
-	cctx, cancel := context.WithTimeout(ctx, timeout)
-	cons, err := s.js.CreatePushConsumer(cctx, s.stream, jetstream.ConsumerConfig{
-		Name:              name,
-		DeliverSubject:    inbox,
-		DeliverPolicy:     jetstream.DeliverLastPerSubjectPolicy,
-		AckPolicy:         jetstream.AckNonePolicy,
-		FilterSubject:     f.filter,
-		MemoryStorage:     true,
-		Replicas:          1,
-		InactiveThreshold: max(followConsumerIdle, 4*f.heartbeat),
-	})
-	cancel()
+	cons, err := f.consumer(ctx, inbox)
 	if err != nil {
 		return false, false, err
 	}
 	defer func() {
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-		_ = s.js.DeleteConsumer(dctx, s.stream, name) // else it lapses when idle
+		_ = s.js.DeleteConsumer(dctx, s.stream, cons.CachedInfo().Name) // else it lapses when idle
 		cancel()
 	}()
 	info := cons.CachedInfo()
@@ -247,6 +240,13 @@ func (f *follower) once(ctx context.Context) (began, synced bool, err error) {
 			bat := time.Now()
 			ictx, cancel := context.WithTimeout(ctx, max(f.heartbeat, time.Second))
 			ci, err := cons.Info(ictx)
+			if err == nil && s.replicated {
+				var leader string
+				if leader, err = f.streamLeader(ictx); err == nil && ci.Cluster != nil && ci.Cluster.Leader != leader {
+					cancel()
+					return began, synced, fmt.Errorf("%w: the stream's leader is %s, the consumer on %s", ErrLeaderMoved, leader, ci.Cluster.Leader)
+				}
+			}
 			cancel()
 			if errors.Is(err, jetstream.ErrConsumerNotFound) {
 				return began, synced, err
@@ -260,6 +260,66 @@ func (f *follower) once(ctx context.Context) (began, synced bool, err error) {
 			pending = f.proven(append(pending, beat{bat, ci.Delivered.Consumer + ci.NumPending}), seen)
 		}
 	}
+}
+
+// maxPlacements bounds the consumers Follow creates to find one on the
+// stream's leader.
+const maxPlacements = 12
+
+// consumer creates the feed's consumer, delivering to inbox. On a
+// replicated bucket it must run on the stream's leader: a consumer on a
+// follower delivers and counts what that follower has applied, which can
+// trail a write the leader has acknowledged, so its snapshot and its
+// progress could miss an acknowledged write. The server places a
+// one-replica consumer on a random peer of the stream; Follow deletes one
+// placed elsewhere and asks again.
+func (f *follower) consumer(ctx context.Context, inbox string) (jetstream.PushConsumer, error) {
+	s := f.s
+	timeout := max(minFollowTimeout, 4*f.heartbeat)
+	for range maxPlacements {
+		cctx, cancel := context.WithTimeout(ctx, timeout)
+		cons, err := s.js.CreatePushConsumer(cctx, s.stream, jetstream.ConsumerConfig{
+			Name:              "kvbreaker-follow-" + nuid.Next(),
+			DeliverSubject:    inbox,
+			DeliverPolicy:     jetstream.DeliverLastPerSubjectPolicy,
+			AckPolicy:         jetstream.AckNonePolicy,
+			FilterSubject:     f.filter,
+			MemoryStorage:     true,
+			Replicas:          1,
+			InactiveThreshold: max(followConsumerIdle, 4*f.heartbeat),
+		})
+		if err != nil || !s.replicated {
+			cancel()
+			return cons, err
+		}
+		leader, err := f.streamLeader(cctx)
+		info := cons.CachedInfo()
+		if err == nil && info.Cluster != nil && info.Cluster.Leader == leader {
+			cancel()
+			return cons, nil
+		}
+		_ = s.js.DeleteConsumer(cctx, s.stream, info.Name)
+		cancel()
+		if err != nil {
+			return nil, err
+		}
+	}
+	return nil, fmt.Errorf("%w: no consumer placed on it in %d tries", ErrLeaderMoved, maxPlacements)
+}
+
+// streamLeader names the server leading the bucket's stream.
+func (f *follower) streamLeader(ctx context.Context) (string, error) { return f.s.streamLeader(ctx) }
+
+// streamLeader names the server leading the bucket's stream.
+func (s *Store) streamLeader(ctx context.Context) (string, error) {
+	st, err := s.js.Stream(ctx, s.stream)
+	if err != nil {
+		return "", err
+	}
+	if c := st.CachedInfo().Cluster; c != nil {
+		return c.Leader, nil
+	}
+	return "", nil
 }
 
 // deliver sends the change m makes: in the snapshot only live keys.

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	natsgo "github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/kvbreaker/kvbreaker/driver"
@@ -44,7 +45,7 @@ func (s *Store) List(ctx context.Context, prefix, cursor string, limit int) ([]s
 	if err := ctx.Err(); err != nil {
 		return nil, "", s.callError(op, prefix, err)
 	}
-	cons, err := s.js.CreateConsumer(ctx, s.stream, jetstream.ConsumerConfig{
+	cfg := jetstream.ConsumerConfig{
 		DeliverPolicy:     jetstream.DeliverByStartSequencePolicy,
 		OptStartSeq:       start,
 		AckPolicy:         jetstream.AckNonePolicy,
@@ -53,7 +54,12 @@ func (s *Store) List(ctx context.Context, prefix, cursor string, limit int) ([]s
 		MemoryStorage:     true,
 		Replicas:          1,
 		InactiveThreshold: listConsumerIdle,
-	})
+	}
+	// On a replicated bucket the consumer may run on a follower, which
+	// answers from what it has applied: a key written just before may be
+	// missing from the page, as the contract allows for keys written
+	// during a listing.
+	cons, err := s.js.CreateConsumer(ctx, s.stream, cfg)
 	if err != nil {
 		return nil, "", s.callError(op, prefix, err)
 	}
@@ -63,17 +69,18 @@ func (s *Store) List(ctx context.Context, prefix, cursor string, limit int) ([]s
 		_ = s.js.DeleteConsumer(dctx, s.stream, name) // else it lapses after listConsumerIdle
 		cancel()
 	}()
-	if cons.CachedInfo().NumPending == 0 {
+	pendingNow := cons.CachedInfo().NumPending
+	if pendingNow == 0 {
 		return nil, "", nil
 	}
-	batch, err := cons.FetchNoWait(limit)
+	msgs, err := fetch(ctx, cons, int(min(uint64(limit), pendingNow)))
 	if err != nil {
 		return nil, "", s.callError(op, prefix, err)
 	}
 	var keys []string
 	var last, pending uint64
 	n := 0
-	for m := range batch.Messages() {
+	for _, m := range msgs {
 		n++
 		meta, err := m.Metadata()
 		if err != nil {
@@ -88,13 +95,57 @@ func (s *Store) List(ctx context.Context, prefix, cursor string, limit int) ([]s
 			keys = append(keys, key)
 		}
 	}
-	if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) {
-		return nil, "", s.callError(op, prefix, err)
-	}
 	if n == 0 || pending == 0 {
 		return keys, "", nil
 	}
 	return keys, strconv.FormatUint(last, 10), nil
+}
+
+// fetchWait bounds a page's wait for the messages its consumer counted
+// as pending (fewer arrive when some expired meanwhile).
+const fetchWait = time.Second
+
+// fetch asks cons for n messages, which it says it has, and returns them
+// as they come (Fetch, not FetchNoWait: on a cluster a new consumer
+// answers "no messages" for a moment after the create's answer), asking
+// again while no server answers for the consumer (the server's interest
+// reaches this one a moment after the consumer exists).
+func fetch(ctx context.Context, cons jetstream.Consumer, n int) ([]jetstream.Msg, error) {
+	wait := 5 * time.Millisecond
+	for {
+		maxWait := fetchWait
+		if d, ok := ctx.Deadline(); ok {
+			maxWait = min(maxWait, time.Until(d))
+		}
+		if maxWait < time.Millisecond {
+			return nil, context.DeadlineExceeded
+		}
+		batch, err := cons.Fetch(n, jetstream.FetchMaxWait(maxWait))
+		if err != nil && !errors.Is(err, natsgo.ErrNoResponders) {
+			return nil, err
+		}
+		var msgs []jetstream.Msg
+		if err == nil {
+			for m := range batch.Messages() {
+				msgs = append(msgs, m)
+			}
+			err = batch.Error()
+		}
+		if len(msgs) > 0 || err == nil || errors.Is(err, jetstream.ErrNoMessages) || errors.Is(err, natsgo.ErrTimeout) {
+			return msgs, nil
+		}
+		if !errors.Is(err, natsgo.ErrNoResponders) {
+			return nil, err
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		case <-t.C:
+		}
+		wait = min(2*wait, 200*time.Millisecond)
+	}
 }
 
 // Expiry implements driver.ExpiryReader: the message's TTL (Nats-TTL)

@@ -50,6 +50,9 @@ func uniquePrefix(t testing.TB) string {
 // quiet drops nats.go's printed asynchronous errors (a reset socket).
 var quiet = natsgo.ErrorHandler(func(*natsgo.Conn, *natsgo.Subscription, error) {})
 
+// natsDontRandomize makes a connection try the servers in the order given.
+var natsDontRandomize = natsgo.DontRandomize()
+
 // connect returns a connection to url, closed when t ends.
 func connect(t testing.TB, url string, opts ...natsgo.Option) *natsgo.Conn {
 	t.Helper()

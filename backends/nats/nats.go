@@ -113,7 +113,10 @@ type Store struct {
 	via     string
 	conn    *connWatch
 	tomb    int64 // seconds a delete marker lives
-	closed  atomic.Bool
+	// replicated: the bucket has several replicas (Follow places its
+	// consumer on the stream's leader).
+	replicated bool
+	closed     atomic.Bool
 
 	writes, conflicts atomic.Uint64
 }
@@ -245,6 +248,7 @@ func (s *Store) ensureBucket(ctx context.Context, o options) error {
 	if cfg.MaxMsgsPerSubject != 1 {
 		return optionError("bucket", s.bucket, fmt.Sprintf("it keeps %d revisions per key: the Store needs a bucket of History 1 (a deleted key's older revisions would list as live)", cfg.MaxMsgsPerSubject))
 	}
+	s.replicated = cfg.Replicas > 1
 	if !cfg.AllowMsgTTL {
 		return optionError("bucket", s.bucket, "it does not allow per-message TTLs: create it with LimitMarkerTTL set (nats kv add --marker-ttl), or let New create it")
 	}
@@ -346,9 +350,13 @@ func (s *Store) CompareAndSwap(ctx context.Context, key string, old driver.Versi
 	subj := s.Subject(key)
 	ttlSec := strconv.FormatInt(ceilSeconds(ttl), 10)
 	expect := uint64(old)
-	// A create may meet a marker, then the marker's expiry, then another
-	// writer's marker: a few rounds, each after a refusal (nothing applied).
-	for range 4 {
+	// A refused publish applied nothing, so it may be sent again: a create
+	// that meets a marker expects the marker; a read that still shows old
+	// (a replicated stream refuses for a write its leader has proposed but
+	// not yet applied, which the read cannot see yet) means the refusal's
+	// cause is not visible yet, and reporting old as the conflicting
+	// version would be no state the key ever had after the refusal.
+	for range maxRounds {
 		msg := natsgo.NewMsg(subj)
 		msg.Data = value
 		msg.Header.Set(hdrTTL, ttlSec)
@@ -367,10 +375,12 @@ func (s *Store) CompareAndSwap(ctx context.Context, key string, old driver.Versi
 		}
 		switch {
 		case old == driver.NoVersion && m == nil:
-			expect = 0 // the marker expired meanwhile
+			expect = 0
 			continue
 		case old == driver.NoVersion && m.marker():
 			expect = m.Seq
+			continue
+		case old != driver.NoVersion && m != nil && !m.marker() && m.Seq == uint64(old):
 			continue
 		}
 		s.conflicts.Add(1)
@@ -379,9 +389,16 @@ func (s *Store) CompareAndSwap(ctx context.Context, key string, old driver.Versi
 		}
 		return 0, &driver.ConflictError{Value: m.Data, Version: driver.Version(m.Seq)}
 	}
-	s.conflicts.Add(1)
-	return 0, &driver.ConflictError{Err: errors.New("the key's tombstone kept changing")}
+	return 0, s.callError(op, key, errRefusedUnseen)
 }
+
+// maxRounds bounds the publishes of one compare-and-swap or
+// compare-and-delete.
+const maxRounds = 16
+
+// errRefusedUnseen: every publish was refused while the key's read showed
+// the expected version or tombstone throughout.
+var errRefusedUnseen = errors.New("the server kept refusing the compare while the key read as expected")
 
 // CompareAndDelete implements driver.Store: one publish of a purge marker
 // (rolling up the key's subject, living the tombstone TTL) expecting old as
@@ -394,7 +411,15 @@ func (s *Store) CompareAndDelete(ctx context.Context, key string, old driver.Ver
 	if s.closed.Load() {
 		return opError(op, key, ErrClosed)
 	}
-	if old != driver.NoVersion {
+	if old == driver.NoVersion {
+		// Nothing to delete: absent is not found, anything else a conflict.
+		m, err := s.last(ctx, key)
+		if err != nil {
+			return s.callError(op, key, err)
+		}
+		return s.deleteConflict(m)
+	}
+	for range maxRounds {
 		msg := natsgo.NewMsg(s.Subject(key))
 		msg.Header.Set(hdrKVOp, kvPurge)
 		msg.Header.Set(hdrRollup, "sub")
@@ -408,11 +433,20 @@ func (s *Store) CompareAndDelete(ctx context.Context, key string, old driver.Ver
 		if !wrongLastSeq(err) {
 			return s.callError(op, key, err)
 		}
+		m, err := s.last(ctx, key)
+		if err != nil {
+			return s.callError(op, key, err)
+		}
+		if m != nil && !m.marker() && m.Seq == uint64(old) {
+			continue // as in CompareAndSwap: the refusal's cause is not visible yet
+		}
+		return s.deleteConflict(m)
 	}
-	m, err := s.last(ctx, key)
-	if err != nil {
-		return s.callError(op, key, err)
-	}
+	return s.callError(op, key, errRefusedUnseen)
+}
+
+// deleteConflict is a refused delete's error given the key's last message.
+func (s *Store) deleteConflict(m *storedMsg) error {
 	if m == nil || m.marker() {
 		return driver.ErrNotFound
 	}
