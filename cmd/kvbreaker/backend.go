@@ -53,6 +53,8 @@ type backendFlags struct {
 
 	pgURL, pgTable string
 
+	natsURL, natsBucket string
+
 	// clockSkew is the fleet's clock-skew bound, passed to stores that pad
 	// by it (cloudflarekv) and to the Breakers the commands make.
 	clockSkew time.Duration
@@ -81,6 +83,8 @@ var envVars = []struct{ flag, env string }{
 	{"redis-cluster", "KVBREAKER_REDIS_CLUSTER"},
 	{"postgres-url", "KVBREAKER_POSTGRES_URL"},
 	{"postgres-table", "KVBREAKER_POSTGRES_TABLE"},
+	{"nats-url", "KVBREAKER_NATS_URL"},
+	{"nats-bucket", "KVBREAKER_NATS_BUCKET"},
 	{"clock-skew", "KVBREAKER_CLOCK_SKEW"},
 }
 
@@ -110,6 +114,8 @@ func (f *backendFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.cfBaseURL, "cf-base-url", "", env("cf-base-url", "cloudflarekv: API base `URL` override, e.g. a local Miniflare's http://127.0.0.1:8787/client/v4/"))
 	fs.StringVar(&f.pgURL, "postgres-url", "", env("postgres-url", "postgres: connection `URL`, e.g. postgres://user@db:5432/app, or keyword/value settings, e.g. 'host=db user=app dbname=app' (a password belongs in $PGPASSWORD or ~/.pgpass; output never shows one)"))
 	fs.StringVar(&f.pgTable, "postgres-table", defaultPostgresTable, env("postgres-table", "postgres: the table (postgres.CreateTable)"))
+	fs.StringVar(&f.natsURL, "nats-url", "", env("nats-url", "nats: comma-separated server `URL`s, e.g. nats://nats-1:4222,nats://nats-2:4222 (user information in a URL authenticates and is never shown)"))
+	fs.StringVar(&f.natsBucket, "nats-bucket", defaultNATSBucket, env("nats-bucket", "nats: the JetStream key-value bucket (created if missing)"))
 	fs.StringVar(&f.redisURL, "redis-url", "", env("redis-url", "redis: server `URL`, redis://[:password@]host:port/db (rediss:// for TLS); with --redis-cluster, redis://[:password@]host:port?addr=host2:port&addr=host3:port"))
 	fs.Var(boolString{&f.redisCluster}, "redis-cluster", env("redis-cluster", "redis: --redis-url names the seed nodes of a Redis Cluster (go-redis ParseClusterURL); list visits every master"))
 	fs.Lookup("redis-cluster").NoOptDefVal = "true"
@@ -149,6 +155,7 @@ const envHelp = `Environment (a flag given on the command line wins):
   KVBREAKER_CLOUDFLARE_ACCOUNT_ID, KVBREAKER_CLOUDFLARE_NAMESPACE_ID, KVBREAKER_CLOUDFLARE_BASE_URL
   KVBREAKER_REDIS_URL, KVBREAKER_REDIS_CLUSTER
   KVBREAKER_POSTGRES_URL, KVBREAKER_POSTGRES_TABLE
+  KVBREAKER_NATS_URL, KVBREAKER_NATS_BUCKET
   AWS_REGION, AWS_PROFILE, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, ...
                  DynamoDB's region and credentials: the AWS SDK's default chain
                  (environment, shared config and credentials files, SSO, instance role)
@@ -160,7 +167,7 @@ const envHelp = `Environment (a flag given on the command line wins):
 // backend's flags by example.
 const backendFlagsHelp = `Backends (--backend): etcd, dynamodb (Amazon DynamoDB), cloudflarekv
 (Cloudflare Workers KV), redis (Redis, or a Redis Cluster), postgres
-(PostgreSQL) and memory. Their connection flags (the same for check, list,
+(PostgreSQL), nats (NATS JetStream key-value) and memory. Their connection flags (the same for check, list,
 inspect, reset and init):
   etcd          --etcd-endpoints https://etcd-1:2379,https://etcd-2:2379
                 [--etcd-cacert ca.pem [--etcd-cert client.pem --etcd-key client-key.pem]]
@@ -172,6 +179,7 @@ inspect, reset and init):
                 (password: $PGPASSWORD or ~/.pgpass, best not in the URL)
   redis         --redis-url redis://127.0.0.1:6379/0
                 or --redis-cluster --redis-url redis://10.0.0.1:6379?addr=10.0.0.2:6379
+  nats          --nats-url nats://nats-1:4222,nats://nats-2:4222 [--nats-bucket kvbreaker]
   memory        no flags: a store inside this process, empty at start (a demo)
 PostgreSQL and DynamoDB need a table: "kvbreaker init" with the same flags
 creates it ("kvbreaker init --print" shows the SQL or AWS CLI commands).
@@ -242,10 +250,11 @@ var backends = map[string]backendDef{
 	"memory":       {openMemory, "memory"},
 	"redis":        {openRedis, "redis"},
 	"postgres":     {openPostgres, "postgres"},
+	"nats":         {openNATS, "nats"},
 }
 
 // publicBackends are the names help and completion offer (not the tests').
-var publicBackends = []string{"cloudflarekv", "dynamodb", "etcd", "memory", "postgres", "redis"}
+var publicBackends = []string{"cloudflarekv", "dynamodb", "etcd", "memory", "nats", "postgres", "redis"}
 
 func backendNames() []string { return publicBackends }
 
@@ -276,6 +285,7 @@ func (f *backendFlags) validate() error {
 		{"cf-base-url", &f.cfBaseURL, "cloudflarekv"},
 		{"redis-url", &f.redisURL, "redis"}, {"redis-cluster", &f.redisCluster, "redis"},
 		{"postgres-url", &f.pgURL, "postgres"},
+		{"nats-url", &f.natsURL, "nats"},
 	}
 	for _, x := range all {
 		if *x.value == "" || x.backend == def.flags {
@@ -324,6 +334,18 @@ func (f *backendFlags) validate() error {
 		}
 		if err := f.checkPostgresURL(); err != nil {
 			return err
+		}
+	case "nats":
+		if err := need("nats-url", f.natsURL); err != nil {
+			return err
+		}
+		if len(f.natsURLs()) == 0 {
+			return usagef("%s has no URL", f.name("nats-url"))
+		}
+		for _, u := range f.natsURLs() {
+			if err := f.checkNATSURL(u); err != nil {
+				return err
+			}
 		}
 	case "redis":
 		if err := need("redis-url", f.redisURL); err != nil {

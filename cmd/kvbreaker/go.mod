@@ -13,6 +13,7 @@ require (
 	github.com/kvbreaker/kvbreaker/backends/cloudflarekv v0.1.0
 	github.com/kvbreaker/kvbreaker/backends/dynamodb v0.1.0
 	github.com/kvbreaker/kvbreaker/backends/etcd v0.1.0
+	github.com/kvbreaker/kvbreaker/backends/nats v0.1.0
 	github.com/kvbreaker/kvbreaker/backends/postgres v0.1.0
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/spf13/cobra v1.10.2
