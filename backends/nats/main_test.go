@@ -36,9 +36,6 @@ func TestMain(m *testing.M) {
 // own).
 const bucket = "kvbreaker_test"
 
-// longTTL outlives every test.
-const longTTL = time.Hour
-
 var prefixSeq atomic.Int64
 
 // uniquePrefix returns a key prefix no other test uses.
@@ -108,13 +105,4 @@ func newStoreUnder(t testing.TB, prefix string, opts ...kvnats.Option) *testStor
 	}
 	t.Cleanup(func() { s.Close() })
 	return isolate(t, s, prefix)
-}
-
-func mustCAS(t testing.TB, s driver.Store, key string, old driver.Version, value string, ttl time.Duration) driver.Version {
-	t.Helper()
-	v, err := s.CompareAndSwap(t.Context(), key, old, []byte(value), ttl)
-	if err != nil {
-		t.Fatalf("CompareAndSwap(%q, %d): %v", key, old, err)
-	}
-	return v
 }
