@@ -1,9 +1,9 @@
 // Package nats is a driver.Store in a NATS JetStream key-value bucket
 // (github.com/nats-io/nats.go and its jetstream package; nats-server 2.11
-// or later, for per-message TTLs). Import it under another name beside
-// nats.go's own package:
+// or later, for per-message TTLs). Beside nats.go's own package, import one
+// of them under another name (this repository's docs call nats.go natsgo):
 //
-//	import kvnats "github.com/kvbreaker/kvbreaker/backends/nats"
+//	import natsgo "github.com/nats-io/nats.go"
 //
 // A bucket is a stream (KV_<bucket>) whose subjects are $KV.<bucket>.<key>.
 // The Store needs one that keeps one revision per key (History 1) and
