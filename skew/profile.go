@@ -102,4 +102,6 @@ var (
 )
 
 // Profiles returns the backend profiles.
-func Profiles() []Profile { return []Profile{Memory, Etcd, DynamoDB, WorkersKV, Redis, PostgreSQL, NATS} }
+func Profiles() []Profile {
+	return []Profile{Memory, Etcd, DynamoDB, WorkersKV, Redis, PostgreSQL, NATS}
+}
