@@ -1,13 +1,13 @@
 # kvbreaker. `make test` is the one command CI (.ci/run) and the README use:
 # lint, then every test of every module in go.work with -race (unit tests, the
 # conformance suite on memory, and the real-server matrix: etcd, dynalite,
-# Miniflare, Redis, PostgreSQL, MariaDB) summarised per backend by tools/matrix, then
+# Miniflare, Redis, PostgreSQL, MariaDB, SQLite, NATS) summarised per backend by tools/matrix, then
 # the published-path check (tools/published: a tagged temporary clone served
 # from a file-system module proxy, go get of each module, go install of the
 # command, and the consumer-graph check, tools/consumers, on that proxy).
 #
 #   make test                  everything
-#   make test BACKEND=etcd     one column: memory, etcd, dynamodb, cloudflarekv, redis, postgres, mysql, sqlite, containers
+#   make test BACKEND=etcd     one column: memory, etcd, dynamodb, cloudflarekv, redis, postgres, mysql, sqlite, nats, containers
 #   make containers            the container mode (Docker; see DEVELOPERS.md)
 #   make demo                  a simulated fleet, the README's first command
 #   make bench                 round trips per decision, contention, and benchmarks vs gobreaker

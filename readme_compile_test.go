@@ -189,6 +189,16 @@ var _ = mysql.New
 var db = must(sql.Open("mysql", "readme@tcp(127.0.0.1:1)/readme")) // connects lazily
 `,
 	},
+	"nats": {
+		module:  "backends/nats",
+		imports: []string{`"github.com/kvbreaker/kvbreaker/backends/nats"`, `natsgo "github.com/nats-io/nats.go"`},
+		prelude: `
+var _ = nats.New
+// Nothing listens: the connection keeps trying, and nats.New waits for it
+// until its setup timeout.
+var natsConn = must(natsgo.Connect("nats://127.0.0.1:1", natsgo.RetryOnFailedConnect(true)))
+`,
+	},
 	"otelkvbreaker": {
 		module:  "otelkvbreaker",
 		imports: []string{`"github.com/kvbreaker/kvbreaker/otelkvbreaker"`},

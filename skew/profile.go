@@ -108,9 +108,18 @@ var (
 		MaxClockSkew:       time.Minute,
 		MaxClockSkewOption: "sqlite.WithPurgeDelay",
 	}}
+	// NATS (nats.DefaultTraits): JetStream's per-message TTL (Nats-TTL) in
+	// whole seconds rounded up, at least 1 s, judged by the server's clock
+	// in a wheel of 1 s ticks, so a message can outlive its TTL by up to
+	// 1.5 s.
+	NATS = Profile{Name: "nats", Traits: driver.Traits{
+		Atomic: true,
+		Expiry: driver.ExpiryModel{Kind: driver.ExpiryRelative, Granularity: time.Second, MinTTL: time.Second,
+			Late: 1500 * time.Millisecond},
+	}}
 )
 
 // Profiles returns the backend profiles.
 func Profiles() []Profile {
-	return []Profile{Memory, Etcd, DynamoDB, WorkersKV, Redis, PostgreSQL, MySQL, SQLite}
+	return []Profile{Memory, Etcd, DynamoDB, WorkersKV, Redis, PostgreSQL, MySQL, SQLite, NATS}
 }

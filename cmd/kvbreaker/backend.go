@@ -55,6 +55,7 @@ type backendFlags struct {
 
 	mysqlDSN, mysqlTable string
 	sqlitePath           string
+	natsURL, natsBucket  string
 
 	// clockSkew is the fleet's clock-skew bound, passed to stores that pad
 	// by it (cloudflarekv) and to the Breakers the commands make.
@@ -87,6 +88,8 @@ var envVars = []struct{ flag, env string }{
 	{"mysql-dsn", "KVBREAKER_MYSQL_DSN"},
 	{"mysql-table", "KVBREAKER_MYSQL_TABLE"},
 	{"sqlite-path", "KVBREAKER_SQLITE_PATH"},
+	{"nats-url", "KVBREAKER_NATS_URL"},
+	{"nats-bucket", "KVBREAKER_NATS_BUCKET"},
 	{"clock-skew", "KVBREAKER_CLOCK_SKEW"},
 }
 
@@ -119,6 +122,8 @@ func (f *backendFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.mysqlDSN, "mysql-dsn", "", env("mysql-dsn", "mysql: go-sql-driver/mysql data source name, user[:password]@tcp(host:port)/database[?options], for MySQL or MariaDB (output never shows it)"))
 	fs.StringVar(&f.mysqlTable, "mysql-table", defaultMySQLTable, env("mysql-table", "mysql: the table (mysql.CreateTable)"))
 	fs.StringVar(&f.sqlitePath, "sqlite-path", "", env("sqlite-path", "sqlite: the database `file` the fleet's processes share (made by \"kvbreaker init\" or the first sqlite.Open)"))
+	fs.StringVar(&f.natsURL, "nats-url", "", env("nats-url", "nats: comma-separated server `URL`s, e.g. nats://nats-1:4222,nats://nats-2:4222 (user information in a URL authenticates and is never shown)"))
+	fs.StringVar(&f.natsBucket, "nats-bucket", defaultNATSBucket, env("nats-bucket", "nats: the JetStream key-value bucket (created if missing)"))
 	fs.StringVar(&f.redisURL, "redis-url", "", env("redis-url", "redis: server `URL`, redis://[:password@]host:port/db (rediss:// for TLS); with --redis-cluster, redis://[:password@]host:port?addr=host2:port&addr=host3:port"))
 	fs.Var(boolString{&f.redisCluster}, "redis-cluster", env("redis-cluster", "redis: --redis-url names the seed nodes of a Redis Cluster (go-redis ParseClusterURL); list visits every master"))
 	fs.Lookup("redis-cluster").NoOptDefVal = "true"
@@ -160,6 +165,7 @@ const envHelp = `Environment (a flag given on the command line wins):
   KVBREAKER_POSTGRES_URL, KVBREAKER_POSTGRES_TABLE
   KVBREAKER_MYSQL_DSN, KVBREAKER_MYSQL_TABLE
   KVBREAKER_SQLITE_PATH
+  KVBREAKER_NATS_URL, KVBREAKER_NATS_BUCKET
   AWS_REGION, AWS_PROFILE, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, ...
                  DynamoDB's region and credentials: the AWS SDK's default chain
                  (environment, shared config and credentials files, SSO, instance role)
@@ -171,9 +177,9 @@ const envHelp = `Environment (a flag given on the command line wins):
 // backend's flags by example.
 const backendFlagsHelp = `Backends (--backend): etcd, dynamodb (Amazon DynamoDB), cloudflarekv
 (Cloudflare Workers KV), redis (Redis, or a Redis Cluster), postgres
-(PostgreSQL), mysql (MySQL or MariaDB), sqlite (one SQLite file on this host) and memory. Their
-connection flags (the same for check, list,
-inspect, reset and init):
+(PostgreSQL), mysql (MySQL or MariaDB), sqlite (one SQLite file on this host), nats (NATS
+JetStream key-value) and memory. Their connection flags (the same for check, list, inspect,
+reset and init):
   etcd          --etcd-endpoints https://etcd-1:2379,https://etcd-2:2379
                 [--etcd-cacert ca.pem [--etcd-cert client.pem --etcd-key client-key.pem]]
   dynamodb      --dynamodb-table kvbreaker [--dynamodb-endpoint http://localhost:8000]
@@ -187,6 +193,7 @@ inspect, reset and init):
   redis         --redis-url redis://127.0.0.1:6379/0
                 or --redis-cluster --redis-url redis://10.0.0.1:6379?addr=10.0.0.2:6379
   sqlite        --sqlite-path /var/lib/app/kvbreaker.db
+  nats          --nats-url nats://nats-1:4222,nats://nats-2:4222 [--nats-bucket kvbreaker]
   memory        no flags: a store inside this process, empty at start (a demo)
 PostgreSQL, MySQL and DynamoDB need a table: "kvbreaker init" with the same flags
 creates it ("kvbreaker init --print" shows the SQL or AWS CLI commands).
@@ -259,10 +266,11 @@ var backends = map[string]backendDef{
 	"postgres":     {openPostgres, "postgres"},
 	"mysql":        {openMySQL, "mysql"},
 	"sqlite":       {openSQLite, "sqlite"},
+	"nats":         {openNATS, "nats"},
 }
 
 // publicBackends are the names help and completion offer (not the tests').
-var publicBackends = []string{"cloudflarekv", "dynamodb", "etcd", "memory", "mysql", "postgres", "redis", "sqlite"}
+var publicBackends = []string{"cloudflarekv", "dynamodb", "etcd", "memory", "mysql", "nats", "postgres", "redis", "sqlite"}
 
 func backendNames() []string { return publicBackends }
 
@@ -295,6 +303,7 @@ func (f *backendFlags) validate() error {
 		{"postgres-url", &f.pgURL, "postgres"},
 		{"mysql-dsn", &f.mysqlDSN, "mysql"},
 		{"sqlite-path", &f.sqlitePath, "sqlite"},
+		{"nats-url", &f.natsURL, "nats"},
 	}
 	for _, x := range all {
 		if *x.value == "" || x.backend == def.flags {
@@ -354,6 +363,18 @@ func (f *backendFlags) validate() error {
 	case "sqlite":
 		if err := need("sqlite-path", f.sqlitePath); err != nil {
 			return err
+		}
+	case "nats":
+		if err := need("nats-url", f.natsURL); err != nil {
+			return err
+		}
+		if len(f.natsURLs()) == 0 {
+			return usagef("%s has no URL", f.name("nats-url"))
+		}
+		for _, u := range f.natsURLs() {
+			if err := f.checkNATSURL(u); err != nil {
+				return err
+			}
 		}
 	case "redis":
 		if err := need("redis-url", f.redisURL); err != nil {

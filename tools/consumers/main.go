@@ -47,6 +47,7 @@ var shared = map[string]bool{"go.uber.org/goleak": true}
 // Modules no consumer of the library may carry.
 var always = []string{
 	"go.etcd.io/etcd/server", "go.etcd.io/bbolt", "go.etcd.io/raft",
+	"github.com/nats-io/nats-server",
 	"github.com/testcontainers", "github.com/moby", "github.com/docker",
 	"github.com/sony/gobreaker", "golang.org/x/perf", "honnef.co/go/tools",
 	"github.com/spf13/cobra",

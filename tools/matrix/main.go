@@ -370,7 +370,7 @@ func (c *collector) selectColumns(spec string) ([]string, error) {
 
 // preferred is the order of the known columns: in-process first, then the
 // real servers, then the container mode; others follow in first-seen order.
-var preferred = []string{"memory", "etcd", "dynamodb", "cloudflarekv", "redis", "postgres", "mysql", "sqlite", "containers-etcd", "containers-dynamodb"}
+var preferred = []string{"memory", "etcd", "dynamodb", "cloudflarekv", "redis", "postgres", "mysql", "sqlite", "nats", "containers-etcd", "containers-dynamodb"}
 
 func rank(name string) int {
 	if i := slices.Index(preferred, name); i >= 0 {

@@ -49,7 +49,7 @@ import (
 const repoPath = "github.com/kvbreaker/kvbreaker"
 
 // Steps are the check's steps, for -only.
-var Steps = []string{"vcs", "root", "cloudflarekv", "dynamodb", "etcd", "mysql", "postgres", "redis", "sqlite", "otelkvbreaker", "install", "consumers"}
+var Steps = []string{"vcs", "root", "cloudflarekv", "dynamodb", "etcd", "mysql", "nats", "postgres", "redis", "sqlite", "otelkvbreaker", "install", "consumers"}
 
 // Config is one run of the check.
 type Config struct {
@@ -484,6 +484,32 @@ func main() {
 		panic(err)
 	}
 	if _, err := kvbreaker.New(store, kvbreaker.Settings{}); err != nil {
+		panic(err)
+	}
+}
+`},
+	{step: "nats", module: repoPath + "/backends/nats", src: `package main
+
+import (
+	"context"
+
+	natsgo "github.com/nats-io/nats.go"
+
+	"github.com/kvbreaker/kvbreaker"
+	kvnats "github.com/kvbreaker/kvbreaker/backends/nats"
+)
+
+func main() {
+	nc, err := natsgo.Connect("nats://127.0.0.1:4222")
+	if err != nil {
+		panic(err)
+	}
+	defer nc.Close()
+	natsStore, err := kvnats.New(context.Background(), nc, "kvbreaker")
+	if err != nil {
+		panic(err)
+	}
+	if _, err := kvbreaker.New(natsStore, kvbreaker.Settings{}); err != nil {
 		panic(err)
 	}
 }

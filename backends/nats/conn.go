@@ -1,0 +1,243 @@
+package nats
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	natsgo "github.com/nats-io/nats.go"
+
+	"github.com/kvbreaker/kvbreaker/driver"
+)
+
+// connWatch turns the connection's status changes into contexts: each
+// disconnection cancels the current epoch's context (with
+// ErrConnectionLost) and starts a new one. A request in flight is bound to
+// the epoch it was sent in, so a broken connection ends it at once: nats.go
+// would otherwise wait for an answer that can no longer come until the
+// caller's context ends. up is closed while the connection is up, so a
+// call made while it reconnects waits for it.
+type connWatch struct {
+	nc     *natsgo.Conn
+	ch     chan natsgo.Status
+	done   chan struct{}
+	mu     sync.Mutex
+	epoch  context.Context
+	cancel context.CancelCauseFunc
+	up     chan struct{}
+	isUp   bool
+}
+
+func watchConn(nc *natsgo.Conn) *connWatch {
+	w := &connWatch{
+		nc:   nc,
+		ch:   nc.StatusChanged(natsgo.CONNECTED, natsgo.DISCONNECTED, natsgo.RECONNECTING, natsgo.CLOSED),
+		done: make(chan struct{}),
+		up:   make(chan struct{}),
+	}
+	w.epoch, w.cancel = context.WithCancelCause(context.Background())
+	if nc.Status() == natsgo.CONNECTED {
+		close(w.up)
+		w.isUp = true
+	}
+	go func() {
+		defer close(w.done)
+		for st := range w.ch {
+			w.mu.Lock()
+			if st == natsgo.CONNECTED {
+				if !w.isUp {
+					close(w.up)
+					w.isUp = true
+				}
+			} else {
+				w.cancel(ErrConnectionLost)
+				w.epoch, w.cancel = context.WithCancelCause(context.Background())
+				if w.isUp {
+					w.up = make(chan struct{})
+					w.isUp = false
+				}
+			}
+			w.mu.Unlock()
+		}
+	}()
+	return w
+}
+
+// connected waits until the connection is up and returns the epoch's
+// context; it fails when ctx ends first or the connection is closed for
+// good.
+func (w *connWatch) connected(ctx context.Context) (context.Context, error) {
+	for {
+		w.mu.Lock()
+		epoch, up := w.epoch, w.up
+		w.mu.Unlock()
+		switch w.nc.Status() {
+		case natsgo.CONNECTED:
+			return epoch, nil
+		case natsgo.CLOSED:
+			return nil, natsgo.ErrConnectionClosed
+		}
+		// The status event may trail the status: look again shortly.
+		t := time.NewTimer(20 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, fmt.Errorf("%w: %w", ErrNotConnected, context.Cause(ctx))
+		case <-up:
+		case <-t.C:
+		}
+		t.Stop()
+	}
+}
+
+// stop ends the watch and waits for its goroutine.
+func (w *connWatch) stop() {
+	w.nc.RemoveStatusListener(w.ch)
+	<-w.done
+	w.mu.Lock()
+	w.cancel(ErrClosed)
+	w.mu.Unlock()
+}
+
+// request sends msg once and waits for its answer within ctx. An ended ctx
+// sends nothing. While the connection is down the request waits for it
+// within ctx, unsent (ErrNotConnected when ctx ends first): a request
+// nats.go buffered until it reconnects could be applied long after the
+// caller gave up. A connection that breaks before the answer returns
+// ErrConnectionLost.
+func (s *Store) request(ctx context.Context, msg *natsgo.Msg) (*natsgo.Msg, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if s.closed.Load() {
+		return nil, ErrClosed
+	}
+	epoch, err := s.conn.connected(ctx)
+	if err != nil {
+		return nil, err
+	}
+	rctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stop := context.AfterFunc(epoch, func() { cancel(context.Cause(epoch)) })
+	defer stop()
+	resp, err := s.nc.RequestMsgWithContext(rctx, msg)
+	if err != nil {
+		if cause := context.Cause(rctx); ctx.Err() == nil && cause != nil && !errors.Is(cause, context.Canceled) {
+			return nil, cause
+		}
+		return nil, err
+	}
+	return resp, nil
+}
+
+// Connection settings of Dial.
+const (
+	// ConnectTimeout bounds Dial's TCP connection and NATS handshake.
+	ConnectTimeout = 2 * time.Second
+	// DefaultDialTimeout bounds Dial when its context has no deadline.
+	DefaultDialTimeout = 5 * time.Second
+	// ReconnectWait is how long Dial's connection waits between
+	// reconnection attempts; it retries for ever until Close.
+	ReconnectWait = 250 * time.Millisecond
+)
+
+// Dial connects to the NATS servers at urls (comma-separated
+// "nats://host:4222" as nats.Connect takes them; user information in a URL
+// is used to authenticate but never shown in errors) with natsOpts (TLS,
+// credentials: nats.go's options, applied after Dial's own) and returns a
+// Store in bucket that owns the connection: Close closes it. The
+// connection reconnects for ever and buffers nothing while it does, so a
+// call while the server is away fails at once. A server that refuses the
+// connection fails Dial within ConnectTimeout, one that does not answer
+// when ctx ends (DefaultDialTimeout without a deadline); both match
+// driver.ErrUnreachable. ctx does not bound the Store's later life.
+func Dial(ctx context.Context, urls, bucket string, natsOpts []natsgo.Option, opts ...Option) (*Store, error) {
+	var problems []error
+	if strings.TrimSpace(urls) == "" {
+		problems = append(problems, optionError("server URL", `""`, "give nats://host:4222 (comma-separated for several)"))
+	}
+	o, err := newOptions(bucket, opts, problems...)
+	if err != nil {
+		return nil, err
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, DefaultDialTimeout)
+		defer cancel()
+	}
+	all := append([]natsgo.Option{
+		natsgo.Name("kvbreaker"),
+		natsgo.Timeout(ConnectTimeout),
+		natsgo.MaxReconnects(-1),
+		natsgo.ReconnectWait(ReconnectWait),
+		natsgo.ReconnectBufSize(-1),
+		natsgo.NoCallbacksAfterClientClose(),
+		// nats.go prints asynchronous errors (a reset socket, a slow
+		// consumer) by default; the calls report what matters.
+		natsgo.ErrorHandler(func(*natsgo.Conn, *natsgo.Subscription, error) {}),
+	}, natsOpts...)
+	shown := redactURLs(urls)
+	type result struct {
+		nc  *natsgo.Conn
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		nc, err := natsgo.Connect(urls, all...)
+		done <- result{nc, err}
+	}()
+	var r result
+	select {
+	case r = <-done:
+	case <-ctx.Done():
+		go func() {
+			if r := <-done; r.nc != nil {
+				r.nc.Close()
+			}
+		}()
+		return nil, opError("dial", "", &driver.UnreachableError{Backend: backend, Endpoints: shown, Reason: "no answer before " + ctx.Err().Error(), Err: ctx.Err()})
+	}
+	if r.err != nil {
+		return nil, opError("dial", "", &driver.UnreachableError{Backend: backend, Endpoints: shown, Err: r.err})
+	}
+	s, err := newStore(ctx, r.nc, true, bucket, o)
+	if err != nil {
+		r.nc.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// redactURLs is redactURL of each comma-separated URL.
+func redactURLs(urls string) []string {
+	var out []string
+	for u := range strings.SplitSeq(urls, ",") {
+		if u = strings.TrimSpace(u); u != "" {
+			out = append(out, redactURL(u))
+		}
+	}
+	return out
+}
+
+// redactURL drops user information (a token, user:password) from a URL.
+func redactURL(raw string) string {
+	if !strings.Contains(raw, "://") {
+		if _, _, err := net.SplitHostPort(raw); err == nil {
+			return raw
+		}
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		if i := strings.LastIndex(raw, "@"); i >= 0 {
+			return raw[i+1:]
+		}
+		return raw
+	}
+	u.User = nil
+	return u.String()
+}

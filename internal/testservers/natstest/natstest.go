@@ -1,0 +1,284 @@
+// Package natstest runs real NATS servers with JetStream for tests:
+// nats-server v2.15 (the internal/testservers/natsserver command, built from
+// the nats-server module on first use) in child processes on 127.0.0.1
+// with free ports and temporary storage: one server (Start) or a cluster of
+// several (StartCluster). Faults are real: Kill ends a process as a crash
+// would, Pause stops it (SIGSTOP), Restart starts it again on the same ports
+// and storage.
+//
+// The package needs only the standard library, so the modules whose tests
+// use it (backends/nats, cmd/kvbreaker, bench) never require the NATS
+// server: it is built from its own module in this repository's workspace.
+package natstest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/kvbreaker/kvbreaker/internal/testservers/launcher"
+)
+
+// configEnv and readyLine are shared with internal/testservers/natsserver.
+const (
+	configEnv = "KVBREAKER_NATSTEST"
+	readyLine = "natstest: ready"
+)
+
+// startTimeout bounds how long a start or restart waits for the server
+// (a cluster member waits for its JetStream meta leader too).
+const startTimeout = 60 * time.Second
+
+// stopGrace bounds a graceful stop before the process is killed.
+const stopGrace = 10 * time.Second
+
+// Server is a running (or stopped) NATS test server. Its methods are safe
+// for concurrent use.
+type Server struct {
+	// Server is the process's lifecycle: PID, Running, Stop (graceful,
+	// keeping ports and storage for Restart), Kill (as a crash), Pause and
+	// Resume (SIGSTOP: a hung server).
+	launcher.Server
+	dir  string // temp dir holding the JetStream storage, removed by Close
+	cfg  config
+	port int
+}
+
+// config is what natsserver reads from configEnv.
+type config struct {
+	Name        string
+	Port        int
+	StoreDir    string
+	Cluster     string   `json:",omitempty"`
+	ClusterPort int      `json:",omitempty"`
+	Routes      []string `json:",omitempty"`
+}
+
+// Start starts a single server; Close stops it and removes its storage.
+func Start(ctx context.Context) (*Server, error) {
+	var lastErr error
+	// A port picked free can be taken by someone else before the server
+	// binds it; try a few.
+	for range 3 {
+		ports, err := freePorts(1)
+		if err != nil {
+			return nil, err
+		}
+		s, err := newServer("natstest", ports[0], config{})
+		if err != nil {
+			return nil, err
+		}
+		if lastErr = s.Restart(ctx); lastErr == nil {
+			return s, nil
+		}
+		s.Close()
+	}
+	return nil, lastErr
+}
+
+// MustStart starts a server for tb and closes it when tb finishes; it fails
+// tb if the server cannot start.
+func MustStart(tb testing.TB) *Server {
+	tb.Helper()
+	s, err := Start(tb.Context())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(s.Close)
+	return s
+}
+
+// StartCluster starts n servers routed to each other as one JetStream
+// cluster, and returns once every member is ready (its JetStream current
+// with the meta leader). Close each one, or call CloseAll.
+func StartCluster(ctx context.Context, n int) ([]*Server, error) {
+	if n < 1 {
+		return nil, fmt.Errorf("natstest: a cluster of %d servers", n)
+	}
+	ports, err := freePorts(2 * n)
+	if err != nil {
+		return nil, err
+	}
+	routes := make([]string, n)
+	for i := range n {
+		routes[i] = fmt.Sprintf("nats://127.0.0.1:%d", ports[n+i])
+	}
+	servers := make([]*Server, n)
+	for i := range n {
+		s, err := newServer(fmt.Sprintf("natstest-%d", i+1), ports[i], config{Cluster: "natstest", ClusterPort: ports[n+i], Routes: routes})
+		if err != nil {
+			CloseAll(servers[:i])
+			return nil, err
+		}
+		servers[i] = s
+	}
+	// The members elect a meta leader only once a quorum is up: start
+	// them together.
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i, s := range servers {
+		wg.Go(func() { errs[i] = s.Restart(ctx) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		CloseAll(servers)
+		return nil, err
+	}
+	return servers, nil
+}
+
+// MustStartCluster is StartCluster for tb, closing the servers when tb
+// finishes.
+func MustStartCluster(tb testing.TB, n int) []*Server {
+	tb.Helper()
+	servers, err := StartCluster(tb.Context(), n)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { CloseAll(servers) })
+	return servers
+}
+
+// CloseAll closes every server (nil ones skipped).
+func CloseAll(servers []*Server) {
+	for _, s := range servers {
+		if s != nil {
+			s.Close()
+		}
+	}
+}
+
+// URLs returns the client URLs of servers, comma-separated as nats.Connect
+// takes them.
+func URLs(servers []*Server) string {
+	urls := make([]string, len(servers))
+	for i, s := range servers {
+		urls[i] = s.URL()
+	}
+	return strings.Join(urls, ",")
+}
+
+func newServer(name string, port int, c config) (*Server, error) {
+	dir, err := os.MkdirTemp("", "natstest-")
+	if err != nil {
+		return nil, fmt.Errorf("natstest: temp dir: %w", err)
+	}
+	c.Name, c.Port, c.StoreDir = name, port, filepath.Join(dir, "jetstream")
+	return &Server{Server: launcher.Server{Name: name, Grace: stopGrace}, dir: dir, cfg: c, port: port}, nil
+}
+
+// URL returns the client URL, nats://127.0.0.1:port, the same across Stop
+// and Restart.
+func (s *Server) URL() string { return fmt.Sprintf("nats://127.0.0.1:%d", s.port) }
+
+// Addr returns the client address, 127.0.0.1:port.
+func (s *Server) Addr() string { return fmt.Sprintf("127.0.0.1:%d", s.port) }
+
+// StoreDir returns the server's JetStream storage, kept across Stop and
+// Restart.
+func (s *Server) StoreDir() string { return s.cfg.StoreDir }
+
+// Restart starts a stopped server on the same ports and storage; the
+// streams and messages written before are still there. Restarting a
+// running server does nothing.
+func (s *Server) Restart(ctx context.Context) error {
+	return s.Server.Restart(ctx, func(ctx context.Context) (*launcher.Process, error) {
+		bin, err := binary(ctx)
+		if err != nil {
+			return nil, err
+		}
+		cfg, err := json.Marshal(s.cfg)
+		if err != nil {
+			return nil, err
+		}
+		cmd := exec.Command(bin)
+		cmd.Env = append(os.Environ(), configEnv+"="+string(cfg))
+		p, _, err := launcher.Start(ctx, "nats-server", cmd, func(line []byte) (string, bool) {
+			return "", strings.TrimSpace(string(line)) == readyLine
+		}, startTimeout)
+		if err != nil {
+			return nil, fmt.Errorf("natstest: start nats-server %s on %s: %w", s.cfg.Name, s.URL(), err)
+		}
+		return p, nil
+	})
+}
+
+// Close stops the server and removes its storage.
+func (s *Server) Close() {
+	_ = s.Resume()
+	s.Stop()
+	if err := os.RemoveAll(s.dir); err != nil && !errors.Is(err, os.ErrNotExist) {
+		fmt.Fprintf(os.Stderr, "natstest: remove %s: %v\n", s.dir, err)
+	}
+}
+
+// freePorts returns n distinct TCP ports that were free on 127.0.0.1.
+func freePorts(n int) ([]int, error) {
+	ports := make([]int, 0, n)
+	var ls []net.Listener
+	defer func() {
+		for _, l := range ls {
+			l.Close()
+		}
+	}()
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("natstest: pick a free port: %w", err)
+		}
+		ls = append(ls, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
+
+var built struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+// binary builds internal/testservers/natsserver once per process, with
+// the go command on PATH, in that directory (the go command finds this
+// repository's workspace from there). The build cache makes every build
+// after the first a link.
+func binary(ctx context.Context) (string, error) {
+	built.once.Do(func() {
+		_, file, _, ok := runtime.Caller(0)
+		if !ok || !filepath.IsAbs(file) {
+			built.err = errors.New("natstest: cannot locate the repository (built with -trimpath?)")
+			return
+		}
+		src := filepath.Join(filepath.Dir(file), "..", "natsserver")
+		dir := filepath.Join(os.TempDir(), fmt.Sprintf("kvbreaker-natstest-%d", os.Getuid()))
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			built.err = fmt.Errorf("natstest: %w", err)
+			return
+		}
+		out := filepath.Join(dir, "natsserver")
+		tmp := fmt.Sprintf("%s.%d", out, os.Getpid())
+		cmd := exec.CommandContext(ctx, "go", "build", "-o", tmp, ".")
+		cmd.Dir = src
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=")
+		if b, err := cmd.CombinedOutput(); err != nil {
+			built.err = fmt.Errorf("natstest: build the NATS test server (go build in %s): %v\n%s", src, err, b)
+			return
+		}
+		if err := os.Rename(tmp, out); err != nil {
+			built.err = fmt.Errorf("natstest: %w", err)
+			return
+		}
+		built.path = out
+	})
+	return built.path, built.err
+}
