@@ -1,8 +1,8 @@
 // Package bench measures what kvbreaker's decisions cost. It has no
 // library code: everything is in its tests and benchmarks, and TestMain
-// starts the real servers they need (etcd, dynalite, Miniflare, Redis and
-// PostgreSQL, child processes on 127.0.0.1), so nothing has to be set up by
-// hand.
+// starts the real servers they need (etcd, dynalite, Miniflare, Redis,
+// PostgreSQL and MariaDB, child processes on 127.0.0.1) and makes the SQLite
+// file in a temporary directory, so nothing has to be set up by hand.
 //
 // Comparisons with sony/gobreaker v2 (its in-process two-step breaker and its
 // distributed breaker over an in-memory SharedDataStore), over in-process
@@ -21,7 +21,8 @@
 // counting gRPC interceptor for etcd and a counting http.RoundTripper for
 // DynamoDB and Workers KV), TestAllowLatencyRatio (Allow over Get, medians of
 // interleaved samples), TestContention (64 workers failing on one host over
-// memory and etcd: one closed→open transition, conflicts per failure) and
+// every store with compare-and-swap: one closed→open transition, conflicts
+// per failure) and
 // TestRecordSizeAndLeases (encoded record size, etcd lease grants per 1,000
 // writes). RESULTS.md has the figures of one run and the commands.
 //

@@ -2,11 +2,16 @@ package bench
 
 import (
 	"context"
+	"database/sql"
+	sqldriver "database/sql/driver"
 	"errors"
 	"fmt"
+	"io"
+	"log"
 	"log/slog"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -18,6 +23,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	kvsdk "github.com/cloudflare/cloudflare-go/v6/kv"
 	"github.com/cloudflare/cloudflare-go/v6/option"
+	gomysql "github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	goredis "github.com/redis/go-redis/v9"
@@ -31,11 +37,14 @@ import (
 	dynstore "github.com/kvbreaker/kvbreaker/backends/dynamodb"
 	"github.com/kvbreaker/kvbreaker/backends/etcd"
 	"github.com/kvbreaker/kvbreaker/backends/memory"
+	"github.com/kvbreaker/kvbreaker/backends/mysql"
 	"github.com/kvbreaker/kvbreaker/backends/postgres"
 	"github.com/kvbreaker/kvbreaker/backends/redis"
+	"github.com/kvbreaker/kvbreaker/backends/sqlite"
 	"github.com/kvbreaker/kvbreaker/driver"
 	"github.com/kvbreaker/kvbreaker/internal/testservers/dynalite"
 	"github.com/kvbreaker/kvbreaker/internal/testservers/etcdtest"
+	"github.com/kvbreaker/kvbreaker/internal/testservers/mariadbtest"
 	"github.com/kvbreaker/kvbreaker/internal/testservers/miniflare"
 	"github.com/kvbreaker/kvbreaker/internal/testservers/pgtest"
 	"github.com/kvbreaker/kvbreaker/internal/testservers/redistest"
@@ -43,19 +52,23 @@ import (
 )
 
 // The real servers, started once by TestMain for the tests and benchmarks
-// that measure round trips: etcd, redis-server and PostgreSQL (child
-// processes), dynalite and Miniflare (node child processes), all on
-// 127.0.0.1.
+// that measure round trips: etcd, redis-server, PostgreSQL and MariaDB
+// (child processes), dynalite and Miniflare (node child processes), all on
+// 127.0.0.1; and the SQLite file, in a temporary directory.
 var (
 	etcdSrv   *etcdtest.Server
 	dynSrv    *dynalite.Server
 	cfSrv     *miniflare.Server
 	redisSrv  *redistest.Server
 	pgSrv     *pgtest.Server
+	mariaSrv  *mariadbtest.Server
 	dynClient *dynamodb.Client // uncounted, for CreateTable
+	sqliteDir string
 )
 
 const pgTable = "kvbreaker_bench"
+
+const mysqlTable = "kvbreaker_bench"
 
 const dynTable = "kvbreaker-bench"
 
@@ -84,6 +97,18 @@ func run(m *testing.M) int {
 	if err == nil {
 		err = createPGTable(ctx)
 	}
+	if err == nil {
+		// The driver logs broken connections on its own; the tests
+		// check their errors.
+		_ = gomysql.SetLogger(log.New(io.Discard, "", 0))
+		mariaSrv, err = mariadbtest.Start(ctx)
+	}
+	if err == nil {
+		err = createMySQLTable(ctx)
+	}
+	if err == nil {
+		sqliteDir, err = os.MkdirTemp("", "kvbreaker-bench-sqlite-")
+	}
 	stopAll := func() {
 		if set != nil {
 			set.Stop()
@@ -94,7 +119,13 @@ func run(m *testing.M) int {
 		if pgSrv != nil {
 			pgSrv.Close()
 		}
-		etcdSrv, dynSrv, cfSrv, redisSrv, pgSrv = nil, nil, nil, nil, nil
+		if mariaSrv != nil {
+			mariaSrv.Close()
+		}
+		if sqliteDir != "" {
+			os.RemoveAll(sqliteDir)
+		}
+		etcdSrv, dynSrv, cfSrv, redisSrv, pgSrv, mariaSrv, sqliteDir = nil, nil, nil, nil, nil, nil, ""
 	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "bench: the round-trip tests and real-backend benchmarks need the real servers: %v\n", err)
@@ -126,9 +157,10 @@ func run(m *testing.M) int {
 var quiet = slog.New(slog.DiscardHandler)
 
 // backends are the stores the round-trip tests cover, memory first.
-var backends = []string{"memory", "etcd", "dynamodb", "cloudflarekv", "redis", "postgres"}
+var backends = []string{"memory", "etcd", "dynamodb", "cloudflarekv", "redis", "postgres", "mysql", "sqlite"}
 
-// realBackends are those behind a network round trip.
+// realBackends are those outside the process's memory: behind a network
+// round trip, or (SQLite) a file that other processes share.
 var realBackends = backends[1:]
 
 // counts is a snapshot of a counter: reads, writes and anything else.
@@ -267,7 +299,7 @@ func newRig(tb testing.TB, name string) *rig {
 // endpoint is one worker's store over a rig's keyspace.
 type endpoint struct {
 	*countingStore
-	wire *tally // requests on the wire; nil for memory
+	wire *tally // requests on the wire; nil for memory and SQLite (no network)
 	etcd *etcd.Store
 	// raw is the store under the counting wrapper, which a mirror can
 	// follow (countingStore is no driver.Follower).
@@ -364,6 +396,37 @@ func (r *rig) open() *endpoint {
 			tb.Fatalf("postgres.New: %v", err)
 		}
 		tb.Cleanup(func() { st.Close(); pool.Close() })
+		if s, err = kvbreaker.Prefixed(st, r.prefix); err != nil {
+			tb.Fatalf("kvbreaker.Prefixed: %v", err)
+		}
+	case "mysql":
+		e.wire = &tally{}
+		cfg, err := gomysql.ParseDSN(mariaSrv.DSN())
+		if err != nil {
+			tb.Fatal(err)
+		}
+		conn, err := gomysql.NewConnector(cfg)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		db := sql.OpenDB(mysqlCounter{conn, e.wire})
+		st, err := mysql.New(db, mysqlTable, mysql.WithEndpoint(mariaSrv.Addr()))
+		if err != nil {
+			tb.Fatalf("mysql.New: %v", err)
+		}
+		tb.Cleanup(func() { st.Close(); db.Close() })
+		if s, err = kvbreaker.Prefixed(st, r.prefix); err != nil {
+			tb.Fatalf("kvbreaker.Prefixed: %v", err)
+		}
+	case "sqlite":
+		// One file for the whole run, as one host's fleet shares one;
+		// each endpoint opens it again (its own connections, as another
+		// process has).
+		st, err := sqlite.Open(context.Background(), filepath.Join(sqliteDir, "kvbreaker.db"))
+		if err != nil {
+			tb.Fatalf("sqlite.Open: %v", err)
+		}
+		tb.Cleanup(func() { st.Close() })
 		if s, err = kvbreaker.Prefixed(st, r.prefix); err != nil {
 			tb.Fatalf("kvbreaker.Prefixed: %v", err)
 		}
@@ -477,3 +540,112 @@ func (c pgCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.Trace
 }
 
 func (pgCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// createMySQLTable creates the bench's MariaDB table with a pool of its own.
+func createMySQLTable(ctx context.Context) error {
+	db, err := sql.Open("mysql", mariaSrv.DSN())
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	return mysql.CreateTable(ctx, db, mysqlTable)
+}
+
+// mysqlCounter counts the statements go-sql-driver sends: SELECT a read;
+// INSERT, UPDATE and DELETE writes; anything else (BEGIN, COMMIT) other.
+// The store's statements are prepared, so each execution is one command
+// and its answer: one round trip. The prepare itself, once per statement
+// and connection, is not counted (as a NOSCRIPT is not on Redis).
+type mysqlCounter struct {
+	sqldriver.Connector
+	t *tally
+}
+
+func (c mysqlCounter) Connect(ctx context.Context) (sqldriver.Conn, error) {
+	conn, err := c.Connector.Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &mysqlConn{conn.(mysqlDriverConn), c.t}, nil
+}
+
+// mysqlDriverConn is what go-sql-driver's connection implements and
+// database/sql looks for; the wrapper passes each on.
+type mysqlDriverConn interface {
+	sqldriver.Conn
+	sqldriver.ConnBeginTx
+	sqldriver.ConnPrepareContext
+	sqldriver.QueryerContext
+	sqldriver.ExecerContext
+	sqldriver.Pinger
+	sqldriver.NamedValueChecker
+	sqldriver.SessionResetter
+	sqldriver.Validator
+}
+
+type mysqlConn struct {
+	mysqlDriverConn
+	t *tally
+}
+
+func (c *mysqlConn) count(query string) {
+	switch q := strings.ToUpper(strings.TrimSpace(query)); {
+	case strings.HasPrefix(q, "SELECT"):
+		c.t.reads.Add(1)
+	case strings.HasPrefix(q, "INSERT"), strings.HasPrefix(q, "UPDATE"), strings.HasPrefix(q, "DELETE"):
+		c.t.writes.Add(1)
+	default:
+		c.t.other.Add(1)
+	}
+}
+
+func (c *mysqlConn) BeginTx(ctx context.Context, opts sqldriver.TxOptions) (sqldriver.Tx, error) {
+	c.t.other.Add(1)
+	return c.mysqlDriverConn.BeginTx(ctx, opts)
+}
+
+func (c *mysqlConn) QueryContext(ctx context.Context, query string, args []sqldriver.NamedValue) (sqldriver.Rows, error) {
+	c.count(query)
+	return c.mysqlDriverConn.QueryContext(ctx, query, args)
+}
+
+func (c *mysqlConn) ExecContext(ctx context.Context, query string, args []sqldriver.NamedValue) (sqldriver.Result, error) {
+	c.count(query)
+	return c.mysqlDriverConn.ExecContext(ctx, query, args)
+}
+
+func (c *mysqlConn) Prepare(query string) (sqldriver.Stmt, error) {
+	return c.PrepareContext(context.Background(), query)
+}
+
+func (c *mysqlConn) PrepareContext(ctx context.Context, query string) (sqldriver.Stmt, error) {
+	st, err := c.mysqlDriverConn.PrepareContext(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	return &mysqlStmt{st.(mysqlDriverStmt), c, query}, nil
+}
+
+// mysqlDriverStmt is what go-sql-driver's prepared statement implements.
+type mysqlDriverStmt interface {
+	sqldriver.Stmt
+	sqldriver.StmtExecContext
+	sqldriver.StmtQueryContext
+	sqldriver.NamedValueChecker
+}
+
+type mysqlStmt struct {
+	mysqlDriverStmt
+	c     *mysqlConn
+	query string
+}
+
+func (s *mysqlStmt) ExecContext(ctx context.Context, args []sqldriver.NamedValue) (sqldriver.Result, error) {
+	s.c.count(s.query)
+	return s.mysqlDriverStmt.ExecContext(ctx, args)
+}
+
+func (s *mysqlStmt) QueryContext(ctx context.Context, args []sqldriver.NamedValue) (sqldriver.Rows, error) {
+	s.c.count(s.query)
+	return s.mysqlDriverStmt.QueryContext(ctx, args)
+}
