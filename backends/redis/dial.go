@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/url"
 	"regexp"
@@ -22,6 +23,9 @@ const (
 	ConnectTimeout = 2 * time.Second
 	// DefaultDialTimeout bounds Dial when its context has no deadline.
 	DefaultDialTimeout = 5 * time.Second
+	// probeTimeout bounds the check whether a server that dropped a
+	// plain-text connection speaks TLS.
+	probeTimeout = 500 * time.Millisecond
 )
 
 // ErrUnreachable matches (errors.Is) the error of Dial when the server did
@@ -54,12 +58,26 @@ func Dial(ctx context.Context, rawURL string, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, urlError(rawURL, err)
 	}
+	so := resolve(opts)
+	var problems []error
+	if so.tlsConfig != nil {
+		if o.TLSConfig == nil {
+			problems = append(problems, optionError("WithTLSConfig", "with a redis:// URL", "use rediss://host:port/db, which asks for TLS"))
+		} else {
+			cfg := so.tlsConfig.Clone()
+			if cfg.ServerName == "" {
+				cfg.ServerName = o.TLSConfig.ServerName
+			}
+			o.TLSConfig = cfg
+		}
+		so.tlsConfig = nil
+	}
 	if o.DialTimeout == 0 {
 		o.DialTimeout = ConnectTimeout
 	}
 	o.ContextTimeoutEnabled = true
 	c := goredis.NewClient(o)
-	s, err := New(c, opts...)
+	s, err := newStore(c, so, problems)
 	if err != nil {
 		c.Close()
 		return nil, err
@@ -73,6 +91,19 @@ func Dial(ctx context.Context, rawURL string, opts ...Option) (*Store, error) {
 	start := time.Now()
 	if err := c.Ping(ctx).Err(); err != nil {
 		c.Close()
+		if te := driver.ClassifyTLS("redis", o.Addr, err); te != nil {
+			return nil, opError("dial", "", te)
+		}
+		if o.TLSConfig == nil && (errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET)) {
+			// A TLS server drops a plain-text client's first command.
+			pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), probeTimeout)
+			te := driver.ProbeTLS(pctx, "redis", o.Addr, o.Addr, nil)
+			cancel()
+			if te != nil {
+				te.Fix = "use a rediss:// URL"
+				return nil, opError("dial", "", te)
+			}
+		}
 		return nil, opError("dial", "", unreachable(o.Addr, err, time.Since(start)))
 	}
 	return s, nil

@@ -16,6 +16,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -25,6 +26,7 @@ import (
 	"syscall"
 	"time"
 
+	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.etcd.io/etcd/server/v3/etcdmain"
@@ -41,6 +43,16 @@ const (
 type config struct {
 	DataDir, Client, Peer string
 	TickMs, ElectionMs    uint
+	TLS                   *tlsFiles // nil: plain text
+}
+
+// tlsFiles are the client listener's certificate and key, the authority
+// whose client certificates it accepts (required with ClientCertAuth), and
+// the client certificate the readiness check presents.
+type tlsFiles struct {
+	CertFile, KeyFile, TrustedCAFile string
+	ClientCertAuth                   bool
+	ClientCertFile, ClientKeyFile    string
 }
 
 func main() {
@@ -99,6 +111,14 @@ func start(c config) (*embed.Etcd, error) {
 	cfg.AdvertisePeerUrls = []url.URL{*pu}
 	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
 	cfg.ListenMetricsUrls = nil
+	var clientTLS *tls.Config
+	if t := c.TLS; t != nil {
+		cfg.ClientTLSInfo = transport.TLSInfo{CertFile: t.CertFile, KeyFile: t.KeyFile, TrustedCAFile: t.TrustedCAFile, ClientCertAuth: t.ClientCertAuth}
+		ti := transport.TLSInfo{CertFile: t.ClientCertFile, KeyFile: t.ClientKeyFile, TrustedCAFile: t.TrustedCAFile}
+		if clientTLS, err = ti.ClientConfig(); err != nil {
+			return nil, fmt.Errorf("readiness check's TLS: %w", err)
+		}
+	}
 	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
 	// Tests write little; keep the space quota small.
 	cfg.QuotaBackendBytes = 256 << 20
@@ -118,7 +138,7 @@ func start(c config) (*embed.Etcd, error) {
 	}
 	// Ready means raft is up; the client handlers start just after. Wait
 	// for a real answer.
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{c.Client}, DialTimeout: startTimeout, Logger: zap.NewNop()})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{c.Client}, TLS: clientTLS, DialTimeout: startTimeout, Logger: zap.NewNop()})
 	if err != nil {
 		e.Close()
 		return nil, err
