@@ -43,12 +43,14 @@ var ErrUnreachable = driver.ErrUnreachable
 type UnreachableError = driver.UnreachableError
 
 // Dial connects to the server at rawURL ("redis://[:password@]host:port/db",
-// "rediss://…" for TLS; see redis.ParseURL) and returns a Store that owns the client: Close closes
-// it. Dial confirms the server answers a PING: against a port where nothing
+// "rediss://…" for TLS, with go-redis's TLS configuration or WithTLSConfig's; see redis.ParseURL)
+// and returns a Store that owns the client: Close closes it. Dial confirms the server answers a PING: against a port where nothing
 // listens it fails within ConnectTimeout with "cannot reach redis at
 // <addr>: connection refused"; against a server that accepts but does not
 // answer it fails when ctx ends (DefaultDialTimeout when ctx has no
-// deadline), saying so. Both match ErrUnreachable. ctx does not bound the
+// deadline), saying so. Both match ErrUnreachable. A TLS mismatch (an
+// untrusted certificate, a client certificate the server requires, a
+// redis:// URL to a server that speaks TLS) is a *driver.TLSError. ctx does not bound the
 // Store's later life. An invalid URL or option is a *driver.OptionError.
 // No error shows rawURL's userinfo, the value of a query option other than
 // go-redis's (password=… is none), or any of a string that is not a URL (a

@@ -107,7 +107,9 @@ func TestRedisTLSAndACLUser(t *testing.T) {
 		flags:   append([]string{"--redis-url", url}, tlsFlags...),
 		env: map[string]string{"KVBREAKER_REDIS_URL": url, "KVBREAKER_REDIS_CACERT": pki.CAFile,
 			"KVBREAKER_REDIS_CERT": pki.ClientCertFile, "KVBREAKER_REDIS_KEY": pki.ClientKeyFile},
-		dead: func(addr string) []string { return append([]string{"--redis-url", "rediss://" + addr + "/0"}, tlsFlags...) },
+		dead: func(addr string) []string {
+			return append([]string{"--redis-url", "rediss://" + addr + "/0"}, tlsFlags...)
+		},
 	}.run(t)
 	clearEnv(t, "KVBREAKER_REDIS_URL", "KVBREAKER_REDIS_CACERT", "KVBREAKER_REDIS_CERT", "KVBREAKER_REDIS_KEY")
 	base := []string{"inspect", "--backend", "redis", "--redis-url", url}
@@ -160,7 +162,9 @@ func TestPostgresVerifyFullAndRole(t *testing.T) {
 		flags:   []string{"--postgres-url", url},
 		env: map[string]string{"KVBREAKER_POSTGRES_URL": "postgres://app@" + srv.Addr() + "/postgres",
 			"PGSSLMODE": "verify-full", "PGSSLROOTCERT": pki.CAFile},
-		dead: func(addr string) []string { return []string{"--postgres-url", "postgres://app@" + addr + "/postgres?sslmode=verify-full"} },
+		dead: func(addr string) []string {
+			return []string{"--postgres-url", "postgres://app@" + addr + "/postgres?sslmode=verify-full"}
+		},
 	}.run(t)
 	clearEnv(t, "KVBREAKER_POSTGRES_URL", "PGSSLMODE", "PGSSLROOTCERT")
 	wantFail(t, []string{"inspect", "--backend", "postgres", "--postgres-url", strings.Replace(url, "app@", "nobody@", 1), "x.example"},

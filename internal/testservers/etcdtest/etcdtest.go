@@ -4,7 +4,8 @@
 // temporary data directory, with a short heartbeat and election timeout so
 // that one-second leases exist. Faults are real: Kill ends the process as a
 // crash would, Pause stops it (SIGSTOP), Restart starts it again on the same
-// ports and data.
+// ports and data. StartWith serves TLS with tlstest's certificates,
+// optionally requiring client certificates.
 //
 // The package needs only the standard library, so the modules whose tests
 // use it (backends/etcd, cmd/kvbreaker, bench) never require the etcd

@@ -4,7 +4,8 @@
 // free port and on a unix socket in its temporary directory, with fsync off
 // for speed. Faults are real: Kill ends the server's processes as a crash
 // would (SIGKILL to each), Pause stops them (SIGSTOP) and Restart starts the
-// server again on the same port and data.
+// server again on the same port and data. StartWith serves TLS with
+// tlstest's certificates and refuses TCP without it.
 //
 // PostgreSQL refuses to run as root. When the tests run as root, the server
 // runs as the unprivileged "postgres" user (the Debian package's), which

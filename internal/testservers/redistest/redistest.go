@@ -4,7 +4,8 @@
 // persistence off, and a three-master Cluster made with redis-cli --cluster
 // create. Faults are real: Kill ends the process as a crash would (SIGKILL),
 // Pause stops it (SIGSTOP), Restart starts it again on the same port (empty:
-// nothing is persisted). On Linux the server dies with the test binary
+// nothing is persisted). StartWith adds TLS (tlstest's certificates) and
+// ACL users. On Linux the server dies with the test binary
 // (PR_SET_PDEATHSIG), so a crashed test leaves nothing behind.
 //
 // The package needs only the standard library.
