@@ -14,6 +14,7 @@ package etcdtest
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -216,7 +217,10 @@ func binary(ctx context.Context) (string, error) {
 			return
 		}
 		src := filepath.Join(filepath.Dir(file), "..", "etcdserver")
-		dir := filepath.Join(os.TempDir(), fmt.Sprintf("kvbreaker-etcdtest-%d", os.Getuid()))
+		// One binary per checkout: test binaries of other checkouts (git
+		// worktrees) build theirs at the same time, from other sources.
+		sum := sha256.Sum256([]byte(src))
+		dir := filepath.Join(os.TempDir(), fmt.Sprintf("kvbreaker-etcdtest-%d-%x", os.Getuid(), sum[:6]))
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			built.err = fmt.Errorf("etcdtest: %w", err)
 			return
