@@ -88,7 +88,7 @@ func Dial(ctx context.Context, endpoints []string, tlsConfig *tls.Config, opts .
 		return nil, opError("dial", "", err)
 	}
 	s := newStore(cli, true, o)
-	if err := s.reach(ctx, "dial", eps); err != nil {
+	if err := s.reach(ctx, "dial", eps, tlsCheck(endpoints, eps, tlsConfig)); err != nil {
 		cli.Close()
 		return nil, err
 	}
@@ -102,8 +102,10 @@ func Dial(ctx context.Context, endpoints []string, tlsConfig *tls.Config, opts .
 // but did not answer. clientv3 cannot tell these apart itself: it waits for
 // a connection until ctx ends and then reports only the context's error.
 // The check opens connections of its own only when the request is late, so
-// a healthy server sees none.
-func (s *Store) reach(ctx context.Context, op string, endpoints []string) error {
+// a healthy server sees none. When an endpoint accepts, tlsProbe (if not
+// nil) then looks for a TLS mismatch, which clientv3 also reports only as
+// the context's end: it retries a failed handshake until then.
+func (s *Store) reach(ctx context.Context, op string, endpoints []string, tlsProbe func(context.Context) error) error {
 	start := time.Now()
 	eps := redactEndpoints(endpoints)
 	pctx, cancel := context.WithCancel(ctx)
@@ -116,7 +118,11 @@ func (s *Store) reach(ctx context.Context, op string, endpoints []string) error 
 	for {
 		select {
 		case <-timer.C:
-			if err := checkConnect(ctx, endpoints, eps); err != nil {
+			err := checkConnect(ctx, endpoints, eps)
+			if err == nil && tlsProbe != nil {
+				err = tlsProbe(ctx)
+			}
+			if err != nil {
 				refused = err
 				cancel() // done follows at once
 			}
@@ -136,6 +142,9 @@ func (s *Store) reach(ctx context.Context, op string, endpoints []string) error 
 			// short ctx still tells a refused port from a silent one.
 			cctx, ccancel := context.WithTimeout(context.WithoutCancel(ctx), checkTimeout)
 			refused = checkConnect(cctx, endpoints, eps)
+			if refused == nil && tlsProbe != nil {
+				refused = tlsProbe(cctx)
+			}
 			ccancel()
 			if refused != nil {
 				return opError(op, "", refused)
@@ -147,6 +156,27 @@ func (s *Store) reach(ctx context.Context, op string, endpoints []string) error 
 				Err:       ctx.Err(),
 			})
 		}
+	}
+}
+
+// tlsCheck returns reach's TLS probe of Dial's endpoints: the first TLS
+// mismatch driver.ProbeTLS finds at any of them, with the client's
+// configuration (nil: plain text), each within checkTimeout.
+func tlsCheck(endpoints, shown []string, cfg *tls.Config) func(context.Context) error {
+	return func(ctx context.Context) error {
+		for i, ep := range endpoints {
+			network, addr, ok := dialAddress(ep)
+			if !ok || network != "tcp" {
+				continue
+			}
+			pctx, cancel := context.WithTimeout(ctx, checkTimeout)
+			te := driver.ProbeTLS(pctx, "etcd", shown[i], addr, cfg)
+			cancel()
+			if te != nil {
+				return te
+			}
+		}
+		return nil
 	}
 }
 

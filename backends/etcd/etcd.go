@@ -186,7 +186,7 @@ func New(cli *clientv3.Client, opts ...Option) (*Store, error) {
 	}
 	ctx, cancel := context.WithTimeout(cli.Ctx(), probeTimeout)
 	defer cancel()
-	if err := s.reach(ctx, "new", cli.Endpoints()); err != nil {
+	if err := s.reach(ctx, "new", cli.Endpoints(), nil); err != nil {
 		return nil, err
 	}
 	return s, nil

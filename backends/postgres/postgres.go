@@ -226,6 +226,7 @@ type Store struct {
 	pool     *pgxpool.Pool
 	table    string
 	endpoint string
+	role     string // the role the pool connects as, for errors
 	o        options
 
 	sqlGet, sqlCreate, sqlSwap, sqlDelete, sqlList, sqlListAll, sqlPurge, sqlExpiry string
@@ -307,7 +308,7 @@ func New(pool *pgxpool.Pool, table string, opts ...Option) (*Store, error) {
 	default:
 		return nil, errors.Join(errs...)
 	}
-	s := &Store{pool: pool, table: table, o: o, endpoint: endpointOf(pool.Config().ConnConfig)}
+	s := &Store{pool: pool, table: table, o: o, endpoint: endpointOf(pool.Config().ConnConfig), role: pool.Config().ConnConfig.User}
 	s.prepare()
 	return s, nil
 }

@@ -29,13 +29,56 @@ type UnreachableError = driver.UnreachableError
 // while a statement was out, and otherwise err itself.
 func (s *Store) cause(err error) error {
 	if _, ok := errors.AsType[*pgconn.ConnectError](err); ok {
+		if te := driver.ClassifyTLS("postgres", s.endpoint, err); te != nil {
+			te.Fix = tlsFix[te.Kind]
+			return te
+		}
 		// Err stays pgx's error, so errors.As still finds the ConnectError.
 		if _, ok := driver.DialFailed(err); ok {
 			return &UnreachableError{Backend: "postgres", Endpoints: []string{s.endpoint}, Err: err}
 		}
+	}
+	if pe, ok := errors.AsType[*pgconn.PgError](err); ok && pe.Code == insufficientPrivilege {
+		return &PrivilegeError{Role: s.role, Table: s.table, Err: err}
 	}
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
 		return fmt.Errorf("no answer from postgres at %s before the context ended: %w", s.endpoint, err)
 	}
 	return err
 }
+
+// tlsFix is what fixes each TLS mismatch, in libpq's terms (which pgx's
+// connection strings and the PG* variables share).
+var tlsFix = map[driver.TLSProblem]string{
+	driver.TLSUntrusted:         "give the authority that signed it as sslrootcert= (or $PGSSLROOTCERT)",
+	driver.TLSWrongName:         "connect by a host name or address the certificate holds (sslmode=verify-full checks it)",
+	driver.TLSInvalidCert:       "renew the server's certificate, or check this machine's clock",
+	driver.TLSClientCertRefused: "give a client certificate and key the server's authority signed as sslcert= and sslkey= (or $PGSSLCERT, $PGSSLKEY)",
+	driver.TLSServerPlain:       "the server has ssl=off: turn it on, or connect with sslmode=disable",
+	driver.TLSServerSpeaksTLS:   "connect with sslmode=verify-full and sslrootcert=",
+}
+
+// insufficientPrivilege is PostgreSQL's SQLSTATE 42501.
+const insufficientPrivilege = "42501"
+
+// PrivilegeError is a statement the server refused because the role lacks a
+// privilege on the store's table or its version sequence (SQLSTATE 42501).
+// It unwraps to pgx's *pgconn.PgError.
+type PrivilegeError struct {
+	// Role is the role the pool connects as; Table the store's table.
+	Role, Table string
+	// Err is the server's refusal.
+	Err error
+}
+
+func (e *PrivilegeError) Error() string {
+	said := e.Err.Error()
+	if pe, ok := errors.AsType[*pgconn.PgError](e.Err); ok {
+		said = pe.Message
+	}
+	return fmt.Sprintf("role %q lacks a privilege on table %s (%s): its owner can GRANT SELECT, INSERT, UPDATE, DELETE ON %s TO %q and GRANT USAGE ON SEQUENCE %s TO %q",
+		e.Role, quoteIdent(e.Table), said, quoteIdent(e.Table), e.Role, quoteIdent(e.Table+seqSuffix), e.Role)
+}
+
+// Unwrap returns the server's refusal.
+func (e *PrivilegeError) Unwrap() error { return e.Err }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/url"
 	"regexp"
@@ -22,6 +23,9 @@ const (
 	ConnectTimeout = 2 * time.Second
 	// DefaultDialTimeout bounds Dial when its context has no deadline.
 	DefaultDialTimeout = 5 * time.Second
+	// probeTimeout bounds the check whether a server that dropped a
+	// plain-text connection speaks TLS.
+	probeTimeout = 500 * time.Millisecond
 )
 
 // ErrUnreachable matches (errors.Is) the error of Dial when the server did
@@ -39,12 +43,14 @@ var ErrUnreachable = driver.ErrUnreachable
 type UnreachableError = driver.UnreachableError
 
 // Dial connects to the server at rawURL ("redis://[:password@]host:port/db",
-// "rediss://…" for TLS; see redis.ParseURL) and returns a Store that owns the client: Close closes
-// it. Dial confirms the server answers a PING: against a port where nothing
+// "rediss://…" for TLS, with go-redis's TLS configuration or WithTLSConfig's; see redis.ParseURL)
+// and returns a Store that owns the client: Close closes it. Dial confirms the server answers a PING: against a port where nothing
 // listens it fails within ConnectTimeout with "cannot reach redis at
 // <addr>: connection refused"; against a server that accepts but does not
 // answer it fails when ctx ends (DefaultDialTimeout when ctx has no
-// deadline), saying so. Both match ErrUnreachable. ctx does not bound the
+// deadline), saying so. Both match ErrUnreachable. A TLS mismatch (an
+// untrusted certificate, a client certificate the server requires, a
+// redis:// URL to a server that speaks TLS) is a *driver.TLSError. ctx does not bound the
 // Store's later life. An invalid URL or option is a *driver.OptionError.
 // No error shows rawURL's userinfo, the value of a query option other than
 // go-redis's (password=… is none), or any of a string that is not a URL (a
@@ -54,12 +60,26 @@ func Dial(ctx context.Context, rawURL string, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, urlError(rawURL, err)
 	}
+	so := resolve(opts)
+	var problems []error
+	if so.tlsConfig != nil {
+		if o.TLSConfig == nil {
+			problems = append(problems, optionError("WithTLSConfig", "with a redis:// URL", "use rediss://host:port/db, which asks for TLS"))
+		} else {
+			cfg := so.tlsConfig.Clone()
+			if cfg.ServerName == "" {
+				cfg.ServerName = o.TLSConfig.ServerName
+			}
+			o.TLSConfig = cfg
+		}
+		so.tlsConfig = nil
+	}
 	if o.DialTimeout == 0 {
 		o.DialTimeout = ConnectTimeout
 	}
 	o.ContextTimeoutEnabled = true
 	c := goredis.NewClient(o)
-	s, err := New(c, opts...)
+	s, err := newStore(c, so, problems)
 	if err != nil {
 		c.Close()
 		return nil, err
@@ -73,6 +93,19 @@ func Dial(ctx context.Context, rawURL string, opts ...Option) (*Store, error) {
 	start := time.Now()
 	if err := c.Ping(ctx).Err(); err != nil {
 		c.Close()
+		if te := driver.ClassifyTLS("redis", o.Addr, err); te != nil {
+			return nil, opError("dial", "", te)
+		}
+		if o.TLSConfig == nil && (errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET)) {
+			// A TLS server drops a plain-text client's first command.
+			pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), probeTimeout)
+			te := driver.ProbeTLS(pctx, "redis", o.Addr, o.Addr, nil)
+			cancel()
+			if te != nil {
+				te.Fix = "use a rediss:// URL"
+				return nil, opError("dial", "", te)
+			}
+		}
 		return nil, opError("dial", "", unreachable(o.Addr, err, time.Since(start)))
 	}
 	return s, nil

@@ -116,6 +116,7 @@ package redis
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -168,6 +169,7 @@ type options struct {
 	waitReplicas  int
 	waitTimeout   time.Duration
 	waitSet       bool
+	tlsConfig     *tls.Config // Dial's only
 }
 
 // Option configures a Store.
@@ -218,6 +220,18 @@ func (e *NotReplicatedError) Error() string {
 // Is makes the error match ErrNotReplicated.
 func (e *NotReplicatedError) Is(target error) bool { return target == ErrNotReplicated }
 
+// WithTLSConfig is Dial's TLS configuration for a rediss:// URL, in place
+// of go-redis's (the system's certificate authorities, no client
+// certificate): the authority that signed the server's certificate
+// (RootCAs) and a client certificate for a server that requires one
+// (tls-auth-clients yes). Dial fills in ServerName from the URL's host when
+// cfg leaves it empty; cfg is not modified. Dial refuses it with a
+// redis:// URL (plain text), and New refuses it: a client made elsewhere
+// carries its own Options.TLSConfig.
+func WithTLSConfig(cfg *tls.Config) Option {
+	return func(o *options) { o.tlsConfig = cfg }
+}
+
 func optionError(option string, value any, fix string) error {
 	return &driver.OptionError{Backend: backend, Option: option, Value: value, Fix: fix}
 }
@@ -228,11 +242,25 @@ func optionError(option string, value any, fix string) error {
 // kvbreaker.Breaker bounds each with Settings.CallTimeout). Invalid options are
 // *driver.OptionError, all of them joined.
 func New(c goredis.UniversalClient, opts ...Option) (*Store, error) {
+	o := resolve(opts)
+	var errs []error
+	if o.tlsConfig != nil {
+		errs = append(errs, optionError("WithTLSConfig", "given to New", "set TLSConfig in the client's options (New does not make the client), or call Dial"))
+	}
+	return newStore(c, o, errs)
+}
+
+func resolve(opts []Option) options {
 	var o options
 	for _, opt := range opts {
 		opt(&o)
 	}
-	var errs []error
+	return o
+}
+
+// newStore is New after its options are resolved; errs are problems found
+// already.
+func newStore(c goredis.UniversalClient, o options, errs []error) (*Store, error) {
 	if c == nil {
 		errs = append(errs, optionError("client", "nil", "pass a redis.UniversalClient (*redis.Client, *redis.ClusterClient, …), or call Dial"))
 	}

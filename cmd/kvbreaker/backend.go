@@ -48,8 +48,9 @@ type backendFlags struct {
 
 	cfAccount, cfNamespace, cfBaseURL string
 
-	redisURL     string
-	redisCluster string // "true" or "": see boolString
+	redisURL                         string
+	redisCluster                     string // "true" or "": see boolString
+	redisCACert, redisCert, redisKey string
 
 	pgURL, pgTable string
 
@@ -83,6 +84,9 @@ var envVars = []struct{ flag, env string }{
 	{"cf-base-url", "KVBREAKER_CLOUDFLARE_BASE_URL"},
 	{"redis-url", "KVBREAKER_REDIS_URL"},
 	{"redis-cluster", "KVBREAKER_REDIS_CLUSTER"},
+	{"redis-cacert", "KVBREAKER_REDIS_CACERT"},
+	{"redis-cert", "KVBREAKER_REDIS_CERT"},
+	{"redis-key", "KVBREAKER_REDIS_KEY"},
 	{"postgres-url", "KVBREAKER_POSTGRES_URL"},
 	{"postgres-table", "KVBREAKER_POSTGRES_TABLE"},
 	{"mysql-dsn", "KVBREAKER_MYSQL_DSN"},
@@ -127,6 +131,9 @@ func (f *backendFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.redisURL, "redis-url", "", env("redis-url", "redis: server `URL`, redis://[:password@]host:port/db (rediss:// for TLS); with --redis-cluster, redis://[:password@]host:port?addr=host2:port&addr=host3:port"))
 	fs.Var(boolString{&f.redisCluster}, "redis-cluster", env("redis-cluster", "redis: --redis-url names the seed nodes of a Redis Cluster (go-redis ParseClusterURL); list visits every master"))
 	fs.Lookup("redis-cluster").NoOptDefVal = "true"
+	fs.StringVar(&f.redisCACert, "redis-cacert", "", env("redis-cacert", "redis: PEM `file` of the CA that signed the server's certificate, for a rediss:// URL (default: the system's)"))
+	fs.StringVar(&f.redisCert, "redis-cert", "", env("redis-cert", "redis: PEM client certificate `file`, for a server with tls-auth-clients (with --redis-key)"))
+	fs.StringVar(&f.redisKey, "redis-key", "", env("redis-key", "redis: PEM client key `file` (with --redis-cert)"))
 	fs.DurationVar(&f.clockSkew, "clock-skew", kvbreaker.DefaultClockSkew, env("clock-skew", "the fleet's clock-skew bound (Settings.ClockSkew)"))
 }
 
@@ -162,10 +169,14 @@ const envHelp = `Environment (a flag given on the command line wins):
   KVBREAKER_DYNAMODB_TABLE, KVBREAKER_DYNAMODB_ENDPOINT
   KVBREAKER_CLOUDFLARE_ACCOUNT_ID, KVBREAKER_CLOUDFLARE_NAMESPACE_ID, KVBREAKER_CLOUDFLARE_BASE_URL
   KVBREAKER_REDIS_URL, KVBREAKER_REDIS_CLUSTER
+  KVBREAKER_REDIS_CACERT, KVBREAKER_REDIS_CERT, KVBREAKER_REDIS_KEY
   KVBREAKER_POSTGRES_URL, KVBREAKER_POSTGRES_TABLE
   KVBREAKER_MYSQL_DSN, KVBREAKER_MYSQL_TABLE
   KVBREAKER_SQLITE_PATH
   KVBREAKER_NATS_URL, KVBREAKER_NATS_BUCKET
+  PGSSLMODE, PGSSLROOTCERT, PGSSLCERT, PGSSLKEY, PGPASSWORD, ...
+                 libpq's variables, as psql reads them (sslmode=, sslrootcert=, … in
+                 --postgres-url win)
   AWS_REGION, AWS_PROFILE, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, ...
                  DynamoDB's region and credentials: the AWS SDK's default chain
                  (environment, shared config and credentials files, SSO, instance role)
@@ -187,10 +198,13 @@ reset and init):
                 [--cf-base-url http://127.0.0.1:8787/client/v4/]
   postgres      --postgres-url postgres://user@db:5432/app [--postgres-table kvbreaker]
                 or --postgres-url 'host=db user=app dbname=app'
-                (password: $PGPASSWORD or ~/.pgpass, best not in the URL)
+                (password: $PGPASSWORD or ~/.pgpass, best not in the URL;
+                TLS: ?sslmode=verify-full&sslrootcert=ca.pem, or $PGSSLROOTCERT)
   mysql         --mysql-dsn 'app:secret@tcp(db:3306)/app' [--mysql-table kvbreaker]
                 (best from $KVBREAKER_MYSQL_DSN: a flag shows in ps)
   redis         --redis-url redis://127.0.0.1:6379/0
+                or --redis-url rediss://user:password@redis:6380/0 --redis-cacert ca.pem
+                [--redis-cert client.pem --redis-key client-key.pem]
                 or --redis-cluster --redis-url redis://10.0.0.1:6379?addr=10.0.0.2:6379
   sqlite        --sqlite-path /var/lib/app/kvbreaker.db
   nats          --nats-url nats://nats-1:4222,nats://nats-2:4222 [--nats-bucket kvbreaker]
@@ -300,6 +314,7 @@ func (f *backendFlags) validate() error {
 		{"cf-account", &f.cfAccount, "cloudflarekv"}, {"cf-namespace", &f.cfNamespace, "cloudflarekv"},
 		{"cf-base-url", &f.cfBaseURL, "cloudflarekv"},
 		{"redis-url", &f.redisURL, "redis"}, {"redis-cluster", &f.redisCluster, "redis"},
+		{"redis-cacert", &f.redisCACert, "redis"}, {"redis-cert", &f.redisCert, "redis"}, {"redis-key", &f.redisKey, "redis"},
 		{"postgres-url", &f.pgURL, "postgres"},
 		{"mysql-dsn", &f.mysqlDSN, "mysql"},
 		{"sqlite-path", &f.sqlitePath, "sqlite"},
@@ -383,6 +398,12 @@ func (f *backendFlags) validate() error {
 		if err := f.checkRedisURL(); err != nil {
 			return err
 		}
+		if (f.redisCert == "") != (f.redisKey == "") {
+			return usagef("--redis-cert and --redis-key go together (a client certificate): give both or neither")
+		}
+		if (f.redisCACert != "" || f.redisCert != "") && !strings.HasPrefix(f.redisURL, "rediss://") {
+			return usagef("--redis-cacert, --redis-cert and --redis-key are for TLS: %s must start with rediss://", f.name("redis-url"))
+		}
 	case "cloudflarekv":
 		if err := need("cf-account", f.cfAccount); err != nil {
 			return err
@@ -459,6 +480,9 @@ func openEtcd(ctx context.Context, f *backendFlags) (*conn, error) {
 	}
 	s, err := etcd.Dial(ctx, eps, tlsConfig)
 	if err != nil {
+		if te, ok := errors.AsType[*driver.TLSError](err); ok {
+			return nil, tlsFlagError(f, te)
+		}
 		return nil, noAnswer(ctx, "etcd", where, f.bound, err)
 	}
 	return &conn{describe: "etcd at " + where, store: s}, nil
@@ -467,26 +491,33 @@ func openEtcd(ctx context.Context, f *backendFlags) (*conn, error) {
 // etcdTLS builds the TLS configuration from the --etcd-* file flags, or nil
 // for plain text.
 func etcdTLS(f *backendFlags) (*tls.Config, error) {
-	if f.etcdCACert == "" && f.etcdCert == "" {
+	return loadTLS(f, "etcd", "etcd-cacert", "etcd-cert", "etcd-key", f.etcdCACert, f.etcdCert, f.etcdKey)
+}
+
+// loadTLS builds a TLS configuration from a backend's CA, certificate and
+// key files (flags named caFlag, certFlag and keyFlag), or nil if none is
+// given.
+func loadTLS(f *backendFlags, backend, caFlag, certFlag, keyFlag, caFile, certFile, keyFile string) (*tls.Config, error) {
+	if caFile == "" && certFile == "" {
 		return nil, nil
 	}
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
-	if f.etcdCACert != "" {
-		pem, err := os.ReadFile(f.etcdCACert)
+	if caFile != "" {
+		pem, err := os.ReadFile(caFile)
 		if err != nil {
-			return nil, fmt.Errorf("etcd: %s: %w", f.name("etcd-cacert"), err)
+			return nil, fmt.Errorf("%s: %s: %w", backend, f.name(caFlag), err)
 		}
 		pool := x509.NewCertPool()
 		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("etcd: %s %s: no PEM certificate in it", f.name("etcd-cacert"), f.etcdCACert)
+			return nil, fmt.Errorf("%s: %s %s: no PEM certificate in it", backend, f.name(caFlag), caFile)
 		}
 		cfg.RootCAs = pool
 	}
-	if f.etcdCert != "" {
+	if certFile != "" {
 		// LoadX509KeyPair's errors name the files, never their contents.
-		pair, err := tls.LoadX509KeyPair(f.etcdCert, f.etcdKey)
+		pair, err := tls.LoadX509KeyPair(certFile, keyFile)
 		if err != nil {
-			return nil, fmt.Errorf("etcd: --etcd-cert/--etcd-key: %w", err)
+			return nil, fmt.Errorf("%s: --%s/--%s: %w", backend, certFlag, keyFlag, err)
 		}
 		cfg.Certificates = []tls.Certificate{pair}
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/kvbreaker/kvbreaker/backends/postgres"
+	"github.com/kvbreaker/kvbreaker/driver"
 )
 
 // defaultPostgresTable is --postgres-table's default.
@@ -48,6 +49,9 @@ func openPostgres(ctx context.Context, f *backendFlags) (*conn, error) {
 	}
 	if err := s.Ping(ctx); err != nil {
 		pool.Close()
+		if te, ok := errors.AsType[*driver.TLSError](err); ok {
+			return nil, tlsFlagError(f, te)
+		}
 		if pe, ok := errors.AsType[*pgconn.PgError](err); ok && pe.Code == "42P01" {
 			return nil, fmt.Errorf("postgres: table %s does not exist at %s: %s", f.pgTable, addr, createHint)
 		}

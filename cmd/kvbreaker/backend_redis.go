@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -124,8 +125,19 @@ func openRedisServer(ctx context.Context, f *backendFlags) (*conn, error) {
 	if err != nil {
 		return nil, usagef("%s: %v", f.name("redis-url"), redisURLErr(err))
 	}
-	s, err := redis.Dial(ctx, f.redisURL)
+	tlsConfig, err := redisTLS(f)
 	if err != nil {
+		return nil, err
+	}
+	var opts []redis.Option
+	if tlsConfig != nil {
+		opts = append(opts, redis.WithTLSConfig(tlsConfig))
+	}
+	s, err := redis.Dial(ctx, f.redisURL, opts...)
+	if err != nil {
+		if te, ok := errors.AsType[*driver.TLSError](err); ok {
+			return nil, tlsFlagError(f, te)
+		}
 		if ue, ok := errors.AsType[*driver.UnreachableError](err); ok {
 			why := ue.Reason
 			if ctx.Err() != nil {
@@ -163,6 +175,15 @@ func openRedisCluster(ctx context.Context, f *backendFlags) (*conn, error) {
 		o.DialTimeout = redis.ConnectTimeout
 	}
 	o.ContextTimeoutEnabled = true
+	tlsConfig, err := redisTLS(f)
+	if err != nil {
+		return nil, err
+	}
+	if tlsConfig != nil {
+		// rediss:// made o.TLSConfig, naming the first seed's host.
+		tlsConfig.ServerName = o.TLSConfig.ServerName
+		o.TLSConfig = tlsConfig
+	}
 	seeds := strings.Join(o.Addrs, ", ")
 	c := goredis.NewClusterClient(o)
 	s, err := redis.New(c)
@@ -178,11 +199,20 @@ func openRedisCluster(ctx context.Context, f *backendFlags) (*conn, error) {
 	return &conn{describe: "redis cluster via " + seeds, store: clusterStore{s}, purge: redisPurge(s)}, nil
 }
 
+// redisTLS builds the TLS configuration of --redis-cacert, --redis-cert and
+// --redis-key, or nil (a rediss:// URL then trusts the system's CAs).
+func redisTLS(f *backendFlags) (*tls.Config, error) {
+	return loadTLS(f, "redis", "redis-cacert", "redis-cert", "redis-key", f.redisCACert, f.redisCert, f.redisKey)
+}
+
 // clusterPingError explains a Cluster's failed first PING.
 func clusterPingError(ctx context.Context, f *backendFlags, seeds []string, err error) error {
 	endpoint := strings.Join(seeds, ", ")
 	if ctx.Err() != nil {
 		return &reachError{backend: "redis", endpoint: endpoint, why: "no answer within " + f.bound, err: err}
+	}
+	if te := driver.ClassifyTLS("redis", endpoint, err); te != nil {
+		return tlsFlagError(f, te)
 	}
 	if op, ok := errors.AsType[*net.OpError](err); ok && op.Op == "dial" {
 		// go-redis asks every seed for the slot map before giving up, so a

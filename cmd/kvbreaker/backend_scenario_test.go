@@ -71,8 +71,10 @@ func (sc backendScenario) run(t *testing.T) {
 	dead := closedPort(t)
 	start := time.Now()
 	code, out, errOut = runT(t, append(append([]string{"inspect", "--backend", sc.backend}, sc.dead(dead)...), "x.example")...)
+	// etcd names the endpoint as given (https://host:port), the others
+	// host:port.
 	want := "cannot reach " + sc.backend + " at " + dead + ": connection refused"
-	if code != exitFail || !strings.Contains(errOut, want) {
+	if code != exitFail || !strings.Contains(errOut, "cannot reach "+sc.backend+" at ") || !strings.Contains(errOut, dead+": connection refused") {
 		t.Errorf("inspect on a closed port: exit %d, stderr %q, stdout %q; want %q", code, errOut, out, want)
 	}
 	if took := time.Since(start); took > 3*time.Second {

@@ -16,6 +16,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -25,6 +26,7 @@ import (
 	"syscall"
 	"time"
 
+	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.etcd.io/etcd/server/v3/etcdmain"
@@ -45,6 +47,16 @@ type config struct {
 	// cluster ("name=peerURL,…"), and the peer URL the others reach it at
 	// (a proxy in front of Peer). Empty: a single member named etcdtest.
 	Name, InitialCluster, AdvertisePeer string
+	TLS                                 *tlsFiles // nil: plain text
+}
+
+// tlsFiles are the client listener's certificate and key, the authority
+// whose client certificates it accepts (required with ClientCertAuth), and
+// the client certificate the readiness check presents.
+type tlsFiles struct {
+	CertFile, KeyFile, TrustedCAFile string
+	ClientCertAuth                   bool
+	ClientCertFile, ClientKeyFile    string
 }
 
 func main() {
@@ -113,6 +125,14 @@ func start(c config) (*embed.Etcd, error) {
 		cfg.InitialClusterToken = "etcdtest-cluster"
 	}
 	cfg.ListenMetricsUrls = nil
+	var clientTLS *tls.Config
+	if t := c.TLS; t != nil {
+		cfg.ClientTLSInfo = transport.TLSInfo{CertFile: t.CertFile, KeyFile: t.KeyFile, TrustedCAFile: t.TrustedCAFile, ClientCertAuth: t.ClientCertAuth}
+		ti := transport.TLSInfo{CertFile: t.ClientCertFile, KeyFile: t.ClientKeyFile, TrustedCAFile: t.TrustedCAFile}
+		if clientTLS, err = ti.ClientConfig(); err != nil {
+			return nil, fmt.Errorf("readiness check's TLS: %w", err)
+		}
+	}
 	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
 	// Tests write little; keep the space quota small.
 	cfg.QuotaBackendBytes = 256 << 20
@@ -132,7 +152,7 @@ func start(c config) (*embed.Etcd, error) {
 	}
 	// Ready means raft is up; the client handlers start just after. Wait
 	// for a real answer.
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{c.Client}, DialTimeout: startTimeout, Logger: zap.NewNop()})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{c.Client}, TLS: clientTLS, DialTimeout: startTimeout, Logger: zap.NewNop()})
 	if err != nil {
 		e.Close()
 		return nil, err

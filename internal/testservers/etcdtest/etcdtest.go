@@ -4,7 +4,8 @@
 // temporary data directory, with a short heartbeat and election timeout so
 // that one-second leases exist. Faults are real: Kill ends the process as a
 // crash would, Pause stops it (SIGSTOP), Restart starts it again on the same
-// ports and data.
+// ports and data. StartWith serves TLS with tlstest's certificates,
+// optionally requiring client certificates.
 //
 // StartCluster runs several members, each behind a client fault proxy and
 // a peer proxy, for faults a cluster has: a killed leader, a partitioned
@@ -18,6 +19,7 @@ package etcdtest
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -32,6 +34,7 @@ import (
 	"time"
 
 	"github.com/kvbreaker/kvbreaker/internal/testservers/launcher"
+	"github.com/kvbreaker/kvbreaker/internal/testservers/tlstest"
 )
 
 // Timing of the test server. With a 10 ms heartbeat and a 100 ms election
@@ -62,12 +65,36 @@ type Server struct {
 	// Resume (SIGSTOP: a hung server).
 	launcher.Server
 	dir    string // temp dir holding data/, removed by Close
-	client string // http://127.0.0.1:port
+	client string // http://127.0.0.1:port, https:// with TLS
 	peer   string
+	opts   Options
+}
+
+// Options are a server's security settings.
+type Options struct {
+	// TLS, when set, makes the client port speak TLS only (https://) with
+	// TLS's server certificate; with ClientCerts it requires a client
+	// certificate TLS's authority signed (etcd's --client-cert-auth).
+	TLS         *tlstest.PKI
+	ClientCerts bool
 }
 
 // Start starts a server; Close stops it and removes its data.
-func Start(ctx context.Context) (*Server, error) {
+func Start(ctx context.Context) (*Server, error) { return StartWith(ctx, Options{}) }
+
+// MustStartWith is StartWith for tb, closed when tb finishes.
+func MustStartWith(tb testing.TB, o Options) *Server {
+	tb.Helper()
+	s, err := StartWith(tb.Context(), o)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(s.Close)
+	return s
+}
+
+// StartWith starts a server with o's TLS settings.
+func StartWith(ctx context.Context, o Options) (*Server, error) {
 	dir, err := os.MkdirTemp("", "etcdtest-")
 	if err != nil {
 		return nil, fmt.Errorf("etcdtest: temp dir: %w", err)
@@ -81,11 +108,16 @@ func Start(ctx context.Context) (*Server, error) {
 			os.RemoveAll(dir)
 			return nil, err
 		}
+		scheme := "http"
+		if o.TLS != nil {
+			scheme = "https"
+		}
 		s := &Server{
 			Server: launcher.Server{Name: "etcdtest", Grace: stopGrace},
 			dir:    dir,
-			client: fmt.Sprintf("http://127.0.0.1:%d", ports[0]),
+			client: fmt.Sprintf("%s://127.0.0.1:%d", scheme, ports[0]),
 			peer:   fmt.Sprintf("http://127.0.0.1:%d", ports[1]),
+			opts:   o,
 		}
 		if lastErr = s.Restart(ctx); lastErr == nil {
 			return s, nil
@@ -122,7 +154,12 @@ func (s *Server) Restart(ctx context.Context) error {
 		if err != nil {
 			return nil, err
 		}
-		cfg, err := json.Marshal(map[string]any{"DataDir": s.DataDir(), "Client": s.client, "Peer": s.peer, "TickMs": TickMs, "ElectionMs": ElectionMs})
+		c := map[string]any{"DataDir": s.DataDir(), "Client": s.client, "Peer": s.peer, "TickMs": TickMs, "ElectionMs": ElectionMs}
+		if p := s.opts.TLS; p != nil {
+			c["TLS"] = map[string]any{"CertFile": p.ServerCertFile, "KeyFile": p.ServerKeyFile, "TrustedCAFile": p.CAFile,
+				"ClientCertAuth": s.opts.ClientCerts, "ClientCertFile": p.ClientCertFile, "ClientKeyFile": p.ClientKeyFile}
+		}
+		cfg, err := json.Marshal(c)
 		if err != nil {
 			return nil, err
 		}
@@ -185,7 +222,10 @@ func binary(ctx context.Context) (string, error) {
 			return
 		}
 		src := filepath.Join(filepath.Dir(file), "..", "etcdserver")
-		dir := filepath.Join(os.TempDir(), fmt.Sprintf("kvbreaker-etcdtest-%d", os.Getuid()))
+		// One binary per checkout: test binaries of other checkouts (git
+		// worktrees) build theirs at the same time, from other sources.
+		sum := sha256.Sum256([]byte(src))
+		dir := filepath.Join(os.TempDir(), fmt.Sprintf("kvbreaker-etcdtest-%d-%x", os.Getuid(), sum[:6]))
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			built.err = fmt.Errorf("etcdtest: %w", err)
 			return

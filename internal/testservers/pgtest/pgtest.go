@@ -4,7 +4,8 @@
 // free port and on a unix socket in its temporary directory, with fsync off
 // for speed. Faults are real: Kill ends the server's processes as a crash
 // would (SIGKILL to each), Pause stops them (SIGSTOP) and Restart starts the
-// server again on the same port and data.
+// server again on the same port and data. StartWith serves TLS with
+// tlstest's certificates and refuses TCP without it.
 //
 // PostgreSQL refuses to run as root. When the tests run as root, the server
 // runs as the unprivileged "postgres" user (the Debian package's), which
@@ -20,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"os/user"
@@ -31,6 +33,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/kvbreaker/kvbreaker/internal/testservers/tlstest"
 )
 
 // BinEnv names a directory holding initdb and postgres, overriding the
@@ -54,6 +58,7 @@ type Server struct {
 	port int
 	bin  string
 	cred *syscall.Credential // nil: run as the current user
+	opts Options
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd     // nil while stopped
@@ -61,9 +66,31 @@ type Server struct {
 	log  *tail
 }
 
+// Options are a server's security settings.
+type Options struct {
+	// TLS, when set, turns TLS on with TLS's server certificate and makes
+	// the server refuse TCP connections without it (pg_hba.conf's
+	// hostnossl … reject); the unix socket stays plain.
+	TLS *tlstest.PKI
+}
+
 // Start initialises a database cluster in a temporary directory and starts
 // a server on it; Close stops it and removes the directory.
-func Start(ctx context.Context) (*Server, error) {
+func Start(ctx context.Context) (*Server, error) { return StartWith(ctx, Options{}) }
+
+// MustStartWith is StartWith for tb, closed when tb finishes.
+func MustStartWith(tb testing.TB, o Options) *Server {
+	tb.Helper()
+	s, err := StartWith(tb.Context(), o)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(s.Close)
+	return s
+}
+
+// StartWith is Start with o's TLS settings.
+func StartWith(ctx context.Context, o Options) (*Server, error) {
 	bin, err := binDir()
 	if err != nil {
 		return nil, err
@@ -76,8 +103,12 @@ func Start(ctx context.Context) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pgtest: temp dir: %w", err)
 	}
-	s := &Server{dir: dir, bin: bin, cred: cred}
+	s := &Server{dir: dir, bin: bin, cred: cred, opts: o}
 	if err := s.initdb(ctx); err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	if err := s.setupTLS(); err != nil {
 		os.RemoveAll(dir)
 		return nil, err
 	}
@@ -113,13 +144,48 @@ func MustStart(tb testing.TB) *Server {
 // Stop and Restart.
 func (s *Server) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port)) }
 
-// URL returns a connection URL for database "postgres" as User over TCP,
-// without TLS.
+// URL returns a connection URL for database "postgres" as User over TCP:
+// without TLS, or with TLS verified against the authority's certificate
+// (sslmode=verify-full, sslrootcert) when the server has TLS.
 func (s *Server) URL() string { return s.URLFor(s.Addr()) }
 
 // URLFor is URL with another address in its place (a fault proxy's).
 func (s *Server) URLFor(addr string) string {
+	if s.opts.TLS != nil {
+		return "postgres://" + User + "@" + addr + "/postgres?sslmode=verify-full&sslrootcert=" + url.QueryEscape(s.opts.TLS.CAFile)
+	}
 	return "postgres://" + User + "@" + addr + "/postgres?sslmode=disable"
+}
+
+// setupTLS copies the server's certificate and key where the server's user
+// owns them (PostgreSQL refuses a key others can read) and makes
+// pg_hba.conf refuse plain TCP.
+func (s *Server) setupTLS() error {
+	p := s.opts.TLS
+	if p == nil {
+		return nil
+	}
+	for _, f := range []struct{ from, to string }{{p.ServerCertFile, "server.crt"}, {p.ServerKeyFile, "server.key"}} {
+		b, err := os.ReadFile(f.from)
+		if err != nil {
+			return fmt.Errorf("pgtest: %w", err)
+		}
+		to := filepath.Join(s.dir, f.to)
+		if err := os.WriteFile(to, b, 0o600); err != nil {
+			return fmt.Errorf("pgtest: %w", err)
+		}
+		if s.cred != nil {
+			if err := os.Chown(to, int(s.cred.Uid), int(s.cred.Gid)); err != nil {
+				return fmt.Errorf("pgtest: %w", err)
+			}
+		}
+	}
+	hba := filepath.Join(s.DataDir(), "pg_hba.conf")
+	old, err := os.ReadFile(hba)
+	if err != nil {
+		return fmt.Errorf("pgtest: %w", err)
+	}
+	return os.WriteFile(hba, append([]byte("hostnossl all all all reject\n"), old...), 0o600)
 }
 
 // DataDir returns the data directory, kept across Stop and Restart.
@@ -187,6 +253,11 @@ func (s *Server) Restart(ctx context.Context) error {
 		"-c", "dynamic_shared_memory_type=mmap",
 		"-c", "logging_collector=off",
 	)
+	if s.opts.TLS != nil {
+		cmd.Args = append(cmd.Args, "-c", "ssl=on",
+			"-c", "ssl_cert_file="+filepath.Join(s.dir, "server.crt"),
+			"-c", "ssl_key_file="+filepath.Join(s.dir, "server.key"))
+	}
 	// Each backend makes itself a session of its own (setsid), so signals
 	// for the whole server go to the postmaster's children one by one.
 	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL

@@ -6,7 +6,9 @@
 // replicas watched by three Sentinels (StartReplicated). Faults are real:
 // Kill ends the process as a crash would (SIGKILL), Pause stops it
 // (SIGSTOP), Restart starts it again on the same port (empty: nothing is
-// persisted), RestartAsReplica brings a failed primary back as a replica. On Linux the server dies with the test binary
+// persisted), RestartAsReplica brings a failed primary back as a replica.
+// StartWith adds TLS (tlstest's certificates) and ACL users. On Linux the
+// server dies with the test binary
 // (PR_SET_PDEATHSIG), so a crashed test leaves nothing behind.
 //
 // The package needs only the standard library.
@@ -28,6 +30,7 @@ import (
 	"time"
 
 	"github.com/kvbreaker/kvbreaker/internal/testservers/launcher"
+	"github.com/kvbreaker/kvbreaker/internal/testservers/tlstest"
 )
 
 // Binaries, found on PATH (or in /usr/bin).
@@ -52,6 +55,7 @@ type Server struct {
 	dir     string
 	port    int
 	cluster bool
+	opts    Options
 
 	// args are extra redis-server arguments for every (re)start: a
 	// replica's --replicaof, a configuration the test chose.
@@ -59,11 +63,28 @@ type Server struct {
 	args []string
 }
 
+// Options are a standalone server's security settings.
+type Options struct {
+	// TLS, when set, makes the server speak TLS only, on its one port
+	// (tls-port; port 0), with TLS's server certificate, and accept the
+	// client certificates TLS's authority signed: required when
+	// ClientCerts, optional otherwise.
+	TLS         *tlstest.PKI
+	ClientCerts bool
+	// Users are ACL rules, one user each, as redis.conf's "user" lines
+	// without the word: "app on >password ~app:* +@read". The default user
+	// (no password, every command) stays for the test's own set-up.
+	Users []string
+}
+
 // Start starts a standalone server; Close stops it and removes its
 // directory.
-func Start(ctx context.Context) (*Server, error) { return start(ctx, false) }
+func Start(ctx context.Context) (*Server, error) { return start(ctx, false, Options{}) }
 
-func start(ctx context.Context, cluster bool, args ...string) (*Server, error) {
+// StartWith starts a standalone server with o's TLS and users.
+func StartWith(ctx context.Context, o Options) (*Server, error) { return start(ctx, false, o) }
+
+func start(ctx context.Context, cluster bool, o Options, args ...string) (*Server, error) {
 	dir, err := os.MkdirTemp("", "redistest-")
 	if err != nil {
 		return nil, fmt.Errorf("redistest: temp dir: %w", err)
@@ -76,7 +97,7 @@ func start(ctx context.Context, cluster bool, args ...string) (*Server, error) {
 			os.RemoveAll(dir)
 			return nil, err
 		}
-		s := &Server{Server: launcher.Server{Name: "redistest", Grace: stopGrace}, dir: dir, port: port, cluster: cluster, args: args}
+		s := &Server{Server: launcher.Server{Name: "redistest", Grace: stopGrace}, dir: dir, port: port, cluster: cluster, opts: o, args: args}
 		if lastErr = s.Restart(ctx); lastErr == nil {
 			return s, nil
 		}
@@ -97,18 +118,49 @@ func MustStart(tb testing.TB) *Server {
 	return s
 }
 
+// MustStartWith is StartWith for tb, closed when tb finishes.
+func MustStartWith(tb testing.TB, o Options) *Server {
+	tb.Helper()
+	s, err := StartWith(tb.Context(), o)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(s.Close)
+	return s
+}
+
 // Addr returns host:port, the same across Stop and Restart.
 func (s *Server) Addr() string { return "127.0.0.1:" + strconv.Itoa(s.port) }
 
-// URL returns redis://host:port/0.
-func (s *Server) URL() string { return "redis://" + s.Addr() + "/0" }
+// URL returns redis://host:port/0, or rediss://… when the server speaks
+// TLS.
+func (s *Server) URL() string {
+	if s.opts.TLS != nil {
+		return "rediss://" + s.Addr() + "/0"
+	}
+	return "redis://" + s.Addr() + "/0"
+}
 
 // Restart starts a stopped server on the same port, empty. Restarting a
 // running server does nothing.
 func (s *Server) Restart(ctx context.Context) error {
 	return s.Server.Restart(ctx, func(ctx context.Context) (*launcher.Process, error) {
-		args := []string{"--port", strconv.Itoa(s.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-			"--dir", s.dir, "--daemonize", "no", "--logfile", "", "--protected-mode", "yes"}
+		args := []string{"--port", strconv.Itoa(s.port)}
+		if p := s.opts.TLS; p != nil {
+			auth := "optional"
+			if s.opts.ClientCerts {
+				auth = "yes"
+			}
+			args = []string{"--port", "0", "--tls-port", strconv.Itoa(s.port),
+				"--tls-cert-file", p.ServerCertFile, "--tls-key-file", p.ServerKeyFile,
+				"--tls-ca-cert-file", p.CAFile, "--tls-auth-clients", auth}
+		}
+		for _, u := range s.opts.Users {
+			// redis-server joins the words after --user into one line.
+			args = append(append(args, "--user"), strings.Fields(u)...)
+		}
+		args = append(args, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+			"--dir", s.dir, "--daemonize", "no", "--logfile", "", "--protected-mode", "yes")
 		if s.cluster {
 			// A restarted node forgets its cluster: nodes.conf is removed so it
 			// starts as a fresh, empty node.
@@ -182,7 +234,7 @@ func startCluster(ctx context.Context, masters, replicas int) (*Cluster, error) 
 	}
 	c := &Cluster{}
 	for range masters * (1 + replicas) {
-		s, err := start(ctx, true)
+		s, err := start(ctx, true, Options{})
 		if err != nil {
 			c.Close()
 			return nil, err

@@ -80,14 +80,14 @@ func StartReplicated(ctx context.Context, o ReplicatedOptions) (*Replicated, err
 		o.DownAfter = time.Second
 	}
 	r := &Replicated{}
-	primary, err := start(ctx, false, o.ServerArgs...)
+	primary, err := start(ctx, false, Options{}, o.ServerArgs...)
 	if err != nil {
 		return nil, err
 	}
 	r.Servers = append(r.Servers, primary)
 	for range o.Replicas {
 		args := append(slices.Clone(o.ServerArgs), "--replicaof", "127.0.0.1", strconv.Itoa(primary.port))
-		s, err := start(ctx, false, args...)
+		s, err := start(ctx, false, Options{}, args...)
 		if err != nil {
 			r.Close()
 			return nil, err

@@ -1,0 +1,121 @@
+package etcd_test
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kvbreaker/kvbreaker"
+	"github.com/kvbreaker/kvbreaker/backends/etcd"
+	"github.com/kvbreaker/kvbreaker/driver"
+	"github.com/kvbreaker/kvbreaker/internal/fleettest"
+	"github.com/kvbreaker/kvbreaker/internal/testservers/etcdtest"
+	"github.com/kvbreaker/kvbreaker/internal/testservers/tlstest"
+)
+
+// TestClientCertificates: an etcd that speaks TLS only and requires a
+// client certificate its authority signed (--client-cert-auth), reached
+// through Dial with a tls.Config holding that authority and a client
+// certificate: a fleet of Breakers, each with its own client, runs a
+// circuit's life, and Follow delivers a change and Synced.
+func TestClientCertificates(t *testing.T) {
+	pki := tlstest.MustNew(t, "etcd test CA")
+	srv := etcdtest.MustStartWith(t, etcdtest.Options{TLS: pki, ClientCerts: true})
+	prefix := uniquePrefix(t)
+	var stores []driver.Store
+	for range 4 {
+		s, err := etcd.Dial(t.Context(), srv.Endpoints(), pki.ClientConfig())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = s.Close() })
+		p, err := kvbreaker.Prefixed(s, prefix)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stores = append(stores, p)
+	}
+	f := fleettest.New(t, stores, kvbreaker.Settings{FailureThreshold: 3, FailureWindow: time.Minute, RecoveryDelay: 10 * time.Minute})
+	f.Cycle(t, "inbox.example", 16)
+
+	s, err := etcd.Dial(t.Context(), srv.Endpoints(), pki.ClientConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	got := make(chan driver.Change, 16)
+	done := make(chan error, 1)
+	go func() {
+		done <- s.Follow(ctx, prefix+"follow/", 200*time.Millisecond, func(c driver.Change) {
+			if c.Kind == driver.ChangePut || c.Kind == driver.ChangeSynced {
+				select {
+				case got <- c:
+				default:
+				}
+			}
+		})
+	}()
+	put := false
+	for !put {
+		select {
+		case c := <-got:
+			if c.Kind == driver.ChangeSynced {
+				if _, err := s.CompareAndSwap(ctx, prefix+"follow/k", 0, []byte("v"), time.Minute); err != nil {
+					t.Fatal(err)
+				}
+			}
+			put = c.Kind == driver.ChangePut && c.Key == prefix+"follow/k"
+		case <-ctx.Done():
+			t.Fatal("Follow over TLS delivered no change")
+		}
+	}
+	cancel()
+	<-done
+}
+
+// TestTLSMismatch: Dial against an etcd that requires TLS and a client
+// certificate reports each mismatch as a *driver.TLSError of its kind, after
+// ConnectTimeout rather than when its context ends (clientv3 retries a
+// failed handshake and says only that the context ended), naming the fix:
+// a client that trusts another authority, one without a client
+// certificate, and a plain-text client.
+func TestTLSMismatch(t *testing.T) {
+	pki := tlstest.MustNew(t, "etcd test CA")
+	other := tlstest.MustNew(t, "another CA")
+	srv := etcdtest.MustStartWith(t, etcdtest.Options{TLS: pki, ClientCerts: true})
+	plain := "http://" + strings.TrimPrefix(srv.Endpoints()[0], "https://")
+	for _, tc := range []struct {
+		name string
+		eps  []string
+		cfg  *tls.Config
+		kind driver.TLSProblem
+		want string
+	}{
+		{"another CA", srv.Endpoints(), other.ClientConfig(), driver.TLSUntrusted, `signed by an authority the client does not trust ("etcd test CA"): give the client the authority that signed it (tls.Config.RootCAs)`},
+		{"no client certificate", srv.Endpoints(), pki.ServerOnlyConfig(), driver.TLSClientCertRefused, "tls.Config.Certificates"},
+		{"plain text", []string{plain}, nil, driver.TLSServerSpeaksTLS, "the server speaks TLS and the client plain text"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+			defer cancel()
+			start := time.Now()
+			s, err := etcd.Dial(ctx, tc.eps, tc.cfg)
+			if err == nil {
+				s.Close()
+				t.Fatal("Dial succeeded")
+			}
+			te, ok := errors.AsType[*driver.TLSError](err)
+			if !ok || te.Kind != tc.kind || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("Dial: %v, want a TLSError of kind %d saying %q", err, tc.kind, tc.want)
+			}
+			if d := time.Since(start); d > etcd.ConnectTimeout+5*time.Second {
+				t.Errorf("took %v, want about ConnectTimeout (%v)", d, etcd.ConnectTimeout)
+			}
+		})
+	}
+}

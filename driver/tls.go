@@ -1,0 +1,191 @@
+package driver
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"net"
+	"strings"
+	"time"
+)
+
+// TLSError says why a TLS connection to a store failed and what fixes it:
+// "TLS with etcd at https://10.0.0.1:2379 failed: the server's certificate
+// is signed by an authority the client does not trust (\"etcd CA\"): give
+// the client the authority that signed it (tls.Config.RootCAs)". Adapters
+// return it as the cause of a *OpError; it unwraps to the handshake's
+// error (x509.UnknownAuthorityError, x509.HostnameError, …). A command
+// that sets the TLS configuration from flags can say Fix in its own terms
+// with errors.As.
+type TLSError struct {
+	// Backend names the store as the message does ("etcd", "redis").
+	Backend string
+	// Endpoint is where the client connected, without credentials.
+	Endpoint string
+	// Kind says which side must change (TLSUntrusted, …).
+	Kind TLSProblem
+	// Reason is what happened, in a few words.
+	Reason string
+	// Fix is what to change, in terms of the library's crypto/tls
+	// configuration.
+	Fix string
+	// Err is the handshake's error.
+	Err error
+}
+
+// TLSProblem classifies a TLSError.
+type TLSProblem int
+
+const (
+	// TLSUntrusted: the server's certificate is signed by an authority
+	// the client does not trust (or is self-signed).
+	TLSUntrusted TLSProblem = iota + 1
+	// TLSWrongName: the server's certificate is not for the name the
+	// client connected to.
+	TLSWrongName
+	// TLSInvalidCert: the server's certificate has expired, is not valid
+	// yet, or may not serve TLS.
+	TLSInvalidCert
+	// TLSClientCertRefused: the server requires a client certificate and
+	// got none, or refused the one it got.
+	TLSClientCertRefused
+	// TLSServerPlain: the client speaks TLS, the server plain text.
+	TLSServerPlain
+	// TLSServerSpeaksTLS: the client speaks plain text, the server TLS.
+	TLSServerSpeaksTLS
+)
+
+func (e *TLSError) Error() string {
+	s := "TLS with " + e.Backend + " at " + e.Endpoint + " failed: " + e.Reason
+	if e.Fix != "" {
+		s += ": " + e.Fix
+	}
+	return s
+}
+
+// Unwrap returns the handshake's error.
+func (e *TLSError) Unwrap() error { return e.Err }
+
+// ClassifyTLS returns a *TLSError for backend at endpoint if err is a TLS
+// handshake failure it recognises (an untrusted, misnamed or invalid server
+// certificate, a client certificate the server requires or refuses, a
+// server that answers in plain text), or nil.
+func ClassifyTLS(backend, endpoint string, err error) *TLSError {
+	if err == nil {
+		return nil
+	}
+	e := &TLSError{Backend: backend, Endpoint: endpoint, Err: err}
+	var ua x509.UnknownAuthorityError
+	var hn x509.HostnameError
+	var ci x509.CertificateInvalidError
+	var rh tls.RecordHeaderError
+	switch {
+	case errors.As(err, &ua):
+		e.Kind = TLSUntrusted
+		e.Reason = "the server's certificate is signed by an authority the client does not trust"
+		if ua.Cert != nil && ua.Cert.Issuer.CommonName != "" {
+			e.Reason += " (" + quote(ua.Cert.Issuer.CommonName) + ")"
+		}
+		e.Fix = "give the client the authority that signed it (tls.Config.RootCAs)"
+	case errors.As(err, &hn):
+		e.Kind = TLSWrongName
+		e.Reason = "the server's certificate is not for the name the client connected to (" + hn.Error() + ")"
+		e.Fix = "connect by a name or address the certificate holds, or set tls.Config.ServerName to one"
+	case errors.As(err, &ci):
+		e.Kind = TLSInvalidCert
+		e.Reason = "the server's certificate is not valid (" + ci.Error() + ")"
+		e.Fix = "renew the server's certificate, or check this machine's clock"
+	case errors.As(err, &rh):
+		e.Kind = TLSServerPlain
+		e.Reason = "the server does not speak TLS (its first bytes are not a TLS record)"
+		e.Fix = "connect without TLS, or turn TLS on at the server"
+	case remoteAlert(err, "certificate required", "bad certificate", "unknown certificate authority", "certificate unknown"):
+		e.Kind = TLSClientCertRefused
+		e.Reason = "the server requires a client certificate its authority signed and refused this connection's (" + alertText(err) + ")"
+		e.Fix = "give the client a certificate and key the server's authority signed (tls.Config.Certificates)"
+	default:
+		return nil
+	}
+	return e
+}
+
+// remoteAlert reports whether err is a TLS alert from the peer (crypto/tls
+// reports those as a *net.OpError of Op "remote error", whose alert type is
+// unexported) naming one of alerts.
+func remoteAlert(err error, alerts ...string) bool {
+	op, ok := errors.AsType[*net.OpError](err)
+	if !ok || op.Op != "remote error" || op.Err == nil {
+		return false
+	}
+	for _, a := range alerts {
+		if strings.HasSuffix(op.Err.Error(), a) {
+			return true
+		}
+	}
+	return false
+}
+
+func alertText(err error) string {
+	if op, ok := errors.AsType[*net.OpError](err); ok && op.Err != nil {
+		return "its alert: " + op.Err.Error()
+	}
+	return err.Error()
+}
+
+func quote(s string) string { return `"` + s + `"` }
+
+// ProbeTLS diagnoses why a store's TLS (or plain-text) connection to addr
+// (host:port) fails when its client only says that no answer came (as
+// etcd's client does, retrying the handshake until the context ends). With
+// cfg it completes a handshake as the client would and reads briefly, for
+// a refusal of the client certificate that TLS 1.3 sends after the
+// handshake; without cfg (a plain-text client) it checks whether the server
+// speaks TLS. It returns a *TLSError naming the problem, or nil when it
+// finds none (or cannot tell within ctx).
+func ProbeTLS(ctx context.Context, backend, endpoint, addr string, cfg *tls.Config) *TLSError {
+	d := &net.Dialer{}
+	raw, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil
+	}
+	defer raw.Close()
+	if dl, ok := ctx.Deadline(); ok {
+		_ = raw.SetDeadline(dl)
+	}
+	if cfg == nil {
+		c := tls.Client(raw, &tls.Config{InsecureSkipVerify: true, ServerName: hostOf(addr)}) // only asks whether the server speaks TLS
+		if c.HandshakeContext(ctx) != nil {
+			return nil
+		}
+		return &TLSError{Backend: backend, Endpoint: endpoint, Kind: TLSServerSpeaksTLS,
+			Reason: "the server speaks TLS and the client plain text",
+			Fix:    "connect with TLS, trusting the authority that signed the server's certificate"}
+	}
+	cfg = cfg.Clone()
+	if cfg.ServerName == "" {
+		cfg.ServerName = hostOf(addr)
+	}
+	// etcd's client offers HTTP/2 (gRPC); a server that requires it
+	// refuses a handshake that offers nothing.
+	if len(cfg.NextProtos) == 0 {
+		cfg.NextProtos = []string{"h2"}
+	}
+	c := tls.Client(raw, cfg)
+	if err := c.HandshakeContext(ctx); err != nil {
+		return ClassifyTLS(backend, endpoint, err)
+	}
+	// A TLS 1.3 server checks the client's certificate after the client's
+	// handshake ends and says so in an alert: wait briefly for one.
+	_ = c.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+	_, err = c.Read(make([]byte, 1))
+	return ClassifyTLS(backend, endpoint, err)
+}
+
+func hostOf(addr string) string {
+	h, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return addr
+	}
+	return h
+}
