@@ -99,7 +99,7 @@ type Settings struct {
 	// CacheStaleness: how long a cached record may be served. Default 1 s.
 	CacheStaleness time.Duration
 	// Mirror makes the Breaker follow its store's records (the store must
-	// be a driver.Follower: etcd, Redis, PostgreSQL, memory, or Prefixed
+	// be a driver.Follower: etcd, Redis, PostgreSQL, NATS, SQLite, memory, or Prefixed
 	// over one) into a local mirror, and decide from it while the feed is
 	// healthy: then Allow, and a Success or ReachableFailure on a host
 	// without a record, cost no store request; writes still
@@ -173,7 +173,7 @@ func (s *Settings) config(store driver.Store, t driver.Traits) (machine.Config, 
 	}, t)
 	errs := []error{err}
 	if s.Mirror && !follows(store) {
-		errs = append(errs, fmt.Errorf("store %T cannot follow its keys (it is no driver.Follower), which Mirror needs: set Mirror false, or use a store that can (etcd, Redis, PostgreSQL, memory)", store))
+		errs = append(errs, fmt.Errorf("store %T cannot follow its keys (it is no driver.Follower), which Mirror needs: set Mirror false, or use a store that can (etcd, Redis, PostgreSQL, NATS, SQLite, memory)", store))
 	}
 	if s.CallTimeout < 0 {
 		errs = append(errs, fmt.Errorf("CallTimeout is %v: set a positive duration, or zero for the default %v", s.CallTimeout, DefaultCallTimeout))

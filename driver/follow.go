@@ -11,9 +11,11 @@ import (
 // and, while the feed is healthy, decides from a local mirror of them
 // instead of reading the store; its writes still compare-and-swap against
 // the store. etcd (Watch from a revision), Redis (CLIENT TRACKING in BCAST
-// mode), PostgreSQL (LISTEN/NOTIFY from a trigger) and the memory store
-// implement it; DynamoDB (no streams this adapter can rely on) and Workers
-// KV (eventually consistent for up to 60 s) do not.
+// mode), PostgreSQL (LISTEN/NOTIFY from a trigger), NATS JetStream KV (a
+// push consumer of the bucket's stream), SQLite (polling the file, as no
+// push crosses processes) and the memory store implement it; DynamoDB (no
+// streams this adapter can rely on), Workers KV (eventually consistent for
+// up to 60 s) and MySQL (only its binary log pushes changes) do not.
 //
 // The feed's one promise is that a follower that has seen Synced{At: t}
 // knows, for every key changed before t, either its latest state committed
@@ -24,7 +26,7 @@ import (
 // connection, a compacted history, an overflowing buffer, a resent
 // subscription) is reported as Lost, never resumed silently past a gap.
 //
-// etcd and the memory store deliver values (Put, Delete). Redis and
+// etcd, NATS, SQLite and the memory store deliver values (Put, Delete). Redis and
 // PostgreSQL learn only which keys changed (an invalidation, a NOTIFY of
 // the key) and deliver Stale for them: a follower reads such a key from
 // the store when it next needs it, rather than every follower re-reading
@@ -84,7 +86,7 @@ const (
 	// ChangeStale: Key may have changed since the last state delivered
 	// for it (if any); its state is unknown until read from the store. Version is
 	// NoVersion. Redis and PostgreSQL send it for each key they are told
-	// changed; etcd and the memory store send values instead.
+	// changed; etcd, NATS, SQLite and the memory store send values instead.
 	ChangeStale
 )
 
