@@ -189,6 +189,13 @@ var _ = mysql.New
 var db = must(sql.Open("mysql", "readme@tcp(127.0.0.1:1)/readme")) // connects lazily
 `,
 	},
+	"sqlite": {
+		module:  "backends/sqlite",
+		imports: []string{`"github.com/kvbreaker/kvbreaker/backends/sqlite"`},
+		prelude: `
+var _ = sqlite.Open
+`,
+	},
 	"nats": {
 		module:  "backends/nats",
 		imports: []string{`"github.com/kvbreaker/kvbreaker/backends/nats"`, `natsgo "github.com/nats-io/nats.go"`},

@@ -78,7 +78,7 @@ func TestVerifyFullAndLimitedRole(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		done <- s.Follow(fctx, prefix+"follow/", 200*time.Millisecond, func(c driver.Change) {
-			if c.Kind == driver.ChangePut || c.Kind == driver.ChangeSynced {
+			if c.Kind == driver.ChangeStale || c.Kind == driver.ChangeSynced {
 				select {
 				case got <- c:
 				default:
@@ -94,7 +94,7 @@ func TestVerifyFullAndLimitedRole(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			put = c.Kind == driver.ChangePut && c.Key == prefix+"follow/k"
+			put = c.Kind == driver.ChangeStale && c.Key == prefix+"follow/k"
 		case <-fctx.Done():
 			t.Fatal("Follow over TLS delivered no change")
 		}

@@ -101,11 +101,10 @@ func TestTLSAndLimitedACLUser(t *testing.T) {
 		}()
 		n := fd.waitFor(t, 0, 10*time.Second, "snapshot", putOf(prefix+"before", 0))
 		n = fd.waitFor(t, n, 10*time.Second, "Synced", kindIs(driver.ChangeSynced))
-		v, err := s.CompareAndSwap(t.Context(), prefix+"after", 0, []byte("b"), time.Minute)
-		if err != nil {
+		if _, err := s.CompareAndSwap(t.Context(), prefix+"after", 0, []byte("b"), time.Minute); err != nil {
 			t.Fatal(err)
 		}
-		fd.waitFor(t, n, 10*time.Second, "the change", putOf(prefix+"after", v))
+		fd.waitFor(t, n, 10*time.Second, "the change", staleOf(prefix+"after"))
 	})
 
 	t.Run("outside the prefix", func(t *testing.T) {
@@ -277,7 +276,7 @@ func exercise(ctx context.Context, s *redis.Store, admin *goredis.Client, prefix
 			switch {
 			case c.Kind == driver.ChangeSynced:
 				notify(synced)
-			case c.Kind == driver.ChangePut && c.Key == prefix+"follow/k":
+			case c.Kind == driver.ChangeStale && c.Key == prefix+"follow/k":
 				notify(put)
 			case c.Kind == driver.ChangeLost:
 				select {

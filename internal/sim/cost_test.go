@@ -12,10 +12,10 @@ import (
 // kvbreaker sends fewer store requests per 1,000 deliveries than the fedify
 // model, with its cache off and, fewer still, on; the ratios are logged.
 // The cache's decision differences are counted, each on a record younger
-// than CacheStaleness. Under -short or -race (which slows this one-goroutine
-// simulator about tenfold), a smaller fleet: run
-// `go test -run TestStoreCostBelowFedify -v ./internal/sim/` for the
-// default scenario. The negative control
+// than CacheStaleness. It runs the default scenario also under -race
+// (about 15 s), since the 0.05× goal below is the default scenario's; under
+// -short, a smaller fleet, whose fewer deliveries per change cost the lazy
+// feed more (0.060× measured), held to 0.07×. The negative control
 // raises CacheStaleness to 10 minutes: stale decisions then occur, on
 // records older than a second, so the counters can count.
 //
@@ -27,9 +27,9 @@ import (
 // on a mirror that had not yet received a change less than 5 ms old. Its
 // control (10 min delay) shows those counters counting lags past 5 ms.
 func TestStoreCostBelowFedify(t *testing.T) {
-	s := Scenario{Seed: 1}
-	if testing.Short() || raceEnabled {
-		s = Scenario{Seed: 1, Hosts: 200, Workers: 16, Duration: 3 * time.Hour}
+	s, lazyBound := Scenario{Seed: 1}, 0.05
+	if testing.Short() {
+		s, lazyBound = Scenario{Seed: 1, Hosts: 200, Workers: 16, Duration: 3 * time.Hour}, 0.07
 	}
 	r := run(t, s)
 	fed, kv, kvc, gob := byName(t, r, "fedify-model"), byName(t, r, "kvbreaker"), byName(t, r, "kvbreaker+cache"), byName(t, r, "gobreaker-distributed")
@@ -56,8 +56,8 @@ func TestStoreCostBelowFedify(t *testing.T) {
 	if ratio := m.RequestsPer1000DeliveriesNoFeedReads / fed.RequestsPer1000Deliveries; ratio > 0.05 {
 		t.Errorf("kvbreaker+mirror: %.1f requests per 1,000 deliveries with a feed of values, %.3f× fedify's: want at most 0.05×", m.RequestsPer1000DeliveriesNoFeedReads, ratio)
 	}
-	if ratio := mir.RequestsPer1000Deliveries / fed.RequestsPer1000Deliveries; ratio > 0.05 || m.FeedReads == 0 {
-		t.Errorf("kvbreaker+mirror: %.1f requests per 1,000 deliveries with a feed of invalidations (%d reads after a Stale), %.3f× fedify's: want at most 0.05×, and some reads", mir.RequestsPer1000Deliveries, m.FeedReads, ratio)
+	if ratio := mir.RequestsPer1000Deliveries / fed.RequestsPer1000Deliveries; ratio > lazyBound || m.FeedReads == 0 {
+		t.Errorf("kvbreaker+mirror: %.1f requests per 1,000 deliveries with a feed of invalidations (%d reads after a Stale), %.3f× fedify's: want at most %.2f×, and some reads", mir.RequestsPer1000Deliveries, m.FeedReads, ratio, lazyBound)
 	}
 	checkMirrorStale(t, kv, mir, 5)
 	t.Logf("kvbreaker+mirror (delay %s): %.1f requests per 1,000 deliveries with a feed of values (ratio %.4f), %.1f with a feed of invalidations, a changed key read when next asked about (ratio %.4f); "+
