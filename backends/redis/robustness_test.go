@@ -79,21 +79,37 @@ func sentinelInject(r *redistest.Replicated) func(ctx context.Context, f robustn
 				if err := primary.Resume(); err != nil {
 					return err
 				}
-				np, err := r.Primary(ctx)
-				if err != nil {
-					return err
-				}
-				if np != primary {
-					// Replaced while paused: demote it now, as Sentinel
-					// does on its next look at it (up to 10 s later).
-					if err := replicaOf(ctx, primary.Addr(), np.Addr()); err != nil {
-						return err
-					}
-				}
-				return r.WaitSynced(ctx, np)
+				return healPair(ctx, r, primary)
 			}, nil
 		}
 		return nil, fmt.Errorf("unknown fault %q", f.Kind)
+	}
+}
+
+// healPair waits until the Sentinels agree on a primary and the other
+// server replicates it, demoting old if it was replaced while paused (as
+// Sentinel does on its next look at it, up to 10 s later). A failover the
+// Sentinels started during a short pause can still settle either way, so
+// it looks again until the pair is in sync.
+func healPair(ctx context.Context, r *redistest.Replicated, old *redistest.Server) error {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	for {
+		np, err := r.Primary(ctx)
+		if err != nil {
+			return err
+		}
+		if np != old {
+			if err := replicaOf(ctx, old.Addr(), np.Addr()); err != nil {
+				return err
+			}
+		}
+		sctx, scancel := context.WithTimeout(ctx, 5*time.Second)
+		err = r.WaitSynced(sctx, np)
+		scancel()
+		if err == nil || ctx.Err() != nil {
+			return err
+		}
 	}
 }
 

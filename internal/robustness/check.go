@@ -101,10 +101,10 @@ func (c *checker) lossyKey(key string) bool {
 // observation is a version a store call found a key at: a Get's, a
 // conflict's current one, or the one a successful write compared.
 type observation struct {
-	start time.Duration
-	ver   driver.Version
-	value []byte // the record, where the call saw it
-	write int    // index of the CAS event that wrote value (-1: a read)
+	start, end time.Duration
+	ver        driver.Version
+	value      []byte // the record, where the call saw it
+	write      int    // index of the CAS event that wrote value (-1: a read)
 }
 
 // lost measures the acknowledged writes the store lost: a compare-and-swap
@@ -120,16 +120,16 @@ func (c *checker) lost() {
 	for i, e := range c.h.Events {
 		switch {
 		case e.Op == OpGet && e.Found:
-			obs[e.Key] = append(obs[e.Key], observation{start: e.Start, ver: e.Ver, value: e.Value, write: -1})
+			obs[e.Key] = append(obs[e.Key], observation{start: e.Start, end: e.End, ver: e.Ver, value: e.Value, write: -1})
 		case e.Conflict && e.HasCur && e.CurVer != driver.NoVersion:
-			obs[e.Key] = append(obs[e.Key], observation{start: e.Start, ver: e.CurVer, value: e.CurValue, write: -1})
+			obs[e.Key] = append(obs[e.Key], observation{start: e.Start, end: e.End, ver: e.CurVer, value: e.CurValue, write: -1})
 		case e.OK && (e.Op == OpCAS || e.Op == OpCAD):
 			if e.Old != driver.NoVersion {
-				obs[e.Key] = append(obs[e.Key], observation{start: e.Start, ver: e.Old, write: -1})
+				obs[e.Key] = append(obs[e.Key], observation{start: e.Start, end: e.End, ver: e.Old, write: -1})
 			}
 			if e.Op == OpCAS {
 				// What it wrote, as seen from its end on.
-				obs[e.Key] = append(obs[e.Key], observation{start: e.End, ver: e.Ver, value: e.Value, write: i})
+				obs[e.Key] = append(obs[e.Key], observation{start: e.End, end: e.End, ver: e.Ver, value: e.Value, write: i})
 			}
 		}
 	}
@@ -144,17 +144,19 @@ func (c *checker) lost() {
 			minAfter[i] = min(minAfter[i+1], seen[i].ver)
 		}
 		for _, o := range seen {
-			if o.write < 0 {
+			j, _ := slices.BinarySearchFunc(seen, o.end+1, func(a observation, t time.Duration) int { return int(a.start - t) })
+			if minAfter[j] >= o.ver {
 				continue
 			}
-			e := c.h.Events[o.write]
-			j, _ := slices.BinarySearchFunc(seen, e.End+1, func(a observation, t time.Duration) int { return int(a.start - t) })
-			if minAfter[j] < e.Ver {
-				c.lossy[key] = true
-				if lostVer[key] == nil {
-					lostVer[key] = map[driver.Version]bool{}
-				}
-				lostVer[key][e.Ver] = true
+			// A version seen, then an older one: the key lost a write
+			// (acknowledged, or one whose answer was lost but which a
+			// read saw).
+			c.lossy[key] = true
+			if lostVer[key] == nil {
+				lostVer[key] = map[driver.Version]bool{}
+			}
+			lostVer[key][o.ver] = true
+			if o.write >= 0 {
 				lostEvents = append(lostEvents, o.write)
 			}
 		}
