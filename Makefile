@@ -13,7 +13,7 @@
 #   make bench                 round trips per decision, contention, and benchmarks vs gobreaker
 #   make fuzz                  fuzz the record and host-key decoders
 #   make mutants               mutation test of the core (not part of make test; tools/mutants)
-#   make robustness            long seeded fault schedules on a 3-member etcd cluster (internal/robustness)
+#   make robustness            long seeded fault schedules on etcd, Redis and PostgreSQL (internal/robustness)
 #   make published             the published-path check alone (make consumers: its consumer graphs)
 #   make release VERSION=v0.1.0   what tools/release would change and tag (dry run; docs/RELEASING.md)
 #   make tidy                  go mod tidy of every module (tools/release -tidy)
@@ -98,10 +98,15 @@ MUTANTS ?=
 mutants:
 	$(GO) run ./tools/mutants $(MUTANTS)
 
-# Breakers over a 3-member etcd cluster while members are killed,
-# restarted, partitioned and paused on schedules drawn from seeds, the
-# history checked by internal/robustness (make test runs one 15 s schedule).
+# Breakers over a 3-member etcd cluster (members killed, restarted,
+# partitioned, paused), a Redis server and a Redis primary and replica
+# behind Sentinel (primary killed or paused, the replica promoted; also
+# with WithWaitReplicas) and a PostgreSQL server (killed, restarted,
+# paused), on schedules drawn from seeds, the history checked by
+# internal/robustness (make test runs one short schedule of each).
 # Replay a failure: make robustness ROBUSTNESS='-seed N'.
 ROBUSTNESS ?= -seeds 5 -faultphase 2m
 robustness:
 	$(GO) test -count=1 -v -timeout 60m -run TestRobustness ./backends/etcd/ -args $(ROBUSTNESS)
+	$(GO) test -count=1 -v -timeout 90m -run TestRobustness ./backends/redis/ -args $(ROBUSTNESS)
+	$(GO) test -count=1 -v -timeout 60m -run TestRobustness ./backends/postgres/ -args $(ROBUSTNESS)

@@ -33,9 +33,16 @@ type checker struct {
 	atomic       bool
 	violations   []error
 	inconclusive []string
+	allowed      []string
+	// lossy holds the store keys on which an acknowledged write was lost.
+	lossy map[string]bool
+	// lostWrite holds the indices of the lost writes' events.
+	lostWrite                              map[int]bool
+	lostWrites, lostFailures, secondProbes int
 }
 
 func (c *checker) run() {
+	c.lost()
 	c.failuresOnce()
 	if c.atomic {
 		c.oneProbe()
@@ -59,6 +66,138 @@ func (c *checker) report(inv string, found []string) {
 	}
 	c.violations = append(c.violations, fmt.Errorf("%w: %s (store %s, seed %d): %s%s",
 		ErrViolation, inv, c.cfg.Store, c.cfg.Seed, strings.Join(found, "; "), more))
+}
+
+// keyed is a finding on one store key (or host), which a store's declared
+// loss of acknowledged writes may explain.
+type keyed struct{ key, msg string }
+
+// reportKeyed reports findings of inv: those on a key that lost an
+// acknowledged write are allowed when the store declares it may, the rest
+// are violations.
+func (c *checker) reportKeyed(inv string, found []keyed) {
+	var strict []string
+	for _, f := range found {
+		if c.cfg.LosesAckedWrites && c.lossyKey(f.key) {
+			c.allowed = append(c.allowed, inv+": "+f.msg)
+			continue
+		}
+		strict = append(strict, f.msg)
+	}
+	c.report(inv, strict)
+}
+
+// lossyKey reports whether key, a store key or a host (whose store key
+// may carry a prefix), lost an acknowledged write.
+func (c *checker) lossyKey(key string) bool {
+	for k := range c.lossy {
+		if k == key || strings.HasSuffix(k, key) {
+			return true
+		}
+	}
+	return false
+}
+
+// observation is a version a store call found a key at: a Get's, a
+// conflict's current one, or the one a successful write created.
+type observation struct {
+	start, end time.Duration
+	ver        driver.Version
+	value      []byte // the record, where the call saw it
+	write      int    // index of the CAS event that wrote value (-1: a read)
+}
+
+// lost measures the acknowledged writes the store lost: a compare-and-swap
+// that succeeded (version v) and a call that started after it returned
+// found the key at an older version than v. Versions of a key only grow
+// on every store the harness runs (etcd's revisions, Redis's and the
+// memory store's counters), so an older one means the write was undone.
+// The failure instants such a write held that no later, surviving record
+// holds are the failure counts lost.
+func (c *checker) lost() {
+	c.lossy = map[string]bool{}
+	obs := map[string][]observation{}
+	for i, e := range c.h.Events {
+		switch {
+		case e.Op == OpGet && e.Found:
+			obs[e.Key] = append(obs[e.Key], observation{start: e.Start, end: e.End, ver: e.Ver, value: e.Value, write: -1})
+		case e.Conflict && e.HasCur && e.CurVer != driver.NoVersion:
+			obs[e.Key] = append(obs[e.Key], observation{start: e.Start, end: e.End, ver: e.CurVer, value: e.CurValue, write: -1})
+		case e.OK && e.Op == OpCAS:
+			// What it wrote, as seen from its end on. (The version a
+			// successful write compared is not used: an adapter that
+			// recognises its own retried write answers it as done.)
+			obs[e.Key] = append(obs[e.Key], observation{start: e.End, end: e.End, ver: e.Ver, value: e.Value, write: i})
+		}
+	}
+	lostVer := map[string]map[driver.Version]bool{}
+	var lostEvents []int
+	for key, seen := range obs {
+		slices.SortFunc(seen, func(a, b observation) int { return int(a.start - b.start) })
+		// minAfter[i]: the least version observed from seen[i] on.
+		minAfter := make([]driver.Version, len(seen)+1)
+		minAfter[len(seen)] = math.MaxUint64
+		for i := len(seen) - 1; i >= 0; i-- {
+			minAfter[i] = min(minAfter[i+1], seen[i].ver)
+		}
+		for _, o := range seen {
+			j, _ := slices.BinarySearchFunc(seen, o.end+1, func(a observation, t time.Duration) int { return int(a.start - t) })
+			if minAfter[j] >= o.ver {
+				continue
+			}
+			// A version seen, then an older one: the key lost a write
+			// (acknowledged, or one whose answer was lost but which a
+			// read saw).
+			c.lossy[key] = true
+			if lostVer[key] == nil {
+				lostVer[key] = map[driver.Version]bool{}
+			}
+			lostVer[key][o.ver] = true
+			if o.write >= 0 {
+				lostEvents = append(lostEvents, o.write)
+			}
+		}
+	}
+	c.lostWrites = len(lostEvents)
+	c.lostWrite = map[int]bool{}
+	for _, i := range lostEvents {
+		c.lostWrite[i] = true
+	}
+	// The last time a surviving record was seen holding each failure.
+	lastHeld := map[string]map[int64]time.Duration{}
+	for key, seen := range obs {
+		lastHeld[key] = map[int64]time.Duration{}
+		for _, o := range seen {
+			if o.value == nil || lostVer[key][o.ver] {
+				continue
+			}
+			r, err := record.DecodeRecord(o.value)
+			if err != nil {
+				continue
+			}
+			for _, t := range r.Failures {
+				lastHeld[key][t.UnixMilli()] = max(lastHeld[key][t.UnixMilli()], o.start)
+			}
+		}
+	}
+	counted := map[string]map[int64]bool{}
+	for _, i := range lostEvents {
+		e := c.h.Events[i]
+		r, err := record.DecodeRecord(e.Value)
+		if err != nil {
+			continue
+		}
+		if counted[e.Key] == nil {
+			counted[e.Key] = map[int64]bool{}
+		}
+		for _, t := range r.Failures {
+			m := t.UnixMilli()
+			if last, ok := lastHeld[e.Key][m]; (!ok || last <= e.End) && !counted[e.Key][m] {
+				counted[e.Key][m] = true
+				c.lostFailures++
+			}
+		}
+	}
 }
 
 func ms(d time.Duration) string { return d.Round(time.Millisecond).String() }
@@ -116,17 +255,20 @@ func (c *checker) oneProbe() {
 			probes[e.Key] = append(probes[e.Key], e)
 		}
 	}
-	var found []string
+	var found []keyed
 	for host, ps := range probes {
 		slices.SortFunc(ps, func(a, b Event) int { return a.Now[0].Compare(b.Now[0]) })
 		for i := 1; i < len(ps); i++ {
 			if d := ps[i].Now[0].Sub(ps[i-1].Now[0]); d < rd {
-				found = append(found, fmt.Sprintf("%s: probes by worker %d and worker %d %s apart on the fleet clock (RecoveryDelay %s), at %s and %s",
-					host, ps[i-1].Worker, ps[i].Worker, ms(d), ms(rd), ms(ps[i-1].Start), ms(ps[i].Start)))
+				if c.lossyKey(host) {
+					c.secondProbes++
+				}
+				found = append(found, keyed{host, fmt.Sprintf("%s: probes by worker %d and worker %d %s apart on the fleet clock (RecoveryDelay %s), at %s and %s",
+					host, ps[i-1].Worker, ps[i].Worker, ms(d), ms(rd), ms(ps[i-1].Start), ms(ps[i].Start))})
 			}
 		}
 	}
-	c.report(InvOneProbe, found)
+	c.reportKeyed(InvOneProbe, found)
 }
 
 func (c *checker) callTime() {
@@ -183,7 +325,8 @@ func (c *checker) recovery() {
 // write whose outcome is unknown. Once the store is healthy, no stretch
 // may last more than RecoveryDelay plus Slack (measured from its start or
 // from the store's health, whichever is later, to the start of the write
-// that ends it: a lower bound of its true length).
+// that ends it: a lower bound of its true length). Writes the store lost
+// are not part of the record's history.
 func (c *checker) halfOpen() {
 	healthy := c.h.Heal + c.cfg.Settle
 	limit := c.cfg.Settings.RecoveryDelay + c.cfg.Slack
@@ -195,7 +338,10 @@ func (c *checker) halfOpen() {
 	}
 	byKey := map[string][]entry{}
 	unknown := map[string][]Event{}
-	for _, e := range c.h.Events {
+	for i, e := range c.h.Events {
+		if c.lostWrite[i] {
+			continue
+		}
 		switch {
 		case e.Unknown && (e.Op == OpCAS || e.Op == OpCAD):
 			unknown[e.Key] = append(unknown[e.Key], e)
@@ -416,7 +562,7 @@ func (c *checker) linearizable() {
 		byKey[e.Key] = append(byKey[e.Key], porcupine.Operation{ClientId: e.Worker, Input: in, Output: out, Call: int64(e.Start), Return: ret})
 	}
 	model := linModel.ToModel()
-	var found []string
+	var found []keyed
 	for key, ops := range byKey {
 		res, info := porcupine.CheckOperationsVerbose(model, ops, c.cfg.LinearizeTimeout)
 		switch res {
@@ -425,10 +571,10 @@ func (c *checker) linearizable() {
 			if path, err := writeVisualization(c.cfg.HistoryDir, c.h, key, model, info); err == nil {
 				msg += "; porcupine's view: " + path
 			}
-			found = append(found, msg)
+			found = append(found, keyed{key, msg})
 		case porcupine.Unknown:
 			c.inconclusive = append(c.inconclusive, fmt.Sprintf("%s: %s on %s timed out after %s (%d operations)", InvLinearizable, key, c.cfg.Store, c.cfg.LinearizeTimeout, len(ops)))
 		}
 	}
-	c.report(InvLinearizable, found)
+	c.reportKeyed(InvLinearizable, found)
 }

@@ -123,6 +123,14 @@ type Config struct {
 	// adapter (beneath the recorder) or a Breaker with a seeded bug.
 	WrapStore   func(worker int, s driver.Store) driver.Store
 	WrapBreaker func(worker int, b Caller) Caller
+	// LosesAckedWrites declares that the store may lose writes it
+	// acknowledged (Redis's asynchronous replication across a failover).
+	// The run then measures the loss (Report.LostWrites, LostFailures,
+	// SecondProbes), and a one-probe-per-restraint or linearizable finding
+	// on a key that lost an acknowledged write is reported in
+	// Report.Allowed instead of failing the run. Findings on keys that
+	// lost nothing, and every other invariant, still fail it.
+	LosesAckedWrites bool
 	// HistoryDir receives the history file on failure; default os.TempDir().
 	HistoryDir string
 	// LinearizeTimeout bounds porcupine's search per key; default 20 s.
@@ -254,14 +262,24 @@ type Report struct {
 	Violations []error
 	// Inconclusive: checks that could not decide (porcupine's timeout).
 	Inconclusive []string
+	// The cost of lost acknowledged writes, measured on every run: writes
+	// acknowledged (a compare-and-swap that succeeded) that a later call
+	// on the key found replaced by an older version; the failure instants
+	// those writes held that no later record holds; the second probes
+	// (one-probe-per-restraint findings) on keys that lost a write.
+	LostWrites, LostFailures, SecondProbes int
+	// Allowed are the findings Config.LosesAckedWrites let through.
+	Allowed []string
 	// HistoryFile is where the history went (on failure).
 	HistoryFile string
 	Elapsed     time.Duration
 }
 
 func (r Report) String() string {
-	return fmt.Sprintf("%s seed %d: %d faults %v, %d Breaker calls %v (%d errors), %d store calls, %d violations, %d inconclusive %v, %v",
-		r.Store, r.Seed, r.Faults, r.FaultKinds, r.Calls, r.Decisions, r.Errors, r.StoreCalls, len(r.Violations), len(r.Inconclusive), r.Inconclusive, r.Elapsed.Round(100*time.Millisecond))
+	return fmt.Sprintf("%s seed %d: %d faults %v, %d Breaker calls %v (%d errors), %d store calls, %d violations, %d inconclusive %v; "+
+		"lost acknowledged writes %d (failures lost %d, second probes %d), %d allowed findings; %v",
+		r.Store, r.Seed, r.Faults, r.FaultKinds, r.Calls, r.Decisions, r.Errors, r.StoreCalls, len(r.Violations), len(r.Inconclusive), r.Inconclusive,
+		r.LostWrites, r.LostFailures, r.SecondProbes, len(r.Allowed), r.Elapsed.Round(100*time.Millisecond))
 }
 
 // ErrViolation is matched (errors.Is) by every violation Run reports.
@@ -444,7 +462,8 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	}
 	c := checker{cfg: &cfg, h: h, hosts: hosts, hostName: hostName, atomic: atomic}
 	c.run()
-	rep.Violations, rep.Inconclusive = c.violations, c.inconclusive
+	rep.Violations, rep.Inconclusive, rep.Allowed = c.violations, c.inconclusive, c.allowed
+	rep.LostWrites, rep.LostFailures, rep.SecondProbes = c.lostWrites, c.lostFailures, c.secondProbes
 	if len(c.violations) == 0 {
 		return rep, nil
 	}

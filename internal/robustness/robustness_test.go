@@ -256,3 +256,83 @@ func TestScheduleReplays(t *testing.T) {
 		t.Fatalf("seeds 7 and 8 drew the same schedule %v", a)
 	}
 }
+
+// ackedButLost acknowledges every fifth update of an existing record
+// without applying it, with a version above every real one: a write the
+// store acknowledged and then lost, as an asynchronous replica's promotion
+// loses it.
+type ackedButLost struct {
+	driver.Store
+	n atomic.Uint64
+}
+
+func (s *ackedButLost) CompareAndSwap(ctx context.Context, key string, old driver.Version, value []byte, ttl time.Duration) (driver.Version, error) {
+	if old != driver.NoVersion {
+		if n := s.n.Add(1); n%5 == 0 {
+			return driver.Version(1<<62 + n), nil
+		}
+	}
+	return s.Store.CompareAndSwap(ctx, key, old, value, ttl)
+}
+
+func lossyConfig(t *testing.T, seed int64, allow bool) robustness.Config {
+	cfg := memoryConfig(t, seed)
+	st := &ackedButLost{Store: memory.New()}
+	cfg.NewStore = func(context.Context, int) (driver.Store, error) { return st, nil }
+	cfg.LosesAckedWrites = allow
+	return cfg
+}
+
+// TestLostWritesFailStrictRuns: a store that loses acknowledged writes
+// fails the linearizable check unless it declares it may, and the loss is
+// measured either way.
+func TestLostWritesFailStrictRuns(t *testing.T) {
+	t.Parallel()
+	cfg := lossyConfig(t, 81, false)
+	mustFlag(t, cfg, robustness.InvLinearizable)
+}
+
+// TestLostWritesMeasuredWhenDeclared: with LosesAckedWrites the same store
+// passes, and the report gives what the loss cost: lost writes, the
+// failures they held, and the findings the allowance let through.
+func TestLostWritesMeasuredWhenDeclared(t *testing.T) {
+	t.Parallel()
+	rep, err := robustness.Run(t.Context(), lossyConfig(t, 81, true))
+	t.Log(rep)
+	for _, a := range rep.Allowed[:min(3, len(rep.Allowed))] {
+		t.Log("allowed: ", a)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.LostWrites == 0 || rep.LostFailures == 0 || len(rep.Allowed) == 0 {
+		t.Fatalf("the loss went unmeasured: %v", rep)
+	}
+}
+
+// TestNoLossMeasuredOnACorrectStore: a store that loses nothing shows no
+// lost write (the measure has no false positives on a correct history).
+func TestNoLossMeasuredOnACorrectStore(t *testing.T) {
+	t.Parallel()
+	cfg := memoryConfig(t, 91)
+	cfg.LosesAckedWrites = true
+	rep, err := robustness.Run(t.Context(), cfg)
+	t.Log(rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.LostWrites != 0 || rep.LostFailures != 0 || len(rep.Allowed) != 0 {
+		t.Fatalf("losses measured on a store that loses nothing: %v", rep)
+	}
+}
+
+// TestAllowanceKeepsOtherFindings: the allowance excuses only findings on
+// keys that lost a write; a second probe on a store that loses nothing is
+// still a violation.
+func TestAllowanceKeepsOtherFindings(t *testing.T) {
+	t.Parallel()
+	cfg := memoryConfig(t, 31)
+	cfg.LosesAckedWrites = true
+	cfg.WrapBreaker = wrapped(func(b robustness.Caller) robustness.Caller { return &holdAsProbe{Caller: b} })
+	mustFlag(t, cfg, robustness.InvOneProbe)
+}
