@@ -2,6 +2,7 @@ package nats_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -41,6 +42,14 @@ func TestClusterMemberKilled(t *testing.T) {
 		t.Cleanup(func() { st.Close() })
 		stores = append(stores, isolate(t, st, prefix))
 	}
+	// A new replicated bucket answers once its stream has a leader and
+	// every member routes its subjects; the fleet's exact decisions are
+	// checked from then on.
+	for i, st := range stores {
+		if err := writable(ctx, st, fmt.Sprintf("warm-%d.example", i)); err != nil {
+			t.Fatalf("worker %d before the fleet: %v", i, err)
+		}
+	}
 	f := fleettest.New(t, stores, kvbreaker.Settings{FailureThreshold: 3, FailureWindow: time.Minute, RecoveryDelay: 10 * time.Minute, CallTimeout: 5 * time.Second})
 	f.Cycle(t, "first.example", 9)
 	if err := f.Breakers[0].Failure(ctx, "kept.example"); err != nil {
@@ -59,6 +68,23 @@ func TestClusterMemberKilled(t *testing.T) {
 	st, err := f.Breakers[4].Inspect(ctx, "kept.example")
 	if err != nil || !st.Found || len(st.Failures) != 1 {
 		t.Errorf("kept.example after the kill: %+v, %v; want its one failure", st, err)
+	}
+}
+
+// writable waits (bounded) until st creates key.
+func writable(ctx context.Context, st driver.Store, key string) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		_, err := st.CompareAndSwap(cctx, key, driver.NoVersion, []byte("warm"), time.Minute)
+		cancel()
+		if err == nil || errors.Is(err, driver.ErrConflict) { // a resent create finds its own write
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("no write within 30 s: %w", err)
+		}
+		time.Sleep(100 * time.Millisecond) // waiting for the stream's leader and routes
 	}
 }
 
