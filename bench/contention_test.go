@@ -31,7 +31,7 @@ func TestContention(t *testing.T) {
 	// Workers KV is left out: without compare-and-swap, concurrent
 	// workers may each report the opening (documented, and tested in
 	// backends/cloudflarekv).
-	for _, name := range []string{"memory", "etcd", "dynamodb", "redis", "postgres", "mysql", "sqlite"} {
+	for _, name := range []string{"memory", "etcd", "dynamodb", "redis", "postgres", "mysql", "nats", "sqlite"} {
 		t.Run(name, func(t *testing.T) {
 			r := newRig(t, name)
 			ctx := t.Context()
@@ -100,16 +100,19 @@ func TestContention(t *testing.T) {
 				if e.etcd != nil {
 					adapterConflicts += e.etcd.Stats().Conflicts
 				}
+				if e.natsStore != nil {
+					adapterConflicts += e.natsStore.Stats().Conflicts
+				}
 			}
-			if name == "etcd" && adapterConflicts != uint64(conflicts) {
-				t.Errorf("etcd Store.Stats counts %d conflicts, the store wrapper %d", adapterConflicts, conflicts)
+			if (name == "etcd" || name == "nats") && adapterConflicts != uint64(conflicts) {
+				t.Errorf("%s Store.Stats counts %d conflicts, the store wrapper %d", name, adapterConflicts, conflicts)
 			}
 			// A lost write costs no read on etcd (the Txn's Else branch
 			// returns the record), Redis or PostgreSQL (the script and
-			// the statement return it), and one more statement on
-			// dynalite (no ALL_OLD) and MySQL (an UPDATE answers a row
-			// count).
-			extra := map[string]int64{"etcd": 0, "dynamodb": conflicts, "redis": 0, "postgres": 0, "mysql": conflicts}
+			// the statement return it), and one more request on
+			// dynalite (no ALL_OLD), MySQL (an UPDATE answers a row
+			// count) and NATS (a refused publish answers an error).
+			extra := map[string]int64{"etcd": 0, "dynamodb": conflicts, "redis": 0, "postgres": 0, "mysql": conflicts, "nats": conflicts}
 			if x, ok := extra[name]; ok && (w.Reads != calls.Reads+x || w.Writes != calls.Writes) {
 				t.Errorf("wire: %d reads, %d writes for %d store reads, %d store writes and %d conflicts", w.Reads, w.Writes, calls.Reads, calls.Writes, conflicts)
 			}

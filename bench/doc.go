@@ -1,8 +1,9 @@
 // Package bench measures what kvbreaker's decisions cost. It has no
 // library code: everything is in its tests and benchmarks, and TestMain
 // starts the real servers they need (etcd, dynalite, Miniflare, Redis,
-// PostgreSQL and MariaDB, child processes on 127.0.0.1) and makes the SQLite
-// file in a temporary directory, so nothing has to be set up by hand.
+// PostgreSQL, MariaDB and nats-server with JetStream, child processes on
+// 127.0.0.1) and makes the SQLite file in a temporary directory, so nothing
+// has to be set up by hand.
 //
 // Comparisons with sony/gobreaker v2 (its in-process two-step breaker and its
 // distributed breaker over an in-memory SharedDataStore), over in-process
@@ -18,8 +19,9 @@
 //
 // Tests that assert the targets and print their tables with -v:
 // TestRoundTrips (store calls and requests on the wire per operation, with a
-// counting gRPC interceptor for etcd and a counting http.RoundTripper for
-// DynamoDB and Workers KV), TestAllowLatencyRatio (Allow over Get, medians of
+// counting gRPC interceptor for etcd, a counting http.RoundTripper for
+// DynamoDB and Workers KV, and for NATS a dialer that parses the client
+// protocol the connection writes), TestAllowLatencyRatio (Allow over Get, medians of
 // interleaved samples), TestContention (64 workers failing on one host over
 // every store with compare-and-swap: one closed→open transition, conflicts
 // per failure) and

@@ -14,9 +14,11 @@ require (
 	github.com/kvbreaker/kvbreaker/backends/dynamodb v0.1.0
 	github.com/kvbreaker/kvbreaker/backends/etcd v0.1.0
 	github.com/kvbreaker/kvbreaker/backends/mysql v0.1.0
+	github.com/kvbreaker/kvbreaker/backends/nats v0.1.0
 	github.com/kvbreaker/kvbreaker/backends/postgres v0.1.0
 	github.com/kvbreaker/kvbreaker/backends/redis v0.1.0
 	github.com/kvbreaker/kvbreaker/backends/sqlite v0.1.0
+	github.com/nats-io/nats.go v1.55.0
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/sony/gobreaker/v2 v2.4.0
 	go.etcd.io/etcd/client/v3 v3.7.3
@@ -42,7 +44,10 @@ require (
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
 	github.com/jackc/puddle/v2 v2.2.3 // indirect
+	github.com/klauspost/compress v1.20.0 // indirect
 	github.com/mattn/go-isatty v0.0.24 // indirect
+	github.com/nats-io/nkeys v0.4.16 // indirect
+	github.com/nats-io/nuid v1.0.1 // indirect
 	github.com/ncruces/go-strftime v1.1.0 // indirect
 	github.com/remyoudompheng/bigfft v0.0.0-20230129092748-24d4a6f8daec // indirect
 	github.com/tidwall/gjson v1.14.4 // indirect
@@ -56,6 +61,7 @@ require (
 	go.opentelemetry.io/otel/trace v1.45.0 // indirect
 	go.uber.org/atomic v1.12.0 // indirect
 	go.uber.org/multierr v1.11.0 // indirect
+	golang.org/x/crypto v0.58.0 // indirect
 	golang.org/x/net v0.62.0 // indirect
 	golang.org/x/sync v0.24.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect

@@ -26,6 +26,7 @@ import (
 	gomysql "github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	natsgo "github.com/nats-io/nats.go"
 	goredis "github.com/redis/go-redis/v9"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/goleak"
@@ -38,6 +39,7 @@ import (
 	"github.com/kvbreaker/kvbreaker/backends/etcd"
 	"github.com/kvbreaker/kvbreaker/backends/memory"
 	"github.com/kvbreaker/kvbreaker/backends/mysql"
+	kvnats "github.com/kvbreaker/kvbreaker/backends/nats"
 	"github.com/kvbreaker/kvbreaker/backends/postgres"
 	"github.com/kvbreaker/kvbreaker/backends/redis"
 	"github.com/kvbreaker/kvbreaker/backends/sqlite"
@@ -46,15 +48,17 @@ import (
 	"github.com/kvbreaker/kvbreaker/internal/testservers/etcdtest"
 	"github.com/kvbreaker/kvbreaker/internal/testservers/mariadbtest"
 	"github.com/kvbreaker/kvbreaker/internal/testservers/miniflare"
+	"github.com/kvbreaker/kvbreaker/internal/testservers/natstest"
 	"github.com/kvbreaker/kvbreaker/internal/testservers/pgtest"
 	"github.com/kvbreaker/kvbreaker/internal/testservers/redistest"
 	"github.com/kvbreaker/kvbreaker/internal/testservers/servers"
 )
 
 // The real servers, started once by TestMain for the tests and benchmarks
-// that measure round trips: etcd, redis-server, PostgreSQL and MariaDB
-// (child processes), dynalite and Miniflare (node child processes), all on
-// 127.0.0.1; and the SQLite file, in a temporary directory.
+// that measure round trips: etcd, redis-server, PostgreSQL, MariaDB and
+// nats-server with JetStream (child processes), dynalite and Miniflare (node
+// child processes), all on 127.0.0.1; and the SQLite file, in a temporary
+// directory.
 var (
 	etcdSrv   *etcdtest.Server
 	dynSrv    *dynalite.Server
@@ -62,6 +66,7 @@ var (
 	redisSrv  *redistest.Server
 	pgSrv     *pgtest.Server
 	mariaSrv  *mariadbtest.Server
+	natsSrv   *natstest.Server
 	dynClient *dynamodb.Client // uncounted, for CreateTable
 	sqliteDir string
 )
@@ -71,6 +76,8 @@ const pgTable = "kvbreaker_bench"
 const mysqlTable = "kvbreaker_bench"
 
 const dynTable = "kvbreaker-bench"
+
+const natsBucket = "kvbreaker_bench"
 
 func TestMain(m *testing.M) {
 	os.Exit(run(m))
@@ -107,6 +114,12 @@ func run(m *testing.M) int {
 		err = createMySQLTable(ctx)
 	}
 	if err == nil {
+		natsSrv, err = natstest.Start(ctx)
+	}
+	if err == nil {
+		err = createNATSBucket(ctx)
+	}
+	if err == nil {
 		sqliteDir, err = os.MkdirTemp("", "kvbreaker-bench-sqlite-")
 	}
 	stopAll := func() {
@@ -122,10 +135,13 @@ func run(m *testing.M) int {
 		if mariaSrv != nil {
 			mariaSrv.Close()
 		}
+		if natsSrv != nil {
+			natsSrv.Close()
+		}
 		if sqliteDir != "" {
 			os.RemoveAll(sqliteDir)
 		}
-		etcdSrv, dynSrv, cfSrv, redisSrv, pgSrv, mariaSrv, sqliteDir = nil, nil, nil, nil, nil, nil, ""
+		etcdSrv, dynSrv, cfSrv, redisSrv, pgSrv, mariaSrv, natsSrv, sqliteDir = nil, nil, nil, nil, nil, nil, nil, ""
 	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "bench: the round-trip tests and real-backend benchmarks need the real servers: %v\n", err)
@@ -157,7 +173,7 @@ func run(m *testing.M) int {
 var quiet = slog.New(slog.DiscardHandler)
 
 // backends are the stores the round-trip tests cover, memory first.
-var backends = []string{"memory", "etcd", "dynamodb", "cloudflarekv", "redis", "postgres", "mysql", "sqlite"}
+var backends = []string{"memory", "etcd", "dynamodb", "cloudflarekv", "redis", "postgres", "mysql", "nats", "sqlite"}
 
 // realBackends are those outside the process's memory: behind a network
 // round trip, or (SQLite) a file that other processes share.
@@ -301,6 +317,10 @@ type endpoint struct {
 	*countingStore
 	wire *tally // requests on the wire; nil for memory and SQLite (no network)
 	etcd *etcd.Store
+	// nats is the NATS endpoint's connection, whose own statistics the
+	// round-trip test compares with the wire count.
+	nats      *natsgo.Conn
+	natsStore *kvnats.Store
 	// raw is the store under the counting wrapper, which a mirror can
 	// follow (countingStore is no driver.Follower).
 	raw driver.Store
@@ -418,6 +438,24 @@ func (r *rig) open() *endpoint {
 		if s, err = kvbreaker.Prefixed(st, r.prefix); err != nil {
 			tb.Fatalf("kvbreaker.Prefixed: %v", err)
 		}
+	case "nats":
+		// One connection per endpoint, as each worker process has; its
+		// dialer counts the publishes (natsDialer).
+		e.wire = &tally{}
+		nc, err := natsgo.Connect(natsSrv.URL(), natsgo.SetCustomDialer(natsDialer{e.wire}), natsQuiet)
+		if err != nil {
+			tb.Fatalf("nats connect: %v", err)
+		}
+		st, err := kvnats.New(context.Background(), nc, natsBucket)
+		if err != nil {
+			nc.Close()
+			tb.Fatalf("nats.New: %v", err)
+		}
+		tb.Cleanup(func() { st.Close(); nc.Close() })
+		if s, err = kvbreaker.Prefixed(st, r.prefix); err != nil {
+			tb.Fatalf("kvbreaker.Prefixed: %v", err)
+		}
+		e.nats, e.natsStore = nc, st
 	case "sqlite":
 		// One file for the whole run, as one host's fleet shares one;
 		// each endpoint opens it again (its own connections, as another
@@ -649,3 +687,22 @@ func (s *mysqlStmt) QueryContext(ctx context.Context, args []sqldriver.NamedValu
 	s.c.count(s.query)
 	return s.mysqlDriverStmt.QueryContext(ctx, args)
 }
+
+// createNATSBucket creates the bench's JetStream KV bucket (as kvnats.New
+// would on first use) over a connection of its own, so that the endpoints'
+// counted connections only open it.
+func createNATSBucket(ctx context.Context) error {
+	nc, err := natsgo.Connect(natsSrv.URL(), natsQuiet)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	st, err := kvnats.New(ctx, nc, natsBucket)
+	if err != nil {
+		return err
+	}
+	return st.Close()
+}
+
+// natsQuiet drops nats.go's printed asynchronous errors.
+var natsQuiet = natsgo.ErrorHandler(func(*natsgo.Conn, *natsgo.Subscription, error) {})

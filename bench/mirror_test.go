@@ -14,8 +14,9 @@ import (
 // mirrorBackends are the stores a mirror can follow, memory first: the
 // column benchstat divides the others by. SQLite's follower polls the file
 // (every 50 ms by default), so its mirror lags by up to a poll, but a
-// decision from it is the same lookup as from any other feed.
-var mirrorBackends = []string{"memory", "etcd", "redis", "postgres", "sqlite"}
+// decision from it is the same lookup as from any other feed. NATS follows
+// through a JetStream consumer of the bucket's subjects, delivering values.
+var mirrorBackends = []string{"memory", "etcd", "redis", "postgres", "nats", "sqlite"}
 
 // BenchmarkMirrorAllow is Allow with a healthy mirror (Settings.Mirror) on
 // a closed host (no record) and an open one, over each store that can

@@ -40,14 +40,17 @@ type row struct {
 //     a worker finding another's probe in flight reads and holds.
 //
 // On Workers KV it also checks that Miniflare served exactly the requests
-// the transports counted.
+// the transports counted; on NATS, that the publishes the dialer counted
+// are the messages each connection says it sent, each answered by one.
 //
 // On a stale version (another worker wrote since), etcd's Txn Else branch
 // returns the current record: 2 writes, no read. dynalite ignores
 // ReturnValuesOnConditionCheckFailure=ALL_OLD, so there the adapter re-reads:
 // 2 writes and 1 GetItem (real DynamoDB returns the item with the failed
 // condition, as etcd does). MySQL's UPDATE answers only a row count, so
-// there too a lost write is followed by a SELECT of the row. SQLite has no
+// there too a lost write is followed by a SELECT of the row, and NATS
+// refuses a publish whose expected sequence is stale with an error only,
+// so its adapter reads the key's last message for the conflict. SQLite has no
 // network: its rows count the store calls only (each write is one
 // BEGIN IMMEDIATE transaction in the calling process). Workers KV has no compare-and-swap, so Breaker
 // keeps no write hints for it and reads before each write; its adapter's own
@@ -94,6 +97,19 @@ func roundTrips(t *testing.T, name string) []row {
 			if int64(st.Get) != got.Reads || int64(st.Put+st.Delete) != got.Writes || got.Other != 0 {
 				t.Errorf("Miniflare served %d GET, %d PUT, %d DELETE; the transports counted %d reads, %d writes, %d other",
 					st.Get, st.Put, st.Delete, got.Reads, got.Writes, got.Other)
+			}
+		}()
+	}
+	if name == "nats" {
+		// The dialer parses what each connection writes; nats.go counts
+		// the messages it publishes and receives: every publish must be
+		// counted once, and (no subscriptions here) answered once.
+		defer func() {
+			for i, e := range r.opened {
+				st, w := e.nats.Stats(), e.wire.load()
+				if sent := uint64(w.Reads + w.Writes + w.Other); st.OutMsgs != sent || st.InMsgs != st.OutMsgs {
+					t.Errorf("endpoint %d: the connection sent %d messages and received %d; the dialer counted %d (%+v)", i, st.OutMsgs, st.InMsgs, sent, w)
+				}
 			}
 		}()
 	}
@@ -170,6 +186,10 @@ func roundTrips(t *testing.T, name string) []row {
 	case "mysql":
 		// An UPDATE answers only how many rows it changed: the adapter
 		// reads the row for the conflict in a second statement.
+		staleWant.wireReads = 1
+	case "nats":
+		// JetStream refuses the publish with an error, without the
+		// key's last message: the adapter reads it for the conflict.
 		staleWant.wireReads = 1
 	case "cloudflarekv":
 		// Last writer wins: the adapter serves its own last write from
