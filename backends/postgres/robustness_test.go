@@ -54,7 +54,7 @@ func TestRobustness(t *testing.T) {
 	srv := ownServer(t)
 	for _, seed := range robustness.Seeds() {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
-			t.Logf("replay: go test -run TestRobustness ./backends/postgres/ -args -seed %d", seed)
+			t.Logf("replay: go test -run 'TestRobustness$' ./backends/postgres/ -args -seed %d", seed)
 			prefix := uniquePrefix(t)
 			rep, err := robustness.Run(t.Context(), robustness.Config{
 				Store: "postgres",

@@ -193,7 +193,7 @@ func TestRobustness(t *testing.T) {
 			checkRun(t, rep, err)
 		})
 		t.Run(fmt.Sprintf("sentinel/seed=%d", seed), func(t *testing.T) {
-			t.Logf("replay: go test -run 'TestRobustness/sentinel/' ./backends/redis/ -args -seed %d", seed)
+			t.Logf("replay: go test -run 'TestRobustness/^sentinel$/' ./backends/redis/ -args -seed %d", seed)
 			r := replicated(t)
 			cfg := robustConfig(t, "redis-sentinel", seed, uniquePrefix(t), func() goredis.UniversalClient { return failoverClient(t, r) })
 			cfg.Faults, cfg.Inject = []string{"kill-primary", "pause-primary"}, sentinelInject(r)
