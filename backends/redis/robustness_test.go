@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -168,7 +169,8 @@ func checkRun(t *testing.T, rep robustness.Report, err error) {
 // promoted, with Redis's asynchronous replication, where the run measures
 // the acknowledged writes a failover loses and what they cost the fleet
 // (a store-declared allowance); and, under make robustness, the same
-// failovers with WithWaitReplicas held to the strict invariants. Replay a
+// failovers with WithWaitReplicas (no acknowledged write lost) and with
+// WithWaitReplicas and min-replicas-to-write (every invariant). Replay a
 // seed with -args -seed N; longer runs: -args -seeds 5 -faultphase 2m.
 func TestRobustness(t *testing.T) {
 	if testing.Short() {
@@ -191,7 +193,7 @@ func TestRobustness(t *testing.T) {
 			checkRun(t, rep, err)
 		})
 		t.Run(fmt.Sprintf("sentinel/seed=%d", seed), func(t *testing.T) {
-			t.Logf("replay: go test -run 'TestRobustness/sentinel/' ./backends/redis/ -args -seed %d", seed)
+			t.Logf("replay: go test -run 'TestRobustness/^sentinel$/' ./backends/redis/ -args -seed %d", seed)
 			r := replicated(t)
 			cfg := robustConfig(t, "redis-sentinel", seed, uniquePrefix(t), func() goredis.UniversalClient { return failoverClient(t, r) })
 			cfg.Faults, cfg.Inject = []string{"kill-primary", "pause-primary"}, sentinelInject(r)
@@ -204,22 +206,27 @@ func TestRobustness(t *testing.T) {
 			if !long {
 				t.Skip("a longer run: -args -faultphase D (make robustness)")
 			}
-			t.Logf("replay: go test -run 'TestRobustness/sentinel-wait' ./backends/redis/ -args -seed %d -faultphase D", seed)
+			t.Logf("replay: go test -run 'TestRobustness/sentinel-wait/' ./backends/redis/ -args -seed %d -faultphase D", seed)
 			r := replicated(t)
 			cfg := robustConfig(t, "redis-sentinel-wait", seed, uniquePrefix(t), func() goredis.UniversalClient { return failoverClient(t, r) },
 				redis.WithWaitReplicas(1, 100*time.Millisecond))
 			cfg.Faults, cfg.Inject = []string{"kill-primary", "pause-primary"}, sentinelInject(r)
 			cfg.FaultPhase = robustness.FaultPhase(8 * time.Second)
 			rep, err := robustness.Run(t.Context(), cfg)
-			// Every invariant but linearizability must hold. Porcupine
-			// still flags these histories, and some runs lose
-			// acknowledged writes (docs/robustness.md gives the figures;
-			// the cause is not analysed yet): both are logged, measured,
-			// not failed.
+			// WAIT keeps every acknowledged write: none may be lost. It
+			// does not keep readers from seeing writes that are never
+			// acknowledged: a paused primary, resumed after its replica
+			// was promoted, is still a primary until it is demoted and
+			// takes the writes of the clients still connected to it
+			// (ErrNotReplicated to the writer, visible to every reader
+			// of that server); its resync discards them. Porcupine
+			// flags such keys, so linearizable findings are logged, not
+			// failed; every other invariant holds (docs/robustness.md;
+			// sentinel-minreplicas is the configuration that passes).
 			var strict []error
 			for _, v := range rep.Violations {
 				if strings.Contains(v.Error(), robustness.InvLinearizable+" (") {
-					t.Log("linearizable finding (measured): ", v)
+					t.Log("linearizable finding (reads of unacknowledged writes on a resumed old primary): ", v)
 					continue
 				}
 				strict = append(strict, v)
@@ -228,9 +235,33 @@ func TestRobustness(t *testing.T) {
 				t.Fatal(err)
 			}
 			if rep.LostWrites != 0 {
-				t.Logf("WithWaitReplicas: %d acknowledged writes lost (measured)", rep.LostWrites)
+				strict = append(strict, fmt.Errorf("WithWaitReplicas: %d acknowledged writes lost", rep.LostWrites))
 			}
 			checkRun(t, rep, errors.Join(strict...))
+		})
+		t.Run(fmt.Sprintf("sentinel-minreplicas/seed=%d", seed), func(t *testing.T) {
+			if !long {
+				t.Skip("a longer run: -args -faultphase D (make robustness)")
+			}
+			t.Logf("replay: go test -run 'TestRobustness/sentinel-minreplicas/' ./backends/redis/ -args -seed %d -faultphase D", seed)
+			// min-replicas-to-write makes a primary refuse writes
+			// (NOREPLICAS) without a connected replica whose last
+			// acknowledgement is at most min-replicas-max-lag (1 s) old,
+			// so a resumed old primary takes none once it has seen its
+			// replica go; WAIT keeps the acknowledged ones.
+			// Held to every invariant, linearizability included.
+			r := redistest.MustStartReplicated(t, redistest.ReplicatedOptions{
+				ServerArgs: append(slices.Clone(fastSync), "--min-replicas-to-write", "1", "--min-replicas-max-lag", "1"),
+			})
+			cfg := robustConfig(t, "redis-sentinel-minreplicas", seed, uniquePrefix(t), func() goredis.UniversalClient { return failoverClient(t, r) },
+				redis.WithWaitReplicas(1, 100*time.Millisecond))
+			cfg.Faults, cfg.Inject = []string{"kill-primary", "pause-primary"}, sentinelInject(r)
+			cfg.FaultPhase = robustness.FaultPhase(8 * time.Second)
+			rep, err := robustness.Run(t.Context(), cfg)
+			checkRun(t, rep, err)
+			if rep.LostWrites != 0 {
+				t.Fatalf("%d acknowledged writes lost", rep.LostWrites)
+			}
 		})
 	}
 }

@@ -124,10 +124,14 @@ func (c *checker) lost() {
 		case e.Conflict && e.HasCur && e.CurVer != driver.NoVersion:
 			obs[e.Key] = append(obs[e.Key], observation{start: e.Start, end: e.End, ver: e.CurVer, value: e.CurValue, write: -1})
 		case e.OK && e.Op == OpCAS:
-			// What it wrote, as seen from its end on. (The version a
-			// successful write compared is not used: an adapter that
-			// recognises its own retried write answers it as done.)
-			obs[e.Key] = append(obs[e.Key], observation{start: e.End, end: e.End, ver: e.Ver, value: e.Value, write: i})
+			// What it wrote, which took effect at some instant between
+			// its start and its end: a write answered late (after a WAIT)
+			// may have been replaced before its answer came, so it is
+			// not a later finding than a write that returned first. (The
+			// version a successful write compared is not used: an
+			// adapter that recognises its own retried write answers it
+			// as done.)
+			obs[e.Key] = append(obs[e.Key], observation{start: e.Start, end: e.End, ver: e.Ver, value: e.Value, write: i})
 		}
 	}
 	lostVer := map[string]map[driver.Version]bool{}

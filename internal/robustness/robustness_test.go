@@ -336,3 +336,46 @@ func TestAllowanceKeepsOtherFindings(t *testing.T) {
 	cfg.WrapBreaker = wrapped(func(b robustness.Caller) robustness.Caller { return &holdAsProbe{Caller: b} })
 	mustFlag(t, cfg, robustness.InvOneProbe)
 }
+
+// lateAcks answers every other successful compare-and-swap 30 ms after
+// applying it, as a write followed by WAIT is answered: another worker can
+// read the new version, replace it and hear back first. overtaken counts
+// the writes replaced before their own answer.
+type lateAcks struct {
+	driver.Store
+	n, overtaken atomic.Int64
+}
+
+func (s *lateAcks) CompareAndSwap(ctx context.Context, key string, old driver.Version, value []byte, ttl time.Duration) (driver.Version, error) {
+	ver, err := s.Store.CompareAndSwap(ctx, key, old, value, ttl)
+	if err != nil || s.n.Add(1)%2 == 0 {
+		return ver, err
+	}
+	select {
+	case <-time.After(30 * time.Millisecond): // the store's latency, not a wait for our logic
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+	if _, cur, err := s.Store.Get(ctx, key); err == nil && cur != ver {
+		s.overtaken.Add(1)
+	}
+	return ver, nil
+}
+
+// TestLateAnswersAreNotLostWrites: a write answered after a later write
+// replaced it lost nothing; the lost-write measure must not count it (it
+// places a write's effect anywhere between its start and its end).
+func TestLateAnswersAreNotLostWrites(t *testing.T) {
+	t.Parallel()
+	cfg := memoryConfig(t, 93)
+	st := &lateAcks{Store: memory.New()}
+	cfg.NewStore = func(context.Context, int) (driver.Store, error) { return st, nil }
+	rep, err := robustness.Run(t.Context(), cfg)
+	t.Log(rep)
+	if st.overtaken.Load() == 0 {
+		t.Fatal("no write was replaced before its answer: the run tested nothing")
+	}
+	if err != nil || rep.LostWrites != 0 {
+		t.Fatalf("%d writes overtaken before their answer, measured as %d lost writes: %v", st.overtaken.Load(), rep.LostWrites, err)
+	}
+}

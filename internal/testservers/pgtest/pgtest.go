@@ -72,6 +72,9 @@ type Options struct {
 	// the server refuse TCP connections without it (pg_hba.conf's
 	// hostnossl … reject); the unix socket stays plain.
 	TLS *tlstest.PKI
+	// Settings are extra server settings, each "name=value" (postgres
+	// -c), such as "synchronous_standby_names=*".
+	Settings []string
 }
 
 // Start initialises a database cluster in a temporary directory and starts
@@ -253,6 +256,9 @@ func (s *Server) Restart(ctx context.Context) error {
 		"-c", "dynamic_shared_memory_type=mmap",
 		"-c", "logging_collector=off",
 	)
+	for _, kv := range s.opts.Settings {
+		cmd.Args = append(cmd.Args, "-c", kv)
+	}
 	if s.opts.TLS != nil {
 		cmd.Args = append(cmd.Args, "-c", "ssl=on",
 			"-c", "ssl_cert_file="+filepath.Join(s.dir, "server.crt"),
