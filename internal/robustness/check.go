@@ -2,6 +2,7 @@ package robustness
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -69,8 +70,12 @@ func (c *checker) report(inv string, found []string) {
 }
 
 // keyed is a finding on one store key (or host), which a store's declared
-// loss of acknowledged writes may explain.
-type keyed struct{ key, msg string }
+// loss of acknowledged writes may explain: any finding on a key that lost
+// one, or (lost set) a finding that one of the lost writes explains.
+type keyed struct {
+	key, msg string
+	lost     bool
+}
 
 // reportKeyed reports findings of inv: those on a key that lost an
 // acknowledged write are allowed when the store declares it may, the rest
@@ -78,7 +83,7 @@ type keyed struct{ key, msg string }
 func (c *checker) reportKeyed(inv string, found []keyed) {
 	var strict []string
 	for _, f := range found {
-		if c.cfg.LosesAckedWrites && c.lossyKey(f.key) {
+		if c.cfg.LosesAckedWrites && (f.lost || c.lossyKey(f.key)) {
 			c.allowed = append(c.allowed, inv+": "+f.msg)
 			continue
 		}
@@ -90,6 +95,9 @@ func (c *checker) reportKeyed(inv string, found []keyed) {
 // lossyKey reports whether key, a store key or a host (whose store key
 // may carry a prefix), lost an acknowledged write.
 func (c *checker) lossyKey(key string) bool {
+	if key == "" {
+		return false
+	}
 	for k := range c.lossy {
 		if k == key || strings.HasSuffix(k, key) {
 			return true
@@ -107,13 +115,17 @@ type observation struct {
 	write      int    // index of the CAS event that wrote value (-1: a read)
 }
 
-// lost measures the acknowledged writes the store lost: a compare-and-swap
-// that succeeded (version v) and a call that started after it returned
-// found the key at an older version than v. Versions of a key only grow
-// on every store the harness runs (etcd's revisions, Redis's and the
-// memory store's counters), so an older one means the write was undone.
-// The failure instants such a write held that no later, surviving record
-// holds are the failure counts lost.
+// lost measures the acknowledged writes the store lost. A
+// compare-and-swap that succeeded (version v) is lost when a call that
+// started after it returned found the key at an older version than v:
+// versions of a key only grow on every store the harness runs (etcd's
+// revisions, Redis's and the memory store's counters), so an older one
+// means the write was undone. It is also lost when such a call found the
+// key absent although no delete could have come between and no write that
+// could have been the key's last can have expired (lostToAbsence). A
+// delete that succeeded is lost when such a call found the version it
+// removed (versions are never reused). The failure instants a lost write
+// held that no later, surviving record holds are the failure counts lost.
 func (c *checker) lost() {
 	c.lossy = map[string]bool{}
 	obs := map[string][]observation{}
@@ -135,7 +147,17 @@ func (c *checker) lost() {
 		}
 	}
 	lostVer := map[string]map[driver.Version]bool{}
-	var lostEvents []int
+	lostSet := map[int]bool{}
+	markLost := func(key string, i int) {
+		c.lossy[key] = true
+		lostSet[i] = true
+		if e := c.h.Events[i]; e.Op == OpCAS {
+			if lostVer[key] == nil {
+				lostVer[key] = map[driver.Version]bool{}
+			}
+			lostVer[key][e.Ver] = true
+		}
+	}
 	for key, seen := range obs {
 		slices.SortFunc(seen, func(a, b observation) int { return int(a.start - b.start) })
 		// minAfter[i]: the least version observed from seen[i] on.
@@ -158,10 +180,26 @@ func (c *checker) lost() {
 			}
 			lostVer[key][o.ver] = true
 			if o.write >= 0 {
-				lostEvents = append(lostEvents, o.write)
+				lostSet[o.write] = true
 			}
 		}
 	}
+	for _, i := range c.lostToAbsence() {
+		markLost(c.h.Events[i].Key, i)
+	}
+	// Deletes: the version a delete removed, seen after it returned.
+	for i, e := range c.h.Events {
+		if e.Op != OpCAD || !e.OK {
+			continue
+		}
+		for _, o := range obs[e.Key] {
+			if o.write < 0 && o.start > e.End && o.ver == e.Old {
+				markLost(e.Key, i)
+				break
+			}
+		}
+	}
+	lostEvents := slices.Sorted(maps.Keys(lostSet))
 	c.lostWrites = len(lostEvents)
 	c.lostWrite = map[int]bool{}
 	for _, i := range lostEvents {
@@ -187,6 +225,9 @@ func (c *checker) lost() {
 	counted := map[string]map[int64]bool{}
 	for _, i := range lostEvents {
 		e := c.h.Events[i]
+		if e.Op != OpCAS {
+			continue // a lost delete brings failures back, it loses none
+		}
 		r, err := record.DecodeRecord(e.Value)
 		if err != nil {
 			continue
@@ -202,6 +243,83 @@ func (c *checker) lost() {
 			}
 		}
 	}
+}
+
+// lostToAbsence returns the indices of the acknowledged writes that a
+// later call's finding the key absent shows lost. For each call that found
+// its key absent (a Get, a delete that found nothing, a conflict whose
+// current version is none), the write in question is the last that
+// returned before the call started: among the successful writes that did,
+// those no other of them started after (they overlap one another), the
+// one with the highest version. It is lost only if the absence has no
+// other explanation: no delete (whatever it answered: a retried one may
+// have applied) could have taken effect between its start and the call's
+// end, and every write that could have taken effect in that span (any
+// answer, the write itself included) was still within its TTL at the
+// call's end by Slack, counting the TTL from the write's start (its
+// earliest effect). When unsure, it is not marked.
+func (c *checker) lostToAbsence() []int {
+	type keyEvents struct{ writes, deletes []int }
+	byKey := map[string]*keyEvents{}
+	var absent []int
+	for i, e := range c.h.Events {
+		if e.Op != OpGet && e.Op != OpCAS && e.Op != OpCAD {
+			continue
+		}
+		k := byKey[e.Key]
+		if k == nil {
+			k = &keyEvents{}
+			byKey[e.Key] = k
+		}
+		switch e.Op {
+		case OpCAS:
+			k.writes = append(k.writes, i)
+		case OpCAD:
+			k.deletes = append(k.deletes, i)
+		}
+		if e.NotFound || (e.Conflict && e.HasCur && e.CurVer == driver.NoVersion) {
+			absent = append(absent, i)
+		}
+	}
+	ev := c.h.Events
+	// mayFollow reports whether x could have taken effect after w started
+	// and before r ended.
+	mayFollow := func(x, w, r Event) bool { return (x.Unknown || x.End > w.Start) && x.Start < r.End }
+	var lost []int
+	for _, ri := range absent {
+		r := ev[ri]
+		k := byKey[r.Key]
+		w, lastStart := -1, time.Duration(-1)
+		for _, xi := range k.writes {
+			if x := ev[xi]; x.OK && x.End < r.Start {
+				lastStart = max(lastStart, x.Start)
+			}
+		}
+		for _, xi := range k.writes {
+			if x := ev[xi]; x.OK && x.End < r.Start && x.End >= lastStart && (w < 0 || x.Ver > ev[w].Ver) {
+				w = xi
+			}
+		}
+		if w < 0 {
+			continue
+		}
+		explained := false
+		for _, di := range k.deletes {
+			if di != ri && mayFollow(ev[di], ev[w], r) {
+				explained = true
+				break
+			}
+		}
+		for _, xi := range k.writes {
+			if x := ev[xi]; !explained && (xi == w || mayFollow(x, ev[w], r)) && x.Start+x.TTL <= r.End+c.cfg.Slack {
+				explained = true
+			}
+		}
+		if !explained {
+			lost = append(lost, w)
+		}
+	}
+	return lost
 }
 
 func ms(d time.Duration) string { return d.Round(time.Millisecond).String() }
@@ -267,7 +385,7 @@ func (c *checker) oneProbe() {
 				if c.lossyKey(host) {
 					c.secondProbes++
 				}
-				found = append(found, keyed{host, fmt.Sprintf("%s: probes by worker %d and worker %d %s apart on the fleet clock (RecoveryDelay %s), at %s and %s",
+				found = append(found, keyed{key: host, msg: fmt.Sprintf("%s: probes by worker %d and worker %d %s apart on the fleet clock (RecoveryDelay %s), at %s and %s",
 					host, ps[i-1].Worker, ps[i].Worker, ms(d), ms(rd), ms(ps[i-1].Start), ms(ps[i].Start))})
 			}
 		}
@@ -330,7 +448,10 @@ func (c *checker) recovery() {
 // may last more than RecoveryDelay plus Slack (measured from its start or
 // from the store's health, whichever is later, to the start of the write
 // that ends it: a lower bound of its true length). Writes the store lost
-// are not part of the record's history.
+// are not part of the record's history; a stretch during which one was
+// made (a lost delete that closed the circuit, a lost write that ended a
+// probe) lasts until a later write ends it, and its finding is allowed
+// where the store declares such losses.
 func (c *checker) halfOpen() {
 	healthy := c.h.Heal + c.cfg.Settle
 	limit := c.cfg.Settings.RecoveryDelay + c.cfg.Slack
@@ -342,8 +463,10 @@ func (c *checker) halfOpen() {
 	}
 	byKey := map[string][]entry{}
 	unknown := map[string][]Event{}
+	lost := map[string][]Event{}
 	for i, e := range c.h.Events {
 		if c.lostWrite[i] {
+			lost[e.Key] = append(lost[e.Key], e)
 			continue
 		}
 		switch {
@@ -356,7 +479,7 @@ func (c *checker) halfOpen() {
 			byKey[e.Key] = append(byKey[e.Key], entry{ver: e.Old, del: true, e: e})
 		}
 	}
-	var found []string
+	var found []keyed
 	for key, es := range byKey {
 		slices.SortFunc(es, func(a, b entry) int {
 			if a.ver != b.ver {
@@ -383,12 +506,13 @@ func (c *checker) halfOpen() {
 			}
 			from := max(begin.End, healthy)
 			if end-from > limit {
-				found = append(found, fmt.Sprintf("%s half-open from worker %d's claim at %s until %s at %s: %s after the store was healthy (%s), limit RecoveryDelay + slack = %s",
-					key, begin.Worker, ms(begin.End), endWhat, ms(end), ms(end-from), ms(healthy), ms(limit)))
+				lostWithin := slices.ContainsFunc(lost[key], func(l Event) bool { return l.Start >= begin.Start && l.Start < end })
+				found = append(found, keyed{lost: lostWithin, msg: fmt.Sprintf("%s half-open from worker %d's claim at %s until %s at %s: %s after the store was healthy (%s), limit RecoveryDelay + slack = %s",
+					key, begin.Worker, ms(begin.End), endWhat, ms(end), ms(end-from), ms(healthy), ms(limit))})
 			}
 		}
 	}
-	c.report(InvHalfOpen, found)
+	c.reportKeyed(InvHalfOpen, found)
 }
 
 func boolInt(b bool) int {
@@ -575,7 +699,7 @@ func (c *checker) linearizable() {
 			if path, err := writeVisualization(c.cfg.HistoryDir, c.h, key, model, info); err == nil {
 				msg += "; porcupine's view: " + path
 			}
-			found = append(found, keyed{key, msg})
+			found = append(found, keyed{key: key, msg: msg})
 		case porcupine.Unknown:
 			c.inconclusive = append(c.inconclusive, fmt.Sprintf("%s: %s on %s timed out after %s (%d operations)", InvLinearizable, key, c.cfg.Store, c.cfg.LinearizeTimeout, len(ops)))
 		}

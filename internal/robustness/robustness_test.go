@@ -337,6 +337,18 @@ func TestAllowanceKeepsOtherFindings(t *testing.T) {
 	mustFlag(t, cfg, robustness.InvOneProbe)
 }
 
+// TestAllowanceKeepsHalfOpenFindings: a circuit left half-open with no
+// lost write to explain it is a violation under the allowance too.
+func TestAllowanceKeepsHalfOpenFindings(t *testing.T) {
+	t.Parallel()
+	cfg := memoryConfig(t, 61)
+	cfg.LosesAckedWrites = true
+	cfg.WrapBreaker = wrapped(func(b robustness.Caller) robustness.Caller {
+		return &silentProbes{Caller: b, probing: map[string]bool{}}
+	})
+	mustFlag(t, cfg, robustness.InvHalfOpen)
+}
+
 // lateAcks answers every other successful compare-and-swap 30 ms after
 // applying it, as a write followed by WAIT is answered: another worker can
 // read the new version, replace it and hear back first. overtaken counts
@@ -377,5 +389,88 @@ func TestLateAnswersAreNotLostWrites(t *testing.T) {
 	}
 	if err != nil || rep.LostWrites != 0 {
 		t.Fatalf("%d writes overtaken before their answer, measured as %d lost writes: %v", st.overtaken.Load(), rep.LostWrites, err)
+	}
+}
+
+// lostOnFailover loses every third acknowledged create and every second
+// acknowledged delete, as a failover to an asynchronous replica that had
+// not received them does: a create is applied and at once undone (its
+// version is used up, so every later version is higher, and no read finds
+// an older one), a delete is acknowledged and never applied.
+type lostOnFailover struct {
+	driver.Store
+	creates, deletes bool
+	nc, nd, lost     atomic.Int64
+}
+
+func (s *lostOnFailover) CompareAndSwap(ctx context.Context, key string, old driver.Version, value []byte, ttl time.Duration) (driver.Version, error) {
+	ver, err := s.Store.CompareAndSwap(ctx, key, old, value, ttl)
+	if err == nil && s.creates && old == driver.NoVersion && s.nc.Add(1)%3 == 0 {
+		if err := s.Store.CompareAndDelete(ctx, key, ver); err != nil {
+			return 0, err
+		}
+		s.lost.Add(1)
+	}
+	return ver, err
+}
+
+func (s *lostOnFailover) CompareAndDelete(ctx context.Context, key string, old driver.Version) error {
+	if s.deletes && s.nd.Add(1)%2 == 0 {
+		if _, cur, err := s.Store.Get(ctx, key); err == nil && cur == old {
+			s.lost.Add(1)
+			return nil
+		}
+	}
+	return s.Store.CompareAndDelete(ctx, key, old)
+}
+
+// TestLostCreatesAndDeletes: a store that loses acknowledged creates (a
+// later read finds the key absent) or deletes (a later read finds the
+// deleted version) fails the linearizable check unless it declares it
+// may; with the allowance it passes and the loss is measured.
+func TestLostCreatesAndDeletes(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name             string
+		creates, deletes bool
+		seed             int64
+	}{
+		{"creates", true, false, 101},
+		{"deletes", false, true, 111},
+	} {
+		store := func(cfg *robustness.Config) *lostOnFailover {
+			st := &lostOnFailover{Store: memory.New(), creates: tc.creates, deletes: tc.deletes}
+			cfg.NewStore = func(context.Context, int) (driver.Store, error) { return st, nil }
+			return st
+		}
+		t.Run(tc.name+"/strict", func(t *testing.T) {
+			t.Parallel()
+			cfg := memoryConfig(t, tc.seed)
+			st := store(&cfg)
+			mustFlag(t, cfg, robustness.InvLinearizable)
+			if st.lost.Load() == 0 {
+				t.Fatal("the store lost nothing: the run tested nothing")
+			}
+		})
+		t.Run(tc.name+"/declared", func(t *testing.T) {
+			t.Parallel()
+			cfg := memoryConfig(t, tc.seed)
+			cfg.LosesAckedWrites = true
+			st := store(&cfg)
+			rep, err := robustness.Run(t.Context(), cfg)
+			t.Log(rep)
+			for _, a := range rep.Allowed[:min(3, len(rep.Allowed))] {
+				t.Log("allowed: ", a)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.lost.Load() == 0 {
+				t.Fatal("the store lost nothing: the run tested nothing")
+			}
+			if rep.LostWrites == 0 || len(rep.Allowed) == 0 {
+				t.Fatalf("the store lost %d acknowledged writes, measured as %d: %v", st.lost.Load(), rep.LostWrites, rep)
+			}
+		})
 	}
 }
