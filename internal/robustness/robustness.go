@@ -127,9 +127,10 @@ type Config struct {
 	// acknowledged (Redis's asynchronous replication across a failover).
 	// The run then measures the loss (Report.LostWrites, LostFailures,
 	// SecondProbes), and a one-probe-per-restraint or linearizable finding
-	// on a key that lost an acknowledged write is reported in
-	// Report.Allowed instead of failing the run. Findings on keys that
-	// lost nothing, and every other invariant, still fail it.
+	// on a key that lost an acknowledged write, or a half-open-bound
+	// finding on a stretch during which a lost write was made, is reported
+	// in Report.Allowed instead of failing the run. Other findings, and
+	// every other invariant, still fail it.
 	LosesAckedWrites bool
 	// HistoryDir receives the history file on failure; default os.TempDir().
 	HistoryDir string
@@ -263,9 +264,12 @@ type Report struct {
 	// Inconclusive: checks that could not decide (porcupine's timeout).
 	Inconclusive []string
 	// The cost of lost acknowledged writes, measured on every run: writes
-	// acknowledged (a compare-and-swap that succeeded) that a later call
-	// on the key found replaced by an older version; the failure instants
-	// those writes held that no later record holds; the second probes
+	// acknowledged (a compare-and-swap or delete that succeeded) that a
+	// call started after their answer contradicts: it finds the key at an
+	// older version than a write created, absent although no delete came
+	// between and no write's TTL can have passed, or at the version a
+	// delete removed; the failure instants the lost compare-and-swaps held
+	// that no later record holds; the second probes
 	// (one-probe-per-restraint findings) on keys that lost a write.
 	LostWrites, LostFailures, SecondProbes int
 	// Allowed are the findings Config.LosesAckedWrites let through.
