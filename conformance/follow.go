@@ -873,9 +873,9 @@ func lastEntry(cs []committed) *entry {
 
 // swap is one successful compare-and-swap of the storm.
 type swap struct {
-	old, new driver.Version
-	value    []byte
-	start    time.Time // when it was sent
+	old, new   driver.Version
+	value      []byte
+	start, ret time.Time // when it was sent, and when it returned
 }
 
 // checkFollowStorm races goroutines through read-then-swap rounds on a few
@@ -916,10 +916,11 @@ func checkFollowStorm(ctx context.Context, e *env) {
 				value := val(fmt.Sprintf("g%d #%d", g, n))
 				start := time.Now()
 				ver, err := e.store.CompareAndSwap(ctx, key, cur, value, ttl)
+				ret := time.Now()
 				mu.Lock()
 				switch {
 				case err == nil:
-					swaps[key] = append(swaps[key], swap{cur, ver, value, start})
+					swaps[key] = append(swaps[key], swap{cur, ver, value, start, ret})
 				case errors.Is(err, driver.ErrConflict):
 					conflicts++
 				default:
@@ -985,8 +986,54 @@ func checkFollowStorm(ctx context.Context, e *env) {
 			e.logf("%q: the successful swaps do not form one chain (see %s)", k, CaseLinearizable)
 			continue
 		}
+		if !e.stormSyncedCovers(k, chain, swaps[k], ev, iS, iA) {
+			continue
+		}
 		e.compareSequence(PromiseFollowOrder, k, chain, changesOf(after, k), true, "in the storm")
 	}
+}
+
+// stormSyncedCovers reports, under PromiseFollowOrder, a Synced among
+// ev(iS, iA] that arrived before key's swap that had returned by its At: the
+// key's state by that Synced must be that swap's or a later one's in chain,
+// or a Stale that arrived after that swap was sent. A feed whose changes
+// trail its Synced is caught here whatever the storm's timing, while the
+// mirror at the end may have caught up.
+func (e *env) stormSyncedCovers(key string, chain []committed, ss []swap, ev []arrival, iS, iA int) bool {
+	ret := make(map[driver.Version]time.Time, len(ss))
+	for _, s := range ss {
+		ret[s.new] = s.ret
+	}
+	for j := iS + 1; j <= iA; j++ {
+		if ev[j].Kind != driver.ChangeSynced {
+			continue
+		}
+		last := -1
+		for n, c := range chain {
+			if ret[c.version].Before(ev[j].At) {
+				last = n
+			}
+		}
+		if last < 0 {
+			continue
+		}
+		got, present := mirrorOf(ev[:j])[key]
+		if present && !got.staleAt.IsZero() {
+			if !got.staleAt.Before(chain[last].start) {
+				continue
+			}
+			present = false
+		}
+		if present && slices.ContainsFunc(chain[last:], func(c committed) bool {
+			return got.version == c.version && bytes.Equal(got.value, c.value)
+		}) {
+			continue
+		}
+		e.errorf(PromiseFollowOrder, "key %q: its swap to %s had returned by %s, but the Synced with At %s (delivered at %s) came before it or a later one arrived; before that Synced the feed had delivered %s",
+			key, chain[last], ret[chain[last].version].Format("15:04:05.000000"), ev[j].At.Format("15:04:05.000000"), ev[j].at.Format("15:04:05.000000"), describeEvents(changesOf(ev[iS+1:j], key)))
+		return false
+	}
+	return true
 }
 
 // chainOf orders a key's successful swaps by their versions: each replaced

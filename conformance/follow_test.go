@@ -494,7 +494,7 @@ func TestFollowBugs(t *testing.T) {
 		{"drops-a-change", dropsChange, conformance.CaseFollowOrder, conformance.PromiseFollowOrder},
 		{"reorders-a-key", reordersKey, conformance.CaseFollowOrder, conformance.PromiseFollowOrder},
 		{"synced-ahead-of-delivery", syncedAhead, conformance.CaseFollowOrder, conformance.PromiseFollowOrder},
-		{"synced-ahead-in-a-storm", syncedAhead, conformance.CaseFollowStorm, conformance.PromiseFollowMirror},
+		{"synced-ahead-in-a-storm", syncedAhead, conformance.CaseFollowStorm, conformance.PromiseFollowOrder},
 		{"never-heartbeats", noHeartbeat, conformance.CaseFollowHeartbeat, conformance.PromiseFollowHeartbeat},
 		{"snapshot-ignores-prefix", leaksPrefix, conformance.CaseFollowSnapshot, conformance.PromiseFollowSnapshot},
 		{"snapshot-ignores-prefix-feed", leaksPrefix, conformance.CaseFollowSnapshot, conformance.PromiseFollowFeed},
