@@ -19,17 +19,14 @@ package etcdtest
 
 import (
 	"context"
-	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -184,66 +181,24 @@ func (s *Server) Close() {
 	}
 }
 
+// binary builds internal/testservers/etcdserver once per process (launcher.BuildGo).
+func binary(ctx context.Context) (string, error) {
+	_, file, _, ok := runtime.Caller(0)
+	if !ok || !filepath.IsAbs(file) {
+		return "", errors.New("etcdtest: cannot locate the repository (built with -trimpath?)")
+	}
+	bin, err := launcher.BuildGo(ctx, "etcdserver", filepath.Join(filepath.Dir(file), "..", "etcdserver"))
+	if err != nil {
+		return "", fmt.Errorf("etcdtest: %w", err)
+	}
+	return bin, nil
+}
+
 // freePorts returns n distinct TCP ports that were free on 127.0.0.1.
 func freePorts(n int) ([]int, error) {
-	ports := make([]int, 0, n)
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("etcdtest: pick a free port: %w", err)
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	ports, err := launcher.FreePorts(n)
+	if err != nil {
+		return nil, fmt.Errorf("etcdtest: %w", err)
 	}
 	return ports, nil
-}
-
-var built struct {
-	once sync.Once
-	path string
-	err  error
-}
-
-// binary builds internal/testservers/etcdserver once per process, with
-// the go command on PATH, in that directory (the go command finds this
-// repository's workspace from there, so the path from here is all it
-// needs). The build cache makes every build after the first a link.
-func binary(ctx context.Context) (string, error) {
-	built.once.Do(func() {
-		_, file, _, ok := runtime.Caller(0)
-		if !ok || !filepath.IsAbs(file) {
-			built.err = errors.New("etcdtest: cannot locate the repository (built with -trimpath?)")
-			return
-		}
-		src := filepath.Join(filepath.Dir(file), "..", "etcdserver")
-		// One binary per checkout: test binaries of other checkouts (git
-		// worktrees) build theirs at the same time, from other sources.
-		sum := sha256.Sum256([]byte(src))
-		dir := filepath.Join(os.TempDir(), fmt.Sprintf("kvbreaker-etcdtest-%d-%x", os.Getuid(), sum[:6]))
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			built.err = fmt.Errorf("etcdtest: %w", err)
-			return
-		}
-		out := filepath.Join(dir, "etcdserver")
-		tmp := fmt.Sprintf("%s.%d", out, os.Getpid())
-		cmd := exec.CommandContext(ctx, "go", "build", "-o", tmp, ".")
-		cmd.Dir = src
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=")
-		if b, err := cmd.CombinedOutput(); err != nil {
-			built.err = fmt.Errorf("etcdtest: build the etcd test server (go build in %s): %v\n%s", src, err, b)
-			return
-		}
-		if err := os.Rename(tmp, out); err != nil {
-			built.err = fmt.Errorf("etcdtest: %w", err)
-			return
-		}
-		built.path = out
-	})
-	return built.path, built.err
 }

@@ -16,7 +16,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -222,63 +221,24 @@ func (s *Server) Close() {
 	}
 }
 
+// binary builds internal/testservers/natsserver once per process (launcher.BuildGo).
+func binary(ctx context.Context) (string, error) {
+	_, file, _, ok := runtime.Caller(0)
+	if !ok || !filepath.IsAbs(file) {
+		return "", errors.New("natstest: cannot locate the repository (built with -trimpath?)")
+	}
+	bin, err := launcher.BuildGo(ctx, "natsserver", filepath.Join(filepath.Dir(file), "..", "natsserver"))
+	if err != nil {
+		return "", fmt.Errorf("natstest: %w", err)
+	}
+	return bin, nil
+}
+
 // freePorts returns n distinct TCP ports that were free on 127.0.0.1.
 func freePorts(n int) ([]int, error) {
-	ports := make([]int, 0, n)
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("natstest: pick a free port: %w", err)
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	ports, err := launcher.FreePorts(n)
+	if err != nil {
+		return nil, fmt.Errorf("natstest: %w", err)
 	}
 	return ports, nil
-}
-
-var built struct {
-	once sync.Once
-	path string
-	err  error
-}
-
-// binary builds internal/testservers/natsserver once per process, with
-// the go command on PATH, in that directory (the go command finds this
-// repository's workspace from there). The build cache makes every build
-// after the first a link.
-func binary(ctx context.Context) (string, error) {
-	built.once.Do(func() {
-		_, file, _, ok := runtime.Caller(0)
-		if !ok || !filepath.IsAbs(file) {
-			built.err = errors.New("natstest: cannot locate the repository (built with -trimpath?)")
-			return
-		}
-		src := filepath.Join(filepath.Dir(file), "..", "natsserver")
-		dir := filepath.Join(os.TempDir(), fmt.Sprintf("kvbreaker-natstest-%d", os.Getuid()))
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			built.err = fmt.Errorf("natstest: %w", err)
-			return
-		}
-		out := filepath.Join(dir, "natsserver")
-		tmp := fmt.Sprintf("%s.%d", out, os.Getpid())
-		cmd := exec.CommandContext(ctx, "go", "build", "-o", tmp, ".")
-		cmd.Dir = src
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=")
-		if b, err := cmd.CombinedOutput(); err != nil {
-			built.err = fmt.Errorf("natstest: build the NATS test server (go build in %s): %v\n%s", src, err, b)
-			return
-		}
-		if err := os.Rename(tmp, out); err != nil {
-			built.err = fmt.Errorf("natstest: %w", err)
-			return
-		}
-		built.path = out
-	})
-	return built.path, built.err
 }
