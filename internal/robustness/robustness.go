@@ -201,6 +201,11 @@ func Schedule(seed int64, kinds []string, phase time.Duration) []Fault {
 	at := between(rng, 500*time.Millisecond, 1500*time.Millisecond)
 	for {
 		d := between(rng, time.Second, 3*time.Second)
+		if at+d > phase && len(out) == 0 && at+time.Second <= phase {
+			// A short phase still gets its one fault, cut to fit; a
+			// longer phase's schedule is unchanged, so its seeds replay.
+			d = phase - at
+		}
 		if at+d > phase {
 			return out
 		}

@@ -257,6 +257,16 @@ func TestScheduleReplays(t *testing.T) {
 	}
 }
 
+// TestScheduleShortPhaseHasAFault: every seed's schedule of a 4 s phase
+// (the default run's) injects a fault, which the runs require.
+func TestScheduleShortPhaseHasAFault(t *testing.T) {
+	for seed := range int64(2000) {
+		if s := robustness.Schedule(seed, []string{"pause"}, 4*time.Second); len(s) == 0 {
+			t.Fatalf("seed %d: no fault in a 4 s phase", seed)
+		}
+	}
+}
+
 // ackedButLost acknowledges every fifth update of an existing record
 // without applying it, with a version above every real one: a write the
 // store acknowledged and then lost, as an asynchronous replica's promotion
