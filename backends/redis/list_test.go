@@ -2,12 +2,15 @@ package redis_test
 
 import (
 	"errors"
+	"fmt"
+	"maps"
 	"slices"
 	"testing"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/kvbreaker/kvbreaker"
 	"github.com/kvbreaker/kvbreaker/backends/redis"
 	"github.com/kvbreaker/kvbreaker/driver"
 )
@@ -133,5 +136,73 @@ func TestWaitReplicasOptions(t *testing.T) {
 	// A conflict is an answer: nothing was written, nothing to wait for.
 	if _, err := st.CompareAndSwap(t.Context(), key, driver.NoVersion, []byte("z"), time.Minute); !errors.Is(err, driver.ErrConflict) {
 		t.Errorf("conflicting CompareAndSwap = %v, want a conflict", err)
+	}
+}
+
+// TestBreakerList: a Breaker lists its circuits from Redis, page by page
+// with SCAN's cursor and all at once with Circuits, in their states, and
+// not another fleet's sharing the server.
+func TestBreakerList(t *testing.T) {
+	ctx := t.Context()
+	prefix := uniquePrefix(t)
+	c := newClient(t, srv.Addr())
+	b, err := kvbreaker.New(newStoreUnder(t, c, prefix), kvbreaker.Settings{FailureThreshold: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := kvbreaker.New(newStoreUnder(t, c, prefix+"other/"), kvbreaker.Settings{FailureThreshold: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := other.Failure(ctx, "other.example"); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]kvbreaker.State{}
+	for i := range 12 {
+		h := fmt.Sprintf("h%02d.example", i)
+		n, st := 1, kvbreaker.StateClosed
+		if i%3 == 0 {
+			n, st = 2, kvbreaker.StateOpen
+		}
+		for range n {
+			if err := b.Failure(ctx, h); err != nil {
+				t.Fatal(err)
+			}
+		}
+		want[h] = st
+	}
+	got := map[string]kvbreaker.State{}
+	cursor := ""
+	for range 1000 {
+		page, next, err := b.List(ctx, cursor, 5)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, st := range page {
+			if st.State == kvbreaker.StateOpen && st.RestrainedUntil.IsZero() {
+				t.Errorf("%s open without a restraint: %+v", st.Host, st)
+			}
+			got[st.Host] = st.State
+		}
+		if next == "" {
+			break
+		}
+		cursor = next
+	}
+	if !maps.Equal(got, want) {
+		t.Errorf("List: %v, want %v", got, want)
+	}
+	clear(got)
+	for st, err := range b.Circuits(ctx) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, dup := got[st.Host]; dup {
+			t.Errorf("Circuits yielded %s twice", st.Host)
+		}
+		got[st.Host] = st.State
+	}
+	if !maps.Equal(got, want) {
+		t.Errorf("Circuits: %v, want %v", got, want)
 	}
 }
