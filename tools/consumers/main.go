@@ -51,7 +51,8 @@ var always = []string{
 	"github.com/testcontainers", "github.com/moby", "github.com/docker",
 	"github.com/sony/gobreaker", "golang.org/x/perf", "honnef.co/go/tools",
 	"github.com/spf13/cobra",
-	repo + "/bench", repo + "/cmd", repo + "/internal/testservers", repo + "/tools",
+	"github.com/hibiken/asynq", "github.com/riverqueue",
+	repo + "/bench", repo + "/examples", repo + "/cmd", repo + "/internal/testservers", repo + "/tools",
 }
 
 // backend is a backend module of the workspace and what it requires
