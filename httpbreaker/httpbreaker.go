@@ -23,6 +23,25 @@
 // HeldError.HeldSince to kvbreaker.WithHeldSince when retrying, so the
 // Breaker's HoldLimit can drop it in the end.
 //
+// Through an http.Client the *kvbreaker.HeldError arrives wrapped in a
+// *url.Error, which errors.As and errors.Is look through:
+// errors.AsType[*kvbreaker.HeldError](err) gives it, and
+// errors.Is(err, kvbreaker.ErrHeld) tells a hold from a failure. A Hold
+// closes the request's body, as a RoundTripper must, so a request with a
+// body (a POST) is retried as RetryRequest makes it: a clone carrying the
+// first hold's instant, its body replayed by GetBody (set by
+// http.NewRequest for a *bytes.Reader, *bytes.Buffer or *strings.Reader
+// body).
+//
+// A retrying client goes over the Transport, not under it as Base: over,
+// every attempt asks the Breaker, each failed one counts towards opening
+// the circuit, and once it opens the next attempt is held at once, so the
+// retry loop must stop on kvbreaker.ErrHeld (or ErrDropped) and leave the
+// message to the queue, at RetryAt. Under it, the Breaker sees one outcome
+// per request whatever the retries did: attempts go on against a host the
+// fleet already knows is down, and a request that succeeded on its third
+// try records no failure.
+//
 // A 429 or 503 response's Retry-After does not change the breaker's
 // restraint, neither shortening nor extending it. The restraint is shared by
 // every worker of the fleet and keyed by host, whereas a Retry-After answers
@@ -35,6 +54,7 @@ package httpbreaker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -73,6 +93,37 @@ func DefaultClassify(resp *http.Response, err error) kvbreaker.Outcome {
 		return kvbreaker.ReachableFailure
 	}
 	return kvbreaker.Success
+}
+
+// ErrNoBody is returned by RetryRequest for a request whose body cannot be
+// replayed.
+var ErrNoBody = errors.New("httpbreaker: the request's body cannot be replayed: it has no GetBody (build it with http.NewRequest over a *bytes.Reader, *bytes.Buffer or *strings.Reader, or set GetBody)")
+
+// RetryRequest returns the request to send when req was held: a clone of
+// req whose context carries held.HeldSince (kvbreaker.WithHeldSince, so
+// HoldLimit counts from the first hold) and whose body is a fresh copy from
+// req.GetBody, since the Transport closed req's body. It fails with
+// ErrNoBody when req has a body and no GetBody. A signed request (an HTTP
+// signature's Date and Digest) must be signed again on the clone: a
+// receiver refuses a signature older than it accepts.
+func RetryRequest(req *http.Request, held *kvbreaker.HeldError) (*http.Request, error) {
+	ctx := req.Context()
+	if held != nil && !held.HeldSince.IsZero() {
+		ctx = kvbreaker.WithHeldSince(ctx, held.HeldSince)
+	}
+	r := req.Clone(ctx)
+	if req.Body == nil || req.Body == http.NoBody {
+		return r, nil
+	}
+	if req.GetBody == nil {
+		return nil, ErrNoBody
+	}
+	body, err := req.GetBody()
+	if err != nil {
+		return nil, fmt.Errorf("httpbreaker: replaying the request's body: %w", err)
+	}
+	r.Body = body
+	return r, nil
 }
 
 // ErrNoBreaker is returned by a Transport whose Breaker is nil.
