@@ -42,7 +42,9 @@ type Settings struct {
 	// before another worker takes it over. Default 30 min.
 	RecoveryDelay time.Duration
 	// HoldLimit: a message held this long since its first hold is dropped.
-	// Default 7 days.
+	// Default 7 days. A signed request (an HTTP signature's Date) must be
+	// signed again when it is finally sent: receivers refuse old
+	// signatures (Mastodon, older than about 12 hours).
 	HoldLimit time.Duration
 	// ReleaseInterval: while a probe is in flight, held messages re-check
 	// this often. Default 1 s.
