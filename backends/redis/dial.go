@@ -78,6 +78,12 @@ func Dial(ctx context.Context, rawURL string, opts ...Option) (*Store, error) {
 		o.DialTimeout = ConnectTimeout
 	}
 	o.ContextTimeoutEnabled = true
+	// A server's refusal of a missing client certificate may reach the
+	// first PING as a reset rather than its alert: the watch names it.
+	var certs *driver.CertWatch
+	if o.TLSConfig != nil {
+		o.TLSConfig, certs = driver.WatchClientCert(o.TLSConfig)
+	}
 	c := goredis.NewClient(o)
 	s, err := newStore(c, so, problems)
 	if err != nil {
@@ -93,7 +99,7 @@ func Dial(ctx context.Context, rawURL string, opts ...Option) (*Store, error) {
 	start := time.Now()
 	if err := c.Ping(ctx).Err(); err != nil {
 		c.Close()
-		if te := driver.ClassifyTLS("redis", o.Addr, err); te != nil {
+		if te := certs.Refused("redis", o.Addr, err); te != nil {
 			return nil, opError("dial", "", te)
 		}
 		if o.TLSConfig == nil && (errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET)) {
