@@ -220,6 +220,31 @@ func (e *NotReplicatedError) Error() string {
 // Is makes the error match ErrNotReplicated.
 func (e *NotReplicatedError) Is(target error) bool { return target == ErrNotReplicated }
 
+// ErrNoReplicas matches (errors.Is) the error of a write the server refused
+// with NOREPLICAS: fewer replicas than its min-replicas-to-write are
+// connected with a lag within min-replicas-max-lag. The write was not
+// applied (see NoReplicasError), so sending it again once the replicas are
+// back is safe; the cause is a *NoReplicasError.
+var ErrNoReplicas = errors.New("write refused: not enough good replicas")
+
+// NoReplicasError is a write the server refused with NOREPLICAS; Err is
+// the server's answer. Such a write was not applied: Redis refuses a
+// script's write command for want of replicas only while the script has
+// written nothing (once it has, it lets the script finish rather than
+// leave half a write), and the store's scripts end at the first refused
+// command, so a refused script changed nothing.
+type NoReplicasError struct{ Err error }
+
+func (e *NoReplicasError) Error() string {
+	return "refused by the server, not applied: fewer replicas than its min-replicas-to-write are connected and within min-replicas-max-lag (" + e.Err.Error() + ")"
+}
+
+// Is makes the error match ErrNoReplicas.
+func (e *NoReplicasError) Is(target error) bool { return target == ErrNoReplicas }
+
+// Unwrap returns the server's answer.
+func (e *NoReplicasError) Unwrap() error { return e.Err }
+
 // WithTLSConfig is Dial's TLS configuration for a rediss:// URL, in place
 // of go-redis's (the system's certificate authorities, no client
 // certificate): the authority that signed the server's certificate
@@ -592,8 +617,16 @@ func (s *Store) CompareAndDelete(ctx context.Context, key string, old driver.Ver
 // and a ClusterClient would send a keyless WAIT to any node, so on a
 // Cluster the pipeline goes to the key's master's own client. A write
 // whose script failed (a conflict is an answer, not a failure) is not
-// waited for.
+// waited for. A NOREPLICAS refusal is a *NoReplicasError.
 func (s *Store) write(ctx context.Context, script *goredis.Script, key string, args ...any) ([]any, error) {
+	res, err := s.writeWaiting(ctx, script, key, args...)
+	if goredis.HasErrorPrefix(err, "NOREPLICAS") {
+		return nil, &NoReplicasError{Err: err}
+	}
+	return res, err
+}
+
+func (s *Store) writeWaiting(ctx context.Context, script *goredis.Script, key string, args ...any) ([]any, error) {
 	if s.waitReplicas == 0 {
 		return script.Run(ctx, s.c, []string{key}, args...).Slice()
 	}
