@@ -120,6 +120,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"strconv"
 	"strings"
 	"sync"
@@ -753,9 +754,28 @@ func writeID() string {
 	return string(strconv.AppendUint(x, rand.Uint64(), 36))
 }
 
-// opError is the shape of every error but ErrNotFound and conflicts.
+// opError is the shape of every error but ErrNotFound and conflicts. A
+// call whose connection could not be made (nothing was sent) has an
+// *UnreachableError as its cause, as Dial's has, so that every call keeps
+// driver's promise for a store that cannot be reached.
 func opError(op, key string, err error) error {
+	if dial, ok := driver.DialFailed(err); ok {
+		if _, already := errors.AsType[*UnreachableError](err); !already {
+			err = &UnreachableError{Backend: backend, Endpoints: []string{dialedAt(dial)}, Err: err}
+		}
+	}
 	return &driver.OpError{Backend: backend, Op: op, Key: key, Err: err}
+}
+
+// dialedAt names where a failed dial went.
+func dialedAt(dial error) string {
+	if op, ok := dial.(*net.OpError); ok && op.Addr != nil {
+		return op.Addr.String()
+	}
+	if dns, ok := dial.(*net.DNSError); ok {
+		return dns.Name
+	}
+	return "its address"
 }
 
 // expiryScript: KEYS[1] the key. It returns the key's PTTL (-1: no TTL), or
