@@ -30,12 +30,13 @@ const (
 
 // ErrUnreachable matches (errors.Is) the error of Dial when the server did
 // not answer: it refused the connection, or accepted it but did not answer
-// before the context ended. The error is then a *driver.OpError whose cause
-// is an *UnreachableError. It is an alias of driver.ErrUnreachable, so
-// matching either matches every backend's.
+// before the context ended; and of a Store's call whose connection was
+// refused (or whose host's name did not resolve). The error is then a
+// *driver.OpError whose cause is an *UnreachableError. It is an alias of
+// driver.ErrUnreachable, so matching either matches every backend's.
 var ErrUnreachable = driver.ErrUnreachable
 
-// UnreachableError says why Dial could not reach the server: "cannot reach
+// UnreachableError says why Dial or a call could not reach the server: "cannot reach
 // redis at 127.0.0.1:6379: connection refused", or "…: it accepted the
 // connection but did not answer within 5s". It matches ErrUnreachable and
 // unwraps to the cause. It is an alias of driver.UnreachableError;
