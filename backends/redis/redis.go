@@ -65,6 +65,17 @@
 // write whose answer was lost and not retried returns the transport error:
 // its outcome is unknown.
 //
+// A delete's tombstone keeps the record's remaining TTL, which may end
+// before a rerun of the delete arrives. The rerun then finds the key
+// absent and returns driver.ErrNotFound rather than success: what the
+// delete returns when the record expired before it (which the record,
+// whose TTL the tombstone kept, would have done at the same instant), and
+// the key is absent, as the delete left it; a Breaker takes either as the
+// record gone. The rerun cannot delete a record written since: the key's
+// next version comes from the server's clock, past the deleted version
+// (see Versions), so the rerun conflicts with it. Nor can it bring a record
+// back, as the delete's script writes nothing but a tombstone.
+//
 // # Reads from replicas
 //
 // Reads go wherever the client sends read-only commands: the primary by
