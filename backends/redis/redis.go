@@ -605,11 +605,17 @@ func (s *Store) CompareAndSwap(ctx context.Context, key string, old driver.Versi
 // and a *driver.ConflictError with the current value and version when
 // another version is there.
 func (s *Store) CompareAndDelete(ctx context.Context, key string, old driver.Version) error {
+	return s.compareAndDelete(ctx, key, old, writeID())
+}
+
+// compareAndDelete is CompareAndDelete as the write id's run: a rerun
+// passes the same id.
+func (s *Store) compareAndDelete(ctx context.Context, key string, old driver.Version, id string) error {
 	const op = "compare-and-delete"
 	if s.closed.Load() {
 		return opError(op, key, ErrClosed)
 	}
-	res, err := s.write(ctx, cadScript, key, strconv.FormatUint(uint64(old), 10), writeID(),
+	res, err := s.write(ctx, cadScript, key, strconv.FormatUint(uint64(old), 10), id,
 		foreignArg(old), ceilMillis(TombstoneTTL))
 	if err != nil {
 		return opError(op, key, err)
