@@ -5,8 +5,11 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
+	"io"
 	"net"
 	"strings"
+	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -180,6 +183,65 @@ func ProbeTLS(ctx context.Context, backend, endpoint, addr string, cfg *tls.Conf
 	_ = c.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
 	_, err = c.Read(make([]byte, 1))
 	return ClassifyTLS(backend, endpoint, err)
+}
+
+// CertWatch records whether a server asked, in a handshake made with the
+// configuration WatchClientCert returned, for a client certificate that
+// configuration had none to give for. A TLS 1.3 server checks the client's
+// certificate after the client's handshake has ended and refuses it in an
+// alert; a client that has already sent its first request may never read
+// that alert, since a server that closes a connection with the request
+// unread makes the kernel send a reset, which discards it. The watch names
+// the refusal whatever the timing.
+type CertWatch struct{ unmet atomic.Bool }
+
+// WatchClientCert returns a clone of cfg whose handshakes w watches, and
+// which offers the same certificate cfg would: cfg's GetClientCertificate
+// if set, else the first of cfg.Certificates the server accepts, else none.
+func WatchClientCert(cfg *tls.Config) (_ *tls.Config, w *CertWatch) {
+	w = &CertWatch{}
+	cfg = cfg.Clone()
+	get, certs := cfg.GetClientCertificate, cfg.Certificates
+	cfg.GetClientCertificate = func(cri *tls.CertificateRequestInfo) (*tls.Certificate, error) {
+		if get != nil {
+			c, err := get(cri)
+			if err == nil && (c == nil || len(c.Certificate) == 0) {
+				w.unmet.Store(true)
+			}
+			return c, err
+		}
+		for i := range certs {
+			if cri.SupportsCertificate(&certs[i]) == nil {
+				return &certs[i], nil
+			}
+		}
+		w.unmet.Store(true)
+		return &tls.Certificate{}, nil
+	}
+	return cfg, w
+}
+
+// Refused returns a *TLSError of kind TLSClientCertRefused for backend at
+// endpoint when err is a connection the server closed (a reset or an end
+// of stream) after it asked for a client certificate the client had none
+// to give for, and nil otherwise (a nil w too). An err ClassifyTLS
+// recognises is classified by it first.
+func (w *CertWatch) Refused(backend, endpoint string, err error) *TLSError {
+	if err == nil {
+		return nil
+	}
+	if te := ClassifyTLS(backend, endpoint, err); te != nil {
+		return te
+	}
+	if w == nil || !w.unmet.Load() {
+		return nil
+	}
+	if !errors.Is(err, syscall.ECONNRESET) && !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, syscall.EPIPE) {
+		return nil
+	}
+	return &TLSError{Backend: backend, Endpoint: endpoint, Kind: TLSClientCertRefused, Err: err,
+		Reason: "the server requires a client certificate and closed the connection, having asked for one the client did not have (" + err.Error() + ")",
+		Fix:    "give the client a certificate and key the server's authority signed (tls.Config.Certificates)"}
 }
 
 func hostOf(addr string) string {

@@ -3,7 +3,10 @@ package driver_test
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"net"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -86,5 +89,76 @@ func TestProbeTLS(t *testing.T) {
 	}
 	if driver.ClassifyTLS("test", "x", context.Canceled) != nil || driver.ClassifyTLS("test", "x", nil) != nil {
 		t.Error("ClassifyTLS classified an error that is not a TLS failure")
+	}
+}
+
+// TestCertWatch: a server that asks for a client certificate and, given
+// none, resets the connection without an alert (what a client that has
+// sent its first request sees of a TLS 1.3 server's refusal when the reset
+// overtakes the alert) is named as requiring one; the same reset from a
+// server that did not ask, or after the client gave one, is not.
+func TestCertWatch(t *testing.T) {
+	pki := tlstest.MustNew(t, "watch CA")
+	pair, err := tls.LoadX509KeyPair(pki.ServerCertFile, pki.ServerKeyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resetter := func(auth tls.ClientAuthType) string {
+		cfg := &tls.Config{Certificates: []tls.Certificate{pair}, ClientAuth: auth, MinVersion: tls.VersionTLS13}
+		return serve(t, func(c net.Conn) {
+			tc := tls.Server(c, cfg)
+			if tc.Handshake() != nil {
+				return
+			}
+			// Read the request, then reset: no alert, whatever was sent.
+			_, _ = tc.Read(make([]byte, 1))
+			_ = c.(*net.TCPConn).SetLinger(0)
+		})
+	}
+	asks, asksNot := resetter(tls.RequestClientCert), resetter(tls.NoClientCert)
+	request := func(addr string, cfg *tls.Config) error {
+		c, err := tls.Dial("tcp", addr, cfg)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		if _, err := c.Write([]byte("PING\r\n")); err != nil {
+			return err
+		}
+		_ = c.SetReadDeadline(time.Now().Add(time.Minute))
+		_, err = c.Read(make([]byte, 1))
+		return err
+	}
+	for _, tc := range []struct {
+		name string
+		addr string
+		cfg  *tls.Config
+		want bool
+	}{
+		{"asked, none given", asks, pki.ServerOnlyConfig(), true},
+		{"asked, one given", asks, pki.ClientConfig(), false},
+		{"not asked", asksNot, pki.ServerOnlyConfig(), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, w := driver.WatchClientCert(tc.cfg)
+			err := request(tc.addr, cfg)
+			if err == nil {
+				t.Fatal("the request succeeded; want the server's reset")
+			}
+			if te := driver.ClassifyTLS("test", tc.addr, err); te != nil {
+				t.Fatalf("ClassifyTLS named the reset %v; the control is then no reset", te)
+			}
+			te := w.Refused("test", tc.addr, err)
+			if got := te != nil && te.Kind == driver.TLSClientCertRefused; got != tc.want {
+				t.Fatalf("Refused(%v) = %v; want a refused certificate: %v", err, te, tc.want)
+			}
+			if te != nil && (!strings.Contains(te.Error(), "requires a client certificate") || !errors.Is(te, err)) {
+				t.Errorf("Refused = %v; want it to say a client certificate is required, unwrapping to %v", te, err)
+			}
+		})
+	}
+	var none *driver.CertWatch
+	if none.Refused("test", "x", syscall.ECONNRESET) != nil {
+		t.Error("a nil watch named a reset")
 	}
 }

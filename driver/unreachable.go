@@ -10,7 +10,9 @@ import (
 // ErrUnreachable is matched (errors.Is) by the error of a call that could
 // not reach the store: no connection could be made (refused, a name that
 // does not resolve, a unix socket that does not exist), so nothing was
-// sent. An adapter's Dial may also report a server that accepted the
+// sent; etcd's client retries connections until the call's context ends,
+// so its calls report that case with an error matching the context's error
+// too. An adapter's Dial may also report a server that accepted the
 // connection but never answered its first request this way (etcd's and
 // redis's do, and say so); a call on a working Store whose server goes
 // silent instead ends with its context. Every backend's ErrUnreachable is

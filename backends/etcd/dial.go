@@ -32,12 +32,13 @@ const (
 
 // ErrUnreachable matches (errors.Is) the error of Dial and New when the
 // cluster did not answer: no endpoint accepted a connection, or one did
-// but no answer came before the context ended. The error is then a
-// *driver.OpError whose cause is an *UnreachableError. It is an alias of
+// but no answer came before the context ended; and of a Store's call whose
+// context ended while no endpoint accepted a connection. The error is then
+// a *driver.OpError whose cause is an *UnreachableError. It is an alias of
 // driver.ErrUnreachable, so matching either matches every backend's.
 var ErrUnreachable = driver.ErrUnreachable
 
-// UnreachableError says why Dial or New could not reach the cluster:
+// UnreachableError says why Dial, New or a call could not reach the cluster:
 // "cannot reach etcd at http://10.0.0.1:2379: connection refused", or
 // "…: it accepted the connection but did not answer within 5s". It matches
 // ErrUnreachable and unwraps to the cause (the dial errors, or the

@@ -32,7 +32,11 @@
 // with Settings.CallTimeout); the Store sends no request of its own. Errors
 // other than driver.ErrNotFound and conflicts are *driver.OpError:
 // "etcd: get host.example: context deadline exceeded (via
-// http://10.0.0.1:2379)", endpoints without credentials. A Store lists keys
+// http://10.0.0.1:2379)", endpoints without credentials; a call whose
+// deadline passed while no endpoint accepted a connection has an
+// *UnreachableError as its cause instead ("etcd: get host.example: cannot
+// reach etcd at http://10.0.0.1:2379: connection refused"), which still
+// matches the context's error. A Store lists keys
 // (driver.Lister), reads a key's remaining lease TTL (driver.ExpiryReader:
 // driver.NoExpiry for a key another process put without a lease) and owns
 // nothing but what Dial made: Close closes that.
@@ -464,8 +468,24 @@ func opError(op, key string, err error) error {
 
 // callError is opError for a failed request: the cause names the endpoints
 // the request could have gone to.
+// A request whose deadline passed may have found no endpoint accepting
+// connections: etcd's client retries them until the context ends, and says
+// only that it ended. A brief dial of each endpoint (checkConnect) tells
+// that case, which is then an *UnreachableError (matching ErrUnreachable
+// and still the context's error), as driver's doc promises.
 func (s *Store) callError(op, key string, err error) error {
-	return opError(op, key, &viaError{via: s.via, err: err})
+	var cause error = &viaError{via: s.via, err: err}
+	if errors.Is(err, context.DeadlineExceeded) {
+		eps := s.cli.Endpoints()
+		ctx, cancel := context.WithTimeout(context.Background(), checkTimeout)
+		refused := checkConnect(ctx, eps, redactEndpoints(eps))
+		cancel()
+		if ue, ok := errors.AsType[*UnreachableError](refused); ok {
+			ue.Err = errors.Join(err, ue.Err)
+			cause = ue
+		}
+	}
+	return opError(op, key, cause)
 }
 
 // viaError is a request's error and the endpoints it went to; it unwraps

@@ -27,8 +27,22 @@
 // never reused for a key in practice (two writes of one key draw the same
 // with probability 2^-63), also across delete and re-create, and needs no
 // sequence (MySQL 8 has none) nor a counter row every writer would lock.
-// A CHECK constraint keeps versions positive, so no row another program
-// writes reads as absent.
+// A CHECK constraint keeps versions positive where the server enforces it
+// (below).
+//
+// # Foreign rows
+//
+// The store writes only positive versions, but a server that does not
+// enforce CHECK (MySQL 8.0.1 to 8.0.15) or a table made by hand keeps a row
+// whose version is 0 or negative, written by another program or by hand.
+// Such a live row reads as its value with a version that names exactly the
+// row's content: 2^63 plus 60 bits of the MD5 of its value, version,
+// expires_at and history. A compare-and-swap or -delete with it replaces
+// the row if its content is still the same, and conflicts otherwise, in
+// the one statement below, as for a record. Read as its own number, a
+// version of 0 would be driver.NoVersion (a live row taken for an absent
+// key, so every create conflicts) and a negative one would be compared as a
+// record's.
 //
 // # Statements
 //
@@ -351,7 +365,9 @@ func mine(col string) string {
 func (s *Store) prepare() {
 	t := quoteIdent(s.table)
 	keep := 8 * (historyDepth - 1)
-	// The create: parameters in order are bound by createArgs. The guard
+	// The create: parameters in order are bound by createArgs. LAST_INSERT_ID
+	// is unsigned, so it is added to a kept version as signed: a foreign
+	// row's negative version stays in range. The guard
 	// reads expires_at and writes, so those are assigned last, expires_at
 	// before writes, and writes asks whether the row holds this write's
 	// version now (it did not before: the guard refuses a row holding its
@@ -362,25 +378,25 @@ VALUES (?, ?, LAST_INSERT_ID(?), %[2]s + INTERVAL ? MICROSECOND, %[2]s + INTERVA
 ON DUPLICATE KEY UPDATE
 	value = IF(%[3]s, ?, value),
 	purge_at = IF(%[3]s, %[2]s + INTERVAL ? MICROSECOND, purge_at),
-	version = IF(%[3]s, LAST_INSERT_ID(?), version + LAST_INSERT_ID(0)),
+	version = IF(%[3]s, LAST_INSERT_ID(?), version + CAST(LAST_INSERT_ID(0) AS SIGNED)),
 	expires_at = IF(%[3]s, %[2]s + INTERVAL ? MICROSECOND, expires_at),
 	writes = IF(version = ? AND NOT %[4]s, CONCAT(?, LEFT(writes, %[5]d)), writes)`,
 		t, now, guard, mine("writes"), keep)
-	// A swap and a delete: one UPDATE of the row at the compared version.
-	// Parameters: those of set, then id (version), id (writes), key, old
-	// version.
+	// A swap and a delete: one UPDATE of the row at the compared version,
+	// or of a foreign row with the compared content. Parameters: those of
+	// set, then id (version), id (writes), key, and the two compareArgs.
 	update := func(set string) string {
 		return fmt.Sprintf(`UPDATE %[1]s SET %[2]s, version = ?, writes = CONCAT(?, LEFT(writes, %[3]d))
-WHERE k = ? AND version = ? AND expires_at > %[4]s`, t, set, keep, now)
+WHERE k = ? AND expires_at > %[4]s AND CASE WHEN version > 0 THEN version = ? ELSE %[5]s = ? END`, t, set, keep, now, foreignHash)
 	}
 	// Parameters: value, ttl µs, ttl µs.
 	s.stmts[stSwap].sql = update(fmt.Sprintf("value = ?, expires_at = %[1]s + INTERVAL ? MICROSECOND, purge_at = %[1]s + INTERVAL ? MICROSECOND", now))
 	// A tombstone, purged WithPurgeDelay after the delete. No parameters.
 	s.stmts[stDelete].sql = update(fmt.Sprintf("value = '', expires_at = %s, purge_at = %s", tombstoneExpiry, now))
-	s.stmts[stGet].sql = fmt.Sprintf(`SELECT value, version FROM %s WHERE k = ? AND expires_at > %s`, t, now)
+	s.stmts[stGet].sql = fmt.Sprintf(`SELECT value, version, %s FROM %s WHERE k = ? AND expires_at > %s`, foreignOf, t, now)
 	// What a write that did not apply reads: the row, whether it is live,
 	// and its history.
-	s.stmts[stRead].sql = fmt.Sprintf(`SELECT value, version, expires_at > %s, writes FROM %s WHERE k = ?`, now, t)
+	s.stmts[stRead].sql = fmt.Sprintf(`SELECT value, version, %s, expires_at > %s, writes FROM %s WHERE k = ?`, foreignOf, now, t)
 	s.stmts[stExpiry].sql = fmt.Sprintf(`SELECT CASE WHEN expires_at >= '9999-12-31 00:00:00' THEN -1
 	ELSE TIMESTAMPDIFF(MICROSECOND, %[1]s, expires_at) END
 FROM %[2]s WHERE k = ? AND expires_at > %[1]s`, now, t)
@@ -434,10 +450,10 @@ func (s *Store) Get(ctx context.Context, key string) ([]byte, driver.Version, er
 		return nil, driver.NoVersion, s.wrap(opGet, key, err)
 	}
 	var (
-		value []byte
-		ver   int64
+		value       []byte
+		ver, hashed int64
 	)
-	err := s.queryRow(ctx, stGet, []any{key}, &value, &ver)
+	err := s.queryRow(ctx, stGet, []any{key}, &value, &ver, &hashed)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, driver.NoVersion, driver.ErrNotFound
 	}
@@ -447,7 +463,39 @@ func (s *Store) Get(ctx context.Context, key string) ([]byte, driver.Version, er
 	if value == nil {
 		value = []byte{}
 	}
-	return value, driver.Version(ver), nil
+	return value, versionOf(ver, hashed), nil
+}
+
+// foreignHash is, for the row, 60 bits of the MD5 of its value, version,
+// expiry and history: what names a foreign row's content (see "Foreign
+// rows"), in [0, 2^60).
+const foreignHash = `CAST(CONV(LEFT(MD5(CONCAT(LENGTH(value), ':', version, ':', expires_at, ':', HEX(writes), ':', value)), 15), 16, 10) AS SIGNED)`
+
+// foreignOf is what a statement returns beside a row's version: 0 for a
+// record (a positive version), its foreignHash otherwise.
+const foreignOf = "(CASE WHEN version > 0 THEN 0 ELSE " + foreignHash + " END)"
+
+// foreignBit marks the version of a foreign row (see "Foreign rows"); the
+// bits below it are the row's foreignHash.
+const foreignBit = 1 << 63
+
+// versionOf is the version a row reads as: its own if positive, else
+// foreignBit and its foreignHash.
+func versionOf(ver, hashed int64) driver.Version {
+	if ver > 0 {
+		return driver.Version(ver)
+	}
+	return foreignBit | driver.Version(hashed)
+}
+
+// compareArgs are the parameters a swap or delete names old by: a record's
+// version and -1, or 0 and a foreign row's hash; neither pair matches a
+// row of the other kind.
+func compareArgs(old driver.Version) (int64, int64) {
+	if old&foreignBit != 0 {
+		return 0, int64(old &^ foreignBit)
+	}
+	return int64(old), -1
 }
 
 // idBytes is a write id as the history column holds it.
@@ -482,7 +530,8 @@ func (s *Store) CompareAndSwap(ctx context.Context, key string, old driver.Versi
 	us := int64((ttl + time.Microsecond - 1) / time.Microsecond)
 	id := writeID()
 	for range attempts {
-		args := []any{value, us, us, id, idBytes(id), key, int64(old)}
+		ver, hashed := compareArgs(old)
+		args := []any{value, us, us, id, idBytes(id), key, ver, hashed}
 		if old == driver.NoVersion {
 			args = createArgs(key, value, id, us)
 		}
@@ -508,7 +557,7 @@ func (s *Store) CompareAndSwap(ctx context.Context, key string, old driver.Versi
 			s.wrote()
 			return driver.Version(id), nil
 		case r.live:
-			return driver.NoVersion, &driver.ConflictError{Value: r.value, Version: driver.Version(r.version)}
+			return driver.NoVersion, &driver.ConflictError{Value: r.value, Version: versionOf(r.version, r.hashed)}
 		case old != driver.NoVersion:
 			return driver.NoVersion, &driver.ConflictError{Version: driver.NoVersion}
 		}
@@ -548,13 +597,14 @@ type row struct {
 	found   bool
 	value   []byte
 	version int64
+	hashed  int64 // foreignOf the row
 	live    bool
 	writes  []byte
 }
 
 func (s *Store) read(ctx context.Context, key string) (row, error) {
 	var r row
-	err := s.queryRow(ctx, stRead, []any{key}, &r.value, &r.version, &r.live, &r.writes)
+	err := s.queryRow(ctx, stRead, []any{key}, &r.value, &r.version, &r.hashed, &r.live, &r.writes)
 	if errors.Is(err, sql.ErrNoRows) {
 		return row{}, nil
 	}
@@ -614,7 +664,8 @@ func (s *Store) CompareAndDelete(ctx context.Context, key string, old driver.Ver
 		return s.wrap(opDelete, key, err)
 	}
 	id := writeID()
-	args := []any{id, idBytes(id), key, int64(old)}
+	ver, hashed := compareArgs(old)
+	args := []any{id, idBytes(id), key, ver, hashed}
 	applied, err := s.exec(ctx, stDelete, args)
 	if err != nil {
 		return s.wrap(opDelete, key, err)
@@ -633,7 +684,7 @@ func (s *Store) CompareAndDelete(ctx context.Context, key string, old driver.Ver
 	case !r.live:
 		return driver.ErrNotFound
 	}
-	return &driver.ConflictError{Value: r.value, Version: driver.Version(r.version)}
+	return &driver.ConflictError{Value: r.value, Version: versionOf(r.version, r.hashed)}
 }
 
 // retry runs send until it succeeds, fails with an answer from the server

@@ -30,12 +30,13 @@ const (
 
 // ErrUnreachable matches (errors.Is) the error of Dial when the server did
 // not answer: it refused the connection, or accepted it but did not answer
-// before the context ended. The error is then a *driver.OpError whose cause
-// is an *UnreachableError. It is an alias of driver.ErrUnreachable, so
-// matching either matches every backend's.
+// before the context ended; and of a Store's call whose connection was
+// refused (or whose host's name did not resolve). The error is then a
+// *driver.OpError whose cause is an *UnreachableError. It is an alias of
+// driver.ErrUnreachable, so matching either matches every backend's.
 var ErrUnreachable = driver.ErrUnreachable
 
-// UnreachableError says why Dial could not reach the server: "cannot reach
+// UnreachableError says why Dial or a call could not reach the server: "cannot reach
 // redis at 127.0.0.1:6379: connection refused", or "…: it accepted the
 // connection but did not answer within 5s". It matches ErrUnreachable and
 // unwraps to the cause. It is an alias of driver.UnreachableError;
@@ -78,6 +79,12 @@ func Dial(ctx context.Context, rawURL string, opts ...Option) (*Store, error) {
 		o.DialTimeout = ConnectTimeout
 	}
 	o.ContextTimeoutEnabled = true
+	// A server's refusal of a missing client certificate may reach the
+	// first PING as a reset rather than its alert: the watch names it.
+	var certs *driver.CertWatch
+	if o.TLSConfig != nil {
+		o.TLSConfig, certs = driver.WatchClientCert(o.TLSConfig)
+	}
 	c := goredis.NewClient(o)
 	s, err := newStore(c, so, problems)
 	if err != nil {
@@ -93,7 +100,7 @@ func Dial(ctx context.Context, rawURL string, opts ...Option) (*Store, error) {
 	start := time.Now()
 	if err := c.Ping(ctx).Err(); err != nil {
 		c.Close()
-		if te := driver.ClassifyTLS("redis", o.Addr, err); te != nil {
+		if te := certs.Refused("redis", o.Addr, err); te != nil {
 			return nil, opError("dial", "", te)
 		}
 		if o.TLSConfig == nil && (errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET)) {

@@ -32,7 +32,10 @@ const invalidateChannel = "__redis__:invalidate"
 // Store declared WithReplicaReads return an error matching
 // errors.ErrUnsupported. Errors before the first snapshot starts (the
 // server refused, or could not be reached) are returned; after that, every
-// failure is a ChangeLost and a resynchronisation, retried until ctx ends.
+// failure is a ChangeLost and a resynchronisation, retried until ctx ends,
+// but for a refusal: after maxRefusedSessions sessions in a row refused
+// with NOPERM (an ACL that denies the feed what it needs), Follow returns
+// an error saying so.
 func (s *Store) Follow(ctx context.Context, prefix string, heartbeat time.Duration, fn func(driver.Change)) error {
 	const op = "follow"
 	if s.closed.Load() {
@@ -195,12 +198,21 @@ const (
 	maxResyncBackoff = time.Second
 )
 
+// maxRefusedSessions bounds the sessions in a row the server refuses with
+// NOPERM: an ACL that denies the feed a command, its channel or a key under
+// the prefix is not lifted by trying again, and a feed that retried for
+// ever would only ever say Lost. Retrying a few times lets an ACL change
+// that an operator makes while the feed runs land between sessions.
+const maxRefusedSessions = 5
+
 // run follows until ctx ends: sessions one after another, a Lost between
 // them. It returns the first session's error when that failed before its
-// Reset.
+// Reset, and an error saying so when maxRefusedSessions sessions in a row
+// were refused with NOPERM.
 func (f *follower) run(ctx context.Context) error {
 	backoff := minResyncBackoff
 	started := false
+	refused := 0
 	for {
 		reset, err := f.session(ctx)
 		if ctx.Err() != nil {
@@ -210,6 +222,17 @@ func (f *follower) run(ctx context.Context) error {
 			return err
 		}
 		started = true
+		if goredis.HasErrorPrefix(err, "NOPERM") {
+			refused++
+		} else {
+			refused = 0
+		}
+		if refused >= maxRefusedSessions {
+			if reset {
+				f.fn(driver.Change{Kind: driver.ChangeLost, Err: err})
+			}
+			return fmt.Errorf("the server refused %d sessions of the feed in a row (NOPERM): its ACL user may not run a command, use the channel or read a key the feed needs: grant it the keys under the prefix (~PREFIX*), the channel &__redis__:invalidate and the commands docs/security.md lists: %w", refused, err)
+		}
 		if reset {
 			// This session delivered a Reset: what it delivered may have
 			// missed a change from here on. A session that failed before

@@ -65,6 +65,17 @@
 // write whose answer was lost and not retried returns the transport error:
 // its outcome is unknown.
 //
+// A delete's tombstone keeps the record's remaining TTL, which may end
+// before a rerun of the delete arrives. The rerun then finds the key
+// absent and returns driver.ErrNotFound rather than success: what the
+// delete returns when the record expired before it (which the record,
+// whose TTL the tombstone kept, would have done at the same instant), and
+// the key is absent, as the delete left it; a Breaker takes either as the
+// record gone. The rerun cannot delete a record written since: the key's
+// next version comes from the server's clock, past the deleted version
+// (see Versions), so the rerun conflicts with it. Nor can it bring a record
+// back, as the delete's script writes nothing but a tombstone.
+//
 // # Reads from replicas
 //
 // Reads go wherever the client sends read-only commands: the primary by
@@ -120,6 +131,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"strconv"
 	"strings"
 	"sync"
@@ -219,6 +231,31 @@ func (e *NotReplicatedError) Error() string {
 
 // Is makes the error match ErrNotReplicated.
 func (e *NotReplicatedError) Is(target error) bool { return target == ErrNotReplicated }
+
+// ErrNoReplicas matches (errors.Is) the error of a write the server refused
+// with NOREPLICAS: fewer replicas than its min-replicas-to-write are
+// connected with a lag within min-replicas-max-lag. The write was not
+// applied (see NoReplicasError), so sending it again once the replicas are
+// back is safe; the cause is a *NoReplicasError.
+var ErrNoReplicas = errors.New("write refused: not enough good replicas")
+
+// NoReplicasError is a write the server refused with NOREPLICAS; Err is
+// the server's answer. Such a write was not applied: Redis refuses a
+// script's write command for want of replicas only while the script has
+// written nothing (once it has, it lets the script finish rather than
+// leave half a write), and the store's scripts end at the first refused
+// command, so a refused script changed nothing.
+type NoReplicasError struct{ Err error }
+
+func (e *NoReplicasError) Error() string {
+	return "refused by the server, not applied: fewer replicas than its min-replicas-to-write are connected and within min-replicas-max-lag (" + e.Err.Error() + ")"
+}
+
+// Is makes the error match ErrNoReplicas.
+func (e *NoReplicasError) Is(target error) bool { return target == ErrNoReplicas }
+
+// Unwrap returns the server's answer.
+func (e *NoReplicasError) Unwrap() error { return e.Err }
 
 // WithTLSConfig is Dial's TLS configuration for a rediss:// URL, in place
 // of go-redis's (the system's certificate authorities, no client
@@ -568,11 +605,17 @@ func (s *Store) CompareAndSwap(ctx context.Context, key string, old driver.Versi
 // and a *driver.ConflictError with the current value and version when
 // another version is there.
 func (s *Store) CompareAndDelete(ctx context.Context, key string, old driver.Version) error {
+	return s.compareAndDelete(ctx, key, old, writeID())
+}
+
+// compareAndDelete is CompareAndDelete as the write id's run: a rerun
+// passes the same id.
+func (s *Store) compareAndDelete(ctx context.Context, key string, old driver.Version, id string) error {
 	const op = "compare-and-delete"
 	if s.closed.Load() {
 		return opError(op, key, ErrClosed)
 	}
-	res, err := s.write(ctx, cadScript, key, strconv.FormatUint(uint64(old), 10), writeID(),
+	res, err := s.write(ctx, cadScript, key, strconv.FormatUint(uint64(old), 10), id,
 		foreignArg(old), ceilMillis(TombstoneTTL))
 	if err != nil {
 		return opError(op, key, err)
@@ -592,8 +635,16 @@ func (s *Store) CompareAndDelete(ctx context.Context, key string, old driver.Ver
 // and a ClusterClient would send a keyless WAIT to any node, so on a
 // Cluster the pipeline goes to the key's master's own client. A write
 // whose script failed (a conflict is an answer, not a failure) is not
-// waited for.
+// waited for. A NOREPLICAS refusal is a *NoReplicasError.
 func (s *Store) write(ctx context.Context, script *goredis.Script, key string, args ...any) ([]any, error) {
+	res, err := s.writeWaiting(ctx, script, key, args...)
+	if goredis.HasErrorPrefix(err, "NOREPLICAS") {
+		return nil, &NoReplicasError{Err: err}
+	}
+	return res, err
+}
+
+func (s *Store) writeWaiting(ctx context.Context, script *goredis.Script, key string, args ...any) ([]any, error) {
 	if s.waitReplicas == 0 {
 		return script.Run(ctx, s.c, []string{key}, args...).Slice()
 	}
@@ -720,9 +771,28 @@ func writeID() string {
 	return string(strconv.AppendUint(x, rand.Uint64(), 36))
 }
 
-// opError is the shape of every error but ErrNotFound and conflicts.
+// opError is the shape of every error but ErrNotFound and conflicts. A
+// call whose connection could not be made (nothing was sent) has an
+// *UnreachableError as its cause, as Dial's has, so that every call keeps
+// driver's promise for a store that cannot be reached.
 func opError(op, key string, err error) error {
+	if dial, ok := driver.DialFailed(err); ok {
+		if _, already := errors.AsType[*UnreachableError](err); !already {
+			err = &UnreachableError{Backend: backend, Endpoints: []string{dialedAt(dial)}, Err: err}
+		}
+	}
 	return &driver.OpError{Backend: backend, Op: op, Key: key, Err: err}
+}
+
+// dialedAt names where a failed dial went.
+func dialedAt(dial error) string {
+	if op, ok := dial.(*net.OpError); ok && op.Addr != nil {
+		return op.Addr.String()
+	}
+	if dns, ok := dial.(*net.DNSError); ok {
+		return dns.Name
+	}
+	return "its address"
 }
 
 // expiryScript: KEYS[1] the key. It returns the key's PTTL (-1: no TTL), or

@@ -184,6 +184,12 @@ func openRedisCluster(ctx context.Context, f *backendFlags) (*conn, error) {
 		tlsConfig.ServerName = o.TLSConfig.ServerName
 		o.TLSConfig = tlsConfig
 	}
+	// A refused client certificate may reach the PING as a reset rather
+	// than the server's alert: the watch names it.
+	var certs *driver.CertWatch
+	if o.TLSConfig != nil {
+		o.TLSConfig, certs = driver.WatchClientCert(o.TLSConfig)
+	}
 	seeds := strings.Join(o.Addrs, ", ")
 	c := goredis.NewClusterClient(o)
 	s, err := redis.New(c)
@@ -193,7 +199,7 @@ func openRedisCluster(ctx context.Context, f *backendFlags) (*conn, error) {
 	}
 	if err := c.Ping(ctx).Err(); err != nil {
 		_ = c.Close()
-		return nil, clusterPingError(ctx, f, o.Addrs, err)
+		return nil, clusterPingError(ctx, f, o.Addrs, certs, err)
 	}
 	// redis.New leaves a client it did not make open on Close.
 	return &conn{describe: "redis cluster via " + seeds, store: clusterStore{s}, purge: redisPurge(s)}, nil
@@ -206,12 +212,12 @@ func redisTLS(f *backendFlags) (*tls.Config, error) {
 }
 
 // clusterPingError explains a Cluster's failed first PING.
-func clusterPingError(ctx context.Context, f *backendFlags, seeds []string, err error) error {
+func clusterPingError(ctx context.Context, f *backendFlags, seeds []string, certs *driver.CertWatch, err error) error {
 	endpoint := strings.Join(seeds, ", ")
 	if ctx.Err() != nil {
 		return &reachError{backend: "redis", endpoint: endpoint, why: "no answer within " + f.bound, err: err}
 	}
-	if te := driver.ClassifyTLS("redis", endpoint, err); te != nil {
+	if te := certs.Refused("redis", endpoint, err); te != nil {
 		return tlsFlagError(f, te)
 	}
 	if op, ok := errors.AsType[*net.OpError](err); ok && op.Op == "dial" {
