@@ -170,7 +170,8 @@ const sqliteFollowPoll = 50 * time.Millisecond
 //     LISTENs (one statement for both channels) and reads the snapshot in
 //     one query; a beat, every heartbeat, is a pg_notify from the pool.
 //   - NATS: a session creates a push consumer (and on a replicated bucket
-//     asks who leads the stream); the snapshot is pushed by it; a beat,
+//     asks who leads the stream) and deletes it when it ends; the
+//     snapshot is pushed by it; a beat,
 //     every heartbeat, is a consumer info (and the stream's info on a
 //     replicated bucket: not counted here, the model is of one server).
 //   - SQLite: no server; a beat is a poll, two statements when nothing
@@ -205,6 +206,7 @@ var FeedModels = map[string]FeedModel{
 	}},
 	"nats": {Store: "nats", Requests: []FeedRequest{
 		{Name: "CONSUMER.CREATE", PerSession: 1},
+		{Name: "CONSUMER.DELETE", PerSession: 1},
 		{Name: "CONSUMER.INFO", PerBeat: 1},
 	}},
 	"sqlite": {Store: "sqlite", SnapshotPage: 0,
