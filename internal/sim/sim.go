@@ -358,6 +358,9 @@ type MirrorReport struct {
 	// RequestsPer1000DeliveriesNoFeedReads.
 	FeedReads                            int     `json:"feed_reads"`
 	RequestsPer1000DeliveriesNoFeedReads float64 `json:"requests_per_1000_deliveries_no_feed_reads"`
+	// Feeds is the fleet's cost on each store that follows, every request
+	// of its feeds counted.
+	Feeds []FeedReport `json:"feeds"`
 }
 
 // Baseline is a fleet without a breaker: every message is sent once, when
@@ -936,6 +939,7 @@ func (r *runner) report() *Report {
 		rep.Models = append(rep.Models, r.gob.report(r.delivered))
 	}
 	rep.Models = append(rep.Models, r.refused...)
+	feedRatios(rep)
 	return rep
 }
 

@@ -1,0 +1,173 @@
+package etcd_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kvbreaker/kvbreaker/backends/etcd"
+	"github.com/kvbreaker/kvbreaker/driver"
+	"github.com/kvbreaker/kvbreaker/internal/model"
+)
+
+// grpcCounts reads what the server counted on its /metrics endpoint (the
+// client URL): each unary method's calls and each stream's opening
+// (grpc_server_started_total), and the messages clients sent on Watch
+// streams beyond each stream's first, its create request: the
+// RequestProgress requests (grpc_server_msg_received_total).
+func grpcCounts(t *testing.T) map[string]int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), feedWait)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, endpoints[0]+"/metrics", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	m := map[string]int{}
+	watchMsgs := 0
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		l := sc.Text()
+		metric, rest, ok := strings.Cut(l, "{")
+		if !ok || metric != "grpc_server_started_total" && metric != "grpc_server_msg_received_total" {
+			continue
+		}
+		labels, val, _ := strings.Cut(rest, "} ")
+		_, method, _ := strings.Cut(labels, `grpc_method="`)
+		method, _, _ = strings.Cut(method, `"`)
+		n, err := strconv.ParseFloat(val, 64)
+		if err != nil {
+			t.Fatalf("metrics: %q", l)
+		}
+		switch {
+		case metric == "grpc_server_started_total":
+			m[method] += int(n)
+		case method == "Watch":
+			watchMsgs += int(n)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	m["RequestProgress"] = watchMsgs - m["Watch"]
+	return m
+}
+
+// TestFollowRequestsCounted holds the simulator's etcd feed model
+// (model.FeedModels["etcd"]) to what the server itself counts over one
+// Follow (gRPC's server metrics): its session, a snapshot of 600 keys (two
+// pages), the changes of writes made while it runs (pushed on the watch,
+// no request) and its beats. A request Follow makes that the model leaves
+// out fails it; so does a control model whose beat has no Range.
+func TestFollowRequestsCounted(t *testing.T) {
+	cli := newClient(t)
+	st, err := etcd.New(cli)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	prefix := uniquePrefix(t)
+	const keys = 600
+	for i := range keys {
+		if _, err := cli.Put(t.Context(), prefix+strconv.Itoa(i), "v"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := grpcCounts(t)
+
+	var synced int
+	got := make(chan driver.Change, 1<<12)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- st.Follow(ctx, prefix, followHeartbeat, func(c driver.Change) { got <- c })
+	}()
+	wait := func(what string, ok func(driver.Change) bool) {
+		t.Helper()
+		for {
+			select {
+			case c := <-got:
+				if c.Kind == driver.ChangeSynced {
+					synced++
+				}
+				if ok(c) {
+					return
+				}
+			case err := <-done:
+				t.Fatalf("Follow returned %v", err)
+			case <-time.After(feedWait):
+				t.Fatalf("no %s within %v", what, feedWait)
+			}
+		}
+	}
+	isSynced := func(c driver.Change) bool { return c.Kind == driver.ChangeSynced }
+	wait("snapshot", isSynced)
+	// The writes are the test's own Put and Delete, counted apart.
+	if _, err := cli.Put(t.Context(), prefix+"new", "v"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.Delete(t.Context(), prefix+"new"); err != nil {
+		t.Fatal(err)
+	}
+	wait("delete", func(c driver.Change) bool { return c.Kind == driver.ChangeDelete })
+	for range 5 {
+		wait("Synced", isSynced)
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Follow returned %v", err)
+	}
+	after := grpcCounts(t)
+	counted := map[string]int{}
+	for name, n := range after {
+		if d := n - before[name]; d != 0 {
+			counted[name] = d
+		}
+	}
+	counted["Put"]--
+	counted["DeleteRange"]--
+	for _, n := range []string{"Put", "DeleteRange"} {
+		if counted[n] == 0 {
+			delete(counted, n)
+		}
+	}
+
+	// A beat's Range is sent on every tick; Synced proves the newest
+	// beat the watch has reached, so several beats may give one Synced.
+	// The beats are the Ranges beyond the snapshot's pages, which is what
+	// the model must then account for in every other request.
+	m := model.FeedModels["etcd"]
+	pages := m.Pages(keys)
+	beats := counted["Range"] - pages
+	if beats < synced-1 {
+		t.Fatalf("%d Ranges for %d pages and %d Synced after the snapshot's", counted["Range"], pages, synced-1)
+	}
+	use := model.FeedUse{Sessions: 1, Pages: pages, Keys: keys, Beats: beats}
+	if err := m.Compare(use, counted, 0); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("server counted %v over %d beats (%d Synced): the model %v", counted, beats, synced, m.Count(use))
+
+	ctlModel := m
+	ctlModel.Requests = nil
+	for _, r := range m.Requests {
+		if r.Name == "Range" {
+			r.PerBeat = 0
+		}
+		ctlModel.Requests = append(ctlModel.Requests, r)
+	}
+	if err := ctlModel.Compare(use, counted, 0); err == nil {
+		t.Fatal("a model whose beat has no Range matched the server's count")
+	}
+}

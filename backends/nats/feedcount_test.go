@@ -1,0 +1,88 @@
+package nats_test
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"testing"
+	"time"
+
+	kvnats "github.com/kvbreaker/kvbreaker/backends/nats"
+	"github.com/kvbreaker/kvbreaker/driver"
+	"github.com/kvbreaker/kvbreaker/internal/model"
+)
+
+// TestFollowRequestsCounted holds the simulator's NATS feed model
+// (model.FeedModels["nats"]) to what the connection itself counts over one
+// Follow of a prefix nobody writes while it runs: the messages it
+// published (nats.Conn.Stats().OutMsgs; every JetStream API request is
+// one). On an idle prefix each beat proves the feed current at once, so
+// the beats are the Synced after the snapshot's; one more tick may have
+// been in flight when the feed ended, or have come before the snapshot
+// was whole; that slack of one beat's request also covers the consumer's
+// deletion, which the model takes from the code. A control model without
+// the beat's consumer info fails.
+func TestFollowRequestsCounted(t *testing.T) {
+	nc := connect(t, server.URL())
+	st, err := kvnats.New(t.Context(), nc, bucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	prefix := uniquePrefix(t)
+	const keys = 10
+	for i := range keys {
+		if _, err := st.CompareAndSwap(t.Context(), prefix+strconv.Itoa(i), driver.NoVersion, []byte("v"), time.Hour); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := nc.Stats().OutMsgs
+
+	synced := 0
+	got := make(chan driver.Change, 1<<12)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- st.Follow(ctx, prefix, 50*time.Millisecond, func(c driver.Change) { got <- c }) }()
+	for synced < 6 {
+		select {
+		case c := <-got:
+			if c.Kind == driver.ChangeSynced {
+				synced++
+			}
+			if c.Kind == driver.ChangeLost {
+				t.Fatalf("Lost: %v", c.Err)
+			}
+		case err := <-done:
+			t.Fatalf("Follow returned %v", err)
+		case <-time.After(15 * time.Second):
+			t.Fatalf("%d Synced in 15 s", synced)
+		}
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Follow returned %v", err)
+	}
+	counted := int(nc.Stats().OutMsgs - before)
+
+	m := model.FeedModels["nats"]
+	use := model.FeedUse{Sessions: 1, Pages: m.Pages(keys), Keys: keys, Beats: synced - 1}
+	within := func(fm model.FeedModel) bool {
+		w := fm.Total(use)
+		return counted >= w && counted <= w+fm.PerBeat()
+	}
+	if !within(m) {
+		t.Fatalf("the connection published %d requests over %d beats; the model says %d (%v), or one beat more", counted, use.Beats, m.Total(use), m.Count(use))
+	}
+	t.Logf("the connection published %d requests over %d beats; the model %v", counted, use.Beats, m.Count(use))
+
+	ctlModel := m
+	ctlModel.Requests = nil
+	for _, r := range m.Requests {
+		if r.Name != "CONSUMER.INFO" {
+			ctlModel.Requests = append(ctlModel.Requests, r)
+		}
+	}
+	if within(ctlModel) {
+		t.Fatal("a model without the beat's consumer info matched the connection's count")
+	}
+}

@@ -1,0 +1,223 @@
+package model
+
+import (
+	"fmt"
+	"sort"
+	"time"
+)
+
+// FeedModel is what one process's feed (driver.Follower.Follow, as each
+// adapter implements it) sends its store, request by request, named as the
+// store's own statistics name them (Redis's INFO commandstats, etcd's gRPC
+// methods, PostgreSQL's statements, NATS JetStream API subjects), so that
+// a count the server keeps can be compared with it name by name.
+//
+// A feed's requests come in four kinds: those that open a session (the
+// connections' handshakes, the subscription, the consumer), those of its
+// snapshot (per page and per key), those of its heartbeat (one beat proves
+// the feed current and yields a Synced), and, on a feed of invalidations,
+// the reads a mirror makes of a key the feed said changed (counted by the
+// mirror as Cost.FeedReads, not here: they are the mirror's requests).
+// The changes themselves are pushed on the open connection and cost no
+// request.
+type FeedModel struct {
+	Store string
+	// Requests lists each request the feed sends and when.
+	Requests []FeedRequest
+	// SnapshotPage is how many keys one page of the snapshot reads (0:
+	// the snapshot is one request whatever its size).
+	SnapshotPage int
+	// Invalidations is set for a feed that delivers driver.ChangeStale
+	// (the key, not its value): a mirror reads such a key once when next
+	// asked about it (Cost.FeedReads).
+	Invalidations bool
+	// BeatsPer is how many beats the feed sends per heartbeat interval
+	// (Redis pings every half heartbeat, SQLite polls every
+	// DefaultFollowPoll or heartbeat, whichever is shorter); nil means one.
+	BeatsPer func(heartbeat time.Duration) float64
+}
+
+// FeedRequest is one kind of request of a feed, and how many of it each
+// part of the feed sends.
+type FeedRequest struct {
+	Name string
+	// PerSession: sent once each time the feed (re)starts.
+	PerSession int
+	// PerPage, PerKey: sent for each page of a snapshot, and each key in it.
+	PerPage, PerKey int
+	// PerBeat: sent for each heartbeat beat.
+	PerBeat int
+	// UpTo: the counts above are a bound, which the feed reaches only
+	// when it must (etcd asks for progress only while its watch trails
+	// the revision a beat read); the simulator costs the bound.
+	UpTo bool
+}
+
+// FeedUse is what a feed did: the sessions it opened (the first and each
+// resynchronisation), the keys its snapshots read in all, the pages they
+// took, and its beats.
+type FeedUse struct {
+	Sessions, Pages, Keys, Beats int
+}
+
+// Count returns the requests u costs, by name.
+func (m FeedModel) Count(u FeedUse) map[string]int {
+	out := map[string]int{}
+	for _, r := range m.Requests {
+		if n := r.PerSession*u.Sessions + r.PerPage*u.Pages + r.PerKey*u.Keys + r.PerBeat*u.Beats; n > 0 {
+			out[r.Name] += n
+		}
+	}
+	return out
+}
+
+// Total is the sum of Count.
+func (m FeedModel) Total(u FeedUse) int {
+	n := 0
+	for _, v := range m.Count(u) {
+		n += v
+	}
+	return n
+}
+
+// PerBeat is the requests one beat costs.
+func (m FeedModel) PerBeat() int {
+	n := 0
+	for _, r := range m.Requests {
+		n += r.PerBeat
+	}
+	return n
+}
+
+// Pages is how many snapshot pages reading keys takes: at least one (an
+// empty prefix is still asked).
+func (m FeedModel) Pages(keys int) int {
+	if m.SnapshotPage == 0 {
+		return 1
+	}
+	return max(1, (keys+m.SnapshotPage-1)/m.SnapshotPage)
+}
+
+// Beats is how many beats a feed with heartbeat sends in d.
+func (m FeedModel) Beats(heartbeat, d time.Duration) int {
+	per := 1.0
+	if m.BeatsPer != nil {
+		per = m.BeatsPer(heartbeat)
+	}
+	return int(float64(d) / float64(heartbeat) * per)
+}
+
+// Run is the use of one process's feed that ran for d with heartbeat and
+// one session whose snapshot read keys.
+func (m FeedModel) Run(heartbeat, d time.Duration, keys int) FeedUse {
+	return FeedUse{Sessions: 1, Pages: m.Pages(keys), Keys: keys, Beats: m.Beats(heartbeat, d)}
+}
+
+// Compare checks counted, what a server counted over a feed's requests (by
+// name, nothing else), against what m says u costs; slack allows up to that
+// many more of a per-beat request (a beat in flight when the feed ended),
+// and a request marked UpTo may be counted fewer times.
+// It names every request the server counted that m does not know, and
+// every count that differs.
+func (m FeedModel) Compare(u FeedUse, counted map[string]int, slack int) error {
+	want := m.Count(u)
+	perBeat, upTo := map[string]bool{}, map[string]bool{}
+	for _, r := range m.Requests {
+		perBeat[r.Name] = r.PerBeat > 0
+		upTo[r.Name] = r.UpTo
+	}
+	var bad []string
+	names := map[string]bool{}
+	for n := range want {
+		names[n] = true
+	}
+	for n := range counted {
+		names[n] = true
+	}
+	for n := range names {
+		got, w := counted[n], want[n]
+		if got == w || perBeat[n] && got > w && got <= w+slack || upTo[n] && got <= w {
+			continue
+		}
+		bad = append(bad, fmt.Sprintf("%s: server counted %d, the %s feed model %d", n, got, m.Store, w))
+	}
+	if len(bad) == 0 {
+		return nil
+	}
+	sort.Strings(bad)
+	return fmt.Errorf("feed requests the model does not account for (%+v): %v", u, bad)
+}
+
+// sqliteFollowPoll is the SQLite adapter's default poll interval
+// (sqlite.DefaultFollowPoll; the root module cannot import it).
+const sqliteFollowPoll = 50 * time.Millisecond
+
+// FeedModels are the feeds of the adapters that follow, as their Follow
+// is written (backends/*/follow.go):
+//
+//   - memory: in process; nothing is sent.
+//   - etcd: a session opens one Watch stream; the snapshot is a Range per
+//     page of 512 keys; each heartbeat a count-only linearizable Range and,
+//     when the watch has not yet reached that revision, a RequestProgress
+//     on the open stream (counted here on every beat: an upper bound).
+//   - Redis: a session opens two connections (HELLO, CLIENT SETNAME, two
+//     CLIENT SETINFO and CLIENT ID each: go-redis's handshake), SUBSCRIBEs one and turns CLIENT TRACKING on the
+//     other; the snapshot is a SCAN per page (COUNT 256: a page is a hint
+//     to Redis, which may answer in more) and an HMGET per key; a beat, every
+//     half heartbeat, is a PING on the subscriber and a CLIENT
+//     TRACKINGINFO on the tracking connection.
+//   - PostgreSQL: a session checks the triggers, names its connection,
+//     LISTENs (one statement for both channels) and reads the snapshot in
+//     one query; a beat, every heartbeat, is a pg_notify from the pool.
+//   - NATS: a session creates a push consumer (and on a replicated bucket
+//     asks who leads the stream) and deletes it when it ends; the
+//     snapshot is pushed by it; a beat,
+//     every heartbeat, is a consumer info (and the stream's info on a
+//     replicated bucket: not counted here, the model is of one server).
+//   - SQLite: no server; a beat is a poll, two statements when nothing
+//     changed, every 50 ms (or heartbeat if shorter).
+var FeedModels = map[string]FeedModel{
+	"memory": {Store: "memory"},
+	"etcd": {Store: "etcd", SnapshotPage: 512, Requests: []FeedRequest{
+		{Name: "Watch", PerSession: 1},
+		{Name: "Range", PerPage: 1, PerBeat: 1},
+		{Name: "RequestProgress", PerBeat: 1, UpTo: true},
+	}},
+	"redis": {Store: "redis", SnapshotPage: 256, Invalidations: true,
+		BeatsPer: func(time.Duration) float64 { return 2 },
+		Requests: []FeedRequest{
+			{Name: "hello", PerSession: 2},
+			{Name: "client|setname", PerSession: 2},
+			{Name: "client|setinfo", PerSession: 4},
+			{Name: "client|id", PerSession: 2},
+			{Name: "subscribe", PerSession: 1},
+			{Name: "client|tracking", PerSession: 1},
+			{Name: "scan", PerPage: 1},
+			{Name: "hmget", PerKey: 1},
+			{Name: "ping", PerBeat: 1},
+			{Name: "client|trackinginfo", PerBeat: 1},
+		}},
+	"postgres": {Store: "postgres", Invalidations: true, Requests: []FeedRequest{
+		{Name: "trigger check", PerSession: 1},
+		{Name: "set_config", PerSession: 1},
+		{Name: "LISTEN", PerSession: 1},
+		{Name: "snapshot", PerPage: 1},
+		{Name: "pg_notify", PerBeat: 1},
+	}},
+	"nats": {Store: "nats", Requests: []FeedRequest{
+		{Name: "CONSUMER.CREATE", PerSession: 1},
+		{Name: "CONSUMER.DELETE", PerSession: 1},
+		{Name: "CONSUMER.INFO", PerBeat: 1},
+	}},
+	"sqlite": {Store: "sqlite", SnapshotPage: 0,
+		BeatsPer: func(hb time.Duration) float64 {
+			return float64(hb) / float64(min(sqliteFollowPoll, hb))
+		},
+		Requests: []FeedRequest{
+			{Name: "snapshot", PerPage: 2},
+			{Name: "poll", PerBeat: 2},
+		}},
+}
+
+// FeedStores lists FeedModels' stores in a fixed order.
+var FeedStores = []string{"memory", "etcd", "redis", "postgres", "nats", "sqlite"}

@@ -1,0 +1,71 @@
+package sim
+
+import (
+	"testing"
+	"time"
+
+	"github.com/kvbreaker/kvbreaker/internal/model"
+)
+
+// TestFeedCostCounted: kvbreaker+mirror's report costs every store that
+// follows, and each figure is the sum of its parts: the Breakers' own
+// requests, each process's session, a beat's requests at the heartbeat for
+// the whole run, and on a feed of invalidations the reads after a Stale.
+// The beat figure is recomputed here from the model, so a report that left
+// out a part, or a process, fails.
+func TestFeedCostCounted(t *testing.T) {
+	s := Scenario{Seed: 1, Hosts: 50, Workers: 8, Duration: time.Hour}
+	rep, err := Run(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m *ModelReport
+	for i := range rep.Models {
+		if rep.Models[i].Mirror != nil {
+			m = &rep.Models[i]
+		}
+	}
+	if m == nil {
+		t.Fatal("no kvbreaker+mirror report")
+	}
+	if len(m.Mirror.Feeds) != len(model.FeedStores) {
+		t.Fatalf("%d feed reports, want one per store that follows (%v)", len(m.Mirror.Feeds), model.FeedStores)
+	}
+	procs, ref := rep.Processes, rep.Models[0].RequestsPer1000Deliveries
+	deliveries := float64(m.StoreReads+m.StoreWrites) * 1000 / m.RequestsPer1000Deliveries
+	for _, f := range m.Mirror.Feeds {
+		fm := model.FeedModels[f.Store]
+		beats := int(float64(time.Hour)/float64(feedHeartbeat)*perHeartbeat(fm)) * fm.PerBeat() * procs
+		if f.BeatRequests != beats {
+			t.Errorf("%s: %d beat requests, want %d (%d processes, a beat's %d requests every %v/%g for 1 h)",
+				f.Store, f.BeatRequests, beats, procs, fm.PerBeat(), feedHeartbeat, perHeartbeat(fm))
+		}
+		wantReads := 0
+		if fm.Invalidations {
+			wantReads = m.Mirror.FeedReads
+		}
+		if f.FeedReads != wantReads || f.BreakerRequests != m.StoreReads+m.StoreWrites-m.Mirror.FeedReads {
+			t.Errorf("%s: feed reads %d, Breaker requests %d; want %d and %d", f.Store, f.FeedReads, f.BreakerRequests, wantReads, m.StoreReads+m.StoreWrites-m.Mirror.FeedReads)
+		}
+		if sum := f.SessionRequests + f.BeatRequests + f.FeedReads + f.BreakerRequests; f.Requests != sum {
+			t.Errorf("%s: %d requests, the parts sum to %d", f.Store, f.Requests, sum)
+		}
+		if got := float64(f.Requests) * 1000 / deliveries; !near(got, f.RequestsPer1000Deliveries) || !near(f.RatioToFedify, got/ref) {
+			t.Errorf("%s: %.2f per 1,000 deliveries (ratio %.4f), want %.2f (%.4f)", f.Store, f.RequestsPer1000Deliveries, f.RatioToFedify, got, got/ref)
+		}
+		if f.Store != "memory" && f.SessionRequests < procs {
+			t.Errorf("%s: %d session requests for %d processes", f.Store, f.SessionRequests, procs)
+		}
+		t.Logf("%-8s %9.1f per 1,000 deliveries (%.3f× fedify): beats %d, sessions %d, reads after a Stale %d, Breakers %d",
+			f.Store, f.RequestsPer1000Deliveries, f.RatioToFedify, f.BeatRequests, f.SessionRequests, f.FeedReads, f.BreakerRequests)
+	}
+}
+
+func perHeartbeat(fm model.FeedModel) float64 {
+	if fm.BeatsPer == nil {
+		return 1
+	}
+	return fm.BeatsPer(feedHeartbeat)
+}
+
+func near(a, b float64) bool { return a-b < 1e-9*max(1, b) && b-a < 1e-9*max(1, b) }
