@@ -41,7 +41,7 @@ async function deliver(message) {
     }
     let status = 0;
     try {
-      const res = await fetch(target, { method: "POST", body: `message ${message}`, signal: AbortSignal.timeout(10_000) });
+      const res = await fetch(target, { method: "POST", body: `${name} message ${message}`, signal: AbortSignal.timeout(10_000) });
       status = res.status;
       await res.arrayBuffer();
     } catch {

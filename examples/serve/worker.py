@@ -57,7 +57,7 @@ def deliver(message):
             time.sleep(v["retry_in_ms"] / 1000)
             continue
         try:
-            req = urllib.request.Request(target, data=f"message {message}".encode(), method="POST")
+            req = urllib.request.Request(target, data=f"{name} message {message}".encode(), method="POST")
             with urllib.request.urlopen(req, timeout=10) as res:
                 status = res.status
         except urllib.error.HTTPError as e:
