@@ -268,6 +268,8 @@ func runServe(ctx context.Context, f *serveFlags, stderr io.Writer, secrets []st
 	settings := f.s
 	settings.ClockSkew = f.bf.clockSkew
 	settings.Logger = logger
+	stats := serve.NewStats(settings.Mirror)
+	settings.Observer = stats.Observer()
 	b, err := kvbreaker.New(store, settings)
 	if err != nil {
 		return usagef("%v", err)
@@ -280,7 +282,7 @@ func runServe(ctx context.Context, f *serveFlags, stderr io.Writer, secrets []st
 	srv, err := serve.New(serve.Config{
 		Breaker: b, List: storeLister(c.store, f.bf.prefix), Tokens: toks, ClientCertPerms: certPerms,
 		RecoveryDelay: settings.RecoveryDelay, MaxBody: f.maxBody, MaxBatch: f.maxBatch,
-		Redact: redact, Logger: logger,
+		Redact: redact, Logger: logger, Stats: stats,
 	})
 	if err != nil {
 		_ = closeBreaker()

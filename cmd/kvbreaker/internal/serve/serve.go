@@ -62,6 +62,9 @@ type Config struct {
 	// response or a log line shows it. Default: unchanged.
 	Redact func(string) string
 	Logger *slog.Logger
+	// Stats, when set, is what GET /v1/status reports of the Breaker
+	// (give Stats.Observer to its Settings).
+	Stats *Stats
 	// Clock is the Breaker's clock, for retry_in_ms. Default time.Now.
 	Clock func() time.Time
 }
@@ -90,6 +93,10 @@ var routes = []route{
 	{http.MethodGet, "/v1/circuits", PermRead, (*Server).listCircuits},
 	{http.MethodGet, "/v1/circuits/{host}", PermRead, (*Server).inspect},
 	{http.MethodDelete, "/v1/circuits/{host}", PermReset, (*Server).reset},
+	{http.MethodGet, "/v1/status", PermRead, (*Server).status},
+	{http.MethodGet, "/{$}", 0, (*Server).page},
+	{http.MethodGet, "/page.css", 0, (*Server).page},
+	{http.MethodGet, "/page.js", 0, (*Server).page},
 	{http.MethodGet, "/openapi.json", 0, (*Server).openapi},
 	{http.MethodGet, "/healthz", 0, (*Server).healthz},
 }
