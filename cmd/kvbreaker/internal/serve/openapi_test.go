@@ -24,6 +24,7 @@ var opTypes = map[string]struct{ req, resp any }{
 	"GET /":                      {nil, nil},
 	"GET /page.css":              {nil, nil},
 	"GET /page.js":               {nil, nil},
+	"GET /favicon.svg":           {nil, nil},
 	"GET /healthz":               {nil, map[string]string{}},
 }
 

@@ -97,6 +97,7 @@ var routes = []route{
 	{http.MethodGet, "/{$}", 0, (*Server).page},
 	{http.MethodGet, "/page.css", 0, (*Server).page},
 	{http.MethodGet, "/page.js", 0, (*Server).page},
+	{http.MethodGet, "/favicon.svg", 0, (*Server).page},
 	{http.MethodGet, "/openapi.json", 0, (*Server).openapi},
 	{http.MethodGet, "/healthz", 0, (*Server).healthz},
 }

@@ -1,4 +1,4 @@
-// The status page: polls GET /v1/status every half second with the token
+// The status page: polls GET /v1/status every quarter second with the token
 // the operator typed (kept for this tab only) and shows the open and
 // half-open circuits; Reset force-closes one (DELETE /v1/circuits/HOST).
 "use strict";
@@ -84,7 +84,7 @@ async function poll() {
   } catch (e) {
     showError("Cannot read the status: " + e.message);
   }
-  timer = setTimeout(poll, 500);
+  timer = setTimeout(poll, 250);
 }
 
 async function reset(host) {
