@@ -56,7 +56,8 @@ func newFixture(t *testing.T) *fixture {
 	t.Helper()
 	clock := &fakeClock{t: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
 	store := memory.New(memory.WithClock(clock.now))
-	b, err := kvbreaker.New(store, kvbreaker.Settings{FailureThreshold: 2, RecoveryDelay: recovery, ReleaseInterval: time.Second, Clock: clock.now, SkipClockCheck: true})
+	stats := NewStats(false)
+	b, err := kvbreaker.New(store, kvbreaker.Settings{FailureThreshold: 2, RecoveryDelay: recovery, ReleaseInterval: time.Second, Clock: clock.now, SkipClockCheck: true, Observer: stats.Observer()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,6 +72,7 @@ func newFixture(t *testing.T) *fixture {
 			NewToken("oncall", PermRead|PermReset, tokOperator),
 		},
 		RecoveryDelay: recovery,
+		Stats:         stats,
 		MaxBatch:      10,
 		MaxBody:       4096,
 		Clock:         clock.now,
@@ -216,6 +218,16 @@ func TestCircuitCycle(t *testing.T) {
 	}
 	if v := f.decide(`{"deliveries":[{"host":"a.example"}]}`); v.Verdicts[0].Decision != "send" {
 		t.Fatalf("after reset: %+v", v.Verdicts[0])
+	}
+	// The status page's feed: the open circuit, and what this process
+	// decided and asked of the store.
+	f.report(`{"outcomes":[{"host":"b.example","outcome":"failure"},{"host":"b.example","outcome":"failure"}]}`)
+	var status StatusResponse
+	f.call("GET", "/v1/status", tokReader, "", 200, &status)
+	if len(status.Circuits) != 1 || status.Circuits[0].Host != "b.example" || status.Circuits[0].State != "open" ||
+		status.Decisions["send"] == 0 || status.Decisions["hold"] == 0 || status.Decisions["probe"] != 3 ||
+		status.Store.Calls == 0 || status.Store.P99MS == nil || status.Mirror != nil {
+		t.Fatalf("status: %+v", status)
 	}
 	// A message held past HoldLimit is dropped.
 	old := f.clock.now().Add(-kvbreaker.DefaultHoldLimit - time.Second).Format(time.RFC3339Nano)

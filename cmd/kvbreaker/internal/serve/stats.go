@@ -147,7 +147,7 @@ func (s *Stats) fill(out *StatusResponse) {
 }
 
 func (s *Server) status(w http.ResponseWriter, r *http.Request) {
-	out := StatusResponse{Now: s.cfg.Clock().UTC(), Circuits: []Circuit{}, Decisions: map[string]uint64{}}
+	out := StatusResponse{Now: s.cfg.Clock().UTC(), Circuits: []Circuit{}, Decisions: map[string]uint64{"send": 0, "hold": 0, "probe": 0, "drop": 0}}
 	if s.cfg.List != nil {
 		page, err := s.circuits(r.Context(), "", maxListLimit, "")
 		if err != nil {

@@ -5,6 +5,9 @@
 const $ = (id) => document.getElementById(id);
 let token = sessionStorage.getItem("kvbreaker-token") || "";
 let timer;
+// shownAt is when each host's row was first drawn (ms since the epoch): the
+// page's own record of how soon it showed an opened circuit.
+const shownAt = new Map();
 
 function showError(msg) {
   $("error").textContent = msg;
@@ -37,6 +40,8 @@ function render(s) {
     const tr = document.createElement("tr");
     tr.className = "state-" + c.state;
     tr.dataset.host = c.host;
+    if (!shownAt.has(c.host)) shownAt.set(c.host, Date.now());
+    tr.dataset.shownAt = String(shownAt.get(c.host));
     cell(tr, "Host", c.host, "host");
     cell(tr, "State", c.state);
     cell(tr, "Failures in window", String(c.failure_count));
@@ -53,6 +58,7 @@ function render(s) {
     tbody.appendChild(tr);
     if (focused === c.host) b.focus();
   }
+  for (const h of shownAt.keys()) if (!s.circuits.some((c) => c.host === h)) shownAt.delete(h);
   $("none").hidden = s.circuits.length > 0;
   const d = s.decisions;
   const rows = [
