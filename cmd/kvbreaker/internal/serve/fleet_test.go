@@ -67,6 +67,8 @@ type target struct {
 	want     int
 	all      chan struct{}
 	arrivals []time.Time
+	// firstOK is when the first delivery was accepted: the probe's answer.
+	firstOK  time.Time
 	tr       *transitions
 	recovery time.Duration
 }
@@ -95,6 +97,11 @@ func (tg *target) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusServiceUnavailable)
 		return
 	}
+	tg.mu.Lock()
+	if tg.firstOK.IsZero() {
+		tg.firstOK = time.Now()
+	}
+	tg.mu.Unlock()
 	w.WriteHeader(http.StatusOK)
 }
 
@@ -346,14 +353,19 @@ func TestFleetOfLanguages(t *testing.T) {
 			tr.mu.Lock()
 			opened, closed := tr.opened, tr.closed
 			tr.mu.Unlock()
+			// From the opening until the probe was answered (the circuit
+			// closes only after that), the probe is the only delivery.
+			tg.mu.Lock()
+			answered := tg.firstOK
 			during := 0
 			for _, a := range tg.arrivals {
-				if a.After(opened) && !a.After(closed) {
+				if a.After(opened) && !a.After(answered) {
 					during++
 				}
 			}
-			if closed.IsZero() || during != 1 {
-				t.Errorf("%d deliveries arrived while the circuit was open or half-open (%v to %v), want 1: the probe", during, opened, closed)
+			tg.mu.Unlock()
+			if closed.IsZero() || answered.IsZero() || during != 1 {
+				t.Errorf("%d deliveries arrived from the opening (%v) until the probe was answered (%v), want 1: the probe; closed at %v", during, opened, answered, closed)
 			}
 		})
 	}

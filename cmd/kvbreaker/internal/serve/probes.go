@@ -71,10 +71,3 @@ func (t *probeTable) peek(id string) (probeEntry, bool) {
 	e, ok := t.m[id]
 	return e, ok && t.clock().Before(e.expires)
 }
-
-// len is how many probes are remembered.
-func (t *probeTable) len() int {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return len(t.m)
-}
