@@ -136,6 +136,7 @@ process). "kvbreaker init" creates the table PostgreSQL and DynamoDB need.`,
 		newInspectCmd(),
 		newResetCmd(),
 		newInitCmd(),
+		newServeCmd(),
 	)
 	return root
 }

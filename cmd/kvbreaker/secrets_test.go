@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	goredis "github.com/redis/go-redis/v9"
@@ -165,7 +166,7 @@ func TestSecretsNeverShown(t *testing.T) {
 		{"negative-timeout", append(pgArgs(pgKV(deadPort, "u", "password=SECRET")), "--timeout", "-1s"), nil, exitUsage, "--timeout"},
 	}
 	for _, r := range rows {
-		for _, command := range []string{"check", "inspect", "reset", "list"} {
+		for _, command := range []string{"check", "inspect", "reset", "list", "serve"} {
 			t.Run(r.name+"/"+command, func(t *testing.T) {
 				secret := "sec-" + r.name + "-must-not-show"
 				repl := func(s string) string { return strings.ReplaceAll(s, "SECRET", secret) }
@@ -178,6 +179,10 @@ func TestSecretsNeverShown(t *testing.T) {
 					args = append(args, "--quick", "--quiet")
 				case "reset":
 					args = append(args, "--yes")
+				case "serve":
+					// A token, so that serve goes on to the store.
+					t.Setenv(tokensEnv, "workers decide serve-token-0123456789abcdef")
+					args = append(args, "--listen", "127.0.0.1:0")
 				}
 				for _, a := range r.conn {
 					args = append(args, repl(a))
@@ -186,7 +191,11 @@ func TestSecretsNeverShown(t *testing.T) {
 					args = append(args, "x.example")
 				}
 				var o, e bytes.Buffer
-				code, err := executeErr(context.Background(), func() {}, args, &o, &e)
+				// serve runs until cancelled: a row that reached no error
+				// would end with exit 0 after this, and fail.
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				defer cancel()
+				code, err := executeErr(ctx, func() {}, args, &o, &e)
 				if code != r.code || !strings.Contains(e.String(), r.want) {
 					t.Errorf("exit %d, want %d with %q in stderr\nstdout: %s\nstderr: %s", code, r.code, r.want, o.String(), e.String())
 				}

@@ -1,0 +1,120 @@
+package serve
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/kvbreaker/kvbreaker"
+	"github.com/kvbreaker/kvbreaker/backends/memory"
+)
+
+// clients is how many callers ask at once in the decision benchmarks.
+const clients = 64
+
+// benchHosts are the hosts the callers ask about, closed circuits all.
+var benchHosts = func() []string {
+	var h []string
+	for i := range 256 {
+		h = append(h, "host-"+string(rune('a'+i%26))+string(rune('a'+i/26))+".example")
+	}
+	return h
+}()
+
+func benchBreaker(b *testing.B) *kvbreaker.Breaker {
+	br, err := kvbreaker.New(memory.New(), kvbreaker.Settings{SkipClockCheck: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = br.Close(context.Background()) })
+	return br
+}
+
+// runClients runs b.N calls of one over clients goroutines and reports
+// the 50th and 99th percentile of a call's latency.
+func runClients(b *testing.B, one func(i int) error) {
+	var mu sync.Mutex
+	var all []time.Duration
+	per := b.N/clients + 1
+	b.ReportAllocs()
+	b.ResetTimer()
+	var wg sync.WaitGroup
+	var failed error
+	for c := range clients {
+		wg.Go(func() {
+			lat := make([]time.Duration, 0, per)
+			for i := range per {
+				start := time.Now()
+				if err := one(c*per + i); err != nil {
+					mu.Lock()
+					failed = err
+					mu.Unlock()
+					return
+				}
+				lat = append(lat, time.Since(start))
+			}
+			mu.Lock()
+			all = append(all, lat...)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	b.StopTimer()
+	if failed != nil {
+		b.Fatal(failed)
+	}
+	slices.Sort(all)
+	b.ReportMetric(float64(all[len(all)*50/100])/1e3, "p50-µs")
+	b.ReportMetric(float64(all[len(all)*99/100])/1e3, "p99-µs")
+	// Per call rather than per b.N: each goroutine rounds up.
+	b.ReportMetric(float64(len(all))/float64(b.N), "calls/op")
+}
+
+// BenchmarkDecideLoopback: POST /v1/decide of one delivery over loopback
+// HTTP/1.1 keep-alive connections, 64 callers at once, against a Breaker
+// over the memory store; allocations are the whole process's (client and
+// server) per call.
+func BenchmarkDecideLoopback(b *testing.B) {
+	srv, err := New(Config{Breaker: benchBreaker(b), Tokens: []Token{NewToken("bench", PermDecide, tokWorker)}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	hs := httptest.NewServer(srv.Handler())
+	defer hs.Close()
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: clients, MaxConnsPerHost: clients}}
+	defer client.CloseIdleConnections()
+	bodies := make([]string, len(benchHosts))
+	for i, h := range benchHosts {
+		bodies[i] = `{"deliveries":[{"host":"` + h + `"}]}`
+	}
+	runClients(b, func(i int) error {
+		req, _ := http.NewRequest("POST", hs.URL+"/v1/decide", strings.NewReader(bodies[i%len(bodies)]))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer "+tokWorker)
+		resp, err := client.Do(req)
+		if err != nil {
+			return err
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return nil
+	})
+}
+
+// BenchmarkAllowInProcess: the same decision by Breaker.Allow in the
+// caller's process, 64 callers at once: the cost serve adds is the
+// difference.
+func BenchmarkAllowInProcess(b *testing.B) {
+	br := benchBreaker(b)
+	ctx := context.Background()
+	runClients(b, func(i int) error {
+		_, err := br.Allow(ctx, benchHosts[i%len(benchHosts)], time.Time{})
+		return err
+	})
+}

@@ -1,0 +1,341 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/kvbreaker/kvbreaker"
+	"github.com/kvbreaker/kvbreaker/cmd/kvbreaker/internal/serve"
+	"github.com/kvbreaker/kvbreaker/driver"
+)
+
+const serveLong = `Runs one Breaker in this process behind an HTTP/JSON API, so that workers
+in any language share the fleet's circuits with the Go workers that use the
+library: ask before each delivery (POST /v1/decide: send, hold until
+retry_at, probe, or drop), then report what it said about its host (POST
+/v1/outcomes: success, reachable-failure, failure, or ignore, which with a
+probe_id gives the probe up). GET /v1/circuits lists circuits, GET
+/v1/circuits/HOST inspects one, DELETE /v1/circuits/HOST resets one. The
+API is described by the OpenAPI document at /openapi.json.
+
+Every /v1 route needs "Authorization: Bearer TOKEN" with a token that
+carries its permission (decide, report, read, reset), or a client
+certificate verified against --client-ca that carries it
+(--client-cert-permissions). Tokens come from --tokens-file or
+$KVBREAKER_SERVE_TOKENS, one a line: NAME PERMISSIONS TOKEN, e.g.
+  node-workers decide,report 3f0c9a...   (openssl rand -hex 32)
+  oncall       read,reset    b81d44...
+A request without a valid token is refused before its body is read.
+
+When the store fails, a decision is the Breaker's without it: send, or hold
+for --release-interval with --fail-closed; the verdict carries the error.
+An outcome the store failed to record says so (report it again).
+
+SIGINT or SIGTERM stops taking requests, lets those in flight finish
+(within --shutdown-timeout), then sends the store's queued writes and
+closes it.
+
+It listens on 127.0.0.1:8420 unless --listen says otherwise.
+
+` + backendFlagsHelp
+
+const serveExample = `  KVBREAKER_SERVE_TOKENS="workers decide,report $(openssl rand -hex 32)" \
+    kvbreaker serve --backend redis --redis-url redis://127.0.0.1:6379/0 --prefix prod/
+  kvbreaker serve --backend postgres --postgres-url postgres://app@db/app \
+    --tokens-file /etc/kvbreaker/tokens --listen 0.0.0.0:8443 \
+    --tls-cert server.pem --tls-key server-key.pem --client-ca clients-ca.pem`
+
+// serveEnv maps serve's own flags to their environment variables. The
+// tokens themselves can come from the environment but never from a flag:
+// a flag's value shows in ps.
+var serveEnv = []struct{ flag, env string }{
+	{"listen", "KVBREAKER_SERVE_LISTEN"},
+	{"tokens-file", "KVBREAKER_SERVE_TOKENS_FILE"},
+	{"tls-cert", "KVBREAKER_SERVE_TLS_CERT"},
+	{"tls-key", "KVBREAKER_SERVE_TLS_KEY"},
+	{"client-ca", "KVBREAKER_SERVE_CLIENT_CA"},
+	{"client-cert-permissions", "KVBREAKER_SERVE_CLIENT_CERT_PERMISSIONS"},
+}
+
+// tokensEnv holds tokens inline (the tokens file's format).
+const tokensEnv = "KVBREAKER_SERVE_TOKENS"
+
+type serveFlags struct {
+	bf      backendFlags
+	timeout time.Duration
+	s       kvbreaker.Settings
+
+	listen, tokensFile       string
+	tlsCert, tlsKey          string
+	clientCA, clientCertPerm string
+	maxBody                  int64
+	maxBatch                 int
+	shutdownTimeout          time.Duration
+}
+
+func newServeCmd() *cobra.Command {
+	var f serveFlags
+	cmd := &cobra.Command{
+		Use:     "serve --backend NAME [connection flags] [flags]",
+		Short:   "serve one Breaker over HTTP/JSON, for workers in any language",
+		Long:    serveLong,
+		Example: serveExample,
+		Args:    noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runServe(cmd.Context(), &f, cmd.ErrOrStderr(), commandSecrets(cmd.Flags()))
+		},
+	}
+	fs := cmd.Flags()
+	f.bf.register(fs)
+	fs.DurationVar(&f.timeout, "timeout", 30*time.Second, "give up connecting to the store after this long")
+	fs.StringVar(&f.listen, "listen", "127.0.0.1:8420", "address to listen on [$KVBREAKER_SERVE_LISTEN]")
+	fs.StringVar(&f.tokensFile, "tokens-file", "", "`file` of bearer tokens, one a line: NAME PERMISSIONS TOKEN [$KVBREAKER_SERVE_TOKENS_FILE; or the lines themselves in $KVBREAKER_SERVE_TOKENS]")
+	fs.StringVar(&f.tlsCert, "tls-cert", "", "PEM server certificate `file` (turns TLS on; with --tls-key) [$KVBREAKER_SERVE_TLS_CERT]")
+	fs.StringVar(&f.tlsKey, "tls-key", "", "PEM server key `file` [$KVBREAKER_SERVE_TLS_KEY]")
+	fs.StringVar(&f.clientCA, "client-ca", "", "PEM `file` of the CA that signs client certificates: every connection must present one (mutual TLS) [$KVBREAKER_SERVE_CLIENT_CA]")
+	fs.StringVar(&f.clientCertPerm, "client-cert-permissions", "", "permissions a verified client certificate carries without a token, e.g. decide,report [$KVBREAKER_SERVE_CLIENT_CERT_PERMISSIONS]")
+	fs.Int64Var(&f.maxBody, "max-body", serve.DefaultMaxBody, "largest request body, in bytes")
+	fs.IntVar(&f.maxBatch, "max-batch", serve.DefaultMaxBatch, "most deliveries or outcomes in one request")
+	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 30*time.Second, "on SIGTERM, how long requests in flight and the store's queued writes may take")
+	fs.IntVar(&f.s.FailureThreshold, "failure-threshold", kvbreaker.DefaultFailureThreshold, "Settings.FailureThreshold: failures within --failure-window that open a circuit")
+	fs.DurationVar(&f.s.FailureWindow, "failure-window", kvbreaker.DefaultFailureWindow, "Settings.FailureWindow")
+	fs.DurationVar(&f.s.RecoveryDelay, "recovery-delay", kvbreaker.DefaultRecoveryDelay, "Settings.RecoveryDelay: an open circuit holds this long, then lets one probe through")
+	fs.DurationVar(&f.s.HoldLimit, "hold-limit", kvbreaker.DefaultHoldLimit, "Settings.HoldLimit: a message held this long is dropped")
+	fs.DurationVar(&f.s.ReleaseInterval, "release-interval", kvbreaker.DefaultReleaseInterval, "Settings.ReleaseInterval")
+	fs.BoolVar(&f.s.FailClosed, "fail-closed", false, "Settings.FailClosed: hold, not send, when the store fails")
+	fs.IntVar(&f.s.CacheSize, "cache-size", 0, "Settings.CacheSize (0: no cache)")
+	fs.DurationVar(&f.s.CacheStaleness, "cache-staleness", kvbreaker.DefaultCacheStaleness, "Settings.CacheStaleness")
+	fs.BoolVar(&f.s.Mirror, "mirror", false, "Settings.Mirror: follow the store's feed and decide locally")
+	fs.DurationVar(&f.s.CallTimeout, "call-timeout", kvbreaker.DefaultCallTimeout, "Settings.CallTimeout: bounds each store call")
+	completeFlags(cmd)
+	return cmd
+}
+
+func (f *serveFlags) validate() error {
+	if err := f.bf.applyEnv(); err != nil {
+		return err
+	}
+	for _, e := range serveEnv {
+		if v, ok := os.LookupEnv(e.env); ok && v != "" && !f.bf.fs.Changed(e.flag) {
+			if err := f.bf.fs.Set(e.flag, v); err != nil {
+				return usagef("%s: %v", e.env, err)
+			}
+		}
+	}
+	if f.timeout <= 0 || f.shutdownTimeout <= 0 {
+		return usagef("--timeout and --shutdown-timeout must be positive")
+	}
+	if f.maxBody <= 0 || f.maxBatch <= 0 {
+		return usagef("--max-body and --max-batch must be positive")
+	}
+	if (f.tlsCert == "") != (f.tlsKey == "") {
+		return usagef("--tls-cert and --tls-key go together: give both, or neither for plain HTTP")
+	}
+	if f.clientCA != "" && f.tlsCert == "" {
+		return usagef("--client-ca needs TLS: give --tls-cert and --tls-key too")
+	}
+	if f.clientCertPerm != "" && f.clientCA == "" {
+		return usagef("--client-cert-permissions needs --client-ca (which client certificates to trust)")
+	}
+	if _, _, err := net.SplitHostPort(f.listen); err != nil {
+		return usagef("--listen is %q: want host:port, e.g. 127.0.0.1:8420", f.listen)
+	}
+	return f.bf.validate()
+}
+
+// tokens reads the tokens from --tokens-file and $KVBREAKER_SERVE_TOKENS.
+func (f *serveFlags) tokens() ([]serve.Token, error) {
+	var toks []serve.Token
+	if f.tokensFile != "" {
+		b, err := os.ReadFile(f.tokensFile)
+		if err != nil {
+			return nil, usagef("--tokens-file: %v", err)
+		}
+		t, err := serve.ParseTokens(string(b), "--tokens-file "+f.tokensFile)
+		if err != nil {
+			return nil, usagef("%v", err)
+		}
+		toks = append(toks, t...)
+	}
+	if v := os.Getenv(tokensEnv); v != "" {
+		t, err := serve.ParseTokens(strings.ReplaceAll(v, ";", "\n"), "$"+tokensEnv)
+		if err != nil {
+			return nil, usagef("%v", err)
+		}
+		toks = append(toks, t...)
+	}
+	return toks, nil
+}
+
+// tlsConfig is the listener's TLS, nil for plain HTTP.
+func (f *serveFlags) tlsConfig() (*tls.Config, error) {
+	if f.tlsCert == "" {
+		return nil, nil
+	}
+	cert, err := tls.LoadX509KeyPair(f.tlsCert, f.tlsKey)
+	if err != nil {
+		return nil, usagef("--tls-cert/--tls-key: %v", err)
+	}
+	cfg := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	if f.clientCA != "" {
+		pem, err := os.ReadFile(f.clientCA)
+		if err != nil {
+			return nil, usagef("--client-ca: %v", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, usagef("--client-ca %s holds no PEM certificate", f.clientCA)
+		}
+		cfg.ClientCAs, cfg.ClientAuth = pool, tls.RequireAndVerifyClientCert
+	}
+	return cfg, nil
+}
+
+// storeLister lists the hosts under prefix of raw (the store without
+// prefix), as "kvbreaker list" reads a page: keys under a longer prefix
+// (another fleet's) and keys no Breaker of this prefix wrote are left
+// out. Nil when the store cannot list.
+func storeLister(raw driver.Store, prefix string) serve.ListFunc {
+	l, ok := raw.(driver.Lister)
+	if !ok {
+		return nil
+	}
+	return func(ctx context.Context, cursor string, limit int) ([]string, string, error) {
+		names, next, err := l.List(ctx, prefix, cursor, limit)
+		if errors.Is(err, errors.ErrUnsupported) {
+			return nil, "", errNoLister
+		}
+		if err != nil {
+			return nil, "", err
+		}
+		var hosts []string
+		for _, name := range names {
+			if p, key, ok := splitName(name); ok && p == prefix && strings.HasPrefix(name, prefix) {
+				hosts = append(hosts, key)
+			}
+		}
+		return hosts, next, nil
+	}
+}
+
+func runServe(ctx context.Context, f *serveFlags, stderr io.Writer, secrets []string) error {
+	if err := f.validate(); err != nil {
+		return err
+	}
+	toks, err := f.tokens()
+	if err != nil {
+		return err
+	}
+	var certPerms serve.Permission
+	if f.clientCertPerm != "" {
+		if certPerms, err = serve.ParsePermissions(f.clientCertPerm); err != nil {
+			return usagef("--client-cert-permissions: %v", err)
+		}
+	}
+	if len(toks) == 0 && certPerms == 0 {
+		return usagef("no tokens: every request would be refused; give --tokens-file FILE or $%s, lines of NAME PERMISSIONS TOKEN (e.g. \"workers decide,report $(openssl rand -hex 32)\"), or mutual TLS with --client-ca and --client-cert-permissions", tokensEnv)
+	}
+	tlsCfg, err := f.tlsConfig()
+	if err != nil {
+		return err
+	}
+	redact := func(s string) string { return scrub(s, secrets) }
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+
+	cctx, cancel := context.WithTimeout(ctx, f.timeout)
+	c, err := f.bf.open(cctx, f.timeout)
+	cancel()
+	if err != nil {
+		return err
+	}
+	defer c.close()
+	store, err := c.prefixed(f.bf.prefix)
+	if err != nil {
+		return err
+	}
+	settings := f.s
+	settings.ClockSkew = f.bf.clockSkew
+	settings.Logger = logger
+	stats := serve.NewStats(settings.Mirror)
+	settings.Observer = stats.Observer()
+	b, err := kvbreaker.New(store, settings)
+	if err != nil {
+		return usagef("%v", err)
+	}
+	closeBreaker := func() error {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), f.shutdownTimeout)
+		defer cancel()
+		return b.Close(cctx)
+	}
+	srv, err := serve.New(serve.Config{
+		Breaker: b, List: storeLister(c.store, f.bf.prefix), Tokens: toks, ClientCertPerms: certPerms,
+		RecoveryDelay: settings.RecoveryDelay, MaxBody: f.maxBody, MaxBatch: f.maxBatch,
+		Redact: redact, Logger: logger, Stats: stats,
+	})
+	if err != nil {
+		_ = closeBreaker()
+		return err
+	}
+	ln, err := net.Listen("tcp", f.listen)
+	if err != nil {
+		_ = closeBreaker()
+		return fmt.Errorf("--listen %s: %w", f.listen, err)
+	}
+	hs := &http.Server{
+		Handler:           srv.Handler(),
+		TLSConfig:         tlsCfg,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    16 << 10,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+	scheme := "http"
+	if tlsCfg != nil {
+		scheme = "https"
+	}
+	fmt.Fprintf(stderr, "kvbreaker serve: listening on %s://%s (%s, prefix %q, %d token(s)); the API: %s://%s/openapi.json\n",
+		scheme, ln.Addr(), c.describe, f.bf.prefix, len(toks), scheme, ln.Addr())
+	done := make(chan error, 1)
+	go func() {
+		if tlsCfg != nil {
+			done <- hs.ServeTLS(ln, "", "")
+		} else {
+			done <- hs.Serve(ln)
+		}
+	}()
+	var serveErr error
+	select {
+	case serveErr = <-done:
+	case <-ctx.Done():
+		fmt.Fprintln(stderr, "kvbreaker serve: shutting down: finishing requests in flight, then sending queued writes")
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), f.shutdownTimeout)
+		serveErr = hs.Shutdown(sctx)
+		cancel()
+		<-done
+	}
+	if errors.Is(serveErr, http.ErrServerClosed) {
+		serveErr = nil
+	}
+	if err := closeBreaker(); err != nil {
+		serveErr = errors.Join(serveErr, err)
+	}
+	if serveErr != nil {
+		return fmt.Errorf("serve: %w", serveErr)
+	}
+	fmt.Fprintln(stderr, "kvbreaker serve: stopped")
+	return nil
+}
