@@ -81,7 +81,8 @@ const (
 // data), a gap in the consumer's sequence (ErrFeedGap), messages the
 // consumer sent that do not arrive (ErrFeedStalled, after 5 s or ten
 // heartbeats), a consumer the server no longer knows, a closed
-// subscription. Lost's Err is a *driver.OpError (op "follow", Key the
+// subscription, a delivered message removed behind the adapters' back
+// (ErrFeedWiped: wipe.go, one more request per heartbeat). Lost's Err is a *driver.OpError (op "follow", Key the
 // prefix). While the server refuses, Follow retries, backing off up to
 // 1 s.
 //

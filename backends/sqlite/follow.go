@@ -38,8 +38,9 @@ const DefaultFollowPoll = 50 * time.Millisecond
 // and otherwise once a heartbeat.
 //
 // A purge that deleted a row above the counter the follower read last
-// (a change it may not have seen: it fell WithPurgeDelay behind) and a read
-// that fails are ChangeLost, then a resynchronisation, retried with a
+// (a change it may not have seen: it fell WithPurgeDelay behind), a change
+// of the file behind the stores' back (ErrRowsDeleted, ErrFileRestored,
+// ErrFileReplaced: wipe.go) and a read that fails are ChangeLost, then a resynchronisation, retried with a
 // backoff of 50 ms doubling to 2 s while the file cannot be read. Follow
 // returns when its context ends, or at once when its first snapshot fails
 // (the file is corrupt, say).
