@@ -28,6 +28,9 @@ type counting struct {
 	// afterGet, if set, runs after each read of the store, before it
 	// returns.
 	afterGet func(key string)
+	// afterWrite, if set, runs after each compare-and-swap, before it
+	// returns.
+	afterWrite func(key string)
 }
 
 func (c *counting) Get(ctx context.Context, key string) ([]byte, driver.Version, error) {
@@ -41,7 +44,11 @@ func (c *counting) Get(ctx context.Context, key string) ([]byte, driver.Version,
 
 func (c *counting) CompareAndSwap(ctx context.Context, key string, old driver.Version, v []byte, ttl time.Duration) (driver.Version, error) {
 	c.writes.Add(1)
-	return c.Store.CompareAndSwap(ctx, key, old, v, ttl)
+	ver, err := c.Store.CompareAndSwap(ctx, key, old, v, ttl)
+	if c.afterWrite != nil {
+		c.afterWrite(key)
+	}
+	return ver, err
 }
 
 func (c *counting) CompareAndDelete(ctx context.Context, key string, old driver.Version) error {

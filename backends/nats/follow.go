@@ -81,7 +81,8 @@ const (
 // data), a gap in the consumer's sequence (ErrFeedGap), messages the
 // consumer sent that do not arrive (ErrFeedStalled, after 5 s or ten
 // heartbeats), a consumer the server no longer knows, a closed
-// subscription. Lost's Err is a *driver.OpError (op "follow", Key the
+// subscription, a delivered message removed behind the adapters' back
+// (ErrFeedWiped: wipe.go, one more request per heartbeat). Lost's Err is a *driver.OpError (op "follow", Key the
 // prefix). While the server refuses, Follow retries, backing off up to
 // 1 s.
 //
@@ -113,6 +114,7 @@ type follower struct {
 	heartbeat time.Duration
 	fn        func(driver.Change)
 	filter    string
+	wipe      wipeWatch
 }
 
 func (f *follower) run(ctx context.Context) error {
@@ -184,6 +186,10 @@ func (f *follower) once(ctx context.Context) (began, synced bool, err error) {
 	}
 	defer sub.Unsubscribe()
 	at := time.Now()
+	f.wipe.reset()
+	if err := f.checkWipe(ctx); err != nil {
+		return false, false, err
+	}
 	cons, err := f.consumer(ctx, inbox)
 	if err != nil {
 		return false, false, err
@@ -239,6 +245,13 @@ func (f *follower) once(ctx context.Context) (began, synced bool, err error) {
 			}
 			bat := time.Now()
 			ictx, cancel := context.WithTimeout(ctx, max(f.heartbeat, time.Second))
+			if err := f.checkWipe(ictx); err != nil {
+				cancel()
+				if errors.Is(err, ErrFeedWiped) || errors.Is(err, jetstream.ErrStreamNotFound) {
+					return began, synced, err
+				}
+				continue // unchecked: no Synced
+			}
 			ci, err := cons.Info(ictx)
 			if err == nil && s.replicated {
 				var leader string
@@ -329,11 +342,13 @@ func (f *follower) deliver(m *natsgo.Msg, sseq uint64, live bool) {
 		return
 	}
 	if isMarker(m.Header) {
+		f.wipe.del(m.Subject)
 		if live {
 			f.fn(driver.Change{Kind: driver.ChangeDelete, Key: key, Version: driver.NoVersion})
 		}
 		return
 	}
+	f.wipe.put(m.Subject)
 	f.fn(driver.Change{Kind: driver.ChangePut, Key: key, Value: m.Data, Version: driver.Version(sseq)})
 }
 

@@ -337,6 +337,11 @@ func (f *follower) session(ctx context.Context) (reset bool, err error) {
 	// Tracking is on: every write from here on is invalidated, so a
 	// snapshot read after this point, then the invalidations, miss none.
 	f.fn(driver.Change{Kind: driver.ChangeReset})
+	marker, err := f.markDB(ctx, tc)
+	if err != nil {
+		return true, err
+	}
+	defer unmarkDB(ctx, tc, marker)
 	if err := f.snapshot(ctx); err != nil {
 		return true, err
 	}
@@ -354,7 +359,9 @@ func (f *follower) session(ctx context.Context) (reset bool, err error) {
 		if err := ps.Ping(pctx, strconv.FormatUint(token, 10)); err != nil {
 			return fmt.Errorf("ping the subscriber: %w", err)
 		}
-		return nil
+		// While the PING's answer travels: a swap before it was sent
+		// shows here, before its Synced.
+		return f.checkDB(ctx, tc, marker)
 	}
 	if err := ping(); err != nil {
 		return true, err

@@ -111,7 +111,8 @@
 // session (tracking, snapshot, Synced), follows: either connection
 // failing or closing, a broken redirect, a PING unanswered within the
 // heartbeat, a null invalidation (FLUSHALL, FLUSHDB; go-redis reports it
-// as an unsupported pubsub payload). Follow works
+// as an unsupported pubsub payload), the session's marker key gone
+// (SWAPDB: ErrFeedWiped, wipe.go). Follow works
 // with a *redis.Client of one server; a Cluster (tracking is per node), a
 // Ring, a failover client (its connections may stay on a demoted master)
 // and a Store declared WithReplicaReads get errors.ErrUnsupported. Close

@@ -38,8 +38,9 @@ const DefaultFollowPoll = 50 * time.Millisecond
 // and otherwise once a heartbeat.
 //
 // A purge that deleted a row above the counter the follower read last
-// (a change it may not have seen: it fell WithPurgeDelay behind) and a read
-// that fails are ChangeLost, then a resynchronisation, retried with a
+// (a change it may not have seen: it fell WithPurgeDelay behind), a change
+// of the file behind the stores' back (ErrRowsDeleted, ErrFileRestored,
+// ErrFileReplaced: wipe.go) and a read that fails are ChangeLost, then a resynchronisation, retried with a
 // backoff of 50 ms doubling to 2 s while the file cannot be read. Follow
 // returns when its context ends, or at once when its first snapshot fails
 // (the file is corrupt, say).
@@ -102,6 +103,7 @@ type follower struct {
 	last      int64               // the counter as of the last read
 	delivered map[string]delivery // live keys as delivered
 	synced    time.Time           // when the last Synced was sent
+	watch     watch               // what tells a wipe, as of the last read
 }
 
 type delivery struct{ version, expiresAt int64 }
@@ -121,10 +123,19 @@ func (f *follower) snapshot(ctx context.Context) error {
 	}
 	var got []kv
 	var last int64
+	var w watch
+	if err := f.s.replaced(); err != nil {
+		return err
+	}
 	err := f.s.readTx(ctx, func(tx *sql.Tx) error {
-		if err := tx.QueryRowContext(ctx, "SELECT value FROM kvbreaker_meta WHERE name = 'version'").Scan(&last); err != nil {
+		var key sql.NullString
+		var version sql.NullInt64
+		if err := tx.QueryRowContext(ctx, `SELECT (SELECT value FROM kvbreaker_meta WHERE name = 'version'),
+	COALESCE((SELECT value FROM kvbreaker_meta WHERE name = 'deleted'), 0),
+	(SELECT key FROM kvbreaker ORDER BY version DESC LIMIT 1), (SELECT max(version) FROM kvbreaker)`).Scan(&last, &w.deleted, &key, &version); err != nil {
 			return err
 		}
+		w.witness = witness{key.String, version.Int64}
 		q, args := "SELECT key, value, version, expires_at FROM kvbreaker WHERE key >= ?1 AND expires_at > ?2", []any{f.prefix, now}
 		if end, ok := prefixEnd(f.prefix); ok {
 			q, args = q+" AND key < ?3", append(args, end)
@@ -146,7 +157,7 @@ func (f *follower) snapshot(ctx context.Context) error {
 	if err != nil {
 		return f.s.cause(ctx, err)
 	}
-	f.last = last
+	f.last, f.watch = last, w
 	f.delivered = make(map[string]delivery, len(got))
 	f.fn(driver.Change{Kind: driver.ChangeReset})
 	for _, r := range got {
@@ -166,9 +177,15 @@ func (f *follower) read(ctx context.Context) error {
 		d     delivery
 	}
 	var got []change
-	var last, purged int64
+	var last, purged, deleted int64
+	var cur sql.NullInt64
+	top := f.watch.witness
+	if err := f.s.replaced(); err != nil {
+		return err
+	}
 	err := f.s.readTx(ctx, func(tx *sql.Tx) error {
-		if err := tx.QueryRowContext(ctx, "SELECT (SELECT value FROM kvbreaker_meta WHERE name = 'version'), (SELECT value FROM kvbreaker_meta WHERE name = 'purged')").Scan(&last, &purged); err != nil {
+		if err := tx.QueryRowContext(ctx, `SELECT (SELECT value FROM kvbreaker_meta WHERE name = 'version'), (SELECT value FROM kvbreaker_meta WHERE name = 'purged'),
+	COALESCE((SELECT value FROM kvbreaker_meta WHERE name = 'deleted'), 0), (SELECT version FROM kvbreaker WHERE key = ?)`, top.key).Scan(&last, &purged, &deleted, &cur); err != nil {
 			return err
 		}
 		if last == f.last {
@@ -184,6 +201,7 @@ func (f *follower) read(ctx context.Context) error {
 			if err := rows.Scan(&c.key, &c.value, &c.d.version, &c.d.expiresAt); err != nil {
 				return err
 			}
+			top = witness{c.key, c.d.version}
 			if strings.HasPrefix(c.key, f.prefix) {
 				got = append(got, c)
 			}
@@ -196,6 +214,10 @@ func (f *follower) read(ctx context.Context) error {
 	if purged > f.last {
 		return errPurged
 	}
+	if err := f.check(deleted, last, purged, cur); err != nil {
+		return err
+	}
+	f.watch.witness = top
 	// Expiry is judged after the read, by a clock reading no earlier than
 	// any Get that could still have found the key.
 	now := f.s.now()

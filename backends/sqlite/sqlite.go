@@ -155,7 +155,10 @@ CREATE TABLE IF NOT EXISTS kvbreaker_meta (
 	name  TEXT    NOT NULL PRIMARY KEY,
 	value INTEGER NOT NULL
 ) STRICT;
-INSERT OR IGNORE INTO kvbreaker_meta (name, value) VALUES ('version', 0), ('purged', 0);`
+INSERT OR IGNORE INTO kvbreaker_meta (name, value) VALUES ('version', 0), ('purged', 0), ('deleted', 0);
+CREATE TRIGGER IF NOT EXISTS kvbreaker_deleted AFTER DELETE ON kvbreaker BEGIN
+	UPDATE kvbreaker_meta SET value = value + 1 WHERE name = 'deleted';
+END;`
 
 // tombstone is a tombstone's expires_at: expired for every clock.
 const tombstone = math.MinInt64
@@ -167,6 +170,9 @@ type Store struct {
 	db   *sql.DB
 	path string
 	o    options
+	// file is the file as Open found it, to tell when another file has
+	// taken its path (Follow).
+	file os.FileInfo
 
 	// writer admits one of this Store's writes at a time (see
 	// "Compare-and-swap").
@@ -335,6 +341,7 @@ func (s *Store) open(ctx context.Context) error {
 			return fail(&FileError{Path: s.path, Kind: ErrNotStore, Detail: `create the tables with "kvbreaker init --backend sqlite" or sqlite.Schema`})
 		}
 	}
+	s.file, _ = os.Stat(s.path) // after the first connection created it
 	return nil
 }
 
@@ -619,6 +626,11 @@ func (s *Store) Purge(ctx context.Context) (int64, error) {
 		// Followers that have not read past the highest version purged
 		// may have missed a delete: they resynchronise (Follow).
 		if _, err := tx.ExecContext(ctx, "UPDATE kvbreaker_meta SET value = max(value, ?) WHERE name = 'purged'", top); err != nil {
+			return s.wrap(ctx, opPurge, "", err)
+		}
+		// The trigger counted these deletes; what it counts beyond the
+		// purges' is another program's (Follow).
+		if _, err := tx.ExecContext(ctx, "UPDATE kvbreaker_meta SET value = value - ? WHERE name = 'deleted'", n); err != nil {
 			return s.wrap(ctx, opPurge, "", err)
 		}
 		return nil

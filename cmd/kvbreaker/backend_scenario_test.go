@@ -64,6 +64,10 @@ func (sc backendScenario) run(t *testing.T) {
 	if code != exitOK {
 		t.Errorf("check: exit %d\n%s\n%s", code, out, errOut)
 	}
+	if followed := map[string]bool{"etcd": true, "redis": true, "postgres": true, "nats": true, "sqlite": true}; followed[sc.backend] &&
+		!strings.Contains(out, "mirror, changes behind the adapters' back: ") {
+		t.Errorf("check: no line on what the feed cannot see\n%s", out)
+	}
 
 	if sc.dead == nil {
 		return // a file, not a server

@@ -188,6 +188,9 @@ func runCheck(sigCtx context.Context, stopSignals func(), f *checkFlags, stdout,
 		}
 	} else {
 		out.writeTable(stdout)
+		if w := wipeContract(c.describe); w != "" {
+			fmt.Fprintf(stdout, "mirror, changes behind the adapters' back: %s\n", w)
+		}
 	}
 	switch {
 	case timedOut:

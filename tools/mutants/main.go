@@ -8,6 +8,7 @@
 //	make mutants MUTANTS='-sample 40 -seed 7 -p 2'     # 40 random mutants per package, two at a time
 //	go run ./tools/mutants -pkg internal/machine -list # the mutants and their keys, nothing run
 //	go run ./tools/mutants -pkg . -match 'Close \| drop'  # only the mutants whose key matches
+//	go run ./tools/mutants -pkg . -files '^mirror\.go$' -run 'Mirror' -sample 30  # one file, against the tests that exercise it
 //
 // The mutants (see Mutants): comparison operators flipped (< ↔ <=,
 // > ↔ >=, == ↔ !=), && ↔ ||, integer literals 0 → 1, 1 → 0, n → n+1, an
@@ -66,6 +67,7 @@ type config struct {
 	equiv    string
 	files    *regexp.Regexp
 	match    *regexp.Regexp
+	run      string
 	kinds    map[string]bool
 	list     bool
 	min      float64
@@ -84,6 +86,7 @@ func parseFlags(args []string) (*config, error) {
 	fs.StringVar(&c.equiv, "equivalent", "tools/mutants/equivalent.txt", "the file of known-equivalent mutants' keys, relative to -root (\"\" for none)")
 	files := fs.String("files", "", "only mutate files whose path (relative to -root) matches this regexp")
 	match := fs.String("match", "", "only apply mutants whose key (as the report prints it) matches this regexp")
+	fs.StringVar(&c.run, "run", "", "go test -run: only the tests that match (for a file whose tests are a small part of a slow package's; the unmutated run must pass them too)")
 	kinds := fs.String("kinds", "", "comma-separated kinds to apply (cmp, logic, const, negate-if, drop-return, drop-call; default all)")
 	fs.BoolVar(&c.list, "list", false, "list the mutants and their keys without running anything")
 	fs.Float64Var(&c.min, "min", 0, "exit 1 when a package's kill rate (percent) is below this")
@@ -107,6 +110,11 @@ func parseFlags(args []string) (*config, error) {
 	}
 	if c.sample < 0 {
 		return nil, fmt.Errorf("-sample %d: want 0 (all) or more", c.sample)
+	}
+	if c.run != "" {
+		if _, err := regexp.Compile(c.run); err != nil {
+			return nil, fmt.Errorf("-run %q: %w", c.run, err)
+		}
 	}
 	if c.timeout <= 0 {
 		return nil, fmt.Errorf("-timeout %v: want a positive duration", c.timeout)
@@ -328,6 +336,9 @@ var failLine = regexp.MustCompile(`(?m)^\s*--- FAIL: (\S+)`)
 // test runs pkg's tests, with overlay unless it is "".
 func (c *config) test(ctx context.Context, pkg, overlay string) result {
 	args := []string{"test", "-count=1", "-failfast", "-vet=off", "-timeout", c.timeout.String()}
+	if c.run != "" {
+		args = append(args, "-run", c.run)
+	}
 	if overlay != "" {
 		args = append(args, "-overlay", overlay)
 	}
@@ -424,7 +435,11 @@ func report(out io.Writer, pkg string, c *config, ms []Mutant, rs []result, equi
 			total.killed++
 		}
 	}
-	fmt.Fprintf(out, "\n== %s: go test -count=1 -failfast -vet=off -timeout %v ./%s, each mutant through -overlay\n", pkg, c.timeout, pkg)
+	run := ""
+	if c.run != "" {
+		run = fmt.Sprintf(" -run '%s'", c.run)
+	}
+	fmt.Fprintf(out, "\n== %s: go test -count=1 -failfast -vet=off -timeout %v%s ./%s, each mutant through -overlay\n", pkg, c.timeout, run, pkg)
 	if c.sample > 0 {
 		fmt.Fprintf(out, "   (a sample of at most %d mutants, -seed %d)\n", c.sample, c.seed)
 	}

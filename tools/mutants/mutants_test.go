@@ -104,14 +104,14 @@ func TestKeysIgnorePosition(t *testing.T) {
 
 func TestFlags(t *testing.T) {
 	for _, args := range [][]string{
-		{"-pkg", ""}, {"-p", "0"}, {"-sample", "-1"}, {"-timeout", "0s"}, {"-kinds", "cmp,bogus"}, {"-files", "("}, {"-match", "["}, {"extra"},
+		{"-pkg", ""}, {"-p", "0"}, {"-sample", "-1"}, {"-timeout", "0s"}, {"-kinds", "cmp,bogus"}, {"-files", "("}, {"-match", "["}, {"-run", "("}, {"extra"},
 	} {
 		if _, err := parseFlags(args); err == nil {
 			t.Errorf("parseFlags(%q) accepted", args)
 		}
 	}
-	c, err := parseFlags([]string{"-kinds", "cmp,logic", "-pkg", "a/b, ./c/"})
-	if err != nil || !c.kinds[KindCmp] || c.kinds[KindConst] || !slices.Equal(c.pkgs, []string{"a/b", "c"}) {
+	c, err := parseFlags([]string{"-kinds", "cmp,logic", "-pkg", "a/b, ./c/", "-run", "Mirror"})
+	if err != nil || !c.kinds[KindCmp] || c.kinds[KindConst] || !slices.Equal(c.pkgs, []string{"a/b", "c"}) || c.run != "Mirror" {
 		t.Fatalf("parseFlags = %+v, %v", c, err)
 	}
 }
