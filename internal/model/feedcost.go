@@ -164,16 +164,21 @@ const sqliteFollowPoll = 50 * time.Millisecond
 //     CLIENT SETINFO and CLIENT ID each: go-redis's handshake), SUBSCRIBEs one and turns CLIENT TRACKING on the
 //     other; the snapshot is a SCAN per page (COUNT 256: a page is a hint
 //     to Redis, which may answer in more) and an HMGET per key; a beat, every
-//     half heartbeat, is a PING on the subscriber and a CLIENT
-//     TRACKINGINFO on the tracking connection.
+//     half heartbeat, is a PING on the subscriber, a CLIENT
+//     TRACKINGINFO on the tracking connection and a GETEX of the session's
+//     marker key (set when the session starts, deleted when it ends: a
+//     FLUSHALL or SWAPDB behind the feed's back removes it).
 //   - PostgreSQL: a session checks the triggers, names its connection,
 //     LISTENs (one statement for both channels) and reads the snapshot in
 //     one query; a beat, every heartbeat, is a pg_notify from the pool.
 //   - NATS: a session creates a push consumer (and on a replicated bucket
 //     asks who leads the stream) and deletes it when it ends; the
 //     snapshot is pushed by it; a beat,
-//     every heartbeat, is a consumer info (and the stream's info on a
-//     replicated bucket: not counted here, the model is of one server).
+//     every heartbeat, is a consumer info and a stream info (the wipe
+//     check, also made once per session; a replicated bucket asks for the
+//     stream's info once more per beat: not counted here, the model is of
+//     one server; when the stream lost messages, a filtered stream info
+//     more, only then).
 //   - SQLite: no server; a beat is a poll, two statements when nothing
 //     changed, every 50 ms (or heartbeat if shorter).
 var FeedModels = map[string]FeedModel{
@@ -194,8 +199,11 @@ var FeedModels = map[string]FeedModel{
 			{Name: "client|tracking", PerSession: 1},
 			{Name: "scan", PerPage: 1},
 			{Name: "hmget", PerKey: 1},
+			{Name: "set", PerSession: 1},
+			{Name: "del", PerSession: 1},
 			{Name: "ping", PerBeat: 1},
 			{Name: "client|trackinginfo", PerBeat: 1},
+			{Name: "getex", PerBeat: 1},
 		}},
 	"postgres": {Store: "postgres", Invalidations: true, Requests: []FeedRequest{
 		{Name: "trigger check", PerSession: 1},
@@ -208,6 +216,7 @@ var FeedModels = map[string]FeedModel{
 		{Name: "CONSUMER.CREATE", PerSession: 1},
 		{Name: "CONSUMER.DELETE", PerSession: 1},
 		{Name: "CONSUMER.INFO", PerBeat: 1},
+		{Name: "STREAM.INFO", PerSession: 1, PerBeat: 1},
 	}},
 	"sqlite": {Store: "sqlite", SnapshotPage: 0,
 		BeatsPer: func(hb time.Duration) float64 {
