@@ -297,3 +297,23 @@ func TestRampLength(t *testing.T) {
 		t.Fatalf("no outage: %v", got)
 	}
 }
+
+// TestReleaseAtWholeMilliseconds: a turn is on the millisecond grid the
+// Breaker's clock is truncated to, never before the exact spread instant;
+// otherwise a message asked again at its turn would be held again, to an
+// instant already past.
+func TestReleaseAtWholeMilliseconds(t *testing.T) {
+	c := testConfig(t, Config{ReleaseRamp: time.Hour})
+	rec := record.Record{Since: at(0), Released: at(7 * time.Minute)}
+	for i := range 1000 {
+		held := at(time.Duration(i) * 419 * time.Millisecond)
+		got := c.ReleaseAt(rec, held)
+		exact := float64(held.Sub(rec.Since)) / float64(7*time.Minute) * float64(14*time.Minute)
+		if got.Sub(rec.Released) < time.Duration(exact) || got.Sub(rec.Released) > time.Duration(exact)+time.Millisecond || got.Nanosecond()%int(time.Millisecond) != 0 {
+			t.Fatalf("held at %v: released at %v, want a millisecond at or just after +%v", held, got, time.Duration(exact))
+		}
+		if st := AllowStep(rec, got, held, c); st.Decision != Send {
+			t.Fatalf("held at %v, asking at its turn %v: %v until %v", held, got, st.Decision, st.RetryAt)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package machine
 
 import (
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/kvbreaker/kvbreaker/internal/record"
@@ -137,7 +138,12 @@ func (c *Config) ReleaseAt(rec record.Record, heldSince time.Time) time.Time {
 	}
 	pos := float64(heldSince.Sub(rec.Since)) / float64(span)
 	pos = min(max(pos, 0), 1)
-	return rec.Released.Add(time.Duration(pos * float64(ramp)))
+	// Whole milliseconds, rounded up: the Breaker decides at its clock
+	// truncated to the millisecond, and a turn between two of its
+	// milliseconds would be held until an instant already past, again and
+	// again.
+	ms := math.Ceil(pos * float64(ramp.Milliseconds()))
+	return rec.Released.Add(time.Duration(ms) * time.Millisecond)
 }
 
 // ramp is the paced release's length after an outage of span.
