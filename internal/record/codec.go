@@ -121,7 +121,7 @@ func AppendRecord(dst []byte, r Record) []byte {
 }
 
 // EncodeRecord returns r's encoding.
-func EncodeRecord(r Record) []byte { return AppendRecord(make([]byte, 0, 32+6*len(r.Failures)), r) }
+func EncodeRecord(r Record) []byte { return AppendRecord(make([]byte, 0, 24+6*len(r.Failures)), r) }
 
 // DecodeRecord decodes a record. It never panics, allocates at most in
 // proportion to len(b), and reports any problem as a *RecordError.
