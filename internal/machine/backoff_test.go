@@ -159,6 +159,10 @@ func TestBackoffConfig(t *testing.T) {
 			}
 		})
 	}
+	// A cap equal to a 1ns RecoveryDelay is back-off on, at its one level.
+	if c := testConfig(t, Config{RecoveryDelay: 1, MaxRecoveryDelay: 1, StateTTL: time.Hour}); c.MaxRecoveryDelay != 1 || c.RecoveryMultiplier != DefaultRecoveryMultiplier {
+		t.Fatalf("RecoveryDelay = MaxRecoveryDelay = 1ns normalised to %v, ×%v", c.MaxRecoveryDelay, c.RecoveryMultiplier)
+	}
 	// The derived TTL covers the longest restraint and the ramp.
 	c := testConfig(t, Config{MaxRecoveryDelay: 2 * time.Hour})
 	if want := 2*time.Hour + DefaultTTLMargin; c.StateTTL != want {
