@@ -426,13 +426,16 @@ func (b *Breaker) Failure(ctx context.Context, host string) error {
 	return err
 }
 
-func success(r record.Record, _ time.Time) machine.Step { return machine.SuccessStep(r) }
+// success is the step of a Success or a ReachableFailure.
+func (b *Breaker) success(r record.Record, now time.Time) machine.Step {
+	return machine.SuccessStep(r, now, &b.cfg)
+}
 
 // Success records that host answered; its record is deleted and the circuit
 // closes.
 func (b *Breaker) Success(ctx context.Context, host string) error {
 	var st machine.Step
-	_, err := b.run(ctx, host, b.instant(), true, success, &st)
+	_, err := b.run(ctx, host, b.instant(), true, b.success, &st)
 	err = wrap("success", host, err)
 	b.recorded(ctx, host, Success, err)
 	return err
@@ -442,7 +445,7 @@ func (b *Breaker) Success(ctx context.Context, host string) error {
 // answered, e.g. with a 4xx): like Success, the circuit closes.
 func (b *Breaker) ReachableFailure(ctx context.Context, host string) error {
 	var st machine.Step
-	_, err := b.run(ctx, host, b.instant(), true, success, &st)
+	_, err := b.run(ctx, host, b.instant(), true, b.success, &st)
 	err = wrap("reachable failure", host, err)
 	b.recorded(ctx, host, ReachableFailure, err)
 	return err

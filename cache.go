@@ -130,7 +130,9 @@ func (d *decision) store(c *cache, check uint64, e cached) {
 	d.check.Store(check)
 	d.ver.Store(uint64(e.cur.ver))
 	var until int64
-	if !e.gone && !e.until.IsZero() {
+	// A paced release decides a held message on the record's release
+	// fields, which a decision does not keep: such a record is read.
+	if !e.gone && !e.until.IsZero() && e.cur.rec.Released.IsZero() {
 		until = max(int64(e.until.Sub(c.base)), 1)
 	}
 	d.until.Store(until)

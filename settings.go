@@ -26,6 +26,9 @@ const (
 	// DefaultHistoryLimit caps the failure history a custom FailurePolicy
 	// sees, as fedify's slice(-100) does.
 	DefaultHistoryLimit = machine.DefaultHistoryLimit
+	// DefaultRecoveryMultiplier is recovery back-off's factor when
+	// MaxRecoveryDelay is set without one.
+	DefaultRecoveryMultiplier = machine.DefaultRecoveryMultiplier
 )
 
 // Settings configures a Breaker. The zero value of every field means its
@@ -49,18 +52,41 @@ type Settings struct {
 	// ReleaseInterval: while a probe is in flight, held messages re-check
 	// this often. Default 1 s.
 	ReleaseInterval time.Duration
+	// MaxRecoveryDelay turns recovery back-off on: each probe that fails
+	// in a row multiplies the next restraint by RecoveryMultiplier, from
+	// RecoveryDelay up to MaxRecoveryDelay, and a success resets it, so a
+	// short outage is probed soon and a dead host once per
+	// MaxRecoveryDelay. The level is kept in the record, for the whole
+	// fleet. Zero (the default) keeps the fixed RecoveryDelay. Records
+	// it writes carry a field releases before this one cannot read (they
+	// treat the record as absent): turn it on once every worker of the
+	// fleet runs a release that reads it.
+	MaxRecoveryDelay time.Duration
+	// RecoveryMultiplier is recovery back-off's factor, above 1. Default
+	// 2; only used with MaxRecoveryDelay.
+	RecoveryMultiplier float64
+	// ReleaseRamp turns the paced release on: after a probe succeeds, the
+	// messages held for the host come back in the order they were held,
+	// spread over twice the outage but at most ReleaseRamp, so the backlog
+	// reaches the host at about half the rate it built up instead of at
+	// once. Each worker computes a message's turn from the record and the
+	// message's held-since, without coordination; fresh messages go at
+	// once. Zero (the default) releases every held message at once. Like
+	// MaxRecoveryDelay, turn it on once every worker reads its records.
+	ReleaseRamp time.Duration
 
 	// ClockSkew bounds how far any worker's clock may be from true time.
 	// Default 1 s. A record holding an instant no worker within it could
 	// have written yet is held no longer than RecoveryDelay and rewritten
 	// on this worker's clock (see AnomalyFuture).
 	ClockSkew time.Duration
-	// TTLMargin is added to max(RecoveryDelay, FailureWindow) to get the
-	// record's TTL. Zero means max(5 s, what the store needs for ClockSkew);
+	// TTLMargin is added to max(RecoveryDelay, MaxRecoveryDelay,
+	// FailureWindow, ReleaseRamp) to get the record's TTL. Zero means max(5 s, what the store needs for ClockSkew);
 	// an explicit value below what the store needs is an error.
 	TTLMargin time.Duration
 	// StateTTL overrides the derived TTL. It must be at least
-	// max(RecoveryDelay, FailureWindow) plus the margin the store needs, and
+	// max(RecoveryDelay, MaxRecoveryDelay, FailureWindow, ReleaseRamp) plus
+	// the margin the store needs, and
 	// is required with a FailurePolicy.
 	StateTTL time.Duration
 
@@ -162,16 +188,19 @@ type Settings struct {
 // the one place Settings' fields are handed to the machine.
 func (s *Settings) config(store driver.Store, t driver.Traits) (machine.Config, error) {
 	c, err := machine.NewConfig(machine.Config{
-		FailureThreshold: s.FailureThreshold,
-		FailureWindow:    s.FailureWindow,
-		RecoveryDelay:    s.RecoveryDelay,
-		HoldLimit:        s.HoldLimit,
-		ReleaseInterval:  s.ReleaseInterval,
-		ClockSkew:        s.ClockSkew,
-		TTLMargin:        s.TTLMargin,
-		StateTTL:         s.StateTTL,
-		FailurePolicy:    s.FailurePolicy,
-		HistoryLimit:     s.HistoryLimit,
+		FailureThreshold:   s.FailureThreshold,
+		FailureWindow:      s.FailureWindow,
+		RecoveryDelay:      s.RecoveryDelay,
+		HoldLimit:          s.HoldLimit,
+		ReleaseInterval:    s.ReleaseInterval,
+		MaxRecoveryDelay:   s.MaxRecoveryDelay,
+		RecoveryMultiplier: s.RecoveryMultiplier,
+		ReleaseRamp:        s.ReleaseRamp,
+		ClockSkew:          s.ClockSkew,
+		TTLMargin:          s.TTLMargin,
+		StateTTL:           s.StateTTL,
+		FailurePolicy:      s.FailurePolicy,
+		HistoryLimit:       s.HistoryLimit,
 	}, t)
 	errs := []error{err}
 	if s.Mirror && !follows(store) {

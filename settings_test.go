@@ -12,7 +12,7 @@ import (
 )
 
 // TestSettingsEveryProblemAtOnce: New refuses a bad value of each of the
-// machine's ten fields and of the Breaker's own, naming every one in one
+// machine's fields and of the Breaker's own, naming every one in one
 // error; so each field reaches the validation, and none is dropped on the
 // way to the machine.
 func TestSettingsEveryProblemAtOnce(t *testing.T) {
@@ -26,6 +26,8 @@ func TestSettingsEveryProblemAtOnce(t *testing.T) {
 		TTLMargin:        -1,
 		StateTTL:         -1,
 		HistoryLimit:     -1,
+		MaxRecoveryDelay: -1,
+		ReleaseRamp:      -1,
 		CallTimeout:      -1,
 		CacheStaleness:   -1,
 		CacheSize:        -1,
@@ -38,7 +40,7 @@ func TestSettingsEveryProblemAtOnce(t *testing.T) {
 		"kvbreaker: invalid settings",
 		"FailureThreshold is -1", "FailureWindow is -1ns", "RecoveryDelay is -1ns", "HoldLimit is -1ns",
 		"ReleaseInterval is -1ns", "ClockSkew is -1ns", "TTLMargin is -1ns", "StateTTL is -1ns", "HistoryLimit is -1",
-		"CallTimeout is -1ns", "CacheSize is -1",
+		"CallTimeout is -1ns", "CacheSize is -1", "MaxRecoveryDelay is -1ns", "ReleaseRamp is -1ns",
 		"CacheStaleness is -1ns: set a positive duration, or zero for the default " + kvbreaker.DefaultCacheStaleness.String(),
 	} {
 		if !strings.Contains(err.Error(), want) {
@@ -62,6 +64,17 @@ func TestSettingsReachTheMachine(t *testing.T) {
 	if got, want := b.StateTTL(), 2*time.Hour+time.Minute; got != want {
 		t.Errorf("StateTTL() = %v, want max(RecoveryDelay, FailureWindow) + TTLMargin = %v", got, want)
 	}
+	b, err = kvbreaker.New(memory.New(), kvbreaker.Settings{RecoveryDelay: time.Minute, MaxRecoveryDelay: 3 * time.Hour, RecoveryMultiplier: 3, ReleaseRamp: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := b.StateTTL(), 3*time.Hour+kvbreaker.DefaultTTLMargin; got != want {
+		t.Errorf("StateTTL() = %v, want MaxRecoveryDelay + TTLMargin = %v", got, want)
+	}
+	_, err = kvbreaker.New(memory.New(), kvbreaker.Settings{RecoveryMultiplier: 3})
+	if err == nil || !strings.Contains(err.Error(), "RecoveryMultiplier is 3 but MaxRecoveryDelay is zero") {
+		t.Errorf("RecoveryMultiplier without MaxRecoveryDelay: %v", err)
+	}
 	b, err = kvbreaker.New(memory.New(), kvbreaker.Settings{})
 	if err != nil {
 		t.Fatal(err)
@@ -77,14 +90,19 @@ func TestSettingsReachTheMachine(t *testing.T) {
 func TestSettingsNamesMachineFields(t *testing.T) {
 	st := reflect.TypeFor[kvbreaker.Settings]()
 	ct := reflect.TypeFor[machine.Config]()
+	exported := 0
 	for i := range ct.NumField() {
 		cf := ct.Field(i)
+		if !cf.IsExported() {
+			continue
+		}
+		exported++
 		sf, ok := st.FieldByName(cf.Name)
 		if !ok || sf.Type != cf.Type {
 			t.Errorf("machine.Config.%s (%v) has no kvbreaker.Settings field of that name and type", cf.Name, cf.Type)
 		}
 	}
-	if ct.NumField() != 10 {
-		t.Errorf("machine.Config has %d fields, want the ten of Settings the machine uses", ct.NumField())
+	if exported != 13 {
+		t.Errorf("machine.Config has %d exported fields, want the thirteen of Settings the machine uses", exported)
 	}
 }

@@ -3,6 +3,7 @@ package machine
 import (
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/kvbreaker/kvbreaker/internal/record"
@@ -23,6 +24,9 @@ const (
 	// DefaultHistoryLimit caps the failure history a custom FailurePolicy
 	// sees, as fedify's slice(-100) does.
 	DefaultHistoryLimit = 100
+	// DefaultRecoveryMultiplier is the back-off's factor when
+	// MaxRecoveryDelay turns it on without one.
+	DefaultRecoveryMultiplier = 2.0
 )
 
 // Config is the part of kvbreaker.Settings the pure transitions use, with
@@ -48,6 +52,17 @@ type Config struct {
 	// rule looks at).
 	FailurePolicy func(failures []time.Time) bool
 	HistoryLimit  int
+	// MaxRecoveryDelay, when set, turns recovery back-off on: each failed
+	// probe multiplies the next restraint by RecoveryMultiplier, up to
+	// it. Normalised, both are zero when back-off is off.
+	MaxRecoveryDelay   time.Duration
+	RecoveryMultiplier float64
+	// ReleaseRamp, when set, turns the paced release on (see ReleaseAt).
+	ReleaseRamp time.Duration
+
+	// backoffCap is the first back-off level whose restraint reaches
+	// MaxRecoveryDelay: the level stops counting there.
+	backoffCap int
 }
 
 // NewConfig applies defaults to s and validates it against what a store with
@@ -72,6 +87,36 @@ func NewConfig(s Config, t driver.Traits) (Config, error) {
 		HoldLimit:       dur("HoldLimit", s.HoldLimit, DefaultHoldLimit),
 		ReleaseInterval: dur("ReleaseInterval", s.ReleaseInterval, DefaultReleaseInterval),
 		FailurePolicy:   s.FailurePolicy,
+	}
+	switch {
+	case s.MaxRecoveryDelay < 0:
+		bad("MaxRecoveryDelay is %v: set the longest restraint recovery back-off may reach, or zero for a fixed RecoveryDelay", s.MaxRecoveryDelay)
+	case s.MaxRecoveryDelay == 0 && s.RecoveryMultiplier != 0:
+		bad("RecoveryMultiplier is %v but MaxRecoveryDelay is zero, which turns recovery back-off off: set MaxRecoveryDelay too, or RecoveryMultiplier to zero", s.RecoveryMultiplier)
+	case s.MaxRecoveryDelay > 0 && s.MaxRecoveryDelay < c.RecoveryDelay:
+		bad("MaxRecoveryDelay is %v, below RecoveryDelay %v: the back-off starts at RecoveryDelay and grows up to it, so set it to at least %v", s.MaxRecoveryDelay, c.RecoveryDelay, c.RecoveryDelay)
+	case s.MaxRecoveryDelay > 0:
+		m := s.RecoveryMultiplier
+		if m == 0 {
+			m = DefaultRecoveryMultiplier
+		}
+		// The level that reaches the cap: m^level >= Max/RecoveryDelay.
+		need := math.Log(float64(s.MaxRecoveryDelay)/float64(c.RecoveryDelay)) / math.Log(m)
+		switch {
+		case math.IsNaN(m) || math.IsInf(m, 0) || m <= 1:
+			bad("RecoveryMultiplier is %v: set a factor above 1 (each failed probe multiplies the restraint by it), or zero for the default %v", s.RecoveryMultiplier, DefaultRecoveryMultiplier)
+		case need > record.MaxBackoff:
+			bad("RecoveryMultiplier %v would take more than %d failed probes to grow RecoveryDelay %v to MaxRecoveryDelay %v: raise it", m, record.MaxBackoff, c.RecoveryDelay, s.MaxRecoveryDelay)
+		default:
+			c.MaxRecoveryDelay, c.RecoveryMultiplier = s.MaxRecoveryDelay, m
+			c.backoffCap = int(math.Ceil(need - 1e-9))
+		}
+	}
+	switch {
+	case s.ReleaseRamp < 0:
+		bad("ReleaseRamp is %v: set how long held messages may take to come back after a probe succeeds, or zero to release them at once", s.ReleaseRamp)
+	default:
+		c.ReleaseRamp = s.ReleaseRamp
 	}
 	skew := dur("ClockSkew", s.ClockSkew, DefaultClockSkew)
 	c.ClockSkew = skew
@@ -119,11 +164,14 @@ func NewConfig(s Config, t driver.Traits) (Config, error) {
 		margin = s.TTLMargin
 	}
 	c.TTLMargin = margin
-	horizon := max(c.RecoveryDelay, c.FailureWindow)
+	// The longest a record matters: a restraint (at most
+	// MaxRecoveryDelay with back-off), a failure window, or a release
+	// ramp kept on the closed record.
+	horizon := max(c.RecoveryDelay, c.MaxRecoveryDelay, c.FailureWindow, c.ReleaseRamp)
 	if s.FailurePolicy != nil {
 		// A custom policy has no window: only the open record's lifetime
 		// is known.
-		horizon = c.RecoveryDelay
+		horizon = max(c.RecoveryDelay, c.MaxRecoveryDelay, c.ReleaseRamp)
 	}
 	switch {
 	case s.StateTTL < 0:
@@ -133,7 +181,7 @@ func NewConfig(s Config, t driver.Traits) (Config, error) {
 	case s.StateTTL == 0:
 		c.StateTTL = horizon + margin
 	case s.StateTTL < horizon+need:
-		bad("StateTTL is %v, below %v (max(RecoveryDelay, FailureWindow) = %v plus the %v margin this store needs): a record would expire while it still matters; raise StateTTL or set it to zero to derive it",
+		bad("StateTTL is %v, below %v (max(RecoveryDelay, MaxRecoveryDelay, FailureWindow, ReleaseRamp) = %v plus the %v margin this store needs): a record would expire while it still matters; raise StateTTL or set it to zero to derive it",
 			s.StateTTL, horizon+need, horizon, need)
 	default:
 		c.StateTTL = s.StateTTL
@@ -142,4 +190,28 @@ func NewConfig(s Config, t driver.Traits) (Config, error) {
 		return Config{}, errors.Join(errs...)
 	}
 	return c, nil
+}
+
+// Restraint is how long an open circuit holds deliveries after a probe
+// failed level times in a row: RecoveryDelay × RecoveryMultiplier^level, at
+// most MaxRecoveryDelay; RecoveryDelay without back-off.
+func (c *Config) Restraint(level int) time.Duration {
+	if c.MaxRecoveryDelay == 0 || level <= 0 {
+		return c.RecoveryDelay
+	}
+	if level >= c.backoffCap {
+		return c.MaxRecoveryDelay
+	}
+	d := float64(c.RecoveryDelay) * math.Pow(c.RecoveryMultiplier, float64(level))
+	return min(time.Duration(d), c.MaxRecoveryDelay)
+}
+
+// nextLevel is the back-off level after one more failed probe from level;
+// it stops at the level whose restraint is the cap, and is zero without
+// back-off.
+func (c *Config) nextLevel(level int) int {
+	if c.MaxRecoveryDelay == 0 {
+		return 0
+	}
+	return min(level+1, c.backoffCap)
 }

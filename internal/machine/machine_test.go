@@ -147,7 +147,7 @@ func TestSuccessStep(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			st := SuccessStep(tc.rec)
+			st := SuccessStep(tc.rec, at(0), testConfig(t, Config{}))
 			if st.From != tc.from || st.To != record.StateClosed || st.Write != tc.write {
 				t.Fatalf("got %v→%v write %v; want %v→closed write %v", st.From, st.To, st.Write, tc.from, tc.write)
 			}
@@ -189,7 +189,7 @@ func TestOpenedIsNewestFailure(t *testing.T) {
 		var st Step
 		switch rng.IntN(10) {
 		case 0:
-			st = SuccessStep(rec)
+			st = SuccessStep(rec, now, c)
 		case 1, 2, 3, 4:
 			st = FailureStep(rec, now, c)
 		default:

@@ -11,19 +11,38 @@ import (
 // The record's wire format, version 1 (all integers varints):
 //
 //	byte    format version (1)
-//	byte    flags: 1 = restrained, 2 = probing
+//	byte    flags: 1 = restrained, 2 = probing, 4 = backoff, 8 = since,
+//	        16 = released
 //	varint  RestrainedUntil, Unix milliseconds (only if restrained)
+//	varint  Released, Unix milliseconds (only if released)
 //	uvarint number of failures n
-//	varint  first failure, Unix milliseconds, minus RestrainedUntil (or 0)
+//	varint  first failure, Unix milliseconds, minus the base (RestrainedUntil,
+//	        else Released, else 0)
 //	uvarint n-1 gaps to the next failure, milliseconds
+//	uvarint Backoff, at least 1 (only if backoff)
+//	varint  Since, Unix milliseconds, minus the base (only if since)
 //
 // Times are kept to the millisecond; a threshold-5 record is about 20 bytes.
+//
+// Flags 4, 8 and 16 are read by this release and written only when
+// Settings turns recovery back-off or the paced release on: a worker of an
+// older release reads such a record as undecodable (absent) and overwrites
+// it, so the options are for a fleet that runs only releases that read
+// them (docs/RELEASING.md, the record format).
 const (
 	recordFormat   = 1
 	flagRestrained = 1 << 0
 	flagProbing    = 1 << 1
-	knownFlags     = flagRestrained | flagProbing
+	flagBackoff    = 1 << 2
+	flagSince      = 1 << 3
+	flagReleased   = 1 << 4
+	knownFlags     = flagRestrained | flagProbing | flagBackoff | flagSince | flagReleased
 )
+
+// MaxBackoff bounds Record.Backoff as the decoder accepts it. The machine
+// stops counting once the restraint reaches its cap, which a multiplier
+// above 1 does in far fewer steps.
+const MaxBackoff = 1 << 10
 
 // MaxFailures bounds the failures a record holds and the decoder accepts,
 // far above any sane FailureThreshold or HistoryLimit, so a hostile record
@@ -60,15 +79,25 @@ func (e *RecordError) Is(target error) bool {
 func AppendRecord(dst []byte, r Record) []byte {
 	var flags byte
 	var base int64
-	if !r.RestrainedUntil.IsZero() {
+	switch {
+	case !r.RestrainedUntil.IsZero():
 		flags |= flagRestrained
 		base = r.RestrainedUntil.UnixMilli()
+	case !r.Released.IsZero():
+		flags |= flagReleased
+		base = r.Released.UnixMilli()
 	}
 	if r.Probing {
 		flags |= flagProbing
 	}
+	if r.Backoff > 0 {
+		flags |= flagBackoff
+	}
+	if !r.Since.IsZero() {
+		flags |= flagSince
+	}
 	dst = append(dst, recordFormat, flags)
-	if flags&flagRestrained != 0 {
+	if flags&(flagRestrained|flagReleased) != 0 {
 		dst = binary.AppendVarint(dst, base)
 	}
 	dst = binary.AppendUvarint(dst, uint64(len(r.Failures)))
@@ -81,6 +110,12 @@ func AppendRecord(dst []byte, r Record) []byte {
 			dst = binary.AppendUvarint(dst, uint64(max(ms-prev, 0)))
 		}
 		prev = ms
+	}
+	if flags&flagBackoff != 0 {
+		dst = binary.AppendUvarint(dst, uint64(r.Backoff))
+	}
+	if flags&flagSince != 0 {
+		dst = binary.AppendVarint(dst, r.Since.UnixMilli()-base)
 	}
 	return dst
 }
@@ -107,6 +142,24 @@ func DecodeRecord(b []byte) (Record, error) {
 	}
 	b = b[2:]
 	var base int64
+	switch {
+	case flags&flagRestrained != 0 && flags&flagReleased != 0:
+		return fail("restrained and released")
+	case flags&flagReleased != 0 && flags&flagSince == 0:
+		return fail("released without since")
+	case flags&flagSince != 0 && flags&(flagRestrained|flagReleased) == 0:
+		return fail("since without restraint or release")
+	}
+	if flags&flagReleased != 0 {
+		v, n := binary.Varint(b)
+		if !canonical(b, n) {
+			return fail("bad released")
+		}
+		base, b = v, b[n:]
+		if r.Released = time.UnixMilli(base).UTC(); r.Released.IsZero() {
+			return fail("released at the zero instant")
+		}
+	}
 	if flags&flagRestrained != 0 {
 		v, n := binary.Varint(b)
 		if !canonical(b, n) {
@@ -151,6 +204,23 @@ func DecodeRecord(b []byte) (Record, error) {
 			b = b[n:]
 			ms += int64(gap)
 			r.Failures[i] = time.UnixMilli(ms).UTC()
+		}
+	}
+	if flags&flagBackoff != 0 {
+		v, n := binary.Uvarint(b)
+		if !canonical(b, n) || v == 0 || v > MaxBackoff {
+			return fail("bad backoff")
+		}
+		r.Backoff, b = int(v), b[n:]
+	}
+	if flags&flagSince != 0 {
+		d, n := binary.Varint(b)
+		if !canonical(b, n) || (d > 0 && base > math.MaxInt64-d) || (d < 0 && base < math.MinInt64-d) {
+			return fail("bad since")
+		}
+		b = b[n:]
+		if r.Since = time.UnixMilli(base + d).UTC(); r.Since.IsZero() {
+			return fail("since the zero instant")
 		}
 	}
 	if len(b) != 0 {

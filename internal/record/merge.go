@@ -36,7 +36,8 @@ func RebaseOnDelete(value, gone []byte) (_ []byte, ok bool) {
 // Merge merges two encoded Records written concurrently: the
 // union of their failure instants (sorted, duplicates once; not capped, as
 // the next Failure prunes to the history limit, so no failure is lost), the
-// later RestrainedUntil, and Probing if either was probing. If either does
+// later RestrainedUntil, Probing if either was probing, and the outage
+// fields as mergeOutage keeps them. If either does
 // not decode, the newer wins.
 func Merge(older, newer []byte) []byte {
 	a, errA := DecodeRecord(older)
@@ -56,6 +57,7 @@ func Merge(older, newer []byte) []byte {
 	if len(r.Failures) == 0 {
 		r.Failures = nil
 	}
+	mergeOutage(&r, a, b)
 	return EncodeRecord(r)
 }
 
@@ -110,5 +112,34 @@ func MergeFrom(base, older, newer []byte, built bool) []byte {
 		r.RestrainedUntil = n.RestrainedUntil
 	}
 	r.Probing = (o.Probing || n.Probing) && !r.RestrainedUntil.IsZero()
+	mergeOutage(&r, o, n)
 	return EncodeRecord(r)
+}
+
+// mergeOutage sets r's back-off and release fields from two concurrent
+// records whose restraint and failures r already merged: the higher
+// back-off level and the earlier outage start while restrained (the longer
+// view of one outage); the later release instant while not. Fields the
+// merged restraint rules out are dropped, so r encodes.
+func mergeOutage(r *Record, a, b Record) {
+	r.Since = earliest(a.Since, b.Since)
+	if !r.RestrainedUntil.IsZero() {
+		r.Backoff = max(a.Backoff, b.Backoff)
+		return
+	}
+	r.Released = a.Released
+	if b.Released.After(r.Released) {
+		r.Released = b.Released
+	}
+	if r.Released.IsZero() || r.Since.IsZero() {
+		r.Since, r.Released = time.Time{}, time.Time{}
+	}
+}
+
+// earliest is the earlier of two instants, ignoring a zero one.
+func earliest(a, b time.Time) time.Time {
+	if a.IsZero() || (!b.IsZero() && b.Before(a)) {
+		return b
+	}
+	return a
 }

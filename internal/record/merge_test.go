@@ -118,3 +118,46 @@ func TestMergeFrom(t *testing.T) {
 		})
 	}
 }
+
+// TestMergeOutage: the back-off level and the outage start survive a merge
+// of concurrent writes, and a merge never yields a record that does not
+// encode (released and restrained, or since alone).
+func TestMergeOutage(t *testing.T) {
+	ms := func(d time.Duration) time.Time { return at(d).Truncate(time.Millisecond) }
+	open := Record{Failures: []time.Time{ms(0)}, RestrainedUntil: ms(time.Hour), Backoff: 2, Since: ms(-time.Hour)}
+	reopened := Record{Failures: []time.Time{ms(time.Minute)}, RestrainedUntil: ms(2 * time.Hour), Backoff: 3, Since: ms(-30 * time.Minute)}
+	released := Record{Since: ms(-2 * time.Hour), Released: ms(3 * time.Hour)}
+	closed := Record{Failures: []time.Time{ms(5 * time.Hour)}}
+	for _, tc := range []struct {
+		name      string
+		a, b      Record
+		want      Record
+		wantFails int
+	}{
+		{name: "two opens", a: open, b: reopened, want: Record{RestrainedUntil: ms(2 * time.Hour), Backoff: 3, Since: ms(-time.Hour)}, wantFails: 2},
+		{name: "open and released", a: released, b: open, want: Record{RestrainedUntil: ms(time.Hour), Backoff: 2, Since: ms(-2 * time.Hour)}, wantFails: 1},
+		{name: "released and closed", a: released, b: closed, want: Record{Since: ms(-2 * time.Hour), Released: ms(3 * time.Hour)}, wantFails: 1},
+		{name: "closed and closed", a: closed, b: Record{Failures: []time.Time{ms(6 * time.Hour)}}, want: Record{}, wantFails: 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, got := range []Record{
+				mustDecode(t, Merge(EncodeRecord(tc.a), EncodeRecord(tc.b))),
+				mustDecode(t, MergeFrom(nil, EncodeRecord(tc.a), EncodeRecord(tc.b), true)),
+			} {
+				if got.Backoff != tc.want.Backoff || !got.Since.Equal(tc.want.Since) || !got.Released.Equal(tc.want.Released) ||
+					!got.RestrainedUntil.Equal(tc.want.RestrainedUntil) || len(got.Failures) != tc.wantFails {
+					t.Fatalf("merged %+v, want %+v with %d failures", got, tc.want, tc.wantFails)
+				}
+			}
+		})
+	}
+}
+
+func mustDecode(t *testing.T, b []byte) Record {
+	t.Helper()
+	r, err := DecodeRecord(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}

@@ -38,6 +38,21 @@ type Record struct {
 	RestrainedUntil time.Time
 	// Probing is set while a half-open probe is in flight.
 	Probing bool
+
+	// Backoff counts the probes that failed in a row since the circuit
+	// last closed; with recovery back-off it lengthens the next
+	// restraint. Zero unless back-off is on.
+	Backoff int
+	// Since is when the current outage began: the instant the circuit
+	// opened from closed, kept through failed probes and, after the
+	// successful one, through the paced release. Zero unless the paced
+	// release is on.
+	Since time.Time
+	// Released is the instant a probe succeeded, on a closed record kept
+	// for the paced release: held messages come back spread over the ramp
+	// that starts there. Zero otherwise; set only with Since and without
+	// a restraint.
+	Released time.Time
 }
 
 // State derives the circuit state: closed when not restrained, half-open when
@@ -55,7 +70,8 @@ func (r *Record) State() State {
 // IsZero reports whether r carries no information, i.e. is what an absent
 // record reads as.
 func (r *Record) IsZero() bool {
-	return len(r.Failures) == 0 && r.RestrainedUntil.IsZero() && !r.Probing
+	return len(r.Failures) == 0 && r.RestrainedUntil.IsZero() && !r.Probing &&
+		r.Backoff == 0 && r.Since.IsZero() && r.Released.IsZero()
 }
 
 // Opened is the instant the circuit last opened: the newest failure, since a

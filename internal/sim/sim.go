@@ -50,6 +50,14 @@ type Options struct {
 	// fedify 2.3.3 and later refuse it (use Scenario.StoreTTL to see what a
 	// store TTL below the restraint does).
 	StateTTL time.Duration
+	// MaxRecoveryDelay, RecoveryMultiplier and ReleaseRamp are kvbreaker's
+	// recovery back-off and paced release, given to the kvbreaker models
+	// only: fedify and the two-field model have neither, so with them set
+	// the kvbreaker columns differ from the reference by design (later
+	// probes of a host that stays down, held messages released later).
+	MaxRecoveryDelay   time.Duration
+	RecoveryMultiplier float64
+	ReleaseRamp        time.Duration
 }
 
 // Scenario describes one simulation. Zero fields take the defaults noted.
@@ -220,7 +228,7 @@ func (s Scenario) Validate() error {
 	for _, d := range []struct {
 		name string
 		v    time.Duration
-	}{{"failure window", o.FailureWindow}, {"recovery delay", o.RecoveryDelay}, {"hold limit", o.HoldLimit}, {"release interval", o.ReleaseInterval}, {"state TTL", o.StateTTL}, {"store TTL", s.StoreTTL}} {
+	}{{"failure window", o.FailureWindow}, {"recovery delay", o.RecoveryDelay}, {"hold limit", o.HoldLimit}, {"release interval", o.ReleaseInterval}, {"state TTL", o.StateTTL}, {"store TTL", s.StoreTTL}, {"max recovery delay", o.MaxRecoveryDelay}, {"release ramp", o.ReleaseRamp}} {
 		if d.v < 0 {
 			bad("%s is %v: want a positive duration, or 0 for the default", d.name, d.v)
 		}
@@ -531,6 +539,7 @@ func (r *runner) newModels() error {
 	ks := kvbreaker.Settings{
 		FailureThreshold: o.FailureThreshold, FailureWindow: o.FailureWindow, RecoveryDelay: o.RecoveryDelay,
 		HoldLimit: o.HoldLimit, ReleaseInterval: o.ReleaseInterval, StateTTL: o.StateTTL,
+		MaxRecoveryDelay: o.MaxRecoveryDelay, RecoveryMultiplier: o.RecoveryMultiplier, ReleaseRamp: o.ReleaseRamp,
 	}
 	procs := append(opts[:len(opts):len(opts)], model.WithProcesses(r.s.Processes))
 	variants := []struct {

@@ -376,3 +376,28 @@ func decisions(m ModelReport) ModelReport {
 		Transitions: m.Transitions, SendsToDownHosts: m.SendsToDownHosts, Probes: m.Probes, Drops: m.Drops, PeakRecords: m.PeakRecords,
 		RecordsLeftAfterQuiet: m.RecordsLeftAfterQuiet}
 }
+
+// TestBackoffColumns: recovery back-off reaches the kvbreaker columns only:
+// on a fleet of dead and flapping hosts, kvbreaker probes less than with the
+// fixed delay it starts from, while fedify's column is unchanged; without
+// it kvbreaker still agrees with fedify on every decision.
+func TestBackoffColumns(t *testing.T) {
+	base := Scenario{Seed: 11, Hosts: 12, Workers: 8, Mix: Mix{Healthy: 1, Dead: 3, Flapping: 1}, Rate: 120, Duration: 90 * time.Minute,
+		MirrorDelay: NoMirrorDelay, noMirror: true,
+		Options: Options{RecoveryDelay: 2 * time.Minute}}
+	off := run(t, base)
+	on := base
+	on.Options.MaxRecoveryDelay, on.Options.ReleaseRamp = 30*time.Minute, time.Hour
+	with := run(t, on)
+	kvOff, kvOn := byName(t, off, "kvbreaker"), byName(t, with, "kvbreaker")
+	if kvOff.Agreement != 1 {
+		t.Errorf("without back-off kvbreaker agrees with fedify on %.4f of decisions, want all", kvOff.Agreement)
+	}
+	if kvOn.Probes*2 > kvOff.Probes {
+		t.Errorf("with back-off kvbreaker probed %d times, without %d: want at most half", kvOn.Probes, kvOff.Probes)
+	}
+	if f1, f2 := byName(t, off, "fedify-model"), byName(t, with, "fedify-model"); f1.Probes != f2.Probes || f1.Decisions != f2.Decisions {
+		t.Errorf("fedify's column changed: %d/%d probes, %d/%d decisions", f1.Probes, f2.Probes, f1.Decisions, f2.Decisions)
+	}
+	t.Logf("kvbreaker probes: %d with back-off (cap 30m), %d with a fixed 2m; fedify %d", kvOn.Probes, kvOff.Probes, byName(t, off, "fedify-model").Probes)
+}
