@@ -80,9 +80,10 @@ THE SOFTWARE IS PROVIDED "AS IS", WITHOUT WARRANTY OF ANY KIND, EXPRESS OR IMPLI
 }
 
 // TestMissingLicenceFails is the licence check's negative control through
-// the whole run: a tag of backends/redis without its LICENSE (the
-// repository's root LICENSE is not in a nested module's zip) fails the
-// check at the proxy step.
+// the whole run: a tag of backends/redis without its LICENSE fails the
+// check at the proxy step. The repository's root LICENSE goes too: the go
+// command (and x/mod/zip.CreateFromVCS) puts it into the zip of a nested
+// module that has none of its own.
 func TestMissingLicenceFails(t *testing.T) {
 	if testing.Short() {
 		t.Skip("clones the repository and tags it (-short)")
@@ -95,11 +96,13 @@ func TestMissingLicenceFails(t *testing.T) {
 	}
 	mutated := false
 	dropLicence := func(clone string) error {
-		if err := os.Remove(filepath.Join(clone, "backends", "redis", "LICENSE")); err != nil {
-			return err
+		for _, f := range []string{filepath.Join(clone, "backends", "redis", "LICENSE"), filepath.Join(clone, "LICENSE")} {
+			if err := os.Remove(f); err != nil {
+				return err
+			}
 		}
 		for _, args := range [][]string{
-			{"commit", "-q", "-am", "backends/redis without its licence"},
+			{"commit", "-q", "-am", "backends/redis and the repository without a licence"},
 			{"tag", "-f", "-a", "-m", "moved", "backends/redis/v0.1.0"},
 		} {
 			if _, err := modset.Git(clone, args...); err != nil {
