@@ -68,7 +68,7 @@ tidy:
 	$(GO) run ./tools/release -tidy
 
 demo:
-	$(GO) run ./cmd/kvbreaker simulate
+	$(GO) run -tags simulateonly ./cmd/kvbreaker simulate
 
 fuzz:
 	$(GO) test ./internal/record -run '^$$' -fuzz FuzzDecodeRecord -fuzztime 30s

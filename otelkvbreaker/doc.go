@@ -40,6 +40,9 @@
 //	kvbreaker.clock.offset        Float64Gauge    s            (none)
 //	kvbreaker.clock.uncertainty   Float64Gauge    s            (none)
 //	kvbreaker.record.anomalies    Int64Counter    {record}     kvbreaker.record.anomaly
+//	kvbreaker.mirror.lag          Float64Histogram s           (none)
+//	kvbreaker.mirror.healthy      Int64Gauge      1            (none)
+//	kvbreaker.mirror.transitions  Int64Counter    {transition} kvbreaker.mirror.healthy, kvbreaker.mirror.reason
 //
 // Attribute values:
 //
@@ -64,6 +67,10 @@
 //   - kvbreaker.record.anomaly: undecodable (a value no Breaker wrote, or
 //     one a newer version did), future (written by a clock ahead by more
 //     than twice ClockSkew; see kvbreaker.RecordAnomaly).
+//   - kvbreaker.mirror.healthy: true when the mirror (Settings.Mirror)
+//     started deciding, false when it stopped and every call reads the store.
+//   - kvbreaker.mirror.reason: why (kvbreaker.MirrorReason): synced, lost,
+//     stale, over_cap, ended.
 //
 // kvbreaker.store.call.duration is the count of store calls as well as their
 // latency (OpenTelemetry's convention for client operations: no separate
@@ -75,6 +82,13 @@
 // is ahead of the worker's (negative when behind) and
 // kvbreaker.clock.uncertainty its bound: the true offset lies within
 // offset ± uncertainty.
+//
+// The mirror's instruments record only with Settings.Mirror on.
+// kvbreaker.mirror.healthy is 1 while the mirror decides and 0 while every
+// call reads the store. kvbreaker.mirror.lag is the time from sending one of
+// this worker's writes to its arrival through the mirror's feed, in seconds,
+// with explicit bucket boundaries from 10 µs to 2.5 s (LagBuckets).
+// Decisions the mirror answers count as kvbreaker.cache.hits.
 //
 // WithAttributes adds constant attributes (a worker pool's name, say) to
 // every metric.

@@ -1,3 +1,5 @@
+//go:build !simulateonly
+
 package main
 
 import (
@@ -167,9 +169,6 @@ type expiryJSON struct {
 	LateMS         float64 `json:"late_ms"`
 	ClockAdvanced  bool    `json:"clock_advanced"`
 }
-
-// ms is d in milliseconds, the unit of every duration in the JSON.
-func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 func msp(d time.Duration) *float64 { v := ms(d); return &v }
 

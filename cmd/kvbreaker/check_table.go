@@ -1,3 +1,5 @@
+//go:build !simulateonly
+
 package main
 
 import (

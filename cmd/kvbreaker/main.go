@@ -129,15 +129,8 @@ process). "kvbreaker init" creates the table PostgreSQL and DynamoDB need.`,
 	root.SetVersionTemplate("kvbreaker {{.Version}}\n")
 	// A bad flag is a usage error: two lines, not the whole help.
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{err.Error()} })
-	root.AddCommand(
-		newSimulateCmd(),
-		newCheckCmd(stopSignals),
-		newListCmd(),
-		newInspectCmd(),
-		newResetCmd(),
-		newInitCmd(),
-		newServeCmd(),
-	)
+	root.AddCommand(newSimulateCmd())
+	root.AddCommand(storeCommands(stopSignals)...)
 	return root
 }
 

@@ -7,8 +7,9 @@
 // and then, with GOWORK=off, GOFLAGS=-mod=mod, a temporary module cache and
 // no replace anywhere:
 //
-//   - checks each tagged go.mod has no replace and each go.sum line of a
-//     module of ours matches the hash the proxy serves;
+//   - checks each tagged go.mod has no replace, each module's zip has a
+//     licence file pkg.go.dev recognises at its root (checkLicence), and
+//     each go.sum line of a module of ours matches the hash the proxy serves;
 //   - in a throwaway module per library module, `go get`s it at the
 //     version on its own and builds a small program against it (the root
 //     and otelkvbreaker programs also run);
@@ -201,6 +202,9 @@ func Run(ctx context.Context, c Config) error {
 		if err != nil {
 			return err
 		}
+		if _, err := checkLicence(z, mv); err != nil {
+			return err
+		}
 		at, err := run(clone, nil, "git", "log", "-1", "--format=%cI", tag)
 		if err != nil {
 			return err
@@ -242,7 +246,7 @@ func Run(ctx context.Context, c Config) error {
 			}
 		}
 	}
-	c.Log("ok   proxy          %d modules at %s, tagged go.mod files without replace, go.sum hashes match", len(versions), c.Version)
+	c.Log("ok   proxy          %d modules at %s, tagged go.mod files without replace, go.sum hashes match, each zip with its %s licence", len(versions), c.Version, wantLicence)
 
 	realCache, err := run(root, nil, "go", "env", "GOMODCACHE")
 	if err != nil {
