@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"sync/atomic"
 )
 
 func main() {
@@ -21,22 +22,18 @@ func main() {
 		os.Exit(2)
 	}
 	runtime.GOMAXPROCS(max(*n, runtime.GOMAXPROCS(0)))
-	for range *n {
-		go spin()
+	counts := make([]atomic.Uint64, *n)
+	for i := range counts {
+		go spin(&counts[i])
 	}
 	select {}
 }
 
-// spin never blocks and never allocates: a pure CPU consumer. The counter
-// escapes through a package variable so the loop is not optimised away.
-func spin() {
-	var x uint64
+// spin never blocks and never allocates: a pure CPU consumer. It counts
+// in its own counter (main keeps them all), so the loop has an effect and
+// no two spinners share one.
+func spin(n *atomic.Uint64) {
 	for {
-		x = x*6364136223846793005 + 1442695040888963407
-		if x == 0 {
-			sink = x
-		}
+		n.Add(1)
 	}
 }
-
-var sink uint64
