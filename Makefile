@@ -14,6 +14,7 @@
 #   make fuzz                  fuzz the record and host-key decoders
 #   make mutants               mutation test of the core (not part of make test; tools/mutants)
 #   make robustness            long seeded fault schedules on etcd, Redis and PostgreSQL (internal/robustness)
+#   make flakes                the short suite, FLAKES_ROUNDS times, with every core kept busy (tools/flakes)
 #   make published             the published-path check alone (make consumers: its consumer graphs)
 #   make release VERSION=v0.1.0   what tools/release would change and tag (dry run; docs/RELEASING.md)
 #   make tidy                  go mod tidy of every module (tools/release -tidy)
@@ -38,7 +39,7 @@ PKGS    ?= ./backends/$(BACKEND)/...
 endif
 MATRIX   = $(if $(filter-out containers,$(BACKEND)),-backend $(BACKEND))
 
-.PHONY: test lint unit published consumers release tidy demo fuzz containers bench mutants robustness
+.PHONY: test lint unit published consumers release tidy demo fuzz containers bench mutants robustness flakes
 
 test: lint unit published
 
@@ -110,3 +111,12 @@ robustness:
 	$(GO) test -count=1 -v -timeout 60m -run TestRobustness ./backends/etcd/ -args $(ROBUSTNESS)
 	$(GO) test -count=1 -v -timeout 90m -run TestRobustness ./backends/redis/ -args $(ROBUSTNESS)
 	$(GO) test -count=1 -v -timeout 60m -run TestRobustness ./backends/postgres/ -args $(ROBUSTNESS)
+
+# The short suite of every package, FLAKES_ROUNDS times, beside a load
+# generator (tools/cpuload, one spinning goroutine per CPU) that the
+# command starts and kills by its PID; each failed test is printed with
+# the command that replays it (docs/testing.md).
+FLAKES_ROUNDS ?= 5
+FLAKES_FLAGS  ?= $(RACE) -short -count=1 -p $(TESTP) -timeout 30m
+flakes:
+	$(GO) run ./tools/flakes -rounds $(FLAKES_ROUNDS) -flags '$(FLAKES_FLAGS)' $(PKGS)

@@ -384,10 +384,16 @@ func (v *view) CompareAndSwap(ctx context.Context, key string, old driver.Versio
 			if d.LastWriterWins {
 				continue
 			}
-			// Someone wrote in between: report what is there now.
+			// Someone wrote in between: report what is there now, unless
+			// it is what the caller expected again (created and deleted
+			// since, for old == NoVersion): a conflict naming the expected
+			// version fits no order of the calls, so compare again.
 			c, cerr := v.current(ctx, key)
 			if cerr != nil {
 				return 0, fmt.Errorf("skew: put %q: %w", key, cerr)
+			}
+			if c.logical == old {
+				continue
 			}
 			return 0, v.conflict(c, err)
 		}
@@ -432,9 +438,17 @@ func (v *view) CompareAndDelete(ctx context.Context, key string, old driver.Vers
 		case errors.Is(err, driver.ErrNotFound) && !s.d.LastWriterWins:
 			return driver.ErrNotFound
 		case errors.Is(err, driver.ErrConflict) && !s.d.LastWriterWins:
+			// As in CompareAndSwap, the conflict must name another state
+			// than the expected one: a key deleted since is not found.
 			c, cerr := v.current(ctx, key)
 			if cerr != nil {
 				return fmt.Errorf("skew: delete %q: %w", key, cerr)
+			}
+			switch c.logical {
+			case driver.NoVersion:
+				return driver.ErrNotFound
+			case old:
+				continue
 			}
 			return v.conflict(c, err)
 		case errors.Is(err, driver.ErrNotFound), errors.Is(err, driver.ErrConflict):

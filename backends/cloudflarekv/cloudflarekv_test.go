@@ -341,14 +341,16 @@ func TestRateLimited(t *testing.T) {
 		if err := srv.Throttle(ctx, 1, time.Second); err != nil {
 			t.Fatal(err)
 		}
-		start := time.Now()
+		// Counted, not timed: a retry by the SDK would be a second GET,
+		// whatever the machine's speed.
+		sent, _ := srv.Stats(ctx)
 		_, _, err := s.Get(ctx, "other.example")
 		var rl *RateLimitError
 		if !errors.Is(err, ErrRateLimited) || !errors.As(err, &rl) {
 			t.Fatalf("Get while throttled = %v, want ErrRateLimited", err)
 		}
-		if d := time.Since(start); d > 500*time.Millisecond {
-			t.Errorf("throttled Get took %v: the SDK retried the 429 itself", d)
+		if got, _ := srv.Stats(ctx); got.Get-sent.Get != 1 || got.Throttled-sent.Throttled != 1 {
+			t.Errorf("throttled Get sent %d GETs (%d throttled), want 1: the SDK retried the 429 itself", got.Get-sent.Get, got.Throttled-sent.Throttled)
 		}
 		// During the backoff: no request at all, cached keys still answer.
 		before, _ := srv.Stats(ctx)
@@ -369,15 +371,23 @@ func TestRateLimited(t *testing.T) {
 		if err := srv.Throttle(ctx, 1, time.Second); err != nil {
 			t.Fatal(err)
 		}
+		// Waiting out Retry-After is a lower bound on the time, which load
+		// cannot break; that the wait ended in one retry is counted, since
+		// an upper bound on the time would be the machine's speed.
+		sent, _ := srv.Stats(ctx)
 		start := time.Now()
 		ver, err := s.CompareAndSwap(ctx, "retried.example", driver.NoVersion, []byte("r"), time.Hour)
 		elapsed := time.Since(start)
 		if err != nil {
 			t.Fatalf("CompareAndSwap through one 429 = %v", err)
 		}
-		if elapsed < 900*time.Millisecond || elapsed > 3*time.Second {
-			t.Errorf("CompareAndSwap through a 429 with Retry-After: 1 took %v, want about 1 s", elapsed)
+		if elapsed < 900*time.Millisecond {
+			t.Errorf("CompareAndSwap through a 429 with Retry-After: 1 took %v, want at least about 1 s", elapsed)
 		}
+		if got, _ := srv.Stats(ctx); got.Put-sent.Put != 2 || got.Throttled-sent.Throttled != 1 {
+			t.Errorf("CompareAndSwap through one 429 sent %d PUTs (%d throttled), want 2 (1)", got.Put-sent.Put, got.Throttled-sent.Throttled)
+		}
+		t.Logf("CompareAndSwap through a 429 with Retry-After: 1 took %v", elapsed)
 		if _, got, err := sibling(t, s).Get(ctx, "retried.example"); err != nil || got != ver {
 			t.Errorf("Get after the retried write = %d, %v; want %d", got, err, ver)
 		}
@@ -393,14 +403,13 @@ func TestRateLimited(t *testing.T) {
 		}
 		short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 		defer cancel()
-		start := time.Now()
+		// A caller that waited would end with its context's error, so
+		// the queued *RateLimitError itself shows it was answered without
+		// waiting; how long that took is the machine's speed.
 		_, err := s.CompareAndSwap(short, "queued.example", driver.NoVersion, []byte("q"), time.Hour)
 		var rl *RateLimitError
-		if !errors.As(err, &rl) || !rl.Queued {
+		if !errors.As(err, &rl) || !rl.Queued || errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("CompareAndSwap with a deadline before the backoff ends = %v, want a queued *RateLimitError", err)
-		}
-		if d := time.Since(start); d > 100*time.Millisecond {
-			t.Errorf("answered after %v, want at once", d)
 		}
 		if err := s.Flush(ctx); err != nil {
 			t.Fatal(err)

@@ -133,7 +133,10 @@ func TestSampleClockErrors(t *testing.T) {
 	start := time.Now()
 	err := sampleErr(ctx)
 	cancel()
-	if d := time.Since(start); d > 2*time.Second {
+	// The server stays paused until the call returns, so returning with
+	// DeadlineExceeded (checked below) proves the context was honoured;
+	// how soon is the machine's load, so the bound only catches a hang.
+	if d := time.Since(start); d > hangGuard {
 		t.Errorf("paused: SampleClock took %v with a 300 ms context", d)
 	}
 	check("paused", err, context.DeadlineExceeded, "no answer from dynamodb at "+own.Endpoint)
@@ -273,3 +276,7 @@ func TestBackgroundClockCheckSkewed(t *testing.T) {
 		t.Errorf("warnings %q; want exactly one, of a clock 7 s behind the store's", w)
 	}
 }
+
+// hangGuard bounds a call that should end with its context: far past any
+// delay a loaded machine adds, short of waiting for the paused server.
+const hangGuard = 30 * time.Second

@@ -98,7 +98,10 @@ func TestSampleClockErrors(t *testing.T) {
 	start := time.Now()
 	err := sample(ctx, st)
 	cancel()
-	if d := time.Since(start); d > 3*time.Second {
+	// The server stays paused until the call returns, so returning with
+	// DeadlineExceeded (checked below) proves the context was honoured;
+	// how soon is the machine's load, so the bound only catches a hang.
+	if d := time.Since(start); d > hangGuard {
 		t.Errorf("paused: SampleClock took %v with a 300 ms context", d)
 	}
 	check("paused", err, context.DeadlineExceeded, "no answer from postgres at "+srv.Addr())
@@ -118,3 +121,7 @@ func fmtErr(err error) string {
 	}
 	return err.Error()
 }
+
+// hangGuard bounds a call that should end with its context: far past any
+// delay a loaded machine adds, short of waiting for the paused server.
+const hangGuard = 30 * time.Second

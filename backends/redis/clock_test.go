@@ -112,7 +112,10 @@ func TestSampleClockErrors(t *testing.T) {
 	start := time.Now()
 	err := sample(ctx, st)
 	cancel()
-	if d := time.Since(start); d > 2*time.Second {
+	// The server stays paused until the call returns, so returning with
+	// DeadlineExceeded (checked below) proves the context was honoured;
+	// how soon is the machine's load, so the bound only catches a hang.
+	if d := time.Since(start); d > hangGuard {
 		t.Errorf("paused: SampleClock took %v, beyond its 300 ms context", d)
 	}
 	check("paused", err, context.DeadlineExceeded)
@@ -128,3 +131,7 @@ func TestSampleClockErrors(t *testing.T) {
 	_ = closed.Close()
 	check("closed", sample(t.Context(), closed), redis.ErrClosed)
 }
+
+// hangGuard bounds a call that should end with its context: far past any
+// delay a loaded machine adds, short of waiting for the paused server.
+const hangGuard = 30 * time.Second

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -23,6 +24,15 @@ func init() {
 		}
 		return c, err
 	}, "redis"}
+	// The same for DynamoDB, whose clock (the Date header) reads to the
+	// second.
+	backends["dynamodb-clock-behind"] = backendDef{func(ctx context.Context, f *backendFlags) (*conn, error) {
+		c, err := openDynamoDB(ctx, f)
+		if c != nil {
+			c.clockShift = -clockBehind
+		}
+		return c, err
+	}, "dynamodb"}
 }
 
 // TestCheckClockNotMeasurable: stores that show no clock (etcd, memory)
@@ -58,10 +68,14 @@ func TestCheckClockRedis(t *testing.T) {
 	if c == nil || c.Result != clockOK || c.OffsetMS == nil || c.UncertaintyMS == nil {
 		t.Fatalf("clock: %+v; want ok with an offset", c)
 	}
-	// One clock: the true offset is 0, so the interval must hold it.
-	if lo, hi := *c.OffsetMS-*c.UncertaintyMS, *c.OffsetMS+*c.UncertaintyMS; lo > 0 || hi < 0 || hi-lo > 100 {
-		t.Errorf("offset %v ± %v ms: want an interval holding 0, under 100 ms wide", *c.OffsetMS, *c.UncertaintyMS)
+	// One clock: the true offset is 0, so the interval must hold it. Its
+	// width is the samples' round trips, which the machine's load sets, so
+	// it is logged, not judged (a width that made the result unproven
+	// would fail the result check above, and the table says to run again).
+	if lo, hi := *c.OffsetMS-*c.UncertaintyMS, *c.OffsetMS+*c.UncertaintyMS; lo > 0 || hi < 0 {
+		t.Errorf("offset %v ± %v ms: want an interval holding 0", *c.OffsetMS, *c.UncertaintyMS)
 	}
+	t.Logf("offset %v ± %v ms", *c.OffsetMS, *c.UncertaintyMS)
 	if c.ClockSkewMS != 1000 {
 		t.Errorf("clock_skew_ms %v, want 1000 (the default --clock-skew)", c.ClockSkewMS)
 	}
@@ -87,19 +101,41 @@ func TestCheckClockRedis(t *testing.T) {
 }
 
 // TestCheckClockDynamoDB: DynamoDB's clock reads to the second (the Date
-// header): three samples a few milliseconds apart leave most of that
-// second unknown, and the interval holds the true offset (dynalite runs on
-// this machine's clock).
+// header), so the interval is up to a second wide, narrower when samples
+// straddle a second boundary; whatever its width, it must hold the true
+// offset: 0 (dynalite runs on this machine's clock), and 5 s with this
+// machine's clock read 5 s behind (the control: an interval that ignored
+// the offset would fail there). Which result a width gives depends on
+// where in the second the samples fell, so any result the interval
+// allows is accepted, and the one got is logged.
 func TestCheckClockDynamoDB(t *testing.T) {
-	rep := checkJSON(t, exitOK, append(connArgs("dynamodb"), "--quick", "--quiet")...)
-	c := rep.Clock
-	if c == nil || c.OffsetMS == nil {
-		t.Fatalf("clock: %+v; want a measured offset", c)
-	}
-	if *c.UncertaintyMS < 400 || *c.OffsetMS-*c.UncertaintyMS > 0 || *c.OffsetMS+*c.UncertaintyMS < 0 {
-		t.Errorf("offset %v ± %v ms: want an interval most of a second wide (1 s resolution) holding 0", *c.OffsetMS, *c.UncertaintyMS)
-	}
-	if c.Result != clockOK && c.Result != clockUnproven {
-		t.Errorf("result %q; want ok or unproven (one second's resolution against a 1 s bound)", c.Result)
+	for _, tc := range []struct {
+		backend string
+		offset  time.Duration
+		results []string // what an interval holding offset may yield against the default 1 s
+	}{
+		{"dynamodb", 0, []string{clockOK, clockUnproven}},
+		{"dynamodb-clock-behind", clockBehind, []string{clockExceeds}},
+	} {
+		t.Run(tc.backend, func(t *testing.T) {
+			args := append(connArgs("dynamodb"), "--quick", "--quiet")
+			args[1] = tc.backend
+			want := exitOK
+			if tc.offset > 0 {
+				want = exitFail
+			}
+			c := checkJSON(t, want, args...).Clock
+			if c == nil || c.OffsetMS == nil || c.UncertaintyMS == nil {
+				t.Fatalf("clock: %+v; want a measured offset", c)
+			}
+			off, unc := *c.OffsetMS, *c.UncertaintyMS
+			if unc < 0 || off-unc > ms(tc.offset) || off+unc < ms(tc.offset) {
+				t.Errorf("offset %v ± %v ms: want an interval holding the true %v ms", off, unc, ms(tc.offset))
+			}
+			if !slices.Contains(tc.results, c.Result) {
+				t.Errorf("result %q for %v ± %v ms; want one of %q", c.Result, off, unc, tc.results)
+			}
+			t.Logf("offset %v ± %v ms: %s", off, unc, c.Result)
+		})
 	}
 }

@@ -42,8 +42,12 @@ import (
 // default found from this source file's path, which -trimpath removes).
 const DirEnv = "KVBREAKER_DYNALITE_DIR"
 
-// startTimeout bounds npm-less startup: node loading dynalite and listening.
-const startTimeout = 30 * time.Second
+// startTimeout bounds npm-less startup: node loading dynalite and
+// listening. The wait ends as soon as it listens; the bound only catches a
+// server that never will, so it leaves room for a loaded machine (on 2
+// shared cores at a load average of 52, dynalite was not listening after
+// 30 s).
+const startTimeout = 3 * time.Minute
 
 // Server is a running dynalite process. Its methods are safe for concurrent
 // use.
