@@ -498,6 +498,9 @@ func (f *follower) invalidated(keys []string) error {
 		}
 	}
 	for _, k := range keys {
+		if isMarker(k) {
+			continue // another follower's check of its marker
+		}
 		f.fn(driver.Change{Kind: driver.ChangeStale, Key: k})
 	}
 	return nil
@@ -506,6 +509,9 @@ func (f *follower) invalidated(keys []string) error {
 // read delivers a Put for each of keys that Get reads as a value.
 func (f *follower) read(ctx context.Context, keys []string) error {
 	for _, k := range keys {
+		if isMarker(k) {
+			continue
+		}
 		cctx, cancel := context.WithTimeout(ctx, f.callTimeout())
 		v, ver, err := f.s.Get(cctx, k)
 		cancel()

@@ -97,6 +97,9 @@ func (s *Store) live(ctx context.Context, keys []string) ([]string, error) {
 	})
 	live := keys[:0]
 	for i, k := range keys {
+		if isMarker(k) {
+			continue
+		}
 		switch err := cmds[i].Err(); {
 		case goredis.HasErrorPrefix(err, "WRONGTYPE"), err == nil && cmds[i].Val():
 			live = append(live, k)

@@ -29,6 +29,12 @@ const (
 	markerTTL    = time.Hour
 )
 
+// isMarker reports whether key is a feed's marker: it lies under the
+// empty prefix a Breaker without Prefixed follows and lists, and is no
+// record, so a feed delivers nothing of it and List leaves it out (no host
+// key has its form: HostKey never yields "kvbreaker:follow:…").
+func isMarker(key string) bool { return strings.HasPrefix(key, markerPrefix) }
+
 // markDB sets the session's marker and returns its key, or "" when the
 // ACL refuses it.
 func (f *follower) markDB(ctx context.Context, c *goredis.Conn) (string, error) {

@@ -2,6 +2,8 @@ package redis_test
 
 import (
 	"context"
+	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -40,5 +42,86 @@ func TestFollowSeesWipes(t *testing.T) {
 			c := f.AwaitWipeSeen(t, key, time.Now())
 			t.Logf("seen as %v (%v)", c.Kind, c.Err)
 		})
+	}
+}
+
+// TestMarkersAreNotRecords: followers of the whole database (a Breaker
+// without Prefixed) each keep a marker key there and refresh it every
+// beat; another follower delivers nothing of it and List leaves it out,
+// so a mirror holds no host named after it and `kvbreaker list` shows none.
+func TestMarkersAreNotRecords(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	server := redistest.MustStart(t) // a database of its own: the prefix is every key
+	st := newRaw(t, server.Addr())
+	const key, later = "host.example", "later.example"
+	if _, err := st.CompareAndSwap(ctx, key, driver.NoVersion, []byte("record"), time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	fctx, stop := context.WithCancel(ctx)
+	changes := make([]chan driver.Change, 2)
+	done := make(chan error, 2)
+	for i := range changes {
+		ch := make(chan driver.Change, 1<<14)
+		changes[i] = ch
+		go func() {
+			done <- newRaw(t, server.Addr()).Follow(fctx, "", 50*time.Millisecond, func(c driver.Change) { ch <- c })
+		}()
+	}
+	defer func() {
+		stop()
+		for range changes {
+			if err := <-done; !errors.Is(err, context.Canceled) {
+				t.Errorf("Follow returned %v", err)
+			}
+		}
+	}()
+	// seen waits for n Synced (after a Stale or Put of want, if set) and
+	// fails on any change of a key that is no record.
+	seen := func(ch chan driver.Change, n int, want string) {
+		t.Helper()
+		has := want == ""
+		for n > 0 {
+			select {
+			case c := <-ch:
+				switch {
+				case c.Kind == driver.ChangeLost:
+					t.Fatalf("Lost: %v", c.Err)
+				case c.Key != "" && c.Key != key && c.Key != later:
+					t.Fatalf("the feed delivered %v of %q, not a record", c.Kind, c.Key)
+				case c.Kind == driver.ChangeSynced:
+					if has {
+						n--
+					}
+				case c.Key == want:
+					has = true
+				}
+			case <-ctx.Done():
+				t.Fatal("no Synced in time")
+			}
+		}
+	}
+	// Several beats of both, each refreshing its marker, then a write:
+	// its Stale comes after every change made before it.
+	for _, ch := range changes {
+		seen(ch, 6, "")
+	}
+	markers, err := goredis.NewClient(&goredis.Options{Addr: server.Addr()}).Keys(ctx, "kvbreaker:follow:*").Result()
+	if err != nil || len(markers) != 2 {
+		t.Fatalf("markers %v (%v): want one per follower", markers, err)
+	}
+	if _, err := st.CompareAndSwap(ctx, later, driver.NoVersion, []byte("record"), time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	for _, ch := range changes {
+		seen(ch, 1, later)
+	}
+	keys, _, err := st.List(ctx, "", "", 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(keys)
+	if !slices.Equal(keys, []string{key, later}) {
+		t.Errorf("List returned %q, want the two records", keys)
 	}
 }
