@@ -224,18 +224,29 @@ func (l lossFigures) String() string {
 func laggingReplicaFailover(t *testing.T, mode string, serverMinReplicas bool, opts ...redis.Option) lossFigures {
 	r := replicated(t)
 	ctx := t.Context()
-	primary, err := r.Primary(ctx)
-	if err != nil {
-		t.Fatal(err)
+	// The primary and its replica in sync, as the set-up of the failover
+	// this test causes: a failover Sentinel made on its own before it (a
+	// loaded machine can delay a PING past down-after-milliseconds) only
+	// changes which server is the primary, so the set-up asks again.
+	var primary *redistest.Server
+	var err error
+	for attempt := 1; ; attempt++ {
+		if primary, err = r.Primary(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err = r.WaitSynced(ctx, primary); err == nil {
+			break
+		}
+		if attempt == 3 {
+			t.Fatal(err)
+		}
+		t.Logf("set-up, attempt %d: %v", attempt, err)
 	}
 	var replica *redistest.Server
 	for _, s := range r.Servers {
 		if s != primary {
 			replica = s
 		}
-	}
-	if err := r.WaitSynced(ctx, primary); err != nil {
-		t.Fatal(err)
 	}
 	minReplicas := "0"
 	if serverMinReplicas {
