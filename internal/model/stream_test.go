@@ -141,6 +141,11 @@ func runStream(t *testing.T, seed uint64, steps int, r streamRun) (st streamStat
 				mismatch("%s at %v: %s reported %s, %s %s", what, now.Sub(t0), models[i].Name(), trs[i], refName, trs[ref])
 			}
 		}
+		// Two fields cannot tell half-open from open (the note's cost
+		// (a)): its label must be kvbreaker's with half-open read as open.
+		if two, kvl := twoFieldLabel(trs[1]), twoFieldLabel(trs[2]); two != kvl {
+			mismatch("%s at %v: %s reported %s, kvbreaker %s (%s)", what, now.Sub(t0), models[1].Name(), two, kvl, trs[2])
+		}
 	}
 	outcome := func() {
 		ok := rng.Float64() < pOK
@@ -264,7 +269,8 @@ func runStream(t *testing.T, seed uint64, steps int, r streamRun) (st streamStat
 // TestSequentialStreamsAgree: on sequential streams kvbreaker, with and
 // without a mirror (one process, no delay), agrees with fedify on every
 // decision, retry instant and state-change label, and the note's two-field
-// model on every decision.
+// model on every decision, on every retry instant while no probe is out,
+// and on every label with half-open read as open.
 func TestSequentialStreamsAgree(t *testing.T) {
 	var total streamStats
 	for seed := range uint64(300) {
@@ -288,10 +294,10 @@ func TestSequentialStreamsAgree(t *testing.T) {
 
 // TestBackoffStreamsAgree: with recovery back-off on, kvbreaker, with and
 // without a mirror, and the two-field model, which learned the rule
-// independently, agree on every decision, and the two-field model on every
-// retry instant while no probe is out; kvbreaker with a mirror agrees with
-// kvbreaker on every retry instant and label too. Fedify's model has no
-// back-off, so it is not compared.
+// independently, agree on every decision; the two-field model on every
+// retry instant while no probe is out and on every label with half-open
+// read as open; kvbreaker with a mirror on every retry instant and label.
+// Fedify's model has no back-off, so it is not compared.
 func TestBackoffStreamsAgree(t *testing.T) {
 	var total streamStats
 	for seed := range uint64(300) {
@@ -384,6 +390,16 @@ func TestMirrorStreamsNeedOwnWrites(t *testing.T) {
 		t.Fatal("a mirror without its own writes agreed with fedify on 20 streams")
 	}
 	t.Logf("%d mismatches caught", caught)
+}
+
+// twoFieldLabel is t as two fields can tell it: half-open is open.
+func twoFieldLabel(t Transition) string {
+	for _, s := range []*kvbreaker.State{&t.From, &t.To} {
+		if *s == kvbreaker.StateHalfOpen {
+			*s = kvbreaker.StateOpen
+		}
+	}
+	return t.String()
 }
 
 func later(a, b time.Time) time.Time {
