@@ -57,6 +57,20 @@ type streamRun struct {
 	mirror         []Option
 }
 
+// add reports st's mismatches and counts its stream into s.
+func (s *streamStats) add(t *testing.T, st streamStats) {
+	t.Helper()
+	for _, m := range st.mismatches {
+		t.Error(m)
+	}
+	s.decisions += st.decisions
+	s.holds += st.holds
+	s.probes += st.probes
+	s.drops += st.drops
+	s.transitions += st.transitions
+	s.maxLevel = max(s.maxLevel, st.maxLevel)
+}
+
 type heldMsg struct{ since, retry time.Time }
 
 type streamStats struct {
@@ -275,14 +289,7 @@ func TestSequentialStreamsAgree(t *testing.T) {
 	var total streamStats
 	for seed := range uint64(300) {
 		st := runStream(t, seed, 400, streamRun{})
-		for _, m := range st.mismatches {
-			t.Error(m)
-		}
-		total.decisions += st.decisions
-		total.holds += st.holds
-		total.probes += st.probes
-		total.drops += st.drops
-		total.transitions += st.transitions
+		total.add(t, st)
 	}
 	t.Logf("%d decisions (%d holds, %d probes, %d drops), %d transitions: all equal", total.decisions, total.holds, total.probes, total.drops, total.transitions)
 	// The streams must reach every kind of decision for the test to mean
@@ -302,15 +309,7 @@ func TestBackoffStreamsAgree(t *testing.T) {
 	var total streamStats
 	for seed := range uint64(300) {
 		st := runStream(t, 2000+seed, 400, streamRun{backoff: true})
-		for _, m := range st.mismatches {
-			t.Error(m)
-		}
-		total.decisions += st.decisions
-		total.holds += st.holds
-		total.probes += st.probes
-		total.drops += st.drops
-		total.transitions += st.transitions
-		total.maxLevel = max(total.maxLevel, st.maxLevel)
+		total.add(t, st)
 	}
 	t.Logf("%d decisions (%d holds, %d probes, %d drops), %d transitions, back-off up to level %d: all equal",
 		total.decisions, total.holds, total.probes, total.drops, total.transitions, total.maxLevel)
