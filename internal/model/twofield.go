@@ -2,6 +2,7 @@ package model
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -15,6 +16,14 @@ import (
 type TwoFieldRecord struct {
 	Failures        []time.Time
 	RestrainedUntil time.Time
+	// Probing and FailedProbes are kept only with recovery back-off, which
+	// the note does not have: a restraint's length depends on how many
+	// probes failed in a row, and only a failure reported while a probe is
+	// out (a send made once RestrainedUntil had passed) is a probe's. Two
+	// fields alone would count a late failure of a send decided before the
+	// circuit opened as one.
+	Probing      bool
+	FailedProbes int
 }
 
 // State derives what two fields can tell: closed when not restrained, open
@@ -38,12 +47,37 @@ type TwoFieldConfig struct {
 	// messages: it is the message layer's drop rule (fedify's
 	// heldActivityTtl), applied to every model alike. Default 7 days.
 	HoldLimit time.Duration
+	// MaxRecoveryDelay and RecoveryMultiplier are recovery back-off, with
+	// kvbreaker.Settings' meaning, which the note does not have: each
+	// probe that fails in a row multiplies the restraint by
+	// RecoveryMultiplier (default 2), up to MaxRecoveryDelay; a success
+	// resets it. Zero MaxRecoveryDelay turns it off.
+	MaxRecoveryDelay   time.Duration
+	RecoveryMultiplier float64
 }
 
 // StateTTL is the note's derived TTL: max(recoveryDelay, failureWindow) +
-// ttlMargin.
+// ttlMargin, with maxRecoveryDelay in the max under back-off, so no
+// restraint outlives its record.
 func (c *TwoFieldConfig) StateTTL() time.Duration {
-	return max(c.RecoveryDelay, c.FailureWindow) + c.TTLMargin
+	return max(c.RecoveryDelay, c.MaxRecoveryDelay, c.FailureWindow) + c.TTLMargin
+}
+
+// backoff reports whether recovery back-off is on.
+func (c *TwoFieldConfig) backoff() bool { return c.MaxRecoveryDelay > 0 }
+
+// restraint is how long a circuit stays restrained after failed probes in
+// a row failed: recoveryDelay × recoveryMultiplier^failed, at most
+// maxRecoveryDelay; recoveryDelay without back-off.
+func (c *TwoFieldConfig) restraint(failed int) time.Duration {
+	if !c.backoff() || failed <= 0 {
+		return c.RecoveryDelay
+	}
+	d := float64(c.RecoveryDelay) * math.Pow(c.RecoveryMultiplier, float64(failed))
+	if d >= float64(c.MaxRecoveryDelay) {
+		return c.MaxRecoveryDelay
+	}
+	return time.Duration(d)
 }
 
 // normalise fills in the note's defaults and rejects negative values.
@@ -53,7 +87,7 @@ func (c TwoFieldConfig) normalise() (TwoFieldConfig, error) {
 			*v = d
 		}
 	}
-	if c.FailureThreshold < 0 || c.FailureWindow < 0 || c.RecoveryDelay < 0 || c.TTLMargin < 0 || c.HoldLimit < 0 {
+	if c.FailureThreshold < 0 || c.FailureWindow < 0 || c.RecoveryDelay < 0 || c.TTLMargin < 0 || c.HoldLimit < 0 || c.MaxRecoveryDelay < 0 {
 		return c, fmt.Errorf("two-field: negative setting in %+v", c)
 	}
 	if c.FailureThreshold == 0 {
@@ -63,6 +97,17 @@ func (c TwoFieldConfig) normalise() (TwoFieldConfig, error) {
 	def(&c.RecoveryDelay, 30*time.Minute)
 	def(&c.TTLMargin, 5*time.Second)
 	def(&c.HoldLimit, 7*24*time.Hour)
+	switch m := c.RecoveryMultiplier; {
+	case !c.backoff() && m != 0:
+		return c, fmt.Errorf("two-field: RecoveryMultiplier is %v but MaxRecoveryDelay is zero, which turns recovery back-off off: set MaxRecoveryDelay too, or RecoveryMultiplier to zero", m)
+	case !c.backoff():
+	case c.MaxRecoveryDelay < c.RecoveryDelay:
+		return c, fmt.Errorf("two-field: MaxRecoveryDelay is %v, below RecoveryDelay %v: set it to at least %v", c.MaxRecoveryDelay, c.RecoveryDelay, c.RecoveryDelay)
+	case m == 0:
+		c.RecoveryMultiplier = 2
+	case !(m > 1) || math.IsInf(m, 1):
+		return c, fmt.Errorf("two-field: RecoveryMultiplier is %v: set a factor above 1, or zero for the default 2", m)
+	}
 	return c, nil
 }
 
@@ -102,7 +147,9 @@ type TwoFieldStep struct {
 
 // TwoFieldDeliver is the note's deliver: send when not restrained, hold while
 // now < restrainedUntil (retrying at restrainedUntil, the note's "triple
-// duty"), otherwise restrain for a fresh recoveryDelay and probe.
+// duty"), otherwise restrain for a fresh recoveryDelay and probe. Under
+// back-off the probe is marked and the failed-probe count kept: the claim
+// itself lasts recoveryDelay, as the note's, whatever the count.
 func TwoFieldDeliver(rec TwoFieldRecord, now, heldSince time.Time, c *TwoFieldConfig) TwoFieldStep {
 	switch {
 	case holdExpired(now, heldSince, c.HoldLimit):
@@ -113,17 +160,27 @@ func TwoFieldDeliver(rec TwoFieldRecord, now, heldSince time.Time, c *TwoFieldCo
 		return TwoFieldStep{Verdict: Verdict{Decision: kvbreaker.Hold, RetryAt: holdRetry(now, heldSince, rec.RestrainedUntil, c.HoldLimit)}}
 	}
 	next := TwoFieldRecord{Failures: rec.Failures, RestrainedUntil: now.Add(c.RecoveryDelay)}
+	if c.backoff() {
+		next.Probing, next.FailedProbes = true, rec.FailedProbes
+	}
 	return TwoFieldStep{Verdict: Verdict{Decision: kvbreaker.Probe}, Write: machine.WritePut, Record: next}
 }
 
 // TwoFieldFail is the note's fail!: record and prune the failure; a restrained
 // circuit is re-armed for recoveryDelay (whether or not a probe was in
-// flight: two fields cannot tell), a closed one opens when tripped.
+// flight: two fields cannot tell), a closed one opens when tripped. Under
+// back-off a probe's failure counts one more failed probe and re-arms for
+// that count's restraint; any other failure while restrained re-arms for
+// the current count's.
 func TwoFieldFail(rec TwoFieldRecord, now time.Time, c *TwoFieldConfig) TwoFieldStep {
 	next := TwoFieldRecord{Failures: c.prune(append(slices.Clip(rec.Failures), now), now)}
 	switch {
 	case !rec.RestrainedUntil.IsZero():
-		next.RestrainedUntil = now.Add(c.RecoveryDelay)
+		next.FailedProbes = rec.FailedProbes
+		if rec.Probing {
+			next.FailedProbes++
+		}
+		next.RestrainedUntil = now.Add(c.restraint(next.FailedProbes))
 	case c.tripped(next.Failures):
 		next.RestrainedUntil = now.Add(c.RecoveryDelay)
 	}

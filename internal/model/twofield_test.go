@@ -1,6 +1,8 @@
 package model
 
 import (
+	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -111,5 +113,73 @@ func TestIdleGapDemotesProbe(t *testing.T) {
 	t.Logf("deliveries to the dead host after the idle gap: %v", sends)
 	if sends["fedify-model"] != 1 || sends["two-field"] != 5 || sends["kvbreaker"] != 5 {
 		t.Fatalf("sends after the idle gap = %v; want fedify 1 (a probe), the derived-TTL models 5 (re-accumulation)", sends)
+	}
+}
+
+// TestTwoFieldBackoff: with recovery back-off each probe that fails in a
+// row doubles the restraint (30m, 1h, then the 2h cap), a failure while
+// restrained with no probe out re-arms without counting, and a success
+// starts the next outage from recoveryDelay again.
+func TestTwoFieldBackoff(t *testing.T) {
+	s, err := NewTwoField(TwoFieldConfig{MaxRecoveryDelay: 2 * time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := s.Config(); c.RecoveryMultiplier != 2 || c.StateTTL() != 2*time.Hour+5*sec {
+		t.Fatalf("multiplier %v, StateTTL %v; want the default 2 and MaxRecoveryDelay + ttlMargin", c.RecoveryMultiplier, c.StateTTL())
+	}
+	calls := trip(0) // open at 4s until 30m4s
+	ru := 30*mn + 4*sec
+	for _, d := range []time.Duration{time.Hour, 2 * time.Hour, 2 * time.Hour} {
+		calls = append(calls,
+			fresh(ru, kvbreaker.Probe, 0, "none"),
+			fresh(ru+sec, kvbreaker.Hold, ru+30*mn, "none"), // the claim lasts recoveryDelay
+			fail(ru+sec, "none"),
+			fresh(ru+2*sec, kvbreaker.Hold, ru+sec+d, "none"))
+		ru += sec + d
+	}
+	// Not a probe's failure: re-armed for the cap, not counted (it could
+	// not grow past the cap anyway; the next case checks the count).
+	calls = append(calls, fail(ru-mn, "none"), fresh(ru-mn+sec, kvbreaker.Hold, ru-mn+2*time.Hour, "none"))
+	ru += 2*time.Hour - mn
+	calls = append(calls, fresh(ru, kvbreaker.Probe, 0, "none"), ok(ru, "open→closed"), fresh(ru, kvbreaker.Send, 0, "none"))
+	calls = append(calls, trip(ru+mn)...)
+	calls = append(calls, fresh(ru+mn+5*sec, kvbreaker.Hold, ru+mn+4*sec+30*mn, "none"))
+	play(t, s, calls)
+
+	// Two failures with no probe out re-arm at the same level.
+	s, err = NewTwoField(TwoFieldConfig{MaxRecoveryDelay: 10 * time.Hour, RecoveryMultiplier: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls = append(trip(0),
+		fail(mn, "none"), fail(2*mn, "none"),
+		fresh(3*mn, kvbreaker.Hold, 32*mn, "none"),
+		fresh(32*mn, kvbreaker.Probe, 0, "none"), fail(33*mn, "none"),
+		fresh(34*mn, kvbreaker.Hold, 33*mn+90*mn, "none"))
+	play(t, s, calls)
+}
+
+func TestTwoFieldBackoffConfig(t *testing.T) {
+	for _, tc := range []struct {
+		c    TwoFieldConfig
+		want string // "" to accept
+	}{
+		{TwoFieldConfig{MaxRecoveryDelay: -1}, "negative setting"},
+		{TwoFieldConfig{RecoveryMultiplier: 2}, "RecoveryMultiplier is 2 but MaxRecoveryDelay is zero"},
+		{TwoFieldConfig{MaxRecoveryDelay: time.Minute}, "MaxRecoveryDelay is 1m0s, below RecoveryDelay 30m0s"},
+		{TwoFieldConfig{MaxRecoveryDelay: 30 * mn}, ""},
+		{TwoFieldConfig{MaxRecoveryDelay: time.Hour, RecoveryMultiplier: 1}, "RecoveryMultiplier is 1: set a factor above 1"},
+		{TwoFieldConfig{MaxRecoveryDelay: time.Hour, RecoveryMultiplier: math.NaN()}, "RecoveryMultiplier is NaN"},
+		{TwoFieldConfig{MaxRecoveryDelay: time.Hour, RecoveryMultiplier: math.Inf(1)}, "RecoveryMultiplier is +Inf"},
+		{TwoFieldConfig{MaxRecoveryDelay: time.Hour, RecoveryMultiplier: 1.5}, ""},
+	} {
+		_, err := NewTwoField(tc.c)
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%+v: %v", tc.c, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%+v: error %v, want one with %q", tc.c, err, tc.want)
+		}
 	}
 }
