@@ -29,16 +29,18 @@ library: ask before each delivery (POST /v1/decide: send, hold until
 retry_at, probe, or drop), then report what it said about its host (POST
 /v1/outcomes: success, reachable-failure, failure, or ignore, which with a
 probe_id gives the probe up). GET /v1/circuits lists circuits, GET
-/v1/circuits/HOST inspects one, DELETE /v1/circuits/HOST resets one. The
+/v1/circuits/HOST inspects one, DELETE /v1/circuits/HOST resets one.
+GET /metrics is the Breaker's metrics in the Prometheus text format. The
 API is described by the OpenAPI document at /openapi.json.
 
-Every /v1 route needs "Authorization: Bearer TOKEN" with a token that
-carries its permission (decide, report, read, reset), or a client
-certificate verified against --client-ca that carries it
+Every /v1 route and /metrics needs "Authorization: Bearer TOKEN" with a
+token that carries its permission (decide, report, read, reset, metrics),
+or a client certificate verified against --client-ca that carries it
 (--client-cert-permissions). Tokens come from --tokens-file or
 $KVBREAKER_SERVE_TOKENS, one a line: NAME PERMISSIONS TOKEN, e.g.
   node-workers decide,report 3f0c9a...   (openssl rand -hex 32)
   oncall       read,reset    b81d44...
+  prometheus   metrics       5e27d1...
 A request without a valid token is refused before its body is read.
 
 When the store fails, a decision is the Breaker's without it: send, or hold
@@ -271,20 +273,27 @@ func runServe(ctx context.Context, f *serveFlags, stderr io.Writer, secrets []st
 	settings.ClockSkew = f.bf.clockSkew
 	settings.Logger = logger
 	stats := serve.NewStats(settings.Mirror)
-	settings.Observer = stats.Observer()
+	metrics, err := serve.NewMetrics()
+	if err != nil {
+		return err
+	}
+	settings.Observer = kvbreaker.ComposeObservers(stats.Observer(), metrics.Observer())
 	b, err := kvbreaker.New(store, settings)
 	if err != nil {
+		_ = metrics.Shutdown(context.WithoutCancel(ctx))
 		return usagef("%v", err)
 	}
 	closeBreaker := func() error {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), f.shutdownTimeout)
 		defer cancel()
-		return b.Close(cctx)
+		// The meter provider outlives the Breaker, so that its last
+		// writes are still counted.
+		return errors.Join(b.Close(cctx), metrics.Shutdown(cctx))
 	}
 	srv, err := serve.New(serve.Config{
 		Breaker: b, List: storeLister(c.store, f.bf.prefix), Tokens: toks, ClientCertPerms: certPerms,
 		RecoveryDelay: settings.RecoveryDelay, MaxBody: f.maxBody, MaxBatch: f.maxBatch,
-		Redact: redact, Logger: logger, Stats: stats,
+		Redact: redact, Logger: logger, Stats: stats, Metrics: metrics,
 	})
 	if err != nil {
 		_ = closeBreaker()

@@ -21,6 +21,7 @@ var opTypes = map[string]struct{ req, resp any }{
 	"DELETE /v1/circuits/{host}": {nil, ResetResponse{}},
 	"GET /openapi.json":          {nil, nil},
 	"GET /v1/status":             {nil, StatusResponse{}},
+	"GET /metrics":               {nil, nil},
 	"GET /":                      {nil, nil},
 	"GET /page.css":              {nil, nil},
 	"GET /page.js":               {nil, nil},

@@ -1,8 +1,9 @@
 // Package serve is the HTTP/JSON API of "kvbreaker serve": one Breaker per
 // process, asked and told by workers in any language over HTTP, with the
 // library's semantics (Allow, Success, ReachableFailure, Failure, Abandon,
-// Inspect, Reset) and nothing more to learn. Every route but the OpenAPI
-// document and the health check needs a bearer token or a verified client
+// Inspect, Reset) and nothing more to learn, and its metrics for
+// Prometheus. Every route but the OpenAPI document, the status page's
+// files and the health check needs a bearer token or a verified client
 // certificate that carries the route's permission; a request without one
 // is refused before its body is read, so it changes nothing and learns
 // nothing about hosts.
@@ -65,6 +66,9 @@ type Config struct {
 	// Stats, when set, is what GET /v1/status reports of the Breaker
 	// (give Stats.Observer to its Settings).
 	Stats *Stats
+	// Metrics, when set, is what GET /metrics exports (give
+	// Metrics.Observer to the Breaker's Settings too).
+	Metrics *Metrics
 	// Clock is the Breaker's clock, for retry_in_ms. Default time.Now.
 	Clock func() time.Time
 }
@@ -94,6 +98,7 @@ var routes = []route{
 	{http.MethodGet, "/v1/circuits/{host}", PermRead, (*Server).inspect},
 	{http.MethodDelete, "/v1/circuits/{host}", PermReset, (*Server).reset},
 	{http.MethodGet, "/v1/status", PermRead, (*Server).status},
+	{http.MethodGet, "/metrics", PermMetrics, (*Server).metrics},
 	{http.MethodGet, "/{$}", 0, (*Server).page},
 	{http.MethodGet, "/page.css", 0, (*Server).page},
 	{http.MethodGet, "/page.js", 0, (*Server).page},

@@ -26,6 +26,7 @@ const (
 	tokWorker   = "worker-token-0123456789"
 	tokReader   = "reader-token-0123456789"
 	tokOperator = "operator-token-0123456789"
+	tokMetrics  = "metrics-token-0123456789"
 )
 
 // fakeClock is a clock tests move by hand.
@@ -57,7 +58,13 @@ func newFixture(t *testing.T) *fixture {
 	clock := &fakeClock{t: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
 	store := memory.New(memory.WithClock(clock.now))
 	stats := NewStats(false)
-	b, err := kvbreaker.New(store, kvbreaker.Settings{FailureThreshold: 2, RecoveryDelay: recovery, ReleaseInterval: time.Second, Clock: clock.now, SkipClockCheck: true, Observer: stats.Observer()})
+	metrics, err := NewMetrics()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = metrics.Shutdown(context.Background()) })
+	obs := kvbreaker.ComposeObservers(stats.Observer(), metrics.Observer())
+	b, err := kvbreaker.New(store, kvbreaker.Settings{FailureThreshold: 2, RecoveryDelay: recovery, ReleaseInterval: time.Second, Clock: clock.now, SkipClockCheck: true, Observer: obs})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,9 +77,11 @@ func newFixture(t *testing.T) *fixture {
 			NewToken("workers", PermDecide|PermReport, tokWorker),
 			NewToken("dash", PermRead, tokReader),
 			NewToken("oncall", PermRead|PermReset, tokOperator),
+			NewToken("prometheus", PermMetrics, tokMetrics),
 		},
 		RecoveryDelay: recovery,
 		Stats:         stats,
+		Metrics:       metrics,
 		MaxBatch:      10,
 		MaxBody:       4096,
 		Clock:         clock.now,
@@ -271,7 +280,7 @@ func TestNoValidTokenChangesNothingLearnsNothing(t *testing.T) {
 		"/v1/outcomes": func(h string) string { return `{"outcomes":[{"host":"` + h + `","outcome":"success"}]}` },
 		"/v1/abandon":  func(h string) string { return `{"probe_id":"` + h + `"}` },
 	}
-	lacking := map[Permission]string{PermDecide: tokReader, PermReport: tokReader, PermRead: tokWorker, PermReset: tokReader}
+	lacking := map[Permission]string{PermDecide: tokReader, PermReport: tokReader, PermRead: tokWorker, PermReset: tokReader, PermMetrics: tokReader}
 	for _, rt := range routes {
 		if rt.perm == 0 {
 			continue

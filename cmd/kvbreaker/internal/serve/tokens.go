@@ -22,12 +22,16 @@ const (
 	// PermReset: force-close a circuit (DELETE /v1/circuits/{host}), an
 	// operator's action.
 	PermReset
+	// PermMetrics: scrape the Breaker's metrics (GET /metrics), for
+	// Prometheus; they carry no delivery host, but whether a fleet is
+	// failing is still not for anyone who can reach the port.
+	PermMetrics
 )
 
 var permNames = []struct {
 	p    Permission
 	name string
-}{{PermDecide, "decide"}, {PermReport, "report"}, {PermRead, "read"}, {PermReset, "reset"}}
+}{{PermDecide, "decide"}, {PermReport, "report"}, {PermRead, "read"}, {PermReset, "reset"}, {PermMetrics, "metrics"}}
 
 // String lists the permissions, comma-separated.
 func (p Permission) String() string {
@@ -40,8 +44,8 @@ func (p Permission) String() string {
 	return strings.Join(out, ",")
 }
 
-// ParsePermissions reads a comma-separated list of decide, report, read
-// and reset.
+// ParsePermissions reads a comma-separated list of decide, report, read,
+// reset and metrics.
 func ParsePermissions(s string) (Permission, error) {
 	var p Permission
 	for part := range strings.SplitSeq(s, ",") {
@@ -54,7 +58,7 @@ func ParsePermissions(s string) (Permission, error) {
 			}
 		}
 		if !found {
-			return 0, fmt.Errorf("permission %q: want decide, report, read or reset, comma-separated", part)
+			return 0, fmt.Errorf("permission %q: want decide, report, read, reset or metrics, comma-separated", part)
 		}
 	}
 	return p, nil
