@@ -207,8 +207,23 @@ func TestTTLOffGrid(t *testing.T) {
 			}
 			t.Run(b.name+"/"+mode, func(t *testing.T) {
 				t.Parallel()
-				rep, err := measure(t, h, append(opts, only(conformance.CaseOffGrid))...)
-				wantBroken(t, rep, err, conformance.CaseOffGrid, conformance.PromiseOffGrid)
+				// In real time a 10 ms grid is told apart only when the
+				// write's round trip and the gaps between polls are short;
+				// on a loaded machine the case says so (not verified)
+				// rather than guess. The control is then undecided too:
+				// tried again, and reported as undecided if it stays so.
+				for attempt := 1; ; attempt++ {
+					rep, err := measure(t, h, append(opts, only(conformance.CaseOffGrid))...)
+					if err == nil && len(rep.NotVerified()) > 0 {
+						if attempt < 3 {
+							t.Logf("attempt %d undecided: %v", attempt, rep.NotVerified())
+							continue
+						}
+						t.Skipf("undecided in %d attempts on this machine's load, not failed: %v", attempt, rep.NotVerified())
+					}
+					wantBroken(t, rep, err, conformance.CaseOffGrid, conformance.PromiseOffGrid)
+					break
+				}
 			})
 		}
 	}
