@@ -79,8 +79,8 @@ func TestParkingHeldThenDelivered(t *testing.T) {
 	}
 	waitFor(t, 30*time.Second, "m1 parked", func() bool { return q.Redis.ZCard(t.Context(), q.Parking).Val() > 0 })
 	z := q.Redis.ZRangeWithScores(t.Context(), q.Parking, 0, -1).Val()
-	if len(z) != 1 || int64(z[0].Score) != restrained.UnixMilli() {
-		t.Errorf("parked %v, want one message due at the restraint's end %v", z, restrained)
+	if len(z) != 1 || int64(z[0].Score) < restrained.UnixMilli() {
+		t.Errorf("parked %v, want one message due not before the restraint's end %v", z, restrained)
 	}
 	in.up.Store(true)
 	checkDelivered(t, in, "m1", restrained)

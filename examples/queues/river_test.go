@@ -85,8 +85,10 @@ func TestRiverHeldThenDelivered(t *testing.T) {
 	if err := jsonUnmarshal(jobs[0].EncodedArgs, &args); err != nil {
 		t.Fatal(err)
 	}
-	if !jobs[0].ScheduledAt.Equal(restrained) || args.HeldSince.IsZero() || args.ID != "m1" {
-		t.Errorf("requeued %+v at %v; want m1 with HeldSince, at the restraint's end %v", args, jobs[0].ScheduledAt, restrained)
+	// Not before the restraint's end: under load the requeue seen may be a
+	// later one (held again at the release interval while a probe is out).
+	if jobs[0].ScheduledAt.Before(restrained) || args.HeldSince.IsZero() || args.ID != "m1" {
+		t.Errorf("requeued %+v at %v; want m1 with HeldSince, not before the restraint's end %v", args, jobs[0].ScheduledAt, restrained)
 	}
 	in.up.Store(true)
 	checkDelivered(t, in, "m1", restrained)
