@@ -2,10 +2,11 @@ package redis
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 
@@ -17,13 +18,15 @@ import (
 // addresses; tombstones are left out (one pipelined HEXISTS per page). Keys
 // of other types are listed: Get reads them as foreign data (see the
 // package doc), which the next write replaces.
-// The cursor names the node, its SCAN cursor and the last key of that SCAN
-// call already returned (SCAN may answer more keys than asked for): each
-// call's keys are taken in key order, so a call made again after the
-// keyspace changed (a rehash reorders its answer) resumes after that key,
-// not after a count of keys that may now be others. SCAN's guarantees hold: a key present during the whole listing is
-// listed, at least once; a key written or deleted meanwhile may or may not
-// be.
+//
+// SCAN may answer more keys than a page has room for. The keys left over
+// travel in the cursor, beside the node and SCAN's next cursor, and lead
+// the next page: scanning the same SCAN cursor again would not do, as a
+// table resized between the calls (by writes, deletes or expiry) answers
+// other buckets there, and keys of those skipped as "already returned"
+// would be lost. So SCAN's guarantees hold as they are: a key present
+// during the whole listing is listed, at least once; a key written or
+// deleted meanwhile may or may not be.
 func (s *Store) List(ctx context.Context, prefix, cursor string, limit int) ([]string, string, error) {
 	const op = "list"
 	if s.closed.Load() {
@@ -42,36 +45,23 @@ func (s *Store) List(ctx context.Context, prefix, cursor string, limit int) ([]s
 	}
 	match := globEscape(prefix) + "*"
 	var keys []string
-	next := ""
-	for len(keys) < limit {
-		n := nodes[pos.node]
-		page, nc, err := n.c.Scan(ctx, pos.scan, match, int64(max(limit, 10))).Result()
+	keys, pos.pending = cut(pos.pending, limit)
+	for len(keys) < limit && pos.node < len(nodes) {
+		room := limit - len(keys)
+		page, nc, err := nodes[pos.node].c.Scan(ctx, pos.scan, match, int64(max(room, 10))).Result()
 		if err != nil {
 			return nil, "", opError(op, prefix, err)
 		}
 		slices.Sort(page)
-		page = slices.Compact(page)
-		if pos.resume {
-			i, found := slices.BinarySearch(page, pos.after)
-			if found {
-				i++
-			}
-			page = page[i:]
+		var taken []string
+		taken, pos.pending = cut(slices.Compact(page), room)
+		keys = append(keys, taken...)
+		if pos.scan = nc; nc == 0 {
+			pos.node++
 		}
-		if room := limit - len(keys); len(page) > room {
-			keys = append(keys, page[:room]...)
-			pos.after, pos.resume = page[room-1], true
-			next = pos.String(nodes)
-			break
-		}
-		keys = append(keys, page...)
-		pos.after, pos.resume, pos.scan = "", false, nc
-		if nc == 0 {
-			if pos.node++; pos.node == len(nodes) {
-				next = "" // the last page
-				break
-			}
-		}
+	}
+	next := ""
+	if pos.node < len(nodes) || len(pos.pending) > 0 {
 		next = pos.String(nodes)
 	}
 	live, err := s.live(ctx, keys)
@@ -79,6 +69,14 @@ func (s *Store) List(ctx context.Context, prefix, cursor string, limit int) ([]s
 		return nil, "", opError(op, prefix, err)
 	}
 	return live, next, nil
+}
+
+// cut returns the first n of keys and the rest (nil when none is left).
+func cut(keys []string, n int) (head, rest []string) {
+	if len(keys) <= n {
+		return keys, nil
+	}
+	return keys[:n], keys[n:]
 }
 
 // live returns the keys that hold a value (not tombstones: a hash without
@@ -148,28 +146,47 @@ func (s *Store) nodes(ctx context.Context) ([]node, error) {
 	return nodes, nil
 }
 
-// position is where a listing resumes.
+// position is where a listing resumes: the keys a SCAN call answered that
+// did not fit in the page, then the node and its SCAN cursor (node ==
+// len(nodes): every node scanned).
 type position struct {
-	node   int
-	scan   uint64
-	after  string // resume: the last key of this SCAN call returned
-	resume bool
+	pending []string
+	node    int
+	scan    uint64
 }
 
 // named reports whether cursors name their node (a multi-node client).
 func named(nodes []node) bool { return len(nodes) > 1 || nodes[0].addr != "" }
 
-// String is the cursor: "<scan>." and, when resuming within a SCAN call,
-// "+<last key returned>", after "<addr>|" on a multi-node client.
+// String is the cursor, opaque to callers: base64url of the node's address
+// ("" once every node is scanned), SCAN's cursor and the pending keys, each
+// string length-prefixed, as keys may hold any bytes.
 func (p position) String(nodes []node) string {
-	c := strconv.FormatUint(p.scan, 10) + "."
-	if p.resume {
-		c += "+" + p.after
+	var b []byte
+	addr := ""
+	if p.node < len(nodes) {
+		addr = nodes[p.node].addr
 	}
-	if named(nodes) {
-		return nodes[p.node].addr + "|" + c
+	b = append(b, cursorVersion)
+	b = binary.AppendUvarint(b, uint64(len(addr)))
+	b = append(b, addr...)
+	b = binary.AppendUvarint(b, boolBit(p.node < len(nodes)))
+	b = binary.AppendUvarint(b, p.scan)
+	b = binary.AppendUvarint(b, uint64(len(p.pending)))
+	for _, k := range p.pending {
+		b = binary.AppendUvarint(b, uint64(len(k)))
+		b = append(b, k...)
 	}
-	return c
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+const cursorVersion = 1
+
+func boolBit(b bool) uint64 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 func parseCursor(cursor string, nodes []node) (position, error) {
@@ -180,28 +197,60 @@ func parseCursor(cursor string, nodes []node) (position, error) {
 	bad := func() (position, error) {
 		return position{}, fmt.Errorf("invalid cursor %q: pass the next cursor of the previous page", cursor)
 	}
-	c := cursor
-	if addr, rest, ok := strings.Cut(cursor, "|"); ok && named(nodes) {
+	b, err := base64.RawURLEncoding.DecodeString(cursor)
+	if err != nil || len(b) == 0 || b[0] != cursorVersion {
+		return bad()
+	}
+	b = b[1:]
+	uvarint := func() (uint64, bool) {
+		v, n := binary.Uvarint(b)
+		if n <= 0 {
+			return 0, false
+		}
+		b = b[n:]
+		return v, true
+	}
+	str := func() (string, bool) {
+		n, ok := uvarint()
+		if !ok || n > uint64(len(b)) {
+			return "", false
+		}
+		s := string(b[:n])
+		b = b[n:]
+		return s, true
+	}
+	addr, ok1 := str()
+	scanning, ok2 := uvarint()
+	scan, ok3 := uvarint()
+	n, ok4 := uvarint()
+	if !ok1 || !ok2 || !ok3 || !ok4 || scanning > 1 || n > uint64(len(b)) {
+		return bad()
+	}
+	p.scan = scan
+	p.pending = make([]string, 0, n)
+	for range n {
+		k, ok := str()
+		if !ok {
+			return bad()
+		}
+		p.pending = append(p.pending, k)
+	}
+	if len(b) != 0 {
+		return bad()
+	}
+	switch {
+	case scanning == 0:
+		p.node = len(nodes)
+	case !named(nodes):
+		if addr != "" {
+			return position{}, fmt.Errorf("cursor %q names node %s, but the client is not a Cluster or Ring: start the listing again", cursor, addr)
+		}
+	default:
 		i := slices.IndexFunc(nodes, func(n node) bool { return n.addr == addr })
 		if i < 0 {
 			return position{}, fmt.Errorf("cursor %q names %s, no longer a master: start the listing again", cursor, addr)
 		}
-		p.node, c = i, rest
-	}
-	scan, rest, ok := strings.Cut(c, ".")
-	if !ok {
-		return bad()
-	}
-	var err error
-	if p.scan, err = strconv.ParseUint(scan, 10, 64); err != nil {
-		return bad()
-	}
-	switch {
-	case rest == "":
-	case strings.HasPrefix(rest, "+"):
-		p.after, p.resume = rest[1:], true
-	default:
-		return bad()
+		p.node = i
 	}
 	return p, nil
 }
