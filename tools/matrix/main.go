@@ -116,6 +116,7 @@ type collector struct {
 
 	passed, failed, skipped int
 	failures                []string // "pkg Test" of failed tests, in order
+	running                 []key    // tests run and not yet ended, in order
 	failedPkgs              []string
 	buildFailed             []string
 }
@@ -169,6 +170,10 @@ func (c *collector) add(e event) {
 		}
 		return
 	}
+	if e.Action == "run" {
+		c.running = append(c.running, k)
+		return
+	}
 	var o outcome
 	switch e.Action {
 	case "pass":
@@ -183,8 +188,12 @@ func (c *collector) add(e event) {
 	if e.Test == "" {
 		if o == fail {
 			c.failedPkgs = append(c.failedPkgs, e.Package)
+			c.unfinished(e.Package)
 		}
 		return
+	}
+	if i := slices.Index(c.running, k); i >= 0 {
+		c.running = slices.Delete(c.running, i, i+1)
 	}
 	switch o {
 	case pass:
@@ -223,6 +232,21 @@ func (c *collector) add(e event) {
 			col.why[group] = lastMessage(c.outputs[k])
 		}
 	}
+}
+
+// unfinished counts as failed every test of pkg that ran and never ended:
+// a timeout or a crash ends the package mid-test, and go test -json puts
+// the panic and its goroutine dump in that test's output, not the
+// package's.
+func (c *collector) unfinished(pkg string) {
+	c.running = slices.DeleteFunc(c.running, func(k key) bool {
+		if k.pkg != pkg {
+			return false
+		}
+		c.failed++
+		c.failures = append(c.failures, k.pkg+" "+k.test)
+		return true
+	})
 }
 
 // isPackageLine reports whether a package-level output line is go test's

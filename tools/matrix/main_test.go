@@ -221,3 +221,34 @@ func TestColumnName(t *testing.T) {
 		}
 	}
 }
+
+// TestTimedOutTestShown: a package that times out mid-test ends with no
+// outcome for that test; go test -json puts the panic and its goroutine
+// dump in the test's output. The test counts as failed and its output,
+// the dump, is printed; the tests that ended keep their outcomes.
+func TestTimedOutTestShown(t *testing.T) {
+	const pg = "example.com/kv/backends/postgres"
+	s := &ev{}
+	s.result(pg, "TestFast", "pass")
+	s.add("run", pg, "TestHang", "").add("output", pg, "TestHang", "=== RUN   TestHang\n")
+	s.add("run", pg, "TestHang/sub", "").add("output", pg, "TestHang/sub", "=== RUN   TestHang/sub\n")
+	s.add("output", pg, "TestHang/sub", "panic: test timed out after 30m0s\n")
+	s.add("output", pg, "TestHang/sub", "goroutine 21 [select]:\nexample.com/kv/backends/postgres.waitBlocked(...)\n")
+	s.add("output", pg, "", "FAIL\texample.com/kv/backends/postgres\t1800.1s\n").add("fail", pg, "", "")
+	out, code := runOn(t, s.String(), options{})
+	if code != 1 {
+		t.Fatalf("exit %d; want 1:\n%s", code, out)
+	}
+	for _, want := range []string{
+		"=== output of example.com/kv/backends/postgres TestHang/sub",
+		"panic: test timed out after 30m0s",
+		"postgres.waitBlocked(...)",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if m := closing.FindStringSubmatch(out); m == nil || m[1] != "1" || m[2] != "2" {
+		t.Errorf("closing line %q; want 1 passed and 2 failed (the test and its subtest that never ended)\n%s", m, out)
+	}
+}
