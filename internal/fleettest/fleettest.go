@@ -75,7 +75,8 @@ type Fleet struct {
 	Breakers []*kvbreaker.Breaker
 	Clock    *Clock
 	Tr       *Transitions
-	// Settings are the Breakers' settings, as given (zero: the default).
+	// Settings are the Breakers' settings, as given (zero: the default;
+	// a zero CallTimeout is 30 s).
 	Settings kvbreaker.Settings
 }
 
@@ -95,6 +96,12 @@ func NewOn(t testing.TB, clk *Clock, stores []driver.Store, s kvbreaker.Settings
 	t.Helper()
 	f := &Fleet{Clock: clk, Tr: &Transitions{}}
 	s.Clock, s.OnStateChange, s.SkipClockCheck = f.Clock.Now, f.Tr.Record, true
+	if s.CallTimeout == 0 {
+		// A fleet pins decisions, not latency: 64 workers on a real
+		// server of a loaded machine waited longer than the default 5 s
+		// for their store, and Allow reported the timeout as a failure.
+		s.CallTimeout = 30 * time.Second
+	}
 	f.Settings = s
 	for _, st := range stores {
 		b, err := kvbreaker.New(st, s)
