@@ -42,7 +42,12 @@ func TestContention(t *testing.T) {
 				} else {
 					otherChanges.Add(1)
 				}
-			}}
+			},
+				// The storm counts compare-and-swaps, not latency: 64
+				// workers' calls on a loaded machine took longer than the
+				// default 5 s, and a timed-out failure was not counted.
+				CallTimeout: 30 * time.Second,
+			}
 			brs := make([]*kvbreaker.Breaker, workers)
 			eps := make([]*endpoint, workers)
 			for i := range workers {
