@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/kvbreaker/kvbreaker/driver"
+	"github.com/kvbreaker/kvbreaker/tlsdiag"
 )
 
 const (
@@ -161,7 +162,7 @@ func (s *Store) reach(ctx context.Context, op string, endpoints []string, tlsPro
 }
 
 // tlsCheck returns reach's TLS probe of Dial's endpoints: the first TLS
-// mismatch driver.ProbeTLS finds at any of them, with the client's
+// mismatch tlsdiag.Probe finds at any of them, with the client's
 // configuration (nil: plain text), each within checkTimeout.
 func tlsCheck(endpoints, shown []string, cfg *tls.Config) func(context.Context) error {
 	return func(ctx context.Context) error {
@@ -171,7 +172,7 @@ func tlsCheck(endpoints, shown []string, cfg *tls.Config) func(context.Context) 
 				continue
 			}
 			pctx, cancel := context.WithTimeout(ctx, checkTimeout)
-			te := driver.ProbeTLS(pctx, "etcd", shown[i], addr, cfg)
+			te := tlsdiag.Probe(pctx, "etcd", shown[i], addr, cfg)
 			cancel()
 			if te != nil {
 				return te

@@ -14,6 +14,7 @@ import (
 	"github.com/kvbreaker/kvbreaker/internal/fleettest"
 	"github.com/kvbreaker/kvbreaker/internal/testservers/etcdtest"
 	"github.com/kvbreaker/kvbreaker/internal/testservers/tlstest"
+	"github.com/kvbreaker/kvbreaker/tlsdiag"
 )
 
 // TestClientCertificates: an etcd that speaks TLS only and requires a
@@ -81,7 +82,7 @@ func TestClientCertificates(t *testing.T) {
 }
 
 // TestTLSMismatch: Dial against an etcd that requires TLS and a client
-// certificate reports each mismatch as a *driver.TLSError of its kind, after
+// certificate reports each mismatch as a *tlsdiag.Error of its kind, after
 // ConnectTimeout rather than when its context ends (clientv3 retries a
 // failed handshake and says only that the context ended), naming the fix:
 // a client that trusts another authority, one without a client
@@ -95,12 +96,12 @@ func TestTLSMismatch(t *testing.T) {
 		name string
 		eps  []string
 		cfg  *tls.Config
-		kind driver.TLSProblem
+		kind tlsdiag.Problem
 		want string
 	}{
-		{"another CA", srv.Endpoints(), other.ClientConfig(), driver.TLSUntrusted, `signed by an authority the client does not trust ("etcd test CA"): give the client the authority that signed it (tls.Config.RootCAs)`},
-		{"no client certificate", srv.Endpoints(), pki.ServerOnlyConfig(), driver.TLSClientCertRefused, "tls.Config.Certificates"},
-		{"plain text", []string{plain}, nil, driver.TLSServerSpeaksTLS, "the server speaks TLS and the client plain text"},
+		{"another CA", srv.Endpoints(), other.ClientConfig(), tlsdiag.Untrusted, `signed by an authority the client does not trust ("etcd test CA"): give the client the authority that signed it (tls.Config.RootCAs)`},
+		{"no client certificate", srv.Endpoints(), pki.ServerOnlyConfig(), tlsdiag.ClientCertRefused, "tls.Config.Certificates"},
+		{"plain text", []string{plain}, nil, tlsdiag.ServerSpeaksTLS, "the server speaks TLS and the client plain text"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
@@ -111,9 +112,9 @@ func TestTLSMismatch(t *testing.T) {
 				s.Close()
 				t.Fatal("Dial succeeded")
 			}
-			te, ok := errors.AsType[*driver.TLSError](err)
+			te, ok := errors.AsType[*tlsdiag.Error](err)
 			if !ok || te.Kind != tc.kind || !strings.Contains(err.Error(), tc.want) {
-				t.Errorf("Dial: %v, want a TLSError of kind %d saying %q", err, tc.kind, tc.want)
+				t.Errorf("Dial: %v, want a *tlsdiag.Error of kind %d saying %q", err, tc.kind, tc.want)
 			}
 			if d := time.Since(start); d > etcd.ConnectTimeout+5*time.Second {
 				t.Errorf("took %v, want about ConnectTimeout (%v)", d, etcd.ConnectTimeout)

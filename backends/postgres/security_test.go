@@ -16,6 +16,7 @@ import (
 	"github.com/kvbreaker/kvbreaker/internal/fleettest"
 	"github.com/kvbreaker/kvbreaker/internal/testservers/pgtest"
 	"github.com/kvbreaker/kvbreaker/internal/testservers/tlstest"
+	"github.com/kvbreaker/kvbreaker/tlsdiag"
 )
 
 // grants are what a role needs on a store's table: the least a database
@@ -28,7 +29,7 @@ GRANT USAGE ON SEQUENCE fleet_a_version TO fleet_a`
 // with rights on its own table only (grants): a fleet of Breakers runs a
 // circuit's life and Follow delivers a change and Synced. The same role is
 // refused another table with a *postgres.PrivilegeError naming the
-// GRANTs; a client that trusts another authority gets a *driver.TLSError
+// GRANTs; a client that trusts another authority gets a *tlsdiag.Error
 // naming sslrootcert.
 func TestVerifyFullAndLimitedRole(t *testing.T) {
 	pki := tlstest.MustNew(t, "postgres test CA")
@@ -137,9 +138,9 @@ func TestVerifyFullAndLimitedRole(t *testing.T) {
 	}
 	defer ws.Close()
 	err = ws.Ping(ctx)
-	te, ok := errors.AsType[*driver.TLSError](err)
-	if !ok || te.Kind != driver.TLSUntrusted || !strings.Contains(err.Error(), `("postgres test CA"): give the authority that signed it as sslrootcert=`) {
-		t.Errorf("trusting another CA: %v, want a TLSError naming sslrootcert", err)
+	te, ok := errors.AsType[*tlsdiag.Error](err)
+	if !ok || te.Kind != tlsdiag.Untrusted || !strings.Contains(err.Error(), `("postgres test CA"): give the authority that signed it as sslrootcert=`) {
+		t.Errorf("trusting another CA: %v, want a *tlsdiag.Error naming sslrootcert", err)
 	}
 	plain := strings.Replace(roleURL, "sslmode=verify-full", "sslmode=disable", 1)
 	ps, err := postgres.New(newPool(t, plain), "fleet_a")

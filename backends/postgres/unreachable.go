@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/kvbreaker/kvbreaker/driver"
+	"github.com/kvbreaker/kvbreaker/tlsdiag"
 )
 
 // ErrUnreachable is matched (errors.Is) by the error of a call that could
@@ -29,7 +30,7 @@ type UnreachableError = driver.UnreachableError
 // while a statement was out, and otherwise err itself.
 func (s *Store) cause(err error) error {
 	if _, ok := errors.AsType[*pgconn.ConnectError](err); ok {
-		if te := driver.ClassifyTLS("postgres", s.endpoint, err); te != nil {
+		if te := tlsdiag.Classify("postgres", s.endpoint, err); te != nil {
 			te.Fix = tlsFix[te.Kind]
 			return te
 		}
@@ -49,13 +50,13 @@ func (s *Store) cause(err error) error {
 
 // tlsFix is what fixes each TLS mismatch, in libpq's terms (which pgx's
 // connection strings and the PG* variables share).
-var tlsFix = map[driver.TLSProblem]string{
-	driver.TLSUntrusted:         "give the authority that signed it as sslrootcert= (or $PGSSLROOTCERT)",
-	driver.TLSWrongName:         "connect by a host name or address the certificate holds (sslmode=verify-full checks it)",
-	driver.TLSInvalidCert:       "renew the server's certificate, or check this machine's clock",
-	driver.TLSClientCertRefused: "give a client certificate and key the server's authority signed as sslcert= and sslkey= (or $PGSSLCERT, $PGSSLKEY)",
-	driver.TLSServerPlain:       "the server has ssl=off: turn it on, or connect with sslmode=disable",
-	driver.TLSServerSpeaksTLS:   "connect with sslmode=verify-full and sslrootcert=",
+var tlsFix = map[tlsdiag.Problem]string{
+	tlsdiag.Untrusted:         "give the authority that signed it as sslrootcert= (or $PGSSLROOTCERT)",
+	tlsdiag.WrongName:         "connect by a host name or address the certificate holds (sslmode=verify-full checks it)",
+	tlsdiag.InvalidCert:       "renew the server's certificate, or check this machine's clock",
+	tlsdiag.ClientCertRefused: "give a client certificate and key the server's authority signed as sslcert= and sslkey= (or $PGSSLCERT, $PGSSLKEY)",
+	tlsdiag.ServerPlain:       "the server has ssl=off: turn it on, or connect with sslmode=disable",
+	tlsdiag.ServerSpeaksTLS:   "connect with sslmode=verify-full and sslrootcert=",
 }
 
 // insufficientPrivilege is PostgreSQL's SQLSTATE 42501.

@@ -15,6 +15,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/kvbreaker/kvbreaker/driver"
+	"github.com/kvbreaker/kvbreaker/tlsdiag"
 )
 
 const (
@@ -51,7 +52,7 @@ type UnreachableError = driver.UnreachableError
 // answer it fails when ctx ends (DefaultDialTimeout when ctx has no
 // deadline), saying so. Both match ErrUnreachable. A TLS mismatch (an
 // untrusted certificate, a client certificate the server requires, a
-// redis:// URL to a server that speaks TLS) is a *driver.TLSError. ctx does not bound the
+// redis:// URL to a server that speaks TLS) is a *tlsdiag.Error. ctx does not bound the
 // Store's later life. An invalid URL or option is a *driver.OptionError.
 // No error shows rawURL's userinfo, the value of a query option other than
 // go-redis's (password=… is none), or any of a string that is not a URL (a
@@ -81,9 +82,9 @@ func Dial(ctx context.Context, rawURL string, opts ...Option) (*Store, error) {
 	o.ContextTimeoutEnabled = true
 	// A server's refusal of a missing client certificate may reach the
 	// first PING as a reset rather than its alert: the watch names it.
-	var certs *driver.CertWatch
+	var certs *tlsdiag.CertWatch
 	if o.TLSConfig != nil {
-		o.TLSConfig, certs = driver.WatchClientCert(o.TLSConfig)
+		o.TLSConfig, certs = tlsdiag.WatchClientCert(o.TLSConfig)
 	}
 	c := goredis.NewClient(o)
 	s, err := newStore(c, so, problems)
@@ -106,7 +107,7 @@ func Dial(ctx context.Context, rawURL string, opts ...Option) (*Store, error) {
 		if o.TLSConfig == nil && (errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET)) {
 			// A TLS server drops a plain-text client's first command.
 			pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), probeTimeout)
-			te := driver.ProbeTLS(pctx, "redis", o.Addr, o.Addr, nil)
+			te := tlsdiag.Probe(pctx, "redis", o.Addr, o.Addr, nil)
 			cancel()
 			if te != nil {
 				te.Fix = "use a rediss:// URL"

@@ -18,6 +18,7 @@ import (
 	"github.com/kvbreaker/kvbreaker/internal/fleettest"
 	"github.com/kvbreaker/kvbreaker/internal/testservers/redistest"
 	"github.com/kvbreaker/kvbreaker/internal/testservers/tlstest"
+	"github.com/kvbreaker/kvbreaker/tlsdiag"
 )
 
 // aclPrefix is the key prefix the limited user may touch.
@@ -173,7 +174,7 @@ func errString(err error) string {
 }
 
 // TestTLSMismatch: each way a TLS connection goes wrong is a
-// *driver.TLSError of its kind, within the connect bound, naming the fix: a
+// *tlsdiag.Error of its kind, within the connect bound, naming the fix: a
 // client that trusts another authority, one without the client certificate
 // the server requires, and a redis:// (plain-text) URL to a TLS server.
 // WithTLSConfig is refused with a redis:// URL and by New.
@@ -185,13 +186,13 @@ func TestTLSMismatch(t *testing.T) {
 		name string
 		url  string
 		opts []redis.Option
-		kind driver.TLSProblem
+		kind tlsdiag.Problem
 		want string
 	}{
-		{"another CA", srv.URL(), []redis.Option{redis.WithTLSConfig(other.ClientConfig())}, driver.TLSUntrusted, `authority the client does not trust ("redis test CA"): give the client the authority that signed it`},
-		{"system CAs", srv.URL(), nil, driver.TLSUntrusted, "RootCAs"},
-		{"no client certificate", srv.URL(), []redis.Option{redis.WithTLSConfig(pki.ServerOnlyConfig())}, driver.TLSClientCertRefused, "tls.Config.Certificates"},
-		{"plain text", "redis://" + srv.Addr() + "/0", nil, driver.TLSServerSpeaksTLS, "use a rediss:// URL"},
+		{"another CA", srv.URL(), []redis.Option{redis.WithTLSConfig(other.ClientConfig())}, tlsdiag.Untrusted, `authority the client does not trust ("redis test CA"): give the client the authority that signed it`},
+		{"system CAs", srv.URL(), nil, tlsdiag.Untrusted, "RootCAs"},
+		{"no client certificate", srv.URL(), []redis.Option{redis.WithTLSConfig(pki.ServerOnlyConfig())}, tlsdiag.ClientCertRefused, "tls.Config.Certificates"},
+		{"plain text", "redis://" + srv.Addr() + "/0", nil, tlsdiag.ServerSpeaksTLS, "use a rediss:// URL"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			start := time.Now()
@@ -200,9 +201,9 @@ func TestTLSMismatch(t *testing.T) {
 				s.Close()
 				t.Fatal("Dial succeeded")
 			}
-			te, ok := errors.AsType[*driver.TLSError](err)
+			te, ok := errors.AsType[*tlsdiag.Error](err)
 			if !ok || te.Kind != tc.kind || !strings.Contains(err.Error(), tc.want) {
-				t.Errorf("Dial: %v (%#v), want a TLSError of kind %d saying %q", err, te, tc.kind, tc.want)
+				t.Errorf("Dial: %v (%#v), want a *tlsdiag.Error of kind %d saying %q", err, te, tc.kind, tc.want)
 			}
 			if d := time.Since(start); d > redis.ConnectTimeout+time.Second {
 				t.Errorf("took %v", d)

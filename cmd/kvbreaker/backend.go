@@ -29,6 +29,7 @@ import (
 	"github.com/kvbreaker/kvbreaker/backends/etcd"
 	"github.com/kvbreaker/kvbreaker/backends/memory"
 	"github.com/kvbreaker/kvbreaker/driver"
+	"github.com/kvbreaker/kvbreaker/tlsdiag"
 )
 
 // TokenEnv is the environment variable the cloudflarekv backend reads its
@@ -482,7 +483,7 @@ func openEtcd(ctx context.Context, f *backendFlags) (*conn, error) {
 	}
 	s, err := etcd.Dial(ctx, eps, tlsConfig)
 	if err != nil {
-		if te, ok := errors.AsType[*driver.TLSError](err); ok {
+		if te, ok := errors.AsType[*tlsdiag.Error](err); ok {
 			return nil, tlsFlagError(f, te)
 		}
 		return nil, noAnswer(ctx, "etcd", where, f.bound, err)

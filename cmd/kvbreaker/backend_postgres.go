@@ -14,7 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/kvbreaker/kvbreaker/backends/postgres"
-	"github.com/kvbreaker/kvbreaker/driver"
+	"github.com/kvbreaker/kvbreaker/tlsdiag"
 )
 
 // defaultPostgresTable is --postgres-table's default.
@@ -51,7 +51,7 @@ func openPostgres(ctx context.Context, f *backendFlags) (*conn, error) {
 	}
 	if err := s.Ping(ctx); err != nil {
 		pool.Close()
-		if te, ok := errors.AsType[*driver.TLSError](err); ok {
+		if te, ok := errors.AsType[*tlsdiag.Error](err); ok {
 			return nil, tlsFlagError(f, te)
 		}
 		if pe, ok := errors.AsType[*pgconn.PgError](err); ok && pe.Code == "42P01" {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/kvbreaker/kvbreaker/backends/redis"
 	"github.com/kvbreaker/kvbreaker/driver"
+	"github.com/kvbreaker/kvbreaker/tlsdiag"
 )
 
 // boolString is a boolean flag kept as "true" or "" so that validate's
@@ -137,7 +138,7 @@ func openRedisServer(ctx context.Context, f *backendFlags) (*conn, error) {
 	}
 	s, err := redis.Dial(ctx, f.redisURL, opts...)
 	if err != nil {
-		if te, ok := errors.AsType[*driver.TLSError](err); ok {
+		if te, ok := errors.AsType[*tlsdiag.Error](err); ok {
 			return nil, tlsFlagError(f, te)
 		}
 		if ue, ok := errors.AsType[*driver.UnreachableError](err); ok {
@@ -188,9 +189,9 @@ func openRedisCluster(ctx context.Context, f *backendFlags) (*conn, error) {
 	}
 	// A refused client certificate may reach the PING as a reset rather
 	// than the server's alert: the watch names it.
-	var certs *driver.CertWatch
+	var certs *tlsdiag.CertWatch
 	if o.TLSConfig != nil {
-		o.TLSConfig, certs = driver.WatchClientCert(o.TLSConfig)
+		o.TLSConfig, certs = tlsdiag.WatchClientCert(o.TLSConfig)
 	}
 	seeds := strings.Join(o.Addrs, ", ")
 	c := goredis.NewClusterClient(o)
@@ -214,7 +215,7 @@ func redisTLS(f *backendFlags) (*tls.Config, error) {
 }
 
 // clusterPingError explains a Cluster's failed first PING.
-func clusterPingError(ctx context.Context, f *backendFlags, seeds []string, certs *driver.CertWatch, err error) error {
+func clusterPingError(ctx context.Context, f *backendFlags, seeds []string, certs *tlsdiag.CertWatch, err error) error {
 	endpoint := strings.Join(seeds, ", ")
 	if ctx.Err() != nil {
 		return &reachError{backend: "redis", endpoint: endpoint, why: "no answer within " + f.bound, err: err}

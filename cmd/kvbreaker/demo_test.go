@@ -77,6 +77,79 @@ func TestSimulateOnlyBuildHasNoSDK(t *testing.T) {
 	}
 }
 
+// depPackages are the packages `go list -deps` finds in the command's
+// build with tags and environment env (KEY=value, added to the test's).
+func depPackages(t *testing.T, tags string, env ...string) []string {
+	t.Helper()
+	cmd := exec.Command("go", "list", "-deps", "-tags", tags, ".")
+	cmd.Env = append(os.Environ(), env...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list -deps -tags %q: %v\n%s", tags, err, out)
+	}
+	return strings.Fields(string(out))
+}
+
+// slowStdPackages are standard-library packages that the simulator does
+// not need and that cost much of a first build from an empty build cache:
+// TLS and its certificates (crypto/tls pulls in every cipher, curve and
+// the FIPS module), HTTP, and cgo (runtime/cgo compiles C with gcc).
+var slowStdPackages = []string{"crypto/tls", "crypto/x509", "net/http", "runtime/cgo"}
+
+// demoEnv is the environment make demo runs the simulate-only build in
+// (the Makefile's demo target): without cgo, which only the host
+// resolver and user lookup use, neither of which a simulation calls.
+var demoEnv = []string{"CGO_ENABLED=0"}
+
+// TestSimulateOnlyBuildIsSmall keeps make demo's first build from an
+// empty build cache short: built as make demo builds it, the
+// simulate-only command compiles none of slowStdPackages. The controls
+// are the full command (TLS to its stores) and the simulate-only build
+// with cgo: each must hold some of them, or the check could not fail.
+func TestSimulateOnlyBuildIsSmall(t *testing.T) {
+	slow := func(pkgs []string) []string {
+		var found []string
+		for _, p := range slowStdPackages {
+			if slices.Contains(pkgs, p) {
+				found = append(found, p)
+			}
+		}
+		return found
+	}
+	mk, err := os.ReadFile("../../Makefile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	recipe, ok := demoRecipe(string(mk))
+	if !ok {
+		t.Fatal("the Makefile has no demo target")
+	}
+	for _, e := range demoEnv {
+		if !strings.Contains(recipe, e) {
+			t.Errorf("the Makefile's demo target (%q) does not set %s, which this test checks the build under", recipe, e)
+		}
+	}
+	if got := slow(depPackages(t, "simulateonly", demoEnv...)); len(got) > 0 {
+		t.Errorf("make demo's build (-tags simulateonly, %v) compiles %v: find the import with go list -deps -f '{{.ImportPath}}: {{.Imports}}' and move it out of the packages the simulator imports", demoEnv, got)
+	}
+	if got := slow(depPackages(t, "", demoEnv...)); !slices.Contains(got, "crypto/tls") || !slices.Contains(got, "net/http") {
+		t.Errorf("the full command compiles only %v of %v: the control cannot show the check failing", got, slowStdPackages)
+	}
+	if got := slow(depPackages(t, "simulateonly", "CGO_ENABLED=1")); !slices.Contains(got, "runtime/cgo") {
+		t.Errorf("the simulate-only build with cgo compiles only %v of %v: the control cannot show the check failing", got, slowStdPackages)
+	}
+}
+
+// demoRecipe is the first command line of the Makefile's demo target.
+func demoRecipe(makefile string) (string, bool) {
+	_, after, ok := strings.Cut(makefile, "\ndemo:\n")
+	if !ok {
+		return "", false
+	}
+	line, _, _ := strings.Cut(after, "\n")
+	return strings.TrimSpace(line), true
+}
+
 // readmeTable is a Markdown table of the README: its header cells and its
 // rows, each a row name and its cells by header.
 type readmeTable struct {

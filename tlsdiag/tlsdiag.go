@@ -1,4 +1,11 @@
-package driver
+// Package tlsdiag names why a TLS (or plain-text) connection to a store
+// failed and what fixes it, for adapters and the command: it classifies a
+// handshake's error, probes a server whose client only reports a timeout,
+// and watches for a client certificate a server asked for and did not get.
+// It is a package of its own, not part of driver (the contract), so that a
+// program that uses no TLS store (the simulator, an in-memory fleet) does
+// not compile crypto/tls and crypto/x509.
+package tlsdiag
 
 import (
 	"context"
@@ -13,7 +20,7 @@ import (
 	"time"
 )
 
-// TLSError says why a TLS connection to a store failed and what fixes it:
+// Error says why a TLS connection to a store failed and what fixes it:
 // "TLS with etcd at https://10.0.0.1:2379 failed: the server's certificate
 // is signed by an authority the client does not trust (\"etcd CA\"): give
 // the client the authority that signed it (tls.Config.RootCAs)". Adapters
@@ -21,13 +28,13 @@ import (
 // error (x509.UnknownAuthorityError, x509.HostnameError, …). A command
 // that sets the TLS configuration from flags can say Fix in its own terms
 // with errors.As.
-type TLSError struct {
+type Error struct {
 	// Backend names the store as the message does ("etcd", "redis").
 	Backend string
 	// Endpoint is where the client connected, without credentials.
 	Endpoint string
-	// Kind says which side must change (TLSUntrusted, …).
-	Kind TLSProblem
+	// Kind says which side must change (Untrusted, …).
+	Kind Problem
 	// Reason is what happened, in a few words.
 	Reason string
 	// Fix is what to change, in terms of the library's crypto/tls
@@ -37,29 +44,29 @@ type TLSError struct {
 	Err error
 }
 
-// TLSProblem classifies a TLSError.
-type TLSProblem int
+// Problem classifies an Error.
+type Problem int
 
 const (
-	// TLSUntrusted: the server's certificate is signed by an authority
+	// Untrusted: the server's certificate is signed by an authority
 	// the client does not trust (or is self-signed).
-	TLSUntrusted TLSProblem = iota + 1
-	// TLSWrongName: the server's certificate is not for the name the
+	Untrusted Problem = iota + 1
+	// WrongName: the server's certificate is not for the name the
 	// client connected to.
-	TLSWrongName
-	// TLSInvalidCert: the server's certificate has expired, is not valid
+	WrongName
+	// InvalidCert: the server's certificate has expired, is not valid
 	// yet, or may not serve TLS.
-	TLSInvalidCert
-	// TLSClientCertRefused: the server requires a client certificate and
+	InvalidCert
+	// ClientCertRefused: the server requires a client certificate and
 	// got none, or refused the one it got.
-	TLSClientCertRefused
-	// TLSServerPlain: the client speaks TLS, the server plain text.
-	TLSServerPlain
-	// TLSServerSpeaksTLS: the client speaks plain text, the server TLS.
-	TLSServerSpeaksTLS
+	ClientCertRefused
+	// ServerPlain: the client speaks TLS, the server plain text.
+	ServerPlain
+	// ServerSpeaksTLS: the client speaks plain text, the server TLS.
+	ServerSpeaksTLS
 )
 
-func (e *TLSError) Error() string {
+func (e *Error) Error() string {
 	s := "TLS with " + e.Backend + " at " + e.Endpoint + " failed: " + e.Reason
 	if e.Fix != "" {
 		s += ": " + e.Fix
@@ -68,43 +75,43 @@ func (e *TLSError) Error() string {
 }
 
 // Unwrap returns the handshake's error.
-func (e *TLSError) Unwrap() error { return e.Err }
+func (e *Error) Unwrap() error { return e.Err }
 
-// ClassifyTLS returns a *TLSError for backend at endpoint if err is a TLS
+// Classify returns a *Error for backend at endpoint if err is a TLS
 // handshake failure it recognises (an untrusted, misnamed or invalid server
 // certificate, a client certificate the server requires or refuses, a
 // server that answers in plain text), or nil.
-func ClassifyTLS(backend, endpoint string, err error) *TLSError {
+func Classify(backend, endpoint string, err error) *Error {
 	if err == nil {
 		return nil
 	}
-	e := &TLSError{Backend: backend, Endpoint: endpoint, Err: err}
+	e := &Error{Backend: backend, Endpoint: endpoint, Err: err}
 	var ua x509.UnknownAuthorityError
 	var hn x509.HostnameError
 	var ci x509.CertificateInvalidError
 	var rh tls.RecordHeaderError
 	switch {
 	case errors.As(err, &ua):
-		e.Kind = TLSUntrusted
+		e.Kind = Untrusted
 		e.Reason = "the server's certificate is signed by an authority the client does not trust"
 		if ua.Cert != nil && ua.Cert.Issuer.CommonName != "" {
 			e.Reason += " (" + quote(ua.Cert.Issuer.CommonName) + ")"
 		}
 		e.Fix = "give the client the authority that signed it (tls.Config.RootCAs)"
 	case errors.As(err, &hn):
-		e.Kind = TLSWrongName
+		e.Kind = WrongName
 		e.Reason = "the server's certificate is not for the name the client connected to (" + hn.Error() + ")"
 		e.Fix = "connect by a name or address the certificate holds, or set tls.Config.ServerName to one"
 	case errors.As(err, &ci):
-		e.Kind = TLSInvalidCert
+		e.Kind = InvalidCert
 		e.Reason = "the server's certificate is not valid (" + ci.Error() + ")"
 		e.Fix = "renew the server's certificate, or check this machine's clock"
 	case errors.As(err, &rh):
-		e.Kind = TLSServerPlain
+		e.Kind = ServerPlain
 		e.Reason = "the server does not speak TLS (its first bytes are not a TLS record)"
 		e.Fix = "connect without TLS, or turn TLS on at the server"
 	case remoteAlert(err, "certificate required", "bad certificate", "unknown certificate authority", "certificate unknown"):
-		e.Kind = TLSClientCertRefused
+		e.Kind = ClientCertRefused
 		e.Reason = "the server requires a client certificate its authority signed and refused this connection's (" + alertText(err) + ")"
 		e.Fix = "give the client a certificate and key the server's authority signed (tls.Config.Certificates)"
 	default:
@@ -138,15 +145,15 @@ func alertText(err error) string {
 
 func quote(s string) string { return `"` + s + `"` }
 
-// ProbeTLS diagnoses why a store's TLS (or plain-text) connection to addr
+// Probe diagnoses why a store's TLS (or plain-text) connection to addr
 // (host:port) fails when its client only says that no answer came (as
 // etcd's client does, retrying the handshake until the context ends). With
 // cfg it completes a handshake as the client would and reads briefly, for
 // a refusal of the client certificate that TLS 1.3 sends after the
 // handshake; without cfg (a plain-text client) it checks whether the server
-// speaks TLS. It returns a *TLSError naming the problem, or nil when it
+// speaks TLS. It returns a *Error naming the problem, or nil when it
 // finds none (or cannot tell within ctx).
-func ProbeTLS(ctx context.Context, backend, endpoint, addr string, cfg *tls.Config) *TLSError {
+func Probe(ctx context.Context, backend, endpoint, addr string, cfg *tls.Config) *Error {
 	d := &net.Dialer{}
 	raw, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
@@ -161,7 +168,7 @@ func ProbeTLS(ctx context.Context, backend, endpoint, addr string, cfg *tls.Conf
 		if c.HandshakeContext(ctx) != nil {
 			return nil
 		}
-		return &TLSError{Backend: backend, Endpoint: endpoint, Kind: TLSServerSpeaksTLS,
+		return &Error{Backend: backend, Endpoint: endpoint, Kind: ServerSpeaksTLS,
 			Reason: "the server speaks TLS and the client plain text",
 			Fix:    "connect with TLS, trusting the authority that signed the server's certificate"}
 	}
@@ -176,13 +183,13 @@ func ProbeTLS(ctx context.Context, backend, endpoint, addr string, cfg *tls.Conf
 	}
 	c := tls.Client(raw, cfg)
 	if err := c.HandshakeContext(ctx); err != nil {
-		return ClassifyTLS(backend, endpoint, err)
+		return Classify(backend, endpoint, err)
 	}
 	// A TLS 1.3 server checks the client's certificate after the client's
 	// handshake ends and says so in an alert: wait briefly for one.
 	_ = c.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
 	_, err = c.Read(make([]byte, 1))
-	return ClassifyTLS(backend, endpoint, err)
+	return Classify(backend, endpoint, err)
 }
 
 // CertWatch records whether a server asked, in a handshake made with the
@@ -221,16 +228,16 @@ func WatchClientCert(cfg *tls.Config) (_ *tls.Config, w *CertWatch) {
 	return cfg, w
 }
 
-// Refused returns a *TLSError of kind TLSClientCertRefused for backend at
+// Refused returns a *Error of kind ClientCertRefused for backend at
 // endpoint when err is a connection the server closed (a reset or an end
 // of stream) after it asked for a client certificate the client had none
-// to give for, and nil otherwise (a nil w too). An err ClassifyTLS
+// to give for, and nil otherwise (a nil w too). An err Classify
 // recognises is classified by it first.
-func (w *CertWatch) Refused(backend, endpoint string, err error) *TLSError {
+func (w *CertWatch) Refused(backend, endpoint string, err error) *Error {
 	if err == nil {
 		return nil
 	}
-	if te := ClassifyTLS(backend, endpoint, err); te != nil {
+	if te := Classify(backend, endpoint, err); te != nil {
 		return te
 	}
 	if w == nil || !w.unmet.Load() {
@@ -239,7 +246,7 @@ func (w *CertWatch) Refused(backend, endpoint string, err error) *TLSError {
 	if !errors.Is(err, syscall.ECONNRESET) && !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, syscall.EPIPE) {
 		return nil
 	}
-	return &TLSError{Backend: backend, Endpoint: endpoint, Kind: TLSClientCertRefused, Err: err,
+	return &Error{Backend: backend, Endpoint: endpoint, Kind: ClientCertRefused, Err: err,
 		Reason: "the server requires a client certificate and closed the connection, having asked for one the client did not have (" + err.Error() + ")",
 		Fix:    "give the client a certificate and key the server's authority signed (tls.Config.Certificates)"}
 }

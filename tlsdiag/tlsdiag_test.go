@@ -1,4 +1,4 @@
-package driver_test
+package tlsdiag_test
 
 import (
 	"context"
@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kvbreaker/kvbreaker/driver"
 	"github.com/kvbreaker/kvbreaker/internal/testservers/tlstest"
+	"github.com/kvbreaker/kvbreaker/tlsdiag"
 )
 
 // serve accepts on 127.0.0.1 and hands each connection to handle, until
@@ -35,10 +35,10 @@ func serve(t *testing.T, handle func(net.Conn)) string {
 	return l.Addr().String()
 }
 
-// TestProbeTLS: ProbeTLS names each mismatch against a real handshake (a
+// TestProbe: Probe names each mismatch against a real handshake (a
 // TLS server requiring client certificates, a plain-text server) and finds
 // none where the client's configuration fits.
-func TestProbeTLS(t *testing.T) {
+func TestProbe(t *testing.T) {
 	pki := tlstest.MustNew(t, "probe CA")
 	other := tlstest.MustNew(t, "other CA")
 	pair, err := tls.LoadX509KeyPair(pki.ServerCertFile, pki.ServerKeyFile)
@@ -61,34 +61,34 @@ func TestProbeTLS(t *testing.T) {
 		name string
 		addr string
 		cfg  *tls.Config
-		want driver.TLSProblem // 0: none
+		want tlsdiag.Problem // 0: none
 	}{
 		{"fits", tlsAddr, pki.ClientConfig(), 0},
-		{"another CA", tlsAddr, other.ClientConfig(), driver.TLSUntrusted},
-		{"wrong name", tlsAddr, wrongName, driver.TLSWrongName},
-		{"no client certificate", tlsAddr, pki.ServerOnlyConfig(), driver.TLSClientCertRefused},
-		{"plain client", tlsAddr, nil, driver.TLSServerSpeaksTLS},
-		{"plain server", plainAddr, pki.ClientConfig(), driver.TLSServerPlain},
+		{"another CA", tlsAddr, other.ClientConfig(), tlsdiag.Untrusted},
+		{"wrong name", tlsAddr, wrongName, tlsdiag.WrongName},
+		{"no client certificate", tlsAddr, pki.ServerOnlyConfig(), tlsdiag.ClientCertRefused},
+		{"plain client", tlsAddr, nil, tlsdiag.ServerSpeaksTLS},
+		{"plain server", plainAddr, pki.ClientConfig(), tlsdiag.ServerPlain},
 		{"plain both", plainAddr, nil, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
 			defer cancel()
-			te := driver.ProbeTLS(ctx, "test", tc.addr, tc.addr, tc.cfg)
-			var got driver.TLSProblem
+			te := tlsdiag.Probe(ctx, "test", tc.addr, tc.addr, tc.cfg)
+			var got tlsdiag.Problem
 			if te != nil {
 				got = te.Kind
-				if te.Reason == "" || te.Fix == "" || te.Err == nil && tc.want != driver.TLSServerSpeaksTLS {
+				if te.Reason == "" || te.Fix == "" || te.Err == nil && tc.want != tlsdiag.ServerSpeaksTLS {
 					t.Errorf("incomplete: %#v", te)
 				}
 			}
 			if got != tc.want {
-				t.Errorf("ProbeTLS = %v (kind %d), want kind %d", te, got, tc.want)
+				t.Errorf("Probe = %v (kind %d), want kind %d", te, got, tc.want)
 			}
 		})
 	}
-	if driver.ClassifyTLS("test", "x", context.Canceled) != nil || driver.ClassifyTLS("test", "x", nil) != nil {
-		t.Error("ClassifyTLS classified an error that is not a TLS failure")
+	if tlsdiag.Classify("test", "x", context.Canceled) != nil || tlsdiag.Classify("test", "x", nil) != nil {
+		t.Error("Classify classified an error that is not a TLS failure")
 	}
 }
 
@@ -140,16 +140,16 @@ func TestCertWatch(t *testing.T) {
 		{"not asked", asksNot, pki.ServerOnlyConfig(), false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg, w := driver.WatchClientCert(tc.cfg)
+			cfg, w := tlsdiag.WatchClientCert(tc.cfg)
 			err := request(tc.addr, cfg)
 			if err == nil {
 				t.Fatal("the request succeeded; want the server's reset")
 			}
-			if te := driver.ClassifyTLS("test", tc.addr, err); te != nil {
-				t.Fatalf("ClassifyTLS named the reset %v; the control is then no reset", te)
+			if te := tlsdiag.Classify("test", tc.addr, err); te != nil {
+				t.Fatalf("Classify named the reset %v; the control is then no reset", te)
 			}
 			te := w.Refused("test", tc.addr, err)
-			if got := te != nil && te.Kind == driver.TLSClientCertRefused; got != tc.want {
+			if got := te != nil && te.Kind == tlsdiag.ClientCertRefused; got != tc.want {
 				t.Fatalf("Refused(%v) = %v; want a refused certificate: %v", err, te, tc.want)
 			}
 			if te != nil && (!strings.Contains(te.Error(), "requires a client certificate") || !errors.Is(te, err)) {
@@ -157,7 +157,7 @@ func TestCertWatch(t *testing.T) {
 			}
 		})
 	}
-	var none *driver.CertWatch
+	var none *tlsdiag.CertWatch
 	if none.Refused("test", "x", syscall.ECONNRESET) != nil {
 		t.Error("a nil watch named a reset")
 	}
