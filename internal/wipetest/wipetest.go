@@ -94,9 +94,11 @@ func (s *blindStore) Follow(ctx context.Context, prefix string, heartbeat time.D
 }
 
 // CheckBlindFails runs only follow-wipe over Blind(h) and fails the test
-// unless the case reports its promise broken.
+// unless the case reports its promise broken. It closes h at the test's
+// end.
 func CheckBlindFails(t *testing.T, h Harness) {
 	t.Helper()
+	t.Cleanup(h.Close)
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	defer cancel()
 	rep, err := conformcheck.Measure(ctx, Blind(h), func(o *conformcheck.Options) {
