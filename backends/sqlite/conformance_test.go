@@ -183,7 +183,7 @@ const lostAnswers = "no network between the store and the file: a write's answer
 	"the store never resends a write, and a context that ends during COMMIT is reported as an unknown outcome (matching ctx.Err())"
 
 func TestConformance(t *testing.T) {
-	conformance.Run(t, newHarness, waivers...)
+	conformance.Run(t, newWipingHarness, waivers...)
 }
 
 // conformanceOn runs the suite over the file at path.
