@@ -1,0 +1,47 @@
+package kvbreaker_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/kvbreaker/kvbreaker"
+	"github.com/kvbreaker/kvbreaker/driver"
+)
+
+// TestMirrorResyncForgetsWipedRecords: the store is emptied behind the
+// adapters' back and the feed says so as Lost, then a Reset and a snapshot
+// without the host's record: the mirror forgets the record it held, so the
+// next call sends, decided from the mirror with no read, as a Breaker
+// without a mirror would.
+func TestMirrorResyncForgetsWipedRecords(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		b, st, send := scripted(t, kvbreaker.Settings{FailureThreshold: 1})
+		rec := openRecord(time.Now())
+		ver, err := st.Store.CompareAndSwap(ctx, "h.example", driver.NoVersion, rec, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		send(driver.Change{Kind: driver.ChangePut, Key: "h.example", Value: rec, Version: ver}, driver.Change{Kind: driver.ChangeSynced, At: time.Now()})
+		if v, err := b.Allow(ctx, "h.example", time.Time{}); err != nil || v.Decision != kvbreaker.Hold {
+			t.Fatalf("with the open record in the mirror: %v %v, want Hold", v.Decision, err)
+		}
+		if err := st.Store.CompareAndDelete(ctx, "h.example", ver); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Millisecond)
+		send(driver.Change{Kind: driver.ChangeLost, Err: errors.New("the database was flushed")},
+			driver.Change{Kind: driver.ChangeReset}, driver.Change{Kind: driver.ChangeSynced, At: time.Now()})
+		st.gets.Store(0)
+		v, err := b.Allow(ctx, "h.example", time.Time{})
+		if err != nil || v.Decision != kvbreaker.Send {
+			t.Fatalf("after a resync whose snapshot lacks the record: %v %v, want Send", v.Decision, err)
+		}
+		if n := st.gets.Load(); n != 0 {
+			t.Fatalf("the decision read the store %d times; want it from the resynced mirror", n)
+		}
+	})
+}
