@@ -3,6 +3,7 @@ package kvbreaker_test
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -42,6 +43,50 @@ func TestMirrorResyncForgetsWipedRecords(t *testing.T) {
 		}
 		if n := st.gets.Load(); n != 0 {
 			t.Fatalf("the decision read the store %d times; want it from the resynced mirror", n)
+		}
+	})
+}
+
+// TestMirrorReadKeepsOwnWriteMadeMeanwhile: a call (A) reads a host the
+// feed said changed and finds it absent; while it reads, another call of
+// this worker (B), whose own read a second Stale made useless, opens the
+// host's circuit. Installing A's read must not drop what B's write taught
+// the mirror: the next call holds, from the mirror.
+func TestMirrorReadKeepsOwnWriteMadeMeanwhile(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		b, st, send := scripted(t, kvbreaker.Settings{FailureThreshold: 1})
+		send(stale("h.example"), driver.Change{Kind: driver.ChangeSynced, At: time.Now()})
+		aRead, bDone, aDone := make(chan struct{}), make(chan struct{}), make(chan kvbreaker.Decision, 1)
+		var reads atomic.Int32
+		st.afterGet = func(string) {
+			switch reads.Add(1) {
+			case 1: // B's read: the feed names the host again, A reads it
+				send(stale("h.example"))
+				go func() {
+					v, err := b.Allow(ctx, "h.example", time.Time{})
+					if err != nil {
+						t.Errorf("A: %v", err)
+					}
+					aDone <- v.Decision
+				}()
+				<-aRead
+			case 2: // A's read, held until B has written
+				close(aRead)
+				<-bDone
+			}
+		}
+		if err := b.Failure(ctx, "h.example"); err != nil {
+			t.Fatalf("B: %v", err)
+		}
+		close(bDone)
+		if d := <-aDone; d != kvbreaker.Send {
+			t.Fatalf("A, whose read found the host absent: %v, want Send", d)
+		}
+		st.gets.Store(0)
+		v, err := b.Allow(ctx, "h.example", time.Time{})
+		if err != nil || v.Decision != kvbreaker.Hold || st.gets.Load() != 0 {
+			t.Fatalf("after B opened the circuit: %v %v with %d reads, want Hold from the mirror", v.Decision, err, st.gets.Load())
 		}
 	})
 }
