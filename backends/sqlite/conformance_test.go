@@ -32,10 +32,6 @@ type harness struct {
 	extra    []*sqlite.Store
 }
 
-func newHarness(ctx context.Context, t *testing.T) (conformance.Harness, error) {
-	return harnessAt(ctx, tempDB(t))
-}
-
 // harnessAt is a harness over the file at path.
 func harnessAt(ctx context.Context, path string) (*harness, error) {
 	h := &harness{path: path, clock: newFakeClock(), prefixes: map[driver.Store]string{}}
