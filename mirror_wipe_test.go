@@ -90,3 +90,27 @@ func TestMirrorReadKeepsOwnWriteMadeMeanwhile(t *testing.T) {
 		}
 	})
 }
+
+// TestMirrorResyncKeepsOwnWriteItPredates: after Lost, a resync whose
+// snapshot predates this worker's write (its Synced is dated before the
+// write returned) keeps the write: the mirror decides from it, not from
+// the older snapshot that lacks the record.
+func TestMirrorResyncKeepsOwnWriteItPredates(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		b, st, send := scripted(t, kvbreaker.Settings{FailureThreshold: 1})
+		before := time.Now()
+		time.Sleep(time.Millisecond)
+		if err := b.Failure(ctx, "h.example"); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Millisecond)
+		send(driver.Change{Kind: driver.ChangeLost, Err: errors.New("connection reset")},
+			driver.Change{Kind: driver.ChangeReset}, driver.Change{Kind: driver.ChangeSynced, At: before})
+		st.gets.Store(0)
+		v, err := b.Allow(ctx, "h.example", time.Time{})
+		if err != nil || v.Decision != kvbreaker.Hold || st.gets.Load() != 0 {
+			t.Fatalf("after a resync older than the write: %v %v with %d reads, want Hold from the own write", v.Decision, err, st.gets.Load())
+		}
+	})
+}
