@@ -53,6 +53,7 @@ func init() {
 		{id: CaseLostDelete, promise: PromiseLostDelete, atomic: true, alone: true, run: checkLostDelete},
 		{id: CaseLostBreaker, promise: PromiseLostFailure, alone: true, run: checkLostFailure},
 		{id: CaseFollowLost, promise: PromiseFollowLost, follower: true, alone: true, run: checkFollowLost},
+		{id: CaseFollowWipe, promise: PromiseFollowWipe, follower: true, alone: true, run: checkFollowWipe},
 	}
 }
 

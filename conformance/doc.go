@@ -16,7 +16,7 @@
 // PromiseID it breaks (errors.Is). A Harness makes a store over a fresh
 // keyspace per case; optional capabilities (TimeAdvancer, LifetimeReporter,
 // SkewedStoreMaker, AnswerDropper and FeedBreaker with package faultproxy,
-// ForeignPlanter, Describer) widen what is verified. A promise a Breaker relies on that a
+// ForeignPlanter, Wiper, Describer) widen what is verified. A promise a Breaker relies on that a
 // run could not verify fails it, unless the harness accepts the gap with
 // Waive and a reason; the report lists every waiver.
 package conformance

@@ -46,8 +46,9 @@ type followHub struct {
 	bug    feedBug
 	traits *driver.Traits // nil: memory's
 
-	mu   sync.Mutex
-	subs map[*sub]struct{}
+	mu    sync.Mutex
+	subs  map[*sub]struct{}
+	wiped map[string]bool // blindToWipes: keys a wipe changed, which its follower never reports
 }
 
 // sub is one Follow's queue.
@@ -272,6 +273,9 @@ func (f *follow) drain(ctx context.Context, tick bool) {
 	view := maps(maps(f.view, f.late), q)
 	var gone []driver.Change
 	for k, c := range view {
+		if f.h.wiped[k] {
+			continue
+		}
 		switch f.h.bug {
 		case deletesEarly:
 			if left, err := f.h.Store.Expiry(ctx, k); err == nil && left < 1500*time.Millisecond {

@@ -110,3 +110,25 @@ type Describer interface {
 type FeedBreaker interface {
 	BreakFeed(ctx context.Context) error
 }
+
+// Wiper is an optional Harness capability for a store that other programs
+// can change behind the adapter's back, the store's own way: a bulk delete
+// (Redis FLUSHDB, SQL DELETE FROM or TRUNCATE, etcd's delete of a range, a
+// NATS stream purge), or a replacement (Redis SWAPDB, a database file
+// restored from a copy). An operator does this to reset every circuit. The
+// suite then checks that a follower sees it as deletes, changes or Lost
+// before any Synced whose At is after it: a feed that misses it keeps a
+// mirror answering from records the store no longer holds.
+type Wiper interface {
+	// Wipes names the ways Wipe knows ("FLUSHDB", "DELETE FROM"); the
+	// suite tries each, on a fresh prefix, in this order.
+	Wipes() []string
+	// Wipe changes, the named way, every key of s's keyspace (s is a store
+	// this harness made) without going through the adapter, and returns
+	// once the change has committed. Afterwards each key written through s
+	// is either gone or holds what the wipe left there (a copy taken
+	// earlier); the suite reads each back through s to know which. It may
+	// change other stores' keys too: the suite wipes only while no other
+	// case runs.
+	Wipe(ctx context.Context, s driver.Store, how string) error
+}

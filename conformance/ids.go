@@ -50,6 +50,7 @@ const (
 	CaseFollowHeartbeat       CaseID = "follow-heartbeat"
 	CaseFollowExpiry          CaseID = "follow-expiry"
 	CaseFollowLost            CaseID = "follow-lost"
+	CaseFollowWipe            CaseID = "follow-wipe"
 )
 
 // Cases returns every case's ID in the order the suite runs them.
@@ -122,6 +123,7 @@ const (
 	PromiseFollowHeartbeat        PromiseID = "follow-heartbeat"
 	PromiseFollowExpiry           PromiseID = "follow-expiry"
 	PromiseFollowLost             PromiseID = "follow-lost"
+	PromiseFollowWipe             PromiseID = "follow-wipe"
 	PromiseFollowFeed             PromiseID = "follow-feed-well-formed"
 	PromiseFollowContext          PromiseID = "follow-context"
 )
@@ -177,6 +179,7 @@ var promiseText = map[PromiseID]string{
 	PromiseFollowHeartbeat:        "with no writes, Synced must arrive at least every heartbeat, with an At that never goes backwards and is never later than its delivery",
 	PromiseFollowExpiry:           "an expired entry may arrive as Delete (if the store reports expiry) no earlier than Get finds it gone, and must never arrive as Put again without a write",
 	PromiseFollowLost:             "a feed whose connection broke must send Lost and resynchronise (Reset, snapshot, Synced), or resume having missed nothing; never resume silently past a gap",
+	PromiseFollowWipe:             "keys deleted or replaced behind the adapter's back (a bulk delete, a flush, a restored copy) must reach the feed as deletes, changes or Lost before any Synced whose At is after the change",
 	PromiseFollowFeed:             "the feed must keep its grammar: Reset, the snapshot's Puts, Synced, then changes and Synced; Lost (with Err) followed by Reset before the next Synced; one change at a time; no key outside the prefix, no Put without a version",
 	PromiseFollowContext:          "Follow must run until its context ends, then return the context's error promptly and call fn no more",
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/kvbreaker/kvbreaker/driver"
 	"github.com/kvbreaker/kvbreaker/internal/backendtest"
 	"github.com/kvbreaker/kvbreaker/internal/conformcheck"
+	"github.com/kvbreaker/kvbreaker/internal/wipetest"
 	"github.com/kvbreaker/kvbreaker/skew"
 )
 
@@ -157,6 +158,53 @@ func (h *harness) Lifetime(ctx context.Context, s driver.Store, key string) (tim
 
 func TestConformance(t *testing.T) {
 	conformance.Run(t, newHarness)
+}
+
+// Wipes implements conformance.Wiper: an operator, with etcd's own API on a
+// connection of theirs, deletes the range of keys (etcdctl del --prefix) or
+// revokes the leases the keys are attached to (etcdctl lease revoke), which
+// deletes every key of each lease. Both stay within the keys of this
+// harness's stores.
+func (h *harness) Wipes() []string { return []string{"delete range", "leases revoked"} }
+
+func (h *harness) Wipe(ctx context.Context, _ driver.Store, how string) error {
+	switch how {
+	case "delete range":
+		_, err := h.direct.Delete(ctx, h.run, clientv3.WithPrefix())
+		return err
+	case "leases revoked":
+		resp, err := h.direct.Get(ctx, h.run, clientv3.WithPrefix())
+		if err != nil {
+			return err
+		}
+		leases := map[clientv3.LeaseID]bool{}
+		for _, kv := range resp.Kvs {
+			if id := clientv3.LeaseID(kv.Lease); id != clientv3.NoLease {
+				leases[id] = true
+			}
+		}
+		if len(leases) == 0 {
+			return fmt.Errorf("wipe: no key under %s has a lease", h.run)
+		}
+		for id := range leases {
+			if _, err := h.direct.Revoke(ctx, id); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return fmt.Errorf("wipe: no way %q", how)
+}
+
+// TestFollowWipeBlind: follow-wipe's negative control on the real server: the
+// same harness, its feeds blind to the deletes the watch delivers, fails
+// the case.
+func TestFollowWipeBlind(t *testing.T) {
+	h, err := newHarness(t.Context(), t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wipetest.CheckBlindFails(t, h.(*harness))
 }
 
 // TestConformanceUnreachable: a store whose server does not answer fails

@@ -2,6 +2,8 @@ package memory_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -9,6 +11,7 @@ import (
 	"github.com/kvbreaker/kvbreaker/backends/memory"
 	"github.com/kvbreaker/kvbreaker/conformance"
 	"github.com/kvbreaker/kvbreaker/driver"
+	"github.com/kvbreaker/kvbreaker/internal/wipetest"
 	"github.com/kvbreaker/kvbreaker/skew"
 )
 
@@ -67,3 +70,52 @@ func TestDefaultTraitsMatchSkewProfile(t *testing.T) {
 		t.Fatalf("skew.Memory declares %+v, but DefaultTraits() = %+v", got, want)
 	}
 }
+
+// Wipes: the memory store has no bulk operation, so its wipe is what
+// another holder of the same *Store does to reset it: every live key
+// deleted, or overwritten, one call each.
+func (harness) Wipes() []string { return []string{"delete every key", "overwrite every key"} }
+
+func (harness) Wipe(ctx context.Context, s driver.Store, how string) error {
+	m, ok := s.(*memory.Store)
+	if !ok {
+		return fmt.Errorf("wipe: %T is not a store of this harness", s)
+	}
+	keys, _, err := m.List(ctx, "", "", 1<<20)
+	if err != nil {
+		return err
+	}
+	for _, k := range keys {
+		_, ver, err := m.Get(ctx, k)
+		if errors.Is(err, driver.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		switch how {
+		case "delete every key":
+			err = m.CompareAndDelete(ctx, k, ver)
+		case "overwrite every key":
+			_, err = m.CompareAndSwap(ctx, k, ver, []byte("overwritten "+k), time.Hour)
+		default:
+			return fmt.Errorf("wipe: no way %q", how)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// TestFollowWipeBlind: follow-wipe's negative control: the same harness,
+// its feeds blind to the deletes and the later Puts' absence, fails.
+func TestFollowWipeBlind(t *testing.T) {
+	wipetest.CheckBlindFails(t, blindable{harness{}})
+}
+
+// blindable restricts harness to the wipe a blind feed cannot pass: it
+// passes Puts on, so an overwrite reaches it.
+type blindable struct{ harness }
+
+func (blindable) Wipes() []string { return []string{"delete every key"} }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	natsgo "github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/kvbreaker/kvbreaker"
 	kvnats "github.com/kvbreaker/kvbreaker/backends/nats"
@@ -134,6 +135,36 @@ func (h *harness) PlantForeign(ctx context.Context, s driver.Store, key, shape s
 
 func TestConformance(t *testing.T) {
 	conformance.Run(t, newHarness)
+}
+
+// Wipes implements conformance.Wiper: an operator, with JetStream's own API
+// on a connection of theirs, purges the bucket's stream, or deletes the
+// bucket and creates it again with the same configuration (the suite wipes
+// only while no other case runs, and no other test of the package runs
+// beside TestConformance).
+func (h *harness) Wipes() []string { return []string{"stream purged", "bucket created again"} }
+
+func (h *harness) Wipe(ctx context.Context, _ driver.Store, how string) error {
+	js, err := jetstream.New(h.direct.Conn())
+	if err != nil {
+		return err
+	}
+	st, err := js.Stream(ctx, "KV_"+bucket)
+	if err != nil {
+		return err
+	}
+	switch how {
+	case "stream purged":
+		return st.Purge(ctx)
+	case "bucket created again":
+		cfg := st.CachedInfo().Config
+		if err := js.DeleteKeyValue(ctx, bucket); err != nil {
+			return err
+		}
+		_, err = js.CreateStream(ctx, cfg)
+		return err
+	}
+	return fmt.Errorf("wipe: no way %q", how)
 }
 
 // TestDefaultTraitsMatchSkewProfile: a Store declares DefaultTraits, and

@@ -11,6 +11,7 @@ import (
 	kvnats "github.com/kvbreaker/kvbreaker/backends/nats"
 	"github.com/kvbreaker/kvbreaker/driver"
 	"github.com/kvbreaker/kvbreaker/internal/backendtest"
+	"github.com/kvbreaker/kvbreaker/internal/wipetest"
 )
 
 // TestFollowSeesWipes: an operator removes, with JetStream's own API on a
@@ -124,4 +125,15 @@ func createDeletable(ctx context.Context, js jetstream.JetStream, bucket string)
 	cfg.Name, cfg.Subjects, cfg.DenyDelete = "KV_"+bucket, []string{"$KV." + bucket + ".>"}, false
 	_, err = js.CreateStream(ctx, cfg)
 	return err
+}
+
+// TestFollowWipeBlind: follow-wipe's negative control on the real server: the
+// same harness, its feeds blind to what the purge and the bucket's
+// re-creation make them say, fails the case.
+func TestFollowWipeBlind(t *testing.T) {
+	h, err := newHarness(t.Context(), t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wipetest.CheckBlindFails(t, h.(*harness))
 }

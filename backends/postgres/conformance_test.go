@@ -19,6 +19,7 @@ import (
 	"github.com/kvbreaker/kvbreaker/driver"
 	"github.com/kvbreaker/kvbreaker/internal/backendtest"
 	"github.com/kvbreaker/kvbreaker/internal/conformcheck"
+	"github.com/kvbreaker/kvbreaker/internal/wipetest"
 )
 
 // harness makes Stores over the shared server, each under a prefix of its
@@ -156,6 +157,40 @@ func (h *harness) BreakFeed(ctx context.Context) error {
 
 func TestConformance(t *testing.T) {
 	conformance.Run(t, newHarness)
+}
+
+// Wipes implements conformance.Wiper: an operator's SQL on a connection of
+// the harness's pool, not the store's: every row deleted (each row's
+// trigger notifies), or the table truncated (no row trigger fires). The
+// suite wipes only while no other case runs, and no other test of the
+// package runs beside TestConformance. A DELETE with the triggers off
+// (session_replication_role = replica) is what no follower can see: the
+// operator's contract in docs/backends.md.
+func (h *harness) Wipes() []string { return []string{"DELETE FROM", "TRUNCATE"} }
+
+func (h *harness) Wipe(ctx context.Context, _ driver.Store, how string) error {
+	var stmt string
+	switch how {
+	case "DELETE FROM":
+		stmt = "DELETE FROM " + h.store.Table()
+	case "TRUNCATE":
+		stmt = "TRUNCATE " + h.store.Table()
+	default:
+		return fmt.Errorf("wipe: no way %q", how)
+	}
+	_, err := h.pool.Exec(ctx, stmt)
+	return err
+}
+
+// TestFollowWipeBlind: follow-wipe's negative control on the real server: the
+// same harness, its feeds blind to what the DELETE and the TRUNCATE make
+// them say, fails the case.
+func TestFollowWipeBlind(t *testing.T) {
+	h, err := newHarness(t.Context(), t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wipetest.CheckBlindFails(t, h.(*harness))
 }
 
 // TestConformanceUnreachable: a store whose server refuses connections fails

@@ -149,8 +149,35 @@ func TestConformance(t *testing.T) {
 		if err != nil {
 			return nil, err
 		}
-		return dropper{h.(*harness)}, nil
+		return wiper{dropper{h.(*harness)}}, nil
 	})
+}
+
+// wiper is the standalone harness with the Wiper capability: an operator's
+// own commands, on a connection of theirs, empty or swap the whole database
+// (the suite wipes only while no other case runs, and no other test of the
+// package runs beside TestConformance).
+type wiper struct{ dropper }
+
+func (h wiper) Wipes() []string { return []string{"FLUSHDB", "FLUSHALL", "SWAPDB"} }
+
+func (h wiper) Wipe(ctx context.Context, _ driver.Store, how string) error {
+	switch how {
+	case "FLUSHDB":
+		return h.direct.FlushDB(ctx).Err()
+	case "FLUSHALL":
+		return h.direct.FlushAll(ctx).Err()
+	case "SWAPDB":
+		// Database 1 is emptied first, so the swap leaves an empty
+		// database where the records were.
+		one := goredis.NewClient(&goredis.Options{Addr: srv.Addr(), DB: 1, ContextTimeoutEnabled: true})
+		defer one.Close()
+		if err := one.FlushDB(ctx).Err(); err != nil {
+			return err
+		}
+		return h.direct.Do(ctx, "SWAPDB", 0, 1).Err()
+	}
+	return fmt.Errorf("wipe: no way %q", how)
 }
 
 // TestDefaultTraits: a Store with default options declares DefaultTraits,

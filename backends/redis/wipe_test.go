@@ -12,6 +12,7 @@ import (
 	"github.com/kvbreaker/kvbreaker/driver"
 	"github.com/kvbreaker/kvbreaker/internal/backendtest"
 	"github.com/kvbreaker/kvbreaker/internal/testservers/redistest"
+	"github.com/kvbreaker/kvbreaker/internal/wipetest"
 )
 
 // TestFollowSeesWipes: an operator empties or swaps the database with
@@ -124,4 +125,15 @@ func TestMarkersAreNotRecords(t *testing.T) {
 	if !slices.Equal(keys, []string{key, later}) {
 		t.Errorf("List returned %q, want the two records", keys)
 	}
+}
+
+// TestFollowWipeBlind: follow-wipe's negative control on the real server: the
+// same harness, its feeds blind to what FLUSHDB, FLUSHALL and SWAPDB make
+// them say, fails the case.
+func TestFollowWipeBlind(t *testing.T) {
+	h, err := newHarness(t.Context(), t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wipetest.CheckBlindFails(t, wiper{dropper{h.(*harness)}})
 }

@@ -32,10 +32,6 @@ type harness struct {
 	extra    []*sqlite.Store
 }
 
-func newHarness(ctx context.Context, t *testing.T) (conformance.Harness, error) {
-	return harnessAt(ctx, tempDB(t))
-}
-
 // harnessAt is a harness over the file at path.
 func harnessAt(ctx context.Context, path string) (*harness, error) {
 	h := &harness{path: path, clock: newFakeClock(), prefixes: map[driver.Store]string{}}
@@ -183,7 +179,7 @@ const lostAnswers = "no network between the store and the file: a write's answer
 	"the store never resends a write, and a context that ends during COMMIT is reported as an unknown outcome (matching ctx.Err())"
 
 func TestConformance(t *testing.T) {
-	conformance.Run(t, newHarness, waivers...)
+	conformance.Run(t, newWipingHarness, waivers...)
 }
 
 // conformanceOn runs the suite over the file at path.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -12,8 +13,10 @@ import (
 	msqlite "modernc.org/sqlite"
 
 	"github.com/kvbreaker/kvbreaker/backends/sqlite"
+	"github.com/kvbreaker/kvbreaker/conformance"
 	"github.com/kvbreaker/kvbreaker/driver"
 	"github.com/kvbreaker/kvbreaker/internal/backendtest"
+	"github.com/kvbreaker/kvbreaker/internal/wipetest"
 )
 
 // TestFollowSeesWipes: another program (a connection of the test's own,
@@ -131,7 +134,12 @@ func TestPurgeIsNoWipe(t *testing.T) {
 // restore restores backup into the file at path through SQLite's backup
 // API, as the sqlite3 shell's .restore does.
 func restore(t *testing.T, path, backup string) error {
-	conn, err := rawDB(t, path).Conn(t.Context())
+	return restoreInto(t.Context(), rawDB(t, path), backup)
+}
+
+// restoreInto restores backup into db's file.
+func restoreInto(ctx context.Context, db *sql.DB, backup string) error {
+	conn, err := db.Conn(ctx)
 	if err != nil {
 		return err
 	}
@@ -170,4 +178,52 @@ func sqlExec(t *testing.T, path, stmt string, args ...any) error {
 		t.Fatal(err)
 	}
 	return err
+}
+
+// wiping is the conformance harness with the Wiper capability: another
+// program, on a connection of its own, deletes every row, or restores into
+// the live file a backup taken before any case wrote (the file replaced by
+// a rename is left to TestFollowSeesWipes: the harness's own store keeps
+// the old file open).
+type wiping struct {
+	*harness
+	backup string
+	db     *sql.DB // SQLite alone, as another program has it
+}
+
+func newWipingHarness(ctx context.Context, t *testing.T) (conformance.Harness, error) {
+	h, err := harnessAt(ctx, tempDB(t))
+	if err != nil {
+		return nil, err
+	}
+	w := &wiping{harness: h, backup: filepath.Join(t.TempDir(), "backup.db"), db: rawDB(t, h.path)}
+	if _, err := w.db.ExecContext(ctx, "VACUUM INTO ?", w.backup); err != nil {
+		h.Close()
+		return nil, err
+	}
+	return w, nil
+}
+
+func (w *wiping) Wipes() []string { return []string{"DELETE FROM", "backup restored"} }
+
+func (w *wiping) Wipe(ctx context.Context, _ driver.Store, how string) error {
+	switch how {
+	case "DELETE FROM":
+		_, err := w.db.ExecContext(ctx, "DELETE FROM kvbreaker")
+		return err
+	case "backup restored":
+		return restoreInto(ctx, w.db, w.backup)
+	}
+	return fmt.Errorf("wipe: no way %q", how)
+}
+
+// TestFollowWipeBlind: follow-wipe's negative control on the real file: the
+// same harness, its feeds blind to what the deletes and the restore make
+// them say, fails the case.
+func TestFollowWipeBlind(t *testing.T) {
+	h, err := newWipingHarness(t.Context(), t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wipetest.CheckBlindFails(t, h.(*wiping))
 }

@@ -17,7 +17,7 @@ func wipeContract(describe string) string {
 	case strings.HasPrefix(describe, "nats"):
 		return "a purge or a deleted message is seen when the stream's message or subject count falls between two heartbeats; one hidden by as many new keys created in the same heartbeat is not: restart the fleet's processes after removing messages by hand"
 	case strings.HasPrefix(describe, "etcd"):
-		return "a compaction past a watch is seen (Lost); a snapshot restored under a running fleet is not checked: restart the fleet's processes after a restore"
+		return "a compaction past a watch, and a restore (its members restart, which breaks every watch), are seen as Lost; a delete of the range or a revoked lease arrives as deletes. A restore that kept the members' client connections open would not be seen: restart the fleet's processes after a restore"
 	}
 	return ""
 }
