@@ -341,10 +341,6 @@ func (s *Server) circuit(st kvbreaker.Status, now time.Time) Circuit {
 }
 
 func (s *Server) listCircuits(w http.ResponseWriter, r *http.Request) {
-	if s.cfg.List == nil {
-		writeProblem(w, http.StatusNotImplemented, "no-lister", "this store cannot list its keys (driver.Lister): inspect hosts one by one with GET /v1/circuits/{host}")
-		return
-	}
 	q := r.URL.Query()
 	state := q.Get("state")
 	switch state {
@@ -356,13 +352,17 @@ func (s *Server) listCircuits(w http.ResponseWriter, r *http.Request) {
 	limit := 100
 	if l := q.Get("limit"); l != "" {
 		n, err := strconv.Atoi(l)
-		if err != nil || n < 1 || n > maxListLimit {
-			writeProblem(w, http.StatusBadRequest, "bad-query", fmt.Sprintf("limit is %q: want 1 to %d", l, maxListLimit))
+		if err != nil || n < 1 || n > kvbreaker.MaxListLimit {
+			writeProblem(w, http.StatusBadRequest, "bad-query", fmt.Sprintf("limit is %q: want 1 to %d", l, kvbreaker.MaxListLimit))
 			return
 		}
 		limit = n
 	}
 	out, err := s.circuits(r.Context(), q.Get("cursor"), limit, state)
+	if errors.Is(err, kvbreaker.ErrNoLister) {
+		writeProblem(w, http.StatusNotImplemented, "no-lister", "this store cannot list its keys (driver.Lister): inspect hosts one by one with GET /v1/circuits/{host}")
+		return
+	}
 	if err != nil {
 		writeProblem(w, http.StatusServiceUnavailable, "store", "the store failed to list: "+*s.storeError("list", err))
 		return
@@ -370,36 +370,44 @@ func (s *Server) listCircuits(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-// circuits reads one page of hosts and their states.
+// circuits reads one page of circuits (Breaker.List). A key the store
+// failed to read is shown with state "unknown" and its error; a listing
+// that failed is the error.
 func (s *Server) circuits(ctx context.Context, cursor string, limit int, state string) (CircuitsResponse, error) {
-	hosts, next, err := s.cfg.List(ctx, cursor, limit)
+	page, next, err := s.cfg.Breaker.List(ctx, cursor, limit)
+	var unreadable []error
 	if err != nil {
-		return CircuitsResponse{}, err
+		for _, e := range unwrapJoined(err) {
+			if u, ok := errors.AsType[*kvbreaker.UnreadableError](e); ok {
+				unreadable = append(unreadable, u)
+				continue
+			}
+			return CircuitsResponse{}, err
+		}
 	}
 	out := CircuitsResponse{Circuits: []Circuit{}}
 	now := s.cfg.Clock()
-	seen := map[string]bool{}
-	for _, h := range hosts {
-		if seen[h] {
-			continue
-		}
-		seen[h] = true
-		st, err := s.cfg.Breaker.Inspect(ctx, h)
-		switch {
-		case err != nil && ctx.Err() != nil:
-			return CircuitsResponse{}, err
-		case err != nil:
-			out.Circuits = append(out.Circuits, Circuit{Host: h, State: "unknown", Failures: []time.Time{}, Error: s.storeError("inspect", err)})
-		case !st.Found:
-		case state != "" && st.State.String() != state:
-		default:
+	for _, st := range page {
+		if state == "" || st.State.String() == state {
 			out.Circuits = append(out.Circuits, s.circuit(st, now))
 		}
+	}
+	for _, e := range unreadable {
+		u, _ := errors.AsType[*kvbreaker.UnreadableError](e)
+		out.Circuits = append(out.Circuits, Circuit{Host: u.Host, State: "unknown", Failures: []time.Time{}, Error: s.storeError("inspect", u.Err)})
 	}
 	if next != "" {
 		out.NextCursor = &next
 	}
 	return out, nil
+}
+
+// unwrapJoined returns the errors errors.Join joined in err, or err alone.
+func unwrapJoined(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
 }
 
 // resolve finds the key a path's host names: as given when a record is
