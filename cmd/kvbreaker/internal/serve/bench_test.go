@@ -1,6 +1,7 @@
 package serve
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"net/http"
@@ -117,4 +118,57 @@ func BenchmarkAllowInProcess(b *testing.B) {
 		_, err := br.Allow(ctx, benchHosts[i%len(benchHosts)], time.Time{})
 		return err
 	})
+}
+
+// discardWriter is a ResponseWriter that keeps only the status, its
+// header map reused between requests.
+type discardWriter struct {
+	h    http.Header
+	code int
+	n    int
+}
+
+func (d *discardWriter) Header() http.Header { return d.h }
+func (d *discardWriter) Write(p []byte) (int, error) {
+	d.n += len(p)
+	return len(p), nil
+}
+func (d *discardWriter) WriteHeader(code int) { d.code = code }
+
+// rewindBody is a request body the benchmark rewinds between calls.
+type rewindBody struct{ bytes.Reader }
+
+func (*rewindBody) Close() error { return nil }
+
+// BenchmarkDecideHandler: POST /v1/decide of one delivery through the
+// server's handler alone, one caller, no connection: the server's own
+// allocations and work per decision, without net/http's connection
+// handling or a client's.
+func BenchmarkDecideHandler(b *testing.B) {
+	srv, err := New(Config{Breaker: benchBreaker(b), Tokens: []Token{NewToken("bench", PermDecide, tokWorker)}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	h := srv.Handler()
+	bodies := make([][]byte, len(benchHosts))
+	for i, host := range benchHosts {
+		bodies[i] = []byte(`{"deliveries":[{"host":"` + host + `"}]}`)
+	}
+	body := &rewindBody{}
+	req := httptest.NewRequest("POST", "/v1/decide", body)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+tokWorker)
+	w := &discardWriter{h: http.Header{}}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		body.Reset(bodies[i%len(bodies)])
+		i++
+		clear(w.h)
+		w.code = 0
+		h.ServeHTTP(w, req)
+		if w.code != http.StatusOK {
+			b.Fatalf("status %d", w.code)
+		}
+	}
 }
