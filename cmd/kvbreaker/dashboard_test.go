@@ -144,4 +144,13 @@ func TestDashboardUsage(t *testing.T) {
 	if strings.Contains(e.String()+o.String(), "sec-") {
 		t.Errorf("output shows the token:\n%s", e.String())
 	}
+	code, out, errOut := runT(t, "dashboard", "--help")
+	for _, w := range []string{"kvbreaker dashboard --backend NAME", "read-only", "--tokens-file", "--listen", "KVBREAKER_DASHBOARD_LISTEN", "127.0.0.1:8421", "--redis-url", "Examples:"} {
+		if code != exitOK || !strings.Contains(out, w) {
+			t.Errorf("dashboard --help (exit %d) lacks %q:\n%s%s", code, w, out, errOut)
+		}
+	}
+	if code, out, _ := runT(t, "--help"); code != exitOK || !strings.Contains(out, "\n  dashboard ") {
+		t.Errorf("--help does not list dashboard:\n%s", out)
+	}
 }

@@ -3,6 +3,7 @@ package serve
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -16,8 +17,9 @@ import (
 	"github.com/kvbreaker/kvbreaker/backends/memory"
 )
 
-// clients is how many callers ask at once in the decision benchmarks.
-const clients = 64
+// clientCounts are how many callers ask at once in the decision
+// benchmarks: the issue's 64, and one, whose latency has no queue in it.
+var clientCounts = []int{1, 64}
 
 // benchHosts are the hosts the callers ask about, closed circuits all.
 var benchHosts = func() []string {
@@ -39,7 +41,7 @@ func benchBreaker(b *testing.B) *kvbreaker.Breaker {
 
 // runClients runs b.N calls of one over clients goroutines and reports
 // the 50th and 99th percentile of a call's latency.
-func runClients(b *testing.B, one func(i int) error) {
+func runClients(b *testing.B, clients int, one func(i int) error) {
 	var mu sync.Mutex
 	var all []time.Duration
 	per := b.N/clients + 1
@@ -78,10 +80,16 @@ func runClients(b *testing.B, one func(i int) error) {
 }
 
 // BenchmarkDecideLoopback: POST /v1/decide of one delivery over loopback
-// HTTP/1.1 keep-alive connections, 64 callers at once, against a Breaker
-// over the memory store; allocations are the whole process's (client and
-// server) per call.
+// HTTP/1.1 keep-alive connections, 1 and 64 callers at once, against a
+// Breaker over the memory store; allocations are the whole process's
+// (client and server) per call.
 func BenchmarkDecideLoopback(b *testing.B) {
+	for _, clients := range clientCounts {
+		b.Run(fmt.Sprintf("clients=%d", clients), func(b *testing.B) { decideLoopback(b, clients) })
+	}
+}
+
+func decideLoopback(b *testing.B, clients int) {
 	srv, err := New(Config{Breaker: benchBreaker(b), Tokens: []Token{NewToken("bench", PermDecide, tokWorker)}})
 	if err != nil {
 		b.Fatal(err)
@@ -94,7 +102,7 @@ func BenchmarkDecideLoopback(b *testing.B) {
 	for i, h := range benchHosts {
 		bodies[i] = `{"deliveries":[{"host":"` + h + `"}]}`
 	}
-	runClients(b, func(i int) error {
+	runClients(b, clients, func(i int) error {
 		req, _ := http.NewRequest("POST", hs.URL+"/v1/decide", strings.NewReader(bodies[i%len(bodies)]))
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Authorization", "Bearer "+tokWorker)
@@ -109,15 +117,19 @@ func BenchmarkDecideLoopback(b *testing.B) {
 }
 
 // BenchmarkAllowInProcess: the same decision by Breaker.Allow in the
-// caller's process, 64 callers at once: the cost serve adds is the
+// caller's process, 1 and 64 callers at once: the cost serve adds is the
 // difference.
 func BenchmarkAllowInProcess(b *testing.B) {
-	br := benchBreaker(b)
-	ctx := context.Background()
-	runClients(b, func(i int) error {
-		_, err := br.Allow(ctx, benchHosts[i%len(benchHosts)], time.Time{})
-		return err
-	})
+	for _, clients := range clientCounts {
+		b.Run(fmt.Sprintf("clients=%d", clients), func(b *testing.B) {
+			br := benchBreaker(b)
+			ctx := context.Background()
+			runClients(b, clients, func(i int) error {
+				_, err := br.Allow(ctx, benchHosts[i%len(benchHosts)], time.Time{})
+				return err
+			})
+		})
+	}
 }
 
 // discardWriter is a ResponseWriter that keeps only the status, its
