@@ -275,15 +275,23 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request) {
 	if len(ds) > len(smallOut) {
 		out = make([]Verdict, 0, len(ds))
 	}
+	// A held verdict's times and delay, pointed to by its fields: one
+	// allocation for the request's holds rather than three per hold.
+	var held []heldFields
 	var probes []string
-	for _, d := range ds {
+	for i, d := range ds {
 		v, err := s.cfg.Breaker.Allow(r.Context(), d.host, d.held)
 		out = append(out, Verdict{Host: d.host, Decision: v.Decision.String()})
 		o := &out[len(out)-1]
 		switch v.Decision {
 		case kvbreaker.Hold:
-			o.RetryAt, o.HeldSince = ptr(v.RetryAt.UTC()), ptr(v.HeldSince.UTC())
-			o.RetryInMS = ptr(max(0, v.RetryAt.Sub(s.cfg.Clock()).Milliseconds()))
+			if held == nil {
+				held = make([]heldFields, len(ds))
+			}
+			h := &held[i]
+			h.retryAt, h.heldSince = v.RetryAt.UTC(), v.HeldSince.UTC()
+			h.retryInMS = max(0, v.RetryAt.Sub(s.cfg.Clock()).Milliseconds())
+			o.RetryAt, o.HeldSince, o.RetryInMS = &h.retryAt, &h.heldSince, &h.retryInMS
 		case kvbreaker.Probe:
 			if id := s.probes.add(d.host, v); id != "" {
 				o.ProbeID = &id
@@ -311,6 +319,12 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request) {
 	h["Content-Type"], h["Cache-Control"] = jsonType, noStore
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(*rb)
+}
+
+// heldFields are what a held verdict's pointer fields point to.
+type heldFields struct {
+	retryAt, heldSince time.Time
+	retryInMS          int64
 }
 
 var outcomes = map[string]kvbreaker.Outcome{

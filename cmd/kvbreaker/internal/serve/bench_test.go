@@ -157,7 +157,24 @@ func (*rewindBody) Close() error { return nil }
 // allocations and work per decision, without net/http's connection
 // handling or a client's.
 func BenchmarkDecideHandler(b *testing.B) {
-	srv, err := New(Config{Breaker: benchBreaker(b), Tokens: []Token{NewToken("bench", PermDecide, tokWorker)}})
+	b.Run("send", func(b *testing.B) { decideHandler(b, false) })
+	b.Run("hold", func(b *testing.B) { decideHandler(b, true) })
+}
+
+// decideHandler asks about closed hosts, or with open about hosts whose
+// circuits are open (every answer a hold).
+func decideHandler(b *testing.B, open bool) {
+	br := benchBreaker(b)
+	if open {
+		for _, h := range benchHosts {
+			for range kvbreaker.DefaultFailureThreshold {
+				if err := br.Record(b.Context(), h, kvbreaker.Failure); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+	}
+	srv, err := New(Config{Breaker: br, Tokens: []Token{NewToken("bench", PermDecide, tokWorker)}})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -179,8 +196,9 @@ func BenchmarkDecideHandler(b *testing.B) {
 		clear(w.h)
 		w.code = 0
 		h.ServeHTTP(w, req)
-		if w.code != http.StatusOK {
-			b.Fatalf("status %d", w.code)
+		if w.code != http.StatusOK || open && w.n < 150 {
+			b.Fatalf("status %d, %d bytes: want 200 (with a hold's fields when open)", w.code, w.n)
 		}
+		w.n = 0
 	}
 }
