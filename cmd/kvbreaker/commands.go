@@ -15,5 +15,6 @@ func storeCommands(stopSignals func()) []*cobra.Command {
 		newResetCmd(),
 		newInitCmd(),
 		newServeCmd(),
+		newDashboardCmd(),
 	}
 }

@@ -166,7 +166,7 @@ func TestSecretsNeverShown(t *testing.T) {
 		{"negative-timeout", append(pgArgs(pgKV(deadPort, "u", "password=SECRET")), "--timeout", "-1s"), nil, exitUsage, "--timeout"},
 	}
 	for _, r := range rows {
-		for _, command := range []string{"check", "inspect", "reset", "list", "serve"} {
+		for _, command := range []string{"check", "inspect", "reset", "list", "serve", "dashboard"} {
 			t.Run(r.name+"/"+command, func(t *testing.T) {
 				secret := "sec-" + r.name + "-must-not-show"
 				repl := func(s string) string { return strings.ReplaceAll(s, "SECRET", secret) }
@@ -179,9 +179,9 @@ func TestSecretsNeverShown(t *testing.T) {
 					args = append(args, "--quick", "--quiet")
 				case "reset":
 					args = append(args, "--yes")
-				case "serve":
+				case "serve", "dashboard":
 					// A token, so that serve goes on to the store.
-					t.Setenv(tokensEnv, "workers decide serve-token-0123456789abcdef")
+					t.Setenv(tokensEnv, "workers decide,read serve-token-0123456789abcdef")
 					args = append(args, "--listen", "127.0.0.1:0")
 				}
 				for _, a := range r.conn {

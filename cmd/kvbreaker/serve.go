@@ -17,10 +17,10 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/kvbreaker/kvbreaker"
 	"github.com/kvbreaker/kvbreaker/cmd/kvbreaker/internal/serve"
-	"github.com/kvbreaker/kvbreaker/driver"
 )
 
 const serveLong = `Runs one Breaker in this process behind an HTTP/JSON API, so that workers
@@ -61,11 +61,12 @@ const serveExample = `  KVBREAKER_SERVE_TOKENS="workers decide,report $(openssl 
     --tokens-file /etc/kvbreaker/tokens --listen 0.0.0.0:8443 \
     --tls-cert server.pem --tls-key server-key.pem --client-ca clients-ca.pem`
 
-// serveEnv maps serve's own flags to their environment variables. The
+// listenEnv maps the listener's flags, shared by serve and dashboard, to
+// their environment variables; the listen address has one per command
+// (listenFlags.listenEnv), so that both can run from one environment. The
 // tokens themselves can come from the environment but never from a flag:
 // a flag's value shows in ps.
-var serveEnv = []struct{ flag, env string }{
-	{"listen", "KVBREAKER_SERVE_LISTEN"},
+var listenEnv = []struct{ flag, env string }{
 	{"tokens-file", "KVBREAKER_SERVE_TOKENS_FILE"},
 	{"tls-cert", "KVBREAKER_SERVE_TLS_CERT"},
 	{"tls-key", "KVBREAKER_SERVE_TLS_KEY"},
@@ -76,17 +77,64 @@ var serveEnv = []struct{ flag, env string }{
 // tokensEnv holds tokens inline (the tokens file's format).
 const tokensEnv = "KVBREAKER_SERVE_TOKENS"
 
-type serveFlags struct {
-	bf      backendFlags
-	timeout time.Duration
-	s       kvbreaker.Settings
-
+// listenFlags are where and how serve and dashboard listen, and whom they
+// let in.
+type listenFlags struct {
+	listenEnv                string
 	listen, tokensFile       string
 	tlsCert, tlsKey          string
 	clientCA, clientCertPerm string
-	maxBody                  int64
-	maxBatch                 int
 	shutdownTimeout          time.Duration
+}
+
+func (l *listenFlags) register(fs *pflag.FlagSet, defaultListen, listenEnv string) {
+	l.listenEnv = listenEnv
+	fs.StringVar(&l.listen, "listen", defaultListen, "address to listen on [$"+listenEnv+"]")
+	fs.StringVar(&l.tokensFile, "tokens-file", "", "`file` of bearer tokens, one a line: NAME PERMISSIONS TOKEN [$KVBREAKER_SERVE_TOKENS_FILE; or the lines themselves in $KVBREAKER_SERVE_TOKENS]")
+	fs.StringVar(&l.tlsCert, "tls-cert", "", "PEM server certificate `file` (turns TLS on; with --tls-key) [$KVBREAKER_SERVE_TLS_CERT]")
+	fs.StringVar(&l.tlsKey, "tls-key", "", "PEM server key `file` [$KVBREAKER_SERVE_TLS_KEY]")
+	fs.StringVar(&l.clientCA, "client-ca", "", "PEM `file` of the CA that signs client certificates: every connection must present one (mutual TLS) [$KVBREAKER_SERVE_CLIENT_CA]")
+	fs.StringVar(&l.clientCertPerm, "client-cert-permissions", "", "permissions a verified client certificate carries without a token, e.g. decide,report [$KVBREAKER_SERVE_CLIENT_CERT_PERMISSIONS]")
+	fs.DurationVar(&l.shutdownTimeout, "shutdown-timeout", 30*time.Second, "on SIGTERM, how long requests in flight and the store's queued writes may take")
+}
+
+// validate applies the environment to the flags fs did not set and checks
+// them.
+func (l *listenFlags) validate(fs *pflag.FlagSet) error {
+	envs := append([]struct{ flag, env string }{{"listen", l.listenEnv}}, listenEnv...)
+	for _, e := range envs {
+		if v, ok := os.LookupEnv(e.env); ok && v != "" && !fs.Changed(e.flag) {
+			if err := fs.Set(e.flag, v); err != nil {
+				return usagef("%s: %v", e.env, err)
+			}
+		}
+	}
+	if l.shutdownTimeout <= 0 {
+		return usagef("--shutdown-timeout must be positive")
+	}
+	if (l.tlsCert == "") != (l.tlsKey == "") {
+		return usagef("--tls-cert and --tls-key go together: give both, or neither for plain HTTP")
+	}
+	if l.clientCA != "" && l.tlsCert == "" {
+		return usagef("--client-ca needs TLS: give --tls-cert and --tls-key too")
+	}
+	if l.clientCertPerm != "" && l.clientCA == "" {
+		return usagef("--client-cert-permissions needs --client-ca (which client certificates to trust)")
+	}
+	if _, _, err := net.SplitHostPort(l.listen); err != nil {
+		return usagef("--listen is %q: want host:port, e.g. %s", l.listen, "127.0.0.1:8420")
+	}
+	return nil
+}
+
+type serveFlags struct {
+	bf      backendFlags
+	lf      listenFlags
+	timeout time.Duration
+	s       kvbreaker.Settings
+
+	maxBody  int64
+	maxBatch int
 }
 
 func newServeCmd() *cobra.Command {
@@ -104,15 +152,9 @@ func newServeCmd() *cobra.Command {
 	fs := cmd.Flags()
 	f.bf.register(fs)
 	fs.DurationVar(&f.timeout, "timeout", 30*time.Second, "give up connecting to the store after this long")
-	fs.StringVar(&f.listen, "listen", "127.0.0.1:8420", "address to listen on [$KVBREAKER_SERVE_LISTEN]")
-	fs.StringVar(&f.tokensFile, "tokens-file", "", "`file` of bearer tokens, one a line: NAME PERMISSIONS TOKEN [$KVBREAKER_SERVE_TOKENS_FILE; or the lines themselves in $KVBREAKER_SERVE_TOKENS]")
-	fs.StringVar(&f.tlsCert, "tls-cert", "", "PEM server certificate `file` (turns TLS on; with --tls-key) [$KVBREAKER_SERVE_TLS_CERT]")
-	fs.StringVar(&f.tlsKey, "tls-key", "", "PEM server key `file` [$KVBREAKER_SERVE_TLS_KEY]")
-	fs.StringVar(&f.clientCA, "client-ca", "", "PEM `file` of the CA that signs client certificates: every connection must present one (mutual TLS) [$KVBREAKER_SERVE_CLIENT_CA]")
-	fs.StringVar(&f.clientCertPerm, "client-cert-permissions", "", "permissions a verified client certificate carries without a token, e.g. decide,report [$KVBREAKER_SERVE_CLIENT_CERT_PERMISSIONS]")
+	f.lf.register(fs, "127.0.0.1:8420", "KVBREAKER_SERVE_LISTEN")
 	fs.Int64Var(&f.maxBody, "max-body", serve.DefaultMaxBody, "largest request body, in bytes")
 	fs.IntVar(&f.maxBatch, "max-batch", serve.DefaultMaxBatch, "most deliveries or outcomes in one request")
-	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 30*time.Second, "on SIGTERM, how long requests in flight and the store's queued writes may take")
 	fs.IntVar(&f.s.FailureThreshold, "failure-threshold", kvbreaker.DefaultFailureThreshold, "Settings.FailureThreshold: failures within --failure-window that open a circuit")
 	fs.DurationVar(&f.s.FailureWindow, "failure-window", kvbreaker.DefaultFailureWindow, "Settings.FailureWindow")
 	fs.DurationVar(&f.s.RecoveryDelay, "recovery-delay", kvbreaker.DefaultRecoveryDelay, "Settings.RecoveryDelay: an open circuit holds this long, then lets one probe through")
@@ -131,36 +173,20 @@ func (f *serveFlags) validate() error {
 	if err := f.bf.applyEnv(); err != nil {
 		return err
 	}
-	for _, e := range serveEnv {
-		if v, ok := os.LookupEnv(e.env); ok && v != "" && !f.bf.fs.Changed(e.flag) {
-			if err := f.bf.fs.Set(e.flag, v); err != nil {
-				return usagef("%s: %v", e.env, err)
-			}
-		}
+	if err := f.lf.validate(f.bf.fs); err != nil {
+		return err
 	}
-	if f.timeout <= 0 || f.shutdownTimeout <= 0 {
-		return usagef("--timeout and --shutdown-timeout must be positive")
+	if f.timeout <= 0 {
+		return usagef("--timeout must be positive")
 	}
 	if f.maxBody <= 0 || f.maxBatch <= 0 {
 		return usagef("--max-body and --max-batch must be positive")
-	}
-	if (f.tlsCert == "") != (f.tlsKey == "") {
-		return usagef("--tls-cert and --tls-key go together: give both, or neither for plain HTTP")
-	}
-	if f.clientCA != "" && f.tlsCert == "" {
-		return usagef("--client-ca needs TLS: give --tls-cert and --tls-key too")
-	}
-	if f.clientCertPerm != "" && f.clientCA == "" {
-		return usagef("--client-cert-permissions needs --client-ca (which client certificates to trust)")
-	}
-	if _, _, err := net.SplitHostPort(f.listen); err != nil {
-		return usagef("--listen is %q: want host:port, e.g. 127.0.0.1:8420", f.listen)
 	}
 	return f.bf.validate()
 }
 
 // tokens reads the tokens from --tokens-file and $KVBREAKER_SERVE_TOKENS.
-func (f *serveFlags) tokens() ([]serve.Token, error) {
+func (f *listenFlags) tokens() ([]serve.Token, error) {
 	var toks []serve.Token
 	if f.tokensFile != "" {
 		b, err := os.ReadFile(f.tokensFile)
@@ -184,7 +210,7 @@ func (f *serveFlags) tokens() ([]serve.Token, error) {
 }
 
 // tlsConfig is the listener's TLS, nil for plain HTTP.
-func (f *serveFlags) tlsConfig() (*tls.Config, error) {
+func (f *listenFlags) tlsConfig() (*tls.Config, error) {
 	if f.tlsCert == "" {
 		return nil, nil
 	}
@@ -207,52 +233,95 @@ func (f *serveFlags) tlsConfig() (*tls.Config, error) {
 	return cfg, nil
 }
 
-// storeLister lists the hosts under prefix of raw (the store without
-// prefix), as "kvbreaker list" reads a page: keys under a longer prefix
-// (another fleet's) and keys no Breaker of this prefix wrote are left
-// out. Nil when the store cannot list.
-func storeLister(raw driver.Store, prefix string) serve.ListFunc {
-	l, ok := raw.(driver.Lister)
-	if !ok {
-		return nil
+// credentials reads the tokens and the client certificates' permissions,
+// and refuses a setup in which no credential carries any of need; example
+// is the line the message suggests, without its token.
+func (f *listenFlags) credentials(need serve.Permission, example string) ([]serve.Token, serve.Permission, error) {
+	toks, err := f.tokens()
+	if err != nil {
+		return nil, 0, err
 	}
-	return func(ctx context.Context, cursor string, limit int) ([]string, string, error) {
-		names, next, err := l.List(ctx, prefix, cursor, limit)
-		if errors.Is(err, errors.ErrUnsupported) {
-			return nil, "", errNoLister
+	var certPerms serve.Permission
+	if f.clientCertPerm != "" {
+		if certPerms, err = serve.ParsePermissions(f.clientCertPerm); err != nil {
+			return nil, 0, usagef("--client-cert-permissions: %v", err)
 		}
-		if err != nil {
-			return nil, "", err
-		}
-		var hosts []string
-		for _, name := range names {
-			if p, key, ok := splitName(name); ok && p == prefix && strings.HasPrefix(name, prefix) {
-				hosts = append(hosts, key)
-			}
-		}
-		return hosts, next, nil
 	}
+	some := certPerms&need != 0
+	for _, t := range toks {
+		some = some || t.Perms&need != 0
+	}
+	if !some {
+		what := "no tokens"
+		if len(toks) > 0 || certPerms != 0 {
+			what = fmt.Sprintf("no token carries %s", need)
+		}
+		return nil, 0, usagef("%s: every request would be refused; give --tokens-file FILE or $%s, lines of NAME PERMISSIONS TOKEN (e.g. \"%s $(openssl rand -hex 32)\"), or mutual TLS with --client-ca and --client-cert-permissions", what, tokensEnv, example)
+	}
+	return toks, certPerms, nil
+}
+
+// serveHTTP serves h on --listen until ctx ends, then stops taking
+// requests and lets those in flight finish within --shutdown-timeout.
+// name is the command, for what it prints; about says what it serves.
+func (f *listenFlags) serveHTTP(ctx context.Context, name, about string, h http.Handler, logger *slog.Logger, stderr io.Writer) error {
+	tlsCfg, err := f.tlsConfig()
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", f.listen)
+	if err != nil {
+		return fmt.Errorf("--listen %s: %w", f.listen, err)
+	}
+	hs := &http.Server{
+		Handler:           h,
+		TLSConfig:         tlsCfg,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    16 << 10,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+	scheme := "http"
+	if tlsCfg != nil {
+		scheme = "https"
+	}
+	fmt.Fprintf(stderr, "kvbreaker %s: listening on %s://%s (%s); the API: %s://%s/openapi.json\n",
+		name, scheme, ln.Addr(), about, scheme, ln.Addr())
+	done := make(chan error, 1)
+	go func() {
+		if tlsCfg != nil {
+			done <- hs.ServeTLS(ln, "", "")
+		} else {
+			done <- hs.Serve(ln)
+		}
+	}()
+	var serveErr error
+	select {
+	case serveErr = <-done:
+	case <-ctx.Done():
+		fmt.Fprintf(stderr, "kvbreaker %s: shutting down: finishing requests in flight\n", name)
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), f.shutdownTimeout)
+		serveErr = hs.Shutdown(sctx)
+		cancel()
+		<-done
+	}
+	if errors.Is(serveErr, http.ErrServerClosed) {
+		serveErr = nil
+	}
+	return serveErr
 }
 
 func runServe(ctx context.Context, f *serveFlags, stderr io.Writer, secrets []string) error {
 	if err := f.validate(); err != nil {
 		return err
 	}
-	toks, err := f.tokens()
+	toks, certPerms, err := f.lf.credentials(serve.PermDecide|serve.PermReport|serve.PermRead|serve.PermReset|serve.PermMetrics, "workers decide,report")
 	if err != nil {
 		return err
 	}
-	var certPerms serve.Permission
-	if f.clientCertPerm != "" {
-		if certPerms, err = serve.ParsePermissions(f.clientCertPerm); err != nil {
-			return usagef("--client-cert-permissions: %v", err)
-		}
-	}
-	if len(toks) == 0 && certPerms == 0 {
-		return usagef("no tokens: every request would be refused; give --tokens-file FILE or $%s, lines of NAME PERMISSIONS TOKEN (e.g. \"workers decide,report $(openssl rand -hex 32)\"), or mutual TLS with --client-ca and --client-cert-permissions", tokensEnv)
-	}
-	tlsCfg, err := f.tlsConfig()
-	if err != nil {
+	if _, err := f.lf.tlsConfig(); err != nil {
 		return err
 	}
 	redact := func(s string) string { return scrub(s, secrets) }
@@ -284,14 +353,14 @@ func runServe(ctx context.Context, f *serveFlags, stderr io.Writer, secrets []st
 		return usagef("%v", err)
 	}
 	closeBreaker := func() error {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), f.shutdownTimeout)
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), f.lf.shutdownTimeout)
 		defer cancel()
 		// The meter provider outlives the Breaker, so that its last
 		// writes are still counted.
 		return errors.Join(b.Close(cctx), metrics.Shutdown(cctx))
 	}
 	srv, err := serve.New(serve.Config{
-		Breaker: b, List: storeLister(c.store, f.bf.prefix), Tokens: toks, ClientCertPerms: certPerms,
+		Breaker: b, Tokens: toks, ClientCertPerms: certPerms,
 		RecoveryDelay: settings.RecoveryDelay, MaxBody: f.maxBody, MaxBatch: f.maxBatch,
 		Redact: redact, Logger: logger, Stats: stats, Metrics: metrics,
 	})
@@ -299,47 +368,10 @@ func runServe(ctx context.Context, f *serveFlags, stderr io.Writer, secrets []st
 		_ = closeBreaker()
 		return err
 	}
-	ln, err := net.Listen("tcp", f.listen)
-	if err != nil {
-		_ = closeBreaker()
-		return fmt.Errorf("--listen %s: %w", f.listen, err)
-	}
-	hs := &http.Server{
-		Handler:           srv.Handler(),
-		TLSConfig:         tlsCfg,
-		ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout:       30 * time.Second,
-		WriteTimeout:      30 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		MaxHeaderBytes:    16 << 10,
-		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
-	}
-	scheme := "http"
-	if tlsCfg != nil {
-		scheme = "https"
-	}
-	fmt.Fprintf(stderr, "kvbreaker serve: listening on %s://%s (%s, prefix %q, %d token(s)); the API: %s://%s/openapi.json\n",
-		scheme, ln.Addr(), c.describe, f.bf.prefix, len(toks), scheme, ln.Addr())
-	done := make(chan error, 1)
-	go func() {
-		if tlsCfg != nil {
-			done <- hs.ServeTLS(ln, "", "")
-		} else {
-			done <- hs.Serve(ln)
-		}
-	}()
-	var serveErr error
-	select {
-	case serveErr = <-done:
-	case <-ctx.Done():
-		fmt.Fprintln(stderr, "kvbreaker serve: shutting down: finishing requests in flight, then sending queued writes")
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), f.shutdownTimeout)
-		serveErr = hs.Shutdown(sctx)
-		cancel()
-		<-done
-	}
-	if errors.Is(serveErr, http.ErrServerClosed) {
-		serveErr = nil
+	about := fmt.Sprintf("%s, prefix %q, %d token(s)", c.describe, f.bf.prefix, len(toks))
+	serveErr := f.lf.serveHTTP(ctx, "serve", about, srv.Handler(), logger, stderr)
+	if ctx.Err() != nil {
+		fmt.Fprintln(stderr, "kvbreaker serve: sending queued writes")
 	}
 	if err := closeBreaker(); err != nil {
 		serveErr = errors.Join(serveErr, err)

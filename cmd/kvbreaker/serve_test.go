@@ -53,11 +53,18 @@ var listening = regexp.MustCompile(`listening on (https?://[0-9.:]+) `)
 // ends, and waits until it listens.
 func startServe(t *testing.T, args ...string) *served {
 	t.Helper()
+	return startListener(t, "serve", args...)
+}
+
+// startListener runs "kvbreaker command args..." (serve or dashboard) on a
+// free port until the test ends, and waits until it listens.
+func startListener(t *testing.T, command string, args ...string) *served {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &served{t: t, stop: cancel, done: make(chan struct{}), errText: &lockedBuffer{}}
 	go func() {
 		defer close(s.done)
-		s.code, s.err = executeErr(ctx, func() {}, append([]string{"serve", "--listen", "127.0.0.1:0"}, args...), &s.out, s.errText)
+		s.code, s.err = executeErr(ctx, func() {}, append([]string{command, "--listen", "127.0.0.1:0"}, args...), &s.out, s.errText)
 	}()
 	t.Cleanup(func() { s.shutdown() })
 	deadline := time.After(30 * time.Second)
@@ -68,9 +75,9 @@ func startServe(t *testing.T, args ...string) *served {
 		}
 		select {
 		case <-s.done:
-			t.Fatalf("serve exited %d before listening: %v\n%s", s.code, s.err, s.errText.String())
+			t.Fatalf("%s exited %d before listening: %v\n%s", command, s.code, s.err, s.errText.String())
 		case <-deadline:
-			t.Fatalf("serve did not listen within 30s:\n%s", s.errText.String())
+			t.Fatalf("%s did not listen within 30s:\n%s", command, s.errText.String())
 		case <-time.After(10 * time.Millisecond):
 		}
 	}

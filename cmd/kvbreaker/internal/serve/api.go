@@ -1,6 +1,7 @@
 package serve
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -133,17 +134,62 @@ type ResetResponse struct {
 
 func ptr[T any](v T) *T { return &v }
 
-// readJSON decodes the body into v, answering a problem itself when it
-// cannot.
-func (s *Server) readJSON(w http.ResponseWriter, r *http.Request, v any) bool {
-	if ct := r.Header.Get("Content-Type"); ct != "" {
+// readBody reads the body into a pooled buffer (give it back with
+// putBuf), answering a problem itself when it cannot.
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request) (*[]byte, bool) {
+	if ct := r.Header.Get("Content-Type"); ct != "" && ct != "application/json" {
 		mt, _, err := mime.ParseMediaType(ct)
 		if err != nil || mt != "application/json" {
 			writeProblem(w, http.StatusUnsupportedMediaType, "unsupported-media-type", fmt.Sprintf("Content-Type is %q: send application/json", ct))
-			return false
+			return nil, false
 		}
 	}
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, s.cfg.MaxBody))
+	bp := getBuf()
+	buf := *bp
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := r.Body.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if int64(len(buf)) > s.cfg.MaxBody {
+			*bp = buf
+			putBuf(bp)
+			// The rest of the body is not read: the connection cannot
+			// carry another request.
+			w.Header().Set("Connection", "close")
+			writeProblem(w, http.StatusRequestEntityTooLarge, "too-large", fmt.Sprintf("the body is over %d bytes: send fewer items per request", s.cfg.MaxBody))
+			return nil, false
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			*bp = buf
+			putBuf(bp)
+			writeProblem(w, http.StatusBadRequest, "bad-body", "the body could not be read ("+err.Error()+"): send it again")
+			return nil, false
+		}
+	}
+	*bp = buf
+	return bp, true
+}
+
+// readJSON decodes the body into v, answering a problem itself when it
+// cannot.
+func (s *Server) readJSON(w http.ResponseWriter, r *http.Request, v any) bool {
+	bp, ok := s.readBody(w, r)
+	if !ok {
+		return false
+	}
+	defer putBuf(bp)
+	return decodeJSON(w, *bp, v)
+}
+
+// decodeJSON decodes one JSON value, with no field v lacks, from body
+// into v, answering a problem itself when it cannot.
+func decodeJSON(w http.ResponseWriter, body []byte, v any) bool {
+	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	err := dec.Decode(v)
 	if err == nil && dec.Decode(&struct{}{}) != io.EOF {
@@ -151,10 +197,6 @@ func (s *Server) readJSON(w http.ResponseWriter, r *http.Request, v any) bool {
 	}
 	if err == nil {
 		return true
-	}
-	if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
-		writeProblem(w, http.StatusRequestEntityTooLarge, "too-large", fmt.Sprintf("the body is over %d bytes: send fewer items per request", s.cfg.MaxBody))
-		return false
 	}
 	writeProblem(w, http.StatusBadRequest, "bad-json", "the body is not the JSON this route takes ("+err.Error()+"): see /openapi.json")
 	return false
@@ -178,6 +220,9 @@ func hostKey(h string) (string, error) {
 	if h == "" {
 		return "", errors.New("host is empty: give a host name or a delivery URL")
 	}
+	if k, ok := hostKeyFast(h); ok {
+		return k, nil
+	}
 	return kvbreaker.HostKey(h)
 }
 
@@ -188,39 +233,67 @@ func (s *Server) storeError(op string, err error) *string {
 }
 
 func (s *Server) decide(w http.ResponseWriter, r *http.Request) {
-	var req DecideRequest
-	if !s.readJSON(w, r, &req) || !s.batchSize(w, len(req.Deliveries), "deliveries") {
+	bp, ok := s.readBody(w, r)
+	if !ok {
 		return
 	}
-	keys := make([]string, len(req.Deliveries))
+	defer putBuf(bp)
+	// A request of a few deliveries keeps them on the stack.
+	var small [4]delivery
+	ds, ok := parseDecide(*bp, small[:0])
+	if !ok {
+		var req DecideRequest
+		if !decodeJSON(w, *bp, &req) {
+			return
+		}
+		ds = ds[:0]
+		for _, d := range req.Deliveries {
+			e := delivery{host: d.Host}
+			if d.HeldSince != nil {
+				e.held, e.hasHeld = *d.HeldSince, true
+			}
+			ds = append(ds, e)
+		}
+	}
+	if !s.batchSize(w, len(ds), "deliveries") {
+		return
+	}
 	var bad []itemError
-	for i, d := range req.Deliveries {
-		k, err := hostKey(d.Host)
+	for i := range ds {
+		k, err := hostKey(ds[i].host)
 		if err != nil {
 			bad = append(bad, itemError{fmt.Sprintf("/deliveries/%d/host", i), err.Error()})
 		}
-		keys[i] = k
+		ds[i].host = k
 	}
 	if len(bad) > 0 {
 		writeProblem(w, http.StatusBadRequest, "invalid-host", "some hosts are neither a host name nor a URL: fix them; nothing was decided", bad...)
 		return
 	}
-	out := DecideResponse{Verdicts: make([]Verdict, len(keys))}
+	var smallOut [4]Verdict
+	out := smallOut[:0]
+	if len(ds) > len(smallOut) {
+		out = make([]Verdict, 0, len(ds))
+	}
+	// A held verdict's times and delay, pointed to by its fields: one
+	// allocation for the request's holds rather than three per hold.
+	var held []heldFields
 	var probes []string
-	for i, key := range keys {
-		var held time.Time
-		if hs := req.Deliveries[i].HeldSince; hs != nil {
-			held = *hs
-		}
-		v, err := s.cfg.Breaker.Allow(r.Context(), key, held)
-		o := &out.Verdicts[i]
-		o.Host, o.Decision = key, v.Decision.String()
+	for i, d := range ds {
+		v, err := s.cfg.Breaker.Allow(r.Context(), d.host, d.held)
+		out = append(out, Verdict{Host: d.host, Decision: v.Decision.String()})
+		o := &out[len(out)-1]
 		switch v.Decision {
 		case kvbreaker.Hold:
-			o.RetryAt, o.HeldSince = ptr(v.RetryAt.UTC()), ptr(v.HeldSince.UTC())
-			o.RetryInMS = ptr(max(0, v.RetryAt.Sub(s.cfg.Clock()).Milliseconds()))
+			if held == nil {
+				held = make([]heldFields, len(ds))
+			}
+			h := &held[i]
+			h.retryAt, h.heldSince = v.RetryAt.UTC(), v.HeldSince.UTC()
+			h.retryInMS = max(0, v.RetryAt.Sub(s.cfg.Clock()).Milliseconds())
+			o.RetryAt, o.HeldSince, o.RetryInMS = &h.retryAt, &h.heldSince, &h.retryInMS
 		case kvbreaker.Probe:
-			if id := s.probes.add(key, v); id != "" {
+			if id := s.probes.add(d.host, v); id != "" {
 				o.ProbeID = &id
 				probes = append(probes, id)
 			}
@@ -239,7 +312,19 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
-	writeJSON(w, http.StatusOK, out)
+	rb := getBuf()
+	defer putBuf(rb)
+	*rb = appendVerdicts(*rb, out)
+	h := w.Header()
+	h["Content-Type"], h["Cache-Control"] = jsonType, noStore
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(*rb)
+}
+
+// heldFields are what a held verdict's pointer fields point to.
+type heldFields struct {
+	retryAt, heldSince time.Time
+	retryInMS          int64
 }
 
 var outcomes = map[string]kvbreaker.Outcome{
@@ -341,10 +426,6 @@ func (s *Server) circuit(st kvbreaker.Status, now time.Time) Circuit {
 }
 
 func (s *Server) listCircuits(w http.ResponseWriter, r *http.Request) {
-	if s.cfg.List == nil {
-		writeProblem(w, http.StatusNotImplemented, "no-lister", "this store cannot list its keys (driver.Lister): inspect hosts one by one with GET /v1/circuits/{host}")
-		return
-	}
 	q := r.URL.Query()
 	state := q.Get("state")
 	switch state {
@@ -356,13 +437,17 @@ func (s *Server) listCircuits(w http.ResponseWriter, r *http.Request) {
 	limit := 100
 	if l := q.Get("limit"); l != "" {
 		n, err := strconv.Atoi(l)
-		if err != nil || n < 1 || n > maxListLimit {
-			writeProblem(w, http.StatusBadRequest, "bad-query", fmt.Sprintf("limit is %q: want 1 to %d", l, maxListLimit))
+		if err != nil || n < 1 || n > kvbreaker.MaxListLimit {
+			writeProblem(w, http.StatusBadRequest, "bad-query", fmt.Sprintf("limit is %q: want 1 to %d", l, kvbreaker.MaxListLimit))
 			return
 		}
 		limit = n
 	}
 	out, err := s.circuits(r.Context(), q.Get("cursor"), limit, state)
+	if errors.Is(err, kvbreaker.ErrNoLister) {
+		writeProblem(w, http.StatusNotImplemented, "no-lister", "this store cannot list its keys (driver.Lister): inspect hosts one by one with GET /v1/circuits/{host}")
+		return
+	}
 	if err != nil {
 		writeProblem(w, http.StatusServiceUnavailable, "store", "the store failed to list: "+*s.storeError("list", err))
 		return
@@ -370,36 +455,44 @@ func (s *Server) listCircuits(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-// circuits reads one page of hosts and their states.
+// circuits reads one page of circuits (Breaker.List). A key the store
+// failed to read is shown with state "unknown" and its error; a listing
+// that failed is the error.
 func (s *Server) circuits(ctx context.Context, cursor string, limit int, state string) (CircuitsResponse, error) {
-	hosts, next, err := s.cfg.List(ctx, cursor, limit)
+	page, next, err := s.cfg.Breaker.List(ctx, cursor, limit)
+	var unreadable []error
 	if err != nil {
-		return CircuitsResponse{}, err
+		for _, e := range unwrapJoined(err) {
+			if u, ok := errors.AsType[*kvbreaker.UnreadableError](e); ok {
+				unreadable = append(unreadable, u)
+				continue
+			}
+			return CircuitsResponse{}, err
+		}
 	}
 	out := CircuitsResponse{Circuits: []Circuit{}}
 	now := s.cfg.Clock()
-	seen := map[string]bool{}
-	for _, h := range hosts {
-		if seen[h] {
-			continue
-		}
-		seen[h] = true
-		st, err := s.cfg.Breaker.Inspect(ctx, h)
-		switch {
-		case err != nil && ctx.Err() != nil:
-			return CircuitsResponse{}, err
-		case err != nil:
-			out.Circuits = append(out.Circuits, Circuit{Host: h, State: "unknown", Failures: []time.Time{}, Error: s.storeError("inspect", err)})
-		case !st.Found:
-		case state != "" && st.State.String() != state:
-		default:
+	for _, st := range page {
+		if state == "" || st.State.String() == state {
 			out.Circuits = append(out.Circuits, s.circuit(st, now))
 		}
+	}
+	for _, e := range unreadable {
+		u, _ := errors.AsType[*kvbreaker.UnreadableError](e)
+		out.Circuits = append(out.Circuits, Circuit{Host: u.Host, State: "unknown", Failures: []time.Time{}, Error: s.storeError("inspect", u.Err)})
 	}
 	if next != "" {
 		out.NextCursor = &next
 	}
 	return out, nil
+}
+
+// unwrapJoined returns the errors errors.Join joined in err, or err alone.
+func unwrapJoined(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
 }
 
 // resolve finds the key a path's host names: as given when a record is

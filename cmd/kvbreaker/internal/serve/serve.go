@@ -10,7 +10,6 @@
 package serve
 
 import (
-	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	"errors"
@@ -30,21 +29,18 @@ const (
 	// DefaultMaxProbes bounds the probes awaiting an outcome that the
 	// server remembers (to abandon them); each is about 100 bytes.
 	DefaultMaxProbes = 100_000
-	maxListLimit     = 1000
 )
-
-// ListFunc returns up to limit hosts with a record after cursor, and the
-// next cursor ("" after the last page). The command lists from its
-// store's driver.Lister, as "kvbreaker list" does.
-type ListFunc func(ctx context.Context, cursor string, limit int) (hosts []string, next string, err error)
 
 // Config is what New needs.
 type Config struct {
-	// Breaker decides; the server never closes it.
+	// Breaker decides and lists the circuits (Breaker.List; over a store
+	// that cannot list, GET /v1/circuits answers 501); the server never
+	// closes it.
 	Breaker *kvbreaker.Breaker
-	// List lists hosts; nil when the store cannot (GET /v1/circuits then
-	// answers 501).
-	List ListFunc
+	// ReadOnly serves only what reads the store (kvbreaker dashboard):
+	// the routes that decide, record, abandon or reset answer 405 before
+	// any credential or body is read, and the page offers no reset.
+	ReadOnly bool
 	// Tokens are the bearer tokens accepted.
 	Tokens []Token
 	// ClientCertPerms are the permissions a request whose TLS client
@@ -88,23 +84,26 @@ type route struct {
 	method, pattern string
 	perm            Permission
 	h               func(*Server, http.ResponseWriter, *http.Request)
+	// write: the route may write to the store (Allow claims probes), so a
+	// read-only server refuses it.
+	write bool
 }
 
 var routes = []route{
-	{http.MethodPost, "/v1/decide", PermDecide, (*Server).decide},
-	{http.MethodPost, "/v1/outcomes", PermReport, (*Server).outcomes},
-	{http.MethodPost, "/v1/abandon", PermReport, (*Server).abandon},
-	{http.MethodGet, "/v1/circuits", PermRead, (*Server).listCircuits},
-	{http.MethodGet, "/v1/circuits/{host}", PermRead, (*Server).inspect},
-	{http.MethodDelete, "/v1/circuits/{host}", PermReset, (*Server).reset},
-	{http.MethodGet, "/v1/status", PermRead, (*Server).status},
-	{http.MethodGet, "/metrics", PermMetrics, (*Server).metrics},
-	{http.MethodGet, "/{$}", 0, (*Server).page},
-	{http.MethodGet, "/page.css", 0, (*Server).page},
-	{http.MethodGet, "/page.js", 0, (*Server).page},
-	{http.MethodGet, "/favicon.svg", 0, (*Server).page},
-	{http.MethodGet, "/openapi.json", 0, (*Server).openapi},
-	{http.MethodGet, "/healthz", 0, (*Server).healthz},
+	{http.MethodPost, "/v1/decide", PermDecide, (*Server).decide, true},
+	{http.MethodPost, "/v1/outcomes", PermReport, (*Server).outcomes, true},
+	{http.MethodPost, "/v1/abandon", PermReport, (*Server).abandon, true},
+	{http.MethodGet, "/v1/circuits", PermRead, (*Server).listCircuits, false},
+	{http.MethodGet, "/v1/circuits/{host}", PermRead, (*Server).inspect, false},
+	{http.MethodDelete, "/v1/circuits/{host}", PermReset, (*Server).reset, true},
+	{http.MethodGet, "/v1/status", PermRead, (*Server).status, false},
+	{http.MethodGet, "/metrics", PermMetrics, (*Server).metrics, false},
+	{http.MethodGet, "/{$}", 0, (*Server).page, false},
+	{http.MethodGet, "/page.css", 0, (*Server).page, false},
+	{http.MethodGet, "/page.js", 0, (*Server).page, false},
+	{http.MethodGet, "/favicon.svg", 0, (*Server).page, false},
+	{http.MethodGet, "/openapi.json", 0, (*Server).openapi, false},
+	{http.MethodGet, "/healthz", 0, (*Server).healthz, false},
 }
 
 // New checks cfg and returns a Server. Every problem is in the one error.
@@ -173,15 +172,26 @@ func (s *Server) Handler() http.Handler { return s.mux }
 // dispatch picks the route of a method on one path, checks permissions
 // before anything is read, and runs it.
 func (s *Server) dispatch(rs []route) http.Handler {
-	var allowed []string
+	var allowed, reads []string
 	for _, r := range rs {
 		allowed = append(allowed, r.method)
+		if !r.write {
+			reads = append(reads, r.method)
+		}
 	}
 	allow := strings.Join(allowed, ", ")
+	if s.cfg.ReadOnly {
+		allow = strings.Join(reads, ", ")
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		for _, r := range rs {
 			if req.Method != r.method && (r.method != http.MethodGet || req.Method != http.MethodHead) {
 				continue
+			}
+			if r.write && s.cfg.ReadOnly {
+				w.Header().Set("Allow", allow)
+				writeProblem(w, http.StatusMethodNotAllowed, "read-only", fmt.Sprintf("%s %s writes to the store, and this is kvbreaker dashboard, which only reads it: send decisions and outcomes to kvbreaker serve, and reset a circuit there or with kvbreaker reset", req.Method, req.URL.Path))
+				return
 			}
 			if r.perm != 0 && !s.authorize(w, req, r.perm) {
 				return

@@ -70,9 +70,6 @@ func newFixture(t *testing.T) *fixture {
 	}
 	srv, err := New(Config{
 		Breaker: b,
-		List: func(ctx context.Context, cursor string, limit int) ([]string, string, error) {
-			return store.List(ctx, "", cursor, limit)
-		},
 		Tokens: []Token{
 			NewToken("workers", PermDecide|PermReport, tokWorker),
 			NewToken("dash", PermRead, tokReader),

@@ -2,6 +2,7 @@ package serve
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"slices"
 	"sync"
@@ -116,6 +117,10 @@ type StatusResponse struct {
 	Circuits []Circuit `json:"circuits"`
 	// Truncated: the store holds more keys than were read.
 	Truncated bool `json:"truncated"`
+	// Unlisted: the store cannot list its keys, so Circuits is empty.
+	Unlisted bool `json:"unlisted"`
+	// ReadOnly: the server is kvbreaker dashboard, which never writes.
+	ReadOnly bool `json:"read_only"`
 	// Decisions counts this process's decisions by kind since it started:
 	// send, hold, probe, drop.
 	Decisions map[string]uint64 `json:"decisions"`
@@ -147,13 +152,15 @@ func (s *Stats) fill(out *StatusResponse) {
 }
 
 func (s *Server) status(w http.ResponseWriter, r *http.Request) {
-	out := StatusResponse{Now: s.cfg.Clock().UTC(), Circuits: []Circuit{}, Decisions: map[string]uint64{"send": 0, "hold": 0, "probe": 0, "drop": 0}}
-	if s.cfg.List != nil {
-		page, err := s.circuits(r.Context(), "", maxListLimit, "")
-		if err != nil {
-			writeProblem(w, http.StatusServiceUnavailable, "store", "the store failed to list: "+*s.storeError("list", err))
-			return
-		}
+	out := StatusResponse{Now: s.cfg.Clock().UTC(), Circuits: []Circuit{}, ReadOnly: s.cfg.ReadOnly, Decisions: map[string]uint64{"send": 0, "hold": 0, "probe": 0, "drop": 0}}
+	page, err := s.circuits(r.Context(), "", kvbreaker.MaxListLimit, "")
+	switch {
+	case errors.Is(err, kvbreaker.ErrNoLister):
+		out.Unlisted = true
+	case err != nil:
+		writeProblem(w, http.StatusServiceUnavailable, "store", "the store failed to list: "+*s.storeError("list", err))
+		return
+	default:
 		for _, c := range page.Circuits {
 			if c.State != "closed" {
 				out.Circuits = append(out.Circuits, c)

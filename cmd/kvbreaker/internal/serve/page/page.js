@@ -1,6 +1,8 @@
 // The status page: polls GET /v1/status every quarter second with the token
 // the operator typed (kept for this tab only) and shows the open and
-// half-open circuits; Reset force-closes one (DELETE /v1/circuits/HOST).
+// half-open circuits; Reset force-closes one (DELETE /v1/circuits/HOST),
+// except on kvbreaker dashboard (read_only), which never writes and so
+// shows no Reset at all.
 "use strict";
 const $ = (id) => document.getElementById(id);
 let token = sessionStorage.getItem("kvbreaker-token") || "";
@@ -33,6 +35,10 @@ function cell(row, label, text, cls) {
 function fmtMS(v) { return v === null || v === undefined ? "not measured" : v.toFixed(2) + " ms"; }
 
 function render(s) {
+  const readOnly = s.read_only === true;
+  $("readonly").hidden = !readOnly;
+  $("unlisted").hidden = !s.unlisted;
+  $("action").hidden = readOnly;
   const tbody = $("circuits").querySelector("tbody");
   const focused = document.activeElement && document.activeElement.dataset.host;
   tbody.replaceChildren();
@@ -47,6 +53,8 @@ function render(s) {
     cell(tr, "Failures in window", String(c.failure_count));
     cell(tr, "Retry at", c.restrained_until ? c.restrained_until + " (in " + Math.ceil(c.retry_in_ms / 1000) + " s)" : "-");
     cell(tr, "Probe in flight", c.probing ? "yes" : "no");
+    tbody.appendChild(tr);
+    if (readOnly) continue;
     const td = cell(tr, "Action", "");
     const b = document.createElement("button");
     b.type = "button";
@@ -55,20 +63,21 @@ function render(s) {
     b.setAttribute("aria-label", "Reset the circuit of " + c.host);
     b.addEventListener("click", () => reset(c.host));
     td.appendChild(b);
-    tbody.appendChild(tr);
     if (focused === c.host) b.focus();
   }
   for (const h of shownAt.keys()) if (!s.circuits.some((c) => c.host === h)) shownAt.delete(h);
-  $("none").hidden = s.circuits.length > 0;
+  $("none").hidden = s.circuits.length > 0 || s.unlisted;
   const d = s.decisions;
-  const rows = [
+  const rows = readOnly ? [["Decisions", "none: this dashboard only reads the store"]] : [
     ["Decisions (send / hold / probe / drop)", `${d.send} / ${d.hold} / ${d.probe} / ${d.drop}`],
     ["Held and dropped", `${d.hold} held, ${d.drop} dropped`],
+  ];
+  rows.push(
     ["Store calls", `${s.store.calls} (${s.store.errors} failed)`],
     ["Store latency p50 / p99", `${fmtMS(s.store.p50_ms)} / ${fmtMS(s.store.p99_ms)}`],
     ["Clock offset to the store", s.store.clock_offset_ms === null ? "not measured" : `${fmtMS(s.store.clock_offset_ms)} ± ${fmtMS(s.store.clock_uncertainty_ms)}`],
     ["Mirror", s.mirror === null ? "off" : `${s.mirror.healthy ? "healthy" : "not healthy"} (${s.mirror.reason}), lag ${fmtMS(s.mirror.lag_ms)}`],
-  ];
+  );
   if (s.truncated) rows.push(["Listing", "more than 1000 keys: the first 1000 are shown"]);
   const dl = $("process");
   dl.replaceChildren();
