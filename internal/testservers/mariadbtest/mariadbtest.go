@@ -46,7 +46,7 @@ const User = "root"
 const Database = "kvbreaker"
 
 const (
-	startTimeout = 60 * time.Second
+	startTimeout = 3 * time.Minute
 	stopGrace    = 10 * time.Second
 )
 

@@ -76,7 +76,7 @@ func main() {
 	s.WaitForShutdown()
 }
 
-const startTimeout = 30 * time.Second
+const startTimeout = 2 * time.Minute
 
 func start(c config) (*server.Server, error) {
 	opts := &server.Options{

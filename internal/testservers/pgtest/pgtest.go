@@ -46,7 +46,7 @@ const BinEnv = "KVBREAKER_PG_BIN"
 const User = "postgres"
 
 // startTimeout bounds how long a start or restart waits for the server.
-const startTimeout = 60 * time.Second
+const startTimeout = 3 * time.Minute
 
 // stopGrace bounds a fast shutdown before the processes are killed.
 const stopGrace = 10 * time.Second

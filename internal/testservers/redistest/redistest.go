@@ -40,7 +40,7 @@ var (
 )
 
 const (
-	startTimeout = 30 * time.Second
+	startTimeout = 3 * time.Minute
 	stopGrace    = 5 * time.Second
 )
 
