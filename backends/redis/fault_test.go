@@ -70,8 +70,11 @@ func TestServerFaults(t *testing.T) {
 		defer cancel()
 		start := time.Now()
 		_, _, err := st.Get(cctx, key)
-		if d := time.Since(start); d > 2*time.Second {
-			t.Errorf("%s: Get took %v, beyond its 500 ms context", what, d)
+		// Far beyond the context, short of never: under load the call
+		// ends late, but one that waited for a paused server would not
+		// end at all.
+		if d := time.Since(start); d >= 15*time.Second {
+			t.Errorf("%s: Get took %v, far beyond its 500 ms context", what, d)
 		}
 		return err
 	}
