@@ -393,15 +393,34 @@ func (c *checker) oneProbe() {
 	c.reportKeyed(InvOneProbe, found)
 }
 
+// callTime reports each call longer than its limit, unless stalls of the
+// process (History.Stalls) cover its overrun: without them it would have
+// ended within the limit, so the load, not the code, decided its length,
+// and the call is inconclusive rather than a violation.
 func (c *checker) callTime() {
 	limit := c.cfg.Settings.CallTimeout + c.cfg.Slack
-	var found []string
+	var found, stalled []string
 	for _, e := range c.h.Events {
-		if d := e.End - e.Start; d > limit {
-			found = append(found, fmt.Sprintf("worker %d's %s on %s at %s took %s (limit %s)", e.Worker, e.Op, e.Key, ms(e.Start), ms(d), ms(limit)))
+		d := e.End - e.Start
+		if d <= limit {
+			continue
 		}
+		msg := fmt.Sprintf("worker %d's %s on %s at %s took %s (limit %s)", e.Worker, e.Op, e.Key, ms(e.Start), ms(d), ms(limit))
+		if s := c.h.stalled(e.Start, e.End); s >= d-limit {
+			stalled = append(stalled, fmt.Sprintf("%s, %s of it with the process stalled", msg, ms(s)))
+			continue
+		}
+		found = append(found, msg)
 	}
 	c.report(InvCallTime, found)
+	if len(stalled) > 0 {
+		more := ""
+		if len(stalled) > maxPerCheck {
+			more = fmt.Sprintf(" (and %d more)", len(stalled)-maxPerCheck)
+			stalled = stalled[:maxPerCheck]
+		}
+		c.inconclusive = append(c.inconclusive, fmt.Sprintf("%s: %s%s", InvCallTime, strings.Join(stalled, "; "), more))
+	}
 }
 
 // recoveryBound is when, after the heal, every circuit must reflect its
