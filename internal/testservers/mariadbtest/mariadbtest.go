@@ -185,7 +185,10 @@ func (s *Server) PID() int {
 func (s *Server) command(ctx context.Context, path string, args ...string) *exec.Cmd {
 	cmd := exec.CommandContext(ctx, path, args...)
 	cmd.Dir = s.dir
-	cmd.Env = append(os.Environ(), "LC_ALL=C")
+	// Temporary tables go in the server's own directory, not the shared
+	// /tmp: an install there failed deleting its own temporary file while
+	// other servers started beside it.
+	cmd.Env = append(os.Environ(), "LC_ALL=C", "TMPDIR="+s.dir)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: s.cred}
 	return cmd
 }
