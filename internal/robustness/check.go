@@ -437,13 +437,17 @@ func (c *checker) recovery() {
 	for i := range c.hosts {
 		index[c.hostName(i)] = i
 	}
-	answered := make([]int, len(c.hosts))
-	var found []string
+	answered, made := make([]int, len(c.hosts)), make([]int, len(c.hosts))
+	var found, unseen []string
 	for _, e := range c.h.Events {
-		if e.Op != OpAllow || e.Start < bound || e.Err != "" {
+		if e.Op != OpAllow || e.Start < bound {
 			continue
 		}
 		i := index[e.Key]
+		made[i]++
+		if e.Err != "" {
+			continue
+		}
 		answered[i]++
 		switch dead := c.hosts[i].final; {
 		case dead && e.Decision == "send":
@@ -453,11 +457,20 @@ func (c *checker) recovery() {
 		}
 	}
 	for i, n := range answered {
-		if n == 0 {
-			found = append(found, fmt.Sprintf("no Allow on %s answered without error after %s", c.hostName(i), ms(bound)))
+		switch {
+		case made[i] == 0:
+			// Nothing to judge: the run ended (a stall of the process can
+			// take the whole window) before a worker asked about the host.
+			unseen = append(unseen, fmt.Sprintf("no Allow on %s made between %s and the run's end at %s (the process stalled for %s of it)",
+				c.hostName(i), ms(bound), ms(c.h.End), ms(c.h.stalled(bound, c.h.End))))
+		case n == 0:
+			found = append(found, fmt.Sprintf("no Allow on %s answered without error after %s (%d made)", c.hostName(i), ms(bound), made[i]))
 		}
 	}
 	c.report(InvRecovery, found)
+	if len(unseen) > 0 {
+		c.inconclusive = append(c.inconclusive, InvRecovery+": "+strings.Join(unseen, "; "))
+	}
 }
 
 // halfOpen follows each key's written records in version order: a

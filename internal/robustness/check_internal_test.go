@@ -90,3 +90,23 @@ func TestStalledSumsOverlaps(t *testing.T) {
 		}
 	}
 }
+
+// TestRecoveryUnseenIsInconclusive: after the recovery bound, a host no
+// worker asked about (the run ended first) is inconclusive; one whose every
+// Allow failed is a violation; one answered is neither.
+func TestRecoveryUnseenIsInconclusive(t *testing.T) {
+	cfg := Config{Store: "test", Seed: 1, Settings: kvbreaker.Settings{RecoveryDelay: time.Second}, Slack: time.Second}
+	h := &History{Heal: 10 * time.Second, End: 20 * time.Second, Events: []Event{
+		{Worker: 0, Op: OpAllow, Key: "h0", Start: 15 * time.Second, End: 15*time.Second + time.Millisecond, Decision: "send"},
+		{Worker: 1, Op: OpAllow, Key: "h1", Start: 15 * time.Second, End: 15*time.Second + time.Millisecond, Err: "unreachable"},
+	}}
+	names := []string{"h0", "h1", "h2"}
+	c := checker{cfg: &cfg, h: h, hosts: make([]hostPlan, 3), hostName: func(i int) string { return names[i] }}
+	c.recovery()
+	if len(c.violations) != 1 || !strings.Contains(c.violations[0].Error(), "no Allow on h1 answered without error") || strings.Contains(c.violations[0].Error(), "h0") || strings.Contains(c.violations[0].Error(), "h2") {
+		t.Errorf("violations %v, want h1's failed Allows only", c.violations)
+	}
+	if len(c.inconclusive) != 1 || !strings.Contains(c.inconclusive[0], "no Allow on h2 made") {
+		t.Errorf("inconclusive %q, want h2, which no worker asked about", c.inconclusive)
+	}
+}
