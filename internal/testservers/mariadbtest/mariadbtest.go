@@ -208,7 +208,11 @@ func (s *Server) install(ctx context.Context, install string) error {
 	}
 	cmd := s.command(ctx, install, "--no-defaults", "--datadir="+s.DataDir(),
 		"--auth-root-authentication-method=normal", "--skip-test-db", "--skip-name-resolve")
+	start := time.Now()
 	if out, err := cmd.CombinedOutput(); err != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("mariadbtest: %s not done %v after it started, when the start's context ended (%v): give the start more time on a loaded machine\n%s", install, time.Since(start).Round(time.Second), ctx.Err(), out)
+		}
 		return fmt.Errorf("mariadbtest: %s: %v\n%s", install, err, out)
 	}
 	return nil

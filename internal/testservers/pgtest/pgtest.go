@@ -222,7 +222,11 @@ func (s *Server) initdb(ctx context.Context) error {
 		return fmt.Errorf("pgtest: %w", err)
 	}
 	cmd := s.command(ctx, "initdb", "-D", s.DataDir(), "-U", User, "--auth=trust", "-E", "UTF8", "--locale=C", "--no-sync")
+	start := time.Now()
 	if out, err := cmd.CombinedOutput(); err != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("pgtest: initdb not done %v after it started, when the start's context ended (%v): give the start more time on a loaded machine\n%s", time.Since(start).Round(time.Second), ctx.Err(), out)
+		}
 		return fmt.Errorf("pgtest: initdb: %v\n%s", err, out)
 	}
 	return nil
