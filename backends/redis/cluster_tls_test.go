@@ -55,21 +55,7 @@ func TestClusterTLS(t *testing.T) {
 		}
 		stores = append(stores, p)
 	}
-	s := stores[0]
-	v, err := s.CompareAndSwap(ctx, "a.example", driver.NoVersion, []byte("x"), time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got, cur, err := s.Get(ctx, "a.example"); err != nil || cur != v || string(got) != "x" {
-		t.Fatalf("Get = %q, version %d, %v; want \"x\", version %d", got, cur, err, v)
-	}
-	if keys, _, err := s.(driver.Lister).List(ctx, "", "", 10); err != nil || len(keys) != 1 {
-		t.Fatalf("List = %q, %v; want the one key", keys, err)
-	}
-	f := fleettest.New(t, stores, kvbreaker.Settings{FailureThreshold: 3, FailureWindow: time.Minute, RecoveryDelay: 10 * time.Minute})
-	for _, h := range hosts {
-		f.Cycle(t, h, len(stores))
-	}
+	fleettest.EndToEnd(t, stores, hosts...)
 
 	// A minute's context against half of it: a refusal is reported when
 	// seen, not when the context ends.
