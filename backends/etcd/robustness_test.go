@@ -71,7 +71,7 @@ func TestRobustness(t *testing.T) {
 	c := etcdtest.MustStartCluster(t, 3)
 	for _, seed := range robustness.Seeds() {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
-			t.Logf("seed %d (replay: go test -run TestRobustness ./backends/etcd/ -args -seed %d)", seed, seed)
+			t.Logf("seed %d (replay: go test -run TestRobustness ./backends/etcd/ -args -seed %d -faultphase %v)", seed, seed, robustness.FaultPhase(15*time.Second))
 			var mu sync.Mutex
 			var clients []*clientv3.Client
 			t.Cleanup(func() {

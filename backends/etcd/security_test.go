@@ -61,16 +61,18 @@ func TestClientCertificates(t *testing.T) {
 			}
 		})
 	}()
-	// The key is written once, at the first Synced; under load more
-	// heartbeats may come before its Put.
-	for put, written := false, false; !put; {
+	put, written := false, false
+	for !put {
 		select {
 		case c := <-got:
+			// One write, at the first Synced: under load a second Synced
+			// can come before the write's Put, and writing again would
+			// conflict with the first.
 			if c.Kind == driver.ChangeSynced && !written {
+				written = true
 				if _, err := s.CompareAndSwap(ctx, prefix+"follow/k", 0, []byte("v"), time.Minute); err != nil {
 					t.Fatal(err)
 				}
-				written = true
 			}
 			put = c.Kind == driver.ChangePut && c.Key == prefix+"follow/k"
 		case <-ctx.Done():
@@ -114,7 +116,7 @@ func TestTLSMismatch(t *testing.T) {
 			}
 			te, ok := errors.AsType[*tlsdiag.Error](err)
 			if !ok || te.Kind != tc.kind || !strings.Contains(err.Error(), tc.want) {
-				t.Errorf("Dial: %v, want a *tlsdiag.Error of kind %d saying %q", err, tc.kind, tc.want)
+				t.Errorf("Dial: %v, want a TLSError of kind %d saying %q", err, tc.kind, tc.want)
 			}
 			if d := time.Since(start); d > etcd.ConnectTimeout+5*time.Second {
 				t.Errorf("took %v, want about ConnectTimeout (%v)", d, etcd.ConnectTimeout)

@@ -44,16 +44,21 @@ func TestServerKilledAndRestarted(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv.Kill()
+	// A minute's context against half of it tells a call that fails at
+	// the refusal from one that keeps trying until its context ends; a
+	// bound near the refusal's own time measured the machine's load.
+	kctx, kcancel := context.WithTimeout(ctx, time.Minute)
+	defer kcancel()
 	start := time.Now()
-	_, _, err = st.Get(ctx, "a.example")
+	_, _, err = st.Get(kctx, "a.example")
 	if !errors.Is(err, mysql.ErrUnreachable) || !strings.Contains(err.Error(), "cannot reach mysql at "+srv.Addr()+": connection refused") {
 		t.Errorf("Get with the server killed = %v, want unreachable at %s", err, srv.Addr())
 	}
 	if _, ok := errors.AsType[*driver.OpError](err); !ok {
 		t.Errorf("Get with the server killed = %T, want a *driver.OpError", err)
 	}
-	if took := time.Since(start); took > 2*time.Second {
-		t.Errorf("took %v to report a dead server", took)
+	if took := time.Since(start); took >= 30*time.Second {
+		t.Errorf("took %v to report a dead server: it waited for its context", took)
 	}
 	_, err = st.CompareAndSwap(ctx, "b.example", driver.NoVersion, []byte("y"), time.Minute)
 	if !errors.Is(err, mysql.ErrUnreachable) || errors.Is(err, driver.ErrConflict) {
@@ -106,8 +111,10 @@ func TestServerPaused(t *testing.T) {
 		if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "no answer from mysql at "+srv.Addr()) {
 			t.Errorf("%s on a paused server = %v, want the context's deadline, saying no answer", call, err)
 		}
-		if took > 3*time.Second {
-			t.Errorf("%s on a paused server took %v with a 500ms context", call, took)
+		// Far beyond the context, short of never: under load the call ends
+		// late, but a call that waited for the server would not end at all.
+		if took >= 15*time.Second {
+			t.Errorf("%s on a paused server took %v with a 500ms context: it waited for the server, which answers nothing while paused", call, took)
 		}
 	}
 	if err := srv.Resume(); err != nil {
@@ -174,14 +181,16 @@ func TestLostAnswer(t *testing.T) {
 func TestUnreachableFailsFast(t *testing.T) {
 	dead := backendtest.ClosedPort(t)
 	st := mustNew(t, server.DSNFor(dead))
+	pctx, pcancel := context.WithTimeout(t.Context(), time.Minute)
+	defer pcancel()
 	start := time.Now()
-	err := st.Ping(t.Context())
+	err := st.Ping(pctx)
 	want := "mysql: dial: cannot reach mysql at " + dead + ": connection refused"
 	if !errors.Is(err, mysql.ErrUnreachable) || err.Error() != want {
 		t.Errorf("Ping = %v, want %q", err, want)
 	}
-	if took := time.Since(start); took > 2*time.Second {
-		t.Errorf("took %v", took)
+	if took := time.Since(start); took >= 30*time.Second {
+		t.Errorf("took %v: Ping waited for its minute's context rather than fail at the refusal", took)
 	}
 	backendtest.Unreachable(t, endpointStore(dead))
 }

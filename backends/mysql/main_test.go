@@ -33,7 +33,9 @@ func run(m *testing.M) int {
 	// The driver logs broken connections ("[mysql] … unexpected EOF") on
 	// its own; the fault tests break many, and their errors are checked.
 	_ = gomysql.SetLogger(log.New(io.Discard, "", 0))
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	// Generous: on a fresh machine whose cores are busy, making the data
+	// directory alone has taken over 2 minutes.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	s, err := mariadbtest.Start(ctx)
 	if err != nil {

@@ -54,7 +54,7 @@ func TestRobustness(t *testing.T) {
 	srv := ownServer(t)
 	for _, seed := range robustness.Seeds() {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
-			t.Logf("replay: go test -run 'TestRobustness$' ./backends/postgres/ -args -seed %d", seed)
+			t.Logf("replay: go test -run 'TestRobustness$' ./backends/postgres/ -args -seed %d -faultphase %v", seed, robustness.FaultPhase(8*time.Second))
 			prefix := uniquePrefix(t)
 			rep, err := robustness.Run(t.Context(), robustness.Config{
 				Store: "postgres",
@@ -175,7 +175,7 @@ func TestRobustnessStandby(t *testing.T) {
 				name = "sync"
 			}
 			t.Run(fmt.Sprintf("%s/seed=%d", name, seed), func(t *testing.T) {
-				t.Logf("replay: go test -run 'TestRobustnessStandby/%s/' ./backends/postgres/ -args -seed %d -faultphase D", name, seed)
+				t.Logf("replay: go test -run 'TestRobustnessStandby/%s/' ./backends/postgres/ -args -seed %d -faultphase %v", name, seed, robustness.FaultPhase(0))
 				var o pgtest.Options
 				if syncRep {
 					o.Settings = []string{"synchronous_standby_names=*"}

@@ -70,8 +70,11 @@ func TestServerFaults(t *testing.T) {
 		defer cancel()
 		start := time.Now()
 		_, _, err := st.Get(cctx, key)
-		if d := time.Since(start); d > 2*time.Second {
-			t.Errorf("%s: Get took %v, beyond its 500 ms context", what, d)
+		// Far beyond the context, short of never: under load the call
+		// ends late, but one that waited for a paused server would not
+		// end at all.
+		if d := time.Since(start); d >= 15*time.Second {
+			t.Errorf("%s: Get took %v, far beyond its 500 ms context", what, d)
 		}
 		return err
 	}
@@ -173,10 +176,16 @@ func TestDialUnreachable(t *testing.T) {
 	s := redistest.MustStart(t)
 	addr := s.Addr()
 	s.Kill()
+	// The context's minute against half of it tells a Dial that fails at
+	// the refusal from one that keeps trying until its context ends; a
+	// bound near the refusal's own time (ConnectTimeout) measured the
+	// machine's load instead.
+	dctx, dcancel := context.WithTimeout(t.Context(), time.Minute)
+	defer dcancel()
 	start := time.Now()
-	_, err := redis.Dial(t.Context(), "redis://"+addr+"/0")
-	if d := time.Since(start); d > redis.ConnectTimeout {
-		t.Errorf("Dial to a closed port took %v, more than %v", d, redis.ConnectTimeout)
+	_, err := redis.Dial(dctx, "redis://"+addr+"/0")
+	if d := time.Since(start); d >= 30*time.Second {
+		t.Errorf("Dial to a closed port took %v: it waited for its context rather than fail at the refusal", d)
 	}
 	want := "redis: dial: cannot reach redis at " + addr + ": connection refused"
 	if err == nil || err.Error() != want || !errors.Is(err, redis.ErrUnreachable) {

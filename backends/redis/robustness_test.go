@@ -179,7 +179,7 @@ func TestRobustness(t *testing.T) {
 	long := robustness.FaultPhase(0) > 0
 	for _, seed := range robustness.Seeds() {
 		t.Run(fmt.Sprintf("single/seed=%d", seed), func(t *testing.T) {
-			t.Logf("replay: go test -run 'TestRobustness/single' ./backends/redis/ -args -seed %d", seed)
+			t.Logf("replay: go test -run 'TestRobustness/single' ./backends/redis/ -args -seed %d -faultphase %v", seed, robustness.FaultPhase(4*time.Second))
 			s := redistest.MustStart(t)
 			admin := newClient(t, s.Addr())
 			cfg := robustConfig(t, "redis", seed, uniquePrefix(t), func() goredis.UniversalClient {
@@ -193,7 +193,7 @@ func TestRobustness(t *testing.T) {
 			checkRun(t, rep, err)
 		})
 		t.Run(fmt.Sprintf("sentinel/seed=%d", seed), func(t *testing.T) {
-			t.Logf("replay: go test -run 'TestRobustness/^sentinel$/' ./backends/redis/ -args -seed %d", seed)
+			t.Logf("replay: go test -run 'TestRobustness/^sentinel$/' ./backends/redis/ -args -seed %d -faultphase %v", seed, robustness.FaultPhase(8*time.Second))
 			r := replicated(t)
 			cfg := robustConfig(t, "redis-sentinel", seed, uniquePrefix(t), func() goredis.UniversalClient { return failoverClient(t, r) })
 			cfg.Faults, cfg.Inject = []string{"kill-primary", "pause-primary"}, sentinelInject(r)
@@ -211,7 +211,7 @@ func TestRobustness(t *testing.T) {
 			if !long {
 				t.Skip("a longer run: -args -faultphase D (make robustness)")
 			}
-			t.Logf("replay: go test -run 'TestRobustness/sentinel-wait/' ./backends/redis/ -args -seed %d -faultphase D", seed)
+			t.Logf("replay: go test -run 'TestRobustness/sentinel-wait/' ./backends/redis/ -args -seed %d -faultphase %v", seed, robustness.FaultPhase(8*time.Second))
 			r := replicated(t)
 			cfg := robustConfig(t, "redis-sentinel-wait", seed, uniquePrefix(t), func() goredis.UniversalClient { return failoverClient(t, r) },
 				redis.WithWaitReplicas(1, 100*time.Millisecond))
@@ -248,7 +248,7 @@ func TestRobustness(t *testing.T) {
 			if !long {
 				t.Skip("a longer run: -args -faultphase D (make robustness)")
 			}
-			t.Logf("replay: go test -run 'TestRobustness/sentinel-minreplicas/' ./backends/redis/ -args -seed %d -faultphase D", seed)
+			t.Logf("replay: go test -run 'TestRobustness/sentinel-minreplicas/' ./backends/redis/ -args -seed %d -faultphase %v", seed, robustness.FaultPhase(8*time.Second))
 			// min-replicas-to-write makes a primary refuse writes
 			// (NOREPLICAS) without a connected replica whose last
 			// acknowledgement is at most min-replicas-max-lag (1 s) old,

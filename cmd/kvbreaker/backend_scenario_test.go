@@ -81,7 +81,7 @@ func (sc backendScenario) run(t *testing.T) {
 	if code != exitFail || !strings.Contains(errOut, "cannot reach "+sc.backend+" at ") || !strings.Contains(errOut, dead+": connection refused") {
 		t.Errorf("inspect on a closed port: exit %d, stderr %q, stdout %q; want %q", code, errOut, out, want)
 	}
-	if took := time.Since(start); took > 3*time.Second {
+	if took := time.Since(start); took >= failFastBound {
 		t.Errorf("took %v to report a closed port", took)
 	}
 }

@@ -184,7 +184,7 @@ func TestRedisClusterUnreachable(t *testing.T) {
 	if code != exitFail || !strings.Contains(errOut, want) {
 		t.Errorf("inspect on closed ports: exit %d, stderr %q, stdout %q; want %q", code, errOut, out, want)
 	}
-	if took > 3*time.Second {
+	if took >= failFastBound {
 		t.Errorf("took %v to report closed ports", took)
 	}
 	// Only the command's own two lines: go-redis's pool logs nothing.

@@ -393,15 +393,34 @@ func (c *checker) oneProbe() {
 	c.reportKeyed(InvOneProbe, found)
 }
 
+// callTime reports each call longer than its limit, unless stalls of the
+// process (History.Stalls) cover its overrun: without them it would have
+// ended within the limit, so the load, not the code, decided its length,
+// and the call is inconclusive rather than a violation.
 func (c *checker) callTime() {
 	limit := c.cfg.Settings.CallTimeout + c.cfg.Slack
-	var found []string
+	var found, stalled []string
 	for _, e := range c.h.Events {
-		if d := e.End - e.Start; d > limit {
-			found = append(found, fmt.Sprintf("worker %d's %s on %s at %s took %s (limit %s)", e.Worker, e.Op, e.Key, ms(e.Start), ms(d), ms(limit)))
+		d := e.End - e.Start
+		if d <= limit {
+			continue
 		}
+		msg := fmt.Sprintf("worker %d's %s on %s at %s took %s (limit %s)", e.Worker, e.Op, e.Key, ms(e.Start), ms(d), ms(limit))
+		if s := c.h.stalled(e.Start, e.End); s >= d-limit {
+			stalled = append(stalled, fmt.Sprintf("%s, %s of it with the process stalled", msg, ms(s)))
+			continue
+		}
+		found = append(found, msg)
 	}
 	c.report(InvCallTime, found)
+	if len(stalled) > 0 {
+		more := ""
+		if len(stalled) > maxPerCheck {
+			more = fmt.Sprintf(" (and %d more)", len(stalled)-maxPerCheck)
+			stalled = stalled[:maxPerCheck]
+		}
+		c.inconclusive = append(c.inconclusive, fmt.Sprintf("%s: %s%s", InvCallTime, strings.Join(stalled, "; "), more))
+	}
 }
 
 // recoveryBound is when, after the heal, every circuit must reflect its
@@ -418,13 +437,17 @@ func (c *checker) recovery() {
 	for i := range c.hosts {
 		index[c.hostName(i)] = i
 	}
-	answered := make([]int, len(c.hosts))
-	var found []string
+	answered, made := make([]int, len(c.hosts)), make([]int, len(c.hosts))
+	var found, unseen []string
 	for _, e := range c.h.Events {
-		if e.Op != OpAllow || e.Start < bound || e.Err != "" {
+		if e.Op != OpAllow || e.Start < bound {
 			continue
 		}
 		i := index[e.Key]
+		made[i]++
+		if e.Err != "" {
+			continue
+		}
 		answered[i]++
 		switch dead := c.hosts[i].final; {
 		case dead && e.Decision == "send":
@@ -434,11 +457,20 @@ func (c *checker) recovery() {
 		}
 	}
 	for i, n := range answered {
-		if n == 0 {
-			found = append(found, fmt.Sprintf("no Allow on %s answered without error after %s", c.hostName(i), ms(bound)))
+		switch {
+		case made[i] == 0:
+			// Nothing to judge: the run ended (a stall of the process can
+			// take the whole window) before a worker asked about the host.
+			unseen = append(unseen, fmt.Sprintf("no Allow on %s made between %s and the run's end at %s (the process stalled for %s of it)",
+				c.hostName(i), ms(bound), ms(c.h.End), ms(c.h.stalled(bound, c.h.End))))
+		case n == 0:
+			found = append(found, fmt.Sprintf("no Allow on %s answered without error after %s (%d made)", c.hostName(i), ms(bound), made[i]))
 		}
 	}
 	c.report(InvRecovery, found)
+	if len(unseen) > 0 {
+		c.inconclusive = append(c.inconclusive, InvRecovery+": "+strings.Join(unseen, "; "))
+	}
 }
 
 // halfOpen follows each key's written records in version order: a

@@ -83,12 +83,64 @@ type History struct {
 	// health); End when the run's last call returned.
 	Heal time.Duration `json:"heal"`
 	End  time.Duration `json:"end"`
+	// Stalls are the spans in which the process ran none of its
+	// goroutines (watchStalls).
+	Stalls []Stall `json:"stalls,omitempty"`
 
 	mu    sync.Mutex
 	start time.Time
 }
 
 func (h *History) since() time.Duration { return time.Since(h.start) }
+
+// Stall is a span in which the process ran none of its goroutines: a
+// ticker's tick was taken more than stallMin after the one before. On a
+// loaded machine the process can wait seconds for a core; every call that
+// overlaps the span was stretched by it, whatever the code under test did.
+type Stall struct {
+	From time.Duration `json:"from"`
+	To   time.Duration `json:"to"`
+}
+
+const (
+	stallTick = 10 * time.Millisecond
+	stallMin  = 100 * time.Millisecond
+)
+
+// watchStalls records the stalls from from (a goroutine started late
+// was stalled too) until stop or done closes.
+func (h *History) watchStalls(from time.Duration, stop, done <-chan struct{}) {
+	t := time.NewTicker(stallTick)
+	defer t.Stop()
+	last := from
+	for {
+		select {
+		case <-stop:
+			return
+		case <-done:
+			return
+		case <-t.C:
+		}
+		now := h.since()
+		if now-last > stallMin {
+			h.mu.Lock()
+			h.Stalls = append(h.Stalls, Stall{From: last, To: now})
+			h.mu.Unlock()
+		}
+		last = now
+	}
+}
+
+// stalled returns how much of [from, to] the recorded stalls cover.
+func (h *History) stalled(from, to time.Duration) time.Duration {
+	var sum time.Duration
+	for _, s := range h.Stalls {
+		if a, b := max(s.From, from), min(s.To, to); b > a {
+			sum += b - a
+		}
+	}
+	return sum
+}
 
 func (h *History) add(e Event) {
 	h.mu.Lock()

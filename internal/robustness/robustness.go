@@ -18,7 +18,9 @@
 //     RecoveryDelay apart on the fleet clock (atomic stores: a second
 //     probe needs a new restraint, and a restraint lasts RecoveryDelay).
 //   - call-time: no Breaker or store call lasts longer than CallTimeout
-//     plus Config.Slack (each Breaker call's context has CallTimeout).
+//     plus Config.Slack (each Breaker call's context has CallTimeout); a
+//     call that spans stalls of the whole process (History.Stalls: the
+//     machine's load) covering its overrun is inconclusive.
 //   - recovery: from Settle + RecoveryDelay + Slack after the heal, a
 //     healthy host is never held and a dead host never sent to.
 //   - half-open-bound: a circuit made half-open once the store is healthy
@@ -359,6 +361,8 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	stop := make(chan struct{})
 	h.start = time.Now()
 	var wg sync.WaitGroup
+	watchFrom := h.since()
+	wg.Go(func() { h.watchStalls(watchFrom, stop, ctx.Done()) })
 	for i, w := range workers {
 		rng := rand.New(rand.NewSource(cfg.Seed*31 + int64(i)))
 		wg.Go(func() {

@@ -92,7 +92,7 @@ func main() {
 	e.Close()
 }
 
-const startTimeout = 30 * time.Second
+const startTimeout = 2 * time.Minute
 
 // start starts an embedded etcd and waits until it answers a read.
 func start(c config) (*embed.Etcd, error) {

@@ -49,7 +49,7 @@ const (
 )
 
 // startTimeout bounds how long a start or restart waits for the server.
-const startTimeout = 60 * time.Second
+const startTimeout = 3 * time.Minute
 
 // stopGrace bounds a graceful stop before the process is killed.
 const stopGrace = 10 * time.Second

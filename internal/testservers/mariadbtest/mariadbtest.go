@@ -11,6 +11,9 @@
 // runs as the unprivileged "mysql" user (the Debian package's), which owns
 // the temporary directory; otherwise it runs as the current user.
 //
+// StartWith serves TLS with tlstest's certificates and refuses TCP
+// connections without it (require_secure_transport).
+//
 // The server must not outlive the test binary: it is started with a
 // parent-death signal (SIGKILL, Linux). The package needs only the
 // standard library.
@@ -32,6 +35,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/kvbreaker/kvbreaker/internal/testservers/tlstest"
 )
 
 // BinEnv names a directory holding mariadbd and mariadb-install-db,
@@ -46,7 +51,7 @@ const User = "root"
 const Database = "kvbreaker"
 
 const (
-	startTimeout = 60 * time.Second
+	startTimeout = 3 * time.Minute
 	stopGrace    = 10 * time.Second
 )
 
@@ -57,6 +62,7 @@ type Server struct {
 	port   int
 	server string // mariadbd's path
 	cred   *syscall.Credential
+	opts   Options
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd     // nil while stopped
@@ -64,9 +70,32 @@ type Server struct {
 	log  *tail
 }
 
+// Options are a server's security settings.
+type Options struct {
+	// TLS, when set, turns TLS on with TLS's server certificate, trusts
+	// the client certificates TLS's authority signed (for a user created
+	// REQUIRE X509), and makes the server refuse TCP connections without
+	// TLS (require_secure_transport); the unix socket stays plain.
+	TLS *tlstest.PKI
+}
+
 // Start initialises a data directory in a temporary directory and starts a
 // server on it; Close stops it and removes the directory.
-func Start(ctx context.Context) (*Server, error) {
+func Start(ctx context.Context) (*Server, error) { return StartWith(ctx, Options{}) }
+
+// MustStartWith is StartWith for tb, closed when tb finishes.
+func MustStartWith(tb testing.TB, o Options) *Server {
+	tb.Helper()
+	s, err := StartWith(tb.Context(), o)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(s.Close)
+	return s
+}
+
+// StartWith is Start with o's TLS settings.
+func StartWith(ctx context.Context, o Options) (*Server, error) {
 	server, install, err := binaries()
 	if err != nil {
 		return nil, err
@@ -79,8 +108,12 @@ func Start(ctx context.Context) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mariadbtest: temp dir: %w", err)
 	}
-	s := &Server{dir: dir, server: server, cred: cred}
+	s := &Server{dir: dir, server: server, cred: cred, opts: o}
 	if err := s.install(ctx, install); err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	if err := s.setupTLS(); err != nil {
 		os.RemoveAll(dir)
 		return nil, err
 	}
@@ -152,7 +185,10 @@ func (s *Server) PID() int {
 func (s *Server) command(ctx context.Context, path string, args ...string) *exec.Cmd {
 	cmd := exec.CommandContext(ctx, path, args...)
 	cmd.Dir = s.dir
-	cmd.Env = append(os.Environ(), "LC_ALL=C")
+	// Temporary tables go in the server's own directory, not the shared
+	// /tmp: an install there failed deleting its own temporary file while
+	// other servers started beside it.
+	cmd.Env = append(os.Environ(), "LC_ALL=C", "TMPDIR="+s.dir)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: s.cred}
 	return cmd
 }
@@ -172,8 +208,38 @@ func (s *Server) install(ctx context.Context, install string) error {
 	}
 	cmd := s.command(ctx, install, "--no-defaults", "--datadir="+s.DataDir(),
 		"--auth-root-authentication-method=normal", "--skip-test-db", "--skip-name-resolve")
+	start := time.Now()
 	if out, err := cmd.CombinedOutput(); err != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("mariadbtest: %s not done %v after it started, when the start's context ended (%v): give the start more time on a loaded machine\n%s", install, time.Since(start).Round(time.Second), ctx.Err(), out)
+		}
 		return fmt.Errorf("mariadbtest: %s: %v\n%s", install, err, out)
+	}
+	return nil
+}
+
+// setupTLS copies the authority's certificate and the server's certificate
+// and key where the server's user can read them (the test's directory and
+// key are the test's user's alone).
+func (s *Server) setupTLS() error {
+	p := s.opts.TLS
+	if p == nil {
+		return nil
+	}
+	for _, f := range []struct{ from, to string }{{p.CAFile, "ca.crt"}, {p.ServerCertFile, "server.crt"}, {p.ServerKeyFile, "server.key"}} {
+		b, err := os.ReadFile(f.from)
+		if err != nil {
+			return fmt.Errorf("mariadbtest: %w", err)
+		}
+		to := filepath.Join(s.dir, f.to)
+		if err := os.WriteFile(to, b, 0o600); err != nil {
+			return fmt.Errorf("mariadbtest: %w", err)
+		}
+		if s.cred != nil {
+			if err := os.Chown(to, int(s.cred.Uid), int(s.cred.Gid)); err != nil {
+				return fmt.Errorf("mariadbtest: %w", err)
+			}
+		}
 	}
 	return nil
 }
@@ -209,6 +275,13 @@ func (s *Server) Restart(ctx context.Context) error {
 		"--max-connections=500",
 		"--performance-schema=OFF",
 	)
+	if s.opts.TLS != nil {
+		cmd.Args = append(cmd.Args,
+			"--ssl-ca="+filepath.Join(s.dir, "ca.crt"),
+			"--ssl-cert="+filepath.Join(s.dir, "server.crt"),
+			"--ssl-key="+filepath.Join(s.dir, "server.key"),
+			"--require-secure-transport=ON")
+	}
 	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
 	lg := &tail{ready: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = lg, lg

@@ -42,6 +42,11 @@ type config struct {
 	Cluster     string
 	ClusterPort int
 	Routes      []string
+	// TLSCert and TLSKey, when set, make clients speak TLS with this
+	// certificate; TLSCA is the authority whose client certificates
+	// TLSVerify requires.
+	TLSCert, TLSKey, TLSCA string
+	TLSVerify              bool
 }
 
 func main() {
@@ -76,7 +81,7 @@ func main() {
 	s.WaitForShutdown()
 }
 
-const startTimeout = 30 * time.Second
+const startTimeout = 2 * time.Minute
 
 func start(c config) (*server.Server, error) {
 	opts := &server.Options{
@@ -89,6 +94,13 @@ func start(c config) (*server.Server, error) {
 		// Tests write little; keep JetStream's reservations small.
 		JetStreamMaxMemory: 256 << 20,
 		JetStreamMaxStore:  1 << 30,
+	}
+	if c.TLSCert != "" {
+		tc, err := server.GenTLSConfig(&server.TLSConfigOpts{CertFile: c.TLSCert, KeyFile: c.TLSKey, CaFile: c.TLSCA, Verify: c.TLSVerify})
+		if err != nil {
+			return nil, fmt.Errorf("nats-server on port %d: TLS: %w", c.Port, err)
+		}
+		opts.TLS, opts.TLSConfig, opts.TLSVerify = true, tc, c.TLSVerify
 	}
 	if c.Cluster != "" {
 		opts.Cluster = server.ClusterOpts{Name: c.Cluster, Host: "127.0.0.1", Port: c.ClusterPort}

@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/kvbreaker/kvbreaker/internal/testservers/launcher"
+	"github.com/kvbreaker/kvbreaker/internal/testservers/tlstest"
 )
 
 // configEnv and readyLine are shared with internal/testservers/natsserver.
@@ -36,7 +37,7 @@ const (
 
 // startTimeout bounds how long a start or restart waits for the server
 // (a cluster member waits for its JetStream meta leader too).
-const startTimeout = 60 * time.Second
+const startTimeout = 3 * time.Minute
 
 // stopGrace bounds a graceful stop before the process is killed.
 const stopGrace = 10 * time.Second
@@ -61,10 +62,47 @@ type config struct {
 	Cluster     string   `json:",omitempty"`
 	ClusterPort int      `json:",omitempty"`
 	Routes      []string `json:",omitempty"`
+	TLSCert     string   `json:",omitempty"`
+	TLSKey      string   `json:",omitempty"`
+	TLSCA       string   `json:",omitempty"`
+	TLSVerify   bool     `json:",omitempty"`
+}
+
+// Options are a single server's security settings.
+type Options struct {
+	// TLS, when set, makes the server speak TLS only, with TLS's server
+	// certificate; URL is then tls://.
+	TLS *tlstest.PKI
+	// ClientCerts makes the server require a client certificate TLS's
+	// authority signed.
+	ClientCerts bool
 }
 
 // Start starts a single server; Close stops it and removes its storage.
-func Start(ctx context.Context) (*Server, error) {
+func Start(ctx context.Context) (*Server, error) { return StartWith(ctx, Options{}) }
+
+// MustStartWith is StartWith for tb, closed when tb finishes.
+func MustStartWith(tb testing.TB, o Options) *Server {
+	tb.Helper()
+	s, err := StartWith(tb.Context(), o)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(s.Close)
+	return s
+}
+
+// StartWith starts a single server with o's TLS settings.
+func StartWith(ctx context.Context, o Options) (*Server, error) {
+	var c config
+	if p := o.TLS; p != nil {
+		c.TLSCert, c.TLSKey = p.ServerCertFile, p.ServerKeyFile
+		if o.ClientCerts {
+			c.TLSCA, c.TLSVerify = p.CAFile, true
+		}
+	} else if o.ClientCerts {
+		return nil, errors.New("natstest: ClientCerts needs TLS")
+	}
 	var lastErr error
 	// A port picked free can be taken by someone else before the server
 	// binds it; try a few.
@@ -73,7 +111,7 @@ func Start(ctx context.Context) (*Server, error) {
 		if err != nil {
 			return nil, err
 		}
-		s, err := newServer("natstest", ports[0], config{})
+		s, err := newServer("natstest", ports[0], c)
 		if err != nil {
 			return nil, err
 		}
@@ -176,9 +214,14 @@ func newServer(name string, port int, c config) (*Server, error) {
 	return &Server{Server: launcher.Server{Name: name, Grace: stopGrace}, dir: dir, cfg: c, port: port}, nil
 }
 
-// URL returns the client URL, nats://127.0.0.1:port, the same across Stop
-// and Restart.
-func (s *Server) URL() string { return fmt.Sprintf("nats://127.0.0.1:%d", s.port) }
+// URL returns the client URL, nats://127.0.0.1:port (tls:// with TLS), the
+// same across Stop and Restart.
+func (s *Server) URL() string {
+	if s.cfg.TLSCert != "" {
+		return fmt.Sprintf("tls://127.0.0.1:%d", s.port)
+	}
+	return fmt.Sprintf("nats://127.0.0.1:%d", s.port)
+}
 
 // Addr returns the client address, 127.0.0.1:port.
 func (s *Server) Addr() string { return fmt.Sprintf("127.0.0.1:%d", s.port) }

@@ -46,7 +46,7 @@ const BinEnv = "KVBREAKER_PG_BIN"
 const User = "postgres"
 
 // startTimeout bounds how long a start or restart waits for the server.
-const startTimeout = 60 * time.Second
+const startTimeout = 3 * time.Minute
 
 // stopGrace bounds a fast shutdown before the processes are killed.
 const stopGrace = 10 * time.Second
@@ -222,7 +222,11 @@ func (s *Server) initdb(ctx context.Context) error {
 		return fmt.Errorf("pgtest: %w", err)
 	}
 	cmd := s.command(ctx, "initdb", "-D", s.DataDir(), "-U", User, "--auth=trust", "-E", "UTF8", "--locale=C", "--no-sync")
+	start := time.Now()
 	if out, err := cmd.CombinedOutput(); err != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("pgtest: initdb not done %v after it started, when the start's context ended (%v): give the start more time on a loaded machine\n%s", time.Since(start).Round(time.Second), ctx.Err(), out)
+		}
 		return fmt.Errorf("pgtest: initdb: %v\n%s", err, out)
 	}
 	return nil

@@ -40,7 +40,7 @@ var (
 )
 
 const (
-	startTimeout = 30 * time.Second
+	startTimeout = 3 * time.Minute
 	stopGrace    = 5 * time.Second
 )
 
@@ -154,6 +154,13 @@ func (s *Server) Restart(ctx context.Context) error {
 			args = []string{"--port", "0", "--tls-port", strconv.Itoa(s.port),
 				"--tls-cert-file", p.ServerCertFile, "--tls-key-file", p.ServerKeyFile,
 				"--tls-ca-cert-file", p.CAFile, "--tls-auth-clients", auth}
+			if s.cluster {
+				// The bus speaks TLS too; a node dials its peers with the
+				// client certificate, which a peer that requires one takes
+				// (the server's is for server authentication only).
+				args = append(args, "--tls-cluster", "yes",
+					"--tls-client-cert-file", p.ClientCertFile, "--tls-client-key-file", p.ClientKeyFile)
+			}
 		}
 		for _, u := range s.opts.Users {
 			// redis-server joins the words after --user into one line.
@@ -200,7 +207,25 @@ type Cluster struct {
 // with redis-cli --cluster create (slots spread evenly, no replicas) and
 // waits until every node reports cluster_state:ok.
 func StartCluster(ctx context.Context, n int) (*Cluster, error) {
-	return startCluster(ctx, n, 0)
+	return startCluster(ctx, n, 0, Options{})
+}
+
+// StartClusterWith is StartCluster with o's TLS and users on every node;
+// with TLS the cluster bus speaks TLS too.
+func StartClusterWith(ctx context.Context, n int, o Options) (*Cluster, error) {
+	return startCluster(ctx, n, 0, o)
+}
+
+// MustStartClusterWith is StartClusterWith for tb, closed when tb
+// finishes.
+func MustStartClusterWith(tb testing.TB, n int, o Options) *Cluster {
+	tb.Helper()
+	c, err := StartClusterWith(tb.Context(), n, o)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(c.Close)
+	return c
 }
 
 // StartClusterWithReplicas starts masters cluster-enabled servers (at
@@ -213,7 +238,7 @@ func StartClusterWithReplicas(ctx context.Context, masters, replicas int) (*Clus
 	if replicas < 1 {
 		return nil, fmt.Errorf("redistest: %d replicas per master; use StartCluster for none", replicas)
 	}
-	return startCluster(ctx, masters, replicas)
+	return startCluster(ctx, masters, replicas, Options{})
 }
 
 // MustStartClusterWithReplicas is StartClusterWithReplicas for tb, closed
@@ -228,27 +253,28 @@ func MustStartClusterWithReplicas(tb testing.TB, masters, replicas int) *Cluster
 	return c
 }
 
-func startCluster(ctx context.Context, masters, replicas int) (*Cluster, error) {
+func startCluster(ctx context.Context, masters, replicas int, o Options) (*Cluster, error) {
 	if masters < 3 {
 		return nil, fmt.Errorf("redistest: a cluster needs at least 3 masters, not %d", masters)
 	}
 	c := &Cluster{}
 	for range masters * (1 + replicas) {
-		s, err := start(ctx, true, Options{})
+		s, err := start(ctx, true, o)
 		if err != nil {
 			c.Close()
 			return nil, err
 		}
 		c.Nodes = append(c.Nodes, s)
 	}
-	args := append([]string{"--cluster", "create"}, c.Addrs()...)
+	args := append(cliTLS(o), "--cluster", "create")
+	args = append(args, c.Addrs()...)
 	args = append(args, "--cluster-replicas", strconv.Itoa(replicas), "--cluster-yes")
 	if out, err := exec.CommandContext(ctx, binPath(CLIBin), args...).CombinedOutput(); err != nil {
 		c.Close()
 		return nil, fmt.Errorf("redistest: redis-cli %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
 	for _, s := range c.Nodes {
-		if err := waitClusterOK(ctx, s.Addr()); err != nil {
+		if err := waitClusterOK(ctx, s.Addr(), cliTLS(o)); err != nil {
 			c.Close()
 			return nil, err
 		}
@@ -328,15 +354,25 @@ func (c *Cluster) Close() {
 	}
 }
 
-// waitClusterOK polls CLUSTER INFO on addr (with redis-cli) until the node
-// says cluster_state:ok.
-func waitClusterOK(ctx context.Context, addr string) error {
+// cliTLS are redis-cli's flags for a server with o's TLS: the authority
+// and the client certificate.
+func cliTLS(o Options) []string {
+	p := o.TLS
+	if p == nil {
+		return nil
+	}
+	return []string{"--tls", "--cacert", p.CAFile, "--cert", p.ClientCertFile, "--key", p.ClientKeyFile}
+}
+
+// waitClusterOK polls CLUSTER INFO on addr (with redis-cli, given tlsArgs)
+// until the node says cluster_state:ok.
+func waitClusterOK(ctx context.Context, addr string, tlsArgs []string) error {
 	ctx, cancel := context.WithTimeout(ctx, startTimeout)
 	defer cancel()
 	host, port, _ := net.SplitHostPort(addr)
 	var last []byte
 	for {
-		out, _ := exec.CommandContext(ctx, binPath(CLIBin), "-h", host, "-p", port, "cluster", "info").Output()
+		out, _ := exec.CommandContext(ctx, binPath(CLIBin), append(tlsArgs, "-h", host, "-p", port, "cluster", "info")...).Output()
 		if bytes.Contains(out, []byte("cluster_state:ok")) {
 			return nil
 		}
