@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -73,7 +74,12 @@ type beats struct {
 
 // acceptFutureBeats, set by tests only, delivers a beat whatever instant
 // it converts to: the negative control of the arrival check.
-var acceptFutureBeats bool
+var acceptFutureBeats atomic.Bool
+
+// beatCounts counts, over every feed of the process, the beats on demand
+// sent, the wipe checks and the clock samples: what the feed cost model
+// (internal/model) is held to against the server's own count.
+var beatCounts struct{ sent, checks, samples atomic.Int64 }
 
 // drift is the drift allowed over d.
 func drift(d time.Duration) time.Duration { return d / 1_000_000 * beatDriftPPM }
@@ -99,6 +105,7 @@ func (b *beats) sample(ctx context.Context, force bool) error {
 		return fmt.Errorf("sample the server's clock: %w", err)
 	}
 	b.s0, b.s1, b.srv = s0, time.Now(), srv
+	beatCounts.samples.Add(1)
 	return nil
 }
 
@@ -127,6 +134,7 @@ func (b *beats) send(ctx context.Context) (usePing bool, err error) {
 			return false, err
 		}
 		check = 1
+		beatCounts.checks.Add(1)
 	}
 	b.seq++
 	err = b.publish(ctx, fmt.Sprintf("%s%d:%d:%d:%d:%d", beatPrefix, b.db, b.sid, b.seq, tb.UnixMicro(), check))
@@ -138,6 +146,7 @@ func (b *beats) send(ctx context.Context) (usePing bool, err error) {
 		return false, fmt.Errorf("publish a beat: %w", err)
 	}
 	b.sent = now
+	beatCounts.sent.Add(1)
 	return false, nil
 }
 
@@ -207,14 +216,14 @@ func (b *beats) received(ctx context.Context, payload string, conns int) (at tim
 			return time.Time{}, false, err
 		}
 		at = b.convert(tb, arrival)
-		if at.After(arrival) && time.Since(b.s0) > b.f.callTimeout() && !acceptFutureBeats {
+		if at.After(arrival) && time.Since(b.s0) > b.f.callTimeout() && !acceptFutureBeats.Load() {
 			// Perhaps a clock stepped since the sample: once more.
 			if err := b.sample(ctx, true); err != nil {
 				return time.Time{}, false, err
 			}
 			at = b.convert(tb, arrival)
 		}
-		if at.After(arrival) && !acceptFutureBeats {
+		if at.After(arrival) && !acceptFutureBeats.Load() {
 			b.rejected++
 			return time.Time{}, false, nil
 		}
