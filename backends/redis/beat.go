@@ -79,7 +79,7 @@ var acceptFutureBeats atomic.Bool
 // beatCounts counts, over every feed of the process, the beats on demand
 // sent, the wipe checks and the clock samples: what the feed cost model
 // (internal/model) is held to against the server's own count.
-var beatCounts struct{ sent, checks, samples atomic.Int64 }
+var beatCounts struct{ sent, checks, samples, rejected atomic.Int64 }
 
 // drift is the drift allowed over d.
 func drift(d time.Duration) time.Duration { return d / 1_000_000 * beatDriftPPM }
@@ -225,6 +225,7 @@ func (b *beats) received(ctx context.Context, payload string, conns int) (at tim
 		}
 		if at.After(arrival) && !acceptFutureBeats.Load() {
 			b.rejected++
+			beatCounts.rejected.Add(1)
 			return time.Time{}, false, nil
 		}
 	}

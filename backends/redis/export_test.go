@@ -21,3 +21,6 @@ func AcceptFutureBeats(on bool) { acceptFutureBeats.Store(on) }
 func BeatCounts() (sent, checks, samples int) {
 	return int(beatCounts.sent.Load()), int(beatCounts.checks.Load()), int(beatCounts.samples.Load())
 }
+
+// BeatRejected returns how many beats this process's feeds dropped.
+func BeatRejected() int { return int(beatCounts.rejected.Load()) }
