@@ -149,4 +149,3 @@ func TestMirrorLightTraffic(t *testing.T) {
 		t.Errorf("over %d s the mirror costs %.3f× the commands of no mirror, want no more than 0.05×", secs, ratio)
 	}
 }
-
