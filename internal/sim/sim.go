@@ -471,7 +471,7 @@ func Run(s Scenario) (*Report, error) {
 type runner struct {
 	// demand counts, per store whose feed beats on demand, what the
 	// mirrors' feeds send for the calls made so far (feedCall).
-	demand map[string]*model.DemandFleet
+	demand  map[string]*model.DemandFleet
 	s       Scenario
 	rng     *rand.Rand // workload
 	lat     *rand.Rand // delivery latencies
