@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -43,6 +44,9 @@ const (
 	// beatDriftPPM bounds how far two clocks drift apart, in parts per
 	// million of the time since a sample: 500, the most NTP slews a clock.
 	beatDriftPPM = 500
+	// beatCheckEvery: a beat's sender checks its marker first when the
+	// newest beat of the database that did is this many heartbeats old.
+	beatCheckEvery = 4
 )
 
 // beats is one session's beating on demand, on the session's goroutine.
@@ -53,8 +57,12 @@ type beats struct {
 	marker string
 	tc     *goredis.Conn
 
-	// last is the At of the newest Synced delivered.
-	last time.Time
+	// last is the At of the newest Synced delivered; jitter, drawn anew
+	// with each, is how much longer than the heartbeat this feed lets it
+	// age before it beats: followers asked at once beat one after another,
+	// so the first one's beat arrives before the others send theirs.
+	last   time.Time
+	jitter time.Duration
 	// s0 and s1 are the local instants before and after the TIME sample
 	// that answered srv; srv is zero until the first.
 	s0, s1, srv time.Time
@@ -87,8 +95,15 @@ func drift(d time.Duration) time.Duration { return d / 1_000_000 * beatDriftPPM 
 // synced records a Synced the session delivered itself (a PING's).
 func (b *beats) synced(at time.Time) {
 	if at.After(b.last) {
-		b.last = at
+		b.setLast(at)
 	}
+}
+
+// setLast records the newest Synced and draws the next jitter, up to an
+// eighth of the heartbeat.
+func (b *beats) setLast(at time.Time) {
+	b.last = at
+	b.jitter = rand.N(b.f.hb/8 + 1)
 }
 
 // sample reads the server's clock when the last sample is too old, or when
@@ -126,7 +141,7 @@ func (b *beats) send(ctx context.Context) (usePing bool, err error) {
 	// srv + (now - s1) at now, less what the clocks may have drifted.
 	tb := b.srv.Add(now.Sub(b.s1) - drift(now.Sub(b.s0)))
 	check := 0
-	if b.marker != "" && (b.checked.IsZero() || tb.Sub(b.checked) >= 2*b.f.hb) {
+	if b.marker != "" && (b.checked.IsZero() || tb.Sub(b.checked) >= beatCheckEvery*b.f.hb) {
 		if err := b.f.checkDB(ctx, b.tc, b.marker); err != nil {
 			if errors.Is(err, ErrFeedWiped) {
 				b.publish(ctx, fmt.Sprintf("%s%d:%d:wiped", beatPrefix, b.db, b.sid))
@@ -232,7 +247,7 @@ func (b *beats) received(ctx context.Context, payload string, conns int) (at tim
 	if !at.After(b.last) {
 		return time.Time{}, false, nil
 	}
-	b.last = at
+	b.setLast(at)
 	return at, true, nil
 }
 

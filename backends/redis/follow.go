@@ -420,7 +420,7 @@ func (f *follower) session(ctx context.Context) (reset bool, err error) {
 				return true, err
 			}
 		case <-f.want:
-			if pending || time.Since(b.last) < f.hb {
+			if pending || time.Since(b.last) < f.hb+b.jitter {
 				continue
 			}
 			usePing, err := b.send(ctx)

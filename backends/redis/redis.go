@@ -120,10 +120,11 @@
 // from a TIME sample and its monotonic clock, and each follower converts it
 // to its own clock with a TIME sample of its own (each sample serves 30 s;
 // 500 ppm of drift is allowed for); a beat that converts to an instant
-// after its own arrival is dropped. Every second beat or so (when the
-// fleet's newest check is two heartbeats old) its sender checks its marker
-// key first (wipe.go), and announces a swapped database to every follower
-// of it. A user refused PUBLISH beats with PINGs of its own.
+// after its own arrival is dropped. A follower asked for a beat waits a
+// random extra up to an eighth of the heartbeat, so that followers asked at
+// once do not all send one. When the fleet's newest check is four
+// heartbeats old a beat's sender checks its marker key first (wipe.go),
+// and announces a swapped database to every follower of it. A user refused PUBLISH beats with PINGs of its own.
 //
 // Lost, then a new
 // session (tracking, snapshot, Synced), follows: the subscriber failing or

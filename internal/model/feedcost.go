@@ -54,6 +54,10 @@ type DemandBeats struct {
 	// sample is this old and a beat is to be sent or converted
 	// (FeedUse.Samples).
 	SampleEvery time.Duration
+	// Jitter: a follower asked for a beat lets its newest Synced age up to
+	// heartbeat/Jitter more, at random (0: none); DemandFleet spreads the
+	// processes' extra evenly over that span.
+	Jitter int
 }
 
 // FeedRequest is one kind of request of a feed, and how many of it each
@@ -196,7 +200,7 @@ const sqliteFollowPoll = 50 * time.Millisecond
 //     session's marker key on the other connection (set when the session
 //     starts, deleted when it ends: a FLUSHALL or SWAPDB behind the feed's
 //     back removes it). On demand, a beat is a PUBLISH, with a GETEX of the
-//     sender's marker when the fleet's newest check is two heartbeats
+//     sender's marker when the fleet's newest check is four heartbeats
 //     old, and each follower reads TIME at most every 30 s to date beats.
 //   - PostgreSQL: a session checks the triggers, names its connection,
 //     LISTENs (one statement for both channels) and reads the snapshot in
@@ -220,7 +224,7 @@ var FeedModels = map[string]FeedModel{
 	}},
 	"redis": {Store: "redis", SnapshotPage: 256, Invalidations: true,
 		BeatsPer: func(time.Duration) float64 { return 2 },
-		Demand:   &DemandBeats{CheckEvery: 2, SampleEvery: 30 * time.Second},
+		Demand:   &DemandBeats{CheckEvery: 4, SampleEvery: 30 * time.Second, Jitter: 8},
 		Requests: []FeedRequest{
 			{Name: "hello", PerSession: 2},
 			{Name: "client|setname", PerSession: 2},
@@ -275,6 +279,7 @@ var FeedStores = []string{"memory", "etcd", "redis", "postgres", "nats", "sqlite
 type DemandFleet struct {
 	d         DemandBeats
 	hb, delay time.Duration
+	extra     []time.Duration // each process's jitter
 	last      []time.Time // each process's newest Synced
 	sampled   []time.Time // each process's last clock sample (zero: none)
 	inflight  []bool
@@ -295,8 +300,12 @@ type demandBeat struct {
 func NewDemandFleet(m FeedModel, procs int, heartbeat, delay time.Duration, start time.Time) *DemandFleet {
 	f := &DemandFleet{d: *m.Demand, hb: heartbeat, delay: delay,
 		last: make([]time.Time, procs), sampled: make([]time.Time, procs), inflight: make([]bool, procs)}
+	f.extra = make([]time.Duration, procs)
 	for p := range procs {
 		f.last[p] = start
+		if m.Demand.Jitter > 0 {
+			f.extra[p] = heartbeat / time.Duration(m.Demand.Jitter) * time.Duration(p) / time.Duration(procs)
+		}
 	}
 	f.Use = FeedUse{Sessions: procs, Pages: procs * m.Pages(0), Beats: procs}
 	return f
@@ -331,7 +340,7 @@ func (f *DemandFleet) Call(proc int, t time.Time) {
 		}
 	}
 	f.pending = f.pending[:n]
-	if t.Sub(f.last[proc]) < f.hb || f.inflight[proc] {
+	if t.Sub(f.last[proc]) < f.hb+f.extra[proc] || f.inflight[proc] {
 		return
 	}
 	f.sample(proc, t)
