@@ -280,8 +280,8 @@ type DemandFleet struct {
 	d         DemandBeats
 	hb, delay time.Duration
 	extra     []time.Duration // each process's jitter
-	last      []time.Time // each process's newest Synced
-	sampled   []time.Time // each process's last clock sample (zero: none)
+	last      []time.Time     // each process's newest Synced
+	sampled   []time.Time     // each process's last clock sample (zero: none)
 	inflight  []bool
 	pending   []demandBeat
 	checked   time.Time
