@@ -71,8 +71,9 @@ type beats struct {
 	seq  uint64
 	sent time.Time
 	// checked is the server time of the newest beat of this database
-	// that carried a marker check.
-	checked time.Time
+	// that carried a marker check; ownCheck is when this session last
+	// checked its own marker (or set it).
+	checked, ownCheck time.Time
 	// noPublish: the server refused the PUBLISH (ACL): the session beats
 	// with its own PINGs.
 	noPublish bool
@@ -144,12 +145,13 @@ func (b *beats) send(ctx context.Context) (usePing bool, err error) {
 	if b.marker != "" && (b.checked.IsZero() || tb.Sub(b.checked) >= beatCheckEvery*b.f.hb) {
 		if err := b.f.checkDB(ctx, b.tc, b.marker); err != nil {
 			if errors.Is(err, ErrFeedWiped) {
-				b.publish(ctx, fmt.Sprintf("%s%d:%d:wiped", beatPrefix, b.db, b.sid))
+				_ = b.publish(ctx, fmt.Sprintf("%s%d:%d:wiped", beatPrefix, b.db, b.sid))
 			}
 			return false, err
 		}
 		check = 1
 		beatCounts.checks.Add(1)
+		b.ownCheck = time.Now()
 	}
 	b.seq++
 	err = b.publish(ctx, fmt.Sprintf("%s%d:%d:%d:%d:%d", beatPrefix, b.db, b.sid, b.seq, tb.UnixMicro(), check))
@@ -172,10 +174,23 @@ func (b *beats) publish(ctx context.Context, payload string) error {
 }
 
 // overdue fails the session when its own beat has not come back within
-// the call timeout: the subscriber no longer receives.
-func (b *beats) overdue(now time.Time) error {
+// the call timeout: the subscriber no longer receives. It also keeps the
+// session's marker alive when no beat of its own has checked it for half
+// its lifetime (an idle fleet, or a follower others always beat before),
+// so that a marker that expired is not taken for a swapped database.
+func (b *beats) overdue(ctx context.Context, now time.Time) error {
 	if !b.sent.IsZero() && now.Sub(b.sent) > b.f.callTimeout() {
 		return fmt.Errorf("the feed's own beat did not arrive within %v", b.f.callTimeout())
+	}
+	if b.marker != "" && now.Sub(b.ownCheck) > markerTTL/2 {
+		if err := b.f.checkDB(ctx, b.tc, b.marker); err != nil {
+			if errors.Is(err, ErrFeedWiped) {
+				_ = b.publish(ctx, fmt.Sprintf("%s%d:%d:wiped", beatPrefix, b.db, b.sid))
+			}
+			return err
+		}
+		b.ownCheck = now
+		beatCounts.checks.Add(1)
 	}
 	return nil
 }

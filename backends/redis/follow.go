@@ -396,7 +396,7 @@ func (f *follower) session(ctx context.Context) (reset bool, err error) {
 	if err := ping(); err != nil {
 		return true, err
 	}
-	b := &beats{f: f, db: f.fc.Options().DB, sid: sid, marker: marker, tc: tc}
+	b := &beats{f: f, db: f.fc.Options().DB, sid: sid, marker: marker, tc: tc, ownCheck: time.Now()}
 	tick := time.NewTicker(max(f.hb/2, time.Millisecond))
 	defer tick.Stop()
 	for {
@@ -411,7 +411,7 @@ func (f *follower) session(ctx context.Context) (reset bool, err error) {
 				continue
 			}
 			if f.want != nil {
-				if err := b.overdue(now); err != nil {
+				if err := b.overdue(ctx, now); err != nil {
 					return true, err
 				}
 				continue

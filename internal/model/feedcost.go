@@ -54,6 +54,9 @@ type DemandBeats struct {
 	// sample is this old and a beat is to be sent or converted
 	// (FeedUse.Samples).
 	SampleEvery time.Duration
+	// MarkerRefresh: a follower whose own marker no beat of its own has
+	// checked for this long checks it on its own (a Check).
+	MarkerRefresh time.Duration
 	// Jitter: a follower asked for a beat lets its newest Synced age up to
 	// heartbeat/Jitter more, at random (0: none); DemandFleet spreads the
 	// processes' extra evenly over that span.
@@ -201,7 +204,8 @@ const sqliteFollowPoll = 50 * time.Millisecond
 //     starts, deleted when it ends: a FLUSHALL or SWAPDB behind the feed's
 //     back removes it). On demand, a beat is a PUBLISH, with a GETEX of the
 //     sender's marker when the fleet's newest check is four heartbeats
-//     old, and each follower reads TIME at most every 30 s to date beats.
+//     old (and each follower's own when it went 30 min unchecked), and
+//     each follower reads TIME at most every 30 s to date beats.
 //   - PostgreSQL: a session checks the triggers, names its connection,
 //     LISTENs (one statement for both channels) and reads the snapshot in
 //     one query; a beat, every heartbeat, is a pg_notify from the pool.
@@ -224,7 +228,7 @@ var FeedModels = map[string]FeedModel{
 	}},
 	"redis": {Store: "redis", SnapshotPage: 256, Invalidations: true,
 		BeatsPer: func(time.Duration) float64 { return 2 },
-		Demand:   &DemandBeats{CheckEvery: 4, SampleEvery: 30 * time.Second, Jitter: 8},
+		Demand:   &DemandBeats{CheckEvery: 4, SampleEvery: 30 * time.Second, MarkerRefresh: 30 * time.Minute, Jitter: 8},
 		Requests: []FeedRequest{
 			{Name: "hello", PerSession: 2},
 			{Name: "client|setname", PerSession: 2},
@@ -285,6 +289,7 @@ type DemandFleet struct {
 	inflight  []bool
 	pending   []demandBeat
 	checked   time.Time
+	ownCheck  []time.Time // each process's last check of its own marker
 	// Use is what the fleet's feeds sent so far: a session each, its
 	// first beat (a PING of its own), and the beats on demand.
 	Use FeedUse
@@ -301,8 +306,10 @@ func NewDemandFleet(m FeedModel, procs int, heartbeat, delay time.Duration, star
 	f := &DemandFleet{d: *m.Demand, hb: heartbeat, delay: delay,
 		last: make([]time.Time, procs), sampled: make([]time.Time, procs), inflight: make([]bool, procs)}
 	f.extra = make([]time.Duration, procs)
+	f.ownCheck = make([]time.Time, procs)
 	for p := range procs {
 		f.last[p] = start
+		f.ownCheck[p] = start
 		if m.Demand.Jitter > 0 {
 			f.extra[p] = heartbeat / time.Duration(m.Demand.Jitter) * time.Duration(p) / time.Duration(procs)
 		}
@@ -321,6 +328,15 @@ func (f *DemandFleet) sample(proc int, t time.Time) {
 
 // Call is a call of proc at t (the calls in time order).
 func (f *DemandFleet) Call(proc int, t time.Time) {
+	for q, c := range f.ownCheck {
+		// A follower whose own marker went unchecked for half its
+		// hour checks it on its own (Checks).
+		for t.Sub(c) > f.d.MarkerRefresh && f.d.MarkerRefresh > 0 {
+			c = c.Add(f.d.MarkerRefresh)
+			f.Use.Checks++
+		}
+		f.ownCheck[q] = c
+	}
 	n := 0
 	for _, b := range f.pending {
 		if b.arrives.After(t) {
@@ -346,6 +362,7 @@ func (f *DemandFleet) Call(proc int, t time.Time) {
 	f.sample(proc, t)
 	if f.checked.IsZero() || float64(t.Sub(f.checked)) >= f.d.CheckEvery*float64(f.hb) {
 		f.checked = t
+		f.ownCheck[proc] = t
 		f.Use.Checks++
 	}
 	f.Use.FleetBeats++
