@@ -13,7 +13,9 @@ import (
 // promise of each Synced's At, by the follower's own clock) but for when it
 // beats: after a snapshot's Synced it sends no request of its own to prove
 // itself current until want receives; then, when its newest Synced is older
-// than heartbeat and no beat of its own is under way, it sends one. A beat
+// than heartbeat and no beat of its own is under way, it sends one (a
+// wrapper that may hold a store without it, as kvbreaker.Prefixed does,
+// beats as Follow does over such a store). A beat
 // travels through the store to every follower of it, and each delivers a
 // Synced for it (the store's clock, converted to the follower's with an
 // offset the follower samples, dates it), so a fleet whose members all need
