@@ -73,6 +73,12 @@ type mirror struct {
 	f     driver.Follower
 	size  int
 	stale time.Duration
+	// want, for a feed that beats on demand (driver.DemandFollower), asks
+	// it for a beat: a call sends on it, without waiting, when the newest
+	// Synced is older than the heartbeat; nil for a feed that beats on its
+	// own. beatAge is that heartbeat, in nanoseconds.
+	want    chan struct{}
+	beatAge int64
 	// base is the monotonic origin of until.
 	base time.Time
 	// until is the instant, in nanoseconds since base, up to which the
@@ -149,13 +155,26 @@ func newMirror(b *Breaker, f driver.Follower, size int, stale time.Duration) *mi
 	for i := range m.shards {
 		m.shards[i].m = map[string]*mirrorEntry{}
 	}
+	if st, ok := f.(driver.Store); ok && demandFollows(st) {
+		m.want = make(chan struct{}, 1)
+		m.beatAge = int64(m.heartbeat())
+	}
 	return m
 }
 
-// heartbeat is what the mirror asks of the feed: a quarter of
-// MirrorStaleness, so that three heartbeats may be late before the mirror
-// stops deciding.
-func (m *mirror) heartbeat() time.Duration { return m.stale / 4 }
+// heartbeat is what the mirror asks of the feed. A feed that beats on its
+// own beats every quarter of MirrorStaleness, so that three beats may be
+// late before the mirror stops deciding. A feed that beats on demand is
+// asked for a beat once its newest Synced is three quarters of
+// MirrorStaleness old, which leaves the beat a quarter to arrive: a beat
+// serves the whole fleet, and the later it is asked for the fewer a fleet
+// sends (about one per heartbeat while any member decides).
+func (m *mirror) heartbeat() time.Duration {
+	if m.want != nil {
+		return m.stale * 3 / 4
+	}
+	return m.stale / 4
+}
 
 func (m *mirror) start() {
 	ctx, cancel := context.WithCancel(context.Background())
@@ -177,7 +196,12 @@ func (m *mirror) run(ctx context.Context) {
 		fctx, stop := context.WithCancel(ctx)
 		m.stop = stop
 		m.synced, m.over = false, false
-		err := m.f.Follow(fctx, "", m.heartbeat(), m.apply)
+		var err error
+		if df, ok := m.f.(driver.DemandFollower); ok && m.want != nil {
+			err = df.FollowDemand(fctx, "", m.heartbeat(), m.want, m.apply)
+		} else {
+			err = m.f.Follow(fctx, "", m.heartbeat(), m.apply)
+		}
 		stop()
 		if ctx.Err() != nil {
 			m.down(ctx, MirrorEnded, ctx.Err())
@@ -212,13 +236,31 @@ func (m *mirror) run(ctx context.Context) {
 // clock); the first call that finds it stale reports so.
 func (m *mirror) decides(ctx context.Context, mono time.Time) bool {
 	u := m.until.Load()
-	if int64(mono.Sub(m.base)) < u {
+	now := int64(mono.Sub(m.base))
+	if now < u {
+		if m.want != nil && now-(u-int64(m.stale)) >= m.beatAge {
+			m.wish()
+		}
 		return true
 	}
-	if u != 0 && m.healthy.Load() {
-		m.report(ctx, false, MirrorStale, nil)
+	if u != 0 {
+		if m.want != nil {
+			m.wish()
+		}
+		if m.healthy.Load() {
+			m.report(ctx, false, MirrorStale, nil)
+		}
 	}
 	return false
+}
+
+// wish asks a feed that beats on demand for a beat, unless it has been
+// asked already.
+func (m *mirror) wish() {
+	select {
+	case m.want <- struct{}{}:
+	default:
+	}
 }
 
 // report tells Observer.Mirror of a change of health, once per change.

@@ -211,7 +211,13 @@ func (p *prefixed) Follow(ctx context.Context, prefix string, heartbeat time.Dur
 	if !ok {
 		return fmt.Errorf("kvbreaker: follow: %T cannot follow its keys: %w", p.store, errors.ErrUnsupported)
 	}
-	return f.Follow(ctx, p.key(prefix), heartbeat, func(c driver.Change) {
+	return f.Follow(ctx, p.key(prefix), heartbeat, p.unprefix(fn))
+}
+
+// unprefix wraps fn to deliver keys with the store's prefix removed and
+// unescaped, leaving out keys no Breaker wrote through this prefix.
+func (p *prefixed) unprefix(fn func(driver.Change)) func(driver.Change) {
+	return func(c driver.Change) {
 		if c.Kind == driver.ChangePut || c.Kind == driver.ChangeDelete || c.Kind == driver.ChangeStale {
 			k, ok := unescapeKey(strings.TrimPrefix(c.Key, p.prefix))
 			if !ok || k == "" {
@@ -220,7 +226,28 @@ func (p *prefixed) Follow(ctx context.Context, prefix string, heartbeat time.Dur
 			c.Key = k
 		}
 		fn(c)
-	})
+	}
+}
+
+// FollowDemand is Follow over a store that beats on demand
+// (driver.DemandFollower); over any other follower it is Follow, which
+// beats on its own whatever want says.
+func (p *prefixed) FollowDemand(ctx context.Context, prefix string, heartbeat time.Duration, want <-chan struct{}, fn func(driver.Change)) error {
+	df, ok := p.store.(driver.DemandFollower)
+	if !ok {
+		return p.Follow(ctx, prefix, heartbeat, fn)
+	}
+	return df.FollowDemand(ctx, p.key(prefix), heartbeat, want, p.unprefix(fn))
+}
+
+// demandFollows reports whether s beats on demand
+// (driver.DemandFollower), for a Prefixed store whether its store does.
+func demandFollows(s driver.Store) bool {
+	if inner, _, ok := Unprefixed(s); ok {
+		return demandFollows(inner)
+	}
+	_, ok := s.(driver.DemandFollower)
+	return ok
 }
 
 // follows reports whether s can follow its keys: a driver.Follower, and

@@ -37,6 +37,22 @@ const invalidateChannel = "__redis__:invalidate"
 // with NOPERM (an ACL that denies the feed what it needs), Follow returns
 // an error saying so.
 func (s *Store) Follow(ctx context.Context, prefix string, heartbeat time.Duration, fn func(driver.Change)) error {
+	return s.follow(ctx, prefix, heartbeat, nil, fn)
+}
+
+// FollowDemand implements driver.DemandFollower: Follow, but after each
+// session's first Synced it beats only when want asks and its newest Synced
+// is older than heartbeat, and the beat is a PUBLISH on
+// __redis__:invalidate that every follower of the server receives (see
+// "Following" in the package doc).
+func (s *Store) FollowDemand(ctx context.Context, prefix string, heartbeat time.Duration, want <-chan struct{}, fn func(driver.Change)) error {
+	if want == nil {
+		return opError("follow", prefix, errors.New("nil want"))
+	}
+	return s.follow(ctx, prefix, heartbeat, want, fn)
+}
+
+func (s *Store) follow(ctx context.Context, prefix string, heartbeat time.Duration, want <-chan struct{}, fn func(driver.Change)) error {
 	const op = "follow"
 	if s.closed.Load() {
 		return opError(op, prefix, ErrClosed)
@@ -59,7 +75,7 @@ func (s *Store) Follow(ctx context.Context, prefix string, heartbeat time.Durati
 	}
 	defer stop()
 
-	f := &follower{s: s, prefix: prefix, hb: heartbeat, fn: fn}
+	f := &follower{s: s, prefix: prefix, hb: heartbeat, fn: fn, want: want}
 	f.fc = goredis.NewClient(f.options(c.Options()))
 	defer f.fc.Close()
 	err = f.run(ctx)
@@ -137,6 +153,11 @@ type follower struct {
 	prefix string
 	hb     time.Duration
 	fn     func(driver.Change)
+	// want asks for a beat (FollowDemand); nil: beat every heartbeat/2.
+	want <-chan struct{}
+	// track: the next connection fc makes is the subscriber's, and turns
+	// its own tracking on as it connects (OnConnect).
+	track atomic.Bool
 
 	// connects counts the connections fc has made and lastID is the
 	// client id of the newest: a session knows its two, and any other
@@ -176,6 +197,18 @@ func (f *follower) options(base *goredis.Options) *goredis.Options {
 		id, err := cn.ClientID(ctx).Result()
 		if err != nil {
 			return err
+		}
+		if f.track.CompareAndSwap(true, false) {
+			// Tracking on the subscriber itself, redirected to itself:
+			// it lasts exactly as long as the connection that receives
+			// its invalidations, whose end the subscription sees.
+			args := []any{"CLIENT", "TRACKING", "on", "REDIRECT", id, "BCAST"}
+			if f.prefix != "" {
+				args = append(args, "PREFIX", f.prefix)
+			}
+			if err := cn.Do(ctx, args...).Err(); err != nil {
+				return fmt.Errorf("client tracking: %w", err)
+			}
 		}
 		f.mu.Lock()
 		f.connects++
@@ -268,6 +301,8 @@ type received struct {
 func (f *follower) session(ctx context.Context) (reset bool, err error) {
 	// The subscriber first: tracking redirects to its client id.
 	n0, _ := f.conns()
+	f.track.Store(true)
+	defer f.track.Store(false)
 	ps := f.fc.Subscribe(ctx)
 	defer ps.Close()
 	cctx, cancel := context.WithTimeout(ctx, f.callTimeout())
@@ -287,20 +322,11 @@ func (f *follower) session(ctx context.Context) (reset bool, err error) {
 		return false, fmt.Errorf("subscribe: %d connections made, want 1", n1-n0)
 	}
 
+	cancel()
+	// tc marks and checks the database (wipe.go); the tracking is the
+	// subscriber's.
 	tc := f.fc.EphemeralConn()
 	defer tc.Close()
-	args := []any{"CLIENT", "TRACKING", "on", "REDIRECT", sid, "BCAST"}
-	if f.prefix != "" {
-		args = append(args, "PREFIX", f.prefix)
-	}
-	if err := tc.Do(cctx, args...).Err(); err != nil {
-		return false, fmt.Errorf("client tracking: %w", err)
-	}
-	n2, _ := f.conns()
-	if n2 != n1+1 {
-		return false, fmt.Errorf("client tracking: %d connections made, want 1", n2-n1)
-	}
-	cancel()
 
 	// The reader passes the subscription's messages on through a bounded
 	// channel: when the session falls behind, Redis holds the rest in the
@@ -342,6 +368,10 @@ func (f *follower) session(ctx context.Context) (reset bool, err error) {
 		return true, err
 	}
 	defer unmarkDB(ctx, tc, marker)
+	n2, _ := f.conns()
+	if n2 != n1+1 {
+		return true, fmt.Errorf("mark the database: %d connections made, want 1", n2-n1)
+	}
 	if err := f.snapshot(ctx); err != nil {
 		return true, err
 	}
@@ -366,6 +396,7 @@ func (f *follower) session(ctx context.Context) (reset bool, err error) {
 	if err := ping(); err != nil {
 		return true, err
 	}
+	b := &beats{f: f, db: f.fc.Options().DB, sid: sid, marker: marker, tc: tc, ownCheck: time.Now()}
 	tick := time.NewTicker(max(f.hb/2, time.Millisecond))
 	defer tick.Stop()
 	for {
@@ -379,8 +410,27 @@ func (f *follower) session(ctx context.Context) (reset bool, err error) {
 				}
 				continue
 			}
+			if f.want != nil {
+				if err := b.overdue(ctx, now); err != nil {
+					return true, err
+				}
+				continue
+			}
 			if err := ping(); err != nil {
 				return true, err
+			}
+		case <-f.want:
+			if pending || time.Since(b.last) < f.hb+b.jitter {
+				continue
+			}
+			usePing, err := b.send(ctx)
+			if err != nil {
+				return true, err
+			}
+			if usePing {
+				if err := ping(); err != nil {
+					return true, err
+				}
 			}
 		case r := <-ch:
 			if r.err != nil {
@@ -390,6 +440,16 @@ func (f *follower) session(ctx context.Context) (reset bool, err error) {
 			case *goredis.Message:
 				if m.Channel != invalidateChannel {
 					return true, fmt.Errorf("unexpected message on %s", m.Channel)
+				}
+				if m.PayloadSlice == nil && strings.HasPrefix(m.Payload, beatPrefix) {
+					at, ok, err := b.received(ctx, m.Payload, n2)
+					if err != nil {
+						return true, err
+					}
+					if ok && f.want != nil {
+						f.fn(driver.Change{Kind: driver.ChangeSynced, At: at})
+					}
+					continue
 				}
 				keys := m.PayloadSlice
 				if keys == nil {
@@ -407,10 +467,11 @@ func (f *follower) session(ctx context.Context) (reset bool, err error) {
 				// tracking must still be on, on the connections this
 				// session made, for that to mean every write before the
 				// PING was sent.
-				if err := f.checkTracking(ctx, tc, sid, n2); err != nil {
+				if err := f.checkConns(n2); err != nil {
 					return true, err
 				}
 				pending = false
+				b.synced(sentAt)
 				f.fn(driver.Change{Kind: driver.ChangeSynced, At: sentAt})
 			default:
 				return true, fmt.Errorf("unexpected message %v", m)
@@ -419,48 +480,12 @@ func (f *follower) session(ctx context.Context) (reset bool, err error) {
 	}
 }
 
-// checkTracking confirms that tc's tracking is on, in BCAST mode,
-// redirecting to sid, not broken, and that fc has made no connection since
-// the session's (a reconnection would carry no tracking).
-func (f *follower) checkTracking(ctx context.Context, tc *goredis.Conn, sid int64, conns int) error {
-	ctx, cancel := context.WithTimeout(ctx, f.callTimeout())
-	defer cancel()
-	res, err := tc.Do(ctx, "CLIENT", "TRACKINGINFO").Slice()
-	if err != nil {
-		return fmt.Errorf("tracking connection: %w", err)
-	}
+// checkConns confirms that fc has made no connection since the session's
+// (a reconnection would carry no tracking): the tracking lives on the
+// subscriber, and lasts as long as it does.
+func (f *follower) checkConns(conns int) error {
 	if n, _ := f.conns(); n != conns {
 		return errors.New("a follow connection was re-established")
-	}
-	var flags []string
-	redirect := int64(-2)
-	for i := 0; i+1 < len(res); i += 2 {
-		switch name, _ := res[i].(string); name {
-		case "flags":
-			l, _ := res[i+1].([]any)
-			for _, x := range l {
-				s, _ := x.(string)
-				flags = append(flags, s)
-			}
-		case "redirect":
-			redirect, _ = res[i+1].(int64)
-		}
-	}
-	has := func(flag string) bool {
-		for _, x := range flags {
-			if x == flag {
-				return true
-			}
-		}
-		return false
-	}
-	switch {
-	case has("broken_redirect"):
-		return errors.New("tracking-redir-broken: the subscriber connection is gone")
-	case !has("on") || !has("bcast"):
-		return fmt.Errorf("tracking is off on the tracking connection (flags %v)", flags)
-	case redirect != sid:
-		return fmt.Errorf("tracking redirects to client %d, not to the subscriber %d", redirect, sid)
 	}
 	return nil
 }

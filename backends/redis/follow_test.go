@@ -164,8 +164,9 @@ func follow(t *testing.T, st *redis.Store, prefix string, hb time.Duration) *fee
 }
 
 // followConns returns the client ids of the follow connections on the
-// server c talks to: the subscriber (flag P) and the tracking one (flag t).
-func followConns(t *testing.T, c *goredis.Client) (sub, tracking []int64) {
+// server c talks to: the subscriber, which tracks (flags P and t), and the
+// others (the one that checks the marker).
+func followConns(t *testing.T, c *goredis.Client) (sub, marker []int64) {
 	t.Helper()
 	list, err := c.ClientList(t.Context()).Result()
 	if err != nil {
@@ -182,13 +183,13 @@ func followConns(t *testing.T, c *goredis.Client) (sub, tracking []int64) {
 		}
 		id, _ := strconv.ParseInt(fields["id"], 10, 64)
 		switch {
-		case strings.Contains(fields["flags"], "P"):
+		case strings.Contains(fields["flags"], "P") && strings.Contains(fields["flags"], "t"):
 			sub = append(sub, id)
-		case strings.Contains(fields["flags"], "t"):
-			tracking = append(tracking, id)
+		default:
+			marker = append(marker, id)
 		}
 	}
-	return sub, tracking
+	return sub, marker
 }
 
 func killClient(t *testing.T, c *goredis.Client, id int64) {
@@ -322,11 +323,11 @@ func checkSyncedCovers(t *testing.T, cs []driver.Change, at []time.Time, key str
 	}
 }
 
-// TestFollowClientKill: killing the subscriber connection, or the tracking
-// one, is a Lost, and the resynchronisation includes a write made while the
+// TestFollowClientKill: killing the subscriber connection (which tracks
+// its own keys), or the one that checks the marker, is a Lost, and the resynchronisation includes a write made while the
 // feed was broken; no Synced vouches for a write it missed.
 func TestFollowClientKill(t *testing.T) {
-	for _, which := range []string{"subscriber", "tracking"} {
+	for _, which := range []string{"subscriber", "marker"} {
 		t.Run(which, func(t *testing.T) {
 			ctx := t.Context()
 			s := redistest.MustStart(t) // its own server: CLIENT LIST holds only this test's follow
@@ -335,13 +336,13 @@ func TestFollowClientKill(t *testing.T) {
 			p := uniquePrefix(t)
 			f := follow(t, st, p, followHB)
 			n := f.waitFor(t, 0, 5*time.Second, "first Synced", kindIs(driver.ChangeSynced))
-			sub, tracking := followConns(t, c)
-			if len(sub) != 1 || len(tracking) != 1 {
-				t.Fatalf("follow connections: subscriber %v, tracking %v; want one of each", sub, tracking)
+			sub, marker := followConns(t, c)
+			if len(sub) != 1 || len(marker) != 1 {
+				t.Fatalf("follow connections: subscriber and tracking %v, marker %v; want one of each", sub, marker)
 			}
 			victim := sub[0]
-			if which == "tracking" {
-				victim = tracking[0]
+			if which == "marker" {
+				victim = marker[0]
 			}
 			killClient(t, c, victim)
 			sent := time.Now()
@@ -359,8 +360,8 @@ func TestFollowClientKill(t *testing.T) {
 			}
 			checkSyncedCovers(t, cs, at, p+"during", v, sent, returned)
 			// The new session's connections replace the old ones.
-			if sub, tracking := followConns(t, c); len(sub) != 1 || len(tracking) != 1 || slices.Contains(append(sub, tracking...), victim) {
-				t.Errorf("after the resync, follow connections: subscriber %v, tracking %v; want one new of each", sub, tracking)
+			if sub, marker := followConns(t, c); len(sub) != 1 || len(marker) != 1 || slices.Contains(append(sub, marker...), victim) {
+				t.Errorf("after the resync, follow connections: subscriber %v, marker %v; want one new of each", sub, marker)
 			}
 		})
 	}

@@ -88,8 +88,10 @@
 // # Following
 //
 // A Store follows a prefix (driver.Follower) with CLIENT TRACKING in BCAST
-// mode on that prefix, redirected to a connection subscribed to
-// __redis__:invalidate. Both connections belong to a client Follow makes
+// mode on that prefix, turned on by the connection subscribed to
+// __redis__:invalidate and redirected to itself, so that the tracking
+// lasts exactly as long as the connection that receives its
+// invalidations. Its connections belong to a client Follow makes
 // from the Store's client's options (same server, credentials, TLS and
 // database) with RESP2, no retries and the name FollowClientName (unless
 // the client sets one): in RESP3 Redis would send invalidations as push
@@ -104,15 +106,32 @@
 // snapshot, and a Breaker's mirror reads such a key once, when it next
 // needs it. Two writes close together may arrive as one Stale. Every
 // heartbeat/2 a PING goes to the subscriber: Redis answers it
-// after every invalidation it queued before; once the answer arrives and
-// the invalidations before it have been delivered, and CLIENT TRACKINGINFO
-// confirms the tracking is still on and redirected to that subscriber,
-// Follow sends Synced{At: when the PING was sent}. Lost, then a new
-// session (tracking, snapshot, Synced), follows: either connection
-// failing or closing, a broken redirect, a PING unanswered within the
-// heartbeat, a null invalidation (FLUSHALL, FLUSHDB; go-redis reports it
-// as an unsupported pubsub payload), the session's marker key gone
-// (SWAPDB: ErrFeedWiped, wipe.go). Follow works
+// after every invalidation it queued before; once the answer arrives, the
+// invalidations before it have been delivered and the follow client has
+// made no connection since the session's (a reconnection carries no
+// tracking), Follow sends Synced{At: when the PING was sent}.
+//
+// FollowDemand (driver.DemandFollower, what a Breaker's mirror uses) PINGs
+// once per session; after that a beat is a PUBLISH on __redis__:invalidate,
+// sent only when its caller asks and its newest Synced is a heartbeat old,
+// which every follower of the server receives after the invalidations
+// queued for it before: one beat serves a fleet. It carries the server's
+// clock, a lower bound of it when the PUBLISH ran that the sender derives
+// from a TIME sample and its monotonic clock, and each follower converts it
+// to its own clock with a TIME sample of its own (each sample serves 30 s;
+// 500 ppm of drift is allowed for); a beat that converts to an instant
+// after its own arrival is dropped. A follower asked for a beat waits a
+// random extra up to an eighth of the heartbeat, so that followers asked at
+// once do not all send one. When the fleet's newest check is four
+// heartbeats old a beat's sender checks its marker key first (wipe.go),
+// and announces a swapped database to every follower of it. A user refused PUBLISH beats with PINGs of its own.
+//
+// Lost, then a new
+// session (tracking, snapshot, Synced), follows: the subscriber failing or
+// closing, a PING or a beat of its own unanswered within the heartbeat
+// (the call timeout on demand), a null invalidation (FLUSHALL, FLUSHDB;
+// go-redis reports it as an unsupported pubsub payload), the session's
+// marker key gone (SWAPDB: ErrFeedWiped, wipe.go). Follow works
 // with a *redis.Client of one server; a Cluster (tracking is per node), a
 // Ring, a failover client (its connections may stay on a demoted master)
 // and a Store declared WithReplicaReads get errors.ErrUnsupported. Close

@@ -30,10 +30,10 @@ const aclPrefix = "fleet-a/"
 // Get (HMGET), the writes and reads of the scripts (EVALSHA, EVAL and the
 // commands the scripts call, which Redis 7 checks against the user too),
 // TIME (the clock), SCAN and HEXISTS (listing; SCAN for Follow's snapshot), and Follow's
-// SUBSCRIBE, CLIENT TRACKING, CLIENT TRACKINGINFO and PING.
+// SUBSCRIBE, CLIENT TRACKING and PING, and FollowDemand's PUBLISH.
 const aclCommands = "-@all +ping +client|setname +client|id +hmget +evalsha +eval" +
 	" +get +hgetall +lrange +smembers +zrange +xrange +dump +type +hset +hdel +del +pexpire +pttl +time" +
-	" +scan +hexists +subscribe +client|tracking +client|trackinginfo"
+	" +scan +hexists +subscribe +client|tracking +publish"
 
 // aclUser is a user that may run aclCommands on keys under aclPrefix and
 // receive invalidations (the __redis__:invalidate channel), nothing else.
@@ -50,7 +50,7 @@ const aclUser = "fleet-a on >fleet-a-password resetkeys ~" + aclPrefix + "* rese
 func TestTLSAndLimitedACLUser(t *testing.T) {
 	pki := tlstest.MustNew(t, "redis test CA")
 	limited := strings.Replace(aclUser, "fleet-a ", "no-tracking ", 1)
-	limited = strings.Replace(limited, " +client|trackinginfo", "", 1)
+	limited = strings.Replace(limited, " +client|tracking", "", 1)
 	srv := redistest.MustStartWith(t, redistest.Options{TLS: pki, ClientCerts: true, Users: []string{aclUser, limited}})
 	url := "rediss://fleet-a:fleet-a-password@" + srv.Addr() + "/0"
 	dial := func(t *testing.T, url string) *redis.Store {
@@ -134,15 +134,24 @@ func TestTLSAndLimitedACLUser(t *testing.T) {
 		followRefused(t, s, "fleet-b/")
 	})
 
-	t.Run("without CLIENT TRACKINGINFO", func(t *testing.T) {
+	t.Run("without CLIENT TRACKING", func(t *testing.T) {
 		s := dial(t, "rediss://no-tracking:fleet-a-password@"+srv.Addr()+"/0")
 		if _, _, err := s.Get(t.Context(), aclPrefix+"x"); !errors.Is(err, driver.ErrNotFound) {
 			t.Fatalf("Get: %v", err)
 		}
-		// The check fails after the snapshot's Reset, so Follow reports
-		// each session's failure as a Lost and tries again; it never
-		// confirms a sync.
-		followRefused(t, s, aclPrefix)
+		// The subscriber's connection turns its tracking on as it
+		// connects: refused, the first session fails before its Reset,
+		// and Follow returns the error; it never confirms a sync.
+		fd := newFeed()
+		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+		defer cancel()
+		err := s.Follow(ctx, aclPrefix, 200*time.Millisecond, fd.fn)
+		if ctx.Err() != nil || !strings.Contains(errString(err), "NOPERM") {
+			t.Errorf("Follow without CLIENT TRACKING = %v (context %v), want an error saying NOPERM", err, ctx.Err())
+		}
+		if i := kindIs(driver.ChangeSynced)(fd.snapshot()); i >= 0 {
+			t.Errorf("Synced although refused: %s", describe(fd.snapshot()))
+		}
 	})
 }
 
@@ -324,7 +333,8 @@ func notify(ch chan struct{}) {
 // untested are the commands of aclCommands TestACLCommandsNeeded cannot
 // show a need for, and why.
 var untested = map[string]string{
-	"+dump": "reads a key of a module's data type, which this server has none of",
+	"+dump":    "reads a key of a module's data type, which this server has none of",
+	"+publish": "FollowDemand's beat for the whole fleet: refused, each feed beats with PINGs of its own, so no method fails without it",
 }
 
 // TestACLCommandsNeeded: a user granted aclCommands on its prefix runs

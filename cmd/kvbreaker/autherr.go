@@ -34,7 +34,7 @@ func redisServerError(where string, f *backendFlags, err error) error {
 		return fmt.Errorf("%s refused the user name or password in %s (%s): check them (redis://USER:PASSWORD@host:port/db; %%-escape reserved characters in the password)",
 			where, url, msg)
 	case goredis.HasErrorPrefix(err, "NOPERM"):
-		return fmt.Errorf("%s: the ACL user of %s may not run what kvbreaker needs (%s): on your fleet's keys (~PREFIX*) and the channel &__redis__:invalidate it needs +ping +info +client|setname +client|id +hmget +evalsha +eval +get +hgetall +lrange +smembers +zrange +xrange +dump +type +hset +hdel +del +pexpire +pttl +time +scan +hexists +subscribe +client|tracking +client|trackinginfo (docs/security.md)",
+		return fmt.Errorf("%s: the ACL user of %s may not run what kvbreaker needs (%s): on your fleet's keys (~PREFIX*) and the channel &__redis__:invalidate it needs +ping +info +client|setname +client|id +hmget +evalsha +eval +get +hgetall +lrange +smembers +zrange +xrange +dump +type +hset +hdel +del +pexpire +pttl +time +scan +hexists +subscribe +client|tracking +publish (docs/security.md)",
 			where, url, msg)
 	case strings.Contains(msg, "DB index is out of range"), strings.Contains(msg, "invalid DB index"):
 		return fmt.Errorf("%s: the server has no such database (%s): put a database it has in %s's path, redis://host:port/0 (its \"databases\" setting, 16 by default)",

@@ -79,7 +79,7 @@ func clearEnv(t *testing.T, names ...string) {
 // (check-…).
 const commandUser = "cmd on >cmd-password resetkeys ~cli-* ~check-* resetchannels &__redis__:invalidate -@all +info" +
 	" +ping +client|setname +client|id +hmget +evalsha +eval +get +hgetall +lrange +smembers +zrange +xrange +dump +type" +
-	" +hset +hdel +del +pexpire +pttl +time +scan +hexists +subscribe +client|tracking +client|trackinginfo"
+	" +hset +hdel +del +pexpire +pttl +time +scan +hexists +subscribe +client|tracking +publish"
 
 // TestRedisTLSAndACLUser: list, inspect, reset and check against a Redis
 // that speaks only TLS and requires a client certificate, as an ACL user

@@ -35,6 +35,32 @@ type FeedModel struct {
 	// (Redis pings every half heartbeat, SQLite polls every
 	// DefaultFollowPoll or heartbeat, whichever is shorter); nil means one.
 	BeatsPer func(heartbeat time.Duration) float64
+	// Demand is set for a feed that beats on demand
+	// (driver.DemandFollower), which a mirror follows with FollowDemand:
+	// after each session's own first beat, a beat is sent through the
+	// store by whichever follower needs one, and serves every follower
+	// (FeedUse.FleetBeats); nil: every process beats on its own.
+	Demand *DemandBeats
+}
+
+// DemandBeats is how a feed that beats on demand spends its requests
+// besides the beats themselves.
+type DemandBeats struct {
+	// CheckEvery: a beat's sender also checks the store was not wiped
+	// when the newest beat that did is this many heartbeats old
+	// (FeedUse.Checks).
+	CheckEvery float64
+	// SampleEvery: each follower reads the store's clock when its last
+	// sample is this old and a beat is to be sent or converted
+	// (FeedUse.Samples).
+	SampleEvery time.Duration
+	// MarkerRefresh: a follower whose own marker no beat of its own has
+	// checked for this long checks it on its own (a Check).
+	MarkerRefresh time.Duration
+	// Jitter: a follower asked for a beat lets its newest Synced age up to
+	// heartbeat/Jitter more, at random (0: none); DemandFleet spreads the
+	// processes' extra evenly over that span.
+	Jitter int
 }
 
 // FeedRequest is one kind of request of a feed, and how many of it each
@@ -45,8 +71,12 @@ type FeedRequest struct {
 	PerSession int
 	// PerPage, PerKey: sent for each page of a snapshot, and each key in it.
 	PerPage, PerKey int
-	// PerBeat: sent for each heartbeat beat.
+	// PerBeat: sent for each heartbeat beat of one process's own.
 	PerBeat int
+	// PerFleetBeat, PerCheck, PerSample: sent for each beat on demand,
+	// each wipe check riding on one, each sample of the store's clock
+	// (DemandBeats).
+	PerFleetBeat, PerCheck, PerSample int
 	// UpTo: the counts above are a bound, which the feed reaches only
 	// when it must (etcd asks for progress only while its watch trails
 	// the revision a beat read); the simulator costs the bound.
@@ -58,13 +88,16 @@ type FeedRequest struct {
 // took, and its beats.
 type FeedUse struct {
 	Sessions, Pages, Keys, Beats int
+	// FleetBeats, Checks and Samples are a feed's on demand (DemandBeats).
+	FleetBeats, Checks, Samples int
 }
 
 // Count returns the requests u costs, by name.
 func (m FeedModel) Count(u FeedUse) map[string]int {
 	out := map[string]int{}
 	for _, r := range m.Requests {
-		if n := r.PerSession*u.Sessions + r.PerPage*u.Pages + r.PerKey*u.Keys + r.PerBeat*u.Beats; n > 0 {
+		if n := r.PerSession*u.Sessions + r.PerPage*u.Pages + r.PerKey*u.Keys + r.PerBeat*u.Beats +
+			r.PerFleetBeat*u.FleetBeats + r.PerCheck*u.Checks + r.PerSample*u.Samples; n > 0 {
 			out[r.Name] += n
 		}
 	}
@@ -123,7 +156,7 @@ func (m FeedModel) Compare(u FeedUse, counted map[string]int, slack int) error {
 	want := m.Count(u)
 	perBeat, upTo := map[string]bool{}, map[string]bool{}
 	for _, r := range m.Requests {
-		perBeat[r.Name] = r.PerBeat > 0
+		perBeat[r.Name] = r.PerBeat > 0 || r.PerFleetBeat > 0
 		upTo[r.Name] = r.UpTo
 	}
 	var bad []string
@@ -161,13 +194,18 @@ const sqliteFollowPoll = 50 * time.Millisecond
 //     when the watch has not yet reached that revision, a RequestProgress
 //     on the open stream (counted here on every beat: an upper bound).
 //   - Redis: a session opens two connections (HELLO, CLIENT SETNAME, two
-//     CLIENT SETINFO and CLIENT ID each: go-redis's handshake), SUBSCRIBEs one and turns CLIENT TRACKING on the
-//     other; the snapshot is a SCAN per page (COUNT 256: a page is a hint
-//     to Redis, which may answer in more) and an HMGET per key; a beat, every
-//     half heartbeat, is a PING on the subscriber, a CLIENT
-//     TRACKINGINFO on the tracking connection and a GETEX of the session's
-//     marker key (set when the session starts, deleted when it ends: a
-//     FLUSHALL or SWAPDB behind the feed's back removes it).
+//     CLIENT SETINFO and CLIENT ID each: go-redis's handshake), turns
+//     CLIENT TRACKING on on one as it connects and SUBSCRIBEs it; the
+//     snapshot is a SCAN per page (COUNT 256: a page is a hint to Redis,
+//     which may answer in more) and an HMGET per key; a beat of its own
+//     (every half heartbeat under Follow, the session's first only under
+//     FollowDemand) is a PING on the subscriber and a GETEX of the
+//     session's marker key on the other connection (set when the session
+//     starts, deleted when it ends: a FLUSHALL or SWAPDB behind the feed's
+//     back removes it). On demand, a beat is a PUBLISH, with a GETEX of the
+//     sender's marker when the fleet's newest check is four heartbeats
+//     old (and each follower's own when it went 30 min unchecked), and
+//     each follower reads TIME at most every 30 s to date beats.
 //   - PostgreSQL: a session checks the triggers, names its connection,
 //     LISTENs (one statement for both channels) and reads the snapshot in
 //     one query; a beat, every heartbeat, is a pg_notify from the pool.
@@ -190,6 +228,7 @@ var FeedModels = map[string]FeedModel{
 	}},
 	"redis": {Store: "redis", SnapshotPage: 256, Invalidations: true,
 		BeatsPer: func(time.Duration) float64 { return 2 },
+		Demand:   &DemandBeats{CheckEvery: 4, SampleEvery: 30 * time.Second, MarkerRefresh: 30 * time.Minute, Jitter: 8},
 		Requests: []FeedRequest{
 			{Name: "hello", PerSession: 2},
 			{Name: "client|setname", PerSession: 2},
@@ -202,8 +241,9 @@ var FeedModels = map[string]FeedModel{
 			{Name: "set", PerSession: 1},
 			{Name: "del", PerSession: 1},
 			{Name: "ping", PerBeat: 1},
-			{Name: "client|trackinginfo", PerBeat: 1},
-			{Name: "getex", PerBeat: 1},
+			{Name: "getex", PerBeat: 1, PerCheck: 1},
+			{Name: "publish", PerFleetBeat: 1},
+			{Name: "time", PerSample: 1},
 		}},
 	"postgres": {Store: "postgres", Invalidations: true, Requests: []FeedRequest{
 		{Name: "trigger check", PerSession: 1},
@@ -230,3 +270,102 @@ var FeedModels = map[string]FeedModel{
 
 // FeedStores lists FeedModels' stores in a fixed order.
 var FeedStores = []string{"memory", "etcd", "redis", "postgres", "nats", "sqlite"}
+
+// DemandFleet counts what the feeds of a fleet of mirrors send when they
+// beat on demand (FeedModel.Demand), from every call of every process in
+// time order, as mirror.go and a DemandFollower behave: a call whose
+// process's newest Synced is a heartbeat old asks for a beat, which its
+// feed sends unless one of its own is under way; the beat reaches every
+// process delay later and is each one's new Synced; a follower reads the
+// store's clock when a beat is to be sent or converted (others' beats) and
+// its last sample is SampleEvery old; a sender checks for a wipe when the
+// newest check is CheckEvery heartbeats old.
+type DemandFleet struct {
+	d         DemandBeats
+	hb, delay time.Duration
+	extra     []time.Duration // each process's jitter
+	last      []time.Time     // each process's newest Synced
+	sampled   []time.Time     // each process's last clock sample (zero: none)
+	inflight  []bool
+	pending   []demandBeat
+	checked   time.Time
+	ownCheck  []time.Time // each process's last check of its own marker
+	// Use is what the fleet's feeds sent so far: a session each, its
+	// first beat (a PING of its own), and the beats on demand.
+	Use FeedUse
+}
+
+type demandBeat struct {
+	at, arrives time.Time
+	proc        int
+}
+
+// NewDemandFleet starts procs processes' feeds at start, each with a
+// session whose snapshot found the store empty, and its first Synced.
+func NewDemandFleet(m FeedModel, procs int, heartbeat, delay time.Duration, start time.Time) *DemandFleet {
+	f := &DemandFleet{d: *m.Demand, hb: heartbeat, delay: delay,
+		last: make([]time.Time, procs), sampled: make([]time.Time, procs), inflight: make([]bool, procs)}
+	f.extra = make([]time.Duration, procs)
+	f.ownCheck = make([]time.Time, procs)
+	for p := range procs {
+		f.last[p] = start
+		f.ownCheck[p] = start
+		if m.Demand.Jitter > 0 {
+			f.extra[p] = heartbeat / time.Duration(m.Demand.Jitter) * time.Duration(p) / time.Duration(procs)
+		}
+	}
+	f.Use = FeedUse{Sessions: procs, Pages: procs * m.Pages(0), Beats: procs}
+	return f
+}
+
+// sample counts proc's clock sample at t if its last is too old.
+func (f *DemandFleet) sample(proc int, t time.Time) {
+	if f.sampled[proc].IsZero() || t.Sub(f.sampled[proc]) >= f.d.SampleEvery {
+		f.sampled[proc] = t
+		f.Use.Samples++
+	}
+}
+
+// Call is a call of proc at t (the calls in time order).
+func (f *DemandFleet) Call(proc int, t time.Time) {
+	for q, c := range f.ownCheck {
+		// A follower whose own marker went unchecked for half its
+		// hour checks it on its own (Checks).
+		for t.Sub(c) > f.d.MarkerRefresh && f.d.MarkerRefresh > 0 {
+			c = c.Add(f.d.MarkerRefresh)
+			f.Use.Checks++
+		}
+		f.ownCheck[q] = c
+	}
+	n := 0
+	for _, b := range f.pending {
+		if b.arrives.After(t) {
+			f.pending[n] = b
+			n++
+			continue
+		}
+		for q := range f.last {
+			if q == b.proc {
+				f.inflight[q] = false
+			} else {
+				f.sample(q, b.arrives)
+			}
+			if b.at.After(f.last[q]) {
+				f.last[q] = b.at
+			}
+		}
+	}
+	f.pending = f.pending[:n]
+	if t.Sub(f.last[proc]) < f.hb+f.extra[proc] || f.inflight[proc] {
+		return
+	}
+	f.sample(proc, t)
+	if f.checked.IsZero() || float64(t.Sub(f.checked)) >= f.d.CheckEvery*float64(f.hb) {
+		f.checked = t
+		f.ownCheck[proc] = t
+		f.Use.Checks++
+	}
+	f.Use.FleetBeats++
+	f.inflight[proc] = true
+	f.pending = append(f.pending, demandBeat{at: t, arrives: t.Add(f.delay), proc: proc})
+}

@@ -10,7 +10,9 @@ import (
 // TestFeedCostCounted: kvbreaker+mirror's report costs every store that
 // follows, and each figure is the sum of its parts: the Breakers' own
 // requests, each process's session, a beat's requests at the heartbeat for
-// the whole run, and on a feed of invalidations the reads after a Stale.
+// the whole run (on a feed that beats on demand, each process's first beat
+// and the fleet's beats, wipe checks and clock samples), and on a feed of
+// invalidations the reads after a Stale.
 // The beat figure is recomputed here from the model, so a report that left
 // out a part, or a process, fails.
 func TestFeedCostCounted(t *testing.T) {
@@ -36,6 +38,16 @@ func TestFeedCostCounted(t *testing.T) {
 	for _, f := range m.Mirror.Feeds {
 		fm := model.FeedModels[f.Store]
 		beats := int(float64(time.Hour)/float64(feedHeartbeat)*perHeartbeat(fm)) * fm.PerBeat() * procs
+		if fm.Demand != nil {
+			// A beat on demand serves the fleet: at most one per
+			// process per heartbeat (all asking at once), some while
+			// the fleet decides.
+			if most := procs * int(time.Hour/demandHeartbeat); f.FleetBeats > most || f.FleetBeats == 0 {
+				t.Errorf("%s: %d beats on demand in 1 h at a heartbeat of %v, want 1 to %d", f.Store, f.FleetBeats, demandHeartbeat, most)
+			}
+			use := model.FeedUse{Sessions: procs, Pages: procs * fm.Pages(0), Beats: procs, FleetBeats: f.FleetBeats, Checks: f.Checks, Samples: f.Samples}
+			beats = fm.Total(use) - fm.Total(model.FeedUse{Sessions: procs, Pages: procs * fm.Pages(0)})
+		}
 		if f.BeatRequests != beats {
 			t.Errorf("%s: %d beat requests, want %d (%d processes, a beat's %d requests every %v/%g for 1 h)",
 				f.Store, f.BeatRequests, beats, procs, fm.PerBeat(), feedHeartbeat, perHeartbeat(fm))

@@ -469,6 +469,9 @@ func Run(s Scenario) (*Report, error) {
 }
 
 type runner struct {
+	// demand counts, per store whose feed beats on demand, what the
+	// mirrors' feeds send for the calls made so far (feedCall).
+	demand  map[string]*model.DemandFleet
 	s       Scenario
 	rng     *rand.Rand // workload
 	lat     *rand.Rand // delivery latencies
@@ -769,6 +772,7 @@ func (r *runner) judge(h *host, heldSince time.Time, down bool) model.Verdict {
 		}
 		r.s.OnCall(r.proc, c)
 	}
+	r.feedCall(now)
 	for i, md := range r.models {
 		r.checkExpiry(h, i, now)
 		r.v[i], r.tr[i] = md.Allow(h.name, now, heldSince)
@@ -892,6 +896,7 @@ func (r *runner) tell(h *host, ok bool) {
 		}
 		r.s.OnCall(r.proc, Call{At: now.Sub(Epoch), Host: h.name, Kind: k})
 	}
+	r.feedCall(now)
 	for i, md := range r.models {
 		r.checkExpiry(h, i, now)
 		if ok {

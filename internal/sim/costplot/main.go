@@ -3,9 +3,12 @@
 // mirror, with its decision cache, and with a mirror on each server store
 // that follows, from one run of the simulator's default fleet (each
 // line's slope is the run's requests per delivery; a mirror's line starts
-// at what its feed's beats cost a second, model.FeedModels), and the
-// break-even point of each mirror against no mirror and against the cache:
-// the deliveries a second above which the mirror costs fewer requests.
+// at what its feed's beats cost a second, model.FeedModels: on Redis, whose
+// mirror beats on demand, the fleet's beats while it decides all along,
+// shared by its processes, and none while it is idle; a dashed line is
+// Redis with a beat per process, as Follow beats), and the break-even point
+// of each mirror against no mirror and against the cache: the deliveries a
+// second above which the mirror costs fewer requests.
 //
 //	go run ./internal/sim/costplot > docs/cost-feed.svg
 package main
@@ -15,7 +18,10 @@ import (
 	"io"
 	"os"
 	"strings"
+	"time"
 
+	"github.com/kvbreaker/kvbreaker"
+	"github.com/kvbreaker/kvbreaker/internal/model"
 	"github.com/kvbreaker/kvbreaker/internal/sim"
 )
 
@@ -23,6 +29,7 @@ type line struct {
 	name         string
 	fixed, slope float64 // requests a second per process: fixed + slope × deliveries a second
 	color        string
+	dashed       bool
 }
 
 func main() {
@@ -42,9 +49,9 @@ func run(w io.Writer) error {
 	for _, m := range rep.Models {
 		switch m.Model {
 		case "kvbreaker":
-			lines = append(lines, line{"no mirror", 0, m.RequestsPer1000Deliveries / 1000, "#444"})
+			lines = append(lines, line{"no mirror", 0, m.RequestsPer1000Deliveries / 1000, "#444", false})
 		case "kvbreaker+cache":
-			lines = append(lines, line{"decision cache", 0, m.RequestsPer1000Deliveries / 1000, "#888"})
+			lines = append(lines, line{"decision cache", 0, m.RequestsPer1000Deliveries / 1000, "#888", false})
 		}
 	}
 	colors := map[string]string{"etcd": "#1f77b4", "redis": "#d62728", "postgres": "#2ca02c", "nats": "#9467bd"}
@@ -58,7 +65,18 @@ func run(w io.Writer) error {
 				continue
 			}
 			perDelivery := float64(f.FeedReads+f.BreakerRequests) / float64(rep.Trace.Deliveries)
-			lines = append(lines, line{"mirror, " + f.Store, f.BeatRequestsPerSecond / procs, perDelivery, c})
+			name := "mirror, " + f.Store
+			if f.FleetBeats > 0 {
+				name += ", beats on demand"
+			}
+			lines = append(lines, line{name, f.BeatRequestsPerSecond / procs, perDelivery, c, false})
+			if fm := model.FeedModels[f.Store]; fm.Demand != nil {
+				// Follow's beats: each process's own, every half
+				// heartbeat at a quarter of MirrorStaleness.
+				hb := kvbreaker.DefaultMirrorStaleness / 4
+				perSecond := float64(fm.PerBeat()*fm.Beats(hb, time.Hour)) / time.Hour.Seconds()
+				lines = append(lines, line{"mirror, " + f.Store + ", a beat per process", perSecond, perDelivery, c, true})
+			}
 		}
 	}
 	if len(lines) < 3 {
@@ -99,13 +117,17 @@ func draw(w io.Writer, lines []line) {
 		if l.fixed+l.slope*xMax > yMax {
 			x2 = (yMax - l.fixed) / l.slope
 		}
-		fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s" stroke-width="2"/>`+"\n", x(0), y(l.fixed), x(x2), y(l.fixed+l.slope*x2), l.color)
+		dash := ""
+		if l.dashed {
+			dash = ` stroke-dasharray="6 4"`
+		}
+		fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s" stroke-width="2"%s/>`+"\n", x(0), y(l.fixed), x(x2), y(l.fixed+l.slope*x2), l.color, dash)
 		label := fmt.Sprintf("%s: %.3g/s + %.3g per delivery", l.name, l.fixed, l.slope)
 		if l.fixed > 0 {
 			label += breakEven(l, lines[:2])
 		}
-		fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s" stroke-width="2"/><text x="%.1f" y="%.1f" %s>%s</text>`+"\n",
-			width-right+10, top+10+float64(i)*46, width-right+30, top+10+float64(i)*46, l.color, width-right+10, top+24+float64(i)*46, legendAttributes, wrap(label))
+		fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s" stroke-width="2"%s/><text x="%.1f" y="%.1f" %s>%s</text>`+"\n",
+			width-right+10, top+10+float64(i)*46, width-right+30, top+10+float64(i)*46, l.color, dash, width-right+10, top+24+float64(i)*46, legendAttributes, wrap(label))
 	}
 	b.WriteString("</svg>\n")
 	_, _ = io.WriteString(w, b.String())

@@ -1,0 +1,275 @@
+package redis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+)
+
+// A feed that beats on demand (FollowDemand) proves itself current with a
+// PUBLISH on __redis__:invalidate, the channel every follower of the server
+// subscribes to for its invalidations: Redis writes the message to each
+// subscriber after every invalidation it queued for it before the PUBLISH
+// ran, so whoever sends it, each follower that receives it has received
+// every invalidation of a write before it. One beat serves the fleet.
+//
+// What a beat cannot carry is a time by the receiver's clock: the sender's
+// clock is not the receiver's. So it carries the server's: the sender's
+// lower bound of the server's clock when the PUBLISH ran (its last TIME
+// sample, moved on by its own monotonic clock since, less the drift
+// allowed), and each receiver converts it to its own clock with its own
+// TIME sample, as a lower bound again. Neither process's wall clock takes
+// part; each TIME sample serves beatSampleEvery. A beat that converts to an
+// instant after its own arrival cannot be a lower bound (a clock stepped,
+// or a sender that got it wrong): it is dropped, after one fresh sample.
+//
+// The payload is "kvbreaker:beat:DB:SENDER:SEQ:MICROS:CHECKED" (SENDER the
+// subscriber's client id, CHECKED 1 when the sender confirmed its marker
+// just before, wipe.go), or "kvbreaker:beat:DB:SENDER:wiped" when that
+// check found the database swapped: every follower of DB resynchronises.
+// No key has a name of this form under a prefix a Breaker follows, and an
+// invalidation arrives as an array of keys, never as one string.
+const beatPrefix = "kvbreaker:beat:"
+
+const (
+	// beatSampleEvery is how long one TIME sample converts beats.
+	beatSampleEvery = 30 * time.Second
+	// beatDriftPPM bounds how far two clocks drift apart, in parts per
+	// million of the time since a sample: 500, the most NTP slews a clock.
+	beatDriftPPM = 500
+	// beatCheckEvery: a beat's sender checks its marker first when the
+	// newest beat of the database that did is this many heartbeats old.
+	beatCheckEvery = 4
+)
+
+// beats is one session's beating on demand, on the session's goroutine.
+type beats struct {
+	f      *follower
+	db     int
+	sid    int64
+	marker string
+	tc     *goredis.Conn
+
+	// last is the At of the newest Synced delivered; jitter, drawn anew
+	// with each, is how much longer than the heartbeat this feed lets it
+	// age before it beats: followers asked at once beat one after another,
+	// so the first one's beat arrives before the others send theirs.
+	last   time.Time
+	jitter time.Duration
+	// s0 and s1 are the local instants before and after the TIME sample
+	// that answered srv; srv is zero until the first.
+	s0, s1, srv time.Time
+	// seq numbers this session's beats; sent is when the one under way
+	// was sent (zero: none is).
+	seq  uint64
+	sent time.Time
+	// checked is the server time of the newest beat of this database
+	// that carried a marker check; ownCheck is when this session last
+	// checked its own marker (or set it).
+	checked, ownCheck time.Time
+	// noPublish: the server refused the PUBLISH (ACL): the session beats
+	// with its own PINGs.
+	noPublish bool
+	// rejected counts beats dropped as dated after their arrival.
+	rejected int
+}
+
+// acceptFutureBeats, set by tests only, delivers a beat whatever instant
+// it converts to: the negative control of the arrival check.
+var acceptFutureBeats atomic.Bool
+
+// beatCounts counts, over every feed of the process, the beats on demand
+// sent, the wipe checks and the clock samples: what the feed cost model
+// (internal/model) is held to against the server's own count.
+var beatCounts struct{ sent, checks, samples, rejected atomic.Int64 }
+
+// drift is the drift allowed over d.
+func drift(d time.Duration) time.Duration { return d / 1_000_000 * beatDriftPPM }
+
+// synced records a Synced the session delivered itself (a PING's).
+func (b *beats) synced(at time.Time) {
+	if at.After(b.last) {
+		b.setLast(at)
+	}
+}
+
+// setLast records the newest Synced and draws the next jitter, up to an
+// eighth of the heartbeat.
+func (b *beats) setLast(at time.Time) {
+	b.last = at
+	b.jitter = rand.N(b.f.hb/8 + 1)
+}
+
+// sample reads the server's clock when the last sample is too old, or when
+// force is set.
+func (b *beats) sample(ctx context.Context, force bool) error {
+	if !force && !b.srv.IsZero() && time.Since(b.s0) < beatSampleEvery {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, b.f.callTimeout())
+	defer cancel()
+	s0 := time.Now()
+	srv, err := b.f.s.c.Time(ctx).Result()
+	if err != nil {
+		return fmt.Errorf("sample the server's clock: %w", err)
+	}
+	b.s0, b.s1, b.srv = s0, time.Now(), srv
+	beatCounts.samples.Add(1)
+	return nil
+}
+
+// send sends a beat unless one is under way; usePing says the server
+// refuses the PUBLISH and the caller must PING instead.
+func (b *beats) send(ctx context.Context) (usePing bool, err error) {
+	if b.noPublish {
+		return true, nil
+	}
+	if !b.sent.IsZero() {
+		return false, nil
+	}
+	if err := b.sample(ctx, false); err != nil {
+		return false, err
+	}
+	now := time.Now()
+	// The server's clock read srv before s1, so it reads at least
+	// srv + (now - s1) at now, less what the clocks may have drifted.
+	tb := b.srv.Add(now.Sub(b.s1) - drift(now.Sub(b.s0)))
+	check := 0
+	if b.marker != "" && (b.checked.IsZero() || tb.Sub(b.checked) >= beatCheckEvery*b.f.hb) {
+		if err := b.f.checkDB(ctx, b.tc, b.marker); err != nil {
+			if errors.Is(err, ErrFeedWiped) {
+				_ = b.publish(ctx, fmt.Sprintf("%s%d:%d:wiped", beatPrefix, b.db, b.sid))
+			}
+			return false, err
+		}
+		check = 1
+		beatCounts.checks.Add(1)
+		b.ownCheck = time.Now()
+	}
+	b.seq++
+	err = b.publish(ctx, fmt.Sprintf("%s%d:%d:%d:%d:%d", beatPrefix, b.db, b.sid, b.seq, tb.UnixMicro(), check))
+	switch {
+	case err != nil && strings.HasPrefix(err.Error(), "NOPERM"):
+		b.noPublish = true
+		return true, nil
+	case err != nil:
+		return false, fmt.Errorf("publish a beat: %w", err)
+	}
+	b.sent = now
+	beatCounts.sent.Add(1)
+	return false, nil
+}
+
+func (b *beats) publish(ctx context.Context, payload string) error {
+	ctx, cancel := context.WithTimeout(ctx, b.f.callTimeout())
+	defer cancel()
+	return b.f.s.c.Publish(ctx, invalidateChannel, payload).Err()
+}
+
+// overdue fails the session when its own beat has not come back within
+// the call timeout: the subscriber no longer receives. It also keeps the
+// session's marker alive when no beat of its own has checked it for half
+// its lifetime (an idle fleet, or a follower others always beat before),
+// so that a marker that expired is not taken for a swapped database.
+func (b *beats) overdue(ctx context.Context, now time.Time) error {
+	if !b.sent.IsZero() && now.Sub(b.sent) > b.f.callTimeout() {
+		return fmt.Errorf("the feed's own beat did not arrive within %v", b.f.callTimeout())
+	}
+	if b.marker != "" && now.Sub(b.ownCheck) > markerTTL/2 {
+		if err := b.f.checkDB(ctx, b.tc, b.marker); err != nil {
+			if errors.Is(err, ErrFeedWiped) {
+				_ = b.publish(ctx, fmt.Sprintf("%s%d:%d:wiped", beatPrefix, b.db, b.sid))
+			}
+			return err
+		}
+		b.ownCheck = now
+		beatCounts.checks.Add(1)
+	}
+	return nil
+}
+
+// received handles a beat: at is the instant, by this process's clock,
+// before which every invalidation has been received, and ok is set when
+// it is newer than the last Synced. A beat of another database's feed
+// proves the same (the invalidations are the server's, whatever the
+// database) but its check is not of this database.
+func (b *beats) received(ctx context.Context, payload string, conns int) (at time.Time, ok bool, err error) {
+	arrival := time.Now()
+	if err := b.f.checkConns(conns); err != nil {
+		return time.Time{}, false, err
+	}
+	fields := strings.Split(strings.TrimPrefix(payload, beatPrefix), ":")
+	if len(fields) < 3 {
+		return time.Time{}, false, fmt.Errorf("a beat %q of an unknown form", payload)
+	}
+	db, err1 := strconv.Atoi(fields[0])
+	sid, err2 := strconv.ParseInt(fields[1], 10, 64)
+	if err1 != nil || err2 != nil {
+		return time.Time{}, false, fmt.Errorf("a beat %q of an unknown form", payload)
+	}
+	if len(fields) == 3 && fields[2] == "wiped" {
+		if db != b.db {
+			return time.Time{}, false, nil
+		}
+		return time.Time{}, false, fmt.Errorf("%w: the follower with client id %d found its marker gone", ErrFeedWiped, sid)
+	}
+	if b.f.want == nil {
+		// A feed that beats on its own delivers its own PINGs' Synced
+		// only.
+		return time.Time{}, false, nil
+	}
+	if len(fields) != 5 {
+		return time.Time{}, false, fmt.Errorf("a beat %q of an unknown form", payload)
+	}
+	seq, err1 := strconv.ParseUint(fields[2], 10, 64)
+	micros, err2 := strconv.ParseInt(fields[3], 10, 64)
+	if err1 != nil || err2 != nil || (fields[4] != "0" && fields[4] != "1") {
+		return time.Time{}, false, fmt.Errorf("a beat %q of an unknown form", payload)
+	}
+	tb := time.UnixMicro(micros)
+	if fields[4] == "1" && db == b.db && tb.After(b.checked) {
+		b.checked = tb
+	}
+	if sid == b.sid && seq == b.seq && !b.sent.IsZero() {
+		// This session's own: sent before the PUBLISH ran, by this
+		// clock.
+		at, b.sent = b.sent, time.Time{}
+	} else {
+		if err := b.sample(ctx, false); err != nil {
+			return time.Time{}, false, err
+		}
+		at = b.convert(tb, arrival)
+		if at.After(arrival) && time.Since(b.s0) > b.f.callTimeout() && !acceptFutureBeats.Load() {
+			// Perhaps a clock stepped since the sample: once more.
+			if err := b.sample(ctx, true); err != nil {
+				return time.Time{}, false, err
+			}
+			at = b.convert(tb, arrival)
+		}
+		if at.After(arrival) && !acceptFutureBeats.Load() {
+			b.rejected++
+			beatCounts.rejected.Add(1)
+			return time.Time{}, false, nil
+		}
+	}
+	if !at.After(b.last) {
+		return time.Time{}, false, nil
+	}
+	b.setLast(at)
+	return at, true, nil
+}
+
+// convert turns tb, a lower bound of the server's clock when a beat ran,
+// into a lower bound of that instant by this process's clock: the server's
+// clock read srv after s0 (to the microsecond TIME answers in), so it read
+// tb no earlier than s0 + (tb - srv), less the drift allowed since.
+func (b *beats) convert(tb, arrival time.Time) time.Time {
+	return b.s0.Add(tb.Sub(b.srv) - time.Microsecond - drift(arrival.Sub(b.s0)))
+}

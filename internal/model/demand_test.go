@@ -1,0 +1,43 @@
+package model
+
+import (
+	"testing"
+	"time"
+)
+
+// TestDemandFleet: a fleet whose processes all decide all along sends
+// about one beat per heartbeat in all, as one process alone does, not one
+// per process; an idle fleet sends none; each process samples the store's
+// clock at most once per SampleEvery; a wipe check rides on a beat at most
+// once per CheckEvery heartbeats.
+func TestDemandFleet(t *testing.T) {
+	m := FeedModels["redis"]
+	const hb, delay = 750 * time.Millisecond, 5 * time.Millisecond
+	start := time.Unix(0, 0)
+	run := func(procs int, calls int) FeedUse {
+		f := NewDemandFleet(m, procs, hb, delay, start)
+		for i := range calls {
+			f.Call(i%procs, start.Add(time.Duration(i)*10*time.Millisecond))
+		}
+		return f.Use
+	}
+	const span = 100 * time.Second // 10,000 calls 10 ms apart
+	one, eight := run(1, 10_000), run(8, 10_000)
+	// Each beat once the newest is a heartbeat old, and at most the
+	// jitter's eighth of a heartbeat more.
+	most, least := int(span/hb)+1, int(span/(hb+hb/8))-1
+	for _, u := range []FeedUse{one, eight} {
+		if u.FleetBeats < least || u.FleetBeats > most {
+			t.Errorf("%d beats in %v at a heartbeat of %v, want %d to %d: %+v", u.FleetBeats, span, hb, least, most, u)
+		}
+	}
+	if eight.Samples > 8*(int(span/m.Demand.SampleEvery)+1) || eight.Samples < 8 {
+		t.Errorf("%d clock samples by 8 processes in %v, want one per process per %v", eight.Samples, span, m.Demand.SampleEvery)
+	}
+	if c := int(float64(span)/(m.Demand.CheckEvery*float64(hb))) + 1; eight.Checks > c || eight.Checks < c/2 {
+		t.Errorf("%d wipe checks in %v, want about %d", eight.Checks, span, c)
+	}
+	if idle := run(8, 0); idle.FleetBeats != 0 || idle.Samples != 0 || idle.Checks != 0 || idle.Beats != 8 || idle.Sessions != 8 {
+		t.Errorf("an idle fleet of 8: %+v, want its sessions and their first beats only", idle)
+	}
+}
