@@ -13,6 +13,7 @@ import (
 	natsgo "github.com/nats-io/nats.go"
 
 	"github.com/kvbreaker/kvbreaker/driver"
+	"github.com/kvbreaker/kvbreaker/tlsdiag"
 )
 
 // connWatch turns the connection's status changes into contexts: each
@@ -181,6 +182,16 @@ func Dial(ctx context.Context, urls, bucket string, natsOpts []natsgo.Option, op
 		// consumer) by default; the calls report what matters.
 		natsgo.ErrorHandler(func(*natsgo.Conn, *natsgo.Subscription, error) {}),
 	}, natsOpts...)
+	// A server's refusal of a missing client certificate may reach the
+	// client as a broken pipe or a reset rather than its alert, by timing:
+	// the watch names it either way.
+	var certs *tlsdiag.CertWatch
+	all = append(all, func(o *natsgo.Options) error {
+		if o.TLSConfig != nil {
+			o.TLSConfig, certs = tlsdiag.WatchClientCert(o.TLSConfig)
+		}
+		return nil
+	})
 	shown := redactURLs(urls)
 	type result struct {
 		nc  *natsgo.Conn
@@ -203,6 +214,9 @@ func Dial(ctx context.Context, urls, bucket string, natsOpts []natsgo.Option, op
 		return nil, opError("dial", "", &driver.UnreachableError{Backend: backend, Endpoints: shown, Reason: "no answer before " + ctx.Err().Error(), Err: ctx.Err()})
 	}
 	if r.err != nil {
+		if te := certs.Refused(backend, strings.Join(shown, ","), r.err); te != nil {
+			return nil, opError("dial", "", te)
+		}
 		return nil, opError("dial", "", &driver.UnreachableError{Backend: backend, Endpoints: shown, Err: r.err})
 	}
 	s, err := newStore(ctx, r.nc, true, bucket, o)

@@ -80,10 +80,13 @@ func TestTLS(t *testing.T) {
 	})
 	t.Run("no client certificate", func(t *testing.T) {
 		// TLS 1.3 sends the refusal after the handshake: read as the
-		// alert, or as a reset when the server's close wins; either way
-		// Dial fails.
+		// alert, or as a broken pipe or reset when the server's close
+		// wins; Dial names the refusal either way.
 		err := refused(t, srv.URL(), natsgo.Secure(pki.ServerOnlyConfig()))
-		t.Logf("Dial: %v (Classify: %v)", err, tlsdiag.Classify("nats", srv.Addr(), err))
+		te, ok := errors.AsType[*tlsdiag.Error](err)
+		if !ok || te.Kind != tlsdiag.ClientCertRefused {
+			t.Errorf("Dial without a client certificate = %v; want a tlsdiag.Error of kind ClientCertRefused", err)
+		}
 	})
 	t.Run("system CAs", func(t *testing.T) {
 		// nats.go upgrades a nats:// connection to the TLS the server's
