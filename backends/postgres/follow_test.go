@@ -436,7 +436,9 @@ func TestFollowServerPaused(t *testing.T) {
 	}
 	resumed = true
 	lost := ev[slices.IndexFunc(ev, func(e event) bool { return e.Kind == driver.ChangeLost })]
-	if took := lost.arrived.Sub(paused); took > 3*time.Second {
+	// The error names the missed heartbeat; the bound tells it from TCP
+	// noticing (minutes) without measuring the machine's load.
+	if took := lost.arrived.Sub(paused); took > 15*time.Second {
 		t.Errorf("Lost came %v after the pause, want about a second (a missed heartbeat)", took)
 	}
 	if !strings.Contains(lost.Err.Error(), "no heartbeat back within 1s") {
