@@ -68,10 +68,14 @@ func runClients(b *testing.B, clients int, one func(i int) error) {
 		})
 	}
 	wg.Wait()
+	elapsed := b.Elapsed()
 	b.StopTimer()
 	if failed != nil {
 		b.Fatal(failed)
 	}
+	// With every caller always waiting on an answer this is the most
+	// the target serves: the saturation point.
+	b.ReportMetric(float64(len(all))/elapsed.Seconds(), "decisions/s")
 	slices.Sort(all)
 	b.ReportMetric(float64(all[len(all)*50/100])/1e3, "p50-µs")
 	b.ReportMetric(float64(all[len(all)*99/100])/1e3, "p99-µs")
@@ -90,19 +94,26 @@ func BenchmarkDecideLoopback(b *testing.B) {
 }
 
 func decideLoopback(b *testing.B, clients int) {
+	runClients(b, clients, loopbackDecider(b, clients))
+}
+
+// loopbackDecider starts serve over a Breaker on the memory store and
+// returns a call that asks it, over loopback HTTP/1.1 keep-alive
+// connections (at most conns of them), about the i-th of benchHosts.
+func loopbackDecider(b *testing.B, conns int) func(i int) error {
 	srv, err := New(Config{Breaker: benchBreaker(b), Tokens: []Token{NewToken("bench", PermDecide, tokWorker)}})
 	if err != nil {
 		b.Fatal(err)
 	}
 	hs := httptest.NewServer(srv.Handler())
-	defer hs.Close()
-	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: clients, MaxConnsPerHost: clients}}
-	defer client.CloseIdleConnections()
+	b.Cleanup(hs.Close)
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: conns, MaxConnsPerHost: conns}}
+	b.Cleanup(client.CloseIdleConnections)
 	bodies := make([]string, len(benchHosts))
 	for i, h := range benchHosts {
 		bodies[i] = `{"deliveries":[{"host":"` + h + `"}]}`
 	}
-	runClients(b, clients, func(i int) error {
+	return func(i int) error {
 		req, _ := http.NewRequest("POST", hs.URL+"/v1/decide", strings.NewReader(bodies[i%len(bodies)]))
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Authorization", "Bearer "+tokWorker)
@@ -112,8 +123,11 @@ func decideLoopback(b *testing.B, clients int) {
 		}
 		_, _ = io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("POST /v1/decide: status %d, want 200", resp.StatusCode)
+		}
 		return nil
-	})
+	}
 }
 
 // BenchmarkAllowInProcess: the same decision by Breaker.Allow in the

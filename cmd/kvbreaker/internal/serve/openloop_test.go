@@ -1,0 +1,189 @@
+package serve
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sort"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// The closed-loop benchmarks keep every caller waiting on an answer, so
+// they measure the most serve can answer, not the latency a fleet sees:
+// a delivery worker asks once per delivery, and a delivery (a POST to a
+// remote inbox) takes tens to hundreds of milliseconds, so 64 workers
+// offer a bounded rate. The open-loop benchmark offers that rate.
+
+// openClients is the 64 concurrent clients: 64 workers, each
+// with at most one decision in flight.
+const openClients = 64
+
+// openRates are the decisions a second each client asks for.
+var openRates = []float64{10, 50, 100, 200, 400}
+
+// BenchmarkDecideOpenLoop: 64 clients each ask for decisions at a fixed
+// mean rate, arrivals a Poisson process per client (exponential gaps
+// from a seeded generator), through serve over loopback (target=serve)
+// and by Breaker.Allow in the same process (target=allow, which measures
+// the harness itself: its wake-up delay and the scheduling of 64
+// goroutines on the machine's CPUs). A client whose previous decision
+// is still in flight at its next arrival sends when that one is
+// answered, and every latency runs from the scheduled arrival, so a
+// slow answer counts against every arrival it delays rather than
+// hiding them (no coordinated omission). b.N is the number of
+// decisions over all clients; p50, p99 and p99.9 are over every one of
+// them, and decisions/s is the rate achieved, against the offered
+// 64 × rate.
+func BenchmarkDecideOpenLoop(b *testing.B) {
+	for _, target := range []string{"allow", "serve"} {
+		for _, rate := range openRates {
+			b.Run(fmt.Sprintf("target=%s/rate=%g", target, rate), func(b *testing.B) {
+				var one func(int) error
+				if target == "serve" {
+					one = loopbackDecider(b, openClients)
+				} else {
+					br := benchBreaker(b)
+					one = func(i int) error {
+						_, err := br.Allow(context.Background(), benchHosts[i%len(benchHosts)], time.Time{})
+						return err
+					}
+				}
+				runOpenLoop(b, rate, one)
+			})
+		}
+	}
+}
+
+// openResult is what one open-loop run measured.
+type openResult struct {
+	lat   []time.Duration // from each scheduled arrival to its answer
+	start time.Time       // the schedule's start
+	last  time.Time       // the last scheduled arrival
+	end   time.Time       // the last answer
+}
+
+// openLoop sends per decisions from each of clients goroutines at a mean
+// rate a second each, Poisson arrivals, and measures each from its
+// scheduled arrival, which wait waits for. Every client first calls one
+// once, unmeasured, so connections are open before the schedule starts.
+func openLoop(ctx context.Context, clients, per int, rate float64, wait func(time.Time), one func(i int) error) (openResult, error) {
+	for c := range clients {
+		if err := one(c); err != nil {
+			return openResult{}, fmt.Errorf("warm-up: %w", err)
+		}
+	}
+	var (
+		mu     sync.Mutex
+		res    openResult
+		failed error
+		wg     sync.WaitGroup
+	)
+	res.lat = make([]time.Duration, 0, clients*per)
+	mean := float64(time.Second) / rate
+	// A little ahead, so that no client's first arrival is already late
+	// when its goroutine starts.
+	res.start = time.Now().Add(10 * time.Millisecond)
+	for c := range clients {
+		wg.Go(func() {
+			r := rand.New(rand.NewPCG(uint64(c), 40))
+			lat := make([]time.Duration, 0, per)
+			next := res.start
+			for i := range per {
+				if ctx.Err() != nil {
+					break
+				}
+				next = next.Add(time.Duration(r.ExpFloat64() * mean))
+				wait(next)
+				if err := one(c*per + i); err != nil {
+					mu.Lock()
+					failed = err
+					mu.Unlock()
+					return
+				}
+				lat = append(lat, time.Since(next))
+			}
+			mu.Lock()
+			res.lat = append(res.lat, lat...)
+			if next.After(res.last) {
+				res.last = next
+			}
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	res.end = time.Now()
+	if failed != nil {
+		return res, failed
+	}
+	slices.Sort(res.lat)
+	return res, nil
+}
+
+// quantile is the q-quantile of sorted (nearest rank).
+func quantile(sorted []time.Duration, q float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(q*float64(len(sorted))+0.5) - 1
+	return sorted[min(max(i, 0), len(sorted)-1)]
+}
+
+func runOpenLoop(b *testing.B, rate float64, one func(i int) error) {
+	per := max((b.N+openClients-1)/openClients, 1)
+	b.ReportAllocs()
+	b.ResetTimer()
+	res, err := openLoop(b.Context(), openClients, per, rate, waitUntil, one)
+	b.StopTimer()
+	if err != nil {
+		b.Fatal(err)
+	}
+	µs := func(d time.Duration) float64 { return float64(d) / 1e3 }
+	b.ReportMetric(µs(quantile(res.lat, 0.50)), "p50-µs")
+	b.ReportMetric(µs(quantile(res.lat, 0.99)), "p99-µs")
+	b.ReportMetric(µs(quantile(res.lat, 0.999)), "p99.9-µs")
+	// Both rates over the same decisions: offered is the schedule's (its
+	// Poisson draws make it differ a little from 64 × rate), achieved
+	// runs to the last answer.
+	n := float64(len(res.lat))
+	b.ReportMetric(n/res.last.Sub(res.start).Seconds(), "offered/s")
+	b.ReportMetric(n/res.end.Sub(res.start).Seconds(), "decisions/s")
+	b.ReportMetric(float64(len(res.lat))/float64(b.N), "calls/op")
+}
+
+// TestOpenLoopCountsQueueing: with an injected clock, a decision that
+// takes no time has latency 0, and one that stalls delays the arrivals
+// scheduled behind it on its client, each of which counts the wait from
+// its own arrival (a harness timing from the send would see one slow
+// decision).
+func TestOpenLoopCountsQueueing(t *testing.T) {
+	const clients, per, rate = 4, 50, 100.0
+	const stall = 200 * time.Millisecond
+	synctest.Test(t, func(t *testing.T) {
+		res, err := openLoop(t.Context(), clients, per, rate, func(at time.Time) { time.Sleep(time.Until(at)) }, func(int) error { return nil })
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.lat) != clients*per || res.lat[len(res.lat)-1] != 0 {
+			t.Fatalf("%d decisions, the slowest %v: want %d, all 0 (no time passes in a call)", len(res.lat), res.lat[len(res.lat)-1], clients*per)
+		}
+		res, err = openLoop(t.Context(), clients, per, rate, func(at time.Time) { time.Sleep(time.Until(at)) }, func(i int) error {
+			if i == per/2+clients { // client 0's, after the warm-up's i < clients
+				time.Sleep(stall)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		slow := len(res.lat) - sort.Search(len(res.lat), func(i int) bool { return res.lat[i] >= stall/4 })
+		// At 100 a second, about 20 arrivals fall in a 200 ms stall; at
+		// least the first several of them wait a quarter of it or more.
+		if res.lat[len(res.lat)-1] < stall || slow < 5 {
+			t.Fatalf("the slowest %v, %d at ≥ %v: want ≥ %v and ≥ 5 (the stall counted from each arrival it delays)", res.lat[len(res.lat)-1], slow, stall/4, stall)
+		}
+	})
+}
