@@ -8,9 +8,6 @@ import (
 	"testing"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
-
 	"github.com/kvbreaker/kvbreaker/backends/etcd"
 	"github.com/kvbreaker/kvbreaker/driver"
 	"github.com/kvbreaker/kvbreaker/internal/testservers/etcdtest"
@@ -26,11 +23,7 @@ func TestFollowSeesRestore(t *testing.T) {
 	noLeaks(t)
 	srv := etcdtest.MustStart(t)
 	ctx := t.Context()
-	cli, err := clientv3.New(clientv3.Config{Endpoints: srv.Endpoints(), DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cli.Close() })
+	cli := newClientOf(t, srv)
 	st, err := etcd.New(cli)
 	if err != nil {
 		t.Fatal(err)
