@@ -105,13 +105,42 @@ func (w *connWatch) stop() {
 	w.mu.Unlock()
 }
 
-// request sends msg once and waits for its answer within ctx. An ended ctx
-// sends nothing. While the connection is down the request waits for it
-// within ctx, unsent (ErrNotConnected when ctx ends first): a request
+// request sends msg and waits for its answer within ctx. An ended ctx
+// sends nothing. A request that met no responders reached no one, so it is
+// sent again, for up to NoRespondersWait within ctx: a member learns of a
+// stream's subjects a moment after the stream exists (or changes leader),
+// and nats.go's JetStream publish retries the same way. While the
+// connection is down the request waits for it within ctx, unsent (ErrNotConnected when ctx ends first): a request
 // nats.go buffered until it reconnects could be applied long after the
 // caller gave up. A connection that breaks before the answer returns
 // ErrConnectionLost.
 func (s *Store) request(ctx context.Context, msg *natsgo.Msg) (*natsgo.Msg, error) {
+	var waited time.Duration
+	wait := 25 * time.Millisecond
+	for {
+		resp, err := s.requestOnce(ctx, msg)
+		if !errors.Is(err, natsgo.ErrNoResponders) || waited >= NoRespondersWait {
+			return resp, err
+		}
+		wait = min(wait, NoRespondersWait-waited)
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, err
+		case <-t.C:
+		}
+		waited += wait
+		wait = min(2*wait, 250*time.Millisecond)
+	}
+}
+
+// NoRespondersWait bounds how long a request that meets no responders is
+// sent again (see request).
+const NoRespondersWait = 2 * time.Second
+
+// requestOnce sends msg once and waits for its answer within ctx.
+func (s *Store) requestOnce(ctx context.Context, msg *natsgo.Msg) (*natsgo.Msg, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}

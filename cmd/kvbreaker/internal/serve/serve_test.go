@@ -49,6 +49,7 @@ type fixture struct {
 	b     *kvbreaker.Breaker
 	srv   *Server
 	url   string
+	polls *pollLog
 }
 
 const recovery = time.Minute
@@ -86,12 +87,13 @@ func newFixture(t *testing.T) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hs := httptest.NewServer(srv.Handler())
+	polls := &pollLog{}
+	hs := httptest.NewServer(polls.wrap(srv.Handler()))
 	t.Cleanup(func() {
 		hs.Close()
 		_ = b.Close(context.Background())
 	})
-	return &fixture{t: t, clock: clock, store: store, b: b, srv: srv, url: hs.URL}
+	return &fixture{t: t, clock: clock, store: store, b: b, srv: srv, url: hs.URL, polls: polls}
 }
 
 // do sends a request with token (none if empty) and returns the status,
