@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/x509"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -117,8 +118,9 @@ func TestTLS(t *testing.T) {
 		if !errors.As(err, new(x509.UnknownAuthorityError)) {
 			t.Fatalf("another CA: %v, want an x509.UnknownAuthorityError", err)
 		}
-		if te := tlsdiag.Classify("mysql", srv.Addr(), err); te == nil || te.Kind != tlsdiag.Untrusted {
-			t.Errorf("Classify(%v) = %v, want a tlsdiag.Error of kind Untrusted", err, te)
+		te, ok := errors.AsType[*tlsdiag.Error](err)
+		if !ok || te.Kind != tlsdiag.Untrusted || te.Endpoint != srv.Addr() || !strings.Contains(err.Error(), "RegisterTLSConfig") {
+			t.Errorf("another CA: %v, want a *tlsdiag.Error of kind Untrusted at %s that says where the authority goes", err, srv.Addr())
 		}
 	})
 	t.Run("no client certificate", func(t *testing.T) {

@@ -7,6 +7,7 @@ import (
 	"net"
 
 	"github.com/kvbreaker/kvbreaker/driver"
+	"github.com/kvbreaker/kvbreaker/tlsdiag"
 )
 
 // ErrUnreachable is matched (errors.Is) by the error of a call that could
@@ -25,8 +26,13 @@ type UnreachableError = driver.UnreachableError
 // cause turns the driver's error into the cause an OpError carries: an
 // *UnreachableError when no connection could be made, "no answer from
 // mysql at <endpoint> before the context ended" when the context ended
-// while a statement was out, and otherwise err itself.
+// while a statement was out, a *tlsdiag.Error (saying which side must
+// change) when the TLS handshake failed, and otherwise err itself.
 func (s *Store) cause(err error) error {
+	if te := tlsdiag.Classify("mysql", s.tlsEndpoint(), err); te != nil {
+		te.Fix += ", in the tls.Config registered with mysql.RegisterTLSConfig and named by tls= in the DSN"
+		return te
+	}
 	if dial, ok := driver.DialFailed(err); ok {
 		return &UnreachableError{Backend: "mysql", Endpoints: []string{s.dialedAt(dial)}, Err: err}
 	}
@@ -38,6 +44,15 @@ func (s *Store) cause(err error) error {
 		return fmt.Errorf("no answer from mysql%s before the context ended: %w", at, err)
 	}
 	return err
+}
+
+// tlsEndpoint names the server a handshake failed with: WithEndpoint's
+// address, else "its address" (the driver's error does not carry it).
+func (s *Store) tlsEndpoint() string {
+	if s.endpoint != "" {
+		return s.endpoint
+	}
+	return "its address"
 }
 
 // dialedAt names where a failed dial went: WithEndpoint's address, else
