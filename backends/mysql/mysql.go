@@ -145,11 +145,11 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	gomysql "github.com/go-sql-driver/mysql"
 
+	"github.com/kvbreaker/kvbreaker/adapter"
 	"github.com/kvbreaker/kvbreaker/driver"
 )
 
@@ -167,9 +167,9 @@ const (
 
 // Defaults of the options.
 const (
-	DefaultPurgeEvery  = 1000
-	DefaultPurgeBatch  = 1000
-	DefaultPurgeDelay  = time.Minute
+	DefaultPurgeEvery  = adapter.DefaultPurgeEvery
+	DefaultPurgeBatch  = adapter.DefaultPurgeBatch
+	DefaultPurgeDelay  = adapter.DefaultPurgeDelay
 	DefaultCallTimeout = 10 * time.Second
 )
 
@@ -204,17 +204,11 @@ type Store struct {
 
 	stmts [nStmts]lazyStmt
 
-	writes  atomic.Int64
-	purging atomic.Bool
-	mu      sync.Mutex // guards closed and wg.Add
-	closed  bool
-	wg      sync.WaitGroup
+	purger *adapter.Purger
 }
 
 type options struct {
-	purgeEvery  int
-	purgeBatch  int
-	purgeDelay  time.Duration
+	purge       adapter.Purge
 	callTimeout time.Duration
 	endpoint    string
 }
@@ -225,16 +219,16 @@ type Option func(*options)
 // WithPurgeEvery makes the store purge one batch of expired rows in the
 // background after every n successful writes (default DefaultPurgeEvery); 0
 // turns automatic purging off (call Purge yourself).
-func WithPurgeEvery(n int) Option { return func(o *options) { o.purgeEvery = n } }
+func WithPurgeEvery(n int) Option { return func(o *options) { o.purge.Every = n } }
 
 // WithPurgeBatch bounds the rows one purge deletes (default
 // DefaultPurgeBatch).
-func WithPurgeBatch(n int) Option { return func(o *options) { o.purgeBatch = n } }
+func WithPurgeBatch(n int) Option { return func(o *options) { o.purge.Batch = n } }
 
 // WithPurgeDelay sets how long after its expiry a row becomes eligible for
 // the purge (default DefaultPurgeDelay). It must be longer than a call may
 // take, so that a resent write still finds its own tombstone.
-func WithPurgeDelay(d time.Duration) Option { return func(o *options) { o.purgeDelay = d } }
+func WithPurgeDelay(d time.Duration) Option { return func(o *options) { o.purge.Delay = d } }
 
 // WithCallTimeout bounds the purges the store runs on its own (default
 // DefaultCallTimeout); calls made by the caller are bounded by its context.
@@ -255,42 +249,27 @@ func WithEndpoint(addr string) Option { return func(o *options) { o.endpoint = a
 // purge and releases the prepared statements; db stays the caller's to
 // close.
 func New(db *sql.DB, table string, opts ...Option) (*Store, error) {
-	o := options{purgeEvery: DefaultPurgeEvery, purgeBatch: DefaultPurgeBatch, purgeDelay: DefaultPurgeDelay, callTimeout: DefaultCallTimeout}
+	o := options{purge: adapter.DefaultPurge, callTimeout: DefaultCallTimeout}
 	for _, opt := range opts {
 		if opt != nil {
 			opt(&o)
 		}
 	}
-	var errs []error
-	bad := func(option string, value any, fix string) {
-		errs = append(errs, &driver.OptionError{Backend: "mysql", Option: option, Value: value, Fix: fix})
-	}
+	problems := adapter.Problems{Backend: "mysql"}
+	bad := problems.Add
 	if db == nil {
 		bad("db", "nil", `pass a *sql.DB (sql.Open("mysql", dsn))`)
 	}
 	if err := validTableName(table); err != nil {
 		bad("table name", strconv.Quote(table), err.Error())
 	}
-	if o.purgeEvery < 0 {
-		bad("WithPurgeEvery", o.purgeEvery, "set a number of writes, or 0 to purge only by calling Purge")
-	}
-	if o.purgeBatch <= 0 {
-		bad("WithPurgeBatch", o.purgeBatch, fmt.Sprintf("set a positive number of rows, or leave it out for %d", DefaultPurgeBatch))
-	}
-	if o.purgeDelay <= 0 {
-		bad("WithPurgeDelay", o.purgeDelay, fmt.Sprintf("set a positive duration longer than a call takes, or leave it out for %v", DefaultPurgeDelay))
-	}
-	if o.callTimeout <= 0 {
-		bad("WithCallTimeout", o.callTimeout, fmt.Sprintf("set a positive duration, or leave it out for %v", DefaultCallTimeout))
-	}
-	switch len(errs) {
-	case 0:
-	case 1:
-		return nil, errs[0]
-	default:
-		return nil, errors.Join(errs...)
+	o.purge.Check(&problems)
+	problems.Positive("WithCallTimeout", o.callTimeout, DefaultCallTimeout)
+	if err := problems.Err(); err != nil {
+		return nil, err
 	}
 	s := &Store{db: db, table: table, o: o, endpoint: o.endpoint}
+	s.purger = adapter.NewPurger(o.purge.Every, o.callTimeout, s.Purge)
 	s.prepare()
 	return s, nil
 }
@@ -544,7 +523,7 @@ func (s *Store) CompareAndSwap(ctx context.Context, key string, old driver.Versi
 			return driver.NoVersion, s.wrap(opSwap, key, err)
 		}
 		if applied {
-			s.wrote()
+			s.purger.Wrote()
 			return driver.Version(id), nil
 		}
 		r, err := s.read(ctx, key)
@@ -554,7 +533,7 @@ func (s *Store) CompareAndSwap(ctx context.Context, key string, old driver.Versi
 		switch {
 		case r.found && holds(r.writes, id):
 			// Our own write, whose answer was lost and whose resend found it.
-			s.wrote()
+			s.purger.Wrote()
 			return driver.Version(id), nil
 		case r.live:
 			return driver.NoVersion, &driver.ConflictError{Value: r.value, Version: versionOf(r.version, r.hashed)}
@@ -671,7 +650,7 @@ func (s *Store) CompareAndDelete(ctx context.Context, key string, old driver.Ver
 		return s.wrap(opDelete, key, err)
 	}
 	if applied {
-		s.wrote()
+		s.purger.Wrote()
 		return nil
 	}
 	r, err := s.read(ctx, key)
@@ -679,7 +658,7 @@ func (s *Store) CompareAndDelete(ctx context.Context, key string, old driver.Ver
 	case err != nil:
 		return s.wrap(opDelete, key, err)
 	case r.found && holds(r.writes, id):
-		s.wrote()
+		s.purger.Wrote()
 		return nil
 	case !r.live:
 		return driver.ErrNotFound
@@ -731,31 +710,6 @@ func writeID() int64 {
 	}
 }
 
-// wrote counts a successful write and starts a purge every purgeEvery.
-func (s *Store) wrote() {
-	if s.o.purgeEvery == 0 || s.writes.Add(1)%int64(s.o.purgeEvery) != 0 {
-		return
-	}
-	if !s.purging.CompareAndSwap(false, true) {
-		return // one at a time
-	}
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		s.purging.Store(false)
-		return
-	}
-	s.wg.Add(1)
-	s.mu.Unlock()
-	go func() {
-		defer s.wg.Done()
-		defer s.purging.Store(false)
-		ctx, cancel := context.WithTimeout(context.Background(), s.o.callTimeout)
-		defer cancel()
-		_, _ = s.Purge(ctx)
-	}()
-}
-
 // Purge deletes at most one batch (WithPurgeBatch) of rows that expired
 // more than WithPurgeDelay ago, without waiting for rows others hold, and
 // returns how many it deleted. The store calls it every WithPurgeEvery
@@ -776,9 +730,9 @@ func (s *Store) purge(ctx context.Context) (int64, error) {
 	}
 	defer tx.Rollback() //nolint:errcheck // after Commit it does nothing
 	t := quoteIdent(s.table)
-	delay := int64(s.o.purgeDelay / time.Microsecond)
+	delay := int64(s.o.purge.Delay / time.Microsecond)
 	rows, err := tx.QueryContext(ctx, fmt.Sprintf(`SELECT k FROM %s WHERE purge_at < %s - INTERVAL ? MICROSECOND
-ORDER BY purge_at LIMIT ? FOR UPDATE SKIP LOCKED`, t, now), delay, s.o.purgeBatch)
+ORDER BY purge_at LIMIT ? FOR UPDATE SKIP LOCKED`, t, now), delay, s.o.purge.Batch)
 	if err != nil {
 		return 0, err
 	}
@@ -835,10 +789,7 @@ func (s *Store) Ping(ctx context.Context) error {
 // Close waits for a background purge to end, starts no more and closes the
 // prepared statements; it does not close the pool, which is the caller's.
 func (s *Store) Close() error {
-	s.mu.Lock()
-	s.closed = true
-	s.mu.Unlock()
-	s.wg.Wait()
+	s.purger.Close()
 	for i := range s.stmts {
 		s.stmts[i].close()
 	}

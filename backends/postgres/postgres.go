@@ -181,8 +181,6 @@ import (
 	"math/rand/v2"
 	"net"
 	"strconv"
-	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -190,6 +188,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/kvbreaker/kvbreaker/adapter"
 	"github.com/kvbreaker/kvbreaker/driver"
 )
 
@@ -206,9 +205,9 @@ const (
 
 // Defaults of the options.
 const (
-	DefaultPurgeEvery  = 1000
-	DefaultPurgeBatch  = 1000
-	DefaultPurgeDelay  = time.Minute
+	DefaultPurgeEvery  = adapter.DefaultPurgeEvery
+	DefaultPurgeBatch  = adapter.DefaultPurgeBatch
+	DefaultPurgeDelay  = adapter.DefaultPurgeDelay
 	DefaultCallTimeout = 10 * time.Second
 )
 
@@ -231,17 +230,11 @@ type Store struct {
 
 	sqlGet, sqlCreate, sqlSwap, sqlDelete, sqlList, sqlListAll, sqlPurge, sqlExpiry string
 
-	writes  atomic.Int64
-	purging atomic.Bool
-	mu      sync.Mutex // guards closed and wg.Add
-	closed  bool
-	wg      sync.WaitGroup
+	purger *adapter.Purger
 }
 
 type options struct {
-	purgeEvery  int
-	purgeBatch  int
-	purgeDelay  time.Duration
+	purge       adapter.Purge
 	callTimeout time.Duration
 }
 
@@ -251,16 +244,16 @@ type Option func(*options)
 // WithPurgeEvery makes the store purge one batch of expired rows in the
 // background after every n successful writes (default DefaultPurgeEvery); 0
 // turns automatic purging off (call Purge yourself).
-func WithPurgeEvery(n int) Option { return func(o *options) { o.purgeEvery = n } }
+func WithPurgeEvery(n int) Option { return func(o *options) { o.purge.Every = n } }
 
 // WithPurgeBatch bounds the rows one purge deletes (default
 // DefaultPurgeBatch).
-func WithPurgeBatch(n int) Option { return func(o *options) { o.purgeBatch = n } }
+func WithPurgeBatch(n int) Option { return func(o *options) { o.purge.Batch = n } }
 
 // WithPurgeDelay sets how long after its expiry a row becomes eligible for
 // the purge (default DefaultPurgeDelay). It must be longer than a call may
 // take, so that a resent write still finds its own tombstone.
-func WithPurgeDelay(d time.Duration) Option { return func(o *options) { o.purgeDelay = d } }
+func WithPurgeDelay(d time.Duration) Option { return func(o *options) { o.purge.Delay = d } }
 
 // WithCallTimeout bounds the purges the store runs on its own (default
 // DefaultCallTimeout); calls made by the caller are bounded by its context.
@@ -273,42 +266,27 @@ func WithCallTimeout(d time.Duration) Option { return func(o *options) { o.callT
 // store with kvbreaker.Prefixed. Close stops the background purge; the
 // pool stays the caller's to close.
 func New(pool *pgxpool.Pool, table string, opts ...Option) (*Store, error) {
-	o := options{purgeEvery: DefaultPurgeEvery, purgeBatch: DefaultPurgeBatch, purgeDelay: DefaultPurgeDelay, callTimeout: DefaultCallTimeout}
+	o := options{purge: adapter.DefaultPurge, callTimeout: DefaultCallTimeout}
 	for _, opt := range opts {
 		if opt != nil {
 			opt(&o)
 		}
 	}
-	var errs []error
-	bad := func(option string, value any, fix string) {
-		errs = append(errs, &driver.OptionError{Backend: "postgres", Option: option, Value: value, Fix: fix})
-	}
+	problems := adapter.Problems{Backend: "postgres"}
+	bad := problems.Add
 	if pool == nil {
 		bad("pool", "nil", "pass a *pgxpool.Pool (pgxpool.New)")
 	}
 	if err := validTableName(table); err != nil {
 		bad("table name", strconv.Quote(table), err.Error())
 	}
-	if o.purgeEvery < 0 {
-		bad("WithPurgeEvery", o.purgeEvery, "set a number of writes, or 0 to purge only by calling Purge")
-	}
-	if o.purgeBatch <= 0 {
-		bad("WithPurgeBatch", o.purgeBatch, fmt.Sprintf("set a positive number of rows, or leave it out for %d", DefaultPurgeBatch))
-	}
-	if o.purgeDelay <= 0 {
-		bad("WithPurgeDelay", o.purgeDelay, fmt.Sprintf("set a positive duration longer than a call takes, or leave it out for %v", DefaultPurgeDelay))
-	}
-	if o.callTimeout <= 0 {
-		bad("WithCallTimeout", o.callTimeout, fmt.Sprintf("set a positive duration, or leave it out for %v", DefaultCallTimeout))
-	}
-	switch len(errs) {
-	case 0:
-	case 1:
-		return nil, errs[0]
-	default:
-		return nil, errors.Join(errs...)
+	o.purge.Check(&problems)
+	problems.Positive("WithCallTimeout", o.callTimeout, DefaultCallTimeout)
+	if err := problems.Err(); err != nil {
+		return nil, err
 	}
 	s := &Store{pool: pool, table: table, o: o, endpoint: endpointOf(pool.Config().ConnConfig), role: pool.Config().ConnConfig.User}
+	s.purger = adapter.NewPurger(o.purge.Every, o.callTimeout, s.Purge)
 	s.prepare()
 	return s, nil
 }
@@ -533,7 +511,7 @@ func (s *Store) compareAndSwap(ctx context.Context, q querier, via sender, key s
 		return driver.NoVersion, s.wrap(opSwap, key, err)
 	}
 	if r.mine != nil {
-		s.wrote()
+		s.purger.Wrote()
 		return driver.Version(*r.mine), nil
 	}
 	if !r.live {
@@ -577,7 +555,7 @@ func (s *Store) compareAndDelete(ctx context.Context, q querier, via sender, key
 	case err != nil:
 		return s.wrap(opDelete, key, err)
 	case r.mine != nil:
-		s.wrote()
+		s.purger.Wrote()
 		return nil
 	case !r.live:
 		return driver.ErrNotFound
@@ -650,38 +628,13 @@ func writeID() int64 {
 	}
 }
 
-// wrote counts a successful write and starts a purge every purgeEvery.
-func (s *Store) wrote() {
-	if s.o.purgeEvery == 0 || s.writes.Add(1)%int64(s.o.purgeEvery) != 0 {
-		return
-	}
-	if !s.purging.CompareAndSwap(false, true) {
-		return // one at a time
-	}
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		s.purging.Store(false)
-		return
-	}
-	s.wg.Add(1)
-	s.mu.Unlock()
-	go func() {
-		defer s.wg.Done()
-		defer s.purging.Store(false)
-		ctx, cancel := context.WithTimeout(context.Background(), s.o.callTimeout)
-		defer cancel()
-		_, _ = s.Purge(ctx)
-	}()
-}
-
 // Purge deletes at most one batch (WithPurgeBatch) of rows that expired
 // more than WithPurgeDelay ago, without waiting for rows others hold, and
 // returns how many it deleted. The store calls it every WithPurgeEvery
 // writes; call it yourself (until it returns fewer than a batch) to drain a
 // backlog.
 func (s *Store) Purge(ctx context.Context) (int64, error) {
-	tag, err := s.pool.Exec(ctx, s.sqlPurge, int64(s.o.purgeDelay/time.Microsecond), s.o.purgeBatch)
+	tag, err := s.pool.Exec(ctx, s.sqlPurge, int64(s.o.purge.Delay/time.Microsecond), s.o.purge.Batch)
 	if err != nil {
 		return 0, s.wrap(opPurge, "", err)
 	}
@@ -701,9 +654,6 @@ func (s *Store) Ping(ctx context.Context) error {
 // Close waits for a background purge to end and starts no more; it does not
 // close the pool, which is the caller's.
 func (s *Store) Close() error {
-	s.mu.Lock()
-	s.closed = true
-	s.mu.Unlock()
-	s.wg.Wait()
+	s.purger.Close()
 	return nil
 }

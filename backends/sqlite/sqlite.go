@@ -105,12 +105,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
 
+	"github.com/kvbreaker/kvbreaker/adapter"
 	"github.com/kvbreaker/kvbreaker/driver"
 )
 
@@ -128,9 +127,9 @@ const (
 // Defaults of the options.
 const (
 	DefaultBusyTimeout = 5 * time.Second
-	DefaultPurgeEvery  = 1000
-	DefaultPurgeBatch  = 1000
-	DefaultPurgeDelay  = time.Minute
+	DefaultPurgeEvery  = adapter.DefaultPurgeEvery
+	DefaultPurgeBatch  = adapter.DefaultPurgeBatch
+	DefaultPurgeDelay  = adapter.DefaultPurgeDelay
 	DefaultCallTimeout = 10 * time.Second
 )
 
@@ -178,18 +177,12 @@ type Store struct {
 	// "Compare-and-swap").
 	writer chan struct{}
 
-	writes  atomic.Int64
-	purging atomic.Bool
-	mu      sync.Mutex // guards closed and wg.Add
-	closed  bool
-	wg      sync.WaitGroup
+	purger *adapter.Purger
 }
 
 type options struct {
 	busyTimeout time.Duration
-	purgeEvery  int
-	purgeBatch  int
-	purgeDelay  time.Duration
+	purge       adapter.Purge
 	callTimeout time.Duration
 	create      bool
 	clock       func() time.Time
@@ -207,18 +200,18 @@ func WithBusyTimeout(d time.Duration) Option { return func(o *options) { o.busyT
 // WithPurgeEvery makes the store purge one batch of expired rows in the
 // background after every n successful writes (default DefaultPurgeEvery); 0
 // turns automatic purging off (call Purge yourself).
-func WithPurgeEvery(n int) Option { return func(o *options) { o.purgeEvery = n } }
+func WithPurgeEvery(n int) Option { return func(o *options) { o.purge.Every = n } }
 
 // WithPurgeBatch bounds the rows one purge deletes (default
 // DefaultPurgeBatch).
-func WithPurgeBatch(n int) Option { return func(o *options) { o.purgeBatch = n } }
+func WithPurgeBatch(n int) Option { return func(o *options) { o.purge.Batch = n } }
 
 // WithPurgeDelay sets how long after its expiry (or its delete) a row may
 // be purged (default DefaultPurgeDelay). It is the largest
 // Settings.ClockSkew a fleet may declare over this store
 // (Traits.MaxClockSkew), and how far behind a follower may fall before it
 // must resynchronise.
-func WithPurgeDelay(d time.Duration) Option { return func(o *options) { o.purgeDelay = d } }
+func WithPurgeDelay(d time.Duration) Option { return func(o *options) { o.purge.Delay = d } }
 
 // WithCallTimeout bounds the purges the store runs on its own (default
 // DefaultCallTimeout); calls made by the caller are bounded by its context.
@@ -244,49 +237,34 @@ func WithFollowPoll(d time.Duration) Option { return func(o *options) { o.poll =
 // store is a *driver.OpError (Op "open") around a *FileError. Close releases it. To keep several fleets apart
 // in one file, wrap the store with kvbreaker.Prefixed.
 func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
-	o := options{busyTimeout: DefaultBusyTimeout, purgeEvery: DefaultPurgeEvery, purgeBatch: DefaultPurgeBatch,
-		purgeDelay: DefaultPurgeDelay, callTimeout: DefaultCallTimeout, create: true, clock: time.Now, poll: DefaultFollowPoll}
+	o := options{busyTimeout: DefaultBusyTimeout, purge: adapter.DefaultPurge,
+		callTimeout: DefaultCallTimeout, create: true, clock: time.Now, poll: DefaultFollowPoll}
 	for _, opt := range opts {
 		if opt != nil {
 			opt(&o)
 		}
 	}
-	var errs []error
-	bad := func(option string, value any, fix string) {
-		errs = append(errs, &driver.OptionError{Backend: "sqlite", Option: option, Value: value, Fix: fix})
-	}
+	problems := adapter.Problems{Backend: "sqlite"}
+	bad := problems.Add
 	if path == "" || path == ":memory:" || strings.HasPrefix(path, "file:") {
 		bad("path", fmt.Sprintf("%q", path), "name a file on a local file system, e.g. /var/lib/app/kvbreaker.db (the processes of a fleet share it)")
 	}
 	if o.busyTimeout <= 0 || o.busyTimeout%time.Millisecond != 0 {
 		bad("WithBusyTimeout", o.busyTimeout, fmt.Sprintf("set a positive number of milliseconds, or leave it out for %v", DefaultBusyTimeout))
 	}
-	if o.purgeEvery < 0 {
-		bad("WithPurgeEvery", o.purgeEvery, "set 0 (purge only when Purge is called) or a positive number of writes")
-	}
-	if o.purgeBatch <= 0 {
-		bad("WithPurgeBatch", o.purgeBatch, fmt.Sprintf("set a positive number of rows, or leave it out for %d", DefaultPurgeBatch))
-	}
-	if o.purgeDelay <= 0 {
-		bad("WithPurgeDelay", o.purgeDelay, fmt.Sprintf("set a positive duration, or leave it out for %v", DefaultPurgeDelay))
-	}
-	if o.callTimeout <= 0 {
-		bad("WithCallTimeout", o.callTimeout, fmt.Sprintf("set a positive duration, or leave it out for %v", DefaultCallTimeout))
-	}
+	o.purge.Check(&problems)
+	problems.Positive("WithCallTimeout", o.callTimeout, DefaultCallTimeout)
 	if o.clock == nil {
 		bad("WithClock", "nil", "pass a clock, or leave it out for time.Now")
 	}
 	if o.poll <= 0 {
 		bad("WithFollowPoll", o.poll, fmt.Sprintf("set a positive duration, or leave it out for %v", DefaultFollowPoll))
 	}
-	switch len(errs) {
-	case 0:
-	case 1:
-		return nil, errs[0]
-	default:
-		return nil, errors.Join(errs...)
+	if err := problems.Err(); err != nil {
+		return nil, err
 	}
 	s := &Store{path: path, o: o, writer: make(chan struct{}, 1)}
+	s.purger = adapter.NewPurger(o.purge.Every, o.callTimeout, s.Purge)
 	if err := s.open(ctx); err != nil {
 		return nil, err
 	}
@@ -378,7 +356,7 @@ func DefaultTraits() driver.Traits { return traits(DefaultPurgeDelay) }
 // the writer sets the instant and the reader judges it, on one clock);
 // reads never stale; the physical row outlasts its expiry by
 // WithPurgeDelay, which bounds the fleet's ClockSkew.
-func (s *Store) Traits() driver.Traits { return traits(s.o.purgeDelay) }
+func (s *Store) Traits() driver.Traits { return traits(s.o.purge.Delay) }
 
 func traits(purgeDelay time.Duration) driver.Traits {
 	return driver.Traits{
@@ -445,14 +423,14 @@ func (s *Store) CompareAndSwap(ctx context.Context, key string, old driver.Versi
 			return conflict(r, live)
 		}
 		exp := addSat(now, int64(ttl))
-		v, err := s.put(ctx, tx, key, value, r, exp, addSat(exp, int64(s.o.purgeDelay)))
+		v, err := s.put(ctx, tx, key, value, r, exp, addSat(exp, int64(s.o.purge.Delay)))
 		got = v
 		return err
 	})
 	if err != nil {
 		return driver.NoVersion, err
 	}
-	s.wrote()
+	s.purger.Wrote()
 	return got, nil
 }
 
@@ -469,11 +447,11 @@ func (s *Store) CompareAndDelete(ctx context.Context, key string, old driver.Ver
 		case driver.Version(r.version) != old:
 			return conflict(r, live)
 		}
-		_, err := s.put(ctx, tx, key, []byte{}, r, tombstone, addSat(now, int64(s.o.purgeDelay)))
+		_, err := s.put(ctx, tx, key, []byte{}, r, tombstone, addSat(now, int64(s.o.purge.Delay)))
 		return err
 	})
 	if err == nil {
-		s.wrote()
+		s.purger.Wrote()
 	}
 	return err
 }
@@ -569,31 +547,6 @@ func (s *Store) Expiry(ctx context.Context, key string) (time.Duration, error) {
 	return time.Duration(exp - now), nil
 }
 
-// wrote counts a successful write and starts a purge every purgeEvery.
-func (s *Store) wrote() {
-	if s.o.purgeEvery == 0 || s.writes.Add(1)%int64(s.o.purgeEvery) != 0 {
-		return
-	}
-	if !s.purging.CompareAndSwap(false, true) {
-		return // one at a time
-	}
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		s.purging.Store(false)
-		return
-	}
-	s.wg.Add(1)
-	s.mu.Unlock()
-	go func() {
-		defer s.wg.Done()
-		defer s.purging.Store(false)
-		ctx, cancel := context.WithTimeout(context.Background(), s.o.callTimeout)
-		defer cancel()
-		_, _ = s.Purge(ctx)
-	}()
-}
-
 // Purge deletes, in one write transaction, at most one batch
 // (WithPurgeBatch) of rows whose purge_at has passed by the store's clock,
 // oldest first, and returns how many it deleted. The store calls it every
@@ -603,7 +556,7 @@ func (s *Store) Purge(ctx context.Context) (int64, error) {
 	var n int64
 	err := s.write(ctx, opPurge, "", func(tx *sql.Tx, _ row, now int64) error {
 		rows, err := tx.QueryContext(ctx, `DELETE FROM kvbreaker WHERE key IN (
-	SELECT key FROM kvbreaker WHERE purge_at <= ? ORDER BY purge_at LIMIT ?) RETURNING version`, now, s.o.purgeBatch)
+	SELECT key FROM kvbreaker WHERE purge_at <= ? ORDER BY purge_at LIMIT ?) RETURNING version`, now, s.o.purge.Batch)
 		if err != nil {
 			return s.wrap(ctx, opPurge, "", err)
 		}
@@ -644,11 +597,7 @@ func (s *Store) Purge(ctx context.Context) (int64, error) {
 // Close waits for a background purge to end, starts no more, and closes
 // the file.
 func (s *Store) Close() error {
-	s.mu.Lock()
-	already := s.closed
-	s.closed = true
-	s.mu.Unlock()
-	s.wg.Wait()
+	already := s.purger.Close()
 	if already {
 		return nil
 	}

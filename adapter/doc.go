@@ -1,0 +1,17 @@
+// Package adapter holds what a kvbreaker store adapter needs beside the
+// contract in package driver: the pieces every adapter would otherwise
+// write again, each with the wording and the edge cases the nine adapters
+// in this repository settled on.
+//
+//   - [Problems] collects a constructor's invalid options as
+//     [driver.OptionError] values and joins them, so a user sees every bad
+//     option in one error.
+//   - [Purge] and [Purger]: the purge options of a store whose rows do not
+//     expire by themselves (MySQL, PostgreSQL, SQLite), and the schedule that
+//     deletes one batch of expired rows in the background after every so
+//     many writes.
+//
+// driver says what an adapter must do; adapter helps it do that. Neither
+// imports a backend, so a third party's adapter imports both and nothing
+// else of this module's.
+package adapter
