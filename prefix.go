@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kvbreaker/kvbreaker/adapter"
 	"github.com/kvbreaker/kvbreaker/driver"
 )
 
@@ -210,6 +211,9 @@ func (p *prefixed) Follow(ctx context.Context, prefix string, heartbeat time.Dur
 	f, ok := p.store.(driver.Follower)
 	if !ok {
 		return fmt.Errorf("kvbreaker: follow: %T cannot follow its keys: %w", p.store, errors.ErrUnsupported)
+	}
+	if err := adapter.FollowArgs(heartbeat, fn); err != nil {
+		return fmt.Errorf("kvbreaker: follow %q: %w", prefix, err)
 	}
 	return f.Follow(ctx, p.key(prefix), heartbeat, p.unprefix(fn))
 }

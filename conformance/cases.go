@@ -33,6 +33,7 @@ func init() {
 		{id: CaseListPages, promise: PromiseListAll, lister: true, run: checkListPages},
 		{id: CaseListKeys, promise: PromiseListAll, lister: true, run: checkListKeys},
 		{id: CaseListExpired, promise: PromiseListExpired, lister: true, slow: true, run: checkListExpired},
+		{id: CaseFollowArgs, promise: PromiseFollowArgs, follower: true, run: checkFollowArgs},
 		{id: CaseFollowSnapshot, promise: PromiseFollowSnapshot, follower: true, run: checkFollowSnapshot},
 		{id: CaseFollowOrder, promise: PromiseFollowOrder, follower: true, run: checkFollowOrder},
 		{id: CaseFollowStorm, promise: PromiseFollowMirror, follower: true, run: checkFollowStorm},

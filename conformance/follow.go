@@ -1426,3 +1426,65 @@ func (e *env) retryDelete(ctx context.Context, key string, ver driver.Version) e
 	}
 	return last
 }
+
+// checkFollowArgs calls Follow with a heartbeat of zero, one that is
+// negative, and a nil fn: each must come back with an error of the
+// adapter's own before the call's context ends (an adapter that ran with
+// the argument would return only the context's error), deliver nothing,
+// and not panic.
+func checkFollowArgs(ctx context.Context, e *env) {
+	f, ok := e.raw.(driver.Follower)
+	if !ok {
+		e.logf("not applicable: the store (%T) does not implement driver.Follower (optional)", e.raw)
+		return
+	}
+	const prefix = "follow-arguments/"
+	const bound = 10 * time.Second
+	var delivered atomic.Int32
+	count := func(driver.Change) { delivered.Add(1) }
+	for _, c := range []struct {
+		what      string
+		heartbeat time.Duration
+		fn        func(driver.Change)
+	}{
+		{"a heartbeat of 0", 0, count},
+		{"a heartbeat of -1s", -time.Second, count},
+		{"a nil fn", e.opts.FollowHeartbeat, nil},
+	} {
+		cctx, cancel := context.WithTimeout(ctx, bound)
+		start := time.Now()
+		done := make(chan error, 1)
+		go func() {
+			defer func() {
+				if p := recover(); p != nil {
+					e.errorf(PromiseNoPanic, "Follow with %s panicked: %v", c.what, p)
+					done <- fmt.Errorf("panic: %v", p)
+				}
+			}()
+			done <- f.Follow(cctx, prefix, c.heartbeat, c.fn)
+		}()
+		var err error
+		select {
+		case err = <-done:
+		case <-time.After(bound + followStopWait):
+			cancel()
+			e.errorf(PromiseFollowArgs, "Follow with %s had not returned %v after it began, its context ended", c.what, bound+followStopWait)
+			continue
+		}
+		took := time.Since(start)
+		cancel()
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err == nil:
+			e.errorf(PromiseFollowArgs, "Follow with %s returned nil after %v", c.what, took.Round(time.Millisecond))
+		case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled):
+			e.errorf(PromiseFollowArgs, "Follow with %s ran until its context ended (%v after it began: %v) instead of refusing it", c.what, took.Round(time.Millisecond), err)
+		default:
+			e.logf("%s refused after %v: %v", c.what, took.Round(time.Millisecond), err)
+		}
+	}
+	if n := delivered.Load(); n > 0 {
+		e.errorf(PromiseFollowArgs, "Follow delivered %d changes to a call it should have refused", n)
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvbreaker/kvbreaker/adapter"
 	"github.com/kvbreaker/kvbreaker/backends/memory"
 	"github.com/kvbreaker/kvbreaker/conformance"
 	"github.com/kvbreaker/kvbreaker/driver"
@@ -148,8 +149,8 @@ func (h *followHub) breakFeeds() {
 const downFor = 200 * time.Millisecond
 
 func (h *followHub) Follow(ctx context.Context, prefix string, heartbeat time.Duration, fn func(driver.Change)) error {
-	if heartbeat <= 0 {
-		return errors.New("follow: heartbeat must be positive")
+	if err := adapter.FollowArgs(heartbeat, fn); err != nil {
+		return err
 	}
 	s := &sub{prefix: prefix, wake: make(chan struct{}, 1), broke: make(chan struct{}, 1)}
 	h.mu.Lock()
@@ -430,7 +431,7 @@ func newAdvancingFollow(b feedBug) *advancingFollow {
 }
 
 var followCases = []conformance.CaseID{
-	conformance.CaseFollowSnapshot, conformance.CaseFollowOrder, conformance.CaseFollowStorm,
+	conformance.CaseFollowArgs, conformance.CaseFollowSnapshot, conformance.CaseFollowOrder, conformance.CaseFollowStorm,
 	conformance.CaseFollowHeartbeat, conformance.CaseFollowExpiry, conformance.CaseFollowLost,
 }
 
@@ -613,4 +614,47 @@ func only(cs ...conformance.CaseID) conformance.Option {
 			o.Only = append(o.Only, string(c))
 		}
 	}
+}
+
+// TestFollowArgsBugs: a Follow that runs with a heartbeat that is not
+// positive (here: one of its own choosing), and one that calls a nil fn,
+// fail follow-arguments; the second also its promise not to panic.
+func TestFollowArgsBugs(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name    string
+		wrap    func(*memory.Store) driver.Store
+		promise conformance.PromiseID
+	}{
+		{"runs-with-any-heartbeat", func(s *memory.Store) driver.Store { return anyHeartbeat{s} }, conformance.PromiseFollowArgs},
+		{"calls-a-nil-fn", func(s *memory.Store) driver.Store { return nilFnCalled{s} }, conformance.PromiseNoPanic},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			rep, err := measure(t, memoryHarness(tc.wrap), only(conformance.CaseFollowArgs))
+			wantBroken(t, rep, err, conformance.CaseFollowArgs, tc.promise)
+		})
+	}
+}
+
+// anyHeartbeat follows with 250 ms when asked for a heartbeat that is not
+// positive, as an adapter that did not check it might.
+type anyHeartbeat struct{ *memory.Store }
+
+func (s anyHeartbeat) Follow(ctx context.Context, prefix string, heartbeat time.Duration, fn func(driver.Change)) error {
+	if heartbeat <= 0 {
+		heartbeat = 250 * time.Millisecond
+	}
+	return s.Store.Follow(ctx, prefix, heartbeat, fn)
+}
+
+// nilFnCalled delivers its snapshot to fn without checking it.
+type nilFnCalled struct{ *memory.Store }
+
+func (s nilFnCalled) Follow(ctx context.Context, prefix string, heartbeat time.Duration, fn func(driver.Change)) error {
+	if heartbeat <= 0 {
+		return errors.New("heartbeat not positive")
+	}
+	fn(driver.Change{Kind: driver.ChangeReset})
+	return s.Store.Follow(ctx, prefix, heartbeat, fn)
 }

@@ -44,6 +44,7 @@ const (
 	CaseListPages             CaseID = "list-pages"
 	CaseListKeys              CaseID = "list-hostile-keys"
 	CaseListExpired           CaseID = "list-expired"
+	CaseFollowArgs            CaseID = "follow-arguments"
 	CaseFollowSnapshot        CaseID = "follow-snapshot"
 	CaseFollowOrder           CaseID = "follow-order"
 	CaseFollowStorm           CaseID = "follow-storm"
@@ -117,6 +118,7 @@ const (
 	PromiseListPrefix             PromiseID = "list-only-live-under-prefix"
 	PromiseListLimit              PromiseID = "list-limit"
 	PromiseListExpired            PromiseID = "list-not-expired"
+	PromiseFollowArgs             PromiseID = "follow-refuses-bad-arguments"
 	PromiseFollowSnapshot         PromiseID = "follow-snapshot"
 	PromiseFollowOrder            PromiseID = "follow-commit-order"
 	PromiseFollowMirror           PromiseID = "follow-mirror-converges"
@@ -179,6 +181,7 @@ var promiseText = map[PromiseID]string{
 	PromiseFollowHeartbeat:        "with no writes, Synced must arrive at least every heartbeat, with an At that never goes backwards and is never later than its delivery",
 	PromiseFollowExpiry:           "an expired entry may arrive as Delete (if the store reports expiry) no earlier than Get finds it gone, and must never arrive as Put again without a write",
 	PromiseFollowLost:             "a feed whose connection broke must send Lost and resynchronise (Reset, snapshot, Synced), or resume having missed nothing; never resume silently past a gap",
+	PromiseFollowArgs:             "Follow must refuse a heartbeat that is not positive and a nil fn at once, with an error, delivering nothing",
 	PromiseFollowWipe:             "keys deleted or replaced behind the adapter's back (a bulk delete, a flush, a restored copy) must reach the feed as deletes, changes or Lost before any Synced whose At is after the change",
 	PromiseFollowFeed:             "the feed must keep its grammar: Reset, the snapshot's Puts, Synced, then changes and Synced; Lost (with Err) followed by Reset before the next Synced; one change at a time; no key outside the prefix, no Put without a version",
 	PromiseFollowContext:          "Follow must run until its context ends, then return the context's error promptly and call fn no more",

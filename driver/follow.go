@@ -58,6 +58,10 @@ type Follower interface {
 	// ctx lasts; between Lost and that Synced the caller decides nothing
 	// from what it received.
 	//
+	// A heartbeat that is not positive, or a nil fn, is refused at once
+	// with an error, before Follow contacts the store (adapter.FollowArgs
+	// says it the same way for every adapter).
+	//
 	// fn runs on Follow's goroutine and must return quickly; Follow does
 	// not reuse Value after fn returns. Keys are delivered as written
 	// (kvbreaker.Prefixed translates its prefix). Follow honours ctx

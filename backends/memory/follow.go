@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/kvbreaker/kvbreaker/adapter"
 	"github.com/kvbreaker/kvbreaker/driver"
 )
 
@@ -175,11 +176,8 @@ func (s *Store) unsubscribe(f *follower) {
 // injected clock when a write frees it. Synced's At is read from time.Now,
 // whatever clock judges expiry. Close ends every Follow with ErrClosed.
 func (s *Store) Follow(ctx context.Context, prefix string, heartbeat time.Duration, fn func(driver.Change)) error {
-	if heartbeat <= 0 {
-		return opError("follow", prefix, fmt.Errorf("heartbeat %v is not positive", heartbeat))
-	}
-	if fn == nil {
-		return opError("follow", prefix, errors.New("no function to deliver changes to"))
+	if err := adapter.FollowArgs(heartbeat, fn); err != nil {
+		return opError("follow", prefix, err)
 	}
 	if err := ctx.Err(); err != nil {
 		return opError("follow", prefix, err)

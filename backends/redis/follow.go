@@ -13,6 +13,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/maintnotifications"
 
+	"github.com/kvbreaker/kvbreaker/adapter"
 	"github.com/kvbreaker/kvbreaker/driver"
 )
 
@@ -57,11 +58,8 @@ func (s *Store) follow(ctx context.Context, prefix string, heartbeat time.Durati
 	if s.closed.Load() {
 		return opError(op, prefix, ErrClosed)
 	}
-	if heartbeat <= 0 {
-		return opError(op, prefix, fmt.Errorf("heartbeat %v is not positive", heartbeat))
-	}
-	if fn == nil {
-		return opError(op, prefix, errors.New("nil fn"))
+	if err := adapter.FollowArgs(heartbeat, fn); err != nil {
+		return opError(op, prefix, err)
 	}
 	c, err := s.followable()
 	if err != nil {

@@ -4,10 +4,10 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"fmt"
 	"strings"
 	"time"
 
+	"github.com/kvbreaker/kvbreaker/adapter"
 	"github.com/kvbreaker/kvbreaker/driver"
 )
 
@@ -49,8 +49,8 @@ const DefaultFollowPoll = 50 * time.Millisecond
 // nothing changed); a write reaches a follower at its next poll, so a
 // mirror lags the file by up to WithFollowPoll.
 func (s *Store) Follow(ctx context.Context, prefix string, heartbeat time.Duration, fn func(driver.Change)) error {
-	if heartbeat <= 0 {
-		return fmt.Errorf("sqlite: follow %s: heartbeat %v is not positive", prefix, heartbeat)
+	if err := adapter.FollowArgs(heartbeat, fn); err != nil {
+		return &driver.OpError{Backend: "sqlite", Op: "follow", Key: prefix, Err: err}
 	}
 	f := &follower{s: s, prefix: prefix, heartbeat: heartbeat, fn: fn, poll: min(s.o.poll, heartbeat)}
 	if err := f.snapshot(ctx); err != nil {

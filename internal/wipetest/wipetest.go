@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvbreaker/kvbreaker/adapter"
 	"github.com/kvbreaker/kvbreaker/conformance"
 	"github.com/kvbreaker/kvbreaker/driver"
 	"github.com/kvbreaker/kvbreaker/internal/conformcheck"
@@ -76,6 +77,9 @@ type blindStore struct {
 }
 
 func (s *blindStore) Follow(ctx context.Context, prefix string, heartbeat time.Duration, fn func(driver.Change)) error {
+	if err := adapter.FollowArgs(heartbeat, fn); err != nil {
+		return err
+	}
 	synced, resyncing := false, false
 	return s.f.Follow(ctx, prefix, heartbeat, func(c driver.Change) {
 		switch {
