@@ -10,8 +10,11 @@
 //     expire by themselves (MySQL, PostgreSQL, SQLite), and the schedule that
 //     deletes one batch of expired rows in the background after every so
 //     many writes.
+//   - [FollowArgs]: the arguments every driver.Follower.Follow refuses.
+//   - [MergeRecords], [MergeRecordsFrom] and [RebaseOnDelete]: the record
+//     merging of a store without compare-and-swap that sees concurrent
+//     writes (Workers KV), which keeps every failure and restraint.
 //
 // driver says what an adapter must do; adapter helps it do that. Neither
-// imports a backend, so a third party's adapter imports both and nothing
-// else of this module's.
+// imports a backend or an SDK.
 package adapter

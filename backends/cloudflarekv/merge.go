@@ -3,6 +3,7 @@ package cloudflarekv
 import (
 	"time"
 
+	"github.com/kvbreaker/kvbreaker/adapter"
 	"github.com/kvbreaker/kvbreaker/driver"
 )
 
@@ -18,7 +19,7 @@ type write struct {
 	base  driver.Version
 	// baseVal is the value the caller read as base, when the store still
 	// knew it (baseKnown; nil for an absent record): a concurrent write is
-	// then merged as what it changed in baseVal (driver.MergeRecordsFrom).
+	// then merged as what it changed in baseVal (adapter.MergeRecordsFrom).
 	// baseLocal: base is a write of this store (or absent), so every
 	// later local write was built on it.
 	baseVal   []byte
@@ -46,14 +47,14 @@ type write struct {
 //     reader, so nothing of it may come back);
 //   - otherwise the two were computed concurrently and their records are
 //     merged, with the later expiry and longer TTL: older plus what newer
-//     changed in its base (driver.MergeRecordsFrom) when the store knows the
+//     changed in its base (adapter.MergeRecordsFrom) when the store knows the
 //     base's value, which counts two failures at one millisecond twice;
-//     else the union of the two (driver.MergeRecords).
+//     else the union of the two (adapter.MergeRecords).
 //
 // The result carries the latest delete's goneVer/goneVal on.
 func combine(older, newer write, now time.Time) write {
 	if !newer.del && older.goneVer != driver.NoVersion && newer.base == older.goneVer {
-		v, ok := driver.RebaseOnDelete(newer.value, older.goneVal)
+		v, ok := adapter.RebaseOnDelete(newer.value, older.goneVal)
 		if !ok {
 			return older
 		}
@@ -69,9 +70,9 @@ func combine(older, newer write, now time.Time) write {
 	default:
 		merged = newer
 		if newer.baseKnown {
-			merged.value = driver.MergeRecordsFrom(newer.baseVal, older.value, newer.value, newer.baseLocal)
+			merged.value = adapter.MergeRecordsFrom(newer.baseVal, older.value, newer.value, newer.baseLocal)
 		} else {
-			merged.value = driver.MergeRecords(older.value, newer.value)
+			merged.value = adapter.MergeRecords(older.value, newer.value)
 		}
 		merged.ttl = max(older.ttl, newer.ttl)
 		if older.exp.After(newer.exp) {

@@ -47,7 +47,7 @@ type served struct {
 }
 
 // maxServed bounds keyState.served; a write whose base has been forgotten
-// is merged as a union (driver.MergeRecords).
+// is merged as a union (adapter.MergeRecords).
 const maxServed = 256
 
 // remember records that Get may answer with value as version ver. s.mu is

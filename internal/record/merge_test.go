@@ -7,7 +7,7 @@ import (
 
 // TestMergeRecords: two records written concurrently to a last-writer-wins
 // store merge into one that loses no failure and no restraint (moved here
-// from backends/cloudflarekv, which calls it through driver.MergeRecords).
+// from backends/cloudflarekv, which calls it through adapter.MergeRecords).
 func TestMergeRecords(t *testing.T) {
 	t0 := time.UnixMilli(1_800_000_000_000).UTC()
 	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
