@@ -1,0 +1,66 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// maxNamedOutside bounds the lines of the command's product code, outside
+// a backend's own files, that name the backend: its name, how prose names
+// it, or one of its flags. Above it, code that belongs in the backend's
+// descriptor has leaked into the shared files, or a file lists backends.
+const maxNamedOutside = 5
+
+// TestBackendNamedOnlyInItsFile counts, for each backend, the lines of
+// package main's product files (not tests) other than backend_NAME*.go that
+// name it. simulate.go is left out: it names the simulator's models of a
+// store's feed, not a backend the command connects to.
+func TestBackendNamedOnlyInItsFile(t *testing.T) {
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := map[string][]string{}
+	for _, file := range files {
+		if strings.HasSuffix(file, "_test.go") || file == "simulate.go" {
+			continue
+		}
+		b, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		src[file] = strings.Split(strings.ToLower(string(b)), "\n")
+	}
+	for _, name := range backendNames() {
+		terms := namesOf(name)
+		var hits []string
+		for file, lines := range src {
+			if file == "backend_"+name+".go" || strings.HasPrefix(file, "backend_"+name+"_") {
+				continue
+			}
+			for i, line := range lines {
+				if slices.ContainsFunc(terms, func(term string) bool { return strings.Contains(line, term) }) {
+					hits = append(hits, file+":"+itoa(i+1)+": "+strings.TrimSpace(line))
+				}
+			}
+		}
+		slices.Sort(hits)
+		if len(hits) > maxNamedOutside {
+			t.Errorf("%s (as %q) is named on %d lines outside backend_%s.go, want at most %d:\n%s",
+				name, terms, len(hits), name, maxNamedOutside, strings.Join(hits, "\n"))
+		} else {
+			t.Logf("%s: %d line(s) outside backend_%s.go", name, len(hits), name)
+		}
+	}
+}
+
+func itoa(n int) string {
+	s := ""
+	for ; n > 0; n /= 10 {
+		s = string(rune('0'+n%10)) + s
+	}
+	return s
+}
