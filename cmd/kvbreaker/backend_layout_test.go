@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -43,7 +44,7 @@ func TestBackendNamedOnlyInItsFile(t *testing.T) {
 			}
 			for i, line := range lines {
 				if slices.ContainsFunc(terms, func(term string) bool { return strings.Contains(line, term) }) {
-					hits = append(hits, file+":"+itoa(i+1)+": "+strings.TrimSpace(line))
+					hits = append(hits, file+":"+strconv.Itoa(i+1)+": "+strings.TrimSpace(line))
 				}
 			}
 		}
@@ -55,12 +56,4 @@ func TestBackendNamedOnlyInItsFile(t *testing.T) {
 			t.Logf("%s: %d line(s) outside backend_%s.go", name, len(hits), name)
 		}
 	}
-}
-
-func itoa(n int) string {
-	s := ""
-	for ; n > 0; n /= 10 {
-		s = string(rune('0'+n%10)) + s
-	}
-	return s
 }

@@ -25,11 +25,6 @@ func completeFlags(cmd *cobra.Command) {
 			_ = cmd.RegisterFlagCompletionFunc(name, fixed(values...))
 		}
 	}
-	for _, name := range []string{"etcd-cacert", "etcd-cert", "etcd-key"} {
-		if cmd.Flags().Lookup(name) != nil {
-			_ = cmd.MarkFlagFilename(name, "pem", "crt", "key")
-		}
-	}
 }
 
 // writeJSON writes v as indented JSON: the one JSON style of every command

@@ -115,9 +115,9 @@ func newRoot(stopSignals func()) *cobra.Command {
 		Short: "a fleet-wide, per-remote-host circuit breaker over a KV store",
 		Long: `kvbreaker is a fleet-wide, per-remote-host circuit breaker for outbound
 delivery (webhooks, ActivityPub inboxes, mail relays). Many workers share one
-small record per host in a key-value store you already run: etcd, DynamoDB,
-Cloudflare Workers KV, Redis, PostgreSQL, or memory (a demo inside the
-process). "kvbreaker init" creates the table PostgreSQL and DynamoDB need.`,
+small record per host in a key-value store you already run (--backend: a
+store command's --help lists them, with their flags). "kvbreaker init"
+creates what a store needs.`,
 		Example: `  kvbreaker simulate
   kvbreaker check --backend etcd --etcd-endpoints http://127.0.0.1:2379
   kvbreaker list --backend etcd --etcd-endpoints http://127.0.0.1:2379 --state open
