@@ -198,7 +198,12 @@ func (f *backendFlags) register(fs *pflag.FlagSet) {
 // its environment variable, if set.
 func (f *backendFlags) applyEnv() error {
 	f.fromEnv = map[string]string{}
-	for flag, env := range f.envs {
+	flags := append([]connFlag(nil), sharedFlags...)
+	for _, d := range registry {
+		flags = append(flags, d.flags...)
+	}
+	for _, c := range flags {
+		flag, env := c.name, c.env
 		v, ok := os.LookupEnv(env)
 		if !ok || v == "" || f.fs.Changed(flag) {
 			continue
@@ -272,25 +277,6 @@ never answers, within --timeout.
 
 `)
 	return b.String() + envHelp()
-}
-
-// wrap fills text into lines of at most width characters, ending in a
-// newline.
-func wrap(text string, width int) string {
-	var b strings.Builder
-	n := 0
-	for i, w := range strings.Fields(text) {
-		if i > 0 && n+1+len(w) > width {
-			b.WriteString("\n")
-			n = 0
-		} else if i > 0 {
-			b.WriteString(" ")
-			n++
-		}
-		b.WriteString(w)
-		n += len(w)
-	}
-	return b.String() + "\n"
 }
 
 // A conn is an open connection to one deployment's store.

@@ -3,10 +3,13 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/kvbreaker/kvbreaker/skew"
 )
 
 // maxNamedOutside bounds the lines of the command's product code, outside
@@ -55,5 +58,50 @@ func TestBackendNamedOnlyInItsFile(t *testing.T) {
 		} else {
 			t.Logf("%s: %d line(s) outside backend_%s.go", name, len(hits), name)
 		}
+	}
+}
+
+// TestRegistryMatchesProfilesAndDocs: skew's profiles and docs/backends.md's
+// table of backends name the backends of the registry, no more and no
+// fewer. A profile is named as the backend or as its title in one word
+// ("workerskv" for Workers KV).
+func TestRegistryMatchesProfilesAndDocs(t *testing.T) {
+	var names []string
+	for _, d := range registry {
+		names = append(names, d.name)
+	}
+	slices.Sort(names)
+
+	var profiled []string
+	for _, p := range skew.Profiles() {
+		i := slices.IndexFunc(registry, func(d *backendDesc) bool {
+			return p.Name == d.name || p.Name == strings.ToLower(strings.ReplaceAll(d.title, " ", ""))
+		})
+		if i < 0 {
+			t.Errorf("skew profile %q is no backend of the command's registry", p.Name)
+			continue
+		}
+		profiled = append(profiled, registry[i].name)
+	}
+	slices.Sort(profiled)
+	if !slices.Equal(profiled, names) {
+		t.Errorf("skew.Profiles() covers %v, the registry %v", profiled, names)
+	}
+
+	b, err := os.ReadFile("../../docs/backends.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	table := regexp.MustCompile(`(?m)^\| backend \| package \|.*\n(?:\|.*\n)+`).FindString(string(b))
+	if table == "" {
+		t.Fatal(`docs/backends.md has no table headed "| backend | package |"`)
+	}
+	var documented []string
+	for _, m := range regexp.MustCompile("`backends/([a-z0-9]+)`").FindAllStringSubmatch(table, -1) {
+		documented = append(documented, m[1])
+	}
+	slices.Sort(documented)
+	if !slices.Equal(documented, names) {
+		t.Errorf("docs/backends.md's table of backends lists %v, the registry %v", documented, names)
 	}
 }
