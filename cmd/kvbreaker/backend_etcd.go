@@ -38,19 +38,7 @@ var etcdBackend = backendDesc{
 	},
 	open:    openEtcd,
 	noTable: "etcd needs no table: nothing to create",
-	tlsFix: func(f *backendFlags, te *tlsdiag.Error) string {
-		switch te.Kind {
-		case tlsdiag.Untrusted:
-			return "give the CA that signed it with " + f.flagAndEnv("etcd-cacert")
-		case tlsdiag.ClientCertRefused:
-			return "give a client certificate and key its CA signed with " + f.flagAndEnv("etcd-cert") + " and " + f.flagAndEnv("etcd-key")
-		case tlsdiag.ServerSpeaksTLS:
-			return "use https:// in " + f.name("etcd-endpoints") + ", with " + f.flagAndEnv("etcd-cacert")
-		case tlsdiag.ServerPlain:
-			return "use http:// in " + f.name("etcd-endpoints") + ", without --etcd-cacert, --etcd-cert and --etcd-key"
-		}
-		return ""
-	},
+	tlsFix:  fileTLSFix("etcd-cacert", "etcd-cert", "etcd-key", "etcd-endpoints", "https://", "http://"),
 	examples: map[string]string{
 		"check": `  kvbreaker check --backend etcd --etcd-endpoints http://127.0.0.1:2379
   kvbreaker check --backend etcd --etcd-endpoints https://etcd-1:2379 \

@@ -52,19 +52,7 @@ or --redis-cluster --redis-url redis://10.0.0.1:6379?addr=10.0.0.2:6379`,
 	},
 	open:    openRedis,
 	noTable: "redis needs no table: nothing to create",
-	tlsFix: func(f *backendFlags, te *tlsdiag.Error) string {
-		switch te.Kind {
-		case tlsdiag.Untrusted:
-			return "give the CA that signed it with " + f.flagAndEnv("redis-cacert")
-		case tlsdiag.ClientCertRefused:
-			return "give a client certificate and key its CA signed with " + f.flagAndEnv("redis-cert") + " and " + f.flagAndEnv("redis-key")
-		case tlsdiag.ServerSpeaksTLS:
-			return "use rediss:// in " + f.name("redis-url") + ", with " + f.flagAndEnv("redis-cacert")
-		case tlsdiag.ServerPlain:
-			return "use redis:// in " + f.name("redis-url")
-		}
-		return ""
-	},
+	tlsFix:  fileTLSFix("redis-cacert", "redis-cert", "redis-key", "redis-url", "rediss://", "redis://"),
 }
 
 // boolString is a boolean flag kept as "true" or "" so that validate's

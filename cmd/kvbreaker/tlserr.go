@@ -22,3 +22,22 @@ func tlsFlagError(f *backendFlags, te *tlsdiag.Error) error {
 	}
 	return fmt.Errorf("%s at %s: TLS failed: %s: %s", te.Backend, te.Endpoint, te.Reason, fix)
 }
+
+// fileTLSFix is the tlsFix of a backend whose TLS comes from its CA,
+// client certificate and key file flags, turned on by the scheme tlsScheme
+// (plainScheme without TLS) of its URL flag.
+func fileTLSFix(ca, cert, key, url, tlsScheme, plainScheme string) func(*backendFlags, *tlsdiag.Error) string {
+	return func(f *backendFlags, te *tlsdiag.Error) string {
+		switch te.Kind {
+		case tlsdiag.Untrusted:
+			return "give the CA that signed it with " + f.flagAndEnv(ca)
+		case tlsdiag.ClientCertRefused:
+			return "give a client certificate and key its CA signed with " + f.flagAndEnv(cert) + " and " + f.flagAndEnv(key)
+		case tlsdiag.ServerSpeaksTLS:
+			return "use " + tlsScheme + " in " + f.name(url) + ", with " + f.flagAndEnv(ca)
+		case tlsdiag.ServerPlain:
+			return "use " + plainScheme + " in " + f.name(url) + ", without --" + ca + ", --" + cert + " and --" + key
+		}
+		return ""
+	}
+}
