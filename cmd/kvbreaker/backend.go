@@ -375,13 +375,12 @@ func (f *backendFlags) validate() error {
 	}
 	for _, d := range registry {
 		for _, c := range d.flags {
-			p := f.values[c.name]
 			// A flag with a default (a table's name) is harmless elsewhere.
-			if *p == "" || c.value != "" || d == f.desc {
+			if f.get(c.name) == "" || c.value != "" || d == f.desc {
 				continue
 			}
 			if _, env := f.fromEnv[c.name]; env {
-				*p = ""
+				*f.values[c.name] = ""
 				continue
 			}
 			return usagef("--%s is a %s flag, but --backend is %s", c.name, d.name, f.backend)
