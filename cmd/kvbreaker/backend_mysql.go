@@ -7,6 +7,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"strings"
 
@@ -15,6 +16,32 @@ import (
 	"github.com/kvbreaker/kvbreaker/backends/mysql"
 	"github.com/kvbreaker/kvbreaker/driver"
 )
+
+var mysqlBackend = backendDesc{
+	name:  "mysql",
+	title: "MySQL",
+	about: "(MySQL or MariaDB)",
+	flags: []connFlag{
+		{name: "mysql-dsn", env: "KVBREAKER_MYSQL_DSN", usage: "mysql: go-sql-driver/mysql data source name, user[:password]@tcp(host:port)/database[?options], for MySQL or MariaDB (output never shows it)"},
+		{name: "mysql-table", env: "KVBREAKER_MYSQL_TABLE", usage: "mysql: the table (mysql.CreateTable)", value: defaultMySQLTable},
+	},
+	usage: `--mysql-dsn 'app:secret@tcp(db:3306)/app' [--mysql-table kvbreaker]
+(best from $KVBREAKER_MYSQL_DSN: a flag shows in ps)`,
+	validate: func(f *backendFlags) error {
+		if err := f.need("mysql-dsn"); err != nil {
+			return err
+		}
+		return f.checkMySQLDSN()
+	},
+	open:    openMySQL,
+	create:  initMySQL,
+	creates: "MySQL's table (--mysql-table, with its expiry index: mysql.CreateTable)",
+	prints:  "MySQL's SQL (mysql.Schema; pipe it to mysql)",
+	print:   printMySQL,
+	examples: map[string]string{
+		"init": `  KVBREAKER_MYSQL_DSN='app:secret@tcp(db:3306)/app' kvbreaker init --backend mysql`,
+	},
+}
 
 // defaultMySQLTable is --mysql-table's default.
 const defaultMySQLTable = "kvbreaker"
@@ -27,17 +54,17 @@ const errNoSuchTable = 1146
 // Messages never show it (it may hold the password), only the driver's
 // reason.
 func (f *backendFlags) checkMySQLDSN() error {
-	if isURL(f.mysqlDSN) {
+	if isURL(f.get("mysql-dsn")) {
 		return usagef("%s is a URL: want go-sql-driver/mysql's user[:password]@tcp(host:port)/database, e.g. app@tcp(db:3306)/app", f.name("mysql-dsn"))
 	}
-	cfg, err := gomysql.ParseDSN(f.mysqlDSN)
+	cfg, err := gomysql.ParseDSN(f.get("mysql-dsn"))
 	if err != nil {
 		return usagef("%s (not shown): %v: want user[:password]@tcp(host:port)/database, e.g. app@tcp(db:3306)/app", f.name("mysql-dsn"), err)
 	}
 	if cfg.DBName == "" {
 		return usagef("%s (not shown) names no database: want user[:password]@tcp(host:port)/database", f.name("mysql-dsn"))
 	}
-	if _, err := mysql.Schema(f.mysqlTable); err != nil {
+	if _, err := mysql.Schema(f.get("mysql-table")); err != nil {
 		return usagef("%s: %v", f.name("mysql-table"), err)
 	}
 	return nil
@@ -50,7 +77,7 @@ func openMySQL(ctx context.Context, f *backendFlags) (*conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	s, err := mysql.New(db, f.mysqlTable, mysql.WithEndpoint(cfg.Addr))
+	s, err := mysql.New(db, f.get("mysql-table"), mysql.WithEndpoint(cfg.Addr))
 	if err != nil {
 		db.Close()
 		return nil, err
@@ -58,18 +85,19 @@ func openMySQL(ctx context.Context, f *backendFlags) (*conn, error) {
 	if err := s.Ping(ctx); err != nil {
 		db.Close()
 		if me, ok := errors.AsType[*gomysql.MySQLError](err); ok && me.Number == errNoSuchTable {
-			return nil, fmt.Errorf("mysql: table %s does not exist in database %s at %s: %s", f.mysqlTable, cfg.DBName, cfg.Addr, createHint)
+			return nil, fmt.Errorf("mysql: table %s does not exist in database %s at %s: %s", f.get("mysql-table"), cfg.DBName, cfg.Addr, createHint)
 		}
 		return nil, noAnswer(ctx, "mysql", cfg.Addr, f.bound, mysqlServerError(cfg, err))
 	}
-	return &conn{describe: "mysql table " + f.mysqlTable + " in database " + cfg.DBName + " at " + cfg.Addr,
-		store: &mysqlStore{Store: s, db: db}, purge: mysqlPurge(db, f.mysqlTable)}, nil
+	return &conn{describe: "mysql table " + f.get("mysql-table") + " in database " + cfg.DBName + " at " + cfg.Addr,
+		store: &mysqlStore{Store: s, db: db}, purge: mysqlPurge(db, f.get("mysql-table")),
+		leftBehind: "records expire within 10 minutes, but the rows stay until a purge (mysql.Store.Purge, which the fleet's stores run every 1000 writes) removes them"}, nil
 }
 
 // connectMySQL checks that the server's port accepts a connection and
 // returns a small pool and the parsed DSN (for its address and database).
 func connectMySQL(ctx context.Context, f *backendFlags) (*sql.DB, *gomysql.Config, error) {
-	cfg, err := gomysql.ParseDSN(f.mysqlDSN)
+	cfg, err := gomysql.ParseDSN(f.get("mysql-dsn"))
 	if err != nil {
 		return nil, nil, usagef("%s (not shown): %v", f.name("mysql-dsn"), err)
 	}
@@ -150,24 +178,24 @@ func initMySQL(ctx context.Context, f *backendFlags) (initOutput, error) {
 		return initOutput{}, err
 	}
 	defer db.Close()
-	target := "mysql table " + f.mysqlTable + " in database " + cfg.DBName + " at " + cfg.Addr
-	out := initOutput{Backend: f.backend, Target: target, Table: f.mysqlTable}
+	target := "mysql table " + f.get("mysql-table") + " in database " + cfg.DBName + " at " + cfg.Addr
+	out := initOutput{Backend: f.backend, Target: target, Table: f.get("mysql-table")}
 	var n int
-	if err := db.QueryRowContext(ctx, "SELECT count(*) FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name = ?", f.mysqlTable).Scan(&n); err != nil {
+	if err := db.QueryRowContext(ctx, "SELECT count(*) FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name = ?", f.get("mysql-table")).Scan(&n); err != nil {
 		return out, noAnswer(ctx, "mysql", cfg.Addr, f.bound, mysqlServerError(cfg, err))
 	}
 	exists := n > 0
 	if !exists {
-		if err := mysql.CreateTable(ctx, db, f.mysqlTable); err != nil {
+		if err := mysql.CreateTable(ctx, db, f.get("mysql-table")); err != nil {
 			if me, ok := errors.AsType[*gomysql.MySQLError](err); ok && me.Number == 1142 {
 				return out, fmt.Errorf("mysql at %s: user %q may not create table %s (%v): have an administrator run what \"kvbreaker init --backend mysql --mysql-table %s --print\" shows, and grant the user SELECT, INSERT, UPDATE, DELETE on it",
-					cfg.Addr, cfg.User, f.mysqlTable, me, f.mysqlTable)
+					cfg.Addr, cfg.User, f.get("mysql-table"), me, f.get("mysql-table"))
 			}
 			return out, noAnswer(ctx, "mysql", cfg.Addr, f.bound, mysqlServerError(cfg, err))
 		}
 	}
 	// Read it as the store does: a table of another shape fails here.
-	s, err := mysql.New(db, f.mysqlTable, mysql.WithPurgeEvery(0), mysql.WithEndpoint(cfg.Addr))
+	s, err := mysql.New(db, f.get("mysql-table"), mysql.WithPurgeEvery(0), mysql.WithEndpoint(cfg.Addr))
 	if err != nil {
 		return out, err
 	}
@@ -185,12 +213,12 @@ func initMySQL(ctx context.Context, f *backendFlags) (initOutput, error) {
 }
 
 // printMySQL prints the table's SQL.
-func printMySQL(bf *backendFlags, stdout interface{ Write([]byte) (int, error) }) error {
-	stmt, err := mysql.Schema(bf.mysqlTable)
+func printMySQL(bf *backendFlags, stdout io.Writer) error {
+	stmt, err := mysql.Schema(bf.get("mysql-table"))
 	if err != nil {
 		return usagef("%s: %v", bf.name("mysql-table"), err)
 	}
-	fmt.Fprintf(stdout, "-- The table kvbreaker's MySQL/MariaDB store uses (mysql.Schema %q), as \"kvbreaker init\" creates it.\n", bf.mysqlTable)
+	fmt.Fprintf(stdout, "-- The table kvbreaker's MySQL/MariaDB store uses (mysql.Schema %q), as \"kvbreaker init\" creates it.\n", bf.get("mysql-table"))
 	fmt.Fprintf(stdout, "-- Run it in the fleet's database; the fleet's user needs SELECT, INSERT, UPDATE, DELETE on it.\n%s", strings.TrimLeft(stmt, "\n"))
 	return nil
 }

@@ -12,19 +12,36 @@ import (
 	kvnats "github.com/kvbreaker/kvbreaker/backends/nats"
 )
 
+var natsBackend = backendDesc{
+	name:  "nats",
+	title: "NATS",
+	about: "(NATS JetStream key-value)",
+	flags: []connFlag{
+		{name: "nats-url", env: "KVBREAKER_NATS_URL", usage: "nats: comma-separated server `URL`s, e.g. nats://nats-1:4222,nats://nats-2:4222 (user information in a URL authenticates and is never shown)", secret: true},
+		{name: "nats-bucket", env: "KVBREAKER_NATS_BUCKET", usage: "nats: the JetStream key-value bucket (created if missing)", value: defaultNATSBucket},
+	},
+	usage: "--nats-url nats://nats-1:4222,nats://nats-2:4222 [--nats-bucket kvbreaker]",
+	validate: func(f *backendFlags) error {
+		if err := f.need("nats-url"); err != nil {
+			return err
+		}
+		urls := f.list("nats-url")
+		if len(urls) == 0 {
+			return usagef("%s has no URL", f.name("nats-url"))
+		}
+		for _, u := range urls {
+			if err := f.checkNATSURL(u); err != nil {
+				return err
+			}
+		}
+		return nil
+	},
+	open:    openNATS,
+	noTable: "nats needs no table: nothing to create",
+}
+
 // defaultNATSBucket is --nats-bucket's default.
 const defaultNATSBucket = "kvbreaker"
-
-// natsURLs are --nats-url's comma-separated server URLs.
-func (f *backendFlags) natsURLs() []string {
-	var urls []string
-	for u := range strings.SplitSeq(f.natsURL, ",") {
-		if u = strings.TrimSpace(u); u != "" {
-			urls = append(urls, u)
-		}
-	}
-	return urls
-}
 
 // checkNATSURL checks one of --nats-url's URLs without connecting.
 func (f *backendFlags) checkNATSURL(raw string) error {
@@ -65,18 +82,15 @@ func natsPreflight(ctx context.Context, urls []string) error {
 // servers (nats.Dial) and opens the bucket, creating it if it does not
 // exist.
 func openNATS(ctx context.Context, f *backendFlags) (*conn, error) {
-	urls := f.natsURLs()
-	shown := make([]string, len(urls))
-	for i, u := range urls {
-		shown[i] = redactURL(u)
-	}
-	where := strings.Join(shown, ",")
+	urls := f.list("nats-url")
+	where := f.shownList("nats-url")
 	if err := natsPreflight(ctx, urls); err != nil {
 		return nil, err
 	}
-	s, err := kvnats.Dial(ctx, strings.Join(urls, ","), f.natsBucket, nil)
+	s, err := kvnats.Dial(ctx, strings.Join(urls, ","), f.get("nats-bucket"), nil)
 	if err != nil {
 		return nil, noAnswer(ctx, "nats", where, f.bound, err)
 	}
-	return &conn{describe: "nats bucket " + f.natsBucket + " at " + where, store: s}, nil
+	return &conn{describe: "nats bucket " + f.get("nats-bucket") + " at " + where, store: s,
+		wipes: "a purge or a deleted message is seen when the stream's message or subject count falls between two heartbeats; one hidden by as many new keys created in the same heartbeat is not: restart the fleet's processes after removing messages by hand"}, nil
 }

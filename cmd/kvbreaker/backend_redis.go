@@ -20,6 +20,41 @@ import (
 	"github.com/kvbreaker/kvbreaker/tlsdiag"
 )
 
+var redisBackend = backendDesc{
+	name:  "redis",
+	title: "Redis",
+	about: "(Redis, or a Redis Cluster)",
+	flags: []connFlag{
+		{name: "redis-url", env: "KVBREAKER_REDIS_URL", usage: "redis: server `URL`, redis://[:password@]host:port/db (rediss:// for TLS); with --redis-cluster, redis://[:password@]host:port?addr=host2:port&addr=host3:port", secret: true},
+		{name: "redis-cluster", env: "KVBREAKER_REDIS_CLUSTER", usage: "redis: --redis-url names the seed nodes of a Redis Cluster (go-redis ParseClusterURL); list visits every master", boolean: true},
+		{name: "redis-cacert", env: "KVBREAKER_REDIS_CACERT", usage: "redis: PEM `file` of the CA that signed the server's certificate, for a rediss:// URL (default: the system's)"},
+		{name: "redis-cert", env: "KVBREAKER_REDIS_CERT", usage: "redis: PEM client certificate `file`, for a server with tls-auth-clients (with --redis-key)"},
+		{name: "redis-key", env: "KVBREAKER_REDIS_KEY", usage: "redis: PEM client key `file` (with --redis-cert)"},
+	},
+	usage: `--redis-url redis://127.0.0.1:6379/0
+or --redis-url rediss://user:password@redis:6380/0 --redis-cacert ca.pem
+[--redis-cert client.pem --redis-key client-key.pem]
+or --redis-cluster --redis-url redis://10.0.0.1:6379?addr=10.0.0.2:6379`,
+	validate: func(f *backendFlags) error {
+		if err := f.need("redis-url"); err != nil {
+			return err
+		}
+		if err := f.checkRedisURL(); err != nil {
+			return err
+		}
+		if err := f.pairedFlags("redis-cert", "redis-key", "a client certificate"); err != nil {
+			return err
+		}
+		if (f.get("redis-cacert") != "" || f.get("redis-cert") != "") && !strings.HasPrefix(f.get("redis-url"), "rediss://") {
+			return usagef("--redis-cacert, --redis-cert and --redis-key are for TLS: %s must start with rediss://", f.name("redis-url"))
+		}
+		return nil
+	},
+	open:    openRedis,
+	noTable: "redis needs no table: nothing to create",
+	tlsFix:  fileTLSFix("redis-cacert", "redis-cert", "redis-key", "redis-url", "rediss://", "redis://"),
+}
+
 // boolString is a boolean flag kept as "true" or "" so that validate's
 // table of string flags can tell a misplaced --redis-cluster from an unset
 // one (and clear one that came from the environment for another backend).
@@ -48,14 +83,15 @@ func (boolString) Type() string     { return "bool" }
 func (boolString) IsBoolFlag() bool { return true }
 
 // cluster reports --redis-cluster.
-func (f *backendFlags) cluster() bool { return f.redisCluster != "" }
+func (f *backendFlags) cluster() bool { return f.get("redis-cluster") != "" }
 
 // checkRedisURL checks --redis-url (and --redis-cluster) without
 // connecting. The URL is go-redis's own: redis.ParseURL's for one server,
 // redis.ParseClusterURL's (seeds as addr= parameters) with --redis-cluster.
 func (f *backendFlags) checkRedisURL() error {
-	shown := redisShown(f.redisURL)
-	u, perr := url.Parse(f.redisURL)
+	raw := f.get("redis-url")
+	shown := redisShown(raw)
+	u, perr := url.Parse(raw)
 	// go-redis v9.23 has ParseFailoverURL, but there is no Sentinel test
 	// server here to prove the command against: refuse it in words.
 	if perr == nil && u.Query().Has("master_name") {
@@ -63,7 +99,7 @@ func (f *backendFlags) checkRedisURL() error {
 			f.name("redis-url"), shown)
 	}
 	if f.cluster() {
-		o, err := goredis.ParseClusterURL(f.redisURL)
+		o, err := goredis.ParseClusterURL(f.get("redis-url"))
 		if err != nil {
 			return usagef("%s is %q: with %s want redis://host:port?addr=host2:port&addr=host3:port or rediss://… (%v)",
 				f.name("redis-url"), shown, f.name("redis-cluster"), redisURLErr(err))
@@ -82,10 +118,10 @@ func (f *backendFlags) checkRedisURL() error {
 		}
 		return nil
 	}
-	if _, err := goredis.ParseURL(f.redisURL); err != nil {
+	if _, err := goredis.ParseURL(f.get("redis-url")); err != nil {
 		if perr == nil && u.Query().Has("addr") {
 			return usagef("%s is %q: addr= names the seeds of a Redis Cluster: add --redis-cluster (or $%s=true)",
-				f.name("redis-url"), shown, envOf("redis-cluster"))
+				f.name("redis-url"), shown, f.env("redis-cluster"))
 		}
 		return usagef("%s is %q: want redis://host:port/db or rediss://host:port/db (%v)", f.name("redis-url"), shown, redisURLErr(err))
 	}
@@ -124,7 +160,7 @@ func openRedis(ctx context.Context, f *backendFlags) (*conn, error) {
 // a PING: a refused port is reported within redis.ConnectTimeout, a silent
 // server when ctx (--timeout) ends.
 func openRedisServer(ctx context.Context, f *backendFlags) (*conn, error) {
-	o, err := goredis.ParseURL(f.redisURL)
+	o, err := goredis.ParseURL(f.get("redis-url"))
 	if err != nil {
 		return nil, usagef("%s: %v", f.name("redis-url"), redisURLErr(err))
 	}
@@ -136,7 +172,7 @@ func openRedisServer(ctx context.Context, f *backendFlags) (*conn, error) {
 	if tlsConfig != nil {
 		opts = append(opts, redis.WithTLSConfig(tlsConfig))
 	}
-	s, err := redis.Dial(ctx, f.redisURL, opts...)
+	s, err := redis.Dial(ctx, f.get("redis-url"), opts...)
 	if err != nil {
 		if te, ok := errors.AsType[*tlsdiag.Error](err); ok {
 			return nil, tlsFlagError(f, te)
@@ -160,9 +196,10 @@ func openRedisServer(ctx context.Context, f *backendFlags) (*conn, error) {
 	if strings.Contains(info, "cluster_enabled:1") {
 		_ = s.Close()
 		return nil, fmt.Errorf("redis at %s is a node of a Redis Cluster, which holds only its own slots' keys: add --redis-cluster (or $%s=true)",
-			o.Addr, envOf("redis-cluster"))
+			o.Addr, f.env("redis-cluster"))
 	}
-	return &conn{describe: "redis at " + o.Addr + " db " + strconv.Itoa(o.DB), store: s, purge: redisPurge(s)}, nil
+	return &conn{describe: "redis at " + o.Addr + " db " + strconv.Itoa(o.DB), store: s, purge: redisPurge(s),
+		wipes: "SWAPDB is seen through a key per follower (kvbreaker:follow:<id>, kept an hour past its last check); under an ACL that refuses that key it is not: restart the fleet's processes after one"}, nil
 }
 
 // openRedisCluster opens a ClusterClient on the seeds of --redis-url and
@@ -170,7 +207,7 @@ func openRedisServer(ctx context.Context, f *backendFlags) (*conn, error) {
 // from a seed), with the same bounds as one server: a refused seed fails
 // within redis.ConnectTimeout, not --timeout.
 func openRedisCluster(ctx context.Context, f *backendFlags) (*conn, error) {
-	o, err := goredis.ParseClusterURL(f.redisURL)
+	o, err := goredis.ParseClusterURL(f.get("redis-url"))
 	if err != nil {
 		return nil, usagef("%s: %v", f.name("redis-url"), redisURLErr(err))
 	}
@@ -211,7 +248,7 @@ func openRedisCluster(ctx context.Context, f *backendFlags) (*conn, error) {
 // redisTLS builds the TLS configuration of --redis-cacert, --redis-cert and
 // --redis-key, or nil (a rediss:// URL then trusts the system's CAs).
 func redisTLS(f *backendFlags) (*tls.Config, error) {
-	return loadTLS(f, "redis", "redis-cacert", "redis-cert", "redis-key", f.redisCACert, f.redisCert, f.redisKey)
+	return loadTLS(f, "redis-cacert", "redis-cert", "redis-key")
 }
 
 // clusterPingError explains a Cluster's failed first PING.
@@ -258,4 +295,31 @@ func redisPurge(s *redis.Store) func(ctx context.Context, fullKey string) (int, 
 		}
 		return int(n), nil
 	}
+}
+
+// redisServerError explains an error a Redis server answered the command's
+// first request with (where is "redis at host:port db N" or "redis cluster
+// via …"); any other error is returned with where in front.
+func redisServerError(where string, f *backendFlags, err error) error {
+	var re goredis.Error
+	if !errors.As(err, &re) {
+		return fmt.Errorf("%s: %w", where, err)
+	}
+	msg := re.Error()
+	url := f.name("redis-url")
+	switch {
+	case goredis.HasErrorPrefix(err, "NOAUTH"):
+		return fmt.Errorf("%s requires a password (%s): give it in %s as redis://:PASSWORD@host:port/db, or redis://USER:PASSWORD@host:port/db for an ACL user (best through $%s, not the command line: ps shows flags)",
+			where, msg, url, f.env("redis-url"))
+	case goredis.HasErrorPrefix(err, "WRONGPASS"), strings.Contains(msg, "invalid password"):
+		return fmt.Errorf("%s refused the user name or password in %s (%s): check them (redis://USER:PASSWORD@host:port/db; %%-escape reserved characters in the password)",
+			where, url, msg)
+	case goredis.HasErrorPrefix(err, "NOPERM"):
+		return fmt.Errorf("%s: the ACL user of %s may not run what kvbreaker needs (%s): on your fleet's keys (~PREFIX*) and the channel &__redis__:invalidate it needs +ping +info +client|setname +client|id +hmget +evalsha +eval +get +hgetall +lrange +smembers +zrange +xrange +dump +type +hset +hdel +del +pexpire +pttl +time +scan +hexists +subscribe +client|tracking +publish (docs/security.md)",
+			where, url, msg)
+	case strings.Contains(msg, "DB index is out of range"), strings.Contains(msg, "invalid DB index"):
+		return fmt.Errorf("%s: the server has no such database (%s): put a database it has in %s's path, redis://host:port/0 (its \"databases\" setting, 16 by default)",
+			where, msg, url)
+	}
+	return fmt.Errorf("%s: %w", where, err)
 }

@@ -6,43 +6,70 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 
 	"github.com/kvbreaker/kvbreaker/backends/sqlite"
 )
+
+var sqliteBackend = backendDesc{
+	name:  "sqlite",
+	title: "SQLite",
+	about: "(one SQLite file on this host)",
+	flags: []connFlag{
+		{name: "sqlite-path", env: "KVBREAKER_SQLITE_PATH", usage: "sqlite: the database `file` the fleet's processes share (made by \"kvbreaker init\" or the first sqlite.Open)"},
+	},
+	usage: "--sqlite-path /var/lib/app/kvbreaker.db",
+	validate: func(f *backendFlags) error {
+		return f.need("sqlite-path")
+	},
+	open:    openSQLite,
+	create:  initSQLite,
+	creates: "SQLite's file and tables (--sqlite-path, in WAL mode: sqlite.Open)",
+	prints:  "SQLite's SQL (sqlite.Schema; pipe it to sqlite3)",
+	print: func(_ *backendFlags, stdout io.Writer) error {
+		fmt.Fprintf(stdout, "-- The tables kvbreaker's SQLite store uses (sqlite.Schema), as \"kvbreaker init\" creates them.\n")
+		fmt.Fprintf(stdout, "-- The store also sets journal_mode=WAL, which the file keeps.\nPRAGMA journal_mode = WAL;\n%s\n", sqlite.Schema)
+		return nil
+	},
+	examples: map[string]string{
+		"init": `  kvbreaker init --backend sqlite --sqlite-path /var/lib/app/kvbreaker.db`,
+	},
+}
 
 // openSQLite opens the file --sqlite-path names, which must exist and hold
 // the store's tables: a command that reads never creates a file where a
 // path was mistyped ("kvbreaker init" creates it).
 func openSQLite(ctx context.Context, f *backendFlags) (*conn, error) {
-	s, err := sqlite.Open(ctx, f.sqlitePath, sqlite.WithCreate(false))
+	s, err := sqlite.Open(ctx, f.get("sqlite-path"), sqlite.WithCreate(false))
 	if err != nil {
 		return nil, err
 	}
-	return &conn{describe: "sqlite file " + f.sqlitePath, store: s, purge: sqlitePurge(s)}, nil
+	return &conn{describe: "sqlite file " + f.get("sqlite-path"), store: s, purge: sqlitePurge(s),
+		wipes: "rows deleted by another program are seen through the trigger kvbreaker_deleted; rows changed in place without a new version, or deleted with that trigger dropped, are not: restart the fleet's processes after such a change"}, nil
 }
 
 // initSQLite creates the file and its tables (sqlite.Open does), or says
 // they were there.
 func initSQLite(ctx context.Context, f *backendFlags) (initOutput, error) {
-	out := initOutput{Backend: f.backend, Target: "sqlite file " + f.sqlitePath, Table: sqlite.Table}
+	out := initOutput{Backend: f.backend, Target: "sqlite file " + f.get("sqlite-path"), Table: sqlite.Table}
 	existed := false
-	if s, err := sqlite.Open(ctx, f.sqlitePath, sqlite.WithCreate(false)); err == nil {
+	if s, err := sqlite.Open(ctx, f.get("sqlite-path"), sqlite.WithCreate(false)); err == nil {
 		existed = true
 		s.Close()
 	} else if !errors.Is(err, sqlite.ErrFileMissing) && !errors.Is(err, sqlite.ErrNotStore) {
 		return out, err
 	}
 	if !existed {
-		s, err := sqlite.Open(ctx, f.sqlitePath)
+		s, err := sqlite.Open(ctx, f.get("sqlite-path"))
 		if err != nil {
 			return out, err
 		}
 		s.Close()
 		out.Created = true
-		out.Message = fmt.Sprintf("created the tables %s and %s in %s (WAL mode)", sqlite.Table, sqlite.MetaTable, f.sqlitePath)
+		out.Message = fmt.Sprintf("created the tables %s and %s in %s (WAL mode)", sqlite.Table, sqlite.MetaTable, f.get("sqlite-path"))
 		return out, nil
 	}
-	out.Message = fmt.Sprintf("%s already holds the tables %s and %s: left as it is", f.sqlitePath, sqlite.Table, sqlite.MetaTable)
+	out.Message = fmt.Sprintf("%s already holds the tables %s and %s: left as it is", f.get("sqlite-path"), sqlite.Table, sqlite.MetaTable)
 	return out, nil
 }
 

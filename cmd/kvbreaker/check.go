@@ -8,7 +8,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -17,27 +16,27 @@ import (
 	"github.com/kvbreaker/kvbreaker/internal/conformcheck"
 )
 
-const checkLong = `Runs kvbreaker's conformance checks against a live store, under a fresh
+var checkLong = `Runs kvbreaker's conformance checks against a live store, under a fresh
 throwaway key prefix (your --prefix plus "check-<random>/"), and deletes every
 key it wrote when it ends, when --timeout passes, or on Ctrl-C (then it exits
-130), purging as well what a delete or an expiry leaves behind in DynamoDB,
-Redis and PostgreSQL (tombstones, expired items and rows), so nothing stays.
+130), purging as well what a delete or an expiry leaves behind in a store
+that keeps it (tombstones, expired items and rows), so nothing stays.
 Your fleet's own keys are never read or written.
 
 It prints, for each promise the store declares (its Traits), what was
 measured: compare-and-swap (atomic or last-writer-wins), expiry early and
 late against the declared model, read staleness, round-trip p50/p99 per
 operation, and the TTLMargin a fleet over this deployment needs for
---clock-skew. It also reads the store's clock (Redis, PostgreSQL, DynamoDB,
-Workers KV; etcd and memory show none: "not measurable") and reports how far
-this machine's clock is from it, next to --clock-skew. The exit code is 1
+--clock-skew. It also reads the store's clock, where the store shows one
+(others: "not measurable"), and reports how far this machine's clock is
+from it, next to --clock-skew. The exit code is 1
 when the store breaks a promise it declares (each broken promise is named) or
 this machine's clock is proven further from the store's than --clock-skew,
 2 for bad flags, 0 otherwise.
 
 Expiry is measured in real time: the check writes entries with a short TTL
-and waits for them to vanish (a few seconds on etcd and DynamoDB; Workers KV's
-60 s minimum TTL makes it over a minute). --quick skips those waits. Progress
+and waits for them to vanish (a few seconds on most stores; over a minute
+where the minimum TTL is 60 s, as Workers KV's). --quick skips those waits. Progress
 goes to stderr.
 
 Reading the table:
@@ -52,16 +51,6 @@ Reading the table:
              the check only when the whole interval lies beyond --clock-skew
 
 ` + backendFlagsHelp
-
-const checkExample = `  kvbreaker check --backend etcd --etcd-endpoints http://127.0.0.1:2379
-  kvbreaker check --backend etcd --etcd-endpoints https://etcd-1:2379 \
-      --etcd-cacert ca.pem --etcd-cert client.pem --etcd-key client-key.pem
-  AWS_REGION=eu-west-1 kvbreaker check --backend dynamodb --dynamodb-table kvbreaker
-  kvbreaker check --backend dynamodb --dynamodb-table kvbreaker \
-      --dynamodb-endpoint http://localhost:8000 --quick
-  CLOUDFLARE_API_TOKEN=... kvbreaker check --backend cloudflarekv \
-      --cf-account 0123abcd --cf-namespace 4567ef89 --format json
-  kvbreaker check --backend memory`
 
 // checkFlags are check's own flags.
 type checkFlags struct {
@@ -80,7 +69,7 @@ func newCheckCmd(stopSignals func()) *cobra.Command {
 		Use:     "check --backend NAME [connection flags] [flags]",
 		Short:   "run the conformance checks against a live store and print what it keeps",
 		Long:    checkLong,
-		Example: checkExample,
+		Example: examples("check"),
 		Args:    noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runCheck(cmd.Context(), stopSignals, &f, cmd.OutOrStdout(), cmd.ErrOrStderr())
@@ -190,7 +179,7 @@ func runCheck(sigCtx context.Context, stopSignals func(), f *checkFlags, stdout,
 		}
 	} else {
 		out.writeTable(stdout)
-		if w := wipeContract(c.describe); w != "" {
+		if w := c.wipes; w != "" {
 			fmt.Fprintf(stdout, "mirror, changes behind the adapters' back: %s\n", w)
 		}
 	}
@@ -212,13 +201,8 @@ func runCheck(sigCtx context.Context, stopSignals func(), f *checkFlags, stdout,
 
 // leftBehind says how long what check could not remove stays.
 func leftBehind(c *conn) string {
-	switch {
-	case strings.HasPrefix(c.describe, "mysql"):
-		return "records expire within 10 minutes, but the rows stay until a purge (mysql.Store.Purge, which the fleet's stores run every 1000 writes) removes them"
-	case strings.HasPrefix(c.describe, "postgres"):
-		return "records expire within 10 minutes, but the rows stay until a purge (postgres.Store.Purge, which the fleet's stores run every 1000 writes) removes them"
-	case strings.HasPrefix(c.describe, "dynamodb"):
-		return "records expire within 10 minutes; DynamoDB's TTL deletes the items within days of that"
+	if c.leftBehind != "" {
+		return c.leftBehind
 	}
 	return "they expire by themselves within 10 minutes"
 }

@@ -21,7 +21,7 @@ const (
 	clockUnproven = "unproven"
 	// clockExceeds: the offset is proven larger than --clock-skew.
 	clockExceeds = "exceeds"
-	// clockNotMeasurable: the store shows no clock (etcd, memory).
+	// clockNotMeasurable: the store shows no clock (no driver.ClockSampler).
 	clockNotMeasurable = "not_measurable"
 	// clockError: the store has a clock, but sampling it failed.
 	clockError = "error"

@@ -139,8 +139,8 @@ func (h *checkHarness) cleanup(bound time.Duration) (deleted, purged, left int) 
 				continue
 			}
 			// A backend that keeps expired entries or tombstones (a
-			// delete leaves one in DynamoDB, Redis and PostgreSQL, so a
-			// retried delete can recognise itself) removes them too.
+			// delete leaves one where a retried delete must recognise
+			// itself) removes them too.
 			n, err := h.c.purge(ctx, kvbreaker.PrefixedKey(s.prefix, key))
 			if err != nil {
 				left++

@@ -150,7 +150,7 @@ func gapNote(c string, g conformcheck.Gap) noteJSON {
 
 // cleanupJSON is what check removed of what it wrote: Deleted the keys
 // that still held a record, Purged the tombstones and expired entries
-// (DynamoDB, Redis, PostgreSQL) removed after, Left the keys it could not
+// (conn.purge) removed after, Left the keys it could not
 // remove.
 type cleanupJSON struct {
 	Deleted int `json:"deleted"`

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 )
@@ -23,11 +24,6 @@ func completeFlags(cmd *cobra.Command) {
 	} {
 		if cmd.Flags().Lookup(name) != nil {
 			_ = cmd.RegisterFlagCompletionFunc(name, fixed(values...))
-		}
-	}
-	for _, name := range []string{"etcd-cacert", "etcd-cert", "etcd-key"} {
-		if cmd.Flags().Lookup(name) != nil {
-			_ = cmd.MarkFlagFilename(name, "pem", "crt", "key")
 		}
 	}
 }
@@ -50,4 +46,23 @@ func isTerminal(w io.Writer) bool {
 	}
 	st, err := f.Stat()
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// wrap fills text into lines of at most width characters, ending in a
+// newline.
+func wrap(text string, width int) string {
+	var b strings.Builder
+	n := 0
+	for i, w := range strings.Fields(text) {
+		if i > 0 && n+1+len(w) > width {
+			b.WriteString("\n")
+			n = 0
+		} else if i > 0 {
+			b.WriteString(" ")
+			n++
+		}
+		b.WriteString(w)
+		n += len(w)
+	}
+	return b.String() + "\n"
 }

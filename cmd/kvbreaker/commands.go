@@ -4,6 +4,12 @@ package main
 
 import "github.com/spf13/cobra"
 
+// rootStores ends the root help's sentence on stores: the backends, and
+// what init creates.
+var rootStores = ": " + titles(func(d *backendDesc) bool { return d != &memoryBackend }) +
+	", or memory (a demo inside the process). \"kvbreaker init\" creates what " +
+	titles(func(d *backendDesc) bool { return d.create != nil }) + " need"
+
 // storeCommands are the commands that open a store, and with it a
 // backend's SDK; the simulate-only build (-tags simulateonly, make demo)
 // leaves them out so that its first build compiles no SDK.

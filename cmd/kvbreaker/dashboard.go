@@ -16,7 +16,7 @@ import (
 	"github.com/kvbreaker/kvbreaker/cmd/kvbreaker/internal/serve"
 )
 
-const dashboardLong = `Serves the status page of kvbreaker serve straight over a store, read-only:
+var dashboardLong = `Serves the status page of kvbreaker serve straight over a store, read-only:
 the open and half-open circuits under --prefix (listed as kvbreaker list
 lists them, so the store must be able to list its keys), their failures in
 the window, retry-at and probes in flight, with the store's latency and

@@ -16,7 +16,7 @@ import (
 	"github.com/kvbreaker/kvbreaker/driver"
 )
 
-const inspectLong = `Shows the circuit of one remote host as the fleet stores it: state (closed,
+var inspectLong = `Shows the circuit of one remote host as the fleet stores it: state (closed,
 open, half-open), the failures that still count, until when deliveries are
 restrained and how long that is from now, whether a probe is in flight, the
 stored record's size and version, and how long the store keeps it. It only
@@ -46,12 +46,7 @@ fleet uses.
 
 ` + backendFlagsHelp
 
-const inspectExample = `  kvbreaker inspect --backend etcd --etcd-endpoints http://127.0.0.1:2379 mastodon.example
-  kvbreaker inspect --backend dynamodb --dynamodb-table kvbreaker https://relay.example/inbox
-  CLOUDFLARE_API_TOKEN=... kvbreaker inspect --backend cloudflarekv \
-      --cf-account 0123abcd --cf-namespace 4567ef89 --format json hooks.example:8443`
-
-const resetLong = `Force-closes the circuit of one remote host: deletes its record, so every
+var resetLong = `Force-closes the circuit of one remote host: deletes its record, so every
 worker of the fleet sends to it again at once (after at most its breaker's
 cache staleness). Use it when you know the host is back. Without --yes it
 changes nothing and says so. HOST is found as for inspect: exactly as given
@@ -62,9 +57,6 @@ host has no record under --prefix but has one under another prefix, reset
 says which --prefix finds it (as inspect does).
 
 ` + backendFlagsHelp
-
-const resetExample = `  kvbreaker reset --backend etcd --etcd-endpoints http://127.0.0.1:2379 --yes mastodon.example
-  kvbreaker reset --backend dynamodb --dynamodb-table kvbreaker --yes https://relay.example/inbox`
 
 // storeFlags are what inspect, reset and list share: connection flags,
 // --format and --timeout.
@@ -333,7 +325,7 @@ func newInspectCmd() *cobra.Command {
 		Use:     "inspect --backend NAME [connection flags] [flags] HOST",
 		Short:   "show a remote host's circuit as the fleet stores it",
 		Long:    inspectLong,
-		Example: inspectExample,
+		Example: examples("inspect"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runInspect(cmd.Context(), &s, args, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
@@ -406,7 +398,7 @@ func newResetCmd() *cobra.Command {
 		Use:     "reset --backend NAME [connection flags] --yes HOST",
 		Short:   "force-close a remote host's circuit (with --yes)",
 		Long:    resetLong,
-		Example: resetExample,
+		Example: examples("reset"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runReset(cmd.Context(), &s, yes, args, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},

@@ -17,7 +17,7 @@ import (
 	"github.com/kvbreaker/kvbreaker/driver"
 )
 
-const listLong = `Lists the hosts that have a record under --prefix, with their state, the
+var listLong = `Lists the hosts that have a record under --prefix, with their state, the
 failures that still count, until when deliveries are restrained and whether a
 probe is in flight: which hosts are open right now.
 
@@ -25,8 +25,8 @@ It reads one page of at most --limit keys per run and prints the cursor of the
 next page (--cursor continues from it); --all reads every page, within
 --timeout. --state keeps only the hosts in that state (the page is still
 --limit keys read, so a filtered page may show fewer hosts). It needs a store
-that can list its keys (driver.Lister: etcd, DynamoDB, Workers KV, Redis,
-PostgreSQL, memory); for another store it says so and exits 1. It only reads.
+that can list its keys (driver.Lister, as every backend's store is); for
+another store it says so and exits 1. It only reads.
 
 Keys under a longer prefix (another fleet's: "fleet-a/host" when --prefix is
 not given, "prod/eu/host" under --prefix prod/) are no hosts of this prefix:
@@ -48,10 +48,6 @@ it restrains its host it does so until kvbreaker reset.
 
 ` + backendFlagsHelp
 
-const listExample = `  kvbreaker list --backend etcd --etcd-endpoints http://127.0.0.1:2379 --state open
-  kvbreaker list --backend dynamodb --dynamodb-table kvbreaker --all --format json
-  kvbreaker list --backend etcd --etcd-endpoints http://127.0.0.1:2379 --cursor mastodon.example`
-
 // maxLimit bounds --limit: one page is read and inspected in one go.
 const maxLimit = 1000
 
@@ -69,7 +65,7 @@ func newListCmd() *cobra.Command {
 		Use:     "list --backend NAME [connection flags] [flags]",
 		Short:   "list the hosts with a record, and their state (which are open now)",
 		Long:    listLong,
-		Example: listExample,
+		Example: examples("list"),
 		Args:    noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runList(cmd.Context(), &f, cmd.OutOrStdout(), cmd.ErrOrStderr())
@@ -174,8 +170,8 @@ func runList(ctx context.Context, f *listFlags, stdout, stderr io.Writer) error 
 	}
 	cursor := f.cursor
 	other := map[string]int{}
-	// A store may list a key again on a later page (driver.Lister: Redis's
-	// SCAN repeats keys while its table is rehashed); a host is one row.
+	// A store may list a key again on a later page (driver.Lister: a
+	// SCAN repeats keys while its hash table is rehashed); a host is one row.
 	seen := map[string]bool{}
 	for {
 		keys, next, err := f.page(ctx, c.store, cursor, other, &out.NotBreakers)
@@ -237,7 +233,7 @@ func runList(ctx context.Context, f *listFlags, stdout, stderr io.Writer) error 
 	empty := false
 	if out.Scanned == 0 && f.cursor == "" {
 		// Empty only if no page holds a key: a page can hold none and
-		// not be the last (Redis leaves tombstones out of a page).
+		// not be the last (a store may leave tombstones out of a page).
 		empty = cursor == ""
 		if !empty {
 			has, known, err := hasRecords(ctx, store, cursor)

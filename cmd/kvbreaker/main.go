@@ -113,11 +113,9 @@ func newRoot(stopSignals func()) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "kvbreaker",
 		Short: "a fleet-wide, per-remote-host circuit breaker over a KV store",
-		Long: `kvbreaker is a fleet-wide, per-remote-host circuit breaker for outbound
-delivery (webhooks, ActivityPub inboxes, mail relays). Many workers share one
-small record per host in a key-value store you already run: etcd, DynamoDB,
-Cloudflare Workers KV, Redis, PostgreSQL, or memory (a demo inside the
-process). "kvbreaker init" creates the table PostgreSQL and DynamoDB need.`,
+		Long: wrap("kvbreaker is a fleet-wide, per-remote-host circuit breaker for outbound "+
+			"delivery (webhooks, ActivityPub inboxes, mail relays). Many workers share one "+
+			"small record per host in a key-value store you already run"+rootStores+".", 78),
 		Example: `  kvbreaker simulate
   kvbreaker check --backend etcd --etcd-endpoints http://127.0.0.1:2379
   kvbreaker list --backend etcd --etcd-endpoints http://127.0.0.1:2379 --state open

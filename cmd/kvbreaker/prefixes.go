@@ -23,7 +23,7 @@ import (
 const scanPage = 1000
 
 // maxSearch bounds the names findElsewhere reads: a search of a large
-// table (a DynamoDB Scan reads, and bills, every item) is not worth one
+// table (a scan reads, and may bill, every item) is not worth one
 // inspect.
 var maxSearch = 10_000
 
@@ -122,8 +122,8 @@ func findElsewhere(ctx context.Context, raw driver.Store, prefix, key string) (s
 
 // hasRecords reports whether the store (already under --prefix) lists any
 // key, reading page after page from cursor until one or the end, within
-// ctx: a page may hold none and still not be the last (Redis leaves
-// tombstones out of a SCAN's page; other fleets' keys under a longer
+// ctx: a page may hold none and still not be the last (a store may leave
+// tombstones out of a page; other fleets' keys under a longer
 // prefix are left out too). known is false when ctx ended first.
 func hasRecords(ctx context.Context, store driver.Store, cursor string) (has, known bool, err error) {
 	for {

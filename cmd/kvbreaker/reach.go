@@ -13,13 +13,13 @@ import (
 	"time"
 )
 
-// dialTimeout bounds the first TCP connection to an endpoint, as etcdctl's
-// --dial-timeout does: a closed port or a dead host is reported within it,
+// dialTimeout bounds the first TCP connection to an endpoint, as a store's
+// own command-line client's dial timeout does: a closed port or a dead host is reported within it,
 // not after the command's --timeout.
 const dialTimeout = 2 * time.Second
 
 // reachError says a backend's server could not be reached or did not
-// answer: "cannot reach etcd at http://127.0.0.1:2379: connection refused".
+// answer: "cannot reach BACKEND at ENDPOINT: connection refused".
 type reachError struct {
 	backend, endpoint string
 	// why is the cause in a few words: "connection refused", "no answer
@@ -36,7 +36,7 @@ func (e *reachError) Unwrap() error { return e.err }
 
 // preflight opens (and closes) a TCP connection to each endpoint, within
 // dialTimeout, and fails only if none accepts. SDK clients retry a refused
-// connection until their deadline (etcd's gRPC client for its whole dial
+// connection until their deadline (a gRPC client for its whole dial
 // timeout); this answers the common case, a wrong port or a server that is
 // down, at once and in words.
 func preflight(ctx context.Context, backend string, endpoints ...string) error {

@@ -80,12 +80,12 @@ func isURL(raw string) bool {
 	return ok && scheme != "" && !strings.ContainsAny(scheme, " =")
 }
 
-// kvSetting matches one keyword=value of a PostgreSQL keyword/value
+// kvSetting matches one keyword=value of a libpq keyword/value
 // connection string (libpq's syntax: spaces around "=", a value in single
 // quotes with backslash escapes).
 var kvSetting = regexp.MustCompile(`([A-Za-z_][A-Za-z0-9_]*)\s*=\s*('((?:[^'\\]|\\.)*)'|\S*)`)
 
-// redactDSN is a PostgreSQL connection string for messages: a URL as
+// redactDSN is a libpq connection string for messages: a URL as
 // redactURL shows it; a keyword/value string with the values of sensitive
 // keywords (password, sslpassword) replaced, or not at all if it has no
 // keyword=value form.
@@ -187,23 +187,23 @@ func secretsIn(raw string) []string {
 	return out
 }
 
-// secretEnv are environment variables that hold a credential whole.
-var secretEnv = []string{"PGPASSWORD", TokenEnv, "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_ACCESS_KEY_ID"}
-
-// connectionFlags are the flags whose values may carry credentials.
-var connectionFlags = []string{"etcd-endpoints", "dynamodb-endpoint", "cf-base-url", "redis-url", "postgres-url"}
-
 // commandSecrets lists the credentials the command line (fs, the command
 // that ran; nil if none) and the environment carry.
 func commandSecrets(fs *pflag.FlagSet) []string {
-	var raws []string
-	for _, name := range connectionFlags {
-		if fs != nil {
-			if f := fs.Lookup(name); f != nil {
-				raws = append(raws, f.Value.String())
+	var raws, secretEnv []string
+	for _, d := range registry {
+		for _, c := range d.flags {
+			if !c.secret {
+				continue
 			}
+			if fs != nil {
+				if f := fs.Lookup(c.name); f != nil {
+					raws = append(raws, f.Value.String())
+				}
+			}
+			raws = append(raws, os.Getenv(c.env))
 		}
-		raws = append(raws, os.Getenv(envOf(name)))
+		secretEnv = append(secretEnv, d.secretEnv...)
 	}
 	var out []string
 	for _, raw := range raws {

@@ -243,7 +243,7 @@ func init() {
 	// A backend whose library quotes its connection strings in an error,
 	// as url.Parse and some drivers do.
 	backends["leaky-postgres"] = backendDef{func(_ context.Context, f *backendFlags) (*conn, error) {
-		return nil, fmt.Errorf("driver: cannot use `%s` (env %s)", f.pgURL, os.Getenv("PGPASSWORD"))
+		return nil, fmt.Errorf("driver: cannot use `%s` (env %s)", f.get("postgres-url"), os.Getenv("PGPASSWORD"))
 	}, "postgres"}
 }
 

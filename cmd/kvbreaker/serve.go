@@ -23,7 +23,7 @@ import (
 	"github.com/kvbreaker/kvbreaker/cmd/kvbreaker/internal/serve"
 )
 
-const serveLong = `Runs one Breaker in this process behind an HTTP/JSON API, so that workers
+var serveLong = `Runs one Breaker in this process behind an HTTP/JSON API, so that workers
 in any language share the fleet's circuits with the Go workers that use the
 library: ask before each delivery (POST /v1/decide: send, hold until
 retry_at, probe, or drop), then report what it said about its host (POST

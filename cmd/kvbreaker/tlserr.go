@@ -10,40 +10,34 @@ import (
 
 // tlsFlagError says what went wrong with a backend's TLS and which flag or
 // variable fixes it: the library's Fix speaks of crypto/tls fields, the
-// command's user of its flags.
+// command's user of its flags (the backend's tlsFix).
 func tlsFlagError(f *backendFlags, te *tlsdiag.Error) error {
-	flag := func(name string) string { return "--" + name + " (or $" + envOf(name) + ")" }
 	fix := te.Fix
-	switch te.Backend {
-	case "etcd":
-		switch te.Kind {
-		case tlsdiag.Untrusted:
-			fix = "give the CA that signed it with " + flag("etcd-cacert")
-		case tlsdiag.ClientCertRefused:
-			fix = "give a client certificate and key its CA signed with " + flag("etcd-cert") + " and " + flag("etcd-key")
-		case tlsdiag.ServerSpeaksTLS:
-			fix = "use https:// in " + f.name("etcd-endpoints") + ", with " + flag("etcd-cacert")
-		case tlsdiag.ServerPlain:
-			fix = "use http:// in " + f.name("etcd-endpoints") + ", without --etcd-cacert, --etcd-cert and --etcd-key"
-		}
-	case "redis":
-		switch te.Kind {
-		case tlsdiag.Untrusted:
-			fix = "give the CA that signed it with " + flag("redis-cacert")
-		case tlsdiag.ClientCertRefused:
-			fix = "give a client certificate and key its CA signed with " + flag("redis-cert") + " and " + flag("redis-key")
-		case tlsdiag.ServerSpeaksTLS:
-			fix = "use rediss:// in " + f.name("redis-url") + ", with " + flag("redis-cacert")
-		case tlsdiag.ServerPlain:
-			fix = "use redis:// in " + f.name("redis-url")
-		}
-	case "postgres":
-		switch te.Kind {
-		case tlsdiag.Untrusted:
-			fix = "give the CA that signed it as sslrootcert= in " + f.name("postgres-url") + " (postgres://…?sslmode=verify-full&sslrootcert=ca.pem) or $PGSSLROOTCERT"
-		default:
-			fix += " (in " + f.name("postgres-url") + " or the PGSSL* variables)"
+	// f.desc, not a look-up in the registry: the registry holds the
+	// openers that call this.
+	if d := f.desc; d != nil && d.tlsFix != nil {
+		if s := d.tlsFix(f, te); s != "" {
+			fix = s
 		}
 	}
 	return fmt.Errorf("%s at %s: TLS failed: %s: %s", te.Backend, te.Endpoint, te.Reason, fix)
+}
+
+// fileTLSFix is the tlsFix of a backend whose TLS comes from its CA,
+// client certificate and key file flags, turned on by the scheme tlsScheme
+// (plainScheme without TLS) of its URL flag.
+func fileTLSFix(ca, cert, key, url, tlsScheme, plainScheme string) func(*backendFlags, *tlsdiag.Error) string {
+	return func(f *backendFlags, te *tlsdiag.Error) string {
+		switch te.Kind {
+		case tlsdiag.Untrusted:
+			return "give the CA that signed it with " + f.flagAndEnv(ca)
+		case tlsdiag.ClientCertRefused:
+			return "give a client certificate and key its CA signed with " + f.flagAndEnv(cert) + " and " + f.flagAndEnv(key)
+		case tlsdiag.ServerSpeaksTLS:
+			return "use " + tlsScheme + " in " + f.name(url) + ", with " + f.flagAndEnv(ca)
+		case tlsdiag.ServerPlain:
+			return "use " + plainScheme + " in " + f.name(url) + ", without --" + ca + ", --" + cert + " and --" + key
+		}
+		return ""
+	}
 }

@@ -1,0 +1,112 @@
+//go:build !simulateonly
+
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/cloudflare/cloudflare-go/v6/kv"
+	"github.com/cloudflare/cloudflare-go/v6/option"
+
+	"github.com/kvbreaker/kvbreaker/backends/cloudflarekv"
+	"github.com/kvbreaker/kvbreaker/driver"
+)
+
+// TokenEnv is the environment variable the cloudflarekv backend reads its
+// API token from (Cloudflare's own name). There is deliberately no flag: a
+// flag's value shows in ps and shell history.
+const TokenEnv = "CLOUDFLARE_API_TOKEN"
+
+var cloudflarekvBackend = backendDesc{
+	name:  "cloudflarekv",
+	title: "Workers KV",
+	about: "(Cloudflare Workers KV)",
+	flags: []connFlag{
+		{name: "cf-account", env: "KVBREAKER_CLOUDFLARE_ACCOUNT_ID", usage: "cloudflarekv: the account ID"},
+		{name: "cf-namespace", env: "KVBREAKER_CLOUDFLARE_NAMESPACE_ID", usage: "cloudflarekv: the Workers KV namespace ID"},
+		{name: "cf-base-url", env: "KVBREAKER_CLOUDFLARE_BASE_URL", usage: "cloudflarekv: API base `URL` override, e.g. a local Miniflare's http://127.0.0.1:8787/client/v4/", secret: true},
+	},
+	usage: `--cf-account ACCOUNT_ID --cf-namespace NAMESPACE_ID
+[--cf-base-url http://127.0.0.1:8787/client/v4/]`,
+	envHelp: `  CLOUDFLARE_API_TOKEN
+                 the Workers KV API token (Workers KV Storage: Edit); never a flag
+`,
+	secretEnv: []string{TokenEnv},
+	validate: func(f *backendFlags) error {
+		if err := f.need("cf-account", "cf-namespace"); err != nil {
+			return err
+		}
+		if base := f.get("cf-base-url"); base != "" {
+			return f.checkURL("cf-base-url", base)
+		}
+		return nil
+	},
+	open: func(ctx context.Context, f *backendFlags) (*conn, error) {
+		return openCloudflareKV(ctx, f, nil, nil)
+	},
+	noTable: "cloudflarekv needs no table: the Breakers' keys go into the Workers KV namespace --cf-namespace names, which init does not create (wrangler kv namespace create NAME)",
+	examples: map[string]string{
+		"check": `  CLOUDFLARE_API_TOKEN=... kvbreaker check --backend cloudflarekv \
+      --cf-account 0123abcd --cf-namespace 4567ef89 --format json`,
+		"inspect": `  CLOUDFLARE_API_TOKEN=... kvbreaker inspect --backend cloudflarekv \
+      --cf-account 0123abcd --cf-namespace 4567ef89 --format json hooks.example:8443`,
+	},
+}
+
+// cfDefaultBase is the Cloudflare API the SDK talks to without an override.
+const cfDefaultBase = "https://api.cloudflare.com/client/v4/"
+
+// openCloudflareKV opens Workers KV. clock, when not nil, is the store's
+// clock and advance moves it (tests point them at Miniflare's).
+func openCloudflareKV(ctx context.Context, f *backendFlags, clock func() time.Time, advance func(ctx context.Context, d time.Duration) error) (*conn, error) {
+	token := os.Getenv(TokenEnv)
+	if token == "" {
+		return nil, fmt.Errorf("cloudflarekv: %s is not set: export an API token with Workers KV Storage: Edit permission", TokenEnv)
+	}
+	account, namespace, baseURL := f.get("cf-account"), f.get("cf-namespace"), f.get("cf-base-url")
+	opts := []option.RequestOption{option.WithAPIToken(token)}
+	where := "cloudflarekv namespace " + namespace + " of account " + account
+	endpoint := cfDefaultBase
+	if baseURL != "" {
+		base := baseURL
+		if !strings.HasSuffix(base, "/") {
+			base += "/"
+		}
+		opts = append(opts, option.WithBaseURL(base))
+		endpoint = redactURL(baseURL)
+		where += " at " + endpoint
+		if err := preflight(ctx, "cloudflarekv", baseURL); err != nil {
+			return nil, err
+		}
+	}
+	client := kv.NewKVService(opts...)
+	o := []cloudflarekv.Option{
+		// The padding covers --clock-skew; the store refuses a zero
+		// padding (it would declare no bound), so 0 pads by 1 ms.
+		cloudflarekv.WithClockSkew(max(f.clockSkew, time.Millisecond)),
+		// A write the store gives up is reported by the command.
+		cloudflarekv.WithLogger(slog.New(slog.DiscardHandler)),
+	}
+	if clock != nil {
+		o = append(o, cloudflarekv.WithClock(clock))
+	}
+	s, err := cloudflarekv.New(client, account, namespace, o...)
+	if err != nil {
+		return nil, err
+	}
+	// One read, so that a wrong token, account or namespace fails here.
+	if _, _, err := s.Get(ctx, "kvbreaker-connection-check.invalid"); err != nil && !errors.Is(err, driver.ErrNotFound) {
+		_ = s.Close() // ends the read this Get left running
+		if ctx.Err() != nil {
+			return nil, noAnswer(ctx, "cloudflarekv", endpoint, f.bound, err)
+		}
+		return nil, fmt.Errorf("checking access to %s (are %s, --cf-account and --cf-namespace right?): %w", where, TokenEnv, err)
+	}
+	return &conn{describe: where, store: s, advance: advance}, nil
+}

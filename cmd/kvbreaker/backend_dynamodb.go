@@ -1,0 +1,219 @@
+//go:build !simulateonly
+
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+	dyn "github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/kvbreaker/kvbreaker/backends/dynamodb"
+)
+
+var dynamodbBackend = backendDesc{
+	name:  "dynamodb",
+	title: "DynamoDB",
+	about: "(Amazon DynamoDB)",
+	flags: []connFlag{
+		{name: "dynamodb-table", env: "KVBREAKER_DYNAMODB_TABLE", usage: "dynamodb: the table (partition key \"pk\", a String)"},
+		{name: "dynamodb-endpoint", env: "KVBREAKER_DYNAMODB_ENDPOINT", usage: "dynamodb: endpoint `URL` override, for DynamoDB Local or dynalite", secret: true},
+	},
+	usage: "--dynamodb-table kvbreaker [--dynamodb-endpoint http://localhost:8000]",
+	envHelp: `  AWS_REGION, AWS_PROFILE, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, ...
+                 DynamoDB's region and credentials: the AWS SDK's default chain
+                 (environment, shared config and credentials files, SSO, instance role)
+`,
+	secretEnv: []string{"AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_ACCESS_KEY_ID"},
+	validate: func(f *backendFlags) error {
+		if err := f.need("dynamodb-table"); err != nil {
+			return err
+		}
+		if ep := f.get("dynamodb-endpoint"); ep != "" {
+			return f.checkURL("dynamodb-endpoint", ep)
+		}
+		return nil
+	},
+	open:    openDynamoDB,
+	create:  initDynamoDB,
+	creates: "DynamoDB's table (--dynamodb-table, partition key \"pk\", on-demand, TTL on \"purgeAt\": dynamodb.CreateTable)",
+	prints:  "the AWS CLI commands with DynamoDB's tables' JSON",
+	print:   printDynamoDB,
+	examples: map[string]string{
+		"check": `  AWS_REGION=eu-west-1 kvbreaker check --backend dynamodb --dynamodb-table kvbreaker
+  kvbreaker check --backend dynamodb --dynamodb-table kvbreaker \
+      --dynamodb-endpoint http://localhost:8000 --quick`,
+		"list":    `  kvbreaker list --backend dynamodb --dynamodb-table kvbreaker --all --format json`,
+		"inspect": `  kvbreaker inspect --backend dynamodb --dynamodb-table kvbreaker https://relay.example/inbox`,
+		"reset":   `  kvbreaker reset --backend dynamodb --dynamodb-table kvbreaker --yes https://relay.example/inbox`,
+		"init": `  AWS_REGION=eu-west-1 kvbreaker init --backend dynamodb --dynamodb-table kvbreaker
+  kvbreaker init --backend dynamodb --dynamodb-table kvbreaker --print`,
+	},
+}
+
+// dynamoClient makes the DynamoDB client of the flags and checks that an
+// --dynamodb-endpoint accepts connections. where names the table for
+// output; endpoint is the one the client talks to.
+func dynamoClient(ctx context.Context, f *backendFlags) (client *dyn.Client, where, endpoint string, err error) {
+	cfg, err := awsconfig.LoadDefaultConfig(ctx)
+	if err != nil {
+		return nil, "", "", fmt.Errorf("dynamodb: loading the AWS configuration: %w", err)
+	}
+	if cfg.Region == "" {
+		return nil, "", "", errors.New("dynamodb: no AWS region: set AWS_REGION, or a region in the profile AWS_PROFILE names")
+	}
+	override := f.get("dynamodb-endpoint")
+	client = dyn.NewFromConfig(cfg, func(o *dyn.Options) {
+		if override != "" {
+			o.BaseEndpoint = aws.String(override)
+		}
+	})
+	where = "dynamodb table " + f.get("dynamodb-table") + " in " + cfg.Region
+	endpoint = "https://dynamodb." + cfg.Region + ".amazonaws.com"
+	if override != "" {
+		endpoint = redactURL(override)
+		where += " at " + endpoint
+		// AWS's own endpoints resolve and answer; an override (DynamoDB
+		// Local) is where a closed port is likely.
+		if err := preflight(ctx, "dynamodb", override); err != nil {
+			return nil, "", "", err
+		}
+	}
+	return client, where, endpoint, nil
+}
+
+func openDynamoDB(ctx context.Context, f *backendFlags) (*conn, error) {
+	client, where, endpoint, err := dynamoClient(ctx, f)
+	if err != nil {
+		return nil, err
+	}
+	table := f.get("dynamodb-table")
+	// Fail here, with one clear error, if the table is missing or the
+	// credentials are refused.
+	if _, err := client.DescribeTable(ctx, &dyn.DescribeTableInput{TableName: aws.String(table)}); err != nil {
+		if ctx.Err() != nil {
+			return nil, noAnswer(ctx, "dynamodb", endpoint, f.bound, err)
+		}
+		if nf, ok := errors.AsType[*types.ResourceNotFoundException](err); ok {
+			return nil, fmt.Errorf("dynamodb: table %s does not exist in %s at %s (%s): %s", table, client.Options().Region, endpoint, nf.ErrorCode(), createHint)
+		}
+		return nil, fmt.Errorf("dynamodb: describe table %s at %s: %w", table, endpoint, err)
+	}
+	s, err := dynamodb.New(client, table)
+	if err != nil {
+		return nil, err
+	}
+	return &conn{
+		describe: where,
+		store:    s,
+		purge: func(ctx context.Context, fullKey string) (int, error) {
+			out, err := client.DeleteItem(ctx, &dyn.DeleteItemInput{
+				TableName:    aws.String(table),
+				Key:          map[string]types.AttributeValue{dynamodb.AttrKey: &types.AttributeValueMemberS{Value: fullKey}},
+				ReturnValues: types.ReturnValueAllOld,
+			})
+			if err != nil {
+				return 0, fmt.Errorf("dynamodb: purge %s/%q: %w", table, fullKey, err)
+			}
+			return min(len(out.Attributes), 1), nil
+		},
+		leftBehind: "records expire within 10 minutes; DynamoDB's TTL deletes the items within days of that",
+	}, nil
+}
+
+// initDynamoDB creates the table (dynamodb.CreateTable) unless it exists,
+// waiting until it is ACTIVE, and enables TTL on it.
+func initDynamoDB(ctx context.Context, f *backendFlags) (initOutput, error) {
+	client, where, endpoint, err := dynamoClient(ctx, f)
+	if err != nil {
+		return initOutput{}, err
+	}
+	table := f.get("dynamodb-table")
+	out := initOutput{Backend: f.backend, Target: where, Table: table}
+	_, derr := client.DescribeTable(ctx, &dyn.DescribeTableInput{TableName: aws.String(table)})
+	_, missing := errors.AsType[*types.ResourceNotFoundException](derr)
+	if derr != nil && !missing {
+		if ctx.Err() != nil {
+			return out, noAnswer(ctx, "dynamodb", endpoint, f.bound, derr)
+		}
+		return out, fmt.Errorf("dynamodb: describe table %s at %s: %w", table, endpoint, derr)
+	}
+	if err := dynamodb.CreateTable(ctx, client, table); err != nil {
+		if ctx.Err() != nil {
+			return out, noAnswer(ctx, "dynamodb", endpoint, f.bound, err)
+		}
+		return out, fmt.Errorf("%s: %w", where, err)
+	}
+	if missing {
+		out.Created = true
+		out.Message = where + ": created (partition key \"" + dynamodb.AttrKey + "\", on-demand billing, TTL on \"" + dynamodb.AttrPurgeAt + "\" where the server has the TTL API)"
+		return out, nil
+	}
+	out.Message = where + ": exists already, with the key schema the store needs; TTL on \"" + dynamodb.AttrPurgeAt + "\" checked"
+	return out, nil
+}
+
+// dynamoTableName is DynamoDB's rule for table names.
+var dynamoTableName = regexp.MustCompile(`^[A-Za-z0-9_.-]{3,255}$`)
+
+// printDynamoDB prints the AWS CLI commands that make the table.
+func printDynamoDB(bf *backendFlags, stdout io.Writer) error {
+	table := bf.get("dynamodb-table")
+	if table == "" {
+		return usagef("--backend dynamodb needs --dynamodb-table (or $%s)", bf.env("dynamodb-table"))
+	}
+	if !dynamoTableName.MatchString(table) {
+		return usagef("%s is %q: name a table of 3 to 255 letters, digits, '_', '-' or '.'", bf.name("dynamodb-table"), table)
+	}
+	create, ttl := dynamoTableJSON(table)
+	endpoint := ""
+	if ep := bf.get("dynamodb-endpoint"); ep != "" {
+		if err := bf.checkURL("dynamodb-endpoint", ep); err != nil {
+			return err
+		}
+		endpoint = " --endpoint-url " + shellWord(redactURL(ep))
+	}
+	fmt.Fprintf(stdout, "# The DynamoDB table kvbreaker's store uses, as \"kvbreaker init\" creates it (dynamodb.CreateTable),\n")
+	fmt.Fprintf(stdout, "# with the AWS CLI v2 (region and credentials from AWS_REGION, AWS_PROFILE, ...).\n")
+	fmt.Fprintf(stdout, "aws dynamodb create-table%s --cli-input-json %s\n", endpoint, shellQuote(create))
+	fmt.Fprintf(stdout, "aws dynamodb wait table-exists%s --table-name %s\n", endpoint, shellQuote(table))
+	fmt.Fprintf(stdout, "# TTL lets DynamoDB delete expired items (within days); the store reads them as absent either way.\n")
+	fmt.Fprintf(stdout, "aws dynamodb update-time-to-live%s --cli-input-json %s\n", endpoint, shellQuote(ttl))
+	return nil
+}
+
+// dynamoTableJSON is the input of CreateTable and UpdateTimeToLive that
+// dynamodb.CreateTable sends, as the AWS CLI's --cli-input-json takes it
+// (the API's own shapes).
+func dynamoTableJSON(table string) (create, ttl string) {
+	type attr struct {
+		AttributeName string
+		AttributeType types.ScalarAttributeType
+	}
+	type key struct {
+		AttributeName string
+		KeyType       types.KeyType
+	}
+	c, _ := json.Marshal(struct {
+		TableName            string
+		AttributeDefinitions []attr
+		KeySchema            []key
+		BillingMode          types.BillingMode
+	}{table, []attr{{dynamodb.AttrKey, types.ScalarAttributeTypeS}}, []key{{dynamodb.AttrKey, types.KeyTypeHash}}, types.BillingModePayPerRequest})
+	type spec struct {
+		AttributeName string
+		Enabled       bool
+	}
+	t, _ := json.Marshal(struct {
+		TableName               string
+		TimeToLiveSpecification spec
+	}{table, spec{dynamodb.AttrPurgeAt, true}})
+	return string(c), string(t)
+}

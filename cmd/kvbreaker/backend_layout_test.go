@@ -1,0 +1,107 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/kvbreaker/kvbreaker/skew"
+)
+
+// maxNamedOutside bounds the lines of the command's product code, outside
+// a backend's own files, that name the backend: its name, how prose names
+// it, or one of its flags. Above it, code that belongs in the backend's
+// descriptor has leaked into the shared files, or a file lists backends.
+const maxNamedOutside = 5
+
+// TestBackendNamedOnlyInItsFile counts, for each backend, the lines of
+// package main's product files (not tests) other than backend_NAME*.go that
+// name it. simulate.go is left out: it names the simulator's models of a
+// store's feed, not a backend the command connects to.
+func TestBackendNamedOnlyInItsFile(t *testing.T) {
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := map[string][]string{}
+	for _, file := range files {
+		if strings.HasSuffix(file, "_test.go") || file == "simulate.go" {
+			continue
+		}
+		b, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		src[file] = strings.Split(strings.ToLower(string(b)), "\n")
+	}
+	for _, name := range backendNames() {
+		terms := namesOf(name)
+		var hits []string
+		for file, lines := range src {
+			if file == "backend_"+name+".go" || strings.HasPrefix(file, "backend_"+name+"_") {
+				continue
+			}
+			for i, line := range lines {
+				if slices.ContainsFunc(terms, func(term string) bool { return strings.Contains(line, term) }) {
+					hits = append(hits, file+":"+strconv.Itoa(i+1)+": "+strings.TrimSpace(line))
+				}
+			}
+		}
+		slices.Sort(hits)
+		if len(hits) > maxNamedOutside {
+			t.Errorf("%s (as %q) is named on %d lines outside backend_%s.go, want at most %d:\n%s",
+				name, terms, len(hits), name, maxNamedOutside, strings.Join(hits, "\n"))
+		} else {
+			t.Logf("%s: %d line(s) outside backend_%s.go", name, len(hits), name)
+		}
+	}
+}
+
+// TestRegistryMatchesProfilesAndDocs: skew's profiles and docs/backends.md's
+// table of backends name the backends of the registry, no more and no
+// fewer. A profile is named as the backend or as its title in one word
+// ("workerskv" for Workers KV).
+func TestRegistryMatchesProfilesAndDocs(t *testing.T) {
+	var names []string
+	for _, d := range registry {
+		names = append(names, d.name)
+	}
+	slices.Sort(names)
+
+	var profiled []string
+	for _, p := range skew.Profiles() {
+		i := slices.IndexFunc(registry, func(d *backendDesc) bool {
+			return p.Name == d.name || p.Name == strings.ToLower(strings.ReplaceAll(d.title, " ", ""))
+		})
+		if i < 0 {
+			t.Errorf("skew profile %q is no backend of the command's registry", p.Name)
+			continue
+		}
+		profiled = append(profiled, registry[i].name)
+	}
+	slices.Sort(profiled)
+	if !slices.Equal(profiled, names) {
+		t.Errorf("skew.Profiles() covers %v, the registry %v", profiled, names)
+	}
+
+	b, err := os.ReadFile("../../docs/backends.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	table := regexp.MustCompile(`(?m)^\| backend \| package \|.*\n(?:\|.*\n)+`).FindString(string(b))
+	if table == "" {
+		t.Fatal(`docs/backends.md has no table headed "| backend | package |"`)
+	}
+	var documented []string
+	for _, m := range regexp.MustCompile("`backends/([a-z0-9]+)`").FindAllStringSubmatch(table, -1) {
+		documented = append(documented, m[1])
+	}
+	slices.Sort(documented)
+	if !slices.Equal(documented, names) {
+		t.Errorf("docs/backends.md's table of backends lists %v, the registry %v", documented, names)
+	}
+}

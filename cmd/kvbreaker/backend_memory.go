@@ -1,0 +1,28 @@
+//go:build !simulateonly
+
+package main
+
+import (
+	"context"
+
+	"github.com/kvbreaker/kvbreaker/backends/memory"
+)
+
+var memoryBackend = backendDesc{
+	name:    "memory",
+	title:   "memory",
+	usage:   "no flags: a store inside this process, empty at start (a demo)",
+	open:    openMemory,
+	noTable: "memory needs no table: nothing to create",
+	examples: map[string]string{
+		"check": "  kvbreaker check --backend memory",
+	},
+}
+
+// memoryStore is the memory backend's store: one per process, so that the
+// commands a test runs in one process see each other's writes.
+var memoryStore = memory.New()
+
+func openMemory(context.Context, *backendFlags) (*conn, error) {
+	return &conn{describe: "memory (this process)", store: memoryStore}, nil
+}
