@@ -11,7 +11,9 @@ import (
 // newSimulateCmd is simulate in the command tree; its flags, run and
 // report are package simulate's, which the demo build shares.
 func newSimulateCmd() *cobra.Command {
-	var f simulate.Flags
+	// The progress line goes where every command's would: a terminal as
+	// the command recognises one.
+	f := simulate.Flags{Terminal: isTerminal}
 	cmd := &cobra.Command{
 		Use:     "simulate [flags]",
 		Short:   "replay hours of fleet traffic in seconds and compare breaker models",

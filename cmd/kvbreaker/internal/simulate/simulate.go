@@ -121,6 +121,10 @@ reaches the breakers before the host's next send: the design note's sequential s
 // Flags are the command's flags; Register puts them on a flag set, and
 // Run checks them.
 type Flags struct {
+	// Terminal, if set, is how the caller recognises a terminal, where
+	// the progress line goes; nil: a character device.
+	Terminal func(io.Writer) bool
+
 	s      sim.Scenario
 	mix    string
 	pop    string
@@ -208,7 +212,11 @@ func Run(f *Flags, stdout, stderr io.Writer) error {
 		return err
 	}
 	start := time.Now()
-	stop := simProgress(&f.s, stderr)
+	tty := f.Terminal
+	if tty == nil {
+		tty = progressTTY
+	}
+	stop := simProgress(&f.s, stderr, tty)
 	rep, err := sim.Run(f.s)
 	stop()
 	if err != nil {
@@ -235,10 +243,10 @@ var (
 	progressTTY   = isTerminal
 )
 
-// simProgress starts the progress line for s's run on w and returns the
-// function that ends it.
-func simProgress(s *sim.Scenario, w io.Writer) func() {
-	if !progressTTY(w) {
+// simProgress starts the progress line for s's run on w, if tty says w is
+// a terminal, and returns the function that ends it.
+func simProgress(s *sim.Scenario, w io.Writer, tty func(io.Writer) bool) func() {
+	if !tty(w) {
 		return func() {}
 	}
 	var at atomic.Int64 // simulated time reached, ns
