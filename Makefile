@@ -69,7 +69,7 @@ tidy:
 	$(GO) run ./tools/release -tidy
 
 demo:
-	CGO_ENABLED=0 $(GO) run -tags simulateonly ./cmd/kvbreaker simulate
+	CGO_ENABLED=0 $(GO) run ./cmd/kvbreaker/internal/demo
 
 fuzz:
 	$(GO) test ./internal/record -run '^$$' -fuzz FuzzDecodeRecord -fuzztime 30s

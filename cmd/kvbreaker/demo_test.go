@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -14,23 +15,28 @@ import (
 	"testing"
 )
 
-// buildSimulateOnly builds the make demo binary (-tags simulateonly).
-func buildSimulateOnly(t *testing.T) string {
+// demoPkg is the program make demo runs: simulate alone.
+const demoPkg = "./internal/demo"
+
+// buildDemo builds the make demo program as make demo does.
+func buildDemo(t *testing.T) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "kvbreaker-demo")
-	if out, err := exec.Command("go", "build", "-tags", "simulateonly", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build -tags simulateonly: %v\n%s", err, out)
+	cmd := exec.Command("go", "build", "-o", bin, demoPkg)
+	cmd.Env = append(os.Environ(), demoEnv...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build %s: %v\n%s", demoPkg, err, out)
 	}
 	return bin
 }
 
 // depModules are the modules whose packages `go list -deps` finds in the
-// command's build with tags.
-func depModules(t *testing.T, tags string) []string {
+// build of pkg.
+func depModules(t *testing.T, pkg string) []string {
 	t.Helper()
-	out, err := exec.Command("go", "list", "-deps", "-tags", tags, "-f", "{{with .Module}}{{.Path}}{{end}}", ".").CombinedOutput()
+	out, err := exec.Command("go", "list", "-deps", "-f", "{{with .Module}}{{.Path}}{{end}}", pkg).CombinedOutput()
 	if err != nil {
-		t.Fatalf("go list -deps -tags %q: %v\n%s", tags, err, out)
+		t.Fatalf("go list -deps %s: %v\n%s", pkg, err, out)
 	}
 	var mods []string
 	for _, m := range strings.Fields(string(out)) {
@@ -41,51 +47,53 @@ func depModules(t *testing.T, tags string) []string {
 	return mods
 }
 
-// simulateOnlyModules are the only modules the make demo build may
-// compile: this one, the root module and its requirements, cobra's.
-var simulateOnlyModules = []string{
+// demoModules are the only modules the make demo build may compile:
+// this one, the root module and its requirements, and pflag. Not cobra:
+// its templates and their reflection cost a first build more CPU time
+// than the simulator's own packages.
+var demoModules = []string{
 	"github.com/kvbreaker/kvbreaker/cmd/kvbreaker",
 	"github.com/kvbreaker/kvbreaker",
 	"golang.org/x/net", "golang.org/x/text",
-	"github.com/spf13/cobra", "github.com/spf13/pflag", "github.com/inconshreveable/mousetrap",
+	"github.com/spf13/pflag",
 }
 
-// TestSimulateOnlyBuildHasNoSDK keeps make demo's first run short: its
-// build compiles no backend or SDK module. The full build is the
-// control: it must hold modules outside the list, or the check could not
-// fail.
-func TestSimulateOnlyBuildHasNoSDK(t *testing.T) {
+// TestDemoBuildHasNoSDK keeps make demo's first run short: its build
+// compiles no backend, no SDK and no cobra. The full command is the
+// control: it must hold modules outside the list, cobra among them, or
+// the check could not fail.
+func TestDemoBuildHasNoSDK(t *testing.T) {
 	var extra []string
-	for _, m := range depModules(t, "simulateonly") {
-		if !slices.Contains(simulateOnlyModules, m) {
+	for _, m := range depModules(t, demoPkg) {
+		if !slices.Contains(demoModules, m) {
 			extra = append(extra, m)
 		}
 	}
 	if len(extra) > 0 {
-		t.Errorf("the simulate-only build (make demo) compiles %v: give the file that imports it //go:build !simulateonly", extra)
+		t.Errorf("the demo build (make demo, %s) compiles %v: keep its import out of internal/simulate and what it imports", demoPkg, extra)
 	}
 	var full []string
-	for _, m := range depModules(t, "") {
-		if !slices.Contains(simulateOnlyModules, m) {
+	for _, m := range depModules(t, ".") {
+		if !slices.Contains(demoModules, m) {
 			full = append(full, m)
 		}
 	}
-	for _, want := range []string{"github.com/aws/aws-sdk-go-v2", "go.etcd.io/etcd/client/v3", "github.com/kvbreaker/kvbreaker/backends/redis"} {
+	for _, want := range []string{"github.com/spf13/cobra", "github.com/aws/aws-sdk-go-v2", "go.etcd.io/etcd/client/v3", "github.com/kvbreaker/kvbreaker/backends/redis"} {
 		if !slices.Contains(full, want) {
-			t.Errorf("the full build does not compile %s (it compiles %v beyond the simulate-only list): the control cannot show the check failing", want, full)
+			t.Errorf("the full build does not compile %s (it compiles %v beyond the demo's list): the control cannot show the check failing", want, full)
 		}
 	}
 }
 
-// depPackages are the packages `go list -deps` finds in the command's
-// build with tags and environment env (KEY=value, added to the test's).
-func depPackages(t *testing.T, tags string, env ...string) []string {
+// depPackages are the packages `go list -deps` finds in the build of pkg
+// with environment env (KEY=value, added to the test's).
+func depPackages(t *testing.T, pkg string, env ...string) []string {
 	t.Helper()
-	cmd := exec.Command("go", "list", "-deps", "-tags", tags, ".")
+	cmd := exec.Command("go", "list", "-deps", pkg)
 	cmd.Env = append(os.Environ(), env...)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		t.Fatalf("go list -deps -tags %q: %v\n%s", tags, err, out)
+		t.Fatalf("go list -deps %s: %v\n%s", pkg, err, out)
 	}
 	return strings.Fields(string(out))
 }
@@ -93,20 +101,21 @@ func depPackages(t *testing.T, tags string, env ...string) []string {
 // slowStdPackages are standard-library packages that the simulator does
 // not need and that cost much of a first build from an empty build cache:
 // TLS and its certificates (crypto/tls pulls in every cipher, curve and
-// the FIPS module), HTTP, and cgo (runtime/cgo compiles C with gcc).
-var slowStdPackages = []string{"crypto/tls", "crypto/x509", "net/http", "runtime/cgo"}
+// the FIPS module), HTTP, cgo (runtime/cgo compiles C with gcc), and
+// text/template (cobra's help; its reflection-heavy packages).
+var slowStdPackages = []string{"crypto/tls", "crypto/x509", "net/http", "runtime/cgo", "text/template"}
 
-// demoEnv is the environment make demo runs the simulate-only build in
-// (the Makefile's demo target): without cgo, which only the host
-// resolver and user lookup use, neither of which a simulation calls.
+// demoEnv is the environment make demo runs the demo build in (the
+// Makefile's demo target): without cgo, which only the host resolver and
+// user lookup use, neither of which a simulation calls.
 var demoEnv = []string{"CGO_ENABLED=0"}
 
-// TestSimulateOnlyBuildIsSmall keeps make demo's first build from an
-// empty build cache short: built as make demo builds it, the
-// simulate-only command compiles none of slowStdPackages. The controls
-// are the full command (TLS to its stores) and the simulate-only build
-// with cgo: each must hold some of them, or the check could not fail.
-func TestSimulateOnlyBuildIsSmall(t *testing.T) {
+// TestDemoBuildIsSmall keeps make demo's first build from an empty build
+// cache short: built as make demo builds it, the demo compiles none of
+// slowStdPackages. The controls are the full command (TLS to its stores,
+// cobra's templates) and the demo with cgo: each must hold some of them,
+// or the check could not fail.
+func TestDemoBuildIsSmall(t *testing.T) {
 	slow := func(pkgs []string) []string {
 		var found []string
 		for _, p := range slowStdPackages {
@@ -124,19 +133,82 @@ func TestSimulateOnlyBuildIsSmall(t *testing.T) {
 	if !ok {
 		t.Fatal("the Makefile has no demo target")
 	}
-	for _, e := range demoEnv {
+	for _, e := range append(slices.Clone(demoEnv), "./cmd/kvbreaker/"+strings.TrimPrefix(demoPkg, "./")) {
 		if !strings.Contains(recipe, e) {
-			t.Errorf("the Makefile's demo target (%q) does not set %s, which this test checks the build under", recipe, e)
+			t.Errorf("the Makefile's demo target (%q) does not hold %s, the build this test checks", recipe, e)
 		}
 	}
-	if got := slow(depPackages(t, "simulateonly", demoEnv...)); len(got) > 0 {
-		t.Errorf("make demo's build (-tags simulateonly, %v) compiles %v: find the import with go list -deps -f '{{.ImportPath}}: {{.Imports}}' and move it out of the packages the simulator imports", demoEnv, got)
+	if got := slow(depPackages(t, demoPkg, demoEnv...)); len(got) > 0 {
+		t.Errorf("make demo's build (%s, %v) compiles %v: find the import with go list -deps -f '{{.ImportPath}}: {{.Imports}}' and move it out of the packages the simulator imports", demoPkg, demoEnv, got)
 	}
-	if got := slow(depPackages(t, "", demoEnv...)); !slices.Contains(got, "crypto/tls") || !slices.Contains(got, "net/http") {
+	if got := slow(depPackages(t, ".", demoEnv...)); !slices.Contains(got, "crypto/tls") || !slices.Contains(got, "net/http") || !slices.Contains(got, "text/template") {
 		t.Errorf("the full command compiles only %v of %v: the control cannot show the check failing", got, slowStdPackages)
 	}
-	if got := slow(depPackages(t, "simulateonly", "CGO_ENABLED=1")); !slices.Contains(got, "runtime/cgo") {
-		t.Errorf("the simulate-only build with cgo compiles only %v of %v: the control cannot show the check failing", got, slowStdPackages)
+	if got := slow(depPackages(t, demoPkg, "CGO_ENABLED=1")); !slices.Contains(got, "runtime/cgo") {
+		t.Errorf("the demo build with cgo compiles only %v of %v: the control cannot show the check failing", got, slowStdPackages)
+	}
+}
+
+// wallRE is what differs between two runs of the same simulation: the
+// wall time it took, in the table's first line and in the JSON.
+var wallRE = regexp.MustCompile(`simulated in [0-9.]+s|"wall_ms": [0-9.e+-]+`)
+
+// TestDemoPrintsSimulates: the demo build (make demo) and the full
+// command's simulate print the same report, byte for byte but for the
+// wall time, for the same flags, and fail the same bad flags with the
+// same error and exit code. The control: runs with a different seed
+// must differ, or the comparison could not fail.
+func TestDemoPrintsSimulates(t *testing.T) {
+	bin := buildDemo(t)
+	demo := func(args ...string) (int, string, string) {
+		var out, errOut bytes.Buffer
+		cmd := exec.Command(bin, args...)
+		cmd.Stdout, cmd.Stderr = &out, &errOut
+		err := cmd.Run()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatalf("%s %v: %v", bin, args, err)
+		}
+		return code, out.String(), errOut.String()
+	}
+	mask := func(s string) string { return wallRE.ReplaceAllString(s, "<wall>") }
+	cases := [][]string{
+		small,
+		append(slices.Clone(small), "--format", "json", "--races"),
+		append(slices.Clone(small), "--store-ttl", "10m", "--popularity", "zipf", "--seed", "7"),
+		append(slices.Clone(small), "--format", "json", "--max-recovery-delay", "2h", "--release-ramp", "10m", "--mirror-delay", "0"),
+		{"simulate", "--help"},
+		{"--hosts", "40", "--duration", "1h"}, // the demo without the word simulate
+	}
+	for _, args := range cases {
+		full := args
+		if args[0] != "simulate" {
+			full = append([]string{"simulate"}, args...)
+		}
+		code, out, errOut := runCmd(full...)
+		dcode, dout, derrOut := demo(args...)
+		if code != exitOK || dcode != exitOK || errOut != "" || derrOut != "" {
+			t.Fatalf("%v: kvbreaker exit %d, stderr %q; demo exit %d, stderr %q", args, code, errOut, dcode, derrOut)
+		}
+		if mask(out) != mask(dout) {
+			t.Errorf("%v: the demo's output differs from kvbreaker simulate's:\n%s\n--- demo:\n%s", args, out, dout)
+		}
+	}
+	_, out, _ := runCmd(small...)
+	if _, dout, _ := demo(append(slices.Clone(small), "--seed", "2")...); mask(out) == mask(dout) {
+		t.Errorf("seeds 1 and 2 print the same report: the comparison cannot fail")
+	}
+	// A usage error: the same message and exit code; only the hint to
+	// --help names a different program.
+	for _, args := range [][]string{{"--bogus"}, {"--hosts", "0"}, {"now"}, {"--format", "xml"}, {"--state-ttl", "10m"}} {
+		code, _, errOut := runCmd(append([]string{"simulate"}, args...)...)
+		dcode, _, derrOut := demo(args...)
+		first := func(s string) string { l, _, _ := strings.Cut(s, "\n"); return l }
+		if code != exitUsage || dcode != code || first(errOut) != first(derrOut) {
+			t.Errorf("%v: kvbreaker exit %d %q, demo exit %d %q", args, code, first(errOut), dcode, first(derrOut))
+		}
 	}
 }
 
@@ -257,7 +329,7 @@ func TestReadmeStoreCostTable(t *testing.T) {
 	if !ok || len(tab.rows) == 0 {
 		t.Fatal("README.md has no store-cost table (a table with a column \"uniform\")")
 	}
-	bin := buildSimulateOnly(t)
+	bin := buildDemo(t)
 	type run struct {
 		models map[string]map[string]float64 // model → dotted figure name → value
 		ref    float64

@@ -126,6 +126,10 @@ type Scenario struct {
 	// it: the call stream, to replay through real Breakers over a real
 	// store (one per process).
 	OnCall func(proc int, c Call)
+	// lanes is how many follower lanes run models beside the runner: 0
+	// one per core beyond the first, up to one per kvbreaker variant but
+	// the first; negative none (tests compare the two).
+	lanes int
 }
 
 // DefaultMirrorDelay is Scenario.MirrorDelay's default: a change's
@@ -494,10 +498,10 @@ type runner struct {
 	trace     Trace
 	base      int
 	gob       gobCost
-	delivered int         // the reference's sends and probes
-	replay    bool        // Replay: no cache model, no gobreaker column
-	procs     []processor // models that run in processes
-	proc      int         // the process of the current call
+	delivered int     // the reference's sends and probes
+	replay    bool    // Replay: no cache model, no gobreaker column
+	proc      int     // the process of the current call
+	lanes     []*lane // lanes[0] is the runner's own, with the reference
 }
 
 // processor is a model made of processes (model.Kvbreaker).
@@ -559,14 +563,25 @@ func (r *runner) newModels() error {
 	if r.s.noMirror {
 		variants = variants[:len(variants)-1]
 	}
-	for _, v := range variants {
-		kv, err := model.NewKvbreaker(ks, r.clock, append(procs, v.extra...)...)
+	r.lanes = []*lane{{r: r, idx: []int{0, 1}}}
+	for range r.followers(len(variants)) {
+		r.lanes = append(r.lanes, &lane{r: r})
+	}
+	for vi, v := range variants {
+		// The first variant stays with the runner; the others go round
+		// the followers.
+		l := r.lanes[0]
+		if vi > 0 && len(r.lanes) > 1 {
+			l = r.lanes[1+(vi-1)%(len(r.lanes)-1)]
+		}
+		kv, err := model.NewKvbreaker(ks, l.clock, append(procs, v.extra...)...)
 		if err != nil {
 			r.refused = append(r.refused, ModelReport{Model: v.name, Refused: err.Error()})
 			continue
 		}
+		l.idx = append(l.idx, len(r.models))
+		l.procs = append(l.procs, kv)
 		r.models = append(r.models, kv)
-		r.procs = append(r.procs, kv)
 		rep := ModelReport{Model: kv.Name(), StateTTL: kv.Breaker().StateTTL().String() + note}
 		switch v.name {
 		case "kvbreaker+cache":
@@ -644,6 +659,11 @@ func (r *runner) schedule(e event) {
 }
 
 func (r *runner) loop() {
+	for _, l := range r.lanes[1:] {
+		if len(l.idx) > 0 {
+			l.start()
+		}
+	}
 	for r.events.len() > 0 {
 		e := r.events.pop()
 		r.now = e.at
@@ -667,7 +687,7 @@ func (r *runner) loop() {
 		case evDone:
 			r.outcome(e)
 		case evSample:
-			r.sample(r.reportsPeak)
+			r.sample(callSample)
 		}
 		r.dispatch()
 	}
@@ -678,54 +698,53 @@ func (r *runner) loop() {
 	// The fleet goes quiet: nothing is delivered any more, time passes,
 	// and what is left in each store is counted.
 	r.now = r.end + r.s.Quiet.Milliseconds()
-	r.sample(func(i, n int) { r.reports[i].RecordsLeftAfterQuiet = n })
+	r.sample(callQuiet)
+	for _, l := range r.lanes {
+		l.wait()
+	}
 }
 
-func (r *runner) reportsPeak(i, n int) { r.reports[i].PeakRecords = max(r.reports[i].PeakRecords, n) }
-
-func (r *runner) sample(set func(i, n int)) {
+// sample counts the live records of every model, for the peak (callSample,
+// during the traffic) or after the quiet time (callQuiet).
+func (r *runner) sample(k callKind) {
 	now := r.clock()
-	traffic := r.now < r.end
-	for i, m := range r.models {
-		n := 0
-		for _, h := range r.hosts {
-			// A restrained record that expired with no call at its host
-			// since is a silent close too; found here, once a minute.
-			if traffic {
-				r.checkExpiry(h, i, now)
-			}
-			if m.Live(h.name, now) {
-				n++
-			}
+	c := call{kind: k, now: r.now, proc: r.proc}
+	n := 0
+	for _, h := range r.hosts {
+		// A restrained record that expired with no call at its host
+		// since is a silent close too; found here, once a minute. An
+		// expiry at the reference puts every model's divergences at h
+		// apart.
+		if k == callSample && h.exp[0].check(r.ref, h.name, now, &r.reports[0].ExpiryEffects) {
+			c.lostHosts = append(c.lostHosts, h)
 		}
-		set(i, n)
+		if r.ref.Live(h.name, now) {
+			n++
+		}
+	}
+	if k == callSample {
+		r.reports[0].PeakRecords = max(r.reports[0].PeakRecords, n)
+	} else {
+		r.reports[0].RecordsLeftAfterQuiet = n
+	}
+	r.send(c)
+}
+
+// send passes c to every lane.
+func (r *runner) send(c call) {
+	for _, l := range r.lanes {
+		if len(l.idx) > 0 {
+			l.send(c)
+		}
 	}
 }
 
-// checkExpiry counts model i's restrained record at h if the store has
-// expired it. An expiry at the reference puts every model's divergences
-// at h apart, an expiry at model i its own.
+// checkExpiry counts model i's (not the reference's) restrained record at
+// h if the store has expired it, which puts model i's divergences at h
+// apart.
 func (r *runner) checkExpiry(h *host, i int, now time.Time) {
-	if !h.exp[i].check(r.models[i], h.name, now, &r.reports[i].ExpiryEffects) {
-		return
-	}
-	if i == 0 {
-		for j := range h.lost {
-			h.lost[j] = true
-		}
-	}
-	h.lost[i] = true
-}
-
-// afterCall records every model's answer to a call at h for the expiry
-// counts.
-func (r *runner) afterCall(h *host, now time.Time, o op) {
-	for i, md := range r.models {
-		var d kvbreaker.Decision
-		if o == opAllow {
-			d = r.v[i].Decision
-		}
-		h.exp[i].after(md, h.name, now, o, d, r.tr[i], &r.reports[i].ExpiryEffects)
+	if h.exp[i].check(r.models[i], h.name, now, &r.reports[i].ExpiryEffects) {
+		h.lost[i] = true
 	}
 }
 
@@ -753,12 +772,7 @@ func (r *runner) decide(m *message, h *host) {
 	r.after(h)
 }
 
-func (r *runner) useProcess(p int) {
-	r.proc = p
-	for _, m := range r.procs {
-		m.UseProcess(p)
-	}
-}
+func (r *runner) useProcess(p int) { r.proc = p }
 
 // judge asks every model about a delivery to h of a message held since
 // heldSince (zero: fresh) and compares their answers with the reference's,
@@ -773,12 +787,10 @@ func (r *runner) judge(h *host, heldSince time.Time, down bool) model.Verdict {
 		r.s.OnCall(r.proc, c)
 	}
 	r.feedCall(now)
-	for i, md := range r.models {
-		r.checkExpiry(h, i, now)
-		r.v[i], r.tr[i] = md.Allow(h.name, now, heldSince)
-	}
-	r.afterCall(h, now, opAllow)
-	ref := r.v[0]
+	c := call{kind: callAllow, down: down, proc: r.proc, now: r.now, h: h, heldSince: heldSince}
+	c.refLost = h.exp[0].check(r.ref, h.name, now, &r.reports[0].ExpiryEffects)
+	c.ref, c.refTr = r.ref.Allow(h.name, now, heldSince)
+	ref := c.ref
 	if delivers(ref.Decision) {
 		r.delivered++
 	}
@@ -786,49 +798,7 @@ func (r *runner) judge(h *host, heldSince time.Time, down bool) model.Verdict {
 		// A message past its hold limit is dropped without asking.
 		r.gob.execute(h, r.now)
 	}
-	for i := range r.models {
-		rep, v := &r.reports[i], r.v[i]
-		rep.Decisions++
-		switch {
-		case v.Decision == ref.Decision:
-			rep.agree++
-			if v.Decision == kvbreaker.Hold && !v.RetryAt.Equal(ref.RetryAt) {
-				rep.RetryMismatches++
-			}
-		case h.lost[i]:
-			rep.AfterRecordLoss++
-			if delivers(v.Decision) && !delivers(ref.Decision) {
-				rep.AfterRecordLossUnsafe++
-			}
-		case v.Decision == kvbreaker.Probe && ref.Decision == kvbreaker.Hold && h.owed[i]:
-			// The reference probed at an earlier decision this model
-			// held; this is that single probe, taken later, while the
-			// reference's own probe is still in flight.
-			rep.LateProbes++
-		case delivers(v.Decision) && !delivers(ref.Decision):
-			rep.UnsafeDivergences++
-		case !delivers(v.Decision) && delivers(ref.Decision):
-			rep.SafeDivergences++
-		default:
-			rep.SendProbeSwaps++
-		}
-		switch {
-		case ref.Decision == kvbreaker.Probe && !delivers(v.Decision):
-			h.owed[i] = true
-		case v.Decision == kvbreaker.Probe, ref.Decision == kvbreaker.Send:
-			h.owed[i] = false
-		}
-		if delivers(v.Decision) && down {
-			rep.SendsToDownHosts++
-		}
-		switch v.Decision {
-		case kvbreaker.Probe:
-			rep.Probes++
-		case kvbreaker.Drop:
-			rep.Drops++
-		}
-	}
-	r.transitions()
+	r.send(c)
 	return ref
 }
 
@@ -885,10 +855,6 @@ func (r *runner) outcome(e event) {
 // tell tells every model that a delivery to h succeeded or failed.
 func (r *runner) tell(h *host, ok bool) {
 	now := r.clock()
-	o := opFailure
-	if ok {
-		o = opSuccess
-	}
 	if r.s.OnCall != nil {
 		k := CallFailure
 		if ok {
@@ -897,33 +863,14 @@ func (r *runner) tell(h *host, ok bool) {
 		r.s.OnCall(r.proc, Call{At: now.Sub(Epoch), Host: h.name, Kind: k})
 	}
 	r.feedCall(now)
-	for i, md := range r.models {
-		r.checkExpiry(h, i, now)
-		if ok {
-			r.tr[i] = md.Success(h.name, now)
-		} else {
-			r.tr[i] = md.Failure(h.name, now)
-		}
-	}
-	r.afterCall(h, now, o)
-	r.transitions()
-	// An outcome can change either side's restraint: stop excusing.
-	clear(h.owed)
+	c := call{kind: callOutcome, ok: ok, proc: r.proc, now: r.now, h: h}
+	c.refLost = h.exp[0].check(r.ref, h.name, now, &r.reports[0].ExpiryEffects)
 	if ok {
-		// Every model deleted its record: they are in step again.
-		clear(h.lost)
+		c.refTr = r.ref.Success(h.name, now)
+	} else {
+		c.refTr = r.ref.Failure(h.name, now)
 	}
-}
-
-func (r *runner) transitions() {
-	for i := range r.models {
-		if r.tr[i].Changed() {
-			r.reports[i].Transitions++
-		}
-		if r.tr[i] != r.tr[0] {
-			r.reports[i].TransitionMismatches++
-		}
-	}
+	r.send(c)
 }
 
 func (r *runner) after(h *host) {
