@@ -1,5 +1,3 @@
-//go:build !simulateonly
-
 package main
 
 import "github.com/spf13/cobra"
@@ -10,9 +8,8 @@ var rootStores = ": " + titles(func(d *backendDesc) bool { return d != &memoryBa
 	", or memory (a demo inside the process). \"kvbreaker init\" creates what " +
 	titles(func(d *backendDesc) bool { return d.create != nil }) + " need"
 
-// storeCommands are the commands that open a store, and with it a
-// backend's SDK; the simulate-only build (-tags simulateonly, make demo)
-// leaves them out so that its first build compiles no SDK.
+// storeCommands are the commands that open a store. make demo builds
+// simulate alone (internal/demo), so its first build compiles no SDK.
 func storeCommands(stopSignals func()) []*cobra.Command {
 	return []*cobra.Command{
 		newCheckCmd(stopSignals),

@@ -1,5 +1,3 @@
-//go:build !simulateonly
-
 package main
 
 import (
