@@ -11,7 +11,14 @@ import (
 // clock at most once per SampleEvery; a wipe check rides on a beat at most
 // once per CheckEvery heartbeats.
 func TestDemandFleet(t *testing.T) {
-	m := FeedModels["redis"]
+	for _, name := range FeedStores {
+		if m := FeedModels[name]; m.Demand != nil {
+			t.Run(name, func(t *testing.T) { testDemandFleet(t, m) })
+		}
+	}
+}
+
+func testDemandFleet(t *testing.T, m FeedModel) {
 	const hb, delay = 750 * time.Millisecond, 5 * time.Millisecond
 	start := time.Unix(0, 0)
 	run := func(procs int, calls int) FeedUse {
@@ -34,10 +41,18 @@ func TestDemandFleet(t *testing.T) {
 	if eight.Samples > 8*(int(span/m.Demand.SampleEvery)+1) || eight.Samples < 8 {
 		t.Errorf("%d clock samples by 8 processes in %v, want one per process per %v", eight.Samples, span, m.Demand.SampleEvery)
 	}
-	if c := int(float64(span)/(m.Demand.CheckEvery*float64(hb))) + 1; eight.Checks > c || eight.Checks < c/2 {
+	if m.Demand.CheckEvery == 0 {
+		if eight.Checks != 0 {
+			t.Errorf("%d wipe checks by a feed that makes none", eight.Checks)
+		}
+	} else if c := int(float64(span)/(m.Demand.CheckEvery*float64(hb))) + 1; eight.Checks > c || eight.Checks < c/2 {
 		t.Errorf("%d wipe checks in %v, want about %d", eight.Checks, span, c)
 	}
-	if idle := run(8, 0); idle.FleetBeats != 0 || idle.Samples != 0 || idle.Checks != 0 || idle.Beats != 8 || idle.Sessions != 8 {
-		t.Errorf("an idle fleet of 8: %+v, want its sessions and their first beats only", idle)
+	first := 0
+	if m.Demand.FirstBeat {
+		first = 8
+	}
+	if idle := run(8, 0); idle.FleetBeats != 0 || idle.Samples != 0 || idle.Checks != 0 || idle.Beats != first || idle.Sessions != 8 {
+		t.Errorf("an idle fleet of 8: %+v, want its sessions and their first beats (%d) only", idle, first)
 	}
 }
