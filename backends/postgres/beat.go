@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/kvbreaker/kvbreaker/driver"
 )
 
@@ -122,10 +124,19 @@ func (d *demand) sample(ctx context.Context, force bool) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, d.f.s.o.callTimeout)
 	defer cancel()
-	s0 := time.Now()
-	srv, _, err := d.f.s.SampleClock(ctx)
+	// The connection first, then s0: a conversion is as loose as the span
+	// between s0 and the reading, which a connection dialled for it (the
+	// feed's own was taken out of the pool) would add to. One round trip
+	// (the simple protocol: no statement to prepare) then bounds it.
+	c, err := d.f.s.pool.Acquire(ctx)
 	if err != nil {
-		return err
+		return fmt.Errorf("sample the server's clock: %w", err)
+	}
+	defer c.Release()
+	s0 := time.Now()
+	var srv time.Time
+	if err := c.QueryRow(ctx, sqlClock, pgx.QueryExecModeSimpleProtocol).Scan(&srv); err != nil {
+		return fmt.Errorf("sample the server's clock: %w", err)
 	}
 	d.s0, d.srv = s0, srv
 	beatCounts.samples.Add(1)
