@@ -171,3 +171,95 @@ func TestFollowRequestsCounted(t *testing.T) {
 		t.Fatal("a model whose beat has no Range matched the server's count")
 	}
 }
+
+// TestFollowDemandCounted: a feed on demand, asked for beats every 10 ms
+// for a while, sends one beat (a Range, and a RequestProgress while the
+// watch trails it) per heartbeat at most, and the requests etcd counts are
+// what the etcd feed model says its session and those beats cost; then,
+// asked nothing for five heartbeats, it sends nothing. A control model
+// whose beat on demand has no Range does not match.
+func TestFollowDemandCounted(t *testing.T) {
+	cli := newClient(t)
+	st, err := etcd.New(cli)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	prefix := uniquePrefix(t)
+	before := grpcCounts(t)
+	sent0 := etcd.BeatsSent()
+
+	got := make(chan driver.Change, 1<<12)
+	want := make(chan struct{}, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- st.FollowDemand(ctx, prefix, followHeartbeat, want, func(c driver.Change) { got <- c })
+	}()
+	synced := 0
+	ask := time.NewTicker(10 * time.Millisecond)
+	deadline := time.After(feedWait)
+	for synced < 6 {
+		select {
+		case c := <-got:
+			if c.Kind == driver.ChangeLost {
+				t.Fatalf("the feed lost its session (%v): the count below assumes one", c.Err)
+			}
+			if c.Kind == driver.ChangeSynced {
+				synced++
+			}
+		case <-ask.C:
+			if synced > 0 {
+				select {
+				case want <- struct{}{}:
+				default:
+				}
+			}
+		case err := <-done:
+			t.Fatalf("FollowDemand returned %v", err)
+		case <-deadline:
+			t.Fatalf("%d Synced within %v, want 6", synced, feedWait)
+		}
+	}
+	ask.Stop()
+	busy := etcd.BeatsSent() - sent0
+	// Asked nothing, for five heartbeats: no beat.
+	idle := time.NewTimer(5 * followHeartbeat)
+	<-idle.C
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("FollowDemand returned %v", err)
+	}
+	if n := etcd.BeatsSent() - sent0; n != busy {
+		t.Errorf("%d beats sent while nothing asked for one", n-busy)
+	}
+	after := grpcCounts(t)
+	counted := map[string]int{}
+	for name, n := range after {
+		if d := n - before[name]; d != 0 {
+			counted[name] = d
+		}
+	}
+	m := model.FeedModels["etcd"]
+	use := m.DemandStart(1)
+	use.FleetBeats = busy
+	if busy < 5 {
+		t.Errorf("%d beats for 5 Synced after the snapshot's", busy)
+	}
+	if err := m.Compare(use, counted, 0); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("server counted %v over %d beats on demand: the model %v", counted, busy, m.Count(use))
+
+	ctlModel := m
+	ctlModel.Requests = nil
+	for _, r := range m.Requests {
+		if r.Name == "Range" {
+			r.PerFleetBeat = 0
+		}
+		ctlModel.Requests = append(ctlModel.Requests, r)
+	}
+	if err := ctlModel.Compare(use, counted, 0); err == nil {
+		t.Fatal("a model whose beat on demand has no Range matched the server's count")
+	}
+}

@@ -68,6 +68,10 @@ type DemandBeats struct {
 	// store's clock (Redis); false: the server dates it as it runs
 	// (PostgreSQL's clock_timestamp()), and only a receiver converts.
 	SenderSamples bool
+	// PerProcess: a beat serves its sender alone (etcd, whose answers
+	// carry no clock to convert one with): each process beats for itself,
+	// only when asked.
+	PerProcess bool
 }
 
 // DemandStart is what procs feeds on demand cost before their first beat
@@ -208,9 +212,12 @@ const sqliteFollowPoll = 50 * time.Millisecond
 //
 //   - memory: in process; nothing is sent.
 //   - etcd: a session opens one Watch stream; the snapshot is a Range per
-//     page of 512 keys; each heartbeat a count-only linearizable Range and,
+//     page of 512 keys; a beat is a count-only linearizable Range and,
 //     when the watch has not yet reached that revision, a RequestProgress
 //     on the open stream (counted here on every beat: an upper bound).
+//     Under Follow it beats every heartbeat; on demand, for itself alone
+//     (no clock in etcd's answers to date a beat for others with), only
+//     when its mirror asks, and its snapshot's Synced costs no beat.
 //   - Redis: a session opens two connections (HELLO, CLIENT SETNAME, two
 //     CLIENT SETINFO and CLIENT ID each: go-redis's handshake), turns
 //     CLIENT TRACKING on on one as it connects and SUBSCRIBEs it; the
@@ -245,11 +252,12 @@ const sqliteFollowPoll = 50 * time.Millisecond
 //     changed, every 50 ms (or heartbeat if shorter).
 var FeedModels = map[string]FeedModel{
 	"memory": {Store: "memory"},
-	"etcd": {Store: "etcd", SnapshotPage: 512, Requests: []FeedRequest{
-		{Name: "Watch", PerSession: 1},
-		{Name: "Range", PerPage: 1, PerBeat: 1},
-		{Name: "RequestProgress", PerBeat: 1, UpTo: true},
-	}},
+	"etcd": {Store: "etcd", SnapshotPage: 512, Demand: &DemandBeats{PerProcess: true},
+		Requests: []FeedRequest{
+			{Name: "Watch", PerSession: 1},
+			{Name: "Range", PerPage: 1, PerBeat: 1, PerFleetBeat: 1},
+			{Name: "RequestProgress", PerBeat: 1, PerFleetBeat: 1, UpTo: true},
+		}},
 	"redis": {Store: "redis", SnapshotPage: 256, Invalidations: true,
 		BeatsPer: func(time.Duration) float64 { return 2 },
 		Demand: &DemandBeats{CheckEvery: 4, SampleEvery: 30 * time.Second, MarkerRefresh: 30 * time.Minute, Jitter: 8,
@@ -374,6 +382,9 @@ func (f *DemandFleet) Call(proc int, t time.Time) {
 			continue
 		}
 		for q := range f.last {
+			if f.d.PerProcess && q != b.proc {
+				continue
+			}
 			if q == b.proc {
 				f.inflight[q] = false
 			} else {
