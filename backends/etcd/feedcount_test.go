@@ -10,8 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvbreaker/kvbreaker"
 	"github.com/kvbreaker/kvbreaker/backends/etcd"
 	"github.com/kvbreaker/kvbreaker/driver"
+	"github.com/kvbreaker/kvbreaker/internal/mirrortest"
 	"github.com/kvbreaker/kvbreaker/internal/model"
 )
 
@@ -261,5 +263,47 @@ func TestFollowDemandCounted(t *testing.T) {
 	}
 	if err := ctlModel.Compare(use, counted, 0); err == nil {
 		t.Fatal("a model whose beat on demand has no Range matched the server's count")
+	}
+}
+
+// TestMirrorLightTraffic: the light-traffic run (mirrortest.Light) on
+// etcd, counted by the server's gRPC metrics: idle with Mirror, for 2 s,
+// no request at all; under light traffic the mirror (each process beating
+// for itself, on demand) costs less than the requests per delivery of no
+// mirror.
+func TestMirrorLightTraffic(t *testing.T) {
+	prefix := uniquePrefix(t)
+	var base map[string]int
+	r := mirrortest.Light{
+		NewStore: func(t testing.TB) driver.Store {
+			st, err := etcd.New(newClient(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = st.Close() })
+			p, err := kvbreaker.Prefixed(st, prefix)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return p
+		},
+		Reset: func(t testing.TB) { base = grpcCounts(t.(*testing.T)) },
+		Count: func(t testing.TB) map[string]int {
+			counted := map[string]int{}
+			for name, n := range grpcCounts(t.(*testing.T)) {
+				if d := n - base[name]; d != 0 {
+					counted[name] = d
+				}
+			}
+			return counted
+		},
+		Seconds: mirrortest.LightSeconds(t),
+	}.Run(t)
+	t.Log(r)
+	if n := mirrortest.Total(r.IdleCount); n != 0 {
+		t.Errorf("8 idle mirrors: %d requests in %v, want none: %v", n, r.Idle, r.IdleCount)
+	}
+	if r.Ratio() >= 1 {
+		t.Errorf("the mirror costs %.3f× the requests of no mirror, want fewer", r.Ratio())
 	}
 }

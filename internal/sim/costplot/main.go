@@ -4,8 +4,9 @@
 // that follows, from one run of the simulator's default fleet (each
 // line's slope is the run's requests per delivery; a mirror's line starts
 // at what its feed's beats cost a second, model.FeedModels: on a store whose
-// mirror beats on demand (Redis, PostgreSQL), the fleet's beats while it
-// decides all along, shared by its processes, and none while it is idle; a
+// mirror beats on demand (Redis, PostgreSQL; etcd each process for
+// itself), the fleet's beats while it decides all along, and none while
+// it is idle; a
 // dashed line is that store with a beat per process, as Follow beats), and
 // the break-even point
 // of each mirror against no mirror and against the cache: the deliveries a
@@ -67,7 +68,9 @@ func run(w io.Writer) error {
 			}
 			perDelivery := float64(f.FeedReads+f.BreakerRequests) / float64(rep.Trace.Deliveries)
 			name := "mirror, " + f.Store
-			if f.FleetBeats > 0 {
+			if fm := model.FeedModels[f.Store]; fm.Demand != nil && fm.Demand.PerProcess {
+				name += ", each process on demand"
+			} else if fm.Demand != nil {
 				name += ", beats on demand"
 			}
 			lines = append(lines, line{name, f.BeatRequestsPerSecond / procs, perDelivery, c, false})
