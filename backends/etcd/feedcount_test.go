@@ -66,6 +66,19 @@ func grpcCounts(t *testing.T) map[string]int {
 	return m
 }
 
+// grpcCountsSince is what the server counted since before (grpcCounts),
+// the names whose count did not change left out.
+func grpcCountsSince(t *testing.T, before map[string]int) map[string]int {
+	t.Helper()
+	counted := map[string]int{}
+	for name, n := range grpcCounts(t) {
+		if d := n - before[name]; d != 0 {
+			counted[name] = d
+		}
+	}
+	return counted
+}
+
 // TestFollowRequestsCounted holds the simulator's etcd feed model
 // (model.FeedModels["etcd"]) to what the server itself counts over one
 // Follow (gRPC's server metrics): its session, a snapshot of 600 keys (two
@@ -130,13 +143,7 @@ func TestFollowRequestsCounted(t *testing.T) {
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Fatalf("Follow returned %v", err)
 	}
-	after := grpcCounts(t)
-	counted := map[string]int{}
-	for name, n := range after {
-		if d := n - before[name]; d != 0 {
-			counted[name] = d
-		}
-	}
+	counted := grpcCountsSince(t, before)
 	counted["Put"]--
 	counted["DeleteRange"]--
 	for _, n := range []string{"Put", "DeleteRange"} {
@@ -235,13 +242,7 @@ func TestFollowDemandCounted(t *testing.T) {
 	if n := etcd.BeatsSent() - sent0; n != busy {
 		t.Errorf("%d beats sent while nothing asked for one", n-busy)
 	}
-	after := grpcCounts(t)
-	counted := map[string]int{}
-	for name, n := range after {
-		if d := n - before[name]; d != 0 {
-			counted[name] = d
-		}
-	}
+	counted := grpcCountsSince(t, before)
 	m := model.FeedModels["etcd"]
 	use := m.DemandStart(1)
 	use.FleetBeats = busy
@@ -287,16 +288,8 @@ func TestMirrorLightTraffic(t *testing.T) {
 			}
 			return p
 		},
-		Reset: func(t testing.TB) { base = grpcCounts(t.(*testing.T)) },
-		Count: func(t testing.TB) map[string]int {
-			counted := map[string]int{}
-			for name, n := range grpcCounts(t.(*testing.T)) {
-				if d := n - base[name]; d != 0 {
-					counted[name] = d
-				}
-			}
-			return counted
-		},
+		Reset:   func(t testing.TB) { base = grpcCounts(t.(*testing.T)) },
+		Count:   func(t testing.TB) map[string]int { return grpcCountsSince(t.(*testing.T), base) },
 		Seconds: mirrortest.LightSeconds(t),
 	}.Run(t)
 	t.Log(r)

@@ -125,14 +125,6 @@ func serverCounts(t *testing.T, admin *pgxpool.Pool, name func(string) string) m
 	return m
 }
 
-func total(m map[string]int) int {
-	n := 0
-	for _, v := range m {
-		n += v
-	}
-	return n
-}
-
 // countedStore returns a Store over the counting server's table with a
 // pool of its own, closed when t ends.
 func countedStore(t *testing.T, s *pgtest.Server) *postgres.Store {
@@ -186,7 +178,7 @@ func TestFollowRequestsCounted(t *testing.T) {
 	if err := m.Compare(use, counted, 2); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("server counted %v over %d beats: %d statements, the model %d", counted, beats, total(counted), m.Total(use))
+	t.Logf("server counted %v over %d beats: %d statements, the model %d", counted, beats, mirrortest.Total(counted), m.Total(use))
 	ctlModel := without(m, "pg_notify")
 	if err := ctlModel.Compare(use, counted, 2); err == nil {
 		t.Fatal("a model without the beat's pg_notify matched the server's count")
@@ -262,7 +254,7 @@ func TestFollowDemandCounted(t *testing.T) {
 	if err := m.Compare(use, counted, 0); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("server counted %v: %d statements, the model %d (%+v)", counted, total(counted), m.Total(use), use)
+	t.Logf("server counted %v: %d statements, the model %d (%+v)", counted, mirrortest.Total(counted), m.Total(use), use)
 	for _, leave := range []string{"pg_notify dated", "clock_timestamp"} {
 		if err := without(m, leave).Compare(use, counted, 0); err == nil {
 			t.Errorf("a model without %s matched the server's count", leave)
