@@ -242,12 +242,13 @@ const sqliteFollowPoll = 50 * time.Millisecond
 //     others' beats.
 //   - NATS: a session creates a push consumer (and on a replicated bucket
 //     asks who leads the stream) and deletes it when it ends; the
-//     snapshot is pushed by it; a beat,
-//     every heartbeat, is a consumer info and a stream info (the wipe
+//     snapshot is pushed by it; a beat is a consumer info and a stream info (the wipe
 //     check, also made once per session; a replicated bucket asks for the
 //     stream's info once more per beat: not counted here, the model is of
 //     one server; when the stream lost messages, a filtered stream info
-//     more, only then).
+//     more, only then). Under Follow it beats every heartbeat; on demand,
+//     for itself alone (its consumer's progress proves nothing of another
+//     process's), only when its mirror asks.
 //   - SQLite: no server; a beat is a poll, two statements when nothing
 //     changed, every 50 ms (or heartbeat if shorter).
 var FeedModels = map[string]FeedModel{
@@ -289,12 +290,13 @@ var FeedModels = map[string]FeedModel{
 			{Name: "pg_notify dated", PerFleetBeat: 1},
 			{Name: "clock_timestamp", PerSample: 1},
 		}},
-	"nats": {Store: "nats", Requests: []FeedRequest{
-		{Name: "CONSUMER.CREATE", PerSession: 1},
-		{Name: "CONSUMER.DELETE", PerSession: 1},
-		{Name: "CONSUMER.INFO", PerBeat: 1},
-		{Name: "STREAM.INFO", PerSession: 1, PerBeat: 1},
-	}},
+	"nats": {Store: "nats", Demand: &DemandBeats{PerProcess: true},
+		Requests: []FeedRequest{
+			{Name: "CONSUMER.CREATE", PerSession: 1},
+			{Name: "CONSUMER.DELETE", PerSession: 1},
+			{Name: "CONSUMER.INFO", PerBeat: 1, PerFleetBeat: 1},
+			{Name: "STREAM.INFO", PerSession: 1, PerBeat: 1, PerFleetBeat: 1},
+		}},
 	"sqlite": {Store: "sqlite", SnapshotPage: 0,
 		BeatsPer: func(hb time.Duration) float64 {
 			return float64(hb) / float64(min(sqliteFollowPoll, hb))
