@@ -4,8 +4,8 @@
 // that follows, from one run of the simulator's default fleet (each
 // line's slope is the run's requests per delivery; a mirror's line starts
 // at what its feed's beats cost a second, model.FeedModels: on a store whose
-// mirror beats on demand (Redis, PostgreSQL; etcd each process for
-// itself), the fleet's beats while it decides all along, and none while
+// mirror beats on demand (Redis, PostgreSQL; etcd and NATS each process
+// for itself), the fleet's beats while it decides all along, and none while
 // it is idle; a
 // dashed line is that store with a beat per process, as Follow beats), and
 // the break-even point
@@ -94,7 +94,7 @@ func run(w io.Writer) error {
 // process, y from 0 to yMax requests a second per process.
 func draw(w io.Writer, lines []line) {
 	const (
-		width, height    = 860.0, 440.0
+		width, height    = 860.0, 500.0
 		left, right      = 60.0, 390.0
 		top, bottom      = 20.0, 50.0
 		xMax, yMax       = 10.0, 40.0
