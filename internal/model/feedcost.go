@@ -368,9 +368,12 @@ func (f *DemandFleet) sample(proc int, t time.Time) {
 // Call is a call of proc at t (the calls in time order).
 func (f *DemandFleet) Call(proc int, t time.Time) {
 	for q, c := range f.ownCheck {
+		if f.d.MarkerRefresh == 0 {
+			break
+		}
 		// A follower whose own marker went unchecked for half its
 		// hour checks it on its own (Checks).
-		for t.Sub(c) > f.d.MarkerRefresh && f.d.MarkerRefresh > 0 {
+		for t.Sub(c) > f.d.MarkerRefresh {
 			c = c.Add(f.d.MarkerRefresh)
 			f.Use.Checks++
 		}
