@@ -81,10 +81,10 @@ func demandStores(t *testing.T, n int) []*postgres.Store {
 
 // TestFollowDemand: three feeds on demand over one prefix, only feed 0
 // asked for beats. Its beats, dated by the server, reach the other two,
-// which send none of their own; and for each, a write that returned
-// before a Synced's At was delivered before that Synced (its Stale is in
-// the mirror the feed holds then), as driver.Follower promises. Unasked,
-// the fleet sends no beat at all.
+// never asked, which sync past each write on them alone; and for each
+// feed, a write that returned before a Synced's At was delivered before
+// that Synced (its Stale is in the mirror the feed holds then), as
+// driver.Follower promises. Unasked, the fleet sends no beat at all.
 func TestFollowDemand(t *testing.T) {
 	p := uniquePrefix(t)
 	const hb = 100 * time.Millisecond
