@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -170,5 +172,63 @@ func TestFollowDemandBeatDated(t *testing.T) {
 	d.feeds[1].waitFor(t, "the forged beat, unchecked", func(ev []event) bool { return count(ev, driver.ChangeSynced) >= n })
 	if bad := future(d.feeds[1]); len(bad) == 0 {
 		t.Error("control: the forged beat, delivered unchecked, was not caught as dated after its arrival")
+	}
+}
+
+// TestFollowDemandOwnBeatDated: a feed dates its own beat by the instant
+// before it sent the statement, so no later than the server's clock as the
+// statement ran, which the beat's payload carries (the test server runs on
+// this machine, on this clock). A beat dated at its arrival, after its
+// commit, is later than that, and a write committed between the two would
+// be vouched for before it was delivered.
+func TestFollowDemandOwnBeatDated(t *testing.T) {
+	p := uniquePrefix(t)
+	listen, err := newPool(t, server.URL()).Acquire(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer listen.Release()
+	if _, err := listen.Exec(t.Context(), "LISTEN "+postgres.Channel(table)); err != nil {
+		t.Fatal(err)
+	}
+	d := startDemand(t, demandStores(t, 1), p, 100*time.Millisecond)
+	stop := d.ask(0)
+	d.feeds[0].waitFor(t, "five beats' Synced", func(ev []event) bool { return count(ev, driver.ChangeSynced) >= 6 })
+	stop()
+	var synced []time.Time
+	for _, e := range d.feeds[0].snapshot() {
+		if e.Kind == driver.ChangeSynced {
+			synced = append(synced, e.At)
+		}
+	}
+	// The feed's beats, as a plain LISTEN receives them, in order; other
+	// tests' feeds beat on the same channel, named by another sender.
+	var sender string
+	var ran []time.Time
+	for len(ran) < len(synced)-1 {
+		n, err := listen.Conn().WaitForNotification(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		fields := strings.Split(strings.TrimPrefix(n.Payload, "b"), ":")
+		if !strings.HasPrefix(n.Payload, "b") || len(fields) != 3 {
+			continue
+		}
+		if sender == "" {
+			sender = fields[1]
+		}
+		if fields[1] != sender {
+			continue
+		}
+		micros, err := strconv.ParseInt(fields[0], 10, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ran = append(ran, time.UnixMicro(micros))
+	}
+	for i, at := range synced[1:] {
+		if at.After(ran[i].Add(time.Microsecond)) {
+			t.Errorf("beat %d: Synced{At: %v}, after the server's clock as its statement ran (%v)", i+1, at.Format(time.StampMicro), ran[i].Format(time.StampMicro))
+		}
 	}
 }
