@@ -22,7 +22,9 @@ import (
 // freshness sends about one beat per heartbeat in all, and one with nothing
 // to decide sends none. A beat whose time cannot be a lower bound of its
 // commit by the follower's clock (it lies after its own arrival) is
-// dropped, not delivered.
+// dropped, not delivered. A store whose answers carry no clock to convert
+// a beat's time with (etcd) beats for its own follower alone, but still
+// only when want asks: a fleet with nothing to decide sends none.
 type DemandFollower interface {
 	FollowDemand(ctx context.Context, prefix string, heartbeat time.Duration, want <-chan struct{}, fn func(Change)) error
 }

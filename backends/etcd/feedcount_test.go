@@ -10,8 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvbreaker/kvbreaker"
 	"github.com/kvbreaker/kvbreaker/backends/etcd"
 	"github.com/kvbreaker/kvbreaker/driver"
+	"github.com/kvbreaker/kvbreaker/internal/mirrortest"
 	"github.com/kvbreaker/kvbreaker/internal/model"
 )
 
@@ -62,6 +64,19 @@ func grpcCounts(t *testing.T) map[string]int {
 	}
 	m["RequestProgress"] = watchMsgs - m["Watch"]
 	return m
+}
+
+// grpcCountsSince is what the server counted since before (grpcCounts),
+// the names whose count did not change left out.
+func grpcCountsSince(t *testing.T, before map[string]int) map[string]int {
+	t.Helper()
+	counted := map[string]int{}
+	for name, n := range grpcCounts(t) {
+		if d := n - before[name]; d != 0 {
+			counted[name] = d
+		}
+	}
+	return counted
 }
 
 // TestFollowRequestsCounted holds the simulator's etcd feed model
@@ -128,13 +143,7 @@ func TestFollowRequestsCounted(t *testing.T) {
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Fatalf("Follow returned %v", err)
 	}
-	after := grpcCounts(t)
-	counted := map[string]int{}
-	for name, n := range after {
-		if d := n - before[name]; d != 0 {
-			counted[name] = d
-		}
-	}
+	counted := grpcCountsSince(t, before)
 	counted["Put"]--
 	counted["DeleteRange"]--
 	for _, n := range []string{"Put", "DeleteRange"} {
@@ -169,5 +178,132 @@ func TestFollowRequestsCounted(t *testing.T) {
 	}
 	if err := ctlModel.Compare(use, counted, 0); err == nil {
 		t.Fatal("a model whose beat has no Range matched the server's count")
+	}
+}
+
+// TestFollowDemandCounted: a feed on demand, asked for beats every 10 ms
+// for a while, sends one beat (a Range, and a RequestProgress while the
+// watch trails it) per heartbeat at most, and the requests etcd counts are
+// what the etcd feed model says its session and those beats cost; then,
+// asked nothing for five heartbeats, it sends nothing. A control model
+// whose beat on demand has no Range does not match.
+func TestFollowDemandCounted(t *testing.T) {
+	cli := newClient(t)
+	st, err := etcd.New(cli)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	prefix := uniquePrefix(t)
+	before := grpcCounts(t)
+	sent0 := etcd.BeatsSent()
+
+	got := make(chan driver.Change, 1<<12)
+	want := make(chan struct{}, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- st.FollowDemand(ctx, prefix, followHeartbeat, want, func(c driver.Change) { got <- c })
+	}()
+	synced := 0
+	ask := time.NewTicker(10 * time.Millisecond)
+	deadline := time.After(feedWait)
+	for synced < 6 {
+		select {
+		case c := <-got:
+			if c.Kind == driver.ChangeLost {
+				t.Fatalf("the feed lost its session (%v): the count below assumes one", c.Err)
+			}
+			if c.Kind == driver.ChangeSynced {
+				synced++
+			}
+		case <-ask.C:
+			if synced > 0 {
+				select {
+				case want <- struct{}{}:
+				default:
+				}
+			}
+		case err := <-done:
+			t.Fatalf("FollowDemand returned %v", err)
+		case <-deadline:
+			t.Fatalf("%d Synced within %v, want 6", synced, feedWait)
+		}
+	}
+	ask.Stop()
+	busy := etcd.BeatsSent() - sent0
+	// Asked nothing, for five heartbeats: no beat.
+	idle := time.NewTimer(5 * followHeartbeat)
+	<-idle.C
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("FollowDemand returned %v", err)
+	}
+	if n := etcd.BeatsSent() - sent0; n != busy {
+		t.Errorf("%d beats sent while nothing asked for one", n-busy)
+	}
+	counted := grpcCountsSince(t, before)
+	m := model.FeedModels["etcd"]
+	use := m.DemandStart(1)
+	use.FleetBeats = busy
+	if busy < 5 {
+		t.Errorf("%d beats for 5 Synced after the snapshot's", busy)
+	}
+	if err := m.Compare(use, counted, 0); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("server counted %v over %d beats on demand: the model %v", counted, busy, m.Count(use))
+
+	ctlModel := m
+	ctlModel.Requests = nil
+	for _, r := range m.Requests {
+		if r.Name == "Range" {
+			r.PerFleetBeat = 0
+		}
+		ctlModel.Requests = append(ctlModel.Requests, r)
+	}
+	if err := ctlModel.Compare(use, counted, 0); err == nil {
+		t.Fatal("a model whose beat on demand has no Range matched the server's count")
+	}
+}
+
+// TestMirrorLightTraffic: the light-traffic run (mirrortest.Light) on
+// etcd, counted by the server's gRPC metrics: idle with Mirror, for 2 s,
+// no request at all; under light traffic the mirror (each process beating
+// for itself, on demand) costs less than the requests per delivery of no
+// mirror.
+func TestMirrorLightTraffic(t *testing.T) {
+	prefix := uniquePrefix(t)
+	var base map[string]int
+	// The feeds' beats (a Range each) in each span counted: idle, with
+	// the mirror, without.
+	var beats0 int
+	var beats []int
+	r := mirrortest.Light{
+		NewStore: func(t testing.TB) driver.Store {
+			st, err := etcd.New(newClient(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = st.Close() })
+			p, err := kvbreaker.Prefixed(st, prefix)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return p
+		},
+		Reset: func(t testing.TB) { base, beats0 = grpcCounts(t.(*testing.T)), etcd.BeatsSent() },
+		Count: func(t testing.TB) map[string]int {
+			beats = append(beats, etcd.BeatsSent()-beats0)
+			return grpcCountsSince(t.(*testing.T), base)
+		},
+		Seconds: mirrortest.LightSeconds(t),
+	}.Run(t)
+	t.Logf("%v; beats sent idle, with the mirror: %v", r, beats[:2])
+	if n := mirrortest.Total(r.IdleCount); n != 0 {
+		t.Errorf("8 idle mirrors: %d requests in %v, want none: %v", n, r.Idle, r.IdleCount)
+	}
+	if r.Ratio() >= 1 {
+		t.Errorf("the mirror costs %.3f× the requests of no mirror, want fewer", r.Ratio())
 	}
 }

@@ -28,6 +28,14 @@ var (
 	ErrWatchClosed = errors.New("watch channel closed")
 )
 
+// beatsSent counts, over every feed of the process, the beats sent (a
+// linearizable Range each, and a RequestProgress while the watch trails
+// it): what the feed cost model (internal/model) is held to against the
+// server's own count.
+var beatsSent atomic.Int64
+
+var _ driver.DemandFollower = (*Store)(nil)
+
 // Follow's limits.
 const (
 	// followPage is how many keys one snapshot request returns, so that a
@@ -85,6 +93,23 @@ const (
 // was replaced (clientv3's namespace package) does not apply to it: use
 // kvbreaker.Prefixed to keep a fleet's keys apart.
 func (s *Store) Follow(ctx context.Context, prefix string, heartbeat time.Duration, fn func(driver.Change)) error {
+	return s.follow(ctx, prefix, heartbeat, nil, fn)
+}
+
+// FollowDemand implements driver.DemandFollower: Follow, but after each
+// snapshot it beats only when want asks and its newest Synced is older than
+// heartbeat, so that a mirror with nothing to decide sends nothing. etcd's
+// answers carry no clock a follower could convert a beat's time with, so
+// a beat cannot serve another process's follower: each beats for itself,
+// as Follow does, only when asked.
+func (s *Store) FollowDemand(ctx context.Context, prefix string, heartbeat time.Duration, want <-chan struct{}, fn func(driver.Change)) error {
+	if want == nil {
+		return opError("follow", prefix, errors.New("nil want"))
+	}
+	return s.follow(ctx, prefix, heartbeat, want, fn)
+}
+
+func (s *Store) follow(ctx context.Context, prefix string, heartbeat time.Duration, want <-chan struct{}, fn func(driver.Change)) error {
 	const op = "follow"
 	if s.closed.Load() {
 		return opError(op, prefix, ErrClosed)
@@ -98,7 +123,7 @@ func (s *Store) Follow(ctx context.Context, prefix string, heartbeat time.Durati
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	f := &follower{s: s, prefix: prefix, heartbeat: heartbeat, fn: fn, start: prefix, end: clientv3.GetPrefixRangeEnd(prefix)}
+	f := &follower{s: s, prefix: prefix, heartbeat: heartbeat, fn: fn, want: want, start: prefix, end: clientv3.GetPrefixRangeEnd(prefix)}
 	if prefix == "" {
 		// etcd has no empty key: the whole key space is ["\x00", "\x00").
 		f.start = "\x00"
@@ -113,6 +138,10 @@ type follower struct {
 	heartbeat  time.Duration
 	fn         func(driver.Change)
 	start, end string // the prefix's key range
+	// want asks for a beat (FollowDemand); nil: beat every heartbeat.
+	want <-chan struct{}
+	// last is the At of the newest Synced sent.
+	last time.Time
 }
 
 func (f *follower) run(ctx context.Context) error {
@@ -197,6 +226,7 @@ func (f *follower) snapshot(ctx context.Context) (rev int64, began bool, err err
 	}
 	// Every commit acknowledged before at has a revision of at most rev:
 	// the first page was a linearizable read sent after at.
+	f.last = at
 	f.fn(driver.Change{Kind: driver.ChangeSynced, At: at})
 	return rev, true, nil
 }
@@ -218,10 +248,33 @@ func (f *follower) watch(ctx context.Context, rev int64) error {
 	defer w.Close()
 	wch := w.Watch(wctx, f.start, clientv3.WithRange(f.end), clientv3.WithRev(rev+1), clientv3.WithPrevKV())
 
-	ticker := time.NewTicker(f.heartbeat)
-	defer ticker.Stop()
+	// On demand, no ticker: a beat only when asked.
+	var tick <-chan time.Time
+	if f.want == nil {
+		ticker := time.NewTicker(f.heartbeat)
+		defer ticker.Stop()
+		tick = ticker.C
+	}
 	seen := rev // every event up to seen has been delivered
 	var pending []beat
+	beatNow := func() {
+		at := time.Now()
+		cur, err := f.currentRevision(ctx)
+		if err != nil {
+			// No Synced: the caller sees the feed fall behind.
+			return
+		}
+		beatsSent.Add(1)
+		if len(pending) == maxPendingBeats {
+			pending = append(pending[:0], pending[1:]...)
+		}
+		pending = f.proven(append(pending, beat{at, cur}), seen)
+		if len(pending) > 0 {
+			pctx, pcancel := context.WithTimeout(wctx, f.heartbeat)
+			_ = w.RequestProgress(pctx) // a lost request only delays Synced
+			pcancel()
+		}
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -250,22 +303,16 @@ func (f *follower) watch(ctx context.Context, rev int64) error {
 				seen = max(seen, wr.Header.Revision)
 			}
 			pending = f.proven(pending, seen)
-		case <-ticker.C:
-			at := time.Now()
-			cur, err := f.currentRevision(ctx)
-			if err != nil {
-				// No Synced: the caller sees the feed fall behind.
+		case <-tick:
+			beatNow()
+		case <-f.want:
+			// Not while the newest Synced is fresh, nor while a beat
+			// sent within the heartbeat waits for the watch.
+			now := time.Now()
+			if now.Sub(f.last) < f.heartbeat || len(pending) > 0 && now.Sub(pending[len(pending)-1].at) < f.heartbeat {
 				continue
 			}
-			if len(pending) == maxPendingBeats {
-				pending = append(pending[:0], pending[1:]...)
-			}
-			pending = f.proven(append(pending, beat{at, cur}), seen)
-			if len(pending) > 0 {
-				pctx, pcancel := context.WithTimeout(wctx, f.heartbeat)
-				_ = w.RequestProgress(pctx) // a lost request only delays Synced
-				pcancel()
-			}
+			beatNow()
 		}
 	}
 }
@@ -280,6 +327,7 @@ func (f *follower) proven(pending []beat, seen int64) []beat {
 	if i == 0 {
 		return pending
 	}
+	f.last = pending[i-1].at
 	f.fn(driver.Change{Kind: driver.ChangeSynced, At: pending[i-1].at})
 	return append(pending[:0], pending[i:]...)
 }

@@ -86,3 +86,84 @@ func TestFollowRequestsCounted(t *testing.T) {
 		t.Fatal("a model without the beat's consumer info matched the connection's count")
 	}
 }
+
+// TestFollowDemandCounted: a feed on demand, asked for beats every 10 ms
+// until it has delivered six Synced, then nothing for five heartbeats,
+// publishes what the NATS feed model says its session and the beats it
+// sent cost (each a stream info and a consumer info; the consumer's
+// deletion taken from the code), and no beat while not asked.
+func TestFollowDemandCounted(t *testing.T) {
+	nc := connect(t, server.URL())
+	st, err := kvnats.New(t.Context(), nc, bucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	prefix := uniquePrefix(t)
+	const hb = 50 * time.Millisecond
+	before, sent0 := nc.Stats().OutMsgs, kvnats.BeatsSent()
+
+	synced := 0
+	got := make(chan driver.Change, 1<<12)
+	want := make(chan struct{}, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- st.FollowDemand(ctx, prefix, hb, want, func(c driver.Change) { got <- c }) }()
+	ask := time.NewTicker(10 * time.Millisecond)
+	deadline := time.After(15 * time.Second)
+	for synced < 6 {
+		select {
+		case c := <-got:
+			if c.Kind == driver.ChangeSynced {
+				synced++
+			}
+			if c.Kind == driver.ChangeLost {
+				t.Fatalf("Lost: %v", c.Err)
+			}
+		case <-ask.C:
+			if synced > 0 {
+				select {
+				case want <- struct{}{}:
+				default:
+				}
+			}
+		case err := <-done:
+			t.Fatalf("FollowDemand returned %v", err)
+		case <-deadline:
+			t.Fatalf("%d Synced in 15 s", synced)
+		}
+	}
+	ask.Stop()
+	busy := kvnats.BeatsSent() - sent0
+	idle := time.NewTimer(5 * hb)
+	<-idle.C
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("FollowDemand returned %v", err)
+	}
+	if n := kvnats.BeatsSent() - sent0; n != busy {
+		t.Errorf("%d beats sent while nothing asked for one", n-busy)
+	}
+	counted := int(nc.Stats().OutMsgs - before)
+	m := model.FeedModels["nats"]
+	use := m.DemandStart(1)
+	use.FleetBeats = busy
+	if busy < 5 {
+		t.Errorf("%d beats for 5 Synced after the snapshot's", busy)
+	}
+	if w := m.Total(use); counted != w {
+		t.Fatalf("the connection published %d requests over %d beats on demand; the model says %d (%v)", counted, busy, w, m.Count(use))
+	}
+	t.Logf("the connection published %d requests over %d beats on demand; the model %v", counted, busy, m.Count(use))
+	ctlModel := m
+	ctlModel.Requests = nil
+	for _, r := range m.Requests {
+		if r.Name == "CONSUMER.INFO" {
+			r.PerFleetBeat = 0
+		}
+		ctlModel.Requests = append(ctlModel.Requests, r)
+	}
+	if ctlModel.Total(use) == counted {
+		t.Fatal("a model whose beat on demand has no consumer info matched the connection's count")
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	natsgo "github.com/nats-io/nats.go"
@@ -91,6 +92,23 @@ const (
 // non-positive heartbeat, a nil fn, or the server refusing the first
 // consumer (no such stream, no permission).
 func (s *Store) Follow(ctx context.Context, prefix string, heartbeat time.Duration, fn func(driver.Change)) error {
+	return s.follow(ctx, prefix, heartbeat, nil, fn)
+}
+
+// FollowDemand implements driver.DemandFollower: Follow, but after each
+// snapshot it beats (a consumer info and the wipe check's stream info)
+// only when want asks and its newest Synced is older than heartbeat, so
+// that a mirror with nothing to decide sends nothing. Its beat proves its
+// own consumer's progress, which no other process's follower can use: each
+// beats for itself, only when asked.
+func (s *Store) FollowDemand(ctx context.Context, prefix string, heartbeat time.Duration, want <-chan struct{}, fn func(driver.Change)) error {
+	if want == nil {
+		return opError("follow", prefix, errors.New("nil want"))
+	}
+	return s.follow(ctx, prefix, heartbeat, want, fn)
+}
+
+func (s *Store) follow(ctx context.Context, prefix string, heartbeat time.Duration, want <-chan struct{}, fn func(driver.Change)) error {
 	const op = "follow"
 	if s.closed.Load() {
 		return opError(op, prefix, ErrClosed)
@@ -104,7 +122,7 @@ func (s *Store) Follow(ctx context.Context, prefix string, heartbeat time.Durati
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	f := &follower{s: s, prefix: prefix, heartbeat: heartbeat, fn: fn, filter: s.subjPre + filterFor(prefix)}
+	f := &follower{s: s, prefix: prefix, heartbeat: heartbeat, fn: fn, want: want, filter: s.subjPre + filterFor(prefix)}
 	return f.run(ctx)
 }
 
@@ -115,6 +133,10 @@ type follower struct {
 	fn        func(driver.Change)
 	filter    string
 	wipe      wipeWatch
+	// want asks for a beat (FollowDemand); nil: beat every heartbeat.
+	want <-chan struct{}
+	// last is the At of the newest Synced sent.
+	last time.Time
 }
 
 func (f *follower) run(ctx context.Context) error {
@@ -206,6 +228,7 @@ func (f *follower) once(ctx context.Context) (began, synced bool, err error) {
 	began = true
 	if initial == 0 {
 		synced = true
+		f.last = at
 		f.fn(driver.Change{Kind: driver.ChangeSynced, At: at})
 	}
 	ticker := time.NewTicker(f.heartbeat)
@@ -213,6 +236,40 @@ func (f *follower) once(ctx context.Context) (began, synced bool, err error) {
 	stall := max(minFollowTimeout, 10*f.heartbeat)
 	var seen uint64 // the consumer sequence delivered last
 	var pending []beat
+	// sendBeat asks the consumer's progress (after the wipe check) and
+	// adds a beat for it; an error ends the session.
+	sendBeat := func() error {
+		bat := time.Now()
+		beatsSent.Add(1)
+		ictx, cancel := context.WithTimeout(ctx, max(f.heartbeat, time.Second))
+		if err := f.checkWipe(ictx); err != nil {
+			cancel()
+			if errors.Is(err, ErrFeedWiped) || errors.Is(err, jetstream.ErrStreamNotFound) {
+				return err
+			}
+			return nil // unchecked: no Synced
+		}
+		ci, err := cons.Info(ictx)
+		if err == nil && s.replicated {
+			var leader string
+			if leader, err = f.streamLeader(ictx); err == nil && ci.Cluster != nil && ci.Cluster.Leader != leader {
+				cancel()
+				return fmt.Errorf("%w: the stream's leader is %s, the consumer on %s", ErrLeaderMoved, leader, ci.Cluster.Leader)
+			}
+		}
+		cancel()
+		if errors.Is(err, jetstream.ErrConsumerNotFound) {
+			return err
+		}
+		if err != nil || !synced {
+			return nil // no Synced: the caller sees the feed fall behind
+		}
+		if len(pending) == maxPendingBeats {
+			pending = append(pending[:0], pending[1:]...)
+		}
+		pending = f.proven(append(pending, beat{bat, ci.Delivered.Consumer + ci.NumPending}), seen)
+		return nil
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -234,43 +291,33 @@ func (f *follower) once(ctx context.Context) (began, synced bool, err error) {
 			f.deliver(m, sseq, synced)
 			if !synced && (seen >= initial || left == 0) {
 				synced = true
+				f.last = at
 				f.fn(driver.Change{Kind: driver.ChangeSynced, At: at})
 			}
 			if synced {
 				pending = f.proven(pending, seen)
 			}
+		case <-f.want:
+			// Not while the newest Synced is fresh, nor while a beat
+			// sent within the heartbeat waits for the feed.
+			now := time.Now()
+			if now.Sub(f.last) < f.heartbeat || len(pending) > 0 && now.Sub(pending[len(pending)-1].at) < f.heartbeat {
+				continue
+			}
+			if err := sendBeat(); err != nil {
+				return began, synced, err
+			}
 		case <-ticker.C:
+			// On demand the ticker only notices a stall.
 			if len(pending) > 0 && time.Since(pending[0].at) > stall {
 				return began, synced, fmt.Errorf("%w: the consumer sent up to %d, %d arrived in %v", ErrFeedStalled, pending[0].seq, seen, stall)
 			}
-			bat := time.Now()
-			ictx, cancel := context.WithTimeout(ctx, max(f.heartbeat, time.Second))
-			if err := f.checkWipe(ictx); err != nil {
-				cancel()
-				if errors.Is(err, ErrFeedWiped) || errors.Is(err, jetstream.ErrStreamNotFound) {
-					return began, synced, err
-				}
-				continue // unchecked: no Synced
+			if f.want != nil {
+				continue
 			}
-			ci, err := cons.Info(ictx)
-			if err == nil && s.replicated {
-				var leader string
-				if leader, err = f.streamLeader(ictx); err == nil && ci.Cluster != nil && ci.Cluster.Leader != leader {
-					cancel()
-					return began, synced, fmt.Errorf("%w: the stream's leader is %s, the consumer on %s", ErrLeaderMoved, leader, ci.Cluster.Leader)
-				}
-			}
-			cancel()
-			if errors.Is(err, jetstream.ErrConsumerNotFound) {
+			if err := sendBeat(); err != nil {
 				return began, synced, err
 			}
-			if err != nil || !synced {
-				continue // no Synced: the caller sees the feed fall behind
-			}
-			if len(pending) == maxPendingBeats {
-				pending = append(pending[:0], pending[1:]...)
-			}
-			pending = f.proven(append(pending, beat{bat, ci.Delivered.Consumer + ci.NumPending}), seen)
 		}
 	}
 }
@@ -362,6 +409,7 @@ func (f *follower) proven(pending []beat, seen uint64) []beat {
 	if i == 0 {
 		return pending
 	}
+	f.last = pending[i-1].at
 	f.fn(driver.Change{Kind: driver.ChangeSynced, At: pending[i-1].at})
 	return append(pending[:0], pending[i:]...)
 }
@@ -388,4 +436,12 @@ func ackMeta(reply string) (cseq, sseq, pending uint64, ok bool) {
 	return cseq, sseq, pending, err1 == nil && err2 == nil && err3 == nil
 }
 
-var _ driver.Follower = (*Store)(nil)
+// beatsSent counts, over every feed of the process, the beats sent (a
+// stream info and a consumer info each): what the feed cost model
+// (internal/model) is held to against the connection's own count.
+var beatsSent atomic.Int64
+
+var (
+	_ driver.Follower       = (*Store)(nil)
+	_ driver.DemandFollower = (*Store)(nil)
+)

@@ -14,6 +14,9 @@ var (
 
 const opClock = "sample clock"
 
+// sqlClock reads the server's clock as the statement runs.
+const sqlClock = "SELECT clock_timestamp()"
+
 // SampleClock implements driver.ClockSampler with SELECT clock_timestamp(),
 // the server's clock as the statement runs, in microseconds (now() is the
 // start of the transaction, not the reading). A connection whose answer was
@@ -22,7 +25,7 @@ const opClock = "sample clock"
 func (s *Store) SampleClock(ctx context.Context) (time.Time, time.Duration, error) {
 	var t time.Time
 	err := s.retry(ctx, func() error {
-		return s.pool.QueryRow(ctx, "SELECT clock_timestamp()").Scan(&t)
+		return s.pool.QueryRow(ctx, sqlClock).Scan(&t)
 	})
 	if err != nil {
 		return time.Time{}, 0, s.wrap(opClock, "", err)

@@ -25,3 +25,14 @@ func once(_ context.Context, send func() error) error { return send() }
 // ListSQL is the statement List sends when the prefix has an upper bound:
 // $1 prefix, $2 cursor, $3 limit, $4 the bound.
 func (s *Store) ListSQL() string { return s.sqlList }
+
+// AcceptFutureBeats turns off, while on, the check that drops a beat on
+// demand dated after its own arrival: the negative control of that check.
+func AcceptFutureBeats(on bool) { acceptFutureBeats.Store(on) }
+
+// BeatCounts returns how many beats on demand this process's feeds sent,
+// how many clock samples they took to convert others', and how many beats
+// they dropped as dated after their arrival.
+func BeatCounts() (sent, samples, rejected int) {
+	return int(beatCounts.sent.Load()), int(beatCounts.samples.Load()), int(beatCounts.rejected.Load())
+}

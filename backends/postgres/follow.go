@@ -47,6 +47,22 @@ const maxBatch = 256
 // resynchronisation, retried with a backoff up to 2 s for as long as ctx
 // lasts.
 func (s *Store) Follow(ctx context.Context, prefix string, heartbeat time.Duration, fn func(driver.Change)) error {
+	return s.follow(ctx, prefix, heartbeat, nil, fn)
+}
+
+// FollowDemand implements driver.DemandFollower: Follow, but after each
+// session's snapshot it beats only when want asks and its newest Synced is
+// older than heartbeat, and the beat is a notification on the table's
+// channel, dated by the server, that every follower of the table receives
+// (see "Following" in the package doc).
+func (s *Store) FollowDemand(ctx context.Context, prefix string, heartbeat time.Duration, want <-chan struct{}, fn func(driver.Change)) error {
+	if want == nil {
+		return s.wrap(opFollow, prefix, errNilWant)
+	}
+	return s.follow(ctx, prefix, heartbeat, want, fn)
+}
+
+func (s *Store) follow(ctx context.Context, prefix string, heartbeat time.Duration, want <-chan struct{}, fn func(driver.Change)) error {
 	if heartbeat <= 0 {
 		return s.wrap(opFollow, prefix, fmt.Errorf("heartbeat %v is not positive", heartbeat))
 	}
@@ -56,10 +72,11 @@ func (s *Store) Follow(ctx context.Context, prefix string, heartbeat time.Durati
 	var id [8]byte
 	_, _ = rand.Read(id[:])
 	f := &follower{
-		s: s, prefix: prefix, heartbeat: heartbeat, fn: fn,
+		s: s, prefix: prefix, heartbeat: heartbeat, fn: fn, want: want,
 		lostAfter: max(2*heartbeat, minLostAfter),
-		beats:     "kvbreaker_hb_" + hex.EncodeToString(id[:]),
+		id:        hex.EncodeToString(id[:]),
 	}
+	f.beats = "kvbreaker_hb_" + f.id
 	f.prepare()
 	backoff := minBackoff
 	for {
@@ -115,6 +132,12 @@ type follower struct {
 	fn        func(driver.Change)
 	beats     string // this follower's heartbeat channel
 	seq       uint64
+	// want asks for a beat (FollowDemand); nil: beat every heartbeat.
+	want <-chan struct{}
+	// id names this follower in the beats it sends on demand.
+	id string
+	// syncedAt is the At of the last Synced sent.
+	syncedAt time.Time
 
 	lost      bool // Lost was sent and no Reset since
 	wasSynced bool // the last session sent Synced
@@ -145,6 +168,7 @@ func (f *follower) emit(c driver.Change) {
 		f.lost = false
 	case driver.ChangeSynced:
 		f.wasSynced = true
+		f.syncedAt = c.At
 	case driver.ChangeLost:
 		f.lost = true
 	}
@@ -290,8 +314,15 @@ func (f *follower) stream(ctx context.Context, conn *pgx.Conn) error {
 		}
 	})
 
+	// On demand, the ticker only notices a beat of the follower's own
+	// that did not come back; it sends nothing.
 	tick := time.NewTicker(f.heartbeat)
 	defer tick.Stop()
+	var d *demand
+	if f.want != nil {
+		d = &demand{f: f}
+		d.setLast(f.syncedAt)
+	}
 	var (
 		pending  []beat // heartbeats sent, oldest first
 		sending  bool
@@ -310,6 +341,15 @@ func (f *follower) stream(ctx context.Context, conn *pgx.Conn) error {
 			sending = false
 			sendErr = err
 		case now := <-tick.C:
+			if d != nil {
+				if err := d.overdue(now); err != nil {
+					if sendErr != nil {
+						return fmt.Errorf("%w (last send: %w)", err, sendErr)
+					}
+					return err
+				}
+				continue
+			}
 			if len(pending) > 0 && now.Sub(pending[0].sent) > f.lostAfter {
 				msg := fmt.Sprintf("no heartbeat back within %v", f.lostAfter)
 				if sendErr != nil {
@@ -331,6 +371,20 @@ func (f *follower) stream(ctx context.Context, conn *pgx.Conn) error {
 				sctx, cancel := context.WithTimeout(ctx, f.lostAfter)
 				defer cancel()
 				_, err := f.s.pool.Exec(sctx, pgNotify, f.beats, b.payload)
+				sent <- err
+			})
+		case <-f.want:
+			// A nil channel (Follow) never receives.
+			now := time.Now()
+			if sending || !d.due(now) {
+				continue
+			}
+			payload := d.start(now)
+			sending = true
+			wg.Go(func() {
+				sctx, cancel := context.WithTimeout(ctx, f.lostAfter)
+				defer cancel()
+				_, err := f.s.pool.Exec(sctx, sqlBeat, channel, payload)
 				sent <- err
 			})
 		case n := <-notes:
@@ -360,6 +414,19 @@ func (f *follower) stream(ctx context.Context, conn *pgx.Conn) error {
 					f.emit(driver.Change{Kind: driver.ChangeSynced, At: pending[i].sent})
 					pending = pending[i+1:]
 				case n.Channel != channel:
+				case strings.HasPrefix(n.Payload, beatPrefix):
+					if d == nil {
+						continue // a follower on demand's: this one beats on its own
+					}
+					at, ok, err := d.received(ctx, n.Payload[len(beatPrefix):], time.Now())
+					if err != nil {
+						return err
+					}
+					if ok {
+						f.stale(keys)
+						keys = keys[:0]
+						f.emit(driver.Change{Kind: driver.ChangeSynced, At: at})
+					}
 				case n.Payload == "*":
 					return errTruncated
 				case strings.HasPrefix(n.Payload, "k"):

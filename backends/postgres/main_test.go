@@ -52,6 +52,7 @@ func run(m *testing.M) int {
 	}
 	code := m.Run()
 	s.Close() // its watcher goroutines end with it
+	closeCountingServer()
 	if code == 0 {
 		if err := goleak.Find(); err != nil {
 			fmt.Fprintf(os.Stderr, "goroutines left behind: %v\n", err)

@@ -120,6 +120,17 @@
 // privilege, a prefix that is not UTF-8). The listening connection is closed
 // and every goroutine it started has ended when it returns.
 //
+// FollowDemand (driver.DemandFollower, which a Breaker's mirror uses) is
+// Follow, but it beats only when asked and its newest Synced is older
+// than the heartbeat (plus a random eighth of it): the beat is one
+// statement from the pool that notifies the table's channel with the
+// server's clock_timestamp() in the payload ('b', never a trigger's
+// payload), so every follower of the table receives it in commit order
+// and converts it to its own clock with a sample of the server's clock
+// (SELECT clock_timestamp(), at most every 30 s); a beat that converts to
+// an instant after its arrival is dropped. A fleet of mirrors sends about
+// one beat per heartbeat while any of them decides, and none while idle.
+//
 // Rows expire by the server's clock without any statement, so a row that
 // expires sends nothing: the mirror keeps it until the purge deletes it
 // (WithPurgeDelay after its expiry), whose DELETE is notified and arrives as

@@ -7,11 +7,19 @@ import (
 
 // TestDemandFleet: a fleet whose processes all decide all along sends
 // about one beat per heartbeat in all, as one process alone does, not one
-// per process; an idle fleet sends none; each process samples the store's
+// per process (but for a feed whose beat serves its sender alone: one per
+// process); an idle fleet sends none; each process samples the store's
 // clock at most once per SampleEvery; a wipe check rides on a beat at most
 // once per CheckEvery heartbeats.
 func TestDemandFleet(t *testing.T) {
-	m := FeedModels["redis"]
+	for _, name := range FeedStores {
+		if m := FeedModels[name]; m.Demand != nil {
+			t.Run(name, func(t *testing.T) { testDemandFleet(t, m) })
+		}
+	}
+}
+
+func testDemandFleet(t *testing.T, m FeedModel) {
 	const hb, delay = 750 * time.Millisecond, 5 * time.Millisecond
 	start := time.Unix(0, 0)
 	run := func(procs int, calls int) FeedUse {
@@ -26,18 +34,37 @@ func TestDemandFleet(t *testing.T) {
 	// Each beat once the newest is a heartbeat old, and at most the
 	// jitter's eighth of a heartbeat more.
 	most, least := int(span/hb)+1, int(span/(hb+hb/8))-1
-	for _, u := range []FeedUse{one, eight} {
-		if u.FleetBeats < least || u.FleetBeats > most {
-			t.Errorf("%d beats in %v at a heartbeat of %v, want %d to %d: %+v", u.FleetBeats, span, hb, least, most, u)
+	for procs, u := range map[int]FeedUse{1: one, 8: eight} {
+		each := 1
+		if m.Demand.PerProcess {
+			// A beat serves its sender alone: each process beats
+			// as one alone does.
+			each = procs
+		}
+		if u.FleetBeats < each*least || u.FleetBeats > each*most {
+			t.Errorf("%d processes: %d beats in %v at a heartbeat of %v, want %d to %d: %+v", procs, u.FleetBeats, span, hb, each*least, each*most, u)
 		}
 	}
-	if eight.Samples > 8*(int(span/m.Demand.SampleEvery)+1) || eight.Samples < 8 {
+	switch {
+	case m.Demand.SampleEvery == 0:
+		if eight.Samples != 0 {
+			t.Errorf("%d clock samples by a feed that takes none", eight.Samples)
+		}
+	case eight.Samples > 8*(int(span/m.Demand.SampleEvery)+1) || eight.Samples < 8:
 		t.Errorf("%d clock samples by 8 processes in %v, want one per process per %v", eight.Samples, span, m.Demand.SampleEvery)
 	}
-	if c := int(float64(span)/(m.Demand.CheckEvery*float64(hb))) + 1; eight.Checks > c || eight.Checks < c/2 {
+	if m.Demand.CheckEvery == 0 {
+		if eight.Checks != 0 {
+			t.Errorf("%d wipe checks by a feed that makes none", eight.Checks)
+		}
+	} else if c := int(float64(span)/(m.Demand.CheckEvery*float64(hb))) + 1; eight.Checks > c || eight.Checks < c/2 {
 		t.Errorf("%d wipe checks in %v, want about %d", eight.Checks, span, c)
 	}
-	if idle := run(8, 0); idle.FleetBeats != 0 || idle.Samples != 0 || idle.Checks != 0 || idle.Beats != 8 || idle.Sessions != 8 {
-		t.Errorf("an idle fleet of 8: %+v, want its sessions and their first beats only", idle)
+	first := 0
+	if m.Demand.FirstBeat {
+		first = 8
+	}
+	if idle := run(8, 0); idle.FleetBeats != 0 || idle.Samples != 0 || idle.Checks != 0 || idle.Beats != first || idle.Sessions != 8 {
+		t.Errorf("an idle fleet of 8: %+v, want its sessions and their first beats (%d) only", idle, first)
 	}
 }

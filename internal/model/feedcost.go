@@ -61,6 +61,28 @@ type DemandBeats struct {
 	// heartbeat/Jitter more, at random (0: none); DemandFleet spreads the
 	// processes' extra evenly over that span.
 	Jitter int
+	// FirstBeat: a session's first Synced costs a beat of its own (Redis:
+	// a PING); false: its snapshot's Synced needs none.
+	FirstBeat bool
+	// SenderSamples: a beat's sender dates it with its own sample of the
+	// store's clock (Redis); false: the server dates it as it runs
+	// (PostgreSQL's clock_timestamp()), and only a receiver converts.
+	SenderSamples bool
+	// PerProcess: a beat serves its sender alone (etcd, whose answers
+	// carry no clock to convert one with): each process beats for itself,
+	// only when asked.
+	PerProcess bool
+}
+
+// DemandStart is what procs feeds on demand cost before their first beat
+// on demand: a session each, whose snapshot found the store empty, and
+// its first beat when that costs one (DemandBeats.FirstBeat).
+func (m FeedModel) DemandStart(procs int) FeedUse {
+	u := FeedUse{Sessions: procs, Pages: procs * m.Pages(0)}
+	if m.Demand != nil && m.Demand.FirstBeat {
+		u.Beats = procs
+	}
+	return u
 }
 
 // FeedRequest is one kind of request of a feed, and how many of it each
@@ -190,9 +212,12 @@ const sqliteFollowPoll = 50 * time.Millisecond
 //
 //   - memory: in process; nothing is sent.
 //   - etcd: a session opens one Watch stream; the snapshot is a Range per
-//     page of 512 keys; each heartbeat a count-only linearizable Range and,
+//     page of 512 keys; a beat is a count-only linearizable Range and,
 //     when the watch has not yet reached that revision, a RequestProgress
 //     on the open stream (counted here on every beat: an upper bound).
+//     Under Follow it beats every heartbeat; on demand, for itself alone
+//     (no clock in etcd's answers to date a beat for others with), only
+//     when its mirror asks, and its snapshot's Synced costs no beat.
 //   - Redis: a session opens two connections (HELLO, CLIENT SETNAME, two
 //     CLIENT SETINFO and CLIENT ID each: go-redis's handshake), turns
 //     CLIENT TRACKING on on one as it connects and SUBSCRIBEs it; the
@@ -207,28 +232,37 @@ const sqliteFollowPoll = 50 * time.Millisecond
 //     old (and each follower's own when it went 30 min unchecked), and
 //     each follower reads TIME at most every 30 s to date beats.
 //   - PostgreSQL: a session checks the triggers, names its connection,
-//     LISTENs (one statement for both channels) and reads the snapshot in
-//     one query; a beat, every heartbeat, is a pg_notify from the pool.
+//     LISTENs (two statements, the table's channel and the follower's own,
+//     sent as one query) and reads the snapshot in one query; under Follow
+//     a beat, every heartbeat, is a pg_notify from the pool. On demand, a
+//     session's first Synced is its snapshot's; a beat is a pg_notify on
+//     the table's channel dated by the server's clock_timestamp(), which
+//     needs no sample by its sender; each receiver reads the server's
+//     clock (SELECT clock_timestamp()) at most every 30 s to convert
+//     others' beats.
 //   - NATS: a session creates a push consumer (and on a replicated bucket
 //     asks who leads the stream) and deletes it when it ends; the
-//     snapshot is pushed by it; a beat,
-//     every heartbeat, is a consumer info and a stream info (the wipe
+//     snapshot is pushed by it; a beat is a consumer info and a stream info (the wipe
 //     check, also made once per session; a replicated bucket asks for the
 //     stream's info once more per beat: not counted here, the model is of
 //     one server; when the stream lost messages, a filtered stream info
-//     more, only then).
+//     more, only then). Under Follow it beats every heartbeat; on demand,
+//     for itself alone (its consumer's progress proves nothing of another
+//     process's), only when its mirror asks.
 //   - SQLite: no server; a beat is a poll, two statements when nothing
 //     changed, every 50 ms (or heartbeat if shorter).
 var FeedModels = map[string]FeedModel{
 	"memory": {Store: "memory"},
-	"etcd": {Store: "etcd", SnapshotPage: 512, Requests: []FeedRequest{
-		{Name: "Watch", PerSession: 1},
-		{Name: "Range", PerPage: 1, PerBeat: 1},
-		{Name: "RequestProgress", PerBeat: 1, UpTo: true},
-	}},
+	"etcd": {Store: "etcd", SnapshotPage: 512, Demand: &DemandBeats{PerProcess: true},
+		Requests: []FeedRequest{
+			{Name: "Watch", PerSession: 1},
+			{Name: "Range", PerPage: 1, PerBeat: 1, PerFleetBeat: 1},
+			{Name: "RequestProgress", PerBeat: 1, PerFleetBeat: 1, UpTo: true},
+		}},
 	"redis": {Store: "redis", SnapshotPage: 256, Invalidations: true,
 		BeatsPer: func(time.Duration) float64 { return 2 },
-		Demand:   &DemandBeats{CheckEvery: 4, SampleEvery: 30 * time.Second, MarkerRefresh: 30 * time.Minute, Jitter: 8},
+		Demand: &DemandBeats{CheckEvery: 4, SampleEvery: 30 * time.Second, MarkerRefresh: 30 * time.Minute, Jitter: 8,
+			FirstBeat: true, SenderSamples: true},
 		Requests: []FeedRequest{
 			{Name: "hello", PerSession: 2},
 			{Name: "client|setname", PerSession: 2},
@@ -245,19 +279,24 @@ var FeedModels = map[string]FeedModel{
 			{Name: "publish", PerFleetBeat: 1},
 			{Name: "time", PerSample: 1},
 		}},
-	"postgres": {Store: "postgres", Invalidations: true, Requests: []FeedRequest{
-		{Name: "trigger check", PerSession: 1},
-		{Name: "set_config", PerSession: 1},
-		{Name: "LISTEN", PerSession: 1},
-		{Name: "snapshot", PerPage: 1},
-		{Name: "pg_notify", PerBeat: 1},
-	}},
-	"nats": {Store: "nats", Requests: []FeedRequest{
-		{Name: "CONSUMER.CREATE", PerSession: 1},
-		{Name: "CONSUMER.DELETE", PerSession: 1},
-		{Name: "CONSUMER.INFO", PerBeat: 1},
-		{Name: "STREAM.INFO", PerSession: 1, PerBeat: 1},
-	}},
+	"postgres": {Store: "postgres", Invalidations: true,
+		Demand: &DemandBeats{SampleEvery: 30 * time.Second, Jitter: 8},
+		Requests: []FeedRequest{
+			{Name: "trigger check", PerSession: 1},
+			{Name: "set_config", PerSession: 1},
+			{Name: "LISTEN", PerSession: 2},
+			{Name: "snapshot", PerPage: 1},
+			{Name: "pg_notify", PerBeat: 1},
+			{Name: "pg_notify dated", PerFleetBeat: 1},
+			{Name: "clock_timestamp", PerSample: 1},
+		}},
+	"nats": {Store: "nats", Demand: &DemandBeats{PerProcess: true},
+		Requests: []FeedRequest{
+			{Name: "CONSUMER.CREATE", PerSession: 1},
+			{Name: "CONSUMER.DELETE", PerSession: 1},
+			{Name: "CONSUMER.INFO", PerBeat: 1, PerFleetBeat: 1},
+			{Name: "STREAM.INFO", PerSession: 1, PerBeat: 1, PerFleetBeat: 1},
+		}},
 	"sqlite": {Store: "sqlite", SnapshotPage: 0,
 		BeatsPer: func(hb time.Duration) float64 {
 			return float64(hb) / float64(min(sqliteFollowPoll, hb))
@@ -314,7 +353,7 @@ func NewDemandFleet(m FeedModel, procs int, heartbeat, delay time.Duration, star
 			f.extra[p] = heartbeat / time.Duration(m.Demand.Jitter) * time.Duration(p) / time.Duration(procs)
 		}
 	}
-	f.Use = FeedUse{Sessions: procs, Pages: procs * m.Pages(0), Beats: procs}
+	f.Use = m.DemandStart(procs)
 	return f
 }
 
@@ -329,9 +368,12 @@ func (f *DemandFleet) sample(proc int, t time.Time) {
 // Call is a call of proc at t (the calls in time order).
 func (f *DemandFleet) Call(proc int, t time.Time) {
 	for q, c := range f.ownCheck {
+		if f.d.MarkerRefresh == 0 {
+			break
+		}
 		// A follower whose own marker went unchecked for half its
 		// hour checks it on its own (Checks).
-		for t.Sub(c) > f.d.MarkerRefresh && f.d.MarkerRefresh > 0 {
+		for t.Sub(c) > f.d.MarkerRefresh {
 			c = c.Add(f.d.MarkerRefresh)
 			f.Use.Checks++
 		}
@@ -345,6 +387,9 @@ func (f *DemandFleet) Call(proc int, t time.Time) {
 			continue
 		}
 		for q := range f.last {
+			if f.d.PerProcess && q != b.proc {
+				continue
+			}
 			if q == b.proc {
 				f.inflight[q] = false
 			} else {
@@ -359,8 +404,10 @@ func (f *DemandFleet) Call(proc int, t time.Time) {
 	if t.Sub(f.last[proc]) < f.hb+f.extra[proc] || f.inflight[proc] {
 		return
 	}
-	f.sample(proc, t)
-	if f.checked.IsZero() || float64(t.Sub(f.checked)) >= f.d.CheckEvery*float64(f.hb) {
+	if f.d.SenderSamples {
+		f.sample(proc, t)
+	}
+	if f.d.CheckEvery > 0 && (f.checked.IsZero() || float64(t.Sub(f.checked)) >= f.d.CheckEvery*float64(f.hb)) {
 		f.checked = t
 		f.ownCheck[proc] = t
 		f.Use.Checks++

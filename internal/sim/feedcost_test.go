@@ -45,7 +45,8 @@ func TestFeedCostCounted(t *testing.T) {
 			if most := procs * int(time.Hour/demandHeartbeat); f.FleetBeats > most || f.FleetBeats == 0 {
 				t.Errorf("%s: %d beats on demand in 1 h at a heartbeat of %v, want 1 to %d", f.Store, f.FleetBeats, demandHeartbeat, most)
 			}
-			use := model.FeedUse{Sessions: procs, Pages: procs * fm.Pages(0), Beats: procs, FleetBeats: f.FleetBeats, Checks: f.Checks, Samples: f.Samples}
+			use := fm.DemandStart(procs)
+			use.FleetBeats, use.Checks, use.Samples = f.FleetBeats, f.Checks, f.Samples
 			beats = fm.Total(use) - fm.Total(model.FeedUse{Sessions: procs, Pages: procs * fm.Pages(0)})
 		}
 		if f.BeatRequests != beats {

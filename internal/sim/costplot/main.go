@@ -3,10 +3,12 @@
 // mirror, with its decision cache, and with a mirror on each server store
 // that follows, from one run of the simulator's default fleet (each
 // line's slope is the run's requests per delivery; a mirror's line starts
-// at what its feed's beats cost a second, model.FeedModels: on Redis, whose
-// mirror beats on demand, the fleet's beats while it decides all along,
-// shared by its processes, and none while it is idle; a dashed line is
-// Redis with a beat per process, as Follow beats), and the break-even point
+// at what its feed's beats cost a second, model.FeedModels: on a store whose
+// mirror beats on demand (Redis, PostgreSQL; etcd and NATS each process
+// for itself), the fleet's beats while it decides all along, and none while
+// it is idle; a
+// dashed line is that store with a beat per process, as Follow beats), and
+// the break-even point
 // of each mirror against no mirror and against the cache: the deliveries a
 // second above which the mirror costs fewer requests.
 //
@@ -66,7 +68,9 @@ func run(w io.Writer) error {
 			}
 			perDelivery := float64(f.FeedReads+f.BreakerRequests) / float64(rep.Trace.Deliveries)
 			name := "mirror, " + f.Store
-			if f.FleetBeats > 0 {
+			if fm := model.FeedModels[f.Store]; fm.Demand != nil && fm.Demand.PerProcess {
+				name += ", each process on demand"
+			} else if fm.Demand != nil {
 				name += ", beats on demand"
 			}
 			lines = append(lines, line{name, f.BeatRequestsPerSecond / procs, perDelivery, c, false})
@@ -90,8 +94,8 @@ func run(w io.Writer) error {
 // process, y from 0 to yMax requests a second per process.
 func draw(w io.Writer, lines []line) {
 	const (
-		width, height    = 720.0, 440.0
-		left, right      = 60.0, 250.0
+		width, height    = 860.0, 500.0
+		left, right      = 60.0, 390.0
 		top, bottom      = 20.0, 50.0
 		xMax, yMax       = 10.0, 40.0
 		plotW, plotH     = width - left - right, height - top - bottom
@@ -127,7 +131,7 @@ func draw(w io.Writer, lines []line) {
 			label += breakEven(l, lines[:2])
 		}
 		fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s" stroke-width="2"%s/><text x="%.1f" y="%.1f" %s>%s</text>`+"\n",
-			width-right+10, top+10+float64(i)*46, width-right+30, top+10+float64(i)*46, l.color, dash, width-right+10, top+24+float64(i)*46, legendAttributes, wrap(label))
+			width-right+10, top+10+float64(i)*46, width-right+30, top+10+float64(i)*46, l.color, dash, width-right+10, top+24+float64(i)*46, legendAttributes, wrap(label, width-right+10))
 	}
 	b.WriteString("</svg>\n")
 	_, _ = io.WriteString(w, b.String())
@@ -145,15 +149,15 @@ func breakEven(l line, base []line) string {
 	return s
 }
 
-// wrap splits a label at "; " into tspans.
-func wrap(s string) string {
+// wrap splits a label at "; " into tspans that start at x.
+func wrap(s string, x float64) string {
 	parts := strings.Split(s, "; ")
 	if len(parts) == 1 {
 		return s
 	}
 	out := parts[0]
 	for _, p := range parts[1:] {
-		out += fmt.Sprintf(`<tspan x="%g" dy="12">%s</tspan>`, 720.0-250+10, p)
+		out += fmt.Sprintf(`<tspan x="%g" dy="12">%s</tspan>`, x, p)
 	}
 	return out
 }

@@ -1,0 +1,4 @@
+package nats
+
+// BeatsSent returns how many beats this process's feeds sent.
+func BeatsSent() int { return int(beatsSent.Load()) }

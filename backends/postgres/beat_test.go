@@ -1,0 +1,234 @@
+package postgres_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kvbreaker/kvbreaker/backends/postgres"
+	"github.com/kvbreaker/kvbreaker/driver"
+)
+
+// demandFleet is n feeds on demand over one prefix, each with a store (and
+// a pool) of its own; want[i] asks feed i for a beat.
+type demandFleet struct {
+	feeds []*feed
+	want  []chan struct{}
+}
+
+// startDemand runs FollowDemand for each of stores until t ends, and waits
+// for each feed's first Synced.
+func startDemand(t *testing.T, stores []*postgres.Store, prefix string, hb time.Duration) *demandFleet {
+	t.Helper()
+	d := &demandFleet{}
+	for _, st := range stores {
+		f, w := &feed{wake: make(chan struct{}, 1), store: st}, make(chan struct{}, 1)
+		d.feeds, d.want = append(d.feeds, f), append(d.want, w)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- st.FollowDemand(ctx, prefix, hb, w, f.fn) }()
+		t.Cleanup(func() {
+			cancel()
+			select {
+			case err := <-done:
+				if !errors.Is(err, context.Canceled) {
+					t.Errorf("FollowDemand returned %v after its context was cancelled, want context.Canceled", err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Errorf("FollowDemand did not return within 10 s of its context's cancellation")
+			}
+		})
+	}
+	for i, f := range d.feeds {
+		f.waitFor(t, fmt.Sprintf("feed %d's first Synced", i), func(ev []event) bool { return count(ev, driver.ChangeSynced) > 0 })
+	}
+	return d
+}
+
+// ask asks feed i for a beat every 10 ms, as a mirror's calls do, until
+// the returned stop.
+func (d *demandFleet) ask(i int) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			select {
+			case d.want[i] <- struct{}{}:
+			default:
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
+}
+
+func demandStores(t *testing.T, n int) []*postgres.Store {
+	var stores []*postgres.Store
+	for range n {
+		stores = append(stores, newRaw(t))
+	}
+	return stores
+}
+
+// TestFollowDemand: three feeds on demand over one prefix, only feed 0
+// asked for beats. Its beats, dated by the server, reach the other two,
+// never asked, which sync past each write on them alone; and for each
+// feed, a write that returned before a Synced's At was delivered before
+// that Synced (its Stale is in the mirror the feed holds then), as
+// driver.Follower promises. Unasked, the fleet sends no beat at all.
+func TestFollowDemand(t *testing.T) {
+	p := uniquePrefix(t)
+	const hb = 100 * time.Millisecond
+	d := startDemand(t, demandStores(t, 3), p, hb)
+	writer := newRaw(t)
+
+	sent0, _, _ := postgres.BeatCounts()
+	stop := d.ask(0)
+	v := driver.NoVersion
+	for i := range 5 {
+		v = put(t, writer, p+"k", v, fmt.Sprint(i), time.Hour)
+		returned := time.Now()
+		for j, f := range d.feeds {
+			m := f.syncedSince(t, returned)
+			if got, ok := m[p+"k"]; !ok || got != v {
+				t.Fatalf("feed %d, healthy with a Synced after write %d returned, holds %q at %v (present %v), want %v", j, i, p+"k", got, ok, v)
+			}
+		}
+	}
+	stop()
+	sent1, _, _ := postgres.BeatCounts()
+	// Feeds 1 and 2 were never asked, yet synced past each write: on
+	// feed 0's beats alone.
+	if beats := sent1 - sent0; beats < 5 {
+		t.Errorf("%d beats sent for 5 writes each seen by a later Synced", beats)
+	}
+
+	// Idle: nobody asks, nobody beats.
+	idle := time.NewTimer(5 * hb)
+	<-idle.C
+	if sent2, _, _ := postgres.BeatCounts(); sent2 != sent1 {
+		t.Errorf("%d beats sent while no feed was asked for one", sent2-sent1)
+	}
+}
+
+// TestFollowDemandBeatDated: a beat dated wrongly, as a beat whose
+// payload claims a server time 2 s ahead would be, is dropped: no feed
+// delivers a Synced whose At lies after its own arrival, while the true
+// beats go on being delivered. The control: the same beat with the check
+// turned off is delivered, and the check below catches it.
+func TestFollowDemandBeatDated(t *testing.T) {
+	p := uniquePrefix(t)
+	d := startDemand(t, demandStores(t, 2), p, 100*time.Millisecond)
+	admin := newPool(t, server.URL())
+	forge := func() {
+		t.Helper()
+		if _, err := admin.Exec(t.Context(),
+			`SELECT pg_notify($1, 'b' || (extract(epoch FROM clock_timestamp() + interval '2 seconds') * 1000000)::bigint || ':forged:1')`,
+			postgres.Channel(table)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// future lists the Synced of f dated after their arrival.
+	future := func(f *feed) []string {
+		var bad []string
+		for _, e := range f.snapshot() {
+			if e.Kind == driver.ChangeSynced && e.At.After(e.arrived) {
+				bad = append(bad, fmt.Sprintf("Synced{At: %v} arrived at %v", e.At.Format(time.StampMicro), e.arrived.Format(time.StampMicro)))
+			}
+		}
+		return bad
+	}
+	_, _, rejected0 := postgres.BeatCounts()
+	forge()
+	// True beats, asked of feed 0 until feed 1 has three more Synced.
+	stop := d.ask(0)
+	n := count(d.feeds[1].snapshot(), driver.ChangeSynced) + 3
+	d.feeds[1].waitFor(t, "three Synced of feed 0's beats", func(ev []event) bool { return count(ev, driver.ChangeSynced) >= n })
+	stop()
+	for i, f := range d.feeds {
+		if bad := future(f); len(bad) > 0 {
+			t.Errorf("feed %d delivered a beat dated after its arrival: %v", i, bad)
+		}
+	}
+	if _, _, rejected := postgres.BeatCounts(); rejected-rejected0 != 2 {
+		t.Errorf("%d beats dropped as dated after their arrival, want the forged one by each of 2 feeds", rejected-rejected0)
+	}
+
+	postgres.AcceptFutureBeats(true)
+	defer postgres.AcceptFutureBeats(false)
+	n = count(d.feeds[1].snapshot(), driver.ChangeSynced) + 1
+	forge()
+	d.feeds[1].waitFor(t, "the forged beat, unchecked", func(ev []event) bool { return count(ev, driver.ChangeSynced) >= n })
+	if bad := future(d.feeds[1]); len(bad) == 0 {
+		t.Error("control: the forged beat, delivered unchecked, was not caught as dated after its arrival")
+	}
+}
+
+// TestFollowDemandOwnBeatDated: a feed dates its own beat by the instant
+// before it sent the statement, so no later than the server's clock as the
+// statement ran, which the beat's payload carries (the test server runs on
+// this machine, on this clock). A beat dated at its arrival, after its
+// commit, is later than that, and a write committed between the two would
+// be vouched for before it was delivered.
+func TestFollowDemandOwnBeatDated(t *testing.T) {
+	p := uniquePrefix(t)
+	listen, err := newPool(t, server.URL()).Acquire(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer listen.Release()
+	if _, err := listen.Exec(t.Context(), "LISTEN "+postgres.Channel(table)); err != nil {
+		t.Fatal(err)
+	}
+	d := startDemand(t, demandStores(t, 1), p, 100*time.Millisecond)
+	stop := d.ask(0)
+	d.feeds[0].waitFor(t, "five beats' Synced", func(ev []event) bool { return count(ev, driver.ChangeSynced) >= 6 })
+	stop()
+	var synced []time.Time
+	for _, e := range d.feeds[0].snapshot() {
+		if e.Kind == driver.ChangeSynced {
+			synced = append(synced, e.At)
+		}
+	}
+	// The feed's beats, as a plain LISTEN receives them, in order; other
+	// tests' feeds beat on the same channel, named by another sender.
+	var sender string
+	var ran []time.Time
+	for len(ran) < len(synced)-1 {
+		n, err := listen.Conn().WaitForNotification(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		fields := strings.Split(strings.TrimPrefix(n.Payload, "b"), ":")
+		if !strings.HasPrefix(n.Payload, "b") || len(fields) != 3 {
+			continue
+		}
+		if sender == "" {
+			sender = fields[1]
+		}
+		if fields[1] != sender {
+			continue
+		}
+		micros, err := strconv.ParseInt(fields[0], 10, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ran = append(ran, time.UnixMicro(micros))
+	}
+	for i, at := range synced[1:] {
+		if at.After(ran[i].Add(time.Microsecond)) {
+			t.Errorf("beat %d: Synced{At: %v}, after the server's clock as its statement ran (%v)", i+1, at.Format(time.StampMicro), ran[i].Format(time.StampMicro))
+		}
+	}
+}
