@@ -3,7 +3,6 @@ package etcd
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync/atomic"
 	"time"
 
@@ -12,6 +11,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
 
+	"github.com/kvbreaker/kvbreaker/adapter"
 	"github.com/kvbreaker/kvbreaker/driver"
 )
 
@@ -114,11 +114,8 @@ func (s *Store) follow(ctx context.Context, prefix string, heartbeat time.Durati
 	if s.closed.Load() {
 		return opError(op, prefix, ErrClosed)
 	}
-	if heartbeat <= 0 {
-		return opError(op, prefix, fmt.Errorf("heartbeat %v is not positive", heartbeat))
-	}
-	if fn == nil {
-		return opError(op, prefix, errors.New("nil fn"))
+	if err := adapter.FollowArgs(heartbeat, fn); err != nil {
+		return opError(op, prefix, err)
 	}
 	if err := ctx.Err(); err != nil {
 		return err

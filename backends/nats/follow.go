@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
 
+	"github.com/kvbreaker/kvbreaker/adapter"
 	"github.com/kvbreaker/kvbreaker/driver"
 )
 
@@ -113,11 +114,8 @@ func (s *Store) follow(ctx context.Context, prefix string, heartbeat time.Durati
 	if s.closed.Load() {
 		return opError(op, prefix, ErrClosed)
 	}
-	if heartbeat <= 0 {
-		return opError(op, prefix, fmt.Errorf("heartbeat %v is not positive", heartbeat))
-	}
-	if fn == nil {
-		return opError(op, prefix, errors.New("nil fn"))
+	if err := adapter.FollowArgs(heartbeat, fn); err != nil {
+		return opError(op, prefix, err)
 	}
 	if err := ctx.Err(); err != nil {
 		return err

@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/kvbreaker/kvbreaker/adapter"
 	"github.com/kvbreaker/kvbreaker/driver"
 )
 
@@ -63,11 +64,8 @@ func (s *Store) FollowDemand(ctx context.Context, prefix string, heartbeat time.
 }
 
 func (s *Store) follow(ctx context.Context, prefix string, heartbeat time.Duration, want <-chan struct{}, fn func(driver.Change)) error {
-	if heartbeat <= 0 {
-		return s.wrap(opFollow, prefix, fmt.Errorf("heartbeat %v is not positive", heartbeat))
-	}
-	if fn == nil {
-		return s.wrap(opFollow, prefix, errors.New("fn is nil"))
+	if err := adapter.FollowArgs(heartbeat, fn); err != nil {
+		return s.wrap(opFollow, prefix, err)
 	}
 	var id [8]byte
 	_, _ = rand.Read(id[:])
