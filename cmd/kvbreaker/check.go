@@ -12,6 +12,8 @@ import (
 
 	"github.com/kvbreaker/kvbreaker/conformance"
 	"github.com/kvbreaker/kvbreaker/internal/conformcheck"
+
+	"github.com/kvbreaker/kvbreaker/cmd/kvbreaker/internal/output"
 )
 
 var checkLong = `Runs kvbreaker's conformance checks against a live store, under a fresh
@@ -172,7 +174,7 @@ func runCheck(sigCtx context.Context, stopSignals func(), f *checkFlags, stdout,
 	out := newCheckOutput(rep, f, c, prefix, elapsed, timedOut, cleaned, purged, left)
 	out.setClock(clk)
 	if f.format == "json" {
-		if err := writeJSON(stdout, out); err != nil {
+		if err := output.JSON(stdout, out); err != nil {
 			return err
 		}
 	} else {

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/kvbreaker/kvbreaker"
+
+	"github.com/kvbreaker/kvbreaker/cmd/kvbreaker/internal/output"
 )
 
 // Clock results (clockJSON.Result).
@@ -44,7 +46,7 @@ type clockJSON struct {
 // measureClock samples the store's clock through a Breaker (the estimate a
 // fleet's Breakers make) and judges the offset against --clock-skew.
 func measureClock(ctx context.Context, c *conn, skew time.Duration) *clockJSON {
-	cj := &clockJSON{ClockSkewMS: ms(skew)}
+	cj := &clockJSON{ClockSkewMS: output.Ms(skew)}
 	clock := time.Now
 	if c.clockShift != 0 {
 		clock = func() time.Time { return time.Now().Add(c.clockShift) }

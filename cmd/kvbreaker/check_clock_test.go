@@ -9,6 +9,8 @@ import (
 
 	"github.com/kvbreaker/kvbreaker/internal/testservers/dateproxy"
 	"github.com/kvbreaker/kvbreaker/internal/testservers/redistest"
+
+	"github.com/kvbreaker/kvbreaker/cmd/kvbreaker/internal/output"
 )
 
 // clockBehind is how far the "redis-clock-behind" test backend sets this
@@ -88,8 +90,8 @@ func TestCheckClockRedis(t *testing.T) {
 	}
 	rep = checkJSON(t, exitFail, append([]string{"--backend", "redis-clock-behind"}, args...)...)
 	if c := rep.Clock; c == nil || c.Result != clockExceeds || c.OffsetMS == nil ||
-		*c.OffsetMS-*c.UncertaintyMS > ms(clockBehind) || *c.OffsetMS+*c.UncertaintyMS < ms(clockBehind) {
-		t.Errorf("5 s behind: clock %+v; want exceeds, with an interval holding %v ms", c, ms(clockBehind))
+		*c.OffsetMS-*c.UncertaintyMS > output.Ms(clockBehind) || *c.OffsetMS+*c.UncertaintyMS < output.Ms(clockBehind) {
+		t.Errorf("5 s behind: clock %+v; want exceeds, with an interval holding %v ms", c, output.Ms(clockBehind))
 	}
 	if rep.OK || len(rep.Broken) != 0 {
 		t.Errorf("5 s behind: ok %v, broken %v; want not ok, no broken promise (the store keeps them)", rep.OK, rep.Broken)
@@ -135,8 +137,8 @@ func TestCheckClockDynamoDB(t *testing.T) {
 				t.Fatalf("clock: %+v; want a measured offset", c)
 			}
 			off, unc := *c.OffsetMS, *c.UncertaintyMS
-			if unc < 0 || off-unc > ms(tc.offset) || off+unc < ms(tc.offset) {
-				t.Errorf("offset %v ± %v ms: want an interval holding the true %v ms", off, unc, ms(tc.offset))
+			if unc < 0 || off-unc > output.Ms(tc.offset) || off+unc < output.Ms(tc.offset) {
+				t.Errorf("offset %v ± %v ms: want an interval holding the true %v ms", off, unc, output.Ms(tc.offset))
 			}
 			if !slices.Contains(tc.results, c.Result) {
 				t.Errorf("result %q for %v ± %v ms; want one of %q", c.Result, off, unc, tc.results)

@@ -8,6 +8,8 @@ import (
 	"github.com/kvbreaker/kvbreaker/conformance"
 	"github.com/kvbreaker/kvbreaker/driver"
 	"github.com/kvbreaker/kvbreaker/internal/conformcheck"
+
+	"github.com/kvbreaker/kvbreaker/cmd/kvbreaker/internal/output"
 )
 
 // checkOutput is check's report, as JSON and as the table. Durations are
@@ -168,7 +170,7 @@ type expiryJSON struct {
 	ClockAdvanced  bool    `json:"clock_advanced"`
 }
 
-func msp(d time.Duration) *float64 { v := ms(d); return &v }
+func msp(d time.Duration) *float64 { v := output.Ms(d); return &v }
 
 func strp(s string) *string { return &s }
 
@@ -190,11 +192,11 @@ func newCheckOutput(rep *conformcheck.Report, f *checkFlags, c *conn, prefix str
 	m := t.Expiry
 	o := &checkOutput{
 		Backend: f.bf.backend, Target: c.describe, Prefix: prefix, Quick: f.quick, TimedOut: timedOut,
-		WallMS: ms(elapsed),
+		WallMS: output.Ms(elapsed),
 		Declared: declaredJSON{
-			Atomic: t.Atomic, ExpiryKind: m.Kind.String(), GranularityMS: ms(m.Granularity),
-			MinTTLMS: ms(m.MinTTL), EarlyMS: ms(m.Early), LateMS: ms(m.Late),
-			ReadStalenessMS: ms(t.ReadStaleness), MinWriteIntervalMS: ms(t.MinWriteInterval),
+			Atomic: t.Atomic, ExpiryKind: m.Kind.String(), GranularityMS: output.Ms(m.Granularity),
+			MinTTLMS: output.Ms(m.MinTTL), EarlyMS: output.Ms(m.Early), LateMS: output.Ms(m.Late),
+			ReadStalenessMS: output.Ms(t.ReadStaleness), MinWriteIntervalMS: output.Ms(t.MinWriteInterval),
 		},
 		Cleanup:     cleanupJSON{deleted, purged, left},
 		Broken:      []problemJSON{},
@@ -321,7 +323,7 @@ func newCheckOutput(rep *conformcheck.Report, f *checkFlags, c *conn, prefix str
 		if e.Advanced {
 			how = "clock advanced"
 		}
-		o.Expiry = &expiryJSON{ms(e.TTL), ms(e.Effective), ms(e.Min), ms(e.Max), ms(e.Early), ms(e.Late), e.Advanced}
+		o.Expiry = &expiryJSON{output.Ms(e.TTL), output.Ms(e.Effective), output.Ms(e.Min), output.Ms(e.Max), output.Ms(e.Early), output.Ms(e.Late), e.Advanced}
 		early.MeasuredMS, late.MeasuredMS = msp(e.Early), msp(e.Late)
 		early.measured = fmt.Sprintf("%v early (ttl %v, %s)", e.Early.Round(time.Millisecond), e.Effective, how)
 		late.measured = fmt.Sprintf("%v late", e.Late.Round(time.Millisecond))
@@ -357,10 +359,10 @@ func newCheckOutput(rep *conformcheck.Report, f *checkFlags, c *conn, prefix str
 	o.Promises = append(o.Promises, fleet)
 
 	for _, rt := range rep.RoundTrips() {
-		o.RoundTrips = append(o.RoundTrips, roundTrip{Op: rt.Op, N: rt.N, P50MS: ms(rt.P50), P99MS: ms(rt.P99)})
+		o.RoundTrips = append(o.RoundTrips, roundTrip{Op: rt.Op, N: rt.N, P50MS: output.Ms(rt.P50), P99MS: output.Ms(rt.P99)})
 	}
 	skew := f.bf.clockSkew
-	o.Margin = marginJSON{ClockSkewMS: ms(skew), NeededMS: ms(rep.TTLMarginFor(skew)), DeclaredModelMS: ms(m.RequiredMargin(skew))}
+	o.Margin = marginJSON{ClockSkewMS: output.Ms(skew), NeededMS: output.Ms(rep.TTLMarginFor(skew)), DeclaredModelMS: output.Ms(m.RequiredMargin(skew))}
 	o.OK = len(o.Broken) == 0 && !timedOut
 	for _, c := range o.Cases {
 		// An inconclusive check has not passed: run check again.

@@ -1,9 +1,6 @@
 package main
 
 import (
-	"encoding/json"
-	"io"
-	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -26,26 +23,6 @@ func completeFlags(cmd *cobra.Command) {
 			_ = cmd.RegisterFlagCompletionFunc(name, fixed(values...))
 		}
 	}
-}
-
-// writeJSON writes v as indented JSON: the one JSON style of every command
-// (durations in milliseconds with "_ms" in the field name, null for not
-// applicable, prose only in "message", "note", "detail" or "notes").
-func writeJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
-}
-
-// isTerminal reports whether w is a terminal (a character device), for
-// progress that only a person watching should see.
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
 
 // wrap fills text into lines of at most width characters, ending in a

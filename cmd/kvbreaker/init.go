@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/kvbreaker/kvbreaker/cmd/kvbreaker/internal/output"
 )
 
 // initLong is init's --help: what init creates (each backend's creates)
@@ -109,7 +111,7 @@ func runInit(ctx context.Context, f *initFlags, stdout, stderr io.Writer) error 
 		}
 	}
 	if f.format == "json" {
-		return writeJSON(stdout, out)
+		return output.JSON(stdout, out)
 	}
 	fmt.Fprintln(stdout, out.Message)
 	return nil

@@ -12,6 +12,8 @@ import (
 
 	"github.com/kvbreaker/kvbreaker"
 	"github.com/kvbreaker/kvbreaker/driver"
+
+	"github.com/kvbreaker/kvbreaker/cmd/kvbreaker/internal/output"
 )
 
 var inspectLong = `Shows the circuit of one remote host as the fleet stores it: state (closed,
@@ -379,7 +381,7 @@ func runInspect(ctx context.Context, s *storeFlags, args []string, stdout, stder
 		}
 	}
 	if s.format == "json" {
-		err = writeJSON(stdout, out)
+		err = output.JSON(stdout, out)
 	} else {
 		out.writeTable(stdout)
 	}
@@ -443,7 +445,7 @@ func runReset(ctx context.Context, s *storeFlags, yes bool, args []string, stdou
 		if readErr != nil {
 			msg = strp(readErr.Error())
 		}
-		return writeJSON(stdout, struct {
+		return output.JSON(stdout, struct {
 			Host   string `json:"host"`
 			Before string `json:"state_before"`
 			After  string `json:"state"`

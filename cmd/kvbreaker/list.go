@@ -13,6 +13,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/kvbreaker/kvbreaker/driver"
+
+	"github.com/kvbreaker/kvbreaker/cmd/kvbreaker/internal/output"
 )
 
 var listLong = `Lists the hosts that have a record under --prefix, with their state, the
@@ -239,7 +241,7 @@ func runList(ctx context.Context, f *listFlags, stdout, stderr io.Writer) error 
 		}
 	}
 	if f.format == "json" {
-		if err := writeJSON(stdout, out); err != nil {
+		if err := output.JSON(stdout, out); err != nil {
 			return err
 		}
 	} else {

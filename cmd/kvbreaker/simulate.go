@@ -5,6 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/kvbreaker/kvbreaker/cmd/kvbreaker/internal/output"
 	"github.com/kvbreaker/kvbreaker/cmd/kvbreaker/internal/simulate"
 )
 
@@ -13,7 +14,7 @@ import (
 func newSimulateCmd() *cobra.Command {
 	// The progress line goes where every command's would: a terminal as
 	// the command recognises one.
-	f := simulate.Flags{Terminal: isTerminal}
+	f := simulate.Flags{Terminal: output.IsTerminal}
 	cmd := &cobra.Command{
 		Use:     "simulate [flags]",
 		Short:   "replay hours of fleet traffic in seconds and compare breaker models",

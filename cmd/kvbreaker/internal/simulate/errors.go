@@ -1,11 +1,7 @@
 package simulate
 
 import (
-	"encoding/json"
 	"fmt"
-	"io"
-	"os"
-	"time"
 )
 
 // UsageError is a bad flag value: the command exits 2 with a hint to its
@@ -24,25 +20,3 @@ func checkFormat(format string) error {
 	}
 	return nil
 }
-
-// writeJSON writes v as indented JSON, the style of every command's
-// --format json.
-func writeJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
-}
-
-// isTerminal reports whether w is a terminal (a character device): the
-// progress line is for a person watching, not for a log or a pipe.
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
-}
-
-// ms is d in milliseconds, the unit of every duration in the JSON.
-func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

@@ -19,6 +19,8 @@ import (
 
 	"github.com/kvbreaker/kvbreaker"
 	"github.com/kvbreaker/kvbreaker/internal/sim"
+
+	"github.com/kvbreaker/kvbreaker/cmd/kvbreaker/internal/output"
 )
 
 // Long is the command's description, before Footer in its help.
@@ -228,7 +230,7 @@ func Run(f *Flags, stdout, stderr io.Writer) error {
 		if err != nil {
 			return err
 		}
-		return writeJSON(stdout, out)
+		return output.JSON(stdout, out)
 	}
 	writeTable(stdout, rep, elapsed)
 	return nil
@@ -240,7 +242,7 @@ func Run(f *Flags, stdout, stderr io.Writer) error {
 var (
 	progressAfter = 2 * time.Second
 	progressTick  = time.Second
-	progressTTY   = isTerminal
+	progressTTY   = output.IsTerminal
 )
 
 // simProgress starts the progress line for s's run on w, if tty says w is
@@ -305,13 +307,13 @@ func simulateJSON(rep *sim.Report, s sim.Scenario, elapsed time.Duration) (map[s
 	}
 	delete(m, "duration")
 	delete(m, "quiet")
-	m["duration_ms"] = ms(s.Duration)
-	m["quiet_ms"] = ms(s.Quiet)
+	m["duration_ms"] = output.Ms(s.Duration)
+	m["quiet_ms"] = output.Ms(s.Quiet)
 	m["store_ttl_ms"] = nil
 	if s.StoreTTL > 0 {
-		m["store_ttl_ms"] = ms(s.StoreTTL)
+		m["store_ttl_ms"] = output.Ms(s.StoreTTL)
 	}
-	m["wall_ms"] = ms(elapsed)
+	m["wall_ms"] = output.Ms(elapsed)
 	models, _ := m["models"].([]any)
 	for _, x := range models {
 		mm, ok := x.(map[string]any)
@@ -326,7 +328,7 @@ func simulateJSON(rep *sim.Report, s sim.Scenario, elapsed time.Duration) (map[s
 			if err != nil {
 				return nil, fmt.Errorf("simulate: model %v: state TTL %q: %w", mm["model"], st, err)
 			}
-			mm["state_ttl_ms"] = ms(d)
+			mm["state_ttl_ms"] = output.Ms(d)
 		}
 		delete(mm, "state_ttl")
 		refused, _ := mm["refused"].(string)
@@ -347,7 +349,7 @@ func simulateJSON(rep *sim.Report, s sim.Scenario, elapsed time.Duration) (map[s
 				if err != nil {
 					return nil, fmt.Errorf("simulate: cache staleness %q: %w", st, err)
 				}
-				c["staleness_ms"] = ms(d)
+				c["staleness_ms"] = output.Ms(d)
 				delete(c, "staleness")
 			}
 		}
@@ -357,7 +359,7 @@ func simulateJSON(rep *sim.Report, s sim.Scenario, elapsed time.Duration) (map[s
 				if err != nil {
 					return nil, fmt.Errorf("simulate: mirror delay %q: %w", st, err)
 				}
-				c["delay_ms"] = ms(d)
+				c["delay_ms"] = output.Ms(d)
 				delete(c, "delay")
 			}
 		}
