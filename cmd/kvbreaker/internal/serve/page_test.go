@@ -224,9 +224,15 @@ func TestStatusPage(t *testing.T) {
 	}
 	screenshots(t, ctx, "status-page")
 
-	// Reset by keyboard: focus the row's button, press Enter.
+	// Reset by keyboard: focus the row's button, press Enter. The focus is
+	// given in the page, in one evaluation: the page redraws its table on
+	// every poll, so a node devtools found may be gone when it is used
+	// (the redraw keeps the focus on the new button of the same host).
+	focused, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`((b) => { b.focus(); return document.activeElement === b; })(document.querySelector('button[data-host="page.example"]'))`))
+	if err != nil || !focused {
+		t.Fatalf("focusing the row's Reset button: %v, %v", focused, err)
+	}
 	if err := chromedp.Do(ctx,
-		chromedp.Focus(chromedp.CSS(`button[data-host="page.example"]`)),
 		chromedp.KeyEvent("\r"),
 		chromedp.WaitNotPresent(row),
 	); err != nil {
