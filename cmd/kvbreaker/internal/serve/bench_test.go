@@ -1,15 +1,22 @@
 package serve
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/exec"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -101,32 +108,216 @@ func decideLoopback(b *testing.B, clients int) {
 // returns a call that asks it, over loopback HTTP/1.1 keep-alive
 // connections (at most conns of them), about the i-th of benchHosts.
 func loopbackDecider(b *testing.B, conns int) func(i int) error {
+	return startLoopback(b, conns).decide
+}
+
+// loopback is serve in this process behind a loopback listener, or in a
+// child process (child), and a net/http client that asks it.
+type loopback struct {
+	url    string
+	client *http.Client
+	bodies []string
+	// In this process: the connections the server accepted, and each
+	// request's time in the server's handler.
+	accepted atomic.Int64
+	handler  recorder
+	// In a child process: its counts (GET /bench/stats).
+	child bool
+}
+
+func startLoopback(b *testing.B, conns int) *loopback {
 	srv, err := New(Config{Breaker: benchBreaker(b), Tokens: []Token{NewToken("bench", PermDecide, tokWorker)}})
 	if err != nil {
 		b.Fatal(err)
 	}
-	hs := httptest.NewServer(srv.Handler())
-	b.Cleanup(hs.Close)
-	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: conns, MaxConnsPerHost: conns}}
-	b.Cleanup(client.CloseIdleConnections)
-	bodies := make([]string, len(benchHosts))
-	for i, h := range benchHosts {
-		bodies[i] = `{"deliveries":[{"host":"` + h + `"}]}`
+	lb := &loopback{}
+	hs := httptest.NewUnstartedServer(lb.handler.timing(srv.Handler()))
+	hs.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			lb.accepted.Add(1)
+		}
 	}
-	return func(i int) error {
-		req, _ := http.NewRequest("POST", hs.URL+"/v1/decide", strings.NewReader(bodies[i%len(bodies)]))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Authorization", "Bearer "+tokWorker)
-		resp, err := client.Do(req)
-		if err != nil {
-			return err
+	hs.Start()
+	b.Cleanup(hs.Close)
+	lb.url = hs.URL
+	lb.dial(b, conns)
+	return lb
+}
+
+func (lb *loopback) dial(b *testing.B, conns int) {
+	lb.client = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: conns, MaxConnsPerHost: conns}}
+	b.Cleanup(lb.client.CloseIdleConnections)
+	lb.bodies = make([]string, len(benchHosts))
+	for i, h := range benchHosts {
+		lb.bodies[i] = `{"deliveries":[{"host":"` + h + `"}]}`
+	}
+}
+
+func (lb *loopback) decide(i int) error {
+	req, _ := http.NewRequest("POST", lb.url+"/v1/decide", strings.NewReader(lb.bodies[i%len(lb.bodies)]))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+tokWorker)
+	resp, err := lb.client.Do(req)
+	if err != nil {
+		return err
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("POST /v1/decide: status %d, want 200", resp.StatusCode)
+	}
+	return nil
+}
+
+// serverStats is what the server counted: connections accepted,
+// requests, the quantiles of their time in the handler, and (in a child
+// process) its heap allocations.
+type serverStats struct {
+	Accepted int64  `json:"accepted"`
+	Requests int64  `json:"requests"`
+	P50      int64  `json:"p50_ns"`
+	P99      int64  `json:"p99_ns"`
+	P999     int64  `json:"p999_ns"`
+	Mallocs  uint64 `json:"mallocs"`
+	Bytes    uint64 `json:"bytes"`
+}
+
+// stats reads the server's counts; reset starts its handler times anew.
+func (lb *loopback) stats(b *testing.B, reset bool) serverStats {
+	if !lb.child {
+		st := lb.handler.stats(reset)
+		st.Accepted = lb.accepted.Load()
+		return st
+	}
+	u := lb.url + "/bench/stats"
+	if reset {
+		u += "?reset=1"
+	}
+	resp, err := lb.client.Get(u)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var st serverStats
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+		b.Fatal(err)
+	}
+	return st
+}
+
+// recorder keeps the durations of the requests a handler served.
+type recorder struct {
+	mu sync.Mutex
+	d  []time.Duration
+}
+
+// timing wraps h so that each request's time in it is recorded.
+func (r *recorder) timing(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		start := time.Now()
+		h.ServeHTTP(w, req)
+		d := time.Since(start)
+		r.mu.Lock()
+		r.d = append(r.d, d)
+		r.mu.Unlock()
+	})
+}
+
+func (r *recorder) stats(reset bool) serverStats {
+	r.mu.Lock()
+	d := slices.Clone(r.d)
+	if reset {
+		r.d = r.d[:0]
+	}
+	r.mu.Unlock()
+	slices.Sort(d)
+	return serverStats{Requests: int64(len(d)), P50: int64(quantile(d, 0.5)), P99: int64(quantile(d, 0.99)), P999: int64(quantile(d, 0.999))}
+}
+
+// childEnv names the variable that makes TestServeChild a server.
+const childEnv = "KVBREAKER_SERVE_BENCH_CHILD"
+
+// startChild runs serve in a child process (this test binary, as
+// TestServeChild), so that the benchmark's clients and the server each
+// have the runtime to themselves, as workers and serve do in a fleet;
+// the two processes still share the machine's CPUs.
+func startChild(b *testing.B, conns int) *loopback {
+	cmd := exec.Command(os.Args[0], "-test.run=^TestServeChild$")
+	cmd.Env = append(os.Environ(), childEnv+"=1")
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		stdin.Close() // the child stops at its stdin's end
+		if err := cmd.Wait(); err != nil {
+			b.Errorf("serve's child process: %v", err)
 		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("POST /v1/decide: status %d, want 200", resp.StatusCode)
+	})
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		b.Fatalf("serve's child process printed no address: %v", err)
+	}
+	lb := &loopback{url: "http://" + strings.TrimSpace(line), child: true}
+	lb.dial(b, conns)
+	return lb
+}
+
+// TestServeChild is serve in startChild's child process: it prints its
+// address, serves until its stdin ends, and answers GET /bench/stats
+// with its counts (heap allocations from runtime.MemStats). Without
+// childEnv it skips.
+func TestServeChild(t *testing.T) {
+	if os.Getenv(childEnv) != "1" {
+		t.Skip("the benchmarks' child process; runs only under " + childEnv + "=1")
+	}
+	br, err := kvbreaker.New(memory.New(), kvbreaker.Settings{SkipClockCheck: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer br.Close(context.Background())
+	srv, err := New(Config{Breaker: br, Tokens: []Token{NewToken("bench", PermDecide, tokWorker)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec recorder
+	var accepted atomic.Int64
+	mux := http.NewServeMux()
+	mux.Handle("/", rec.timing(srv.Handler()))
+	mux.HandleFunc("GET /bench/stats", func(w http.ResponseWriter, req *http.Request) {
+		st := rec.stats(req.URL.Query().Get("reset") == "1")
+		st.Accepted = accepted.Load()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		st.Mallocs, st.Bytes = ms.Mallocs, ms.TotalAlloc
+		_ = json.NewEncoder(w).Encode(st)
+	})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := &http.Server{Handler: mux, ConnState: func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			accepted.Add(1)
 		}
-		return nil
+	}}
+	done := make(chan error, 1)
+	go func() { done <- hs.Serve(ln) }()
+	fmt.Println(ln.Addr())
+	_, _ = io.Copy(io.Discard, os.Stdin)
+	if err := hs.Shutdown(context.Background()); err != nil {
+		t.Error(err)
+	}
+	if err := <-done; err != http.ErrServerClosed {
+		t.Error(err)
 	}
 }
 

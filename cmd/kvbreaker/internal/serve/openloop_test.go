@@ -2,6 +2,7 @@ package serve
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -39,21 +40,29 @@ var openRates = []float64{10, 50, 100, 200, 400}
 // them, and decisions/s is the rate achieved, against the offered
 // 64 × rate.
 func BenchmarkDecideOpenLoop(b *testing.B) {
-	for _, target := range []string{"allow", "serve"} {
-		for _, rate := range openRates {
-			b.Run(fmt.Sprintf("target=%s/rate=%g", target, rate), func(b *testing.B) {
-				var one func(int) error
-				if target == "serve" {
-					one = loopbackDecider(b, openClients)
-				} else {
-					br := benchBreaker(b)
-					one = func(i int) error {
-						_, err := br.Allow(context.Background(), benchHosts[i%len(benchHosts)], time.Time{})
-						return err
+	for _, target := range []string{"allow", "serve", "child"} {
+		for _, w := range waiters {
+			for _, rate := range openRates {
+				b.Run(fmt.Sprintf("target=%s/wait=%s/rate=%g", target, w.name, rate), func(b *testing.B) {
+					var one func(int) error
+					var lb *loopback
+					switch target {
+					case "serve":
+						lb = startLoopback(b, openClients)
+						one = lb.decide
+					case "child":
+						lb = startChild(b, openClients)
+						one = lb.decide
+					default:
+						br := benchBreaker(b)
+						one = func(i int) error {
+							_, err := br.Allow(context.Background(), benchHosts[i%len(benchHosts)], time.Time{})
+							return err
+						}
 					}
-				}
-				runOpenLoop(b, rate, one)
-			})
+					runOpenLoop(b, rate, w.new, one, lb)
+				})
+			}
 		}
 	}
 }
@@ -61,6 +70,7 @@ func BenchmarkDecideOpenLoop(b *testing.B) {
 // openResult is what one open-loop run measured.
 type openResult struct {
 	lat   []time.Duration // from each scheduled arrival to its answer
+	late  []time.Duration // how late a wait returned, when it waited
 	start time.Time       // the schedule's start
 	last  time.Time       // the last scheduled arrival
 	end   time.Time       // the last answer
@@ -69,13 +79,22 @@ type openResult struct {
 // openLoop sends per decisions from each of clients goroutines at a mean
 // rate a second each, Poisson arrivals, and measures each from its
 // scheduled arrival, which wait waits for. Every client first calls one
-// once, unmeasured, so connections are open before the schedule starts.
-func openLoop(ctx context.Context, clients, per int, rate float64, wait func(time.Time), one func(i int) error) (openResult, error) {
+// once, unmeasured and all at once, so connections are open before the
+// schedule starts; warmed runs then.
+func openLoop(ctx context.Context, clients, per int, rate float64, newWait func() (func(time.Time), func()), one func(i int) error, warmed func()) (openResult, error) {
+	// The warm-up's calls are all in flight at once, so that each client
+	// has a connection of its own before the schedule starts, as a
+	// fleet's workers do, rather than dialling within it.
+	warm := make([]error, clients)
+	var ready sync.WaitGroup
 	for c := range clients {
-		if err := one(c); err != nil {
-			return openResult{}, fmt.Errorf("warm-up: %w", err)
-		}
+		ready.Go(func() { warm[c] = one(c) })
 	}
+	ready.Wait()
+	if err := errors.Join(warm...); err != nil {
+		return openResult{}, fmt.Errorf("warm-up: %w", err)
+	}
+	warmed()
 	var (
 		mu     sync.Mutex
 		res    openResult
@@ -88,16 +107,22 @@ func openLoop(ctx context.Context, clients, per int, rate float64, wait func(tim
 	// when its goroutine starts.
 	res.start = time.Now().Add(10 * time.Millisecond)
 	for c := range clients {
+		wait, stop := newWait()
 		wg.Go(func() {
+			defer stop()
 			r := rand.New(rand.NewPCG(uint64(c), 40))
 			lat := make([]time.Duration, 0, per)
+			late := make([]time.Duration, 0, per)
 			next := res.start
 			for i := range per {
 				if ctx.Err() != nil {
 					break
 				}
 				next = next.Add(time.Duration(r.ExpFloat64() * mean))
-				wait(next)
+				if time.Until(next) > 0 {
+					wait(next)
+					late = append(late, time.Since(next))
+				}
 				if err := one(c*per + i); err != nil {
 					mu.Lock()
 					failed = err
@@ -108,6 +133,7 @@ func openLoop(ctx context.Context, clients, per int, rate float64, wait func(tim
 			}
 			mu.Lock()
 			res.lat = append(res.lat, lat...)
+			res.late = append(res.late, late...)
 			if next.After(res.last) {
 				res.last = next
 			}
@@ -120,6 +146,7 @@ func openLoop(ctx context.Context, clients, per int, rate float64, wait func(tim
 		return res, failed
 	}
 	slices.Sort(res.lat)
+	slices.Sort(res.late)
 	return res, nil
 }
 
@@ -132,16 +159,36 @@ func quantile(sorted []time.Duration, q float64) time.Duration {
 	return sorted[min(max(i, 0), len(sorted)-1)]
 }
 
-func runOpenLoop(b *testing.B, rate float64, one func(i int) error) {
+// runOpenLoop runs the open loop with b.N decisions and reports them;
+// lb, when the target is serve, adds what the server counted.
+func runOpenLoop(b *testing.B, rate float64, newWait func() (func(time.Time), func()), one func(i int) error, lb *loopback) {
 	per := max((b.N+openClients-1)/openClients, 1)
+	µs := func(d time.Duration) float64 { return float64(d) / 1e3 }
+	var before serverStats
+	warm := func() {
+		if lb != nil {
+			before = lb.stats(b, true)
+		}
+	}
 	b.ReportAllocs()
 	b.ResetTimer()
-	res, err := openLoop(b.Context(), openClients, per, rate, waitUntil, one)
+	res, err := openLoop(b.Context(), openClients, per, rate, newWait, one, warm)
 	b.StopTimer()
 	if err != nil {
 		b.Fatal(err)
 	}
-	µs := func(d time.Duration) float64 { return float64(d) / 1e3 }
+	if lb != nil {
+		after := lb.stats(b, false)
+		n := float64(after.Requests)
+		b.ReportMetric(µs(time.Duration(after.P99)), "handler-p99-µs")
+		b.ReportMetric(µs(time.Duration(after.P999)), "handler-p99.9-µs")
+		b.ReportMetric(float64(after.Accepted-before.Accepted), "dials")
+		if lb.child && n > 0 {
+			b.ReportMetric(float64(after.Mallocs-before.Mallocs)/n, "server-allocs/op")
+			b.ReportMetric(float64(after.Bytes-before.Bytes)/n, "server-B/op")
+		}
+	}
+	b.ReportMetric(µs(quantile(res.late, 0.99)), "wake-p99-µs")
 	b.ReportMetric(µs(quantile(res.lat, 0.50)), "p50-µs")
 	b.ReportMetric(µs(quantile(res.lat, 0.99)), "p99-µs")
 	b.ReportMetric(µs(quantile(res.lat, 0.999)), "p99.9-µs")
@@ -163,19 +210,19 @@ func TestOpenLoopCountsQueueing(t *testing.T) {
 	const clients, per, rate = 4, 50, 100.0
 	const stall = 200 * time.Millisecond
 	synctest.Test(t, func(t *testing.T) {
-		res, err := openLoop(t.Context(), clients, per, rate, func(at time.Time) { time.Sleep(time.Until(at)) }, func(int) error { return nil })
+		res, err := openLoop(t.Context(), clients, per, rate, sleepWait, func(int) error { return nil }, func() {})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if len(res.lat) != clients*per || res.lat[len(res.lat)-1] != 0 {
 			t.Fatalf("%d decisions, the slowest %v: want %d, all 0 (no time passes in a call)", len(res.lat), res.lat[len(res.lat)-1], clients*per)
 		}
-		res, err = openLoop(t.Context(), clients, per, rate, func(at time.Time) { time.Sleep(time.Until(at)) }, func(i int) error {
+		res, err = openLoop(t.Context(), clients, per, rate, sleepWait, func(i int) error {
 			if i == per/2+clients { // client 0's, after the warm-up's i < clients
 				time.Sleep(stall)
 			}
 			return nil
-		})
+		}, func() {})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -186,4 +233,17 @@ func TestOpenLoopCountsQueueing(t *testing.T) {
 			t.Fatalf("the slowest %v, %d at ≥ %v: want ≥ %v and ≥ 5 (the stall counted from each arrival it delays)", res.lat[len(res.lat)-1], slow, stall/4, stall)
 		}
 	})
+}
+
+// waiter is a way for an open-loop client to wait for its next arrival:
+// new makes one client's wait and what releases it.
+type waiter struct {
+	name string
+	new  func() (wait func(time.Time), stop func())
+}
+
+// sleepWait waits with the runtime's timers, which an idle process's
+// poller wakes on whole milliseconds.
+func sleepWait() (func(time.Time), func()) {
+	return func(t time.Time) { time.Sleep(time.Until(t)) }, func() {}
 }

@@ -2,7 +2,5 @@
 
 package serve
 
-import "time"
-
-// waitUntil returns at t or soon after (the runtime's timer resolution).
-func waitUntil(t time.Time) { time.Sleep(time.Until(t)) }
+// waiters are the ways the open loop's clients can wait for an arrival.
+var waiters = []waiter{{"sleep", sleepWait}}
