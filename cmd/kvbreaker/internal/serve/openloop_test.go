@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"runtime/trace"
 	"slices"
 	"sort"
 	"sync"
@@ -28,17 +29,26 @@ var openRates = []float64{10, 50, 100, 200, 400}
 
 // BenchmarkDecideOpenLoop: 64 clients each ask for decisions at a fixed
 // mean rate, arrivals a Poisson process per client (exponential gaps
-// from a seeded generator), through serve over loopback (target=serve)
-// and by Breaker.Allow in the same process (target=allow, which measures
-// the harness itself: its wake-up delay and the scheduling of 64
-// goroutines on the machine's CPUs). A client whose previous decision
-// is still in flight at its next arrival sends when that one is
-// answered, and every latency runs from the scheduled arrival, so a
-// slow answer counts against every arrival it delays rather than
-// hiding them (no coordinated omission). b.N is the number of
-// decisions over all clients; p50, p99 and p99.9 are over every one of
-// them, and decisions/s is the rate achieved, against the offered
-// 64 × rate.
+// from a seeded generator), through serve over loopback in this process
+// (target=serve), through serve in a child process (target=child: the
+// clients' runtime and the server's apart, as a fleet's workers and
+// serve are), and by Breaker.Allow in the same process (target=allow,
+// which measures the harness itself: its wake-up delay and the
+// scheduling of 64 goroutines on the machine's CPUs). wait= is how a
+// client waits for its next arrival (waiters): timerfd is the one to
+// measure with; nanosleep and sleep show what the others cost. A client
+// whose previous decision is still in flight at its next arrival sends
+// when that one is answered, and every latency runs from the scheduled
+// arrival, so a slow answer counts against every arrival it delays
+// rather than hiding them (no coordinated omission). b.N is the number
+// of decisions over all clients; p50, p99 and p99.9 are over every one
+// of them, and decisions/s is the rate achieved, against the offered
+// 64 × rate. wake-p99 is how late the waits returned (the harness's own
+// delay, in every latency); for serve, handler-p99 is the time in the
+// server's handler (reading the body, deciding, writing the answer),
+// dials the connections the server accepted during the schedule, and
+// for the child server-allocs/op and server-B/op its heap allocations
+// per request (runtime.MemStats).
 func BenchmarkDecideOpenLoop(b *testing.B) {
 	for _, target := range []string{"allow", "serve", "child"} {
 		for _, w := range waiters {
@@ -123,7 +133,12 @@ func openLoop(ctx context.Context, clients, per int, rate float64, newWait func(
 					wait(next)
 					late = append(late, time.Since(next))
 				}
-				if err := one(c*per + i); err != nil {
+				// A region in a runtime trace (-test.trace) for each
+				// call, so a trace's decisions can be told apart.
+				region := trace.StartRegion(ctx, "decision")
+				err := one(c*per + i)
+				region.End()
+				if err != nil {
 					mu.Lock()
 					failed = err
 					mu.Unlock()
