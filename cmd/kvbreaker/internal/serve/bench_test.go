@@ -180,6 +180,7 @@ type serverStats struct {
 	P999     int64  `json:"p999_ns"`
 	Mallocs  uint64 `json:"mallocs"`
 	Bytes    uint64 `json:"bytes"`
+	CPU      int64  `json:"cpu_ns"`
 }
 
 // stats reads the server's counts; reset starts its handler times anew.
@@ -298,6 +299,7 @@ func TestServeChild(t *testing.T) {
 		var ms runtime.MemStats
 		runtime.ReadMemStats(&ms)
 		st.Mallocs, st.Bytes = ms.Mallocs, ms.TotalAlloc
+		st.CPU = int64(processCPU())
 		_ = json.NewEncoder(w).Encode(st)
 	})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

@@ -43,7 +43,9 @@ var openRates = []float64{10, 50, 100, 200, 400}
 // rather than hiding them (no coordinated omission). b.N is the number
 // of decisions over all clients; p50, p99 and p99.9 are over every one
 // of them, and decisions/s is the rate achieved, against the offered
-// 64 × rate. wake-p99 is how late the waits returned (the harness's own
+// 64 × rate. cpu-µs/op is this process's CPU time (user and system) per
+// decision during the schedule, and for the child server-cpu-µs/op the
+// child's. wake-p99 is how late the waits returned (the harness's own
 // delay, in every latency); for serve, handler-p99 is the time in the
 // server's handler (reading the body, deciding, writing the answer),
 // dials the connections the server accepted during the schedule, and
@@ -180,17 +182,23 @@ func runOpenLoop(b *testing.B, rate float64, newWait func() (func(time.Time), fu
 	per := max((b.N+openClients-1)/openClients, 1)
 	µs := func(d time.Duration) float64 { return float64(d) / 1e3 }
 	var before serverStats
+	var cpu time.Duration
 	warm := func() {
 		if lb != nil {
 			before = lb.stats(b, true)
 		}
+		cpu = processCPU()
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
 	res, err := openLoop(b.Context(), openClients, per, rate, newWait, one, warm)
 	b.StopTimer()
+	cpu = processCPU() - cpu
 	if err != nil {
 		b.Fatal(err)
+	}
+	if n := len(res.lat); n > 0 && cpu > 0 {
+		b.ReportMetric(µs(cpu)/float64(n), "cpu-µs/op")
 	}
 	if lb != nil {
 		after := lb.stats(b, false)
@@ -201,6 +209,7 @@ func runOpenLoop(b *testing.B, rate float64, newWait func() (func(time.Time), fu
 		if lb.child && n > 0 {
 			b.ReportMetric(float64(after.Mallocs-before.Mallocs)/n, "server-allocs/op")
 			b.ReportMetric(float64(after.Bytes-before.Bytes)/n, "server-B/op")
+			b.ReportMetric(µs(time.Duration(after.CPU-before.CPU))/n, "server-cpu-µs/op")
 		}
 	}
 	b.ReportMetric(µs(quantile(res.late, 0.99)), "wake-p99-µs")

@@ -134,3 +134,12 @@ func TestTimerfdWaitHoldsNoThread(t *testing.T) {
 		t.Fatalf("the check saw at most %d goroutines in system calls while %d were in nanosleep: it cannot tell a wait that holds a thread", seen, n)
 	}
 }
+
+// processCPU is the CPU time (user and system) this process has used.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
