@@ -68,3 +68,35 @@ func testDemandFleet(t *testing.T, m FeedModel) {
 		t.Errorf("an idle fleet of 8: %+v, want its sessions and their first beats (%d) only", idle, first)
 	}
 }
+
+// TestDemandFleetCommits: on a store whose every change would date the
+// feeds (DemandFleet.Commit), a fleet that writes more often than the
+// heartbeat needs no beat while it decides; the control, the same calls
+// without the writes, beats. A feed whose beat serves its sender alone
+// takes nothing from the writes.
+func TestDemandFleetCommits(t *testing.T) {
+	const hb, delay = 750 * time.Millisecond, 5 * time.Millisecond
+	start := time.Unix(0, 0)
+	run := func(m FeedModel, writes bool) FeedUse {
+		f := NewDemandFleet(m, 8, hb, delay, start)
+		for i := range 10_000 {
+			at := start.Add(time.Duration(i) * 10 * time.Millisecond)
+			if writes && i%20 == 0 {
+				f.Commit(at)
+			}
+			f.Call(i%8, at)
+		}
+		return f.Use
+	}
+	pg := FeedModels["postgres"]
+	if u := run(pg, true); u.FleetBeats != 0 {
+		t.Errorf("%d beats by a fleet whose writes, every 200 ms, dated its feeds", u.FleetBeats)
+	}
+	if u := run(pg, false); u.FleetBeats == 0 {
+		t.Error("control: the fleet without its writes sent no beat")
+	}
+	etcd := FeedModels["etcd"]
+	if with, without := run(etcd, true), run(etcd, false); with != without {
+		t.Errorf("a feed whose beat serves its sender alone: %+v with the writes, %+v without", with, without)
+	}
+}

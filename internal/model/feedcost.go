@@ -365,6 +365,19 @@ func (f *DemandFleet) sample(proc int, t time.Time) {
 	}
 }
 
+// Commit is a commit at t (in time order with the calls) on a store
+// whose every change carried the server's clock: it would reach every
+// process delay later and date its feed as a beat does, each follower
+// converting it with its clock sample. No store does this today; it
+// costs what such a feed would save (see internal/sim's what-ifs). A
+// feed that beats for its own process alone (PerProcess) ignores it.
+func (f *DemandFleet) Commit(t time.Time) {
+	if f.d.PerProcess {
+		return
+	}
+	f.pending = append(f.pending, demandBeat{at: t, arrives: t.Add(f.delay), proc: -1})
+}
+
 // Call is a call of proc at t (the calls in time order).
 func (f *DemandFleet) Call(proc int, t time.Time) {
 	for q, c := range f.ownCheck {
