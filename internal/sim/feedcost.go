@@ -120,6 +120,9 @@ type whatIf struct {
 	// ownReadsSkipped: a change names the version written, so a mirror
 	// holding it (its own write) reads nothing.
 	ownReadsSkipped bool
+	// values: a change carries the record, so no read follows a Stale
+	// (a feed of values).
+	values bool
 	// only: the stores it applies to (nil: every store whose fleet
 	// shares its beats).
 	only []string
@@ -128,8 +131,9 @@ type whatIf struct {
 var whatIfs = []whatIf{
 	{name: "asked at 7/8 of MirrorStaleness", heartbeat: kvbreaker.DefaultMirrorStaleness * 7 / 8},
 	{name: "own writes' Stale not read (the version in each change)", heartbeat: demandHeartbeat, ownReadsSkipped: true},
+	{name: "the record in each change (no read after a Stale)", heartbeat: demandHeartbeat, values: true, only: []string{"postgres"}},
 	{name: "every change dated by the server (a beat)", heartbeat: demandHeartbeat, writesDate: true, only: []string{"postgres"}},
-	{name: "the three together", heartbeat: kvbreaker.DefaultMirrorStaleness * 7 / 8, writesDate: true, ownReadsSkipped: true, only: []string{"postgres"}},
+	{name: "the first, third and fourth together", heartbeat: kvbreaker.DefaultMirrorStaleness * 7 / 8, writesDate: true, values: true, only: []string{"postgres"}},
 	{name: "the first two together", heartbeat: kvbreaker.DefaultMirrorStaleness * 7 / 8, ownReadsSkipped: true, only: []string{"redis"}},
 	{name: "MirrorStaleness 2 s (a setting)", heartbeat: 2 * kvbreaker.DefaultMirrorStaleness * 3 / 4},
 }
@@ -156,7 +160,7 @@ func (r *runner) whatIfs(store string, fm model.FeedModel, cost model.Cost, writ
 		// f.Use holds the sessions; cost the Breakers' requests and the
 		// reads after a Stale.
 		n := fm.Total(f.Use) + cost.Requests()
-		if !fm.Invalidations {
+		if !fm.Invalidations || w.values {
 			n -= cost.FeedReads
 		} else if w.ownReadsSkipped {
 			n -= cost.FeedReadsOwn
