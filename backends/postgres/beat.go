@@ -61,6 +61,10 @@ const sqlBeat = `SELECT pg_notify($1, 'b' || (extract(epoch FROM clock_timestamp
 // it converts to: the negative control of the arrival check.
 var acceptFutureBeats atomic.Bool
 
+// ignoreOwnBeatSamples, set by tests only, takes no sample from a beat of
+// the follower's own: the negative control of the samples it spares.
+var ignoreOwnBeatSamples atomic.Bool
+
 // beatCounts counts, over every feed of the process, the beats on demand
 // sent, the clock samples and the beats dropped as dated after their
 // arrival: what the feed cost model (internal/model) is held to against
@@ -166,7 +170,9 @@ func (d *demand) received(ctx context.Context, payload string, arrival time.Time
 		// that and before the arrival: a sample, which spares the
 		// follower one of its own while it sends beats.
 		at, d.sent = d.sent, time.Time{}
-		d.clk().Observe(at, time.UnixMicro(micros), arrival)
+		if !ignoreOwnBeatSamples.Load() {
+			d.clk().Observe(at, time.UnixMicro(micros), arrival)
+		}
 	} else {
 		var late bool
 		if at, late, err = d.clk().Date(ctx, time.UnixMicro(micros), arrival); err != nil {

@@ -138,11 +138,12 @@ func (b *beats) send(ctx context.Context) (usePing bool, err error) {
 	if !b.sent.IsZero() {
 		return false, nil
 	}
-	now := time.Now()
-	if err := b.clk().Refresh(ctx, now, false); err != nil {
+	if err := b.clk().Refresh(ctx, time.Now(), false); err != nil {
 		return false, err
 	}
-	// A lower bound of the server's clock as the PUBLISH runs.
+	// A lower bound of the server's clock as the PUBLISH runs (now read
+	// after any sample, which ServerAt moves on from).
+	now := time.Now()
 	tb := b.clk().ServerAt(now)
 	check := 0
 	if b.marker != "" && (b.checked.IsZero() || tb.Sub(b.checked) >= beatCheckEvery*b.f.hb) {
