@@ -14,6 +14,9 @@
 //   - [MergeRecords], [MergeRecordsFrom] and [RebaseOnDelete]: the record
 //     merging of a store without compare-and-swap that sees concurrent
 //     writes (Workers KV), which keeps every failure and restraint.
+//   - [BeatClock]: the dating of a feed's beats by the follower's own
+//     clock from the store's (driver.DemandFollower: PostgreSQL, Redis),
+//     as a lower bound, and the drop of a beat dated after its arrival.
 //
 // driver says what an adapter must do; adapter helps it do that. Neither
 // imports a backend or an SDK.

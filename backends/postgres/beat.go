@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/kvbreaker/kvbreaker/adapter"
 	"github.com/kvbreaker/kvbreaker/driver"
 )
 
@@ -28,16 +29,17 @@ var _ driver.DemandFollower = (*Store)(nil)
 // The beat is dated by the server as it runs: its payload is
 // "b<MICROS>:<SENDER>:<SEQ>", MICROS the server's clock_timestamp() in
 // microseconds since the Unix epoch, read inside the statement that
-// notifies, before it commits. Each receiver converts it to its own clock
-// with a sample of the server's clock (SampleClock) as a lower bound, as
-// the Redis adapter does with TIME: the sample read srv at a local instant
-// after s0, so the server read MICROS no earlier than s0 + (MICROS − srv),
-// less the drift allowed since the sample. Neither process's wall clock
-// takes part; one sample converts beats for beatSampleEvery. A beat that
-// converts to an instant after its own arrival cannot be a lower bound (a
-// clock stepped, a forged payload): it is dropped, after one fresh sample.
+// notifies, before it commits. Each receiver converts it to a lower bound
+// by its own clock with a sample of the server's clock (SELECT
+// clock_timestamp()), as the Redis adapter does with TIME, through
+// adapter.BeatClock: neither process's wall clock takes part; one sample
+// converts beats for beatSampleEvery. A beat that converts to an instant
+// after its own arrival cannot be a lower bound (a clock stepped, a forged
+// payload): it is dropped, after one fresh sample.
 // The sender dates its own beat by its own clock, the instant before it
-// sent the statement.
+// sent the statement; the beat's MICROS, read between that instant and
+// its arrival, then serves the sender as a sample (BeatClock.Observe), so
+// a follower samples only when it has sent no beat for beatSampleEvery.
 //
 // The trigger's payloads begin with 'k', '~' or '*', so a beat is never
 // taken for a change, and a follower that beats on its own ignores it.
@@ -59,14 +61,15 @@ const sqlBeat = `SELECT pg_notify($1, 'b' || (extract(epoch FROM clock_timestamp
 // it converts to: the negative control of the arrival check.
 var acceptFutureBeats atomic.Bool
 
+// ignoreOwnBeatSamples, set by tests only, takes no sample from a beat of
+// the follower's own: the negative control of the samples it spares.
+var ignoreOwnBeatSamples atomic.Bool
+
 // beatCounts counts, over every feed of the process, the beats on demand
 // sent, the clock samples and the beats dropped as dated after their
 // arrival: what the feed cost model (internal/model) is held to against
 // the server's own count.
 var beatCounts struct{ sent, samples, rejected atomic.Int64 }
-
-// drift is the drift allowed over d.
-func drift(d time.Duration) time.Duration { return d / 1_000_000 * beatDriftPPM }
 
 // demand is one session's beating on demand, on the session's goroutine.
 type demand struct {
@@ -77,9 +80,8 @@ type demand struct {
 	// another, so the first one's beat arrives before the others send.
 	last   time.Time
 	jitter time.Duration
-	// s0 is the local instant before the clock sample that answered srv;
-	// srv is zero until the first.
-	s0, srv time.Time
+	// clock converts others' beats (clk).
+	clock *adapter.BeatClock
 	// seq numbers the follower's beats; sent is when the one under way
 	// was sent (zero: none is).
 	seq  uint64
@@ -116,38 +118,36 @@ func (d *demand) overdue(now time.Time) error {
 	return nil
 }
 
-// sample reads the server's clock when the last sample is too old, or
-// when force is set.
-func (d *demand) sample(ctx context.Context, force bool) error {
-	if !force && !d.srv.IsZero() && time.Since(d.s0) < beatSampleEvery {
-		return nil
+// clk is the session's converter of others' beats, made on first use: a
+// sample of the server's clock serves beatSampleEvery.
+func (d *demand) clk() *adapter.BeatClock {
+	if d.clock == nil {
+		d.clock = &adapter.BeatClock{Sample: d.sample, Every: beatSampleEvery, Fresh: d.f.s.o.callTimeout,
+			DriftPPM: beatDriftPPM, Unit: time.Microsecond}
 	}
-	ctx, cancel := context.WithTimeout(ctx, d.f.s.o.callTimeout)
-	defer cancel()
-	// The connection first, then s0: a conversion is as loose as the span
-	// between s0 and the reading, which a connection dialled for it (the
-	// feed's own was taken out of the pool) would add to. One round trip
-	// (the simple protocol: no statement to prepare) then bounds it.
-	c, err := d.f.s.pool.Acquire(ctx)
-	if err != nil {
-		return fmt.Errorf("sample the server's clock: %w", err)
-	}
-	defer c.Release()
-	s0 := time.Now()
-	var srv time.Time
-	if err := c.QueryRow(ctx, sqlClock, pgx.QueryExecModeSimpleProtocol).Scan(&srv); err != nil {
-		return fmt.Errorf("sample the server's clock: %w", err)
-	}
-	d.s0, d.srv = s0, srv
-	beatCounts.samples.Add(1)
-	return nil
+	return d.clock
 }
 
-// convert turns tb, the server's clock when a beat ran, into a lower bound
-// of that instant by this process's clock (clock_timestamp() answers in
-// microseconds).
-func (d *demand) convert(tb, arrival time.Time) time.Time {
-	return d.s0.Add(tb.Sub(d.srv) - time.Microsecond - drift(arrival.Sub(d.s0)))
+// sample reads the server's clock (adapter.BeatClock.Sample).
+func (d *demand) sample(ctx context.Context) (before, srv, after time.Time, err error) {
+	ctx, cancel := context.WithTimeout(ctx, d.f.s.o.callTimeout)
+	defer cancel()
+	// The connection first, then before: a conversion is as loose as the
+	// span between before and the reading, which a connection dialled
+	// for it (the feed's own was taken out of the pool) would add to. One
+	// round trip (the simple protocol: no statement to prepare) then
+	// bounds it.
+	c, err := d.f.s.pool.Acquire(ctx)
+	if err != nil {
+		return before, srv, after, fmt.Errorf("sample the server's clock: %w", err)
+	}
+	defer c.Release()
+	before = time.Now()
+	if err := c.QueryRow(ctx, sqlClock, pgx.QueryExecModeSimpleProtocol).Scan(&srv); err != nil {
+		return before, srv, after, fmt.Errorf("sample the server's clock: %w", err)
+	}
+	beatCounts.samples.Add(1)
+	return before, srv, time.Now(), nil
 }
 
 // received handles a beat's payload (without beatPrefix) that arrived at
@@ -166,22 +166,19 @@ func (d *demand) received(ctx context.Context, payload string, arrival time.Time
 	}
 	if fields[1] == d.f.id && seq == d.seq && !d.sent.IsZero() {
 		// This follower's own: sent before its statement ran, by this
-		// clock.
+		// clock. Its statement read the server's clock (MICROS) after
+		// that and before the arrival: a sample, which spares the
+		// follower one of its own while it sends beats.
 		at, d.sent = d.sent, time.Time{}
+		if !ignoreOwnBeatSamples.Load() {
+			d.clk().Observe(at, time.UnixMicro(micros), arrival)
+		}
 	} else {
-		tb := time.UnixMicro(micros)
-		if err := d.sample(ctx, false); err != nil {
+		var late bool
+		if at, late, err = d.clk().Date(ctx, time.UnixMicro(micros), arrival); err != nil {
 			return time.Time{}, false, err
 		}
-		at = d.convert(tb, arrival)
-		if at.After(arrival) && time.Since(d.s0) > d.f.s.o.callTimeout && !acceptFutureBeats.Load() {
-			// Perhaps a clock stepped since the sample: once more.
-			if err := d.sample(ctx, true); err != nil {
-				return time.Time{}, false, err
-			}
-			at = d.convert(tb, arrival)
-		}
-		if at.After(arrival) && !acceptFutureBeats.Load() {
+		if late && !acceptFutureBeats.Load() {
 			beatCounts.rejected.Add(1)
 			return time.Time{}, false, nil
 		}

@@ -232,3 +232,42 @@ func TestFollowDemandOwnBeatDated(t *testing.T) {
 		}
 	}
 }
+
+// TestFollowDemandOwnBeatSample: a follower whose own beat came back has
+// read the server's clock with it, and converts another's beats with that
+// reading, sampling nothing. Feed 0 beats alone first (feed 1, receiving
+// its beats before sending any, samples once), then feed 1 alone (feed 0
+// converts feed 1's beats): one sample in all. The control: with the
+// own-beat reading ignored, feed 0 samples too, two in all.
+func TestFollowDemandOwnBeatSample(t *testing.T) {
+	run := func(t *testing.T) int {
+		d := startDemand(t, demandStores(t, 2), uniquePrefix(t), 100*time.Millisecond)
+		_, samples0, _ := postgres.BeatCounts()
+		n0 := count(d.feeds[0].snapshot(), driver.ChangeSynced)
+		stop := d.ask(0)
+		d.feeds[0].waitFor(t, "feed 0's own beat", func(ev []event) bool { return count(ev, driver.ChangeSynced) > n0 })
+		stop()
+		n1 := count(d.feeds[1].snapshot(), driver.ChangeSynced)
+		d.feeds[1].waitFor(t, "feed 0's beat at feed 1", func(ev []event) bool { return count(ev, driver.ChangeSynced) > n1 })
+		n0 = count(d.feeds[0].snapshot(), driver.ChangeSynced)
+		stop = d.ask(1)
+		d.feeds[0].waitFor(t, "three of feed 1's beats at feed 0", func(ev []event) bool { return count(ev, driver.ChangeSynced) >= n0+3 })
+		stop()
+		_, samples, _ := postgres.BeatCounts()
+		return samples - samples0
+	}
+	// Each run in a subtest of its own, so that its feeds have ended
+	// before the next run's beats.
+	t.Run("own-beat-readings", func(t *testing.T) {
+		if n := run(t); n != 1 {
+			t.Errorf("%d clock samples, want 1 (feed 1's, before it sent a beat of its own)", n)
+		}
+	})
+	t.Run("control-ignored", func(t *testing.T) {
+		postgres.IgnoreOwnBeatSamples(true)
+		defer postgres.IgnoreOwnBeatSamples(false)
+		if n := run(t); n != 2 {
+			t.Errorf("control, own beats' readings ignored: %d clock samples, want 2", n)
+		}
+	})
+}

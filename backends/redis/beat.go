@@ -11,6 +11,8 @@ import (
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/kvbreaker/kvbreaker/adapter"
 )
 
 // A feed that beats on demand (FollowDemand) proves itself current with a
@@ -25,8 +27,9 @@ import (
 // lower bound of the server's clock when the PUBLISH ran (its last TIME
 // sample, moved on by its own monotonic clock since, less the drift
 // allowed), and each receiver converts it to its own clock with its own
-// TIME sample, as a lower bound again. Neither process's wall clock takes
-// part; each TIME sample serves beatSampleEvery. A beat that converts to an
+// TIME sample, as a lower bound again (adapter.BeatClock). Neither
+// process's wall clock takes part; each TIME sample serves
+// beatSampleEvery. A beat that converts to an
 // instant after its own arrival cannot be a lower bound (a clock stepped,
 // or a sender that got it wrong): it is dropped, after one fresh sample.
 //
@@ -63,9 +66,8 @@ type beats struct {
 	// so the first one's beat arrives before the others send theirs.
 	last   time.Time
 	jitter time.Duration
-	// s0 and s1 are the local instants before and after the TIME sample
-	// that answered srv; srv is zero until the first.
-	s0, s1, srv time.Time
+	// clock dates this session's beats and converts others' (clk).
+	clock *adapter.BeatClock
 	// seq numbers this session's beats; sent is when the one under way
 	// was sent (zero: none is).
 	seq  uint64
@@ -90,9 +92,6 @@ var acceptFutureBeats atomic.Bool
 // (internal/model) is held to against the server's own count.
 var beatCounts struct{ sent, checks, samples, rejected atomic.Int64 }
 
-// drift is the drift allowed over d.
-func drift(d time.Duration) time.Duration { return d / 1_000_000 * beatDriftPPM }
-
 // synced records a Synced the session delivered itself (a PING's).
 func (b *beats) synced(at time.Time) {
 	if at.After(b.last) {
@@ -107,22 +106,27 @@ func (b *beats) setLast(at time.Time) {
 	b.jitter = rand.N(b.f.hb/8 + 1)
 }
 
-// sample reads the server's clock when the last sample is too old, or when
-// force is set.
-func (b *beats) sample(ctx context.Context, force bool) error {
-	if !force && !b.srv.IsZero() && time.Since(b.s0) < beatSampleEvery {
-		return nil
+// clk is the session's converter of beats, made on first use: a TIME
+// sample serves beatSampleEvery.
+func (b *beats) clk() *adapter.BeatClock {
+	if b.clock == nil {
+		b.clock = &adapter.BeatClock{Sample: b.sample, Every: beatSampleEvery, Fresh: b.f.callTimeout(),
+			DriftPPM: beatDriftPPM, Unit: time.Microsecond}
 	}
+	return b.clock
+}
+
+// sample reads the server's clock (adapter.BeatClock.Sample).
+func (b *beats) sample(ctx context.Context) (before, srv, after time.Time, err error) {
 	ctx, cancel := context.WithTimeout(ctx, b.f.callTimeout())
 	defer cancel()
-	s0 := time.Now()
-	srv, err := b.f.s.c.Time(ctx).Result()
+	before = time.Now()
+	srv, err = b.f.s.c.Time(ctx).Result()
 	if err != nil {
-		return fmt.Errorf("sample the server's clock: %w", err)
+		return before, srv, after, fmt.Errorf("sample the server's clock: %w", err)
 	}
-	b.s0, b.s1, b.srv = s0, time.Now(), srv
 	beatCounts.samples.Add(1)
-	return nil
+	return before, srv, time.Now(), nil
 }
 
 // send sends a beat unless one is under way; usePing says the server
@@ -134,13 +138,13 @@ func (b *beats) send(ctx context.Context) (usePing bool, err error) {
 	if !b.sent.IsZero() {
 		return false, nil
 	}
-	if err := b.sample(ctx, false); err != nil {
+	if err := b.clk().Refresh(ctx, time.Now(), false); err != nil {
 		return false, err
 	}
+	// A lower bound of the server's clock as the PUBLISH runs (now read
+	// after any sample, which ServerAt moves on from).
 	now := time.Now()
-	// The server's clock read srv before s1, so it reads at least
-	// srv + (now - s1) at now, less what the clocks may have drifted.
-	tb := b.srv.Add(now.Sub(b.s1) - drift(now.Sub(b.s0)))
+	tb := b.clk().ServerAt(now)
 	check := 0
 	if b.marker != "" && (b.checked.IsZero() || tb.Sub(b.checked) >= beatCheckEvery*b.f.hb) {
 		if err := b.f.checkDB(ctx, b.tc, b.marker); err != nil {
@@ -242,18 +246,11 @@ func (b *beats) received(ctx context.Context, payload string, conns int) (at tim
 		// clock.
 		at, b.sent = b.sent, time.Time{}
 	} else {
-		if err := b.sample(ctx, false); err != nil {
+		var late bool
+		if at, late, err = b.clk().Date(ctx, tb, arrival); err != nil {
 			return time.Time{}, false, err
 		}
-		at = b.convert(tb, arrival)
-		if at.After(arrival) && time.Since(b.s0) > b.f.callTimeout() && !acceptFutureBeats.Load() {
-			// Perhaps a clock stepped since the sample: once more.
-			if err := b.sample(ctx, true); err != nil {
-				return time.Time{}, false, err
-			}
-			at = b.convert(tb, arrival)
-		}
-		if at.After(arrival) && !acceptFutureBeats.Load() {
+		if late && !acceptFutureBeats.Load() {
 			b.rejected++
 			beatCounts.rejected.Add(1)
 			return time.Time{}, false, nil
@@ -264,12 +261,4 @@ func (b *beats) received(ctx context.Context, payload string, conns int) (at tim
 	}
 	b.setLast(at)
 	return at, true, nil
-}
-
-// convert turns tb, a lower bound of the server's clock when a beat ran,
-// into a lower bound of that instant by this process's clock: the server's
-// clock read srv after s0 (to the microsecond TIME answers in), so it read
-// tb no earlier than s0 + (tb - srv), less the drift allowed since.
-func (b *beats) convert(tb, arrival time.Time) time.Time {
-	return b.s0.Add(tb.Sub(b.srv) - time.Microsecond - drift(arrival.Sub(b.s0)))
 }

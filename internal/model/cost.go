@@ -15,11 +15,21 @@ package model
 // key, per process, per run of changes between two questions (its own
 // writes included: their invalidation arrives too). On etcd and the
 // memory store the feed carries the values and these reads are not made.
+// FeedReadsOwn, part of FeedReads, are those after changes that were all
+// the process's own writes (or the record a lost compare-and-swap
+// returned): a feed whose changes named the version written would let a
+// mirror that holds that version skip them.
+//
+// LostWrites, part of Writes, are the compare-and-swaps and
+// compare-and-deletes that changed nothing: a conflict, or a delete of a
+// record already gone.
 type Cost struct {
-	Reads       int
-	Writes      int
-	LeaseGrants int
-	FeedReads   int
+	Reads        int
+	Writes       int
+	LeaseGrants  int
+	FeedReads    int
+	FeedReadsOwn int
+	LostWrites   int
 }
 
 // Requests is Reads plus Writes.
@@ -28,7 +38,7 @@ func (c Cost) Requests() int { return c.Reads + c.Writes }
 // Add returns c plus d.
 func (c Cost) Add(d Cost) Cost {
 	return Cost{Reads: c.Reads + d.Reads, Writes: c.Writes + d.Writes, LeaseGrants: c.LeaseGrants + d.LeaseGrants,
-		FeedReads: c.FeedReads + d.FeedReads}
+		FeedReads: c.FeedReads + d.FeedReads, FeedReadsOwn: c.FeedReadsOwn + d.FeedReadsOwn, LostWrites: c.LostWrites + d.LostWrites}
 }
 
 // Coster is a model that counts its store requests.

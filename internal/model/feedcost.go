@@ -58,8 +58,10 @@ type DemandBeats struct {
 	// checked for this long checks it on its own (a Check).
 	MarkerRefresh time.Duration
 	// Jitter: a follower asked for a beat lets its newest Synced age up to
-	// heartbeat/Jitter more, at random (0: none); DemandFleet spreads the
-	// processes' extra evenly over that span.
+	// heartbeat/Jitter more, at random, drawn anew with each Synced (0:
+	// none); DemandFleet spreads the processes' extra evenly over that
+	// span, and turns the spread by one process with each beat sent, so
+	// that the processes take turns as the first to ask.
 	Jitter int
 	// FirstBeat: a session's first Synced costs a beat of its own (Redis:
 	// a PING); false: its snapshot's Synced needs none.
@@ -68,6 +70,12 @@ type DemandBeats struct {
 	// store's clock (Redis); false: the server dates it as it runs
 	// (PostgreSQL's clock_timestamp()), and only a receiver converts.
 	SenderSamples bool
+	// OwnBeatSamples: a beat's return to its sender is a sample of the
+	// store's clock (PostgreSQL: the beat carries the server's clock as
+	// its statement ran, read after the sender sent it and before it
+	// came back), so a follower samples only when it sent no beat for
+	// SampleEvery.
+	OwnBeatSamples bool
 	// PerProcess: a beat serves its sender alone (etcd, whose answers
 	// carry no clock to convert one with): each process beats for itself,
 	// only when asked.
@@ -238,8 +246,8 @@ const sqliteFollowPoll = 50 * time.Millisecond
 //     session's first Synced is its snapshot's; a beat is a pg_notify on
 //     the table's channel dated by the server's clock_timestamp(), which
 //     needs no sample by its sender; each receiver reads the server's
-//     clock (SELECT clock_timestamp()) at most every 30 s to convert
-//     others' beats.
+//     clock (SELECT clock_timestamp()) to convert others' beats when its
+//     last reading is 30 s old, and its own beat's return is a reading.
 //   - NATS: a session creates a push consumer (and on a replicated bucket
 //     asks who leads the stream) and deletes it when it ends; the
 //     snapshot is pushed by it; a beat is a consumer info and a stream info (the wipe
@@ -280,7 +288,7 @@ var FeedModels = map[string]FeedModel{
 			{Name: "time", PerSample: 1},
 		}},
 	"postgres": {Store: "postgres", Invalidations: true,
-		Demand: &DemandBeats{SampleEvery: 30 * time.Second, Jitter: 8},
+		Demand: &DemandBeats{SampleEvery: 30 * time.Second, Jitter: 8, OwnBeatSamples: true},
 		Requests: []FeedRequest{
 			{Name: "trigger check", PerSession: 1},
 			{Name: "set_config", PerSession: 1},
@@ -365,6 +373,19 @@ func (f *DemandFleet) sample(proc int, t time.Time) {
 	}
 }
 
+// Commit is a commit at t (in time order with the calls) on a store
+// whose every change carried the server's clock: it would reach every
+// process delay later and date its feed as a beat does, each follower
+// converting it with its clock sample. No store does this today; it
+// costs what such a feed would save (see internal/sim's what-ifs). A
+// feed that beats for its own process alone (PerProcess) ignores it.
+func (f *DemandFleet) Commit(t time.Time) {
+	if f.d.PerProcess {
+		return
+	}
+	f.pending = append(f.pending, demandBeat{at: t, arrives: t.Add(f.delay), proc: -1})
+}
+
 // Call is a call of proc at t (the calls in time order).
 func (f *DemandFleet) Call(proc int, t time.Time) {
 	for q, c := range f.ownCheck {
@@ -392,6 +413,9 @@ func (f *DemandFleet) Call(proc int, t time.Time) {
 			}
 			if q == b.proc {
 				f.inflight[q] = false
+				if f.d.OwnBeatSamples && b.at.After(f.sampled[q]) {
+					f.sampled[q] = b.at
+				}
 			} else {
 				f.sample(q, b.arrives)
 			}
@@ -401,7 +425,7 @@ func (f *DemandFleet) Call(proc int, t time.Time) {
 		}
 	}
 	f.pending = f.pending[:n]
-	if t.Sub(f.last[proc]) < f.hb+f.extra[proc] || f.inflight[proc] {
+	if t.Sub(f.last[proc]) < f.hb+f.extra[(proc+f.Use.FleetBeats)%len(f.extra)] || f.inflight[proc] {
 		return
 	}
 	if f.d.SenderSamples {

@@ -203,9 +203,19 @@ func (k *Kvbreaker) Cost() Cost {
 		for _, p := range k.procs {
 			c.Reads += p.ps.mir.onUse
 			c.FeedReads += p.ps.mir.onUse
+			c.FeedReadsOwn += p.ps.mir.onUseOwn
 		}
 	}
 	return c
+}
+
+// Writes returns every commit of the processes, in commit order (nil
+// without WithMirror).
+func (k *Kvbreaker) Writes() []Write {
+	if k.feed == nil {
+		return nil
+	}
+	return k.feed.writes
 }
 
 // Staleness returns what the decision cache or the mirror changed (zero

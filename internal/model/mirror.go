@@ -56,6 +56,15 @@ type feed struct {
 	last map[string]commit
 	// changes counts commits.
 	changes int
+	// writes is every commit's process and instant, in commit order.
+	writes []Write
+}
+
+// Write is one commit of a process (WithMirror), for what-if costings of
+// a feed whose changes would date it (see DemandFleet.Commit).
+type Write struct {
+	Proc int
+	At   time.Time
 }
 
 // commit is one write the shared store accepted.
@@ -79,6 +88,7 @@ func (f *feed) add(c commit) commit {
 	c.seq = f.base + len(f.log)
 	f.last[c.key] = c
 	f.changes++
+	f.writes = append(f.writes, Write{Proc: c.proc, At: c.at})
 	f.log = append(f.log, c)
 	if len(f.log) >= 4096 {
 		f.trim()
@@ -107,8 +117,10 @@ type mirror struct {
 	// skipOwn is a mutant for tests: own writes do not enter the mirror.
 	skipOwn bool
 	// onUse counts the reads a feed of invalidations costs: a key read
-	// when next asked about after a change arrived (see Cost.FeedReads).
-	onUse int
+	// when next asked about after a change arrived (see Cost.FeedReads);
+	// onUseOwn those of them after changes that were all this process's
+	// own (Cost.FeedReadsOwn).
+	onUse, onUseOwn int
 }
 
 // mirrorEntry is a key as the mirror knows it, as of every commit before
@@ -121,8 +133,9 @@ type mirrorEntry struct {
 	expires time.Time
 	next    int
 	// dirty: a change arrived (this process's own write's too) and the
-	// key has not been asked about since.
-	dirty bool
+	// key has not been asked about since; others: one of them was not
+	// this process's own (another's commit, the store's expiry).
+	dirty, others bool
 }
 
 func (f *feed) newMirror(proc int) *mirror {
@@ -149,6 +162,7 @@ func (m *mirror) receive(now time.Time) {
 		// lost compare-and-swap returned).
 		if e, ok := m.m[c.key]; ok {
 			e.dirty = true
+			e.others = e.others || c.proc != m.proc
 			m.m[c.key] = e
 		}
 	}
@@ -160,7 +174,8 @@ func (m *mirror) apply(c *commit) {
 	if e, ok := m.m[c.key]; ok && e.next > c.seq {
 		return
 	}
-	m.m[c.key] = mirrorEntry{present: c.present, value: c.value, ver: c.ver, expires: c.expires, next: c.seq + 1, dirty: c.proc != m.proc}
+	m.m[c.key] = mirrorEntry{present: c.present, value: c.value, ver: c.ver, expires: c.expires, next: c.seq + 1,
+		dirty: c.proc != m.proc, others: c.proc != m.proc}
 }
 
 // own applies this process's write at once.
@@ -189,11 +204,14 @@ func (m *mirror) get(key string, now time.Time, use bool) mirrorEntry {
 	m.receive(now)
 	e, ok := m.m[key]
 	if e.present && !now.Before(e.expires.Add(m.f.delay)) {
-		e = mirrorEntry{ver: e.ver, next: e.next, dirty: true}
+		e = mirrorEntry{ver: e.ver, next: e.next, dirty: true, others: true}
 	}
 	if use && e.dirty {
 		m.onUse++
-		e.dirty = false
+		if !e.others {
+			m.onUseOwn++
+		}
+		e.dirty, e.others = false, false
 	}
 	if use && ok {
 		m.m[key] = e

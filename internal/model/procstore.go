@@ -116,6 +116,7 @@ func (s *procStore) CompareAndSwap(ctx context.Context, key string, old driver.V
 		s.committed(commit{at: now, key: key, present: true, value: value, ver: ver, expires: now.Add(ttl)})
 	}
 	s.conflict(key, err)
+	s.lost(err)
 	return ver, err
 }
 
@@ -132,7 +133,15 @@ func (s *procStore) CompareAndDelete(ctx context.Context, key string, old driver
 		s.mir.current(key, false)
 	}
 	s.conflict(key, err)
+	s.lost(err)
 	return err
+}
+
+// lost counts a write that changed nothing (Cost.LostWrites).
+func (s *procStore) lost(err error) {
+	if errors.Is(err, driver.ErrConflict) || errors.Is(err, driver.ErrNotFound) {
+		s.cost.LostWrites++
+	}
 }
 
 // committed puts this process's write in its mirror at once, and in the

@@ -28,7 +28,7 @@ func (r *runner) fillCost(rep *ModelReport, md model.Model) {
 		m.MaxLagMS = float64(st.MaxAge.Microseconds()) / 1000
 		m.FeedReads = cost.FeedReads
 		m.RequestsPer1000DeliveriesNoFeedReads = per1000(cost.Requests()-cost.FeedReads, r.delivered)
-		m.Feeds = r.feedReports(cost)
+		m.Feeds = r.feedReports(cost, k.Writes())
 	}
 }
 

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"slices"
 	"time"
 
 	"github.com/kvbreaker/kvbreaker"
@@ -40,6 +41,39 @@ type FeedReport struct {
 	// BeatRequestsPerSecond is what the whole fleet's beats cost each
 	// second, whatever the traffic.
 	BeatRequestsPerSecond float64 `json:"beat_requests_per_second"`
+	// PerKind is RequestsPer1000Deliveries by kind of request.
+	PerKind FeedKinds `json:"per_kind"`
+	// WhatIf costs, on the same calls and writes, feeds that do not
+	// exist (yet): what each change would cut (a store whose fleet
+	// shares its beats only).
+	WhatIf []FeedWhatIf `json:"what_if,omitempty"`
+}
+
+// FeedKinds is a store's requests per 1,000 deliveries by kind: the
+// Breakers' writes that changed the store and those that lost (a
+// conflict), the reads after a Stale (and of them those after the
+// process's own writes only), the feeds' beats, wipe checks, clock
+// samples, and sessions with their snapshots. They sum to
+// RequestsPer1000Deliveries.
+type FeedKinds struct {
+	Writes       float64 `json:"writes"`
+	LostWrites   float64 `json:"lost_writes"`
+	BreakerReads float64 `json:"breaker_reads"`
+	FeedReads    float64 `json:"feed_reads"`
+	FeedReadsOwn float64 `json:"feed_reads_own"`
+	Beats        float64 `json:"beats"`
+	Checks       float64 `json:"checks"`
+	Samples      float64 `json:"samples"`
+	Sessions     float64 `json:"sessions"`
+}
+
+// FeedWhatIf is the cost of a feed changed as Name says, on the same
+// calls and writes.
+type FeedWhatIf struct {
+	Name                      string  `json:"name"`
+	Requests                  int     `json:"requests"`
+	RequestsPer1000Deliveries float64 `json:"requests_per_1000_deliveries"`
+	RatioToFedify             float64 `json:"ratio_to_fedify"`
 }
 
 // feedHeartbeat is the heartbeat a Breaker's mirror asks of its feed: a
@@ -65,10 +99,99 @@ func (r *runner) feedCall(now time.Time) {
 	for _, f := range r.demand {
 		f.Call(r.proc, now)
 	}
+	r.calls = append(r.calls, procCall{proc: r.proc, at: now})
+}
+
+// procCall is a call of a process, kept for the what-ifs.
+type procCall struct {
+	proc int
+	at   time.Time
+}
+
+// whatIf is a change to a feed on demand, costed by replaying the calls
+// (and writes) through a model.DemandFleet.
+type whatIf struct {
+	name string
+	// heartbeat the mirror would ask for.
+	heartbeat time.Duration
+	// writesDate: every change carries the server's clock and dates the
+	// feeds as a beat does (model.DemandFleet.Commit).
+	writesDate bool
+	// ownReadsSkipped: a change names the version written, so a mirror
+	// holding it (its own write) reads nothing.
+	ownReadsSkipped bool
+	// values: a change carries the record, so no read follows a Stale
+	// (a feed of values).
+	values bool
+	// only: the stores it applies to (nil: every store whose fleet
+	// shares its beats).
+	only []string
+	// feed, when set, is the feed model costed instead of the store's.
+	feed *model.FeedModel
+}
+
+// natsFleetBeats is a NATS feed that would beat once per fleet: a beat is
+// a put of a reserved key of the bucket, which every consumer takes,
+// dated by the server's stored timestamp; a follower's clock sample is a
+// stream info (its "ts", the server's time as it answered), which is also
+// the wipe check a sender makes when the fleet's newest is four
+// heartbeats old; a beat of the follower's own, back with its timestamp,
+// is a sample.
+var natsFleetBeats = model.FeedModel{Store: "nats",
+	Demand: &model.DemandBeats{CheckEvery: 4, SampleEvery: 30 * time.Second, Jitter: 8, OwnBeatSamples: true},
+	Requests: []model.FeedRequest{
+		{Name: "CONSUMER.CREATE", PerSession: 1},
+		{Name: "CONSUMER.DELETE", PerSession: 1},
+		{Name: "STREAM.INFO", PerSession: 1, PerCheck: 1, PerSample: 1},
+		{Name: "PUB beat", PerFleetBeat: 1},
+	}}
+
+var whatIfs = []whatIf{
+	{name: "asked at 7/8 of MirrorStaleness", heartbeat: kvbreaker.DefaultMirrorStaleness * 7 / 8},
+	{name: "own writes' Stale not read (the version in each change)", heartbeat: demandHeartbeat, ownReadsSkipped: true},
+	{name: "the record in each change (no read after a Stale)", heartbeat: demandHeartbeat, values: true, only: []string{"postgres"}},
+	{name: "every change dated by the server (a beat)", heartbeat: demandHeartbeat, writesDate: true, only: []string{"postgres"}},
+	{name: "the first, third and fourth together", heartbeat: kvbreaker.DefaultMirrorStaleness * 7 / 8, writesDate: true, values: true, only: []string{"postgres"}},
+	{name: "the first two together", heartbeat: kvbreaker.DefaultMirrorStaleness * 7 / 8, ownReadsSkipped: true, only: []string{"redis"}},
+	{name: "MirrorStaleness 2 s (a setting)", heartbeat: 2 * kvbreaker.DefaultMirrorStaleness * 3 / 4},
+	{name: "a beat for the fleet in the bucket's stream", heartbeat: demandHeartbeat, feed: &natsFleetBeats, only: []string{"nats"}},
+}
+
+// whatIfs costs each what-if of store's feed whose fleet shares beats.
+func (r *runner) whatIfs(store string, fm model.FeedModel, cost model.Cost, writes []model.Write) []FeedWhatIf {
+	var out []FeedWhatIf
+	for _, w := range whatIfs {
+		fm := fm
+		if w.feed != nil {
+			fm = *w.feed
+		}
+		if fm.Demand == nil || fm.Demand.PerProcess || w.only != nil && !slices.Contains(w.only, store) {
+			continue
+		}
+		f := model.NewDemandFleet(fm, r.s.Processes, w.heartbeat, r.s.mirrorDelay(), Epoch)
+		wi := 0
+		for _, c := range r.calls {
+			for w.writesDate && wi < len(writes) && writes[wi].At.Before(c.at) {
+				f.Commit(writes[wi].At)
+				wi++
+			}
+			f.Call(c.proc, c.at)
+		}
+		// f.Use holds the sessions; cost the Breakers' requests and the
+		// reads after a Stale.
+		n := fm.Total(f.Use) + cost.Requests()
+		if !fm.Invalidations || w.values {
+			n -= cost.FeedReads
+		} else if w.ownReadsSkipped {
+			n -= cost.FeedReadsOwn
+		}
+		out = append(out, FeedWhatIf{Name: w.name, Requests: n, RequestsPer1000Deliveries: per1000(n, r.delivered)})
+	}
+	return out
 }
 
 // feedReports costs the mirror's fleet on each store that follows.
-func (r *runner) feedReports(cost model.Cost) []FeedReport {
+func (r *runner) feedReports(cost model.Cost, writes []model.Write) []FeedReport {
 	var out []FeedReport
 	for _, name := range model.FeedStores {
 		fm := model.FeedModels[name]
@@ -98,6 +221,21 @@ func (r *runner) feedReports(cost model.Cost) []FeedReport {
 		}
 		fr.Requests = fr.SessionRequests + fr.BeatRequests + fr.FeedReads + fr.BreakerRequests
 		fr.RequestsPer1000Deliveries = per1000(fr.Requests, r.delivered)
+		k := &fr.PerKind
+		k.Writes = per1000(cost.Writes-cost.LostWrites, r.delivered)
+		k.LostWrites = per1000(cost.LostWrites, r.delivered)
+		k.BreakerReads = per1000(cost.Reads-cost.FeedReads, r.delivered)
+		k.FeedReads = per1000(fr.FeedReads, r.delivered)
+		if fm.Invalidations {
+			k.FeedReadsOwn = per1000(cost.FeedReadsOwn, r.delivered)
+		}
+		k.Sessions = per1000(session, r.delivered)
+		if fm.Demand != nil {
+			k.Checks = per1000(fm.Total(model.FeedUse{Checks: fleet.Checks}), r.delivered)
+			k.Samples = per1000(fm.Total(model.FeedUse{Samples: fleet.Samples}), r.delivered)
+		}
+		k.Beats = per1000(beats, r.delivered) - k.Checks - k.Samples
+		fr.WhatIf = r.whatIfs(name, fm, cost, writes)
 		out = append(out, fr)
 	}
 	return out
@@ -113,6 +251,9 @@ func feedRatios(rep *Report) {
 		if m := rep.Models[i].Mirror; m != nil {
 			for j := range m.Feeds {
 				m.Feeds[j].RatioToFedify = m.Feeds[j].RequestsPer1000Deliveries / ref
+				for w := range m.Feeds[j].WhatIf {
+					m.Feeds[j].WhatIf[w].RatioToFedify = m.Feeds[j].WhatIf[w].RequestsPer1000Deliveries / ref
+				}
 			}
 		}
 	}

@@ -69,6 +69,22 @@ func TestFeedCostCounted(t *testing.T) {
 		if f.Store != "memory" && f.SessionRequests < procs {
 			t.Errorf("%s: %d session requests for %d processes", f.Store, f.SessionRequests, procs)
 		}
+		k := f.PerKind
+		if sum := k.Writes + k.LostWrites + k.BreakerReads + k.FeedReads + k.Beats + k.Checks + k.Samples + k.Sessions; !nearish(sum, f.RequestsPer1000Deliveries) {
+			t.Errorf("%s: the kinds sum to %.3f per 1,000 deliveries, the report says %.3f: %+v", f.Store, sum, f.RequestsPer1000Deliveries, k)
+		}
+		if k.FeedReadsOwn > k.FeedReads || k.LostWrites > k.Writes+k.LostWrites {
+			t.Errorf("%s: a part above its whole: %+v", f.Store, k)
+		}
+		if fm.Demand != nil && !fm.Demand.PerProcess && len(f.WhatIf) == 0 {
+			t.Errorf("%s: no what-if costed for a feed whose beats serve the fleet", f.Store)
+		}
+		for _, w := range f.WhatIf {
+			// Each what-if cuts, or asks later: none costs more.
+			if w.Requests > f.Requests || w.Requests < f.BreakerRequests {
+				t.Errorf("%s, %s: %d requests, want from the Breakers' %d to the feed's own %d", f.Store, w.Name, w.Requests, f.BreakerRequests, f.Requests)
+			}
+		}
 		t.Logf("%-8s %9.1f per 1,000 deliveries (%.3f× fedify): beats %d, sessions %d, reads after a Stale %d, Breakers %d",
 			f.Store, f.RequestsPer1000Deliveries, f.RatioToFedify, f.BeatRequests, f.SessionRequests, f.FeedReads, f.BreakerRequests)
 	}
@@ -80,5 +96,8 @@ func perHeartbeat(fm model.FeedModel) float64 {
 	}
 	return fm.BeatsPer(feedHeartbeat)
 }
+
+// nearish: equal to a part in 10⁶ (sums of rounded parts).
+func nearish(a, b float64) bool { return a-b < 1e-6*max(1, b) && b-a < 1e-6*max(1, b) }
 
 func near(a, b float64) bool { return a-b < 1e-9*max(1, b) && b-a < 1e-9*max(1, b) }

@@ -475,7 +475,9 @@ func Run(s Scenario) (*Report, error) {
 type runner struct {
 	// demand counts, per store whose feed beats on demand, what the
 	// mirrors' feeds send for the calls made so far (feedCall).
-	demand  map[string]*model.DemandFleet
+	demand map[string]*model.DemandFleet
+	// calls is every call, for the what-ifs of the feeds' cost.
+	calls   []procCall
 	s       Scenario
 	rng     *rand.Rand // workload
 	lat     *rand.Rand // delivery latencies

@@ -47,6 +47,9 @@ type config struct {
 	// TLSVerify requires.
 	TLSCert, TLSKey, TLSCA string
 	TLSVerify              bool
+	// HTTPPort, when set, serves the server's monitoring endpoints
+	// (/varz, /jsz) on 127.0.0.1: its own counts of what clients sent.
+	HTTPPort int
 }
 
 func main() {
@@ -94,6 +97,9 @@ func start(c config) (*server.Server, error) {
 		// Tests write little; keep JetStream's reservations small.
 		JetStreamMaxMemory: 256 << 20,
 		JetStreamMaxStore:  1 << 30,
+	}
+	if c.HTTPPort != 0 {
+		opts.HTTPHost, opts.HTTPPort = "127.0.0.1", c.HTTPPort
 	}
 	if c.TLSCert != "" {
 		tc, err := server.GenTLSConfig(&server.TLSConfigOpts{CertFile: c.TLSCert, KeyFile: c.TLSKey, CaFile: c.TLSCA, Verify: c.TLSVerify})

@@ -66,6 +66,7 @@ type config struct {
 	TLSKey      string   `json:",omitempty"`
 	TLSCA       string   `json:",omitempty"`
 	TLSVerify   bool     `json:",omitempty"`
+	HTTPPort    int      `json:",omitempty"`
 }
 
 // Options are a single server's security settings.
@@ -76,6 +77,9 @@ type Options struct {
 	// ClientCerts makes the server require a client certificate TLS's
 	// authority signed.
 	ClientCerts bool
+	// Monitor serves the server's monitoring endpoints on 127.0.0.1
+	// (MonitorURL): its own counts of the messages clients sent.
+	Monitor bool
 }
 
 // Start starts a single server; Close stops it and removes its storage.
@@ -107,9 +111,12 @@ func StartWith(ctx context.Context, o Options) (*Server, error) {
 	// A port picked free can be taken by someone else before the server
 	// binds it; try a few.
 	for range 3 {
-		ports, err := freePorts(1)
+		ports, err := freePorts(2)
 		if err != nil {
 			return nil, err
+		}
+		if o.Monitor {
+			c.HTTPPort = ports[1]
 		}
 		s, err := newServer("natstest", ports[0], c)
 		if err != nil {
@@ -221,6 +228,15 @@ func (s *Server) URL() string {
 		return fmt.Sprintf("tls://127.0.0.1:%d", s.port)
 	}
 	return fmt.Sprintf("nats://127.0.0.1:%d", s.port)
+}
+
+// MonitorURL returns the monitoring endpoints' URL, http://127.0.0.1:port
+// (Options.Monitor), or "" without them.
+func (s *Server) MonitorURL() string {
+	if s.cfg.HTTPPort == 0 {
+		return ""
+	}
+	return fmt.Sprintf("http://127.0.0.1:%d", s.cfg.HTTPPort)
 }
 
 // Addr returns the client address, 127.0.0.1:port.
