@@ -16,7 +16,7 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/kvbreaker/kvbreaker/cmd/kvbreaker/internal/simulate"
+	"github.com/kvbreaker/kvbreaker/internal/simulate"
 )
 
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
