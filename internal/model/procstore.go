@@ -36,8 +36,8 @@ type procStore struct {
 	rng   *rand.Rand
 	// m holds entries by value: remember, called on most store calls,
 	// then allocates nothing once a host has its slot.
-	m     map[string]cacheEntry
-	keys  []string // m's keys, for random eviction
+	m    map[string]cacheEntry
+	keys []string // m's keys, for random eviction
 
 	// allow is set during an Allow; served is a copy of the entry that
 	// answered it without a read, if any (a copy, because the Allow's own
