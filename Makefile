@@ -68,8 +68,11 @@ release:
 tidy:
 	$(GO) run ./tools/release -tidy
 
+# GOWORK=off: the demo is the root module's alone, so a first run loads only
+# the root's requirements, not the go.mod of every workspace module's
+# requirements (SDKs, servers, tools), which it would download first.
 demo:
-	CGO_ENABLED=0 $(GO) run ./cmd/kvbreaker/internal/demo
+	GOWORK=off CGO_ENABLED=0 $(GO) run ./internal/demo
 
 fuzz:
 	$(GO) test ./internal/record -run '^$$' -fuzz FuzzDecodeRecord -fuzztime 30s

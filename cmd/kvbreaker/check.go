@@ -13,7 +13,7 @@ import (
 	"github.com/kvbreaker/kvbreaker/conformance"
 	"github.com/kvbreaker/kvbreaker/internal/conformcheck"
 
-	"github.com/kvbreaker/kvbreaker/cmd/kvbreaker/internal/output"
+	"github.com/kvbreaker/kvbreaker/internal/output"
 )
 
 var checkLong = `Runs kvbreaker's conformance checks against a live store, under a fresh

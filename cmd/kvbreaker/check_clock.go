@@ -9,7 +9,7 @@ import (
 
 	"github.com/kvbreaker/kvbreaker"
 
-	"github.com/kvbreaker/kvbreaker/cmd/kvbreaker/internal/output"
+	"github.com/kvbreaker/kvbreaker/internal/output"
 )
 
 // Clock results (clockJSON.Result).

@@ -10,7 +10,7 @@ import (
 	"github.com/kvbreaker/kvbreaker/internal/testservers/dateproxy"
 	"github.com/kvbreaker/kvbreaker/internal/testservers/redistest"
 
-	"github.com/kvbreaker/kvbreaker/cmd/kvbreaker/internal/output"
+	"github.com/kvbreaker/kvbreaker/internal/output"
 )
 
 // clockBehind is how far the "redis-clock-behind" test backend sets this

@@ -9,7 +9,7 @@ import (
 	"github.com/kvbreaker/kvbreaker/driver"
 	"github.com/kvbreaker/kvbreaker/internal/conformcheck"
 
-	"github.com/kvbreaker/kvbreaker/cmd/kvbreaker/internal/output"
+	"github.com/kvbreaker/kvbreaker/internal/output"
 )
 
 // checkOutput is check's report, as JSON and as the table. Durations are

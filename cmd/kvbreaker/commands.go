@@ -9,7 +9,8 @@ var rootStores = ": " + titles(func(d *backendDesc) bool { return d != &memoryBa
 	titles(func(d *backendDesc) bool { return d.create != nil }) + " need"
 
 // storeCommands are the commands that open a store. make demo builds
-// simulate alone (internal/demo), so its first build compiles no SDK.
+// simulate alone (the root module's internal/demo), so its first build
+// compiles no SDK.
 func storeCommands(stopSignals func()) []*cobra.Command {
 	return []*cobra.Command{
 		newCheckCmd(stopSignals),

@@ -15,138 +15,30 @@ import (
 	"testing"
 )
 
-// demoPkg is the program make demo runs: simulate alone.
-const demoPkg = "./internal/demo"
+// demoPkg is the program make demo runs, simulate alone: a package of the
+// root module (rootDir), built there with demoEnv as the Makefile builds
+// it.
+const (
+	demoPkg = "./internal/demo"
+	rootDir = "../.."
+)
+
+// demoEnv is the environment make demo runs the demo build in (the
+// Makefile's demo target, which TestDemoBuildIsSmall in internal/demo
+// holds to the same list).
+var demoEnv = []string{"GOWORK=off", "CGO_ENABLED=0"}
 
 // buildDemo builds the make demo program as make demo does.
 func buildDemo(t *testing.T) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "kvbreaker-demo")
 	cmd := exec.Command("go", "build", "-o", bin, demoPkg)
+	cmd.Dir = rootDir
 	cmd.Env = append(os.Environ(), demoEnv...)
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build %s: %v\n%s", demoPkg, err, out)
+		t.Fatalf("go build %s (in %s, %v): %v\n%s", demoPkg, rootDir, demoEnv, err, out)
 	}
 	return bin
-}
-
-// depModules are the modules whose packages `go list -deps` finds in the
-// build of pkg.
-func depModules(t *testing.T, pkg string) []string {
-	t.Helper()
-	out, err := exec.Command("go", "list", "-deps", "-f", "{{with .Module}}{{.Path}}{{end}}", pkg).CombinedOutput()
-	if err != nil {
-		t.Fatalf("go list -deps %s: %v\n%s", pkg, err, out)
-	}
-	var mods []string
-	for _, m := range strings.Fields(string(out)) {
-		if !slices.Contains(mods, m) {
-			mods = append(mods, m)
-		}
-	}
-	return mods
-}
-
-// demoModules are the only modules the make demo build may compile:
-// this one, the root module and its requirements, and pflag. Not cobra:
-// its templates and their reflection cost a first build more CPU time
-// than the simulator's own packages.
-var demoModules = []string{
-	"github.com/kvbreaker/kvbreaker/cmd/kvbreaker",
-	"github.com/kvbreaker/kvbreaker",
-	"golang.org/x/net", "golang.org/x/text",
-	"github.com/spf13/pflag",
-}
-
-// TestDemoBuildHasNoSDK keeps make demo's first run short: its build
-// compiles no backend, no SDK and no cobra. The full command is the
-// control: it must hold modules outside the list, cobra among them, or
-// the check could not fail.
-func TestDemoBuildHasNoSDK(t *testing.T) {
-	var extra []string
-	for _, m := range depModules(t, demoPkg) {
-		if !slices.Contains(demoModules, m) {
-			extra = append(extra, m)
-		}
-	}
-	if len(extra) > 0 {
-		t.Errorf("the demo build (make demo, %s) compiles %v: keep its import out of internal/simulate and what it imports", demoPkg, extra)
-	}
-	var full []string
-	for _, m := range depModules(t, ".") {
-		if !slices.Contains(demoModules, m) {
-			full = append(full, m)
-		}
-	}
-	for _, want := range []string{"github.com/spf13/cobra", "github.com/aws/aws-sdk-go-v2", "go.etcd.io/etcd/client/v3", "github.com/kvbreaker/kvbreaker/backends/redis"} {
-		if !slices.Contains(full, want) {
-			t.Errorf("the full build does not compile %s (it compiles %v beyond the demo's list): the control cannot show the check failing", want, full)
-		}
-	}
-}
-
-// depPackages are the packages `go list -deps` finds in the build of pkg
-// with environment env (KEY=value, added to the test's).
-func depPackages(t *testing.T, pkg string, env ...string) []string {
-	t.Helper()
-	cmd := exec.Command("go", "list", "-deps", pkg)
-	cmd.Env = append(os.Environ(), env...)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("go list -deps %s: %v\n%s", pkg, err, out)
-	}
-	return strings.Fields(string(out))
-}
-
-// slowStdPackages are standard-library packages that the simulator does
-// not need and that cost much of a first build from an empty build cache:
-// TLS and its certificates (crypto/tls pulls in every cipher, curve and
-// the FIPS module), HTTP, cgo (runtime/cgo compiles C with gcc), and
-// text/template (cobra's help; its reflection-heavy packages).
-var slowStdPackages = []string{"crypto/tls", "crypto/x509", "net/http", "runtime/cgo", "text/template"}
-
-// demoEnv is the environment make demo runs the demo build in (the
-// Makefile's demo target): without cgo, which only the host resolver and
-// user lookup use, neither of which a simulation calls.
-var demoEnv = []string{"CGO_ENABLED=0"}
-
-// TestDemoBuildIsSmall keeps make demo's first build from an empty build
-// cache short: built as make demo builds it, the demo compiles none of
-// slowStdPackages. The controls are the full command (TLS to its stores,
-// cobra's templates) and the demo with cgo: each must hold some of them,
-// or the check could not fail.
-func TestDemoBuildIsSmall(t *testing.T) {
-	slow := func(pkgs []string) []string {
-		var found []string
-		for _, p := range slowStdPackages {
-			if slices.Contains(pkgs, p) {
-				found = append(found, p)
-			}
-		}
-		return found
-	}
-	mk, err := os.ReadFile("../../Makefile")
-	if err != nil {
-		t.Fatal(err)
-	}
-	recipe, ok := demoRecipe(string(mk))
-	if !ok {
-		t.Fatal("the Makefile has no demo target")
-	}
-	for _, e := range append(slices.Clone(demoEnv), "./cmd/kvbreaker/"+strings.TrimPrefix(demoPkg, "./")) {
-		if !strings.Contains(recipe, e) {
-			t.Errorf("the Makefile's demo target (%q) does not hold %s, the build this test checks", recipe, e)
-		}
-	}
-	if got := slow(depPackages(t, demoPkg, demoEnv...)); len(got) > 0 {
-		t.Errorf("make demo's build (%s, %v) compiles %v: find the import with go list -deps -f '{{.ImportPath}}: {{.Imports}}' and move it out of the packages the simulator imports", demoPkg, demoEnv, got)
-	}
-	if got := slow(depPackages(t, ".", demoEnv...)); !slices.Contains(got, "crypto/tls") || !slices.Contains(got, "net/http") || !slices.Contains(got, "text/template") {
-		t.Errorf("the full command compiles only %v of %v: the control cannot show the check failing", got, slowStdPackages)
-	}
-	if got := slow(depPackages(t, demoPkg, "CGO_ENABLED=1")); !slices.Contains(got, "runtime/cgo") {
-		t.Errorf("the demo build with cgo compiles only %v of %v: the control cannot show the check failing", got, slowStdPackages)
-	}
 }
 
 // wallRE is what differs between two runs of the same simulation: the
@@ -210,16 +102,6 @@ func TestDemoPrintsSimulates(t *testing.T) {
 			t.Errorf("%v: kvbreaker exit %d %q, demo exit %d %q", args, code, first(errOut), dcode, first(derrOut))
 		}
 	}
-}
-
-// demoRecipe is the first command line of the Makefile's demo target.
-func demoRecipe(makefile string) (string, bool) {
-	_, after, ok := strings.Cut(makefile, "\ndemo:\n")
-	if !ok {
-		return "", false
-	}
-	line, _, _ := strings.Cut(after, "\n")
-	return strings.TrimSpace(line), true
 }
 
 // readmeTable is a Markdown table of the README: its header cells and its
@@ -321,7 +203,7 @@ func TestReadmeStoreCostTable(t *testing.T) {
 	if testing.Short() {
 		t.Skip("two 6-hour simulations (-short)")
 	}
-	data, err := os.ReadFile("../../README.md")
+	data, err := os.ReadFile(filepath.Join(rootDir, "README.md"))
 	if err != nil {
 		t.Fatal(err)
 	}

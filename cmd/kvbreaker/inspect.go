@@ -13,7 +13,7 @@ import (
 	"github.com/kvbreaker/kvbreaker"
 	"github.com/kvbreaker/kvbreaker/driver"
 
-	"github.com/kvbreaker/kvbreaker/cmd/kvbreaker/internal/output"
+	"github.com/kvbreaker/kvbreaker/internal/output"
 )
 
 var inspectLong = `Shows the circuit of one remote host as the fleet stores it: state (closed,

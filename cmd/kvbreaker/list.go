@@ -14,7 +14,7 @@ import (
 
 	"github.com/kvbreaker/kvbreaker/driver"
 
-	"github.com/kvbreaker/kvbreaker/cmd/kvbreaker/internal/output"
+	"github.com/kvbreaker/kvbreaker/internal/output"
 )
 
 var listLong = `Lists the hosts that have a record under --prefix, with their state, the

@@ -5,8 +5,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/kvbreaker/kvbreaker/cmd/kvbreaker/internal/output"
-	"github.com/kvbreaker/kvbreaker/cmd/kvbreaker/internal/simulate"
+	"github.com/kvbreaker/kvbreaker/internal/output"
+	"github.com/kvbreaker/kvbreaker/internal/simulate"
 )
 
 // newSimulateCmd is simulate in the command tree; its flags, run and

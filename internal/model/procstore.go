@@ -34,13 +34,17 @@ type procStore struct {
 	max   int
 	stale time.Duration
 	rng   *rand.Rand
-	m     map[string]*cacheEntry
-	keys  []string // m's keys, for random eviction
+	// m holds entries by value: remember, called on most store calls,
+	// then allocates nothing once a host has its slot.
+	m    map[string]cacheEntry
+	keys []string // m's keys, for random eviction
 
-	// allow is set during an Allow; served is the entry that answered it
-	// without a read, if any.
+	// allow is set during an Allow; served is a copy of the entry that
+	// answered it without a read, if any (a copy, because the Allow's own
+	// write may replace the entry before the caller judges the answer).
 	allow  bool
 	served *cacheEntry
+	copy   cacheEntry
 
 	// mir, when set, is the process's mirror (WithMirror): it answers
 	// every read, free; maxTTL is the store's cap, for when a write
@@ -82,8 +86,9 @@ func (s *procStore) Get(ctx context.Context, key string) ([]byte, driver.Version
 	}
 	if s.allow && s.max > 0 {
 		now := s.clock()
-		if e := s.m[key]; e != nil && now.Before(e.at.Add(s.stale)) && (e.until.IsZero() || now.Before(e.until)) {
-			s.served = e
+		if e, ok := s.m[key]; ok && now.Before(e.at.Add(s.stale)) && (e.until.IsZero() || now.Before(e.until)) {
+			s.copy = e
+			s.served = &s.copy
 			if !e.present {
 				return nil, driver.NoVersion, driver.ErrNotFound
 			}
@@ -172,14 +177,14 @@ func (s *procStore) remember(key string, present bool, v []byte, ver driver.Vers
 	}
 	// v is the store's copy (memory clones on Get) or the Breaker's
 	// freshly encoded record, neither changed later: kept as is.
-	e := &cacheEntry{present: present, value: v, ver: ver, at: s.clock()}
+	e := cacheEntry{present: present, value: v, ver: ver, at: s.clock()}
 	if present {
 		if rec, err := record.DecodeRecord(v); err == nil {
 			e.until = rec.RestrainedUntil
 		}
 	}
 	if s.m == nil {
-		s.m = make(map[string]*cacheEntry)
+		s.m = make(map[string]cacheEntry)
 	}
 	if _, ok := s.m[key]; !ok {
 		if len(s.m) >= s.max {

@@ -1,8 +1,10 @@
 // Package simulate is the simulate command without a command framework:
 // its flags on a pflag.FlagSet, their checks, the run and its report. The
-// full command (cobra) and the demo build (cmd/kvbreaker/internal/demo,
-// make demo) both use it, so that the demo's first build compiles neither
-// cobra nor any backend SDK and prints the same report.
+// full command (cobra, in the cmd/kvbreaker module) and the demo build
+// (internal/demo, make demo) both use it. It lives in the root module so
+// that the demo builds outside the workspace (GOWORK=off): its first build
+// then loads only the root module's requirements, compiles neither cobra
+// nor any backend SDK, and prints the same report.
 package simulate
 
 import (
@@ -20,7 +22,7 @@ import (
 	"github.com/kvbreaker/kvbreaker"
 	"github.com/kvbreaker/kvbreaker/internal/sim"
 
-	"github.com/kvbreaker/kvbreaker/cmd/kvbreaker/internal/output"
+	"github.com/kvbreaker/kvbreaker/internal/output"
 )
 
 // Long is the command's description, before Footer in its help.

@@ -1,8 +1,9 @@
 // Command demo is `kvbreaker simulate` alone, the program make demo runs:
 // the same flags and the same report as the full command's simulate,
-// built without cobra and without any backend SDK, so that a first run
-// from empty caches spends its time on the simulation rather than on
-// compiling. A leading "simulate" argument is accepted, so that the same
+// built without cobra and without any backend SDK, and in the root module
+// outside the workspace (make demo sets GOWORK=off), so that a first run
+// from empty caches downloads only the root module's requirements and
+// spends its time on the simulation rather than on compiling. A leading "simulate" argument is accepted, so that the same
 // command line works for both.
 //
 // Exit codes as kvbreaker's: 0 success, 1 the run failed, 2 a usage error.
@@ -16,7 +17,7 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/kvbreaker/kvbreaker/cmd/kvbreaker/internal/simulate"
+	"github.com/kvbreaker/kvbreaker/internal/simulate"
 )
 
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
