@@ -3,14 +3,12 @@ package kvbreaker
 import (
 	"context"
 	"errors"
-	"fmt"
 	"hash/maphash"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/kvbreaker/kvbreaker/driver"
-	"github.com/kvbreaker/kvbreaker/internal/machine"
 	"github.com/kvbreaker/kvbreaker/internal/record"
 )
 
@@ -540,86 +538,4 @@ func (m *mirror) clear(keepOwn bool) {
 		clear(m.pending)
 		m.pendMu.Unlock()
 	}
-}
-
-// runMirrored is run on the mirror's record: a decision that writes nothing
-// costs no store request, whether Allow's or a write call's (the mirror is
-// as current as the feed, which a read would not improve on by more than
-// the feed's delay), except a write call's on a record past its restraint,
-// which may have expired unannounced. A host the feed said changed without
-// saying how (driver.ChangeStale) is read once, and what the read found is
-// decided on and enters the mirror. A write compare-and-swaps against the mirror's
-// version, and what the store answers (the write, or the record a
-// conflict returns) enters the mirror at once.
-func (b *Breaker) runMirrored(ctx context.Context, host string, in instant, write bool, decide decideFunc, st *machine.Step) (decider, error) {
-	m := b.mirror
-	cur, seq, known := m.get(host)
-	now, read := in.wall, false // read: cur came from the store after now
-	if !known {
-		// The feed said the host changed and nothing since told what it
-		// holds: read it once, for this call and the mirror.
-		got, err := b.get(ctx, host)
-		if err != nil {
-			return byStore, err
-		}
-		m.install(host, got, seq)
-		cur, read = got, true
-	}
-	for range maxCASAttempts {
-		*st = decide(cur.rec, now)
-		if st.Write != machine.WriteNone && read {
-			if t := wall(b.clock()); t.After(now) {
-				now = t
-				*st = decide(cur.rec, now)
-			}
-		}
-		// No record (a closed host, most hosts) holds no instant at all.
-		if !cur.rec.IsZero() && b.cfg.Future(cur.rec, now) {
-			b.anomaly(ctx, host, AnomalyFuture, "restrained_until", cur.rec.RestrainedUntil, "newest_failure", cur.rec.Opened(), "now", now)
-		}
-		if st.Write == machine.WriteNone {
-			if read {
-				return byStore, nil
-			}
-			if write && cur.ver != driver.NoVersion && !now.Before(cur.rec.RestrainedUntil) {
-				// Past its restraint, a record the mirror holds may
-				// have expired in the store without a word
-				// (PostgreSQL sends nothing until its purge): a
-				// Failure on it writes nothing, where the store,
-				// holding no record, would count it. So a write call
-				// that would write nothing there reads the store.
-				// While the restraint runs the record cannot have
-				// expired: StateTTL outlasts RecoveryDelay.
-				got, err := b.get(ctx, host)
-				if err != nil {
-					return byStore, err
-				}
-				m.learn(host, got, got.ver == driver.NoVersion, driver.NoVersion, time.Time{})
-				cur, read = got, true
-				if t := wall(b.clock()); t.After(now) {
-					now = t
-				}
-				continue
-			}
-			return byMirror, nil
-		}
-		sent := time.Now()
-		next, ok, err := b.apply(ctx, host, cur, st)
-		switch {
-		case err == nil:
-			m.learn(host, next, st.Write == machine.WriteDelete, cur.ver, sent)
-			b.notify(ctx, host, st)
-			return byStore, nil
-		case errors.Is(err, driver.ErrNotFound):
-			m.learn(host, current{}, true, driver.NoVersion, time.Time{})
-			*st = machine.Step{From: record.StateClosed, To: record.StateClosed}
-			return byStore, nil
-		case errors.Is(err, driver.ErrConflict) && ok:
-			m.learn(host, next, next.ver == driver.NoVersion, driver.NoVersion, time.Time{})
-			cur, read = next, true
-			continue
-		}
-		return byStore, err
-	}
-	return byStore, fmt.Errorf("%w: %d lost compare-and-swaps on %q", ErrContended, maxCASAttempts, host)
 }
