@@ -20,9 +20,9 @@ import (
 // ReleaseInterval rather than spin.
 const maxCASAttempts = 16
 
-// ErrContended is returned when a write lost maxCASAttempts compare-and-swaps
+// errContended is returned when a write lost maxCASAttempts compare-and-swaps
 // in a row.
-var ErrContended = errors.New("kvbreaker: too many concurrent writers")
+var errContended = errors.New("kvbreaker: too many concurrent writers")
 
 // Verdict is Breaker.Allow's answer.
 type Verdict struct {
@@ -98,14 +98,14 @@ func New(store driver.Store, s Settings) (*Breaker, error) {
 		b.log = slog.Default()
 	}
 	if b.timeout == 0 {
-		b.timeout = DefaultCallTimeout
+		b.timeout = defaultCallTimeout
 	}
 	if t.InProcess {
 		b.timeout = 0
 	}
 	stale := s.CacheStaleness
 	if stale == 0 {
-		stale = DefaultCacheStaleness
+		stale = defaultCacheStaleness
 	}
 	if s.Mirror {
 		// The mirror decides instead: the cache keeps only write hints
@@ -174,7 +174,7 @@ func (b *Breaker) callContext(ctx context.Context) (context.Context, context.Can
 func (b *Breaker) get(ctx context.Context, host string) (current, error) {
 	ctx, cancel := b.callContext(ctx)
 	defer cancel()
-	ctx, done := b.storeCall(ctx, OpGet, host)
+	ctx, done := b.storeCall(ctx, opGet, host)
 	v, ver, err := b.store.Get(ctx, host)
 	end(done, err)
 	if errors.Is(err, driver.ErrNotFound) {
@@ -191,7 +191,7 @@ func (b *Breaker) get(ctx context.Context, host string) (current, error) {
 func (b *Breaker) decode(ctx context.Context, host string, v []byte) record.Record {
 	r, err := record.DecodeRecord(v)
 	if err != nil {
-		b.anomaly(ctx, host, AnomalyUndecodable, "err", err)
+		b.anomaly(ctx, host, anomalyUndecodable, "err", err)
 	}
 	return r
 }
@@ -205,14 +205,14 @@ func (b *Breaker) apply(ctx context.Context, host string, cur current, st *machi
 	switch st.Write {
 	case machine.WritePut:
 		var ver driver.Version
-		ctx, done := b.storeCall(ctx, OpCompareAndSwap, host)
+		ctx, done := b.storeCall(ctx, opCompareAndSwap, host)
 		ver, err = b.store.CompareAndSwap(ctx, host, cur.ver, record.EncodeRecord(st.Record), b.cfg.StateTTL)
 		end(done, err)
 		if err == nil {
 			return current{rec: st.Record, ver: ver}, true, nil
 		}
 	case machine.WriteDelete:
-		ctx, done := b.storeCall(ctx, OpCompareAndDelete, host)
+		ctx, done := b.storeCall(ctx, opCompareAndDelete, host)
 		err = b.store.CompareAndDelete(ctx, host, cur.ver)
 		end(done, err)
 		if err == nil || errors.Is(err, driver.ErrNotFound) {
@@ -238,7 +238,7 @@ func (b *Breaker) apply(ctx context.Context, host string, cur current, st *machi
 // ReleaseInterval with FailClosed) and returns the error alongside. After
 // too many lost probe elections it holds for ReleaseInterval. A host that
 // fails ValidateKey is never passed to the store: Allow answers Send with an
-// error matching ErrInvalidKey (the breaker cannot track such a host).
+// error matching driver.ErrInvalidKey (the breaker cannot track such a host).
 func (b *Breaker) Allow(ctx context.Context, host string, heldSince time.Time) (v Verdict, err error) {
 	// v is the result itself: built in place, not copied out at return.
 	in := b.instant()
@@ -268,9 +268,9 @@ func (b *Breaker) Allow(ctx context.Context, host string, heldSince time.Time) (
 		case Probe:
 			v.claim = st.Record.RestrainedUntil
 		}
-	case errors.Is(err, ErrInvalidKey):
+	case errors.Is(err, driver.ErrInvalidKey):
 		v = Verdict{Decision: Send}
-	case errors.Is(err, ErrContended):
+	case errors.Is(err, errContended):
 		// Another worker is probing; look again shortly.
 		v, err = Verdict{Decision: Hold, RetryAt: b.holdBriefly(now, heldSince), HeldSince: heldSince}, nil
 	default:
@@ -343,7 +343,7 @@ func (b *Breaker) Inspect(ctx context.Context, host string) (Status, error) {
 	}
 	ctx, cancel := b.callContext(ctx)
 	defer cancel()
-	ctx, done := b.storeCall(ctx, OpGet, host)
+	ctx, done := b.storeCall(ctx, opGet, host)
 	v, ver, err := b.store.Get(ctx, host)
 	end(done, err)
 	switch {
@@ -360,7 +360,7 @@ func (b *Breaker) Inspect(ctx context.Context, host string) (Status, error) {
 }
 
 func wrap(op, host string, err error) error {
-	if err == nil || errors.Is(err, ErrInvalidKey) {
+	if err == nil || errors.Is(err, driver.ErrInvalidKey) {
 		return err
 	}
 	return fmt.Errorf("kvbreaker: %s %q: %w", op, host, err)

@@ -12,27 +12,13 @@ import (
 	"github.com/kvbreaker/kvbreaker/internal/record"
 )
 
-// MirrorReason says why the mirror became healthy or unhealthy
-// (MirrorInfo).
-type MirrorReason string
-
-// The reasons Observer.Mirror reports.
+// The reasons Observer.Mirror reports (MirrorInfo.Reason).
 const (
-	// MirrorSynced: the feed delivered a snapshot and is current; the
-	// mirror decides.
-	MirrorSynced MirrorReason = "synced"
-	// MirrorLost: the feed may have missed a change (a dropped
-	// connection, a compacted history, an overflowing buffer); it
-	// resynchronises.
-	MirrorLost MirrorReason = "lost"
-	// MirrorStale: no heartbeat within MirrorStaleness; noticed by the
-	// first call that found it.
-	MirrorStale MirrorReason = "stale"
-	// MirrorOverCap: the store holds more than MirrorSize records.
-	MirrorOverCap MirrorReason = "over_cap"
-	// MirrorEnded: the feed ended with an error (the store refused, or
-	// was closed); it is followed again after a pause.
-	MirrorEnded MirrorReason = "ended"
+	mirrorSynced  = "synced"
+	mirrorLost    = "lost"
+	mirrorStale   = "stale"
+	mirrorOverCap = "over_cap"
+	mirrorEnded   = "ended"
 )
 
 // mirrorOverCapRetry is how long a mirror over its cap waits before it
@@ -144,10 +130,10 @@ type ownEntry struct {
 
 func newMirror(b *Breaker, f driver.Follower, size int, stale time.Duration) *mirror {
 	if size == 0 {
-		size = DefaultMirrorSize
+		size = defaultMirrorSize
 	}
 	if stale == 0 {
-		stale = DefaultMirrorStaleness
+		stale = defaultMirrorStaleness
 	}
 	m := &mirror{b: b, f: f, size: size, stale: stale, base: time.Now(), seed: maphash.MakeSeed(), pending: map[string]time.Time{}, done: make(chan struct{})}
 	for i := range m.shards {
@@ -202,7 +188,7 @@ func (m *mirror) run(ctx context.Context) {
 		}
 		stop()
 		if ctx.Err() != nil {
-			m.down(ctx, MirrorEnded, ctx.Err())
+			m.down(ctx, mirrorEnded, ctx.Err())
 			return
 		}
 		pause := wait
@@ -210,11 +196,11 @@ func (m *mirror) run(ctx context.Context) {
 		case m.over:
 			pause = mirrorOverCapRetry
 		case errors.Is(err, errors.ErrUnsupported):
-			m.down(ctx, MirrorEnded, err)
+			m.down(ctx, mirrorEnded, err)
 			m.b.log.Warn("kvbreaker: the store cannot follow its keys; every call reads it", "err", err)
 			return
 		default:
-			m.down(ctx, MirrorEnded, err)
+			m.down(ctx, mirrorEnded, err)
 			if m.synced {
 				wait = mirrorRetryMin
 			}
@@ -246,7 +232,7 @@ func (m *mirror) decides(ctx context.Context, mono time.Time) bool {
 			m.wish()
 		}
 		if m.healthy.Load() {
-			m.report(ctx, false, MirrorStale, nil)
+			m.report(ctx, false, mirrorStale, nil)
 		}
 	}
 	return false
@@ -262,7 +248,7 @@ func (m *mirror) wish() {
 }
 
 // report tells Observer.Mirror of a change of health, once per change.
-func (m *mirror) report(ctx context.Context, healthy bool, why MirrorReason, err error) {
+func (m *mirror) report(ctx context.Context, healthy bool, why string, err error) {
 	if !m.healthy.CompareAndSwap(!healthy, healthy) {
 		return
 	}
@@ -272,7 +258,7 @@ func (m *mirror) report(ctx context.Context, healthy bool, why MirrorReason, err
 }
 
 // down stops the mirror deciding.
-func (m *mirror) down(ctx context.Context, why MirrorReason, err error) {
+func (m *mirror) down(ctx context.Context, why string, err error) {
 	m.until.Store(0)
 	m.report(ctx, false, why, err)
 }
@@ -395,7 +381,7 @@ func (m *mirror) apply(c driver.Change) {
 		if m.count.Load() > int64(m.size) {
 			m.over = true
 			m.clear(false)
-			m.down(ctx, MirrorOverCap, nil)
+			m.down(ctx, mirrorOverCap, nil)
 			m.stop()
 		}
 	case driver.ChangeSynced:
@@ -405,10 +391,10 @@ func (m *mirror) apply(c driver.Change) {
 		m.settle(c.At)
 		m.synced = true
 		m.until.Store(max(int64(c.At.Add(m.stale).Sub(m.base)), 1))
-		m.report(ctx, true, MirrorSynced, nil)
+		m.report(ctx, true, mirrorSynced, nil)
 	case driver.ChangeLost:
 		m.synced = false
-		m.down(ctx, MirrorLost, c.Err)
+		m.down(ctx, mirrorLost, c.Err)
 	}
 }
 

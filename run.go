@@ -233,7 +233,7 @@ func (b *Breaker) run(ctx context.Context, host string, in instant, write bool, 
 		}
 		// No record (a closed host, most hosts) holds no instant at all.
 		if !cur.rec.IsZero() && b.cfg.Future(cur.rec, now) {
-			b.anomaly(ctx, host, AnomalyFuture, "restrained_until", cur.rec.RestrainedUntil, "newest_failure", cur.rec.Opened(), "now", now)
+			b.anomaly(ctx, host, anomalyFuture, "restrained_until", cur.rec.RestrainedUntil, "newest_failure", cur.rec.Opened(), "now", now)
 		}
 		if st.Write == machine.WriteNone {
 			if t == hintOnly {
@@ -261,5 +261,5 @@ func (b *Breaker) run(ctx context.Context, host string, in instant, write bool, 
 		}
 		return byStore, err
 	}
-	return byStore, fmt.Errorf("%w: %d lost compare-and-swaps on %q", ErrContended, maxCASAttempts, host)
+	return byStore, fmt.Errorf("%w: %d lost compare-and-swaps on %q", errContended, maxCASAttempts, host)
 }
