@@ -153,7 +153,7 @@ func TestConflictWithAbsentRecordIsNoAnomaly(t *testing.T) {
 }
 
 // TestDefaultCallTimeout: without CallTimeout, a store call that never
-// answers costs DefaultCallTimeout.
+// answers costs the default CallTimeout (5 s).
 func TestDefaultCallTimeout(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b := newBreaker(t, hangingStore{}, kvbreaker.Settings{})
@@ -163,7 +163,7 @@ func TestDefaultCallTimeout(t *testing.T) {
 			t.Fatalf("Allow = %v, %v; want Send and the deadline", v.Decision, err)
 		}
 		if took := time.Since(start); took != defaults.CallTimeout {
-			t.Fatalf("took %v, want DefaultCallTimeout (%v)", took, defaults.CallTimeout)
+			t.Fatalf("took %v, want the default CallTimeout (%v)", took, defaults.CallTimeout)
 		}
 	})
 }
