@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/kvbreaker/kvbreaker"
 	"github.com/kvbreaker/kvbreaker/backends/memory"
 	"github.com/kvbreaker/kvbreaker/driver"
+	"github.com/kvbreaker/kvbreaker/internal/record"
 )
 
 // bareConflict is a memory store whose first compare-and-swap lets another
@@ -95,4 +97,55 @@ func TestConflictWithoutRecordIsRead(t *testing.T) {
 			})
 		}
 	}
+}
+
+// TestMirrorLearnsWhatItsReadFound: a Failure on a mirrored record past its
+// restraint reads the store (the record may have expired unannounced); here
+// the store holds a newer open record, so the Failure writes nothing, and
+// the mirror keeps what the read found: the next Allow holds from it
+// without a store request. The negative control is a second host set up
+// alike without the Failure: its Allow decides on the mirror's old record,
+// elects a probe and pays a compare-and-swap to learn better.
+func TestMirrorLearnsWhatItsReadFound(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		st := &counting{Store: memory.New(), script: make(chan driver.Change)}
+		b := mirrored(t, st, kvbreaker.Settings{})
+		now := time.Now()
+		old := record.EncodeRecord(record.Record{Failures: []time.Time{now.Add(-31 * time.Minute)}, RestrainedUntil: now.Add(-time.Minute)})
+		changes := []driver.Change{{Kind: driver.ChangeReset}}
+		for _, h := range []string{"read.example", "control.example"} {
+			ver, err := st.Store.CompareAndSwap(ctx, h, driver.NoVersion, openRecord(now), time.Hour)
+			if err != nil {
+				t.Fatal(err)
+			}
+			changes = append(changes, driver.Change{Kind: driver.ChangePut, Key: h, Value: old, Version: ver + 100})
+		}
+		for _, c := range append(changes, driver.Change{Kind: driver.ChangeSynced, At: now}) {
+			st.script <- c
+		}
+		synctest.Wait()
+		if err := b.Failure(ctx, "read.example"); err != nil {
+			t.Fatal(err)
+		}
+		if n := st.gets.Load(); n != 1 || st.writes.Load() != 0 {
+			t.Fatalf("Failure past the mirror's restraint: %d reads, %d writes; want one read, no write (the store's record is open)", n, st.writes.Load())
+		}
+		for _, c := range []struct {
+			host string
+			free bool
+		}{{"read.example", true}, {"control.example", false}} {
+			before := st.requests()
+			v, err := b.Allow(ctx, c.host, time.Time{})
+			if err != nil || v.Decision != kvbreaker.Hold {
+				t.Fatalf("Allow(%s) = %v, %v; want Hold (the store's record is open)", c.host, v.Decision, err)
+			}
+			switch n := st.requests() - before; {
+			case c.free && n != 0:
+				t.Errorf("Allow after the Failure's read made %d store requests; want none, the mirror having learnt the record read", n)
+			case !c.free && n == 0:
+				t.Error("negative control: Allow on the mirror's old record past its restraint made no store request")
+			}
+		}
+	})
 }
