@@ -36,7 +36,7 @@ func TestAbandonReportsToObserver(t *testing.T) {
 		} else if err := b.Abandon(t.Context(), host, v); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(kvbreaker.DefaultRecoveryDelay)
+		time.Sleep(defaults.RecoveryDelay)
 		v := mustAllow(t, b, time.Time{})
 		if v.Decision != kvbreaker.Probe {
 			t.Fatalf("%v after RecoveryDelay, want probe", v.Decision)

@@ -7,23 +7,10 @@ import (
 	"time"
 )
 
-// RecordAnomaly names what is wrong with a record a Breaker read: data it
-// cannot use as written, which it never lets stall a circuit.
-type RecordAnomaly string
-
-// The anomalies Observer.RecordAnomaly reports.
+// The anomalies Observer.RecordAnomaly reports (AnomalyInfo.Anomaly).
 const (
-	// AnomalyUndecodable: the stored value is no record this build can
-	// decode (another program's data, a half-written or newer-format
-	// record). It counts as absent, and the next write replaces it.
-	AnomalyUndecodable RecordAnomaly = "undecodable"
-	// AnomalyFuture: the record holds an instant no worker within
-	// Settings.ClockSkew of true time could have written yet (a failure
-	// after now + 2×ClockSkew, or a restraint ending after now +
-	// RecoveryDelay + 2×ClockSkew): its writer's clock is fast. Allow holds
-	// the host no longer than a correct writer could have made it, and
-	// rewrites the record on this worker's clock.
-	AnomalyFuture RecordAnomaly = "future"
+	anomalyUndecodable = "undecodable"
+	anomalyFuture      = "future"
 )
 
 // anomalyWarnEvery is how often a Breaker logs the same anomaly of one host;
@@ -45,13 +32,13 @@ type anomalyLog struct {
 
 type anomalyKey struct {
 	host string
-	a    RecordAnomaly
+	a    string
 }
 
 // anomaly reports a record of host that the Breaker cannot use as written:
 // to the Observer every time, to the Logger once per host per
 // anomalyWarnEvery.
-func (b *Breaker) anomaly(ctx context.Context, host string, a RecordAnomaly, attrs ...any) {
+func (b *Breaker) anomaly(ctx context.Context, host string, a string, attrs ...any) {
 	if b.obs.RecordAnomaly != nil {
 		b.obs.RecordAnomaly(ctx, AnomalyInfo{Host: host, Anomaly: a})
 	}
@@ -74,7 +61,7 @@ func (b *Breaker) anomaly(ctx context.Context, host string, a RecordAnomaly, att
 	l.mu.Unlock()
 
 	msg := "kvbreaker: ignoring undecodable record; the next write replaces it"
-	if a == AnomalyFuture {
+	if a == anomalyFuture {
 		msg = "kvbreaker: record written by a clock ahead of this worker's by more than twice ClockSkew; holding the host no longer than RecoveryDelay and rewriting the record on this clock (check the fleet's NTP)"
 	}
 	args := append([]any{"host", host}, attrs...)

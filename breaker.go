@@ -20,9 +20,9 @@ import (
 // ReleaseInterval rather than spin.
 const maxCASAttempts = 16
 
-// ErrContended is returned when a write lost maxCASAttempts compare-and-swaps
+// errContended is returned when a write lost maxCASAttempts compare-and-swaps
 // in a row.
-var ErrContended = errors.New("kvbreaker: too many concurrent writers")
+var errContended = errors.New("kvbreaker: too many concurrent writers")
 
 // Verdict is Breaker.Allow's answer.
 type Verdict struct {
@@ -98,14 +98,14 @@ func New(store driver.Store, s Settings) (*Breaker, error) {
 		b.log = slog.Default()
 	}
 	if b.timeout == 0 {
-		b.timeout = DefaultCallTimeout
+		b.timeout = defaultCallTimeout
 	}
 	if t.InProcess {
 		b.timeout = 0
 	}
 	stale := s.CacheStaleness
 	if stale == 0 {
-		stale = DefaultCacheStaleness
+		stale = defaultCacheStaleness
 	}
 	if s.Mirror {
 		// The mirror decides instead: the cache keeps only write hints
@@ -174,7 +174,7 @@ func (b *Breaker) callContext(ctx context.Context) (context.Context, context.Can
 func (b *Breaker) get(ctx context.Context, host string) (current, error) {
 	ctx, cancel := b.callContext(ctx)
 	defer cancel()
-	ctx, done := b.storeCall(ctx, OpGet, host)
+	ctx, done := b.storeCall(ctx, opGet, host)
 	v, ver, err := b.store.Get(ctx, host)
 	end(done, err)
 	if errors.Is(err, driver.ErrNotFound) {
@@ -191,7 +191,7 @@ func (b *Breaker) get(ctx context.Context, host string) (current, error) {
 func (b *Breaker) decode(ctx context.Context, host string, v []byte) record.Record {
 	r, err := record.DecodeRecord(v)
 	if err != nil {
-		b.anomaly(ctx, host, AnomalyUndecodable, "err", err)
+		b.anomaly(ctx, host, anomalyUndecodable, "err", err)
 	}
 	return r
 }
@@ -205,14 +205,14 @@ func (b *Breaker) apply(ctx context.Context, host string, cur current, st *machi
 	switch st.Write {
 	case machine.WritePut:
 		var ver driver.Version
-		ctx, done := b.storeCall(ctx, OpCompareAndSwap, host)
+		ctx, done := b.storeCall(ctx, opCompareAndSwap, host)
 		ver, err = b.store.CompareAndSwap(ctx, host, cur.ver, record.EncodeRecord(st.Record), b.cfg.StateTTL)
 		end(done, err)
 		if err == nil {
 			return current{rec: st.Record, ver: ver}, true, nil
 		}
 	case machine.WriteDelete:
-		ctx, done := b.storeCall(ctx, OpCompareAndDelete, host)
+		ctx, done := b.storeCall(ctx, opCompareAndDelete, host)
 		err = b.store.CompareAndDelete(ctx, host, cur.ver)
 		end(done, err)
 		if err == nil || errors.Is(err, driver.ErrNotFound) {
@@ -229,131 +229,6 @@ func (b *Breaker) apply(ctx context.Context, host string, cur current, st *machi
 	return current{}, false, err
 }
 
-// run reads host's record and applies decide to it, retrying on conflicts
-// with the store's current record. It puts the committed step in st and
-// returns what it was decided on (the store, the cache or the mirror); the
-// Observer's Transition hook fires after the write. After an error st means
-// nothing (no caller reads it then).
-//
-// Allow (write == false) may decide on a fresh cached record. A write call
-// never does: a cached record is only the compare-and-swap hint, which the
-// store validates, and a "no write" decided on it is confirmed by a read,
-// since another worker may have changed the record since.
-//
-// decide is given the time to decide at: in.wall, or, for a write decided on
-// a record read from the store after in.wall was taken, the clock read
-// again. Otherwise a failure another worker stored between this call's
-// clock read and its store read would look stamped by a fast clock, and the
-// machine would clamp it back to in.wall (clampFuture): right in count,
-// wrong in instant.
-func (b *Breaker) run(ctx context.Context, host string, in instant, write bool, decide decideFunc, st *machine.Step) (by decider, _ error) {
-	if err := driver.ValidateKey(host); err != nil {
-		return byStore, err
-	}
-	if b.clk.auto {
-		b.maybeCheckClock(in.mono)
-	}
-	if b.mirror != nil && b.mirror.decides(ctx, in.mono) {
-		return b.runMirrored(ctx, host, in, write, decide, st)
-	}
-	cached, err := b.runStore(ctx, host, in, write, decide, st)
-	if cached {
-		return byCache, err
-	}
-	return byStore, err
-}
-
-// decideFunc returns the step for record r at now. The run path puts it
-// where its caller wants it (run's st) rather than returning it: a Step is
-// over a hundred bytes, and the closed Allow's profile showed each copy of
-// it up the path. (A func value may keep what it is given, so st is not
-// passed to decide: it would move to the heap.)
-type decideFunc func(r record.Record, now time.Time) machine.Step
-
-// decider is what a decision was made on.
-type decider uint8
-
-const (
-	byStore  decider = iota // a record read from (or written to) the store
-	byCache                 // the decision cache
-	byMirror                // the mirror
-)
-
-// runStore is run without a mirror that decides: on the store's record,
-// or the cache's.
-func (b *Breaker) runStore(ctx context.Context, host string, in instant, write bool, decide decideFunc, st *machine.Step) (cached bool, _ error) {
-	var cur current
-	fresh, hinted := false, false
-	at := b.cache.ref(host) // host's cache slot, hashed once per call
-	switch {
-	case !write:
-		cur, fresh = b.cache.get(at, host, in.wall, in.mono)
-	case b.traits.Atomic:
-		// A non-atomic store cannot validate a hint: writes read first.
-		// Without a hint the guess is "absent", which most hosts are (the
-		// cache keeps no hint of an absent record, see cache.set); the
-		// compare-and-swap checks it like any hint.
-		cur, hinted = b.cache.hint(at, host)
-		if !hinted {
-			cur, hinted = current{}, true
-		}
-		fresh = true
-	}
-	cached = fresh && !write
-	now, read := in.wall, false // read: cur came from the store after now
-	for range maxCASAttempts {
-		if !fresh {
-			cached, read = false, true
-			seq := at.reading()
-			var err error
-			if cur, err = b.get(ctx, host); err != nil {
-				b.cache.forget(at, host)
-				return false, err
-			}
-			b.cache.put(at, host, cur, seq, in.mono)
-		}
-		*st = decide(cur.rec, now)
-		if st.Write != machine.WriteNone && read {
-			if t := wall(b.clock()); t.After(now) {
-				now = t
-				*st = decide(cur.rec, now)
-			}
-		}
-		if b.cfg.Future(cur.rec, now) {
-			b.anomaly(ctx, host, AnomalyFuture, "restrained_until", cur.rec.RestrainedUntil, "newest_failure", cur.rec.Opened(), "now", now)
-		}
-		if st.Write == machine.WriteNone {
-			if hinted {
-				// A hint is only validated by a write; without one,
-				// read what the store really holds.
-				hinted, fresh = false, false
-				continue
-			}
-			return cached, nil
-		}
-		hinted, cached = false, false
-		next, ok, err := b.apply(ctx, host, cur, st)
-		if ok {
-			b.cache.put(at, host, next, at.begin(), in.mono)
-		} else {
-			b.cache.forget(at, host)
-		}
-		switch {
-		case err == nil:
-			b.notify(ctx, host, st)
-			return false, nil
-		case errors.Is(err, driver.ErrNotFound):
-			*st = machine.Step{From: record.StateClosed, To: record.StateClosed}
-			return false, nil
-		case errors.Is(err, driver.ErrConflict):
-			cur, fresh, read = next, ok, true
-			continue
-		}
-		return false, err
-	}
-	return false, fmt.Errorf("%w: %d lost compare-and-swaps on %q", ErrContended, maxCASAttempts, host)
-}
-
 // Allow decides whether to deliver to host now. heldSince is when the
 // message was first held (zero for a fresh one; Verdict.HeldSince tells what
 // to pass next time). A message held for HoldLimit is dropped without a store
@@ -363,7 +238,7 @@ func (b *Breaker) runStore(ctx context.Context, host string, in instant, write b
 // ReleaseInterval with FailClosed) and returns the error alongside. After
 // too many lost probe elections it holds for ReleaseInterval. A host that
 // fails ValidateKey is never passed to the store: Allow answers Send with an
-// error matching ErrInvalidKey (the breaker cannot track such a host).
+// error matching driver.ErrInvalidKey (the breaker cannot track such a host).
 func (b *Breaker) Allow(ctx context.Context, host string, heldSince time.Time) (v Verdict, err error) {
 	// v is the result itself: built in place, not copied out at return.
 	in := b.instant()
@@ -393,9 +268,9 @@ func (b *Breaker) Allow(ctx context.Context, host string, heldSince time.Time) (
 		case Probe:
 			v.claim = st.Record.RestrainedUntil
 		}
-	case errors.Is(err, ErrInvalidKey):
+	case errors.Is(err, driver.ErrInvalidKey):
 		v = Verdict{Decision: Send}
-	case errors.Is(err, ErrContended):
+	case errors.Is(err, errContended):
 		// Another worker is probing; look again shortly.
 		v, err = Verdict{Decision: Hold, RetryAt: b.holdBriefly(now, heldSince), HeldSince: heldSince}, nil
 	default:
@@ -468,7 +343,7 @@ func (b *Breaker) Inspect(ctx context.Context, host string) (Status, error) {
 	}
 	ctx, cancel := b.callContext(ctx)
 	defer cancel()
-	ctx, done := b.storeCall(ctx, OpGet, host)
+	ctx, done := b.storeCall(ctx, opGet, host)
 	v, ver, err := b.store.Get(ctx, host)
 	end(done, err)
 	switch {
@@ -485,7 +360,7 @@ func (b *Breaker) Inspect(ctx context.Context, host string) (Status, error) {
 }
 
 func wrap(op, host string, err error) error {
-	if err == nil || errors.Is(err, ErrInvalidKey) {
+	if err == nil || errors.Is(err, driver.ErrInvalidKey) {
 		return err
 	}
 	return fmt.Errorf("kvbreaker: %s %q: %w", op, host, err)

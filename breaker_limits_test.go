@@ -153,7 +153,7 @@ func TestConflictWithAbsentRecordIsNoAnomaly(t *testing.T) {
 }
 
 // TestDefaultCallTimeout: without CallTimeout, a store call that never
-// answers costs DefaultCallTimeout.
+// answers costs the default CallTimeout (5 s).
 func TestDefaultCallTimeout(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b := newBreaker(t, hangingStore{}, kvbreaker.Settings{})
@@ -162,8 +162,8 @@ func TestDefaultCallTimeout(t *testing.T) {
 		if !errors.Is(err, context.DeadlineExceeded) || v.Decision != kvbreaker.Send {
 			t.Fatalf("Allow = %v, %v; want Send and the deadline", v.Decision, err)
 		}
-		if took := time.Since(start); took != kvbreaker.DefaultCallTimeout {
-			t.Fatalf("took %v, want DefaultCallTimeout (%v)", took, kvbreaker.DefaultCallTimeout)
+		if took := time.Since(start); took != defaults.CallTimeout {
+			t.Fatalf("took %v, want the default CallTimeout (%v)", took, defaults.CallTimeout)
 		}
 	})
 }
@@ -173,7 +173,7 @@ func TestDefaultCallTimeout(t *testing.T) {
 func TestInspectInvalidHost(t *testing.T) {
 	store := &countingStore{Store: memory.New()}
 	b := newBreaker(t, store, kvbreaker.Settings{})
-	if st, err := b.Inspect(t.Context(), "bad\nhost"); !errors.Is(err, kvbreaker.ErrInvalidKey) || st.Found {
+	if st, err := b.Inspect(t.Context(), "bad\nhost"); !errors.Is(err, driver.ErrInvalidKey) || st.Found {
 		t.Fatalf("Inspect of an invalid host = %+v, %v; want ErrInvalidKey", st, err)
 	}
 	if n := store.gets.Load(); n != 0 {

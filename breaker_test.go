@@ -325,10 +325,10 @@ func TestBreakerRejectsHostileHosts(t *testing.T) {
 	store := &countingStore{Store: memory.New()}
 	b := newBreaker(t, store, kvbreaker.Settings{})
 	for _, h := range []string{"", strings.Repeat("a", driver.MaxKeyLen+1), "a\x00b", "bad\xffutf8", "new\nline"} {
-		if _, err := b.Allow(t.Context(), h, time.Time{}); !errors.Is(err, kvbreaker.ErrInvalidKey) {
+		if _, err := b.Allow(t.Context(), h, time.Time{}); !errors.Is(err, driver.ErrInvalidKey) {
 			t.Errorf("Allow(%q): %v", h, err)
 		}
-		if err := b.Failure(t.Context(), h); !errors.Is(err, kvbreaker.ErrInvalidKey) {
+		if err := b.Failure(t.Context(), h); !errors.Is(err, driver.ErrInvalidKey) {
 			t.Errorf("Failure(%q): %v", h, err)
 		}
 	}
@@ -373,7 +373,7 @@ func TestDo(t *testing.T) {
 		boom := errors.New("503")
 		ran := 0
 		fail := func(context.Context) error { ran++; return boom }
-		if err := b.Do(ctx, host, func(context.Context) error { ran++; return kvbreaker.Reachable(errors.New("404")) }); err == nil || !kvbreaker.IsReachable(err) {
+		if err := b.Do(ctx, host, func(context.Context) error { ran++; return kvbreaker.Reachable(errors.New("404")) }); err == nil || kvbreaker.Classify(ctx, err) != kvbreaker.ReachableFailure {
 			t.Fatalf("reachable: %v", err)
 		}
 		b.Do(ctx, host, fail)

@@ -9,11 +9,12 @@ import (
 	"time"
 
 	"github.com/kvbreaker/kvbreaker/driver"
+	"github.com/kvbreaker/kvbreaker/internal/machine"
 )
 
-// DefaultClockCheckInterval is how often a Breaker samples its store's clock
+// defaultClockCheckInterval is how often a Breaker samples its store's clock
 // in the background when Settings.ClockCheckInterval is zero.
-const DefaultClockCheckInterval = 10 * time.Minute
+const defaultClockCheckInterval = 10 * time.Minute
 
 const (
 	// checkSamples is how many samples CheckClock takes, one after another.
@@ -67,7 +68,7 @@ func (b *Breaker) initClock(store driver.Store, s *Settings) {
 	c.sampler, _ = store.(driver.ClockSampler) // Prefixed passes it through
 	c.skew = s.ClockSkew
 	if c.skew == 0 {
-		c.skew = DefaultClockSkew
+		c.skew = machine.DefaultClockSkew
 	}
 	// An in-process store shares this process's clock; a sample would
 	// show nothing and cost a goroutine.
@@ -77,7 +78,7 @@ func (b *Breaker) initClock(store driver.Store, s *Settings) {
 	}
 	c.interval = s.ClockCheckInterval
 	if c.interval == 0 {
-		c.interval = DefaultClockCheckInterval
+		c.interval = defaultClockCheckInterval
 	}
 	c.start = time.Now()
 	// next is 0: the first store call starts the first check.
@@ -124,7 +125,7 @@ func (b *Breaker) CheckClock(ctx context.Context) (ClockOffset, error) {
 func (b *Breaker) sampleClock(ctx context.Context, now func() time.Time) (ClockOffset, error) {
 	ctx, cancel := b.callContext(ctx)
 	defer cancel()
-	ctx, done := b.storeCall(ctx, OpSampleClock, "")
+	ctx, done := b.storeCall(ctx, opSampleClock, "")
 	sent := now()
 	t, res, err := b.clk.sampler.SampleClock(ctx)
 	received := now()

@@ -75,9 +75,9 @@ var _ driver.ClockSampler = (*failingClock)(nil)
 // set ClockOffset is not called for one.
 func TestCheckClockExactClock(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var outcomes []kvbreaker.StoreOutcome
+		var outcomes []string
 		obs := &kvbreaker.Observer{StoreCall: func(ctx context.Context, e kvbreaker.StoreCallInfo) (context.Context, func(kvbreaker.StoreCallDoneInfo)) {
-			if e.Op != kvbreaker.OpSampleClock {
+			if e.Op != "sample_clock" {
 				return ctx, nil
 			}
 			return ctx, func(d kvbreaker.StoreCallDoneInfo) { outcomes = append(outcomes, d.Outcome) }
@@ -87,7 +87,7 @@ func TestCheckClockExactClock(t *testing.T) {
 		if err != nil || o.Offset != 3*time.Second || o.Uncertainty != 0 {
 			t.Fatalf("CheckClock = %+v, %v; want 3s ± 0", o, err)
 		}
-		if len(outcomes) != 3 || outcomes[0] != kvbreaker.StoreOK {
+		if len(outcomes) != 3 || outcomes[0] != "ok" {
 			t.Fatalf("sample store calls reported %v; want 3 OK", outcomes)
 		}
 	})
@@ -114,7 +114,7 @@ func TestDefaultClockCheckInterval(t *testing.T) {
 		start = time.Now()
 		allow(1)
 		allow(1)
-		time.Sleep(kvbreaker.DefaultClockCheckInterval - time.Second)
+		time.Sleep(defaults.ClockCheckInterval - time.Second)
 		allow(1)
 		time.Sleep(time.Second)
 		allow(2)

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/kvbreaker/kvbreaker/driver"
 )
 
 // ErrHeld is matched by the *HeldError Do and httpbreaker's Transport return
@@ -61,8 +63,8 @@ func Reachable(err error) error {
 	return reachableError{err}
 }
 
-// IsReachable reports whether err was marked with Reachable.
-func IsReachable(err error) bool {
+// isReachable reports whether err was marked with Reachable.
+func isReachable(err error) bool {
 	_, ok := errors.AsType[reachableError](err)
 	return ok
 }
@@ -87,7 +89,7 @@ func (b *Breaker) Do(ctx context.Context, host string, fn func(context.Context) 
 	if v.Decision == Hold || v.Decision == Drop {
 		return errors.Join(&HeldError{Host: host, Decision: v.Decision, RetryAt: v.RetryAt, HeldSince: v.HeldSince}, storeErr)
 	}
-	if errors.Is(storeErr, ErrInvalidKey) {
+	if errors.Is(storeErr, driver.ErrInvalidKey) {
 		return storeErr
 	}
 	err := fn(ctx)

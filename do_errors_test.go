@@ -9,6 +9,7 @@ import (
 
 	"github.com/kvbreaker/kvbreaker"
 	"github.com/kvbreaker/kvbreaker/backends/memory"
+	"github.com/kvbreaker/kvbreaker/driver"
 )
 
 // The tests in this file kill mutants of do.go (go run ./tools/mutants
@@ -34,7 +35,7 @@ func TestDoInvalidHost(t *testing.T) {
 	b := newBreaker(t, memory.New(), kvbreaker.Settings{})
 	ran := false
 	err := b.Do(t.Context(), "bad\nhost", func(context.Context) error { ran = true; return nil })
-	if !errors.Is(err, kvbreaker.ErrInvalidKey) || ran {
+	if !errors.Is(err, driver.ErrInvalidKey) || ran {
 		t.Fatalf("Do on an invalid host = %v, fn ran %v; want ErrInvalidKey without running fn", err, ran)
 	}
 }

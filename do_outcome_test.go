@@ -39,7 +39,7 @@ func TestDoHeldSinceDrops(t *testing.T) {
 		if !ok || !errors.Is(err, kvbreaker.ErrHeld) || errors.Is(err, kvbreaker.ErrDropped) || !held.HeldSince.Equal(time.Now()) {
 			t.Fatalf("first ask: %v (%+v), want held since now", err, held)
 		}
-		time.Sleep(kvbreaker.DefaultHoldLimit)
+		time.Sleep(defaults.HoldLimit)
 		ctx := kvbreaker.WithHeldSince(t.Context(), held.HeldSince)
 		err = b.Do(ctx, host, fn)
 		dropped, ok := errors.AsType[*kvbreaker.HeldError](err)
@@ -104,7 +104,7 @@ func TestDoCancelledProbeReleasesClaim(t *testing.T) {
 		s := kvbreaker.Settings{FailureThreshold: 2}
 		w1, w2 := newBreaker(t, store, s), newBreaker(t, store, s)
 		openHost(t, w1, 2)
-		time.Sleep(kvbreaker.DefaultRecoveryDelay)
+		time.Sleep(defaults.RecoveryDelay)
 		ctx, cancel := context.WithCancel(t.Context())
 		probed := false
 		err := w1.Do(ctx, host, func(ctx context.Context) error {
@@ -137,7 +137,7 @@ func TestAbandonStale(t *testing.T) {
 		change func(t *testing.T, w2 *kvbreaker.Breaker)
 	}{
 		{"taken-over", func(t *testing.T, w2 *kvbreaker.Breaker) {
-			time.Sleep(kvbreaker.DefaultRecoveryDelay) // the claim went unanswered
+			time.Sleep(defaults.RecoveryDelay) // the claim went unanswered
 			if v, _ := w2.Allow(t.Context(), host, time.Time{}); v.Decision != kvbreaker.Probe {
 				t.Fatalf("takeover: %v, want probe", v.Decision)
 			}
@@ -159,7 +159,7 @@ func TestAbandonStale(t *testing.T) {
 				s := kvbreaker.Settings{FailureThreshold: 2}
 				w1, w2 := newBreaker(t, store, s), newBreaker(t, store, s)
 				openHost(t, w1, 2)
-				time.Sleep(kvbreaker.DefaultRecoveryDelay)
+				time.Sleep(defaults.RecoveryDelay)
 				v := mustAllow(t, w1, time.Time{})
 				if v.Decision != kvbreaker.Probe {
 					t.Fatalf("%v, want probe", v.Decision)

@@ -33,21 +33,21 @@ func HostKey(rawURL string) (string, error) {
 	}
 	u, err := url.Parse(s)
 	if err != nil {
-		return "", fmt.Errorf("%w: %v", ErrInvalidKey, err)
+		return "", fmt.Errorf("%w: %v", driver.ErrInvalidKey, err)
 	}
 	host, port := u.Hostname(), u.Port()
 	if host == "" {
-		return "", fmt.Errorf("%w: no host in %q", ErrInvalidKey, rawURL)
+		return "", fmt.Errorf("%w: no host in %q", driver.ErrInvalidKey, rawURL)
 	}
 	if ip := net.ParseIP(host); ip != nil {
 		host = ip.String()
 	} else {
 		host = strings.TrimSuffix(host, ".")
 		if host, err = lookup.ToASCII(host); err != nil {
-			return "", fmt.Errorf("%w: host %q: %v", ErrInvalidKey, u.Hostname(), err)
+			return "", fmt.Errorf("%w: host %q: %v", driver.ErrInvalidKey, u.Hostname(), err)
 		}
 		if err := dialable(host); err != nil {
-			return "", fmt.Errorf("%w: host %q: %v", ErrInvalidKey, u.Hostname(), err)
+			return "", fmt.Errorf("%w: host %q: %v", driver.ErrInvalidKey, u.Hostname(), err)
 		}
 	}
 	if port != "" {
@@ -55,7 +55,7 @@ func HostKey(rawURL string) (string, error) {
 		// port 443 to a dialer, and ":99999" is no port at all.
 		n, err := strconv.ParseUint(port, 10, 16)
 		if err != nil || n == 0 {
-			return "", fmt.Errorf("%w: port %q in %q: want 1 to 65535", ErrInvalidKey, port, rawURL)
+			return "", fmt.Errorf("%w: port %q in %q: want 1 to 65535", driver.ErrInvalidKey, port, rawURL)
 		}
 		port = strconv.FormatUint(n, 10)
 	}

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/kvbreaker/kvbreaker/driver"
 )
 
 // The tests in this file kill mutants of hostkey.go (go run ./tools/mutants
@@ -42,12 +44,12 @@ func TestHostKeyEdges(t *testing.T) {
 		if len(in) != 254 && len(in) != 300 {
 			t.Fatalf("bad case: %d bytes", len(in))
 		}
-		if got, err := HostKey(in); !errors.Is(err, ErrInvalidKey) || !strings.Contains(err.Error(), "253") {
-			t.Errorf("HostKey(a name of %d bytes) = %q, %v; want ErrInvalidKey saying the limit", len(in), got, err)
+		if got, err := HostKey(in); !errors.Is(err, driver.ErrInvalidKey) || !strings.Contains(err.Error(), "253") {
+			t.Errorf("HostKey(a name of %d bytes) = %q, %v; want driver.ErrInvalidKey saying the limit", len(in), got, err)
 		}
 	}
-	if _, err := HostKey("https:///inbox"); !errors.Is(err, ErrInvalidKey) || !strings.Contains(err.Error(), "no host") {
-		t.Errorf("HostKey without a host = %v; want ErrInvalidKey saying there is no host", err)
+	if _, err := HostKey("https:///inbox"); !errors.Is(err, driver.ErrInvalidKey) || !strings.Contains(err.Error(), "no host") {
+		t.Errorf("HostKey without a host = %v; want driver.ErrInvalidKey saying there is no host", err)
 	}
 }
 

@@ -57,8 +57,8 @@ func TestHostKeyRejects(t *testing.T) {
 		"https://a..b.example/",
 		// IDNA errors whose partial output would pass as a name.
 		"https://xn--a.example/", "https://a\u200db.example/", "https://a\u05d0.example/"} {
-		if got, err := HostKey(in); !errors.Is(err, ErrInvalidKey) {
-			t.Errorf("HostKey(%q) = %q, %v; want ErrInvalidKey", in, got, err)
+		if got, err := HostKey(in); !errors.Is(err, driver.ErrInvalidKey) {
+			t.Errorf("HostKey(%q) = %q, %v; want driver.ErrInvalidKey", in, got, err)
 		}
 	}
 }

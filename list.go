@@ -40,7 +40,7 @@ const circuitsPage = 100
 // *UnreadableError for each such key; when the listing itself fails, or
 // ctx ends, it returns no circuits.
 //
-// Over a store that is not Prefixed, keys holding PrefixSeparator are
+// Over a store that is not Prefixed, keys holding '/' are
 // left out: they are other fleets' (a Prefixed store under that store
 // keeps them there), so a Breaker that shares a store with prefixed fleets
 // lists only its own hosts, as Prefixed's listing does. The store's own
@@ -76,7 +76,7 @@ func (b *Breaker) listPage(ctx context.Context, cursor string, limit int) (circu
 	}
 	_, _, prefixed := Unprefixed(b.store)
 	for _, key := range keys {
-		if !prefixed && strings.Contains(key, PrefixSeparator) {
+		if !prefixed && strings.Contains(key, prefixSeparator) {
 			continue
 		}
 		st, err := b.Inspect(ctx, key)

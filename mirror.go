@@ -3,38 +3,22 @@ package kvbreaker
 import (
 	"context"
 	"errors"
-	"fmt"
 	"hash/maphash"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/kvbreaker/kvbreaker/driver"
-	"github.com/kvbreaker/kvbreaker/internal/machine"
 	"github.com/kvbreaker/kvbreaker/internal/record"
 )
 
-// MirrorReason says why the mirror became healthy or unhealthy
-// (MirrorInfo).
-type MirrorReason string
-
-// The reasons Observer.Mirror reports.
+// The reasons Observer.Mirror reports (MirrorInfo.Reason).
 const (
-	// MirrorSynced: the feed delivered a snapshot and is current; the
-	// mirror decides.
-	MirrorSynced MirrorReason = "synced"
-	// MirrorLost: the feed may have missed a change (a dropped
-	// connection, a compacted history, an overflowing buffer); it
-	// resynchronises.
-	MirrorLost MirrorReason = "lost"
-	// MirrorStale: no heartbeat within MirrorStaleness; noticed by the
-	// first call that found it.
-	MirrorStale MirrorReason = "stale"
-	// MirrorOverCap: the store holds more than MirrorSize records.
-	MirrorOverCap MirrorReason = "over_cap"
-	// MirrorEnded: the feed ended with an error (the store refused, or
-	// was closed); it is followed again after a pause.
-	MirrorEnded MirrorReason = "ended"
+	mirrorSynced  = "synced"
+	mirrorLost    = "lost"
+	mirrorStale   = "stale"
+	mirrorOverCap = "over_cap"
+	mirrorEnded   = "ended"
 )
 
 // mirrorOverCapRetry is how long a mirror over its cap waits before it
@@ -146,10 +130,10 @@ type ownEntry struct {
 
 func newMirror(b *Breaker, f driver.Follower, size int, stale time.Duration) *mirror {
 	if size == 0 {
-		size = DefaultMirrorSize
+		size = defaultMirrorSize
 	}
 	if stale == 0 {
-		stale = DefaultMirrorStaleness
+		stale = defaultMirrorStaleness
 	}
 	m := &mirror{b: b, f: f, size: size, stale: stale, base: time.Now(), seed: maphash.MakeSeed(), pending: map[string]time.Time{}, done: make(chan struct{})}
 	for i := range m.shards {
@@ -204,7 +188,7 @@ func (m *mirror) run(ctx context.Context) {
 		}
 		stop()
 		if ctx.Err() != nil {
-			m.down(ctx, MirrorEnded, ctx.Err())
+			m.down(ctx, mirrorEnded, ctx.Err())
 			return
 		}
 		pause := wait
@@ -212,11 +196,11 @@ func (m *mirror) run(ctx context.Context) {
 		case m.over:
 			pause = mirrorOverCapRetry
 		case errors.Is(err, errors.ErrUnsupported):
-			m.down(ctx, MirrorEnded, err)
+			m.down(ctx, mirrorEnded, err)
 			m.b.log.Warn("kvbreaker: the store cannot follow its keys; every call reads it", "err", err)
 			return
 		default:
-			m.down(ctx, MirrorEnded, err)
+			m.down(ctx, mirrorEnded, err)
 			if m.synced {
 				wait = mirrorRetryMin
 			}
@@ -248,7 +232,7 @@ func (m *mirror) decides(ctx context.Context, mono time.Time) bool {
 			m.wish()
 		}
 		if m.healthy.Load() {
-			m.report(ctx, false, MirrorStale, nil)
+			m.report(ctx, false, mirrorStale, nil)
 		}
 	}
 	return false
@@ -264,7 +248,7 @@ func (m *mirror) wish() {
 }
 
 // report tells Observer.Mirror of a change of health, once per change.
-func (m *mirror) report(ctx context.Context, healthy bool, why MirrorReason, err error) {
+func (m *mirror) report(ctx context.Context, healthy bool, why string, err error) {
 	if !m.healthy.CompareAndSwap(!healthy, healthy) {
 		return
 	}
@@ -274,7 +258,7 @@ func (m *mirror) report(ctx context.Context, healthy bool, why MirrorReason, err
 }
 
 // down stops the mirror deciding.
-func (m *mirror) down(ctx context.Context, why MirrorReason, err error) {
+func (m *mirror) down(ctx context.Context, why string, err error) {
 	m.until.Store(0)
 	m.report(ctx, false, why, err)
 }
@@ -397,7 +381,7 @@ func (m *mirror) apply(c driver.Change) {
 		if m.count.Load() > int64(m.size) {
 			m.over = true
 			m.clear(false)
-			m.down(ctx, MirrorOverCap, nil)
+			m.down(ctx, mirrorOverCap, nil)
 			m.stop()
 		}
 	case driver.ChangeSynced:
@@ -407,10 +391,10 @@ func (m *mirror) apply(c driver.Change) {
 		m.settle(c.At)
 		m.synced = true
 		m.until.Store(max(int64(c.At.Add(m.stale).Sub(m.base)), 1))
-		m.report(ctx, true, MirrorSynced, nil)
+		m.report(ctx, true, mirrorSynced, nil)
 	case driver.ChangeLost:
 		m.synced = false
-		m.down(ctx, MirrorLost, c.Err)
+		m.down(ctx, mirrorLost, c.Err)
 	}
 }
 
@@ -540,86 +524,4 @@ func (m *mirror) clear(keepOwn bool) {
 		clear(m.pending)
 		m.pendMu.Unlock()
 	}
-}
-
-// runMirrored is run on the mirror's record: a decision that writes nothing
-// costs no store request, whether Allow's or a write call's (the mirror is
-// as current as the feed, which a read would not improve on by more than
-// the feed's delay), except a write call's on a record past its restraint,
-// which may have expired unannounced. A host the feed said changed without
-// saying how (driver.ChangeStale) is read once, and what the read found is
-// decided on and enters the mirror. A write compare-and-swaps against the mirror's
-// version, and what the store answers (the write, or the record a
-// conflict returns) enters the mirror at once.
-func (b *Breaker) runMirrored(ctx context.Context, host string, in instant, write bool, decide decideFunc, st *machine.Step) (decider, error) {
-	m := b.mirror
-	cur, seq, known := m.get(host)
-	now, read := in.wall, false // read: cur came from the store after now
-	if !known {
-		// The feed said the host changed and nothing since told what it
-		// holds: read it once, for this call and the mirror.
-		got, err := b.get(ctx, host)
-		if err != nil {
-			return byStore, err
-		}
-		m.install(host, got, seq)
-		cur, read = got, true
-	}
-	for range maxCASAttempts {
-		*st = decide(cur.rec, now)
-		if st.Write != machine.WriteNone && read {
-			if t := wall(b.clock()); t.After(now) {
-				now = t
-				*st = decide(cur.rec, now)
-			}
-		}
-		// No record (a closed host, most hosts) holds no instant at all.
-		if !cur.rec.IsZero() && b.cfg.Future(cur.rec, now) {
-			b.anomaly(ctx, host, AnomalyFuture, "restrained_until", cur.rec.RestrainedUntil, "newest_failure", cur.rec.Opened(), "now", now)
-		}
-		if st.Write == machine.WriteNone {
-			if read {
-				return byStore, nil
-			}
-			if write && cur.ver != driver.NoVersion && !now.Before(cur.rec.RestrainedUntil) {
-				// Past its restraint, a record the mirror holds may
-				// have expired in the store without a word
-				// (PostgreSQL sends nothing until its purge): a
-				// Failure on it writes nothing, where the store,
-				// holding no record, would count it. So a write call
-				// that would write nothing there reads the store.
-				// While the restraint runs the record cannot have
-				// expired: StateTTL outlasts RecoveryDelay.
-				got, err := b.get(ctx, host)
-				if err != nil {
-					return byStore, err
-				}
-				m.learn(host, got, got.ver == driver.NoVersion, driver.NoVersion, time.Time{})
-				cur, read = got, true
-				if t := wall(b.clock()); t.After(now) {
-					now = t
-				}
-				continue
-			}
-			return byMirror, nil
-		}
-		sent := time.Now()
-		next, ok, err := b.apply(ctx, host, cur, st)
-		switch {
-		case err == nil:
-			m.learn(host, next, st.Write == machine.WriteDelete, cur.ver, sent)
-			b.notify(ctx, host, st)
-			return byStore, nil
-		case errors.Is(err, driver.ErrNotFound):
-			m.learn(host, current{}, true, driver.NoVersion, time.Time{})
-			*st = machine.Step{From: record.StateClosed, To: record.StateClosed}
-			return byStore, nil
-		case errors.Is(err, driver.ErrConflict) && ok:
-			m.learn(host, next, next.ver == driver.NoVersion, driver.NoVersion, time.Time{})
-			cur, read = next, true
-			continue
-		}
-		return byStore, err
-	}
-	return byStore, fmt.Errorf("%w: %d lost compare-and-swaps on %q", ErrContended, maxCASAttempts, host)
 }

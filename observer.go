@@ -48,12 +48,12 @@ type Observer struct {
 	// offset (see Breaker.ClockOffset).
 	ClockOffset func(ctx context.Context, o ClockOffset)
 	// RecordAnomaly is called each time the Breaker reads a record it
-	// cannot use as written (see RecordAnomaly); the Logger hears of it
+	// cannot use as written (AnomalyInfo says which); the Logger hears of it
 	// once per host per 10 minutes.
 	RecordAnomaly func(ctx context.Context, e AnomalyInfo)
 	// Mirror is called when the mirror (Settings.Mirror) starts or stops
 	// deciding, with why. It runs on the mirror's goroutine, or for
-	// MirrorStale on the call that found the feed stale.
+	// "stale" on the call that found the feed stale.
 	Mirror func(ctx context.Context, e MirrorInfo)
 	// MirrorLag is called when one of this worker's writes arrives through
 	// the mirror's feed, with the time since it was sent: the propagation
@@ -65,8 +65,16 @@ type Observer struct {
 // (it decides) or unhealthy (every call reads the store).
 type MirrorInfo struct {
 	Healthy bool
-	Reason  MirrorReason
-	// Err is the feed's error, for MirrorLost and MirrorEnded.
+	// Reason says why: "synced", the feed delivered a snapshot and is
+	// current, the mirror decides; "lost", the feed may have missed a
+	// change (a dropped connection, a compacted history, an overflowing
+	// buffer) and resynchronises; "stale", no heartbeat within
+	// MirrorStaleness, noticed by the first call that found it;
+	// "over_cap", the store holds more than MirrorSize records; "ended",
+	// the feed ended with an error (the store refused, or was closed),
+	// and is followed again after a pause.
+	Reason string
+	// Err is the feed's error, for "lost" and "ended".
 	Err error
 }
 
@@ -127,58 +135,63 @@ type AbandonInfo struct {
 
 // StoreCallInfo is what Observer.StoreCall reports before a store call.
 type StoreCallInfo struct {
-	Op StoreOp
+	// Op names the call, in OpenTelemetry's attribute style: "get",
+	// "compare_and_swap", "compare_and_delete", or "sample_clock" (a read
+	// of the store's clock, driver.ClockSampler).
+	Op string
 	// Host is the delivery host whose record is read or written; empty
-	// for OpSampleClock.
+	// for "sample_clock".
 	Host string
 }
 
 // StoreCallDoneInfo is what the function Observer.StoreCall returned
 // receives once the store call has returned.
 type StoreCallDoneInfo struct {
-	Outcome StoreOutcome
-	// Err is the store's error; nil exactly when Outcome is StoreOK.
+	// Outcome classifies how the call ended (not a delivery: that is an
+	// Outcome): "ok"; "not_found", the key was absent
+	// (driver.ErrNotFound); "conflict", a compare-and-swap or
+	// compare-and-delete found another version (driver.ErrConflict);
+	// "timeout", the call's deadline (Settings.CallTimeout or the
+	// caller's) passed; "canceled", the caller's context was canceled;
+	// "error", any other failure (the store is down, refused, corrupt).
+	Outcome string
+	// Err is the store's error; nil exactly when Outcome is "ok".
 	Err error
 }
 
 // AnomalyInfo is what Observer.RecordAnomaly reports: a record of Host the
-// Breaker could not use as written.
+// Breaker could not use as written, which it never lets stall a circuit.
 type AnomalyInfo struct {
-	Host    string
-	Anomaly RecordAnomaly
+	Host string
+	// Anomaly names what is wrong with the record:
+	//   - "undecodable": the stored value is no record this build can
+	//     decode (another program's data, a half-written or newer-format
+	//     record). It counts as absent, and the next write replaces it.
+	//   - "future": the record holds an instant no worker within
+	//     Settings.ClockSkew of true time could have written yet (a
+	//     failure after now + 2×ClockSkew, or a restraint ending after
+	//     now + RecoveryDelay + 2×ClockSkew): its writer's clock is fast.
+	//     Allow holds the host no longer than a correct writer could have
+	//     made it, and rewrites the record on this worker's clock.
+	Anomaly string
 }
 
-// StoreOp names a store call, in OpenTelemetry's attribute style.
-type StoreOp string
-
-// The store calls a Breaker makes.
+// The store calls a Breaker makes (StoreCallInfo.Op).
 const (
-	OpGet              StoreOp = "get"
-	OpCompareAndSwap   StoreOp = "compare_and_swap"
-	OpCompareAndDelete StoreOp = "compare_and_delete"
-	// OpSampleClock reads the store's clock (driver.ClockSampler).
-	OpSampleClock StoreOp = "sample_clock"
+	opGet              = "get"
+	opCompareAndSwap   = "compare_and_swap"
+	opCompareAndDelete = "compare_and_delete"
+	opSampleClock      = "sample_clock"
 )
 
-// StoreOutcome classifies how a store call ended (not a delivery: that is
-// an Outcome).
-type StoreOutcome string
-
-// The outcomes of a store call.
+// The outcomes of a store call (StoreCallDoneInfo.Outcome).
 const (
-	StoreOK StoreOutcome = "ok"
-	// StoreNotFound: the key was absent (driver.ErrNotFound).
-	StoreNotFound StoreOutcome = "not_found"
-	// StoreConflict: a compare-and-swap or compare-and-delete found another
-	// version (driver.ErrConflict).
-	StoreConflict StoreOutcome = "conflict"
-	// StoreTimeout: the call's deadline (Settings.CallTimeout or the
-	// caller's) passed.
-	StoreTimeout StoreOutcome = "timeout"
-	// StoreCanceled: the caller's context was canceled.
-	StoreCanceled StoreOutcome = "canceled"
-	// StoreError: any other failure (the store is down, refused, corrupt).
-	StoreError StoreOutcome = "error"
+	storeOK       = "ok"
+	storeNotFound = "not_found"
+	storeConflict = "conflict"
+	storeTimeout  = "timeout"
+	storeCanceled = "canceled"
+	storeError    = "error"
 )
 
 // ClockOffset is an estimate of how far the store's clock is ahead of this
@@ -192,20 +205,20 @@ type ClockOffset struct {
 }
 
 // storeOutcomeOf classifies a store call's error.
-func storeOutcomeOf(err error) StoreOutcome {
+func storeOutcomeOf(err error) string {
 	switch {
 	case err == nil:
-		return StoreOK
+		return storeOK
 	case errors.Is(err, driver.ErrNotFound):
-		return StoreNotFound
+		return storeNotFound
 	case errors.Is(err, driver.ErrConflict):
-		return StoreConflict
+		return storeConflict
 	case errors.Is(err, context.DeadlineExceeded):
-		return StoreTimeout
+		return storeTimeout
 	case errors.Is(err, context.Canceled):
-		return StoreCanceled
+		return storeCanceled
 	}
-	return StoreError
+	return storeError
 }
 
 // ComposeObservers returns an Observer that reports each event to every
@@ -360,14 +373,14 @@ func observerFor(s *Settings) Observer {
 // the hook's call, paid only by a Breaker that has the hook.
 
 // storeCall starts observing one store call; end finishes it.
-func (b *Breaker) storeCall(ctx context.Context, op StoreOp, host string) (context.Context, func(StoreCallDoneInfo)) {
+func (b *Breaker) storeCall(ctx context.Context, op string, host string) (context.Context, func(StoreCallDoneInfo)) {
 	if b.obs.StoreCall == nil {
 		return ctx, nil
 	}
 	return b.startStoreCall(ctx, op, host)
 }
 
-func (b *Breaker) startStoreCall(ctx context.Context, op StoreOp, host string) (context.Context, func(StoreCallDoneInfo)) {
+func (b *Breaker) startStoreCall(ctx context.Context, op string, host string) (context.Context, func(StoreCallDoneInfo)) {
 	c, done := b.obs.StoreCall(ctx, StoreCallInfo{Op: op, Host: host})
 	if c == nil {
 		c = ctx

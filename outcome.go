@@ -61,7 +61,7 @@ func Classify(ctx context.Context, err error) Outcome {
 		return Success
 	case errors.Is(ctx.Err(), context.Canceled):
 		return Ignore
-	case IsReachable(err):
+	case isReachable(err):
 		return ReachableFailure
 	}
 	return Failure

@@ -12,8 +12,8 @@ import (
 	"github.com/kvbreaker/kvbreaker/driver"
 )
 
-// MaxPrefixLen is the longest key prefix Prefixed accepts.
-const MaxPrefixLen = 128
+// maxPrefixLen is the longest key prefix Prefixed accepts.
+const maxPrefixLen = 128
 
 // Prefixed returns a store that keeps every key under prefix in store, so
 // that several fleets (or environments) can share one store without seeing
@@ -26,8 +26,8 @@ const MaxPrefixLen = 128
 // clock (driver.ClockSampler), so can the prefixed store, since a prefix does
 // not change whose clock it is. An empty prefix returns store itself.
 //
-// The prefix must end in '/' (PrefixSeparator), be printable (it passes
-// driver.ValidateKey) and be at most MaxPrefixLen bytes. Under it, a key's
+// The prefix must end in '/', be printable (it passes
+// driver.ValidateKey) and be at most 128 bytes. Under it, a key's
 // '/' and '%' are escaped as "%2F" and "%25", so no key under one prefix
 // holds a '/' of its own, and no fleet's prefix can nest in another's:
 // "prod/" sees nothing of "prod/eu/" (or of "prod2/"), and lists none of it.
@@ -40,15 +40,15 @@ func Prefixed(store driver.Store, prefix string) (driver.Store, error) {
 	if prefix == "" {
 		return store, nil
 	}
-	if len(prefix) > MaxPrefixLen {
-		return nil, fmt.Errorf("kvbreaker: prefix of %d bytes: use at most %d", len(prefix), MaxPrefixLen)
+	if len(prefix) > maxPrefixLen {
+		return nil, fmt.Errorf("kvbreaker: prefix of %d bytes: use at most %d", len(prefix), maxPrefixLen)
 	}
 	if err := driver.ValidateKey(prefix); err != nil {
 		return nil, fmt.Errorf("kvbreaker: prefix %q: %w", prefix, err)
 	}
-	if !strings.HasSuffix(prefix, PrefixSeparator) {
+	if !strings.HasSuffix(prefix, prefixSeparator) {
 		return nil, fmt.Errorf("kvbreaker: prefix %q does not end in %q, so another fleet's prefix (%q) could extend it and share its keys: use %q",
-			prefix, PrefixSeparator, prefix+"2", prefix+PrefixSeparator)
+			prefix, prefixSeparator, prefix+"2", prefix+prefixSeparator)
 	}
 	p := &prefixed{store: store, prefix: prefix}
 	if cs, ok := store.(driver.ClockSampler); ok {
@@ -85,9 +85,9 @@ func Unprefixed(s driver.Store) (inner driver.Store, prefix string, ok bool) {
 	return s, "", false
 }
 
-// PrefixSeparator ends every prefix Prefixed accepts; keys under a prefix
+// prefixSeparator ends every prefix Prefixed accepts; keys under a prefix
 // never hold it unescaped.
-const PrefixSeparator = "/"
+const prefixSeparator = "/"
 
 // escapeKey escapes '%' and '/' in key, so a key under a prefix never holds
 // the separator; most keys have neither and are returned as they are.
@@ -114,7 +114,7 @@ func escapeKey(key string) string {
 // have made (a '/', or a '%' not starting "%25" or "%2F"): a key another
 // program wrote, or another fleet's under a longer prefix.
 func unescapeKey(name string) (_ string, ok bool) {
-	if strings.Contains(name, PrefixSeparator) {
+	if strings.Contains(name, prefixSeparator) {
 		return "", false
 	}
 	if !strings.Contains(name, "%") {

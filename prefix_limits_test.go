@@ -16,11 +16,14 @@ import (
 // The tests in this file kill mutants of prefix.go (go run ./tools/mutants
 // -pkg . -files prefix.go) that the other tests let live.
 
-// TestPrefixLimits: a prefix of MaxPrefixLen bytes is accepted, one byte
+// maxPrefixLen is the longest prefix Prefixed's documentation accepts.
+const maxPrefixLen = 128
+
+// TestPrefixLimits: a prefix of maxPrefixLen bytes is accepted, one byte
 // more is not, and an unprintable prefix is refused by name.
 func TestPrefixLimits(t *testing.T) {
 	inner := memory.New()
-	longest := strings.Repeat("p", kvbreaker.MaxPrefixLen-1) + "/"
+	longest := strings.Repeat("p", maxPrefixLen-1) + "/"
 	p, err := kvbreaker.Prefixed(inner, longest)
 	if err != nil {
 		t.Fatalf("Prefixed with a %d-byte prefix = %v", len(longest), err)

@@ -94,7 +94,7 @@ func TestPrefixed(t *testing.T) {
 	if s, _ := kvbreaker.Prefixed(inner, ""); s != driver.Store(inner) {
 		t.Error("an empty prefix should return the store itself")
 	}
-	for _, bad := range []string{"a\nb/", string(make([]byte, kvbreaker.MaxPrefixLen+1))} {
+	for _, bad := range []string{"a\nb/", string(make([]byte, maxPrefixLen+1))} {
 		if _, err := kvbreaker.Prefixed(inner, bad); err == nil {
 			t.Errorf("Prefixed(%q) accepted", bad)
 		}

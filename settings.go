@@ -10,25 +10,13 @@ import (
 	"github.com/kvbreaker/kvbreaker/internal/machine"
 )
 
-// Defaults used where a Settings field is zero (those of fedify's breaker).
+// The Breaker's own defaults, where a Settings field is zero (the
+// machine's are in internal/machine); Settings.WithDefaults shows them all.
 const (
-	DefaultFailureThreshold = machine.DefaultFailureThreshold
-	DefaultFailureWindow    = machine.DefaultFailureWindow
-	DefaultRecoveryDelay    = machine.DefaultRecoveryDelay
-	DefaultHoldLimit        = machine.DefaultHoldLimit
-	DefaultReleaseInterval  = machine.DefaultReleaseInterval
-	DefaultTTLMargin        = machine.DefaultTTLMargin
-	DefaultClockSkew        = machine.DefaultClockSkew
-	DefaultCallTimeout      = 5 * time.Second
-	DefaultCacheStaleness   = time.Second
-	DefaultMirrorSize       = 100_000
-	DefaultMirrorStaleness  = time.Second
-	// DefaultHistoryLimit caps the failure history a custom FailurePolicy
-	// sees, as fedify's slice(-100) does.
-	DefaultHistoryLimit = machine.DefaultHistoryLimit
-	// DefaultRecoveryMultiplier is recovery back-off's factor when
-	// MaxRecoveryDelay is set without one.
-	DefaultRecoveryMultiplier = machine.DefaultRecoveryMultiplier
+	defaultCallTimeout     = 5 * time.Second
+	defaultCacheStaleness  = time.Second
+	defaultMirrorSize      = 100_000
+	defaultMirrorStaleness = time.Second
 )
 
 // Settings configures a Breaker. The zero value of every field means its
@@ -78,7 +66,7 @@ type Settings struct {
 	// ClockSkew bounds how far any worker's clock may be from true time.
 	// Default 1 s. A record holding an instant no worker within it could
 	// have written yet is held no longer than RecoveryDelay and rewritten
-	// on this worker's clock (see AnomalyFuture).
+	// on this worker's clock (AnomalyInfo's "future").
 	ClockSkew time.Duration
 	// TTLMargin is added to max(RecoveryDelay, MaxRecoveryDelay,
 	// FailureWindow, ReleaseRamp) to get the record's TTL. Zero means max(5 s, what the store needs for ClockSkew);
@@ -183,6 +171,49 @@ type Settings struct {
 	SkipClockCheck bool
 }
 
+// WithDefaults returns s with each zero field that has a default set to
+// the value New uses for it: FailureThreshold 5, FailureWindow 10 min,
+// RecoveryDelay 30 min, HoldLimit 7 days, ReleaseInterval 1 s, ClockSkew
+// 1 s, CallTimeout 5 s, CacheStaleness 1 s, MirrorSize 100,000,
+// MirrorStaleness 1 s, ClockCheckInterval 10 min (unless SkipClockCheck),
+// HistoryLimit 100 (with a FailurePolicy) and RecoveryMultiplier 2 (with
+// MaxRecoveryDelay). It leaves TTLMargin zero, whose default depends on
+// the store (max(5 s, what the store needs for ClockSkew): see
+// Breaker.StateTTL), and Clock and Logger nil. New(store, s.WithDefaults())
+// is New(store, s); it is for what shows the defaults, such as a command's
+// flags.
+func (s Settings) WithDefaults() Settings {
+	def := func(v *time.Duration, d time.Duration) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	if s.FailureThreshold == 0 {
+		s.FailureThreshold = machine.DefaultFailureThreshold
+	}
+	def(&s.FailureWindow, machine.DefaultFailureWindow)
+	def(&s.RecoveryDelay, machine.DefaultRecoveryDelay)
+	def(&s.HoldLimit, machine.DefaultHoldLimit)
+	def(&s.ReleaseInterval, machine.DefaultReleaseInterval)
+	def(&s.ClockSkew, machine.DefaultClockSkew)
+	def(&s.CallTimeout, defaultCallTimeout)
+	def(&s.CacheStaleness, defaultCacheStaleness)
+	def(&s.MirrorStaleness, defaultMirrorStaleness)
+	if s.MirrorSize == 0 {
+		s.MirrorSize = defaultMirrorSize
+	}
+	if !s.SkipClockCheck {
+		def(&s.ClockCheckInterval, defaultClockCheckInterval)
+	}
+	if s.FailurePolicy != nil && s.HistoryLimit == 0 {
+		s.HistoryLimit = machine.DefaultHistoryLimit
+	}
+	if s.MaxRecoveryDelay != 0 && s.RecoveryMultiplier == 0 {
+		s.RecoveryMultiplier = machine.DefaultRecoveryMultiplier
+	}
+	return s
+}
+
 // config validates s against the store's traits: the machine's settings,
 // then the Breaker's own. Every problem is reported in one error. This is
 // the one place Settings' fields are handed to the machine.
@@ -207,23 +238,23 @@ func (s *Settings) config(store driver.Store, t driver.Traits) (machine.Config, 
 		errs = append(errs, fmt.Errorf("store %T cannot follow its keys (it is no driver.Follower), which Mirror needs: set Mirror false, or use a store that can (etcd, Redis, PostgreSQL, NATS, SQLite, memory)", store))
 	}
 	if s.CallTimeout < 0 {
-		errs = append(errs, fmt.Errorf("CallTimeout is %v: set a positive duration, or zero for the default %v", s.CallTimeout, DefaultCallTimeout))
+		errs = append(errs, fmt.Errorf("CallTimeout is %v: set a positive duration, or zero for the default %v", s.CallTimeout, defaultCallTimeout))
 	}
 	if s.CacheStaleness < 0 {
-		errs = append(errs, fmt.Errorf("CacheStaleness is %v: set a positive duration, or zero for the default %v", s.CacheStaleness, DefaultCacheStaleness))
+		errs = append(errs, fmt.Errorf("CacheStaleness is %v: set a positive duration, or zero for the default %v", s.CacheStaleness, defaultCacheStaleness))
 	}
 	if s.MirrorSize < 0 {
-		errs = append(errs, fmt.Errorf("MirrorSize is %d: set the number of records the mirror may hold, or zero for the default %d", s.MirrorSize, DefaultMirrorSize))
+		errs = append(errs, fmt.Errorf("MirrorSize is %d: set the number of records the mirror may hold, or zero for the default %d", s.MirrorSize, defaultMirrorSize))
 	}
 	if s.MirrorStaleness < 0 {
-		errs = append(errs, fmt.Errorf("MirrorStaleness is %v: set a positive duration, or zero for the default %v", s.MirrorStaleness, DefaultMirrorStaleness))
+		errs = append(errs, fmt.Errorf("MirrorStaleness is %v: set a positive duration, or zero for the default %v", s.MirrorStaleness, defaultMirrorStaleness))
 	}
 	if s.CacheSize < 0 {
 		errs = append(errs, fmt.Errorf("CacheSize is %d: set a number of hosts to cache, or zero to disable the cache", s.CacheSize))
 	}
 	switch {
 	case s.ClockCheckInterval < 0:
-		errs = append(errs, fmt.Errorf("ClockCheckInterval is %v: set a positive duration, or zero for the default %v (SkipClockCheck turns the checks off)", s.ClockCheckInterval, DefaultClockCheckInterval))
+		errs = append(errs, fmt.Errorf("ClockCheckInterval is %v: set a positive duration, or zero for the default %v (SkipClockCheck turns the checks off)", s.ClockCheckInterval, defaultClockCheckInterval))
 	case s.ClockCheckInterval > 0 && s.SkipClockCheck:
 		errs = append(errs, fmt.Errorf("ClockCheckInterval is %v but SkipClockCheck turns the checks off: set only one", s.ClockCheckInterval))
 	}

@@ -123,8 +123,9 @@ func TestContention(t *testing.T) {
 			}
 			// Opening takes FailureThreshold won writes; every other
 			// write lost a compare-and-swap.
-			if won := calls.Writes - conflicts; won != kvbreaker.DefaultFailureThreshold {
-				t.Errorf("%d writes won, want %d (the threshold): failures after the opening must not write", won, kvbreaker.DefaultFailureThreshold)
+			threshold := int64(kvbreaker.Settings{}.WithDefaults().FailureThreshold)
+			if won := calls.Writes - conflicts; won != threshold {
+				t.Errorf("%d writes won, want %d (the threshold): failures after the opening must not write", won, threshold)
 			}
 			if st, err := brs[0].Inspect(ctx, dead); err != nil || st.State != kvbreaker.StateOpen {
 				t.Errorf("record after the storm: %v, %v; want open", st.State, err)

@@ -127,7 +127,7 @@ func TestAllowLatencyRatio(t *testing.T) {
 					// for one, sets a socket deadline for a context that
 					// has one (about 10 µs here).
 					start := time.Now()
-					cctx, cancel := context.WithTimeout(ctx, kvbreaker.DefaultCallTimeout)
+					cctx, cancel := context.WithTimeout(ctx, kvbreaker.Settings{}.WithDefaults().CallTimeout)
 					_, _, err := e.Get(cctx, closedHost)
 					cancel()
 					if err != nil && !errorsIsNotFound(err) {

@@ -250,7 +250,7 @@ func roundTrips(t *testing.T, name string) []row {
 
 	// The restraint ends: the first re-check elects itself the probe
 	// with a compare-and-swap; the next worker finds the probe in flight.
-	r.advance(kvbreaker.DefaultRecoveryDelay)
+	r.advance(kvbreaker.Settings{}.WithDefaults().RecoveryDelay)
 	measure("allow at restraint end, probe elected, cache off", be, pick(want{1, 1, 1, 1}, want{1, 1, 0, 1}), func() error {
 		_, err := allow(b, dead, v.HeldSince, kvbreaker.Probe)
 		return err

@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kvbreaker/kvbreaker"
 	"github.com/kvbreaker/kvbreaker/driver"
 	"github.com/kvbreaker/kvbreaker/internal/conformcheck"
 	"github.com/kvbreaker/kvbreaker/internal/machine"
@@ -49,7 +48,7 @@ func WithExpiryTTL(d time.Duration) Option { return func(o *options) { o.ExpiryT
 func WithStateTTL(d time.Duration) Option { return func(o *options) { o.StateTTL = d } }
 
 // WithClockSkew sets the fleet's clock-skew bound δ the Breaker-level cases
-// run with (default kvbreaker.DefaultClockSkew).
+// run with (default kvbreaker's default ClockSkew).
 func WithClockSkew(d time.Duration) Option { return func(o *options) { o.ClockSkew = d } }
 
 // WithFollowHeartbeat sets the heartbeat the Follower cases pass to
@@ -135,7 +134,7 @@ func withDefaults(o options, t driver.Traits) options {
 		o.ExpiryTTL = max(t.Expiry.MinTTL, 2*time.Second)
 	}
 	if o.ClockSkew <= 0 {
-		o.ClockSkew = kvbreaker.DefaultClockSkew
+		o.ClockSkew = machine.DefaultClockSkew
 	}
 	if o.StateTTL <= 0 {
 		o.StateTTL = defaultStateTTL(t)
@@ -164,7 +163,7 @@ func defaultStateTTL(t driver.Traits) time.Duration {
 	if c, err := machine.NewConfig(machine.Config{}, t); err == nil {
 		return c.StateTTL
 	}
-	return max(kvbreaker.DefaultRecoveryDelay, kvbreaker.DefaultFailureWindow) + max(kvbreaker.DefaultTTLMargin, t.Expiry.RequiredMargin(kvbreaker.DefaultClockSkew))
+	return max(machine.DefaultRecoveryDelay, machine.DefaultFailureWindow) + max(machine.DefaultTTLMargin, t.Expiry.RequiredMargin(machine.DefaultClockSkew))
 }
 
 // Run runs the whole suite against the stores newHarness makes, each case as

@@ -100,7 +100,7 @@ func wipeOnce(ctx context.Context, e *env, w Wiper, how, prefix string) {
 	seen := "nothing"
 	if j := slices.IndexFunc(ev[before:iA+1], func(a arrival) bool { return a.Kind != driver.ChangeSynced }); j >= 0 {
 		a := ev[before+j]
-		seen = fmt.Sprintf("as %s %v after it returned (MirrorStaleness is %v by default)", a, a.at.Sub(done).Round(time.Millisecond), kvbreaker.DefaultMirrorStaleness)
+		seen = fmt.Sprintf("as %s %v after it returned (MirrorStaleness is %v by default)", a, a.at.Sub(done).Round(time.Millisecond), kvbreaker.Settings{}.WithDefaults().MirrorStaleness)
 	}
 	e.logf("%s: seen %s; the first Synced after it came %v after it returned", how, seen, ev[iA].at.Sub(done).Round(time.Millisecond))
 

@@ -61,6 +61,7 @@ import (
 	"time"
 
 	"github.com/kvbreaker/kvbreaker"
+	"github.com/kvbreaker/kvbreaker/driver"
 )
 
 // DefaultClassify is the classification a Transport uses when its Classify
@@ -210,7 +211,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	resp, rtErr := base.RoundTrip(req)
 	var recErr error
-	if !errors.Is(storeErr, kvbreaker.ErrInvalidKey) {
+	if !errors.Is(storeErr, driver.ErrInvalidKey) {
 		recErr = t.record(ctx, host, v, resp, rtErr)
 	}
 	if rtErr != nil {

@@ -66,10 +66,10 @@
 //     error.
 //   - kvbreaker.record.anomaly: undecodable (a value no Breaker wrote, or
 //     one a newer version did), future (written by a clock ahead by more
-//     than twice ClockSkew; see kvbreaker.RecordAnomaly).
+//     than twice ClockSkew; see kvbreaker.AnomalyInfo).
 //   - kvbreaker.mirror.healthy: true when the mirror (Settings.Mirror)
 //     started deciding, false when it stopped and every call reads the store.
-//   - kvbreaker.mirror.reason: why (kvbreaker.MirrorReason): synced, lost,
+//   - kvbreaker.mirror.reason: why (kvbreaker.MirrorInfo.Reason): synced, lost,
 //     stale, over_cap, ended.
 //
 // kvbreaker.store.call.duration is the count of store calls as well as their

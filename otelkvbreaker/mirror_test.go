@@ -19,10 +19,10 @@ import (
 func TestMirrorInstruments(t *testing.T) {
 	obs, reader, _ := newTestObserver(t)
 	ctx := context.Background()
-	obs.Mirror(ctx, kvbreaker.MirrorInfo{Healthy: true, Reason: kvbreaker.MirrorSynced})
+	obs.Mirror(ctx, kvbreaker.MirrorInfo{Healthy: true, Reason: "synced"})
 	obs.MirrorLag(ctx, kvbreaker.MirrorLagInfo{Lag: 3 * time.Millisecond})
 	obs.MirrorLag(ctx, kvbreaker.MirrorLagInfo{Lag: 200 * time.Microsecond})
-	obs.Mirror(ctx, kvbreaker.MirrorInfo{Healthy: false, Reason: kvbreaker.MirrorLost, Err: errors.New("dropped")})
+	obs.Mirror(ctx, kvbreaker.MirrorInfo{Healthy: false, Reason: "lost", Err: errors.New("dropped")})
 
 	var rm metricdata.ResourceMetrics
 	if err := reader.Collect(ctx, &rm); err != nil {

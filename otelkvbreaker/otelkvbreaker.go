@@ -46,12 +46,12 @@ const (
 // DurationBuckets are the explicit bucket boundaries, in seconds, advised for
 // kvbreaker.store.call.duration: an in-process store answers in well under
 // 100 µs, a store in the same zone in about a millisecond, a cross-region or
-// overloaded one in tens to hundreds, and kvbreaker.DefaultCallTimeout is 5 s.
+// overloaded one in tens to hundreds, and kvbreaker's default CallTimeout is 5 s.
 var DurationBuckets = []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}
 
 // LagBuckets are the explicit bucket boundaries, in seconds, advised for
 // kvbreaker.mirror.lag: from an in-process feed to a networked store's
-// round trips, and past kvbreaker.DefaultMirrorStaleness (1 s), where a
+// round trips, and past kvbreaker's default MirrorStaleness (1 s), where a
 // mirror that has heard nothing stops deciding.
 var LagBuckets = []float64{0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5}
 
@@ -134,37 +134,37 @@ var (
 	decisions        = []kvbreaker.Decision{kvbreaker.Send, kvbreaker.Hold, kvbreaker.Probe, kvbreaker.Drop}
 	states           = []kvbreaker.State{kvbreaker.StateClosed, kvbreaker.StateHalfOpen, kvbreaker.StateOpen}
 	deliveryOutcomes = []kvbreaker.Outcome{kvbreaker.Success, kvbreaker.ReachableFailure, kvbreaker.Failure}
-	ops              = []kvbreaker.StoreOp{kvbreaker.OpGet, kvbreaker.OpCompareAndSwap, kvbreaker.OpCompareAndDelete, kvbreaker.OpSampleClock}
-	outcomes         = []kvbreaker.StoreOutcome{kvbreaker.StoreOK, kvbreaker.StoreNotFound, kvbreaker.StoreConflict, kvbreaker.StoreTimeout, kvbreaker.StoreCanceled, kvbreaker.StoreError}
+	ops              = []string{"get", "compare_and_swap", "compare_and_delete", "sample_clock"}
+	outcomes         = []string{"ok", "not_found", "conflict", "timeout", "canceled", "error"}
 )
 
-func opIndex(op kvbreaker.StoreOp) int {
+func opIndex(op string) int {
 	switch op {
-	case kvbreaker.OpGet:
+	case "get":
 		return 0
-	case kvbreaker.OpCompareAndSwap:
+	case "compare_and_swap":
 		return 1
-	case kvbreaker.OpCompareAndDelete:
+	case "compare_and_delete":
 		return 2
-	case kvbreaker.OpSampleClock:
+	case "sample_clock":
 		return 3
 	}
 	return -1
 }
 
-func outcomeIndex(o kvbreaker.StoreOutcome) int {
+func outcomeIndex(o string) int {
 	switch o {
-	case kvbreaker.StoreOK:
+	case "ok":
 		return 0
-	case kvbreaker.StoreNotFound:
+	case "not_found":
 		return 1
-	case kvbreaker.StoreConflict:
+	case "conflict":
 		return 2
-	case kvbreaker.StoreTimeout:
+	case "timeout":
 		return 3
-	case kvbreaker.StoreCanceled:
+	case "canceled":
 		return 4
-	case kvbreaker.StoreError:
+	case "error":
 		return 5
 	}
 	return -1
@@ -305,18 +305,18 @@ func newObserver(c *config) (*observer, error) {
 		}
 	}
 	for j, out := range outcomes {
-		o.outcomeAttr[j] = OutcomeKey.String(string(out))
+		o.outcomeAttr[j] = OutcomeKey.String(out)
 	}
-	for i, a := range []kvbreaker.RecordAnomaly{kvbreaker.AnomalyUndecodable, kvbreaker.AnomalyFuture} {
-		o.anomalyOpts[i] = o.addOpts(AnomalyKey.String(string(a)))
+	for i, a := range []string{"undecodable", "future"} {
+		o.anomalyOpts[i] = o.addOpts(AnomalyKey.String(a))
 	}
 	for i, op := range ops {
-		o.conflict[i] = o.addOpts(OperationKey.String(string(op)))
+		o.conflict[i] = o.addOpts(OperationKey.String(op))
 		for j, out := range outcomes {
-			o.call[i][j] = o.recordOpts(OperationKey.String(string(op)), OutcomeKey.String(string(out)))
+			o.call[i][j] = o.recordOpts(OperationKey.String(op), OutcomeKey.String(out))
 		}
-		o.spanName[i] = "kvbreaker.store " + string(op)
-		o.spanStart[i] = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(OperationKey.String(string(op)))}
+		o.spanName[i] = "kvbreaker.store " + op
+		o.spanStart[i] = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(OperationKey.String(op))}
 	}
 	if _, off := c.tp.(tracenoop.TracerProvider); !off {
 		o.tracer = c.tp.Tracer(ScopeName, trace.WithInstrumentationVersion(version))
@@ -378,7 +378,7 @@ func (o *observer) abandon(ctx context.Context, e kvbreaker.AbandonInfo) {
 func (o *observer) mirror(ctx context.Context, e kvbreaker.MirrorInfo) {
 	// Rare (a feed's start, loss or staleness): options built per event.
 	o.mirrorHealthy.Record(ctx, int64(b2i(e.Healthy)), o.plainRecord...)
-	o.mirrorTransitions.Add(ctx, 1, o.addOpts(MirrorHealthyKey.Bool(e.Healthy), MirrorReasonKey.String(string(e.Reason)))...)
+	o.mirrorTransitions.Add(ctx, 1, o.addOpts(MirrorHealthyKey.Bool(e.Healthy), MirrorReasonKey.String(e.Reason))...)
 }
 
 func (o *observer) mirrorLagged(ctx context.Context, e kvbreaker.MirrorLagInfo) {
@@ -387,12 +387,12 @@ func (o *observer) mirrorLagged(ctx context.Context, e kvbreaker.MirrorLagInfo) 
 
 func (o *observer) anomaly(ctx context.Context, e kvbreaker.AnomalyInfo) {
 	switch a := e.Anomaly; a {
-	case kvbreaker.AnomalyUndecodable:
+	case "undecodable":
 		o.anomalies.Add(ctx, 1, o.anomalyOpts[0]...)
-	case kvbreaker.AnomalyFuture:
+	case "future":
 		o.anomalies.Add(ctx, 1, o.anomalyOpts[1]...)
 	default: // an anomaly newer than this package
-		o.anomalies.Add(ctx, 1, o.addOpts(AnomalyKey.String(string(a)))...)
+		o.anomalies.Add(ctx, 1, o.addOpts(AnomalyKey.String(a))...)
 	}
 }
 
@@ -416,7 +416,7 @@ func (o *observer) clockOffset(ctx context.Context, c kvbreaker.ClockOffset) {
 type call struct {
 	o     *observer
 	ctx   context.Context
-	op    kvbreaker.StoreOp
+	op    string
 	start time.Time // zero: not timed
 	span  trace.Span
 	end   func(kvbreaker.StoreCallDoneInfo)
@@ -434,7 +434,7 @@ func (o *observer) storeCall(ctx context.Context, e kvbreaker.StoreCallInfo) (co
 		if i := opIndex(op); i >= 0 {
 			ctx, c.span = o.tracer.Start(ctx, o.spanName[i], o.spanStart[i]...)
 		} else {
-			ctx, c.span = o.tracer.Start(ctx, "kvbreaker.store "+string(op), trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(OperationKey.String(string(op))))
+			ctx, c.span = o.tracer.Start(ctx, "kvbreaker.store "+op, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(OperationKey.String(op)))
 		}
 		if c.span.IsRecording() {
 			c.span.SetAttributes(HostKey.String(host))
@@ -456,14 +456,14 @@ func (c *call) finish(e kvbreaker.StoreCallDoneInfo) {
 		if i >= 0 && j >= 0 {
 			o.duration.Record(c.ctx, d, o.call[i][j]...)
 		} else {
-			o.duration.Record(c.ctx, d, o.recordOpts(OperationKey.String(string(c.op)), OutcomeKey.String(string(out)))...)
+			o.duration.Record(c.ctx, d, o.recordOpts(OperationKey.String(c.op), OutcomeKey.String(out))...)
 		}
 	}
-	if out == kvbreaker.StoreConflict {
+	if out == "conflict" {
 		if i >= 0 {
 			o.conflicts.Add(c.ctx, 1, o.conflict[i]...)
 		} else {
-			o.conflicts.Add(c.ctx, 1, o.addOpts(OperationKey.String(string(c.op)))...)
+			o.conflicts.Add(c.ctx, 1, o.addOpts(OperationKey.String(c.op))...)
 		}
 	}
 	if s := c.span; s != nil {
@@ -471,17 +471,17 @@ func (c *call) finish(e kvbreaker.StoreCallDoneInfo) {
 			if j >= 0 {
 				s.SetAttributes(o.outcomeAttr[j])
 			} else {
-				s.SetAttributes(OutcomeKey.String(string(out)))
+				s.SetAttributes(OutcomeKey.String(out))
 			}
 			switch out {
-			case kvbreaker.StoreOK, kvbreaker.StoreNotFound, kvbreaker.StoreConflict:
+			case "ok", "not_found", "conflict":
 				// A store's normal answers, not failures.
 			default:
 				if err != nil {
 					s.RecordError(err)
 					s.SetStatus(codes.Error, err.Error())
 				} else {
-					s.SetStatus(codes.Error, string(out))
+					s.SetStatus(codes.Error, out)
 				}
 			}
 		}

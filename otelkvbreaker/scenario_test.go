@@ -208,9 +208,9 @@ func TestScenario(t *testing.T) {
 	allow(b, late, host, time.Time{}, kvbreaker.Send) // get timeout
 	obs.ClockOffset(ctx, kvbreaker.ClockOffset{Offset: -1500 * time.Millisecond, Uncertainty: 250 * time.Millisecond, At: now})
 	obs.ClockOffset(ctx, kvbreaker.ClockOffset{Offset: 2 * time.Second, Uncertainty: 500 * time.Millisecond, At: now})
-	obs.RecordAnomaly(ctx, kvbreaker.AnomalyInfo{Host: host, Anomaly: kvbreaker.AnomalyFuture})
-	obs.RecordAnomaly(ctx, kvbreaker.AnomalyInfo{Host: host, Anomaly: kvbreaker.AnomalyFuture})
-	obs.RecordAnomaly(ctx, kvbreaker.AnomalyInfo{Host: host, Anomaly: kvbreaker.AnomalyUndecodable})
+	obs.RecordAnomaly(ctx, kvbreaker.AnomalyInfo{Host: host, Anomaly: "future"})
+	obs.RecordAnomaly(ctx, kvbreaker.AnomalyInfo{Host: host, Anomaly: "future"})
+	obs.RecordAnomaly(ctx, kvbreaker.AnomalyInfo{Host: host, Anomaly: "undecodable"})
 	obs.Abandon(ctx, kvbreaker.AbandonInfo{Host: host, Released: true})
 	obs.Abandon(ctx, kvbreaker.AbandonInfo{Host: host, Released: false})
 	obs.Abandon(ctx, kvbreaker.AbandonInfo{Host: host, Released: true})

@@ -63,17 +63,17 @@ var (
 	// WorkersKV (cloudflarekv.DefaultTraits): last writer wins; the exact
 	// expiry (to the millisecond) in metadata, filtered on read, so what a
 	// reader sees has no minimum TTL; the physical copy (expiration_ttl of
-	// at least 60 s, padded by 2δ + 1 s, δ = kvbreaker.DefaultClockSkew)
+	// at least 60 s, padded by 2δ + 1 s, δ = kvbreaker's default ClockSkew)
 	// may outlive it by up to 60 s + 2δ + 2 s; reads up to 60 s
 	// (propagation) + 10 s (the adapter's cache) stale; one write per
 	// second per key.
 	WorkersKV = Profile{Name: "workerskv", Traits: driver.Traits{
 		Atomic: false,
 		Expiry: driver.ExpiryModel{Kind: driver.ExpiryReaderFiltered, Granularity: time.Millisecond,
-			Late: 60*time.Second + 2*kvbreaker.DefaultClockSkew + 2*time.Second},
+			Late: 60*time.Second + 2*kvbreaker.Settings{}.WithDefaults().ClockSkew + 2*time.Second},
 		ReadStaleness:      70 * time.Second,
 		MinWriteInterval:   time.Second,
-		MaxClockSkew:       kvbreaker.DefaultClockSkew,
+		MaxClockSkew:       kvbreaker.Settings{}.WithDefaults().ClockSkew,
 		MaxClockSkewOption: "cloudflarekv.WithClockSkew",
 	}}
 	// Redis (redis.DefaultTraits): PEXPIRE in milliseconds on every write,

@@ -233,7 +233,7 @@ type Option func(*options)
 func WithClock(clock func() time.Time) Option { return func(o *options) { o.clock = clock } }
 
 // WithClockSkew sets the clock-skew bound the physical TTL is padded for
-// (default kvbreaker.DefaultClockSkew, must be positive): twice it plus a second.
+// (default kvbreaker's default ClockSkew, must be positive): twice it plus a second.
 // Traits().MaxClockSkew declares it, so kvbreaker.New refuses a
 // Settings.ClockSkew larger than it, naming this option: set at least the
 // Breakers' Settings.ClockSkew.
@@ -278,7 +278,7 @@ func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
 func New(client *kv.KVService, accountID, namespaceID string, opts ...Option) (*Store, error) {
 	o := options{
 		clock:      time.Now,
-		skew:       kvbreaker.DefaultClockSkew,
+		skew:       kvbreaker.Settings{}.WithDefaults().ClockSkew,
 		interval:   DefaultWriteInterval,
 		cacheSize:  DefaultCacheSize,
 		freshness:  DefaultCacheFreshness,
@@ -308,7 +308,7 @@ func New(client *kv.KVService, accountID, namespaceID string, opts ...Option) (*
 		bad("WithClock", "nil", "pass the Breakers' Settings.Clock, or leave it out for time.Now")
 	}
 	if o.skew <= 0 {
-		bad("WithClockSkew", o.skew, fmt.Sprintf("set a positive bound, the Breakers' Settings.ClockSkew (default %v)", kvbreaker.DefaultClockSkew))
+		bad("WithClockSkew", o.skew, fmt.Sprintf("set a positive bound, the Breakers' Settings.ClockSkew (default %v)", kvbreaker.Settings{}.WithDefaults().ClockSkew))
 	}
 	if o.interval <= 0 {
 		bad("WithWriteInterval", o.interval, fmt.Sprintf("set a positive interval: Workers KV accepts one write per second per key, so %v", DefaultWriteInterval))

@@ -53,7 +53,7 @@ var quiet = slog.New(slog.DiscardHandler)
 var prefixes atomic.Int64
 
 // uniquePrefix returns a key prefix no other store in this run uses (at
-// most kvbreaker.MaxPrefixLen bytes).
+// most 128 bytes, kvbreaker.Prefixed's limit).
 func uniquePrefix(name string) string {
 	if len(name) > 80 {
 		name = name[len(name)-80:]

@@ -130,8 +130,8 @@ func TestWriteFromDeletedVersionNotRestored(t *testing.T) {
 // ClockSkew of 5 s would promise a margin the physical TTL does not have.
 func TestClockSkewBoundDeclared(t *testing.T) {
 	s := newStore(t)
-	if got := s.Traits(); got.MaxClockSkew != kvbreaker.DefaultClockSkew || got.MaxClockSkewOption != "cloudflarekv.WithClockSkew" {
-		t.Errorf("Traits MaxClockSkew %v (option %q), want %v (cloudflarekv.WithClockSkew)", got.MaxClockSkew, got.MaxClockSkewOption, kvbreaker.DefaultClockSkew)
+	if got := s.Traits(); got.MaxClockSkew != (kvbreaker.Settings{}).WithDefaults().ClockSkew || got.MaxClockSkewOption != "cloudflarekv.WithClockSkew" {
+		t.Errorf("Traits MaxClockSkew %v (option %q), want %v (cloudflarekv.WithClockSkew)", got.MaxClockSkew, got.MaxClockSkewOption, kvbreaker.Settings{}.WithDefaults().ClockSkew)
 	}
 	_, err := kvbreaker.New(s, kvbreaker.Settings{ClockSkew: 5 * time.Second, Clock: srv.Now, Logger: quiet})
 	if err == nil || !strings.Contains(err.Error(), "cloudflarekv.WithClockSkew") {

@@ -10,13 +10,14 @@ import (
 // DefaultTraits is what a Store declares with default options: last writer
 // wins; the exact expiry (to the millisecond) kept in metadata and filtered
 // by the reader's clock, with a physical copy of at least MinTTL padded by
-// twice the clock-skew bound (kvbreaker.DefaultClockSkew) plus a second,
+// twice the clock-skew bound (kvbreaker's default ClockSkew) plus a second,
 // rounded up to whole seconds; reads up to Propagation plus the cache's
 // DefaultCacheFreshness stale; one write per DefaultWriteInterval per key.
 // Package skew's WorkersKV profile equals it (checked by this package's
 // tests).
 func DefaultTraits() driver.Traits {
-	pad := 2*kvbreaker.DefaultClockSkew + time.Second
+	skew := kvbreaker.Settings{}.WithDefaults().ClockSkew
+	pad := 2*skew + time.Second
 	return driver.Traits{
 		Atomic: false,
 		Expiry: driver.ExpiryModel{
@@ -26,7 +27,7 @@ func DefaultTraits() driver.Traits {
 		},
 		ReadStaleness:      Propagation + DefaultCacheFreshness,
 		MinWriteInterval:   DefaultWriteInterval,
-		MaxClockSkew:       kvbreaker.DefaultClockSkew,
+		MaxClockSkew:       skew,
 		MaxClockSkewOption: "cloudflarekv.WithClockSkew",
 	}
 }

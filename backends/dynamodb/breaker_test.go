@@ -51,7 +51,7 @@ func TestBreakerRecordOutlivesRecovery(t *testing.T) {
 		t.Fatal(err)
 	}
 	ttl := bs[0].StateTTL()
-	if want := 20*time.Second + kvbreaker.DefaultTTLMargin; ttl != want {
+	if want := 20*time.Second + 5*time.Second; ttl != want { // RecoveryDelay + the default TTLMargin
 		t.Fatalf("StateTTL = %v, want %v", ttl, want)
 	}
 	f.Clock.Advance(20 * time.Second) // the probe is due: the record must be there

@@ -50,7 +50,8 @@ func TestFastClockWriterItemExpiry(t *testing.T) {
 	if err != nil || v.Decision != kvbreaker.Hold {
 		t.Fatalf("Allow = %+v, %v; want Hold", v, err)
 	}
-	if lim := now.Add(kvbreaker.DefaultRecoveryDelay + 2*kvbreaker.DefaultClockSkew); v.RetryAt.After(lim) {
+	d := kvbreaker.Settings{}.WithDefaults()
+	if lim := now.Add(d.RecoveryDelay + 2*d.ClockSkew); v.RetryAt.After(lim) {
 		t.Fatalf("held until %v, %v away; want at most RecoveryDelay + 2×ClockSkew", v.RetryAt, v.RetryAt.Sub(now))
 	}
 	out, err := client.GetItem(ctx, &dyn.GetItemInput{

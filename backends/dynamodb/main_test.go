@@ -83,7 +83,7 @@ func run(m *testing.M) int {
 var prefixes atomic.Int64
 
 // uniquePrefix returns a key prefix no other test or store uses (at most
-// kvbreaker.MaxPrefixLen bytes).
+// 128 bytes, kvbreaker.Prefixed's limit).
 func uniquePrefix(t testing.TB) string {
 	name := strings.ReplaceAll(t.Name(), "/", "_")
 	if len(name) > 80 {

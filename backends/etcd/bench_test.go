@@ -3,6 +3,7 @@ package etcd_test
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/kvbreaker/kvbreaker"
 	"github.com/kvbreaker/kvbreaker/backends/etcd"
@@ -16,7 +17,7 @@ import (
 //
 //	go test -run '^$' -bench BenchmarkCreate -benchtime 2000x ./backends/etcd/
 func BenchmarkCreate(b *testing.B) {
-	ttl := kvbreaker.DefaultRecoveryDelay + kvbreaker.DefaultTTLMargin
+	ttl := kvbreaker.Settings{}.WithDefaults().RecoveryDelay + 5*time.Second // the default StateTTL: TTLMargin 5 s
 	for _, bc := range []struct {
 		name string
 		opts []etcd.Option

@@ -118,7 +118,7 @@ func TestServerStopAndRestart(t *testing.T) {
 			v, err := closed.Allow(ctx, "fine.example", time.Time{})
 			return allowResult{v, err}
 		}).get()
-		if err == nil || v.Decision != kvbreaker.Hold || !v.RetryAt.Equal(clock.Now().Add(kvbreaker.DefaultReleaseInterval)) {
+		if err == nil || v.Decision != kvbreaker.Hold || !v.RetryAt.Equal(clock.Now().Add((kvbreaker.Settings{}).WithDefaults().ReleaseInterval)) {
 			t.Errorf("FailClosed Allow with etcd stopped = %+v, %v; want hold for the release interval and an error", v, err)
 		}
 	})

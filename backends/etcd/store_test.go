@@ -349,7 +349,7 @@ func TestConcurrentCASCounts(t *testing.T) {
 // (30 min 5 s): they share one lease, as etcd itself reports.
 func TestLeasePooling(t *testing.T) {
 	s := newStore(t)
-	ttl := kvbreaker.DefaultRecoveryDelay + kvbreaker.DefaultTTLMargin
+	ttl := kvbreaker.Settings{}.WithDefaults().RecoveryDelay + 5*time.Second // the default StateTTL: TTLMargin 5 s
 	const writes = 1000
 	var wg sync.WaitGroup
 	for w := range 8 {

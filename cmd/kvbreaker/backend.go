@@ -172,7 +172,7 @@ func (f *backendFlags) register(fs *pflag.FlagSet) {
 	env := func(flag, usage string) string { return usage + " [$" + f.envs[flag] + "]" }
 	fs.StringVar(&f.backend, "backend", "", env("backend", "the store: "+strings.Join(backendNames(), ", ")+" (required)"))
 	fs.StringVar(&f.prefix, "prefix", "", env("prefix", "key prefix your fleet's Breakers use (kvbreaker.Prefixed); default none"))
-	fs.DurationVar(&f.clockSkew, "clock-skew", kvbreaker.DefaultClockSkew, env("clock-skew", "the fleet's clock-skew bound (Settings.ClockSkew)"))
+	fs.DurationVar(&f.clockSkew, "clock-skew", kvbreaker.Settings{}.WithDefaults().ClockSkew, env("clock-skew", "the fleet's clock-skew bound (Settings.ClockSkew)"))
 	for _, d := range registry {
 		for _, c := range d.flags {
 			p := new(string)

@@ -62,7 +62,7 @@ func newDashboardCmd() *cobra.Command {
 	f.bf.register(fs)
 	f.lf.register(fs, "127.0.0.1:8421", "KVBREAKER_DASHBOARD_LISTEN")
 	fs.DurationVar(&f.timeout, "timeout", 30*time.Second, "give up connecting to the store after this long")
-	fs.DurationVar(&f.callTimeout, "call-timeout", kvbreaker.DefaultCallTimeout, "Settings.CallTimeout: bounds each store call")
+	fs.DurationVar(&f.callTimeout, "call-timeout", kvbreaker.Settings{}.WithDefaults().CallTimeout, "Settings.CallTimeout: bounds each store call")
 	completeFlags(cmd)
 	return cmd
 }

@@ -30,7 +30,7 @@ var maxSearch = 10_000
 // false for a name no Breaker can have written through kvbreaker.Prefixed
 // (a '%' that is no escape).
 func splitName(name string) (prefix, key string, ok bool) {
-	i := strings.LastIndex(name, kvbreaker.PrefixSeparator)
+	i := strings.LastIndex(name, "/") // every prefix ends in '/' (kvbreaker.Prefixed)
 	if i < 0 {
 		return "", name, true
 	}

@@ -38,7 +38,7 @@ type Options struct {
 	// StateTTL a Breaker with default Settings writes over the store.
 	StateTTL time.Duration
 	// ClockSkew is the fleet's clock-skew bound δ. Default
-	// kvbreaker.DefaultClockSkew.
+	// kvbreaker's default ClockSkew.
 	ClockSkew time.Duration
 	// SkipSlow skips the cases that wait in real time when the harness
 	// cannot advance the backend's clock (Run sets it under -short).

@@ -212,7 +212,7 @@ func (f *Fleet) Cycle(t testing.TB, host string, callers int) {
 	prober = f.elect(t, host, callers, st.RestrainedUntil, "second probe")
 	release := f.Settings.ReleaseInterval
 	if release == 0 {
-		release = kvbreaker.DefaultReleaseInterval
+		release = kvbreaker.Settings{}.WithDefaults().ReleaseInterval
 	}
 	if v, err := f.other(prober).Allow(ctx, host, time.Time{}); err != nil || v.Decision != kvbreaker.Hold || !v.RetryAt.Equal(f.Clock.Now().Add(release)) {
 		t.Errorf("%s half-open: Allow = %+v, %v; want hold for the release interval %v", host, v, err, release)

@@ -122,7 +122,7 @@ func (w *watch) observer(f *Fleet) *kvbreaker.Observer {
 			w.signal()
 			// Never on MirrorStale: that one runs on the caller's
 			// goroutine.
-			if !e.Healthy && (e.Reason == kvbreaker.MirrorLost || e.Reason == kvbreaker.MirrorEnded) && w.armed.CompareAndSwap(true, false) {
+			if !e.Healthy && (e.Reason == "lost" || e.Reason == "ended") && w.armed.CompareAndSwap(true, false) {
 				close(w.held)
 				<-w.release
 			}
@@ -201,7 +201,7 @@ func StartWait(t testing.TB, stores []driver.Store, s kvbreaker.Settings, wait t
 	t.Helper()
 	s.Mirror = true
 	if s.FailureThreshold == 0 {
-		s.FailureThreshold = kvbreaker.DefaultFailureThreshold
+		s.FailureThreshold = kvbreaker.Settings{}.WithDefaults().FailureThreshold
 	}
 	f := &Fleet{Settings: s, Wait: wait, lagged: make(chan struct{}, 1)}
 	for i, st := range stores {

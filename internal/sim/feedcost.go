@@ -78,12 +78,12 @@ type FeedWhatIf struct {
 
 // feedHeartbeat is the heartbeat a Breaker's mirror asks of its feed: a
 // quarter of MirrorStaleness (mirror.heartbeat), at the default.
-const feedHeartbeat = kvbreaker.DefaultMirrorStaleness / 4
+var feedHeartbeat = kvbreaker.Settings{}.WithDefaults().MirrorStaleness / 4
 
 // demandHeartbeat is the heartbeat a Breaker's mirror asks of a feed that
 // beats on demand: three quarters of MirrorStaleness (mirror.heartbeat),
 // at the default.
-const demandHeartbeat = kvbreaker.DefaultMirrorStaleness * 3 / 4
+var demandHeartbeat = kvbreaker.Settings{}.WithDefaults().MirrorStaleness * 3 / 4
 
 // feedCall counts the call of r.proc at now for the feeds that beat on
 // demand.

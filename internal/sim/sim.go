@@ -173,7 +173,7 @@ func (s *Scenario) defaults() {
 	if s.CacheSize == 0 {
 		s.CacheSize = 4096
 	}
-	def(&s.CacheStaleness, kvbreaker.DefaultCacheStaleness)
+	def(&s.CacheStaleness, kvbreaker.Settings{}.WithDefaults().CacheStaleness)
 	def(&s.MirrorDelay, DefaultMirrorDelay)
 	def(&s.Timeout, 10*time.Second)
 	def(&s.Quiet, time.Hour)

@@ -77,7 +77,7 @@ func run(w io.Writer) error {
 			if fm := model.FeedModels[f.Store]; fm.Demand != nil {
 				// Follow's beats: each process's own, every half
 				// heartbeat at a quarter of MirrorStaleness.
-				hb := kvbreaker.DefaultMirrorStaleness / 4
+				hb := kvbreaker.Settings{}.WithDefaults().MirrorStaleness / 4
 				perSecond := float64(fm.PerBeat()*fm.Beats(hb, time.Hour)) / time.Hour.Seconds()
 				lines = append(lines, line{"mirror, " + f.Store + ", a beat per process", perSecond, perDelivery, c, true})
 			}

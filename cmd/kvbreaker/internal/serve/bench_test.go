@@ -374,7 +374,7 @@ func decideHandler(b *testing.B, open bool) {
 	br := benchBreaker(b)
 	if open {
 		for _, h := range benchHosts {
-			for range kvbreaker.DefaultFailureThreshold {
+			for range (kvbreaker.Settings{}).WithDefaults().FailureThreshold {
 				if err := br.Record(b.Context(), h, kvbreaker.Failure); err != nil {
 					b.Fatal(err)
 				}

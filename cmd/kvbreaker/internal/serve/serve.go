@@ -116,7 +116,7 @@ func New(cfg Config) (*Server, error) {
 		errs = append(errs, errors.New("serve: no token and no client-certificate permissions: every request would be refused; give tokens (--tokens-file or $KVBREAKER_SERVE_TOKENS), or mutual TLS with --client-cert-permissions"))
 	}
 	if cfg.RecoveryDelay <= 0 {
-		cfg.RecoveryDelay = kvbreaker.DefaultRecoveryDelay
+		cfg.RecoveryDelay = kvbreaker.Settings{}.WithDefaults().RecoveryDelay
 	}
 	if cfg.MaxBody < 0 || cfg.MaxBatch < 0 || cfg.MaxProbes < 0 {
 		errs = append(errs, fmt.Errorf("serve: MaxBody %d, MaxBatch %d, MaxProbes %d: none may be negative (zero for the defaults %d, %d, %d)",

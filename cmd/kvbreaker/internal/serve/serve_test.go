@@ -238,7 +238,7 @@ func TestCircuitCycle(t *testing.T) {
 		t.Fatalf("status: %+v", status)
 	}
 	// A message held past HoldLimit is dropped.
-	old := f.clock.now().Add(-kvbreaker.DefaultHoldLimit - time.Second).Format(time.RFC3339Nano)
+	old := f.clock.now().Add(-kvbreaker.Settings{}.WithDefaults().HoldLimit - time.Second).Format(time.RFC3339Nano)
 	if v := f.decide(`{"deliveries":[{"host":"a.example","held_since":"` + old + `"}]}`); v.Verdicts[0].Decision != "drop" {
 		t.Fatalf("held past the hold limit: %+v", v.Verdicts[0])
 	}

@@ -55,7 +55,7 @@ func (s *Stats) Observer() *kvbreaker.Observer {
 				s.mu.Lock()
 				defer s.mu.Unlock()
 				s.storeCalls++
-				if d.Outcome != kvbreaker.StoreOK && d.Outcome != kvbreaker.StoreNotFound && d.Outcome != kvbreaker.StoreConflict {
+				if d.Outcome != "ok" && d.Outcome != "not_found" && d.Outcome != "conflict" {
 					s.storeErrors++
 				}
 				if len(s.latencies) < latencySamples {
