@@ -113,7 +113,7 @@ ROBUSTNESS ?= -seeds 5 -faultphase 2m
 robustness:
 	$(GO) test -count=1 -v -timeout 60m -run TestRobustness ./backends/etcd/ -args $(ROBUSTNESS)
 	$(GO) test -count=1 -v -timeout 90m -run TestRobustness ./backends/redis/ -args $(ROBUSTNESS)
-	$(GO) test -count=1 -v -timeout 60m -run TestRobustness ./backends/postgres/ -args $(ROBUSTNESS)
+	$(GO) test -count=1 -v -timeout 120m -run TestRobustness ./backends/postgres/ -args $(ROBUSTNESS)
 
 # The short suite of every package, FLAKES_ROUNDS times, beside a load
 # generator (tools/cpuload, one spinning goroutine per CPU) that the

@@ -1098,7 +1098,7 @@ func checkFollowHeartbeat(ctx context.Context, e *env) {
 	prev := ev[iS]
 	var gaps []time.Duration
 	var worstLag time.Duration
-	var worstFrom, worstTo time.Time
+	var worstFrom, worstTo, lagFrom, lagTo time.Time
 	for _, a := range ev[iS+1:] {
 		switch a.Kind {
 		case driver.ChangeSynced:
@@ -1108,7 +1108,7 @@ func checkFollowHeartbeat(ctx context.Context, e *env) {
 			}
 			gaps = append(gaps, g)
 			if lag := a.at.Sub(a.At); lag > worstLag {
-				worstLag = lag
+				worstLag, lagFrom, lagTo = lag, a.At, a.at
 			}
 			prev = a
 		case driver.ChangeLost, driver.ChangeReset:
@@ -1142,10 +1142,19 @@ func checkFollowHeartbeat(ctx context.Context, e *env) {
 		}
 		e.errorf(PromiseFollowHeartbeat, "with heartbeat %v and no writes, no Synced arrived in the last %v of the %v watched (at most %v allowed); the gaps before: %v", h, tail.Round(time.Millisecond), window, maxGap, roundAll(gaps))
 	case sum/time.Duration(len(gaps)) > meanGap:
+		over := sum - meanGap*time.Duration(len(gaps))
+		if st := stalls.within(ev[iS].at, prev.at); st >= over {
+			e.undecidedf("with heartbeat %v and no writes, Synced arrived every %v on average over %d beats (at most %v allowed), and the machine's load took %v from this process in those beats, more than the %v over; the gaps: %v", h, (sum / time.Duration(len(gaps))).Round(time.Millisecond), len(gaps), meanGap, st.Round(time.Millisecond), over.Round(time.Millisecond), roundAll(gaps))
+			break
+		}
 		e.errorf(PromiseFollowHeartbeat, "with heartbeat %v and no writes, Synced arrived every %v on average over %d beats (at most %v allowed); the gaps: %v", h, (sum / time.Duration(len(gaps))).Round(time.Millisecond), len(gaps), meanGap, roundAll(gaps))
 	}
 	if worstLag > maxLag {
-		e.errorf(PromiseFollowHeartbeat, "a Synced arrived %v after its At (at most the heartbeat %v plus 100 ms allowed): an idle feed's At must keep up with the clock", worstLag.Round(time.Millisecond), h)
+		if st := stalls.within(lagFrom, lagTo); st >= worstLag-maxLag {
+			e.undecidedf("a Synced arrived %v after its At (at most the heartbeat %v plus 100 ms allowed), and the machine's load took %v from this process in between", worstLag.Round(time.Millisecond), h, st.Round(time.Millisecond))
+		} else {
+			e.errorf(PromiseFollowHeartbeat, "a Synced arrived %v after its At (at most the heartbeat %v plus 100 ms allowed): an idle feed's At must keep up with the clock", worstLag.Round(time.Millisecond), h)
+		}
 	}
 	e.logf("heartbeat %v: %d Synced in %v idle, gaps up to %v (mean %v), At up to %v behind delivery",
 		h, len(gaps), window, worst.Round(time.Millisecond), (sum / time.Duration(max(len(gaps), 1))).Round(time.Millisecond), worstLag.Round(time.Millisecond))

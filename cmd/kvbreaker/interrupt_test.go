@@ -86,8 +86,12 @@ func TestInterruptCleansUp(t *testing.T) {
 	if !errors.As(err, &ee) || ee.ExitCode() != exitInterrupted {
 		t.Fatalf("exit %v, want %d\nstderr:\n%s", err, exitInterrupted, strings.Join(errLines, "\n"))
 	}
-	if took > 8*time.Second {
-		t.Errorf("took %v after SIGINT: want a few seconds at most", took)
+	// Exit 130 and the message show the interrupt's path was taken; this
+	// bounds it: the check deletes for at most interruptCleanup and its
+	// cases end with the context. The half minute beside it is for a
+	// loaded machine's slow exit, not for the code.
+	if took > interruptCleanup+30*time.Second {
+		t.Errorf("took %v after SIGINT: want about %v (the cleanup's bound) at most", took, interruptCleanup)
 	}
 	if n := leftovers(t, "etcd", prefix); n != 0 {
 		t.Errorf("%d keys left under %q after Ctrl-C (%d before)\nstderr:\n%s", n, prefix, before, strings.Join(errLines, "\n"))
