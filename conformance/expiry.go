@@ -180,6 +180,18 @@ func (e *env) measureAdvancing(ctx context.Context, adv TimeAdvancer, x expiring
 	// time the approach takes is never counted as slack in the verdict.
 	cost := time.Since(start) // a probe costs about a round trip or two
 	at := time.Duration(0)
+	// Past hi in steps of a tenth of the window, after the approach.
+	fine := max((hi-lo)/10, 10*time.Millisecond)
+	if x.fine > 0 {
+		fine = x.fine
+	}
+	// How close below lo a probe must have found the entry for a vanish
+	// at or after lo to show it was not early: the real-time path's poll
+	// interval, or the fine step if that is wider. A loaded machine can
+	// stop the approach further short (its margin is the real time the
+	// probes take), and an entry that vanished in between may have been
+	// early by any of it.
+	resolution := max(fine, min(max(eff/50, 10*time.Millisecond), 250*time.Millisecond))
 	gone := func(isPresent bool) (driver.Version, expiryMeasurement, bool, bool) {
 		if isPresent {
 			meas.Min = at
@@ -202,6 +214,9 @@ func (e *env) measureAdvancing(ctx context.Context, adv TimeAdvancer, x expiring
 		case at < lo:
 			e.undecidedf("%q %s: gone at a probe after %v advanced and %v of real time, which straddles the earliest permitted %v: not early only to within the real time",
 				x.key, x.what, at, time.Since(start).Round(time.Millisecond), lo)
+		case lo-meas.Min > resolution:
+			e.undecidedf("%q %s: present after %v advanced, gone after %v: it may have vanished up to %v before the earliest permitted %v (the probes' real time kept the approach that far short; the check resolves %v)",
+				x.key, x.what, meas.Min, at, (lo - meas.Min).Round(time.Millisecond), lo, resolution)
 		}
 		return ver, meas, true, true
 	}
@@ -230,11 +245,7 @@ func (e *env) measureAdvancing(ctx context.Context, adv TimeAdvancer, x expiring
 			break
 		}
 	}
-	// Then past hi in steps of a tenth of the window.
-	fine := max((hi-lo)/10, 10*time.Millisecond)
-	if x.fine > 0 {
-		fine = x.fine
-	}
+	// Then past hi.
 	for {
 		if at > hi {
 			meas.Late = at - eff
