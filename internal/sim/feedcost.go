@@ -83,7 +83,9 @@ var feedHeartbeat = kvbreaker.Settings{}.WithDefaults().MirrorStaleness / 4
 // demandHeartbeat is the heartbeat a Breaker's mirror asks of a feed that
 // beats on demand: three quarters of MirrorStaleness (mirror.heartbeat),
 // at the default.
-var demandHeartbeat = kvbreaker.Settings{}.WithDefaults().MirrorStaleness * 3 / 4
+var demandHeartbeat = defaultMirrorStaleness * 3 / 4
+
+var defaultMirrorStaleness = kvbreaker.Settings{}.WithDefaults().MirrorStaleness
 
 // feedCall counts the call of r.proc at now for the feeds that beat on
 // demand.
@@ -147,13 +149,13 @@ var natsFleetBeats = model.FeedModel{Store: "nats",
 	}}
 
 var whatIfs = []whatIf{
-	{name: "asked at 7/8 of MirrorStaleness", heartbeat: kvbreaker.DefaultMirrorStaleness * 7 / 8},
+	{name: "asked at 7/8 of MirrorStaleness", heartbeat: defaultMirrorStaleness * 7 / 8},
 	{name: "own writes' Stale not read (the version in each change)", heartbeat: demandHeartbeat, ownReadsSkipped: true},
 	{name: "the record in each change (no read after a Stale)", heartbeat: demandHeartbeat, values: true, only: []string{"postgres"}},
 	{name: "every change dated by the server (a beat)", heartbeat: demandHeartbeat, writesDate: true, only: []string{"postgres"}},
-	{name: "the first, third and fourth together", heartbeat: kvbreaker.DefaultMirrorStaleness * 7 / 8, writesDate: true, values: true, only: []string{"postgres"}},
-	{name: "the first two together", heartbeat: kvbreaker.DefaultMirrorStaleness * 7 / 8, ownReadsSkipped: true, only: []string{"redis"}},
-	{name: "MirrorStaleness 2 s (a setting)", heartbeat: 2 * kvbreaker.DefaultMirrorStaleness * 3 / 4},
+	{name: "the first, third and fourth together", heartbeat: defaultMirrorStaleness * 7 / 8, writesDate: true, values: true, only: []string{"postgres"}},
+	{name: "the first two together", heartbeat: defaultMirrorStaleness * 7 / 8, ownReadsSkipped: true, only: []string{"redis"}},
+	{name: "MirrorStaleness 2 s (a setting)", heartbeat: 2 * defaultMirrorStaleness * 3 / 4},
 	{name: "a beat for the fleet in the bucket's stream", heartbeat: demandHeartbeat, feed: &natsFleetBeats, only: []string{"nats"}},
 }
 
