@@ -457,17 +457,32 @@ func TestFollowReference(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%v\n%s", err, rep)
 			}
+			// A measurement the machine's load left undecided is neither
+			// verified nor failed: reported at the end, after every other
+			// check, as a skip.
+			var undecided []string
 			for _, c := range followCases {
 				r := result(t, rep, c)
 				if c == conformance.CaseFollowExpiry && mode == "real-time" {
 					continue // slow: skipped under WithSkipSlow
 				}
-				if r.Skipped != "" || len(r.NotVerified) > 0 || r.Inconclusive != "" {
-					t.Errorf("%s did not verify all it checks: skipped %q, not verified %+v, inconclusive %q", c, r.Skipped, r.NotVerified, r.Inconclusive)
+				var gaps []conformcheck.Gap
+				for _, g := range r.NotVerified {
+					if strings.Contains(g.Excused, "undecided") {
+						undecided = append(undecided, string(c)+": "+g.Detail)
+						continue
+					}
+					gaps = append(gaps, g)
+				}
+				if r.Skipped != "" || len(gaps) > 0 || r.Inconclusive != "" {
+					t.Errorf("%s did not verify all it checks: skipped %q, not verified %+v, inconclusive %q", c, r.Skipped, gaps, r.Inconclusive)
 				}
 				t.Logf("%s: %s", c, strings.Join(r.Notes, "; "))
 			}
 			t.Logf("the whole suite took %v", time.Since(start).Round(time.Millisecond))
+			if len(undecided) > 0 {
+				t.Skipf("undecided on this machine's timing: %s", strings.Join(undecided, "; "))
+			}
 		})
 	}
 }
