@@ -7,6 +7,9 @@ import (
 	"testing"
 	"time"
 
+	natsgo "github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/kvbreaker/kvbreaker"
 	kvnats "github.com/kvbreaker/kvbreaker/backends/nats"
 	"github.com/kvbreaker/kvbreaker/conformance"
@@ -35,7 +38,7 @@ func TestClusterMemberKilled(t *testing.T) {
 		// The member this worker connects to first, then the others.
 		first := servers[i%3].URL()
 		nc := connect(t, first+","+urls, natsDontRandomize)
-		st, err := kvnats.New(ctx, nc, "cluster", kvnats.WithReplicas(3))
+		st, err := newReplicated(ctx, nc)
 		if err != nil {
 			t.Fatalf("worker %d: New: %v", i, err)
 		}
@@ -136,7 +139,7 @@ type clusterHarness struct {
 func (h *clusterHarness) MakeStore(ctx context.Context) (driver.Store, error) {
 	h.n++
 	nc := connect(h.t, h.servers[h.n%len(h.servers)].URL())
-	st, err := kvnats.New(ctx, nc, "cluster", kvnats.WithReplicas(3))
+	st, err := newReplicated(ctx, nc)
 	if err != nil {
 		return nil, err
 	}
@@ -153,4 +156,25 @@ func (h *clusterHarness) Lifetime(ctx context.Context, s driver.Store, key strin
 		return 0, fmt.Errorf("not a store of this harness: %T", s)
 	}
 	return st.(*kvnats.Store).Expiry(ctx, kvbreaker.PrefixedKey(prefix, key))
+}
+
+// newReplicated opens the cluster tests' bucket with three replicas. A
+// cluster whose members have just started may not yet count every member
+// as online when the first bucket is placed ("no suitable peers for
+// placement, peer offline", err_code 10005; seen in CI under load): that
+// answer is polled past, for up to a minute; any other error returns.
+func newReplicated(ctx context.Context, nc *natsgo.Conn) (*kvnats.Store, error) {
+	deadline := time.Now().Add(time.Minute)
+	for {
+		st, err := kvnats.New(ctx, nc, "cluster", kvnats.WithReplicas(3))
+		ae, ok := errors.AsType[*jetstream.APIError](err)
+		if err == nil || !ok || ae.ErrorCode != 10005 || time.Now().After(deadline) {
+			return st, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(100 * time.Millisecond): // polling the cluster's placement
+		}
+	}
 }
