@@ -314,9 +314,8 @@ func TestFakeTimeNoRealSlack(t *testing.T) {
 // TestFakeTimeSlowApproachUndecided: when each advance takes 400 ms, as on
 // a machine too loaded to probe close to the earliest permitted end, an
 // entry 500 ms early is found present seconds short of it and gone at it:
-// the case must say undecided, not pass. Without the resolution check it
-// passed such a store (CI: TestFakeTimeNoRealSlack's store reported
-// nothing under load).
+// the case must say undecided, not pass: a vanish at lo after a present
+// probe seconds short of it says nothing about the seconds between.
 func TestFakeTimeSlowApproachUndecided(t *testing.T) {
 	t.Parallel()
 	a := &slowAdvancing{now: time.Now(), delay: 400 * time.Millisecond}
