@@ -118,7 +118,20 @@ func fleet(t testing.TB, n int, mk func(*memory.Store) *feed, wait time.Duration
 }
 
 func breakAndChange(t testing.TB, m mode, wait time.Duration) mirrortest.BreakReport {
-	f, feeds := fleet(t, 4, func(st *memory.Store) *feed { return &feed{Store: st, mode: m} }, wait)
+	return breakAndChangeSlow(t, m, wait, 0)
+}
+
+// breakAndChangeSlow is breakAndChange with the feed of breaker 3, never
+// broken, delivering every Put slow late.
+func breakAndChangeSlow(t testing.TB, m mode, wait, slow time.Duration) mirrortest.BreakReport {
+	n := 0
+	f, feeds := fleet(t, 4, func(st *memory.Store) *feed {
+		fd := &feed{Store: st, mode: m}
+		if n++; n == 4 && slow > 0 {
+			fd.slow, fd.delay = "h2", slow
+		}
+		return fd
+	}, wait)
 	return f.BreakAndChange(t, mirrortest.Break{
 		Host:   "h2.example",
 		Writer: 0,
@@ -139,6 +152,12 @@ func TestBreakAndChange(t *testing.T) {
 	t.Log(rep)
 	if rep.StoreDecisions != 4 || rep.MirrorDecisions != 2 {
 		t.Errorf("counted %d decisions from the store and %d from the mirror, want 4 and 2", rep.StoreDecisions, rep.MirrorDecisions)
+	}
+	// A feed never broken that delivers the opening write late (as a
+	// loaded machine's does) answers Send from its mirror until it
+	// arrives: not a failure.
+	if msg := run(t, func(t testing.TB) { breakAndChangeSlow(t, honest, mirrortest.DefaultWait, 100*time.Millisecond) }); msg != "" {
+		t.Errorf("an honest fleet with one slow feed never broken: %s", msg)
 	}
 
 	// Negative controls: a feed that drops changes without a word is
