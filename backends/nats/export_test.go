@@ -1,8 +1,5 @@
 package nats
 
-// BeatsSent returns how many beats this process's feeds sent.
-func BeatsSent() int { return int(beatsSent.Load()) }
-
 // BeatCounts returns how many fleet beats this process's feeds sent, how
 // many wipe checks rode on them and how many clock samples they took.
 func BeatCounts() (sent, checks, samples int) {
