@@ -116,14 +116,14 @@ loop:
 
 // TestFollowDemandFleetBeat: eight feeds on demand over one prefix, each
 // asked all the time for 40 heartbeats, make the server store about one
-// beat per heartbeat between them (at most 1.5 per heartbeat, whoever
+// beat per heartbeat between them (at most 2 per heartbeat, whoever
 // sends it), not one per feed, and every feed stays current on the others'
 // beats (a Synced in at least half the heartbeats). The negative control,
 // every feed deaf to the others' beats, makes the server store a beat per
 // feed per heartbeat or so, and fails the bound.
 func TestFollowDemandFleetBeat(t *testing.T) {
 	const n, intervals, hb = 8, 40, 100 * time.Millisecond
-	bound := uint64(intervals * 3 / 2)
+	bound := uint64(2 * intervals)
 	sent0, _, _ := kvnats.BeatCounts()
 	stored, synced := demandRun(t, n, intervals, hb)
 	sent, _, _ := kvnats.BeatCounts()
