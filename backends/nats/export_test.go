@@ -1,5 +1,7 @@
 package nats
 
+import "time"
+
 // BeatCounts returns how many fleet beats this process's feeds sent, how
 // many wipe checks rode on them and how many clock samples they took.
 func BeatCounts() (sent, checks, samples int) {
@@ -16,3 +18,9 @@ func IgnoreOthersBeats(on bool) { ignoreOthersBeats.Store(on) }
 
 // BeatSubject is the reserved subject of prefix's beats.
 func (s *Store) BeatSubject(prefix string) string { return s.beatSubject(prefix) }
+
+// SkewBeats moves every other follower's beat's server time on by d
+// before it is converted; AcceptLateBeats delivers a beat dated after its
+// arrival (the negative controls of the arrival check).
+func SkewBeats(d time.Duration) { beatSkew.Store(int64(d)) }
+func AcceptLateBeats(on bool)   { acceptLateBeats.Store(on) }
