@@ -117,14 +117,16 @@ loop:
 
 // TestFollowDemandFleetBeat: eight feeds on demand over one prefix, each
 // asked all the time for 40 heartbeats, make the server store about one
-// beat per heartbeat between them (at most 2 per heartbeat, whoever
-// sends it), not one per feed, and every feed stays current on the others'
+// beat per heartbeat between them (at most 3 per heartbeat, whoever
+// sends it: feeds whose timers fire within a beat's round trip of each
+// other both send, more often under load and at this short heartbeat,
+// whose jitter spreads eight feeds 1.6 ms apart), not one per feed, and every feed stays current on the others'
 // beats (a Synced in at least half the heartbeats). The negative control,
 // every feed deaf to the others' beats, makes the server store a beat per
 // feed per heartbeat or so, and fails the bound.
 func TestFollowDemandFleetBeat(t *testing.T) {
 	const n, intervals, hb = 8, 40, 100 * time.Millisecond
-	bound := uint64(2 * intervals)
+	bound := uint64(3 * intervals)
 	sent0, _, _ := kvnats.BeatCounts()
 	stored, synced := demandRun(t, n, intervals, hb)
 	sent, _, _ := kvnats.BeatCounts()
