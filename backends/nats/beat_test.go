@@ -127,10 +127,20 @@ loop:
 func TestFollowDemandFleetBeat(t *testing.T) {
 	const n, intervals, hb = 8, 40, 100 * time.Millisecond
 	bound := uint64(3 * intervals)
-	sent0, _, _ := kvnats.BeatCounts()
+	sent0, _, samples0 := kvnats.BeatCounts()
+	rejected0 := kvnats.BeatRejected()
 	stored, synced := demandRun(t, n, intervals, hb)
-	sent, _, _ := kvnats.BeatCounts()
-	t.Logf("%d feeds, %d heartbeats: the server stored %d beats (the feeds sent %d); Synced per feed %v", n, intervals, stored, sent-sent0, synced)
+	sent, _, samples := kvnats.BeatCounts()
+	t.Logf("%d feeds, %d heartbeats: the server stored %d beats (the feeds sent %d, sampled the server's clock %d times, dropped %d); Synced per feed %v",
+		n, intervals, stored, sent-sent0, samples-samples0, kvnats.BeatRejected()-rejected0, synced)
+	if int(stored) != sent-sent0 {
+		t.Errorf("the server stored %d messages, the feeds counted %d beats: a beat uncounted, or a message not a beat", stored, sent-sent0)
+	}
+	// A sample serves 30 s: each feed takes one to convert its first
+	// beat from another, and drops none.
+	if samples-samples0 > n || kvnats.BeatRejected() != rejected0 {
+		t.Errorf("%d clock samples and %d beats dropped by %d feeds in %v, want at most one each and none", samples-samples0, kvnats.BeatRejected()-rejected0, n, intervals*hb)
+	}
 	if stored > bound {
 		t.Errorf("the server stored %d beats in %d heartbeats of %d feeds, want at most %d", stored, intervals, n, bound)
 	}
