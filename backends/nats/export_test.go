@@ -1,4 +1,26 @@
 package nats
 
-// BeatsSent returns how many beats this process's feeds sent.
-func BeatsSent() int { return int(beatsSent.Load()) }
+import "time"
+
+// BeatCounts returns how many fleet beats this process's feeds sent, how
+// many wipe checks rode on them and how many clock samples they took.
+func BeatCounts() (sent, checks, samples int) {
+	return int(beatCounts.sent.Load()), int(beatCounts.checks.Load()), int(beatCounts.samples.Load())
+}
+
+// BeatRejected returns how many beats this process's feeds dropped as
+// dated after their arrival.
+func BeatRejected() int { return int(beatCounts.rejected.Load()) }
+
+// IgnoreOthersBeats makes every feed take no Synced from another
+// follower's beat (the negative control of the fleet's sharing).
+func IgnoreOthersBeats(on bool) { ignoreOthersBeats.Store(on) }
+
+// BeatSubject is the reserved subject of prefix's beats.
+func (s *Store) BeatSubject(prefix string) string { return s.beatSubject(prefix) }
+
+// SkewBeats moves every other follower's beat's server time on by d
+// before it is converted; AcceptLateBeats delivers a beat dated after its
+// arrival (the negative controls of the arrival check).
+func SkewBeats(d time.Duration) { beatSkew.Store(int64(d)) }
+func AcceptLateBeats(on bool)   { acceptLateBeats.Store(on) }

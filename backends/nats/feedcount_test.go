@@ -89,9 +89,12 @@ func TestFollowRequestsCounted(t *testing.T) {
 
 // TestFollowDemandCounted: a feed on demand, asked for beats every 10 ms
 // until it has delivered six Synced, then nothing for five heartbeats,
-// publishes what the NATS feed model says its session and the beats it
-// sent cost (each a stream info and a consumer info; the consumer's
-// deletion taken from the code), and no beat while not asked.
+// publishes what the NATS feed model says its session and the fleet beats
+// it sent cost (each a put of the reserved subject, a stream info for each
+// wipe check and each clock sample; the consumer's deletion taken from the
+// code), and no beat while not asked. Alone, each beat is its own, back
+// with its timestamp: a sample. A control model without the beat's put
+// fails, and one whose check is no stream info.
 func TestFollowDemandCounted(t *testing.T) {
 	nc := connect(t, server.URL())
 	st, err := kvnats.New(t.Context(), nc, bucket)
@@ -101,7 +104,8 @@ func TestFollowDemandCounted(t *testing.T) {
 	t.Cleanup(func() { st.Close() })
 	prefix := uniquePrefix(t)
 	const hb = 50 * time.Millisecond
-	before, sent0 := nc.Stats().OutMsgs, kvnats.BeatsSent()
+	before := nc.Stats().OutMsgs
+	sent0, checks0, samples0 := kvnats.BeatCounts()
 
 	synced := 0
 	got := make(chan driver.Change, 1<<12)
@@ -134,36 +138,45 @@ func TestFollowDemandCounted(t *testing.T) {
 		}
 	}
 	ask.Stop()
-	busy := kvnats.BeatsSent() - sent0
+	busy, _, _ := kvnats.BeatCounts()
+	busy -= sent0
 	idle := time.NewTimer(5 * hb)
 	<-idle.C
 	cancel()
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Fatalf("FollowDemand returned %v", err)
 	}
-	if n := kvnats.BeatsSent() - sent0; n != busy {
-		t.Errorf("%d beats sent while nothing asked for one", n-busy)
+	sent, checks, samples := kvnats.BeatCounts()
+	sent, checks, samples = sent-sent0, checks-checks0, samples-samples0
+	if sent != busy {
+		t.Errorf("%d beats sent while nothing asked for one", sent-busy)
 	}
 	counted := int(nc.Stats().OutMsgs - before)
 	m := model.FeedModels["nats"]
 	use := m.DemandStart(1)
-	use.FleetBeats = busy
-	if busy < 5 {
-		t.Errorf("%d beats for 5 Synced after the snapshot's", busy)
+	use.FleetBeats, use.Checks, use.Samples = sent, checks, samples
+	if sent < 5 || checks < 1 {
+		t.Errorf("%d beats and %d checks for 5 Synced after the snapshot's", sent, checks)
 	}
 	if w := m.Total(use); counted != w {
-		t.Fatalf("the connection published %d requests over %d beats on demand; the model says %d (%v)", counted, busy, w, m.Count(use))
+		t.Fatalf("the connection published %d requests over %d beats on demand (%d checks, %d samples); the model says %d (%v)", counted, sent, checks, samples, w, m.Count(use))
 	}
-	t.Logf("the connection published %d requests over %d beats on demand; the model %v", counted, busy, m.Count(use))
-	ctlModel := m
-	ctlModel.Requests = nil
-	for _, r := range m.Requests {
-		if r.Name == "CONSUMER.INFO" {
-			r.PerFleetBeat = 0
+	t.Logf("the connection published %d requests over %d beats on demand (%d checks, %d samples); the model %v", counted, sent, checks, samples, m.Count(use))
+	for _, ctl := range []struct {
+		name string
+		edit func(*model.FeedRequest)
+	}{
+		{"whose beat puts nothing", func(r *model.FeedRequest) { r.PerFleetBeat = 0 }},
+		{"whose wipe check is no stream info", func(r *model.FeedRequest) { r.PerCheck = 0 }},
+	} {
+		ctlModel := m
+		ctlModel.Requests = nil
+		for _, r := range m.Requests {
+			ctl.edit(&r)
+			ctlModel.Requests = append(ctlModel.Requests, r)
 		}
-		ctlModel.Requests = append(ctlModel.Requests, r)
-	}
-	if ctlModel.Total(use) == counted {
-		t.Fatal("a model whose beat on demand has no consumer info matched the connection's count")
+		if ctlModel.Total(use) == counted {
+			t.Errorf("a model %s matched the connection's count", ctl.name)
+		}
 	}
 }

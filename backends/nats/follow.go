@@ -97,11 +97,14 @@ func (s *Store) Follow(ctx context.Context, prefix string, heartbeat time.Durati
 }
 
 // FollowDemand implements driver.DemandFollower: Follow, but after each
-// snapshot it beats (a consumer info and the wipe check's stream info)
-// only when want asks and its newest Synced is older than heartbeat, so
-// that a mirror with nothing to decide sends nothing. Its beat proves its
-// own consumer's progress, which no other process's follower can use: each
-// beats for itself, only when asked.
+// snapshot it beats only when want asks and its newest Synced is older
+// than heartbeat, so that a mirror with nothing to decide sends nothing.
+// On a bucket of one server its beat is a put of a reserved subject in
+// the bucket's stream, which every follower of the prefix receives in
+// order and dates by the server's clock: one beat serves the fleet, and
+// the wipe check's stream info rides on one beat in four heartbeats
+// (beat.go). On a replicated bucket it beats as Follow does (a consumer
+// info and the wipe check's stream info), for itself alone.
 func (s *Store) FollowDemand(ctx context.Context, prefix string, heartbeat time.Duration, want <-chan struct{}, fn func(driver.Change)) error {
 	if want == nil {
 		return opError("follow", prefix, errors.New("nil want"))
@@ -210,6 +213,12 @@ func (f *follower) once(ctx context.Context) (began, synced bool, err error) {
 	if err := f.checkWipe(ctx); err != nil {
 		return false, false, err
 	}
+	// On demand, a bucket of one server whose stream info tells its
+	// time beats for the fleet (beat.go).
+	var fb *fleetBeats
+	if f.want != nil && !s.replicated && f.wipe.st != nil && !f.wipe.st.CachedInfo().TimeStamp.IsZero() {
+		fb = newFleetBeats(f)
+	}
 	cons, err := f.consumer(ctx, inbox)
 	if err != nil {
 		return false, false, err
@@ -286,6 +295,7 @@ func (f *follower) once(ctx context.Context) (began, synced bool, err error) {
 				return began, synced, fmt.Errorf("%w: consumer sequence %d after %d", ErrFeedGap, cseq, seen)
 			}
 			seen = cseq
+			wasSynced := synced
 			f.deliver(m, sseq, synced)
 			if !synced && (seen >= initial || left == 0) {
 				synced = true
@@ -295,7 +305,27 @@ func (f *follower) once(ctx context.Context) (began, synced bool, err error) {
 			if synced {
 				pending = f.proven(pending, seen)
 			}
+			if fb != nil && wasSynced {
+				at, ok, err := fb.received(ctx, m, sseq, time.Now())
+				if errors.Is(err, ErrFeedWiped) || errors.Is(err, jetstream.ErrStreamNotFound) {
+					return began, synced, err
+				}
+				if ok {
+					f.last = at
+					f.fn(driver.Change{Kind: driver.ChangeSynced, At: at})
+				}
+			}
 		case <-f.want:
+			if fb != nil {
+				// Not before the snapshot is whole: a beat arriving
+				// before then is not taken as one.
+				if now := time.Now(); synced && fb.due(now) {
+					if err := fb.send(ctx, now); err != nil && (!errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil) {
+						return began, synced, err
+					}
+				}
+				continue
+			}
 			// Not while the newest Synced is fresh, nor while a beat
 			// sent within the heartbeat waits for the feed.
 			now := time.Now()
@@ -309,6 +339,12 @@ func (f *follower) once(ctx context.Context) (began, synced bool, err error) {
 			// On demand the ticker only notices a stall.
 			if len(pending) > 0 && time.Since(pending[0].at) > stall {
 				return began, synced, fmt.Errorf("%w: the consumer sent up to %d, %d arrived in %v", ErrFeedStalled, pending[0].seq, seen, stall)
+			}
+			if fb != nil {
+				if err := fb.overdue(time.Now()); err != nil {
+					return began, synced, err
+				}
+				continue
 			}
 			if f.want != nil {
 				continue

@@ -50,9 +50,11 @@ func serverCounts(t testing.TB, s *natstest.Server) (in, api int) {
 // TestMirrorLightTraffic: the light-traffic run (mirrortest.Light) on
 // NATS, on a server of the test's own, counted by the server (every
 // message its clients sent): idle with Mirror, for 2 s, no more than 2 a
-// second in all; under light traffic, each process beating for itself on
-// demand (a consumer info and a stream info), the mirror costs less than
-// no mirror per delivery.
+// second in all; under light traffic, the fleet beating once on demand
+// (a put of the reserved beat subject, a stream info per wipe check and per
+// clock sample), the mirror costs under 0.2× no mirror per delivery (0.04×
+// measured; a beat per deciding process, a consumer info and a stream
+// info, came to 0.41× and fails it).
 func TestMirrorLightTraffic(t *testing.T) {
 	s := natstest.MustStartWith(t, natstest.Options{Monitor: true})
 	var in0, api0 int
@@ -76,7 +78,7 @@ func TestMirrorLightTraffic(t *testing.T) {
 	if r.IdlePerSecond() > 2 {
 		t.Errorf("8 idle mirrors: %d messages in %v (%.1f/s), want no more than 2 a second: %v", mirrortest.Total(r.IdleCount), r.Idle, r.IdlePerSecond(), r.IdleCount)
 	}
-	if r.Ratio() >= 1 {
-		t.Errorf("the mirror costs %.3f× the messages of no mirror per delivery, want under 1", r.Ratio())
+	if r.Ratio() >= 0.2 {
+		t.Errorf("the mirror costs %.3f× the messages of no mirror per delivery, want under 0.2", r.Ratio())
 	}
 }

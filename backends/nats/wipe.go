@@ -29,6 +29,7 @@ var ErrFeedWiped = errors.New("messages removed behind the feed's back")
 type wipeWatch struct {
 	created time.Time
 	last    *jetstream.StreamState
+	st      jetstream.Stream    // the stream, as the session's first check read it
 	live    map[string]struct{} // keys delivered as live, by subject
 }
 
@@ -39,35 +40,51 @@ func (w *wipeWatch) reset() { *w = wipeWatch{live: make(map[string]struct{})} }
 func (w *wipeWatch) put(subject string) { w.live[subject] = struct{}{} }
 func (w *wipeWatch) del(subject string) { delete(w.live, subject) }
 
-// check compares the stream's state with the last heartbeat's, and the
-// prefix's subjects with the live keys delivered when a count fell. It
-// returns ErrFeedWiped (wrapped) for a wipe, or the request's error.
+// checkWipe reads the stream's state (one request) and compares it
+// (compareWipe). It returns ErrFeedWiped (wrapped) for a wipe, or the
+// request's error.
 func (f *follower) checkWipe(ctx context.Context) error {
-	w := &f.wipe
 	st, err := f.s.js.Stream(ctx, f.s.stream)
 	if err != nil {
 		return err
 	}
+	f.wipe.st = st
 	info := st.CachedInfo()
-	state := info.State
+	return f.compareWipe(ctx, info.Created, info.State, false)
+}
+
+// compareWipe compares the stream's state, created and state, with the
+// last one seen, and the prefix's subjects with the live keys delivered
+// when a count fell (one request). carried: the state is another
+// follower's reading, carried by a beat (beat.go), which may be older
+// than the last one seen: one whose last sequence is behind it is not
+// kept, and is settled by the subjects rather than taken for a wipe.
+func (f *follower) compareWipe(ctx context.Context, created time.Time, state jetstream.StreamState, carried bool) error {
+	w := &f.wipe
 	prev := w.last
-	w.last = &state
 	switch {
 	case w.created.IsZero():
-		w.created = info.Created
+		w.created, w.last = created, &state
 		return nil
-	case !info.Created.Equal(w.created):
-		return fmt.Errorf("%w: the stream %s was created again at %v", ErrFeedWiped, f.s.stream, info.Created)
+	case !created.Equal(w.created):
+		return fmt.Errorf("%w: the stream %s was created again at %v", ErrFeedWiped, f.s.stream, created)
 	case prev == nil:
+		w.last = &state
 		return nil
+	case state.LastSeq < prev.LastSeq && carried:
 	case state.LastSeq < prev.LastSeq:
+		w.last = &state
 		return fmt.Errorf("%w: the stream's last sequence went back from %d to %d", ErrFeedWiped, prev.LastSeq, state.LastSeq)
 	case state.Msgs >= prev.Msgs && state.NumSubjects >= prev.NumSubjects:
+		w.last = &state
 		return nil
-	case len(w.live) == 0:
+	default:
+		w.last = &state
+	}
+	if len(w.live) == 0 || w.st == nil {
 		return nil
 	}
-	full, err := st.Info(ctx, jetstream.WithSubjectFilter(f.filter))
+	full, err := w.st.Info(ctx, jetstream.WithSubjectFilter(f.filter))
 	if err != nil {
 		return err
 	}

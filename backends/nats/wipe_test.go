@@ -65,9 +65,23 @@ func TestFollowSeesWipes(t *testing.T) {
 		},
 	}
 	n := 0
-	for name, wipe := range wipes {
-		n++
-		bucketName := fmt.Sprintf("kvbreaker_wipe_%d", n)
+	for _, demand := range []bool{false, true} {
+		for name, wipe := range wipes {
+			n++
+			deletable := name == "message deleted"
+			if demand {
+				name += ", on demand"
+			}
+			runWipe(t, fmt.Sprintf("kvbreaker_wipe_%d", n), name, wipe, deletable, demand)
+		}
+	}
+}
+
+// runWipe is TestFollowSeesWipes for one wipe on a bucket of its own: one
+// Follow, or (demand) two FollowDemand feeds over stores of their own,
+// whose beats the fleet shares and whose wipe check rides on them.
+func runWipe(t *testing.T, bucketName, name string, wipe func(ctx context.Context, js jetstream.JetStream, bucket, subject string) error, deletable, demand bool) {
+	{
 		t.Run(name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 			defer cancel()
@@ -76,7 +90,7 @@ func TestFollowSeesWipes(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { _ = js.DeleteKeyValue(context.Background(), bucketName) })
-			if name == "message deleted" {
+			if deletable {
 				// A bucket's stream denies deleting a message, for good;
 				// an operator who wants to can make the bucket's stream
 				// without that.
@@ -95,13 +109,30 @@ func TestFollowSeesWipes(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			f := backendtest.Follow(t, ctx, st, "wiped/", 100*time.Millisecond)
-			f.AwaitSyncedWith(t, key)
+			var feeds []*backendtest.Feed
+			if demand {
+				for range 2 {
+					own, err := kvnats.New(ctx, connect(t, server.URL()), bucketName)
+					if err != nil {
+						t.Fatal(err)
+					}
+					t.Cleanup(func() { own.Close() })
+					feeds = append(feeds, backendtest.FollowDemand(t, ctx, own, "wiped/", 100*time.Millisecond))
+				}
+			} else {
+				feeds = append(feeds, backendtest.Follow(t, ctx, st, "wiped/", 100*time.Millisecond))
+			}
+			for _, f := range feeds {
+				f.AwaitSyncedWith(t, key)
+			}
 			if err := wipe(ctx, js, bucketName, st.Subject(key)); err != nil {
 				t.Fatalf("the wipe: %v", err)
 			}
-			c := f.AwaitWipeSeen(t, key, time.Now())
-			t.Logf("seen as %v (%v)", c.Kind, c.Err)
+			wiped := time.Now()
+			for i, f := range feeds {
+				c := f.AwaitWipeSeen(t, key, wiped)
+				t.Logf("feed %d: seen as %v (%v)", i, c.Kind, c.Err)
+			}
 		})
 	}
 }

@@ -83,3 +83,38 @@ func (f *Feed) AwaitWipeSeen(t testing.TB, key string, wiped time.Time) driver.C
 		}
 	}
 }
+
+// FollowDemand starts st.FollowDemand(prefix) for the test's life, asking
+// it for a beat every 5 ms (as a mirror asks on each call); at the test's
+// end it stops it and checks that it returned context.Canceled.
+func FollowDemand(t testing.TB, ctx context.Context, st driver.DemandFollower, prefix string, heartbeat time.Duration) *Feed {
+	t.Helper()
+	ctx, cancel := context.WithCancel(ctx)
+	f := &Feed{ch: make(chan driver.Change, 1<<16), done: make(chan error, 1)}
+	want := make(chan struct{}, 1)
+	go func() {
+		tick := time.NewTicker(5 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+				select {
+				case want <- struct{}{}:
+				default:
+				}
+			}
+		}
+	}()
+	go func() {
+		f.done <- st.FollowDemand(ctx, prefix, heartbeat, want, func(c driver.Change) { f.ch <- c })
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-f.done; !errors.Is(err, context.Canceled) {
+			t.Errorf("FollowDemand returned %v, want context.Canceled", err)
+		}
+	})
+	return f
+}

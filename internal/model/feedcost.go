@@ -76,6 +76,9 @@ type DemandBeats struct {
 	// came back), so a follower samples only when it sent no beat for
 	// SampleEvery.
 	OwnBeatSamples bool
+	// CheckSamples: a wipe check is also a sample of the store's clock
+	// for its sender (NATS: a stream info carries the server's time).
+	CheckSamples bool
 	// PerProcess: a beat serves its sender alone (etcd, whose answers
 	// carry no clock to convert one with): each process beats for itself,
 	// only when asked.
@@ -250,13 +253,19 @@ const sqliteFollowPoll = 50 * time.Millisecond
 //     last reading is 30 s old, and its own beat's return is a reading.
 //   - NATS: a session creates a push consumer (and on a replicated bucket
 //     asks who leads the stream) and deletes it when it ends; the
-//     snapshot is pushed by it; a beat is a consumer info and a stream info (the wipe
-//     check, also made once per session; a replicated bucket asks for the
-//     stream's info once more per beat: not counted here, the model is of
-//     one server; when the stream lost messages, a filtered stream info
-//     more, only then). Under Follow it beats every heartbeat; on demand,
-//     for itself alone (its consumer's progress proves nothing of another
-//     process's), only when its mirror asks.
+//     snapshot is pushed by it; the wipe check is a stream info, made
+//     once per session (when the stream lost messages, a filtered stream
+//     info more, only then). Under Follow a beat, every heartbeat, is a
+//     consumer info and a stream info. On demand (a bucket of one
+//     server; a replicated one beats as under Follow, for itself: not
+//     modelled), a beat is a put of a reserved subject of the bucket
+//     (PUB beat) which every follower of the prefix receives, dated by
+//     the server's stored timestamp; its sender first checks the stream
+//     (a stream info, also a sample of the server's clock) when the
+//     fleet's newest check is four heartbeats old; each receiver samples
+//     the server's clock (a stream info, its ts) to convert others'
+//     beats when its last sample is 30 s old, and its own beat's return
+//     is a sample.
 //   - SQLite: no server; a beat is a poll, two statements when nothing
 //     changed, every 50 ms (or heartbeat if shorter).
 var FeedModels = map[string]FeedModel{
@@ -298,12 +307,14 @@ var FeedModels = map[string]FeedModel{
 			{Name: "pg_notify dated", PerFleetBeat: 1},
 			{Name: "clock_timestamp", PerSample: 1},
 		}},
-	"nats": {Store: "nats", Demand: &DemandBeats{PerProcess: true},
+	"nats": {Store: "nats",
+		Demand: &DemandBeats{CheckEvery: 4, SampleEvery: 30 * time.Second, Jitter: 8, OwnBeatSamples: true, CheckSamples: true},
 		Requests: []FeedRequest{
 			{Name: "CONSUMER.CREATE", PerSession: 1},
 			{Name: "CONSUMER.DELETE", PerSession: 1},
-			{Name: "CONSUMER.INFO", PerBeat: 1, PerFleetBeat: 1},
-			{Name: "STREAM.INFO", PerSession: 1, PerBeat: 1, PerFleetBeat: 1},
+			{Name: "CONSUMER.INFO", PerBeat: 1},
+			{Name: "STREAM.INFO", PerSession: 1, PerBeat: 1, PerCheck: 1, PerSample: 1},
+			{Name: "PUB beat", PerFleetBeat: 1},
 		}},
 	"sqlite": {Store: "sqlite", SnapshotPage: 0,
 		BeatsPer: func(hb time.Duration) float64 {
@@ -435,6 +446,9 @@ func (f *DemandFleet) Call(proc int, t time.Time) {
 		f.checked = t
 		f.ownCheck[proc] = t
 		f.Use.Checks++
+		if f.d.CheckSamples {
+			f.sampled[proc] = t
+		}
 	}
 	f.Use.FleetBeats++
 	f.inflight[proc] = true

@@ -128,25 +128,7 @@ type whatIf struct {
 	// only: the stores it applies to (nil: every store whose fleet
 	// shares its beats).
 	only []string
-	// feed, when set, is the feed model costed instead of the store's.
-	feed *model.FeedModel
 }
-
-// natsFleetBeats is a NATS feed that would beat once per fleet: a beat is
-// a put of a reserved key of the bucket, which every consumer takes,
-// dated by the server's stored timestamp; a follower's clock sample is a
-// stream info (its "ts", the server's time as it answered), which is also
-// the wipe check a sender makes when the fleet's newest is four
-// heartbeats old; a beat of the follower's own, back with its timestamp,
-// is a sample.
-var natsFleetBeats = model.FeedModel{Store: "nats",
-	Demand: &model.DemandBeats{CheckEvery: 4, SampleEvery: 30 * time.Second, Jitter: 8, OwnBeatSamples: true},
-	Requests: []model.FeedRequest{
-		{Name: "CONSUMER.CREATE", PerSession: 1},
-		{Name: "CONSUMER.DELETE", PerSession: 1},
-		{Name: "STREAM.INFO", PerSession: 1, PerCheck: 1, PerSample: 1},
-		{Name: "PUB beat", PerFleetBeat: 1},
-	}}
 
 var whatIfs = []whatIf{
 	{name: "asked at 7/8 of MirrorStaleness", heartbeat: defaultMirrorStaleness * 7 / 8},
@@ -156,17 +138,12 @@ var whatIfs = []whatIf{
 	{name: "the first, third and fourth together", heartbeat: defaultMirrorStaleness * 7 / 8, writesDate: true, values: true, only: []string{"postgres"}},
 	{name: "the first two together", heartbeat: defaultMirrorStaleness * 7 / 8, ownReadsSkipped: true, only: []string{"redis"}},
 	{name: "MirrorStaleness 2 s (a setting)", heartbeat: 2 * defaultMirrorStaleness * 3 / 4},
-	{name: "a beat for the fleet in the bucket's stream", heartbeat: demandHeartbeat, feed: &natsFleetBeats, only: []string{"nats"}},
 }
 
 // whatIfs costs each what-if of store's feed whose fleet shares beats.
 func (r *runner) whatIfs(store string, fm model.FeedModel, cost model.Cost, writes []model.Write) []FeedWhatIf {
 	var out []FeedWhatIf
 	for _, w := range whatIfs {
-		fm := fm
-		if w.feed != nil {
-			fm = *w.feed
-		}
 		if fm.Demand == nil || fm.Demand.PerProcess || w.only != nil && !slices.Contains(w.only, store) {
 			continue
 		}

@@ -1,0 +1,303 @@
+package nats
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	natsgo "github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
+
+	"github.com/kvbreaker/kvbreaker/adapter"
+)
+
+// A feed that beats on demand (FollowDemand) on a bucket of one server
+// proves itself current with a message in the bucket's own stream: a put
+// of a reserved subject inside the feed's filter, which every consumer of
+// that filter delivers in stream order. A consumer delivers a stream's
+// messages in sequence order, and Follow fails on a gap in its sequence,
+// so a follower that receives the beat has delivered every message stored
+// before it, whoever sent it: one beat serves every follower of the
+// prefix's filter, and the fleet's timers, reset by its arrival, send
+// about one per heartbeat between them.
+//
+// What a beat cannot carry is a time by the receiver's clock: the sender's
+// clock is not the receiver's. The stream dates it itself: the message's
+// timestamp is the server's clock as it stored the beat (the consumer's
+// reply subject carries it), and each receiver converts it to its own
+// clock with its own sample of the server's clock (a stream info, whose
+// "ts" is the server's time as it answered), as a lower bound
+// (adapter.BeatClock). A beat of the receiver's own needs no conversion:
+// it was stored after the receiver sent it, so that local instant is its
+// Synced; and its return is a sample. A beat that converts to an instant
+// after its own arrival cannot be a lower bound (the server's clock
+// stepped): it is dropped after one fresh sample.
+//
+// On a replicated bucket the stream's leader stores a message with its
+// own clock, and leadership moves between servers whose clocks a sample
+// of one does not link: such a feed beats for itself (follow.go), as it
+// does on a server that answers a stream info without its time.
+//
+// The subject's last token is beatToken, which encodeKey never makes ('='
+// followed by anything but two upper-case hex digits): decodeKey rejects
+// it, so List never shows it and a feed never delivers it as a record.
+// The bucket keeps the newest beat of each filter, one message.
+//
+// The payload is "kvbreaker-beat SENDER SEQ" or, when the sender checked
+// the stream for a wipe just before, "kvbreaker-beat SENDER SEQ CREATED
+// LASTSEQ MSGS SUBJECTS": the stream's state it read, which every
+// receiver compares with the newest it knows, as its own wipe check
+// (wipe.go) would, without a request of its own unless a count fell.
+const (
+	beatToken   = "=beat"
+	beatPayload = "kvbreaker-beat"
+)
+
+const (
+	// beatSampleEvery is how long one sample of the server's clock
+	// converts beats.
+	beatSampleEvery = 30 * time.Second
+	// beatDriftPPM bounds how far two clocks drift apart, in parts per
+	// million of the time since a sample: 500, the most NTP slews a clock.
+	beatDriftPPM = 500
+	// beatCheckEvery: a beat's sender checks the stream first when the
+	// newest beat that carried a check arrived this many heartbeats ago.
+	beatCheckEvery = 4
+)
+
+// beatSubject is the reserved subject of prefix's beats: inside the filter
+// of every follower of prefix (filterFor), outside every key's.
+func (s *Store) beatSubject(prefix string) string {
+	i := strings.LastIndexByte(prefix, '/')
+	if i < 0 {
+		return s.subjPre + beatToken
+	}
+	return s.subjPre + encodeKey(prefix[:i]) + "." + beatToken
+}
+
+// isBeat reports whether subject is a beat's (of any prefix).
+func isBeat(subject string) bool {
+	return subject == beatToken || strings.HasSuffix(subject, "."+beatToken)
+}
+
+// fleetBeats is one follower's beating on demand for the fleet, on the
+// feed's goroutine.
+type fleetBeats struct {
+	f       *follower
+	subject string
+	id      string
+	// jitter, drawn anew with each Synced, is how much longer than the
+	// heartbeat this feed lets its newest Synced age before it beats:
+	// followers asked at once beat one after another, so the first one's
+	// beat arrives before the others send theirs.
+	jitter time.Duration
+	clock  *adapter.BeatClock
+	// seq numbers this follower's beats; sent is when the one under way
+	// was sent (zero: none is), ownSeq its stream sequence.
+	seq, ownSeq uint64
+	sent        time.Time
+	// checked is when the newest beat that carried a check arrived.
+	checked time.Time
+}
+
+// beatCounts counts, over every feed of the process, the fleet beats sent,
+// the wipe checks riding on them, the clock samples, and the beats
+// dropped as dated after their arrival: what the feed cost model
+// (internal/model) is held to against the server's own count.
+var beatCounts struct{ sent, checks, samples, rejected atomic.Int64 }
+
+// beatSkew, set by tests only, moves every other follower's beat's stored
+// timestamp on by that many nanoseconds before it is converted, as a
+// server clock stepped ahead would; acceptLateBeats delivers a beat whatever
+// instant it converts to: together, the negative control of the arrival
+// check.
+var (
+	beatSkew        atomic.Int64
+	acceptLateBeats atomic.Bool
+)
+
+// ignoreOthersBeats, set by tests only, makes a follower take no Synced
+// from another's beat: the negative control of the fleet's sharing.
+var ignoreOthersBeats atomic.Bool
+
+func newFleetBeats(f *follower) *fleetBeats {
+	b := &fleetBeats{f: f, subject: f.s.beatSubject(f.prefix), id: nuid.Next()}
+	b.clock = &adapter.BeatClock{Sample: b.sample, Every: beatSampleEvery, Fresh: b.timeout(),
+		DriftPPM: beatDriftPPM, Unit: time.Microsecond}
+	b.drawJitter()
+	return b
+}
+
+// timeout bounds a request, and the time a beat of the follower's own may
+// take to come back.
+func (b *fleetBeats) timeout() time.Duration { return max(b.f.heartbeat, time.Second) }
+
+func (b *fleetBeats) drawJitter() { b.jitter = rand.N(b.f.heartbeat/8 + 1) }
+
+// streamInfo reads the stream's info in one request, between the local
+// instants before and after.
+func (b *fleetBeats) streamInfo(ctx context.Context) (before time.Time, info *jetstream.StreamInfo, after time.Time, err error) {
+	ctx, cancel := context.WithTimeout(ctx, b.timeout())
+	defer cancel()
+	before = time.Now()
+	st, err := b.f.s.js.Stream(ctx, b.f.s.stream)
+	if err != nil {
+		return before, nil, after, err
+	}
+	info = st.CachedInfo()
+	if info.TimeStamp.IsZero() {
+		return before, nil, after, fmt.Errorf("the server answered a stream info without its time")
+	}
+	return before, info, time.Now(), nil
+}
+
+// sample reads the server's clock (adapter.BeatClock.Sample).
+func (b *fleetBeats) sample(ctx context.Context) (before, srv, after time.Time, err error) {
+	before, info, after, err := b.streamInfo(ctx)
+	if err != nil {
+		return before, srv, after, fmt.Errorf("sample the server's clock: %w", err)
+	}
+	beatCounts.samples.Add(1)
+	return before, info.TimeStamp, after, nil
+}
+
+// due reports whether a beat is wanted at now: the newest Synced is older
+// than the heartbeat and the jitter, and no beat of this follower's own
+// is under way.
+func (b *fleetBeats) due(now time.Time) bool {
+	return b.sent.IsZero() && now.Sub(b.f.last) >= b.f.heartbeat+b.jitter
+}
+
+// send puts a beat, checking the stream first when the fleet's newest
+// check is beatCheckEvery heartbeats old. The put's acknowledgement names
+// its stream sequence, which the feed must then reach (overdue).
+func (b *fleetBeats) send(ctx context.Context, now time.Time) error {
+	payload := ""
+	if b.checked.IsZero() || now.Sub(b.checked) >= beatCheckEvery*b.f.heartbeat {
+		before, info, after, err := b.streamInfo(ctx)
+		if err != nil {
+			return fmt.Errorf("check the stream before a beat: %w", err)
+		}
+		beatCounts.checks.Add(1)
+		b.clock.Observe(before, info.TimeStamp, after)
+		st := info.State
+		payload = fmt.Sprintf(" %d %d %d %d", info.Created.UnixNano(), st.LastSeq, st.Msgs, st.NumSubjects)
+		b.checked = after
+	}
+	b.seq++
+	sent := time.Now()
+	pctx, cancel := context.WithTimeout(ctx, b.timeout())
+	defer cancel()
+	ack, err := b.f.s.js.Publish(pctx, b.subject, fmt.Appendf(nil, "%s %s %d%s", beatPayload, b.id, b.seq, payload))
+	beatCounts.sent.Add(1)
+	if err != nil {
+		return fmt.Errorf("put a beat: %w", err)
+	}
+	b.sent, b.ownSeq = sent, ack.Sequence
+	return nil
+}
+
+// overdue fails the session when the feed has not reached its own beat
+// within the timeout: the consumer no longer delivers (deleted with its
+// stream, or by an operator).
+func (b *fleetBeats) overdue(now time.Time) error {
+	if !b.sent.IsZero() && now.Sub(b.sent) > b.timeout() {
+		return fmt.Errorf("%w: the feed's own beat did not arrive within %v", ErrFeedStalled, b.timeout())
+	}
+	return nil
+}
+
+// received handles a message of the feed, stream sequence sseq, that
+// arrived at arrival after the snapshot: it returns the instant, by this
+// process's clock, before which every message of the filter has been
+// delivered, and ok when that is newer than the newest Synced. The
+// follower's own beat is proven by any message at or after its sequence:
+// a later beat of the same subject replaces it in the stream (the bucket
+// keeps one message per subject), and the consumer then delivers that one
+// instead. Another's beat is dated by its stored timestamp; a carried
+// stream state is checked for a wipe (ErrFeedWiped).
+func (b *fleetBeats) received(ctx context.Context, m *natsgo.Msg, sseq uint64, arrival time.Time) (at time.Time, ok bool, err error) {
+	if b.ownSeq != 0 && sseq >= b.ownSeq {
+		// Stored after this follower sent it, by this clock; and its
+		// return is a sample of the server's clock.
+		at = b.sent
+		if tb, ok := ackTime(m.Reply); ok && sseq == b.ownSeq {
+			b.clock.Observe(b.sent, tb, arrival)
+		}
+		b.sent, b.ownSeq = time.Time{}, 0
+	}
+	if isBeat(strings.TrimPrefix(m.Subject, b.f.s.subjPre)) {
+		var other time.Time
+		if other, err = b.beat(ctx, m, sseq, arrival); other.After(at) {
+			at = other
+		}
+	}
+	if err != nil || at.IsZero() || !at.After(b.f.last) {
+		return time.Time{}, false, err
+	}
+	b.drawJitter()
+	return at, true, nil
+}
+
+// beat handles a beat, of this follower's own or another's: the wipe
+// check it carries, and the instant another's proves.
+func (b *fleetBeats) beat(ctx context.Context, m *natsgo.Msg, sseq uint64, arrival time.Time) (time.Time, error) {
+	fields := strings.Fields(string(m.Data))
+	if (len(fields) != 3 && len(fields) != 7) || fields[0] != beatPayload {
+		return time.Time{}, nil // not a beat kvbreaker sent: its date is unknown
+	}
+	if len(fields) == 7 {
+		var n [4]int64
+		for i := range n {
+			var err error
+			if n[i], err = strconv.ParseInt(fields[3+i], 10, 64); err != nil {
+				return time.Time{}, nil
+			}
+		}
+		b.checked = arrival
+		state := jetstream.StreamState{LastSeq: uint64(n[1]), Msgs: uint64(n[2]), NumSubjects: uint64(n[3])}
+		if err := b.f.compareWipe(ctx, time.Unix(0, n[0]), state, true); err != nil {
+			// A wipe, or a stream the check could not read: no Synced.
+			return time.Time{}, err
+		}
+	}
+	if fields[1] == b.id || ignoreOthersBeats.Load() {
+		return time.Time{}, nil
+	}
+	tb, ok := ackTime(m.Reply)
+	if !ok {
+		return time.Time{}, nil
+	}
+	at, late, err := b.clock.Date(ctx, tb.Add(time.Duration(beatSkew.Load())), arrival)
+	if err != nil {
+		return time.Time{}, err
+	}
+	if late && !acceptLateBeats.Load() {
+		beatCounts.rejected.Add(1)
+		return time.Time{}, nil
+	}
+	return at, nil
+}
+
+// ackTime reads a consumer message's stored timestamp (the server's
+// clock, in nanoseconds) from its reply subject (ackMeta's layout).
+func ackTime(reply string) (time.Time, bool) {
+	tokens := strings.Split(reply, ".")
+	base := 2
+	if len(tokens) >= 11 {
+		base = 4
+	}
+	if len(tokens) < base+7 {
+		return time.Time{}, false
+	}
+	ns, err := strconv.ParseInt(tokens[base+5], 10, 64)
+	if err != nil {
+		return time.Time{}, false
+	}
+	return time.Unix(0, ns), true
+}
