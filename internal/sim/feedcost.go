@@ -98,8 +98,17 @@ func (r *runner) feedCall() {
 	if r.s.noMirror || r.replay {
 		return // no kvbreaker+mirror: nothing to cost
 	}
-	r.calls = append(r.calls, procCall{proc: r.proc, at: time.Duration(r.now) * time.Millisecond})
+	// In chunks: a million calls appended to one slice would be copied
+	// over and over as it grows.
+	if n := len(r.calls); n == 0 || len(r.calls[n-1]) == cap(r.calls[n-1]) {
+		r.calls = append(r.calls, make([]procCall, 0, callChunk))
+	}
+	last := &r.calls[len(r.calls)-1]
+	*last = append(*last, procCall{proc: r.proc, at: time.Duration(r.now) * time.Millisecond})
 }
+
+// callChunk is how many calls a chunk of runner.calls holds.
+const callChunk = 1 << 16
 
 // procCall is a call of a process, at its instant since Epoch.
 type procCall struct {
@@ -136,12 +145,14 @@ func (r *runner) runDemand(runs []*demandRun, writes []model.Write) {
 				d := runs[i]
 				f := model.NewDemandFleet(d.fm, r.s.Processes, d.heartbeat, r.s.mirrorDelay(), Epoch)
 				wi := 0
-				for _, c := range r.calls {
-					for d.commits && wi < len(at) && at[wi] < c.at {
-						f.CommitAfter(at[wi])
-						wi++
+				for _, chunk := range r.calls {
+					for _, c := range chunk {
+						for d.commits && wi < len(at) && at[wi] < c.at {
+							f.CommitAfter(at[wi])
+							wi++
+						}
+						f.CallAfter(c.proc, c.at)
 					}
-					f.CallAfter(c.proc, c.at)
 				}
 				d.use = f.Use
 			}

@@ -473,8 +473,8 @@ func Run(s Scenario) (*Report, error) {
 }
 
 type runner struct {
-	// calls is every call, for the feeds' cost (feedCall).
-	calls   []procCall
+	// calls is every call, in chunks, for the feeds' cost (feedCall).
+	calls   [][]procCall
 	s       Scenario
 	rng     *rand.Rand // workload
 	lat     *rand.Rand // delivery latencies
