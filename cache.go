@@ -47,8 +47,11 @@ import (
 // eight hashes share a cache line, so a lookup reads one line and the slot
 // it finds; a new host takes an empty slot of its set or evicts by CLOCK
 // (a hand that spares a slot used since it last passed). There is no map
-// to grow, delete from or rehash, and memory is the slots, allocated a
-// shard at a time as hosts arrive.
+// to grow, delete from or rehash, and memory is the slots, allocated a set
+// at a time as hosts that have a record arrive: a process whose few hosts
+// with a record are spread over every shard holds their sets, not the
+// whole bound (a hints-only cache's 16,384 slots would be megabytes per
+// Breaker, most of them never used).
 type cache struct {
 	seed maphash.Seed
 	// check seeds a second hash of the host, which with the first
@@ -81,9 +84,10 @@ type cacheShard struct {
 	// floor is the highest sequence evicted: an entry not in the shard
 	// and older than it may be older than what was evicted.
 	floor uint64
-	// sets is allocated on the shard's first entry; read without the lock
-	// by the unchanged-hint check.
-	sets atomic.Pointer[[]cacheSet]
+	// sets is allocated on the shard's first entry, and each set on its
+	// own first entry; both read without the lock by the unchanged-hint
+	// check and the decision cache.
+	sets atomic.Pointer[[]atomic.Pointer[cacheSet]]
 	_    [64]byte // keep neighbouring shards' locks off one cache line
 }
 
@@ -189,8 +193,8 @@ type cached struct {
 // hintSize bounds the hints kept when the decision cache is off. A hint
 // saves a Failure's read only if it survives from the Allow to the
 // delivery's outcome, while the process asks about other hosts: 16,384
-// covers a 10,000-host mix (about 2 MB of slots when full, allocated a
-// shard at a time).
+// covers a 10,000-host mix (about 3 MB of slots when full, allocated a
+// set of 8 slots, 1.5 KB, at a time: only hosts with a record take them).
 const hintSize = 16384
 
 func newCache(size int, stale time.Duration) *cache {
@@ -235,14 +239,36 @@ func (r slotRef) begin() uint64 { return r.sh.seq.Add(1) }
 // has learnt so far, without writing.
 func (r slotRef) reading() uint64 { return r.sh.seq.Load() }
 
-// find returns host's slot index in its set, or -1. Called with the lock
-// held; set is nil until the shard's first entry.
-func (c *cache) find(r slotRef, host string) (*cacheSet, int) {
+// setOf returns r's set, nil until the set's first entry.
+func (r slotRef) setOf() *cacheSet {
 	sets := r.sh.sets.Load()
 	if sets == nil {
+		return nil
+	}
+	return (*sets)[r.set].Load()
+}
+
+// newSet allocates a set, with the decision words when the cache decides.
+func (c *cache) newSet() *cacheSet {
+	if c.stale == 0 {
+		return new(cacheSet)
+	}
+	// One allocation: the set points into it.
+	x := new(struct {
+		set cacheSet
+		dec [cacheWays]decision
+	})
+	x.set.dec = &x.dec
+	return &x.set
+}
+
+// find returns host's slot index in its set, or -1. Called with the lock
+// held; set is nil until the set's first entry.
+func (c *cache) find(r slotRef, host string) (*cacheSet, int) {
+	set := r.setOf()
+	if set == nil {
 		return nil, -1
 	}
-	set := &(*sets)[r.set]
 	for i := range c.ways {
 		if set.hash[i].Load() == r.hash && set.slot[i].host == host {
 			return set, i
@@ -275,11 +301,10 @@ func (c *cache) get(r slotRef, host string, now, mono time.Time) (current, bool)
 	if c.stale == 0 {
 		return current{}, false
 	}
-	sets := r.sh.sets.Load()
-	if sets == nil {
+	set := r.setOf()
+	if set == nil {
 		return current{}, false
 	}
-	set := &(*sets)[r.set]
 	check := maphash.String(c.check, host)
 	at := int64(mono.Sub(c.base))
 	for i := range c.ways {
@@ -330,16 +355,6 @@ func (c *cache) set(r slotRef, host string, e cached) {
 	}
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if sh.sets.Load() == nil {
-		sets := make([]cacheSet, c.sets)
-		if c.stale > 0 {
-			decs := make([][cacheWays]decision, c.sets)
-			for j := range sets {
-				sets[j].dec = &decs[j]
-			}
-		}
-		sh.sets.Store(&sets)
-	}
 	set, i := c.find(r, host)
 	if i >= 0 {
 		old := &set.slot[i].e
@@ -368,6 +383,20 @@ func (c *cache) set(r slotRef, host string, e cached) {
 		// The host's entry may have been evicted after this knowledge was
 		// superseded; caching it could go backwards.
 		return
+	}
+	if set == nil {
+		// The set's first entry: allocated here, after the checks above,
+		// so that nothing is allocated for an entry not kept. The set is
+		// published empty (hash 0 everywhere) before its slot is filled,
+		// as a slot is filled in a set already there.
+		sets := sh.sets.Load()
+		if sets == nil {
+			s := make([]atomic.Pointer[cacheSet], c.sets)
+			sets = &s
+			sh.sets.Store(sets)
+		}
+		set = c.newSet()
+		(*sets)[r.set].Store(set)
 	}
 	i = -1
 	for j := range c.ways {
@@ -428,11 +457,10 @@ func (c *cache) unchangedHint(r slotRef, e cached) bool {
 	if c.stale != 0 || e.gone {
 		return false
 	}
-	sets := r.sh.sets.Load()
-	if sets == nil {
+	set := r.setOf()
+	if set == nil {
 		return absent(e)
 	}
-	set := &(*sets)[r.set]
 	for i := range c.ways {
 		if set.hash[i].Load() == r.hash {
 			return set.tag[i].Load() == hintTag(e.cur.ver) && set.used.Load()&(1<<i) != 0
@@ -453,8 +481,12 @@ func (c *cache) len() int {
 		sh.mu.Lock()
 		if sets := sh.sets.Load(); sets != nil {
 			for j := range *sets {
+				set := (*sets)[j].Load()
+				if set == nil {
+					continue
+				}
 				for k := range c.ways {
-					if (*sets)[j].hash[k].Load() != 0 {
+					if set.hash[k].Load() != 0 {
 						n++
 					}
 				}

@@ -19,7 +19,7 @@ func TestCacheEvictionOrder(t *testing.T) {
 		c.put(r, h, current{ver: 1}, r.begin(), now)
 	}
 	slots := func() []string {
-		set := &(*c.shards[0].sets.Load())[0]
+		set := (*c.shards[0].sets.Load())[0].Load()
 		var hs []string
 		for i := range c.ways {
 			hs = append(hs, set.slot[i].host)

@@ -18,12 +18,12 @@ import (
 // setHosts returns the hosts in the slots of a one-set cache.
 func setHosts(c *cache) []string {
 	sets := c.shards[0].sets.Load()
-	if sets == nil {
+	if sets == nil || (*sets)[0].Load() == nil {
 		return nil
 	}
 	var hs []string
 	for i := range c.ways {
-		hs = append(hs, (*sets)[0].slot[i].host)
+		hs = append(hs, (*sets)[0].Load().slot[i].host)
 	}
 	return hs
 }
@@ -138,7 +138,7 @@ func TestCacheHintAbsentAllocatesNothing(t *testing.T) {
 	}
 	r := c.ref("open.example")
 	c.put(r, "open.example", current{ver: 1}, r.begin(), time.Now())
-	if sets := r.sh.sets.Load(); sets == nil || (*sets)[r.set].dec != nil {
+	if set := r.setOf(); set == nil || set.dec != nil {
 		t.Fatal("a hints-only cache allocated decision words (or no slots)")
 	}
 }
@@ -345,5 +345,62 @@ func TestDecisionLoadRefusesWriteInProgress(t *testing.T) {
 	d.seq.Add(1) // a writer has begun
 	if chk, cur, until, ok := d.load(); ok {
 		t.Fatalf("load during a write = %d, %+v, %d, true; want a miss", chk, cur, until)
+	}
+}
+
+// TestCacheAllocatesSetsAsUsed: a hints-only cache holds the sets its
+// hosts with a record fall in, not its whole bound: a Breaker asked about
+// a few hundred hosts with a record allocates a few hundred sets of
+// 16,384 slots' 2,048, and every hint is still there. Allocating a shard's
+// sets at a time would take all 2,048 here (200 hosts reach every one of
+// the 64 shards), which the bound below refuses.
+func TestCacheAllocatesSetsAsUsed(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		size  int
+		stale time.Duration
+	}{{"hints", 0, 0}, {"decisions", 4096, time.Hour}} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newCache(tc.size, tc.stale)
+			const hosts = 200
+			for i := range hosts {
+				putVer(c, fmt.Sprintf("h%d.example", i), driver.Version(i+1))
+			}
+			sets, shards := 0, 0
+			for i := range c.shards {
+				ss := c.shards[i].sets.Load()
+				if ss == nil {
+					continue
+				}
+				shards++
+				for j := range *ss {
+					if set := (*ss)[j].Load(); set != nil {
+						sets++
+						if (set.dec != nil) != (tc.stale > 0) {
+							t.Fatalf("set %d/%d: decision words %v, want %v", i, j, set.dec != nil, tc.stale > 0)
+						}
+					}
+				}
+			}
+			total := len(c.shards) * int(c.sets)
+			if sets == 0 || sets > hosts || sets >= total/2 {
+				t.Fatalf("%d sets allocated (in %d shards) for %d hosts, of %d; want at most one per host", sets, shards, hosts, total)
+			}
+			for i := range hosts {
+				h := fmt.Sprintf("h%d.example", i)
+				if v, ok := hintOf(t, c, h); !ok || v != driver.Version(i+1) {
+					t.Fatalf("%s: hint %d, %v; want %d, true", h, v, ok, i+1)
+				}
+				if tc.stale > 0 {
+					now := time.Now()
+					if _, ok := c.get(c.ref(h), h, now, now); !ok {
+						t.Fatalf("%s: not served from the decision cache", h)
+					}
+				}
+			}
+			if n := c.len(); n != hosts {
+				t.Fatalf("len %d, want %d", n, hosts)
+			}
+		})
 	}
 }

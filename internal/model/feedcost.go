@@ -2,6 +2,7 @@ package model
 
 import (
 	"fmt"
+	"math"
 	"sort"
 	"time"
 )
@@ -341,33 +342,39 @@ var FeedStores = []string{"memory", "etcd", "redis", "postgres", "nats", "sqlite
 type DemandFleet struct {
 	d         DemandBeats
 	hb, delay time.Duration
-	extra     []time.Duration // each process's jitter
-	last      []time.Time     // each process's newest Synced
-	sampled   []time.Time     // each process's last clock sample (zero: none)
-	inflight  []bool
-	pending   []demandBeat
-	checked   time.Time
-	ownCheck  []time.Time // each process's last check of its own marker
+	// start is the fleet's time zero: the instants below are durations
+	// since it, whose arithmetic is an integer's (time.Time's is several
+	// times slower, and a run costs millions of calls).
+	start    time.Time
+	extra    []time.Duration // each process's jitter
+	last     []time.Duration // each process's newest Synced
+	sampled  []time.Duration // each process's last clock sample (never: none)
+	inflight []bool
+	pending  []demandBeat
+	checked  time.Duration   // the newest wipe check (never: none)
+	ownCheck []time.Duration // each process's last check of its own marker
 	// Use is what the fleet's feeds sent so far: a session each, its
 	// first beat (a PING of its own), and the beats on demand.
 	Use FeedUse
 }
 
+// never marks an instant that has not happened: before any call's.
+const never = time.Duration(math.MinInt64)
+
 type demandBeat struct {
-	at, arrives time.Time
+	at, arrives time.Duration
 	proc        int
 }
 
 // NewDemandFleet starts procs processes' feeds at start, each with a
 // session whose snapshot found the store empty, and its first Synced.
 func NewDemandFleet(m FeedModel, procs int, heartbeat, delay time.Duration, start time.Time) *DemandFleet {
-	f := &DemandFleet{d: *m.Demand, hb: heartbeat, delay: delay,
-		last: make([]time.Time, procs), sampled: make([]time.Time, procs), inflight: make([]bool, procs)}
+	f := &DemandFleet{d: *m.Demand, hb: heartbeat, delay: delay, start: start, checked: never,
+		last: make([]time.Duration, procs), sampled: make([]time.Duration, procs), inflight: make([]bool, procs)}
 	f.extra = make([]time.Duration, procs)
-	f.ownCheck = make([]time.Time, procs)
+	f.ownCheck = make([]time.Duration, procs)
 	for p := range procs {
-		f.last[p] = start
-		f.ownCheck[p] = start
+		f.sampled[p] = never
 		if m.Demand.Jitter > 0 {
 			f.extra[p] = heartbeat / time.Duration(m.Demand.Jitter) * time.Duration(p) / time.Duration(procs)
 		}
@@ -377,8 +384,8 @@ func NewDemandFleet(m FeedModel, procs int, heartbeat, delay time.Duration, star
 }
 
 // sample counts proc's clock sample at t if its last is too old.
-func (f *DemandFleet) sample(proc int, t time.Time) {
-	if f.sampled[proc].IsZero() || t.Sub(f.sampled[proc]) >= f.d.SampleEvery {
+func (f *DemandFleet) sample(proc int, t time.Duration) {
+	if f.sampled[proc] == never || t-f.sampled[proc] >= f.d.SampleEvery {
 		f.sampled[proc] = t
 		f.Use.Samples++
 	}
@@ -390,30 +397,35 @@ func (f *DemandFleet) sample(proc int, t time.Time) {
 // converting it with its clock sample. No store does this today; it
 // costs what such a feed would save (see internal/sim's what-ifs). A
 // feed that beats for its own process alone (PerProcess) ignores it.
-func (f *DemandFleet) Commit(t time.Time) {
+func (f *DemandFleet) Commit(t time.Time) { f.CommitAfter(t.Sub(f.start)) }
+
+// CommitAfter is Commit at d after the fleet's start.
+func (f *DemandFleet) CommitAfter(d time.Duration) {
 	if f.d.PerProcess {
 		return
 	}
-	f.pending = append(f.pending, demandBeat{at: t, arrives: t.Add(f.delay), proc: -1})
+	f.pending = append(f.pending, demandBeat{at: d, arrives: d + f.delay, proc: -1})
 }
 
 // Call is a call of proc at t (the calls in time order).
-func (f *DemandFleet) Call(proc int, t time.Time) {
-	for q, c := range f.ownCheck {
-		if f.d.MarkerRefresh == 0 {
-			break
+func (f *DemandFleet) Call(proc int, t time.Time) { f.CallAfter(proc, t.Sub(f.start)) }
+
+// CallAfter is Call at t after the fleet's start.
+func (f *DemandFleet) CallAfter(proc int, t time.Duration) {
+	if f.d.MarkerRefresh != 0 {
+		for q, c := range f.ownCheck {
+			// A follower whose own marker went unchecked for half its
+			// hour checks it on its own (Checks).
+			for t-c > f.d.MarkerRefresh {
+				c += f.d.MarkerRefresh
+				f.Use.Checks++
+			}
+			f.ownCheck[q] = c
 		}
-		// A follower whose own marker went unchecked for half its
-		// hour checks it on its own (Checks).
-		for t.Sub(c) > f.d.MarkerRefresh {
-			c = c.Add(f.d.MarkerRefresh)
-			f.Use.Checks++
-		}
-		f.ownCheck[q] = c
 	}
 	n := 0
 	for _, b := range f.pending {
-		if b.arrives.After(t) {
+		if b.arrives > t {
 			f.pending[n] = b
 			n++
 			continue
@@ -424,25 +436,25 @@ func (f *DemandFleet) Call(proc int, t time.Time) {
 			}
 			if q == b.proc {
 				f.inflight[q] = false
-				if f.d.OwnBeatSamples && b.at.After(f.sampled[q]) {
+				if f.d.OwnBeatSamples && b.at > f.sampled[q] {
 					f.sampled[q] = b.at
 				}
 			} else {
 				f.sample(q, b.arrives)
 			}
-			if b.at.After(f.last[q]) {
+			if b.at > f.last[q] {
 				f.last[q] = b.at
 			}
 		}
 	}
 	f.pending = f.pending[:n]
-	if t.Sub(f.last[proc]) < f.hb+f.extra[(proc+f.Use.FleetBeats)%len(f.extra)] || f.inflight[proc] {
+	if t-f.last[proc] < f.hb+f.extra[(proc+f.Use.FleetBeats)%len(f.extra)] || f.inflight[proc] {
 		return
 	}
 	if f.d.SenderSamples {
 		f.sample(proc, t)
 	}
-	if f.d.CheckEvery > 0 && (f.checked.IsZero() || float64(t.Sub(f.checked)) >= f.d.CheckEvery*float64(f.hb)) {
+	if f.d.CheckEvery > 0 && (f.checked == never || float64(t-f.checked) >= f.d.CheckEvery*float64(f.hb)) {
 		f.checked = t
 		f.ownCheck[proc] = t
 		f.Use.Checks++
@@ -452,5 +464,5 @@ func (f *DemandFleet) Call(proc int, t time.Time) {
 	}
 	f.Use.FleetBeats++
 	f.inflight[proc] = true
-	f.pending = append(f.pending, demandBeat{at: t, arrives: t.Add(f.delay), proc: proc})
+	f.pending = append(f.pending, demandBeat{at: t, arrives: t + f.delay, proc: proc})
 }

@@ -1,7 +1,10 @@
 package sim
 
 import (
+	"runtime"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/kvbreaker/kvbreaker"
@@ -87,27 +90,75 @@ var demandHeartbeat = defaultMirrorStaleness * 3 / 4
 
 var defaultMirrorStaleness = kvbreaker.Settings{}.WithDefaults().MirrorStaleness
 
-// feedCall counts the call of r.proc at now for the feeds that beat on
-// demand.
-func (r *runner) feedCall(now time.Time) {
-	if r.demand == nil {
-		r.demand = map[string]*model.DemandFleet{}
-		for _, name := range model.FeedStores {
-			if fm := model.FeedModels[name]; fm.Demand != nil {
-				r.demand[name] = model.NewDemandFleet(fm, r.s.Processes, demandHeartbeat, r.s.mirrorDelay(), Epoch)
-			}
-		}
+// feedCall keeps the call of r.proc, now, for the feeds that beat on
+// demand: kvbreaker+mirror's fleet is costed on them once the run is over
+// (feedReports), every feed and what-if on its own core, rather than on
+// the runner's, which the models keep busy.
+func (r *runner) feedCall() {
+	if r.s.noMirror || r.replay {
+		return // no kvbreaker+mirror: nothing to cost
 	}
-	for _, f := range r.demand {
-		f.Call(r.proc, now)
+	// In chunks: a million calls appended to one slice would be copied
+	// over and over as it grows.
+	if n := len(r.calls); n == 0 || len(r.calls[n-1]) == cap(r.calls[n-1]) {
+		r.calls = append(r.calls, make([]procCall, 0, callChunk))
 	}
-	r.calls = append(r.calls, procCall{proc: r.proc, at: now})
+	last := &r.calls[len(r.calls)-1]
+	*last = append(*last, procCall{proc: r.proc, at: time.Duration(r.now) * time.Millisecond})
 }
 
-// procCall is a call of a process, kept for the what-ifs.
+// callChunk is how many calls a chunk of runner.calls holds.
+const callChunk = 1 << 16
+
+// procCall is a call of a process, at its instant since Epoch.
 type procCall struct {
 	proc int
-	at   time.Time
+	at   time.Duration
+}
+
+// demandRun is one fleet of feeds on demand, costed on every call the
+// run made (and, with commits, its writes dating the feeds).
+type demandRun struct {
+	fm        model.FeedModel
+	heartbeat time.Duration
+	commits   bool
+	use       model.FeedUse
+}
+
+// runDemand costs each of runs, on as many goroutines as cores: each run
+// is a model.DemandFleet of its own over the same calls, so the order
+// they run in changes nothing.
+func (r *runner) runDemand(runs []*demandRun, writes []model.Write) {
+	at := make([]time.Duration, len(writes))
+	for i, w := range writes {
+		at[i] = w.At.Sub(Epoch)
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), len(runs)) {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= len(runs) {
+					return
+				}
+				d := runs[i]
+				f := model.NewDemandFleet(d.fm, r.s.Processes, d.heartbeat, r.s.mirrorDelay(), Epoch)
+				wi := 0
+				for _, chunk := range r.calls {
+					for _, c := range chunk {
+						for d.commits && wi < len(at) && at[wi] < c.at {
+							f.CommitAfter(at[wi])
+							wi++
+						}
+						f.CallAfter(c.proc, c.at)
+					}
+				}
+				d.use = f.Use
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // whatIf is a change to a feed on demand, costed by replaying the calls
@@ -140,25 +191,32 @@ var whatIfs = []whatIf{
 	{name: "MirrorStaleness 2 s (a setting)", heartbeat: 2 * defaultMirrorStaleness * 3 / 4},
 }
 
-// whatIfs costs each what-if of store's feed whose fleet shares beats.
-func (r *runner) whatIfs(store string, fm model.FeedModel, cost model.Cost, writes []model.Write) []FeedWhatIf {
-	var out []FeedWhatIf
-	for _, w := range whatIfs {
+// whatIfRuns returns the runs of each what-if of store's feed whose
+// fleet shares beats, in whatIfs' order (nil for one that does not
+// apply), for whatIfs to cost once run.
+func whatIfRuns(store string, fm model.FeedModel) []*demandRun {
+	out := make([]*demandRun, len(whatIfs))
+	for i, w := range whatIfs {
 		if fm.Demand == nil || fm.Demand.PerProcess || w.only != nil && !slices.Contains(w.only, store) {
 			continue
 		}
-		f := model.NewDemandFleet(fm, r.s.Processes, w.heartbeat, r.s.mirrorDelay(), Epoch)
-		wi := 0
-		for _, c := range r.calls {
-			for w.writesDate && wi < len(writes) && writes[wi].At.Before(c.at) {
-				f.Commit(writes[wi].At)
-				wi++
-			}
-			f.Call(c.proc, c.at)
+		out[i] = &demandRun{fm: fm, heartbeat: w.heartbeat, commits: w.writesDate}
+	}
+	return out
+}
+
+// whatIfs costs each what-if of store's feed, run (whatIfRuns).
+func (r *runner) whatIfs(runs []*demandRun, cost model.Cost) []FeedWhatIf {
+	var out []FeedWhatIf
+	for i, w := range whatIfs {
+		d := runs[i]
+		if d == nil {
+			continue
 		}
-		// f.Use holds the sessions; cost the Breakers' requests and the
+		fm := d.fm
+		// d.use holds the sessions; cost the Breakers' requests and the
 		// reads after a Stale.
-		n := fm.Total(f.Use) + cost.Requests()
+		n := fm.Total(d.use) + cost.Requests()
 		if !fm.Invalidations || w.values {
 			n -= cost.FeedReads
 		} else if w.ownReadsSkipped {
@@ -171,6 +229,25 @@ func (r *runner) whatIfs(store string, fm model.FeedModel, cost model.Cost, writ
 
 // feedReports costs the mirror's fleet on each store that follows.
 func (r *runner) feedReports(cost model.Cost, writes []model.Write) []FeedReport {
+	// Every fleet on demand first, all at once: the store's own and its
+	// what-ifs'.
+	fleets := map[string]*demandRun{}
+	what := map[string][]*demandRun{}
+	var runs []*demandRun
+	for _, name := range model.FeedStores {
+		fm := model.FeedModels[name]
+		if fm.Demand != nil {
+			fleets[name] = &demandRun{fm: fm, heartbeat: demandHeartbeat}
+			runs = append(runs, fleets[name])
+		}
+		what[name] = whatIfRuns(name, fm)
+		for _, d := range what[name] {
+			if d != nil {
+				runs = append(runs, d)
+			}
+		}
+	}
+	r.runDemand(runs, writes)
 	var out []FeedReport
 	for _, name := range model.FeedStores {
 		fm := model.FeedModels[name]
@@ -181,10 +258,7 @@ func (r *runner) feedReports(cost model.Cost, writes []model.Write) []FeedReport
 		var fleet model.FeedUse
 		if fm.Demand != nil {
 			hb = demandHeartbeat
-			fleet = model.NewDemandFleet(fm, r.s.Processes, hb, r.s.mirrorDelay(), Epoch).Use
-			if f := r.demand[name]; f != nil {
-				fleet = f.Use
-			}
+			fleet = fleets[name].use
 			session = fm.Total(model.FeedUse{Sessions: fleet.Sessions, Pages: fleet.Pages, Keys: fleet.Keys})
 			beats = fm.Total(fleet) - session
 		}
@@ -214,7 +288,7 @@ func (r *runner) feedReports(cost model.Cost, writes []model.Write) []FeedReport
 			k.Samples = per1000(fm.Total(model.FeedUse{Samples: fleet.Samples}), r.delivered)
 		}
 		k.Beats = per1000(beats, r.delivered) - k.Checks - k.Samples
-		fr.WhatIf = r.whatIfs(name, fm, cost, writes)
+		fr.WhatIf = r.whatIfs(what[name], cost)
 		out = append(out, fr)
 	}
 	return out

@@ -20,9 +20,13 @@ import (
 // shared per-model slices (reports, v, tr, a host's owed, lost and exp), so
 // the report is the same however the models are laid out in lanes.
 type lane struct {
-	r     *runner
-	idx   []int // the models this lane runs, by index in r.models
-	now   int64 // the lane's simulated instant (ms): its models' clock
+	r   *runner
+	idx []int // the models this lane runs, by index in r.models
+	now int64 // the lane's simulated instant (ms): its models' clock
+	// t is clock's answer at tAt, once tSet.
+	t     time.Time
+	tAt   int64
+	tSet  bool
 	procs []processor
 	// Follower lanes only: batches of calls in, used batches back.
 	in, free chan []call
@@ -60,7 +64,14 @@ type call struct {
 // hand-over cheap beside the models' work.
 const laneBatch = 2048
 
-func (l *lane) clock() time.Time { return Epoch.Add(time.Duration(l.now) * time.Millisecond) }
+// clock is the lane's models' clock: l.now as a time, converted once per
+// instant (a Breaker reads its clock several times a call).
+func (l *lane) clock() time.Time {
+	if !l.tSet || l.tAt != l.now {
+		l.t, l.tAt, l.tSet = Epoch.Add(time.Duration(l.now)*time.Millisecond), l.now, true
+	}
+	return l.t
+}
 
 // followers is how many follower lanes a run uses: none when a hook must
 // see every model after each call (AfterEvent), when the models are few

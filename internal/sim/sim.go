@@ -473,11 +473,8 @@ func Run(s Scenario) (*Report, error) {
 }
 
 type runner struct {
-	// demand counts, per store whose feed beats on demand, what the
-	// mirrors' feeds send for the calls made so far (feedCall).
-	demand map[string]*model.DemandFleet
-	// calls is every call, for the what-ifs of the feeds' cost.
-	calls   []procCall
+	// calls is every call, in chunks, for the feeds' cost (feedCall).
+	calls   [][]procCall
 	s       Scenario
 	rng     *rand.Rand // workload
 	lat     *rand.Rand // delivery latencies
@@ -788,7 +785,7 @@ func (r *runner) judge(h *host, heldSince time.Time, down bool) model.Verdict {
 		}
 		r.s.OnCall(r.proc, c)
 	}
-	r.feedCall(now)
+	r.feedCall()
 	c := call{kind: callAllow, down: down, proc: r.proc, now: r.now, h: h, heldSince: heldSince}
 	c.refLost = h.exp[0].check(r.ref, h.name, now, &r.reports[0].ExpiryEffects)
 	c.ref, c.refTr = r.ref.Allow(h.name, now, heldSince)
@@ -864,7 +861,7 @@ func (r *runner) tell(h *host, ok bool) {
 		}
 		r.s.OnCall(r.proc, Call{At: now.Sub(Epoch), Host: h.name, Kind: k})
 	}
-	r.feedCall(now)
+	r.feedCall()
 	c := call{kind: callOutcome, ok: ok, proc: r.proc, now: r.now, h: h}
 	c.refLost = h.exp[0].check(r.ref, h.name, now, &r.reports[0].ExpiryEffects)
 	if ok {
