@@ -603,3 +603,29 @@ func (s *Store) Close() error {
 	}
 	return s.db.Close()
 }
+
+// PurgeKey deletes key's row whatever it holds (a record, a tombstone, or
+// an expired row kept until Purge) and returns how many rows it deleted, 0
+// or 1. It discounts the delete from the count the schema's trigger keeps,
+// as Purge does, so that followers do not take it for another program's.
+// It bypasses the compare-and-swap a Breaker relies on: it is for a tool
+// that cleans up keys it wrote itself (kvbreaker check).
+func (s *Store) PurgeKey(ctx context.Context, key string) (int64, error) {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, fmt.Errorf("sqlite: purge %q: %w", key, err)
+	}
+	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
+	res, err := tx.ExecContext(ctx, "DELETE FROM "+Table+" WHERE key = ?", key)
+	if err != nil {
+		return 0, fmt.Errorf("sqlite: purge %q: %w", key, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, err
+	}
+	if _, err := tx.ExecContext(ctx, "UPDATE "+MetaTable+" SET value = value - ? WHERE name = 'deleted'", n); err != nil {
+		return 0, fmt.Errorf("sqlite: purge %q: %w", key, err)
+	}
+	return n, tx.Commit()
+}

@@ -196,7 +196,7 @@ func openRedisServer(ctx context.Context, f *backendFlags) (*conn, error) {
 		return nil, fmt.Errorf("redis at %s is a node of a Redis Cluster, which holds only its own slots' keys: add --redis-cluster (or $%s=true)",
 			o.Addr, f.env("redis-cluster"))
 	}
-	return &conn{describe: "redis at " + o.Addr + " db " + strconv.Itoa(o.DB), store: s, purge: redisPurge(s),
+	return &conn{describe: "redis at " + o.Addr + " db " + strconv.Itoa(o.DB), store: s,
 		wipes: "SWAPDB is seen through a key per follower (kvbreaker:follow:<id>, kept an hour past its last check); under an ACL that refuses that key it is not: restart the fleet's processes after one"}, nil
 }
 
@@ -240,7 +240,7 @@ func openRedisCluster(ctx context.Context, f *backendFlags) (*conn, error) {
 		return nil, clusterPingError(ctx, f, o.Addrs, certs, err)
 	}
 	// redis.New leaves a client it did not make open on Close.
-	return &conn{describe: "redis cluster via " + seeds, store: clusterStore{s}, purge: redisPurge(s)}, nil
+	return &conn{describe: "redis cluster via " + seeds, store: clusterStore{s}}, nil
 }
 
 // redisTLS builds the TLS configuration of --redis-cacert, --redis-cert and
@@ -282,42 +282,12 @@ func (s clusterStore) Close() error {
 	return errors.Join(err, s.Client().Close())
 }
 
-// redisPurge deletes a key whatever it holds: check's cleanup removes the
-// tombstones its deletes left (a hash without its value, kept for the
-// record's remaining TTL, up to check's 10 minutes).
-func redisPurge(s *redis.Store) func(ctx context.Context, fullKey string) (int, error) {
-	return func(ctx context.Context, fullKey string) (int, error) {
-		n, err := s.Client().Del(ctx, fullKey).Result()
-		if err != nil {
-			return 0, fmt.Errorf("redis: purge %q: %w", fullKey, err)
-		}
-		return int(n), nil
-	}
-}
-
-// redisServerError explains an error a Redis server answered the command's
-// first request with (where is "redis at host:port db N" or "redis cluster
-// via …"); any other error is returned with where in front.
+// redisServerError is redis.Explain, naming --redis-url as the setting to
+// change, and where a password belongs.
 func redisServerError(where string, f *backendFlags, err error) error {
-	var re goredis.Error
-	if !errors.As(err, &re) {
-		return fmt.Errorf("%s: %w", where, err)
+	err = redis.Explain(err, where, f.name("redis-url"))
+	if goredis.HasErrorPrefix(err, "NOAUTH") {
+		return fmt.Errorf("%w (best through $%s, not the command line: ps shows flags)", err, f.env("redis-url"))
 	}
-	msg := re.Error()
-	url := f.name("redis-url")
-	switch {
-	case goredis.HasErrorPrefix(err, "NOAUTH"):
-		return fmt.Errorf("%s requires a password (%s): give it in %s as redis://:PASSWORD@host:port/db, or redis://USER:PASSWORD@host:port/db for an ACL user (best through $%s, not the command line: ps shows flags)",
-			where, msg, url, f.env("redis-url"))
-	case goredis.HasErrorPrefix(err, "WRONGPASS"), strings.Contains(msg, "invalid password"):
-		return fmt.Errorf("%s refused the user name or password in %s (%s): check them (redis://USER:PASSWORD@host:port/db; %%-escape reserved characters in the password)",
-			where, url, msg)
-	case goredis.HasErrorPrefix(err, "NOPERM"):
-		return fmt.Errorf("%s: the ACL user of %s may not run what kvbreaker needs (%s): on your fleet's keys (~PREFIX*) and the channel &__redis__:invalidate it needs +ping +info +client|setname +client|id +hmget +evalsha +eval +get +hgetall +lrange +smembers +zrange +xrange +dump +type +hset +hdel +del +pexpire +pttl +time +scan +hexists +subscribe +client|tracking +publish (docs/security.md)",
-			where, url, msg)
-	case strings.Contains(msg, "DB index is out of range"), strings.Contains(msg, "invalid DB index"):
-		return fmt.Errorf("%s: the server has no such database (%s): put a database it has in %s's path, redis://host:port/0 (its \"databases\" setting, 16 by default)",
-			where, msg, url)
-	}
-	return fmt.Errorf("%s: %w", where, err)
+	return err
 }

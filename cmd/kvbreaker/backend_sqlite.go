@@ -42,7 +42,7 @@ func openSQLite(ctx context.Context, f *backendFlags) (*conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &conn{describe: "sqlite file " + f.get("sqlite-path"), store: s, purge: sqlitePurge(s),
+	return &conn{describe: "sqlite file " + f.get("sqlite-path"), store: s,
 		wipes: "rows deleted by another program are seen through the trigger kvbreaker_deleted; rows changed in place without a new version, or deleted with that trigger dropped, are not: restart the fleet's processes after such a change"}, nil
 }
 
@@ -69,31 +69,4 @@ func initSQLite(ctx context.Context, f *backendFlags) (initOutput, error) {
 	}
 	out.Message = fmt.Sprintf("%s already holds the tables %s and %s: left as it is", f.get("sqlite-path"), sqlite.Table, sqlite.MetaTable)
 	return out, nil
-}
-
-// sqlitePurge deletes a row whatever it holds: check's cleanup removes the
-// tombstones and expired rows its writes left, which the store keeps until
-// its purge. It discounts the delete from the count the schema's trigger
-// keeps, as the store's purge does, so that followers do not take it for
-// another program's.
-func sqlitePurge(s *sqlite.Store) func(ctx context.Context, fullKey string) (int, error) {
-	return func(ctx context.Context, fullKey string) (int, error) {
-		tx, err := s.DB().BeginTx(ctx, nil)
-		if err != nil {
-			return 0, fmt.Errorf("sqlite: purge %q: %w", fullKey, err)
-		}
-		defer tx.Rollback() //nolint:errcheck // a no-op after Commit
-		res, err := tx.ExecContext(ctx, "DELETE FROM kvbreaker WHERE key = ?", fullKey)
-		if err != nil {
-			return 0, fmt.Errorf("sqlite: purge %q: %w", fullKey, err)
-		}
-		n, err := res.RowsAffected()
-		if err != nil {
-			return 0, err
-		}
-		if _, err := tx.ExecContext(ctx, "UPDATE kvbreaker_meta SET value = value - ? WHERE name = 'deleted'", n); err != nil {
-			return 0, fmt.Errorf("sqlite: purge %q: %w", fullKey, err)
-		}
-		return int(n), tx.Commit()
-	}
 }
