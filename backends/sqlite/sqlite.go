@@ -104,6 +104,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -628,4 +629,23 @@ func (s *Store) PurgeKey(ctx context.Context, key string) (int64, error) {
 		return 0, fmt.Errorf("sqlite: purge %q: %w", key, err)
 	}
 	return n, tx.Commit()
+}
+
+// Init makes the file at path and the store's tables in it, as Open does,
+// unless they are there, and reports whether it made them: for a tool that
+// prepares the file before a fleet starts (kvbreaker init) and says what
+// it did. A file that holds a database without the store's tables gets
+// them; opts are Open's.
+func Init(ctx context.Context, path string, opts ...Option) (created bool, err error) {
+	s, err := Open(ctx, path, append(slices.Clip(opts), WithCreate(false))...)
+	if err == nil {
+		return false, s.Close()
+	}
+	if !errors.Is(err, ErrFileMissing) && !errors.Is(err, ErrNotStore) {
+		return false, err
+	}
+	if s, err = Open(ctx, path, opts...); err != nil {
+		return false, err
+	}
+	return true, s.Close()
 }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"strings"
 
 	gomysql "github.com/go-sql-driver/mysql"
@@ -106,13 +105,9 @@ func connectMySQL(ctx context.Context, f *backendFlags) (*sql.DB, *gomysql.Confi
 	if network == "" {
 		network = "tcp"
 	}
-	dctx, cancel := context.WithTimeout(ctx, dialTimeout)
-	c, err := (&net.Dialer{}).DialContext(dctx, network, cfg.Addr)
-	cancel()
-	if err != nil {
-		return nil, nil, &reachError{backend: "mysql", endpoint: cfg.Addr, why: dialCause(err), err: err}
+	if err := dialCheck(ctx, "mysql", network, cfg.Addr); err != nil {
+		return nil, nil, err
 	}
-	c.Close()
 	connector, err := gomysql.NewConnector(cfg)
 	if err != nil {
 		return nil, nil, fmt.Errorf("mysql at %s: %w", cfg.Addr, err)

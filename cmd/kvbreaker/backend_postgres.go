@@ -120,13 +120,9 @@ func connectPostgres(ctx context.Context, f *backendFlags) (*pgxpool.Pool, *pgxp
 	if strings.HasPrefix(cc.Host, "/") {
 		addr, network = cc.Host+"/.s.PGSQL."+strconv.Itoa(int(cc.Port)), "unix"
 	}
-	dctx, cancel := context.WithTimeout(ctx, dialTimeout)
-	c, err := (&net.Dialer{}).DialContext(dctx, network, addr)
-	cancel()
-	if err != nil {
-		return nil, nil, "", &reachError{backend: "postgres", endpoint: addr, why: dialCause(err), err: err}
+	if err := dialCheck(ctx, "postgres", network, addr); err != nil {
+		return nil, nil, "", err
 	}
-	c.Close()
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, nil, "", fmt.Errorf("postgres at %s: %w", addr, err)

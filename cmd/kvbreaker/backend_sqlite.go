@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 
@@ -46,27 +45,20 @@ func openSQLite(ctx context.Context, f *backendFlags) (*conn, error) {
 		wipes: "rows deleted by another program are seen through the trigger kvbreaker_deleted; rows changed in place without a new version, or deleted with that trigger dropped, are not: restart the fleet's processes after such a change"}, nil
 }
 
-// initSQLite creates the file and its tables (sqlite.Open does), or says
-// they were there.
+// initSQLite creates the file and its tables (sqlite.Init), or says they
+// were there.
 func initSQLite(ctx context.Context, f *backendFlags) (initOutput, error) {
-	out := initOutput{Backend: f.backend, Target: "sqlite file " + f.get("sqlite-path"), Table: sqlite.Table}
-	existed := false
-	if s, err := sqlite.Open(ctx, f.get("sqlite-path"), sqlite.WithCreate(false)); err == nil {
-		existed = true
-		s.Close()
-	} else if !errors.Is(err, sqlite.ErrFileMissing) && !errors.Is(err, sqlite.ErrNotStore) {
+	path := f.get("sqlite-path")
+	out := initOutput{Backend: f.backend, Target: "sqlite file " + path, Table: sqlite.Table}
+	created, err := sqlite.Init(ctx, path)
+	switch {
+	case err != nil:
 		return out, err
-	}
-	if !existed {
-		s, err := sqlite.Open(ctx, f.get("sqlite-path"))
-		if err != nil {
-			return out, err
-		}
-		s.Close()
+	case created:
 		out.Created = true
-		out.Message = fmt.Sprintf("created the tables %s and %s in %s (WAL mode)", sqlite.Table, sqlite.MetaTable, f.get("sqlite-path"))
-		return out, nil
+		out.Message = fmt.Sprintf("created the tables %s and %s in %s (WAL mode)", sqlite.Table, sqlite.MetaTable, path)
+	default:
+		out.Message = fmt.Sprintf("%s already holds the tables %s and %s: left as it is", path, sqlite.Table, sqlite.MetaTable)
 	}
-	out.Message = fmt.Sprintf("%s already holds the tables %s and %s: left as it is", f.get("sqlite-path"), sqlite.Table, sqlite.MetaTable)
 	return out, nil
 }

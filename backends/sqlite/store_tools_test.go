@@ -2,9 +2,13 @@ package sqlite_test
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/kvbreaker/kvbreaker/backends/sqlite"
 	"github.com/kvbreaker/kvbreaker/driver"
 )
 
@@ -49,5 +53,25 @@ func TestPurgeKeyRemovesTheTombstoneUnseenByFollowers(t *testing.T) {
 	}
 	if deleted() == before {
 		t.Error("a raw DELETE left the count as it was: the check above proves nothing")
+	}
+}
+
+// TestInitCreatesOnce: Init makes the file and says so, then finds it and
+// says so; a file that is no SQLite database is an error, not created.
+func TestInitCreatesOnce(t *testing.T) {
+	path := tempDB(t)
+	for _, want := range []bool{true, false} {
+		created, err := sqlite.Init(t.Context(), path)
+		if err != nil || created != want {
+			t.Fatalf("Init = %v, %v; want %v", created, err, want)
+		}
+	}
+	open(t, path) // the store opens what Init made
+	junk := filepath.Join(t.TempDir(), "junk.db")
+	if err := os.WriteFile(junk, []byte(strings.Repeat("not a database ", 100)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if created, err := sqlite.Init(t.Context(), junk); err == nil || created {
+		t.Errorf("Init on a file that is no database: %v, %v; want an error", created, err)
 	}
 }
