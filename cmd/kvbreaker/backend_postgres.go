@@ -13,7 +13,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/kvbreaker/kvbreaker/backends/postgres"
-	"github.com/kvbreaker/kvbreaker/driver"
 	"github.com/kvbreaker/kvbreaker/tlsdiag"
 )
 
@@ -148,71 +147,38 @@ func pgExplain(err error, addr string, f *backendFlags, cfg *pgxpool.Config) err
 	return postgres.Explain(err, addr, cfg, f.get("postgres-table"), f.name("postgres-url"))
 }
 
-// initPostgres creates the table (postgres.CreateTable) unless it exists,
-// and checks that the store can read it.
+// initPostgres creates the table unless it exists, or adds the trigger it
+// lacks, once the store can read it (postgres.Prepare).
 func initPostgres(ctx context.Context, f *backendFlags) (initOutput, error) {
 	pool, cfg, addr, err := connectPostgres(ctx, f)
 	if err != nil {
 		return initOutput{}, err
 	}
 	defer pool.Close()
-	target := "postgres table " + f.get("postgres-table") + " at " + addr
-	out := initOutput{Backend: f.backend, Target: target, Table: f.get("postgres-table")}
-	var exists bool
-	if err := pool.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", `"`+f.get("postgres-table")+`"`).Scan(&exists); err != nil {
-		return out, noAnswer(ctx, "postgres", addr, f.bound, pgExplain(err, addr, f, cfg))
-	}
-	// An existing table may come from a version without the trigger
-	// Follow needs: CreateTable adds it (every statement is idempotent).
-	var triggered bool
-	if exists {
-		if err := pool.QueryRow(ctx, "SELECT count(*) = 2 FROM pg_trigger WHERE tgrelid = to_regclass($1) AND tgname IN ($2, $3)",
-			`"`+f.get("postgres-table")+`"`, f.get("postgres-table")+"_notify", f.get("postgres-table")+"_truncate").Scan(&triggered); err != nil {
-			return out, noAnswer(ctx, "postgres", addr, f.bound, pgExplain(err, addr, f, cfg))
-		}
-	}
-	create := func() error {
-		if err := postgres.CreateTable(ctx, pool, f.get("postgres-table")); err != nil {
-			if pe, ok := errors.AsType[*pgconn.PgError](err); ok && pe.Code == "42501" {
-				return fmt.Errorf("postgres at %s: user %q may not create table %s or its trigger (%s: %s, SQLSTATE %s): have the database or table owner run what \"kvbreaker init --backend postgres --postgres-table %s --print\" shows, and grant the user SELECT, INSERT, UPDATE, DELETE on it and USAGE on its sequence",
-					addr, cfg.ConnConfig.User, f.get("postgres-table"), pe.Severity, pe.Message, pe.Code, f.get("postgres-table"))
-			}
-			return noAnswer(ctx, "postgres", addr, f.bound, pgExplain(err, addr, f, cfg))
-		}
-		return nil
-	}
-	if !exists {
-		if err := create(); err != nil {
-			return out, err
-		}
-	}
-	// Read it as the store does: a table of another shape fails here.
-	s, err := postgres.New(pool, f.get("postgres-table"), postgres.WithPurgeEvery(0))
-	if err != nil {
-		return out, err
-	}
-	defer s.Close()
-	if _, _, err := s.Get(ctx, "kvbreaker-init-check.invalid"); err != nil && !errors.Is(err, driver.ErrNotFound) {
+	table := f.get("postgres-table")
+	target := "postgres table " + table + " at " + addr
+	out := initOutput{Backend: f.backend, Target: target, Table: table}
+	p, err := postgres.Prepare(ctx, pool, table)
+	if errors.Is(err, postgres.ErrForeignTable) {
 		return out, fmt.Errorf("%s: the store cannot read it (is it another program's table? see \"kvbreaker init --print\" for the one it needs): %w", target, pgExplain(err, addr, f, cfg))
 	}
-	// After the read: another program's table gets no trigger of ours.
-	if exists && !triggered {
-		if err := create(); err != nil {
-			return out, err
-		}
+	if pe, ok := errors.AsType[*pgconn.PgError](err); ok && pe.Code == "42501" {
+		return out, fmt.Errorf("postgres at %s: user %q may not create table %s or its trigger (%s: %s, SQLSTATE %s): have the database or table owner run what \"kvbreaker init --backend postgres --postgres-table %s --print\" shows, and grant the user SELECT, INSERT, UPDATE, DELETE on it and USAGE on its sequence",
+			addr, cfg.ConnConfig.User, table, pe.Severity, pe.Message, pe.Code, table)
 	}
-	trig := f.get("postgres-table") + "_notify"
+	if err != nil {
+		return out, noAnswer(ctx, "postgres", addr, f.bound, pgExplain(err, addr, f, cfg))
+	}
+	trig := table + "_notify"
 	switch {
-	case exists && triggered:
-		out.Message = target + ": exists already; nothing changed (the store reads it)"
-		return out, nil
-	case exists:
+	case p.AddedTrigger:
 		out.Message = fmt.Sprintf("%s: exists already; added trigger %s, which following its changes needs (the store reads it)", target, trig)
-		return out, nil
+	case p.Existed:
+		out.Message = target + ": exists already; nothing changed (the store reads it)"
+	default:
+		out.Created = true
+		out.Message = fmt.Sprintf("%s: created (with sequence %s_version, index %s_purge_at and trigger %s)", target, table, table, trig)
 	}
-	seq, idx := f.get("postgres-table")+"_version", f.get("postgres-table")+"_purge_at"
-	out.Created = true
-	out.Message = fmt.Sprintf("%s: created (with sequence %s, index %s and trigger %s)", target, seq, idx, trig)
 	return out, nil
 }
 
