@@ -11,7 +11,6 @@ import (
 	gomysql "github.com/go-sql-driver/mysql"
 
 	"github.com/kvbreaker/kvbreaker/backends/mysql"
-	"github.com/kvbreaker/kvbreaker/driver"
 )
 
 var mysqlBackend = backendDesc{
@@ -129,40 +128,29 @@ func (s *mysqlStore) Close() error {
 	return err
 }
 
-// initMySQL creates the table (mysql.CreateTable) unless it exists, and
-// checks that the store can read it.
+// initMySQL creates the table unless it exists, and checks that the store
+// can read it (mysql.Prepare).
 func initMySQL(ctx context.Context, f *backendFlags) (initOutput, error) {
 	db, cfg, err := connectMySQL(ctx, f)
 	if err != nil {
 		return initOutput{}, err
 	}
 	defer db.Close()
-	target := "mysql table " + f.get("mysql-table") + " in database " + cfg.DBName + " at " + cfg.Addr
-	out := initOutput{Backend: f.backend, Target: target, Table: f.get("mysql-table")}
-	var n int
-	if err := db.QueryRowContext(ctx, "SELECT count(*) FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name = ?", f.get("mysql-table")).Scan(&n); err != nil {
-		return out, noAnswer(ctx, "mysql", cfg.Addr, f.bound, mysql.Explain(err, cfg, "--mysql-dsn"))
-	}
-	exists := n > 0
-	if !exists {
-		if err := mysql.CreateTable(ctx, db, f.get("mysql-table")); err != nil {
-			if me, ok := errors.AsType[*gomysql.MySQLError](err); ok && me.Number == 1142 {
-				return out, fmt.Errorf("mysql at %s: user %q may not create table %s (%v): have an administrator run what \"kvbreaker init --backend mysql --mysql-table %s --print\" shows, and grant the user SELECT, INSERT, UPDATE, DELETE on it",
-					cfg.Addr, cfg.User, f.get("mysql-table"), me, f.get("mysql-table"))
-			}
-			return out, noAnswer(ctx, "mysql", cfg.Addr, f.bound, mysql.Explain(err, cfg, "--mysql-dsn"))
-		}
-	}
-	// Read it as the store does: a table of another shape fails here.
-	s, err := mysql.New(db, f.get("mysql-table"), mysql.WithPurgeEvery(0), mysql.WithEndpoint(cfg.Addr))
-	if err != nil {
-		return out, err
-	}
-	defer s.Close()
-	if _, _, err := s.Get(ctx, "kvbreaker-init-check.invalid"); err != nil && !errors.Is(err, driver.ErrNotFound) {
+	table := f.get("mysql-table")
+	target := "mysql table " + table + " in database " + cfg.DBName + " at " + cfg.Addr
+	out := initOutput{Backend: f.backend, Target: target, Table: table}
+	p, err := mysql.Prepare(ctx, db, table, mysql.WithEndpoint(cfg.Addr))
+	if errors.Is(err, mysql.ErrForeignTable) {
 		return out, fmt.Errorf("%s: the store cannot read it (is it another program's table? see \"kvbreaker init --print\" for the one it needs): %w", target, mysql.Explain(err, cfg, "--mysql-dsn"))
 	}
-	if exists {
+	if me, ok := errors.AsType[*gomysql.MySQLError](err); ok && me.Number == 1142 {
+		return out, fmt.Errorf("mysql at %s: user %q may not create table %s (%v): have an administrator run what \"kvbreaker init --backend mysql --mysql-table %s --print\" shows, and grant the user SELECT, INSERT, UPDATE, DELETE on it",
+			cfg.Addr, cfg.User, table, me, table)
+	}
+	if err != nil {
+		return out, noAnswer(ctx, "mysql", cfg.Addr, f.bound, mysql.Explain(err, cfg, "--mysql-dsn"))
+	}
+	if p.Existed {
 		out.Message = target + ": exists already; nothing changed (the store reads it)"
 		return out, nil
 	}
