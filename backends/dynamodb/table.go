@@ -182,3 +182,24 @@ func TableJSON(table string) (create, ttl string, err error) {
 	}{table, spec{AttrPurgeAt, true}})
 	return string(c), string(t), err
 }
+
+// Prepared says what Prepare found and did.
+type Prepared struct {
+	// Existed: the table was there (Prepare created it otherwise).
+	Existed bool
+}
+
+// Prepare is CreateTable for a tool that prepares the table before a
+// fleet starts and says what it did: it looks the table up first and
+// reports whether it existed. Errors are CreateTable's, or the look-up's
+// ("dynamodb: describe table …").
+func Prepare(ctx context.Context, client *dyn.Client, table string) (Prepared, error) {
+	var p Prepared
+	_, err := client.DescribeTable(ctx, &dyn.DescribeTableInput{TableName: aws.String(table)})
+	_, missing := errors.AsType[*types.ResourceNotFoundException](err)
+	if err != nil && !missing {
+		return p, fmt.Errorf("dynamodb: describe table %s: %w", table, err)
+	}
+	p.Existed = !missing
+	return p, CreateTable(ctx, client, table)
+}

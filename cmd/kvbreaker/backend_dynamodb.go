@@ -122,21 +122,14 @@ func initDynamoDB(ctx context.Context, f *backendFlags) (initOutput, error) {
 	}
 	table := f.get("dynamodb-table")
 	out := initOutput{Backend: f.backend, Target: where, Table: table}
-	_, derr := client.DescribeTable(ctx, &dyn.DescribeTableInput{TableName: aws.String(table)})
-	_, missing := errors.AsType[*types.ResourceNotFoundException](derr)
-	if derr != nil && !missing {
-		if ctx.Err() != nil {
-			return out, noAnswer(ctx, "dynamodb", endpoint, f.bound, derr)
-		}
-		return out, fmt.Errorf("dynamodb: describe table %s at %s: %w", table, endpoint, derr)
-	}
-	if err := dynamodb.CreateTable(ctx, client, table); err != nil {
+	p, err := dynamodb.Prepare(ctx, client, table)
+	if err != nil {
 		if ctx.Err() != nil {
 			return out, noAnswer(ctx, "dynamodb", endpoint, f.bound, err)
 		}
 		return out, fmt.Errorf("%s: %w", where, err)
 	}
-	if missing {
+	if !p.Existed {
 		out.Created = true
 		out.Message = where + ": created (partition key \"" + dynamodb.AttrKey + "\", on-demand billing, TTL on \"" + dynamodb.AttrPurgeAt + "\" where the server has the TTL API)"
 		return out, nil
