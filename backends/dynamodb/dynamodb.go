@@ -792,3 +792,19 @@ func newVersion(old driver.Version) driver.Version {
 		}
 	}
 }
+
+// PurgeKey deletes key's item whatever it holds (a record, a tombstone, or
+// an expired item TTL has not deleted yet) and returns how many items it
+// deleted, 0 or 1. It bypasses the compare-and-swap a Breaker relies on: it
+// is for a tool that cleans up keys it wrote itself (kvbreaker check).
+func (s *Store) PurgeKey(ctx context.Context, key string) (int64, error) {
+	out, err := s.client.DeleteItem(ctx, &dyn.DeleteItemInput{
+		TableName:    aws.String(s.table),
+		Key:          map[string]types.AttributeValue{AttrKey: &types.AttributeValueMemberS{Value: key}},
+		ReturnValues: types.ReturnValueAllOld,
+	})
+	if err != nil {
+		return 0, fmt.Errorf("dynamodb: purge %s/%q: %w", s.table, key, err)
+	}
+	return int64(min(len(out.Attributes), 1)), nil
+}

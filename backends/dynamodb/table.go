@@ -2,8 +2,10 @@ package dynamodb
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -28,14 +30,7 @@ func CreateTable(ctx context.Context, client *dyn.Client, table string) error {
 	wrap := func(op string, err error) error {
 		return fmt.Errorf("dynamodb: create table %s: %s: %w", table, op, err)
 	}
-	_, err := client.CreateTable(ctx, &dyn.CreateTableInput{
-		TableName: aws.String(table),
-		AttributeDefinitions: []types.AttributeDefinition{
-			{AttributeName: aws.String(AttrKey), AttributeType: types.ScalarAttributeTypeS},
-		},
-		KeySchema:   []types.KeySchemaElement{{AttributeName: aws.String(AttrKey), KeyType: types.KeyTypeHash}},
-		BillingMode: types.BillingModePayPerRequest,
-	})
+	_, err := client.CreateTable(ctx, createTableInput(table))
 	if _, exists := errors.AsType[*types.ResourceInUseException](err); err != nil && !exists {
 		return wrap("CreateTable", err)
 	}
@@ -129,4 +124,82 @@ func enableTTL(ctx context.Context, client *dyn.Client, table string) error {
 func unknownOperation(err error) bool {
 	ae, ok := errors.AsType[smithy.APIError](err)
 	return ok && ae.ErrorCode() == "UnknownOperationException"
+}
+
+// createTableInput is the table CreateTable makes: AttrKey as the String
+// partition key, on-demand billing.
+func createTableInput(table string) *dyn.CreateTableInput {
+	return &dyn.CreateTableInput{
+		TableName: aws.String(table),
+		AttributeDefinitions: []types.AttributeDefinition{
+			{AttributeName: aws.String(AttrKey), AttributeType: types.ScalarAttributeTypeS},
+		},
+		KeySchema:   []types.KeySchemaElement{{AttributeName: aws.String(AttrKey), KeyType: types.KeyTypeHash}},
+		BillingMode: types.BillingModePayPerRequest,
+	}
+}
+
+// tableName is DynamoDB's rule for table names.
+var tableName = regexp.MustCompile(`^[A-Za-z0-9_.-]{3,255}$`)
+
+// TableJSON is the input of the CreateTable and UpdateTimeToLive requests
+// CreateTable sends, as the AWS CLI's --cli-input-json takes them (the
+// API's own shapes), for an operator who creates the table by hand
+// ("aws dynamodb create-table --cli-input-json …"). A name DynamoDB would
+// refuse is an error.
+func TableJSON(table string) (create, ttl string, err error) {
+	if !tableName.MatchString(table) {
+		return "", "", fmt.Errorf("dynamodb: table name %q: want 3 to 255 letters, digits, '_', '-' or '.'", table)
+	}
+	in := createTableInput(table)
+	type attr struct {
+		AttributeName string
+		AttributeType types.ScalarAttributeType
+	}
+	type key struct {
+		AttributeName string
+		KeyType       types.KeyType
+	}
+	c, err := json.Marshal(struct {
+		TableName            string
+		AttributeDefinitions []attr
+		KeySchema            []key
+		BillingMode          types.BillingMode
+	}{table,
+		[]attr{{aws.ToString(in.AttributeDefinitions[0].AttributeName), in.AttributeDefinitions[0].AttributeType}},
+		[]key{{aws.ToString(in.KeySchema[0].AttributeName), in.KeySchema[0].KeyType}},
+		in.BillingMode})
+	if err != nil {
+		return "", "", err
+	}
+	type spec struct {
+		AttributeName string
+		Enabled       bool
+	}
+	t, err := json.Marshal(struct {
+		TableName               string
+		TimeToLiveSpecification spec
+	}{table, spec{AttrPurgeAt, true}})
+	return string(c), string(t), err
+}
+
+// Prepared says what Prepare found and did.
+type Prepared struct {
+	// Existed: the table was there (Prepare created it otherwise).
+	Existed bool
+}
+
+// Prepare is CreateTable for a tool that prepares the table before a
+// fleet starts and says what it did: it looks the table up first and
+// reports whether it existed. Errors are CreateTable's, or the look-up's
+// ("dynamodb: describe table …").
+func Prepare(ctx context.Context, client *dyn.Client, table string) (Prepared, error) {
+	var p Prepared
+	_, err := client.DescribeTable(ctx, &dyn.DescribeTableInput{TableName: aws.String(table)})
+	_, missing := errors.AsType[*types.ResourceNotFoundException](err)
+	if err != nil && !missing {
+		return p, fmt.Errorf("dynamodb: describe table %s: %w", table, err)
+	}
+	p.Existed = !missing
+	return p, CreateTable(ctx, client, table)
 }

@@ -795,3 +795,15 @@ func (s *Store) Close() error {
 	}
 	return nil
 }
+
+// PurgeKey deletes key's row whatever it holds (a record, a tombstone, or
+// an expired row kept until Purge) and returns how many rows it deleted, 0
+// or 1. It bypasses the compare-and-swap a Breaker relies on: it is for a
+// tool that cleans up keys it wrote itself (kvbreaker check).
+func (s *Store) PurgeKey(ctx context.Context, key string) (int64, error) {
+	res, err := s.db.ExecContext(ctx, "DELETE FROM `"+s.table+"` WHERE k = ?", key) // table passed Schema's check in New
+	if err != nil {
+		return 0, fmt.Errorf("mysql: purge %q: %w", key, err)
+	}
+	return res.RowsAffected()
+}

@@ -668,3 +668,15 @@ func (s *Store) Close() error {
 	s.purger.Close()
 	return nil
 }
+
+// PurgeKey deletes key's row whatever it holds (a record, a tombstone, or
+// an expired row kept until Purge) and returns how many rows it deleted, 0
+// or 1. It bypasses the compare-and-swap a Breaker relies on: it is for a
+// tool that cleans up keys it wrote itself (kvbreaker check).
+func (s *Store) PurgeKey(ctx context.Context, key string) (int64, error) {
+	tag, err := s.pool.Exec(ctx, "DELETE FROM "+quoteIdent(s.table)+" WHERE key = $1", key)
+	if err != nil {
+		return 0, fmt.Errorf("postgres: purge %q: %w", key, err)
+	}
+	return tag.RowsAffected(), nil
+}

@@ -104,6 +104,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -602,4 +603,49 @@ func (s *Store) Close() error {
 		return nil
 	}
 	return s.db.Close()
+}
+
+// PurgeKey deletes key's row whatever it holds (a record, a tombstone, or
+// an expired row kept until Purge) and returns how many rows it deleted, 0
+// or 1. It discounts the delete from the count the schema's trigger keeps,
+// as Purge does, so that followers do not take it for another program's.
+// It bypasses the compare-and-swap a Breaker relies on: it is for a tool
+// that cleans up keys it wrote itself (kvbreaker check).
+func (s *Store) PurgeKey(ctx context.Context, key string) (int64, error) {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, fmt.Errorf("sqlite: purge %q: %w", key, err)
+	}
+	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
+	res, err := tx.ExecContext(ctx, "DELETE FROM "+Table+" WHERE key = ?", key)
+	if err != nil {
+		return 0, fmt.Errorf("sqlite: purge %q: %w", key, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, err
+	}
+	if _, err := tx.ExecContext(ctx, "UPDATE "+MetaTable+" SET value = value - ? WHERE name = 'deleted'", n); err != nil {
+		return 0, fmt.Errorf("sqlite: purge %q: %w", key, err)
+	}
+	return n, tx.Commit()
+}
+
+// Init makes the file at path and the store's tables in it, as Open does,
+// unless they are there, and reports whether it made them: for a tool that
+// prepares the file before a fleet starts (kvbreaker init) and says what
+// it did. A file that holds a database without the store's tables gets
+// them; opts are Open's.
+func Init(ctx context.Context, path string, opts ...Option) (created bool, err error) {
+	s, err := Open(ctx, path, append(slices.Clip(opts), WithCreate(false))...)
+	if err == nil {
+		return false, s.Close()
+	}
+	if !errors.Is(err, ErrFileMissing) && !errors.Is(err, ErrNotStore) {
+		return false, err
+	}
+	if s, err = Open(ctx, path, opts...); err != nil {
+		return false, err
+	}
+	return true, s.Close()
 }

@@ -284,11 +284,6 @@ type conn struct {
 	// store is the backend's store, without prefix: the commands wrap it
 	// with kvbreaker.Prefixed.
 	store driver.Store
-	// purge, when set, removes whatever the backend keeps at fullKey (as
-	// it stores it) and returns how many entries it removed: the
-	// tombstone a delete leaves or an entry that expired logically and
-	// that the store keeps until a sweep.
-	purge func(ctx context.Context, fullKey string) (int, error)
 	// leftBehind says how long what check could not remove stays; empty:
 	// it expires by itself.
 	leftBehind string

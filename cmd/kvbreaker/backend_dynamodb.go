@@ -2,11 +2,9 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"regexp"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
@@ -109,19 +107,8 @@ func openDynamoDB(ctx context.Context, f *backendFlags) (*conn, error) {
 		return nil, err
 	}
 	return &conn{
-		describe: where,
-		store:    s,
-		purge: func(ctx context.Context, fullKey string) (int, error) {
-			out, err := client.DeleteItem(ctx, &dyn.DeleteItemInput{
-				TableName:    aws.String(table),
-				Key:          map[string]types.AttributeValue{dynamodb.AttrKey: &types.AttributeValueMemberS{Value: fullKey}},
-				ReturnValues: types.ReturnValueAllOld,
-			})
-			if err != nil {
-				return 0, fmt.Errorf("dynamodb: purge %s/%q: %w", table, fullKey, err)
-			}
-			return min(len(out.Attributes), 1), nil
-		},
+		describe:   where,
+		store:      s,
 		leftBehind: "records expire within 10 minutes; DynamoDB's TTL deletes the items within days of that",
 	}, nil
 }
@@ -135,21 +122,14 @@ func initDynamoDB(ctx context.Context, f *backendFlags) (initOutput, error) {
 	}
 	table := f.get("dynamodb-table")
 	out := initOutput{Backend: f.backend, Target: where, Table: table}
-	_, derr := client.DescribeTable(ctx, &dyn.DescribeTableInput{TableName: aws.String(table)})
-	_, missing := errors.AsType[*types.ResourceNotFoundException](derr)
-	if derr != nil && !missing {
-		if ctx.Err() != nil {
-			return out, noAnswer(ctx, "dynamodb", endpoint, f.bound, derr)
-		}
-		return out, fmt.Errorf("dynamodb: describe table %s at %s: %w", table, endpoint, derr)
-	}
-	if err := dynamodb.CreateTable(ctx, client, table); err != nil {
+	p, err := dynamodb.Prepare(ctx, client, table)
+	if err != nil {
 		if ctx.Err() != nil {
 			return out, noAnswer(ctx, "dynamodb", endpoint, f.bound, err)
 		}
 		return out, fmt.Errorf("%s: %w", where, err)
 	}
-	if missing {
+	if !p.Existed {
 		out.Created = true
 		out.Message = where + ": created (partition key \"" + dynamodb.AttrKey + "\", on-demand billing, TTL on \"" + dynamodb.AttrPurgeAt + "\" where the server has the TTL API)"
 		return out, nil
@@ -158,19 +138,16 @@ func initDynamoDB(ctx context.Context, f *backendFlags) (initOutput, error) {
 	return out, nil
 }
 
-// dynamoTableName is DynamoDB's rule for table names.
-var dynamoTableName = regexp.MustCompile(`^[A-Za-z0-9_.-]{3,255}$`)
-
 // printDynamoDB prints the AWS CLI commands that make the table.
 func printDynamoDB(bf *backendFlags, stdout io.Writer) error {
 	table := bf.get("dynamodb-table")
 	if table == "" {
 		return usagef("--backend dynamodb needs --dynamodb-table (or $%s)", bf.env("dynamodb-table"))
 	}
-	if !dynamoTableName.MatchString(table) {
+	create, ttl, err := dynamodb.TableJSON(table)
+	if err != nil {
 		return usagef("%s is %q: name a table of 3 to 255 letters, digits, '_', '-' or '.'", bf.name("dynamodb-table"), table)
 	}
-	create, ttl := dynamoTableJSON(table)
 	endpoint := ""
 	if ep := bf.get("dynamodb-endpoint"); ep != "" {
 		if err := bf.checkURL("dynamodb-endpoint", ep); err != nil {
@@ -185,33 +162,4 @@ func printDynamoDB(bf *backendFlags, stdout io.Writer) error {
 	fmt.Fprintf(stdout, "# TTL lets DynamoDB delete expired items (within days); the store reads them as absent either way.\n")
 	fmt.Fprintf(stdout, "aws dynamodb update-time-to-live%s --cli-input-json %s\n", endpoint, shellQuote(ttl))
 	return nil
-}
-
-// dynamoTableJSON is the input of CreateTable and UpdateTimeToLive that
-// dynamodb.CreateTable sends, as the AWS CLI's --cli-input-json takes it
-// (the API's own shapes).
-func dynamoTableJSON(table string) (create, ttl string) {
-	type attr struct {
-		AttributeName string
-		AttributeType types.ScalarAttributeType
-	}
-	type key struct {
-		AttributeName string
-		KeyType       types.KeyType
-	}
-	c, _ := json.Marshal(struct {
-		TableName            string
-		AttributeDefinitions []attr
-		KeySchema            []key
-		BillingMode          types.BillingMode
-	}{table, []attr{{dynamodb.AttrKey, types.ScalarAttributeTypeS}}, []key{{dynamodb.AttrKey, types.KeyTypeHash}}, types.BillingModePayPerRequest})
-	type spec struct {
-		AttributeName string
-		Enabled       bool
-	}
-	t, _ := json.Marshal(struct {
-		TableName               string
-		TimeToLiveSpecification spec
-	}{table, spec{dynamodb.AttrPurgeAt, true}})
-	return string(c), string(t)
 }

@@ -6,13 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"strings"
 
 	gomysql "github.com/go-sql-driver/mysql"
 
 	"github.com/kvbreaker/kvbreaker/backends/mysql"
-	"github.com/kvbreaker/kvbreaker/driver"
 )
 
 var mysqlBackend = backendDesc{
@@ -85,10 +83,10 @@ func openMySQL(ctx context.Context, f *backendFlags) (*conn, error) {
 		if me, ok := errors.AsType[*gomysql.MySQLError](err); ok && me.Number == errNoSuchTable {
 			return nil, fmt.Errorf("mysql: table %s does not exist in database %s at %s: %s", f.get("mysql-table"), cfg.DBName, cfg.Addr, createHint)
 		}
-		return nil, noAnswer(ctx, "mysql", cfg.Addr, f.bound, mysqlServerError(cfg, err))
+		return nil, noAnswer(ctx, "mysql", cfg.Addr, f.bound, mysql.Explain(err, cfg, "--mysql-dsn"))
 	}
 	return &conn{describe: "mysql table " + f.get("mysql-table") + " in database " + cfg.DBName + " at " + cfg.Addr,
-		store: &mysqlStore{Store: s, db: db}, purge: mysqlPurge(db, f.get("mysql-table")),
+		store:      &mysqlStore{Store: s, db: db},
 		leftBehind: "records expire within 10 minutes, but the rows stay until a purge (mysql.Store.Purge, which the fleet's stores run every 1000 writes) removes them"}, nil
 }
 
@@ -106,13 +104,9 @@ func connectMySQL(ctx context.Context, f *backendFlags) (*sql.DB, *gomysql.Confi
 	if network == "" {
 		network = "tcp"
 	}
-	dctx, cancel := context.WithTimeout(ctx, dialTimeout)
-	c, err := (&net.Dialer{}).DialContext(dctx, network, cfg.Addr)
-	cancel()
-	if err != nil {
-		return nil, nil, &reachError{backend: "mysql", endpoint: cfg.Addr, why: dialCause(err), err: err}
+	if err := dialCheck(ctx, "mysql", network, cfg.Addr); err != nil {
+		return nil, nil, err
 	}
-	c.Close()
 	connector, err := gomysql.NewConnector(cfg)
 	if err != nil {
 		return nil, nil, fmt.Errorf("mysql at %s: %w", cfg.Addr, err)
@@ -120,40 +114,6 @@ func connectMySQL(ctx context.Context, f *backendFlags) (*sql.DB, *gomysql.Confi
 	db := sql.OpenDB(connector)
 	db.SetMaxOpenConns(2)
 	return db, cfg, nil
-}
-
-// mysqlServerError explains the server's refusal of the connection or the
-// first statement: a wrong password or user, or a missing database. The
-// driver's errors hold neither the DSN nor the password.
-func mysqlServerError(cfg *gomysql.Config, err error) error {
-	me, ok := errors.AsType[*gomysql.MySQLError](err)
-	if !ok {
-		return fmt.Errorf("mysql at %s: %w", cfg.Addr, err)
-	}
-	switch me.Number {
-	case 1045: // ER_ACCESS_DENIED_ERROR
-		return fmt.Errorf("mysql at %s refused user %q (%v): check the user and password in --mysql-dsn", cfg.Addr, cfg.User, me)
-	case 1049: // ER_BAD_DB_ERROR
-		return fmt.Errorf("mysql at %s has no database %q (%v): name an existing one in --mysql-dsn (user@tcp(host:port)/DATABASE)", cfg.Addr, cfg.DBName, me)
-	case 1142: // ER_TABLEACCESS_DENIED_ERROR
-		return fmt.Errorf("mysql at %s: user %q lacks a privilege (%v): an administrator can GRANT SELECT, INSERT, UPDATE, DELETE ON %s.* TO the user", cfg.Addr, cfg.User, me, cfg.DBName)
-	}
-	return fmt.Errorf("mysql at %s: user %q, database %q: %w", cfg.Addr, cfg.User, cfg.DBName, err)
-}
-
-// mysqlPurge deletes a row whatever it holds: check's cleanup removes the
-// tombstones and expired rows its writes left, which the store keeps until
-// its purge (mysql.WithPurgeDelay after expiry).
-func mysqlPurge(db *sql.DB, table string) func(ctx context.Context, fullKey string) (int, error) {
-	stmt := "DELETE FROM `" + table + "` WHERE k = ?" // table passed mysql.Schema's check
-	return func(ctx context.Context, fullKey string) (int, error) {
-		res, err := db.ExecContext(ctx, stmt, fullKey)
-		if err != nil {
-			return 0, fmt.Errorf("mysql: purge %q: %w", fullKey, err)
-		}
-		n, err := res.RowsAffected()
-		return int(n), err
-	}
 }
 
 // mysqlStore is the command's store: closing it closes the pool too.
@@ -168,40 +128,29 @@ func (s *mysqlStore) Close() error {
 	return err
 }
 
-// initMySQL creates the table (mysql.CreateTable) unless it exists, and
-// checks that the store can read it.
+// initMySQL creates the table unless it exists, and checks that the store
+// can read it (mysql.Prepare).
 func initMySQL(ctx context.Context, f *backendFlags) (initOutput, error) {
 	db, cfg, err := connectMySQL(ctx, f)
 	if err != nil {
 		return initOutput{}, err
 	}
 	defer db.Close()
-	target := "mysql table " + f.get("mysql-table") + " in database " + cfg.DBName + " at " + cfg.Addr
-	out := initOutput{Backend: f.backend, Target: target, Table: f.get("mysql-table")}
-	var n int
-	if err := db.QueryRowContext(ctx, "SELECT count(*) FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name = ?", f.get("mysql-table")).Scan(&n); err != nil {
-		return out, noAnswer(ctx, "mysql", cfg.Addr, f.bound, mysqlServerError(cfg, err))
+	table := f.get("mysql-table")
+	target := "mysql table " + table + " in database " + cfg.DBName + " at " + cfg.Addr
+	out := initOutput{Backend: f.backend, Target: target, Table: table}
+	p, err := mysql.Prepare(ctx, db, table, mysql.WithEndpoint(cfg.Addr))
+	if errors.Is(err, mysql.ErrForeignTable) {
+		return out, fmt.Errorf("%s: the store cannot read it (is it another program's table? see \"kvbreaker init --print\" for the one it needs): %w", target, mysql.Explain(err, cfg, "--mysql-dsn"))
 	}
-	exists := n > 0
-	if !exists {
-		if err := mysql.CreateTable(ctx, db, f.get("mysql-table")); err != nil {
-			if me, ok := errors.AsType[*gomysql.MySQLError](err); ok && me.Number == 1142 {
-				return out, fmt.Errorf("mysql at %s: user %q may not create table %s (%v): have an administrator run what \"kvbreaker init --backend mysql --mysql-table %s --print\" shows, and grant the user SELECT, INSERT, UPDATE, DELETE on it",
-					cfg.Addr, cfg.User, f.get("mysql-table"), me, f.get("mysql-table"))
-			}
-			return out, noAnswer(ctx, "mysql", cfg.Addr, f.bound, mysqlServerError(cfg, err))
-		}
+	if me, ok := errors.AsType[*gomysql.MySQLError](err); ok && me.Number == 1142 {
+		return out, fmt.Errorf("mysql at %s: user %q may not create table %s (%v): have an administrator run what \"kvbreaker init --backend mysql --mysql-table %s --print\" shows, and grant the user SELECT, INSERT, UPDATE, DELETE on it",
+			cfg.Addr, cfg.User, table, me, table)
 	}
-	// Read it as the store does: a table of another shape fails here.
-	s, err := mysql.New(db, f.get("mysql-table"), mysql.WithPurgeEvery(0), mysql.WithEndpoint(cfg.Addr))
 	if err != nil {
-		return out, err
+		return out, noAnswer(ctx, "mysql", cfg.Addr, f.bound, mysql.Explain(err, cfg, "--mysql-dsn"))
 	}
-	defer s.Close()
-	if _, _, err := s.Get(ctx, "kvbreaker-init-check.invalid"); err != nil && !errors.Is(err, driver.ErrNotFound) {
-		return out, fmt.Errorf("%s: the store cannot read it (is it another program's table? see \"kvbreaker init --print\" for the one it needs): %w", target, mysqlServerError(cfg, err))
-	}
-	if exists {
+	if p.Existed {
 		out.Message = target + ": exists already; nothing changed (the store reads it)"
 		return out, nil
 	}

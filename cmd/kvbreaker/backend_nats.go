@@ -64,14 +64,11 @@ func natsPreflight(ctx context.Context, urls []string) error {
 		if u.Port() == "" {
 			addr = net.JoinHostPort(u.Hostname(), "4222")
 		}
-		dctx, cancel := context.WithTimeout(ctx, dialTimeout)
-		c, err := (&net.Dialer{}).DialContext(dctx, "tcp", addr)
-		cancel()
-		if err == nil {
-			c.Close()
-			return nil
+		if err := dialCheck(ctx, "nats", "tcp", addr); err != nil {
+			errs = append(errs, err)
+			continue
 		}
-		errs = append(errs, &reachError{backend: "nats", endpoint: addr, why: dialCause(err), err: err})
+		return nil
 	}
 	return errors.Join(errs...)
 }

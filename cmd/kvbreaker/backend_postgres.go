@@ -13,7 +13,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/kvbreaker/kvbreaker/backends/postgres"
-	"github.com/kvbreaker/kvbreaker/driver"
 	"github.com/kvbreaker/kvbreaker/tlsdiag"
 )
 
@@ -97,9 +96,9 @@ func openPostgres(ctx context.Context, f *backendFlags) (*conn, error) {
 		if pe, ok := errors.AsType[*pgconn.PgError](err); ok && pe.Code == "42P01" {
 			return nil, fmt.Errorf("postgres: table %s does not exist at %s: %s", f.get("postgres-table"), addr, createHint)
 		}
-		return nil, noAnswer(ctx, "postgres", addr, f.bound, pgServerError(addr, f, cfg, err))
+		return nil, noAnswer(ctx, "postgres", addr, f.bound, pgExplain(err, addr, f, cfg))
 	}
-	return &conn{describe: "postgres table " + f.get("postgres-table") + " at " + addr, store: &pgStore{Store: s, pool: pool}, purge: pgPurge(pool, f.get("postgres-table")),
+	return &conn{describe: "postgres table " + f.get("postgres-table") + " at " + addr, store: &pgStore{Store: s, pool: pool},
 		leftBehind: "records expire within 10 minutes, but the rows stay until a purge (postgres.Store.Purge, which the fleet's stores run every 1000 writes) removes them",
 		wipes:      "rows changed with the table's triggers off (DISABLE TRIGGER, session_replication_role = replica, pg_restore --disable-triggers) reach no mirror: restart the fleet's processes after such a change"}, nil
 }
@@ -120,32 +119,14 @@ func connectPostgres(ctx context.Context, f *backendFlags) (*pgxpool.Pool, *pgxp
 	if strings.HasPrefix(cc.Host, "/") {
 		addr, network = cc.Host+"/.s.PGSQL."+strconv.Itoa(int(cc.Port)), "unix"
 	}
-	dctx, cancel := context.WithTimeout(ctx, dialTimeout)
-	c, err := (&net.Dialer{}).DialContext(dctx, network, addr)
-	cancel()
-	if err != nil {
-		return nil, nil, "", &reachError{backend: "postgres", endpoint: addr, why: dialCause(err), err: err}
+	if err := dialCheck(ctx, "postgres", network, addr); err != nil {
+		return nil, nil, "", err
 	}
-	c.Close()
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, nil, "", fmt.Errorf("postgres at %s: %w", addr, err)
 	}
 	return pool, cfg, addr, nil
-}
-
-// pgPurge deletes a row whatever it holds: check's cleanup removes the
-// tombstones and expired rows its writes left, which the store keeps until
-// its purge (postgres.WithPurgeDelay after expiry).
-func pgPurge(pool *pgxpool.Pool, table string) func(ctx context.Context, fullKey string) (int, error) {
-	sql := `DELETE FROM "` + table + `" WHERE key = $1` // table passed postgres.Schema's check
-	return func(ctx context.Context, fullKey string) (int, error) {
-		tag, err := pool.Exec(ctx, sql, fullKey)
-		if err != nil {
-			return 0, fmt.Errorf("postgres: purge %q: %w", fullKey, err)
-		}
-		return int(tag.RowsAffected()), nil
-	}
 }
 
 // pgStore is the command's store: closing it closes the pool too.
@@ -160,104 +141,44 @@ func (s *pgStore) Close() error {
 	return err
 }
 
-// pgServerError explains a failed connection or first statement of
-// PostgreSQL at addr: the server's own refusal (a *pgconn.PgError, which pgx
-// puts after a "tls error" line when sslmode=prefer first tried TLS), with
-// the flag or variable that fixes it. Any other error is returned with the
-// address in front.
-func pgServerError(addr string, f *backendFlags, cfg *pgxpool.Config, err error) error {
-	pe, ok := errors.AsType[*pgconn.PgError](err)
-	if !ok {
-		return fmt.Errorf("postgres at %s: %w", addr, err)
-	}
-	user, db := cfg.ConnConfig.User, cfg.ConnConfig.Database
-	url := f.name("postgres-url")
-	said := pe.Severity + ": " + pe.Message + " (SQLSTATE " + pe.Code + ")"
-	switch pe.Code {
-	case "28P01": // invalid_password
-		fix := "set $PGPASSWORD, or a ~/.pgpass line (host:port:database:user:password) for this server"
-		if cfg.ConnConfig.Password == "" {
-			return fmt.Errorf("postgres at %s wants a password for user %q and none was given (%s): %s", addr, user, said, fix)
-		}
-		return fmt.Errorf("postgres at %s refused the password of user %q (%s): check it where it came from ($PGPASSWORD, ~/.pgpass or %s)", addr, user, said, url)
-	case "28000": // invalid_authorization_specification: no such role, no pg_hba.conf entry
-		return fmt.Errorf("postgres at %s refused user %q for database %q (%s): name a user the server admits in %s (postgres://USER@host:port/db, user=USER) or $PGUSER; a \"no pg_hba.conf entry\" is the server's pg_hba.conf to change",
-			addr, user, db, said, url)
-	case "3D000": // invalid_catalog_name
-		return fmt.Errorf("postgres at %s has no database %q (%s): name an existing one in %s (postgres://user@host:port/DATABASE, dbname=DATABASE) or $PGDATABASE",
-			addr, db, said, url)
-	case "42501": // insufficient_privilege
-		return fmt.Errorf("postgres at %s: user %q lacks a privilege on table %s (%s): a database owner can GRANT SELECT, INSERT, UPDATE, DELETE ON %s, and USAGE ON SEQUENCE %s_version, TO %q",
-			addr, user, f.get("postgres-table"), said, f.get("postgres-table"), f.get("postgres-table"), user)
-	}
-	return fmt.Errorf("postgres at %s: user %q, database %q: %s", addr, user, db, said)
+// pgExplain is postgres.Explain, naming --postgres-url as the setting to
+// change.
+func pgExplain(err error, addr string, f *backendFlags, cfg *pgxpool.Config) error {
+	return postgres.Explain(err, addr, cfg, f.get("postgres-table"), f.name("postgres-url"))
 }
 
-// initPostgres creates the table (postgres.CreateTable) unless it exists,
-// and checks that the store can read it.
+// initPostgres creates the table unless it exists, or adds the trigger it
+// lacks, once the store can read it (postgres.Prepare).
 func initPostgres(ctx context.Context, f *backendFlags) (initOutput, error) {
 	pool, cfg, addr, err := connectPostgres(ctx, f)
 	if err != nil {
 		return initOutput{}, err
 	}
 	defer pool.Close()
-	target := "postgres table " + f.get("postgres-table") + " at " + addr
-	out := initOutput{Backend: f.backend, Target: target, Table: f.get("postgres-table")}
-	var exists bool
-	if err := pool.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", `"`+f.get("postgres-table")+`"`).Scan(&exists); err != nil {
-		return out, noAnswer(ctx, "postgres", addr, f.bound, pgServerError(addr, f, cfg, err))
+	table := f.get("postgres-table")
+	target := "postgres table " + table + " at " + addr
+	out := initOutput{Backend: f.backend, Target: target, Table: table}
+	p, err := postgres.Prepare(ctx, pool, table)
+	if errors.Is(err, postgres.ErrForeignTable) {
+		return out, fmt.Errorf("%s: the store cannot read it (is it another program's table? see \"kvbreaker init --print\" for the one it needs): %w", target, pgExplain(err, addr, f, cfg))
 	}
-	// An existing table may come from a version without the trigger
-	// Follow needs: CreateTable adds it (every statement is idempotent).
-	var triggered bool
-	if exists {
-		if err := pool.QueryRow(ctx, "SELECT count(*) = 2 FROM pg_trigger WHERE tgrelid = to_regclass($1) AND tgname IN ($2, $3)",
-			`"`+f.get("postgres-table")+`"`, f.get("postgres-table")+"_notify", f.get("postgres-table")+"_truncate").Scan(&triggered); err != nil {
-			return out, noAnswer(ctx, "postgres", addr, f.bound, pgServerError(addr, f, cfg, err))
-		}
+	if pe, ok := errors.AsType[*pgconn.PgError](err); ok && pe.Code == "42501" {
+		return out, fmt.Errorf("postgres at %s: user %q may not create table %s or its trigger (%s: %s, SQLSTATE %s): have the database or table owner run what \"kvbreaker init --backend postgres --postgres-table %s --print\" shows, and grant the user SELECT, INSERT, UPDATE, DELETE on it and USAGE on its sequence",
+			addr, cfg.ConnConfig.User, table, pe.Severity, pe.Message, pe.Code, table)
 	}
-	create := func() error {
-		if err := postgres.CreateTable(ctx, pool, f.get("postgres-table")); err != nil {
-			if pe, ok := errors.AsType[*pgconn.PgError](err); ok && pe.Code == "42501" {
-				return fmt.Errorf("postgres at %s: user %q may not create table %s or its trigger (%s: %s, SQLSTATE %s): have the database or table owner run what \"kvbreaker init --backend postgres --postgres-table %s --print\" shows, and grant the user SELECT, INSERT, UPDATE, DELETE on it and USAGE on its sequence",
-					addr, cfg.ConnConfig.User, f.get("postgres-table"), pe.Severity, pe.Message, pe.Code, f.get("postgres-table"))
-			}
-			return noAnswer(ctx, "postgres", addr, f.bound, pgServerError(addr, f, cfg, err))
-		}
-		return nil
-	}
-	if !exists {
-		if err := create(); err != nil {
-			return out, err
-		}
-	}
-	// Read it as the store does: a table of another shape fails here.
-	s, err := postgres.New(pool, f.get("postgres-table"), postgres.WithPurgeEvery(0))
 	if err != nil {
-		return out, err
+		return out, noAnswer(ctx, "postgres", addr, f.bound, pgExplain(err, addr, f, cfg))
 	}
-	defer s.Close()
-	if _, _, err := s.Get(ctx, "kvbreaker-init-check.invalid"); err != nil && !errors.Is(err, driver.ErrNotFound) {
-		return out, fmt.Errorf("%s: the store cannot read it (is it another program's table? see \"kvbreaker init --print\" for the one it needs): %w", target, pgServerError(addr, f, cfg, err))
-	}
-	// After the read: another program's table gets no trigger of ours.
-	if exists && !triggered {
-		if err := create(); err != nil {
-			return out, err
-		}
-	}
-	trig := f.get("postgres-table") + "_notify"
+	trig := table + "_notify"
 	switch {
-	case exists && triggered:
-		out.Message = target + ": exists already; nothing changed (the store reads it)"
-		return out, nil
-	case exists:
+	case p.AddedTrigger:
 		out.Message = fmt.Sprintf("%s: exists already; added trigger %s, which following its changes needs (the store reads it)", target, trig)
-		return out, nil
+	case p.Existed:
+		out.Message = target + ": exists already; nothing changed (the store reads it)"
+	default:
+		out.Created = true
+		out.Message = fmt.Sprintf("%s: created (with sequence %s_version, index %s_purge_at and trigger %s)", target, table, table, trig)
 	}
-	seq, idx := f.get("postgres-table")+"_version", f.get("postgres-table")+"_purge_at"
-	out.Created = true
-	out.Message = fmt.Sprintf("%s: created (with sequence %s, index %s and trigger %s)", target, seq, idx, trig)
 	return out, nil
 }
 

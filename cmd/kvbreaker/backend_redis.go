@@ -2,10 +2,8 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
-	"net"
 	"net/url"
 	"slices"
 	"strconv"
@@ -146,23 +144,29 @@ type quietLog struct{}
 
 func (quietLog) Printf(context.Context, string, ...any) {}
 
+// openRedis dials the server (redis.Dial), or the Cluster's seeds with
+// --redis-cluster (redis.DialCluster), which confirm it answers a PING: a
+// refused port is reported within redis.ConnectTimeout, a silent server
+// when ctx (--timeout) ends.
 func openRedis(ctx context.Context, f *backendFlags) (*conn, error) {
 	goredis.SetLogger(quietLog{})
+	raw := f.get("redis-url")
+	dial, where, addr, seeds := redis.Dial, "", "", []string(nil)
 	if f.cluster() {
-		return openRedisCluster(ctx, f)
+		o, err := goredis.ParseClusterURL(raw)
+		if err != nil {
+			return nil, usagef("%s: %v", f.name("redis-url"), redisURLErr(err))
+		}
+		dial, seeds = redis.DialCluster, o.Addrs
+		where = "redis cluster via " + strings.Join(seeds, ", ")
+	} else {
+		o, err := goredis.ParseURL(raw)
+		if err != nil {
+			return nil, usagef("%s: %v", f.name("redis-url"), redisURLErr(err))
+		}
+		addr, where = o.Addr, "redis at "+o.Addr+" db "+strconv.Itoa(o.DB)
 	}
-	return openRedisServer(ctx, f)
-}
-
-// openRedisServer dials the server (redis.Dial) and checks that it answers
-// a PING: a refused port is reported within redis.ConnectTimeout, a silent
-// server when ctx (--timeout) ends.
-func openRedisServer(ctx context.Context, f *backendFlags) (*conn, error) {
-	o, err := goredis.ParseURL(f.get("redis-url"))
-	if err != nil {
-		return nil, usagef("%s: %v", f.name("redis-url"), redisURLErr(err))
-	}
-	tlsConfig, err := redisTLS(f)
+	tlsConfig, err := loadTLS(f, "redis-cacert", "redis-cert", "redis-key")
 	if err != nil {
 		return nil, err
 	}
@@ -170,154 +174,51 @@ func openRedisServer(ctx context.Context, f *backendFlags) (*conn, error) {
 	if tlsConfig != nil {
 		opts = append(opts, redis.WithTLSConfig(tlsConfig))
 	}
-	s, err := redis.Dial(ctx, f.get("redis-url"), opts...)
+	s, err := dial(ctx, raw, opts...)
 	if err != nil {
 		if te, ok := errors.AsType[*tlsdiag.Error](err); ok {
 			return nil, tlsFlagError(f, te)
 		}
 		if ue, ok := errors.AsType[*driver.UnreachableError](err); ok {
-			why := ue.Reason
+			why, endpoint := ue.Reason, strings.Join(ue.Endpoints, ", ")
 			if ctx.Err() != nil {
 				why = "no answer within " + f.bound
 			}
-			return nil, &reachError{backend: "redis", endpoint: strings.Join(ue.Endpoints, ", "), why: why, err: err}
+			if seeds != nil && len(ue.Endpoints) == 1 && !slices.Contains(seeds, endpoint) {
+				endpoint += " (a node the Cluster announced)"
+			}
+			return nil, &reachError{backend: "redis", endpoint: endpoint, why: why, err: err}
 		}
-		return nil, redisServerError("redis at "+o.Addr+" db "+strconv.Itoa(o.DB), f, err)
+		if seeds != nil && strings.Contains(err.Error(), "cluster support disabled") {
+			return nil, fmt.Errorf("redis at %s is not a Redis Cluster (%v): drop %s", strings.Join(seeds, ", "), errors.Unwrap(err), f.name("redis-cluster"))
+		}
+		return nil, redisServerError(where, f, err)
+	}
+	if seeds != nil {
+		return &conn{describe: where, store: s}, nil
 	}
 	// One node of a Cluster answers for its own slots only: list would show
 	// a third of the hosts and inspect would fail with MOVED.
 	info, err := s.Client().Info(ctx, "cluster").Result()
 	if err != nil {
 		_ = s.Close()
-		return nil, noAnswer(ctx, "redis", o.Addr, f.bound, fmt.Errorf("redis at %s: INFO cluster: %w", o.Addr, err))
+		return nil, noAnswer(ctx, "redis", addr, f.bound, fmt.Errorf("redis at %s: INFO cluster: %w", addr, err))
 	}
 	if strings.Contains(info, "cluster_enabled:1") {
 		_ = s.Close()
 		return nil, fmt.Errorf("redis at %s is a node of a Redis Cluster, which holds only its own slots' keys: add --redis-cluster (or $%s=true)",
-			o.Addr, f.env("redis-cluster"))
+			addr, f.env("redis-cluster"))
 	}
-	return &conn{describe: "redis at " + o.Addr + " db " + strconv.Itoa(o.DB), store: s, purge: redisPurge(s),
+	return &conn{describe: where, store: s,
 		wipes: "SWAPDB is seen through a key per follower (kvbreaker:follow:<id>, kept an hour past its last check); under an ACL that refuses that key it is not: restart the fleet's processes after one"}, nil
 }
 
-// openRedisCluster opens a ClusterClient on the seeds of --redis-url and
-// checks that the Cluster answers a PING (which first loads its slot map
-// from a seed), with the same bounds as one server: a refused seed fails
-// within redis.ConnectTimeout, not --timeout.
-func openRedisCluster(ctx context.Context, f *backendFlags) (*conn, error) {
-	o, err := goredis.ParseClusterURL(f.get("redis-url"))
-	if err != nil {
-		return nil, usagef("%s: %v", f.name("redis-url"), redisURLErr(err))
-	}
-	if o.DialTimeout == 0 {
-		o.DialTimeout = redis.ConnectTimeout
-	}
-	o.ContextTimeoutEnabled = true
-	tlsConfig, err := redisTLS(f)
-	if err != nil {
-		return nil, err
-	}
-	if tlsConfig != nil {
-		// rediss:// made o.TLSConfig, naming the first seed's host.
-		tlsConfig.ServerName = o.TLSConfig.ServerName
-		o.TLSConfig = tlsConfig
-	}
-	// A refused client certificate may reach the PING as a reset rather
-	// than the server's alert: the watch names it.
-	var certs *tlsdiag.CertWatch
-	if o.TLSConfig != nil {
-		o.TLSConfig, certs = tlsdiag.WatchClientCert(o.TLSConfig)
-	}
-	seeds := strings.Join(o.Addrs, ", ")
-	c := goredis.NewClusterClient(o)
-	s, err := redis.New(c)
-	if err != nil {
-		_ = c.Close()
-		return nil, err
-	}
-	if err := c.Ping(ctx).Err(); err != nil {
-		_ = c.Close()
-		return nil, clusterPingError(ctx, f, o.Addrs, certs, err)
-	}
-	// redis.New leaves a client it did not make open on Close.
-	return &conn{describe: "redis cluster via " + seeds, store: clusterStore{s}, purge: redisPurge(s)}, nil
-}
-
-// redisTLS builds the TLS configuration of --redis-cacert, --redis-cert and
-// --redis-key, or nil (a rediss:// URL then trusts the system's CAs).
-func redisTLS(f *backendFlags) (*tls.Config, error) {
-	return loadTLS(f, "redis-cacert", "redis-cert", "redis-key")
-}
-
-// clusterPingError explains a Cluster's failed first PING.
-func clusterPingError(ctx context.Context, f *backendFlags, seeds []string, certs *tlsdiag.CertWatch, err error) error {
-	endpoint := strings.Join(seeds, ", ")
-	if ctx.Err() != nil {
-		return &reachError{backend: "redis", endpoint: endpoint, why: "no answer within " + f.bound, err: err}
-	}
-	if te := certs.Refused("redis", endpoint, err); te != nil {
-		return tlsFlagError(f, te)
-	}
-	if op, ok := errors.AsType[*net.OpError](err); ok && op.Op == "dial" {
-		// go-redis asks every seed for the slot map before giving up, so a
-		// seed's failure is all seeds'; a node the Cluster announced (its
-		// cluster-announce-ip) is named on its own.
-		if op.Addr != nil && !slices.Contains(seeds, op.Addr.String()) {
-			endpoint = op.Addr.String() + " (a node the Cluster announced)"
-		}
-		return &reachError{backend: "redis", endpoint: endpoint, why: dialCause(err), err: err}
-	}
-	if strings.Contains(err.Error(), "cluster support disabled") {
-		return fmt.Errorf("redis at %s is not a Redis Cluster (%v): drop %s", endpoint, err, f.name("redis-cluster"))
-	}
-	return redisServerError("redis cluster via "+endpoint, f, err)
-}
-
-// clusterStore is a Store over a ClusterClient the command made: Close
-// closes the client too.
-type clusterStore struct{ *redis.Store }
-
-func (s clusterStore) Close() error {
-	err := s.Store.Close()
-	return errors.Join(err, s.Client().Close())
-}
-
-// redisPurge deletes a key whatever it holds: check's cleanup removes the
-// tombstones its deletes left (a hash without its value, kept for the
-// record's remaining TTL, up to check's 10 minutes).
-func redisPurge(s *redis.Store) func(ctx context.Context, fullKey string) (int, error) {
-	return func(ctx context.Context, fullKey string) (int, error) {
-		n, err := s.Client().Del(ctx, fullKey).Result()
-		if err != nil {
-			return 0, fmt.Errorf("redis: purge %q: %w", fullKey, err)
-		}
-		return int(n), nil
-	}
-}
-
-// redisServerError explains an error a Redis server answered the command's
-// first request with (where is "redis at host:port db N" or "redis cluster
-// via …"); any other error is returned with where in front.
+// redisServerError is redis.Explain, naming --redis-url as the setting to
+// change, and where a password belongs.
 func redisServerError(where string, f *backendFlags, err error) error {
-	var re goredis.Error
-	if !errors.As(err, &re) {
-		return fmt.Errorf("%s: %w", where, err)
+	err = redis.Explain(err, where, f.name("redis-url"))
+	if goredis.HasErrorPrefix(err, "NOAUTH") {
+		return fmt.Errorf("%w (best through $%s, not the command line: ps shows flags)", err, f.env("redis-url"))
 	}
-	msg := re.Error()
-	url := f.name("redis-url")
-	switch {
-	case goredis.HasErrorPrefix(err, "NOAUTH"):
-		return fmt.Errorf("%s requires a password (%s): give it in %s as redis://:PASSWORD@host:port/db, or redis://USER:PASSWORD@host:port/db for an ACL user (best through $%s, not the command line: ps shows flags)",
-			where, msg, url, f.env("redis-url"))
-	case goredis.HasErrorPrefix(err, "WRONGPASS"), strings.Contains(msg, "invalid password"):
-		return fmt.Errorf("%s refused the user name or password in %s (%s): check them (redis://USER:PASSWORD@host:port/db; %%-escape reserved characters in the password)",
-			where, url, msg)
-	case goredis.HasErrorPrefix(err, "NOPERM"):
-		return fmt.Errorf("%s: the ACL user of %s may not run what kvbreaker needs (%s): on your fleet's keys (~PREFIX*) and the channel &__redis__:invalidate it needs +ping +info +client|setname +client|id +hmget +evalsha +eval +get +hgetall +lrange +smembers +zrange +xrange +dump +type +hset +hdel +del +pexpire +pttl +time +scan +hexists +subscribe +client|tracking +publish (docs/security.md)",
-			where, url, msg)
-	case strings.Contains(msg, "DB index is out of range"), strings.Contains(msg, "invalid DB index"):
-		return fmt.Errorf("%s: the server has no such database (%s): put a database it has in %s's path, redis://host:port/0 (its \"databases\" setting, 16 by default)",
-			where, msg, url)
-	}
-	return fmt.Errorf("%s: %w", where, err)
+	return err
 }

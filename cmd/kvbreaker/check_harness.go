@@ -112,10 +112,17 @@ func (h *checkHarness) showProgress(w io.Writer, start time.Time) func() {
 // --timeout.
 const cleanupTimeout = time.Minute
 
+// A keyPurger is a store that keeps what a delete or an expiry leaves (a
+// tombstone, an expired row until a sweep) and removes it by key as it
+// stores it: PurgeKey, of the backends whose stores keep such entries.
+type keyPurger interface {
+	PurgeKey(ctx context.Context, fullKey string) (int64, error)
+}
+
 // cleanup deletes every key the check's stores wrote, within bound, and
 // returns how many it deleted (keys that still held a record), how many
 // remains it purged (tombstones and expired entries a backend keeps: see
-// conn.purge) and how many keys it could not remove (absent keys count as
+// keyPurger) and how many keys it could not remove (absent keys count as
 // none of these).
 func (h *checkHarness) cleanup(bound time.Duration) (deleted, purged, left int) {
 	ctx, cancel := context.WithTimeout(context.Background(), bound)
@@ -133,17 +140,18 @@ func (h *checkHarness) cleanup(bound time.Duration) (deleted, purged, left int) 
 			if err == nil {
 				deleted++
 			}
-			if h.c.purge == nil {
+			p, ok := h.c.store.(keyPurger)
+			if !ok {
 				continue
 			}
 			// A backend that keeps expired entries or tombstones (a
 			// delete leaves one where a retried delete must recognise
 			// itself) removes them too.
-			n, err := h.c.purge(ctx, kvbreaker.PrefixedKey(s.prefix, key))
+			n, err := p.PurgeKey(ctx, kvbreaker.PrefixedKey(s.prefix, key))
 			if err != nil {
 				left++
 			}
-			purged += n
+			purged += int(n)
 		}
 	}
 	// Workers KV queues deletes: send them before counting them done.

@@ -44,19 +44,29 @@ func preflight(ctx context.Context, backend string, endpoints ...string) error {
 		if err != nil {
 			return err
 		}
-		dctx, cancel := context.WithTimeout(ctx, dialTimeout)
-		c, err := (&net.Dialer{}).DialContext(dctx, "tcp", addr)
-		cancel()
+		err = dialCheck(ctx, backend, "tcp", addr)
 		if err == nil {
-			c.Close()
 			return nil
 		}
-		errs = append(errs, &reachError{backend: backend, endpoint: redactURL(ep), why: dialCause(err), err: err})
+		err.(*reachError).endpoint = redactURL(ep)
+		errs = append(errs, err)
 	}
 	if len(errs) == 1 {
 		return errs[0]
 	}
 	return errors.Join(errs...)
+}
+
+// dialCheck opens (and closes) a connection to addr within dialTimeout:
+// nil, or the *reachError that says why it failed.
+func dialCheck(ctx context.Context, backend, network, addr string) error {
+	dctx, cancel := context.WithTimeout(ctx, dialTimeout)
+	defer cancel()
+	c, err := (&net.Dialer{}).DialContext(dctx, network, addr)
+	if err != nil {
+		return &reachError{backend: backend, endpoint: addr, why: dialCause(err), err: err}
+	}
+	return c.Close()
 }
 
 // hostPort is the address a URL's client connects to.

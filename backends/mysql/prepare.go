@@ -1,0 +1,57 @@
+package mysql
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"slices"
+
+	"github.com/kvbreaker/kvbreaker/driver"
+)
+
+// Prepared says what Prepare found and did.
+type Prepared struct {
+	// Existed: the table was there (Prepare created it otherwise).
+	Existed bool
+}
+
+// ErrForeignTable matches (errors.Is) Prepare's error when a Store cannot
+// read the table: another program's table of the same name, or one of
+// another shape. The error unwraps to the read's.
+var ErrForeignTable = errors.New("mysql: a store cannot read the table")
+
+type foreignTableError struct{ err error }
+
+func (e *foreignTableError) Error() string        { return e.err.Error() }
+func (e *foreignTableError) Unwrap() error        { return e.err }
+func (e *foreignTableError) Is(target error) bool { return target == ErrForeignTable }
+
+// Prepare makes table ready for a Store in db's database, for a tool that
+// prepares it before a fleet starts and says what it did: CreateTable when
+// the table does not exist, then a read as a Store reads
+// (ErrForeignTable if that fails). opts are New's (WithEndpoint, for the
+// read's errors).
+func Prepare(ctx context.Context, db *sql.DB, table string, opts ...Option) (Prepared, error) {
+	var p Prepared
+	if _, err := Schema(table); err != nil {
+		return p, err
+	}
+	var n int
+	if err := db.QueryRowContext(ctx, "SELECT count(*) FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name = ?", table).Scan(&n); err != nil {
+		return p, err
+	}
+	if p.Existed = n > 0; !p.Existed {
+		if err := CreateTable(ctx, db, table); err != nil {
+			return p, err
+		}
+	}
+	s, err := New(db, table, append(slices.Clip(opts), WithPurgeEvery(0))...)
+	if err != nil {
+		return p, err
+	}
+	defer s.Close()
+	if _, _, err := s.Get(ctx, "kvbreaker-prepare-check.invalid"); err != nil && !errors.Is(err, driver.ErrNotFound) {
+		return p, &foreignTableError{err}
+	}
+	return p, nil
+}
