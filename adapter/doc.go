@@ -19,5 +19,8 @@
 //     as a lower bound, and the drop of a beat dated after its arrival.
 //
 // driver says what an adapter must do; adapter helps it do that. Neither
-// imports a backend or an SDK.
+// imports a backend or an SDK. This package's example_store_test.go is a
+// whole adapter built with it (a table of rows that do not expire by
+// themselves), held to the conformance suite by one call
+// (conformance/ADAPTERS.md).
 package adapter
