@@ -31,6 +31,10 @@ const (
 	checkTimeout = 500 * time.Millisecond
 )
 
+// firstProbeTimeout bounds reach's first TLS probe of each endpoint (a
+// variable so that a test can make it too short to tell).
+var firstProbeTimeout = checkTimeout
+
 // ErrUnreachable matches (errors.Is) the error of Dial and New when the
 // cluster did not answer: no endpoint accepted a connection, or one did
 // but no answer came before the context ended; and of a Store's call whose
@@ -107,8 +111,14 @@ func Dial(ctx context.Context, endpoints []string, tlsConfig *tls.Config, opts .
 // a healthy server sees none. When an endpoint accepts, tlsProbe (if not
 // nil) then looks for a TLS mismatch, which clientv3 also reports only as
 // the context's end: it retries a failed handshake until then.
-func (s *Store) reach(ctx context.Context, op string, endpoints []string, tlsProbe func(context.Context) error) error {
+//
+// A TLS probe that cannot tell within its bound (a handshake on a loaded
+// machine takes longer than checkTimeout) is not an answer: reach probes
+// again after another ConnectTimeout, bounded by ConnectTimeout, instead of
+// waiting for ctx to end with the mismatch undiagnosed.
+func (s *Store) reach(ctx context.Context, op string, endpoints []string, tlsProbe func(context.Context, time.Duration) error) error {
 	start := time.Now()
+	probeBound := firstProbeTimeout
 	eps := redactEndpoints(endpoints)
 	pctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -122,7 +132,11 @@ func (s *Store) reach(ctx context.Context, op string, endpoints []string, tlsPro
 		case <-timer.C:
 			err := checkConnect(ctx, endpoints, eps)
 			if err == nil && tlsProbe != nil {
-				err = tlsProbe(ctx)
+				err = tlsProbe(ctx, probeBound)
+				if err == nil {
+					probeBound = ConnectTimeout
+					timer.Reset(ConnectTimeout)
+				}
 			}
 			if err != nil {
 				refused = err
@@ -145,7 +159,7 @@ func (s *Store) reach(ctx context.Context, op string, endpoints []string, tlsPro
 			cctx, ccancel := context.WithTimeout(context.WithoutCancel(ctx), checkTimeout)
 			refused = checkConnect(cctx, endpoints, eps)
 			if refused == nil && tlsProbe != nil {
-				refused = tlsProbe(cctx)
+				refused = tlsProbe(cctx, checkTimeout)
 			}
 			ccancel()
 			if refused != nil {
@@ -163,15 +177,15 @@ func (s *Store) reach(ctx context.Context, op string, endpoints []string, tlsPro
 
 // tlsCheck returns reach's TLS probe of Dial's endpoints: the first TLS
 // mismatch tlsdiag.Probe finds at any of them, with the client's
-// configuration (nil: plain text), each within checkTimeout.
-func tlsCheck(endpoints, shown []string, cfg *tls.Config) func(context.Context) error {
-	return func(ctx context.Context) error {
+// configuration (nil: plain text), each within bound.
+func tlsCheck(endpoints, shown []string, cfg *tls.Config) func(context.Context, time.Duration) error {
+	return func(ctx context.Context, bound time.Duration) error {
 		for i, ep := range endpoints {
 			network, addr, ok := dialAddress(ep)
 			if !ok || network != "tcp" {
 				continue
 			}
-			pctx, cancel := context.WithTimeout(ctx, checkTimeout)
+			pctx, cancel := context.WithTimeout(ctx, bound)
 			te := tlsdiag.Probe(pctx, "etcd", shown[i], addr, cfg)
 			cancel()
 			if te != nil {

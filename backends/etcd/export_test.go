@@ -1,4 +1,14 @@
 package etcd
 
+import "time"
+
 // BeatsSent returns how many beats this process's feeds sent.
 func BeatsSent() int { return int(beatsSent.Load()) }
+
+// SetFirstProbeTimeout bounds Dial's first TLS probe by d until the test
+// ends.
+func SetFirstProbeTimeout(t interface{ Cleanup(func()) }, d time.Duration) {
+	old := firstProbeTimeout
+	firstProbeTimeout = d
+	t.Cleanup(func() { firstProbeTimeout = old })
+}

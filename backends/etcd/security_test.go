@@ -83,6 +83,33 @@ func TestClientCertificates(t *testing.T) {
 	<-done
 }
 
+// TestTLSMismatchProbedAgain: a first TLS probe that cannot tell (here
+// bounded by 1 ns; on a loaded machine, a handshake slower than its
+// bound) does not leave Dial waiting for its context to end: it probes
+// again after another ConnectTimeout and names the mismatch then.
+func TestTLSMismatchProbedAgain(t *testing.T) {
+	pki := tlstest.MustNew(t, "etcd test CA")
+	other := tlstest.MustNew(t, "another CA")
+	srv := etcdtest.MustStartWith(t, etcdtest.Options{TLS: pki, ClientCerts: true})
+	etcd.SetFirstProbeTimeout(t, time.Nanosecond)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	start := time.Now()
+	s, err := etcd.Dial(ctx, srv.Endpoints(), other.ClientConfig())
+	if err == nil {
+		s.Close()
+		t.Fatal("Dial succeeded")
+	}
+	if te, ok := errors.AsType[*tlsdiag.Error](err); !ok || te.Kind != tlsdiag.Untrusted {
+		t.Errorf("Dial: %v, want a TLSError of kind %d", err, tlsdiag.Untrusted)
+	}
+	// The context's end, 30 s, is what Dial waited for before; a second
+	// probe ends it after about 2 × ConnectTimeout.
+	if d := time.Since(start); d > 2*etcd.ConnectTimeout+15*time.Second {
+		t.Errorf("took %v, want about 2 × ConnectTimeout (%v): the second probe was not made", d, etcd.ConnectTimeout)
+	}
+}
+
 // TestTLSMismatch: Dial against an etcd that requires TLS and a client
 // certificate reports each mismatch as a *tlsdiag.Error of its kind, after
 // ConnectTimeout rather than when its context ends (clientv3 retries a
