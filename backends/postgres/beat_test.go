@@ -244,10 +244,13 @@ func TestFollowDemandOwnBeatSample(t *testing.T) {
 		d := startDemand(t, demandStores(t, 2), uniquePrefix(t), 100*time.Millisecond)
 		_, samples0, _ := postgres.BeatCounts()
 		n0 := count(d.feeds[0].snapshot(), driver.ChangeSynced)
+		// Feed 1's count before feed 0 beats: the beat may reach feed 1
+		// before feed 0's own wait returns (CI under load: no beat after
+		// the stop, and the wait ran out).
+		n1 := count(d.feeds[1].snapshot(), driver.ChangeSynced)
 		stop := d.ask(0)
 		d.feeds[0].waitFor(t, "feed 0's own beat", func(ev []event) bool { return count(ev, driver.ChangeSynced) > n0 })
 		stop()
-		n1 := count(d.feeds[1].snapshot(), driver.ChangeSynced)
 		d.feeds[1].waitFor(t, "feed 0's beat at feed 1", func(ev []event) bool { return count(ev, driver.ChangeSynced) > n1 })
 		n0 = count(d.feeds[0].snapshot(), driver.ChangeSynced)
 		stop = d.ask(1)
