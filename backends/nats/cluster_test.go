@@ -167,8 +167,13 @@ func newReplicated(ctx context.Context, nc *natsgo.Conn) (*kvnats.Store, error) 
 	deadline := time.Now().Add(time.Minute)
 	for {
 		st, err := kvnats.New(ctx, nc, "cluster", kvnats.WithReplicas(3))
+		// Placement may find too few members current (10005), and on a
+		// loaded machine a replicated stream's creation may outlast New's
+		// own 5 s while its group elects a leader (unreachable): both are
+		// the cluster settling, so New is called again.
 		ae, ok := errors.AsType[*jetstream.APIError](err)
-		if err == nil || !ok || ae.ErrorCode != 10005 || time.Now().After(deadline) {
+		settling := (ok && ae.ErrorCode == 10005) || errors.Is(err, driver.ErrUnreachable)
+		if err == nil || !settling || time.Now().After(deadline) {
 			return st, err
 		}
 		select {
