@@ -2,6 +2,7 @@ package nats
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strconv"
@@ -53,6 +54,10 @@ import (
 // LASTSEQ MSGS SUBJECTS": the stream's state it read, which every
 // receiver compares with the newest it knows, as its own wipe check
 // (wipe.go) would, without a request of its own unless a count fell.
+// errBeatRefused: the server refused the user publishing the beat's
+// subject.
+var errBeatRefused = errors.New("the server refused the beat's subject to this user")
+
 const (
 	beatToken   = "=beat"
 	beatPayload = "kvbreaker-beat"
@@ -196,6 +201,12 @@ func (b *fleetBeats) send(ctx context.Context, now time.Time) error {
 	ack, err := b.f.s.js.Publish(pctx, b.subject, fmt.Appendf(nil, "%s %s %d%s", beatPayload, b.id, b.seq, payload))
 	beatCounts.sent.Add(1)
 	if err != nil {
+		// A publish the user's permissions deny is dropped by the server,
+		// which tells the connection (its LastError) and not the request:
+		// the put then ends with its context.
+		if le := b.f.s.nc.LastError(); errors.Is(le, natsgo.ErrPermissionViolation) && strings.Contains(le.Error(), `"`+b.subject+`"`) {
+			return fmt.Errorf("put a beat: %w: %w", errBeatRefused, le)
+		}
 		return fmt.Errorf("put a beat: %w", err)
 	}
 	b.sent, b.ownSeq = sent, ack.Sequence

@@ -24,3 +24,8 @@ func (s *Store) BeatSubject(prefix string) string { return s.beatSubject(prefix)
 // arrival (the negative controls of the arrival check).
 func SkewBeats(d time.Duration) { beatSkew.Store(int64(d)) }
 func AcceptLateBeats(on bool)   { acceptLateBeats.Store(on) }
+
+// BeatSubjectFor is the reserved subject of prefix's beats in bucket.
+func BeatSubjectFor(bucket, prefix string) string {
+	return (&Store{subjPre: "$KV." + bucket + "."}).beatSubject(prefix)
+}

@@ -138,6 +138,9 @@ type follower struct {
 	want <-chan struct{}
 	// last is the At of the newest Synced sent.
 	last time.Time
+	// beatRefused: the server refused this feed's fleet beat (beat.go);
+	// it proves itself on its own for the rest of the Follow.
+	beatRefused bool
 }
 
 func (f *follower) run(ctx context.Context) error {
@@ -216,7 +219,7 @@ func (f *follower) once(ctx context.Context) (began, synced bool, err error) {
 	// On demand, a bucket of one server whose stream info tells its
 	// time beats for the fleet (beat.go).
 	var fb *fleetBeats
-	if f.want != nil && !s.replicated && f.wipe.st != nil && !f.wipe.st.CachedInfo().TimeStamp.IsZero() {
+	if f.want != nil && !s.replicated && !f.beatRefused && f.wipe.st != nil && !f.wipe.st.CachedInfo().TimeStamp.IsZero() {
 		fb = newFleetBeats(f)
 	}
 	cons, err := f.consumer(ctx, inbox)
@@ -319,12 +322,22 @@ func (f *follower) once(ctx context.Context) (began, synced bool, err error) {
 			if fb != nil {
 				// Not before the snapshot is whole: a beat arriving
 				// before then is not taken as one.
-				if now := time.Now(); synced && fb.due(now) {
-					if err := fb.send(ctx, now); err != nil && (!errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil) {
+				now := time.Now()
+				if !synced || !fb.due(now) {
+					continue
+				}
+				err := fb.send(ctx, now)
+				if errors.Is(err, errBeatRefused) && ctx.Err() == nil {
+					// The user may read the bucket but not publish the
+					// beat's subject: prove this feed current by its
+					// own requests, which reading needs, from now on.
+					f.beatRefused, fb = true, nil
+				} else {
+					if err != nil && (!errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil) {
 						return began, synced, err
 					}
+					continue
 				}
-				continue
 			}
 			// Not while the newest Synced is fresh, nor while a beat
 			// sent within the heartbeat waits for the feed.

@@ -50,6 +50,12 @@ type config struct {
 	// HTTPPort, when set, serves the server's monitoring endpoints
 	// (/varz, /jsz) on 127.0.0.1: its own counts of what clients sent.
 	HTTPPort int
+	// Users, when set, are the only clients the server accepts, each
+	// denied publishing to its DenyPublish subjects.
+	Users []struct {
+		Name, Password string
+		DenyPublish    []string
+	}
 }
 
 func main() {
@@ -97,6 +103,13 @@ func start(c config) (*server.Server, error) {
 		// Tests write little; keep JetStream's reservations small.
 		JetStreamMaxMemory: 256 << 20,
 		JetStreamMaxStore:  1 << 30,
+	}
+	for _, u := range c.Users {
+		user := &server.User{Username: u.Name, Password: u.Password}
+		if len(u.DenyPublish) > 0 {
+			user.Permissions = &server.Permissions{Publish: &server.SubjectPermission{Deny: u.DenyPublish}}
+		}
+		opts.Users = append(opts.Users, user)
 	}
 	if c.HTTPPort != 0 {
 		opts.HTTPHost, opts.HTTPPort = "127.0.0.1", c.HTTPPort

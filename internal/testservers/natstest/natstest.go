@@ -67,6 +67,14 @@ type config struct {
 	TLSCA       string   `json:",omitempty"`
 	TLSVerify   bool     `json:",omitempty"`
 	HTTPPort    int      `json:",omitempty"`
+	Users       []User   `json:",omitempty"`
+}
+
+// User is a client account of a single server: its name, password and
+// the subjects it may not publish to (every other subject it may).
+type User struct {
+	Name, Password string
+	DenyPublish    []string `json:",omitempty"`
 }
 
 // Options are a single server's security settings.
@@ -80,6 +88,9 @@ type Options struct {
 	// Monitor serves the server's monitoring endpoints on 127.0.0.1
 	// (MonitorURL): its own counts of the messages clients sent.
 	Monitor bool
+	// Users, when set, makes the server require one of them (user and
+	// password in the client's URL or options).
+	Users []User
 }
 
 // Start starts a single server; Close stops it and removes its storage.
@@ -98,7 +109,7 @@ func MustStartWith(tb testing.TB, o Options) *Server {
 
 // StartWith starts a single server with o's TLS settings.
 func StartWith(ctx context.Context, o Options) (*Server, error) {
-	var c config
+	c := config{Users: o.Users}
 	if p := o.TLS; p != nil {
 		c.TLSCert, c.TLSKey = p.ServerCertFile, p.ServerKeyFile
 		if o.ClientCerts {
