@@ -37,7 +37,7 @@ var benchHosts = func() []string {
 	return h
 }()
 
-func benchBreaker(b *testing.B) *kvbreaker.Breaker {
+func benchBreaker(b testing.TB) *kvbreaker.Breaker {
 	br, err := kvbreaker.New(memory.New(), kvbreaker.Settings{SkipClockCheck: true})
 	if err != nil {
 		b.Fatal(err)
@@ -125,7 +125,7 @@ type loopback struct {
 	child bool
 }
 
-func startLoopback(b *testing.B, conns int) *loopback {
+func startLoopback(b testing.TB, conns int) *loopback {
 	srv, err := New(Config{Breaker: benchBreaker(b), Tokens: []Token{NewToken("bench", PermDecide, tokWorker)}})
 	if err != nil {
 		b.Fatal(err)
@@ -144,7 +144,7 @@ func startLoopback(b *testing.B, conns int) *loopback {
 	return lb
 }
 
-func (lb *loopback) dial(b *testing.B, conns int) {
+func (lb *loopback) dial(b testing.TB, conns int) {
 	lb.client = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: conns, MaxConnsPerHost: conns}}
 	b.Cleanup(lb.client.CloseIdleConnections)
 	lb.bodies = make([]string, len(benchHosts))
@@ -184,7 +184,7 @@ type serverStats struct {
 }
 
 // stats reads the server's counts; reset starts its handler times anew.
-func (lb *loopback) stats(b *testing.B, reset bool) serverStats {
+func (lb *loopback) stats(b testing.TB, reset bool) serverStats {
 	if !lb.child {
 		st := lb.handler.stats(reset)
 		st.Accepted = lb.accepted.Load()

@@ -34,7 +34,9 @@ var openRates = []float64{10, 50, 100, 200, 400}
 // clients' runtime and the server's apart, as a fleet's workers and
 // serve are), and by Breaker.Allow in the same process (target=allow,
 // which measures the harness itself: its wake-up delay and the
-// scheduling of 64 goroutines on the machine's CPUs). wait= is how a
+// scheduling of 64 goroutines on the machine's CPUs). lean and leanproc
+// are serve and child asked by leanClient, a synchronous client as
+// workers in other languages have, instead of net/http's. wait= is how a
 // client waits for its next arrival (waiters): timerfd is the one to
 // measure with; nanosleep and sleep show what the others cost. A client
 // whose previous decision is still in flight at its next arrival sends
@@ -52,7 +54,7 @@ var openRates = []float64{10, 50, 100, 200, 400}
 // for the child server-allocs/op and server-B/op its heap allocations
 // per request (runtime.MemStats).
 func BenchmarkDecideOpenLoop(b *testing.B) {
-	for _, target := range []string{"allow", "serve", "child"} {
+	for _, target := range []string{"allow", "serve", "child", "lean", "leanproc"} {
 		for _, w := range waiters {
 			for _, rate := range openRates {
 				b.Run(fmt.Sprintf("target=%s/wait=%s/rate=%g", target, w.name, rate), func(b *testing.B) {
@@ -65,6 +67,12 @@ func BenchmarkDecideOpenLoop(b *testing.B) {
 					case "child":
 						lb = startChild(b, openClients)
 						one = lb.decide
+					case "lean":
+						lb = startLoopback(b, openClients)
+						one = newLeanClient(b, lb, openClients).decide
+					case "leanproc":
+						lb = startChild(b, openClients)
+						one = newLeanClient(b, lb, openClients).decide
 					default:
 						br := benchBreaker(b)
 						one = func(i int) error {
