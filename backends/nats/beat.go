@@ -27,15 +27,24 @@ import (
 // prefix's filter, and the fleet's timers, reset by its arrival, send
 // about one per heartbeat between them.
 //
+// A beat's arrival proves every message stored before it delivered, but
+// not that nothing was removed: a purge, a subject purged or a message
+// deleted reaches no consumer. So the sender reads the stream's state (a
+// stream info) just before each beat and carries it in the beat, and
+// the beat proves the feed current up to that read, not up to the put:
+// every receiver compares the state with the newest it knows (wipe.go's
+// check, without a request of its own unless a count fell), and a wipe
+// after the read is after the instant the beat proves.
+//
 // What a beat cannot carry is a time by the receiver's clock: the sender's
-// clock is not the receiver's. The stream dates it itself: the message's
-// timestamp is the server's clock as it stored the beat (the consumer's
-// reply subject carries it), and each receiver converts it to its own
-// clock with its own sample of the server's clock (a stream info, whose
-// "ts" is the server's time as it answered), as a lower bound
+// clock is not the receiver's. The server dates the read: a stream info's
+// "ts" is the server's time as it answered, carried in the beat, and each
+// receiver converts it to its own clock with its own sample of the
+// server's clock (a stream info too), as a lower bound
 // (adapter.BeatClock). A beat of the receiver's own needs no conversion:
-// it was stored after the receiver sent it, so that local instant is its
-// Synced; and its return is a sample. A beat that converts to an instant
+// its read began at a local instant, its Synced; and the read, and the
+// put's return (the message's stored timestamp, which the consumer's
+// reply subject carries), are samples. A beat that converts to an instant
 // after its own arrival cannot be a lower bound (the server's clock
 // stepped): it is dropped after one fresh sample.
 //
@@ -49,11 +58,9 @@ import (
 // it, so List never shows it and a feed never delivers it as a record.
 // The bucket keeps the newest beat of each filter, one message.
 //
-// The payload is "kvbreaker-beat SENDER SEQ" or, when the sender checked
-// the stream for a wipe just before, "kvbreaker-beat SENDER SEQ CREATED
-// LASTSEQ MSGS SUBJECTS": the stream's state it read, which every
-// receiver compares with the newest it knows, as its own wipe check
-// (wipe.go) would, without a request of its own unless a count fell.
+// The payload is "kvbreaker-beat SENDER SEQ CREATED LASTSEQ MSGS SUBJECTS
+// TS": the stream's state the sender read and the server's time of the
+// read, in nanoseconds.
 // errBeatRefused: the server refused the user publishing the beat's
 // subject.
 var errBeatRefused = errors.New("the server refused the beat's subject to this user")
@@ -70,9 +77,6 @@ const (
 	// beatDriftPPM bounds how far two clocks drift apart, in parts per
 	// million of the time since a sample: 500, the most NTP slews a clock.
 	beatDriftPPM = 500
-	// beatCheckEvery: a beat's sender checks the stream first when the
-	// newest beat that carried a check arrived this many heartbeats ago.
-	beatCheckEvery = 4
 )
 
 // beatSubject is the reserved subject of prefix's beats: inside the filter
@@ -103,11 +107,10 @@ type fleetBeats struct {
 	jitter time.Duration
 	clock  *adapter.BeatClock
 	// seq numbers this follower's beats; sent is when the one under way
-	// was sent (zero: none is), ownSeq its stream sequence.
+	// was sent (zero: none is), read when its stream info was sent (the
+	// instant it proves), ownSeq its stream sequence.
 	seq, ownSeq uint64
-	sent        time.Time
-	// checked is when the newest beat that carried a check arrived.
-	checked time.Time
+	sent, read  time.Time
 }
 
 // beatCounts counts, over every feed of the process, the fleet beats sent,
@@ -116,8 +119,8 @@ type fleetBeats struct {
 // (internal/model) is held to against the server's own count.
 var beatCounts struct{ sent, checks, samples, rejected atomic.Int64 }
 
-// beatSkew, set by tests only, moves every other follower's beat's stored
-// timestamp on by that many nanoseconds before it is converted, as a
+// beatSkew, set by tests only, moves every other follower's beat's server
+// time (of its read) on by that many nanoseconds before it is converted, as a
 // server clock stepped ahead would; acceptLateBeats delivers a beat whatever
 // instant it converts to: together, the negative control of the arrival
 // check.
@@ -178,27 +181,23 @@ func (b *fleetBeats) due(now time.Time) bool {
 	return b.sent.IsZero() && now.Sub(b.f.last) >= b.f.heartbeat+b.jitter
 }
 
-// send puts a beat, checking the stream first when the fleet's newest
-// check is beatCheckEvery heartbeats old. The put's acknowledgement names
-// its stream sequence, which the feed must then reach (overdue).
-func (b *fleetBeats) send(ctx context.Context, now time.Time) error {
-	payload := ""
-	if b.checked.IsZero() || now.Sub(b.checked) >= beatCheckEvery*b.f.heartbeat {
-		before, info, after, err := b.streamInfo(ctx)
-		if err != nil {
-			return fmt.Errorf("check the stream before a beat: %w", err)
-		}
-		beatCounts.checks.Add(1)
-		b.clock.Observe(before, info.TimeStamp, after)
-		st := info.State
-		payload = fmt.Sprintf(" %d %d %d %d", info.Created.UnixNano(), st.LastSeq, st.Msgs, st.NumSubjects)
-		b.checked = after
+// send reads the stream's state and puts a beat carrying it. The put's
+// acknowledgement names its stream sequence, which the feed must then
+// reach (overdue).
+func (b *fleetBeats) send(ctx context.Context) error {
+	before, info, after, err := b.streamInfo(ctx)
+	if err != nil {
+		return fmt.Errorf("check the stream before a beat: %w", err)
 	}
+	beatCounts.checks.Add(1)
+	b.clock.Observe(before, info.TimeStamp, after)
+	st := info.State
 	b.seq++
 	sent := time.Now()
 	pctx, cancel := context.WithTimeout(ctx, b.timeout())
 	defer cancel()
-	ack, err := b.f.s.js.Publish(pctx, b.subject, fmt.Appendf(nil, "%s %s %d%s", beatPayload, b.id, b.seq, payload))
+	ack, err := b.f.s.js.Publish(pctx, b.subject, fmt.Appendf(nil, "%s %s %d %d %d %d %d %d", beatPayload, b.id, b.seq,
+		info.Created.UnixNano(), st.LastSeq, st.Msgs, st.NumSubjects, info.TimeStamp.UnixNano()))
 	beatCounts.sent.Add(1)
 	if err != nil {
 		// A publish the user's permissions deny is dropped by the server,
@@ -209,7 +208,7 @@ func (b *fleetBeats) send(ctx context.Context, now time.Time) error {
 		}
 		return fmt.Errorf("put a beat: %w", err)
 	}
-	b.sent, b.ownSeq = sent, ack.Sequence
+	b.sent, b.read, b.ownSeq = sent, before, ack.Sequence
 	return nil
 }
 
@@ -226,21 +225,22 @@ func (b *fleetBeats) overdue(now time.Time) error {
 // received handles a message of the feed, stream sequence sseq, that
 // arrived at arrival after the snapshot: it returns the instant, by this
 // process's clock, before which every message of the filter has been
-// delivered, and ok when that is newer than the newest Synced. The
-// follower's own beat is proven by any message at or after its sequence:
-// a later beat of the same subject replaces it in the stream (the bucket
-// keeps one message per subject), and the consumer then delivers that one
-// instead. Another's beat is dated by its stored timestamp; a carried
-// stream state is checked for a wipe (ErrFeedWiped).
+// delivered and no wipe went unseen, and ok when that is newer than the
+// newest Synced. The follower's own beat is proven by any message at or
+// after its sequence: a later beat of the same subject replaces it in the
+// stream (the bucket keeps one message per subject), and the consumer
+// then delivers that one instead; it proves the instant its read began.
+// Another's beat is dated by the server's time of its read; the stream
+// state it carries is checked for a wipe (ErrFeedWiped).
 func (b *fleetBeats) received(ctx context.Context, m *natsgo.Msg, sseq uint64, arrival time.Time) (at time.Time, ok bool, err error) {
 	if b.ownSeq != 0 && sseq >= b.ownSeq {
-		// Stored after this follower sent it, by this clock; and its
-		// return is a sample of the server's clock.
-		at = b.sent
+		// Stored after its read, which began at b.read by this clock;
+		// and its return is a sample of the server's clock.
+		at = b.read
 		if tb, ok := ackTime(m.Reply); ok && sseq == b.ownSeq {
 			b.clock.Observe(b.sent, tb, arrival)
 		}
-		b.sent, b.ownSeq = time.Time{}, 0
+		b.sent, b.read, b.ownSeq = time.Time{}, time.Time{}, 0
 	}
 	if isBeat(strings.TrimPrefix(m.Subject, b.f.s.subjPre)) {
 		var other time.Time
@@ -259,32 +259,26 @@ func (b *fleetBeats) received(ctx context.Context, m *natsgo.Msg, sseq uint64, a
 // check it carries, and the instant another's proves.
 func (b *fleetBeats) beat(ctx context.Context, m *natsgo.Msg, sseq uint64, arrival time.Time) (time.Time, error) {
 	fields := strings.Fields(string(m.Data))
-	if (len(fields) != 3 && len(fields) != 7) || fields[0] != beatPayload {
+	if len(fields) != 8 || fields[0] != beatPayload {
 		return time.Time{}, nil // not a beat kvbreaker sent: its date is unknown
 	}
-	if len(fields) == 7 {
-		var n [4]int64
-		for i := range n {
-			var err error
-			if n[i], err = strconv.ParseInt(fields[3+i], 10, 64); err != nil {
-				return time.Time{}, nil
-			}
+	var n [5]int64
+	for i := range n {
+		var err error
+		if n[i], err = strconv.ParseInt(fields[3+i], 10, 64); err != nil {
+			return time.Time{}, nil
 		}
-		b.checked = arrival
-		state := jetstream.StreamState{LastSeq: uint64(n[1]), Msgs: uint64(n[2]), NumSubjects: uint64(n[3])}
-		if err := b.f.compareWipe(ctx, time.Unix(0, n[0]), state, true); err != nil {
-			// A wipe, or a stream the check could not read: no Synced.
-			return time.Time{}, err
-		}
+	}
+	state := jetstream.StreamState{LastSeq: uint64(n[1]), Msgs: uint64(n[2]), NumSubjects: uint64(n[3])}
+	if err := b.f.compareWipe(ctx, time.Unix(0, n[0]), state, true); err != nil {
+		// A wipe, or a stream the check could not read: no Synced.
+		return time.Time{}, err
 	}
 	if fields[1] == b.id || ignoreOthersBeats.Load() {
 		return time.Time{}, nil
 	}
-	tb, ok := ackTime(m.Reply)
-	if !ok {
-		return time.Time{}, nil
-	}
-	at, late, err := b.clock.Date(ctx, tb.Add(time.Duration(beatSkew.Load())), arrival)
+	read := time.Unix(0, n[4])
+	at, late, err := b.clock.Date(ctx, read.Add(time.Duration(beatSkew.Load())), arrival)
 	if err != nil {
 		return time.Time{}, err
 	}

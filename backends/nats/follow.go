@@ -326,7 +326,7 @@ func (f *follower) once(ctx context.Context) (began, synced bool, err error) {
 				if !synced || !fb.due(now) {
 					continue
 				}
-				err := fb.send(ctx, now)
+				err := fb.send(ctx)
 				if errors.Is(err, errBeatRefused) && ctx.Err() == nil {
 					// The user may read the bucket but not publish the
 					// beat's subject: prove this feed current by its

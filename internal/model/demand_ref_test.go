@@ -170,7 +170,7 @@ func (f *refDemandFleet) Call(proc int, t time.Time) {
 	if f.d.SenderSamples {
 		f.sample(proc, t)
 	}
-	if f.d.CheckEvery > 0 && (f.checked.IsZero() || float64(t.Sub(f.checked)) >= f.d.CheckEvery*float64(f.hb)) {
+	if f.d.CheckEachBeat || f.d.CheckEvery > 0 && (f.checked.IsZero() || float64(t.Sub(f.checked)) >= f.d.CheckEvery*float64(f.hb)) {
 		f.checked = t
 		f.ownCheck[proc] = t
 		f.Use.Checks++

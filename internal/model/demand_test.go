@@ -55,7 +55,11 @@ func testDemandFleet(t *testing.T, m FeedModel) {
 	case eight.Samples > 8*(int(span/m.Demand.SampleEvery)+1) || eight.Samples < 8 && !m.Demand.OwnBeatSamples:
 		t.Errorf("%d clock samples by 8 processes in %v, want one per process per %v", eight.Samples, span, m.Demand.SampleEvery)
 	}
-	if m.Demand.CheckEvery == 0 {
+	if m.Demand.CheckEachBeat {
+		if eight.Checks != eight.FleetBeats {
+			t.Errorf("%d wipe checks for %d beats, want one each", eight.Checks, eight.FleetBeats)
+		}
+	} else if m.Demand.CheckEvery == 0 {
 		if eight.Checks != 0 {
 			t.Errorf("%d wipe checks by a feed that makes none", eight.Checks)
 		}

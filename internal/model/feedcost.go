@@ -51,6 +51,10 @@ type DemandBeats struct {
 	// when the newest beat that did is this many heartbeats old
 	// (FeedUse.Checks).
 	CheckEvery float64
+	// CheckEachBeat: a beat's sender checks the store before every beat
+	// (NATS: a wipe reaches no consumer, so a beat proves the feed
+	// current only up to a check it carries).
+	CheckEachBeat bool
 	// SampleEvery: each follower reads the store's clock when its last
 	// sample is this old and a beat is to be sent or converted
 	// (FeedUse.Samples).
@@ -261,9 +265,9 @@ const sqliteFollowPoll = 50 * time.Millisecond
 //     server; a replicated one beats as under Follow, for itself: not
 //     modelled), a beat is a put of a reserved subject of the bucket
 //     (PUB beat) which every follower of the prefix receives, dated by
-//     the server's stored timestamp; its sender first checks the stream
-//     (a stream info, also a sample of the server's clock) when the
-//     fleet's newest check is four heartbeats old; each receiver samples
+//     the server's time of a check its sender makes first (a stream info,
+//     also a sample of the server's clock), before every beat, since a
+//     wipe reaches no consumer; each receiver samples
 //     the server's clock (a stream info, its ts) to convert others'
 //     beats when its last sample is 30 s old, and its own beat's return
 //     is a sample.
@@ -309,7 +313,7 @@ var FeedModels = map[string]FeedModel{
 			{Name: "clock_timestamp", PerSample: 1},
 		}},
 	"nats": {Store: "nats",
-		Demand: &DemandBeats{CheckEvery: 4, SampleEvery: 30 * time.Second, Jitter: 8, OwnBeatSamples: true, CheckSamples: true},
+		Demand: &DemandBeats{CheckEachBeat: true, SampleEvery: 30 * time.Second, Jitter: 8, OwnBeatSamples: true, CheckSamples: true},
 		Requests: []FeedRequest{
 			{Name: "CONSUMER.CREATE", PerSession: 1},
 			{Name: "CONSUMER.DELETE", PerSession: 1},
@@ -454,7 +458,7 @@ func (f *DemandFleet) CallAfter(proc int, t time.Duration) {
 	if f.d.SenderSamples {
 		f.sample(proc, t)
 	}
-	if f.d.CheckEvery > 0 && (f.checked == never || float64(t-f.checked) >= f.d.CheckEvery*float64(f.hb)) {
+	if f.d.CheckEachBeat || f.d.CheckEvery > 0 && (f.checked == never || float64(t-f.checked) >= f.d.CheckEvery*float64(f.hb)) {
 		f.checked = t
 		f.ownCheck[proc] = t
 		f.Use.Checks++
