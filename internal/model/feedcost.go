@@ -233,7 +233,9 @@ const sqliteFollowPoll = 50 * time.Millisecond
 //     page of 512 keys. Under Follow a beat, every heartbeat, is a
 //     count-only linearizable Range and, when the watch has not yet
 //     reached that revision, a RequestProgress on the open stream
-//     (counted here on every beat: an upper bound). On demand, the
+//     (counted here on every beat: an upper bound; the server counts any
+//     message on the stream after its first, so the watch's cancel as a
+//     session ends is counted under that name too). On demand, the
 //     snapshot's Synced costs no beat; a beat is a Put of the prefix's
 //     reserved key, which every follower of the prefix receives and dates
 //     from the elapsed time it carries, without a request; its sender
@@ -284,7 +286,7 @@ var FeedModels = map[string]FeedModel{
 		Requests: []FeedRequest{
 			{Name: "Watch", PerSession: 1},
 			{Name: "Range", PerPage: 1, PerBeat: 1},
-			{Name: "RequestProgress", PerBeat: 1, UpTo: true},
+			{Name: "RequestProgress", PerSession: 1, PerBeat: 1, UpTo: true},
 			{Name: "Put", PerFleetBeat: 1},
 			{Name: "LeaseGrant", PerSample: 1},
 		}},
