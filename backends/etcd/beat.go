@@ -63,6 +63,7 @@ const (
 	beatLeaseTTL  = 60  // seconds
 	beatDriftPPM  = 500 // the most NTP slews a clock
 	beatsRemember = 64  // dated beats kept, by revision, for the chain
+	beatRefs      = 16  // the senders a beat refers to, at most
 )
 
 // beatLeaseRenew is how old a sender's lease may be when it puts a beat.
@@ -75,16 +76,21 @@ func isBeatKey(key []byte) bool {
 
 // beatCounts counts, over every feed of the process, what the fleet beats
 // cost and did: beats put, lease grants, beats dropped as dated after
-// their arrival, and the followers that fell back to beating for
-// themselves: what the feed cost model (internal/model) is held to.
-var beatCounts struct{ put, grants, rejected, fallbacks atomic.Int64 }
+// their arrival, the followers that fell back to beating for themselves,
+// and how long before its arrival each beat dated by a chain was dated,
+// in all: what the feed cost model (internal/model) is held to, and what
+// the tests report.
+var beatCounts struct{ put, grants, rejected, fallbacks, lag, lagN atomic.Int64 }
 
 // Test hooks. ignoreOthersBeats makes a follower date no beat by another's
 // chain (the negative control of the fleet's sharing); beatDeltaSkew adds
 // that many nanoseconds to every beat's Δ as a sender's fast clock would,
 // and acceptLateBeats delivers a beat whatever instant it dates to:
 // together the negative control of the arrival check.
+// noFallback makes a follower refused the put go on trying it instead of
+// beating for itself: the negative control of the fallback.
 var (
+	noFallback        atomic.Bool
 	ignoreOthersBeats atomic.Bool
 	beatDeltaSkew     atomic.Int64
 	acceptLateBeats   atomic.Bool
@@ -110,14 +116,21 @@ type fleetBeats struct {
 	// dated holds the dates of the newest beats received, by revision.
 	dated map[int64]time.Time
 	order []int64
-	// lastRev and lastArrival are the newest beat received, which this
-	// follower's own beat refers to.
-	lastRev     int64
-	lastArrival time.Time
+	// id names this follower's beats; heard holds the newest beat
+	// received from each sender, its own included, which its beats refer
+	// to.
+	id    string
+	heard map[string]heardBeat
+}
+
+// heardBeat is the newest beat received from one sender.
+type heardBeat struct {
+	rev     int64
+	arrival time.Time
 }
 
 func newFleetBeats(f *follower) *fleetBeats {
-	b := &fleetBeats{f: f, key: f.prefix + beatSuffix}
+	b := &fleetBeats{f: f, key: f.prefix + beatSuffix, id: strconv.FormatUint(rand.Uint64(), 36)}
 	b.drawJitter()
 	return b
 }
@@ -135,7 +148,7 @@ func (b *fleetBeats) restart(at time.Time, rev int64) {
 	b.sent, b.ownRev = time.Time{}, 0
 	b.anchorAt, b.anchorRev = at, rev
 	b.dated, b.order = map[int64]time.Time{}, b.order[:0]
-	b.lastRev, b.lastArrival = 0, time.Time{}
+	b.heard = map[string]heardBeat{}
 }
 
 // anchored records that every revision after rev committed after at.
@@ -176,12 +189,8 @@ func (b *fleetBeats) send(ctx context.Context) (refused bool, err error) {
 			}
 			b.lease, b.leased = resp.ID, now
 		}
-		payload := beatPayload + " 0 0"
 		sent := time.Now()
-		if b.lastRev != 0 {
-			delta := sent.Sub(b.lastArrival)
-			payload = fmt.Sprintf("%s %d %d", beatPayload, b.lastRev, delta.Nanoseconds())
-		}
+		payload := b.payload(sent)
 		resp, err := b.f.s.cli.Put(ctx, b.key, payload, clientv3.WithLease(b.lease))
 		beatCounts.put.Add(1)
 		if errors.Is(err, rpctypes.ErrLeaseNotFound) && attempt == 0 {
@@ -216,18 +225,23 @@ func (b *fleetBeats) received(rev int64, payload []byte, arrival time.Time) (at 
 	if rev > b.anchorRev && b.anchorAt.After(at) {
 		at = b.anchorAt
 	}
-	if !ignoreOthersBeats.Load() {
-		if c, ok := b.chained(payload); ok && c.After(at) {
+	id, refs, valid := parseBeat(payload)
+	if valid && !ignoreOthersBeats.Load() {
+		if c, ok := b.chained(refs); ok && c.After(at) {
 			if c.After(arrival) && !acceptLateBeats.Load() {
 				// Not a lower bound: a sender's clock ran too fast, or
 				// the payload is wrong. The rest of the date stands.
 				beatCounts.rejected.Add(1)
 			} else {
 				at = c
+				beatCounts.lag.Add(int64(arrival.Sub(c)))
+				beatCounts.lagN.Add(1)
 			}
 		}
 	}
-	b.lastRev, b.lastArrival = rev, arrival
+	if valid {
+		b.heard[id] = heardBeat{rev, arrival}
+	}
 	if !at.IsZero() {
 		b.remember(rev, at)
 	}
@@ -238,25 +252,69 @@ func (b *fleetBeats) received(rev int64, payload []byte, arrival time.Time) (at 
 	return at, true
 }
 
-// chained dates a beat by the one its payload refers to: that beat's date
-// here, plus the time its sender waited after receiving it, less the drift
-// allowed over that time.
-func (b *fleetBeats) chained(payload []byte) (time.Time, bool) {
+// payload is the beat this follower sends at sent: its id, and for the
+// newest beat of each sender it heard within beatLeaseRenew (at most
+// beatRefs of them), its revision and how long before sent it arrived.
+func (b *fleetBeats) payload(sent time.Time) string {
+	var sb strings.Builder
+	sb.WriteString(beatPayload + " " + b.id)
+	n := 0
+	for id, h := range b.heard {
+		switch d := sent.Sub(h.arrival); {
+		case d > beatLeaseRenew:
+			delete(b.heard, id)
+		case n < beatRefs:
+			fmt.Fprintf(&sb, " %d %d", h.rev, d.Nanoseconds())
+			n++
+		}
+	}
+	return sb.String()
+}
+
+// beatRef is a beat a beat refers to: its revision, and how long after
+// that beat arrived at the sender this one was sent.
+type beatRef struct {
+	rev   int64
+	delta time.Duration
+}
+
+// parseBeat reads a beat's payload; ok is false for one kvbreaker did not
+// send.
+func parseBeat(payload []byte) (id string, refs []beatRef, ok bool) {
 	fields := strings.Fields(string(payload))
-	if len(fields) != 3 || fields[0] != beatPayload {
-		return time.Time{}, false // not a beat kvbreaker sent
+	if len(fields) < 2 || len(fields)%2 != 0 || fields[0] != beatPayload {
+		return "", nil, false
 	}
-	ref, err1 := strconv.ParseInt(fields[1], 10, 64)
-	delta, err2 := strconv.ParseInt(fields[2], 10, 64)
-	if err1 != nil || err2 != nil || ref == 0 || delta < 0 {
-		return time.Time{}, false
+	for i := 2; i < len(fields); i += 2 {
+		rev, err1 := strconv.ParseInt(fields[i], 10, 64)
+		delta, err2 := strconv.ParseInt(fields[i+1], 10, 64)
+		if err1 != nil || err2 != nil || delta < 0 {
+			return "", nil, false
+		}
+		refs = append(refs, beatRef{rev, time.Duration(delta)})
 	}
-	base, ok := b.dated[ref]
-	if !ok {
-		return time.Time{}, false
+	return fields[1], refs, true
+}
+
+// chained dates a beat by the beats it refers to: each one's date here,
+// plus the time the sender waited after receiving it, less the drift
+// allowed over that time; the latest stands. Every sender refers to the
+// newest beat of each sender it heard, so a receiver that beat within
+// beatLeaseRenew finds its own among them: a date one delivery and one
+// put behind, which does not grow with the beats it did not send.
+func (b *fleetBeats) chained(refs []beatRef) (time.Time, bool) {
+	var best time.Time
+	for _, r := range refs {
+		base, ok := b.dated[r.rev]
+		if !ok {
+			continue
+		}
+		d := r.delta + time.Duration(beatDeltaSkew.Load())
+		if at := base.Add(d - (d*beatDriftPPM+999_999)/1_000_000); at.After(best) {
+			best = at
+		}
 	}
-	d := time.Duration(delta + beatDeltaSkew.Load())
-	return base.Add(d - (d*beatDriftPPM+999_999)/1_000_000), true
+	return best, !best.IsZero()
 }
 
 // remember keeps rev's date for the beats that will refer to it.

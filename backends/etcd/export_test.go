@@ -36,3 +36,17 @@ func SkewBeatDelta(t interface{ Cleanup(func()) }, d time.Duration, accept bool)
 	acceptLateBeats.Store(accept)
 	t.Cleanup(func() { beatDeltaSkew.Store(0); acceptLateBeats.Store(false) })
 }
+
+// NoFallback makes a feed refused the beat's put go on trying it, until
+// the test ends: the negative control of the fallback.
+func NoFallback(t interface{ Cleanup(func()) }) {
+	noFallback.Store(true)
+	t.Cleanup(func() { noFallback.Store(false) })
+}
+
+// BeatSuffix is what a prefix's beat key appends to it.
+const BeatSuffix = beatSuffix
+
+// BeatLag is how long before its arrival the feeds dated another's beat,
+// on average over every beat so dated.
+func BeatLag() time.Duration { return time.Duration(beatCounts.lag.Load() / max(1, beatCounts.lagN.Load())) }

@@ -340,7 +340,7 @@ func (f *follower) watch(ctx context.Context, rev int64) error {
 					continue
 				}
 				refused, err := f.beats.send(ctx)
-				if !refused {
+				if !refused || noFallback.Load() {
 					_ = err // no Synced: the caller sees the feed fall behind
 					continue
 				}
