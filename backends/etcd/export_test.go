@@ -49,4 +49,6 @@ const BeatSuffix = beatSuffix
 
 // BeatLag is how long before its arrival the feeds dated another's beat,
 // on average over every beat so dated.
-func BeatLag() time.Duration { return time.Duration(beatCounts.lag.Load() / max(1, beatCounts.lagN.Load())) }
+func BeatLag() time.Duration {
+	return time.Duration(beatCounts.lag.Load() / max(1, beatCounts.lagN.Load()))
+}
