@@ -25,33 +25,35 @@ import (
 //
 // Dating it is the hard part: no answer of etcd's carries a clock, and the
 // sender's clock is not the receiver's. So a beat carries no clock reading
-// at all, only an elapsed time: "I sent this Δ after I received beat R′"
-// (the newest beat its sender had received, by the sender's monotonic
-// clock). A receiver that has dated R′ by its own clock (L(R′), no later
-// than R′'s commit) dates the new beat L(R′) + Δ less 500 ppm of Δ: R′
-// committed before its sender received it, and the new beat was sent Δ
-// after that, so it committed at least that much later. The chain starts
-// from the receiver's own actions only: its own beat (sent at t, so it
-// committed after t), its snapshot's linearizable read and, on the
-// per-process fallback, each of its reads (sent at t, answered at revision
-// r: every revision after r committed after t). No wall clock of another
-// process takes part, and no two wall clocks are compared.
+// at all, only elapsed times: for the newest beat of each sender it heard
+// (its own included), "I sent this Δ after that beat, at revision R′,
+// reached me", by the sender's monotonic clock. A receiver that has dated
+// R′ by its own clock (L(R′), no later than R′'s commit) dates the new
+// beat L(R′) + Δ less 500 ppm of Δ, the latest of these: R′ committed
+// before its sender received it, and the new beat was sent Δ after that,
+// so it committed at least that much later. The dates start from the
+// receiver's own actions only: its own beat (sent at t, so it committed
+// after t), its snapshot's linearizable read and, on the per-process
+// fallback, each of its reads (sent at t, answered at revision r: every
+// revision after r committed after t). No wall clock of another process
+// takes part, and no two wall clocks are compared.
 //
-// Each hop loses the beat's delivery to its next sender and the put's
-// commit (milliseconds), so a chain trails its receiver's clock more with
-// every beat it did not send itself. That lag moves its newest Synced back,
-// which makes its timer fire earlier than the others': the follower whose
-// chain is oldest tends to send the next beat and restart its chain from
-// its own. A chain never dates a beat after its arrival; one that would
-// (a sender's clock that ran faster than the drift allows, a forged
-// payload) is dropped.
+// A date from the receiver's own beat is one delivery (of its beat to the
+// sender) and one put (the sender's) behind; a date through other beats
+// loses that at every hop, which is why each sender refers to every
+// sender it heard rather than only to the newest beat: a receiver that
+// beat within beatLeaseRenew finds its own among the references (up to
+// beatRefs senders). The lag moves the receiver's newest Synced back,
+// which makes its timer fire earlier than the sender's. A chain never
+// dates a beat after its arrival; one that would (a sender's clock that
+// ran faster than the drift allows, a forged payload) is dropped.
 //
 // The key is the prefix followed by beatSuffix, whose NUL no host key
 // contains (driver.ValidateKey refuses control characters): List and the
 // snapshot skip it, and the watch never delivers it as a record. It is put
-// with a lease of the sender's (beatLeaseTTL), granted again every
-// beatLeaseRenew, so that a prefix no one beats any more keeps it for at
-// most a minute.
+// with a lease of the sender's (beatLeaseTTL, 10 minutes), granted again
+// every beatLeaseRenew, so that a prefix no one beats any more keeps it
+// for at most 10 minutes.
 //
 // A client refused the put (etcd's RBAC: a user who may read the prefix
 // but not write it) proves its feed current for itself, as Follow does (a
@@ -60,14 +62,17 @@ import (
 const (
 	beatSuffix    = "\x00kvbreaker-beat"
 	beatPayload   = "kvbreaker-beat"
-	beatLeaseTTL  = 60  // seconds
-	beatDriftPPM  = 500 // the most NTP slews a clock
-	beatsRemember = 64  // dated beats kept, by revision, for the chain
-	beatRefs      = 16  // the senders a beat refers to, at most
+	beatLeaseTTL  = 600  // seconds
+	beatDriftPPM  = 500  // the most NTP slews a clock
+	beatsRemember = 1024 // dated beats kept, by revision, for the chain: 12 min at a beat per 750 ms
+	beatRefs      = 16   // the senders a beat refers to, at most
 )
 
-// beatLeaseRenew is how old a sender's lease may be when it puts a beat.
-const beatLeaseRenew = 30 * time.Second
+// beatLeaseRenew is how old a sender's lease may be when it puts a beat:
+// half its TTL, so that the key outlives the fleet's last beat by 5 to
+// 10 minutes, and a sender of a beat every 750 ms grants a lease per 400
+// beats. It also bounds how long a sender refers to a beat it heard.
+const beatLeaseRenew = 5 * time.Minute
 
 // isBeatKey reports whether key is a beat's, of any prefix.
 func isBeatKey(key []byte) bool {

@@ -238,8 +238,8 @@ const sqliteFollowPoll = 50 * time.Millisecond
 //     session ends is counted under that name too). On demand, the
 //     snapshot's Synced costs no beat; a beat is a Put of the prefix's
 //     reserved key, which every follower of the prefix receives and dates
-//     from the elapsed time it carries, without a request; its sender
-//     grants the key's lease (LeaseGrant) when its own is 30 s old.
+//     from the elapsed times it carries, without a request; its sender
+//     grants the key's lease (LeaseGrant) when its own is 5 min old.
 //   - Redis: a session opens two connections (HELLO, CLIENT SETNAME, two
 //     CLIENT SETINFO and CLIENT ID each: go-redis's handshake), turns
 //     CLIENT TRACKING on on one as it connects and SUBSCRIBEs it; the
@@ -282,7 +282,7 @@ const sqliteFollowPoll = 50 * time.Millisecond
 var FeedModels = map[string]FeedModel{
 	"memory": {Store: "memory"},
 	"etcd": {Store: "etcd", SnapshotPage: 512,
-		Demand: &DemandBeats{SampleEvery: 30 * time.Second, Jitter: 8, SenderSamples: true, SenderOnlySamples: true},
+		Demand: &DemandBeats{SampleEvery: 5 * time.Minute, Jitter: 8, SenderSamples: true, SenderOnlySamples: true},
 		Requests: []FeedRequest{
 			{Name: "Watch", PerSession: 1},
 			{Name: "Range", PerPage: 1, PerBeat: 1},
