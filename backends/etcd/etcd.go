@@ -54,7 +54,11 @@
 // request on the watch prove how far the feed has come (Synced). A
 // compacted history, a member without a leader and any broken watch stream
 // are Lost, followed by a new snapshot; a stream is never resumed in
-// place. See Store.Follow.
+// place. See Store.Follow. A mirror's feed on demand (Store.FollowDemand)
+// proves it for the whole fleet instead: a put of the prefix's reserved
+// beat key (the prefix followed by a NUL and "kvbreaker-beat", which List
+// and the feeds skip), dated by every receiver with its own clock
+// (beat.go).
 package etcd
 
 import (

@@ -183,11 +183,11 @@ func TestFollowRequestsCounted(t *testing.T) {
 }
 
 // TestFollowDemandCounted: a feed on demand, asked for beats every 10 ms
-// for a while, sends one beat (a Range, and a RequestProgress while the
-// watch trails it) per heartbeat at most, and the requests etcd counts are
-// what the etcd feed model says its session and those beats cost; then,
-// asked nothing for five heartbeats, it sends nothing. A control model
-// whose beat on demand has no Range does not match.
+// for a while, sends one beat (a Put of the prefix's beat key, and a
+// LeaseGrant first) per heartbeat at most, and the requests etcd counts
+// are what the etcd feed model says its session and those beats cost;
+// then, asked nothing for five heartbeats, it sends nothing. A control
+// model whose beat on demand has no Put does not match.
 func TestFollowDemandCounted(t *testing.T) {
 	cli := newClient(t)
 	st, err := etcd.New(cli)
@@ -197,7 +197,7 @@ func TestFollowDemandCounted(t *testing.T) {
 	t.Cleanup(func() { _ = st.Close() })
 	prefix := uniquePrefix(t)
 	before := grpcCounts(t)
-	sent0 := etcd.BeatsSent()
+	puts0, grants0, _, _ := etcd.FleetBeatCounts()
 
 	got := make(chan driver.Change, 1<<12)
 	want := make(chan struct{}, 1)
@@ -232,7 +232,8 @@ func TestFollowDemandCounted(t *testing.T) {
 		}
 	}
 	ask.Stop()
-	busy := etcd.BeatsSent() - sent0
+	puts, grants, _, _ := etcd.FleetBeatCounts()
+	busy, granted := puts-puts0, grants-grants0
 	// Asked nothing, for five heartbeats: no beat.
 	idle := time.NewTimer(5 * followHeartbeat)
 	<-idle.C
@@ -240,13 +241,13 @@ func TestFollowDemandCounted(t *testing.T) {
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Fatalf("FollowDemand returned %v", err)
 	}
-	if n := etcd.BeatsSent() - sent0; n != busy {
-		t.Errorf("%d beats sent while nothing asked for one", n-busy)
+	if n, _, _, _ := etcd.FleetBeatCounts(); n-puts0 != busy {
+		t.Errorf("%d beats sent while nothing asked for one", n-puts0-busy)
 	}
 	counted := grpcCountsSince(t, before)
 	m := model.FeedModels["etcd"]
 	use := m.DemandStart(1)
-	use.FleetBeats = busy
+	use.FleetBeats, use.Samples = busy, granted
 	if busy < 5 {
 		t.Errorf("%d beats for 5 Synced after the snapshot's", busy)
 	}
@@ -258,25 +259,25 @@ func TestFollowDemandCounted(t *testing.T) {
 	ctlModel := m
 	ctlModel.Requests = nil
 	for _, r := range m.Requests {
-		if r.Name == "Range" {
+		if r.Name == "Put" {
 			r.PerFleetBeat = 0
 		}
 		ctlModel.Requests = append(ctlModel.Requests, r)
 	}
 	if err := ctlModel.Compare(use, counted, 0); err == nil {
-		t.Fatal("a model whose beat on demand has no Range matched the server's count")
+		t.Fatal("a model whose beat on demand has no Put matched the server's count")
 	}
 }
 
 // TestMirrorLightTraffic: the light-traffic run (mirrortest.Light) on
 // etcd, counted by the server's gRPC metrics: idle with Mirror, for 2 s,
-// no request at all; under light traffic the mirror (each process beating
-// for itself, on demand) costs less than the requests per delivery of no
-// mirror.
+// no request at all; under light traffic the mirror (the fleet's beats,
+// a Put of the prefix's beat key by whichever process asks first) costs
+// less than the requests per delivery of no mirror.
 func TestMirrorLightTraffic(t *testing.T) {
 	prefix := uniquePrefix(t)
 	var base map[string]int
-	// The feeds' beats (a Range each) in each span counted: idle, with
+	// The feeds' beats (a Put each) in each span counted: idle, with
 	// the mirror, without.
 	var beats0 int
 	var beats []int
@@ -293,9 +294,10 @@ func TestMirrorLightTraffic(t *testing.T) {
 			}
 			return p
 		},
-		Reset: func(t testing.TB) { base, beats0 = settledCounts(t.(*testing.T)), etcd.BeatsSent() },
+		Reset: func(t testing.TB) { base = settledCounts(t.(*testing.T)); beats0, _, _, _ = etcd.FleetBeatCounts() },
 		Count: func(t testing.TB) map[string]int {
-			beats = append(beats, etcd.BeatsSent()-beats0)
+			n, _, _, _ := etcd.FleetBeatCounts()
+			beats = append(beats, n-beats0)
 			return grpcCountsSince(t.(*testing.T), base)
 		},
 		Seconds: mirrortest.LightSeconds(t),

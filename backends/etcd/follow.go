@@ -98,10 +98,12 @@ func (s *Store) Follow(ctx context.Context, prefix string, heartbeat time.Durati
 
 // FollowDemand implements driver.DemandFollower: Follow, but after each
 // snapshot it beats only when want asks and its newest Synced is older than
-// heartbeat, so that a mirror with nothing to decide sends nothing. etcd's
-// answers carry no clock a follower could convert a beat's time with, so
-// a beat cannot serve another process's follower: each beats for itself,
-// as Follow does, only when asked.
+// heartbeat (and a jitter of up to an eighth of it), so that a mirror with
+// nothing to decide sends nothing. A beat is a put of the prefix's
+// reserved key, which every follower of the prefix receives in revision
+// order and dates by its own clock (beat.go): a fleet sends about one per
+// heartbeat between its members. A client the server refuses the put
+// (permission) beats for itself, as Follow does, only when asked.
 func (s *Store) FollowDemand(ctx context.Context, prefix string, heartbeat time.Duration, want <-chan struct{}, fn func(driver.Change)) error {
 	if want == nil {
 		return opError("follow", prefix, errors.New("nil want"))
@@ -139,6 +141,12 @@ type follower struct {
 	want <-chan struct{}
 	// last is the At of the newest Synced sent.
 	last time.Time
+	// snapAt is when the newest snapshot's linearizable read was sent.
+	snapAt time.Time
+	// beats beats for the fleet (FollowDemand); perProcess: the server
+	// refused this client the beat's put, and it beats for itself.
+	beats      *fleetBeats
+	perProcess bool
 }
 
 func (f *follower) run(ctx context.Context) error {
@@ -214,6 +222,9 @@ func (f *follower) snapshot(ctx context.Context) (rev int64, began bool, err err
 			f.fn(driver.Change{Kind: driver.ChangeReset})
 		}
 		for _, kv := range resp.Kvs {
+			if isBeatKey(kv.Key) {
+				continue
+			}
 			f.fn(driver.Change{Kind: driver.ChangePut, Key: string(kv.Key), Value: kv.Value, Version: driver.Version(kv.ModRevision)})
 		}
 		if !resp.More || len(resp.Kvs) == 0 {
@@ -223,7 +234,7 @@ func (f *follower) snapshot(ctx context.Context) (rev int64, began bool, err err
 	}
 	// Every commit acknowledged before at has a revision of at most rev:
 	// the first page was a linearizable read sent after at.
-	f.last = at
+	f.last, f.snapAt = at, at
 	f.fn(driver.Change{Kind: driver.ChangeSynced, At: at})
 	return rev, true, nil
 }
@@ -252,6 +263,12 @@ func (f *follower) watch(ctx context.Context, rev int64) error {
 		defer ticker.Stop()
 		tick = ticker.C
 	}
+	if f.want != nil {
+		if f.beats == nil {
+			f.beats = newFleetBeats(f)
+		}
+		f.beats.restart(f.snapAt, rev)
+	}
 	seen := rev // every event up to seen has been delivered
 	var pending []beat
 	beatNow := func() {
@@ -262,6 +279,11 @@ func (f *follower) watch(ctx context.Context, rev int64) error {
 			return
 		}
 		beatsSent.Add(1)
+		if f.beats != nil {
+			// Every beat after cur committed after at: the fleet's
+			// beats can be dated from here too.
+			f.beats.anchored(at, cur)
+		}
 		if len(pending) == maxPendingBeats {
 			pending = append(pending[:0], pending[1:]...)
 		}
@@ -291,6 +313,10 @@ func (f *follower) watch(ctx context.Context, rev int64) error {
 			}
 			if n := len(wr.Events); n > 0 {
 				for _, ev := range wr.Events {
+					if isBeatKey(ev.Kv.Key) {
+						f.beatEvent(ev)
+						continue
+					}
 					f.fn(change(ev))
 				}
 				seen = max(seen, wr.Events[n-1].Kv.ModRevision)
@@ -306,11 +332,38 @@ func (f *follower) watch(ctx context.Context, rev int64) error {
 			// Not while the newest Synced is fresh, nor while a beat
 			// sent within the heartbeat waits for the watch.
 			now := time.Now()
+			if !f.perProcess {
+				if err := f.beats.overdue(now); err != nil {
+					return err
+				}
+				if !f.beats.due(now) {
+					continue
+				}
+				refused, err := f.beats.send(ctx)
+				if !refused || noFallback.Load() {
+					_ = err // no Synced: the caller sees the feed fall behind
+					continue
+				}
+				f.perProcess = true
+				beatCounts.fallbacks.Add(1)
+			}
 			if now.Sub(f.last) < f.heartbeat || len(pending) > 0 && now.Sub(pending[len(pending)-1].at) < f.heartbeat {
 				continue
 			}
 			beatNow()
 		}
+	}
+}
+
+// beatEvent handles an event of a beat key: not a record; on demand, a
+// beat that may prove the feed current.
+func (f *follower) beatEvent(ev *clientv3.Event) {
+	if f.beats == nil || ev.Type != clientv3.EventTypePut {
+		return
+	}
+	if at, ok := f.beats.received(ev.Kv.ModRevision, ev.Kv.Value, time.Now()); ok {
+		f.last = at
+		f.fn(driver.Change{Kind: driver.ChangeSynced, At: at})
 	}
 }
 

@@ -44,13 +44,15 @@ func (s *Store) List(ctx context.Context, prefix, cursor string, limit int) ([]s
 	if err != nil {
 		return nil, "", s.callError(op, prefix, err)
 	}
-	keys := make([]string, len(resp.Kvs))
-	for i, kv := range resp.Kvs {
-		keys[i] = string(kv.Key)
+	keys := make([]string, 0, len(resp.Kvs))
+	for _, kv := range resp.Kvs {
+		if !isBeatKey(kv.Key) { // a feed's beat (beat.go), not a record
+			keys = append(keys, string(kv.Key))
+		}
 	}
 	next := ""
-	if resp.More && len(keys) > 0 {
-		next = keys[len(keys)-1]
+	if resp.More && len(resp.Kvs) > 0 {
+		next = string(resp.Kvs[len(resp.Kvs)-1].Key)
 	}
 	return keys, next, nil
 }

@@ -18,8 +18,20 @@ import (
 // and the server comes back at the same address at an older revision,
 // without the write. The feed must say Lost and resynchronise to the
 // restored keys; no Synced whose At is after the restore may vouch for the
-// write the server no longer has.
+// write the server no longer has. So on demand, the feed beating for the
+// fleet all along (the beats' revisions name another history after the
+// restore).
 func TestFollowSeesRestore(t *testing.T) {
+	for _, demand := range []bool{false, true} {
+		name := "follow"
+		if demand {
+			name = "on demand"
+		}
+		t.Run(name, func(t *testing.T) { testFollowSeesRestore(t, demand) })
+	}
+}
+
+func testFollowSeesRestore(t *testing.T, demand bool) {
 	noLeaks(t)
 	srv := etcdtest.MustStart(t)
 	ctx := t.Context()
@@ -45,7 +57,7 @@ func TestFollowSeesRestore(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	f := follow(t, st, prefix, nil)
+	f := followOn(t, st, prefix, nil, demand)
 	m := &mirror{}
 	f.until(t, m, "the snapshot", equalsStore(t, cli, prefix))
 	const gone = "after"

@@ -155,7 +155,7 @@ func (f *refDemandFleet) Call(proc int, t time.Time) {
 				if f.d.OwnBeatSamples && b.at.After(f.sampled[q]) {
 					f.sampled[q] = b.at
 				}
-			} else {
+			} else if !f.d.SenderOnlySamples {
 				f.sample(q, b.arrives)
 			}
 			if b.at.After(f.last[q]) {

@@ -101,8 +101,11 @@ func TestDemandFleetCommits(t *testing.T) {
 	if u := run(pg, false); u.FleetBeats == 0 {
 		t.Error("control: the fleet without its writes sent no beat")
 	}
-	etcd := FeedModels["etcd"]
-	if with, without := run(etcd, true), run(etcd, false); with != without {
+	// No store's feed beats for its own process alone on demand but
+	// etcd's fallback, for a client refused the beat's put.
+	alone := FeedModels["etcd"]
+	alone.Demand = &DemandBeats{PerProcess: true}
+	if with, without := run(alone, true), run(alone, false); with != without {
 		t.Errorf("a feed whose beat serves its sender alone: %+v with the writes, %+v without", with, without)
 	}
 }

@@ -84,9 +84,15 @@ type DemandBeats struct {
 	// CheckSamples: a wipe check is also a sample of the store's clock
 	// for its sender (NATS: a stream info carries the server's time).
 	CheckSamples bool
-	// PerProcess: a beat serves its sender alone (etcd, whose answers
-	// carry no clock to convert one with): each process beats for itself,
-	// only when asked.
+	// SenderOnlySamples: only a beat's sender takes a sample, when it
+	// sends (SenderSamples) and its last is SampleEvery old; receivers
+	// take none. etcd's "sample" reads no clock: it is the grant of the
+	// lease its sender puts the beat key with, and a receiver dates
+	// another's beat from the elapsed time the beat carries.
+	SenderOnlySamples bool
+	// PerProcess: a beat serves its sender alone: each process beats for
+	// itself, only when asked (etcd's fallback for a client refused the
+	// beat's put; no store's model).
 	PerProcess bool
 }
 
@@ -228,12 +234,16 @@ const sqliteFollowPoll = 50 * time.Millisecond
 //
 //   - memory: in process; nothing is sent.
 //   - etcd: a session opens one Watch stream; the snapshot is a Range per
-//     page of 512 keys; a beat is a count-only linearizable Range and,
-//     when the watch has not yet reached that revision, a RequestProgress
-//     on the open stream (counted here on every beat: an upper bound).
-//     Under Follow it beats every heartbeat; on demand, for itself alone
-//     (no clock in etcd's answers to date a beat for others with), only
-//     when its mirror asks, and its snapshot's Synced costs no beat.
+//     page of 512 keys. Under Follow a beat, every heartbeat, is a
+//     count-only linearizable Range and, when the watch has not yet
+//     reached that revision, a RequestProgress on the open stream
+//     (counted here on every beat: an upper bound; the server counts any
+//     message on the stream after its first, so the watch's cancel as a
+//     session ends is counted under that name too). On demand, the
+//     snapshot's Synced costs no beat; a beat is a Put of the prefix's
+//     reserved key, which every follower of the prefix receives and dates
+//     from the elapsed times it carries, without a request; its sender
+//     grants the key's lease (LeaseGrant) when its own is 5 min old.
 //   - Redis: a session opens two connections (HELLO, CLIENT SETNAME, two
 //     CLIENT SETINFO and CLIENT ID each: go-redis's handshake), turns
 //     CLIENT TRACKING on on one as it connects and SUBSCRIBEs it; the
@@ -275,11 +285,14 @@ const sqliteFollowPoll = 50 * time.Millisecond
 //     changed, every 50 ms (or heartbeat if shorter).
 var FeedModels = map[string]FeedModel{
 	"memory": {Store: "memory"},
-	"etcd": {Store: "etcd", SnapshotPage: 512, Demand: &DemandBeats{PerProcess: true},
+	"etcd": {Store: "etcd", SnapshotPage: 512,
+		Demand: &DemandBeats{SampleEvery: 5 * time.Minute, Jitter: 8, SenderSamples: true, SenderOnlySamples: true},
 		Requests: []FeedRequest{
 			{Name: "Watch", PerSession: 1},
-			{Name: "Range", PerPage: 1, PerBeat: 1, PerFleetBeat: 1},
-			{Name: "RequestProgress", PerBeat: 1, PerFleetBeat: 1, UpTo: true},
+			{Name: "Range", PerPage: 1, PerBeat: 1},
+			{Name: "RequestProgress", PerSession: 1, PerBeat: 1, UpTo: true},
+			{Name: "Put", PerFleetBeat: 1},
+			{Name: "LeaseGrant", PerSample: 1},
 		}},
 	"redis": {Store: "redis", SnapshotPage: 256, Invalidations: true,
 		BeatsPer: func(time.Duration) float64 { return 2 },
@@ -443,7 +456,7 @@ func (f *DemandFleet) CallAfter(proc int, t time.Duration) {
 				if f.d.OwnBeatSamples && b.at > f.sampled[q] {
 					f.sampled[q] = b.at
 				}
-			} else {
+			} else if !f.d.SenderOnlySamples {
 				f.sample(q, b.arrives)
 			}
 			if b.at > f.last[q] {

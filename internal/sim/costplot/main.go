@@ -4,9 +4,8 @@
 // that follows, from one run of the simulator's default fleet (each
 // line's slope is the run's requests per delivery; a mirror's line starts
 // at what its feed's beats cost a second, model.FeedModels: on a store whose
-// mirror beats on demand (Redis, PostgreSQL, NATS; etcd each process
-// for itself), the fleet's beats while it decides all along, and none while
-// it is idle; a
+// mirror beats on demand (etcd, Redis, PostgreSQL, NATS), the fleet's
+// beats while it decides all along, and none while it is idle; a
 // dashed line is that store with a beat per process, as Follow beats), and
 // the break-even point
 // of each mirror against no mirror and against the cache: the deliveries a

@@ -1,0 +1,431 @@
+package etcd_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/kvbreaker/kvbreaker/backends/etcd"
+	"github.com/kvbreaker/kvbreaker/driver"
+	"github.com/kvbreaker/kvbreaker/internal/testservers/etcdtest"
+)
+
+// demandRun runs n feeds on demand over one prefix, each with a client of
+// its own, for intervals heartbeats of hb, one feed asked each millisecond
+// in turn, and returns the Puts the server counted in that span (the
+// beats: nothing else writes) and each feed's Synced after its snapshot's.
+func demandRun(t *testing.T, n, intervals int, hb time.Duration) (puts int, synced []int) {
+	t.Helper()
+	prefix := uniquePrefix(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var mu sync.Mutex
+	synced = make([]int, n)
+	lost := make(chan error, n)
+	first := make(chan struct{}, n)
+	wants := make([]chan struct{}, n)
+	done := make(chan error, n)
+	for i := range n {
+		st, err := etcd.New(newClient(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = st.Close() })
+		wants[i] = make(chan struct{}, 1)
+		seen := 0
+		go func() {
+			done <- st.FollowDemand(ctx, prefix, hb, wants[i], func(c driver.Change) {
+				switch c.Kind {
+				case driver.ChangeSynced:
+					if seen++; seen == 1 {
+						first <- struct{}{}
+						return
+					}
+					mu.Lock()
+					synced[i]++
+					mu.Unlock()
+				case driver.ChangeLost:
+					select {
+					case lost <- c.Err:
+					default:
+					}
+				}
+			})
+		}()
+	}
+	for range n {
+		select {
+		case <-first:
+		case <-time.After(feedWait):
+			t.Fatalf("a feed delivered no first Synced in %v", feedWait)
+		}
+	}
+	before := grpcCounts(t)
+	ask := time.NewTicker(time.Millisecond)
+	end := time.NewTimer(time.Duration(intervals) * hb)
+	turn := 0
+loop:
+	for {
+		select {
+		case <-ask.C:
+			turn++
+			select {
+			case wants[turn%n] <- struct{}{}:
+			default:
+			}
+		case err := <-lost:
+			t.Fatalf("Lost: %v", err)
+		case <-end.C:
+			break loop
+		}
+	}
+	ask.Stop()
+	puts = grpcCountsSince(t, before)["Put"]
+	cancel()
+	for range n {
+		if err := <-done; !errors.Is(err, context.Canceled) {
+			t.Errorf("FollowDemand returned %v", err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	return puts, synced
+}
+
+// TestFollowDemandFleetBeat: eight feeds on demand over one prefix, asked
+// in turn all along for 12 heartbeats of the mirror's default (750 ms,
+// three quarters of MirrorStaleness), put about one beat per heartbeat
+// between them, counted by the server, not one per feed, and each keeps
+// delivering Synced. The control, every feed deaf to the others' beats,
+// puts one per feed per heartbeat, above the bound. The heartbeat is the
+// mirror's own: feeds whose timers fire within one beat's round trip of
+// each other both send, and the jitter spreads eight feeds over an
+// eighth of the heartbeat (94 ms here, 12 ms at 100 ms, less than a round
+// trip on a loaded machine).
+func TestFollowDemandFleetBeat(t *testing.T) {
+	const n, intervals, hb = 8, 12, 750 * time.Millisecond
+	bound := 3 * intervals
+	puts0, _, rejected0, _ := etcd.FleetBeatCounts()
+	puts, synced := demandRun(t, n, intervals, hb)
+	sent, _, rejected, _ := etcd.FleetBeatCounts()
+	t.Logf("%d feeds, %d heartbeats: the server counted %d Puts (the feeds %d, dropped %d); Synced per feed %v; a Synced dated %v before its arrival on average",
+		n, intervals, puts, sent-puts0, rejected-rejected0, synced, etcd.BeatLag())
+	if puts != sent-puts0 {
+		t.Errorf("the server counted %d Puts, the feeds %d beats: a beat uncounted, or a Put not a beat", puts, sent-puts0)
+	}
+	if rejected != rejected0 {
+		t.Errorf("%d beats dropped as dated after their arrival", rejected-rejected0)
+	}
+	if puts > bound {
+		t.Errorf("the server counted %d beats in %d heartbeats of %d feeds, want at most %d", puts, intervals, n, bound)
+	}
+	for i, s := range synced {
+		if s < intervals/2 {
+			t.Errorf("feed %d delivered %d Synced in %d heartbeats", i, s, intervals)
+		}
+	}
+
+	etcd.IgnoreOthersBeats(t)
+	ctl, _ := demandRun(t, n, intervals, hb)
+	t.Logf("control, each feed deaf to the others' beats: the server counted %d Puts", ctl)
+	if ctl <= bound {
+		t.Errorf("control: the server counted %d beats, within the bound %d: the test cannot tell one beat per feed from one per fleet", ctl, bound)
+	}
+}
+
+// datedRun: a writer creates keys one after another over its own client
+// for 1.5 s while feed A, asked all along, beats for the fleet and feed B,
+// never asked, takes its Synced from A's beats only. It returns how many
+// of B's Synced after its snapshot's came, how many of them were dated
+// after their own arrival, and how many writes that returned before one of
+// them had not reached B by then.
+func datedRun(t *testing.T) (synced, late, violations int) {
+	t.Helper()
+	prefix := uniquePrefix(t)
+	newStore := func() *etcd.Store {
+		st, err := etcd.New(newClient(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = st.Close() })
+		return st
+	}
+	w, a, b := newStore(), newStore(), newStore()
+	type arrival struct {
+		c  driver.Change
+		at time.Time
+	}
+	var mu sync.Mutex
+	var got []arrival
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	wantA, wantB := make(chan struct{}, 1), make(chan struct{})
+	done := make(chan error, 2)
+	go func() { done <- a.FollowDemand(ctx, prefix, followHeartbeat, wantA, func(driver.Change) {}) }()
+	go func() {
+		done <- b.FollowDemand(ctx, prefix, followHeartbeat, wantB, func(c driver.Change) {
+			mu.Lock()
+			got = append(got, arrival{c, time.Now()})
+			mu.Unlock()
+		})
+	}()
+	ask := time.NewTicker(2 * time.Millisecond)
+	defer ask.Stop()
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-ask.C:
+				select {
+				case wantA <- struct{}{}:
+				default:
+				}
+			}
+		}
+	}()
+	returned := map[string]time.Time{}
+	end := time.Now().Add(1500 * time.Millisecond)
+	for i := 0; time.Now().Before(end); i++ {
+		key := fmt.Sprintf("%sk%d", prefix, i)
+		if _, err := w.CompareAndSwap(t.Context(), key, driver.NoVersion, []byte("v"), time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		returned[key] = time.Now()
+	}
+	cancel()
+	for range 2 {
+		if err := <-done; !errors.Is(err, context.Canceled) {
+			t.Errorf("FollowDemand returned %v", err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	seen := map[string]bool{}
+	first := true
+	for _, g := range got {
+		switch g.c.Kind {
+		case driver.ChangePut:
+			seen[g.c.Key] = true
+		case driver.ChangeLost:
+			t.Fatalf("B: Lost: %v", g.c.Err)
+		case driver.ChangeSynced:
+			if first {
+				first = false
+				continue
+			}
+			synced++
+			if g.c.At.After(g.at) {
+				late++
+			}
+			for key, r := range returned {
+				if r.Before(g.c.At) && !seen[key] {
+					violations++
+				}
+			}
+		}
+	}
+	return synced, late, violations
+}
+
+// TestFollowDemandBeatDated: a feed that only receives another's beats
+// dates each Synced no later than its arrival, and never after a write
+// that had not reached it (every write that returned before At has been
+// delivered before the Synced). Negative controls: every beat's elapsed
+// time 300 ms longer (a sender whose clock ran fast): the feed drops
+// those that would date after their arrival (some, dated from a chain
+// that lost more than 300 ms, may still pass as lower bounds); with the
+// arrival check off as well, it vouches for writes it has not received,
+// and the check above catches it.
+func TestFollowDemandBeatDated(t *testing.T) {
+	synced, late, bad := datedRun(t)
+	t.Logf("%d Synced from another's beats, %d dated after their arrival, %d writes vouched for before they arrived", synced, late, bad)
+	if synced < 5 || late != 0 || bad != 0 {
+		t.Fatalf("%d Synced, %d dated after their arrival, %d writes vouched for before they arrived; want at least 5 Synced and none of the others", synced, late, bad)
+	}
+
+	t.Run("control", func(t *testing.T) {
+		_, _, rejected0, _ := etcd.FleetBeatCounts()
+		etcd.SkewBeatDelta(t, 300*time.Millisecond, false)
+		synced, late, bad := datedRun(t)
+		_, _, rejected, _ := etcd.FleetBeatCounts()
+		t.Logf("elapsed times 300 ms long: %d Synced, %d late, %d writes vouched for; %d beats dropped", synced, late, bad, rejected-rejected0)
+		if late != 0 || rejected == rejected0 {
+			t.Errorf("elapsed times 300 ms long: %d Synced dated after their arrival, %d beats dropped; want none and some", late, rejected-rejected0)
+		}
+		etcd.SkewBeatDelta(t, 300*time.Millisecond, true)
+		synced, late, bad = datedRun(t)
+		t.Logf("and the arrival check off: %d Synced, %d late, %d writes vouched for", synced, late, bad)
+		if late == 0 || bad == 0 {
+			t.Errorf("elapsed times 300 ms long, delivered: %d dated after their arrival, %d writes vouched for; the checks above cannot see a beat dated too late", late, bad)
+		}
+	})
+}
+
+// TestBeatKeyReserved: a prefix's beat key is no record: List never
+// shows it, and a feed's snapshot and watch do not deliver it, though the
+// server holds it.
+func TestBeatKeyReserved(t *testing.T) {
+	cli := newClient(t)
+	st, err := etcd.New(cli)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	prefix := uniquePrefix(t)
+	if _, err := cli.Put(t.Context(), prefix+etcd.BeatSuffix, "kvbreaker-beat x"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.Put(t.Context(), prefix+"k", "v"); err != nil {
+		t.Fatal(err)
+	}
+	keys, _, err := st.List(t.Context(), prefix, "", 100)
+	if err != nil || len(keys) != 1 || keys[0] != prefix+"k" {
+		t.Errorf("List(%q) with a beat key stored = %q, %v; want only %sk", prefix, keys, err, prefix)
+	}
+	got := make(chan driver.Change, 16)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- st.Follow(ctx, prefix, time.Hour, func(c driver.Change) { got <- c }) }()
+	wait := func(what string, stop func(driver.Change) bool) {
+		t.Helper()
+		for {
+			select {
+			case c := <-got:
+				if c.Kind == driver.ChangeLost || (c.Kind == driver.ChangePut || c.Kind == driver.ChangeDelete) && c.Key != prefix+"k" && c.Key != prefix+"after" {
+					t.Errorf("Follow(%q) delivered %v %q with a beat key stored", prefix, c.Kind, c.Key)
+				}
+				if stop(c) {
+					return
+				}
+			case <-time.After(feedWait):
+				t.Fatalf("no %s within %v", what, feedWait)
+			}
+		}
+	}
+	wait("snapshot", func(c driver.Change) bool { return c.Kind == driver.ChangeSynced })
+	if _, err := cli.Put(t.Context(), prefix+etcd.BeatSuffix, "kvbreaker-beat x"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.Delete(t.Context(), prefix+etcd.BeatSuffix); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.Put(t.Context(), prefix+"after", "v"); err != nil {
+		t.Fatal(err)
+	}
+	wait("the write after the beat", func(c driver.Change) bool { return c.Kind == driver.ChangePut && c.Key == prefix+"after" })
+	cancel()
+	<-done
+}
+
+// TestFollowDemandReadOnlyUser: with etcd's authentication on, a user
+// whose role may read the prefix but not write it follows it on demand:
+// refused the beat's put, the feed falls back to proving itself current
+// on its own (a linearizable read and a progress request) and keeps
+// delivering Synced while asked. The control, a feed that goes on trying
+// the put, delivers no Synced after its snapshot's: a mirror that never
+// syncs.
+func TestFollowDemandReadOnlyUser(t *testing.T) {
+	srv := etcdtest.MustStart(t)
+	ctx := t.Context()
+	const prefix = "fleet-r/"
+	admin, err := clientv3.New(clientv3.Config{Endpoints: srv.Endpoints(), DialTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	steps := []func() error{
+		func() error { _, err := admin.RoleAdd(ctx, "root"); return err },
+		func() error { _, err := admin.UserAdd(ctx, "root", "root-password"); return err },
+		func() error { _, err := admin.UserGrantRole(ctx, "root", "root"); return err },
+		func() error { _, err := admin.RoleAdd(ctx, "reader"); return err },
+		func() error {
+			_, err := admin.RoleGrantPermission(ctx, "reader", prefix, clientv3.GetPrefixRangeEnd(prefix), clientv3.PermissionType(clientv3.PermRead))
+			return err
+		},
+		func() error { _, err := admin.UserAdd(ctx, "reader", "reader-password"); return err },
+		func() error { _, err := admin.UserGrantRole(ctx, "reader", "reader"); return err },
+		func() error { _, err := admin.AuthEnable(ctx); return err },
+	}
+	for i, step := range steps {
+		if err := step(); err != nil {
+			t.Fatalf("auth set-up step %d: %v", i+1, err)
+		}
+	}
+	run := func(t *testing.T) (synced int) {
+		cli, err := clientv3.New(clientv3.Config{Endpoints: srv.Endpoints(), DialTimeout: 5 * time.Second,
+			Username: "reader", Password: "reader-password", Context: ctx, Logger: zap.NewNop()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = cli.Close() })
+		st, err := etcd.New(cli)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = st.Close() })
+		got := make(chan driver.Change, 1<<10)
+		want := make(chan struct{}, 1)
+		fctx, cancel := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() {
+			done <- st.FollowDemand(fctx, prefix, followHeartbeat, want, func(c driver.Change) { got <- c })
+		}()
+		ask := time.NewTicker(5 * time.Millisecond)
+		defer ask.Stop()
+		end := time.After(20 * followHeartbeat)
+		first := true
+	loop:
+		for {
+			select {
+			case c := <-got:
+				switch c.Kind {
+				case driver.ChangeLost:
+					t.Fatalf("Lost: %v", c.Err)
+				case driver.ChangeSynced:
+					if first {
+						first = false
+						continue
+					}
+					synced++
+				}
+			case <-ask.C:
+				select {
+				case want <- struct{}{}:
+				default:
+				}
+			case err := <-done:
+				t.Fatalf("FollowDemand returned %v", err)
+			case <-end:
+				break loop
+			}
+		}
+		cancel()
+		if err := <-done; !errors.Is(err, context.Canceled) {
+			t.Errorf("FollowDemand returned %v", err)
+		}
+		if first {
+			t.Fatal("no snapshot's Synced: the reader cannot follow at all")
+		}
+		return synced
+	}
+	_, _, _, fallbacks0 := etcd.FleetBeatCounts()
+	synced := run(t)
+	_, _, _, fallbacks := etcd.FleetBeatCounts()
+	t.Logf("a reader asked for 20 heartbeats: %d Synced after its snapshot's, %d fallbacks", synced, fallbacks-fallbacks0)
+	if synced < 10 || fallbacks-fallbacks0 != 1 {
+		t.Errorf("a reader asked for 20 heartbeats: %d Synced, %d fallbacks; want at least 10 and one", synced, fallbacks-fallbacks0)
+	}
+	t.Run("control", func(t *testing.T) {
+		etcd.NoFallback(t)
+		if synced := run(t); synced != 0 {
+			t.Errorf("a reader that goes on trying the put: %d Synced; the test cannot tell a fallback from none", synced)
+		}
+	})
+}
