@@ -33,9 +33,17 @@ import (
 // instant after its own arrival cannot be a lower bound (a clock stepped,
 // or a sender that got it wrong): it is dropped, after one fresh sample.
 //
+// A SWAPDB sends no invalidation, so a beat's arrival does not prove that
+// the database was not swapped: its sender checks its marker (wipe.go)
+// before every beat, after reading the instant the beat is dated by, and a
+// follower with a marker of its own takes another's beat only when it
+// carries such a check of the same database. A check on only every fourth
+// beat would let a beat vouch for the other database's records for up to
+// four heartbeats.
+//
 // The payload is "kvbreaker:beat:DB:SENDER:SEQ:MICROS:CHECKED" (SENDER the
 // subscriber's client id, CHECKED 1 when the sender confirmed its marker
-// just before, wipe.go), or "kvbreaker:beat:DB:SENDER:wiped" when that
+// just before; 0 when the ACL refused it a marker), or "kvbreaker:beat:DB:SENDER:wiped" when that
 // check found the database swapped: every follower of DB resynchronises.
 // No key has a name of this form under a prefix a Breaker follows, and an
 // invalidation arrives as an array of keys, never as one string.
@@ -47,9 +55,6 @@ const (
 	// beatDriftPPM bounds how far two clocks drift apart, in parts per
 	// million of the time since a sample: 500, the most NTP slews a clock.
 	beatDriftPPM = 500
-	// beatCheckEvery: a beat's sender checks its marker first when the
-	// newest beat of the database that did is this many heartbeats old.
-	beatCheckEvery = 4
 )
 
 // beats is one session's beating on demand, on the session's goroutine.
@@ -72,10 +77,9 @@ type beats struct {
 	// was sent (zero: none is).
 	seq  uint64
 	sent time.Time
-	// checked is the server time of the newest beat of this database
-	// that carried a marker check; ownCheck is when this session last
-	// checked its own marker (or set it).
-	checked, ownCheck time.Time
+	// ownCheck is when this session last checked its own marker (or set
+	// it).
+	ownCheck time.Time
 	// noPublish: the server refused the PUBLISH (ACL): the session beats
 	// with its own PINGs.
 	noPublish bool
@@ -146,7 +150,7 @@ func (b *beats) send(ctx context.Context) (usePing bool, err error) {
 	now := time.Now()
 	tb := b.clk().ServerAt(now)
 	check := 0
-	if b.marker != "" && (b.checked.IsZero() || tb.Sub(b.checked) >= beatCheckEvery*b.f.hb) {
+	if b.marker != "" {
 		if err := b.f.checkDB(ctx, b.tc, b.marker); err != nil {
 			if errors.Is(err, ErrFeedWiped) {
 				_ = b.publish(ctx, fmt.Sprintf("%s%d:%d:wiped", beatPrefix, b.db, b.sid))
@@ -238,10 +242,13 @@ func (b *beats) received(ctx context.Context, payload string, conns int) (at tim
 		return time.Time{}, false, fmt.Errorf("a beat %q of an unknown form", payload)
 	}
 	tb := time.UnixMicro(micros)
-	if fields[4] == "1" && db == b.db && tb.After(b.checked) {
-		b.checked = tb
+	own := sid == b.sid && seq == b.seq && !b.sent.IsZero()
+	if !own && b.marker != "" && (fields[4] != "1" || db != b.db) {
+		// No check of this database's marker before it: a swap may
+		// precede it unseen.
+		return time.Time{}, false, nil
 	}
-	if sid == b.sid && seq == b.seq && !b.sent.IsZero() {
+	if own {
 		// This session's own: sent before the PUBLISH ran, by this
 		// clock.
 		at, b.sent = b.sent, time.Time{}

@@ -149,7 +149,7 @@ func TestFollowDemandBeatDated(t *testing.T) {
 			t.Fatal(err)
 		}
 		ahead := now.Add(2 * time.Second)
-		if err := ctl.Publish(t.Context(), "__redis__:invalidate", fmt.Sprintf("kvbreaker:beat:0:1:1:%d:0", ahead.UnixMicro())).Err(); err != nil {
+		if err := ctl.Publish(t.Context(), "__redis__:invalidate", fmt.Sprintf("kvbreaker:beat:0:1:1:%d:1", ahead.UnixMicro())).Err(); err != nil {
 			t.Fatal(err)
 		}
 	}

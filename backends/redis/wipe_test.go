@@ -137,3 +137,43 @@ func TestFollowWipeBlind(t *testing.T) {
 	}
 	wipetest.CheckBlindFails(t, wiper{dropper{h.(*harness)}})
 }
+
+// TestFollowDemandSeesSwaps: two feeds on demand, sharing the fleet's
+// beats, see every SWAPDB before any Synced whose At is after it. A swap
+// sends no invalidation, so only a check of a feed's marker finds it: a
+// beat that vouched without a check before it would let a mirror hold
+// the other database's records as this one's. Both databases hold the
+// key, so that each feed is current with it again after each swap; eight
+// swaps, landing 0 to 3 heartbeats after both feeds are current.
+func TestFollowDemandSeesSwaps(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	server := redistest.MustStart(t) // a server of its own: the swap takes every key
+	admin := goredis.NewClient(&goredis.Options{Addr: server.Addr()})
+	t.Cleanup(func() { admin.Close() })
+	const key = "wiped/host.example"
+	for db := range 2 {
+		st := newRaw(t, server.Addr(), func(o *goredis.Options) { o.DB = db })
+		if _, err := st.CompareAndSwap(ctx, key, driver.NoVersion, []byte("record"), time.Hour); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var feeds []*backendtest.Feed
+	for range 2 {
+		feeds = append(feeds, backendtest.FollowDemand(t, ctx, newRaw(t, server.Addr()), "wiped/", 100*time.Millisecond))
+	}
+	for i := range 8 {
+		for _, f := range feeds {
+			f.AwaitSyncedWith(t, key)
+		}
+		time.Sleep(time.Duration(i%4) * 100 * time.Millisecond) // where the swap lands between beats
+		if err := admin.Do(ctx, "SWAPDB", 0, 1).Err(); err != nil {
+			t.Fatal(err)
+		}
+		swapped := time.Now()
+		for j, f := range feeds {
+			c := f.AwaitWipeSeen(t, key, swapped)
+			t.Logf("swap %d, feed %d: seen as %v (%v)", i, j, c.Kind, c.Err)
+		}
+	}
+}

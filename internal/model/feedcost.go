@@ -253,9 +253,10 @@ const sqliteFollowPoll = 50 * time.Millisecond
 //     FollowDemand) is a PING on the subscriber and a GETEX of the
 //     session's marker key on the other connection (set when the session
 //     starts, deleted when it ends: a FLUSHALL or SWAPDB behind the feed's
-//     back removes it). On demand, a beat is a PUBLISH, with a GETEX of the
-//     sender's marker when the fleet's newest check is four heartbeats
-//     old (and each follower's own when it went 30 min unchecked), and
+//     back removes it). On demand, a beat is a PUBLISH, after a GETEX of
+//     the sender's marker (a swap reaches no subscriber, so a beat proves
+//     only what a check before it does; and each follower's own marker
+//     when it went 30 min unchecked), and
 //     each follower reads TIME at most every 30 s to date beats.
 //   - PostgreSQL: a session checks the triggers, names its connection,
 //     LISTENs (two statements, the table's channel and the follower's own,
@@ -296,7 +297,7 @@ var FeedModels = map[string]FeedModel{
 		}},
 	"redis": {Store: "redis", SnapshotPage: 256, Invalidations: true,
 		BeatsPer: func(time.Duration) float64 { return 2 },
-		Demand: &DemandBeats{CheckEvery: 4, SampleEvery: 30 * time.Second, MarkerRefresh: 30 * time.Minute, Jitter: 8,
+		Demand: &DemandBeats{CheckEachBeat: true, SampleEvery: 30 * time.Second, MarkerRefresh: 30 * time.Minute, Jitter: 8,
 			FirstBeat: true, SenderSamples: true},
 		Requests: []FeedRequest{
 			{Name: "hello", PerSession: 2},
