@@ -18,17 +18,11 @@ var mysqlBackend = backendDesc{
 	title: "MySQL",
 	about: "(MySQL or MariaDB)",
 	flags: []connFlag{
-		{name: "mysql-dsn", env: "KVBREAKER_MYSQL_DSN", usage: "mysql: go-sql-driver/mysql data source name, user[:password]@tcp(host:port)/database[?options], for MySQL or MariaDB (output never shows it)"},
-		{name: "mysql-table", env: "KVBREAKER_MYSQL_TABLE", usage: "mysql: the table (mysql.CreateTable)", value: defaultMySQLTable},
+		{name: "mysql-dsn", env: "KVBREAKER_MYSQL_DSN", usage: "mysql: go-sql-driver/mysql data source name, user[:password]@tcp(host:port)/database[?options], for MySQL or MariaDB (output never shows it)", need: true, check: checkMySQLDSN},
+		{name: "mysql-table", env: "KVBREAKER_MYSQL_TABLE", usage: "mysql: the table (mysql.CreateTable)", value: defaultMySQLTable, need: true, check: tableCheck(mysql.Schema)},
 	},
 	usage: `--mysql-dsn 'app:secret@tcp(db:3306)/app' [--mysql-table kvbreaker]
 (best from $KVBREAKER_MYSQL_DSN: a flag shows in ps)`,
-	validate: func(f *backendFlags) error {
-		if err := f.need("mysql-dsn"); err != nil {
-			return err
-		}
-		return f.checkMySQLDSN()
-	},
 	open:    openMySQL,
 	create:  initMySQL,
 	creates: "MySQL's table (--mysql-table, with its expiry index: mysql.CreateTable)",
@@ -49,19 +43,16 @@ const errNoSuchTable = 1146
 // data source name, user[:password]@tcp(host:port)/database[?options].
 // Messages never show it (it may hold the password), only the driver's
 // reason.
-func (f *backendFlags) checkMySQLDSN() error {
-	if isURL(f.get("mysql-dsn")) {
+func checkMySQLDSN(f *backendFlags, flag, dsn string) error {
+	if isURL(dsn) {
 		return usagef("%s is a URL: want go-sql-driver/mysql's user[:password]@tcp(host:port)/database, e.g. app@tcp(db:3306)/app", f.name("mysql-dsn"))
 	}
-	cfg, err := gomysql.ParseDSN(f.get("mysql-dsn"))
+	cfg, err := gomysql.ParseDSN(dsn)
 	if err != nil {
 		return usagef("%s (not shown): %v: want user[:password]@tcp(host:port)/database, e.g. app@tcp(db:3306)/app", f.name("mysql-dsn"), err)
 	}
 	if cfg.DBName == "" {
 		return usagef("%s (not shown) names no database: want user[:password]@tcp(host:port)/database", f.name("mysql-dsn"))
-	}
-	if _, err := mysql.Schema(f.get("mysql-table")); err != nil {
-		return usagef("%s: %v", f.name("mysql-table"), err)
 	}
 	return nil
 }

@@ -21,8 +21,9 @@ var postgresBackend = backendDesc{
 	title: "PostgreSQL",
 	about: "(PostgreSQL)",
 	flags: []connFlag{
-		{name: "postgres-url", env: "KVBREAKER_POSTGRES_URL", usage: "postgres: connection `URL`, e.g. postgres://user@db:5432/app, or keyword/value settings, e.g. 'host=db user=app dbname=app' (a password belongs in $PGPASSWORD or ~/.pgpass; output never shows one)", secret: true},
-		{name: "postgres-table", env: "KVBREAKER_POSTGRES_TABLE", usage: "postgres: the table (postgres.CreateTable)", value: defaultPostgresTable},
+		{name: "postgres-url", env: "KVBREAKER_POSTGRES_URL", usage: "postgres: connection `URL`, e.g. postgres://user@db:5432/app, or keyword/value settings, e.g. 'host=db user=app dbname=app' (a password belongs in $PGPASSWORD or ~/.pgpass; output never shows one)", secret: true,
+			need: true, check: checkPostgresURL},
+		{name: "postgres-table", env: "KVBREAKER_POSTGRES_TABLE", usage: "postgres: the table (postgres.CreateTable)", value: defaultPostgresTable, need: true, check: tableCheck(postgres.Schema)},
 	},
 	usage: `--postgres-url postgres://user@db:5432/app [--postgres-table kvbreaker]
 or --postgres-url 'host=db user=app dbname=app'
@@ -33,12 +34,6 @@ TLS: ?sslmode=verify-full&sslrootcert=ca.pem, or $PGSSLROOTCERT)`,
                  --postgres-url win)
 `,
 	secretEnv: []string{"PGPASSWORD"},
-	validate: func(f *backendFlags) error {
-		if err := f.need("postgres-url"); err != nil {
-			return err
-		}
-		return f.checkPostgresURL()
-	},
 	open:    openPostgres,
 	create:  initPostgres,
 	creates: "PostgreSQL's table (--postgres-table, with its version sequence, expiry index, and the trigger that notifies its changes to followers: postgres.CreateTable; an existing one gets the trigger if it lacks it)",
@@ -62,16 +57,13 @@ const defaultPostgresTable = "kvbreaker"
 // checkPostgresURL checks --postgres-url without connecting.
 // It takes what pgx takes: a postgres:// URL or a keyword/value string
 // (host=db user=app dbname=app); messages show it redacted (redactDSN).
-func (f *backendFlags) checkPostgresURL() error {
-	if isURL(f.get("postgres-url")) && !strings.HasPrefix(f.get("postgres-url"), "postgres://") && !strings.HasPrefix(f.get("postgres-url"), "postgresql://") {
+func checkPostgresURL(f *backendFlags, flag, raw string) error {
+	if isURL(raw) && !strings.HasPrefix(raw, "postgres://") && !strings.HasPrefix(raw, "postgresql://") {
 		return usagef("%s is %q: want a postgres:// URL, e.g. postgres://user@db:5432/app, or keyword/value settings (host=db user=app dbname=app)",
-			f.name("postgres-url"), redactDSN(f.get("postgres-url")))
+			f.name(flag), redactDSN(raw))
 	}
-	if _, err := pgxpool.ParseConfig(f.get("postgres-url")); err != nil {
-		return usagef("%s is %q: %s", f.name("postgres-url"), redactDSN(f.get("postgres-url")), pgParseReason(err))
-	}
-	if _, err := postgres.Schema(f.get("postgres-table")); err != nil {
-		return usagef("%s: %v", f.name("postgres-table"), err)
+	if _, err := pgxpool.ParseConfig(raw); err != nil {
+		return usagef("%s is %q: %s", f.name(flag), redactDSN(raw), pgParseReason(err))
 	}
 	return nil
 }

@@ -21,7 +21,8 @@ var redisBackend = backendDesc{
 	title: "Redis",
 	about: "(Redis, or a Redis Cluster)",
 	flags: []connFlag{
-		{name: "redis-url", env: "KVBREAKER_REDIS_URL", usage: "redis: server `URL`, redis://[:password@]host:port/db (rediss:// for TLS); with --redis-cluster, redis://[:password@]host:port?addr=host2:port&addr=host3:port", secret: true},
+		{name: "redis-url", env: "KVBREAKER_REDIS_URL", usage: "redis: server `URL`, redis://[:password@]host:port/db (rediss:// for TLS); with --redis-cluster, redis://[:password@]host:port?addr=host2:port&addr=host3:port", secret: true,
+			need: true, check: checkRedisURL},
 		{name: "redis-cluster", env: "KVBREAKER_REDIS_CLUSTER", usage: "redis: --redis-url names the seed nodes of a Redis Cluster (go-redis ParseClusterURL); list visits every master", boolean: true},
 		{name: "redis-cacert", env: "KVBREAKER_REDIS_CACERT", usage: "redis: PEM `file` of the CA that signed the server's certificate, for a rediss:// URL (default: the system's)"},
 		{name: "redis-cert", env: "KVBREAKER_REDIS_CERT", usage: "redis: PEM client certificate `file`, for a server with tls-auth-clients (with --redis-key)"},
@@ -32,12 +33,6 @@ or --redis-url rediss://user:password@redis:6380/0 --redis-cacert ca.pem
 [--redis-cert client.pem --redis-key client-key.pem]
 or --redis-cluster --redis-url redis://10.0.0.1:6379?addr=10.0.0.2:6379`,
 	validate: func(f *backendFlags) error {
-		if err := f.need("redis-url"); err != nil {
-			return err
-		}
-		if err := f.checkRedisURL(); err != nil {
-			return err
-		}
 		if err := f.pairedFlags("redis-cert", "redis-key", "a client certificate"); err != nil {
 			return err
 		}
@@ -84,8 +79,7 @@ func (f *backendFlags) cluster() bool { return f.get("redis-cluster") != "" }
 // checkRedisURL checks --redis-url (and --redis-cluster) without
 // connecting. The URL is go-redis's own: redis.ParseURL's for one server,
 // redis.ParseClusterURL's (seeds as addr= parameters) with --redis-cluster.
-func (f *backendFlags) checkRedisURL() error {
-	raw := f.get("redis-url")
+func checkRedisURL(f *backendFlags, _, raw string) error {
 	shown := redisShown(raw)
 	u, perr := url.Parse(raw)
 	// go-redis v9.23 has ParseFailoverURL, but there is no Sentinel test
@@ -187,7 +181,7 @@ func openRedis(ctx context.Context, f *backendFlags) (*conn, error) {
 			if seeds != nil && len(ue.Endpoints) == 1 && !slices.Contains(seeds, endpoint) {
 				endpoint += " (a node the Cluster announced)"
 			}
-			return nil, &reachError{backend: "redis", endpoint: endpoint, why: why, err: err}
+			return nil, unreachable("redis", endpoint, why, err)
 		}
 		if seeds != nil && strings.Contains(err.Error(), "cluster support disabled") {
 			return nil, fmt.Errorf("redis at %s is not a Redis Cluster (%v): drop %s", strings.Join(seeds, ", "), errors.Unwrap(err), f.name("redis-cluster"))
