@@ -28,11 +28,11 @@ var dynamodbBackend = backendDesc{
                  (environment, shared config and credentials files, SSO, instance role)
 `,
 	secretEnv: []string{"AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_ACCESS_KEY_ID"},
-	open:    openDynamoDB,
-	create:  initDynamoDB,
-	creates: "DynamoDB's table (--dynamodb-table, partition key \"pk\", on-demand, TTL on \"purgeAt\": dynamodb.CreateTable)",
-	prints:  "the AWS CLI commands with DynamoDB's tables' JSON",
-	print:   printDynamoDB,
+	open:      openDynamoDB,
+	create:    initDynamoDB,
+	creates:   "DynamoDB's table (--dynamodb-table, partition key \"pk\", on-demand, TTL on \"purgeAt\": dynamodb.CreateTable)",
+	prints:    "the AWS CLI commands with DynamoDB's tables' JSON",
+	print:     printDynamoDB,
 	examples: map[string]string{
 		"check": `  AWS_REGION=eu-west-1 kvbreaker check --backend dynamodb --dynamodb-table kvbreaker
   kvbreaker check --backend dynamodb --dynamodb-table kvbreaker \

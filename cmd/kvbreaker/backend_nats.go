@@ -17,7 +17,7 @@ var natsBackend = backendDesc{
 			need: true, list: "URL", check: checkNATSURL},
 		{name: "nats-bucket", env: "KVBREAKER_NATS_BUCKET", usage: "nats: the JetStream key-value bucket (created if missing)", value: defaultNATSBucket},
 	},
-	usage: "--nats-url nats://nats-1:4222,nats://nats-2:4222 [--nats-bucket kvbreaker]",
+	usage:   "--nats-url nats://nats-1:4222,nats://nats-2:4222 [--nats-bucket kvbreaker]",
 	open:    openNATS,
 	noTable: "nats needs no table: nothing to create",
 }

@@ -15,7 +15,7 @@ var sqliteBackend = backendDesc{
 	flags: []connFlag{
 		{name: "sqlite-path", env: "KVBREAKER_SQLITE_PATH", usage: "sqlite: the database `file` the fleet's processes share (made by \"kvbreaker init\" or the first sqlite.Open)", need: true},
 	},
-	usage: "--sqlite-path /var/lib/app/kvbreaker.db",
+	usage:   "--sqlite-path /var/lib/app/kvbreaker.db",
 	open:    openSQLite,
 	create:  initSQLite,
 	creates: "SQLite's file and tables (--sqlite-path, in WAL mode: sqlite.Open)",

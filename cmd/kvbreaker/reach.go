@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"net"
 	"net/url"
-	"syscall"
 	"time"
 
+	"github.com/kvbreaker/kvbreaker/adapter"
 	"github.com/kvbreaker/kvbreaker/driver"
 )
 
@@ -58,24 +58,9 @@ func or(a, b string) string {
 	return a
 }
 
-// dialCheck opens (and closes) a connection to addr within dialTimeout:
-// nil, or the *driver.UnreachableError that says why it failed.
+// dialCheck is adapter.CheckDial within dialTimeout.
 func dialCheck(ctx context.Context, backend, network, addr string) error {
-	dctx, cancel := context.WithTimeout(ctx, dialTimeout)
-	defer cancel()
-	c, err := (&net.Dialer{}).DialContext(dctx, network, addr)
-	if err != nil {
-		var netErr net.Error
-		why := driver.DialReason(err)
-		switch {
-		case errors.Is(err, context.DeadlineExceeded), errors.As(err, &netErr) && netErr.Timeout():
-			why = fmt.Sprintf("no connection within %v (dial timeout)", dialTimeout)
-		case errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH):
-			why = "host unreachable"
-		}
-		return unreachable(backend, addr, why, err)
-	}
-	return c.Close()
+	return adapter.CheckDial(ctx, backend, network, addr, dialTimeout)
 }
 
 // noAnswer translates the failure of a connection's first request: when
