@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
-	"strconv"
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -71,17 +69,13 @@ func checkPostgresURL(f *backendFlags, flag, raw string) error {
 // openPostgres connects a small pool (a command makes a few calls) and
 // checks that the server answers and the table exists.
 func openPostgres(ctx context.Context, f *backendFlags) (*conn, error) {
-	pool, cfg, addr, err := connectPostgres(ctx, f)
+	s, cfg, err := connectPostgres(ctx, f)
 	if err != nil {
 		return nil, err
 	}
-	s, err := postgres.New(pool, f.get("postgres-table"))
-	if err != nil {
-		pool.Close()
-		return nil, err
-	}
+	addr := s.Endpoint()
 	if err := s.Ping(ctx); err != nil {
-		pool.Close()
+		s.Close()
 		if te, ok := errors.AsType[*tlsdiag.Error](err); ok {
 			return nil, tlsFlagError(f, te)
 		}
@@ -90,47 +84,21 @@ func openPostgres(ctx context.Context, f *backendFlags) (*conn, error) {
 		}
 		return nil, noAnswer(ctx, "postgres", addr, f.bound, pgExplain(err, addr, f, cfg))
 	}
-	return &conn{describe: "postgres table " + f.get("postgres-table") + " at " + addr, store: &pgStore{Store: s, pool: pool},
+	return &conn{describe: "postgres table " + f.get("postgres-table") + " at " + addr, store: s,
 		leftBehind: "records expire within 10 minutes, but the rows stay until a purge (postgres.Store.Purge, which the fleet's stores run every 1000 writes) removes them",
 		wipes:      "rows changed with the table's triggers off (DISABLE TRIGGER, session_replication_role = replica, pg_restore --disable-triggers) reach no mirror: restart the fleet's processes after such a change"}, nil
 }
 
-// connectPostgres checks that the server's port accepts a connection and
-// returns a small pool and the address it connects to (host:port, or a unix
-// socket's path), for messages.
-func connectPostgres(ctx context.Context, f *backendFlags) (*pgxpool.Pool, *pgxpool.Config, string, error) {
-	cfg, err := pgxpool.ParseConfig(f.get("postgres-url"))
+// connectPostgres opens a store of two connections (postgres.Open: it
+// dials once first, within dialTimeout) and returns its configuration.
+func connectPostgres(ctx context.Context, f *backendFlags) (*postgres.Store, *pgxpool.Config, error) {
+	cfg, err := postgres.ParseConfig(f.get("postgres-url"))
 	if err != nil {
-		return nil, nil, "", usagef("%s is %q: %s", f.name("postgres-url"), redactDSN(f.get("postgres-url")), pgParseReason(err))
+		return nil, nil, usagef("%s: %v", f.name("postgres-url"), err)
 	}
-	cfg.MaxConns = 2
-	cfg.ConnConfig.ConnectTimeout = dialTimeout
-	cc := cfg.ConnConfig
-	addr := net.JoinHostPort(cc.Host, strconv.Itoa(int(cc.Port)))
-	network := "tcp"
-	if strings.HasPrefix(cc.Host, "/") {
-		addr, network = cc.Host+"/.s.PGSQL."+strconv.Itoa(int(cc.Port)), "unix"
-	}
-	if err := dialCheck(ctx, "postgres", network, addr); err != nil {
-		return nil, nil, "", err
-	}
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		return nil, nil, "", fmt.Errorf("postgres at %s: %w", addr, err)
-	}
-	return pool, cfg, addr, nil
-}
-
-// pgStore is the command's store: closing it closes the pool too.
-type pgStore struct {
-	*postgres.Store
-	pool *pgxpool.Pool
-}
-
-func (s *pgStore) Close() error {
-	err := s.Store.Close()
-	s.pool.Close()
-	return err
+	cfg.MaxConns, cfg.ConnConfig.ConnectTimeout = 2, dialTimeout
+	s, err := postgres.Open(ctx, cfg, f.get("postgres-table"))
+	return s, cfg, err
 }
 
 // pgExplain is postgres.Explain, naming --postgres-url as the setting to
@@ -142,15 +110,15 @@ func pgExplain(err error, addr string, f *backendFlags, cfg *pgxpool.Config) err
 // initPostgres creates the table unless it exists, or adds the trigger it
 // lacks, once the store can read it (postgres.Prepare).
 func initPostgres(ctx context.Context, f *backendFlags) (initOutput, error) {
-	pool, cfg, addr, err := connectPostgres(ctx, f)
+	s, cfg, err := connectPostgres(ctx, f)
 	if err != nil {
 		return initOutput{}, err
 	}
-	defer pool.Close()
-	table := f.get("postgres-table")
+	defer s.Close()
+	table, addr := f.get("postgres-table"), s.Endpoint()
 	target := "postgres table " + table + " at " + addr
 	out := initOutput{Backend: f.backend, Target: target, Table: table}
-	p, err := postgres.Prepare(ctx, pool, table)
+	p, err := postgres.Prepare(ctx, s.Pool(), table)
 	if errors.Is(err, postgres.ErrForeignTable) {
 		return out, fmt.Errorf("%s: the store cannot read it (is it another program's table? see \"kvbreaker init --print\" for the one it needs): %w", target, pgExplain(err, addr, f, cfg))
 	}
