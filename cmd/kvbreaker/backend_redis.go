@@ -80,7 +80,7 @@ func (f *backendFlags) cluster() bool { return f.get("redis-cluster") != "" }
 // connecting. The URL is go-redis's own: redis.ParseURL's for one server,
 // redis.ParseClusterURL's (seeds as addr= parameters) with --redis-cluster.
 func checkRedisURL(f *backendFlags, _, raw string) error {
-	shown := redisShown(raw)
+	shown := redactURL(raw) // go-redis's failover URLs take password=, and a mistyped URL may carry one
 	u, perr := url.Parse(raw)
 	// go-redis v9.23 has ParseFailoverURL, but there is no Sentinel test
 	// server here to prove the command against: refuse it in words.
@@ -117,10 +117,6 @@ func checkRedisURL(f *backendFlags, _, raw string) error {
 	}
 	return nil
 }
-
-// redisShown is a Redis URL for messages (redactURL: go-redis's failover
-// URLs take password=, and a mistyped URL may carry one).
-func redisShown(raw string) string { return redactURL(raw) }
 
 // redisURLErr drops the URL that url.Parse's errors quote whole, password
 // included.
