@@ -17,6 +17,9 @@
 //   - [BeatClock]: the dating of a feed's beats by the follower's own
 //     clock from the store's (driver.DemandFollower: PostgreSQL, Redis),
 //     as a lower bound, and the drop of a beat dated after its arrival.
+//   - [CheckDial]: one connection to a server, within a timeout, before a
+//     pool or a client that would retry a refused one until its deadline:
+//     a *driver.UnreachableError that says why, at once.
 //
 // driver says what an adapter must do; adapter helps it do that. Neither
 // imports a backend or an SDK. This package's example_store_test.go is a

@@ -205,6 +205,8 @@ type Store struct {
 	stmts [nStmts]lazyStmt
 
 	purger *adapter.Purger
+	// ownDB: Open made the pool, so Close closes it.
+	ownDB bool
 }
 
 type options struct {
@@ -787,11 +789,15 @@ func (s *Store) Ping(ctx context.Context) error {
 }
 
 // Close waits for a background purge to end, starts no more and closes the
-// prepared statements; it does not close the pool, which is the caller's.
+// prepared statements; it closes the pool if Open made it (New's pool is
+// the caller's).
 func (s *Store) Close() error {
 	s.purger.Close()
 	for i := range s.stmts {
 		s.stmts[i].close()
+	}
+	if s.ownDB {
+		return s.db.Close()
 	}
 	return nil
 }

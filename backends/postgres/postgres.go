@@ -242,6 +242,8 @@ type Store struct {
 	sqlGet, sqlCreate, sqlSwap, sqlDelete, sqlList, sqlListAll, sqlPurge, sqlExpiry string
 
 	purger *adapter.Purger
+	// ownPool: Open made the pool, so Close closes it.
+	ownPool bool
 }
 
 type options struct {
@@ -662,10 +664,13 @@ func (s *Store) Ping(ctx context.Context) error {
 	return nil
 }
 
-// Close waits for a background purge to end and starts no more; it does not
-// close the pool, which is the caller's.
+// Close waits for a background purge to end and starts no more; it closes
+// the pool if Open made it (New's pool is the caller's).
 func (s *Store) Close() error {
 	s.purger.Close()
+	if s.ownPool {
+		s.pool.Close()
+	}
 	return nil
 }
 

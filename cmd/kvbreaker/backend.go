@@ -74,6 +74,12 @@ type connFlag struct {
 	secret bool
 	// file: it names a PEM file (shell completion).
 	file bool
+	// need: a required flag. list names the items of a comma-separated
+	// flag ("endpoint"). check checks its value, or each item, without
+	// touching the network.
+	need  bool
+	list  string
+	check func(f *backendFlags, flag, value string) error
 }
 
 // descOf is the descriptor named name, or nil.
@@ -379,6 +385,26 @@ func (f *backendFlags) validate() error {
 			return usagef("--%s is a %s flag, but --backend is %s", c.name, d.name, f.backend)
 		}
 	}
+	for _, c := range f.desc.flags {
+		v := f.get(c.name)
+		items := []string{v}
+		if c.list != "" {
+			items = f.list(c.name)
+		}
+		switch {
+		case v == "" && c.need:
+			return usagef("--backend %s needs --%s (or $%s)", f.backend, c.name, f.env(c.name))
+		case len(items) == 0 && v != "":
+			return usagef("%s has no %s", f.name(c.name), c.list)
+		}
+		for _, it := range items {
+			if v != "" && c.check != nil {
+				if err := c.check(f, c.name, it); err != nil {
+					return err
+				}
+			}
+		}
+	}
 	if f.desc.validate != nil {
 		if err := f.desc.validate(f); err != nil {
 			return err
@@ -395,16 +421,6 @@ func (f *backendFlags) validate() error {
 // flagAndEnv names flag and its variable: "--x (or $X)".
 func (f *backendFlags) flagAndEnv(flag string) string {
 	return "--" + flag + " (or $" + f.env(flag) + ")"
-}
-
-// need is the usage error of a required flag left empty, or nil.
-func (f *backendFlags) need(flags ...string) error {
-	for _, name := range flags {
-		if f.get(name) == "" {
-			return usagef("--backend %s needs --%s (or $%s)", f.backend, name, f.env(name))
-		}
-	}
-	return nil
 }
 
 // list is a comma-separated flag's items.
@@ -436,6 +452,16 @@ func (f *backendFlags) checkURL(flag, raw string) error {
 	return nil
 }
 
+// tableCheck is the check of a table flag, by its backend's Schema.
+func tableCheck(schema func(table string) (string, error)) func(*backendFlags, string, string) error {
+	return func(f *backendFlags, flag, table string) error {
+		if _, err := schema(table); err != nil {
+			return usagef("%s: %v", f.name(flag), err)
+		}
+		return nil
+	}
+}
+
 // pairedFlags checks that the flags a and b are given together.
 func (f *backendFlags) pairedFlags(a, b, what string) error {
 	if (f.get(a) == "") != (f.get(b) == "") {
@@ -450,7 +476,7 @@ const maxConnect = 30 * time.Second
 
 // open validates f and connects, within timeout (or maxConnect if shorter).
 // Errors other than *usageError are connection failures (exit 1); a server
-// that cannot be reached is a *reachError.
+// that cannot be reached is a *driver.UnreachableError.
 func (f *backendFlags) open(ctx context.Context, timeout time.Duration) (*conn, error) {
 	if err := f.validate(); err != nil {
 		return nil, err

@@ -26,9 +26,9 @@ var cloudflarekvBackend = backendDesc{
 	title: "Workers KV",
 	about: "(Cloudflare Workers KV)",
 	flags: []connFlag{
-		{name: "cf-account", env: "KVBREAKER_CLOUDFLARE_ACCOUNT_ID", usage: "cloudflarekv: the account ID"},
-		{name: "cf-namespace", env: "KVBREAKER_CLOUDFLARE_NAMESPACE_ID", usage: "cloudflarekv: the Workers KV namespace ID"},
-		{name: "cf-base-url", env: "KVBREAKER_CLOUDFLARE_BASE_URL", usage: "cloudflarekv: API base `URL` override, e.g. a local Miniflare's http://127.0.0.1:8787/client/v4/", secret: true},
+		{name: "cf-account", env: "KVBREAKER_CLOUDFLARE_ACCOUNT_ID", usage: "cloudflarekv: the account ID", need: true},
+		{name: "cf-namespace", env: "KVBREAKER_CLOUDFLARE_NAMESPACE_ID", usage: "cloudflarekv: the Workers KV namespace ID", need: true},
+		{name: "cf-base-url", env: "KVBREAKER_CLOUDFLARE_BASE_URL", usage: "cloudflarekv: API base `URL` override, e.g. a local Miniflare's http://127.0.0.1:8787/client/v4/", secret: true, check: (*backendFlags).checkURL},
 	},
 	usage: `--cf-account ACCOUNT_ID --cf-namespace NAMESPACE_ID
 [--cf-base-url http://127.0.0.1:8787/client/v4/]`,
@@ -36,15 +36,6 @@ var cloudflarekvBackend = backendDesc{
                  the Workers KV API token (Workers KV Storage: Edit); never a flag
 `,
 	secretEnv: []string{TokenEnv},
-	validate: func(f *backendFlags) error {
-		if err := f.need("cf-account", "cf-namespace"); err != nil {
-			return err
-		}
-		if base := f.get("cf-base-url"); base != "" {
-			return f.checkURL("cf-base-url", base)
-		}
-		return nil
-	},
 	open: func(ctx context.Context, f *backendFlags) (*conn, error) {
 		return openCloudflareKV(ctx, f, nil, nil)
 	},

@@ -19,8 +19,8 @@ var dynamodbBackend = backendDesc{
 	title: "DynamoDB",
 	about: "(Amazon DynamoDB)",
 	flags: []connFlag{
-		{name: "dynamodb-table", env: "KVBREAKER_DYNAMODB_TABLE", usage: "dynamodb: the table (partition key \"pk\", a String)"},
-		{name: "dynamodb-endpoint", env: "KVBREAKER_DYNAMODB_ENDPOINT", usage: "dynamodb: endpoint `URL` override, for DynamoDB Local or dynalite", secret: true},
+		{name: "dynamodb-table", env: "KVBREAKER_DYNAMODB_TABLE", usage: "dynamodb: the table (partition key \"pk\", a String)", need: true},
+		{name: "dynamodb-endpoint", env: "KVBREAKER_DYNAMODB_ENDPOINT", usage: "dynamodb: endpoint `URL` override, for DynamoDB Local or dynalite", secret: true, check: (*backendFlags).checkURL},
 	},
 	usage: "--dynamodb-table kvbreaker [--dynamodb-endpoint http://localhost:8000]",
 	envHelp: `  AWS_REGION, AWS_PROFILE, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, ...
@@ -28,20 +28,11 @@ var dynamodbBackend = backendDesc{
                  (environment, shared config and credentials files, SSO, instance role)
 `,
 	secretEnv: []string{"AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_ACCESS_KEY_ID"},
-	validate: func(f *backendFlags) error {
-		if err := f.need("dynamodb-table"); err != nil {
-			return err
-		}
-		if ep := f.get("dynamodb-endpoint"); ep != "" {
-			return f.checkURL("dynamodb-endpoint", ep)
-		}
-		return nil
-	},
-	open:    openDynamoDB,
-	create:  initDynamoDB,
-	creates: "DynamoDB's table (--dynamodb-table, partition key \"pk\", on-demand, TTL on \"purgeAt\": dynamodb.CreateTable)",
-	prints:  "the AWS CLI commands with DynamoDB's tables' JSON",
-	print:   printDynamoDB,
+	open:      openDynamoDB,
+	create:    initDynamoDB,
+	creates:   "DynamoDB's table (--dynamodb-table, partition key \"pk\", on-demand, TTL on \"purgeAt\": dynamodb.CreateTable)",
+	prints:    "the AWS CLI commands with DynamoDB's tables' JSON",
+	print:     printDynamoDB,
 	examples: map[string]string{
 		"check": `  AWS_REGION=eu-west-1 kvbreaker check --backend dynamodb --dynamodb-table kvbreaker
   kvbreaker check --backend dynamodb --dynamodb-table kvbreaker \

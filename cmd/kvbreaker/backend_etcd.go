@@ -12,31 +12,18 @@ var etcdBackend = backendDesc{
 	name:  "etcd",
 	title: "etcd",
 	flags: []connFlag{
-		{name: "etcd-endpoints", env: "KVBREAKER_ETCD_ENDPOINTS", usage: "etcd: comma-separated client URLs, e.g. https://etcd-1:2379,https://etcd-2:2379", secret: true},
+		{name: "etcd-endpoints", env: "KVBREAKER_ETCD_ENDPOINTS", usage: "etcd: comma-separated client URLs, e.g. https://etcd-1:2379,https://etcd-2:2379", secret: true,
+			need: true, list: "endpoint", check: (*backendFlags).checkURL},
 		{name: "etcd-cacert", env: "KVBREAKER_ETCD_CACERT", usage: "etcd: PEM `file` of the CA that signed the servers' certificates (turns TLS on)", file: true},
 		{name: "etcd-cert", env: "KVBREAKER_ETCD_CERT", usage: "etcd: PEM client certificate `file`, for mutual TLS (with --etcd-key)", file: true},
 		{name: "etcd-key", env: "KVBREAKER_ETCD_KEY", usage: "etcd: PEM client key `file`, for mutual TLS (with --etcd-cert)", file: true},
 	},
 	usage: `--etcd-endpoints https://etcd-1:2379,https://etcd-2:2379
 [--etcd-cacert ca.pem [--etcd-cert client.pem --etcd-key client-key.pem]]`,
-	validate: func(f *backendFlags) error {
-		if err := f.need("etcd-endpoints"); err != nil {
-			return err
-		}
-		eps := f.list("etcd-endpoints")
-		if len(eps) == 0 {
-			return usagef("%s has no endpoint", f.name("etcd-endpoints"))
-		}
-		for _, ep := range eps {
-			if err := f.checkURL("etcd-endpoints", ep); err != nil {
-				return err
-			}
-		}
-		return f.pairedFlags("etcd-cert", "etcd-key", "mutual TLS")
-	},
-	open:    openEtcd,
-	noTable: "etcd needs no table: nothing to create",
-	tlsFix:  fileTLSFix("etcd-cacert", "etcd-cert", "etcd-key", "etcd-endpoints", "https://", "http://"),
+	validate: func(f *backendFlags) error { return f.pairedFlags("etcd-cert", "etcd-key", "mutual TLS") },
+	open:     openEtcd,
+	noTable:  "etcd needs no table: nothing to create",
+	tlsFix:   fileTLSFix("etcd-cacert", "etcd-cert", "etcd-key", "etcd-endpoints", "https://", "http://"),
 	examples: map[string]string{
 		"check": `  kvbreaker check --backend etcd --etcd-endpoints http://127.0.0.1:2379
   kvbreaker check --backend etcd --etcd-endpoints https://etcd-1:2379 \

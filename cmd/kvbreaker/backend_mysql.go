@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"io"
@@ -18,17 +17,11 @@ var mysqlBackend = backendDesc{
 	title: "MySQL",
 	about: "(MySQL or MariaDB)",
 	flags: []connFlag{
-		{name: "mysql-dsn", env: "KVBREAKER_MYSQL_DSN", usage: "mysql: go-sql-driver/mysql data source name, user[:password]@tcp(host:port)/database[?options], for MySQL or MariaDB (output never shows it)"},
-		{name: "mysql-table", env: "KVBREAKER_MYSQL_TABLE", usage: "mysql: the table (mysql.CreateTable)", value: defaultMySQLTable},
+		{name: "mysql-dsn", env: "KVBREAKER_MYSQL_DSN", usage: "mysql: go-sql-driver/mysql data source name, user[:password]@tcp(host:port)/database[?options], for MySQL or MariaDB (output never shows it)", need: true, check: checkMySQLDSN},
+		{name: "mysql-table", env: "KVBREAKER_MYSQL_TABLE", usage: "mysql: the table (mysql.CreateTable)", value: defaultMySQLTable, need: true, check: tableCheck(mysql.Schema)},
 	},
 	usage: `--mysql-dsn 'app:secret@tcp(db:3306)/app' [--mysql-table kvbreaker]
 (best from $KVBREAKER_MYSQL_DSN: a flag shows in ps)`,
-	validate: func(f *backendFlags) error {
-		if err := f.need("mysql-dsn"); err != nil {
-			return err
-		}
-		return f.checkMySQLDSN()
-	},
 	open:    openMySQL,
 	create:  initMySQL,
 	creates: "MySQL's table (--mysql-table, with its expiry index: mysql.CreateTable)",
@@ -49,19 +42,16 @@ const errNoSuchTable = 1146
 // data source name, user[:password]@tcp(host:port)/database[?options].
 // Messages never show it (it may hold the password), only the driver's
 // reason.
-func (f *backendFlags) checkMySQLDSN() error {
-	if isURL(f.get("mysql-dsn")) {
+func checkMySQLDSN(f *backendFlags, flag, dsn string) error {
+	if isURL(dsn) {
 		return usagef("%s is a URL: want go-sql-driver/mysql's user[:password]@tcp(host:port)/database, e.g. app@tcp(db:3306)/app", f.name("mysql-dsn"))
 	}
-	cfg, err := gomysql.ParseDSN(f.get("mysql-dsn"))
+	cfg, err := gomysql.ParseDSN(dsn)
 	if err != nil {
 		return usagef("%s (not shown): %v: want user[:password]@tcp(host:port)/database, e.g. app@tcp(db:3306)/app", f.name("mysql-dsn"), err)
 	}
 	if cfg.DBName == "" {
 		return usagef("%s (not shown) names no database: want user[:password]@tcp(host:port)/database", f.name("mysql-dsn"))
-	}
-	if _, err := mysql.Schema(f.get("mysql-table")); err != nil {
-		return usagef("%s: %v", f.name("mysql-table"), err)
 	}
 	return nil
 }
@@ -69,77 +59,45 @@ func (f *backendFlags) checkMySQLDSN() error {
 // openMySQL connects a small pool (a command makes a few calls) and
 // checks that the server answers and the table exists.
 func openMySQL(ctx context.Context, f *backendFlags) (*conn, error) {
-	db, cfg, err := connectMySQL(ctx, f)
+	s, cfg, err := connectMySQL(ctx, f)
 	if err != nil {
-		return nil, err
-	}
-	s, err := mysql.New(db, f.get("mysql-table"), mysql.WithEndpoint(cfg.Addr))
-	if err != nil {
-		db.Close()
 		return nil, err
 	}
 	if err := s.Ping(ctx); err != nil {
-		db.Close()
+		s.Close()
 		if me, ok := errors.AsType[*gomysql.MySQLError](err); ok && me.Number == errNoSuchTable {
 			return nil, fmt.Errorf("mysql: table %s does not exist in database %s at %s: %s", f.get("mysql-table"), cfg.DBName, cfg.Addr, createHint)
 		}
 		return nil, noAnswer(ctx, "mysql", cfg.Addr, f.bound, mysql.Explain(err, cfg, "--mysql-dsn"))
 	}
-	return &conn{describe: "mysql table " + f.get("mysql-table") + " in database " + cfg.DBName + " at " + cfg.Addr,
-		store:      &mysqlStore{Store: s, db: db},
+	return &conn{describe: "mysql table " + f.get("mysql-table") + " in database " + cfg.DBName + " at " + cfg.Addr, store: s,
 		leftBehind: "records expire within 10 minutes, but the rows stay until a purge (mysql.Store.Purge, which the fleet's stores run every 1000 writes) removes them"}, nil
 }
 
-// connectMySQL checks that the server's port accepts a connection and
-// returns a small pool and the parsed DSN (for its address and database).
-func connectMySQL(ctx context.Context, f *backendFlags) (*sql.DB, *gomysql.Config, error) {
+// connectMySQL opens a store of two connections (mysql.Open: it dials once
+// first, within 2 s) and returns the parsed DSN (for its address
+// and database).
+func connectMySQL(ctx context.Context, f *backendFlags) (*mysql.Store, *gomysql.Config, error) {
 	cfg, err := gomysql.ParseDSN(f.get("mysql-dsn"))
 	if err != nil {
 		return nil, nil, usagef("%s (not shown): %v", f.name("mysql-dsn"), err)
 	}
-	if cfg.Timeout == 0 {
-		cfg.Timeout = dialTimeout
-	}
-	network := cfg.Net
-	if network == "" {
-		network = "tcp"
-	}
-	if err := dialCheck(ctx, "mysql", network, cfg.Addr); err != nil {
-		return nil, nil, err
-	}
-	connector, err := gomysql.NewConnector(cfg)
-	if err != nil {
-		return nil, nil, fmt.Errorf("mysql at %s: %w", cfg.Addr, err)
-	}
-	db := sql.OpenDB(connector)
-	db.SetMaxOpenConns(2)
-	return db, cfg, nil
-}
-
-// mysqlStore is the command's store: closing it closes the pool too.
-type mysqlStore struct {
-	*mysql.Store
-	db *sql.DB
-}
-
-func (s *mysqlStore) Close() error {
-	err := s.Store.Close()
-	s.db.Close()
-	return err
+	s, err := mysql.Open(ctx, cfg, f.get("mysql-table"), 2)
+	return s, cfg, err
 }
 
 // initMySQL creates the table unless it exists, and checks that the store
 // can read it (mysql.Prepare).
 func initMySQL(ctx context.Context, f *backendFlags) (initOutput, error) {
-	db, cfg, err := connectMySQL(ctx, f)
+	s, cfg, err := connectMySQL(ctx, f)
 	if err != nil {
 		return initOutput{}, err
 	}
-	defer db.Close()
+	defer s.Close()
 	table := f.get("mysql-table")
 	target := "mysql table " + table + " in database " + cfg.DBName + " at " + cfg.Addr
 	out := initOutput{Backend: f.backend, Target: target, Table: table}
-	p, err := mysql.Prepare(ctx, db, table, mysql.WithEndpoint(cfg.Addr))
+	p, err := mysql.Prepare(ctx, s.DB(), table, mysql.WithEndpoint(cfg.Addr))
 	if errors.Is(err, mysql.ErrForeignTable) {
 		return out, fmt.Errorf("%s: the store cannot read it (is it another program's table? see \"kvbreaker init --print\" for the one it needs): %w", target, mysql.Explain(err, cfg, "--mysql-dsn"))
 	}

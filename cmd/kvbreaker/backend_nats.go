@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"net"
 	"net/url"
 	"strings"
 
@@ -15,25 +13,11 @@ var natsBackend = backendDesc{
 	title: "NATS",
 	about: "(NATS JetStream key-value)",
 	flags: []connFlag{
-		{name: "nats-url", env: "KVBREAKER_NATS_URL", usage: "nats: comma-separated server `URL`s, e.g. nats://nats-1:4222,nats://nats-2:4222 (user information in a URL authenticates and is never shown)", secret: true},
+		{name: "nats-url", env: "KVBREAKER_NATS_URL", usage: "nats: comma-separated server `URL`s, e.g. nats://nats-1:4222,nats://nats-2:4222 (user information in a URL authenticates and is never shown)", secret: true,
+			need: true, list: "URL", check: checkNATSURL},
 		{name: "nats-bucket", env: "KVBREAKER_NATS_BUCKET", usage: "nats: the JetStream key-value bucket (created if missing)", value: defaultNATSBucket},
 	},
-	usage: "--nats-url nats://nats-1:4222,nats://nats-2:4222 [--nats-bucket kvbreaker]",
-	validate: func(f *backendFlags) error {
-		if err := f.need("nats-url"); err != nil {
-			return err
-		}
-		urls := f.list("nats-url")
-		if len(urls) == 0 {
-			return usagef("%s has no URL", f.name("nats-url"))
-		}
-		for _, u := range urls {
-			if err := f.checkNATSURL(u); err != nil {
-				return err
-			}
-		}
-		return nil
-	},
+	usage:   "--nats-url nats://nats-1:4222,nats://nats-2:4222 [--nats-bucket kvbreaker]",
 	open:    openNATS,
 	noTable: "nats needs no table: nothing to create",
 }
@@ -42,35 +26,12 @@ var natsBackend = backendDesc{
 const defaultNATSBucket = "kvbreaker"
 
 // checkNATSURL checks one of --nats-url's URLs without connecting.
-func (f *backendFlags) checkNATSURL(raw string) error {
+func checkNATSURL(f *backendFlags, flag, raw string) error {
 	u, err := url.Parse(raw)
 	if err != nil || (u.Scheme != "nats" && u.Scheme != "tls") || u.Hostname() == "" {
-		return usagef("%s is %q: want nats://host:4222 or tls://host:4222 (comma-separated for several)", f.name("nats-url"), redactURL(raw))
+		return usagef("%s is %q: want nats://host:4222 or tls://host:4222 (comma-separated for several)", f.name(flag), redactURL(raw))
 	}
 	return nil
-}
-
-// natsPreflight checks that one of the servers accepts a TCP connection
-// (at NATS's default port 4222 when a URL names none, as nats.go
-// connects), naming each host:port that refused.
-func natsPreflight(ctx context.Context, urls []string) error {
-	var errs []error
-	for _, raw := range urls {
-		u, err := url.Parse(raw)
-		if err != nil {
-			return err
-		}
-		addr := u.Host
-		if u.Port() == "" {
-			addr = net.JoinHostPort(u.Hostname(), "4222")
-		}
-		if err := dialCheck(ctx, "nats", "tcp", addr); err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		return nil
-	}
-	return errors.Join(errs...)
 }
 
 // openNATS checks that a server accepts a connection, then dials the
@@ -79,7 +40,7 @@ func natsPreflight(ctx context.Context, urls []string) error {
 func openNATS(ctx context.Context, f *backendFlags) (*conn, error) {
 	urls := f.list("nats-url")
 	where := f.shownList("nats-url")
-	if err := natsPreflight(ctx, urls); err != nil {
+	if err := preflight(ctx, "nats", urls...); err != nil {
 		return nil, err
 	}
 	s, err := kvnats.Dial(ctx, strings.Join(urls, ","), f.get("nats-bucket"), nil)

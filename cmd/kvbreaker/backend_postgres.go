@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
-	"strconv"
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -21,8 +19,9 @@ var postgresBackend = backendDesc{
 	title: "PostgreSQL",
 	about: "(PostgreSQL)",
 	flags: []connFlag{
-		{name: "postgres-url", env: "KVBREAKER_POSTGRES_URL", usage: "postgres: connection `URL`, e.g. postgres://user@db:5432/app, or keyword/value settings, e.g. 'host=db user=app dbname=app' (a password belongs in $PGPASSWORD or ~/.pgpass; output never shows one)", secret: true},
-		{name: "postgres-table", env: "KVBREAKER_POSTGRES_TABLE", usage: "postgres: the table (postgres.CreateTable)", value: defaultPostgresTable},
+		{name: "postgres-url", env: "KVBREAKER_POSTGRES_URL", usage: "postgres: connection `URL`, e.g. postgres://user@db:5432/app, or keyword/value settings, e.g. 'host=db user=app dbname=app' (a password belongs in $PGPASSWORD or ~/.pgpass; output never shows one)", secret: true,
+			need: true, check: checkPostgresURL},
+		{name: "postgres-table", env: "KVBREAKER_POSTGRES_TABLE", usage: "postgres: the table (postgres.CreateTable)", value: defaultPostgresTable, need: true, check: tableCheck(postgres.Schema)},
 	},
 	usage: `--postgres-url postgres://user@db:5432/app [--postgres-table kvbreaker]
 or --postgres-url 'host=db user=app dbname=app'
@@ -33,17 +32,11 @@ TLS: ?sslmode=verify-full&sslrootcert=ca.pem, or $PGSSLROOTCERT)`,
                  --postgres-url win)
 `,
 	secretEnv: []string{"PGPASSWORD"},
-	validate: func(f *backendFlags) error {
-		if err := f.need("postgres-url"); err != nil {
-			return err
-		}
-		return f.checkPostgresURL()
-	},
-	open:    openPostgres,
-	create:  initPostgres,
-	creates: "PostgreSQL's table (--postgres-table, with its version sequence, expiry index, and the trigger that notifies its changes to followers: postgres.CreateTable; an existing one gets the trigger if it lacks it)",
-	prints:  "PostgreSQL's SQL (postgres.Schema; pipe it to psql)",
-	print:   printPostgres,
+	open:      openPostgres,
+	create:    initPostgres,
+	creates:   "PostgreSQL's table (--postgres-table, with its version sequence, expiry index, and the trigger that notifies its changes to followers: postgres.CreateTable; an existing one gets the trigger if it lacks it)",
+	prints:    "PostgreSQL's SQL (postgres.Schema; pipe it to psql)",
+	print:     printPostgres,
 	tlsFix: func(f *backendFlags, te *tlsdiag.Error) string {
 		if te.Kind == tlsdiag.Untrusted {
 			return "give the CA that signed it as sslrootcert= in " + f.name("postgres-url") + " (postgres://…?sslmode=verify-full&sslrootcert=ca.pem) or $PGSSLROOTCERT"
@@ -62,16 +55,13 @@ const defaultPostgresTable = "kvbreaker"
 // checkPostgresURL checks --postgres-url without connecting.
 // It takes what pgx takes: a postgres:// URL or a keyword/value string
 // (host=db user=app dbname=app); messages show it redacted (redactDSN).
-func (f *backendFlags) checkPostgresURL() error {
-	if isURL(f.get("postgres-url")) && !strings.HasPrefix(f.get("postgres-url"), "postgres://") && !strings.HasPrefix(f.get("postgres-url"), "postgresql://") {
+func checkPostgresURL(f *backendFlags, flag, raw string) error {
+	if isURL(raw) && !strings.HasPrefix(raw, "postgres://") && !strings.HasPrefix(raw, "postgresql://") {
 		return usagef("%s is %q: want a postgres:// URL, e.g. postgres://user@db:5432/app, or keyword/value settings (host=db user=app dbname=app)",
-			f.name("postgres-url"), redactDSN(f.get("postgres-url")))
+			f.name(flag), redactDSN(raw))
 	}
-	if _, err := pgxpool.ParseConfig(f.get("postgres-url")); err != nil {
-		return usagef("%s is %q: %s", f.name("postgres-url"), redactDSN(f.get("postgres-url")), pgParseReason(err))
-	}
-	if _, err := postgres.Schema(f.get("postgres-table")); err != nil {
-		return usagef("%s: %v", f.name("postgres-table"), err)
+	if _, err := pgxpool.ParseConfig(raw); err != nil {
+		return usagef("%s is %q: %s", f.name(flag), redactDSN(raw), pgParseReason(err))
 	}
 	return nil
 }
@@ -79,17 +69,13 @@ func (f *backendFlags) checkPostgresURL() error {
 // openPostgres connects a small pool (a command makes a few calls) and
 // checks that the server answers and the table exists.
 func openPostgres(ctx context.Context, f *backendFlags) (*conn, error) {
-	pool, cfg, addr, err := connectPostgres(ctx, f)
+	s, cfg, err := connectPostgres(ctx, f)
 	if err != nil {
 		return nil, err
 	}
-	s, err := postgres.New(pool, f.get("postgres-table"))
-	if err != nil {
-		pool.Close()
-		return nil, err
-	}
+	addr := s.Endpoint()
 	if err := s.Ping(ctx); err != nil {
-		pool.Close()
+		s.Close()
 		if te, ok := errors.AsType[*tlsdiag.Error](err); ok {
 			return nil, tlsFlagError(f, te)
 		}
@@ -98,47 +84,21 @@ func openPostgres(ctx context.Context, f *backendFlags) (*conn, error) {
 		}
 		return nil, noAnswer(ctx, "postgres", addr, f.bound, pgExplain(err, addr, f, cfg))
 	}
-	return &conn{describe: "postgres table " + f.get("postgres-table") + " at " + addr, store: &pgStore{Store: s, pool: pool},
+	return &conn{describe: "postgres table " + f.get("postgres-table") + " at " + addr, store: s,
 		leftBehind: "records expire within 10 minutes, but the rows stay until a purge (postgres.Store.Purge, which the fleet's stores run every 1000 writes) removes them",
 		wipes:      "rows changed with the table's triggers off (DISABLE TRIGGER, session_replication_role = replica, pg_restore --disable-triggers) reach no mirror: restart the fleet's processes after such a change"}, nil
 }
 
-// connectPostgres checks that the server's port accepts a connection and
-// returns a small pool and the address it connects to (host:port, or a unix
-// socket's path), for messages.
-func connectPostgres(ctx context.Context, f *backendFlags) (*pgxpool.Pool, *pgxpool.Config, string, error) {
-	cfg, err := pgxpool.ParseConfig(f.get("postgres-url"))
+// connectPostgres opens a store of two connections (postgres.Open: it
+// dials once first, within dialTimeout) and returns its configuration.
+func connectPostgres(ctx context.Context, f *backendFlags) (*postgres.Store, *pgxpool.Config, error) {
+	cfg, err := postgres.ParseConfig(f.get("postgres-url"))
 	if err != nil {
-		return nil, nil, "", usagef("%s is %q: %s", f.name("postgres-url"), redactDSN(f.get("postgres-url")), pgParseReason(err))
+		return nil, nil, usagef("%s: %v", f.name("postgres-url"), err)
 	}
-	cfg.MaxConns = 2
-	cfg.ConnConfig.ConnectTimeout = dialTimeout
-	cc := cfg.ConnConfig
-	addr := net.JoinHostPort(cc.Host, strconv.Itoa(int(cc.Port)))
-	network := "tcp"
-	if strings.HasPrefix(cc.Host, "/") {
-		addr, network = cc.Host+"/.s.PGSQL."+strconv.Itoa(int(cc.Port)), "unix"
-	}
-	if err := dialCheck(ctx, "postgres", network, addr); err != nil {
-		return nil, nil, "", err
-	}
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		return nil, nil, "", fmt.Errorf("postgres at %s: %w", addr, err)
-	}
-	return pool, cfg, addr, nil
-}
-
-// pgStore is the command's store: closing it closes the pool too.
-type pgStore struct {
-	*postgres.Store
-	pool *pgxpool.Pool
-}
-
-func (s *pgStore) Close() error {
-	err := s.Store.Close()
-	s.pool.Close()
-	return err
+	cfg.MaxConns, cfg.ConnConfig.ConnectTimeout = 2, dialTimeout
+	s, err := postgres.Open(ctx, cfg, f.get("postgres-table"))
+	return s, cfg, err
 }
 
 // pgExplain is postgres.Explain, naming --postgres-url as the setting to
@@ -150,15 +110,15 @@ func pgExplain(err error, addr string, f *backendFlags, cfg *pgxpool.Config) err
 // initPostgres creates the table unless it exists, or adds the trigger it
 // lacks, once the store can read it (postgres.Prepare).
 func initPostgres(ctx context.Context, f *backendFlags) (initOutput, error) {
-	pool, cfg, addr, err := connectPostgres(ctx, f)
+	s, cfg, err := connectPostgres(ctx, f)
 	if err != nil {
 		return initOutput{}, err
 	}
-	defer pool.Close()
-	table := f.get("postgres-table")
+	defer s.Close()
+	table, addr := f.get("postgres-table"), s.Endpoint()
 	target := "postgres table " + table + " at " + addr
 	out := initOutput{Backend: f.backend, Target: target, Table: table}
-	p, err := postgres.Prepare(ctx, pool, table)
+	p, err := postgres.Prepare(ctx, s.Pool(), table)
 	if errors.Is(err, postgres.ErrForeignTable) {
 		return out, fmt.Errorf("%s: the store cannot read it (is it another program's table? see \"kvbreaker init --print\" for the one it needs): %w", target, pgExplain(err, addr, f, cfg))
 	}

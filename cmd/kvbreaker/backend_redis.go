@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -21,7 +20,8 @@ var redisBackend = backendDesc{
 	title: "Redis",
 	about: "(Redis, or a Redis Cluster)",
 	flags: []connFlag{
-		{name: "redis-url", env: "KVBREAKER_REDIS_URL", usage: "redis: server `URL`, redis://[:password@]host:port/db (rediss:// for TLS); with --redis-cluster, redis://[:password@]host:port?addr=host2:port&addr=host3:port", secret: true},
+		{name: "redis-url", env: "KVBREAKER_REDIS_URL", usage: "redis: server `URL`, redis://[:password@]host:port/db (rediss:// for TLS); with --redis-cluster, redis://[:password@]host:port?addr=host2:port&addr=host3:port", secret: true,
+			need: true, check: checkRedisURL},
 		{name: "redis-cluster", env: "KVBREAKER_REDIS_CLUSTER", usage: "redis: --redis-url names the seed nodes of a Redis Cluster (go-redis ParseClusterURL); list visits every master", boolean: true},
 		{name: "redis-cacert", env: "KVBREAKER_REDIS_CACERT", usage: "redis: PEM `file` of the CA that signed the server's certificate, for a rediss:// URL (default: the system's)"},
 		{name: "redis-cert", env: "KVBREAKER_REDIS_CERT", usage: "redis: PEM client certificate `file`, for a server with tls-auth-clients (with --redis-key)"},
@@ -32,12 +32,6 @@ or --redis-url rediss://user:password@redis:6380/0 --redis-cacert ca.pem
 [--redis-cert client.pem --redis-key client-key.pem]
 or --redis-cluster --redis-url redis://10.0.0.1:6379?addr=10.0.0.2:6379`,
 	validate: func(f *backendFlags) error {
-		if err := f.need("redis-url"); err != nil {
-			return err
-		}
-		if err := f.checkRedisURL(); err != nil {
-			return err
-		}
 		if err := f.pairedFlags("redis-cert", "redis-key", "a client certificate"); err != nil {
 			return err
 		}
@@ -82,59 +76,18 @@ func (boolString) IsBoolFlag() bool { return true }
 func (f *backendFlags) cluster() bool { return f.get("redis-cluster") != "" }
 
 // checkRedisURL checks --redis-url (and --redis-cluster) without
-// connecting. The URL is go-redis's own: redis.ParseURL's for one server,
-// redis.ParseClusterURL's (seeds as addr= parameters) with --redis-cluster.
-func (f *backendFlags) checkRedisURL() error {
-	raw := f.get("redis-url")
-	shown := redisShown(raw)
-	u, perr := url.Parse(raw)
-	// go-redis v9.23 has ParseFailoverURL, but there is no Sentinel test
-	// server here to prove the command against: refuse it in words.
-	if perr == nil && u.Query().Has("master_name") {
-		return usagef("%s is %q: master_name= names a Redis Sentinel master, which kvbreaker does not support: point --redis-url at the current master (redis://host:port/db), or at a Cluster with --redis-cluster",
-			f.name("redis-url"), shown)
+// connecting (redis.CheckURL).
+func checkRedisURL(f *backendFlags, flag, raw string) error {
+	setting := f.name("redis-cluster")
+	if !f.cluster() {
+		setting = "--redis-cluster (or $" + f.env("redis-cluster") + "=true)"
 	}
-	if f.cluster() {
-		o, err := goredis.ParseClusterURL(f.get("redis-url"))
-		if err != nil {
-			return usagef("%s is %q: with %s want redis://host:port?addr=host2:port&addr=host3:port or rediss://… (%v)",
-				f.name("redis-url"), shown, f.name("redis-cluster"), redisURLErr(err))
-		}
-		// ParseClusterURL ignores the path; a db number would silently
-		// read db 0, the only one a Cluster has.
-		if u.Path != "" && u.Path != "/" && u.Path != "/0" {
-			return usagef("%s is %q: a Redis Cluster has database 0 only: drop %q (with %s)",
-				f.name("redis-url"), shown, u.Path, f.name("redis-cluster"))
-		}
-		// Replica reads would need redis.WithReplicaReads and a lag bound
-		// the command cannot know; check would then test the wrong thing.
-		if o.ReadOnly || o.RouteByLatency || o.RouteRandomly {
-			return usagef("%s is %q: read_only, route_by_latency and route_randomly send reads to replicas; the command reads from masters: drop them",
-				f.name("redis-url"), shown)
-		}
-		return nil
-	}
-	if _, err := goredis.ParseURL(f.get("redis-url")); err != nil {
-		if perr == nil && u.Query().Has("addr") {
-			return usagef("%s is %q: addr= names the seeds of a Redis Cluster: add --redis-cluster (or $%s=true)",
-				f.name("redis-url"), shown, f.env("redis-cluster"))
-		}
-		return usagef("%s is %q: want redis://host:port/db or rediss://host:port/db (%v)", f.name("redis-url"), shown, redisURLErr(err))
+	if err := redis.CheckURL(raw, f.cluster(), setting); err != nil {
+		// redactURL: go-redis's failover URLs take password=, and a
+		// mistyped URL may carry one.
+		return usagef("%s is %q: %v", f.name(flag), redactURL(raw), err)
 	}
 	return nil
-}
-
-// redisShown is a Redis URL for messages (redactURL: go-redis's failover
-// URLs take password=, and a mistyped URL may carry one).
-func redisShown(raw string) string { return redactURL(raw) }
-
-// redisURLErr drops the URL that url.Parse's errors quote whole, password
-// included.
-func redisURLErr(err error) error {
-	if ue, ok := errors.AsType[*url.Error](err); ok {
-		return ue.Err
-	}
-	return err
 }
 
 // quietLog drops go-redis's own log lines (a pool's "failed to dial after
@@ -155,14 +108,14 @@ func openRedis(ctx context.Context, f *backendFlags) (*conn, error) {
 	if f.cluster() {
 		o, err := goredis.ParseClusterURL(raw)
 		if err != nil {
-			return nil, usagef("%s: %v", f.name("redis-url"), redisURLErr(err))
+			return nil, usagef("%s does not parse", f.name("redis-url")) // checkRedisURL said why
 		}
 		dial, seeds = redis.DialCluster, o.Addrs
 		where = "redis cluster via " + strings.Join(seeds, ", ")
 	} else {
 		o, err := goredis.ParseURL(raw)
 		if err != nil {
-			return nil, usagef("%s: %v", f.name("redis-url"), redisURLErr(err))
+			return nil, usagef("%s does not parse", f.name("redis-url")) // checkRedisURL said why
 		}
 		addr, where = o.Addr, "redis at "+o.Addr+" db "+strconv.Itoa(o.DB)
 	}
@@ -187,7 +140,7 @@ func openRedis(ctx context.Context, f *backendFlags) (*conn, error) {
 			if seeds != nil && len(ue.Endpoints) == 1 && !slices.Contains(seeds, endpoint) {
 				endpoint += " (a node the Cluster announced)"
 			}
-			return nil, &reachError{backend: "redis", endpoint: endpoint, why: why, err: err}
+			return nil, unreachable("redis", endpoint, why, err)
 		}
 		if seeds != nil && strings.Contains(err.Error(), "cluster support disabled") {
 			return nil, fmt.Errorf("redis at %s is not a Redis Cluster (%v): drop %s", strings.Join(seeds, ", "), errors.Unwrap(err), f.name("redis-cluster"))

@@ -13,12 +13,9 @@ var sqliteBackend = backendDesc{
 	title: "SQLite",
 	about: "(one SQLite file on this host)",
 	flags: []connFlag{
-		{name: "sqlite-path", env: "KVBREAKER_SQLITE_PATH", usage: "sqlite: the database `file` the fleet's processes share (made by \"kvbreaker init\" or the first sqlite.Open)"},
+		{name: "sqlite-path", env: "KVBREAKER_SQLITE_PATH", usage: "sqlite: the database `file` the fleet's processes share (made by \"kvbreaker init\" or the first sqlite.Open)", need: true},
 	},
-	usage: "--sqlite-path /var/lib/app/kvbreaker.db",
-	validate: func(f *backendFlags) error {
-		return f.need("sqlite-path")
-	},
+	usage:   "--sqlite-path /var/lib/app/kvbreaker.db",
 	open:    openSQLite,
 	create:  initSQLite,
 	creates: "SQLite's file and tables (--sqlite-path, in WAL mode: sqlite.Open)",

@@ -6,9 +6,10 @@ import (
 	"fmt"
 	"net"
 	"net/url"
-	"strings"
-	"syscall"
 	"time"
+
+	"github.com/kvbreaker/kvbreaker/adapter"
+	"github.com/kvbreaker/kvbreaker/driver"
 )
 
 // dialTimeout bounds the first TCP connection to an endpoint, as a store's
@@ -16,94 +17,50 @@ import (
 // not after the command's --timeout.
 const dialTimeout = 2 * time.Second
 
-// reachError says a backend's server could not be reached or did not
-// answer: "cannot reach BACKEND at ENDPOINT: connection refused".
-type reachError struct {
-	backend, endpoint string
-	// why is the cause in a few words: "connection refused", "no answer
-	// within --timeout 3s".
-	why string
-	err error
+// unreachable is the error of a backend's server that could not be reached
+// or did not answer: "cannot reach BACKEND at ENDPOINT: connection refused",
+// the adapters' own *driver.UnreachableError.
+func unreachable(backend, endpoint, why string, err error) error {
+	return &driver.UnreachableError{Backend: backend, Endpoints: []string{endpoint}, Reason: why, Err: err}
 }
 
-func (e *reachError) Error() string {
-	return fmt.Sprintf("cannot reach %s at %s: %s", e.backend, e.endpoint, e.why)
-}
-
-func (e *reachError) Unwrap() error { return e.err }
-
-// preflight opens (and closes) a TCP connection to each endpoint, within
-// dialTimeout, and fails only if none accepts. SDK clients retry a refused
-// connection until their deadline (a gRPC client for its whole dial
-// timeout); this answers the common case, a wrong port or a server that is
-// down, at once and in words.
+// preflight opens (and closes) a TCP connection to each endpoint (a URL,
+// or host:port when network is set), within dialTimeout, and fails only if
+// none accepts. SDK clients retry a refused connection until their deadline
+// (a gRPC client for its whole dial timeout); this answers the common case,
+// a wrong port or a server that is down, at once and in words.
 func preflight(ctx context.Context, backend string, endpoints ...string) error {
 	var errs []error
 	for _, ep := range endpoints {
-		addr, err := hostPort(ep)
-		if err != nil {
-			return err
+		u, err := url.Parse(ep)
+		if err != nil || u.Host == "" {
+			return fmt.Errorf("%q is not a URL", redactURL(ep))
 		}
-		err = dialCheck(ctx, backend, "tcp", addr)
-		if err == nil {
+		// A URL without a port: its scheme's (NATS's 4222, HTTP's 80).
+		port := map[string]string{"http": "80", "nats": "4222", "tls": "4222"}[u.Scheme]
+		addr := net.JoinHostPort(u.Hostname(), or(u.Port(), or(port, "443")))
+		if err = dialCheck(ctx, backend, "tcp", addr); err == nil {
 			return nil
 		}
-		err.(*reachError).endpoint = redactURL(ep)
+		if port != "4222" { // NATS's messages name host:port, as nats.go does
+			err.(*driver.UnreachableError).Endpoints[0] = redactURL(ep)
+		}
 		errs = append(errs, err)
-	}
-	if len(errs) == 1 {
-		return errs[0]
 	}
 	return errors.Join(errs...)
 }
 
-// dialCheck opens (and closes) a connection to addr within dialTimeout:
-// nil, or the *reachError that says why it failed.
+// or is a, or b if a is empty.
+func or(a, b string) string {
+	if a == "" {
+		return b
+	}
+	return a
+}
+
+// dialCheck is adapter.CheckDial within dialTimeout.
 func dialCheck(ctx context.Context, backend, network, addr string) error {
-	dctx, cancel := context.WithTimeout(ctx, dialTimeout)
-	defer cancel()
-	c, err := (&net.Dialer{}).DialContext(dctx, network, addr)
-	if err != nil {
-		return &reachError{backend: backend, endpoint: addr, why: dialCause(err), err: err}
-	}
-	return c.Close()
-}
-
-// hostPort is the address a URL's client connects to.
-func hostPort(raw string) (string, error) {
-	u, err := url.Parse(raw)
-	if err != nil || u.Host == "" {
-		return "", fmt.Errorf("%q is not a URL", redactURL(raw))
-	}
-	if u.Port() != "" {
-		return u.Host, nil
-	}
-	port := "443"
-	if u.Scheme == "http" {
-		port = "80"
-	}
-	return net.JoinHostPort(u.Hostname(), port), nil
-}
-
-// dialCause says why a dial failed, in the words an operator searches for.
-func dialCause(err error) string {
-	var dnsErr *net.DNSError
-	var netErr net.Error
-	switch {
-	case errors.Is(err, syscall.ECONNREFUSED):
-		return "connection refused"
-	case errors.As(err, &dnsErr) && dnsErr.IsNotFound:
-		return "no such host " + dnsErr.Name
-	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &netErr) && netErr.Timeout():
-		return fmt.Sprintf("no connection within %v (dial timeout)", dialTimeout)
-	case errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH):
-		return "host unreachable"
-	}
-	msg := err.Error()
-	if i := strings.LastIndex(msg, ": "); i >= 0 {
-		msg = msg[i+2:]
-	}
-	return msg
+	return adapter.CheckDial(ctx, backend, network, addr, dialTimeout)
 }
 
 // noAnswer translates the failure of a connection's first request: when
@@ -113,5 +70,5 @@ func noAnswer(ctx context.Context, backend, endpoint, bound string, err error) e
 	if ctx.Err() == nil {
 		return err
 	}
-	return &reachError{backend: backend, endpoint: endpoint, why: "no answer within " + bound, err: err}
+	return unreachable(backend, endpoint, "no answer within "+bound, err)
 }
