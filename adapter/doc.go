@@ -17,6 +17,9 @@
 //   - [BeatClock]: the dating of a feed's beats by the follower's own
 //     clock from the store's (driver.DemandFollower: PostgreSQL, Redis),
 //     as a lower bound, and the drop of a beat dated after its arrival.
+//   - [Explained]: a server's refusal explained in the adapter's words
+//     (what to change), which still unwraps to the SDK's error
+//     (MySQL, PostgreSQL, Redis).
 //
 // driver says what an adapter must do; adapter helps it do that. Neither
 // imports a backend or an SDK. This package's example_store_test.go is a
