@@ -14,6 +14,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/kvbreaker/kvbreaker/adapter"
 	"github.com/kvbreaker/kvbreaker/driver"
 	"github.com/kvbreaker/kvbreaker/tlsdiag"
 )
@@ -63,16 +64,16 @@ type UnreachableError = driver.UnreachableError
 // Store's later life. Invalid endpoints and options are *driver.OptionError,
 // all of them joined.
 func Dial(ctx context.Context, endpoints []string, tlsConfig *tls.Config, opts ...Option) (*Store, error) {
-	var problems []error
+	problems := adapter.Problems{Backend: backend}
 	if len(endpoints) == 0 {
-		problems = append(problems, optionError("endpoints", "none", "give at least one, e.g. https://etcd-0:2379"))
+		problems.Add("endpoints", "none", "give at least one, e.g. https://etcd-0:2379")
 	}
 	for i, ep := range endpoints {
 		if strings.TrimSpace(ep) == "" {
-			problems = append(problems, optionError("endpoint", fmt.Sprintf("%q (#%d)", ep, i+1), "give host:port or a URL, e.g. https://etcd-0:2379"))
+			problems.Add("endpoint", fmt.Sprintf("%q (#%d)", ep, i+1), "give host:port or a URL, e.g. https://etcd-0:2379")
 		}
 	}
-	o, err := newOptions(opts, problems...)
+	o, err := newOptions(opts, &problems)
 	if err != nil {
 		return nil, err
 	}

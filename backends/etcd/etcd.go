@@ -66,6 +66,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/kvbreaker/kvbreaker/adapter"
 	"github.com/kvbreaker/kvbreaker/driver"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -128,7 +129,7 @@ func WithMinTTL(d time.Duration) Option { return func(o *options) { o.minTTL = d
 
 // newOptions applies opts over the defaults and reports every invalid one
 // (and the problems the caller found already) as a *driver.OptionError.
-func newOptions(opts []Option, problems ...error) (options, error) {
+func newOptions(opts []Option, problems *adapter.Problems) (options, error) {
 	o := options{
 		policy: reusePolicy{
 			fraction: DefaultReuseFraction,
@@ -140,30 +141,19 @@ func newOptions(opts []Option, problems ...error) (options, error) {
 	for _, opt := range opts {
 		opt(&o)
 	}
-	errs := problems
 	if f := o.policy.fraction; f < 0 || f > 1 || math.IsNaN(f) {
-		errs = append(errs, optionError("WithLeaseReuse fraction", f, "give a share of the TTL from 0 to 1"))
+		problems.Add("WithLeaseReuse fraction", f, "give a share of the TTL from 0 to 1")
 	}
 	if o.policy.maxSlack < 0 {
-		errs = append(errs, optionError("WithLeaseReuse maximum", time.Duration(o.policy.maxSlack)*time.Second, "give 0 (no pooling) or a positive duration"))
+		problems.Add("WithLeaseReuse maximum", time.Duration(o.policy.maxSlack)*time.Second, "give 0 (no pooling) or a positive duration")
 	}
 	if o.policy.maxKeys < 1 {
-		errs = append(errs, optionError("WithMaxKeysPerLease", o.policy.maxKeys, "give 1 or more"))
+		problems.Add("WithMaxKeysPerLease", o.policy.maxKeys, "give 1 or more")
 	}
 	if o.minTTL < 0 {
-		errs = append(errs, optionError("WithMinTTL", o.minTTL, "give 0 (ask the server) or a positive duration"))
+		problems.Add("WithMinTTL", o.minTTL, "give 0 (ask the server) or a positive duration")
 	}
-	switch len(errs) {
-	case 0:
-		return o, nil
-	case 1:
-		return o, errs[0]
-	}
-	return o, errors.Join(errs...)
-}
-
-func optionError(option string, value any, fix string) error {
-	return &driver.OptionError{Backend: backend, Option: option, Value: value, Fix: fix}
+	return o, problems.Err()
 }
 
 // probeTimeout bounds New's question to the server about its minimum TTL.
@@ -176,11 +166,11 @@ const probeTimeout = 5 * time.Second
 // no endpoint could be reached). Invalid options are *driver.OptionError,
 // all of them joined.
 func New(cli *clientv3.Client, opts ...Option) (*Store, error) {
-	var problems []error
+	problems := adapter.Problems{Backend: backend}
 	if cli == nil {
-		problems = append(problems, optionError("client", "nil", "pass a *clientv3.Client, or call Dial"))
+		problems.Add("client", "nil", "pass a *clientv3.Client, or call Dial")
 	}
-	o, err := newOptions(opts, problems...)
+	o, err := newOptions(opts, &problems)
 	if err != nil {
 		return nil, err
 	}

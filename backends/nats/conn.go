@@ -12,6 +12,7 @@ import (
 
 	natsgo "github.com/nats-io/nats.go"
 
+	"github.com/kvbreaker/kvbreaker/adapter"
 	"github.com/kvbreaker/kvbreaker/driver"
 	"github.com/kvbreaker/kvbreaker/tlsdiag"
 )
@@ -187,11 +188,11 @@ const (
 // when ctx ends (DefaultDialTimeout without a deadline); both match
 // driver.ErrUnreachable. ctx does not bound the Store's later life.
 func Dial(ctx context.Context, urls, bucket string, natsOpts []natsgo.Option, opts ...Option) (*Store, error) {
-	var problems []error
+	problems := adapter.Problems{Backend: backend}
 	if strings.TrimSpace(urls) == "" {
-		problems = append(problems, optionError("server URL", `""`, "give nats://host:4222 (comma-separated for several)"))
+		problems.Add("server URL", `""`, "give nats://host:4222 (comma-separated for several)")
 	}
-	o, err := newOptions(bucket, opts, problems...)
+	o, err := newOptions(bucket, opts, &problems)
 	if err != nil {
 		return nil, err
 	}
