@@ -10,7 +10,8 @@
 //     expire by themselves (MySQL, PostgreSQL, SQLite), and the schedule that
 //     deletes one batch of expired rows in the background after every so
 //     many writes.
-//   - [FollowArgs]: the arguments every driver.Follower.Follow refuses.
+//   - [FollowArgs] and [ListArgs]: the arguments every
+//     driver.Follower.Follow and driver.Lister.List refuse, in one wording.
 //   - [MergeRecords], [MergeRecordsFrom] and [RebaseOnDelete]: the record
 //     merging of a store without compare-and-swap that sees concurrent
 //     writes (Workers KV), which keeps every failure and restraint.
