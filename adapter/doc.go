@@ -18,6 +18,9 @@
 //   - [BeatClock]: the dating of a feed's beats by the follower's own
 //     clock from the store's (driver.DemandFollower: PostgreSQL, Redis),
 //     as a lower bound, and the drop of a beat dated after its arrival.
+//   - [RowVersion] and [RowVersionArgs]: the version a row of an SQL
+//     table reads as, a foreign row's (0 or negative) apart, and the two
+//     parameters a conditional write names it by (MySQL, PostgreSQL).
 //   - [Explained]: a server's refusal explained in the adapter's words
 //     (what to change), which still unwraps to the SDK's error
 //     (MySQL, PostgreSQL, Redis).

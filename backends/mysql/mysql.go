@@ -363,7 +363,7 @@ ON DUPLICATE KEY UPDATE
 		t, now, guard, mine("writes"), keep)
 	// A swap and a delete: one UPDATE of the row at the compared version,
 	// or of a foreign row with the compared content. Parameters: those of
-	// set, then id (version), id (writes), key, and the two compareArgs.
+	// set, then id (version), id (writes), key, and the two adapter.RowVersionArgs.
 	update := func(set string) string {
 		return fmt.Sprintf(`UPDATE %[1]s SET %[2]s, version = ?, writes = CONCAT(?, LEFT(writes, %[3]d))
 WHERE k = ? AND expires_at > %[4]s AND CASE WHEN version > 0 THEN version = ? ELSE %[5]s = ? END`, t, set, keep, now, foreignHash)
@@ -442,7 +442,7 @@ func (s *Store) Get(ctx context.Context, key string) ([]byte, driver.Version, er
 	if value == nil {
 		value = []byte{}
 	}
-	return value, versionOf(ver, hashed), nil
+	return value, adapter.RowVersion(ver, hashed), nil
 }
 
 // foreignHash is, for the row, 60 bits of the MD5 of its value, version,
@@ -453,29 +453,6 @@ const foreignHash = `CAST(CONV(LEFT(MD5(CONCAT(LENGTH(value), ':', version, ':',
 // foreignOf is what a statement returns beside a row's version: 0 for a
 // record (a positive version), its foreignHash otherwise.
 const foreignOf = "(CASE WHEN version > 0 THEN 0 ELSE " + foreignHash + " END)"
-
-// foreignBit marks the version of a foreign row (see "Foreign rows"); the
-// bits below it are the row's foreignHash.
-const foreignBit = 1 << 63
-
-// versionOf is the version a row reads as: its own if positive, else
-// foreignBit and its foreignHash.
-func versionOf(ver, hashed int64) driver.Version {
-	if ver > 0 {
-		return driver.Version(ver)
-	}
-	return foreignBit | driver.Version(hashed)
-}
-
-// compareArgs are the parameters a swap or delete names old by: a record's
-// version and -1, or 0 and a foreign row's hash; neither pair matches a
-// row of the other kind.
-func compareArgs(old driver.Version) (int64, int64) {
-	if old&foreignBit != 0 {
-		return 0, int64(old &^ foreignBit)
-	}
-	return int64(old), -1
-}
 
 // idBytes is a write id as the history column holds it.
 func idBytes(id int64) []byte { return binary.BigEndian.AppendUint64(nil, uint64(id)) }
@@ -509,7 +486,7 @@ func (s *Store) CompareAndSwap(ctx context.Context, key string, old driver.Versi
 	us := int64((ttl + time.Microsecond - 1) / time.Microsecond)
 	id := writeID()
 	for range attempts {
-		ver, hashed := compareArgs(old)
+		ver, hashed := adapter.RowVersionArgs(old)
 		args := []any{value, us, us, id, idBytes(id), key, ver, hashed}
 		if old == driver.NoVersion {
 			args = createArgs(key, value, id, us)
@@ -536,7 +513,7 @@ func (s *Store) CompareAndSwap(ctx context.Context, key string, old driver.Versi
 			s.purger.Wrote()
 			return driver.Version(id), nil
 		case r.live:
-			return driver.NoVersion, &driver.ConflictError{Value: r.value, Version: versionOf(r.version, r.hashed)}
+			return driver.NoVersion, &driver.ConflictError{Value: r.value, Version: adapter.RowVersion(r.version, r.hashed)}
 		case old != driver.NoVersion:
 			return driver.NoVersion, &driver.ConflictError{Version: driver.NoVersion}
 		}
@@ -643,7 +620,7 @@ func (s *Store) CompareAndDelete(ctx context.Context, key string, old driver.Ver
 		return s.wrap(opDelete, key, err)
 	}
 	id := writeID()
-	ver, hashed := compareArgs(old)
+	ver, hashed := adapter.RowVersionArgs(old)
 	args := []any{id, idBytes(id), key, ver, hashed}
 	applied, err := s.exec(ctx, stDelete, args)
 	if err != nil {
@@ -663,7 +640,7 @@ func (s *Store) CompareAndDelete(ctx context.Context, key string, old driver.Ver
 	case !r.live:
 		return driver.ErrNotFound
 	}
-	return &driver.ConflictError{Value: r.value, Version: versionOf(r.version, r.hashed)}
+	return &driver.ConflictError{Value: r.value, Version: adapter.RowVersion(r.version, r.hashed)}
 }
 
 // retry runs send until it succeeds, fails with an answer from the server
