@@ -12,3 +12,7 @@ func SetFirstProbeTimeout(t interface{ Cleanup(func()) }, d time.Duration) {
 	firstProbeTimeout = d
 	t.Cleanup(func() { firstProbeTimeout = old })
 }
+
+// ConnectTimeout is the connection timeout Dial uses, for the tests that
+// bound a refused or silent dial by it.
+const ConnectTimeout = connectTimeout

@@ -168,8 +168,8 @@ func (s *Store) requestOnce(ctx context.Context, msg *natsgo.Msg) (*natsgo.Msg, 
 
 // Connection settings of Dial.
 const (
-	// ConnectTimeout bounds Dial's TCP connection and NATS handshake.
-	ConnectTimeout = 2 * time.Second
+	// connectTimeout bounds Dial's TCP connection and NATS handshake.
+	connectTimeout = 2 * time.Second
 	// DefaultDialTimeout bounds Dial when its context has no deadline.
 	DefaultDialTimeout = 5 * time.Second
 	// ReconnectWait is how long Dial's connection waits between
@@ -184,7 +184,7 @@ const (
 // Store in bucket that owns the connection: Close closes it. The
 // connection reconnects for ever and buffers nothing while it does, so a
 // call while the server is away fails at once. A server that refuses the
-// connection fails Dial within ConnectTimeout, one that does not answer
+// connection fails Dial within 2 s, one that does not answer
 // when ctx ends (DefaultDialTimeout without a deadline); both match
 // driver.ErrUnreachable. ctx does not bound the Store's later life.
 func Dial(ctx context.Context, urls, bucket string, natsOpts []natsgo.Option, opts ...Option) (*Store, error) {
@@ -203,7 +203,7 @@ func Dial(ctx context.Context, urls, bucket string, natsOpts []natsgo.Option, op
 	}
 	all := append([]natsgo.Option{
 		natsgo.Name("kvbreaker"),
-		natsgo.Timeout(ConnectTimeout),
+		natsgo.Timeout(connectTimeout),
 		natsgo.MaxReconnects(-1),
 		natsgo.ReconnectWait(ReconnectWait),
 		natsgo.ReconnectBufSize(-1),

@@ -24,3 +24,7 @@ func (s *Store) BeatSubject(prefix string) string { return s.beatSubject(prefix)
 // arrival (the negative controls of the arrival check).
 func SkewBeats(d time.Duration) { beatSkew.Store(int64(d)) }
 func AcceptLateBeats(on bool)   { acceptLateBeats.Store(on) }
+
+// ConnectTimeout is the connection timeout Dial uses, for the tests that
+// bound a refused or silent dial by it.
+const ConnectTimeout = connectTimeout

@@ -20,9 +20,9 @@ import (
 )
 
 const (
-	// ConnectTimeout is the dial timeout Dial gives a client whose URL sets
+	// connectTimeout is the dial timeout Dial gives a client whose URL sets
 	// none: a refused or unroutable address fails within it.
-	ConnectTimeout = 2 * time.Second
+	connectTimeout = 2 * time.Second
 	// DefaultDialTimeout bounds Dial when its context has no deadline.
 	DefaultDialTimeout = 5 * time.Second
 	// probeTimeout bounds the check whether a server that dropped a
@@ -48,7 +48,7 @@ type UnreachableError = driver.UnreachableError
 // Dial connects to the server at rawURL ("redis://[:password@]host:port/db",
 // "rediss://…" for TLS, with go-redis's TLS configuration or WithTLSConfig's; see redis.ParseURL)
 // and returns a Store that owns the client: Close closes it. Dial confirms the server answers a PING: against a port where nothing
-// listens it fails within ConnectTimeout with "cannot reach redis at
+// listens it fails within 2 s with "cannot reach redis at
 // <addr>: connection refused"; against a server that accepts but does not
 // answer it fails when ctx ends (DefaultDialTimeout when ctx has no
 // deadline), saying so. Both match ErrUnreachable. A TLS mismatch (an
@@ -94,7 +94,7 @@ type dialTarget struct {
 
 // dial is Dial's and DialCluster's one way from parsed options to a Store
 // that owns its client: WithTLSConfig merged into the URL's TLS (a
-// redis:// URL has none to merge into: an option error), ConnectTimeout
+// redis:// URL has none to merge into: an option error), connectTimeout
 // where the URL sets no dial timeout, the client-certificate watch, the
 // client connect makes, and the PING bounded by ctx or DefaultDialTimeout.
 // failed explains a PING's error that is not a refused client certificate
@@ -118,7 +118,7 @@ func dial(ctx context.Context, opts []Option, t dialTarget, connect func() gored
 		so.tlsConfig = nil
 	}
 	if *t.dialTimeout == 0 {
-		*t.dialTimeout = ConnectTimeout
+		*t.dialTimeout = connectTimeout
 	}
 	*t.contextTimeout = true
 	// A server's refusal of a missing client certificate may reach the

@@ -16,7 +16,7 @@ import (
 // "rediss://…" for TLS, with WithTLSConfig's configuration), and the Store
 // owns the ClusterClient it makes: Close closes it. DialCluster confirms
 // the Cluster answers a PING, which first loads its slot map from a seed,
-// with Dial's bounds: a refused seed fails within ConnectTimeout, a silent
+// with Dial's bounds: a refused seed fails within 2 s, a silent
 // one when ctx ends (DefaultDialTimeout when ctx has no deadline). Both
 // match ErrUnreachable; the *UnreachableError's Endpoints are the seeds
 // (go-redis asks every seed before giving up), or the node whose dial
