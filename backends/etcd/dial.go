@@ -53,8 +53,8 @@ var ErrUnreachable = driver.ErrUnreachable
 type UnreachableError = driver.UnreachableError
 
 // Dial connects to the etcd cluster at endpoints ("https://host:2379"; user
-// information in an endpoint is not sent nor shown in errors) with tlsConfig
-// (nil for plain text) and returns a Store that owns the client: Close
+// information in an endpoint is not sent nor shown in errors), with
+// WithTLSConfig's configuration or in plain text, and returns a Store that owns the client: Close
 // closes it. Dial confirms the cluster answers (it grants and revokes a
 // 1-second lease, learning the server's minimum TTL): against a port where
 // nothing listens it fails after 2 s with "cannot reach etcd at
@@ -63,7 +63,7 @@ type UnreachableError = driver.UnreachableError
 // deadline), saying so. Both match ErrUnreachable. ctx does not bound the
 // Store's later life. Invalid endpoints and options are *driver.OptionError,
 // all of them joined.
-func Dial(ctx context.Context, endpoints []string, tlsConfig *tls.Config, opts ...Option) (*Store, error) {
+func Dial(ctx context.Context, endpoints []string, opts ...Option) (*Store, error) {
 	problems := adapter.Problems{Backend: backend}
 	if len(endpoints) == 0 {
 		problems.Add("endpoints", "none", "give at least one, e.g. https://etcd-0:2379")
@@ -73,7 +73,7 @@ func Dial(ctx context.Context, endpoints []string, tlsConfig *tls.Config, opts .
 			problems.Add("endpoint", fmt.Sprintf("%q (#%d)", ep, i+1), "give host:port or a URL, e.g. https://etcd-0:2379")
 		}
 	}
-	o, err := newOptions(opts, &problems)
+	o, err := newOptions(opts, &problems, true)
 	if err != nil {
 		return nil, err
 	}
@@ -85,7 +85,7 @@ func Dial(ctx context.Context, endpoints []string, tlsConfig *tls.Config, opts .
 	}
 	cli, err := clientv3.New(clientv3.Config{
 		Endpoints:   eps,
-		TLS:         tlsConfig,
+		TLS:         o.tlsConfig,
 		DialTimeout: connectTimeout,
 		// The client's own logging would repeat, per retry, what the
 		// Store's errors already say.
@@ -95,7 +95,7 @@ func Dial(ctx context.Context, endpoints []string, tlsConfig *tls.Config, opts .
 		return nil, opError("dial", "", err)
 	}
 	s := newStore(cli, true, o)
-	if err := s.reach(ctx, "dial", eps, tlsCheck(endpoints, eps, tlsConfig)); err != nil {
+	if err := s.reach(ctx, "dial", eps, tlsCheck(endpoints, eps, o.tlsConfig)); err != nil {
 		cli.Close()
 		return nil, err
 	}

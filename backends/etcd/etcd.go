@@ -59,6 +59,7 @@ package etcd
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"math"
@@ -97,9 +98,10 @@ type Store struct {
 
 // options collects the Options of New and Dial.
 type options struct {
-	minTTL time.Duration
-	policy reusePolicy
-	clock  func() time.Time
+	minTTL    time.Duration
+	policy    reusePolicy
+	clock     func() time.Time
+	tlsConfig *tls.Config // Dial's only
 }
 
 // Option configures a Store.
@@ -127,9 +129,17 @@ func WithMaxKeysPerLease(n int) Option { return func(o *options) { o.policy.maxK
 // asks) still raises it.
 func WithMinTTL(d time.Duration) Option { return func(o *options) { o.minTTL = d } }
 
+// WithTLSConfig is Dial's TLS configuration: the authority that signed the
+// members' certificates (RootCAs) and a client certificate for a cluster
+// that requires one (--client-cert-auth). Without it Dial speaks plain
+// text. New refuses it: a client made elsewhere carries its own
+// clientv3.Config.TLS.
+func WithTLSConfig(cfg *tls.Config) Option { return func(o *options) { o.tlsConfig = cfg } }
+
 // newOptions applies opts over the defaults and reports every invalid one
 // (and the problems the caller found already) as a *driver.OptionError.
-func newOptions(opts []Option, problems *adapter.Problems) (options, error) {
+// dial says whether the caller is Dial, which alone takes WithTLSConfig.
+func newOptions(opts []Option, problems *adapter.Problems, dial bool) (options, error) {
 	o := options{
 		policy: reusePolicy{
 			fraction: DefaultReuseFraction,
@@ -153,6 +163,9 @@ func newOptions(opts []Option, problems *adapter.Problems) (options, error) {
 	if o.minTTL < 0 {
 		problems.Add("WithMinTTL", o.minTTL, "give 0 (ask the server) or a positive duration")
 	}
+	if o.tlsConfig != nil && !dial {
+		problems.Add("WithTLSConfig", "given to New", "set TLS in the clientv3.Config (New does not make the client), or call Dial")
+	}
 	return o, problems.Err()
 }
 
@@ -170,7 +183,7 @@ func New(cli *clientv3.Client, opts ...Option) (*Store, error) {
 	if cli == nil {
 		problems.Add("client", "nil", "pass a *clientv3.Client, or call Dial")
 	}
-	o, err := newOptions(opts, &problems)
+	o, err := newOptions(opts, &problems, false)
 	if err != nil {
 		return nil, err
 	}
