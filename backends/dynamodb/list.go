@@ -38,6 +38,9 @@ const cursorSep = "\x1f"
 // byte, and the key, so that every cursor begins with prefix and one from
 // another listing can be told apart.
 func (s *Store) List(ctx context.Context, prefix, cursor string, limit int) ([]string, string, error) {
+	if s.closed.Load() {
+		return nil, "", s.wrap(opList, prefix, ErrClosed)
+	}
 	if err := adapter.ListArgs(limit); err != nil {
 		return nil, "", s.wrap(opList, prefix, err)
 	}
