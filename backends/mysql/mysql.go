@@ -145,6 +145,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	gomysql "github.com/go-sql-driver/mysql"
@@ -205,7 +206,11 @@ type Store struct {
 	stmts [nStmts]lazyStmt
 
 	purger *adapter.Purger
+	closed atomic.Bool
 }
+
+// ErrClosed is the cause of a Store method's *driver.OpError after Close.
+var ErrClosed = errors.New("store closed")
 
 type options struct {
 	purge       adapter.Purge
@@ -425,6 +430,9 @@ func (s *Store) queryRow(ctx context.Context, i int, args []any, dest ...any) er
 // Get implements driver.Store: the row's value and version if it is live by
 // the server's clock, driver.ErrNotFound otherwise.
 func (s *Store) Get(ctx context.Context, key string) ([]byte, driver.Version, error) {
+	if s.closed.Load() {
+		return nil, driver.NoVersion, s.wrap(opGet, key, ErrClosed)
+	}
 	if err := checkKey(key); err != nil {
 		return nil, driver.NoVersion, s.wrap(opGet, key, err)
 	}
@@ -474,6 +482,9 @@ func holds(writes []byte, id int64) bool {
 // (NoVersion when absent or expired). ttl must be positive; it is rounded up
 // to microseconds.
 func (s *Store) CompareAndSwap(ctx context.Context, key string, old driver.Version, value []byte, ttl time.Duration) (driver.Version, error) {
+	if s.closed.Load() {
+		return driver.NoVersion, s.wrap(opSwap, key, ErrClosed)
+	}
 	if ttl <= 0 {
 		return driver.NoVersion, s.wrap(opSwap, key, fmt.Errorf("ttl %v is not positive", ttl))
 	}
@@ -606,6 +617,9 @@ func (s *Store) exec(ctx context.Context, i int, args []any) (bool, error) {
 // version is there. With old == driver.NoVersion there is nothing to
 // delete: it only reads.
 func (s *Store) CompareAndDelete(ctx context.Context, key string, old driver.Version) error {
+	if s.closed.Load() {
+		return s.wrap(opDelete, key, ErrClosed)
+	}
 	if old == driver.NoVersion {
 		value, ver, err := s.Get(ctx, key)
 		if err != nil {
@@ -693,6 +707,9 @@ func writeID() int64 {
 // writes; call it yourself (until it returns fewer than a batch) to drain a
 // backlog.
 func (s *Store) Purge(ctx context.Context) (int64, error) {
+	if s.closed.Load() {
+		return 0, s.wrap(opPurge, "", ErrClosed)
+	}
 	n, err := s.purge(ctx)
 	if err != nil {
 		return 0, s.wrap(opPurge, "", err)
@@ -755,6 +772,9 @@ ORDER BY purge_at LIMIT ? FOR UPDATE SKIP LOCKED`, t, now), delay, s.o.purge.Bat
 // Ping checks that the server answers and the table exists, as a command
 // does before its first call: a refused connection is an *UnreachableError.
 func (s *Store) Ping(ctx context.Context) error {
+	if s.closed.Load() {
+		return s.wrap(opDial, "", ErrClosed)
+	}
 	rows, err := s.db.QueryContext(ctx, fmt.Sprintf("SELECT 1 FROM %s LIMIT 0", quoteIdent(s.table)))
 	if err != nil {
 		return s.wrap(opDial, "", err)
@@ -765,8 +785,11 @@ func (s *Store) Ping(ctx context.Context) error {
 
 // Close waits for a background purge to end, starts no more and closes the
 // prepared statements; it does not close the pool, which is the caller's.
+// Later calls fail with ErrClosed, sending nothing.
 func (s *Store) Close() error {
+	// After the purger: the background purge Close waits for calls Purge.
 	s.purger.Close()
+	s.closed.Store(true)
 	for i := range s.stmts {
 		s.stmts[i].close()
 	}
@@ -778,6 +801,9 @@ func (s *Store) Close() error {
 // or 1. It bypasses the compare-and-swap a Breaker relies on: it is for a
 // tool that cleans up keys it wrote itself (kvbreaker check).
 func (s *Store) PurgeKey(ctx context.Context, key string) (int64, error) {
+	if s.closed.Load() {
+		return 0, fmt.Errorf("mysql: purge %q: %w", key, ErrClosed)
+	}
 	res, err := s.db.ExecContext(ctx, "DELETE FROM `"+s.table+"` WHERE k = ?", key) // table passed Schema's check in New
 	if err != nil {
 		return 0, fmt.Errorf("mysql: purge %q: %w", key, err)
