@@ -7,6 +7,7 @@ import (
 
 	"github.com/kvbreaker/kvbreaker/backends/dynamodb"
 	"github.com/kvbreaker/kvbreaker/driver"
+	"github.com/kvbreaker/kvbreaker/internal/backendtest"
 )
 
 // TestCallsAfterCloseFail: after Close every call fails with a
@@ -20,43 +21,22 @@ func TestCallsAfterCloseFail(t *testing.T) {
 		t.Fatal(err)
 	}
 	key := uniquePrefix(t) + "k"
-	calls := func() map[string]error {
-		ver, err := s.CompareAndSwap(t.Context(), key, driver.NoVersion, []byte("v"), time.Minute)
-		errs := map[string]error{"CompareAndSwap": err}
-		_, _, errs["Get"] = s.Get(t.Context(), key)
-		_, errs["Expiry"] = s.Expiry(t.Context(), key)
-		_, _, errs["List"] = s.List(t.Context(), key, "", 10)
-		_, _, errs["SampleClock"] = s.SampleClock(t.Context())
-		errs["CompareAndDelete"] = s.CompareAndDelete(t.Context(), key, ver)
-		return errs
-	}
-	for name, err := range calls() {
-		if err != nil {
-			t.Errorf("control: %s before Close: %v", name, err)
-		}
-	}
-	if _, err := s.CompareAndSwap(t.Context(), key, driver.NoVersion, []byte("kept"), time.Minute); err != nil {
+	calls := backendtest.StoreCalls(t.Context(), s, key, nil)
+	if _, err := s.CompareAndSwap(t.Context(), key+"-kept", driver.NoVersion, []byte("kept"), time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Close(); err != nil {
-		t.Fatalf("Close = %v", err)
-	}
-	for name, err := range calls() {
-		if _, ok := errors.AsType[*driver.OpError](err); !ok || !errors.Is(err, dynamodb.ErrClosed) {
-			t.Errorf("%s after Close = %v, want a *driver.OpError matching ErrClosed", name, err)
-		}
-	}
-	if _, err := s.PurgeKey(t.Context(), key); !errors.Is(err, dynamodb.ErrClosed) {
+	backendtest.ClosedCalls(t, calls, s.Close, dynamodb.ErrClosed)
+	if _, err := s.PurgeKey(t.Context(), key+"-kept"); !errors.Is(err, dynamodb.ErrClosed) {
 		t.Errorf("PurgeKey after Close = %v, want ErrClosed", err)
 	}
 	other, err := dynamodb.New(client, table)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v, _, err := other.Get(t.Context(), key); err != nil || string(v) != "kept" {
+	if v, _, err := other.Get(t.Context(), key+"-kept"); err != nil || string(v) != "kept" {
 		t.Errorf("another Store over the client: Get = %q, %v; want the value written before Close", v, err)
 	}
-	if _, err := other.PurgeKey(t.Context(), key); err != nil {
+	if _, err := other.PurgeKey(t.Context(), key+"-kept"); err != nil {
 		t.Error(err)
 	}
 }
