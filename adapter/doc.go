@@ -10,7 +10,8 @@
 //     expire by themselves (MySQL, PostgreSQL, SQLite), and the schedule that
 //     deletes one batch of expired rows in the background after every so
 //     many writes.
-//   - [FollowArgs]: the arguments every driver.Follower.Follow refuses.
+//   - [FollowArgs] and [ListArgs]: the arguments every
+//     driver.Follower.Follow and driver.Lister.List refuse, in one wording.
 //   - [MergeRecords], [MergeRecordsFrom] and [RebaseOnDelete]: the record
 //     merging of a store without compare-and-swap that sees concurrent
 //     writes (Workers KV), which keeps every failure and restraint.
@@ -20,6 +21,12 @@
 //   - [CheckDial]: one connection to a server, within a timeout, before a
 //     pool or a client that would retry a refused one until its deadline:
 //     a *driver.UnreachableError that says why, at once.
+//   - [RowVersion] and [RowVersionArgs]: the version a row of an SQL
+//     table reads as, a foreign row's (0 or negative) apart, and the two
+//     parameters a conditional write names it by (MySQL, PostgreSQL).
+//   - [Explained]: a server's refusal explained in the adapter's words
+//     (what to change), which still unwraps to the SDK's error
+//     (MySQL, PostgreSQL, Redis).
 //
 // driver says what an adapter must do; adapter helps it do that. Neither
 // imports a backend or an SDK. This package's example_store_test.go is a

@@ -23,3 +23,14 @@ func FollowArgs(heartbeat time.Duration, fn func(driver.Change)) error {
 	}
 	return errors.Join(errs...)
 }
+
+// ListArgs checks driver.Lister.List's limit the way every adapter should,
+// before it contacts the store: a limit that is not positive is refused
+// with an error that says what to pass (the adapter wraps it in its
+// *driver.OpError).
+func ListArgs(limit int) error {
+	if limit <= 0 {
+		return fmt.Errorf("limit %d is not positive: pass the most keys a page may hold", limit)
+	}
+	return nil
+}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/cloudflare/cloudflare-go/v6/kv"
 	"github.com/cloudflare/cloudflare-go/v6/packages/pagination"
+	"github.com/kvbreaker/kvbreaker/adapter"
 	"github.com/kvbreaker/kvbreaker/driver"
 )
 
@@ -55,8 +56,8 @@ var _ driver.Lister = (*Store)(nil)
 // The request counts against WithRequestBudget and waits for no 429
 // backoff: it fails with the backoff's error instead.
 func (s *Store) List(ctx context.Context, prefix, cursor string, limit int) ([]string, string, error) {
-	if limit <= 0 {
-		return nil, "", opError(opList, prefix, fmt.Errorf("limit %d is not positive", limit))
+	if err := adapter.ListArgs(limit); err != nil {
+		return nil, "", opError(opList, prefix, err)
 	}
 	if s.isClosed() {
 		return nil, "", opError(opList, prefix, ErrClosed)

@@ -20,7 +20,7 @@ func TestListArguments(t *testing.T) {
 	ctx := t.Context()
 	s := newStore(t).Store
 	_, _, err := s.List(ctx, "a/", "", 0)
-	if oe, ok := errors.AsType[*driver.OpError](err); !ok || oe.Op != "list" || err.Error() != "cloudflarekv: list a/: limit 0 is not positive" {
+	if oe, ok := errors.AsType[*driver.OpError](err); !ok || oe.Op != "list" || err.Error() != "cloudflarekv: list a/: limit 0 is not positive: pass the most keys a page may hold" {
 		t.Fatalf("List with limit 0 = %v, want an OpError", err)
 	}
 	_, _, err = s.List(ctx, "a/", "b/x"+cursorSep+"c", 2)

@@ -40,6 +40,9 @@ const clockKey = "\x7fkvbreaker-clock-sample"
 // caller timed. An answer without a Date header, or with one that does not
 // parse as an HTTP date, is an error, never a zero time.
 func (s *Store) SampleClock(ctx context.Context) (time.Time, time.Duration, error) {
+	if s.closed.Load() {
+		return time.Time{}, 0, s.wrap(opClock, "", ErrClosed)
+	}
 	out, err := s.client.GetItem(ctx, &dyn.GetItemInput{
 		TableName:            aws.String(s.table),
 		Key:                  keyAttr(clockKey),

@@ -132,6 +132,7 @@ import (
 	"math/rand/v2"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -188,6 +189,19 @@ type Store struct {
 	// failFast is a per-call client option: the client's retryer, told not
 	// to retry a connection that was refused (see "Unreachable endpoints").
 	failFast func(*dyn.Options)
+	closed   atomic.Bool
+}
+
+// ErrClosed is the cause of a Store method's *driver.OpError after Close.
+var ErrClosed = errors.New("store closed")
+
+// Close ends the Store: later calls fail with ErrClosed, sending nothing;
+// requests in flight finish. The client stays the caller's: the Store
+// holds no connection of its own, nothing runs in its background, and
+// Close returns nil.
+func (s *Store) Close() error {
+	s.closed.Store(true)
+	return nil
 }
 
 // options is what the Options set; New checks it.
@@ -364,6 +378,9 @@ func keyAttr(key string) map[string]types.AttributeValue {
 // value with a version naming it (see "Foreign items" in the package doc),
 // which the next write replaces.
 func (s *Store) Get(ctx context.Context, key string) ([]byte, driver.Version, error) {
+	if s.closed.Load() {
+		return nil, driver.NoVersion, s.wrap(opGet, key, ErrClosed)
+	}
 	it, found, err := s.read(ctx, key)
 	if err != nil {
 		return nil, driver.NoVersion, s.wrap(opGet, key, err)
@@ -382,6 +399,9 @@ func (s *Store) Get(ctx context.Context, key string) ([]byte, driver.Version, er
 // only a write replaces. An absent, expired or deleted key is
 // driver.ErrNotFound.
 func (s *Store) Expiry(ctx context.Context, key string) (time.Duration, error) {
+	if s.closed.Load() {
+		return 0, s.wrap(opExpiry, key, ErrClosed)
+	}
 	out, err := s.client.GetItem(ctx, &dyn.GetItemInput{
 		TableName:      aws.String(s.table),
 		Key:            keyAttr(key),
@@ -438,6 +458,9 @@ func (s *Store) readItem(ctx context.Context, key string) (it item, present bool
 // earlier attempt (an SDK retry of an applied write) is a success: see
 // "Ambiguous outcomes" in the package doc. ttl must be positive.
 func (s *Store) CompareAndSwap(ctx context.Context, key string, old driver.Version, value []byte, ttl time.Duration) (driver.Version, error) {
+	if s.closed.Load() {
+		return driver.NoVersion, s.wrap(opSwap, key, ErrClosed)
+	}
 	if ttl <= 0 {
 		return driver.NoVersion, s.wrap(opSwap, key, fmt.Errorf("ttl %v is not positive", ttl))
 	}
@@ -503,6 +526,9 @@ func (s *Store) write(ctx context.Context, op, key string, old, ver driver.Versi
 // old == driver.NoVersion there is nothing to delete: it only reads, returning
 // driver.ErrNotFound or a *driver.ConflictError.
 func (s *Store) CompareAndDelete(ctx context.Context, key string, old driver.Version) error {
+	if s.closed.Load() {
+		return s.wrap(opDelete, key, ErrClosed)
+	}
 	if old == driver.NoVersion {
 		// Deleting "absent": nothing to delete, but say what is there.
 		it, found, err := s.read(ctx, key)
@@ -798,6 +824,9 @@ func newVersion(old driver.Version) driver.Version {
 // deleted, 0 or 1. It bypasses the compare-and-swap a Breaker relies on: it
 // is for a tool that cleans up keys it wrote itself (kvbreaker check).
 func (s *Store) PurgeKey(ctx context.Context, key string) (int64, error) {
+	if s.closed.Load() {
+		return 0, fmt.Errorf("dynamodb: purge %s/%q: %w", s.table, key, ErrClosed)
+	}
 	out, err := s.client.DeleteItem(ctx, &dyn.DeleteItemInput{
 		TableName:    aws.String(s.table),
 		Key:          map[string]types.AttributeValue{AttrKey: &types.AttributeValueMemberS{Value: key}},

@@ -14,17 +14,18 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/kvbreaker/kvbreaker/adapter"
 	"github.com/kvbreaker/kvbreaker/driver"
 	"github.com/kvbreaker/kvbreaker/tlsdiag"
 )
 
 const (
-	// ConnectTimeout is how long Dial (and New, when it asks the server)
+	// connectTimeout is how long Dial (and New, when it asks the server)
 	// waits for its first request before it checks whether any endpoint
 	// accepts a connection at all: etcdctl's --dial-timeout. Refused
 	// everywhere, the call fails then; accepted somewhere, it waits for the
 	// answer as long as its context allows.
-	ConnectTimeout = 2 * time.Second
+	connectTimeout = 2 * time.Second
 	// DefaultDialTimeout bounds Dial when its context has no deadline.
 	DefaultDialTimeout = 5 * time.Second
 	// checkTimeout bounds the connection check of each endpoint.
@@ -52,27 +53,27 @@ var ErrUnreachable = driver.ErrUnreachable
 type UnreachableError = driver.UnreachableError
 
 // Dial connects to the etcd cluster at endpoints ("https://host:2379"; user
-// information in an endpoint is not sent nor shown in errors) with tlsConfig
-// (nil for plain text) and returns a Store that owns the client: Close
+// information in an endpoint is not sent nor shown in errors), with
+// WithTLSConfig's configuration or in plain text, and returns a Store that owns the client: Close
 // closes it. Dial confirms the cluster answers (it grants and revokes a
 // 1-second lease, learning the server's minimum TTL): against a port where
-// nothing listens it fails after ConnectTimeout with "cannot reach etcd at
+// nothing listens it fails after 2 s with "cannot reach etcd at
 // <endpoint>: connection refused"; against a server that accepts but does
 // not answer it fails when ctx ends (DefaultDialTimeout when ctx has no
 // deadline), saying so. Both match ErrUnreachable. ctx does not bound the
 // Store's later life. Invalid endpoints and options are *driver.OptionError,
 // all of them joined.
-func Dial(ctx context.Context, endpoints []string, tlsConfig *tls.Config, opts ...Option) (*Store, error) {
-	var problems []error
+func Dial(ctx context.Context, endpoints []string, opts ...Option) (*Store, error) {
+	problems := adapter.Problems{Backend: backend}
 	if len(endpoints) == 0 {
-		problems = append(problems, optionError("endpoints", "none", "give at least one, e.g. https://etcd-0:2379"))
+		problems.Add("endpoints", "none", "give at least one, e.g. https://etcd-0:2379")
 	}
 	for i, ep := range endpoints {
 		if strings.TrimSpace(ep) == "" {
-			problems = append(problems, optionError("endpoint", fmt.Sprintf("%q (#%d)", ep, i+1), "give host:port or a URL, e.g. https://etcd-0:2379"))
+			problems.Add("endpoint", fmt.Sprintf("%q (#%d)", ep, i+1), "give host:port or a URL, e.g. https://etcd-0:2379")
 		}
 	}
-	o, err := newOptions(opts, problems...)
+	o, err := newOptions(opts, &problems, true)
 	if err != nil {
 		return nil, err
 	}
@@ -84,8 +85,8 @@ func Dial(ctx context.Context, endpoints []string, tlsConfig *tls.Config, opts .
 	}
 	cli, err := clientv3.New(clientv3.Config{
 		Endpoints:   eps,
-		TLS:         tlsConfig,
-		DialTimeout: ConnectTimeout,
+		TLS:         o.tlsConfig,
+		DialTimeout: connectTimeout,
 		// The client's own logging would repeat, per retry, what the
 		// Store's errors already say.
 		Logger: zap.NewNop(),
@@ -94,7 +95,7 @@ func Dial(ctx context.Context, endpoints []string, tlsConfig *tls.Config, opts .
 		return nil, opError("dial", "", err)
 	}
 	s := newStore(cli, true, o)
-	if err := s.reach(ctx, "dial", eps, tlsCheck(endpoints, eps, tlsConfig)); err != nil {
+	if err := s.reach(ctx, "dial", eps, tlsCheck(endpoints, eps, o.tlsConfig)); err != nil {
 		cli.Close()
 		return nil, err
 	}
@@ -102,7 +103,7 @@ func Dial(ctx context.Context, endpoints []string, tlsConfig *tls.Config, opts .
 }
 
 // reach sends the store's first request (probeMinTTL) within ctx. If it has
-// no answer after ConnectTimeout, or ctx ends first, reach checks whether
+// no answer after connectTimeout, or ctx ends first, reach checks whether
 // any endpoint accepts a TCP connection: none does, the cluster is
 // unreachable (and reach returns at once); one does, the cluster accepted
 // but did not answer. clientv3 cannot tell these apart itself: it waits for
@@ -114,7 +115,7 @@ func Dial(ctx context.Context, endpoints []string, tlsConfig *tls.Config, opts .
 //
 // A TLS probe that cannot tell within its bound (a handshake on a loaded
 // machine takes longer than checkTimeout) is not an answer: reach probes
-// again after another ConnectTimeout, bounded by ConnectTimeout, instead of
+// again after another connectTimeout, bounded by connectTimeout, instead of
 // waiting for ctx to end with the mismatch undiagnosed.
 func (s *Store) reach(ctx context.Context, op string, endpoints []string, tlsProbe func(context.Context, time.Duration) error) error {
 	start := time.Now()
@@ -124,7 +125,7 @@ func (s *Store) reach(ctx context.Context, op string, endpoints []string, tlsPro
 	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- s.probeMinTTL(pctx) }()
-	timer := time.NewTimer(ConnectTimeout)
+	timer := time.NewTimer(connectTimeout)
 	defer timer.Stop()
 	var refused error // why no endpoint accepted a connection, once known
 	for {
@@ -134,8 +135,8 @@ func (s *Store) reach(ctx context.Context, op string, endpoints []string, tlsPro
 			if err == nil && tlsProbe != nil {
 				err = tlsProbe(ctx, probeBound)
 				if err == nil {
-					probeBound = ConnectTimeout
-					timer.Reset(ConnectTimeout)
+					probeBound = connectTimeout
+					timer.Reset(connectTimeout)
 				}
 			}
 			if err != nil {
@@ -153,7 +154,7 @@ func (s *Store) reach(ctx context.Context, op string, endpoints []string, tlsPro
 				// The cluster answered with an error (auth, no leader, …).
 				return opError(op, "", &viaError{via: strings.Join(eps, ","), err: err})
 			}
-			// ctx ended before ConnectTimeout or after a check that
+			// ctx ended before connectTimeout or after a check that
 			// found an endpoint accepting: check (again) briefly, so a
 			// short ctx still tells a refused port from a silent one.
 			cctx, ccancel := context.WithTimeout(context.WithoutCancel(ctx), checkTimeout)

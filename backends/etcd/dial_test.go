@@ -2,6 +2,7 @@ package etcd_test
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"strings"
 	"syscall"
@@ -30,7 +31,7 @@ func TestDialClosedPortFailsFast(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	start := time.Now()
-	_, err := etcd.Dial(ctx, []string{"http://" + addr}, nil)
+	_, err := etcd.Dial(ctx, []string{"http://" + addr})
 	took := time.Since(start)
 	t.Logf("%v after %v", err, took.Round(time.Millisecond))
 	if want := "etcd: dial: cannot reach etcd at http://" + addr + ": connection refused"; err == nil || err.Error() != want {
@@ -91,7 +92,7 @@ func TestDialSilentListener(t *testing.T) {
 			start := time.Now() // before the deadline is set: took cannot undercut it
 			ctx, cancel := context.WithTimeout(t.Context(), timeout)
 			defer cancel()
-			_, err := etcd.Dial(ctx, []string{"http://" + addr}, nil)
+			_, err := etcd.Dial(ctx, []string{"http://" + addr})
 			took := time.Since(start)
 			t.Logf("%v after %v", err, took.Round(time.Millisecond))
 			want := "etcd: dial: cannot reach etcd at http://" + addr + ": it accepted the connection but did not answer within "
@@ -117,12 +118,12 @@ func TestDialReportsEveryEndpoint(t *testing.T) {
 	a, b := backendtest.ClosedPort(t), backendtest.ClosedPort(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
-	_, err := etcd.Dial(ctx, []string{"http://" + a, "http://" + b}, nil)
+	_, err := etcd.Dial(ctx, []string{"http://" + a, "http://" + b})
 	if want := "etcd: dial: cannot reach etcd at http://" + a + ", http://" + b + ": connection refused"; err == nil || err.Error() != want {
 		t.Errorf("Dial of two closed ports: %v, want %q", err, want)
 	}
 	// One endpoint answering is enough.
-	s, err := etcd.Dial(ctx, []string{"http://" + a, endpoints[0]}, nil)
+	s, err := etcd.Dial(ctx, []string{"http://" + a, endpoints[0]})
 	if err != nil {
 		t.Fatalf("Dial with one live endpoint: %v", err)
 	}
@@ -132,7 +133,7 @@ func TestDialReportsEveryEndpoint(t *testing.T) {
 // TestDialInvalidArguments: missing endpoints and bad options are all
 // reported at once, before any connection, as *driver.OptionError.
 func TestDialInvalidArguments(t *testing.T) {
-	_, err := etcd.Dial(t.Context(), nil, nil, etcd.WithMaxKeysPerLease(0))
+	_, err := etcd.Dial(t.Context(), nil, etcd.WithMaxKeysPerLease(0))
 	want := "etcd: invalid endpoints: none: give at least one, e.g. https://etcd-0:2379\n" +
 		"etcd: invalid WithMaxKeysPerLease: 0: give 1 or more"
 	if err == nil || err.Error() != want {
@@ -141,15 +142,18 @@ func TestDialInvalidArguments(t *testing.T) {
 	if _, ok := errors.AsType[*driver.OptionError](err); !ok {
 		t.Errorf("%T is not a *driver.OptionError", err)
 	}
-	_, err = etcd.Dial(t.Context(), []string{" "}, nil)
+	_, err = etcd.Dial(t.Context(), []string{" "})
 	if oe, ok := errors.AsType[*driver.OptionError](err); !ok || oe.Option != "endpoint" {
 		t.Errorf("blank endpoint: %v", err)
 	}
-	_, err = etcd.New(nil, etcd.WithMinTTL(-time.Second))
+	// WithTLSConfig is Dial's alone (the security tests dial with it): New
+	// refuses it, since the caller's client has its own TLS configuration.
+	_, err = etcd.New(nil, etcd.WithMinTTL(-time.Second), etcd.WithTLSConfig(&tls.Config{}))
 	want = "etcd: invalid client: nil: pass a *clientv3.Client, or call Dial\n" +
-		"etcd: invalid WithMinTTL: -1s: give 0 (ask the server) or a positive duration"
+		"etcd: invalid WithMinTTL: -1s: give 0 (ask the server) or a positive duration\n" +
+		"etcd: invalid WithTLSConfig: given to New: set TLS in the clientv3.Config (New does not make the client), or call Dial"
 	if err == nil || err.Error() != want {
-		t.Errorf("New(nil, bad option): %v, want:\n%s", err, want)
+		t.Errorf("New(nil, bad options): %v, want:\n%s", err, want)
 	}
 }
 

@@ -54,7 +54,7 @@ func TestErrorShape(t *testing.T) {
 	_, err = s.CompareAndSwap(ctx, key, v, []byte("v"), 0)
 	check("zero ttl", err, "compare-and-swap", "etcd: compare-and-swap "+key+": ttl 0s is not positive")
 	_, _, err = s.List(ctx, key, "", 0)
-	check("zero limit", err, "list", "etcd: list "+key+": limit 0: want at least 1")
+	check("zero limit", err, "list", "etcd: list "+key+": limit 0 is not positive: pass the most keys a page may hold")
 
 	s.Close()
 	_, _, err = s.Get(ctx, key)

@@ -63,6 +63,7 @@ package etcd
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"math"
@@ -70,6 +71,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/kvbreaker/kvbreaker/adapter"
 	"github.com/kvbreaker/kvbreaker/driver"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -100,9 +102,10 @@ type Store struct {
 
 // options collects the Options of New and Dial.
 type options struct {
-	minTTL time.Duration
-	policy reusePolicy
-	clock  func() time.Time
+	minTTL    time.Duration
+	policy    reusePolicy
+	clock     func() time.Time
+	tlsConfig *tls.Config // Dial's only
 }
 
 // Option configures a Store.
@@ -130,9 +133,17 @@ func WithMaxKeysPerLease(n int) Option { return func(o *options) { o.policy.maxK
 // asks) still raises it.
 func WithMinTTL(d time.Duration) Option { return func(o *options) { o.minTTL = d } }
 
+// WithTLSConfig is Dial's TLS configuration: the authority that signed the
+// members' certificates (RootCAs) and a client certificate for a cluster
+// that requires one (--client-cert-auth). Without it Dial speaks plain
+// text. New refuses it: a client made elsewhere carries its own
+// clientv3.Config.TLS.
+func WithTLSConfig(cfg *tls.Config) Option { return func(o *options) { o.tlsConfig = cfg } }
+
 // newOptions applies opts over the defaults and reports every invalid one
 // (and the problems the caller found already) as a *driver.OptionError.
-func newOptions(opts []Option, problems ...error) (options, error) {
+// dial says whether the caller is Dial, which alone takes WithTLSConfig.
+func newOptions(opts []Option, problems *adapter.Problems, dial bool) (options, error) {
 	o := options{
 		policy: reusePolicy{
 			fraction: DefaultReuseFraction,
@@ -144,30 +155,22 @@ func newOptions(opts []Option, problems ...error) (options, error) {
 	for _, opt := range opts {
 		opt(&o)
 	}
-	errs := problems
 	if f := o.policy.fraction; f < 0 || f > 1 || math.IsNaN(f) {
-		errs = append(errs, optionError("WithLeaseReuse fraction", f, "give a share of the TTL from 0 to 1"))
+		problems.Add("WithLeaseReuse fraction", f, "give a share of the TTL from 0 to 1")
 	}
 	if o.policy.maxSlack < 0 {
-		errs = append(errs, optionError("WithLeaseReuse maximum", time.Duration(o.policy.maxSlack)*time.Second, "give 0 (no pooling) or a positive duration"))
+		problems.Add("WithLeaseReuse maximum", time.Duration(o.policy.maxSlack)*time.Second, "give 0 (no pooling) or a positive duration")
 	}
 	if o.policy.maxKeys < 1 {
-		errs = append(errs, optionError("WithMaxKeysPerLease", o.policy.maxKeys, "give 1 or more"))
+		problems.Add("WithMaxKeysPerLease", o.policy.maxKeys, "give 1 or more")
 	}
 	if o.minTTL < 0 {
-		errs = append(errs, optionError("WithMinTTL", o.minTTL, "give 0 (ask the server) or a positive duration"))
+		problems.Add("WithMinTTL", o.minTTL, "give 0 (ask the server) or a positive duration")
 	}
-	switch len(errs) {
-	case 0:
-		return o, nil
-	case 1:
-		return o, errs[0]
+	if o.tlsConfig != nil && !dial {
+		problems.Add("WithTLSConfig", "given to New", "set TLS in the clientv3.Config (New does not make the client), or call Dial")
 	}
-	return o, errors.Join(errs...)
-}
-
-func optionError(option string, value any, fix string) error {
-	return &driver.OptionError{Backend: backend, Option: option, Value: value, Fix: fix}
+	return o, problems.Err()
 }
 
 // probeTimeout bounds New's question to the server about its minimum TTL.
@@ -180,11 +183,11 @@ const probeTimeout = 5 * time.Second
 // no endpoint could be reached). Invalid options are *driver.OptionError,
 // all of them joined.
 func New(cli *clientv3.Client, opts ...Option) (*Store, error) {
-	var problems []error
+	problems := adapter.Problems{Backend: backend}
 	if cli == nil {
-		problems = append(problems, optionError("client", "nil", "pass a *clientv3.Client, or call Dial"))
+		problems.Add("client", "nil", "pass a *clientv3.Client, or call Dial")
 	}
-	o, err := newOptions(opts, problems...)
+	o, err := newOptions(opts, &problems, false)
 	if err != nil {
 		return nil, err
 	}

@@ -126,7 +126,7 @@ func ExampleStore_List() {
 func ExampleDial() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	store, err := etcd.Dial(ctx, []string{"https://etcd-0.internal:2379"}, &tls.Config{MinVersion: tls.VersionTLS13})
+	store, err := etcd.Dial(ctx, []string{"https://etcd-0.internal:2379"}, etcd.WithTLSConfig(&tls.Config{MinVersion: tls.VersionTLS13}))
 	if errors.Is(err, etcd.ErrUnreachable) {
 		// e.g. etcd: dial: cannot reach etcd at https://etcd-0.internal:2379: connection refused
 		log.Fatal(err)

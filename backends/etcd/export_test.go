@@ -52,3 +52,7 @@ const BeatSuffix = beatSuffix
 func BeatLag() time.Duration {
 	return time.Duration(beatCounts.lag.Load() / max(1, beatCounts.lagN.Load()))
 }
+
+// ConnectTimeout is the connection timeout Dial uses, for the tests that
+// bound a refused or silent dial by it.
+const ConnectTimeout = connectTimeout

@@ -36,7 +36,7 @@ func TestServerStopAndRestart(t *testing.T) {
 	ctx := t.Context()
 	const callTimeout = 400 * time.Millisecond
 	const slack = time.Second // scheduling on a loaded 2-core machine
-	store, err := etcd.Dial(ctx, srv.Endpoints(), nil)
+	store, err := etcd.Dial(ctx, srv.Endpoints())
 	if err != nil {
 		t.Fatal(err)
 	}

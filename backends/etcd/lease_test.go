@@ -14,6 +14,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/kvbreaker/kvbreaker/adapter"
 	"github.com/kvbreaker/kvbreaker/driver"
 )
 
@@ -282,7 +283,7 @@ func TestRedactEndpoint(t *testing.T) {
 // error under "etcd: invalid options:" would leave the caller to guess
 // which).
 func TestOptionsValidated(t *testing.T) {
-	_, err := newOptions([]Option{WithLeaseReuse(-1, -time.Second), WithMaxKeysPerLease(0), WithMinTTL(-1)})
+	_, err := newOptions([]Option{WithLeaseReuse(-1, -time.Second), WithMaxKeysPerLease(0), WithMinTTL(-1)}, &adapter.Problems{Backend: backend}, true)
 	want := []string{
 		"etcd: invalid WithLeaseReuse fraction: -1: give a share of the TTL from 0 to 1",
 		"etcd: invalid WithLeaseReuse maximum: -1s: give 0 (no pooling) or a positive duration",
@@ -302,14 +303,14 @@ func TestOptionsValidated(t *testing.T) {
 		t.Errorf("%d of %d problems are *driver.OptionError", n, len(want))
 	}
 	// Negative control: the defaults, and NaN, which compares false.
-	if _, err := newOptions(nil); err != nil {
+	if _, err := newOptions(nil, &adapter.Problems{Backend: backend}, true); err != nil {
 		t.Errorf("defaults: %v", err)
 	}
-	if _, err := newOptions([]Option{WithLeaseReuse(math.NaN(), 0)}); err == nil {
+	if _, err := newOptions([]Option{WithLeaseReuse(math.NaN(), 0)}, &adapter.Problems{Backend: backend}, true); err == nil {
 		t.Error("NaN fraction accepted")
 	}
 	// One problem alone is the *driver.OptionError itself.
-	if _, err := newOptions([]Option{WithMaxKeysPerLease(0)}); err == nil || reflect.TypeOf(err) != reflect.TypeFor[*driver.OptionError]() {
+	if _, err := newOptions([]Option{WithMaxKeysPerLease(0)}, &adapter.Problems{Backend: backend}, true); err == nil || reflect.TypeOf(err) != reflect.TypeFor[*driver.OptionError]() {
 		t.Errorf("one problem: %T %v, want a *driver.OptionError", err, err)
 	}
 }

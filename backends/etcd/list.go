@@ -3,9 +3,9 @@ package etcd
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
+	"github.com/kvbreaker/kvbreaker/adapter"
 	"github.com/kvbreaker/kvbreaker/driver"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -23,8 +23,8 @@ func (s *Store) List(ctx context.Context, prefix, cursor string, limit int) ([]s
 	if s.closed.Load() {
 		return nil, "", opError(op, prefix, ErrClosed)
 	}
-	if limit < 1 {
-		return nil, "", opError(op, prefix, fmt.Errorf("limit %d: want at least 1", limit))
+	if err := adapter.ListArgs(limit); err != nil {
+		return nil, "", opError(op, prefix, err)
 	}
 	start := prefix
 	if cursor >= start {

@@ -28,7 +28,7 @@ func TestClientCertificates(t *testing.T) {
 	prefix := uniquePrefix(t)
 	var stores []driver.Store
 	for range 4 {
-		s, err := etcd.Dial(t.Context(), srv.Endpoints(), pki.ClientConfig())
+		s, err := etcd.Dial(t.Context(), srv.Endpoints(), etcd.WithTLSConfig(pki.ClientConfig()))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -42,7 +42,7 @@ func TestClientCertificates(t *testing.T) {
 	f := fleettest.New(t, stores, kvbreaker.Settings{FailureThreshold: 3, FailureWindow: time.Minute, RecoveryDelay: 10 * time.Minute})
 	f.Cycle(t, "inbox.example", 16)
 
-	s, err := etcd.Dial(t.Context(), srv.Endpoints(), pki.ClientConfig())
+	s, err := etcd.Dial(t.Context(), srv.Endpoints(), etcd.WithTLSConfig(pki.ClientConfig()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +95,7 @@ func TestTLSMismatchProbedAgain(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	start := time.Now()
-	s, err := etcd.Dial(ctx, srv.Endpoints(), other.ClientConfig())
+	s, err := etcd.Dial(ctx, srv.Endpoints(), etcd.WithTLSConfig(other.ClientConfig()))
 	if err == nil {
 		s.Close()
 		t.Fatal("Dial succeeded")
@@ -136,7 +136,7 @@ func TestTLSMismatch(t *testing.T) {
 			ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 			defer cancel()
 			start := time.Now()
-			s, err := etcd.Dial(ctx, tc.eps, tc.cfg)
+			s, err := etcd.Dial(ctx, tc.eps, etcd.WithTLSConfig(tc.cfg))
 			if err == nil {
 				s.Close()
 				t.Fatal("Dial succeeded")

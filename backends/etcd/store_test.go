@@ -447,7 +447,7 @@ func TestDialHidesCredentialsAndFailsInTime(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
 	defer cancel()
 	err := within(t, 1500*time.Millisecond, "dial of a dead endpoint", func() error {
-		_, err := etcd.Dial(ctx, []string{"http://kvuser:s3cret@" + addr}, nil)
+		_, err := etcd.Dial(ctx, []string{"http://kvuser:s3cret@" + addr})
 		return err
 	})
 	if err == nil {
@@ -463,7 +463,7 @@ func TestDialHidesCredentialsAndFailsInTime(t *testing.T) {
 
 func TestDialAndClose(t *testing.T) {
 	eps := []string{strings.Replace(endpoints[0], "http://", "http://user:pw@", 1)}
-	s, err := etcd.Dial(t.Context(), eps, nil)
+	s, err := etcd.Dial(t.Context(), eps)
 	if err != nil {
 		t.Fatalf("Dial: %v", err)
 	}

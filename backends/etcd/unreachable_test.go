@@ -19,7 +19,7 @@ import (
 // unreachable.
 func TestStoreCallsUnreachable(t *testing.T) {
 	srv := etcdtest.MustStart(t)
-	store, err := etcd.Dial(t.Context(), srv.Endpoints(), nil)
+	store, err := etcd.Dial(t.Context(), srv.Endpoints())
 	if err != nil {
 		t.Fatal(err)
 	}

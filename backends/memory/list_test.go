@@ -148,7 +148,7 @@ func TestListBoundedAndErrors(t *testing.T) {
 	for _, limit := range []int{0, -1} {
 		_, _, err := s.List(ctx, "h", "", limit)
 		oe, ok := errors.AsType[*driver.OpError](err)
-		if !ok || oe.Op != "list" || !strings.Contains(err.Error(), "want at least 1") {
+		if !ok || oe.Op != "list" || !strings.Contains(err.Error(), "is not positive") {
 			t.Errorf("List with limit %d: %v, want an *driver.OpError about the limit", limit, err)
 		}
 	}

@@ -24,6 +24,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/kvbreaker/kvbreaker/adapter"
 	"github.com/kvbreaker/kvbreaker/driver"
 )
 
@@ -317,8 +318,8 @@ func (s *Store) List(ctx context.Context, prefix, cursor string, limit int) ([]s
 	if err := ctx.Err(); err != nil {
 		return nil, "", opError("list", prefix, err)
 	}
-	if limit < 1 {
-		return nil, "", opError("list", prefix, fmt.Errorf("limit %d: want at least 1", limit))
+	if err := adapter.ListArgs(limit); err != nil {
+		return nil, "", opError("list", prefix, err)
 	}
 	// One more than limit tells whether another page follows.
 	want := limit + 1

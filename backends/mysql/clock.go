@@ -20,6 +20,9 @@ var (
 // retried as Get is: the caller times the whole call, so the reading still
 // lies within it.
 func (s *Store) SampleClock(ctx context.Context) (time.Time, time.Duration, error) {
+	if s.closed.Load() {
+		return time.Time{}, 0, s.wrap(opClock, "", ErrClosed)
+	}
 	var us int64
 	if err := s.queryRow(ctx, stClock, nil, &us); err != nil {
 		return time.Time{}, 0, s.wrap(opClock, "", err)
@@ -33,6 +36,9 @@ func (s *Store) SampleClock(ctx context.Context) (time.Time, time.Duration, erro
 // driver.ErrNotFound when Get reads the key as absent (no row, an expired
 // one, or a tombstone), though the row stays until purged.
 func (s *Store) Expiry(ctx context.Context, key string) (time.Duration, error) {
+	if s.closed.Load() {
+		return 0, s.wrap(opExpiry, key, ErrClosed)
+	}
 	if err := checkKey(key); err != nil {
 		return 0, s.wrap(opExpiry, key, err)
 	}

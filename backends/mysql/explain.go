@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	gomysql "github.com/go-sql-driver/mysql"
+
+	"github.com/kvbreaker/kvbreaker/adapter"
 )
 
 // Explain says what to change when the server refused a connection or a
@@ -24,28 +26,14 @@ func Explain(err error, cfg *gomysql.Config, setting string) error {
 	}
 	switch me.Number {
 	case 1045: // ER_ACCESS_DENIED_ERROR
-		return explained(err, "mysql at %s refused user %q (%v): check the user and password in %s", cfg.Addr, cfg.User, me, setting)
+		return adapter.Explained(err, "mysql at %s refused user %q (%v): check the user and password in %s", cfg.Addr, cfg.User, me, setting)
 	case 1049: // ER_BAD_DB_ERROR
-		return explained(err, "mysql at %s has no database %q (%v): name an existing one in %s (user@tcp(host:port)/DATABASE)", cfg.Addr, cfg.DBName, me, setting)
+		return adapter.Explained(err, "mysql at %s has no database %q (%v): name an existing one in %s (user@tcp(host:port)/DATABASE)", cfg.Addr, cfg.DBName, me, setting)
 	case errTableAccessDenied:
-		return explained(err, "mysql at %s: user %q lacks a privilege (%v): an administrator can GRANT SELECT, INSERT, UPDATE, DELETE ON %s.* TO the user", cfg.Addr, cfg.User, me, cfg.DBName)
+		return adapter.Explained(err, "mysql at %s: user %q lacks a privilege (%v): an administrator can GRANT SELECT, INSERT, UPDATE, DELETE ON %s.* TO the user", cfg.Addr, cfg.User, me, cfg.DBName)
 	}
 	return fmt.Errorf("mysql at %s: user %q, database %q: %w", cfg.Addr, cfg.User, cfg.DBName, err)
 }
 
 // errTableAccessDenied is ER_TABLEACCESS_DENIED_ERROR.
 const errTableAccessDenied = 1142
-
-// explainedError is an explanation of err in words of its own: Error is
-// the explanation alone (err's text is in it), Unwrap is err.
-type explainedError struct {
-	msg string
-	err error
-}
-
-func (e *explainedError) Error() string { return e.msg }
-func (e *explainedError) Unwrap() error { return e.err }
-
-func explained(err error, format string, a ...any) error {
-	return &explainedError{fmt.Sprintf(format, a...), err}
-}

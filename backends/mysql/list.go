@@ -2,8 +2,8 @@ package mysql
 
 import (
 	"context"
-	"fmt"
 
+	"github.com/kvbreaker/kvbreaker/adapter"
 	"github.com/kvbreaker/kvbreaker/driver"
 )
 
@@ -14,8 +14,11 @@ var _ driver.Lister = (*Store)(nil)
 // the primary key. next is the last key returned when the page is full, ""
 // otherwise.
 func (s *Store) List(ctx context.Context, prefix, cursor string, limit int) ([]string, string, error) {
-	if limit <= 0 {
-		return nil, "", s.wrap(opList, prefix, fmt.Errorf("limit %d is not positive", limit))
+	if s.closed.Load() {
+		return nil, "", s.wrap(opList, prefix, ErrClosed)
+	}
+	if err := adapter.ListArgs(limit); err != nil {
+		return nil, "", s.wrap(opList, prefix, err)
 	}
 	st, args := stListAll, []any{prefix, cursor, limit}
 	if end, ok := prefixEnd(prefix); ok {

@@ -145,6 +145,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	gomysql "github.com/go-sql-driver/mysql"
@@ -207,7 +208,11 @@ type Store struct {
 	purger *adapter.Purger
 	// ownDB: Open made the pool, so Close closes it.
 	ownDB bool
+	closed atomic.Bool
 }
+
+// ErrClosed is the cause of a Store method's *driver.OpError after Close.
+var ErrClosed = errors.New("store closed")
 
 type options struct {
 	purge       adapter.Purge
@@ -365,7 +370,7 @@ ON DUPLICATE KEY UPDATE
 		t, now, guard, mine("writes"), keep)
 	// A swap and a delete: one UPDATE of the row at the compared version,
 	// or of a foreign row with the compared content. Parameters: those of
-	// set, then id (version), id (writes), key, and the two compareArgs.
+	// set, then id (version), id (writes), key, and the two adapter.RowVersionArgs.
 	update := func(set string) string {
 		return fmt.Sprintf(`UPDATE %[1]s SET %[2]s, version = ?, writes = CONCAT(?, LEFT(writes, %[3]d))
 WHERE k = ? AND expires_at > %[4]s AND CASE WHEN version > 0 THEN version = ? ELSE %[5]s = ? END`, t, set, keep, now, foreignHash)
@@ -427,6 +432,9 @@ func (s *Store) queryRow(ctx context.Context, i int, args []any, dest ...any) er
 // Get implements driver.Store: the row's value and version if it is live by
 // the server's clock, driver.ErrNotFound otherwise.
 func (s *Store) Get(ctx context.Context, key string) ([]byte, driver.Version, error) {
+	if s.closed.Load() {
+		return nil, driver.NoVersion, s.wrap(opGet, key, ErrClosed)
+	}
 	if err := checkKey(key); err != nil {
 		return nil, driver.NoVersion, s.wrap(opGet, key, err)
 	}
@@ -444,7 +452,7 @@ func (s *Store) Get(ctx context.Context, key string) ([]byte, driver.Version, er
 	if value == nil {
 		value = []byte{}
 	}
-	return value, versionOf(ver, hashed), nil
+	return value, adapter.RowVersion(ver, hashed), nil
 }
 
 // foreignHash is, for the row, 60 bits of the MD5 of its value, version,
@@ -455,29 +463,6 @@ const foreignHash = `CAST(CONV(LEFT(MD5(CONCAT(LENGTH(value), ':', version, ':',
 // foreignOf is what a statement returns beside a row's version: 0 for a
 // record (a positive version), its foreignHash otherwise.
 const foreignOf = "(CASE WHEN version > 0 THEN 0 ELSE " + foreignHash + " END)"
-
-// foreignBit marks the version of a foreign row (see "Foreign rows"); the
-// bits below it are the row's foreignHash.
-const foreignBit = 1 << 63
-
-// versionOf is the version a row reads as: its own if positive, else
-// foreignBit and its foreignHash.
-func versionOf(ver, hashed int64) driver.Version {
-	if ver > 0 {
-		return driver.Version(ver)
-	}
-	return foreignBit | driver.Version(hashed)
-}
-
-// compareArgs are the parameters a swap or delete names old by: a record's
-// version and -1, or 0 and a foreign row's hash; neither pair matches a
-// row of the other kind.
-func compareArgs(old driver.Version) (int64, int64) {
-	if old&foreignBit != 0 {
-		return 0, int64(old &^ foreignBit)
-	}
-	return int64(old), -1
-}
 
 // idBytes is a write id as the history column holds it.
 func idBytes(id int64) []byte { return binary.BigEndian.AppendUint64(nil, uint64(id)) }
@@ -499,6 +484,9 @@ func holds(writes []byte, id int64) bool {
 // (NoVersion when absent or expired). ttl must be positive; it is rounded up
 // to microseconds.
 func (s *Store) CompareAndSwap(ctx context.Context, key string, old driver.Version, value []byte, ttl time.Duration) (driver.Version, error) {
+	if s.closed.Load() {
+		return driver.NoVersion, s.wrap(opSwap, key, ErrClosed)
+	}
 	if ttl <= 0 {
 		return driver.NoVersion, s.wrap(opSwap, key, fmt.Errorf("ttl %v is not positive", ttl))
 	}
@@ -511,7 +499,7 @@ func (s *Store) CompareAndSwap(ctx context.Context, key string, old driver.Versi
 	us := int64((ttl + time.Microsecond - 1) / time.Microsecond)
 	id := writeID()
 	for range attempts {
-		ver, hashed := compareArgs(old)
+		ver, hashed := adapter.RowVersionArgs(old)
 		args := []any{value, us, us, id, idBytes(id), key, ver, hashed}
 		if old == driver.NoVersion {
 			args = createArgs(key, value, id, us)
@@ -538,7 +526,7 @@ func (s *Store) CompareAndSwap(ctx context.Context, key string, old driver.Versi
 			s.purger.Wrote()
 			return driver.Version(id), nil
 		case r.live:
-			return driver.NoVersion, &driver.ConflictError{Value: r.value, Version: versionOf(r.version, r.hashed)}
+			return driver.NoVersion, &driver.ConflictError{Value: r.value, Version: adapter.RowVersion(r.version, r.hashed)}
 		case old != driver.NoVersion:
 			return driver.NoVersion, &driver.ConflictError{Version: driver.NoVersion}
 		}
@@ -631,6 +619,9 @@ func (s *Store) exec(ctx context.Context, i int, args []any) (bool, error) {
 // version is there. With old == driver.NoVersion there is nothing to
 // delete: it only reads.
 func (s *Store) CompareAndDelete(ctx context.Context, key string, old driver.Version) error {
+	if s.closed.Load() {
+		return s.wrap(opDelete, key, ErrClosed)
+	}
 	if old == driver.NoVersion {
 		value, ver, err := s.Get(ctx, key)
 		if err != nil {
@@ -645,7 +636,7 @@ func (s *Store) CompareAndDelete(ctx context.Context, key string, old driver.Ver
 		return s.wrap(opDelete, key, err)
 	}
 	id := writeID()
-	ver, hashed := compareArgs(old)
+	ver, hashed := adapter.RowVersionArgs(old)
 	args := []any{id, idBytes(id), key, ver, hashed}
 	applied, err := s.exec(ctx, stDelete, args)
 	if err != nil {
@@ -665,7 +656,7 @@ func (s *Store) CompareAndDelete(ctx context.Context, key string, old driver.Ver
 	case !r.live:
 		return driver.ErrNotFound
 	}
-	return &driver.ConflictError{Value: r.value, Version: versionOf(r.version, r.hashed)}
+	return &driver.ConflictError{Value: r.value, Version: adapter.RowVersion(r.version, r.hashed)}
 }
 
 // retry runs send until it succeeds, fails with an answer from the server
@@ -718,6 +709,9 @@ func writeID() int64 {
 // writes; call it yourself (until it returns fewer than a batch) to drain a
 // backlog.
 func (s *Store) Purge(ctx context.Context) (int64, error) {
+	if s.closed.Load() {
+		return 0, s.wrap(opPurge, "", ErrClosed)
+	}
 	n, err := s.purge(ctx)
 	if err != nil {
 		return 0, s.wrap(opPurge, "", err)
@@ -780,6 +774,9 @@ ORDER BY purge_at LIMIT ? FOR UPDATE SKIP LOCKED`, t, now), delay, s.o.purge.Bat
 // Ping checks that the server answers and the table exists, as a command
 // does before its first call: a refused connection is an *UnreachableError.
 func (s *Store) Ping(ctx context.Context) error {
+	if s.closed.Load() {
+		return s.wrap(opDial, "", ErrClosed)
+	}
 	rows, err := s.db.QueryContext(ctx, fmt.Sprintf("SELECT 1 FROM %s LIMIT 0", quoteIdent(s.table)))
 	if err != nil {
 		return s.wrap(opDial, "", err)
@@ -790,9 +787,11 @@ func (s *Store) Ping(ctx context.Context) error {
 
 // Close waits for a background purge to end, starts no more and closes the
 // prepared statements; it closes the pool if Open made it (New's pool is
-// the caller's).
+// the caller's). Later calls fail with ErrClosed, sending nothing.
 func (s *Store) Close() error {
+	// After the purger: the background purge Close waits for calls Purge.
 	s.purger.Close()
+	s.closed.Store(true)
 	for i := range s.stmts {
 		s.stmts[i].close()
 	}
@@ -807,6 +806,9 @@ func (s *Store) Close() error {
 // or 1. It bypasses the compare-and-swap a Breaker relies on: it is for a
 // tool that cleans up keys it wrote itself (kvbreaker check).
 func (s *Store) PurgeKey(ctx context.Context, key string) (int64, error) {
+	if s.closed.Load() {
+		return 0, fmt.Errorf("mysql: purge %q: %w", key, ErrClosed)
+	}
 	res, err := s.db.ExecContext(ctx, "DELETE FROM `"+s.table+"` WHERE k = ?", key) // table passed Schema's check in New
 	if err != nil {
 		return 0, fmt.Errorf("mysql: purge %q: %w", key, err)

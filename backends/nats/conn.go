@@ -12,6 +12,7 @@ import (
 
 	natsgo "github.com/nats-io/nats.go"
 
+	"github.com/kvbreaker/kvbreaker/adapter"
 	"github.com/kvbreaker/kvbreaker/driver"
 	"github.com/kvbreaker/kvbreaker/tlsdiag"
 )
@@ -167,8 +168,8 @@ func (s *Store) requestOnce(ctx context.Context, msg *natsgo.Msg) (*natsgo.Msg, 
 
 // Connection settings of Dial.
 const (
-	// ConnectTimeout bounds Dial's TCP connection and NATS handshake.
-	ConnectTimeout = 2 * time.Second
+	// connectTimeout bounds Dial's TCP connection and NATS handshake.
+	connectTimeout = 2 * time.Second
 	// DefaultDialTimeout bounds Dial when its context has no deadline.
 	DefaultDialTimeout = 5 * time.Second
 	// ReconnectWait is how long Dial's connection waits between
@@ -183,15 +184,15 @@ const (
 // Store in bucket that owns the connection: Close closes it. The
 // connection reconnects for ever and buffers nothing while it does, so a
 // call while the server is away fails at once. A server that refuses the
-// connection fails Dial within ConnectTimeout, one that does not answer
+// connection fails Dial within 2 s, one that does not answer
 // when ctx ends (DefaultDialTimeout without a deadline); both match
 // driver.ErrUnreachable. ctx does not bound the Store's later life.
 func Dial(ctx context.Context, urls, bucket string, natsOpts []natsgo.Option, opts ...Option) (*Store, error) {
-	var problems []error
+	problems := adapter.Problems{Backend: backend}
 	if strings.TrimSpace(urls) == "" {
-		problems = append(problems, optionError("server URL", `""`, "give nats://host:4222 (comma-separated for several)"))
+		problems.Add("server URL", `""`, "give nats://host:4222 (comma-separated for several)")
 	}
-	o, err := newOptions(bucket, opts, problems...)
+	o, err := newOptions(bucket, opts, &problems)
 	if err != nil {
 		return nil, err
 	}
@@ -202,7 +203,7 @@ func Dial(ctx context.Context, urls, bucket string, natsOpts []natsgo.Option, op
 	}
 	all := append([]natsgo.Option{
 		natsgo.Name("kvbreaker"),
-		natsgo.Timeout(ConnectTimeout),
+		natsgo.Timeout(connectTimeout),
 		natsgo.MaxReconnects(-1),
 		natsgo.ReconnectWait(ReconnectWait),
 		natsgo.ReconnectBufSize(-1),

@@ -29,3 +29,7 @@ func AcceptLateBeats(on bool)   { acceptLateBeats.Store(on) }
 func BeatSubjectFor(bucket, prefix string) string {
 	return (&Store{subjPre: "$KV." + bucket + "."}).beatSubject(prefix)
 }
+
+// ConnectTimeout is the connection timeout Dial uses, for the tests that
+// bound a refused or silent dial by it.
+const ConnectTimeout = connectTimeout

@@ -11,6 +11,7 @@ import (
 	natsgo "github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/kvbreaker/kvbreaker/adapter"
 	"github.com/kvbreaker/kvbreaker/driver"
 )
 
@@ -31,8 +32,8 @@ func (s *Store) List(ctx context.Context, prefix, cursor string, limit int) ([]s
 	if s.closed.Load() {
 		return nil, "", opError(op, prefix, ErrClosed)
 	}
-	if limit < 1 {
-		return nil, "", opError(op, prefix, fmt.Errorf("limit %d: want at least 1", limit))
+	if err := adapter.ListArgs(limit); err != nil {
+		return nil, "", opError(op, prefix, err)
 	}
 	start := uint64(1)
 	if cursor != "" {

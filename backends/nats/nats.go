@@ -59,6 +59,7 @@ import (
 	natsgo "github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/kvbreaker/kvbreaker/adapter"
 	"github.com/kvbreaker/kvbreaker/driver"
 )
 
@@ -141,28 +142,23 @@ func WithTombstoneTTL(d time.Duration) Option { return func(o *options) { o.tomb
 
 var validBucket = regexp.MustCompile(`^[a-zA-Z0-9_-]+$`)
 
-func newOptions(bucket string, opts []Option, problems ...error) (options, error) {
+// newOptions applies opts over the defaults and reports every invalid one
+// (and the problems the caller found already) as a *driver.OptionError.
+func newOptions(bucket string, opts []Option, problems *adapter.Problems) (options, error) {
 	o := options{replicas: 1, tomb: DefaultTombstoneTTL}
 	for _, opt := range opts {
 		opt(&o)
 	}
-	errs := problems
 	if !validBucket.MatchString(bucket) {
-		errs = append(errs, optionError("bucket", fmt.Sprintf("%q", bucket), "give a name of letters, digits, '-' and '_', e.g. kvbreaker"))
+		problems.Add("bucket", fmt.Sprintf("%q", bucket), "give a name of letters, digits, '-' and '_', e.g. kvbreaker")
 	}
 	if o.replicas < 1 || o.replicas > 5 {
-		errs = append(errs, optionError("WithReplicas", o.replicas, "give 1 to 5"))
+		problems.Add("WithReplicas", o.replicas, "give 1 to 5")
 	}
 	if o.tomb < time.Second {
-		errs = append(errs, optionError("WithTombstoneTTL", o.tomb, "give 1s or more"))
+		problems.Add("WithTombstoneTTL", o.tomb, "give 1s or more")
 	}
-	switch len(errs) {
-	case 0:
-		return o, nil
-	case 1:
-		return o, errs[0]
-	}
-	return o, errors.Join(errs...)
+	return o, problems.Err()
 }
 
 func optionError(option string, value any, fix string) error {
@@ -183,11 +179,11 @@ const DefaultSetupTimeout = 5 * time.Second
 // its context, sending nothing until then (ErrNotConnected if the context
 // ends first).
 func New(ctx context.Context, nc *natsgo.Conn, bucket string, opts ...Option) (*Store, error) {
-	var problems []error
+	problems := adapter.Problems{Backend: backend}
 	if nc == nil {
-		problems = append(problems, optionError("connection", "nil", "pass a *nats.Conn, or call Dial"))
+		problems.Add("connection", "nil", "pass a *nats.Conn, or call Dial")
 	}
-	o, err := newOptions(bucket, opts, problems...)
+	o, err := newOptions(bucket, opts, &problems)
 	if err != nil {
 		return nil, err
 	}

@@ -6,6 +6,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/kvbreaker/kvbreaker/adapter"
 )
 
 // Explain says what to change when the server at addr refused a connection
@@ -29,33 +31,19 @@ func Explain(err error, addr string, cfg *pgxpool.Config, table, setting string)
 	switch pe.Code {
 	case "28P01": // invalid_password
 		if cfg.ConnConfig.Password == "" {
-			return explained(err, "postgres at %s wants a password for user %q and none was given (%s): set $PGPASSWORD, or a ~/.pgpass line (host:port:database:user:password) for this server",
+			return adapter.Explained(err, "postgres at %s wants a password for user %q and none was given (%s): set $PGPASSWORD, or a ~/.pgpass line (host:port:database:user:password) for this server",
 				addr, user, said)
 		}
-		return explained(err, "postgres at %s refused the password of user %q (%s): check it where it came from ($PGPASSWORD, ~/.pgpass or %s)", addr, user, said, setting)
+		return adapter.Explained(err, "postgres at %s refused the password of user %q (%s): check it where it came from ($PGPASSWORD, ~/.pgpass or %s)", addr, user, said, setting)
 	case "28000": // invalid_authorization_specification: no such role, no pg_hba.conf entry
-		return explained(err, "postgres at %s refused user %q for database %q (%s): name a user the server admits in %s (postgres://USER@host:port/db, user=USER) or $PGUSER; a \"no pg_hba.conf entry\" is the server's pg_hba.conf to change",
+		return adapter.Explained(err, "postgres at %s refused user %q for database %q (%s): name a user the server admits in %s (postgres://USER@host:port/db, user=USER) or $PGUSER; a \"no pg_hba.conf entry\" is the server's pg_hba.conf to change",
 			addr, user, db, said, setting)
 	case "3D000": // invalid_catalog_name
-		return explained(err, "postgres at %s has no database %q (%s): name an existing one in %s (postgres://user@host:port/DATABASE, dbname=DATABASE) or $PGDATABASE",
+		return adapter.Explained(err, "postgres at %s has no database %q (%s): name an existing one in %s (postgres://user@host:port/DATABASE, dbname=DATABASE) or $PGDATABASE",
 			addr, db, said, setting)
 	case "42501": // insufficient_privilege
-		return explained(err, "postgres at %s: user %q lacks a privilege on table %s (%s): a database owner can GRANT SELECT, INSERT, UPDATE, DELETE ON %s, and USAGE ON SEQUENCE %s_version, TO %q",
+		return adapter.Explained(err, "postgres at %s: user %q lacks a privilege on table %s (%s): a database owner can GRANT SELECT, INSERT, UPDATE, DELETE ON %s, and USAGE ON SEQUENCE %s_version, TO %q",
 			addr, user, table, said, table, table, user)
 	}
-	return explained(err, "postgres at %s: user %q, database %q: %s", addr, user, db, said)
-}
-
-// explainedError is an explanation of err in words of its own: Error is the
-// explanation alone (err's text is in it), Unwrap is err.
-type explainedError struct {
-	msg string
-	err error
-}
-
-func (e *explainedError) Error() string { return e.msg }
-func (e *explainedError) Unwrap() error { return e.err }
-
-func explained(err error, format string, a ...any) error {
-	return &explainedError{fmt.Sprintf(format, a...), err}
+	return adapter.Explained(err, "postgres at %s: user %q, database %q: %s", addr, user, db, said)
 }

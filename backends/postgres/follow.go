@@ -278,7 +278,7 @@ func scanPut(rows pgx.Rows) (driver.Change, error) {
 	if value == nil {
 		value = []byte{}
 	}
-	return driver.Change{Kind: driver.ChangePut, Key: key, Value: value, Version: versionOf(ver, hashed)}, nil
+	return driver.Change{Kind: driver.ChangePut, Key: key, Value: value, Version: adapter.RowVersion(ver, hashed)}, nil
 }
 
 // beat is a heartbeat sent and not yet back.

@@ -2,9 +2,9 @@ package postgres
 
 import (
 	"context"
-	"fmt"
 	"unicode/utf8"
 
+	"github.com/kvbreaker/kvbreaker/adapter"
 	"github.com/kvbreaker/kvbreaker/driver"
 )
 
@@ -16,8 +16,8 @@ var _ driver.Lister = (*Store)(nil)
 // returned when the page is full, "" otherwise. A prefix that is not UTF-8
 // is refused by the server.
 func (s *Store) List(ctx context.Context, prefix, cursor string, limit int) ([]string, string, error) {
-	if limit <= 0 {
-		return nil, "", s.wrap(opList, prefix, fmt.Errorf("limit %d is not positive", limit))
+	if err := adapter.ListArgs(limit); err != nil {
+		return nil, "", s.wrap(opList, prefix, err)
 	}
 	sql, args := s.sqlListAll, []any{prefix, cursor, limit}
 	if end, ok := prefixEnd(prefix); ok {

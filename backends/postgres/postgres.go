@@ -446,29 +446,7 @@ func (s *Store) Get(ctx context.Context, key string) ([]byte, driver.Version, er
 	if value == nil {
 		value = []byte{}
 	}
-	return value, versionOf(ver, hashed), nil
-}
-
-// foreignBit marks the version of a foreign row (see "Foreign rows"); the
-// bits below it are the row's foreignHash.
-const foreignBit = 1 << 63
-
-// versionOf is the version a row reads as: its own if positive, else
-// foreignBit and its foreignHash.
-func versionOf(ver, hashed int64) driver.Version {
-	if ver > 0 {
-		return driver.Version(ver)
-	}
-	return foreignBit | driver.Version(hashed)
-}
-
-// compareArgs are the $5 and $6 a write names old by: a record's version
-// and -1, or 0 and a foreign row's hash.
-func compareArgs(old driver.Version) (int64, int64) {
-	if old&foreignBit != 0 {
-		return 0, int64(old &^ foreignBit)
-	}
-	return int64(old), -1
+	return value, adapter.RowVersion(ver, hashed), nil
 }
 
 // result is what a write returns.
@@ -513,7 +491,7 @@ func (s *Store) compareAndSwap(ctx context.Context, q querier, via sender, key s
 	us := (ttl + time.Microsecond - 1) / time.Microsecond
 	id := writeID()
 	var r result
-	o5, o6 := compareArgs(old)
+	o5, o6 := adapter.RowVersionArgs(old)
 	err := via(ctx, func() error {
 		return q.QueryRow(ctx, sql, key, value, int64(us), id, o5, o6).Scan(&r.version, &r.value, &r.live, &r.mine, &r.hashed)
 	})
@@ -533,7 +511,7 @@ func (s *Store) compareAndSwap(ctx context.Context, q querier, via sender, key s
 	if r.value == nil {
 		r.value = []byte{}
 	}
-	return driver.NoVersion, &driver.ConflictError{Value: r.value, Version: versionOf(r.version, r.hashed)}
+	return driver.NoVersion, &driver.ConflictError{Value: r.value, Version: adapter.RowVersion(r.version, r.hashed)}
 }
 
 // CompareAndDelete implements driver.Store with one guarded UPDATE that
@@ -558,7 +536,7 @@ func (s *Store) compareAndDelete(ctx context.Context, q querier, via sender, key
 	}
 	id := writeID()
 	var r result
-	o5, o6 := compareArgs(old)
+	o5, o6 := adapter.RowVersionArgs(old)
 	err := via(ctx, func() error {
 		return q.QueryRow(ctx, s.sqlDelete, key, []byte{}, int64(0), id, o5, o6).Scan(&r.version, &r.value, &r.live, &r.mine, &r.hashed)
 	})
@@ -576,7 +554,7 @@ func (s *Store) compareAndDelete(ctx context.Context, q querier, via sender, key
 	if r.value == nil {
 		r.value = []byte{}
 	}
-	return &driver.ConflictError{Value: r.value, Version: versionOf(r.version, r.hashed)}
+	return &driver.ConflictError{Value: r.value, Version: adapter.RowVersion(r.version, r.hashed)}
 }
 
 // Expiry implements driver.ExpiryReader: the time until the row's

@@ -2,6 +2,7 @@ package redis
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -19,9 +20,9 @@ import (
 )
 
 const (
-	// ConnectTimeout is the dial timeout Dial gives a client whose URL sets
+	// connectTimeout is the dial timeout Dial gives a client whose URL sets
 	// none: a refused or unroutable address fails within it.
-	ConnectTimeout = 2 * time.Second
+	connectTimeout = 2 * time.Second
 	// DefaultDialTimeout bounds Dial when its context has no deadline.
 	DefaultDialTimeout = 5 * time.Second
 	// probeTimeout bounds the check whether a server that dropped a
@@ -47,7 +48,7 @@ type UnreachableError = driver.UnreachableError
 // Dial connects to the server at rawURL ("redis://[:password@]host:port/db",
 // "rediss://…" for TLS, with go-redis's TLS configuration or WithTLSConfig's; see redis.ParseURL)
 // and returns a Store that owns the client: Close closes it. Dial confirms the server answers a PING: against a port where nothing
-// listens it fails within ConnectTimeout with "cannot reach redis at
+// listens it fails within 2 s with "cannot reach redis at
 // <addr>: connection refused"; against a server that accepts but does not
 // answer it fails when ctx ends (DefaultDialTimeout when ctx has no
 // deadline), saying so. Both match ErrUnreachable. A TLS mismatch (an
@@ -62,31 +63,71 @@ func Dial(ctx context.Context, rawURL string, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, urlError(rawURL, err)
 	}
+	return dial(ctx, opts, dialTarget{
+		tls: &o.TLSConfig, dialTimeout: &o.DialTimeout, contextTimeout: &o.ContextTimeoutEnabled,
+		tlsURL: "rediss://host:port/db", addrs: []string{o.Addr},
+	}, func() goredis.UniversalClient { return goredis.NewClient(o) },
+		func(ctx context.Context, err error, waited time.Duration) error {
+			if o.TLSConfig == nil && (errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET)) {
+				// A TLS server drops a plain-text client's first command.
+				pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), probeTimeout)
+				te := tlsdiag.Probe(pctx, "redis", o.Addr, o.Addr, nil)
+				cancel()
+				if te != nil {
+					te.Fix = "use a rediss:// URL"
+					return te
+				}
+			}
+			return unreachable(o.Addr, err, waited)
+		})
+}
+
+// dialTarget is what dial sets in go-redis's Options or ClusterOptions,
+// whichever the URL was parsed into, and what it says of them.
+type dialTarget struct {
+	tls            **tls.Config
+	dialTimeout    *time.Duration
+	contextTimeout *bool
+	tlsURL         string   // the URL's form that asks for TLS, for WithTLSConfig's fix
+	addrs          []string // the addresses a client-certificate refusal names
+}
+
+// dial is Dial's and DialCluster's one way from parsed options to a Store
+// that owns its client: WithTLSConfig merged into the URL's TLS (a
+// redis:// URL has none to merge into: an option error), connectTimeout
+// where the URL sets no dial timeout, the client-certificate watch, the
+// client connect makes, and the PING bounded by ctx or DefaultDialTimeout.
+// failed explains a PING's error that is not a refused client certificate
+// (ctx is the PING's, waited how long it took).
+func dial(ctx context.Context, opts []Option, t dialTarget, connect func() goredis.UniversalClient,
+	failed func(ctx context.Context, err error, waited time.Duration) error) (*Store, error) {
 	so := resolve(opts)
 	var problems []error
 	if so.tlsConfig != nil {
-		if o.TLSConfig == nil {
-			problems = append(problems, optionError("WithTLSConfig", "with a redis:// URL", "use rediss://host:port/db, which asks for TLS"))
+		if *t.tls == nil {
+			problems = append(problems, optionError("WithTLSConfig", "with a redis:// URL", "use "+t.tlsURL+", which asks for TLS"))
 		} else {
 			cfg := so.tlsConfig.Clone()
 			if cfg.ServerName == "" {
-				cfg.ServerName = o.TLSConfig.ServerName
+				// rediss:// made the URL's TLS configuration, naming its
+				// (first) host.
+				cfg.ServerName = (*t.tls).ServerName
 			}
-			o.TLSConfig = cfg
+			*t.tls = cfg
 		}
 		so.tlsConfig = nil
 	}
-	if o.DialTimeout == 0 {
-		o.DialTimeout = ConnectTimeout
+	if *t.dialTimeout == 0 {
+		*t.dialTimeout = connectTimeout
 	}
-	o.ContextTimeoutEnabled = true
+	*t.contextTimeout = true
 	// A server's refusal of a missing client certificate may reach the
 	// first PING as a reset rather than its alert: the watch names it.
 	var certs *tlsdiag.CertWatch
-	if o.TLSConfig != nil {
-		o.TLSConfig, certs = tlsdiag.WatchClientCert(o.TLSConfig)
+	if *t.tls != nil {
+		*t.tls, certs = tlsdiag.WatchClientCert(*t.tls)
 	}
-	c := goredis.NewClient(o)
+	c := connect()
 	s, err := newStore(c, so, problems)
 	if err != nil {
 		c.Close()
@@ -101,20 +142,10 @@ func Dial(ctx context.Context, rawURL string, opts ...Option) (*Store, error) {
 	start := time.Now()
 	if err := c.Ping(ctx).Err(); err != nil {
 		c.Close()
-		if te := certs.Refused("redis", o.Addr, err); te != nil {
+		if te := certs.Refused("redis", strings.Join(t.addrs, ", "), err); te != nil {
 			return nil, opError("dial", "", te)
 		}
-		if o.TLSConfig == nil && (errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET)) {
-			// A TLS server drops a plain-text client's first command.
-			pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), probeTimeout)
-			te := tlsdiag.Probe(pctx, "redis", o.Addr, o.Addr, nil)
-			cancel()
-			if te != nil {
-				te.Fix = "use a rediss:// URL"
-				return nil, opError("dial", "", te)
-			}
-		}
-		return nil, opError("dial", "", unreachable(o.Addr, err, time.Since(start)))
+		return nil, opError("dial", "", failed(ctx, err, time.Since(start)))
 	}
 	return s, nil
 }

@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/kvbreaker/kvbreaker/adapter"
 )
 
 // Explain says what to change when a Redis server answered a request with
@@ -26,31 +28,17 @@ func Explain(err error, where, setting string) error {
 	msg := re.Error()
 	switch {
 	case goredis.HasErrorPrefix(err, "NOAUTH"):
-		return explained(err, "%s requires a password (%s): give it in %s as redis://:PASSWORD@host:port/db, or redis://USER:PASSWORD@host:port/db for an ACL user",
+		return adapter.Explained(err, "%s requires a password (%s): give it in %s as redis://:PASSWORD@host:port/db, or redis://USER:PASSWORD@host:port/db for an ACL user",
 			where, msg, setting)
 	case goredis.HasErrorPrefix(err, "WRONGPASS"), strings.Contains(msg, "invalid password"):
-		return explained(err, "%s refused the user name or password in %s (%s): check them (redis://USER:PASSWORD@host:port/db; %%-escape reserved characters in the password)",
+		return adapter.Explained(err, "%s refused the user name or password in %s (%s): check them (redis://USER:PASSWORD@host:port/db; %%-escape reserved characters in the password)",
 			where, setting, msg)
 	case goredis.HasErrorPrefix(err, "NOPERM"):
-		return explained(err, "%s: the ACL user of %s may not run what kvbreaker needs (%s): on your fleet's keys (~PREFIX*) and the channel &__redis__:invalidate it needs +ping +info +client|setname +client|id +hmget +evalsha +eval +get +hgetall +lrange +smembers +zrange +xrange +dump +type +hset +hdel +del +pexpire +pttl +time +scan +hexists +subscribe +client|tracking +publish (docs/security.md)",
+		return adapter.Explained(err, "%s: the ACL user of %s may not run what kvbreaker needs (%s): on your fleet's keys (~PREFIX*) and the channel &__redis__:invalidate it needs +ping +info +client|setname +client|id +hmget +evalsha +eval +get +hgetall +lrange +smembers +zrange +xrange +dump +type +hset +hdel +del +pexpire +pttl +time +scan +hexists +subscribe +client|tracking +publish (docs/security.md)",
 			where, setting, msg)
 	case strings.Contains(msg, "DB index is out of range"), strings.Contains(msg, "invalid DB index"):
-		return explained(err, "%s: the server has no such database (%s): put a database it has in %s's path, redis://host:port/0 (its \"databases\" setting, 16 by default)",
+		return adapter.Explained(err, "%s: the server has no such database (%s): put a database it has in %s's path, redis://host:port/0 (its \"databases\" setting, 16 by default)",
 			where, msg, setting)
 	}
 	return fmt.Errorf("%s: %w", where, err)
-}
-
-// explainedError is an explanation of err in words of its own: Error is
-// the explanation alone (err's text is in it), Unwrap is err.
-type explainedError struct {
-	msg string
-	err error
-}
-
-func (e *explainedError) Error() string { return e.msg }
-func (e *explainedError) Unwrap() error { return e.err }
-
-func explained(err error, format string, a ...any) error {
-	return &explainedError{fmt.Sprintf(format, a...), err}
 }

@@ -24,3 +24,7 @@ func BeatCounts() (sent, checks, samples int) {
 
 // BeatRejected returns how many beats this process's feeds dropped.
 func BeatRejected() int { return int(beatCounts.rejected.Load()) }
+
+// ConnectTimeout is the connection timeout Dial uses, for the tests that
+// bound a refused or silent dial by it.
+const ConnectTimeout = connectTimeout

@@ -11,6 +11,8 @@ import (
 	"sync"
 
 	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/kvbreaker/kvbreaker/adapter"
 )
 
 // List implements driver.Lister with SCAN MATCH <prefix>*, on each master
@@ -32,8 +34,8 @@ func (s *Store) List(ctx context.Context, prefix, cursor string, limit int) ([]s
 	if s.closed.Load() {
 		return nil, "", opError(op, prefix, ErrClosed)
 	}
-	if limit < 1 {
-		return nil, "", opError(op, prefix, fmt.Errorf("limit %d: want at least 1", limit))
+	if err := adapter.ListArgs(limit); err != nil {
+		return nil, "", opError(op, prefix, err)
 	}
 	nodes, err := s.nodes(ctx)
 	if err != nil {

@@ -3,8 +3,8 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"fmt"
 
+	"github.com/kvbreaker/kvbreaker/adapter"
 	"github.com/kvbreaker/kvbreaker/driver"
 )
 
@@ -18,8 +18,8 @@ var (
 // the primary key. next is the last key returned when the page is full, ""
 // otherwise.
 func (s *Store) List(ctx context.Context, prefix, cursor string, limit int) ([]string, string, error) {
-	if limit <= 0 {
-		return nil, "", s.wrap(ctx, opList, prefix, fmt.Errorf("limit %d is not positive", limit))
+	if err := adapter.ListArgs(limit); err != nil {
+		return nil, "", s.wrap(ctx, opList, prefix, err)
 	}
 	now := s.now()
 	var (

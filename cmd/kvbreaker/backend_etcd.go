@@ -45,7 +45,7 @@ func openEtcd(ctx context.Context, f *backendFlags) (*conn, error) {
 	if err := preflight(ctx, "etcd", eps...); err != nil {
 		return nil, err
 	}
-	s, err := etcd.Dial(ctx, eps, tlsConfig)
+	s, err := etcd.Dial(ctx, eps, etcd.WithTLSConfig(tlsConfig))
 	if err != nil {
 		if te, ok := errors.AsType[*tlsdiag.Error](err); ok {
 			return nil, tlsFlagError(f, te)

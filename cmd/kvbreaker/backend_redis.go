@@ -99,7 +99,7 @@ func (quietLog) Printf(context.Context, string, ...any) {}
 
 // openRedis dials the server (redis.Dial), or the Cluster's seeds with
 // --redis-cluster (redis.DialCluster), which confirm it answers a PING: a
-// refused port is reported within redis.ConnectTimeout, a silent server
+// refused port is reported within 2 s (redis.Dial's connection timeout), a silent server
 // when ctx (--timeout) ends.
 func openRedis(ctx context.Context, f *backendFlags) (*conn, error) {
 	goredis.SetLogger(quietLog{})

@@ -40,7 +40,7 @@ func TestEtcdClientCertificates(t *testing.T) {
 	pki := tlstest.MustNew(t, "etcd test CA")
 	other := tlstest.MustNew(t, "another CA")
 	srv := etcdtest.MustStartWith(t, etcdtest.Options{TLS: pki, ClientCerts: true})
-	st, err := etcd.Dial(t.Context(), srv.Endpoints(), pki.ClientConfig())
+	st, err := etcd.Dial(t.Context(), srv.Endpoints(), etcd.WithTLSConfig(pki.ClientConfig()))
 	if err != nil {
 		t.Fatal(err)
 	}

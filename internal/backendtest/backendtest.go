@@ -2,7 +2,8 @@
 // conformance suite: paging through a Lister, endpoints that refuse or
 // never answer, a dial-counting HTTP transport, and the checks of a store's
 // calls against them (a refused connection fails at once with an
-// *driver.UnreachableError; a silent endpoint costs the call its context).
+// *driver.UnreachableError; a silent endpoint costs the call its context),
+// and of a Store's calls after Close (ClosedCalls, StoreCalls).
 // It is for tests only and imports nothing but driver and the standard
 // library.
 package backendtest

@@ -1,0 +1,24 @@
+package adapter
+
+import "fmt"
+
+// Explained returns an error whose text is the explanation formatted from
+// format and a, and which unwraps to err. It is for the explanation of a
+// server's refusal in words of the store's own (a wrong password, a missing
+// database or privilege, and what to change), whose text already holds what
+// the server said: fmt.Errorf with %w would print err a second time, after
+// the explanation. errors.Is and errors.As still find err and the SDK's
+// error types behind it.
+func Explained(err error, format string, a ...any) error {
+	return &explainedError{fmt.Sprintf(format, a...), err}
+}
+
+// explainedError is an explanation of err in words of its own: Error is
+// the explanation alone, Unwrap is err.
+type explainedError struct {
+	msg string
+	err error
+}
+
+func (e *explainedError) Error() string { return e.msg }
+func (e *explainedError) Unwrap() error { return e.err }
