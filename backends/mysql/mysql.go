@@ -207,7 +207,7 @@ type Store struct {
 
 	purger *adapter.Purger
 	// ownDB: Open made the pool, so Close closes it.
-	ownDB bool
+	ownDB  bool
 	closed atomic.Bool
 }
 
