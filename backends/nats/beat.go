@@ -117,7 +117,7 @@ type fleetBeats struct {
 // the wipe checks riding on them, the clock samples, and the beats
 // dropped as dated after their arrival: what the feed cost model
 // (internal/model) is held to against the server's own count.
-var beatCounts struct{ sent, checks, samples, rejected atomic.Int64 }
+var beatCounts struct{ sent, checks, samples, rejected, seeds atomic.Int64 }
 
 // beatSkew, set by tests only, moves every other follower's beat's server
 // time (of its read) on by that many nanoseconds before it is converted, as a
@@ -174,6 +174,41 @@ func (b *fleetBeats) sample(ctx context.Context) (before, srv, after time.Time, 
 	return before, info.TimeStamp, after, nil
 }
 
+// seed puts a message on the beat's subject and then reads the session's
+// first stream state again, so that the state every later check is
+// compared with counts the subject: the prefix's first beat would
+// otherwise add a subject and a message to the counts as a wipe takes one
+// of each away, and hide it. The message is not a beat (receivers date
+// nothing by it); the subject then holds a message for the session, each
+// beat replacing the last (a purge that takes it is a wipe, seen).
+//
+// refused reports that the server refused the user the subject: the feed
+// then proves itself on its own (follow.go), and needs no seed.
+func (b *fleetBeats) seed(ctx context.Context) (refused bool, err error) {
+	pctx, cancel := context.WithTimeout(ctx, b.timeout())
+	_, err = b.f.s.js.Publish(pctx, b.subject, []byte(beatPayload+" seed"))
+	cancel()
+	beatCounts.seeds.Add(1)
+	if err != nil {
+		if b.refused() {
+			b.f.beatRefused = true
+			return true, nil
+		}
+		return false, fmt.Errorf("seed the beat's subject: %w", err)
+	}
+	b.f.wipe.reset()
+	return false, b.f.checkWipe(ctx)
+}
+
+// refused reports whether the connection's last error is the server's
+// refusal of the beat's subject: a publish the user's permissions deny is
+// dropped by the server, which tells the connection and not the request,
+// so the put ends with its context.
+func (b *fleetBeats) refused() bool {
+	le := b.f.s.nc.LastError()
+	return errors.Is(le, natsgo.ErrPermissionViolation) && strings.Contains(le.Error(), `"`+b.subject+`"`)
+}
+
 // due reports whether a beat is wanted at now: the newest Synced is older
 // than the heartbeat and the jitter, and no beat of this follower's own
 // is under way.
@@ -192,6 +227,12 @@ func (b *fleetBeats) send(ctx context.Context) error {
 	beatCounts.checks.Add(1)
 	b.clock.Observe(before, info.TimeStamp, after)
 	st := info.State
+	// Compared here, not only when the beat comes back: a later beat of
+	// another's replaces this one in the stream when it is put first, and
+	// this follower's Synced is still dated by this read.
+	if err := b.f.compareWipe(ctx, info.Created, st, false); err != nil {
+		return err
+	}
 	b.seq++
 	sent := time.Now()
 	pctx, cancel := context.WithTimeout(ctx, b.timeout())
@@ -200,11 +241,8 @@ func (b *fleetBeats) send(ctx context.Context) error {
 		info.Created.UnixNano(), st.LastSeq, st.Msgs, st.NumSubjects, info.TimeStamp.UnixNano()))
 	beatCounts.sent.Add(1)
 	if err != nil {
-		// A publish the user's permissions deny is dropped by the server,
-		// which tells the connection (its LastError) and not the request:
-		// the put then ends with its context.
-		if le := b.f.s.nc.LastError(); errors.Is(le, natsgo.ErrPermissionViolation) && strings.Contains(le.Error(), `"`+b.subject+`"`) {
-			return fmt.Errorf("put a beat: %w: %w", errBeatRefused, le)
+		if b.refused() {
+			return fmt.Errorf("put a beat: %w", errBeatRefused)
 		}
 		return fmt.Errorf("put a beat: %w", err)
 	}

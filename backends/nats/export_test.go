@@ -33,3 +33,6 @@ func BeatSubjectFor(bucket, prefix string) string {
 // ConnectTimeout is the connection timeout Dial uses, for the tests that
 // bound a refused or silent dial by it.
 const ConnectTimeout = connectTimeout
+
+// BeatSeeds returns how many sessions on demand seeded the beat's subject.
+func BeatSeeds() int { return int(beatCounts.seeds.Load()) }

@@ -221,6 +221,13 @@ func (f *follower) once(ctx context.Context) (began, synced bool, err error) {
 	var fb *fleetBeats
 	if f.want != nil && !s.replicated && !f.beatRefused && f.wipe.st != nil && !f.wipe.st.CachedInfo().TimeStamp.IsZero() {
 		fb = newFleetBeats(f)
+		refused, err := fb.seed(ctx)
+		if err != nil {
+			return false, false, err
+		}
+		if refused {
+			fb = nil
+		}
 	}
 	cons, err := f.consumer(ctx, inbox)
 	if err != nil {

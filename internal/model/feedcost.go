@@ -100,7 +100,7 @@ type DemandBeats struct {
 // on demand: a session each, whose snapshot found the store empty, and
 // its first beat when that costs one (DemandBeats.FirstBeat).
 func (m FeedModel) DemandStart(procs int) FeedUse {
-	u := FeedUse{Sessions: procs, Pages: procs * m.Pages(0)}
+	u := FeedUse{Sessions: procs, DemandSessions: procs, Pages: procs * m.Pages(0)}
 	if m.Demand != nil && m.Demand.FirstBeat {
 		u.Beats = procs
 	}
@@ -111,8 +111,9 @@ func (m FeedModel) DemandStart(procs int) FeedUse {
 // part of the feed sends.
 type FeedRequest struct {
 	Name string
-	// PerSession: sent once each time the feed (re)starts.
-	PerSession int
+	// PerSession: sent once each time the feed (re)starts; PerDemandSession
+	// more when it beats on demand.
+	PerSession, PerDemandSession int
 	// PerPage, PerKey: sent for each page of a snapshot, and each key in it.
 	PerPage, PerKey int
 	// PerBeat: sent for each heartbeat beat of one process's own.
@@ -132,6 +133,8 @@ type FeedRequest struct {
 // took, and its beats.
 type FeedUse struct {
 	Sessions, Pages, Keys, Beats int
+	// DemandSessions: of Sessions, those that beat on demand.
+	DemandSessions int
 	// FleetBeats, Checks and Samples are a feed's on demand (DemandBeats).
 	FleetBeats, Checks, Samples int
 }
@@ -140,7 +143,7 @@ type FeedUse struct {
 func (m FeedModel) Count(u FeedUse) map[string]int {
 	out := map[string]int{}
 	for _, r := range m.Requests {
-		if n := r.PerSession*u.Sessions + r.PerPage*u.Pages + r.PerKey*u.Keys + r.PerBeat*u.Beats +
+		if n := r.PerSession*u.Sessions + r.PerDemandSession*u.DemandSessions + r.PerPage*u.Pages + r.PerKey*u.Keys + r.PerBeat*u.Beats +
 			r.PerFleetBeat*u.FleetBeats + r.PerCheck*u.Checks + r.PerSample*u.Samples; n > 0 {
 			out[r.Name] += n
 		}
@@ -272,7 +275,9 @@ const sqliteFollowPoll = 50 * time.Millisecond
 //     snapshot is pushed by it; the wipe check is a stream info, made
 //     once per session (when the stream lost messages, a filtered stream
 //     info more, only then). Under Follow a beat, every heartbeat, is a
-//     consumer info and a stream info. On demand (a bucket of one
+//     consumer info and a stream info. On demand a session first puts a
+//     message on the beat's subject and reads the stream's state again
+//     (beat.go's seed). On demand (a bucket of one
 //     server; a replicated one beats as under Follow, for itself: not
 //     modelled), a beat is a put of a reserved subject of the bucket
 //     (PUB beat) which every follower of the prefix receives, dated by
@@ -332,8 +337,8 @@ var FeedModels = map[string]FeedModel{
 			{Name: "CONSUMER.CREATE", PerSession: 1},
 			{Name: "CONSUMER.DELETE", PerSession: 1},
 			{Name: "CONSUMER.INFO", PerBeat: 1},
-			{Name: "STREAM.INFO", PerSession: 1, PerBeat: 1, PerCheck: 1, PerSample: 1},
-			{Name: "PUB beat", PerFleetBeat: 1},
+			{Name: "STREAM.INFO", PerSession: 1, PerDemandSession: 1, PerBeat: 1, PerCheck: 1, PerSample: 1},
+			{Name: "PUB beat", PerDemandSession: 1, PerFleetBeat: 1},
 		}},
 	"sqlite": {Store: "sqlite", SnapshotPage: 0,
 		BeatsPer: func(hb time.Duration) float64 {

@@ -259,7 +259,7 @@ func (r *runner) feedReports(cost model.Cost, writes []model.Write) []FeedReport
 		if fm.Demand != nil {
 			hb = demandHeartbeat
 			fleet = fleets[name].use
-			session = fm.Total(model.FeedUse{Sessions: fleet.Sessions, Pages: fleet.Pages, Keys: fleet.Keys})
+			session = fm.Total(model.FeedUse{Sessions: fleet.Sessions, DemandSessions: fleet.DemandSessions, Pages: fleet.Pages, Keys: fleet.Keys})
 			beats = fm.Total(fleet) - session
 		}
 		fr := FeedReport{
