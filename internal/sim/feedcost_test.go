@@ -47,7 +47,7 @@ func TestFeedCostCounted(t *testing.T) {
 			}
 			use := fm.DemandStart(procs)
 			use.FleetBeats, use.Checks, use.Samples = f.FleetBeats, f.Checks, f.Samples
-			beats = fm.Total(use) - fm.Total(model.FeedUse{Sessions: procs, Pages: procs * fm.Pages(0)})
+			beats = fm.Total(use) - fm.Total(model.FeedUse{Sessions: procs, DemandSessions: procs, Pages: procs * fm.Pages(0)})
 		}
 		if f.BeatRequests != beats {
 			t.Errorf("%s: %d beat requests, want %d (%d processes, a beat's %d requests every %v/%g for 1 h)",
