@@ -113,11 +113,12 @@ type fleetBeats struct {
 	sent, read  time.Time
 }
 
-// beatCounts counts, over every feed of the process, the fleet beats sent,
-// the wipe checks riding on them, the clock samples, and the beats
-// dropped as dated after their arrival: what the feed cost model
+// beatCounts counts, over every feed of the process, the fleet beats sent
+// (unanswered: those whose put ended without the server's answer, stored
+// or not), the wipe checks riding on them, the clock samples, and the
+// beats dropped as dated after their arrival: what the feed cost model
 // (internal/model) is held to against the server's own count.
-var beatCounts struct{ sent, checks, samples, rejected, seeds atomic.Int64 }
+var beatCounts struct{ sent, unanswered, checks, samples, rejected, seeds atomic.Int64 }
 
 // beatSkew, set by tests only, moves every other follower's beat's server
 // time (of its read) on by that many nanoseconds before it is converted, as a
@@ -241,6 +242,7 @@ func (b *fleetBeats) send(ctx context.Context) error {
 		info.Created.UnixNano(), st.LastSeq, st.Msgs, st.NumSubjects, info.TimeStamp.UnixNano()))
 	beatCounts.sent.Add(1)
 	if err != nil {
+		beatCounts.unanswered.Add(1)
 		if b.refused() {
 			return fmt.Errorf("put a beat: %w", errBeatRefused)
 		}

@@ -8,6 +8,10 @@ func BeatCounts() (sent, checks, samples int) {
 	return int(beatCounts.sent.Load()), int(beatCounts.checks.Load()), int(beatCounts.samples.Load())
 }
 
+// BeatUnanswered returns how many of the beats sent ended without the
+// server's answer: each may or may not be stored.
+func BeatUnanswered() int { return int(beatCounts.unanswered.Load()) }
+
 // BeatRejected returns how many beats this process's feeds dropped as
 // dated after their arrival.
 func BeatRejected() int { return int(beatCounts.rejected.Load()) }
