@@ -274,12 +274,18 @@ func (s *Server) List(ctx context.Context, prefix string) ([]Key, error) {
 	return env.Result, nil
 }
 
+// controlClient opens a connection per control request. On a kept-alive
+// connection, a request sent as the server closes it for idleness fails
+// with EOF after it was written, and the client cannot know whether an
+// advance was applied, so it can neither retry nor report the clock.
+var controlClient = &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+
 func (s *Server) control(ctx context.Context, method, op string) ([]byte, error) {
 	req, err := http.NewRequestWithContext(ctx, method, s.URL+"/__kvbreaker/"+op, nil)
 	if err != nil {
 		return nil, err
 	}
-	res, err := http.DefaultClient.Do(req)
+	res, err := controlClient.Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("miniflare: %s: %w", op, err)
 	}
