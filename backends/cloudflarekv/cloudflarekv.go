@@ -71,8 +71,8 @@
 // ("cloudflarekv: get <key>: <cause>"). A refused connection (or an API
 // name that does not resolve) sent nothing: it is neither retried by
 // cloudflare-go nor resent by the store, and the call fails at once with an
-// *UnreachableError, "cannot reach Workers KV at <endpoint>: connection
-// refused", matching ErrUnreachable. A caller whose context ends while the
+// *driver.UnreachableError, "cannot reach Workers KV at <endpoint>: connection
+// refused", matching driver.ErrUnreachable. A caller whose context ends while the
 // request is out gets "no answer from Workers KV at <endpoint> before the
 // context ended", matching the context's error.
 //

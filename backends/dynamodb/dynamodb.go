@@ -108,8 +108,8 @@
 // A refused connection or a name that does not resolve means nothing was
 // sent: the store tells the client's retryer not to retry it (the standard
 // retryer would add two backoffs, up to 3 s, to an answer already known)
-// and returns an *UnreachableError, "cannot reach dynamodb at <endpoint>:
-// connection refused", matching ErrUnreachable. An endpoint that accepts
+// and returns an *driver.UnreachableError, "cannot reach dynamodb at <endpoint>:
+// connection refused", matching driver.ErrUnreachable. An endpoint that accepts
 // the connection and never answers is bounded by the caller's context; the
 // error then says "no answer from dynamodb at <endpoint> before the context
 // ended" and matches the context's error.
@@ -759,31 +759,11 @@ func decodeHistory(av map[string]types.AttributeValue) (h [historyDepth]driver.V
 	return h
 }
 
-// typeName is the DynamoDB name of v's type ("S", "N", "L", …).
+// typeName is the DynamoDB name of v's type ("S", "N", "L", …): the SDK
+// names each member type after it (*types.AttributeValueMemberS, …), and
+// any other type is named as Go prints it.
 func typeName(v types.AttributeValue) string {
-	switch v.(type) {
-	case *types.AttributeValueMemberS:
-		return "S"
-	case *types.AttributeValueMemberN:
-		return "N"
-	case *types.AttributeValueMemberB:
-		return "B"
-	case *types.AttributeValueMemberBOOL:
-		return "BOOL"
-	case *types.AttributeValueMemberNULL:
-		return "NULL"
-	case *types.AttributeValueMemberSS:
-		return "SS"
-	case *types.AttributeValueMemberNS:
-		return "NS"
-	case *types.AttributeValueMemberBS:
-		return "BS"
-	case *types.AttributeValueMemberL:
-		return "L"
-	case *types.AttributeValueMemberM:
-		return "M"
-	}
-	return fmt.Sprintf("%T", v)
+	return strings.TrimPrefix(fmt.Sprintf("%T", v), "*types.AttributeValueMember")
 }
 
 func numberAttr(av map[string]types.AttributeValue, name string) (string, error) {

@@ -48,7 +48,7 @@ func TestServerKilledAndRestarted(t *testing.T) {
 	defer kcancel()
 	start := time.Now()
 	_, _, err := st.Get(kctx, "a.example")
-	if !errors.Is(err, postgres.ErrUnreachable) || !strings.Contains(err.Error(), "cannot reach postgres at "+srv.Addr()+": connection refused") {
+	if !errors.Is(err, driver.ErrUnreachable) || !strings.Contains(err.Error(), "cannot reach postgres at "+srv.Addr()+": connection refused") {
 		t.Errorf("Get with the server killed = %v, want unreachable at %s", err, srv.Addr())
 	}
 	if _, ok := errors.AsType[*driver.OpError](err); !ok {
@@ -58,7 +58,7 @@ func TestServerKilledAndRestarted(t *testing.T) {
 		t.Errorf("took %v to report a dead server: it waited for its context", took)
 	}
 	_, err = st.CompareAndSwap(ctx, "b.example", driver.NoVersion, []byte("y"), time.Minute)
-	if !errors.Is(err, postgres.ErrUnreachable) || errors.Is(err, driver.ErrConflict) {
+	if !errors.Is(err, driver.ErrUnreachable) || errors.Is(err, driver.ErrConflict) {
 		t.Errorf("CompareAndSwap with the server killed = %v, want unreachable", err)
 	}
 	if err := srv.Restart(ctx); err != nil {
@@ -172,7 +172,7 @@ func TestUnreachableFailsFast(t *testing.T) {
 	start := time.Now()
 	err := st.Ping(pctx)
 	want := "postgres: dial: cannot reach postgres at " + dead + ": connection refused"
-	if !errors.Is(err, postgres.ErrUnreachable) || err.Error() != want {
+	if !errors.Is(err, driver.ErrUnreachable) || err.Error() != want {
 		t.Errorf("Ping = %v, want %q", err, want)
 	}
 	if !errors.Is(err, driver.ErrUnreachable) {

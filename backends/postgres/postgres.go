@@ -173,9 +173,9 @@
 //
 // Errors other than driver.ErrNotFound and conflicts are *driver.OpError
 // ("postgres: get <key>: <cause>") and keep pgx's error types for errors.As
-// (*pgconn.PgError). A refused connection is an *UnreachableError, "cannot
+// (*pgconn.PgError). A refused connection is an *driver.UnreachableError, "cannot
 // reach postgres at 127.0.0.1:5432: connection refused", matching
-// ErrUnreachable; a server that does not answer is bounded by the context.
+// driver.ErrUnreachable; a server that does not answer is bounded by the context.
 // No error of a Store carries the pool's password (pgx's connect errors
 // name the user and database only). ParseConfig parses a connection string
 // as pgxpool.ParseConfig does, with errors that never show a password
@@ -653,7 +653,7 @@ func (s *Store) Purge(ctx context.Context) (int64, error) {
 }
 
 // Ping checks that the server answers and the table exists, as a command
-// does before its first call: a refused connection is an *UnreachableError.
+// does before its first call: a refused connection is an *driver.UnreachableError.
 func (s *Store) Ping(ctx context.Context) error {
 	if s.closed.Load() {
 		return s.wrap(opDial, "", ErrClosed)
