@@ -9,6 +9,7 @@ import (
 
 	"github.com/kvbreaker/kvbreaker/backends/etcd"
 	"github.com/kvbreaker/kvbreaker/driver"
+	"github.com/kvbreaker/kvbreaker/internal/backendtest"
 )
 
 // TestFollowDemand: a feed on demand, asked now and then, delivers each
@@ -58,8 +59,7 @@ func TestFollowDemand(t *testing.T) {
 		t.Fatalf("a feed not asked delivered %v", c.Kind)
 	case <-quiet.C:
 	}
-	ask := time.NewTicker(10 * time.Millisecond)
-	defer ask.Stop()
+	go backendtest.Ask(ctx, want, 10*time.Millisecond)
 	for i := range 5 {
 		key := fmt.Sprintf("%sk%d", prefix, i)
 		if _, err := cli.Put(t.Context(), key, "v"); err != nil {
@@ -83,11 +83,6 @@ func TestFollowDemand(t *testing.T) {
 				}
 				if seen && c.Kind == driver.ChangeSynced && c.At.After(returned) {
 					break wait
-				}
-			case <-ask.C:
-				select {
-				case want <- struct{}{}:
-				default:
 				}
 			case <-time.After(feedWait):
 				t.Fatalf("no Synced after write %d within %v", i, feedWait)
