@@ -138,6 +138,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	dyn "github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/kvbreaker/kvbreaker/adapter"
 	"github.com/kvbreaker/kvbreaker/driver"
 )
 
@@ -236,10 +237,8 @@ func New(client *dyn.Client, table string, opts ...Option) (*Store, error) {
 			opt(&o)
 		}
 	}
-	var errs []error
-	bad := func(option string, value any, fix string) {
-		errs = append(errs, &driver.OptionError{Backend: "dynamodb", Option: option, Value: value, Fix: fix})
-	}
+	problems := adapter.Problems{Backend: "dynamodb"}
+	bad := problems.Add
 	if client == nil {
 		bad("client", "nil", "pass a *dynamodb.Client (dynamodb.NewFromConfig)")
 	}
@@ -252,12 +251,8 @@ func New(client *dyn.Client, table string, opts ...Option) (*Store, error) {
 	if o.purge <= 0 {
 		bad("WithPurgeDelay", o.purge, fmt.Sprintf("set at least the fleet's clock skew (Settings.ClockSkew), or leave it out for %v", DefaultPurgeDelay))
 	}
-	switch len(errs) {
-	case 0:
-	case 1:
-		return nil, errs[0] // the *driver.OptionError itself
-	default:
-		return nil, errors.Join(errs...)
+	if err := problems.Err(); err != nil {
+		return nil, err
 	}
 	s := &Store{client: client, table: table, clock: o.clock, purge: int64(math.Ceil(o.purge.Seconds()))}
 	copts := client.Options()
