@@ -58,9 +58,9 @@ type session struct {
 }
 
 // resyncRun runs a Resync over the scripted sessions (after the last, the
-// store reads as closed) and returns Run's error and the Lost changes'
-// errors.
-func resyncRun(t *testing.T, refusal error, script []session) (error, []error) {
+// store reads as closed) and returns the Lost changes' errors and Run's
+// error.
+func resyncRun(t *testing.T, refusal error, script []session) ([]error, error) {
 	t.Helper()
 	var lost []error
 	i := 0
@@ -84,7 +84,7 @@ func resyncRun(t *testing.T, refusal error, script []session) (error, []error) {
 	}
 	var err error
 	synctest.Test(t, func(t *testing.T) { err = r.Run(t.Context()) })
-	return err, lost
+	return lost, err
 }
 
 var (
@@ -98,11 +98,11 @@ var (
 // that synced is a Lost and a resynchronisation (the control: Refused is
 // consulted, and only before the feed ever started).
 func TestResyncRefusedFirstReturns(t *testing.T) {
-	err, lost := resyncRun(t, errRefused, []session{{err: errRefused}, {}})
+	lost, err := resyncRun(t, errRefused, []session{{err: errRefused}, {}})
 	if !errors.Is(err, errRefused) || err.Error() != "wrapped: refused" || len(lost) != 0 {
 		t.Errorf("refused first: Run = %v, Lost %v; want the wrapped refusal and no Lost", err, lost)
 	}
-	err, lost = resyncRun(t, errRefused, []session{{began: true, synced: true, err: errBroken}, {err: errRefused}, {began: true, err: errRefused}, {}})
+	lost, err = resyncRun(t, errRefused, []session{{began: true, synced: true, err: errBroken}, {err: errRefused}, {began: true, err: errRefused}, {}})
 	if err != errClosed {
 		t.Errorf("refused after a synced session: Run = %v, want the closed error after the script", err)
 	}

@@ -397,23 +397,15 @@ func (s *Store) Expiry(ctx context.Context, key string) (time.Duration, error) {
 	if s.closed.Load() {
 		return 0, s.wrap(opExpiry, key, ErrClosed)
 	}
-	out, err := s.client.GetItem(ctx, &dyn.GetItemInput{
-		TableName:      aws.String(s.table),
-		Key:            keyAttr(key),
-		ConsistentRead: aws.Bool(true),
-	}, s.failFast)
+	it, attrs, err := s.readItem(ctx, key)
 	if err != nil {
 		return 0, s.wrap(opExpiry, key, err)
 	}
-	if len(out.Item) == 0 {
-		return 0, driver.ErrNotFound
-	}
 	now := s.clock()
-	it := decodeItem(out.Item)
-	if it.expired(now) {
+	if attrs == nil || it.expired(now) {
 		return 0, driver.ErrNotFound
 	}
-	return expiryOf(it, out.Item, now), nil
+	return expiryOf(it, attrs, now), nil
 }
 
 var _ driver.ExpiryReader = (*Store)(nil)
@@ -421,27 +413,28 @@ var _ driver.ExpiryReader = (*Store)(nil)
 // read returns key's live item; found is false when it is absent, expired
 // or a tombstone.
 func (s *Store) read(ctx context.Context, key string) (it item, found bool, err error) {
-	it, present, err := s.readItem(ctx, key)
-	if err != nil || !present || it.expired(s.clock()) {
+	it, attrs, err := s.readItem(ctx, key)
+	if err != nil || attrs == nil || it.expired(s.clock()) {
 		return item{}, false, err
 	}
 	return it, true, nil
 }
 
-// readItem returns the item physically stored under key, expired or not.
-func (s *Store) readItem(ctx context.Context, key string) (it item, present bool, err error) {
+// readItem returns the item physically stored under key, expired or not,
+// and its attributes as stored: nil when there is none.
+func (s *Store) readItem(ctx context.Context, key string) (it item, attrs map[string]types.AttributeValue, err error) {
 	out, err := s.client.GetItem(ctx, &dyn.GetItemInput{
 		TableName:      aws.String(s.table),
 		Key:            keyAttr(key),
 		ConsistentRead: aws.Bool(true),
 	}, s.failFast)
 	if err != nil {
-		return item{}, false, err
+		return item{}, nil, err
 	}
 	if len(out.Item) == 0 {
-		return item{}, false, nil
+		return item{}, nil, nil
 	}
-	return decodeItem(out.Item), true, nil
+	return decodeItem(out.Item), out.Item, nil
 }
 
 // CompareAndSwap implements driver.Store with one conditional UpdateItem and
@@ -667,7 +660,8 @@ func (s *Store) conflict(ctx context.Context, op, key string, old, mine driver.V
 	} else {
 		// No old item: the server does not return it (dynalite), or the
 		// key is absent (DynamoDB). A consistent read tells which.
-		it, present, rerr := s.readItem(ctx, key)
+		it, attrs, rerr := s.readItem(ctx, key)
+		present := attrs != nil
 		if rerr != nil {
 			// Without the item nobody can tell whether this call's own
 			// first attempt is what failed the condition, so the outcome
