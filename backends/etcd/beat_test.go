@@ -14,14 +14,23 @@ import (
 	"github.com/kvbreaker/kvbreaker/internal/backendtest"
 )
 
-// openDemand is a Store over a client of its own, closed when t ends.
-func openDemand(t *testing.T) backendtest.DemandStore {
+// newClientStore returns a client of its own and a Store over it, both
+// closed when t ends.
+func newClientStore(t testing.TB) (*clientv3.Client, *etcd.Store) {
 	t.Helper()
-	st, err := etcd.New(newClient(t))
+	cli := newClient(t)
+	st, err := etcd.New(cli)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = st.Close() })
+	return cli, st
+}
+
+// openDemand is a Store over a client of its own, closed when t ends.
+func openDemand(t *testing.T) backendtest.DemandStore {
+	t.Helper()
+	_, st := newClientStore(t)
 	return st
 }
 
@@ -106,12 +115,7 @@ func TestFollowDemandBeatDated(t *testing.T) {
 // shows it, and a feed's snapshot and watch do not deliver it, though the
 // server holds it.
 func TestBeatKeyReserved(t *testing.T) {
-	cli := newClient(t)
-	st, err := etcd.New(cli)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
+	cli, st := newClientStore(t)
 	prefix := uniquePrefix(t)
 	if _, err := cli.Put(t.Context(), prefix+etcd.BeatSuffix, "kvbreaker-beat x"); err != nil {
 		t.Fatal(err)

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kvbreaker/kvbreaker/backends/etcd"
 	"github.com/kvbreaker/kvbreaker/driver"
 	"github.com/kvbreaker/kvbreaker/internal/backendtest"
 )
@@ -17,12 +16,7 @@ import (
 // driver.Follower promises; not asked, it delivers no Synced after its
 // snapshot's.
 func TestFollowDemand(t *testing.T) {
-	cli := newClient(t)
-	st, err := etcd.New(cli)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
+	cli, st := newClientStore(t)
 	prefix := uniquePrefix(t)
 	got := make(chan driver.Change, 1<<10)
 	want := make(chan struct{}, 1)
