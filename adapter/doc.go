@@ -27,6 +27,9 @@
 //   - [Explained]: a server's refusal explained in the adapter's words
 //     (what to change), which still unwraps to the SDK's error
 //     (MySQL, PostgreSQL, Redis).
+//   - [Resync] and [Backoff]: a feed's sessions one after another, a Lost
+//     after each that began, a doubling wait between them while the store
+//     refuses (etcd, NATS; the wait alone: PostgreSQL, Redis, SQLite).
 //
 // driver says what an adapter must do; adapter helps it do that. Neither
 // imports a backend or an SDK. This package's example_store_test.go is a

@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/kvbreaker/kvbreaker/driver"
+	"github.com/kvbreaker/kvbreaker/adapter"
 )
 
 // Workers KV's published account-wide API limit.
@@ -71,13 +71,9 @@ type budget struct {
 	at     time.Time
 }
 
-// validate reports a bad budget as *driver.OptionErrors and sets the
-// bucket up.
-func (b *budget) validate() []error {
-	var errs []error
-	bad := func(option string, value any, fix string) {
-		errs = append(errs, &driver.OptionError{Backend: "cloudflarekv", Option: option, Value: value, Fix: fix})
-	}
+// validate records a bad budget in problems, or sets the bucket up.
+func (b *budget) validate(problems *adapter.Problems) {
+	bad := problems.Add
 	if b.processes < 1 {
 		bad("WithRequestBudget processes", b.processes, "declare how many processes share the account's request budget (1 or more)")
 	}
@@ -87,8 +83,8 @@ func (b *budget) validate() []error {
 	if b.processes >= 1 && b.requests < b.processes {
 		bad("WithRequestBudgetLimit requests", b.requests, fmt.Sprintf("allow at least one request per period for each of the %d processes", b.processes))
 	}
-	if len(errs) > 0 {
-		return errs
+	if b.processes < 1 || b.per <= 0 || b.requests < b.processes {
+		return
 	}
 	share := float64(b.requests) / float64(b.processes)
 	b.burst = max(1, share/10)
@@ -98,7 +94,6 @@ func (b *budget) validate() []error {
 		b.now = time.Now
 	}
 	b.at = b.now()
-	return nil
 }
 
 // take spends one token if there is one; otherwise it returns when the

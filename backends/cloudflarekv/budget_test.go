@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/kvbreaker/kvbreaker"
+	"github.com/kvbreaker/kvbreaker/adapter"
 	"github.com/kvbreaker/kvbreaker/driver"
 )
 
@@ -24,8 +25,9 @@ func TestBudgetBucketNeverExceedsShare(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			now := time.Unix(0, 0)
 			b := &budget{requests: tc.requests, per: AccountPeriod, processes: 4, now: func() time.Time { return now }}
-			if err := b.validate(); err != nil {
-				t.Fatal(err)
+			problems := adapter.Problems{Backend: "cloudflarekv"}
+			if b.validate(&problems); problems.Err() != nil {
+				t.Fatal(problems.Err())
 			}
 			var sent []time.Time
 			for now.Before(time.Unix(0, 0).Add(20 * AccountPeriod)) {
@@ -63,8 +65,9 @@ func TestBudgetNextIsReady(t *testing.T) {
 	for _, requests := range []int{7, 1200, 1201, 3333} {
 		now := time.Unix(0, 0)
 		b := &budget{requests: requests, per: AccountPeriod, processes: 3, now: func() time.Time { return now }}
-		if err := b.validate(); err != nil {
-			t.Fatal(err)
+		problems := adapter.Problems{Backend: "cloudflarekv"}
+		if b.validate(&problems); problems.Err() != nil {
+			t.Fatal(problems.Err())
 		}
 		for i := 0; i < 2000; i++ {
 			ok, next := b.take()

@@ -48,18 +48,23 @@ func newCache(size int) *cache { return &cache{max: size, items: make(map[string
 func (c *cache) get(key string, now time.Time, maxAge time.Duration) (entry, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	el, ok := c.items[key]
-	if !ok {
-		return entry{}, false
-	}
-	it := el.Value.(*item)
-	if !it.e.pinned && now.Sub(it.e.at) >= maxAge {
+	el, it := c.lookupLocked(key)
+	if it == nil || (!it.e.pinned && now.Sub(it.e.at) >= maxAge) {
 		return entry{}, false
 	}
 	if !it.e.pinned {
 		c.lru.MoveToFront(el)
 	}
 	return it.e, true
+}
+
+// lookupLocked returns key's element and item, nil if key has none.
+func (c *cache) lookupLocked(key string) (*list.Element, *item) {
+	el, ok := c.items[key]
+	if !ok {
+		return nil, nil
+	}
+	return el, el.Value.(*item)
 }
 
 // set stores key's entry, evicting the least recently used unpinned entries
@@ -117,12 +122,8 @@ func (c *cache) link(el *list.Element, it *item) {
 func (c *cache) unpin(key string, ver driver.Version, now time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	el, ok := c.items[key]
-	if !ok {
-		return
-	}
-	it := el.Value.(*item)
-	if !it.e.pinned || it.e.ver != ver {
+	_, it := c.lookupLocked(key)
+	if it == nil || !it.e.pinned || it.e.ver != ver {
 		return
 	}
 	e := it.e
@@ -134,12 +135,8 @@ func (c *cache) unpin(key string, ver driver.Version, now time.Time) {
 func (c *cache) drop(key string, ver driver.Version) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	el, ok := c.items[key]
-	if !ok {
-		return
-	}
-	it := el.Value.(*item)
-	if it.e.pinned && it.e.ver != ver {
+	el, it := c.lookupLocked(key)
+	if it == nil || (it.e.pinned && it.e.ver != ver) {
 		return
 	}
 	c.unlink(el, it)

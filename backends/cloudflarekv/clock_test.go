@@ -94,7 +94,7 @@ func TestSampleClockBadDate(t *testing.T) {
 }
 
 // TestSampleClockErrors: a canceled context sends nothing; a closed port is
-// an *UnreachableError after one connection attempt (no retry); a silent
+// an *driver.UnreachableError after one connection attempt (no retry); a silent
 // API ends with the caller's context, saying nobody answered; a 429 is a
 // *RateLimitError, and the store then sends no sample until Retry-After has
 // passed. Each is a cloudflarekv *driver.OpError with zero values.
@@ -129,7 +129,7 @@ func TestSampleClockErrors(t *testing.T) {
 		s, dials := countingStore(t, endpoint)
 		start := time.Now()
 		got, res, err := s.SampleClock(t.Context())
-		check("unreachable", got, res, err, ErrUnreachable, "cannot reach Workers KV at "+endpoint+": connection refused")
+		check("unreachable", got, res, err, driver.ErrUnreachable, "cannot reach Workers KV at "+endpoint+": connection refused")
 		if d := time.Since(start); d > time.Second {
 			t.Errorf("took %v for a refused connection", d)
 		}

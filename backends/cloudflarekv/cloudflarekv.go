@@ -71,8 +71,8 @@
 // ("cloudflarekv: get <key>: <cause>"). A refused connection (or an API
 // name that does not resolve) sent nothing: it is neither retried by
 // cloudflare-go nor resent by the store, and the call fails at once with an
-// *UnreachableError, "cannot reach Workers KV at <endpoint>: connection
-// refused", matching ErrUnreachable. A caller whose context ends while the
+// *driver.UnreachableError, "cannot reach Workers KV at <endpoint>: connection
+// refused", matching driver.ErrUnreachable. A caller whose context ends while the
 // request is out gets "no answer from Workers KV at <endpoint> before the
 // context ended", matching the context's error.
 //
@@ -111,6 +111,7 @@ import (
 
 	"github.com/cloudflare/cloudflare-go/v6/kv"
 	"github.com/kvbreaker/kvbreaker"
+	"github.com/kvbreaker/kvbreaker/adapter"
 	"github.com/kvbreaker/kvbreaker/driver"
 	"golang.org/x/sync/singleflight"
 )
@@ -291,10 +292,8 @@ func New(client *kv.KVService, accountID, namespaceID string, opts ...Option) (*
 			opt(&o)
 		}
 	}
-	var errs []error
-	bad := func(option string, value any, fix string) {
-		errs = append(errs, &driver.OptionError{Backend: "cloudflarekv", Option: option, Value: value, Fix: fix})
-	}
+	problems := adapter.Problems{Backend: "cloudflarekv"}
+	bad := problems.Add
 	if client == nil || client.Namespaces == nil || client.Namespaces.Values == nil || client.Namespaces.Keys == nil {
 		bad("client", "nil", "pass cloudflare.Client's KV field, or kv.NewKVService(option.WithAPIToken(token))")
 	}
@@ -326,14 +325,10 @@ func New(client *kv.KVService, accountID, namespaceID string, opts ...Option) (*
 		bad("WithCallTimeout", o.timeout, fmt.Sprintf("set a positive duration (default %v)", DefaultCallTimeout))
 	}
 	if o.budget != nil {
-		errs = append(errs, o.budget.validate()...)
+		o.budget.validate(&problems)
 	}
-	switch len(errs) {
-	case 0:
-	case 1:
-		return nil, errs[0] // the *driver.OptionError itself
-	default:
-		return nil, errors.Join(errs...)
+	if err := problems.Err(); err != nil {
+		return nil, err
 	}
 	if o.log == nil {
 		o.log = slog.Default()

@@ -8,25 +8,12 @@ import (
 	"github.com/kvbreaker/kvbreaker/driver"
 )
 
-// ErrUnreachable is matched (errors.Is) by the error of a call whose request
-// could not reach the Cloudflare API at all: the connection was refused or
-// the API's name did not resolve. Nothing was sent. An *UnreachableError
-// says where. It is an alias of driver.ErrUnreachable, so matching either
-// matches every backend's.
-var ErrUnreachable = driver.ErrUnreachable
-
-// UnreachableError is a request that reached no server: "cannot reach
-// Workers KV at <endpoint>: connection refused", with Endpoints holding the
-// API's scheme://host as dialled and Err the dial error (a *net.OpError or
-// *net.DNSError). It is an alias of driver.UnreachableError.
-type UnreachableError = driver.UnreachableError
-
-// notSent carries an *UnreachableError through cloudflare-go's retry loop,
+// notSent carries an *driver.UnreachableError through cloudflare-go's retry loop,
 // which retries every transport error except a context's: it matches
 // context.Canceled for that loop alone, and apiError unwraps it before
 // anyone else sees it. A refused connection sent nothing, so a retry (1.5
 // to 2 s later) could only delay the answer.
-type notSent struct{ err *UnreachableError }
+type notSent struct{ err *driver.UnreachableError }
 
 func (e *notSent) Error() string { return e.err.Error() }
 
@@ -41,7 +28,7 @@ func (s *Store) failFast(req *http.Request, next func(*http.Request) (*http.Resp
 	}
 	res, err := next(req)
 	if dial, ok := driver.DialFailed(err); ok {
-		return res, &notSent{&UnreachableError{Backend: "Workers KV", Endpoints: []string{req.URL.Scheme + "://" + req.URL.Host}, Err: dial}}
+		return res, &notSent{&driver.UnreachableError{Backend: "Workers KV", Endpoints: []string{req.URL.Scheme + "://" + req.URL.Host}, Err: dial}}
 	}
 	return res, err
 }

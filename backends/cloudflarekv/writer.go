@@ -469,7 +469,7 @@ func (e *statusError) Error() string { return e.msg }
 // says the write was refused, and a refused connection that nothing was
 // sent.
 func ambiguous(err error) bool {
-	if err == nil || errors.Is(err, driver.ErrNotFound) || errors.Is(err, ErrUnreachable) || errors.Is(err, ErrClosed) {
+	if err == nil || errors.Is(err, driver.ErrNotFound) || errors.Is(err, driver.ErrUnreachable) || errors.Is(err, ErrClosed) {
 		return false
 	}
 	if se, ok := errors.AsType[*statusError](err); ok {

@@ -163,7 +163,7 @@ func TestSampleClockErrors(t *testing.T) {
 	}
 
 	own.Kill()
-	check("killed", sampleErr(t.Context()), dynamodb.ErrUnreachable, "cannot reach dynamodb at "+own.Endpoint+": connection refused")
+	check("killed", sampleErr(t.Context()), driver.ErrUnreachable, "cannot reach dynamodb at "+own.Endpoint+": connection refused")
 }
 
 // clockWarnings returns the logged lines that name Settings.ClockSkew.

@@ -108,8 +108,8 @@
 // A refused connection or a name that does not resolve means nothing was
 // sent: the store tells the client's retryer not to retry it (the standard
 // retryer would add two backoffs, up to 3 s, to an answer already known)
-// and returns an *UnreachableError, "cannot reach dynamodb at <endpoint>:
-// connection refused", matching ErrUnreachable. An endpoint that accepts
+// and returns an *driver.UnreachableError, "cannot reach dynamodb at <endpoint>:
+// connection refused", matching driver.ErrUnreachable. An endpoint that accepts
 // the connection and never answers is bounded by the caller's context; the
 // error then says "no answer from dynamodb at <endpoint> before the context
 // ended" and matches the context's error.
@@ -138,6 +138,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	dyn "github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/kvbreaker/kvbreaker/adapter"
 	"github.com/kvbreaker/kvbreaker/driver"
 )
 
@@ -236,10 +237,8 @@ func New(client *dyn.Client, table string, opts ...Option) (*Store, error) {
 			opt(&o)
 		}
 	}
-	var errs []error
-	bad := func(option string, value any, fix string) {
-		errs = append(errs, &driver.OptionError{Backend: "dynamodb", Option: option, Value: value, Fix: fix})
-	}
+	problems := adapter.Problems{Backend: "dynamodb"}
+	bad := problems.Add
 	if client == nil {
 		bad("client", "nil", "pass a *dynamodb.Client (dynamodb.NewFromConfig)")
 	}
@@ -252,12 +251,8 @@ func New(client *dyn.Client, table string, opts ...Option) (*Store, error) {
 	if o.purge <= 0 {
 		bad("WithPurgeDelay", o.purge, fmt.Sprintf("set at least the fleet's clock skew (Settings.ClockSkew), or leave it out for %v", DefaultPurgeDelay))
 	}
-	switch len(errs) {
-	case 0:
-	case 1:
-		return nil, errs[0] // the *driver.OptionError itself
-	default:
-		return nil, errors.Join(errs...)
+	if err := problems.Err(); err != nil {
+		return nil, err
 	}
 	s := &Store{client: client, table: table, clock: o.clock, purge: int64(math.Ceil(o.purge.Seconds()))}
 	copts := client.Options()
@@ -402,23 +397,15 @@ func (s *Store) Expiry(ctx context.Context, key string) (time.Duration, error) {
 	if s.closed.Load() {
 		return 0, s.wrap(opExpiry, key, ErrClosed)
 	}
-	out, err := s.client.GetItem(ctx, &dyn.GetItemInput{
-		TableName:      aws.String(s.table),
-		Key:            keyAttr(key),
-		ConsistentRead: aws.Bool(true),
-	}, s.failFast)
+	it, attrs, err := s.readItem(ctx, key)
 	if err != nil {
 		return 0, s.wrap(opExpiry, key, err)
 	}
-	if len(out.Item) == 0 {
-		return 0, driver.ErrNotFound
-	}
 	now := s.clock()
-	it := decodeItem(out.Item)
-	if it.expired(now) {
+	if attrs == nil || it.expired(now) {
 		return 0, driver.ErrNotFound
 	}
-	return expiryOf(it, out.Item, now), nil
+	return expiryOf(it, attrs, now), nil
 }
 
 var _ driver.ExpiryReader = (*Store)(nil)
@@ -426,27 +413,28 @@ var _ driver.ExpiryReader = (*Store)(nil)
 // read returns key's live item; found is false when it is absent, expired
 // or a tombstone.
 func (s *Store) read(ctx context.Context, key string) (it item, found bool, err error) {
-	it, present, err := s.readItem(ctx, key)
-	if err != nil || !present || it.expired(s.clock()) {
+	it, attrs, err := s.readItem(ctx, key)
+	if err != nil || attrs == nil || it.expired(s.clock()) {
 		return item{}, false, err
 	}
 	return it, true, nil
 }
 
-// readItem returns the item physically stored under key, expired or not.
-func (s *Store) readItem(ctx context.Context, key string) (it item, present bool, err error) {
+// readItem returns the item physically stored under key, expired or not,
+// and its attributes as stored: nil when there is none.
+func (s *Store) readItem(ctx context.Context, key string) (it item, attrs map[string]types.AttributeValue, err error) {
 	out, err := s.client.GetItem(ctx, &dyn.GetItemInput{
 		TableName:      aws.String(s.table),
 		Key:            keyAttr(key),
 		ConsistentRead: aws.Bool(true),
 	}, s.failFast)
 	if err != nil {
-		return item{}, false, err
+		return item{}, nil, err
 	}
 	if len(out.Item) == 0 {
-		return item{}, false, nil
+		return item{}, nil, nil
 	}
-	return decodeItem(out.Item), true, nil
+	return decodeItem(out.Item), out.Item, nil
 }
 
 // CompareAndSwap implements driver.Store with one conditional UpdateItem and
@@ -672,7 +660,8 @@ func (s *Store) conflict(ctx context.Context, op, key string, old, mine driver.V
 	} else {
 		// No old item: the server does not return it (dynalite), or the
 		// key is absent (DynamoDB). A consistent read tells which.
-		it, present, rerr := s.readItem(ctx, key)
+		it, attrs, rerr := s.readItem(ctx, key)
+		present := attrs != nil
 		if rerr != nil {
 			// Without the item nobody can tell whether this call's own
 			// first attempt is what failed the condition, so the outcome
@@ -759,31 +748,11 @@ func decodeHistory(av map[string]types.AttributeValue) (h [historyDepth]driver.V
 	return h
 }
 
-// typeName is the DynamoDB name of v's type ("S", "N", "L", …).
+// typeName is the DynamoDB name of v's type ("S", "N", "L", …): the SDK
+// names each member type after it (*types.AttributeValueMemberS, …), and
+// any other type is named as Go prints it.
 func typeName(v types.AttributeValue) string {
-	switch v.(type) {
-	case *types.AttributeValueMemberS:
-		return "S"
-	case *types.AttributeValueMemberN:
-		return "N"
-	case *types.AttributeValueMemberB:
-		return "B"
-	case *types.AttributeValueMemberBOOL:
-		return "BOOL"
-	case *types.AttributeValueMemberNULL:
-		return "NULL"
-	case *types.AttributeValueMemberSS:
-		return "SS"
-	case *types.AttributeValueMemberNS:
-		return "NS"
-	case *types.AttributeValueMemberBS:
-		return "BS"
-	case *types.AttributeValueMemberL:
-		return "L"
-	case *types.AttributeValueMemberM:
-		return "M"
-	}
-	return fmt.Sprintf("%T", v)
+	return strings.TrimPrefix(fmt.Sprintf("%T", v), "*types.AttributeValueMember")
 }
 
 func numberAttr(av map[string]types.AttributeValue, name string) (string, error) {

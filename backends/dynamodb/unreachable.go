@@ -12,26 +12,13 @@ import (
 	"github.com/kvbreaker/kvbreaker/driver"
 )
 
-// ErrUnreachable is matched (errors.Is) by the error of a call that could
-// not reach DynamoDB's endpoint at all: the connection was refused or the
-// endpoint's name did not resolve. Nothing was sent. An *UnreachableError
-// says where. It is an alias of driver.ErrUnreachable, so matching either
-// matches every backend's.
-var ErrUnreachable = driver.ErrUnreachable
-
-// UnreachableError is a call that reached no server: "cannot reach dynamodb
-// at <endpoint>: connection refused", with Endpoints holding the one
-// scheme://host:port dialled and Err the dial error (a *net.OpError or
-// *net.DNSError). It is an alias of driver.UnreachableError.
-type UnreachableError = driver.UnreachableError
-
 // cause turns the SDK's error into the cause an OpError carries: an
-// *UnreachableError when no connection could be made, "no answer from
+// *driver.UnreachableError when no connection could be made, "no answer from
 // dynamodb at <endpoint> before the context ended" when the context ended
 // while a request was out, and otherwise err itself.
 func (s *Store) cause(err error) error {
 	if dial, ok := driver.DialFailed(err); ok {
-		return &UnreachableError{Backend: "dynamodb", Endpoints: []string{s.endpointOf(err)}, Err: dial}
+		return &driver.UnreachableError{Backend: "dynamodb", Endpoints: []string{s.endpointOf(err)}, Err: dial}
 	}
 	// The SDK reports a request the context ended as a
 	// *smithy.CanceledError (not a *url.Error).

@@ -15,31 +15,30 @@ import (
 	"github.com/kvbreaker/kvbreaker/internal/testservers/etcdtest"
 )
 
-// TestUserWithPrefixRole: with etcd's authentication on, a user whose one
-// role may read and write the keys under its fleet's prefix, nothing else,
-// runs a fleet of Breakers through a circuit's life and lists its keys;
-// the same user is refused (permission denied) a key outside the prefix,
-// and a wrong password is refused when the client is made.
-func TestUserWithPrefixRole(t *testing.T) {
+// startWithUser starts a server with authentication on, its root user,
+// and user (password user+"-password") whose one role may do perm on the
+// keys under prefix, nothing else.
+func startWithUser(t *testing.T, user, prefix string, perm clientv3.PermissionType) *etcdtest.Server {
+	t.Helper()
 	srv := etcdtest.MustStart(t)
 	ctx := t.Context()
-	const prefix = "fleet-a/"
 	admin, err := clientv3.New(clientv3.Config{Endpoints: srv.Endpoints(), DialTimeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer admin.Close()
+	role := user + "-role"
 	steps := []func() error{
 		func() error { _, err := admin.RoleAdd(ctx, "root"); return err },
 		func() error { _, err := admin.UserAdd(ctx, "root", "root-password"); return err },
 		func() error { _, err := admin.UserGrantRole(ctx, "root", "root"); return err },
-		func() error { _, err := admin.RoleAdd(ctx, "fleet-a"); return err },
+		func() error { _, err := admin.RoleAdd(ctx, role); return err },
 		func() error {
-			_, err := admin.RoleGrantPermission(ctx, "fleet-a", prefix, clientv3.GetPrefixRangeEnd(prefix), clientv3.PermissionType(clientv3.PermReadWrite))
+			_, err := admin.RoleGrantPermission(ctx, role, prefix, clientv3.GetPrefixRangeEnd(prefix), perm)
 			return err
 		},
-		func() error { _, err := admin.UserAdd(ctx, "app", "app-password"); return err },
-		func() error { _, err := admin.UserGrantRole(ctx, "app", "fleet-a"); return err },
+		func() error { _, err := admin.UserAdd(ctx, user, user+"-password"); return err },
+		func() error { _, err := admin.UserGrantRole(ctx, user, role); return err },
 		func() error { _, err := admin.AuthEnable(ctx); return err },
 	}
 	for i, step := range steps {
@@ -47,6 +46,18 @@ func TestUserWithPrefixRole(t *testing.T) {
 			t.Fatalf("auth set-up step %d: %v", i+1, err)
 		}
 	}
+	return srv
+}
+
+// TestUserWithPrefixRole: with etcd's authentication on, a user whose one
+// role may read and write the keys under its fleet's prefix, nothing else,
+// runs a fleet of Breakers through a circuit's life and lists its keys;
+// the same user is refused (permission denied) a key outside the prefix,
+// and a wrong password is refused when the client is made.
+func TestUserWithPrefixRole(t *testing.T) {
+	const prefix = "fleet-a/"
+	srv := startWithUser(t, "app", prefix, clientv3.PermissionType(clientv3.PermReadWrite))
+	ctx := t.Context()
 	user := func(t *testing.T, password string) (*etcd.Store, error) {
 		t.Helper()
 		cli, err := clientv3.New(clientv3.Config{Endpoints: srv.Endpoints(), DialTimeout: 5 * time.Second,

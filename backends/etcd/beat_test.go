@@ -3,8 +3,6 @@ package etcd_test
 import (
 	"context"
 	"errors"
-	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -13,8 +11,28 @@ import (
 
 	"github.com/kvbreaker/kvbreaker/backends/etcd"
 	"github.com/kvbreaker/kvbreaker/driver"
-	"github.com/kvbreaker/kvbreaker/internal/testservers/etcdtest"
+	"github.com/kvbreaker/kvbreaker/internal/backendtest"
 )
+
+// newClientStore returns a client of its own and a Store over it, both
+// closed when t ends.
+func newClientStore(t testing.TB) (*clientv3.Client, *etcd.Store) {
+	t.Helper()
+	cli := newClient(t)
+	st, err := etcd.New(cli)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	return cli, st
+}
+
+// openDemand is a Store over a client of its own, closed when t ends.
+func openDemand(t *testing.T) backendtest.DemandStore {
+	t.Helper()
+	_, st := newClientStore(t)
+	return st
+}
 
 // demandRun runs n feeds on demand over one prefix, each with a client of
 // its own, for intervals heartbeats of hb, one feed asked each millisecond
@@ -22,80 +40,10 @@ import (
 // beats: nothing else writes) and each feed's Synced after its snapshot's.
 func demandRun(t *testing.T, n, intervals int, hb time.Duration) (puts int, synced []int) {
 	t.Helper()
-	prefix := uniquePrefix(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var mu sync.Mutex
-	synced = make([]int, n)
-	lost := make(chan error, n)
-	first := make(chan struct{}, n)
-	wants := make([]chan struct{}, n)
-	done := make(chan error, n)
-	for i := range n {
-		st, err := etcd.New(newClient(t))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = st.Close() })
-		wants[i] = make(chan struct{}, 1)
-		seen := 0
-		go func() {
-			done <- st.FollowDemand(ctx, prefix, hb, wants[i], func(c driver.Change) {
-				switch c.Kind {
-				case driver.ChangeSynced:
-					if seen++; seen == 1 {
-						first <- struct{}{}
-						return
-					}
-					mu.Lock()
-					synced[i]++
-					mu.Unlock()
-				case driver.ChangeLost:
-					select {
-					case lost <- c.Err:
-					default:
-					}
-				}
-			})
-		}()
-	}
-	for range n {
-		select {
-		case <-first:
-		case <-time.After(feedWait):
-			t.Fatalf("a feed delivered no first Synced in %v", feedWait)
-		}
-	}
-	before := grpcCounts(t)
-	ask := time.NewTicker(time.Millisecond)
-	end := time.NewTimer(time.Duration(intervals) * hb)
-	turn := 0
-loop:
-	for {
-		select {
-		case <-ask.C:
-			turn++
-			select {
-			case wants[turn%n] <- struct{}{}:
-			default:
-			}
-		case err := <-lost:
-			t.Fatalf("Lost: %v", err)
-		case <-end.C:
-			break loop
-		}
-	}
-	ask.Stop()
-	puts = grpcCountsSince(t, before)["Put"]
-	cancel()
-	for range n {
-		if err := <-done; !errors.Is(err, context.Canceled) {
-			t.Errorf("FollowDemand returned %v", err)
-		}
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	return puts, synced
+	return backendtest.DemandFleet{
+		Open: openDemand, Prefix: uniquePrefix(t), N: n, Intervals: intervals, Heartbeat: hb, FirstWait: feedWait,
+		Count: func() int { return grpcCounts(t)["Put"] },
+	}.Run(t)
 }
 
 // TestFollowDemandFleetBeat: eight feeds on demand over one prefix, asked
@@ -144,145 +92,30 @@ func TestFollowDemandFleetBeat(t *testing.T) {
 	}
 }
 
-// datedRun: a writer creates keys one after another over its own client
-// for 1.5 s while feed A, asked all along, beats for the fleet and feed B,
-// never asked, takes its Synced from A's beats only. It returns how many
-// of B's Synced after its snapshot's came, how many of them were dated
-// after their own arrival, and how many writes that returned before one of
-// them had not reached B by then.
-func datedRun(t *testing.T) (synced, late, violations int) {
-	t.Helper()
-	prefix := uniquePrefix(t)
-	newStore := func() *etcd.Store {
-		st, err := etcd.New(newClient(t))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = st.Close() })
-		return st
-	}
-	w, a, b := newStore(), newStore(), newStore()
-	type arrival struct {
-		c  driver.Change
-		at time.Time
-	}
-	var mu sync.Mutex
-	var got []arrival
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	wantA, wantB := make(chan struct{}, 1), make(chan struct{})
-	done := make(chan error, 2)
-	go func() { done <- a.FollowDemand(ctx, prefix, followHeartbeat, wantA, func(driver.Change) {}) }()
-	go func() {
-		done <- b.FollowDemand(ctx, prefix, followHeartbeat, wantB, func(c driver.Change) {
-			mu.Lock()
-			got = append(got, arrival{c, time.Now()})
-			mu.Unlock()
-		})
-	}()
-	ask := time.NewTicker(2 * time.Millisecond)
-	defer ask.Stop()
-	go func() {
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-ask.C:
-				select {
-				case wantA <- struct{}{}:
-				default:
-				}
-			}
-		}
-	}()
-	returned := map[string]time.Time{}
-	end := time.Now().Add(1500 * time.Millisecond)
-	for i := 0; time.Now().Before(end); i++ {
-		key := fmt.Sprintf("%sk%d", prefix, i)
-		if _, err := w.CompareAndSwap(t.Context(), key, driver.NoVersion, []byte("v"), time.Hour); err != nil {
-			t.Fatal(err)
-		}
-		returned[key] = time.Now()
-	}
-	cancel()
-	for range 2 {
-		if err := <-done; !errors.Is(err, context.Canceled) {
-			t.Errorf("FollowDemand returned %v", err)
-		}
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	seen := map[string]bool{}
-	first := true
-	for _, g := range got {
-		switch g.c.Kind {
-		case driver.ChangePut:
-			seen[g.c.Key] = true
-		case driver.ChangeLost:
-			t.Fatalf("B: Lost: %v", g.c.Err)
-		case driver.ChangeSynced:
-			if first {
-				first = false
-				continue
-			}
-			synced++
-			if g.c.At.After(g.at) {
-				late++
-			}
-			for key, r := range returned {
-				if r.Before(g.c.At) && !seen[key] {
-					violations++
-				}
-			}
-		}
-	}
-	return synced, late, violations
-}
-
 // TestFollowDemandBeatDated: a feed that only receives another's beats
 // dates each Synced no later than its arrival, and never after a write
-// that had not reached it (every write that returned before At has been
-// delivered before the Synced). Negative controls: every beat's elapsed
-// time 300 ms longer (a sender whose clock ran fast): the feed drops
-// those that would date after their arrival (some, dated from a chain
-// that lost more than 300 ms, may still pass as lower bounds); with the
-// arrival check off as well, it vouches for writes it has not received,
-// and the check above catches it.
+// that had not reached it (backendtest.BeatDating). Negative controls:
+// every beat's elapsed time 300 ms longer (a sender whose clock ran fast):
+// the feed drops those that would date after their arrival (some, dated
+// from a chain that lost more than 300 ms, may still pass as lower
+// bounds); with the arrival check off as well, it vouches for writes it
+// has not received, and the check catches it.
 func TestFollowDemandBeatDated(t *testing.T) {
-	synced, late, bad := datedRun(t)
-	t.Logf("%d Synced from another's beats, %d dated after their arrival, %d writes vouched for before they arrived", synced, late, bad)
-	if synced < 5 || late != 0 || bad != 0 {
-		t.Fatalf("%d Synced, %d dated after their arrival, %d writes vouched for before they arrived; want at least 5 Synced and none of the others", synced, late, bad)
-	}
-
-	t.Run("control", func(t *testing.T) {
-		_, _, rejected0, _ := etcd.FleetBeatCounts()
-		etcd.SkewBeatDelta(t, 300*time.Millisecond, false)
-		synced, late, bad := datedRun(t)
-		_, _, rejected, _ := etcd.FleetBeatCounts()
-		t.Logf("elapsed times 300 ms long: %d Synced, %d late, %d writes vouched for; %d beats dropped", synced, late, bad, rejected-rejected0)
-		if late != 0 || rejected == rejected0 {
-			t.Errorf("elapsed times 300 ms long: %d Synced dated after their arrival, %d beats dropped; want none and some", late, rejected-rejected0)
-		}
-		etcd.SkewBeatDelta(t, 300*time.Millisecond, true)
-		synced, late, bad = datedRun(t)
-		t.Logf("and the arrival check off: %d Synced, %d late, %d writes vouched for", synced, late, bad)
-		if late == 0 || bad == 0 {
-			t.Errorf("elapsed times 300 ms long, delivered: %d dated after their arrival, %d writes vouched for; the checks above cannot see a beat dated too late", late, bad)
-		}
-	})
+	backendtest.BeatDating{
+		Open: openDemand, Prefix: func(t *testing.T) string { return uniquePrefix(t) }, Heartbeat: followHeartbeat,
+		Skew: func(t *testing.T, d time.Duration, deliver bool) { etcd.SkewBeatDelta(t, d, deliver) },
+		Rejected: func() int {
+			_, _, rejected, _ := etcd.FleetBeatCounts()
+			return rejected
+		},
+	}.Test(t)
 }
 
 // TestBeatKeyReserved: a prefix's beat key is no record: List never
 // shows it, and a feed's snapshot and watch do not deliver it, though the
 // server holds it.
 func TestBeatKeyReserved(t *testing.T) {
-	cli := newClient(t)
-	st, err := etcd.New(cli)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
+	cli, st := newClientStore(t)
 	prefix := uniquePrefix(t)
 	if _, err := cli.Put(t.Context(), prefix+etcd.BeatSuffix, "kvbreaker-beat x"); err != nil {
 		t.Fatal(err)
@@ -337,32 +170,9 @@ func TestBeatKeyReserved(t *testing.T) {
 // the put, delivers no Synced after its snapshot's: a mirror that never
 // syncs.
 func TestFollowDemandReadOnlyUser(t *testing.T) {
-	srv := etcdtest.MustStart(t)
-	ctx := t.Context()
 	const prefix = "fleet-r/"
-	admin, err := clientv3.New(clientv3.Config{Endpoints: srv.Endpoints(), DialTimeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close()
-	steps := []func() error{
-		func() error { _, err := admin.RoleAdd(ctx, "root"); return err },
-		func() error { _, err := admin.UserAdd(ctx, "root", "root-password"); return err },
-		func() error { _, err := admin.UserGrantRole(ctx, "root", "root"); return err },
-		func() error { _, err := admin.RoleAdd(ctx, "reader"); return err },
-		func() error {
-			_, err := admin.RoleGrantPermission(ctx, "reader", prefix, clientv3.GetPrefixRangeEnd(prefix), clientv3.PermissionType(clientv3.PermRead))
-			return err
-		},
-		func() error { _, err := admin.UserAdd(ctx, "reader", "reader-password"); return err },
-		func() error { _, err := admin.UserGrantRole(ctx, "reader", "reader"); return err },
-		func() error { _, err := admin.AuthEnable(ctx); return err },
-	}
-	for i, step := range steps {
-		if err := step(); err != nil {
-			t.Fatalf("auth set-up step %d: %v", i+1, err)
-		}
-	}
+	srv := startWithUser(t, "reader", prefix, clientv3.PermissionType(clientv3.PermRead))
+	ctx := t.Context()
 	run := func(t *testing.T) (synced int) {
 		cli, err := clientv3.New(clientv3.Config{Endpoints: srv.Endpoints(), DialTimeout: 5 * time.Second,
 			Username: "reader", Password: "reader-password", Context: ctx, Logger: zap.NewNop()})
@@ -382,8 +192,7 @@ func TestFollowDemandReadOnlyUser(t *testing.T) {
 		go func() {
 			done <- st.FollowDemand(fctx, prefix, followHeartbeat, want, func(c driver.Change) { got <- c })
 		}()
-		ask := time.NewTicker(5 * time.Millisecond)
-		defer ask.Stop()
+		go backendtest.Ask(fctx, want, 5*time.Millisecond)
 		end := time.After(20 * followHeartbeat)
 		first := true
 	loop:
@@ -399,11 +208,6 @@ func TestFollowDemandReadOnlyUser(t *testing.T) {
 						continue
 					}
 					synced++
-				}
-			case <-ask.C:
-				select {
-				case want <- struct{}{}:
-				default:
 				}
 			case err := <-done:
 				t.Fatalf("FollowDemand returned %v", err)

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kvbreaker/kvbreaker/backends/etcd"
 	"github.com/kvbreaker/kvbreaker/driver"
+	"github.com/kvbreaker/kvbreaker/internal/backendtest"
 )
 
 // TestFollowDemand: a feed on demand, asked now and then, delivers each
@@ -16,12 +16,7 @@ import (
 // driver.Follower promises; not asked, it delivers no Synced after its
 // snapshot's.
 func TestFollowDemand(t *testing.T) {
-	cli := newClient(t)
-	st, err := etcd.New(cli)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
+	cli, st := newClientStore(t)
 	prefix := uniquePrefix(t)
 	got := make(chan driver.Change, 1<<10)
 	want := make(chan struct{}, 1)
@@ -58,8 +53,7 @@ func TestFollowDemand(t *testing.T) {
 		t.Fatalf("a feed not asked delivered %v", c.Kind)
 	case <-quiet.C:
 	}
-	ask := time.NewTicker(10 * time.Millisecond)
-	defer ask.Stop()
+	go backendtest.Ask(ctx, want, 10*time.Millisecond)
 	for i := range 5 {
 		key := fmt.Sprintf("%sk%d", prefix, i)
 		if _, err := cli.Put(t.Context(), key, "v"); err != nil {
@@ -83,11 +77,6 @@ func TestFollowDemand(t *testing.T) {
 				}
 				if seen && c.Kind == driver.ChangeSynced && c.At.After(returned) {
 					break wait
-				}
-			case <-ask.C:
-				select {
-				case want <- struct{}{}:
-				default:
 				}
 			case <-time.After(feedWait):
 				t.Fatalf("no Synced after write %d within %v", i, feedWait)

@@ -36,22 +36,6 @@ const (
 // variable so that a test can make it too short to tell).
 var firstProbeTimeout = checkTimeout
 
-// ErrUnreachable matches (errors.Is) the error of Dial and New when the
-// cluster did not answer: no endpoint accepted a connection, or one did
-// but no answer came before the context ended; and of a Store's call whose
-// context ended while no endpoint accepted a connection. The error is then
-// a *driver.OpError whose cause is an *UnreachableError. It is an alias of
-// driver.ErrUnreachable, so matching either matches every backend's.
-var ErrUnreachable = driver.ErrUnreachable
-
-// UnreachableError says why Dial, New or a call could not reach the cluster:
-// "cannot reach etcd at http://10.0.0.1:2379: connection refused", or
-// "…: it accepted the connection but did not answer within 5s". It matches
-// ErrUnreachable and unwraps to the cause (the dial errors, or the
-// context's error). It is an alias of driver.UnreachableError; Endpoints
-// are shown without credentials.
-type UnreachableError = driver.UnreachableError
-
 // Dial connects to the etcd cluster at endpoints ("https://host:2379"; user
 // information in an endpoint is not sent nor shown in errors), with
 // WithTLSConfig's configuration or in plain text, and returns a Store that owns the client: Close
@@ -60,7 +44,7 @@ type UnreachableError = driver.UnreachableError
 // nothing listens it fails after 2 s with "cannot reach etcd at
 // <endpoint>: connection refused"; against a server that accepts but does
 // not answer it fails when ctx ends (DefaultDialTimeout when ctx has no
-// deadline), saying so. Both match ErrUnreachable. ctx does not bound the
+// deadline), saying so. Both match driver.ErrUnreachable. ctx does not bound the
 // Store's later life. Invalid endpoints and options are *driver.OptionError,
 // all of them joined.
 func Dial(ctx context.Context, endpoints []string, opts ...Option) (*Store, error) {
@@ -166,7 +150,7 @@ func (s *Store) reach(ctx context.Context, op string, endpoints []string, tlsPro
 			if refused != nil {
 				return opError(op, "", refused)
 			}
-			return opError(op, "", &UnreachableError{
+			return opError(op, "", &driver.UnreachableError{
 				Backend:   "etcd",
 				Endpoints: eps,
 				Reason:    fmt.Sprintf("it accepted the connection but did not answer within %v", time.Since(start).Round(10*time.Millisecond)),
@@ -198,7 +182,7 @@ func tlsCheck(endpoints, shown []string, cfg *tls.Config) func(context.Context, 
 }
 
 // checkConnect dials every endpoint's TCP (or unix) address at once, each
-// within checkTimeout, and returns an *UnreachableError if none accepts,
+// within checkTimeout, and returns an *driver.UnreachableError if none accepts,
 // nil if one does (or an endpoint's address cannot be told: the client's
 // resolver may know better).
 func checkConnect(ctx context.Context, endpoints, shown []string) error {
@@ -228,7 +212,7 @@ func checkConnect(ctx context.Context, endpoints, shown []string) error {
 		}
 		reasons[i] = dialReason(err)
 	}
-	e := &UnreachableError{Backend: "etcd", Endpoints: shown, Reason: reasons[0], Err: errors.Join(errs...)}
+	e := &driver.UnreachableError{Backend: "etcd", Endpoints: shown, Reason: reasons[0], Err: errors.Join(errs...)}
 	for _, r := range reasons[1:] {
 		if r != reasons[0] {
 			parts := make([]string, len(reasons))

@@ -40,8 +40,8 @@ func TestDialClosedPortFailsFast(t *testing.T) {
 	if took > etcd.ConnectTimeout+slack {
 		t.Errorf("took %v, want about %v", took, etcd.ConnectTimeout)
 	}
-	if !errors.Is(err, etcd.ErrUnreachable) || !errors.Is(err, syscall.ECONNREFUSED) {
-		t.Errorf("error does not match etcd.ErrUnreachable and ECONNREFUSED")
+	if !errors.Is(err, driver.ErrUnreachable) || !errors.Is(err, syscall.ECONNREFUSED) {
+		t.Errorf("error does not match driver.ErrUnreachable and ECONNREFUSED")
 	}
 	if !errors.Is(err, driver.ErrUnreachable) {
 		t.Errorf("error does not match driver.ErrUnreachable")
@@ -49,9 +49,9 @@ func TestDialClosedPortFailsFast(t *testing.T) {
 	if oe, ok := errors.AsType[*driver.OpError](err); !ok || oe.Op != "dial" {
 		t.Errorf("error %T is not a *driver.OpError for dial", err)
 	}
-	ue, ok := errors.AsType[*etcd.UnreachableError](err)
+	ue, ok := errors.AsType[*driver.UnreachableError](err)
 	if !ok || ue.Reason != "connection refused" || len(ue.Endpoints) != 1 {
-		t.Errorf("UnreachableError %+v", ue)
+		t.Errorf("driver.UnreachableError %+v", ue)
 	}
 }
 
@@ -102,8 +102,8 @@ func TestDialSilentListener(t *testing.T) {
 			if took < timeout || took > timeout+slack {
 				t.Errorf("took %v, want the context's %v", took, timeout)
 			}
-			if !errors.Is(err, etcd.ErrUnreachable) || !errors.Is(err, context.DeadlineExceeded) {
-				t.Errorf("error does not match etcd.ErrUnreachable and context.DeadlineExceeded")
+			if !errors.Is(err, driver.ErrUnreachable) || !errors.Is(err, context.DeadlineExceeded) {
+				t.Errorf("error does not match driver.ErrUnreachable and context.DeadlineExceeded")
 			}
 		})
 	}

@@ -34,7 +34,7 @@
 // "etcd: get host.example: context deadline exceeded (via
 // http://10.0.0.1:2379)", endpoints without credentials; a call whose
 // deadline passed while no endpoint accepted a connection has an
-// *UnreachableError as its cause instead ("etcd: get host.example: cannot
+// *driver.UnreachableError as its cause instead ("etcd: get host.example: cannot
 // reach etcd at http://10.0.0.1:2379: connection refused"), which still
 // matches the context's error. A Store lists keys
 // (driver.Lister), reads a key's remaining lease TTL (driver.ExpiryReader:
@@ -179,7 +179,7 @@ const probeTimeout = 5 * time.Second
 // New returns a Store over cli, which the caller keeps and closes. Unless
 // WithMinTTL is given, New grants (and revokes) a 1-second lease to learn the
 // server's minimum TTL, within the client's context and 5 s; it fails if the
-// server does not answer, as Dial does (errors.Is(err, ErrUnreachable) when
+// server does not answer, as Dial does (errors.Is(err, driver.ErrUnreachable) when
 // no endpoint could be reached). Invalid options are *driver.OptionError,
 // all of them joined.
 func New(cli *clientv3.Client, opts ...Option) (*Store, error) {
@@ -478,7 +478,7 @@ func opError(op, key string, err error) error {
 // A request whose deadline passed may have found no endpoint accepting
 // connections: etcd's client retries them until the context ends, and says
 // only that it ended. A brief dial of each endpoint (checkConnect) tells
-// that case, which is then an *UnreachableError (matching ErrUnreachable
+// that case, which is then an *driver.UnreachableError (matching driver.ErrUnreachable
 // and still the context's error), as driver's doc promises.
 func (s *Store) callError(op, key string, err error) error {
 	var cause error = &viaError{via: s.via, err: err}
@@ -487,7 +487,7 @@ func (s *Store) callError(op, key string, err error) error {
 		ctx, cancel := context.WithTimeout(context.Background(), checkTimeout)
 		refused := checkConnect(ctx, eps, redactEndpoints(eps))
 		cancel()
-		if ue, ok := errors.AsType[*UnreachableError](refused); ok {
+		if ue, ok := errors.AsType[*driver.UnreachableError](refused); ok {
 			ue.Err = errors.Join(err, ue.Err)
 			cause = ue
 		}

@@ -127,7 +127,7 @@ func ExampleDial() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	store, err := etcd.Dial(ctx, []string{"https://etcd-0.internal:2379"}, etcd.WithTLSConfig(&tls.Config{MinVersion: tls.VersionTLS13}))
-	if errors.Is(err, etcd.ErrUnreachable) {
+	if errors.Is(err, driver.ErrUnreachable) {
 		// e.g. etcd: dial: cannot reach etcd at https://etcd-0.internal:2379: connection refused
 		log.Fatal(err)
 	}

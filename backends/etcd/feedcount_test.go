@@ -87,12 +87,7 @@ func grpcCountsSince(t *testing.T, before map[string]int) map[string]int {
 // no request) and its beats. A request Follow makes that the model leaves
 // out fails it; so does a control model whose beat has no Range.
 func TestFollowRequestsCounted(t *testing.T) {
-	cli := newClient(t)
-	st, err := etcd.New(cli)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
+	cli, st := newClientStore(t)
 	prefix := uniquePrefix(t)
 	const keys = 600
 	for i := range keys {
@@ -189,12 +184,7 @@ func TestFollowRequestsCounted(t *testing.T) {
 // then, asked nothing for five heartbeats, it sends nothing. A control
 // model whose beat on demand has no Put does not match.
 func TestFollowDemandCounted(t *testing.T) {
-	cli := newClient(t)
-	st, err := etcd.New(cli)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
+	_, st := newClientStore(t)
 	prefix := uniquePrefix(t)
 	before := grpcCounts(t)
 	puts0, grants0, _, _ := etcd.FleetBeatCounts()

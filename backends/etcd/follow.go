@@ -150,38 +150,25 @@ type follower struct {
 }
 
 func (f *follower) run(ctx context.Context) error {
-	backoff := minBackoff
-	synced := false // a snapshot was delivered whole, once
-	for {
-		rev, began, err := f.snapshot(ctx)
-		if err == nil {
-			synced = true
-			backoff = minBackoff
-			err = f.watch(ctx, rev)
-		}
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		if f.s.closed.Load() {
-			return opError("follow", f.prefix, ErrClosed)
-		}
-		if !synced && !began && refused(err) {
-			return f.s.callError("follow", f.prefix, err)
-		}
-		if began {
-			// A snapshot, perhaps part of one, or a watch after it, was
-			// delivered: the caller must not decide on it any more.
-			f.fn(driver.Change{Kind: driver.ChangeLost, Err: f.s.callError("follow", f.prefix, err)})
-		}
-		t := time.NewTimer(backoff)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
-		case <-t.C:
-		}
-		backoff = min(2*backoff, maxBackoff)
+	r := adapter.Resync{
+		Backoff:   adapter.Backoff{Min: minBackoff, Max: maxBackoff},
+		Session:   f.session,
+		Closed:    f.s.closed.Load,
+		ClosedErr: opError("follow", f.prefix, ErrClosed),
+		Refused:   refused,
+		Wrap:      func(err error) error { return f.s.callError("follow", f.prefix, err) },
+		Fn:        f.fn,
 	}
+	return r.Run(ctx)
+}
+
+// session is a snapshot, then a watch from the revision after it.
+func (f *follower) session(ctx context.Context) (began, synced bool, err error) {
+	rev, began, err := f.snapshot(ctx)
+	if err != nil {
+		return began, false, err
+	}
+	return began, true, f.watch(ctx, rev)
 }
 
 // refused reports whether err means the server will not let this client

@@ -19,6 +19,7 @@ import (
 	"github.com/kvbreaker/kvbreaker/backends/etcd"
 	"github.com/kvbreaker/kvbreaker/conformance/faultproxy"
 	"github.com/kvbreaker/kvbreaker/driver"
+	"github.com/kvbreaker/kvbreaker/internal/backendtest"
 	"github.com/kvbreaker/kvbreaker/internal/testservers/etcdtest"
 )
 
@@ -72,21 +73,7 @@ func followOn(t testing.TB, st *etcd.Store, prefix string, hold func(driver.Chan
 			return
 		}
 		want := make(chan struct{}, 1)
-		go func() {
-			ask := time.NewTicker(5 * time.Millisecond)
-			defer ask.Stop()
-			for {
-				select {
-				case <-ctx.Done():
-					return
-				case <-ask.C:
-					select {
-					case want <- struct{}{}:
-					default:
-					}
-				}
-			}
-		}()
+		go backendtest.Ask(ctx, want, 5*time.Millisecond)
 		f.done <- st.FollowDemand(ctx, prefix, followHeartbeat, want, fn)
 	}()
 	t.Cleanup(func() {

@@ -402,7 +402,7 @@ func within[T any](t *testing.T, limit time.Duration, what string, f func() T) T
 // TestDeadEndpointFailsWithinDeadline: with nothing listening, every call
 // returns by its context's deadline (the only bound: the Store has no
 // timeout of its own) with an *driver.OpError naming the operation and
-// the key, whose cause is an *UnreachableError naming the endpoint.
+// the key, whose cause is an *driver.UnreachableError naming the endpoint.
 func TestDeadEndpointFailsWithinDeadline(t *testing.T) {
 	addr := backendtest.ClosedPort(t)
 	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{"http://" + addr}, DialTimeout: time.Second, Logger: zap.NewNop()})
@@ -429,8 +429,8 @@ func TestDeadEndpointFailsWithinDeadline(t *testing.T) {
 				t.Fatalf("error %T %v is not an *driver.OpError for %s", err, err, op)
 			}
 			// No endpoint accepts a connection: the cause says so and where.
-			if want := "cannot reach etcd at http://" + addr + ": connection refused"; !strings.HasPrefix(err.Error(), "etcd: "+op+" ") || !strings.HasSuffix(err.Error(), want) || !errors.Is(err, etcd.ErrUnreachable) {
-				t.Errorf("error %q: want etcd: %s <key>: %s, matching ErrUnreachable", err, op, want)
+			if want := "cannot reach etcd at http://" + addr + ": connection refused"; !strings.HasPrefix(err.Error(), "etcd: "+op+" ") || !strings.HasSuffix(err.Error(), want) || !errors.Is(err, driver.ErrUnreachable) {
+				t.Errorf("error %q: want etcd: %s <key>: %s, matching driver.ErrUnreachable", err, op, want)
 			}
 			if !errors.Is(err, context.DeadlineExceeded) {
 				t.Errorf("error %q does not unwrap to the context's", err)

@@ -8,13 +8,14 @@ import (
 	"time"
 
 	"github.com/kvbreaker/kvbreaker/backends/etcd"
+	"github.com/kvbreaker/kvbreaker/driver"
 	"github.com/kvbreaker/kvbreaker/internal/testservers/etcdtest"
 )
 
 // TestStoreCallsUnreachable: every call of a Store whose server was killed
 // (its port now refuses connections) ends with its context and an
-// *UnreachableError naming the endpoint and the refusal, matching both
-// ErrUnreachable and the context's error, as Dial's does and driver's doc
+// *driver.UnreachableError naming the endpoint and the refusal, matching both
+// driver.ErrUnreachable and the context's error, as Dial's does and driver's doc
 // promises; a paused server (which accepts connections) is not called
 // unreachable.
 func TestStoreCallsUnreachable(t *testing.T) {
@@ -34,8 +35,8 @@ func TestStoreCallsUnreachable(t *testing.T) {
 				t.Errorf("%s with the server %s: %v; want etcd: %s…, the context's deadline", op, state, err, op)
 				continue
 			}
-			ue, ok := errors.AsType[*etcd.UnreachableError](err)
-			if ok != wantUnreachable || ok != errors.Is(err, etcd.ErrUnreachable) {
+			ue, ok := errors.AsType[*driver.UnreachableError](err)
+			if ok != wantUnreachable || ok != errors.Is(err, driver.ErrUnreachable) {
 				t.Errorf("%s with the server %s: %v; unreachable %v, want %v", op, state, err, ok, wantUnreachable)
 				continue
 			}

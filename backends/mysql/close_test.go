@@ -1,12 +1,9 @@
 package mysql_test
 
 import (
-	"errors"
 	"testing"
-	"time"
 
 	"github.com/kvbreaker/kvbreaker/backends/mysql"
-	"github.com/kvbreaker/kvbreaker/driver"
 	"github.com/kvbreaker/kvbreaker/internal/backendtest"
 )
 
@@ -17,27 +14,16 @@ import (
 // succeed against MariaDB.
 func TestCallsAfterCloseFail(t *testing.T) {
 	s := newRaw(t)
-	key := uniquePrefix(t) + "k"
-	calls := backendtest.StoreCalls(t.Context(), s, key, func(errs map[string]error) {
+	more := func(errs map[string]error) {
 		_, errs["Purge"] = s.Purge(t.Context())
 		errs["Ping"] = s.Ping(t.Context())
+	}
+	backendtest.ClosedKeepsRows(t, s, uniquePrefix(t)+"k", more, mysql.ErrClosed, func() backendtest.KeyPurger {
+		other, err := mysql.New(s.DB(), table)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { other.Close() })
+		return other
 	})
-	if _, err := s.CompareAndSwap(t.Context(), key+"-kept", driver.NoVersion, []byte("kept"), time.Minute); err != nil {
-		t.Fatal(err)
-	}
-	backendtest.ClosedCalls(t, calls, s.Close, mysql.ErrClosed)
-	if _, err := s.PurgeKey(t.Context(), key+"-kept"); !errors.Is(err, mysql.ErrClosed) {
-		t.Errorf("PurgeKey after Close = %v, want ErrClosed", err)
-	}
-	other, err := mysql.New(s.DB(), table)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Close()
-	if v, _, err := other.Get(t.Context(), key+"-kept"); err != nil || string(v) != "kept" {
-		t.Errorf("another Store over the pool: Get = %q, %v; want the value written before Close", v, err)
-	}
-	if _, err := other.PurgeKey(t.Context(), key+"-kept"); err != nil {
-		t.Error(err)
-	}
 }

@@ -15,9 +15,9 @@ import (
 	gomysql "github.com/go-sql-driver/mysql"
 	"go.uber.org/goleak"
 
-	"github.com/kvbreaker/kvbreaker"
 	"github.com/kvbreaker/kvbreaker/backends/mysql"
 	"github.com/kvbreaker/kvbreaker/driver"
+	"github.com/kvbreaker/kvbreaker/internal/backendtest"
 	"github.com/kvbreaker/kvbreaker/internal/testservers/mariadbtest"
 )
 
@@ -102,25 +102,16 @@ func mustNew(t testing.TB, dsn string, opts ...mysql.Option) *mysql.Store {
 	return s
 }
 
-// prefixedStore is a Store under a prefix, forwarding List.
-type prefixedStore interface {
-	driver.Store
-	driver.Lister
-}
+// prefixedStore is a Store under a prefix, forwarding List; isolate
+// makes one.
+type prefixedStore = backendtest.ListStore
+
+var isolate = backendtest.Isolate
 
 // newStore returns a Store over the shared server under a fresh prefix.
 func newStore(t testing.TB, opts ...mysql.Option) prefixedStore {
 	t.Helper()
 	return isolate(t, newRaw(t, opts...), uniquePrefix(t))
-}
-
-func isolate(t testing.TB, s driver.Store, prefix string) prefixedStore {
-	t.Helper()
-	p, err := kvbreaker.Prefixed(s, prefix)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p.(prefixedStore)
 }
 
 func mustGet(t *testing.T, s driver.Store, key string) driver.Version {

@@ -125,8 +125,8 @@
 // Errors other than driver.ErrNotFound and conflicts are *driver.OpError
 // ("mysql: get <key>: <cause>") and keep the driver's error types for
 // errors.As (*mysql.MySQLError). A refused connection is an
-// *UnreachableError, "cannot reach mysql at 127.0.0.1:3306: connection
-// refused", matching ErrUnreachable; a server that does not answer is
+// *driver.UnreachableError, "cannot reach mysql at 127.0.0.1:3306: connection
+// refused", matching driver.ErrUnreachable; a server that does not answer is
 // bounded by the context. No error of a Store carries the DSN or its
 // password (go-sql-driver's errors name neither). A key longer than
 // MaxKeyLen bytes is refused before anything is sent.
@@ -772,7 +772,7 @@ ORDER BY purge_at LIMIT ? FOR UPDATE SKIP LOCKED`, t, now), delay, s.o.purge.Bat
 }
 
 // Ping checks that the server answers and the table exists, as a command
-// does before its first call: a refused connection is an *UnreachableError.
+// does before its first call: a refused connection is an *driver.UnreachableError.
 func (s *Store) Ping(ctx context.Context) error {
 	if s.closed.Load() {
 		return s.wrap(opDial, "", ErrClosed)

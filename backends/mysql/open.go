@@ -19,7 +19,7 @@ const dialTimeout = 2 * time.Second
 // returns a Store over table on it, naming cfg.Addr in errors
 // (WithEndpoint), which the Store's Close closes. Before making the pool it
 // dials cfg.Addr once, within that timeout, so that a refused port or an
-// unknown host is an *UnreachableError at once. It sends no statement: Ping
+// unknown host is an *driver.UnreachableError at once. It sends no statement: Ping
 // checks that the server answers and the table exists.
 func Open(ctx context.Context, cfg *gomysql.Config, table string, maxConns int, opts ...Option) (*Store, error) {
 	if cfg.Timeout == 0 {

@@ -15,7 +15,7 @@ import (
 // TestOpenOwnsItsPool: Open's store answers on a pool of its own, of at
 // most maxConns connections, and its Close closes that pool (a ping fails
 // after it), while New's Close leaves the caller's pool open. A closed port
-// is an *UnreachableError naming the address, before any pool is made.
+// is an *driver.UnreachableError naming the address, before any pool is made.
 func TestOpenOwnsItsPool(t *testing.T) {
 	ctx := t.Context()
 	cfg, err := gomysql.ParseDSN(server.DSN())
@@ -59,6 +59,6 @@ func TestOpenOwnsItsPool(t *testing.T) {
 	}
 	_, err = mysql.Open(ctx, shut, table, 2)
 	if !errors.Is(err, driver.ErrUnreachable) || !strings.Contains(err.Error(), ln.Addr().String()+": connection refused") {
-		t.Errorf("Open at a closed port: %v, want an UnreachableError saying connection refused", err)
+		t.Errorf("Open at a closed port: %v, want an driver.UnreachableError saying connection refused", err)
 	}
 }

@@ -1,7 +1,6 @@
 package mysql_test
 
 import (
-	"context"
 	"database/sql"
 	"errors"
 	"fmt"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/kvbreaker/kvbreaker/backends/mysql"
 	"github.com/kvbreaker/kvbreaker/driver"
+	"github.com/kvbreaker/kvbreaker/internal/backendtest"
 )
 
 var tableSeq atomic.Int64
@@ -47,57 +47,18 @@ func TestPurgeBatches(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	for i := range 25 { // expire a microsecond after their write
-		if _, err := s.CompareAndSwap(ctx, fmt.Sprintf("gone-%02d", i), driver.NoVersion, []byte("x"), time.Microsecond); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for i := range 5 { // tombstones
-		k := fmt.Sprintf("deleted-%d", i)
-		v, err := s.CompareAndSwap(ctx, k, driver.NoVersion, []byte("x"), time.Hour)
+	hold := func() func() error {
+		tx, err := db.BeginTx(ctx, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := s.CompareAndDelete(ctx, k, v); err != nil {
+		t.Cleanup(func() { _ = tx.Rollback() })
+		if _, err := tx.ExecContext(ctx, "SELECT 1 FROM "+tbl+" WHERE k = 'gone-00' FOR UPDATE"); err != nil {
 			t.Fatal(err)
 		}
+		return tx.Rollback
 	}
-	for i := range 3 {
-		if _, err := s.CompareAndSwap(ctx, fmt.Sprintf("live-%d", i), driver.NoVersion, []byte("x"), time.Hour); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// A transaction holds one expired row: the purge skips it.
-	tx, err := db.BeginTx(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback() //nolint:errcheck
-	if _, err := tx.ExecContext(ctx, "SELECT 1 FROM "+tbl+" WHERE k = 'gone-00' FOR UPDATE"); err != nil {
-		t.Fatal(err)
-	}
-	var got []int64
-	for range 5 {
-		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		n, err := s.Purge(pctx)
-		cancel()
-		if err != nil {
-			t.Fatalf("Purge = %v after %v", err, got)
-		}
-		got = append(got, n)
-	}
-	if fmt.Sprint(got) != "[10 10 9 0 0]" {
-		t.Errorf("purged %v per batch, want [10 10 9 0 0] (29 rows, one held)", got)
-	}
-	if err := tx.Rollback(); err != nil {
-		t.Fatal(err)
-	}
-	if n, err := s.Purge(ctx); err != nil || n != 1 {
-		t.Errorf("Purge once released = %d, %v; want 1", n, err)
-	}
-	if n := countRows(t, db, tbl); n != 3 {
-		t.Errorf("%d rows left, want the 3 live ones", n)
-	}
+	backendtest.PurgeBatches(t, s, hold, func() int { return countRows(t, db, tbl) })
 }
 
 // TestPurgeKeepsTombstoneForDelay: a tombstone stays until WithPurgeDelay

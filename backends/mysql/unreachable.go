@@ -10,21 +10,8 @@ import (
 	"github.com/kvbreaker/kvbreaker/tlsdiag"
 )
 
-// ErrUnreachable is matched (errors.Is) by the error of a call that could
-// not reach the server at all: the connection was refused or the host's name
-// did not resolve. Nothing was sent. An *UnreachableError says where. It is
-// an alias of driver.ErrUnreachable, so matching either matches every
-// backend's.
-var ErrUnreachable = driver.ErrUnreachable
-
-// UnreachableError is a call that reached no server: "cannot reach mysql
-// at <host:port>: connection refused", with Endpoints holding the
-// host:port (or a unix socket's path) and Err the dial error. It is an
-// alias of driver.UnreachableError.
-type UnreachableError = driver.UnreachableError
-
 // cause turns the driver's error into the cause an OpError carries: an
-// *UnreachableError when no connection could be made, "no answer from
+// *driver.UnreachableError when no connection could be made, "no answer from
 // mysql at <endpoint> before the context ended" when the context ended
 // while a statement was out, a *tlsdiag.Error (saying which side must
 // change) when the TLS handshake failed, and otherwise err itself.
@@ -34,7 +21,7 @@ func (s *Store) cause(err error) error {
 		return te
 	}
 	if dial, ok := driver.DialFailed(err); ok {
-		return &UnreachableError{Backend: "mysql", Endpoints: []string{s.dialedAt(dial)}, Err: err}
+		return &driver.UnreachableError{Backend: "mysql", Endpoints: []string{s.dialedAt(dial)}, Err: err}
 	}
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
 		at := ""

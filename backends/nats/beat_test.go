@@ -2,9 +2,6 @@ package nats_test
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -12,6 +9,7 @@ import (
 
 	kvnats "github.com/kvbreaker/kvbreaker/backends/nats"
 	"github.com/kvbreaker/kvbreaker/driver"
+	"github.com/kvbreaker/kvbreaker/internal/backendtest"
 )
 
 // streamLastSeq is the server's last sequence of the bucket's stream: it
@@ -25,6 +23,17 @@ func streamLastSeq(t *testing.T, js jetstream.JetStream) uint64 {
 	return st.CachedInfo().State.LastSeq
 }
 
+// openDemand is a Store over a connection of its own, closed when t ends.
+func openDemand(t *testing.T) backendtest.DemandStore {
+	t.Helper()
+	st, err := kvnats.New(t.Context(), connect(t, server.URL()), bucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
+}
+
 // demandRun runs n feeds on demand over one prefix, each with a
 // connection of its own, each asked for a beat every n ms in turn, for
 // intervals heartbeats; it returns how many messages the server stored
@@ -34,87 +43,16 @@ func streamLastSeq(t *testing.T, js jetstream.JetStream) uint64 {
 // snapshot's.
 func demandRun(t *testing.T, n, intervals int, hb time.Duration) (stored uint64, synced []int) {
 	t.Helper()
-	nc0 := connect(t, server.URL())
-	js, err := jetstream.New(nc0)
+	js, err := jetstream.New(connect(t, server.URL()))
 	if err != nil {
 		t.Fatal(err)
 	}
-	prefix := uniquePrefix(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var mu sync.Mutex
-	synced = make([]int, n)
-	lost := make(chan error, n)
-	first := make(chan struct{}, n)
-	wants := make([]chan struct{}, n)
-	done := make(chan error, n)
-	for i := range n {
-		st, err := kvnats.New(t.Context(), connect(t, server.URL()), bucket)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { st.Close() })
-		wants[i] = make(chan struct{}, 1)
-		seen := 0
-		go func() {
-			done <- st.FollowDemand(ctx, prefix, hb, wants[i], func(c driver.Change) {
-				switch c.Kind {
-				case driver.ChangeSynced:
-					if seen++; seen == 1 {
-						first <- struct{}{}
-						return
-					}
-					mu.Lock()
-					synced[i]++
-					mu.Unlock()
-				case driver.ChangeLost:
-					select {
-					case lost <- c.Err:
-					default:
-					}
-				}
-			})
-		}()
-	}
-	for range n {
-		select {
-		case <-first:
-		case <-time.After(10 * time.Second):
-			t.Fatal("a feed delivered no first Synced in 10 s")
-		}
-	}
-	before := streamLastSeq(t, js)
-	// One feed asked each millisecond, in turn: the processes' calls
-	// come at times of their own.
-	ask := time.NewTicker(time.Millisecond)
-	end := time.NewTimer(time.Duration(intervals) * hb)
-	turn := 0
-loop:
-	for {
-		select {
-		case <-ask.C:
-			turn++
-			select {
-			case wants[turn%n] <- struct{}{}:
-			default:
-			}
-		case err := <-lost:
-			t.Fatalf("Lost: %v", err)
-		case <-end.C:
-			break loop
-		}
-	}
-	ask.Stop()
-	cancel()
-	for range n {
-		if err := <-done; !errors.Is(err, context.Canceled) {
-			t.Errorf("FollowDemand returned %v", err)
-		}
-	}
-	stored = streamLastSeq(t, js) - before
-	mu.Lock()
-	defer mu.Unlock()
-	return stored, append([]int(nil), synced...)
+	counted, synced := backendtest.DemandFleet{
+		Open: openDemand, Prefix: uniquePrefix(t), N: n, Intervals: intervals, Heartbeat: hb, FirstWait: 10 * time.Second,
+		Count:            func() int { return int(streamLastSeq(t, js)) },
+		CountAfterReturn: true,
+	}.Run(t)
+	return uint64(counted), synced
 }
 
 // TestFollowDemandFleetBeat: eight feeds on demand over one prefix, each
@@ -224,132 +162,21 @@ func TestBeatSubjectReserved(t *testing.T) {
 	}
 }
 
-// datedRun: a writer creates keys one after another over its own
-// connection for 1.5 s while feed A, asked all along, beats for the
-// fleet and feed B, never asked, takes its Synced from A's beats only. It
-// returns how many of B's Synced after its snapshot's came, how many of
-// them were dated after their own arrival, and how many writes that
-// returned before one of them had not reached B by then.
-func datedRun(t *testing.T) (synced, late, violations int) {
-	t.Helper()
-	prefix := uniquePrefix(t)
-	newStore := func() *kvnats.Store {
-		st, err := kvnats.New(t.Context(), connect(t, server.URL()), bucket)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { st.Close() })
-		return st
-	}
-	w, a, b := newStore(), newStore(), newStore()
-	type arrival struct {
-		c  driver.Change
-		at time.Time
-	}
-	var mu sync.Mutex
-	var got []arrival
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	wantA, wantB := make(chan struct{}, 1), make(chan struct{})
-	done := make(chan error, 2)
-	go func() { done <- a.FollowDemand(ctx, prefix, 50*time.Millisecond, wantA, func(driver.Change) {}) }()
-	go func() {
-		done <- b.FollowDemand(ctx, prefix, 50*time.Millisecond, wantB, func(c driver.Change) {
-			mu.Lock()
-			got = append(got, arrival{c, time.Now()})
-			mu.Unlock()
-		})
-	}()
-	ask := time.NewTicker(2 * time.Millisecond)
-	defer ask.Stop()
-	go func() {
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-ask.C:
-				select {
-				case wantA <- struct{}{}:
-				default:
-				}
-			}
-		}
-	}()
-	returned := map[string]time.Time{}
-	end := time.Now().Add(1500 * time.Millisecond)
-	for i := 0; time.Now().Before(end); i++ {
-		key := fmt.Sprintf("%sk%d", prefix, i)
-		if _, err := w.CompareAndSwap(t.Context(), key, driver.NoVersion, []byte("v"), time.Hour); err != nil {
-			t.Fatal(err)
-		}
-		returned[key] = time.Now()
-	}
-	cancel()
-	for range 2 {
-		if err := <-done; !errors.Is(err, context.Canceled) {
-			t.Errorf("FollowDemand returned %v", err)
-		}
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	seen := map[string]bool{}
-	first := true
-	for _, g := range got {
-		switch g.c.Kind {
-		case driver.ChangePut:
-			seen[g.c.Key] = true
-		case driver.ChangeLost, driver.ChangeReset:
-			if g.c.Kind == driver.ChangeLost {
-				t.Fatalf("B: Lost: %v", g.c.Err)
-			}
-		case driver.ChangeSynced:
-			if first {
-				first = false
-				continue
-			}
-			synced++
-			if g.c.At.After(g.at) {
-				late++
-			}
-			for key, r := range returned {
-				if r.Before(g.c.At) && !seen[key] {
-					violations++
-				}
-			}
-		}
-	}
-	return synced, late, violations
-}
-
 // TestFollowDemandBeatDated: a feed that only receives another's beats
 // dates each Synced no later than its arrival, and never after a write
-// that had not reached it (every write that returned before At has been
-// delivered before the Synced). Negative controls: every beat's server
-// time moved 300 ms ahead (a server clock stepped): the feed drops them
-// (no Synced); with the arrival check off as well, it vouches for writes
-// it has not received, and the check above catches it.
+// that had not reached it (backendtest.BeatDating). Negative controls:
+// every beat's server time moved 300 ms ahead (a server clock stepped):
+// the feed drops them all (no Synced); with the arrival check off as well,
+// it vouches for writes it has not received, and the check catches it.
 func TestFollowDemandBeatDated(t *testing.T) {
-	synced, late, bad := datedRun(t)
-	t.Logf("%d Synced from another's beats, %d dated after their arrival, %d writes vouched for before they arrived", synced, late, bad)
-	if synced < 5 || late != 0 || bad != 0 {
-		t.Fatalf("%d Synced, %d dated after their arrival, %d writes vouched for before they arrived; want at least 5 Synced and none of the others", synced, late, bad)
-	}
-
-	kvnats.SkewBeats(300 * time.Millisecond)
-	defer kvnats.SkewBeats(0)
-	rejected := kvnats.BeatRejected()
-	synced, late, bad = datedRun(t)
-	dropped := kvnats.BeatRejected() - rejected
-	t.Logf("beats 300 ms ahead: %d Synced, %d dropped, %d dated after their arrival, %d writes vouched for before they arrived", synced, dropped, late, bad)
-	if synced != 0 || late != 0 || bad != 0 || dropped == 0 {
-		t.Fatalf("beats 300 ms ahead: %d Synced, %d dropped, %d late, %d writes vouched for; want none delivered and some dropped", synced, dropped, late, bad)
-	}
-
-	kvnats.AcceptLateBeats(true)
-	defer kvnats.AcceptLateBeats(false)
-	synced, late, bad = datedRun(t)
-	t.Logf("control, beats 300 ms ahead delivered: %d Synced, %d dated after their arrival, %d writes vouched for before they arrived", synced, late, bad)
-	if late == 0 || bad == 0 {
-		t.Fatal("control: beats dated 300 ms ahead, delivered, were neither dated after their arrival nor vouched for a write before it arrived: the checks cannot fail")
-	}
+	backendtest.BeatDating{
+		Open: openDemand, Prefix: func(t *testing.T) string { return uniquePrefix(t) }, Heartbeat: 50 * time.Millisecond,
+		Skew: func(t *testing.T, d time.Duration, deliver bool) {
+			kvnats.SkewBeats(d)
+			kvnats.AcceptLateBeats(deliver)
+			t.Cleanup(func() { kvnats.SkewBeats(0); kvnats.AcceptLateBeats(false) })
+		},
+		Rejected:     kvnats.BeatRejected,
+		SkewDropsAll: true,
+	}.Test(t)
 }

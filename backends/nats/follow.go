@@ -144,35 +144,16 @@ type follower struct {
 }
 
 func (f *follower) run(ctx context.Context) error {
-	backoff := minBackoff
-	synced := false
-	for {
-		began, ok, err := f.once(ctx)
-		synced = synced || ok
-		if ok {
-			backoff = minBackoff
-		}
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		if f.s.closed.Load() {
-			return opError("follow", f.prefix, ErrClosed)
-		}
-		if !synced && !began && refused(err) {
-			return f.s.callError("follow", f.prefix, err)
-		}
-		if began {
-			f.fn(driver.Change{Kind: driver.ChangeLost, Err: f.s.callError("follow", f.prefix, err)})
-		}
-		t := time.NewTimer(backoff)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
-		case <-t.C:
-		}
-		backoff = min(2*backoff, maxBackoff)
+	r := adapter.Resync{
+		Backoff:   adapter.Backoff{Min: minBackoff, Max: maxBackoff},
+		Session:   f.once,
+		Closed:    f.s.closed.Load,
+		ClosedErr: opError("follow", f.prefix, ErrClosed),
+		Refused:   refused,
+		Wrap:      func(err error) error { return f.s.callError("follow", f.prefix, err) },
+		Fn:        f.fn,
 	}
+	return r.Run(ctx)
 }
 
 // refused reports whether err means the server will not let this client

@@ -23,6 +23,9 @@ const sqlClock = "SELECT clock_timestamp()"
 // lost is retried as Get is: the caller times the whole call, so the
 // reading still lies within it.
 func (s *Store) SampleClock(ctx context.Context) (time.Time, time.Duration, error) {
+	if s.closed.Load() {
+		return time.Time{}, 0, s.wrap(opClock, "", ErrClosed)
+	}
 	var t time.Time
 	err := s.retry(ctx, func() error {
 		return s.pool.QueryRow(ctx, sqlClock).Scan(&t)

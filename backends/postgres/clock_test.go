@@ -112,7 +112,7 @@ func TestSampleClockErrors(t *testing.T) {
 	sampleWithin(t, st)
 
 	srv.Kill()
-	check("killed", sample(t.Context(), st), postgres.ErrUnreachable, "cannot reach postgres at "+srv.Addr())
+	check("killed", sample(t.Context(), st), driver.ErrUnreachable, "cannot reach postgres at "+srv.Addr())
 }
 
 func fmtErr(err error) string {

@@ -48,7 +48,7 @@ func TestServerKilledAndRestarted(t *testing.T) {
 	defer kcancel()
 	start := time.Now()
 	_, _, err := st.Get(kctx, "a.example")
-	if !errors.Is(err, postgres.ErrUnreachable) || !strings.Contains(err.Error(), "cannot reach postgres at "+srv.Addr()+": connection refused") {
+	if !errors.Is(err, driver.ErrUnreachable) || !strings.Contains(err.Error(), "cannot reach postgres at "+srv.Addr()+": connection refused") {
 		t.Errorf("Get with the server killed = %v, want unreachable at %s", err, srv.Addr())
 	}
 	if _, ok := errors.AsType[*driver.OpError](err); !ok {
@@ -58,7 +58,7 @@ func TestServerKilledAndRestarted(t *testing.T) {
 		t.Errorf("took %v to report a dead server: it waited for its context", took)
 	}
 	_, err = st.CompareAndSwap(ctx, "b.example", driver.NoVersion, []byte("y"), time.Minute)
-	if !errors.Is(err, postgres.ErrUnreachable) || errors.Is(err, driver.ErrConflict) {
+	if !errors.Is(err, driver.ErrUnreachable) || errors.Is(err, driver.ErrConflict) {
 		t.Errorf("CompareAndSwap with the server killed = %v, want unreachable", err)
 	}
 	if err := srv.Restart(ctx); err != nil {
@@ -113,52 +113,17 @@ func TestServerPaused(t *testing.T) {
 	}
 }
 
-// TestLostAnswer: a compare-and-swap and a compare-and-delete applied by the
-// server whose answers the fault proxy drops are resent and recognised as
-// the call's own: success, with the version the first attempt got.
+// TestLostAnswer: a create, a compare-and-swap and a compare-and-delete
+// applied by the server whose answers the fault proxy drops are resent and
+// recognised as the call's own: success, with the version the first
+// attempt got (backendtest.LostAnswers).
 func TestLostAnswer(t *testing.T) {
 	p, err := faultproxy.Start(server.Addr())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	st := isolate(t, mustNew(t, server.URLFor(p.Addr())), uniquePrefix(t))
-	ctx := t.Context()
-	v1, err := st.CompareAndSwap(ctx, "a.example", driver.NoVersion, []byte("v1"), time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, lose := range []string{"create", "swap", "delete"} {
-		if err := p.DropNextAnswer(ctx); err != nil {
-			t.Fatal(err)
-		}
-		var v driver.Version
-		switch lose {
-		case "create":
-			v, err = st.CompareAndSwap(ctx, "b.example", driver.NoVersion, []byte("b"), time.Minute)
-		case "swap":
-			v, err = st.CompareAndSwap(ctx, "a.example", v1, []byte("v2"), time.Minute)
-		case "delete":
-			err = st.CompareAndDelete(ctx, "b.example", mustGet(t, st, "b.example"))
-		}
-		if err != nil {
-			t.Fatalf("%s whose answer was lost = %v, want success", lose, err)
-		}
-		switch lose {
-		case "create", "swap":
-			key := map[string]string{"create": "b.example", "swap": "a.example"}[lose]
-			if got := mustGet(t, st, key); got != v {
-				t.Errorf("%s whose answer was lost returned version %d, Get says %d", lose, v, got)
-			}
-		case "delete":
-			if _, _, err := st.Get(ctx, "b.example"); !errors.Is(err, driver.ErrNotFound) {
-				t.Errorf("Get after the delete = %v, want not found", err)
-			}
-		}
-	}
-	if s := p.Stats(); s.Dropped != 3 {
-		t.Errorf("the proxy dropped %d answers, want 3", s.Dropped)
-	}
+	backendtest.LostAnswers(t, isolate(t, mustNew(t, server.URLFor(p.Addr())), uniquePrefix(t)), p)
 }
 
 // TestUnreachableFailsFast: a store over a port nobody listens on reports
@@ -172,7 +137,7 @@ func TestUnreachableFailsFast(t *testing.T) {
 	start := time.Now()
 	err := st.Ping(pctx)
 	want := "postgres: dial: cannot reach postgres at " + dead + ": connection refused"
-	if !errors.Is(err, postgres.ErrUnreachable) || err.Error() != want {
+	if !errors.Is(err, driver.ErrUnreachable) || err.Error() != want {
 		t.Errorf("Ping = %v, want %q", err, want)
 	}
 	if !errors.Is(err, driver.ErrUnreachable) {

@@ -64,6 +64,9 @@ func (s *Store) FollowDemand(ctx context.Context, prefix string, heartbeat time.
 }
 
 func (s *Store) follow(ctx context.Context, prefix string, heartbeat time.Duration, want <-chan struct{}, fn func(driver.Change)) error {
+	if s.closed.Load() {
+		return s.wrap(opFollow, prefix, ErrClosed)
+	}
 	if err := adapter.FollowArgs(heartbeat, fn); err != nil {
 		return s.wrap(opFollow, prefix, err)
 	}
@@ -76,7 +79,7 @@ func (s *Store) follow(ctx context.Context, prefix string, heartbeat time.Durati
 	}
 	f.beats = "kvbreaker_hb_" + f.id
 	f.prepare()
-	backoff := minBackoff
+	backoff := adapter.Backoff{Min: minBackoff, Max: maxBackoff}
 	for {
 		err := f.session(ctx)
 		if ctx.Err() != nil {
@@ -86,19 +89,14 @@ func (s *Store) follow(ctx context.Context, prefix string, heartbeat time.Durati
 			return s.wrap(opFollow, prefix, err)
 		}
 		if f.wasSynced {
-			backoff = minBackoff
+			backoff.Reset()
 		}
 		if !f.lost { // once per outage: the caller knows until the next Reset
 			f.emit(driver.Change{Kind: driver.ChangeLost, Err: s.wrap(opFollow, prefix, err)})
 		}
-		t := time.NewTimer(backoff)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
-		case <-t.C:
+		if err := backoff.Wait(ctx); err != nil {
+			return err
 		}
-		backoff = min(2*backoff, maxBackoff)
 	}
 }
 

@@ -12,9 +12,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/goleak"
 
-	"github.com/kvbreaker/kvbreaker"
 	"github.com/kvbreaker/kvbreaker/backends/postgres"
-	"github.com/kvbreaker/kvbreaker/driver"
+	"github.com/kvbreaker/kvbreaker/internal/backendtest"
 	"github.com/kvbreaker/kvbreaker/internal/testservers/pgtest"
 )
 
@@ -93,23 +92,14 @@ func newRaw(t testing.TB, opts ...postgres.Option) *postgres.Store {
 	return s
 }
 
-// prefixedStore is a Store under a prefix, forwarding List.
-type prefixedStore interface {
-	driver.Store
-	driver.Lister
-}
+// prefixedStore is a Store under a prefix, forwarding List; isolate
+// makes one.
+type prefixedStore = backendtest.ListStore
+
+var isolate = backendtest.Isolate
 
 // newStore returns a Store over the shared server under a fresh prefix.
 func newStore(t testing.TB, opts ...postgres.Option) prefixedStore {
 	t.Helper()
 	return isolate(t, newRaw(t, opts...), uniquePrefix(t))
-}
-
-func isolate(t testing.TB, s driver.Store, prefix string) prefixedStore {
-	t.Helper()
-	p, err := kvbreaker.Prefixed(s, prefix)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p.(prefixedStore)
 }

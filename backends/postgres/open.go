@@ -19,7 +19,7 @@ const dialTimeout = 2 * time.Second
 // size, its ConnectTimeout) and returns a Store over table on it, which
 // the Store's Close closes. Before making the pool it dials the server once,
 // within cfg's ConnectTimeout (2 s if none), so that a refused port, a
-// missing socket or an unknown host is an *UnreachableError at once rather
+// missing socket or an unknown host is an *driver.UnreachableError at once rather
 // than a pool that retries until its caller's deadline. It sends no
 // statement: Ping checks that the server answers and the table exists.
 func Open(ctx context.Context, cfg *pgxpool.Config, table string, opts ...Option) (*Store, error) {

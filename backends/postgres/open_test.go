@@ -13,7 +13,7 @@ import (
 // TestOpenOwnsItsPool: Open's store answers on a pool of its own, named by
 // Endpoint, and its Close closes that pool (an acquire fails after it),
 // while New's Close leaves the caller's pool open. A closed port is an
-// *UnreachableError before any pool is made.
+// *driver.UnreachableError before any pool is made.
 func TestOpenOwnsItsPool(t *testing.T) {
 	ctx := t.Context()
 	cfg, err := postgres.ParseConfig(server.URL())
@@ -57,6 +57,6 @@ func TestOpenOwnsItsPool(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := postgres.Open(ctx, shut, table); !errors.Is(err, driver.ErrUnreachable) || !strings.Contains(err.Error(), "connection refused") {
-		t.Errorf("Open at a closed port: %v, want an UnreachableError saying connection refused", err)
+		t.Errorf("Open at a closed port: %v, want an driver.UnreachableError saying connection refused", err)
 	}
 }

@@ -173,9 +173,9 @@
 //
 // Errors other than driver.ErrNotFound and conflicts are *driver.OpError
 // ("postgres: get <key>: <cause>") and keep pgx's error types for errors.As
-// (*pgconn.PgError). A refused connection is an *UnreachableError, "cannot
+// (*pgconn.PgError). A refused connection is an *driver.UnreachableError, "cannot
 // reach postgres at 127.0.0.1:5432: connection refused", matching
-// ErrUnreachable; a server that does not answer is bounded by the context.
+// driver.ErrUnreachable; a server that does not answer is bounded by the context.
 // No error of a Store carries the pool's password (pgx's connect errors
 // name the user and database only). ParseConfig parses a connection string
 // as pgxpool.ParseConfig does, with errors that never show a password
@@ -192,6 +192,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"strconv"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -244,7 +245,11 @@ type Store struct {
 	purger *adapter.Purger
 	// ownPool: Open made the pool, so Close closes it.
 	ownPool bool
+	closed  atomic.Bool
 }
+
+// ErrClosed is the cause of a Store method's *driver.OpError after Close.
+var ErrClosed = errors.New("store closed")
 
 type options struct {
 	purge       adapter.Purge
@@ -430,6 +435,9 @@ func (s *Store) wrap(op, key string, err error) error {
 // Get implements driver.Store: the row's value and version if it is live by
 // the server's clock, driver.ErrNotFound otherwise.
 func (s *Store) Get(ctx context.Context, key string) ([]byte, driver.Version, error) {
+	if s.closed.Load() {
+		return nil, driver.NoVersion, s.wrap(opGet, key, ErrClosed)
+	}
 	var (
 		value       []byte
 		ver, hashed int64
@@ -464,6 +472,9 @@ type result struct {
 // (NoVersion when absent or expired). ttl must be positive; it is rounded up
 // to microseconds.
 func (s *Store) CompareAndSwap(ctx context.Context, key string, old driver.Version, value []byte, ttl time.Duration) (driver.Version, error) {
+	if s.closed.Load() {
+		return driver.NoVersion, s.wrap(opSwap, key, ErrClosed)
+	}
 	return s.compareAndSwap(ctx, s.pool, s.retry, key, old, value, ttl)
 }
 
@@ -520,6 +531,9 @@ func (s *Store) compareAndSwap(ctx context.Context, q querier, via sender, key s
 // version is there. With old == driver.NoVersion there is nothing to
 // delete: it only reads.
 func (s *Store) CompareAndDelete(ctx context.Context, key string, old driver.Version) error {
+	if s.closed.Load() {
+		return s.wrap(opDelete, key, ErrClosed)
+	}
 	return s.compareAndDelete(ctx, s.pool, s.retry, key, old)
 }
 
@@ -563,6 +577,9 @@ func (s *Store) compareAndDelete(ctx context.Context, q querier, via sender, key
 // driver.ErrNotFound when Get reads the key as absent (no row, an expired
 // one, or a tombstone), though the row stays until purged.
 func (s *Store) Expiry(ctx context.Context, key string) (time.Duration, error) {
+	if s.closed.Load() {
+		return 0, s.wrap(opExpiry, key, ErrClosed)
+	}
 	var us int64
 	err := s.retry(ctx, func() error {
 		return s.pool.QueryRow(ctx, s.sqlExpiry, key).Scan(&us)
@@ -625,6 +642,9 @@ func writeID() int64 {
 // writes; call it yourself (until it returns fewer than a batch) to drain a
 // backlog.
 func (s *Store) Purge(ctx context.Context) (int64, error) {
+	if s.closed.Load() {
+		return 0, s.wrap(opPurge, "", ErrClosed)
+	}
 	tag, err := s.pool.Exec(ctx, s.sqlPurge, int64(s.o.purge.Delay/time.Microsecond), s.o.purge.Batch)
 	if err != nil {
 		return 0, s.wrap(opPurge, "", err)
@@ -633,8 +653,11 @@ func (s *Store) Purge(ctx context.Context) (int64, error) {
 }
 
 // Ping checks that the server answers and the table exists, as a command
-// does before its first call: a refused connection is an *UnreachableError.
+// does before its first call: a refused connection is an *driver.UnreachableError.
 func (s *Store) Ping(ctx context.Context) error {
+	if s.closed.Load() {
+		return s.wrap(opDial, "", ErrClosed)
+	}
 	_, err := s.pool.Exec(ctx, fmt.Sprintf("SELECT 1 FROM %s LIMIT 0", quoteIdent(s.table)))
 	if err != nil {
 		return s.wrap(opDial, "", err)
@@ -643,9 +666,13 @@ func (s *Store) Ping(ctx context.Context) error {
 }
 
 // Close waits for a background purge to end and starts no more; it closes
-// the pool if Open made it (New's pool is the caller's).
+// the pool if Open made it (New's pool is the caller's). Later calls fail
+// with ErrClosed, sending nothing; a Follow already running goes on until
+// its context ends.
 func (s *Store) Close() error {
+	// After the purger: the background purge Close waits for calls Purge.
 	s.purger.Close()
+	s.closed.Store(true)
 	if s.ownPool {
 		s.pool.Close()
 	}
@@ -657,6 +684,9 @@ func (s *Store) Close() error {
 // or 1. It bypasses the compare-and-swap a Breaker relies on: it is for a
 // tool that cleans up keys it wrote itself (kvbreaker check).
 func (s *Store) PurgeKey(ctx context.Context, key string) (int64, error) {
+	if s.closed.Load() {
+		return 0, fmt.Errorf("postgres: purge %q: %w", key, ErrClosed)
+	}
 	tag, err := s.pool.Exec(ctx, "DELETE FROM "+quoteIdent(s.table)+" WHERE key = $1", key)
 	if err != nil {
 		return 0, fmt.Errorf("postgres: purge %q: %w", key, err)

@@ -11,21 +11,8 @@ import (
 	"github.com/kvbreaker/kvbreaker/tlsdiag"
 )
 
-// ErrUnreachable is matched (errors.Is) by the error of a call that could
-// not reach the server at all: the connection was refused or the host's name
-// did not resolve. Nothing was sent. An *UnreachableError says where. It is
-// an alias of driver.ErrUnreachable, so matching either matches every
-// backend's.
-var ErrUnreachable = driver.ErrUnreachable
-
-// UnreachableError is a call that reached no server: "cannot reach postgres
-// at <host:port>: connection refused", with Endpoints holding the host:port
-// (or a unix socket's path) and Err pgx's *pgconn.ConnectError. It is an
-// alias of driver.UnreachableError.
-type UnreachableError = driver.UnreachableError
-
 // cause turns pgx's error into the cause an OpError carries: an
-// *UnreachableError when no connection could be made, "no answer from
+// *driver.UnreachableError when no connection could be made, "no answer from
 // postgres at <endpoint> before the context ended" when the context ended
 // while a statement was out, and otherwise err itself.
 func (s *Store) cause(err error) error {
@@ -36,7 +23,7 @@ func (s *Store) cause(err error) error {
 		}
 		// Err stays pgx's error, so errors.As still finds the ConnectError.
 		if _, ok := driver.DialFailed(err); ok {
-			return &UnreachableError{Backend: "postgres", Endpoints: []string{s.endpoint}, Err: err}
+			return &driver.UnreachableError{Backend: "postgres", Endpoints: []string{s.endpoint}, Err: err}
 		}
 	}
 	if pe, ok := errors.AsType[*pgconn.PgError](err); ok && pe.Code == insufficientPrivilege {

@@ -30,28 +30,13 @@ const (
 	probeTimeout = 500 * time.Millisecond
 )
 
-// ErrUnreachable matches (errors.Is) the error of Dial when the server did
-// not answer: it refused the connection, or accepted it but did not answer
-// before the context ended; and of a Store's call whose connection was
-// refused (or whose host's name did not resolve). The error is then a
-// *driver.OpError whose cause is an *UnreachableError. It is an alias of
-// driver.ErrUnreachable, so matching either matches every backend's.
-var ErrUnreachable = driver.ErrUnreachable
-
-// UnreachableError says why Dial or a call could not reach the server: "cannot reach
-// redis at 127.0.0.1:6379: connection refused", or "…: it accepted the
-// connection but did not answer within 5s". It matches ErrUnreachable and
-// unwraps to the cause. It is an alias of driver.UnreachableError;
-// Endpoints holds the one host:port, without credentials.
-type UnreachableError = driver.UnreachableError
-
 // Dial connects to the server at rawURL ("redis://[:password@]host:port/db",
 // "rediss://…" for TLS, with go-redis's TLS configuration or WithTLSConfig's; see redis.ParseURL)
 // and returns a Store that owns the client: Close closes it. Dial confirms the server answers a PING: against a port where nothing
 // listens it fails within 2 s with "cannot reach redis at
 // <addr>: connection refused"; against a server that accepts but does not
 // answer it fails when ctx ends (DefaultDialTimeout when ctx has no
-// deadline), saying so. Both match ErrUnreachable. A TLS mismatch (an
+// deadline), saying so. Both match driver.ErrUnreachable. A TLS mismatch (an
 // untrusted certificate, a client certificate the server requires, a
 // redis:// URL to a server that speaks TLS) is a *tlsdiag.Error. ctx does not bound the
 // Store's later life. An invalid URL or option is a *driver.OptionError.
@@ -152,7 +137,7 @@ func dial(ctx context.Context, opts []Option, t dialTarget, connect func() gored
 
 // unreachable explains a failed first request.
 func unreachable(addr string, err error, waited time.Duration) error {
-	ue := &UnreachableError{Backend: "redis", Endpoints: []string{addr}, Err: err}
+	ue := &driver.UnreachableError{Backend: "redis", Endpoints: []string{addr}, Err: err}
 	var dns *net.DNSError
 	var op *net.OpError
 	switch {

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/kvbreaker/kvbreaker/driver"
 )
 
 // DialCluster is Dial for a Redis Cluster: rawURL names its seed nodes as
@@ -18,7 +20,7 @@ import (
 // the Cluster answers a PING, which first loads its slot map from a seed,
 // with Dial's bounds: a refused seed fails within 2 s, a silent
 // one when ctx ends (DefaultDialTimeout when ctx has no deadline). Both
-// match ErrUnreachable; the *UnreachableError's Endpoints are the seeds
+// match driver.ErrUnreachable; the *driver.UnreachableError's Endpoints are the seeds
 // (go-redis asks every seed before giving up), or the node whose dial
 // failed when it is none of them (a node the Cluster announced, its
 // cluster-announce-ip). A TLS mismatch is a *tlsdiag.Error. A server that
@@ -39,7 +41,7 @@ func DialCluster(ctx context.Context, rawURL string, opts ...Option) (*Store, er
 				endpoints = []string{op.Addr.String()}
 			}
 			err = unreachable(endpoints[0], err, waited)
-			if ue, ok := errors.AsType[*UnreachableError](err); ok {
+			if ue, ok := errors.AsType[*driver.UnreachableError](err); ok {
 				ue.Endpoints = endpoints
 			}
 			return err

@@ -29,7 +29,7 @@ func clusterURL(seeds []string) string {
 }
 
 // TestDialClusterUnreachable: seeds where nothing listens fail within
-// ConnectTimeout (not the context's deadline) with an *UnreachableError
+// ConnectTimeout (not the context's deadline) with an *driver.UnreachableError
 // naming every seed; a standalone server is refused in its own words.
 // Neither needs a Cluster, so they run in -short.
 func TestDialClusterUnreachable(t *testing.T) {
@@ -37,14 +37,14 @@ func TestDialClusterUnreachable(t *testing.T) {
 	start := time.Now()
 	_, err := redis.DialCluster(t.Context(), clusterURL(seeds))
 	ue, ok := errors.AsType[*driver.UnreachableError](err)
-	if !ok || !errors.Is(err, redis.ErrUnreachable) || !slices.Equal(ue.Endpoints, seeds) {
-		t.Fatalf("DialCluster on closed ports: %v, want an *UnreachableError naming %v", err, seeds)
+	if !ok || !errors.Is(err, driver.ErrUnreachable) || !slices.Equal(ue.Endpoints, seeds) {
+		t.Fatalf("DialCluster on closed ports: %v, want an *driver.UnreachableError naming %v", err, seeds)
 	}
 	if waited := time.Since(start); waited > redis.DefaultDialTimeout {
 		t.Errorf("DialCluster on closed ports took %v, beyond DefaultDialTimeout %v", waited, redis.DefaultDialTimeout)
 	}
 	_, err = redis.DialCluster(t.Context(), srv.URL())
-	if err == nil || !strings.Contains(err.Error(), "cluster support disabled") || errors.Is(err, redis.ErrUnreachable) {
+	if err == nil || !strings.Contains(err.Error(), "cluster support disabled") || errors.Is(err, driver.ErrUnreachable) {
 		t.Errorf("DialCluster on a standalone server: %v, want the server's \"cluster support disabled\"", err)
 	}
 }

@@ -170,7 +170,7 @@ func TestLostAnswerNotRetried(t *testing.T) {
 
 // TestDialUnreachable: Dial to a port where nothing listens fails within
 // ConnectTimeout, saying "cannot reach redis at <addr>: connection
-// refused", matching ErrUnreachable; to a paused server it fails when ctx
+// refused", matching driver.ErrUnreachable; to a paused server it fails when ctx
 // ends, saying it did not answer.
 func TestDialUnreachable(t *testing.T) {
 	s := redistest.MustStart(t)
@@ -188,8 +188,8 @@ func TestDialUnreachable(t *testing.T) {
 		t.Errorf("Dial to a closed port took %v: it waited for its context rather than fail at the refusal", d)
 	}
 	want := "redis: dial: cannot reach redis at " + addr + ": connection refused"
-	if err == nil || err.Error() != want || !errors.Is(err, redis.ErrUnreachable) {
-		t.Errorf("Dial to a closed port = %v, want %q matching ErrUnreachable", err, want)
+	if err == nil || err.Error() != want || !errors.Is(err, driver.ErrUnreachable) {
+		t.Errorf("Dial to a closed port = %v, want %q matching driver.ErrUnreachable", err, want)
 	}
 	if !errors.Is(err, driver.ErrUnreachable) {
 		t.Errorf("Dial to a closed port = %v, want one matching driver.ErrUnreachable too", err)
@@ -205,8 +205,8 @@ func TestDialUnreachable(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 700*time.Millisecond)
 	defer cancel()
 	_, err = redis.Dial(ctx, "redis://:secret@"+addr+"/0")
-	if !errors.Is(err, redis.ErrUnreachable) || !containsAll(err.Error(), "cannot reach redis at "+addr, "did not answer") || containsAll(err.Error(), "secret") {
-		t.Errorf("Dial to a paused server = %v, want ErrUnreachable saying it did not answer, without the password", err)
+	if !errors.Is(err, driver.ErrUnreachable) || !containsAll(err.Error(), "cannot reach redis at "+addr, "did not answer") || containsAll(err.Error(), "secret") {
+		t.Errorf("Dial to a paused server = %v, want driver.ErrUnreachable saying it did not answer, without the password", err)
 	}
 }
 

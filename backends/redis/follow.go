@@ -241,7 +241,7 @@ const maxRefusedSessions = 5
 // Reset, and an error saying so when maxRefusedSessions sessions in a row
 // were refused with NOPERM.
 func (f *follower) run(ctx context.Context) error {
-	backoff := minResyncBackoff
+	backoff := adapter.Backoff{Min: minResyncBackoff, Max: maxResyncBackoff}
 	started := false
 	refused := 0
 	for {
@@ -269,16 +269,11 @@ func (f *follower) run(ctx context.Context) error {
 			// missed a change from here on. A session that failed before
 			// its Reset follows a Lost already sent.
 			f.fn(driver.Change{Kind: driver.ChangeLost, Err: err})
-			backoff = minResyncBackoff
+			backoff.Reset()
 		}
-		t := time.NewTimer(backoff)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
-		case <-t.C:
+		if err := backoff.Wait(ctx); err != nil {
+			return err
 		}
-		backoff = min(2*backoff, maxResyncBackoff)
 	}
 }
 

@@ -793,12 +793,12 @@ func writeID() string {
 
 // opError is the shape of every error but ErrNotFound and conflicts. A
 // call whose connection could not be made (nothing was sent) has an
-// *UnreachableError as its cause, as Dial's has, so that every call keeps
+// *driver.UnreachableError as its cause, as Dial's has, so that every call keeps
 // driver's promise for a store that cannot be reached.
 func opError(op, key string, err error) error {
 	if dial, ok := driver.DialFailed(err); ok {
-		if _, already := errors.AsType[*UnreachableError](err); !already {
-			err = &UnreachableError{Backend: backend, Endpoints: []string{dialedAt(dial)}, Err: err}
+		if _, already := errors.AsType[*driver.UnreachableError](err); !already {
+			err = &driver.UnreachableError{Backend: backend, Endpoints: []string{dialedAt(dial)}, Err: err}
 		}
 	}
 	return &driver.OpError{Backend: backend, Op: op, Key: key, Err: err}

@@ -12,8 +12,8 @@ import (
 )
 
 // TestStoreCallsUnreachable: every call of a Store whose server was killed
-// (its port now refuses connections) fails with an *UnreachableError
-// naming the server's address and the refusal, matching ErrUnreachable, as
+// (its port now refuses connections) fails with an *driver.UnreachableError
+// naming the server's address and the refusal, matching driver.ErrUnreachable, as
 // Dial's does and driver's doc promises.
 func TestStoreCallsUnreachable(t *testing.T) {
 	srv := redistest.MustStart(t)
@@ -45,9 +45,9 @@ func TestStoreCallsUnreachable(t *testing.T) {
 		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 		err := call(ctx)
 		cancel()
-		ue, ok := errors.AsType[*redis.UnreachableError](err)
-		if !ok || !errors.Is(err, redis.ErrUnreachable) || len(ue.Endpoints) != 1 || ue.Endpoints[0] != addr {
-			t.Errorf("%s on a killed server = %v; want an *UnreachableError naming %s", op, err, addr)
+		ue, ok := errors.AsType[*driver.UnreachableError](err)
+		if !ok || !errors.Is(err, driver.ErrUnreachable) || len(ue.Endpoints) != 1 || ue.Endpoints[0] != addr {
+			t.Errorf("%s on a killed server = %v; want an *driver.UnreachableError naming %s", op, err, addr)
 			continue
 		}
 		if want := "redis: " + op; len(err.Error()) < len(want) || err.Error()[:len(want)] != want {

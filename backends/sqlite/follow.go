@@ -49,6 +49,9 @@ const DefaultFollowPoll = 50 * time.Millisecond
 // nothing changed); a write reaches a follower at its next poll, so a
 // mirror lags the file by up to WithFollowPoll.
 func (s *Store) Follow(ctx context.Context, prefix string, heartbeat time.Duration, fn func(driver.Change)) error {
+	if s.closed.Load() {
+		return &driver.OpError{Backend: "sqlite", Op: "follow", Key: prefix, Err: ErrClosed}
+	}
 	if err := adapter.FollowArgs(heartbeat, fn); err != nil {
 		return &driver.OpError{Backend: "sqlite", Op: "follow", Key: prefix, Err: err}
 	}
@@ -61,7 +64,7 @@ func (s *Store) Follow(ctx context.Context, prefix string, heartbeat time.Durati
 	}
 	tick := time.NewTicker(f.poll)
 	defer tick.Stop()
-	backoff := 50 * time.Millisecond
+	backoff := adapter.Backoff{Min: 50 * time.Millisecond, Max: 2 * time.Second}
 	for {
 		select {
 		case <-ctx.Done():
@@ -75,20 +78,19 @@ func (s *Store) Follow(ctx context.Context, prefix string, heartbeat time.Durati
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
+		if s.closed.Load() {
+			// The database is closed: no resynchronisation can succeed.
+			return &driver.OpError{Backend: "sqlite", Op: "follow", Key: prefix, Err: ErrClosed}
+		}
 		fn(driver.Change{Kind: driver.ChangeLost, Err: err})
 		for {
 			if err := f.snapshot(ctx); err == nil {
-				backoff = 50 * time.Millisecond
+				backoff.Reset()
 				break
 			}
-			t := time.NewTimer(backoff)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return ctx.Err()
-			case <-t.C:
+			if err := backoff.Wait(ctx); err != nil {
+				return err
 			}
-			backoff = min(2*backoff, 2*time.Second)
 		}
 	}
 }

@@ -18,6 +18,9 @@ var (
 // the primary key. next is the last key returned when the page is full, ""
 // otherwise.
 func (s *Store) List(ctx context.Context, prefix, cursor string, limit int) ([]string, string, error) {
+	if s.closed.Load() {
+		return nil, "", s.wrap(ctx, opList, prefix, ErrClosed)
+	}
 	if err := adapter.ListArgs(limit); err != nil {
 		return nil, "", s.wrap(ctx, opList, prefix, err)
 	}

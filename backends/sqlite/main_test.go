@@ -11,9 +11,8 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/kvbreaker/kvbreaker"
 	"github.com/kvbreaker/kvbreaker/backends/sqlite"
-	"github.com/kvbreaker/kvbreaker/driver"
+	"github.com/kvbreaker/kvbreaker/internal/backendtest"
 )
 
 // workerEnv names, in a child process of this test binary, the worker it
@@ -62,20 +61,8 @@ func uniquePrefix(t testing.TB) string {
 	return fmt.Sprintf("test/%s/%d/", name, prefixSeq.Add(1))
 }
 
-// prefixedStore is a Store under a prefix, forwarding List.
-type prefixedStore interface {
-	driver.Store
-	driver.Lister
-}
-
-func isolate(t testing.TB, s driver.Store, prefix string) prefixedStore {
-	t.Helper()
-	p, err := kvbreaker.Prefixed(s, prefix)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p.(prefixedStore)
-}
+// isolate puts a Store under a prefix of its own, forwarding List.
+var isolate = backendtest.Isolate
 
 // fakeClock is a clock the test moves; stores judge expiry by it.
 type fakeClock struct{ ns atomic.Int64 }

@@ -106,6 +106,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
@@ -179,7 +180,11 @@ type Store struct {
 	writer chan struct{}
 
 	purger *adapter.Purger
+	closed atomic.Bool
 }
+
+// ErrClosed is the cause of a Store method's *driver.OpError after Close.
+var ErrClosed = errors.New("store closed")
 
 type options struct {
 	busyTimeout time.Duration
@@ -377,6 +382,9 @@ func (s *Store) now() int64 { return s.o.clock().UnixNano() }
 // Get implements driver.Store: the row's value and version if it is live
 // by the store's clock, driver.ErrNotFound otherwise.
 func (s *Store) Get(ctx context.Context, key string) ([]byte, driver.Version, error) {
+	if s.closed.Load() {
+		return nil, driver.NoVersion, s.wrap(ctx, opGet, key, ErrClosed)
+	}
 	if err := ctx.Err(); err != nil {
 		return nil, driver.NoVersion, s.wrap(ctx, opGet, key, err)
 	}
@@ -410,6 +418,9 @@ type row struct {
 // failed comparison is a *driver.ConflictError with the current value and
 // version (NoVersion when absent or expired). ttl must be positive.
 func (s *Store) CompareAndSwap(ctx context.Context, key string, old driver.Version, value []byte, ttl time.Duration) (driver.Version, error) {
+	if s.closed.Load() {
+		return driver.NoVersion, s.wrap(ctx, opSwap, key, ErrClosed)
+	}
 	if ttl <= 0 {
 		return driver.NoVersion, s.wrap(ctx, opSwap, key, fmt.Errorf("ttl %v is not positive", ttl))
 	}
@@ -440,6 +451,9 @@ func (s *Store) CompareAndSwap(ctx context.Context, key string, old driver.Versi
 // driver.ErrNotFound when the key is absent or expired and a conflict (as
 // for CompareAndSwap) when another version is there.
 func (s *Store) CompareAndDelete(ctx context.Context, key string, old driver.Version) error {
+	if s.closed.Load() {
+		return s.wrap(ctx, opDelete, key, ErrClosed)
+	}
 	err := s.write(ctx, opDelete, key, func(tx *sql.Tx, r row, now int64) error {
 		live := r.found && r.expiresAt > now
 		switch {
@@ -534,6 +548,9 @@ func addSat(a, b int64) int64 {
 // reads the key as absent (no row, an expired one, or a tombstone),
 // though the row stays until purged.
 func (s *Store) Expiry(ctx context.Context, key string) (time.Duration, error) {
+	if s.closed.Load() {
+		return 0, s.wrap(ctx, opExpiry, key, ErrClosed)
+	}
 	now := s.now()
 	var exp int64
 	err := s.db.QueryRowContext(ctx, "SELECT expires_at FROM kvbreaker WHERE key = ? AND expires_at > ?", key, now).Scan(&exp)
@@ -554,6 +571,9 @@ func (s *Store) Expiry(ctx context.Context, key string) (time.Duration, error) {
 // WithPurgeEvery writes; call it yourself (until it returns fewer than a
 // batch) to drain a backlog.
 func (s *Store) Purge(ctx context.Context) (int64, error) {
+	if s.closed.Load() {
+		return 0, s.wrap(ctx, opPurge, "", ErrClosed)
+	}
 	var n int64
 	err := s.write(ctx, opPurge, "", func(tx *sql.Tx, _ row, now int64) error {
 		rows, err := tx.QueryContext(ctx, `DELETE FROM kvbreaker WHERE key IN (
@@ -596,12 +616,15 @@ func (s *Store) Purge(ctx context.Context) (int64, error) {
 }
 
 // Close waits for a background purge to end, starts no more, and closes
-// the file.
+// the file. Later calls fail with ErrClosed, a running Follow as soon as
+// it next reads the file.
 func (s *Store) Close() error {
+	// After the purger: the background purge Close waits for calls Purge.
 	already := s.purger.Close()
 	if already {
 		return nil
 	}
+	s.closed.Store(true)
 	return s.db.Close()
 }
 
@@ -612,6 +635,9 @@ func (s *Store) Close() error {
 // It bypasses the compare-and-swap a Breaker relies on: it is for a tool
 // that cleans up keys it wrote itself (kvbreaker check).
 func (s *Store) PurgeKey(ctx context.Context, key string) (int64, error) {
+	if s.closed.Load() {
+		return 0, fmt.Errorf("sqlite: purge %q: %w", key, ErrClosed)
+	}
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return 0, fmt.Errorf("sqlite: purge %q: %w", key, err)

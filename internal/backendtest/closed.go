@@ -59,3 +59,36 @@ func StoreCalls(ctx context.Context, s driver.Store, key string, more func(errs 
 		return errs
 	}
 }
+
+// KeyPurger is a row store's Store with PurgeKey and Close (MySQL,
+// PostgreSQL, SQLite).
+type KeyPurger interface {
+	driver.Store
+	PurgeKey(ctx context.Context, key string) (int64, error)
+	Close() error
+}
+
+// ClosedKeepsRows is ClosedCalls over StoreCalls for a row store whose
+// Close leaves its data to the next Store: a row written before Close, a
+// PurgeKey after it that fails with errClosed, and the row still read by
+// reopen's Store (over the same pool or file), which then purges it.
+// more adds the backend's own calls to StoreCalls'.
+func ClosedKeepsRows(t *testing.T, s KeyPurger, key string, more func(errs map[string]error), errClosed error, reopen func() KeyPurger) {
+	t.Helper()
+	ctx := t.Context()
+	kept := key + "-kept"
+	if _, err := s.CompareAndSwap(ctx, kept, driver.NoVersion, []byte("kept"), time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	ClosedCalls(t, StoreCalls(ctx, s, key, more), s.Close, errClosed)
+	if _, err := s.PurgeKey(ctx, kept); !errors.Is(err, errClosed) {
+		t.Errorf("PurgeKey after Close = %v, want %v", err, errClosed)
+	}
+	other := reopen()
+	if v, _, err := other.Get(ctx, kept); err != nil || string(v) != "kept" {
+		t.Errorf("the next Store: Get = %q, %v; want the value written before Close", v, err)
+	}
+	if _, err := other.PurgeKey(ctx, kept); err != nil {
+		t.Error(err)
+	}
+}

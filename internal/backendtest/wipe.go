@@ -92,21 +92,7 @@ func FollowDemand(t testing.TB, ctx context.Context, st driver.DemandFollower, p
 	ctx, cancel := context.WithCancel(ctx)
 	f := &Feed{ch: make(chan driver.Change, 1<<16), done: make(chan error, 1)}
 	want := make(chan struct{}, 1)
-	go func() {
-		tick := time.NewTicker(5 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-				select {
-				case want <- struct{}{}:
-				default:
-				}
-			}
-		}
-	}()
+	go Ask(ctx, want, 5*time.Millisecond)
 	go func() {
 		f.done <- st.FollowDemand(ctx, prefix, heartbeat, want, func(c driver.Change) { f.ch <- c })
 	}()
@@ -117,4 +103,23 @@ func FollowDemand(t testing.TB, ctx context.Context, st driver.DemandFollower, p
 		}
 	})
 	return f
+}
+
+// Ask asks a feed on demand for a beat every interval, as a mirror asks on
+// each call, until ctx ends: an ask the feed has not taken yet stands for
+// the next (want holds one).
+func Ask(ctx context.Context, want chan<- struct{}, every time.Duration) {
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			select {
+			case want <- struct{}{}:
+			default:
+			}
+		}
+	}
 }
