@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
-	"net/url"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -43,16 +41,7 @@ func NewClient(ctx context.Context, endpoint string) (*dyn.Client, error) {
 		return nil, errors.New("dynamodb: no AWS region: set AWS_REGION, or a region in the profile AWS_PROFILE names")
 	}
 	if endpoint != "" {
-		u, err := url.Parse(endpoint)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return nil, fmt.Errorf("dynamodb: endpoint %s: want an http:// or https:// URL", shownEndpoint(endpoint))
-		}
-		port := map[string]string{"http": "80", "https": "443"}[u.Scheme]
-		if u.Port() != "" {
-			port = u.Port()
-		}
-		if err := adapter.CheckDial(ctx, "dynamodb", "tcp", net.JoinHostPort(u.Hostname(), port), 2*time.Second); err != nil {
-			err.(*UnreachableError).Endpoints[0] = shownEndpoint(endpoint)
+		if err := adapter.CheckDialURL(ctx, "dynamodb", endpoint, 2*time.Second); err != nil {
 			return nil, err
 		}
 	}
@@ -90,18 +79,9 @@ func Dial(ctx context.Context, table, endpoint string, opts ...Option) (*Store, 
 // AWS endpoint.
 func Endpoint(client *dyn.Client) string {
 	if ep := aws.ToString(client.Options().BaseEndpoint); ep != "" {
-		return shownEndpoint(ep)
+		return adapter.ShownURL(ep)
 	}
 	return "https://dynamodb." + client.Options().Region + ".amazonaws.com"
-}
-
-// shownEndpoint is an endpoint URL without what may carry a credential.
-func shownEndpoint(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil || u.Host == "" {
-		return "(an endpoint that does not parse as a URL)"
-	}
-	return (&url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path}).String()
 }
 
 // Client is the DynamoDB client the Store sends its requests through.
