@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"io"
 	"net/url"
@@ -488,7 +489,12 @@ func (f *backendFlags) open(ctx context.Context, timeout time.Duration) (*conn, 
 	}
 	octx, cancel := context.WithTimeout(ctx, bound)
 	defer cancel()
-	return backends[f.backend].open(octx, f)
+	c, err := backends[f.backend].open(octx, f)
+	// A backend with TLS flags says which of them fixes a TLS failure.
+	if te, ok := errors.AsType[*tlsdiag.Error](err); ok && f.desc.tlsFix != nil {
+		return nil, tlsFlagError(f, te)
+	}
+	return c, err
 }
 
 // loadTLS builds a TLS configuration from a backend's CA, certificate and
