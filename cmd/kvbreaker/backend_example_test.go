@@ -13,7 +13,9 @@ import (
 // mapstoreBackend is the descriptor docs/backends.md ("Adding a store")
 // shows for examples/mapstore, as the docs print it.
 var mapstoreBackend = backendDesc{name: "mapstore", title: "map store", usage: "no flags: a store inside this process (a demo)", noTable: "mapstore needs no table: nothing to create",
-	open: func(context.Context, *backendFlags) (*conn, error) { return &conn{describe: "map store (this process)", store: mapstore.New(nil)}, nil }}
+	open: func(context.Context, *backendFlags) (*conn, error) {
+		return &conn{describe: "map store (this process)", store: mapstore.New(nil)}, nil
+	}}
 
 // The example's descriptor is registered as the tests register their
 // variants (not in the registry, which help and the docs' tables list),
