@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"syscall"
 	"time"
 
@@ -35,4 +36,35 @@ func CheckDial(ctx context.Context, backend, network, addr string, timeout time.
 		why = "host unreachable"
 	}
 	return &driver.UnreachableError{Backend: backend, Endpoints: []string{addr}, Reason: why, Err: err}
+}
+
+// CheckDialURL is CheckDial to the host and port of an http:// or https://
+// URL (80 or 443 when it names none), for an adapter whose client takes a
+// URL (an endpoint override, an API's base URL). Its error names the URL
+// without user information, query or fragment, which may carry a
+// credential.
+func CheckDialURL(ctx context.Context, backend, rawURL string, timeout time.Duration) error {
+	u, err := url.Parse(rawURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("%s: want an http:// or https:// URL, not %q", backend, ShownURL(rawURL))
+	}
+	port := u.Port()
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
+	}
+	err = CheckDial(ctx, backend, "tcp", net.JoinHostPort(u.Hostname(), port), timeout)
+	if ue, ok := err.(*driver.UnreachableError); ok {
+		ue.Endpoints[0] = ShownURL(rawURL)
+	}
+	return err
+}
+
+// ShownURL is rawURL as a message may show it: scheme, host, port and
+// path, without user information, query or fragment.
+func ShownURL(rawURL string) string {
+	u, err := url.Parse(rawURL)
+	if err != nil || u.Host == "" {
+		return "(a URL that does not parse)"
+	}
+	return (&url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path}).String()
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -46,5 +47,28 @@ func TestCheckDialSaysWhy(t *testing.T) {
 		if msg := err.Error(); len(msg) < len(c.want) || msg[len(msg)-len(c.want):] != c.want {
 			t.Errorf("CheckDial(%s %s) says %q, want it to end %q", c.network, c.addr, msg, c.want)
 		}
+	}
+}
+
+// TestCheckDialURLShowsNoCredential: a listening http:// URL passes; a
+// closed one is an *driver.UnreachableError naming the URL without its
+// user information or query, and a URL of another scheme is refused.
+func TestCheckDialURLShowsNoCredential(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	open := ln.Addr().String()
+	if err := CheckDialURL(t.Context(), "x", "http://u:pw@"+open+"/base/?token=pw", time.Second); err != nil {
+		t.Fatalf("CheckDialURL of a listening port: %v", err)
+	}
+	ln.Close()
+	err = CheckDialURL(t.Context(), "x", "http://u:pw@"+open+"/base/?token=pw", time.Second)
+	ue, ok := errors.AsType[*driver.UnreachableError](err)
+	if !ok || ue.Endpoints[0] != "http://"+open+"/base/" || strings.Contains(err.Error(), "pw") {
+		t.Errorf("CheckDialURL of a closed port = %v, want an *UnreachableError at http://%s/base/ without the credentials", err, open)
+	}
+	if err := CheckDialURL(t.Context(), "x", "ftp://"+open, time.Second); err == nil || errors.Is(err, driver.ErrUnreachable) {
+		t.Errorf("CheckDialURL(ftp://) = %v, want a refusal of the scheme", err)
 	}
 }

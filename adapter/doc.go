@@ -20,7 +20,9 @@
 //     as a lower bound, and the drop of a beat dated after its arrival.
 //   - [CheckDial]: one connection to a server, within a timeout, before a
 //     pool or a client that would retry a refused one until its deadline:
-//     a *driver.UnreachableError that says why, at once.
+//     a *driver.UnreachableError that says why, at once; [CheckDialURL]
+//     for a client that takes an http(s) URL (DynamoDB's endpoint, Workers
+//     KV's base URL), naming it as [ShownURL] shows it, without credentials.
 //   - [RowVersion] and [RowVersionArgs]: the version a row of an SQL
 //     table reads as, a foreign row's (0 or negative) apart, and the two
 //     parameters a conditional write names it by (MySQL, PostgreSQL).

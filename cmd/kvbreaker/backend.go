@@ -3,7 +3,7 @@ package main
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
+	"errors"
 	"fmt"
 	"io"
 	"net/url"
@@ -488,39 +488,27 @@ func (f *backendFlags) open(ctx context.Context, timeout time.Duration) (*conn, 
 	}
 	octx, cancel := context.WithTimeout(ctx, bound)
 	defer cancel()
-	return backends[f.backend].open(octx, f)
+	c, err := backends[f.backend].open(octx, f)
+	// A backend with TLS flags says which of them fixes a TLS failure.
+	if te, ok := errors.AsType[*tlsdiag.Error](err); ok && f.desc.tlsFix != nil {
+		return nil, tlsFlagError(f, te)
+	}
+	return c, err
 }
 
 // loadTLS builds a TLS configuration from a backend's CA, certificate and
-// key files (the flags caFlag, certFlag and keyFlag), or nil if none is
-// given.
+// key files (the flags caFlag, certFlag and keyFlag: tlsdiag.LoadFiles),
+// or nil if none is given.
 func loadTLS(f *backendFlags, caFlag, certFlag, keyFlag string) (*tls.Config, error) {
-	caFile, certFile, keyFile := f.get(caFlag), f.get(certFlag), f.get(keyFlag)
-	if caFile == "" && certFile == "" {
-		return nil, nil
-	}
-	backend := f.owner[caFlag]
-	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
-	if caFile != "" {
-		pem, err := os.ReadFile(caFile)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %s: %w", backend, f.name(caFlag), err)
+	cfg, err := tlsdiag.LoadFiles(f.get(caFlag), f.get(certFlag), f.get(keyFlag))
+	if fe, ok := errors.AsType[*tlsdiag.FileError](err); ok {
+		flag := f.name(caFlag)
+		if fe.ClientCert {
+			flag = "--" + certFlag + "/--" + keyFlag
 		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("%s: %s %s: no PEM certificate in it", backend, f.name(caFlag), caFile)
-		}
-		cfg.RootCAs = pool
+		return nil, fmt.Errorf("%s: %s: %w", f.owner[caFlag], flag, err)
 	}
-	if certFile != "" {
-		// LoadX509KeyPair's errors name the files, never their contents.
-		pair, err := tls.LoadX509KeyPair(certFile, keyFile)
-		if err != nil {
-			return nil, fmt.Errorf("%s: --%s/--%s: %w", backend, certFlag, keyFlag, err)
-		}
-		cfg.Certificates = []tls.Certificate{pair}
-	}
-	return cfg, nil
+	return cfg, err
 }
 
 // createHint is how an error about a missing table says to create it.

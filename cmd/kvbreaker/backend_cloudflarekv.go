@@ -6,11 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"strings"
 	"time"
-
-	"github.com/cloudflare/cloudflare-go/v6/kv"
-	"github.com/cloudflare/cloudflare-go/v6/option"
 
 	"github.com/kvbreaker/kvbreaker/backends/cloudflarekv"
 	"github.com/kvbreaker/kvbreaker/driver"
@@ -48,33 +44,20 @@ var cloudflarekvBackend = backendDesc{
 	},
 }
 
-// cfDefaultBase is the Cloudflare API the SDK talks to without an override.
-const cfDefaultBase = "https://api.cloudflare.com/client/v4/"
-
-// openCloudflareKV opens Workers KV. clock, when not nil, is the store's
-// clock and advance moves it (tests point them at Miniflare's).
+// openCloudflareKV opens Workers KV (cloudflarekv.Dial). clock, when not
+// nil, is the store's clock and advance moves it (tests point them at
+// Miniflare's).
 func openCloudflareKV(ctx context.Context, f *backendFlags, clock func() time.Time, advance func(ctx context.Context, d time.Duration) error) (*conn, error) {
 	token := os.Getenv(TokenEnv)
 	if token == "" {
 		return nil, fmt.Errorf("cloudflarekv: %s is not set: export an API token with Workers KV Storage: Edit permission", TokenEnv)
 	}
 	account, namespace, baseURL := f.get("cf-account"), f.get("cf-namespace"), f.get("cf-base-url")
-	opts := []option.RequestOption{option.WithAPIToken(token)}
-	where := "cloudflarekv namespace " + namespace + " of account " + account
-	endpoint := cfDefaultBase
+	where, endpoint := "cloudflarekv namespace "+namespace+" of account "+account, "https://api.cloudflare.com/client/v4/"
 	if baseURL != "" {
-		base := baseURL
-		if !strings.HasSuffix(base, "/") {
-			base += "/"
-		}
-		opts = append(opts, option.WithBaseURL(base))
 		endpoint = redactURL(baseURL)
 		where += " at " + endpoint
-		if err := preflight(ctx, "cloudflarekv", baseURL); err != nil {
-			return nil, err
-		}
 	}
-	client := kv.NewKVService(opts...)
 	o := []cloudflarekv.Option{
 		// The padding covers --clock-skew; the store refuses a zero
 		// padding (it would declare no bound), so 0 pads by 1 ms.
@@ -85,17 +68,15 @@ func openCloudflareKV(ctx context.Context, f *backendFlags, clock func() time.Ti
 	if clock != nil {
 		o = append(o, cloudflarekv.WithClock(clock))
 	}
-	s, err := cloudflarekv.New(client, account, namespace, o...)
-	if err != nil {
-		return nil, err
-	}
-	// One read, so that a wrong token, account or namespace fails here.
-	if _, _, err := s.Get(ctx, "kvbreaker-connection-check.invalid"); err != nil && !errors.Is(err, driver.ErrNotFound) {
-		_ = s.Close() // ends the read this Get left running
+	s, err := cloudflarekv.Dial(ctx, account, namespace, token, baseURL, o...)
+	if oe, ok := errors.AsType[*driver.OpError](err); ok && oe.Op == "get" {
 		if ctx.Err() != nil {
 			return nil, noAnswer(ctx, "cloudflarekv", endpoint, f.bound, err)
 		}
 		return nil, fmt.Errorf("checking access to %s (are %s, --cf-account and --cf-namespace right?): %w", where, TokenEnv, err)
+	}
+	if err != nil {
+		return nil, err
 	}
 	return &conn{describe: where, store: s, advance: advance}, nil
 }

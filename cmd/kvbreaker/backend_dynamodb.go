@@ -6,10 +6,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	dyn "github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/kvbreaker/kvbreaker/backends/dynamodb"
 )
@@ -45,78 +42,45 @@ var dynamodbBackend = backendDesc{
 	},
 }
 
-// dynamoClient makes the DynamoDB client of the flags and checks that an
-// --dynamodb-endpoint accepts connections. where names the table for
-// output; endpoint is the one the client talks to.
-func dynamoClient(ctx context.Context, f *backendFlags) (client *dyn.Client, where, endpoint string, err error) {
-	cfg, err := awsconfig.LoadDefaultConfig(ctx)
-	if err != nil {
-		return nil, "", "", fmt.Errorf("dynamodb: loading the AWS configuration: %w", err)
-	}
-	if cfg.Region == "" {
-		return nil, "", "", errors.New("dynamodb: no AWS region: set AWS_REGION, or a region in the profile AWS_PROFILE names")
-	}
-	override := f.get("dynamodb-endpoint")
-	client = dyn.NewFromConfig(cfg, func(o *dyn.Options) {
-		if override != "" {
-			o.BaseEndpoint = aws.String(override)
-		}
-	})
-	where = "dynamodb table " + f.get("dynamodb-table") + " in " + cfg.Region
-	endpoint = "https://dynamodb." + cfg.Region + ".amazonaws.com"
-	if override != "" {
-		endpoint = redactURL(override)
-		where += " at " + endpoint
-		// AWS's own endpoints resolve and answer; an override (DynamoDB
-		// Local) is where a closed port is likely.
-		if err := preflight(ctx, "dynamodb", override); err != nil {
-			return nil, "", "", err
-		}
-	}
-	return client, where, endpoint, nil
-}
-
+// openDynamoDB opens the table (dynamodb.Dial: it fails here, with one
+// clear error, if the table is missing or the credentials are refused).
 func openDynamoDB(ctx context.Context, f *backendFlags) (*conn, error) {
-	client, where, endpoint, err := dynamoClient(ctx, f)
-	if err != nil {
-		return nil, err
+	s, err := dynamodb.Dial(ctx, f.get("dynamodb-table"), f.get("dynamodb-endpoint"))
+	if errors.Is(err, dynamodb.ErrNoTable) {
+		return nil, fmt.Errorf("%w: %s", err, createHint)
 	}
-	table := f.get("dynamodb-table")
-	// Fail here, with one clear error, if the table is missing or the
-	// credentials are refused.
-	if _, err := client.DescribeTable(ctx, &dyn.DescribeTableInput{TableName: aws.String(table)}); err != nil {
-		if ctx.Err() != nil {
-			return nil, noAnswer(ctx, "dynamodb", endpoint, f.bound, err)
-		}
-		if nf, ok := errors.AsType[*types.ResourceNotFoundException](err); ok {
-			return nil, fmt.Errorf("dynamodb: table %s does not exist in %s at %s (%s): %s", table, client.Options().Region, endpoint, nf.ErrorCode(), createHint)
-		}
-		return nil, fmt.Errorf("dynamodb: describe table %s at %s: %w", table, endpoint, err)
-	}
-	s, err := dynamodb.New(client, table)
 	if err != nil {
-		return nil, err
+		return nil, noAnswer(ctx, "dynamodb", "", f.bound, err)
 	}
 	return &conn{
-		describe:   where,
+		describe:   dynamoWhere(f, s.Client()),
 		store:      s,
 		leftBehind: "records expire within 10 minutes; DynamoDB's TTL deletes the items within days of that",
 	}, nil
 }
 
+// dynamoWhere names the table for output.
+func dynamoWhere(f *backendFlags, client *dyn.Client) string {
+	where := "dynamodb table " + f.get("dynamodb-table") + " in " + client.Options().Region
+	if f.get("dynamodb-endpoint") != "" {
+		where += " at " + dynamodb.Endpoint(client)
+	}
+	return where
+}
+
 // initDynamoDB creates the table (dynamodb.CreateTable) unless it exists,
 // waiting until it is ACTIVE, and enables TTL on it.
 func initDynamoDB(ctx context.Context, f *backendFlags) (initOutput, error) {
-	client, where, endpoint, err := dynamoClient(ctx, f)
+	client, err := dynamodb.NewClient(ctx, f.get("dynamodb-endpoint"))
 	if err != nil {
 		return initOutput{}, err
 	}
-	table := f.get("dynamodb-table")
+	table, where := f.get("dynamodb-table"), dynamoWhere(f, client)
 	out := initOutput{Backend: f.backend, Target: where, Table: table}
 	p, err := dynamodb.Prepare(ctx, client, table)
 	if err != nil {
 		if ctx.Err() != nil {
-			return out, noAnswer(ctx, "dynamodb", endpoint, f.bound, err)
+			return out, noAnswer(ctx, "dynamodb", dynamodb.Endpoint(client), f.bound, err)
 		}
 		return out, fmt.Errorf("%s: %w", where, err)
 	}

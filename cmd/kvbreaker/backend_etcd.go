@@ -2,10 +2,8 @@ package main
 
 import (
 	"context"
-	"errors"
 
 	"github.com/kvbreaker/kvbreaker/backends/etcd"
-	"github.com/kvbreaker/kvbreaker/tlsdiag"
 )
 
 var etcdBackend = backendDesc{
@@ -47,9 +45,6 @@ func openEtcd(ctx context.Context, f *backendFlags) (*conn, error) {
 	}
 	s, err := etcd.Dial(ctx, eps, etcd.WithTLSConfig(tlsConfig))
 	if err != nil {
-		if te, ok := errors.AsType[*tlsdiag.Error](err); ok {
-			return nil, tlsFlagError(f, te)
-		}
 		return nil, noAnswer(ctx, "etcd", where, f.bound, err)
 	}
 	return &conn{describe: "etcd at " + where, store: s,

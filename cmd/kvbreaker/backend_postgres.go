@@ -76,9 +76,6 @@ func openPostgres(ctx context.Context, f *backendFlags) (*conn, error) {
 	addr := s.Endpoint()
 	if err := s.Ping(ctx); err != nil {
 		s.Close()
-		if te, ok := errors.AsType[*tlsdiag.Error](err); ok {
-			return nil, tlsFlagError(f, te)
-		}
 		if pe, ok := errors.AsType[*pgconn.PgError](err); ok && pe.Code == "42P01" {
 			return nil, fmt.Errorf("postgres: table %s does not exist at %s: %s", f.get("postgres-table"), addr, createHint)
 		}

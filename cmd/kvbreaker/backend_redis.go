@@ -12,7 +12,6 @@ import (
 
 	"github.com/kvbreaker/kvbreaker/backends/redis"
 	"github.com/kvbreaker/kvbreaker/driver"
-	"github.com/kvbreaker/kvbreaker/tlsdiag"
 )
 
 var redisBackend = backendDesc{
@@ -129,9 +128,6 @@ func openRedis(ctx context.Context, f *backendFlags) (*conn, error) {
 	}
 	s, err := dial(ctx, raw, opts...)
 	if err != nil {
-		if te, ok := errors.AsType[*tlsdiag.Error](err); ok {
-			return nil, tlsFlagError(f, te)
-		}
 		if ue, ok := errors.AsType[*driver.UnreachableError](err); ok {
 			why, endpoint := ue.Reason, strings.Join(ue.Endpoints, ", ")
 			if ctx.Err() != nil {

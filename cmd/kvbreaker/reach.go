@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/kvbreaker/kvbreaker/adapter"
@@ -65,10 +66,14 @@ func dialCheck(ctx context.Context, backend, network, addr string) error {
 
 // noAnswer translates the failure of a connection's first request: when
 // ctx ended (the server accepted the connection but never answered) it
-// says which bound gave up; otherwise err stands.
+// says which bound gave up; otherwise err stands. An endpoint of "" is the
+// one err's *driver.UnreachableError names.
 func noAnswer(ctx context.Context, backend, endpoint, bound string, err error) error {
 	if ctx.Err() == nil {
 		return err
+	}
+	if ue, ok := errors.AsType[*driver.UnreachableError](err); ok && endpoint == "" {
+		endpoint = strings.Join(ue.Endpoints, ", ")
 	}
 	return unreachable(backend, endpoint, "no answer within "+bound, err)
 }
