@@ -1,3 +1,11 @@
+//go:build !kvbreaker_nohostkey
+
+// The tag kvbreaker_nohostkey leaves HostKey out, and with it
+// golang.org/x/net/idna, golang.org/x/text's tables and net/url: make demo
+// builds the simulator with it, which never normalises a URL, so that its
+// first run neither downloads those two modules nor compiles them. Every
+// other build, a user's included, has HostKey.
+
 package kvbreaker
 
 import (

@@ -26,7 +26,7 @@ const (
 // demoEnv is the environment make demo runs the demo build in (the
 // Makefile's demo target, which TestDemoBuildIsSmall in internal/demo
 // holds to the same list).
-var demoEnv = []string{"GOWORK=off", "CGO_ENABLED=0"}
+var demoEnv = []string{"GOWORK=off", "CGO_ENABLED=0", "GOFLAGS=-tags=kvbreaker_nohostkey"}
 
 // buildDemo builds the make demo program as make demo does.
 func buildDemo(t *testing.T) string {

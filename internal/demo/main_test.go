@@ -21,8 +21,10 @@ const (
 // Makefile's demo target): without cgo, which only the host resolver and
 // user lookup use, neither of which a simulation calls; and outside the
 // workspace, so that a first run loads only the root module's
-// requirements (TestDemoLoadsOnlyRootRequirements).
-var demoEnv = []string{"GOWORK=off", "CGO_ENABLED=0"}
+// requirements (TestDemoLoadsOnlyRootRequirements); and with the tag that
+// leaves out kvbreaker.HostKey, which the simulator never calls, and its
+// IDNA tables (golang.org/x/net, golang.org/x/text: TestDemoBuildHasNoSDK).
+var demoEnv = []string{"GOWORK=off", "CGO_ENABLED=0", "GOFLAGS=-tags=kvbreaker_nohostkey"}
 
 // fullCmd is the full command, kvbreaker with every backend, built in the
 // workspace: the controls' build.
@@ -55,13 +57,13 @@ func depModules(t *testing.T, dir, pkg string, env ...string) []string {
 	return mods
 }
 
-// demoModules are the only modules the make demo build may compile:
-// the root module and its requirements (pflag for the flags). Not cobra:
-// its templates and their reflection cost a first build more CPU time
-// than the simulator's own packages.
+// demoModules are the only modules the make demo build may compile: the
+// root module and pflag for the flags. Not HostKey's golang.org/x/net and
+// golang.org/x/text (demoEnv's tag leaves HostKey out). Not cobra: its
+// templates and their reflection cost a first build more CPU time than
+// the simulator's own packages.
 var demoModules = []string{
 	"github.com/kvbreaker/kvbreaker",
-	"golang.org/x/net", "golang.org/x/text",
 	"github.com/spf13/pflag",
 }
 
@@ -77,7 +79,7 @@ func TestDemoBuildHasNoSDK(t *testing.T) {
 		}
 	}
 	if len(extra) > 0 {
-		t.Errorf("the demo build (make demo, %s) compiles %v: keep its import out of internal/simulate and what it imports", demoPkg, extra)
+		t.Errorf("the demo build (make demo, %s, %v) compiles %v: keep its import out of internal/simulate and what it imports (golang.org/x/net and x/text are HostKey's, which demoEnv's tag leaves out)", demoPkg, demoEnv, extra)
 	}
 	var full []string
 	for _, m := range depModules(t, rootDir, fullCmd) {
@@ -88,6 +90,14 @@ func TestDemoBuildHasNoSDK(t *testing.T) {
 	for _, want := range []string{"github.com/spf13/cobra", "github.com/aws/aws-sdk-go-v2", "go.etcd.io/etcd/client/v3", "github.com/kvbreaker/kvbreaker/backends/redis"} {
 		if !slices.Contains(full, want) {
 			t.Errorf("the full build does not compile %s (it compiles %v beyond the demo's list): the control cannot show the check failing", want, full)
+		}
+	}
+	// The tag's control: without it the same build compiles HostKey's
+	// IDNA modules.
+	untagged := depModules(t, rootDir, demoPkg, "GOWORK=off", "CGO_ENABLED=0")
+	for _, want := range []string{"golang.org/x/net", "golang.org/x/text"} {
+		if !slices.Contains(untagged, want) {
+			t.Errorf("the demo build without kvbreaker_nohostkey compiles only %v: the tag's control cannot show the check failing", untagged)
 		}
 	}
 }
