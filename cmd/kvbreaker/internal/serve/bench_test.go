@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"sync"
@@ -238,6 +239,10 @@ func (r *recorder) stats(reset bool) serverStats {
 // childEnv names the variable that makes TestServeChild a server.
 const childEnv = "KVBREAKER_SERVE_BENCH_CHILD"
 
+// childProfileEnv names the file the child server writes its CPU
+// profile to (go tool pprof reads it), when set.
+const childProfileEnv = "KVBREAKER_SERVE_BENCH_CHILD_CPUPROFILE"
+
 // startChild runs serve in a child process (this test binary, as
 // TestServeChild), so that the benchmark's clients and the server each
 // have the runtime to themselves, as workers and serve do in a fleet;
@@ -313,6 +318,23 @@ func TestServeChild(t *testing.T) {
 	}}
 	done := make(chan error, 1)
 	go func() { done <- hs.Serve(ln) }()
+	// A CPU profile of the server alone, apart from its clients'
+	// process: where a request's CPU goes.
+	if path := os.Getenv(childProfileEnv); path != "" {
+		f, err := os.Create(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			pprof.StopCPUProfile()
+			if err := f.Close(); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
 	fmt.Println(ln.Addr())
 	_, _ = io.Copy(io.Discard, os.Stdin)
 	if err := hs.Shutdown(context.Background()); err != nil {
@@ -362,15 +384,20 @@ func (*rewindBody) Close() error { return nil }
 // BenchmarkDecideHandler: POST /v1/decide of one delivery through the
 // server's handler alone, one caller, no connection: the server's own
 // allocations and work per decision, without net/http's connection
-// handling or a client's.
+// handling or a client's. The before/ rows are the same requests through
+// the handler before the decision route skipped the mux (beforeHandler),
+// for a ratio within one run.
 func BenchmarkDecideHandler(b *testing.B) {
-	b.Run("send", func(b *testing.B) { decideHandler(b, false) })
-	b.Run("hold", func(b *testing.B) { decideHandler(b, true) })
+	b.Run("send", func(b *testing.B) { decideHandler(b, false, false) })
+	b.Run("hold", func(b *testing.B) { decideHandler(b, true, false) })
+	b.Run("before/send", func(b *testing.B) { decideHandler(b, false, true) })
+	b.Run("before/hold", func(b *testing.B) { decideHandler(b, true, true) })
 }
 
 // decideHandler asks about closed hosts, or with open about hosts whose
-// circuits are open (every answer a hold).
-func decideHandler(b *testing.B, open bool) {
+// circuits are open (every answer a hold); before, through
+// beforeHandler.
+func decideHandler(b *testing.B, open, before bool) {
 	br := benchBreaker(b)
 	if open {
 		for _, h := range benchHosts {
@@ -386,6 +413,9 @@ func decideHandler(b *testing.B, open bool) {
 		b.Fatal(err)
 	}
 	h := srv.Handler()
+	if before {
+		h = beforeHandler(srv)
+	}
 	bodies := make([][]byte, len(benchHosts))
 	for i, host := range benchHosts {
 		bodies[i] = []byte(`{"deliveries":[{"host":"` + host + `"}]}`)
@@ -397,6 +427,9 @@ func decideHandler(b *testing.B, open bool) {
 	w := &discardWriter{h: http.Header{}}
 	b.ReportAllocs()
 	i := 0
+	// CPU time (getrusage) is what a loaded machine's waits leave out of
+	// ns/op: the handler's own cost per request.
+	cpu := processCPU()
 	for b.Loop() {
 		body.Reset(bodies[i%len(bodies)])
 		i++
@@ -407,5 +440,8 @@ func decideHandler(b *testing.B, open bool) {
 			b.Fatalf("status %d, %d bytes: want 200 (with a hold's fields when open)", w.code, w.n)
 		}
 		w.n = 0
+	}
+	if cpu := processCPU() - cpu; cpu > 0 && i > 0 {
+		b.ReportMetric(float64(cpu)/float64(i), "cpu-ns/op")
 	}
 }
