@@ -13,7 +13,9 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"runtime/pprof"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -238,13 +240,17 @@ func (r *recorder) stats(reset bool) serverStats {
 // childEnv names the variable that makes TestServeChild a server.
 const childEnv = "KVBREAKER_SERVE_BENCH_CHILD"
 
+// childProfileEnv names the file the child server writes its CPU
+// profile to (go tool pprof reads it), when set.
+const childProfileEnv = "KVBREAKER_SERVE_BENCH_CHILD_CPUPROFILE"
+
 // startChild runs serve in a child process (this test binary, as
 // TestServeChild), so that the benchmark's clients and the server each
 // have the runtime to themselves, as workers and serve do in a fleet;
 // the two processes still share the machine's CPUs.
-func startChild(b *testing.B, conns int) *loopback {
+func startChild(b *testing.B, conns int, env ...string) *loopback {
 	cmd := exec.Command(os.Args[0], "-test.run=^TestServeChild$")
-	cmd.Env = append(os.Environ(), childEnv+"=1")
+	cmd.Env = append(append(os.Environ(), childEnv+"=1"), env...)
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -312,14 +318,115 @@ func TestServeChild(t *testing.T) {
 		}
 	}}
 	done := make(chan error, 1)
-	go func() { done <- hs.Serve(ln) }()
+	if os.Getenv(childLoopEnv) == "minimal" {
+		go minimalServe(ln, mux, &accepted)
+		defer ln.Close()
+	} else {
+		go func() { done <- hs.Serve(ln) }()
+		defer func() {
+			if err := hs.Shutdown(context.Background()); err != nil {
+				t.Error(err)
+			}
+			if err := <-done; err != http.ErrServerClosed {
+				t.Error(err)
+			}
+		}()
+	}
+	// A CPU profile of the server alone, apart from its clients'
+	// process: where a request's CPU goes.
+	if path := os.Getenv(childProfileEnv); path != "" {
+		f, err := os.Create(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			pprof.StopCPUProfile()
+			if err := f.Close(); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
 	fmt.Println(ln.Addr())
 	_, _ = io.Copy(io.Discard, os.Stdin)
-	if err := hs.Shutdown(context.Background()); err != nil {
-		t.Error(err)
+}
+
+// childLoopEnv, set to "minimal", makes the child serve its connections
+// with minimalServe instead of net/http's Server.
+const childLoopEnv = "KVBREAKER_SERVE_BENCH_CHILD_LOOP"
+
+// minimalServe is an experiment, not a server: the least a Go HTTP/1.1
+// server does per request on a kept-alive connection (net/http's request
+// parser, the handler, the answer written whole in one system call from
+// the connection's own goroutine), with none of net/http's Server's
+// per-request work around it (the background read that watches for the
+// client going away, the deadlines, the response's chunk writer). The
+// open loop's target leanmin asks it, so that the CPU a request costs
+// in net/http's Server can be told from what any Go server would cost.
+// It has no timeouts, no shutdown and no request limits.
+func minimalServe(ln net.Listener, h http.Handler, accepted *atomic.Int64) {
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		accepted.Add(1)
+		go minimalConn(c, h)
 	}
-	if err := <-done; err != http.ErrServerClosed {
-		t.Error(err)
+}
+
+func minimalConn(c net.Conn, h http.Handler) {
+	defer c.Close()
+	br := bufio.NewReaderSize(c, 4096)
+	w := &minimalWriter{h: http.Header{}}
+	var out bytes.Buffer
+	for {
+		req, err := http.ReadRequest(br)
+		if err != nil {
+			return
+		}
+		clear(w.h)
+		w.code, w.body = 0, w.body[:0]
+		h.ServeHTTP(w, req)
+		if _, err := io.Copy(io.Discard, req.Body); err != nil {
+			return
+		}
+		if w.code == 0 {
+			w.code = http.StatusOK
+		}
+		out.Reset()
+		fmt.Fprintf(&out, "HTTP/1.1 %d %s\r\n", w.code, http.StatusText(w.code))
+		w.h.Set("Content-Length", strconv.Itoa(len(w.body)))
+		w.h.Set("Date", time.Now().UTC().Format(http.TimeFormat))
+		_ = w.h.Write(&out)
+		out.WriteString("\r\n")
+		out.Write(w.body)
+		if _, err := c.Write(out.Bytes()); err != nil {
+			return
+		}
+	}
+}
+
+// minimalWriter keeps a handler's answer for minimalConn to write.
+type minimalWriter struct {
+	h    http.Header
+	code int
+	body []byte
+}
+
+func (m *minimalWriter) Header() http.Header { return m.h }
+func (m *minimalWriter) Write(p []byte) (int, error) {
+	if m.code == 0 {
+		m.code = http.StatusOK
+	}
+	m.body = append(m.body, p...)
+	return len(p), nil
+}
+func (m *minimalWriter) WriteHeader(code int) {
+	if m.code == 0 {
+		m.code = code
 	}
 }
 
@@ -362,15 +469,20 @@ func (*rewindBody) Close() error { return nil }
 // BenchmarkDecideHandler: POST /v1/decide of one delivery through the
 // server's handler alone, one caller, no connection: the server's own
 // allocations and work per decision, without net/http's connection
-// handling or a client's.
+// handling or a client's. The before/ rows are the same requests through
+// the handler before the decision route skipped the mux (beforeHandler),
+// for a ratio within one run.
 func BenchmarkDecideHandler(b *testing.B) {
-	b.Run("send", func(b *testing.B) { decideHandler(b, false) })
-	b.Run("hold", func(b *testing.B) { decideHandler(b, true) })
+	b.Run("send", func(b *testing.B) { decideHandler(b, false, false) })
+	b.Run("hold", func(b *testing.B) { decideHandler(b, true, false) })
+	b.Run("before/send", func(b *testing.B) { decideHandler(b, false, true) })
+	b.Run("before/hold", func(b *testing.B) { decideHandler(b, true, true) })
 }
 
 // decideHandler asks about closed hosts, or with open about hosts whose
-// circuits are open (every answer a hold).
-func decideHandler(b *testing.B, open bool) {
+// circuits are open (every answer a hold); before, through
+// beforeHandler.
+func decideHandler(b *testing.B, open, before bool) {
 	br := benchBreaker(b)
 	if open {
 		for _, h := range benchHosts {
@@ -386,6 +498,9 @@ func decideHandler(b *testing.B, open bool) {
 		b.Fatal(err)
 	}
 	h := srv.Handler()
+	if before {
+		h = beforeHandler(srv)
+	}
 	bodies := make([][]byte, len(benchHosts))
 	for i, host := range benchHosts {
 		bodies[i] = []byte(`{"deliveries":[{"host":"` + host + `"}]}`)
@@ -397,6 +512,9 @@ func decideHandler(b *testing.B, open bool) {
 	w := &discardWriter{h: http.Header{}}
 	b.ReportAllocs()
 	i := 0
+	// CPU time (getrusage) is what a loaded machine's waits leave out of
+	// ns/op: the handler's own cost per request.
+	cpu := processCPU()
 	for b.Loop() {
 		body.Reset(bodies[i%len(bodies)])
 		i++
@@ -407,5 +525,8 @@ func decideHandler(b *testing.B, open bool) {
 			b.Fatalf("status %d, %d bytes: want 200 (with a hold's fields when open)", w.code, w.n)
 		}
 		w.n = 0
+	}
+	if cpu := processCPU() - cpu; cpu > 0 && i > 0 {
+		b.ReportMetric(float64(cpu)/float64(i), "cpu-ns/op")
 	}
 }

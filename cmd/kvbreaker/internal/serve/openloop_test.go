@@ -36,7 +36,9 @@ var openRates = []float64{10, 50, 100, 200, 400}
 // which measures the harness itself: its wake-up delay and the
 // scheduling of 64 goroutines on the machine's CPUs). lean and leanproc
 // are serve and child asked by leanClient, a synchronous client as
-// workers in other languages have, instead of net/http's. wait= is how a
+// workers in other languages have, instead of net/http's; leanmin is
+// leanproc with the child's connections served by minimalServe, an
+// experiment without net/http's Server, not serve as it runs. wait= is how a
 // client waits for its next arrival (waiters): timerfd is the one to
 // measure with; nanosleep and sleep show what the others cost. A client
 // whose previous decision is still in flight at its next arrival sends
@@ -54,7 +56,7 @@ var openRates = []float64{10, 50, 100, 200, 400}
 // for the child server-allocs/op and server-B/op its heap allocations
 // per request (runtime.MemStats).
 func BenchmarkDecideOpenLoop(b *testing.B) {
-	for _, target := range []string{"allow", "serve", "child", "lean", "leanproc"} {
+	for _, target := range []string{"allow", "serve", "child", "lean", "leanproc", "leanmin"} {
 		for _, w := range waiters {
 			for _, rate := range openRates {
 				b.Run(fmt.Sprintf("target=%s/wait=%s/rate=%g", target, w.name, rate), func(b *testing.B) {
@@ -72,6 +74,9 @@ func BenchmarkDecideOpenLoop(b *testing.B) {
 						one = newLeanClient(b, lb, openClients).decide
 					case "leanproc":
 						lb = startChild(b, openClients)
+						one = newLeanClient(b, lb, openClients).decide
+					case "leanmin":
+						lb = startChild(b, openClients, childLoopEnv+"=minimal")
 						one = newLeanClient(b, lb, openClients).decide
 					default:
 						br := benchBreaker(b)

@@ -75,8 +75,16 @@ type Server struct {
 	tokens map[[sha256.Size]byte]Token
 	probes *probeTable
 	mux    *http.ServeMux
-	log    *slog.Logger
+	// decideRoute is the mux's handler of decidePath, which Handler
+	// calls without the mux's matching: every delivery of a fleet asks
+	// it.
+	decideRoute http.Handler
+	handler     http.Handler
+	log         *slog.Logger
 }
+
+// decidePath is the decision route's path.
+const decidePath = "/v1/decide"
 
 // route is one path and method and what it needs: the OpenAPI test walks
 // this table.
@@ -158,16 +166,35 @@ func New(cfg Config) (*Server, error) {
 		byPattern[r.pattern] = append(byPattern[r.pattern], r)
 	}
 	for _, p := range order {
-		s.mux.Handle(p, s.dispatch(byPattern[p]))
+		h := s.dispatch(byPattern[p])
+		if p == decidePath {
+			s.decideRoute = h
+		}
+		s.mux.Handle(p, h)
 	}
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, http.StatusNotFound, "not-found", fmt.Sprintf("no route %s: the API is described at /openapi.json", r.URL.Path))
 	})
+	s.handler = http.HandlerFunc(s.serveHTTP)
 	return s, nil
 }
 
 // Handler is the server's http.Handler.
-func (s *Server) Handler() http.Handler { return s.mux }
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// serveHTTP sends a request for decidePath, spelled without escapes,
+// straight to its route, which the mux would pick for it with any method
+// and host (its pattern names neither, and the path is already clean);
+// everything else goes through the mux. TestDecideRouteAsMux holds the
+// two to the same answers.
+func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == decidePath && r.URL.RawPath == "" {
+		r.Pattern = decidePath
+		s.decideRoute.ServeHTTP(w, r)
+		return
+	}
+	s.mux.ServeHTTP(w, r)
+}
 
 // dispatch picks the route of a method on one path, checks permissions
 // before anything is read, and runs it.
@@ -209,10 +236,12 @@ func (s *Server) dispatch(rs []route) http.Handler {
 // what the request asks about.
 func (s *Server) authorize(w http.ResponseWriter, req *http.Request, perm Permission) bool {
 	var have Permission
-	name := ""
+	// Who asks, as "kind name": joined only when a refusal says it, so
+	// that an allowed request allocates nothing for it.
+	kind, name := "", ""
 	if req.TLS != nil && len(req.TLS.VerifiedChains) > 0 {
 		have |= s.cfg.ClientCertPerms
-		name = "client certificate " + req.TLS.VerifiedChains[0][0].Subject.CommonName
+		kind, name = "client certificate ", req.TLS.VerifiedChains[0][0].Subject.CommonName
 	}
 	authz := req.Header.Get("Authorization")
 	if authz != "" {
@@ -229,15 +258,15 @@ func (s *Server) authorize(w http.ResponseWriter, req *http.Request, perm Permis
 			return false
 		}
 		have |= t.Perms
-		name = "token " + t.Name
+		kind, name = "token ", t.Name
 	}
-	if name == "" {
+	if kind == "" {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="kvbreaker"`)
 		writeProblem(w, http.StatusUnauthorized, "unauthorized", "no credentials: send \"Authorization: Bearer TOKEN\" with a token from the server's tokens file")
 		return false
 	}
 	if have&perm != perm {
-		writeProblem(w, http.StatusForbidden, "forbidden", fmt.Sprintf("%s lacks the %q permission this route needs (it has %q): add it to the token's line in the tokens file", name, perm.String(), have.String()))
+		writeProblem(w, http.StatusForbidden, "forbidden", fmt.Sprintf("%s%s lacks the %q permission this route needs (it has %q): add it to the token's line in the tokens file", kind, name, perm.String(), have.String()))
 		return false
 	}
 	return true
