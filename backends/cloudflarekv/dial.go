@@ -18,7 +18,7 @@ import (
 // with Workers KV Storage: Edit permission), talking to baseURL when it is
 // not "" (a local Miniflare's http://127.0.0.1:8787/client/v4/; Cloudflare's
 // API otherwise). A connection to baseURL is tried first, within 2 s, so
-// that a closed port fails at once as an *UnreachableError. Dial then reads
+// that a closed port fails at once as a *driver.UnreachableError. Dial then reads
 // one key that no Breaker writes, so that a wrong token, account or
 // namespace fails here: that error is the read's *driver.OpError (Op
 // "get"), which unwraps to the API's.

@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/kvbreaker/kvbreaker/adapter"
+	"github.com/kvbreaker/kvbreaker/driver"
 )
 
 // ErrNoTable is matched (errors.Is) by Dial's error when the table does
@@ -30,7 +31,7 @@ func (noTable) Is(target error) bool { return target == ErrNoTable }
 // config and credentials files, SSO or an instance role), talking to
 // endpoint when it is not "" (DynamoDB Local, dynalite). A connection to
 // that endpoint is tried first, within 2 s, so that a closed port fails at
-// once as an *UnreachableError instead of after the SDK's retries; AWS's
+// once as a *driver.UnreachableError instead of after the SDK's retries; AWS's
 // own endpoints resolve and answer, and are not tried.
 func NewClient(ctx context.Context, endpoint string) (*dyn.Client, error) {
 	cfg, err := awsconfig.LoadDefaultConfig(ctx)
@@ -55,7 +56,7 @@ func NewClient(ctx context.Context, endpoint string) (*dyn.Client, error) {
 // Dial opens a Store over table with a client of its own (NewClient), and
 // describes the table first, so that refused credentials fail here and a
 // missing table with an error matching ErrNoTable. When ctx ends before
-// DynamoDB answers, the error is an *UnreachableError naming the endpoint.
+// DynamoDB answers, the error is a *driver.UnreachableError naming the endpoint.
 func Dial(ctx context.Context, table, endpoint string, opts ...Option) (*Store, error) {
 	client, err := NewClient(ctx, endpoint)
 	if err != nil {
@@ -64,7 +65,7 @@ func Dial(ctx context.Context, table, endpoint string, opts ...Option) (*Store, 
 	where := Endpoint(client)
 	if _, err := client.DescribeTable(ctx, &dyn.DescribeTableInput{TableName: aws.String(table)}); err != nil {
 		if ctx.Err() != nil {
-			return nil, &UnreachableError{Backend: "dynamodb", Endpoints: []string{where}, Reason: "no answer before the context ended", Err: err}
+			return nil, &driver.UnreachableError{Backend: "dynamodb", Endpoints: []string{where}, Reason: "no answer before the context ended", Err: err}
 		}
 		if nf, ok := errors.AsType[*types.ResourceNotFoundException](err); ok {
 			return nil, noTable(fmt.Sprintf("dynamodb: table %s does not exist in %s at %s (%s)", table, client.Options().Region, where, nf.ErrorCode()))
