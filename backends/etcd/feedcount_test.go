@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"net/http"
 	"strconv"
@@ -14,6 +15,7 @@ import (
 	"github.com/kvbreaker/kvbreaker"
 	"github.com/kvbreaker/kvbreaker/backends/etcd"
 	"github.com/kvbreaker/kvbreaker/driver"
+	"github.com/kvbreaker/kvbreaker/internal/backendtest"
 	"github.com/kvbreaker/kvbreaker/internal/mirrortest"
 	"github.com/kvbreaker/kvbreaker/internal/model"
 )
@@ -184,6 +186,12 @@ func TestFollowRequestsCounted(t *testing.T) {
 // then, asked nothing for five heartbeats, it sends nothing. A control
 // model whose beat on demand has no Put does not match.
 func TestFollowDemandCounted(t *testing.T) {
+	backendtest.SessionHeld(t, 3, followDemandCounted)
+}
+
+// followDemandCounted is one run of TestFollowDemandCounted; it returns the
+// Lost's error, if the feed lost its session, before it checks.
+func followDemandCounted(t *testing.T) error {
 	_, st := newClientStore(t)
 	prefix := uniquePrefix(t)
 	before := grpcCounts(t)
@@ -203,7 +211,9 @@ func TestFollowDemandCounted(t *testing.T) {
 		select {
 		case c := <-got:
 			if c.Kind == driver.ChangeLost {
-				t.Fatalf("the feed lost its session (%v): the count below assumes one", c.Err)
+				cancel()
+				<-done
+				return fmt.Errorf("Lost: %w", c.Err)
 			}
 			if c.Kind == driver.ChangeSynced {
 				synced++
@@ -265,6 +275,7 @@ func TestFollowDemandCounted(t *testing.T) {
 	if err := ctlModel.Compare(use, counted, 0); err == nil {
 		t.Fatal("a model whose beat on demand has no Put matched the server's count")
 	}
+	return nil
 }
 
 // TestMirrorLightTraffic: the light-traffic run (mirrortest.Light) on
