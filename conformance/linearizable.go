@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -109,33 +110,52 @@ func (o writeOut) String() string {
 var checkHistory = porcupine.CheckOperationsTimeout
 
 // linearizableAttempts is how many fresh histories the case checks before
-// calling a search that keeps timing out inconclusive.
+// calling a search that keeps timing out, or a race whose calls keep
+// going unanswered, inconclusive.
 const linearizableAttempts = 3
 
 // checkLinearizable races Goroutines workers through read-then-swap rounds
 // on one key (with an occasional compare-and-delete) and checks the history
 // with porcupine. It has no false positives; a race that did not happen is
 // not found, so raise WithIterations and run under -race for more. A
-// search that times out proves nothing: the case retries on a fresh history
-// and, if every search times out, reports itself inconclusive, not passed.
+// search that times out proves nothing, nor does a race in which a call
+// had no answer within its deadline (a loaded machine: its outcome is
+// unknown, and the history cannot be checked): the case retries on a
+// fresh history and, if every attempt ends so, reports itself
+// inconclusive, not passed. A call that failed otherwise fails the case.
 func checkLinearizable(ctx context.Context, e *env) {
+	var why []string
 	for attempt := 1; attempt <= linearizableAttempts; attempt++ {
-		switch res := e.raceOnce(ctx, fmt.Sprintf("linearizable-%d.example", attempt)); res {
-		case porcupine.Unknown:
+		res, unanswered := e.raceOnce(ctx, fmt.Sprintf("linearizable-%d.example", attempt))
+		switch {
+		case unanswered != nil:
+			e.logf("attempt %d: a call had no answer under concurrency, so the history cannot be checked: %v", attempt, unanswered)
+			why = append(why, fmt.Sprintf("attempt %d: a call had no answer: %v", attempt, unanswered))
+		case res == porcupine.Unknown:
 			e.logf("attempt %d: porcupine's search timed out after %v: no verdict", attempt, e.opts.CheckTimeout)
+			why = append(why, fmt.Sprintf("attempt %d: porcupine's search timed out after %v", attempt, e.opts.CheckTimeout))
 		default:
 			return
 		}
 	}
 	e.mu.Lock()
-	e.inconclusive = fmt.Sprintf("porcupine's search timed out (%v each) on %d fresh histories; lower WithIterations or WithGoroutines", e.opts.CheckTimeout, linearizableAttempts)
+	e.inconclusive = fmt.Sprintf("no verdict on %d fresh histories (%s); lower WithIterations or WithGoroutines, or run on a less loaded machine", linearizableAttempts, strings.Join(why, "; "))
 	e.mu.Unlock()
+}
+
+// unanswered reports whether err is a call's that had no answer within its
+// own deadline, or reached no server, while the case's context was still
+// alive: the machine's or the network's load, which says nothing of the
+// order the store gives writes.
+func unanswered(ctx context.Context, err error) bool {
+	return ctx.Err() == nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, driver.ErrUnreachable))
 }
 
 // raceOnce runs one race on key and checks its history; it returns
 // porcupine's verdict (Illegal and a failed race are reported; Ok for a
-// race that could not be checked, as there is nothing to retry).
-func (e *env) raceOnce(ctx context.Context, key string) porcupine.CheckResult {
+// race that could not be checked, as there is nothing to retry), or the
+// error of a call that had no answer (unanswered), for a retry.
+func (e *env) raceOnce(ctx context.Context, key string) (porcupine.CheckResult, error) {
 	var (
 		mu      sync.Mutex
 		history []porcupine.Operation
@@ -221,8 +241,11 @@ func (e *env) raceOnce(ctx context.Context, key string) porcupine.CheckResult {
 	close(start)
 	wg.Wait()
 	if failed != nil {
+		if unanswered(ctx, failed) {
+			return porcupine.Unknown, failed
+		}
 		e.errorf(PromiseLinearizable, "a call failed under concurrency, so the history cannot be checked: %v", failed)
-		return porcupine.Ok
+		return porcupine.Ok, nil
 	}
 	// Direct evidence first: versions are never reused (PromiseNoVersionReuse),
 	// so two writes that both succeeded from one version lost an update.
@@ -259,5 +282,5 @@ func (e *env) raceOnce(ctx context.Context, key string) porcupine.CheckResult {
 	case porcupine.Ok:
 		e.logf("%d operations (%d successful writes) by %d goroutines: linearizable", len(history), oks, e.opts.Goroutines)
 	}
-	return res
+	return res, nil
 }

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -523,5 +524,61 @@ func TestLostAnswers(t *testing.T) {
 		wantBroken(t, rep, err, conformance.CaseLostCAS, conformance.PromiseLostCAS)
 		wantBroken(t, rep, err, conformance.CaseLostDelete, conformance.PromiseLostDelete)
 		wantBroken(t, rep, err, conformance.CaseLostBreaker, conformance.PromiseLostFailure)
+	})
+}
+
+// failingRace fails every CompareAndSwap of the linearizability race with
+// err, as a store whose calls go unanswered under a loaded machine's
+// concurrency would (or, in the control, one that refuses them).
+type failingRace struct {
+	driver.Store
+	err error
+}
+
+func (s failingRace) CompareAndSwap(ctx context.Context, key string, old driver.Version, v []byte, ttl time.Duration) (driver.Version, error) {
+	if strings.Contains(key, "linearizable-") {
+		return driver.NoVersion, s.err
+	}
+	return s.Store.CompareAndSwap(ctx, key, old, v, ttl)
+}
+
+// TestLinearizableUnansweredInconclusive: a race in which a call had no
+// answer within its deadline (context.DeadlineExceeded, or
+// driver.ErrUnreachable) has an unknown outcome and a history nobody can
+// check: the case retries on fresh histories, then reports itself
+// inconclusive, not broken (make flakes saw kvbreaker check fail a
+// PostgreSQL whose pool dialled a TLS connection past the call's deadline
+// under load). The control: a call that failed otherwise still breaks
+// the promise.
+func TestLinearizableUnansweredInconclusive(t *testing.T) {
+	t.Parallel()
+	for _, cause := range []error{context.DeadlineExceeded, driver.ErrUnreachable} {
+		t.Run(cause.Error(), func(t *testing.T) {
+			t.Parallel()
+			err := fmt.Errorf("no answer from the store before the context ended: %w", cause)
+			rep, merr := measure(t, memoryHarness(func(s *memory.Store) driver.Store { return failingRace{s, err} }),
+				conformance.WithSkipSlow(true), only(conformance.CaseLinearizable))
+			if merr != nil {
+				t.Fatalf("a race whose calls went unanswered is no violation: %v", merr)
+			}
+			found := false
+			for _, r := range rep.Results {
+				if r.Case == string(conformance.CaseLinearizable) {
+					found = true
+					if r.Passed() || !strings.Contains(r.Inconclusive, "had no answer") {
+						t.Errorf("result %+v, want inconclusive (a call had no answer) and not passed", r)
+					}
+				}
+			}
+			if !found {
+				t.Fatalf("no result for %s:\n%s", conformance.CaseLinearizable, rep)
+			}
+		})
+	}
+	t.Run("control-refused", func(t *testing.T) {
+		t.Parallel()
+		rep, err := measure(t, memoryHarness(func(s *memory.Store) driver.Store { return failingRace{s, errors.New("the store refused the write")} }),
+			conformance.WithSkipSlow(true), only(conformance.CaseLinearizable))
+		wantBroken(t, rep, err, conformance.CaseLinearizable, conformance.PromiseLinearizable)
 	})
 }

@@ -65,6 +65,11 @@ var acceptFutureBeats atomic.Bool
 // the follower's own: the negative control of the samples it spares.
 var ignoreOwnBeatSamples atomic.Bool
 
+// dateOwnBeatsAtArrival, set by tests only, dates a follower's own beat at
+// its arrival, after its commit: the negative control of its dating
+// before the statement was sent.
+var dateOwnBeatsAtArrival atomic.Bool
+
 // beatCounts counts, over every feed of the process, the beats on demand
 // sent, the clock samples and the beats dropped as dated after their
 // arrival: what the feed cost model (internal/model) is held to against
@@ -172,6 +177,9 @@ func (d *demand) received(ctx context.Context, payload string, arrival time.Time
 		at, d.sent = d.sent, time.Time{}
 		if !ignoreOwnBeatSamples.Load() {
 			d.clk().Observe(at, time.UnixMicro(micros), arrival)
+		}
+		if dateOwnBeatsAtArrival.Load() {
+			at = arrival
 		}
 	} else {
 		var late bool

@@ -180,57 +180,131 @@ func TestFollowDemandBeatDated(t *testing.T) {
 // statement ran, which the beat's payload carries (the test server runs on
 // this machine, on this clock). A beat dated at its arrival, after its
 // commit, is later than that, and a write committed between the two would
-// be vouched for before it was delivered.
+// be vouched for before it was delivered: the control dates its own beats
+// so (DateOwnBeatsAtArrival), and the check must see it.
+//
+// The feed follows a table of its own, so that the beats on its channel
+// are its own only: on the shared table a feed also turns every other
+// feed's beats into Synced, and another's beat may come first, so a test
+// pairing its Synced with "the" sender's beats paired them with another's.
+// Each Synced after the snapshot's is paired with the beat of the same
+// sequence number, which the payload carries.
 func TestFollowDemandOwnBeatDated(t *testing.T) {
-	p := uniquePrefix(t)
-	listen, err := newPool(t, server.URL()).Acquire(t.Context())
+	const want = 5
+	late, n := ownBeatsDated(t, want)
+	if n < want {
+		return // undecided, logged
+	}
+	for _, l := range late {
+		t.Error(l)
+	}
+	t.Run("control-dated-at-arrival", func(t *testing.T) {
+		postgres.DateOwnBeatsAtArrival(true)
+		defer postgres.DateOwnBeatsAtArrival(false)
+		late, n := ownBeatsDated(t, want)
+		if n >= want && len(late) == 0 {
+			t.Errorf("%d own beats dated at their arrival, none found after the server's clock as its statement ran: the check cannot see a beat dated after its commit", n)
+		}
+	})
+}
+
+// ownBeatsDated runs a feed on demand over a table of its own, asked until
+// want of its beats' Synced arrived, and returns, for each Synced dated
+// after the server's clock as its beat's statement ran, why, and how many
+// Synced it checked. A session the load cut short (a Lost: the sequence
+// numbers begin again) makes it try again, up to three times, then log
+// that it could not tell and return 0.
+func ownBeatsDated(t *testing.T, want int) (late []string, checked int) {
+	t.Helper()
+	for try := 1; try <= 3; try++ {
+		late, checked, lost := ownBeatsDatedOnce(t, want)
+		if !lost {
+			return late, checked
+		}
+		t.Logf("try %d: the feed lost its session (a loaded machine); its beats' sequence numbers began again", try)
+	}
+	t.Logf("undecided: the feed lost its session in each of three tries")
+	return nil, 0
+}
+
+func ownBeatsDatedOnce(t *testing.T, want int) (late []string, checked int, lost bool) {
+	t.Helper()
+	pool := newPool(t, server.URL())
+	name := fmt.Sprintf("ownbeat_%d", prefixSeq.Add(1))
+	if err := postgres.CreateTable(t.Context(), pool, name); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_, _ = pool.Exec(ctx, "DROP TABLE IF EXISTS "+name+" CASCADE; DROP SEQUENCE IF EXISTS "+name+"_version; DROP FUNCTION IF EXISTS "+name+"_notify()")
+	})
+	listen, err := pool.Acquire(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer listen.Release()
-	if _, err := listen.Exec(t.Context(), "LISTEN "+postgres.Channel(table)); err != nil {
+	if _, err := listen.Exec(t.Context(), "LISTEN "+postgres.Channel(name)); err != nil {
 		t.Fatal(err)
 	}
-	d := startDemand(t, demandStores(t, 1), p, 100*time.Millisecond)
+	st, err := postgres.New(newPool(t, server.URL()), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	d := startDemand(t, []*postgres.Store{st}, uniquePrefix(t), 100*time.Millisecond)
 	stop := d.ask(0)
-	d.feeds[0].waitFor(t, "five beats' Synced", func(ev []event) bool { return count(ev, driver.ChangeSynced) >= 6 })
+	ev := d.feeds[0].waitFor(t, fmt.Sprintf("%d beats' Synced", want), func(ev []event) bool {
+		return count(ev, driver.ChangeSynced) > want || count(ev, driver.ChangeLost) > 0
+	})
 	stop()
+	if count(ev, driver.ChangeLost) > 0 {
+		return nil, 0, true
+	}
 	var synced []time.Time
-	for _, e := range d.feeds[0].snapshot() {
+	for _, e := range ev {
 		if e.Kind == driver.ChangeSynced {
 			synced = append(synced, e.At)
 		}
 	}
-	// The feed's beats, as a plain LISTEN receives them, in order; other
-	// tests' feeds beat on the same channel, named by another sender.
+	// The feed's beats, as a plain LISTEN receives them: the snapshot's
+	// Synced is no beat's, the k-th after it is beat k's.
+	ran := map[uint64]time.Time{}
 	var sender string
-	var ran []time.Time
-	for len(ran) < len(synced)-1 {
-		n, err := listen.Conn().WaitForNotification(t.Context())
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	for missing := len(synced) - 1; missing > 0; {
+		n, err := listen.Conn().WaitForNotification(ctx)
 		if err != nil {
-			t.Fatal(err)
+			t.Fatalf("the LISTEN received %d of the feed's %d beats: %v", len(ran), len(synced)-1, err)
 		}
 		fields := strings.Split(strings.TrimPrefix(n.Payload, "b"), ":")
 		if !strings.HasPrefix(n.Payload, "b") || len(fields) != 3 {
-			continue
+			t.Fatalf("a notification %q on a table nothing writes: want only the feed's beats", n.Payload)
 		}
 		if sender == "" {
 			sender = fields[1]
 		}
 		if fields[1] != sender {
-			continue
+			t.Fatalf("beats of two senders, %s and %s, on a table only one feed follows", sender, fields[1])
 		}
-		micros, err := strconv.ParseInt(fields[0], 10, 64)
-		if err != nil {
-			t.Fatal(err)
+		micros, err1 := strconv.ParseInt(fields[0], 10, 64)
+		seq, err2 := strconv.ParseUint(fields[2], 10, 64)
+		if err1 != nil || err2 != nil {
+			t.Fatalf("a beat %q of an unknown form", n.Payload)
 		}
-		ran = append(ran, time.UnixMicro(micros))
+		if _, dup := ran[seq]; !dup && seq >= 1 && seq < uint64(len(synced)) {
+			missing--
+		}
+		ran[seq] = time.UnixMicro(micros)
 	}
-	for i, at := range synced[1:] {
-		if at.After(ran[i].Add(time.Microsecond)) {
-			t.Errorf("beat %d: Synced{At: %v}, after the server's clock as its statement ran (%v)", i+1, at.Format(time.StampMicro), ran[i].Format(time.StampMicro))
+	for k, at := range synced[1:] {
+		r := ran[uint64(k+1)]
+		if at.After(r.Add(time.Microsecond)) {
+			late = append(late, fmt.Sprintf("beat %d: Synced{At: %v}, after the server's clock as its statement ran (%v)", k+1, at.Format(time.StampMicro), r.Format(time.StampMicro)))
 		}
 	}
+	return late, len(synced) - 1, false
 }
 
 // TestFollowDemandOwnBeatSample: a follower whose own beat came back has

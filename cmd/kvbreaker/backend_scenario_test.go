@@ -62,7 +62,7 @@ func (sc backendScenario) run(t *testing.T) {
 	}
 	code, out, errOut = runT(t, "check", "--backend", sc.backend, "--quick", "--quiet", "--timeout", "2m")
 	if code != exitOK {
-		t.Errorf("check: exit %d\n%s\n%s", code, out, errOut)
+		t.Errorf("check: exit %d\n%s\n%s\nwhat failed, again:\n%s", code, out, errOut, failedCases(out))
 	}
 	if followed := map[string]bool{"etcd": true, "redis": true, "postgres": true, "nats": true, "sqlite": true}; followed[sc.backend] &&
 		!strings.Contains(out, "mirror, changes behind the adapters' back: ") {
