@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -28,31 +29,25 @@ var registry = []*backendDesc{&etcdBackend, &dynamodbBackend, &cloudflarekvBacke
 
 // A backendDesc is one backend as the command sees it.
 type backendDesc struct {
-	// name is --backend's value.
-	name string
-	// title is how prose names the store; about, when set, follows the
-	// name in help's list of backends.
-	title, about string
-	// flags are its connection flags, each with its environment variable.
-	flags []connFlag
-	// usage shows its connection flags by example, one line or more, for
-	// help's table of backends.
+	// name is --backend's value; title is how prose names the store, and
+	// about follows the name in help's list of backends.
+	name, title, about string
+	flags              []connFlag
+	// usage shows the connection flags by example, for help's table.
 	usage string
 	// envHelp is what help says of the variables its SDK reads itself
-	// (libpq's, the AWS SDK's), or of a credential that has no flag.
-	envHelp string
+	// (libpq's, the AWS SDK's) or of a credential that has no flag;
 	// secretEnv are variables that hold a credential whole: never shown.
+	envHelp   string
 	secretEnv []string
 	// validate checks its flags without touching the network, after the
-	// shared checks (the backend is known, no other backend's flag given);
-	// nil if it needs none.
+	// shared checks; nil if it needs none.
 	validate func(f *backendFlags) error
-	// open connects, within ctx.
-	open func(ctx context.Context, f *backendFlags) (*conn, error)
-	// create makes what its store needs (init), or nil if it needs nothing;
-	// print shows what create would run (init --print). noTable is what
-	// init says when create is nil. creates and prints say what create
-	// makes and what print shows, for init's help.
+	open     func(ctx context.Context, f *backendFlags) (*conn, error)
+	// create makes what its store needs (init), or is nil: then init says
+	// noTable ("NAME needs no table: nothing to create" if empty). print
+	// shows what create would run (init --print); creates and prints say
+	// what they make and show, for init's help.
 	create          func(ctx context.Context, f *backendFlags) (initOutput, error)
 	print           func(f *backendFlags, stdout io.Writer) error
 	noTable         string
@@ -67,13 +62,10 @@ type backendDesc struct {
 // A connFlag is one of a backend's connection flags.
 type connFlag struct {
 	name, env, usage, value string
-	// boolean: a flag that takes no value (boolString).
-	boolean bool
-	// secret: its value may carry a credential, which no output shows
-	// (commandSecrets).
-	secret bool
-	// file: it names a PEM file (shell completion).
-	file bool
+	// boolean takes no value (boolString); a secret's value may carry a
+	// credential, which no output shows (commandSecrets); a file is a PEM
+	// file (shell completion).
+	boolean, secret, file bool
 	// need: a required flag. list names the items of a comma-separated
 	// flag ("endpoint"). check checks its value, or each item, without
 	// touching the network.
@@ -84,11 +76,15 @@ type connFlag struct {
 
 // descOf is the descriptor named name, or nil.
 func descOf(name string) *backendDesc {
-	i := slices.IndexFunc(registry, func(d *backendDesc) bool { return d.name == name })
-	if i < 0 {
-		return nil
+	if i := slices.IndexFunc(registry, func(d *backendDesc) bool { return d.name == name }); i >= 0 {
+		return registry[i]
 	}
-	return registry[i]
+	return nil
+}
+
+// noTableSays is what init says of a backend that needs nothing created.
+func (d *backendDesc) noTableSays() string {
+	return cmp.Or(d.noTable, d.name+" needs no table: nothing to create")
 }
 
 // titles joins the titles of the descriptors keep accepts: "A, B and C".
@@ -134,12 +130,10 @@ type backendFlags struct {
 	// by it (cloudflarekv) and to the Breakers the commands make.
 	clockSkew time.Duration
 
-	// values are the backends' connection flags by name.
+	// values are the backends' connection flags by name; envs their
+	// environment variables.
 	values map[string]*string
-	// owner names the backend each connection flag belongs to.
-	owner map[string]string
-	// envs maps every flag to its environment variable.
-	envs map[string]string
+	envs   map[string]string
 	// desc is the chosen backend's, once validated.
 	desc *backendDesc
 
@@ -171,7 +165,7 @@ func (f *backendFlags) env(flag string) string { return f.envs[flag] }
 // register adds the connection flags to fs.
 func (f *backendFlags) register(fs *pflag.FlagSet) {
 	f.fs = fs
-	f.values, f.owner, f.envs = map[string]*string{}, map[string]string{}, map[string]string{}
+	f.values, f.envs = map[string]*string{}, map[string]string{}
 	for _, c := range sharedFlags {
 		f.envs[c.name] = c.env
 	}
@@ -182,7 +176,7 @@ func (f *backendFlags) register(fs *pflag.FlagSet) {
 	for _, d := range registry {
 		for _, c := range d.flags {
 			p := new(string)
-			f.values[c.name], f.owner[c.name], f.envs[c.name] = p, d.name, c.env
+			f.values[c.name], f.envs[c.name] = p, c.env
 			if c.boolean {
 				fs.Var(boolString{p}, c.name, env(c.name, c.usage))
 				fs.Lookup(c.name).NoOptDefVal = "true"
@@ -506,7 +500,7 @@ func loadTLS(f *backendFlags, caFlag, certFlag, keyFlag string) (*tls.Config, er
 		if fe.ClientCert {
 			flag = "--" + certFlag + "/--" + keyFlag
 		}
-		return nil, fmt.Errorf("%s: %s: %w", f.owner[caFlag], flag, err)
+		return nil, fmt.Errorf("%s: %s: %w", f.desc.name, flag, err)
 	}
 	return cfg, err
 }

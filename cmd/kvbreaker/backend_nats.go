@@ -17,9 +17,8 @@ var natsBackend = backendDesc{
 			need: true, list: "URL", check: checkNATSURL},
 		{name: "nats-bucket", env: "KVBREAKER_NATS_BUCKET", usage: "nats: the JetStream key-value bucket (created if missing)", value: defaultNATSBucket},
 	},
-	usage:   "--nats-url nats://nats-1:4222,nats://nats-2:4222 [--nats-bucket kvbreaker]",
-	open:    openNATS,
-	noTable: "nats needs no table: nothing to create",
+	usage: "--nats-url nats://nats-1:4222,nats://nats-2:4222 [--nats-bucket kvbreaker]",
+	open:  openNATS,
 }
 
 // defaultNATSBucket is --nats-bucket's default.

@@ -39,9 +39,8 @@ or --redis-cluster --redis-url redis://10.0.0.1:6379?addr=10.0.0.2:6379`,
 		}
 		return nil
 	},
-	open:    openRedis,
-	noTable: "redis needs no table: nothing to create",
-	tlsFix:  fileTLSFix("redis-cacert", "redis-cert", "redis-key", "redis-url", "rediss://", "redis://"),
+	open:   openRedis,
+	tlsFix: fileTLSFix("redis-cacert", "redis-cert", "redis-key", "redis-url", "rediss://", "redis://"),
 }
 
 // boolString is a boolean flag kept as "true" or "" so that validate's

@@ -100,7 +100,7 @@ func runInit(ctx context.Context, f *initFlags, stdout, stderr io.Writer) error 
 	}
 	var out initOutput
 	if f.bf.desc.create == nil {
-		out = initOutput{Backend: f.bf.backend, Message: f.bf.desc.noTable}
+		out = initOutput{Backend: f.bf.backend, Message: f.bf.desc.noTableSays()}
 	} else {
 		ctx, cancel := context.WithTimeout(ctx, f.timeout)
 		defer cancel()
@@ -129,7 +129,7 @@ func printInit(bf *backendFlags, stdout, stderr io.Writer) error {
 	if d.print != nil {
 		return d.print(bf, stdout)
 	}
-	fmt.Fprintln(stderr, d.noTable)
+	fmt.Fprintln(stderr, d.noTableSays())
 	return nil
 }
 
