@@ -170,7 +170,7 @@ func (f *backendFlags) register(fs *pflag.FlagSet) {
 		f.envs[c.name] = c.env
 	}
 	env := func(flag, usage string) string { return usage + " [$" + f.envs[flag] + "]" }
-	fs.StringVar(&f.backend, "backend", "", env("backend", "the store: "+strings.Join(backendNames(), ", ")+" (required)"))
+	fs.StringVar(&f.backend, "backend", "", env("backend", "the store: "+strings.Join(publicBackends, ", ")+" (required)"))
 	fs.StringVar(&f.prefix, "prefix", "", env("prefix", "key prefix your fleet's Breakers use (kvbreaker.Prefixed); default none"))
 	fs.DurationVar(&f.clockSkew, "clock-skew", kvbreaker.Settings{}.WithDefaults().ClockSkew, env("clock-skew", "the fleet's clock-skew bound (Settings.ClockSkew)"))
 	for _, d := range registry {
@@ -193,25 +193,21 @@ func (f *backendFlags) register(fs *pflag.FlagSet) {
 }
 
 // applyEnv sets every connection flag not given on the command line from
-// its environment variable, if set.
-func (f *backendFlags) applyEnv() error {
+// its environment variable, if set. Only --clock-skew and --redis-cluster
+// can refuse a value: the first refusal (VisitAll's order, by name) is the error.
+func (f *backendFlags) applyEnv() (err error) {
 	f.fromEnv = map[string]string{}
-	flags := append([]connFlag(nil), sharedFlags...)
-	for _, d := range registry {
-		flags = append(flags, d.flags...)
-	}
-	for _, c := range flags {
-		flag, env := c.name, c.env
-		v, ok := os.LookupEnv(env)
-		if !ok || v == "" || f.fs.Changed(flag) {
-			continue
+	f.fs.VisitAll(func(fl *pflag.Flag) {
+		env := f.envs[fl.Name]
+		if v := os.Getenv(env); env != "" && v != "" && !fl.Changed && err == nil {
+			if err = f.fs.Set(fl.Name, v); err != nil {
+				err = usagef("%s: %v", env, err)
+				return
+			}
+			f.fromEnv[fl.Name] = env
 		}
-		if err := f.fs.Set(flag, v); err != nil {
-			return usagef("%s: %v", env, err)
-		}
-		f.fromEnv[flag] = env
-	}
-	return nil
+	})
+	return err
 }
 
 // name is how a message names a flag: "--x", or "--x (from $X)".
@@ -348,7 +344,6 @@ var publicBackends = func() []string {
 	return names
 }()
 
-func backendNames() []string { return publicBackends }
 
 // validate checks the flags for the chosen backend without touching the
 // network: a missing or misplaced flag is a usage error. A value from the
@@ -356,11 +351,11 @@ func backendNames() []string { return publicBackends }
 // export several backends' settings.
 func (f *backendFlags) validate() error {
 	if f.backend == "" {
-		return usagef("--backend is required (or $KVBREAKER_BACKEND): one of %s", strings.Join(backendNames(), ", "))
+		return usagef("--backend is required (or $KVBREAKER_BACKEND): one of %s", strings.Join(publicBackends, ", "))
 	}
 	def, ok := backends[f.backend]
 	if !ok {
-		return usagef("%s is %q: want one of %s", f.name("backend"), f.backend, strings.Join(backendNames(), ", "))
+		return usagef("%s is %q: want one of %s", f.name("backend"), f.backend, strings.Join(publicBackends, ", "))
 	}
 	f.desc = descOf(def.flags)
 	if f.clockSkew < 0 {
@@ -503,6 +498,19 @@ func loadTLS(f *backendFlags, caFlag, certFlag, keyFlag string) (*tls.Config, er
 		return nil, fmt.Errorf("%s: %s: %w", f.desc.name, flag, err)
 	}
 	return cfg, err
+}
+
+// printScript is the print (init --print) of a backend whose store gives
+// the script that makes the table its flag names.
+func printScript(flag string, script func(table string) (string, error)) func(*backendFlags, io.Writer) error {
+	return func(f *backendFlags, stdout io.Writer) error {
+		sql, err := script(f.get(flag))
+		if err != nil {
+			return usagef("%s: %v", f.name(flag), err)
+		}
+		_, err = io.WriteString(stdout, sql)
+		return err
+	}
 }
 
 // createHint is how an error about a missing table says to create it.

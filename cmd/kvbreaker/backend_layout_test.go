@@ -85,7 +85,7 @@ func TestBackendNamedOnlyInItsFile(t *testing.T) {
 		}
 		src[file] = strings.Split(strings.ToLower(string(b)), "\n")
 	}
-	for _, name := range backendNames() {
+	for _, name := range publicBackends {
 		terms := namesOf(name)
 		var hits []string
 		for file, lines := range src {

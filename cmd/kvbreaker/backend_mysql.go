@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"strings"
 
 	gomysql "github.com/go-sql-driver/mysql"
 
@@ -26,7 +24,7 @@ var mysqlBackend = backendDesc{
 	create:  initMySQL,
 	creates: "MySQL's table (--mysql-table, with its expiry index: mysql.CreateTable)",
 	prints:  "MySQL's SQL (mysql.Schema; pipe it to mysql)",
-	print:   printMySQL,
+	print:   printScript("mysql-table", mysql.SchemaScript),
 	examples: map[string]string{
 		"init": `  KVBREAKER_MYSQL_DSN='app:secret@tcp(db:3306)/app' kvbreaker init --backend mysql`,
 	},
@@ -115,15 +113,4 @@ func initMySQL(ctx context.Context, f *backendFlags) (initOutput, error) {
 	out.Created = true
 	out.Message = target + ": created (with index purge_at)"
 	return out, nil
-}
-
-// printMySQL prints the table's SQL.
-func printMySQL(bf *backendFlags, stdout io.Writer) error {
-	stmt, err := mysql.Schema(bf.get("mysql-table"))
-	if err != nil {
-		return usagef("%s: %v", bf.name("mysql-table"), err)
-	}
-	fmt.Fprintf(stdout, "-- The table kvbreaker's MySQL/MariaDB store uses (mysql.Schema %q), as \"kvbreaker init\" creates it.\n", bf.get("mysql-table"))
-	fmt.Fprintf(stdout, "-- Run it in the fleet's database; the fleet's user needs SELECT, INSERT, UPDATE, DELETE on it.\n%s", strings.TrimLeft(stmt, "\n"))
-	return nil
 }

@@ -121,9 +121,9 @@ func runInit(ctx context.Context, f *initFlags, stdout, stderr io.Writer) error 
 func printInit(bf *backendFlags, stdout, stderr io.Writer) error {
 	switch {
 	case bf.backend == "":
-		return usagef("--backend is required (or $KVBREAKER_BACKEND): one of %s", strings.Join(backendNames(), ", "))
+		return usagef("--backend is required (or $KVBREAKER_BACKEND): one of %s", strings.Join(publicBackends, ", "))
 	case backends[bf.backend].open == nil:
-		return usagef("%s is %q: want one of %s", bf.name("backend"), bf.backend, strings.Join(backendNames(), ", "))
+		return usagef("%s is %q: want one of %s", bf.name("backend"), bf.backend, strings.Join(publicBackends, ", "))
 	}
 	d := descOf(backends[bf.backend].flags)
 	if d.print != nil {
