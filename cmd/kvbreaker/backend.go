@@ -344,7 +344,6 @@ var publicBackends = func() []string {
 	return names
 }()
 
-
 // validate checks the flags for the chosen backend without touching the
 // network: a missing or misplaced flag is a usage error. A value from the
 // environment for another backend is ignored, not an error: one shell may
