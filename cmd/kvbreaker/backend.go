@@ -325,23 +325,15 @@ type backendDef struct {
 }
 
 // backends is the table of backends by --backend name: the registry's,
-// and the variants tests add.
-var backends = func() map[string]backendDef {
-	m := map[string]backendDef{}
+// and the variants tests add. publicBackends are the registry's names,
+// which help and completion offer.
+var backends, publicBackends = func() (map[string]backendDef, []string) {
+	m, names := map[string]backendDef{}, []string{}
 	for _, d := range registry {
 		m[d.name] = backendDef{d.open, d.name}
-	}
-	return m
-}()
-
-// publicBackends are the names help and completion offer (not the tests').
-var publicBackends = func() []string {
-	var names []string
-	for _, d := range registry {
 		names = append(names, d.name)
 	}
-	slices.Sort(names)
-	return names
+	return m, slices.Sorted(slices.Values(names))
 }()
 
 // validate checks the flags for the chosen backend without touching the
@@ -384,12 +376,12 @@ func (f *backendFlags) validate() error {
 			return usagef("--backend %s needs --%s (or $%s)", f.backend, c.name, f.env(c.name))
 		case len(items) == 0 && v != "":
 			return usagef("%s has no %s", f.name(c.name), c.list)
+		case v == "" || c.check == nil:
+			continue
 		}
 		for _, it := range items {
-			if v != "" && c.check != nil {
-				if err := c.check(f, c.name, it); err != nil {
-					return err
-				}
+			if err := c.check(f, c.name, it); err != nil {
+				return err
 			}
 		}
 	}
