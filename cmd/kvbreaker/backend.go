@@ -193,8 +193,8 @@ func (f *backendFlags) register(fs *pflag.FlagSet) {
 }
 
 // applyEnv sets every connection flag not given on the command line from
-// its environment variable, if set. Only --clock-skew and --redis-cluster
-// can refuse a value: the first refusal (VisitAll's order, by name) is the error.
+// its environment variable, if set; the first value refused (by a
+// duration or a boolean flag, in VisitAll's order) is the error.
 func (f *backendFlags) applyEnv() (err error) {
 	f.fromEnv = map[string]string{}
 	f.fs.VisitAll(func(fl *pflag.Flag) {
