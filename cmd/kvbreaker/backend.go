@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -28,31 +29,25 @@ var registry = []*backendDesc{&etcdBackend, &dynamodbBackend, &cloudflarekvBacke
 
 // A backendDesc is one backend as the command sees it.
 type backendDesc struct {
-	// name is --backend's value.
-	name string
-	// title is how prose names the store; about, when set, follows the
-	// name in help's list of backends.
-	title, about string
-	// flags are its connection flags, each with its environment variable.
-	flags []connFlag
-	// usage shows its connection flags by example, one line or more, for
-	// help's table of backends.
+	// name is --backend's value; title is how prose names the store, and
+	// about follows the name in help's list of backends.
+	name, title, about string
+	flags              []connFlag
+	// usage shows the connection flags by example, for help's table.
 	usage string
 	// envHelp is what help says of the variables its SDK reads itself
-	// (libpq's, the AWS SDK's), or of a credential that has no flag.
-	envHelp string
+	// (libpq's, the AWS SDK's) or of a credential that has no flag;
 	// secretEnv are variables that hold a credential whole: never shown.
+	envHelp   string
 	secretEnv []string
 	// validate checks its flags without touching the network, after the
-	// shared checks (the backend is known, no other backend's flag given);
-	// nil if it needs none.
+	// shared checks; nil if it needs none.
 	validate func(f *backendFlags) error
-	// open connects, within ctx.
-	open func(ctx context.Context, f *backendFlags) (*conn, error)
-	// create makes what its store needs (init), or nil if it needs nothing;
-	// print shows what create would run (init --print). noTable is what
-	// init says when create is nil. creates and prints say what create
-	// makes and what print shows, for init's help.
+	open     func(ctx context.Context, f *backendFlags) (*conn, error)
+	// create makes what its store needs (init), or is nil: then init says
+	// noTable ("NAME needs no table: nothing to create" if empty). print
+	// shows what create would run (init --print); creates and prints say
+	// what they make and show, for init's help.
 	create          func(ctx context.Context, f *backendFlags) (initOutput, error)
 	print           func(f *backendFlags, stdout io.Writer) error
 	noTable         string
@@ -67,13 +62,10 @@ type backendDesc struct {
 // A connFlag is one of a backend's connection flags.
 type connFlag struct {
 	name, env, usage, value string
-	// boolean: a flag that takes no value (boolString).
-	boolean bool
-	// secret: its value may carry a credential, which no output shows
-	// (commandSecrets).
-	secret bool
-	// file: it names a PEM file (shell completion).
-	file bool
+	// boolean takes no value (boolString); a secret's value may carry a
+	// credential, which no output shows (commandSecrets); a file is a PEM
+	// file (shell completion).
+	boolean, secret, file bool
 	// need: a required flag. list names the items of a comma-separated
 	// flag ("endpoint"). check checks its value, or each item, without
 	// touching the network.
@@ -84,11 +76,15 @@ type connFlag struct {
 
 // descOf is the descriptor named name, or nil.
 func descOf(name string) *backendDesc {
-	i := slices.IndexFunc(registry, func(d *backendDesc) bool { return d.name == name })
-	if i < 0 {
-		return nil
+	if i := slices.IndexFunc(registry, func(d *backendDesc) bool { return d.name == name }); i >= 0 {
+		return registry[i]
 	}
-	return registry[i]
+	return nil
+}
+
+// noTableSays is what init says of a backend that needs nothing created.
+func (d *backendDesc) noTableSays() string {
+	return cmp.Or(d.noTable, d.name+" needs no table: nothing to create")
 }
 
 // titles joins the titles of the descriptors keep accepts: "A, B and C".
@@ -134,12 +130,10 @@ type backendFlags struct {
 	// by it (cloudflarekv) and to the Breakers the commands make.
 	clockSkew time.Duration
 
-	// values are the backends' connection flags by name.
+	// values are the backends' connection flags by name; envs their
+	// environment variables.
 	values map[string]*string
-	// owner names the backend each connection flag belongs to.
-	owner map[string]string
-	// envs maps every flag to its environment variable.
-	envs map[string]string
+	envs   map[string]string
 	// desc is the chosen backend's, once validated.
 	desc *backendDesc
 
@@ -171,18 +165,18 @@ func (f *backendFlags) env(flag string) string { return f.envs[flag] }
 // register adds the connection flags to fs.
 func (f *backendFlags) register(fs *pflag.FlagSet) {
 	f.fs = fs
-	f.values, f.owner, f.envs = map[string]*string{}, map[string]string{}, map[string]string{}
+	f.values, f.envs = map[string]*string{}, map[string]string{}
 	for _, c := range sharedFlags {
 		f.envs[c.name] = c.env
 	}
 	env := func(flag, usage string) string { return usage + " [$" + f.envs[flag] + "]" }
-	fs.StringVar(&f.backend, "backend", "", env("backend", "the store: "+strings.Join(backendNames(), ", ")+" (required)"))
+	fs.StringVar(&f.backend, "backend", "", env("backend", "the store: "+strings.Join(publicBackends, ", ")+" (required)"))
 	fs.StringVar(&f.prefix, "prefix", "", env("prefix", "key prefix your fleet's Breakers use (kvbreaker.Prefixed); default none"))
 	fs.DurationVar(&f.clockSkew, "clock-skew", kvbreaker.Settings{}.WithDefaults().ClockSkew, env("clock-skew", "the fleet's clock-skew bound (Settings.ClockSkew)"))
 	for _, d := range registry {
 		for _, c := range d.flags {
 			p := new(string)
-			f.values[c.name], f.owner[c.name], f.envs[c.name] = p, d.name, c.env
+			f.values[c.name], f.envs[c.name] = p, c.env
 			if c.boolean {
 				fs.Var(boolString{p}, c.name, env(c.name, c.usage))
 				fs.Lookup(c.name).NoOptDefVal = "true"
@@ -199,25 +193,21 @@ func (f *backendFlags) register(fs *pflag.FlagSet) {
 }
 
 // applyEnv sets every connection flag not given on the command line from
-// its environment variable, if set.
-func (f *backendFlags) applyEnv() error {
+// its environment variable, if set; the first value refused (by a
+// duration or a boolean flag, in VisitAll's order) is the error.
+func (f *backendFlags) applyEnv() (err error) {
 	f.fromEnv = map[string]string{}
-	flags := append([]connFlag(nil), sharedFlags...)
-	for _, d := range registry {
-		flags = append(flags, d.flags...)
-	}
-	for _, c := range flags {
-		flag, env := c.name, c.env
-		v, ok := os.LookupEnv(env)
-		if !ok || v == "" || f.fs.Changed(flag) {
-			continue
+	f.fs.VisitAll(func(fl *pflag.Flag) {
+		env := f.envs[fl.Name]
+		if v := os.Getenv(env); env != "" && v != "" && !fl.Changed && err == nil {
+			if err = f.fs.Set(fl.Name, v); err != nil {
+				err = usagef("%s: %v", env, err)
+				return
+			}
+			f.fromEnv[fl.Name] = env
 		}
-		if err := f.fs.Set(flag, v); err != nil {
-			return usagef("%s: %v", env, err)
-		}
-		f.fromEnv[flag] = env
-	}
-	return nil
+	})
+	return err
 }
 
 // name is how a message names a flag: "--x", or "--x (from $X)".
@@ -335,26 +325,16 @@ type backendDef struct {
 }
 
 // backends is the table of backends by --backend name: the registry's,
-// and the variants tests add.
-var backends = func() map[string]backendDef {
-	m := map[string]backendDef{}
+// and the variants tests add. publicBackends are the registry's names,
+// which help and completion offer.
+var backends, publicBackends = func() (map[string]backendDef, []string) {
+	m, names := map[string]backendDef{}, []string{}
 	for _, d := range registry {
 		m[d.name] = backendDef{d.open, d.name}
-	}
-	return m
-}()
-
-// publicBackends are the names help and completion offer (not the tests').
-var publicBackends = func() []string {
-	var names []string
-	for _, d := range registry {
 		names = append(names, d.name)
 	}
-	slices.Sort(names)
-	return names
+	return m, slices.Sorted(slices.Values(names))
 }()
-
-func backendNames() []string { return publicBackends }
 
 // validate checks the flags for the chosen backend without touching the
 // network: a missing or misplaced flag is a usage error. A value from the
@@ -362,11 +342,11 @@ func backendNames() []string { return publicBackends }
 // export several backends' settings.
 func (f *backendFlags) validate() error {
 	if f.backend == "" {
-		return usagef("--backend is required (or $KVBREAKER_BACKEND): one of %s", strings.Join(backendNames(), ", "))
+		return usagef("--backend is required (or $KVBREAKER_BACKEND): one of %s", strings.Join(publicBackends, ", "))
 	}
 	def, ok := backends[f.backend]
 	if !ok {
-		return usagef("%s is %q: want one of %s", f.name("backend"), f.backend, strings.Join(backendNames(), ", "))
+		return usagef("%s is %q: want one of %s", f.name("backend"), f.backend, strings.Join(publicBackends, ", "))
 	}
 	f.desc = descOf(def.flags)
 	if f.clockSkew < 0 {
@@ -396,12 +376,12 @@ func (f *backendFlags) validate() error {
 			return usagef("--backend %s needs --%s (or $%s)", f.backend, c.name, f.env(c.name))
 		case len(items) == 0 && v != "":
 			return usagef("%s has no %s", f.name(c.name), c.list)
+		case v == "" || c.check == nil:
+			continue
 		}
 		for _, it := range items {
-			if v != "" && c.check != nil {
-				if err := c.check(f, c.name, it); err != nil {
-					return err
-				}
+			if err := c.check(f, c.name, it); err != nil {
+				return err
 			}
 		}
 	}
@@ -506,9 +486,22 @@ func loadTLS(f *backendFlags, caFlag, certFlag, keyFlag string) (*tls.Config, er
 		if fe.ClientCert {
 			flag = "--" + certFlag + "/--" + keyFlag
 		}
-		return nil, fmt.Errorf("%s: %s: %w", f.owner[caFlag], flag, err)
+		return nil, fmt.Errorf("%s: %s: %w", f.desc.name, flag, err)
 	}
 	return cfg, err
+}
+
+// printScript is the print (init --print) of a backend whose store gives
+// the script that makes the table its flag names.
+func printScript(flag string, script func(table string) (string, error)) func(*backendFlags, io.Writer) error {
+	return func(f *backendFlags, stdout io.Writer) error {
+		sql, err := script(f.get(flag))
+		if err != nil {
+			return usagef("%s: %v", f.name(flag), err)
+		}
+		_, err = io.WriteString(stdout, sql)
+		return err
+	}
 }
 
 // createHint is how an error about a missing table says to create it.

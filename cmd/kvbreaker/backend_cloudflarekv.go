@@ -33,7 +33,7 @@ var cloudflarekvBackend = backendDesc{
 `,
 	secretEnv: []string{TokenEnv},
 	open: func(ctx context.Context, f *backendFlags) (*conn, error) {
-		return openCloudflareKV(ctx, f, nil, nil)
+		return openCloudflareKV(ctx, f, time.Now, nil)
 	},
 	noTable: "cloudflarekv needs no table: the Breakers' keys go into the Workers KV namespace --cf-namespace names, which init does not create (wrangler kv namespace create NAME)",
 	examples: map[string]string{
@@ -44,8 +44,8 @@ var cloudflarekvBackend = backendDesc{
 	},
 }
 
-// openCloudflareKV opens Workers KV (cloudflarekv.Dial). clock, when not
-// nil, is the store's clock and advance moves it (tests point them at
+// openCloudflareKV opens Workers KV (cloudflarekv.Dial). clock is the
+// store's clock and advance, when not nil, moves it (tests point them at
 // Miniflare's).
 func openCloudflareKV(ctx context.Context, f *backendFlags, clock func() time.Time, advance func(ctx context.Context, d time.Duration) error) (*conn, error) {
 	token := os.Getenv(TokenEnv)
@@ -64,9 +64,7 @@ func openCloudflareKV(ctx context.Context, f *backendFlags, clock func() time.Ti
 		cloudflarekv.WithClockSkew(max(f.clockSkew, time.Millisecond)),
 		// A write the store gives up is reported by the command.
 		cloudflarekv.WithLogger(slog.New(slog.DiscardHandler)),
-	}
-	if clock != nil {
-		o = append(o, cloudflarekv.WithClock(clock))
+		cloudflarekv.WithClock(clock),
 	}
 	s, err := cloudflarekv.Dial(ctx, account, namespace, token, baseURL, o...)
 	if oe, ok := errors.AsType[*driver.OpError](err); ok && oe.Op == "get" {

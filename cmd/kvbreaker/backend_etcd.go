@@ -20,7 +20,6 @@ var etcdBackend = backendDesc{
 [--etcd-cacert ca.pem [--etcd-cert client.pem --etcd-key client-key.pem]]`,
 	validate: func(f *backendFlags) error { return f.pairedFlags("etcd-cert", "etcd-key", "mutual TLS") },
 	open:     openEtcd,
-	noTable:  "etcd needs no table: nothing to create",
 	tlsFix:   fileTLSFix("etcd-cacert", "etcd-cert", "etcd-key", "etcd-endpoints", "https://", "http://"),
 	examples: map[string]string{
 		"check": `  kvbreaker check --backend etcd --etcd-endpoints http://127.0.0.1:2379

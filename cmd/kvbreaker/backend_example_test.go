@@ -12,7 +12,7 @@ import (
 
 // mapstoreBackend is the descriptor docs/backends.md ("Adding a store")
 // shows for examples/mapstore, as the docs print it.
-var mapstoreBackend = backendDesc{name: "mapstore", title: "map store", usage: "no flags: a store inside this process (a demo)", noTable: "mapstore needs no table: nothing to create",
+var mapstoreBackend = backendDesc{name: "mapstore", title: "map store", usage: "no flags: a store inside this process (a demo)",
 	open: func(context.Context, *backendFlags) (*conn, error) {
 		return &conn{describe: "map store (this process)", store: mapstore.New(nil)}, nil
 	}}

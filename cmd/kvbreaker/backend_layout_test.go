@@ -30,7 +30,7 @@ var backendCodeFiles = []string{"backend*.go", "reach.go", "tlserr.go"}
 // store (checking a connection string, explaining a refusal, making its
 // table) belongs in the backend's module, where a library user gets it
 // too.
-const maxBackendLines = 1483
+const maxBackendLines = 1391
 
 // TestBackendCodeLines counts the lines of backendCodeFiles (tests apart).
 func TestBackendCodeLines(t *testing.T) {
@@ -85,7 +85,7 @@ func TestBackendNamedOnlyInItsFile(t *testing.T) {
 		}
 		src[file] = strings.Split(strings.ToLower(string(b)), "\n")
 	}
-	for _, name := range backendNames() {
+	for _, name := range publicBackends {
 		terms := namesOf(name)
 		var hits []string
 		for file, lines := range src {

@@ -7,11 +7,10 @@ import (
 )
 
 var memoryBackend = backendDesc{
-	name:    "memory",
-	title:   "memory",
-	usage:   "no flags: a store inside this process, empty at start (a demo)",
-	open:    openMemory,
-	noTable: "memory needs no table: nothing to create",
+	name:  "memory",
+	title: "memory",
+	usage: "no flags: a store inside this process, empty at start (a demo)",
+	open:  openMemory,
 	examples: map[string]string{
 		"check": "  kvbreaker check --backend memory",
 	},

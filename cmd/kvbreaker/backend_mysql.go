@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"strings"
 
 	gomysql "github.com/go-sql-driver/mysql"
 
@@ -18,7 +16,7 @@ var mysqlBackend = backendDesc{
 	about: "(MySQL or MariaDB)",
 	flags: []connFlag{
 		{name: "mysql-dsn", env: "KVBREAKER_MYSQL_DSN", usage: "mysql: go-sql-driver/mysql data source name, user[:password]@tcp(host:port)/database[?options], for MySQL or MariaDB (output never shows it)", need: true, check: checkMySQLDSN},
-		{name: "mysql-table", env: "KVBREAKER_MYSQL_TABLE", usage: "mysql: the table (mysql.CreateTable)", value: defaultMySQLTable, need: true, check: tableCheck(mysql.Schema)},
+		{name: "mysql-table", env: "KVBREAKER_MYSQL_TABLE", usage: "mysql: the table (mysql.CreateTable)", value: "kvbreaker", need: true, check: tableCheck(mysql.Schema)},
 	},
 	usage: `--mysql-dsn 'app:secret@tcp(db:3306)/app' [--mysql-table kvbreaker]
 (best from $KVBREAKER_MYSQL_DSN: a flag shows in ps)`,
@@ -26,17 +24,11 @@ var mysqlBackend = backendDesc{
 	create:  initMySQL,
 	creates: "MySQL's table (--mysql-table, with its expiry index: mysql.CreateTable)",
 	prints:  "MySQL's SQL (mysql.Schema; pipe it to mysql)",
-	print:   printMySQL,
+	print:   printScript("mysql-table", mysql.SchemaScript),
 	examples: map[string]string{
 		"init": `  KVBREAKER_MYSQL_DSN='app:secret@tcp(db:3306)/app' kvbreaker init --backend mysql`,
 	},
 }
-
-// defaultMySQLTable is --mysql-table's default.
-const defaultMySQLTable = "kvbreaker"
-
-// errNoSuchTable is MySQL's and MariaDB's ER_NO_SUCH_TABLE.
-const errNoSuchTable = 1146
 
 // checkMySQLDSN checks --mysql-dsn without connecting: go-sql-driver's
 // data source name, user[:password]@tcp(host:port)/database[?options].
@@ -65,7 +57,7 @@ func openMySQL(ctx context.Context, f *backendFlags) (*conn, error) {
 	}
 	if err := s.Ping(ctx); err != nil {
 		s.Close()
-		if me, ok := errors.AsType[*gomysql.MySQLError](err); ok && me.Number == errNoSuchTable {
+		if me, ok := errors.AsType[*gomysql.MySQLError](err); ok && me.Number == 1146 { // ER_NO_SUCH_TABLE
 			return nil, fmt.Errorf("mysql: table %s does not exist in database %s at %s: %s", f.get("mysql-table"), cfg.DBName, cfg.Addr, createHint)
 		}
 		return nil, noAnswer(ctx, "mysql", cfg.Addr, f.bound, mysql.Explain(err, cfg, "--mysql-dsn"))
@@ -101,7 +93,7 @@ func initMySQL(ctx context.Context, f *backendFlags) (initOutput, error) {
 	if errors.Is(err, mysql.ErrForeignTable) {
 		return out, fmt.Errorf("%s: the store cannot read it (is it another program's table? see \"kvbreaker init --print\" for the one it needs): %w", target, mysql.Explain(err, cfg, "--mysql-dsn"))
 	}
-	if me, ok := errors.AsType[*gomysql.MySQLError](err); ok && me.Number == 1142 {
+	if me, ok := errors.AsType[*gomysql.MySQLError](err); ok && me.Number == 1142 { // ER_TABLEACCESS_DENIED_ERROR
 		return out, fmt.Errorf("mysql at %s: user %q may not create table %s (%v): have an administrator run what \"kvbreaker init --backend mysql --mysql-table %s --print\" shows, and grant the user SELECT, INSERT, UPDATE, DELETE on it",
 			cfg.Addr, cfg.User, table, me, table)
 	}
@@ -115,15 +107,4 @@ func initMySQL(ctx context.Context, f *backendFlags) (initOutput, error) {
 	out.Created = true
 	out.Message = target + ": created (with index purge_at)"
 	return out, nil
-}
-
-// printMySQL prints the table's SQL.
-func printMySQL(bf *backendFlags, stdout io.Writer) error {
-	stmt, err := mysql.Schema(bf.get("mysql-table"))
-	if err != nil {
-		return usagef("%s: %v", bf.name("mysql-table"), err)
-	}
-	fmt.Fprintf(stdout, "-- The table kvbreaker's MySQL/MariaDB store uses (mysql.Schema %q), as \"kvbreaker init\" creates it.\n", bf.get("mysql-table"))
-	fmt.Fprintf(stdout, "-- Run it in the fleet's database; the fleet's user needs SELECT, INSERT, UPDATE, DELETE on it.\n%s", strings.TrimLeft(stmt, "\n"))
-	return nil
 }

@@ -15,15 +15,11 @@ var natsBackend = backendDesc{
 	flags: []connFlag{
 		{name: "nats-url", env: "KVBREAKER_NATS_URL", usage: "nats: comma-separated server `URL`s, e.g. nats://nats-1:4222,nats://nats-2:4222 (user information in a URL authenticates and is never shown)", secret: true,
 			need: true, list: "URL", check: checkNATSURL},
-		{name: "nats-bucket", env: "KVBREAKER_NATS_BUCKET", usage: "nats: the JetStream key-value bucket (created if missing)", value: defaultNATSBucket},
+		{name: "nats-bucket", env: "KVBREAKER_NATS_BUCKET", usage: "nats: the JetStream key-value bucket (created if missing)", value: "kvbreaker"},
 	},
-	usage:   "--nats-url nats://nats-1:4222,nats://nats-2:4222 [--nats-bucket kvbreaker]",
-	open:    openNATS,
-	noTable: "nats needs no table: nothing to create",
+	usage: "--nats-url nats://nats-1:4222,nats://nats-2:4222 [--nats-bucket kvbreaker]",
+	open:  openNATS,
 }
-
-// defaultNATSBucket is --nats-bucket's default.
-const defaultNATSBucket = "kvbreaker"
 
 // checkNATSURL checks one of --nats-url's URLs without connecting.
 func checkNATSURL(f *backendFlags, flag, raw string) error {

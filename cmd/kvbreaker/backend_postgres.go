@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -36,7 +35,7 @@ TLS: ?sslmode=verify-full&sslrootcert=ca.pem, or $PGSSLROOTCERT)`,
 	create:    initPostgres,
 	creates:   "PostgreSQL's table (--postgres-table, with its version sequence, expiry index, and the trigger that notifies its changes to followers: postgres.CreateTable; an existing one gets the trigger if it lacks it)",
 	prints:    "PostgreSQL's SQL (postgres.Schema; pipe it to psql)",
-	print:     printPostgres,
+	print:     printScript("postgres-table", postgres.SchemaScript),
 	tlsFix: func(f *backendFlags, te *tlsdiag.Error) string {
 		if te.Kind == tlsdiag.Untrusted {
 			return "give the CA that signed it as sslrootcert= in " + f.name("postgres-url") + " (postgres://…?sslmode=verify-full&sslrootcert=ca.pem) or $PGSSLROOTCERT"
@@ -137,17 +136,4 @@ func initPostgres(ctx context.Context, f *backendFlags) (initOutput, error) {
 		out.Message = fmt.Sprintf("%s: created (with sequence %s_version, index %s_purge_at and trigger %s)", target, table, table, trig)
 	}
 	return out, nil
-}
-
-// printPostgres prints the table's SQL.
-func printPostgres(bf *backendFlags, stdout io.Writer) error {
-	table := bf.get("postgres-table")
-	sql, err := postgres.Schema(table)
-	if err != nil {
-		return usagef("%s: %v", bf.name("postgres-table"), err)
-	}
-	fmt.Fprintf(stdout, "-- The table kvbreaker's PostgreSQL store uses (postgres.Schema %q), as \"kvbreaker init\" creates it.\n", table)
-	fmt.Fprintf(stdout, "-- The fleet's user needs SELECT, INSERT, UPDATE, DELETE on it and USAGE on the sequence.\n")
-	fmt.Fprintf(stdout, "-- Its trigger notifies channel %s of each change, for followers (postgres.Store.Follow).\n%s", postgres.Channel(table), sql)
-	return nil
 }

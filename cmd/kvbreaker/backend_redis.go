@@ -39,9 +39,8 @@ or --redis-cluster --redis-url redis://10.0.0.1:6379?addr=10.0.0.2:6379`,
 		}
 		return nil
 	},
-	open:    openRedis,
-	noTable: "redis needs no table: nothing to create",
-	tlsFix:  fileTLSFix("redis-cacert", "redis-cert", "redis-key", "redis-url", "rediss://", "redis://"),
+	open:   openRedis,
+	tlsFix: fileTLSFix("redis-cacert", "redis-cert", "redis-key", "redis-url", "rediss://", "redis://"),
 }
 
 // boolString is a boolean flag kept as "true" or "" so that validate's
@@ -49,27 +48,18 @@ or --redis-cluster --redis-url redis://10.0.0.1:6379?addr=10.0.0.2:6379`,
 // one (and clear one that came from the environment for another backend).
 type boolString struct{ p *string }
 
-func (b boolString) String() string {
-	if b.p != nil && *b.p != "" {
-		return "true"
-	}
-	return "false"
-}
+// String is called on a zero boolString too (pflag's test for a default).
+func (b boolString) String() string { return strconv.FormatBool(b.p != nil && *b.p != "") }
+func (boolString) Type() string     { return "bool" }
+func (boolString) IsBoolFlag() bool { return true }
 
 func (b boolString) Set(s string) error {
 	v, err := strconv.ParseBool(s)
-	if err != nil {
-		return err
+	if err == nil {
+		*b.p = map[bool]string{true: "true"}[v]
 	}
-	*b.p = ""
-	if v {
-		*b.p = "true"
-	}
-	return nil
+	return err
 }
-
-func (boolString) Type() string     { return "bool" }
-func (boolString) IsBoolFlag() bool { return true }
 
 // cluster reports --redis-cluster.
 func (f *backendFlags) cluster() bool { return f.get("redis-cluster") != "" }
@@ -98,50 +88,42 @@ func (quietLog) Printf(context.Context, string, ...any) {}
 
 // openRedis dials the server (redis.Dial), or the Cluster's seeds with
 // --redis-cluster (redis.DialCluster), which confirm it answers a PING: a
-// refused port is reported within 2 s (redis.Dial's connection timeout), a silent server
-// when ctx (--timeout) ends.
+// refused port is reported within 2 s (redis.Dial's connection timeout), a
+// silent server when ctx (--timeout) ends.
 func openRedis(ctx context.Context, f *backendFlags) (*conn, error) {
 	goredis.SetLogger(quietLog{})
-	raw := f.get("redis-url")
-	dial, where, addr, seeds := redis.Dial, "", "", []string(nil)
-	if f.cluster() {
-		o, err := goredis.ParseClusterURL(raw)
-		if err != nil {
-			return nil, usagef("%s does not parse", f.name("redis-url")) // checkRedisURL said why
-		}
-		dial, seeds = redis.DialCluster, o.Addrs
-		where = "redis cluster via " + strings.Join(seeds, ", ")
-	} else {
-		o, err := goredis.ParseURL(raw)
-		if err != nil {
-			return nil, usagef("%s does not parse", f.name("redis-url")) // checkRedisURL said why
-		}
+	raw, dial := f.get("redis-url"), redis.Dial
+	var where, addr string
+	var seeds []string
+	if o, err := goredis.ParseClusterURL(raw); f.cluster() && err == nil {
+		dial, seeds, where = redis.DialCluster, o.Addrs, "redis cluster via "+strings.Join(o.Addrs, ", ")
+	} else if o, err := goredis.ParseURL(raw); !f.cluster() && err == nil {
 		addr, where = o.Addr, "redis at "+o.Addr+" db "+strconv.Itoa(o.DB)
+	} else {
+		return nil, usagef("%s does not parse", f.name("redis-url")) // checkRedisURL said why
 	}
 	tlsConfig, err := loadTLS(f, "redis-cacert", "redis-cert", "redis-key")
 	if err != nil {
 		return nil, err
 	}
-	var opts []redis.Option
-	if tlsConfig != nil {
-		opts = append(opts, redis.WithTLSConfig(tlsConfig))
-	}
-	s, err := dial(ctx, raw, opts...)
-	if err != nil {
-		if ue, ok := errors.AsType[*driver.UnreachableError](err); ok {
-			why, endpoint := ue.Reason, strings.Join(ue.Endpoints, ", ")
-			if ctx.Err() != nil {
-				why = "no answer within " + f.bound
-			}
-			if seeds != nil && len(ue.Endpoints) == 1 && !slices.Contains(seeds, endpoint) {
-				endpoint += " (a node the Cluster announced)"
-			}
-			return nil, unreachable("redis", endpoint, why, err)
+	s, err := dial(ctx, raw, redis.WithTLSConfig(tlsConfig))
+	if ue, ok := errors.AsType[*driver.UnreachableError](err); ok {
+		why, endpoint := ue.Reason, strings.Join(ue.Endpoints, ", ")
+		if ctx.Err() != nil {
+			why = "no answer within " + f.bound
 		}
+		if seeds != nil && len(ue.Endpoints) == 1 && !slices.Contains(seeds, endpoint) {
+			endpoint += " (a node the Cluster announced)"
+		}
+		return nil, unreachable("redis", endpoint, why, err)
+	} else if err != nil {
 		if seeds != nil && strings.Contains(err.Error(), "cluster support disabled") {
 			return nil, fmt.Errorf("redis at %s is not a Redis Cluster (%v): drop %s", strings.Join(seeds, ", "), errors.Unwrap(err), f.name("redis-cluster"))
 		}
-		return nil, redisServerError(where, f, err)
+		if err = redis.Explain(err, where, f.name("redis-url")); goredis.HasErrorPrefix(err, "NOAUTH") {
+			err = fmt.Errorf("%w (best through $%s, not the command line: ps shows flags)", err, f.env("redis-url"))
+		}
+		return nil, err
 	}
 	if seeds != nil {
 		return &conn{describe: where, store: s}, nil
@@ -160,14 +142,4 @@ func openRedis(ctx context.Context, f *backendFlags) (*conn, error) {
 	}
 	return &conn{describe: where, store: s,
 		wipes: "SWAPDB is seen through a key per follower (kvbreaker:follow:<id>, kept an hour past its last check); under an ACL that refuses that key it is not: restart the fleet's processes after one"}, nil
-}
-
-// redisServerError is redis.Explain, naming --redis-url as the setting to
-// change, and where a password belongs.
-func redisServerError(where string, f *backendFlags, err error) error {
-	err = redis.Explain(err, where, f.name("redis-url"))
-	if goredis.HasErrorPrefix(err, "NOAUTH") {
-		return fmt.Errorf("%w (best through $%s, not the command line: ps shows flags)", err, f.env("redis-url"))
-	}
-	return err
 }

@@ -20,11 +20,7 @@ var sqliteBackend = backendDesc{
 	create:  initSQLite,
 	creates: "SQLite's file and tables (--sqlite-path, in WAL mode: sqlite.Open)",
 	prints:  "SQLite's SQL (sqlite.Schema; pipe it to sqlite3)",
-	print: func(_ *backendFlags, stdout io.Writer) error {
-		fmt.Fprintf(stdout, "-- The tables kvbreaker's SQLite store uses (sqlite.Schema), as \"kvbreaker init\" creates them.\n")
-		fmt.Fprintf(stdout, "-- The store also sets journal_mode=WAL, which the file keeps.\nPRAGMA journal_mode = WAL;\n%s\n", sqlite.Schema)
-		return nil
-	},
+	print:   func(_ *backendFlags, w io.Writer) error { _, err := io.WriteString(w, sqlite.SchemaScript); return err },
 	examples: map[string]string{
 		"init": `  kvbreaker init --backend sqlite --sqlite-path /var/lib/app/kvbreaker.db`,
 	},

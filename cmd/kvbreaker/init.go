@@ -100,7 +100,7 @@ func runInit(ctx context.Context, f *initFlags, stdout, stderr io.Writer) error 
 	}
 	var out initOutput
 	if f.bf.desc.create == nil {
-		out = initOutput{Backend: f.bf.backend, Message: f.bf.desc.noTable}
+		out = initOutput{Backend: f.bf.backend, Message: f.bf.desc.noTableSays()}
 	} else {
 		ctx, cancel := context.WithTimeout(ctx, f.timeout)
 		defer cancel()
@@ -121,15 +121,15 @@ func runInit(ctx context.Context, f *initFlags, stdout, stderr io.Writer) error 
 func printInit(bf *backendFlags, stdout, stderr io.Writer) error {
 	switch {
 	case bf.backend == "":
-		return usagef("--backend is required (or $KVBREAKER_BACKEND): one of %s", strings.Join(backendNames(), ", "))
+		return usagef("--backend is required (or $KVBREAKER_BACKEND): one of %s", strings.Join(publicBackends, ", "))
 	case backends[bf.backend].open == nil:
-		return usagef("%s is %q: want one of %s", bf.name("backend"), bf.backend, strings.Join(backendNames(), ", "))
+		return usagef("%s is %q: want one of %s", bf.name("backend"), bf.backend, strings.Join(publicBackends, ", "))
 	}
 	d := descOf(backends[bf.backend].flags)
 	if d.print != nil {
 		return d.print(bf, stdout)
 	}
-	fmt.Fprintln(stderr, d.noTable)
+	fmt.Fprintln(stderr, d.noTableSays())
 	return nil
 }
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -25,11 +26,11 @@ func unreachable(backend, endpoint, why string, err error) error {
 	return &driver.UnreachableError{Backend: backend, Endpoints: []string{endpoint}, Reason: why, Err: err}
 }
 
-// preflight opens (and closes) a TCP connection to each endpoint (a URL,
-// or host:port when network is set), within dialTimeout, and fails only if
-// none accepts. SDK clients retry a refused connection until their deadline
-// (a gRPC client for its whole dial timeout); this answers the common case,
-// a wrong port or a server that is down, at once and in words.
+// preflight opens (and closes) a TCP connection to each endpoint URL's host
+// and port within dialTimeout, and fails only if none accepts. SDK clients
+// retry a refused connection until their deadline (a gRPC client for its
+// whole dial timeout); this answers the common case, a wrong port or a
+// server that is down, at once and in words.
 func preflight(ctx context.Context, backend string, endpoints ...string) error {
 	var errs []error
 	for _, ep := range endpoints {
@@ -39,8 +40,8 @@ func preflight(ctx context.Context, backend string, endpoints ...string) error {
 		}
 		// A URL without a port: its scheme's (NATS's 4222, HTTP's 80).
 		port := map[string]string{"http": "80", "nats": "4222", "tls": "4222"}[u.Scheme]
-		addr := net.JoinHostPort(u.Hostname(), or(u.Port(), or(port, "443")))
-		if err = dialCheck(ctx, backend, "tcp", addr); err == nil {
+		addr := net.JoinHostPort(u.Hostname(), cmp.Or(u.Port(), port, "443"))
+		if err = adapter.CheckDial(ctx, backend, "tcp", addr, dialTimeout); err == nil {
 			return nil
 		}
 		if port != "4222" { // NATS's messages name host:port, as nats.go does
@@ -49,19 +50,6 @@ func preflight(ctx context.Context, backend string, endpoints ...string) error {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
-}
-
-// or is a, or b if a is empty.
-func or(a, b string) string {
-	if a == "" {
-		return b
-	}
-	return a
-}
-
-// dialCheck is adapter.CheckDial within dialTimeout.
-func dialCheck(ctx context.Context, backend, network, addr string) error {
-	return adapter.CheckDial(ctx, backend, network, addr, dialTimeout)
 }
 
 // noAnswer translates the failure of a connection's first request: when
