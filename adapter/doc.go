@@ -32,6 +32,16 @@
 //   - [Resync] and [Backoff]: a feed's sessions one after another, a Lost
 //     after each that began, a doubling wait between them while the store
 //     refuses (etcd, NATS; the wait alone: PostgreSQL, Redis, SQLite).
+//   - [PendingBeats]: a feed's heartbeats waiting for its changes to reach
+//     the position each read (etcd's revision, a NATS consumer's sequence).
+//   - [PrefixEnd] and [NextCursor]: a listed prefix's bytewise range and
+//     the cursor after a page (MySQL, SQLite; the cursor: PostgreSQL too).
+//   - [Resend], [NoVersionDelete] and [RowExpiry]: the resend of a
+//     statement whose answer was lost, CompareAndDelete of
+//     driver.NoVersion answered from a read, and Expiry from a row's
+//     microseconds left (MySQL, PostgreSQL).
+//   - [CeilSeconds]: a TTL in whole seconds, rounded up, at least 1 (etcd,
+//     NATS).
 //
 // driver says what an adapter must do; adapter helps it do that. Neither
 // imports a backend or an SDK. This package's example_store_test.go is a

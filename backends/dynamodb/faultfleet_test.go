@@ -1,7 +1,7 @@
 package dynamodb_test
 
 import (
-	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -9,9 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	dyn "github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
-	"github.com/kvbreaker/kvbreaker"
 	"github.com/kvbreaker/kvbreaker/backends/dynamodb"
-	"github.com/kvbreaker/kvbreaker/conformance/faultproxy"
 	"github.com/kvbreaker/kvbreaker/driver"
 	"github.com/kvbreaker/kvbreaker/internal/faultfleet"
 )
@@ -27,41 +25,23 @@ import (
 // the circuit … but OnStateChange was told \"\"" and "open→half-open
 // reported twice in a row".
 func TestFaultFleet(t *testing.T) {
-	p, err := faultproxy.Start(srv.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = p.Close() }()
 	prefix := uniquePrefix(t)
-	observer := newPrefixed(t, client, prefix)
-	rep, err := faultfleet.Run(t.Context(), faultfleet.Config{
-		NewStore: func(context.Context, int) (driver.Store, error) {
-			c := newClient("http://"+p.Addr(), func(o *dyn.Options) {
-				// The SDK's standard retryer with a short backoff, so that
-				// retries of applied writes happen within CallTimeout
-				// (the default waits up to 2 s, longer than the fleet's
-				// 1 s), and no retry quota, so a long run keeps retrying.
-				o.Retryer = retry.NewStandard(func(so *retry.StandardOptions) {
-					so.MaxAttempts = 3
-					so.Backoff = retry.BackoffDelayerFunc(func(int, error) (time.Duration, error) { return 20 * time.Millisecond, nil })
-					so.RateLimiter = ratelimit.None
-				})
+	faultfleet.Proxied(t, srv.Addr(), prefix, newPrefixed(t, client, prefix), func(addr string) (driver.Store, error) {
+		c := newClient("http://"+addr, func(o *dyn.Options) {
+			// The SDK's standard retryer with a short backoff, so that
+			// retries of applied writes happen within CallTimeout (the
+			// default waits up to 2 s, longer than the fleet's 1 s), and
+			// no retry quota, so a long run keeps retrying.
+			o.Retryer = retry.NewStandard(func(so *retry.StandardOptions) {
+				so.MaxAttempts = 3
+				so.Backoff = retry.BackoffDelayerFunc(func(int, error) (time.Duration, error) { return 20 * time.Millisecond, nil })
+				so.RateLimiter = ratelimit.None
 			})
-			s, err := dynamodb.New(c, table)
-			if err != nil {
-				return nil, err
-			}
-			return kvbreaker.Prefixed(s, prefix)
-		},
-		Observer: observer,
-		Proxy:    p,
-		Short:    testing.Short(),
-		Logf:     t.Logf,
-	})
-	t.Log(rep)
-	if err != nil {
+		})
+		return dynamodb.New(c, table)
+	}, func() string {
 		// A run where dynalite stopped answering (seen twice in about 25
 		// runs, cause not found) reports no power; say whether it died.
-		t.Fatalf("%v\ndynalite pid %d (0: exited), stderr %q", err, srv.PID(), srv.Stderr())
-	}
+		return fmt.Sprintf("dynalite pid %d (0: exited), stderr %q", srv.PID(), srv.Stderr())
+	})
 }

@@ -136,7 +136,7 @@ func (s *Store) reach(ctx context.Context, op string, endpoints []string, tlsPro
 				return opError(op, "", refused)
 			case ctx.Err() == nil:
 				// The cluster answered with an error (auth, no leader, …).
-				return opError(op, "", &viaError{via: strings.Join(eps, ","), err: err})
+				return opError(op, "", via(err, strings.Join(eps, ",")))
 			}
 			// ctx ended before connectTimeout or after a check that
 			// found an endpoint accepting: check (again) briefly, so a

@@ -207,7 +207,7 @@ func newStore(cli *clientv3.Client, owns bool, o options) *Store {
 	s := &Store{cli: cli, ownsCli: owns, via: strings.Join(redactEndpoints(cli.Endpoints()), ",")}
 	s.pool = &leasePool{policy: o.policy, clock: o.clock, grant: s.grant, slots: make(map[int64]*leaseSlot)}
 	if o.minTTL > 0 {
-		s.minTTL.Store(ceilSeconds(o.minTTL))
+		s.minTTL.Store(adapter.CeilSeconds(o.minTTL))
 	}
 	return s
 }
@@ -342,7 +342,7 @@ func (s *Store) CompareAndSwap(ctx context.Context, key string, old driver.Versi
 		// No revision is this large: the compare cannot succeed.
 		return 0, s.conflictFromGet(ctx, op, key)
 	}
-	ttlSec := max(ceilSeconds(ttl), s.minTTL.Load())
+	ttlSec := max(adapter.CeilSeconds(ttl), s.minTTL.Load())
 	var cmp clientv3.Cmp
 	if old == driver.NoVersion {
 		cmp = clientv3.Compare(clientv3.CreateRevision(key), "=", 0)
@@ -459,15 +459,6 @@ func (s *Store) grant(ctx context.Context, ttlSec int64) (clientv3.LeaseID, int6
 	return resp.ID, resp.TTL, nil
 }
 
-// ceilSeconds rounds d up to whole seconds, at least 1.
-func ceilSeconds(d time.Duration) int64 {
-	sec := int64(d / time.Second)
-	if d%time.Second != 0 {
-		sec++
-	}
-	return max(1, sec)
-}
-
 // opError is the shape of every error but ErrNotFound and conflicts.
 func opError(op, key string, err error) error {
 	return &driver.OpError{Backend: backend, Op: op, Key: key, Err: err}
@@ -481,7 +472,7 @@ func opError(op, key string, err error) error {
 // that case, which is then an *driver.UnreachableError (matching driver.ErrUnreachable
 // and still the context's error), as driver's doc promises.
 func (s *Store) callError(op, key string, err error) error {
-	var cause error = &viaError{via: s.via, err: err}
+	cause := via(err, s.via)
 	if errors.Is(err, context.DeadlineExceeded) {
 		eps := s.cli.Endpoints()
 		ctx, cancel := context.WithTimeout(context.Background(), checkTimeout)
@@ -495,15 +486,11 @@ func (s *Store) callError(op, key string, err error) error {
 	return opError(op, key, cause)
 }
 
-// viaError is a request's error and the endpoints it went to; it unwraps
-// to the error (a context error, an rpctypes error, …).
-type viaError struct {
-	via string
-	err error
+// via is a request's error and the endpoints it went to; it unwraps to
+// the error (a context error, an rpctypes error, …).
+func via(err error, endpoints string) error {
+	return adapter.Explained(err, "%v (via %s)", err, endpoints)
 }
-
-func (e *viaError) Error() string { return e.err.Error() + " (via " + e.via + ")" }
-func (e *viaError) Unwrap() error { return e.err }
 
 // redactEndpoints is redactEndpoint of each.
 func redactEndpoints(eps []string) []string {

@@ -226,13 +226,6 @@ func (f *follower) snapshot(ctx context.Context) (rev int64, began bool, err err
 	return rev, true, nil
 }
 
-// beat is a heartbeat waiting for the watch: once it has delivered every
-// event up to rev, every commit acknowledged before at has been delivered.
-type beat struct {
-	at  time.Time
-	rev int64
-}
-
 // watch follows the prefix from revision rev+1 until the watch fails
 // (the reason) or ctx ends (ctx's error).
 func (f *follower) watch(ctx context.Context, rev int64) error {
@@ -257,7 +250,10 @@ func (f *follower) watch(ctx context.Context, rev int64) error {
 		f.beats.restart(f.snapAt, rev)
 	}
 	seen := rev // every event up to seen has been delivered
-	var pending []beat
+	// Heartbeats waiting for the watch: once it has delivered every event
+	// up to a beat's revision, every commit acknowledged before the beat
+	// has been delivered.
+	pending := adapter.PendingBeats[int64]{Max: maxPendingBeats}
 	beatNow := func() {
 		at := time.Now()
 		cur, err := f.currentRevision(ctx)
@@ -271,11 +267,9 @@ func (f *follower) watch(ctx context.Context, rev int64) error {
 			// beats can be dated from here too.
 			f.beats.anchored(at, cur)
 		}
-		if len(pending) == maxPendingBeats {
-			pending = append(pending[:0], pending[1:]...)
-		}
-		pending = f.proven(append(pending, beat{at, cur}), seen)
-		if len(pending) > 0 {
+		pending.Add(at, cur)
+		f.proven(&pending, seen)
+		if _, waiting := pending.Newest(); waiting {
 			pctx, pcancel := context.WithTimeout(wctx, f.heartbeat)
 			_ = w.RequestProgress(pctx) // a lost request only delays Synced
 			pcancel()
@@ -312,7 +306,7 @@ func (f *follower) watch(ctx context.Context, rev int64) error {
 				// the member's revision (mvcc progressIfSync).
 				seen = max(seen, wr.Header.Revision)
 			}
-			pending = f.proven(pending, seen)
+			f.proven(&pending, seen)
 		case <-tick:
 			beatNow()
 		case <-f.want:
@@ -334,7 +328,8 @@ func (f *follower) watch(ctx context.Context, rev int64) error {
 				f.perProcess = true
 				beatCounts.fallbacks.Add(1)
 			}
-			if now.Sub(f.last) < f.heartbeat || len(pending) > 0 && now.Sub(pending[len(pending)-1].at) < f.heartbeat {
+			newest, waiting := pending.Newest()
+			if now.Sub(f.last) < f.heartbeat || waiting && now.Sub(newest) < f.heartbeat {
 				continue
 			}
 			beatNow()
@@ -354,19 +349,13 @@ func (f *follower) beatEvent(ev *clientv3.Event) {
 	}
 }
 
-// proven sends Synced for the latest pending beat the watch has reached
-// and returns the beats still waiting.
-func (f *follower) proven(pending []beat, seen int64) []beat {
-	i := 0
-	for i < len(pending) && pending[i].rev <= seen {
-		i++
+// proven sends Synced for the latest pending beat the watch has reached,
+// having delivered every event up to revision seen.
+func (f *follower) proven(pending *adapter.PendingBeats[int64], seen int64) {
+	if at, ok := pending.Reached(seen); ok {
+		f.last = at
+		f.fn(driver.Change{Kind: driver.ChangeSynced, At: at})
 	}
-	if i == 0 {
-		return pending
-	}
-	f.last = pending[i-1].at
-	f.fn(driver.Change{Kind: driver.ChangeSynced, At: pending[i-1].at})
-	return append(pending[:0], pending[i:]...)
 }
 
 // currentRevision is the cluster's revision by a linearizable read (of

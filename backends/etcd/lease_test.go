@@ -103,20 +103,6 @@ func TestReusable(t *testing.T) {
 	}
 }
 
-func TestCeilSeconds(t *testing.T) {
-	for _, tc := range []struct {
-		d    time.Duration
-		want int64
-	}{
-		{time.Nanosecond, 1}, {time.Second, 1}, {time.Second + 1, 2},
-		{1500 * time.Millisecond, 2}, {30*time.Minute + 5*time.Second, 1805}, {-time.Second, 1},
-	} {
-		if got := ceilSeconds(tc.d); got != tc.want {
-			t.Errorf("ceilSeconds(%v) = %d, want %d", tc.d, got, tc.want)
-		}
-	}
-}
-
 // fakeGrants is a grant function that counts calls and can block or fail.
 type fakeGrants struct {
 	n       atomic.Int64

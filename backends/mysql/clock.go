@@ -6,6 +6,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/kvbreaker/kvbreaker/adapter"
 	"github.com/kvbreaker/kvbreaker/driver"
 )
 
@@ -49,8 +50,6 @@ func (s *Store) Expiry(ctx context.Context, key string) (time.Duration, error) {
 		return 0, driver.ErrNotFound
 	case err != nil:
 		return 0, s.wrap(opExpiry, key, err)
-	case us < 0:
-		return driver.NoExpiry, nil
 	}
-	return time.Duration(us) * time.Microsecond, nil
+	return adapter.RowExpiry(us), nil
 }

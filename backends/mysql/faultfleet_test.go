@@ -1,12 +1,10 @@
 package mysql_test
 
 import (
-	"context"
+	"fmt"
 	"testing"
 
-	"github.com/kvbreaker/kvbreaker"
 	"github.com/kvbreaker/kvbreaker/backends/mysql"
-	"github.com/kvbreaker/kvbreaker/conformance/faultproxy"
 	"github.com/kvbreaker/kvbreaker/driver"
 	"github.com/kvbreaker/kvbreaker/internal/faultfleet"
 )
@@ -18,31 +16,14 @@ import (
 // reported once, and every call returns within CallTimeout. Each worker has
 // its own pool, as a separate process would.
 func TestFaultFleet(t *testing.T) {
-	p, err := faultproxy.Start(server.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = p.Close() }()
 	prefix := uniquePrefix(t)
-	observer := isolate(t, newRaw(t), prefix)
-	rep, err := faultfleet.Run(t.Context(), faultfleet.Config{
-		NewStore: func(context.Context, int) (driver.Store, error) {
-			db := newDB(t, server.DSNFor(p.Addr()))
-			db.SetMaxOpenConns(2)
-			s, err := mysql.New(db, table, mysql.WithEndpoint(p.Addr()))
-			if err != nil {
-				return nil, err
-			}
+	faultfleet.Proxied(t, server.Addr(), prefix, isolate(t, newRaw(t), prefix), func(addr string) (driver.Store, error) {
+		db := newDB(t, server.DSNFor(addr))
+		db.SetMaxOpenConns(2)
+		s, err := mysql.New(db, table, mysql.WithEndpoint(addr))
+		if err == nil {
 			t.Cleanup(func() { s.Close() })
-			return kvbreaker.Prefixed(s, prefix)
-		},
-		Observer: observer,
-		Proxy:    p,
-		Short:    testing.Short(),
-		Logf:     t.Logf,
-	})
-	t.Log(rep)
-	if err != nil {
-		t.Fatalf("%v\nmariadbd pid %d (0: stopped)", err, server.PID())
-	}
+		}
+		return s, err
+	}, func() string { return fmt.Sprintf("mariadbd pid %d (0: stopped)", server.PID()) })
 }

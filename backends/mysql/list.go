@@ -21,7 +21,7 @@ func (s *Store) List(ctx context.Context, prefix, cursor string, limit int) ([]s
 		return nil, "", s.wrap(opList, prefix, err)
 	}
 	st, args := stListAll, []any{prefix, cursor, limit}
-	if end, ok := prefixEnd(prefix); ok {
+	if end, ok := adapter.PrefixEnd(prefix); ok {
 		st, args = stList, []any{prefix, cursor, end, limit}
 	}
 	var keys []string
@@ -48,22 +48,5 @@ func (s *Store) List(ctx context.Context, prefix, cursor string, limit int) ([]s
 	if err != nil {
 		return nil, "", s.wrap(opList, prefix, err)
 	}
-	next := ""
-	if len(keys) == limit {
-		next = keys[len(keys)-1]
-	}
-	return keys, next, nil
-}
-
-// prefixEnd returns the least byte string above every string that begins
-// with prefix: prefix with its last byte below 0xff incremented and what
-// follows it dropped. There is none (false) when prefix is empty or all
-// 0xff; then every string at or above prefix begins with it.
-func prefixEnd(prefix string) (string, bool) {
-	for i := len(prefix) - 1; i >= 0; i-- {
-		if prefix[i] != 0xff {
-			return prefix[:i] + string([]byte{prefix[i] + 1}), true
-		}
-	}
-	return "", false
+	return keys, adapter.NextCursor(keys, limit), nil
 }

@@ -623,14 +623,7 @@ func (s *Store) CompareAndDelete(ctx context.Context, key string, old driver.Ver
 		return s.wrap(opDelete, key, ErrClosed)
 	}
 	if old == driver.NoVersion {
-		value, ver, err := s.Get(ctx, key)
-		if err != nil {
-			if oe, ok := errors.AsType[*driver.OpError](err); ok {
-				oe.Op = opDelete
-			}
-			return err
-		}
-		return &driver.ConflictError{Value: value, Version: ver}
+		return adapter.NoVersionDelete(s.Get(ctx, key))
 	}
 	if err := checkKey(key); err != nil {
 		return s.wrap(opDelete, key, err)
@@ -664,14 +657,7 @@ func (s *Store) CompareAndDelete(ctx context.Context, key string, old driver.Ver
 // answer, and a deadlock the server rolled back, is resent (see "Ambiguous
 // outcomes").
 func (s *Store) retry(ctx context.Context, send func() error) error {
-	var err error
-	for range attempts {
-		err = send()
-		if !resendable(ctx, err) {
-			return err
-		}
-	}
-	return err
+	return adapter.Resend(attempts, send, func(err error) bool { return resendable(ctx, err) })
 }
 
 // errDeadlock is the server's ER_LOCK_DEADLOCK: the statement's

@@ -166,14 +166,6 @@ func refused(err error) bool {
 	return errors.Is(err, natsgo.ErrPermissionViolation) || errors.Is(err, natsgo.ErrAuthorization)
 }
 
-// beat is a heartbeat waiting for the feed: once it has delivered the
-// consumer's messages up to seq, every commit before at has been
-// delivered.
-type beat struct {
-	at  time.Time
-	seq uint64
-}
-
 // once follows with one consumer until it fails (the reason) or ctx ends.
 // began says a Reset was delivered; synced that a snapshot was delivered
 // whole.
@@ -233,7 +225,10 @@ func (f *follower) once(ctx context.Context) (began, synced bool, err error) {
 	defer ticker.Stop()
 	stall := max(minFollowTimeout, 10*f.heartbeat)
 	var seen uint64 // the consumer sequence delivered last
-	var pending []beat
+	// Heartbeats waiting for the feed: once it has delivered the
+	// consumer's messages up to a beat's sequence, every commit before the
+	// beat has been delivered.
+	pending := adapter.PendingBeats[uint64]{Max: maxPendingBeats}
 	// sendBeat asks the consumer's progress (after the wipe check) and
 	// adds a beat for it; an error ends the session.
 	sendBeat := func() error {
@@ -262,10 +257,8 @@ func (f *follower) once(ctx context.Context) (began, synced bool, err error) {
 		if err != nil || !synced {
 			return nil // no Synced: the caller sees the feed fall behind
 		}
-		if len(pending) == maxPendingBeats {
-			pending = append(pending[:0], pending[1:]...)
-		}
-		pending = f.proven(append(pending, beat{bat, ci.Delivered.Consumer + ci.NumPending}), seen)
+		pending.Add(bat, ci.Delivered.Consumer+ci.NumPending)
+		f.proven(&pending, seen)
 		return nil
 	}
 	for {
@@ -294,7 +287,7 @@ func (f *follower) once(ctx context.Context) (began, synced bool, err error) {
 				f.fn(driver.Change{Kind: driver.ChangeSynced, At: at})
 			}
 			if synced {
-				pending = f.proven(pending, seen)
+				f.proven(&pending, seen)
 			}
 			if fb != nil && wasSynced {
 				at, ok, err := fb.received(ctx, m, sseq, time.Now())
@@ -330,7 +323,8 @@ func (f *follower) once(ctx context.Context) (began, synced bool, err error) {
 			// Not while the newest Synced is fresh, nor while a beat
 			// sent within the heartbeat waits for the feed.
 			now := time.Now()
-			if now.Sub(f.last) < f.heartbeat || len(pending) > 0 && now.Sub(pending[len(pending)-1].at) < f.heartbeat {
+			newest, waiting := pending.Newest()
+			if now.Sub(f.last) < f.heartbeat || waiting && now.Sub(newest) < f.heartbeat {
 				continue
 			}
 			if err := sendBeat(); err != nil {
@@ -338,8 +332,8 @@ func (f *follower) once(ctx context.Context) (began, synced bool, err error) {
 			}
 		case <-ticker.C:
 			// On demand the ticker only notices a stall.
-			if len(pending) > 0 && time.Since(pending[0].at) > stall {
-				return began, synced, fmt.Errorf("%w: the consumer sent up to %d, %d arrived in %v", ErrFeedStalled, pending[0].seq, seen, stall)
+			if oldest, upTo, waiting := pending.Oldest(); waiting && time.Since(oldest) > stall {
+				return began, synced, fmt.Errorf("%w: the consumer sent up to %d, %d arrived in %v", ErrFeedStalled, upTo, seen, stall)
 			}
 			if fb != nil {
 				if err := fb.overdue(time.Now()); err != nil {
@@ -434,19 +428,13 @@ func (f *follower) deliver(m *natsgo.Msg, sseq uint64, live bool) {
 	f.fn(driver.Change{Kind: driver.ChangePut, Key: key, Value: m.Data, Version: driver.Version(sseq)})
 }
 
-// proven sends Synced for the latest pending beat the feed has reached
-// and returns the beats still waiting.
-func (f *follower) proven(pending []beat, seen uint64) []beat {
-	i := 0
-	for i < len(pending) && pending[i].seq <= seen {
-		i++
+// proven sends Synced for the latest pending beat the feed has reached,
+// having delivered the consumer's messages up to seen.
+func (f *follower) proven(pending *adapter.PendingBeats[uint64], seen uint64) {
+	if at, ok := pending.Reached(seen); ok {
+		f.last = at
+		f.fn(driver.Change{Kind: driver.ChangeSynced, At: at})
 	}
-	if i == 0 {
-		return pending
-	}
-	f.last = pending[i-1].at
-	f.fn(driver.Change{Kind: driver.ChangeSynced, At: pending[i-1].at})
-	return append(pending[:0], pending[i:]...)
 }
 
 // ackMeta reads a consumer message's sequences and pending count from its

@@ -199,7 +199,7 @@ func newStore(ctx context.Context, nc *natsgo.Conn, owns bool, bucket string, o 
 		nc: nc, owns: owns, js: js, bucket: bucket,
 		stream: "KV_" + bucket, subjPre: "$KV." + bucket + ".",
 		via:  redactURL(nc.ConnectedUrlRedacted()),
-		tomb: ceilSeconds(o.tomb),
+		tomb: adapter.CeilSeconds(o.tomb),
 	}
 	if s.via == "" {
 		s.via = redactURL(nc.Opts.Url)
@@ -344,7 +344,7 @@ func (s *Store) CompareAndSwap(ctx context.Context, key string, old driver.Versi
 		return 0, opError(op, key, fmt.Errorf("ttl %v is not positive", ttl))
 	}
 	subj := s.Subject(key)
-	ttlSec := strconv.FormatInt(ceilSeconds(ttl), 10)
+	ttlSec := strconv.FormatInt(adapter.CeilSeconds(ttl), 10)
 	expect := uint64(old)
 	// A refused publish applied nothing, so it may be sent again: a create
 	// that meets a marker expects the marker; a read that still shows old
@@ -552,15 +552,6 @@ func (s *Store) getMsg(ctx context.Context, req map[string]any) (*storedMsg, err
 	return r.Message, nil
 }
 
-// ceilSeconds rounds d up to whole seconds, at least 1.
-func ceilSeconds(d time.Duration) int64 {
-	sec := int64(d / time.Second)
-	if d%time.Second != 0 {
-		sec++
-	}
-	return max(1, sec)
-}
-
 // opError is the shape of every error but ErrNotFound and conflicts.
 func opError(op, key string, err error) error {
 	return &driver.OpError{Backend: backend, Op: op, Key: key, Err: err}
@@ -568,15 +559,5 @@ func opError(op, key string, err error) error {
 
 // callError is opError for a failed request: the cause names the server.
 func (s *Store) callError(op, key string, err error) error {
-	return opError(op, key, &viaError{via: s.via, err: err})
+	return opError(op, key, adapter.Explained(err, "%v (via %s)", err, s.via))
 }
-
-// viaError is a request's error and the server it went to; it unwraps to
-// the error.
-type viaError struct {
-	via string
-	err error
-}
-
-func (e *viaError) Error() string { return e.err.Error() + " (via " + e.via + ")" }
-func (e *viaError) Unwrap() error { return e.err }

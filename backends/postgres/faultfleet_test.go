@@ -1,12 +1,10 @@
 package postgres_test
 
 import (
-	"context"
+	"fmt"
 	"testing"
 
-	"github.com/kvbreaker/kvbreaker"
 	"github.com/kvbreaker/kvbreaker/backends/postgres"
-	"github.com/kvbreaker/kvbreaker/conformance/faultproxy"
 	"github.com/kvbreaker/kvbreaker/driver"
 	"github.com/kvbreaker/kvbreaker/internal/faultfleet"
 )
@@ -18,29 +16,12 @@ import (
 // reported once, and every call returns within CallTimeout. Each worker has
 // its own pool, as a separate process would.
 func TestFaultFleet(t *testing.T) {
-	p, err := faultproxy.Start(server.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = p.Close() }()
 	prefix := uniquePrefix(t)
-	observer := isolate(t, newRaw(t), prefix)
-	rep, err := faultfleet.Run(t.Context(), faultfleet.Config{
-		NewStore: func(context.Context, int) (driver.Store, error) {
-			s, err := postgres.New(newPool(t, server.URLFor(p.Addr())+"&pool_max_conns=2"), table)
-			if err != nil {
-				return nil, err
-			}
+	faultfleet.Proxied(t, server.Addr(), prefix, isolate(t, newRaw(t), prefix), func(addr string) (driver.Store, error) {
+		s, err := postgres.New(newPool(t, server.URLFor(addr)+"&pool_max_conns=2"), table)
+		if err == nil {
 			t.Cleanup(func() { s.Close() })
-			return kvbreaker.Prefixed(s, prefix)
-		},
-		Observer: observer,
-		Proxy:    p,
-		Short:    testing.Short(),
-		Logf:     t.Logf,
-	})
-	t.Log(rep)
-	if err != nil {
-		t.Fatalf("%v\npostgres pid %d (0: stopped)", err, server.PID())
-	}
+		}
+		return s, err
+	}, func() string { return fmt.Sprintf("postgres pid %d (0: stopped)", server.PID()) })
 }

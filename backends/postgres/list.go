@@ -46,11 +46,7 @@ func (s *Store) List(ctx context.Context, prefix, cursor string, limit int) ([]s
 	if err != nil {
 		return nil, "", s.wrap(opList, prefix, err)
 	}
-	next := ""
-	if len(keys) == limit {
-		next = keys[len(keys)-1]
-	}
-	return keys, next, nil
+	return keys, adapter.NextCursor(keys, limit), nil
 }
 
 // prefixEnd returns the least string above every string that begins with

@@ -539,14 +539,7 @@ func (s *Store) CompareAndDelete(ctx context.Context, key string, old driver.Ver
 
 func (s *Store) compareAndDelete(ctx context.Context, q querier, via sender, key string, old driver.Version) error {
 	if old == driver.NoVersion {
-		value, ver, err := s.Get(ctx, key)
-		if err != nil {
-			if oe, ok := errors.AsType[*driver.OpError](err); ok {
-				oe.Op = opDelete
-			}
-			return err
-		}
-		return &driver.ConflictError{Value: value, Version: ver}
+		return adapter.NoVersionDelete(s.Get(ctx, key))
 	}
 	id := writeID()
 	var r result
@@ -589,24 +582,15 @@ func (s *Store) Expiry(ctx context.Context, key string) (time.Duration, error) {
 		return 0, driver.ErrNotFound
 	case err != nil:
 		return 0, s.wrap(opExpiry, key, err)
-	case us < 0:
-		return driver.NoExpiry, nil
 	}
-	return time.Duration(us) * time.Microsecond, nil
+	return adapter.RowExpiry(us), nil
 }
 
 // retry runs send until it succeeds, fails with an answer from the server
 // (including pgx.ErrNoRows), finds no server, or attempts run out; a lost
 // answer is resent (see "Ambiguous outcomes").
 func (s *Store) retry(ctx context.Context, send func() error) error {
-	var err error
-	for range attempts {
-		err = send()
-		if !resendable(ctx, err) {
-			return err
-		}
-	}
-	return err
+	return adapter.Resend(attempts, send, func(err error) bool { return resendable(ctx, err) })
 }
 
 // resendable reports whether err is a connection that failed in a way a new

@@ -117,37 +117,5 @@ func TestOptionErrors(t *testing.T) {
 // TestList: live keys under a prefix, in order, paginated by key; expired
 // and deleted ones are not listed.
 func TestList(t *testing.T) {
-	ctx := t.Context()
-	st := newStore(t)
-	for _, k := range []string{"a.example", "b.example", "c.example", "d.example", "x/other"} {
-		if _, err := st.CompareAndSwap(ctx, k, driver.NoVersion, []byte("v"), time.Hour); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if _, err := st.CompareAndSwap(ctx, "e.example", driver.NoVersion, []byte("v"), time.Microsecond); err != nil {
-		t.Fatal(err)
-	}
-	if err := st.CompareAndDelete(ctx, "c.example", mustGet(t, st, "c.example")); err != nil {
-		t.Fatal(err)
-	}
-	var pages [][]string
-	cursor := ""
-	for {
-		keys, next, err := st.List(ctx, "", cursor, 2)
-		if err != nil {
-			t.Fatal(err)
-		}
-		pages = append(pages, keys)
-		if next == "" {
-			break
-		}
-		cursor = next
-	}
-	if got := fmt.Sprint(pages); got != "[[a.example b.example] [d.example x/other] []]" {
-		t.Errorf("pages %s", got)
-	}
-	keys, _, err := st.List(ctx, "x/", "", 10)
-	if err != nil || fmt.Sprint(keys) != "[x/other]" {
-		t.Errorf("List(x/) = %v, %v", keys, err)
-	}
+	backendtest.LiveListing(t, newStore(t), time.Microsecond, nil)
 }

@@ -139,7 +139,7 @@ func (f *follower) snapshot(ctx context.Context) error {
 		}
 		w.witness = witness{key.String, version.Int64}
 		q, args := "SELECT key, value, version, expires_at FROM kvbreaker WHERE key >= ?1 AND expires_at > ?2", []any{f.prefix, now}
-		if end, ok := prefixEnd(f.prefix); ok {
+		if end, ok := adapter.PrefixEnd(f.prefix); ok {
 			q, args = q+" AND key < ?3", append(args, end)
 		}
 		rows, err := tx.QueryContext(ctx, q+" ORDER BY key", args...)

@@ -29,7 +29,7 @@ func (s *Store) List(ctx context.Context, prefix, cursor string, limit int) ([]s
 		rows *sql.Rows
 		err  error
 	)
-	if end, ok := prefixEnd(prefix); ok {
+	if end, ok := adapter.PrefixEnd(prefix); ok {
 		rows, err = s.db.QueryContext(ctx, `SELECT key FROM kvbreaker
 WHERE key >= ?1 AND key < ?2 AND key > ?3 AND expires_at > ?4 ORDER BY key LIMIT ?5`, prefix, end, cursor, now, limit)
 	} else {
@@ -51,24 +51,5 @@ WHERE key >= ?1 AND key > ?2 AND expires_at > ?3 ORDER BY key LIMIT ?4`, prefix,
 	if err := rows.Err(); err != nil {
 		return nil, "", s.wrap(ctx, opList, prefix, err)
 	}
-	next := ""
-	if len(keys) == limit {
-		next = keys[len(keys)-1]
-	}
-	return keys, next, nil
-}
-
-// prefixEnd returns the least string above every string that begins with
-// prefix in bytewise order (the key column's BINARY collation): prefix
-// with its last byte below 0xff incremented and what follows dropped.
-// There is none (false) when prefix is empty or all 0xff bytes.
-func prefixEnd(prefix string) (string, bool) {
-	b := []byte(prefix)
-	for i := len(b) - 1; i >= 0; i-- {
-		if b[i] < 0xff {
-			b[i]++
-			return string(b[:i+1]), true
-		}
-	}
-	return "", false
+	return keys, adapter.NextCursor(keys, limit), nil
 }

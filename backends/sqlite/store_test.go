@@ -221,33 +221,9 @@ func TestPurgeEveryWrites(t *testing.T) {
 // TestList: live keys under a prefix, in order, paginated by key; expired
 // and deleted ones are not listed.
 func TestList(t *testing.T) {
-	ctx := t.Context()
 	clk := newFakeClock()
 	st := isolate(t, open(t, tempDB(t), sqlite.WithClock(clk.Now)), uniquePrefix(t))
-	for _, k := range []string{"a.example", "b.example", "c.example", "d.example", "x/other"} {
-		if _, err := st.CompareAndSwap(ctx, k, driver.NoVersion, []byte("v"), time.Hour); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if _, err := st.CompareAndSwap(ctx, "e.example", driver.NoVersion, []byte("v"), time.Millisecond); err != nil {
-		t.Fatal(err)
-	}
-	_, v, err := st.Get(ctx, "c.example")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := st.CompareAndDelete(ctx, "c.example", v); err != nil {
-		t.Fatal(err)
-	}
-	clk.Advance(time.Second)
-	keys, pages := backendtest.ListAll(t, st, "", 2)
-	if fmt.Sprint(keys) != "[a.example b.example d.example x/other]" || pages != 3 {
-		t.Errorf("listed %v in %d pages", keys, pages)
-	}
-	keys, _, err = st.List(ctx, "x/", "", 10)
-	if err != nil || fmt.Sprint(keys) != "[x/other]" {
-		t.Errorf("List(x/) = %v, %v", keys, err)
-	}
+	backendtest.LiveListing(t, st, time.Millisecond, func() { clk.Advance(time.Second) })
 }
 
 // TestContextEndedDuringWait: a write waiting for another connection's

@@ -1,5 +1,6 @@
 // Package backendtest holds what the backends' own tests share beyond the
-// conformance suite: paging through a Lister, endpoints that refuse or
+// conformance suite: paging through a Lister and what a listing leaves out
+// (LiveListing), endpoints that refuse or
 // never answer, a dial-counting HTTP transport, and the checks of a store's
 // calls against them (a refused connection fails at once with an
 // *driver.UnreachableError; a silent endpoint costs the call its context),

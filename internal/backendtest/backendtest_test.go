@@ -98,3 +98,24 @@ func TestEndpoints(t *testing.T) {
 		runtime.Gosched()
 	}
 }
+
+// TestLiveListing: memory's List passes the check; the same store with the
+// "expired" key's TTL not yet passed fails it, as one that listed an
+// expired key would (the negative control).
+func TestLiveListing(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	clock := func() time.Time { return now }
+	if msg := failure(t, func(tb testing.TB) {
+		st := backendtest.Isolate(tb, memory.New(memory.WithClock(clock)), "live/")
+		backendtest.LiveListing(tb, st, time.Millisecond, func() { now = now.Add(time.Second) })
+	}); msg != "" {
+		t.Fatalf("memory failed the listing check: %s", msg)
+	}
+	msg := failure(t, func(tb testing.TB) {
+		st := backendtest.Isolate(tb, memory.New(memory.WithClock(clock)), "live/")
+		backendtest.LiveListing(tb, st, time.Hour, nil)
+	})
+	if !strings.Contains(msg, "e.example") {
+		t.Errorf("a live e.example listed: failure %q, want one naming it", msg)
+	}
+}
