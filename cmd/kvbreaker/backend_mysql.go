@@ -23,7 +23,7 @@ var mysqlBackend = backendDesc{
 	open:    openMySQL,
 	create:  initMySQL,
 	creates: "MySQL's table (--mysql-table, with its expiry index: mysql.CreateTable)",
-	prints:  "MySQL's SQL (mysql.Schema; pipe it to mysql)",
+	prints:  "MySQL's SQL (mysql.SchemaScript; pipe it to mysql)",
 	print:   printScript("mysql-table", mysql.SchemaScript),
 	examples: map[string]string{
 		"init": `  KVBREAKER_MYSQL_DSN='app:secret@tcp(db:3306)/app' kvbreaker init --backend mysql`,

@@ -19,7 +19,7 @@ var sqliteBackend = backendDesc{
 	open:    openSQLite,
 	create:  initSQLite,
 	creates: "SQLite's file and tables (--sqlite-path, in WAL mode: sqlite.Open)",
-	prints:  "SQLite's SQL (sqlite.Schema; pipe it to sqlite3)",
+	prints:  "SQLite's SQL (sqlite.SchemaScript; pipe it to sqlite3)",
 	print:   func(_ *backendFlags, w io.Writer) error { _, err := io.WriteString(w, sqlite.SchemaScript); return err },
 	examples: map[string]string{
 		"init": `  kvbreaker init --backend sqlite --sqlite-path /var/lib/app/kvbreaker.db`,
