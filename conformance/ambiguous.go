@@ -41,20 +41,20 @@ func checkLostCAS(ctx context.Context, e *env) {
 		return
 	}
 	if err := d.DropNextAnswer(ctx); err != nil {
-		e.errorf(PromiseLostCAS, "AnswerDropper.DropNextAnswer = %v", err)
+		e.errorf(promiseLostCAS, "AnswerDropper.DropNextAnswer = %v", err)
 		return
 	}
 	v2, err := e.store.CompareAndSwap(ctx, key, v1, val("v2"), ttl)
 	switch {
 	case errors.Is(err, driver.ErrConflict):
-		e.errorf(PromiseLostCAS, "CompareAndSwap(%q, %d) whose answer was lost returned %v; the backend applied it, so the conflict is with the call's own write (Breaker would count its failure twice)", key, v1, err)
+		e.errorf(promiseLostCAS, "CompareAndSwap(%q, %d) whose answer was lost returned %v; the backend applied it, so the conflict is with the call's own write (Breaker would count its failure twice)", key, v1, err)
 		return
 	case err != nil:
 		e.logf("CompareAndSwap whose answer was lost returned an error (outcome unknown, allowed): %v", err)
-		e.awaitValue(ctx, PromiseLostCAS, key, val("v2"))
+		e.awaitValue(ctx, promiseLostCAS, key, val("v2"))
 		return
 	}
-	e.awaitRead(ctx, PromiseLostCAS, key, v2, val("v2"))
+	e.awaitRead(ctx, promiseLostCAS, key, v2, val("v2"))
 }
 
 // awaitValue checks that key holds value (the lost write was applied).
@@ -86,16 +86,16 @@ func checkLostDelete(ctx context.Context, e *env) {
 		return
 	}
 	if err := d.DropNextAnswer(ctx); err != nil {
-		e.errorf(PromiseLostDelete, "AnswerDropper.DropNextAnswer = %v", err)
+		e.errorf(promiseLostDelete, "AnswerDropper.DropNextAnswer = %v", err)
 		return
 	}
 	switch err := e.store.CompareAndDelete(ctx, key, ver); {
 	case errors.Is(err, driver.ErrNotFound), errors.Is(err, driver.ErrConflict):
-		e.errorf(PromiseLostDelete, "CompareAndDelete(%q, %d) whose answer was lost returned %v; the backend applied it, so the key is gone by the call's own delete", key, ver, err)
+		e.errorf(promiseLostDelete, "CompareAndDelete(%q, %d) whose answer was lost returned %v; the backend applied it, so the key is gone by the call's own delete", key, ver, err)
 	case err != nil:
 		e.logf("CompareAndDelete whose answer was lost returned an error (outcome unknown, allowed): %v", err)
 	}
-	e.awaitRead(ctx, PromiseLostDelete, key, driver.NoVersion, nil)
+	e.awaitRead(ctx, promiseLostDelete, key, driver.NoVersion, nil)
 }
 
 // armed is a store that arms the harness's AnswerDropper right before its
@@ -146,13 +146,13 @@ func checkLostFailure(ctx context.Context, e *env) {
 		Logger:           slog.New(slog.DiscardHandler),
 	})
 	if err != nil {
-		e.errorf(PromiseLostFailure, "kvbreaker.New over the store's declared traits: %v", err)
+		e.errorf(promiseLostFailure, "kvbreaker.New over the store's declared traits: %v", err)
 		return
 	}
 	decide := func() (kvbreaker.Decision, bool) {
 		v, err := b.Allow(ctx, host, time.Time{})
 		if err != nil {
-			e.errorf(PromiseLostFailure, "Allow(%q) = %v", host, err)
+			e.errorf(promiseLostFailure, "Allow(%q) = %v", host, err)
 			return 0, false
 		}
 		return v.Decision, true
@@ -162,7 +162,7 @@ func checkLostFailure(ctx context.Context, e *env) {
 		e.logf("Failure whose write's answer was lost returned an error (outcome unknown, allowed): %v", err)
 	}
 	if s.err != nil {
-		e.errorf(PromiseLostFailure, "AnswerDropper.DropNextAnswer = %v", s.err)
+		e.errorf(promiseLostFailure, "AnswerDropper.DropNextAnswer = %v", s.err)
 		return
 	}
 	// The write was applied: wait until a read shows it.
@@ -176,11 +176,11 @@ func checkLostFailure(ctx context.Context, e *env) {
 	if dec, ok := decide(); !ok {
 		return
 	} else if dec != kvbreaker.Send {
-		e.errorf(PromiseLostFailure, "after one failure whose write's answer was lost, a threshold-2 Breaker decides %v, want %v: the failure was counted twice", dec, kvbreaker.Send)
+		e.errorf(promiseLostFailure, "after one failure whose write's answer was lost, a threshold-2 Breaker decides %v, want %v: the failure was counted twice", dec, kvbreaker.Send)
 		return
 	}
 	if err := b.Failure(ctx, host); err != nil {
-		e.errorf(PromiseLostFailure, "second Failure(%q) = %v", host, err)
+		e.errorf(promiseLostFailure, "second Failure(%q) = %v", host, err)
 		return
 	}
 	deadline = time.Now().Add(e.traits.ReadStaleness)
@@ -193,7 +193,7 @@ func checkLostFailure(ctx context.Context, e *env) {
 			return
 		}
 		if time.Now().After(deadline) || sleep(ctx, 100*time.Millisecond) != nil {
-			e.errorf(PromiseLostFailure, "after a second failure a threshold-2 Breaker decides %v, want %v: the failure whose answer was lost was not counted at all", dec, kvbreaker.Hold)
+			e.errorf(promiseLostFailure, "after a second failure a threshold-2 Breaker decides %v, want %v: the failure whose answer was lost was not counted at all", dec, kvbreaker.Hold)
 			return
 		}
 	}

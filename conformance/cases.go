@@ -16,45 +16,45 @@ var cases []testCase
 
 func init() {
 	cases = []testCase{
-		{id: CaseReachable, promise: PromiseReachable},
-		{id: CaseTraits, promise: PromiseTraitsWellFormed, run: checkTraits},
-		{id: CaseGetAbsent, promise: PromiseGetAbsent, run: checkGetAbsent},
-		{id: CaseCreateAndRead, promise: PromiseCreate, run: checkCreateAndRead},
-		{id: CaseVersionsChange, promise: PromiseNewVersion, run: checkVersionsChange},
-		{id: CaseCreateOnly, promise: PromiseCreateOnly, atomic: true, run: checkCreateOnly},
-		{id: CaseStaleVersion, promise: PromiseStaleConflicts, atomic: true, run: checkStaleVersion},
-		{id: CaseAbsentWithVersion, promise: PromiseAbsentVersionConflicts, atomic: true, run: checkAbsentWithVersion},
-		{id: CaseCompareAndDelete, promise: PromiseDelete, run: checkDelete},
-		{id: CaseCompareAndDeleteStale, promise: PromiseDeleteStale, atomic: true, run: checkDeleteStale},
-		{id: CaseRecreate, promise: PromiseNoVersionReuse, atomic: true, run: checkRecreate},
-		{id: CaseHostileKeys, promise: PromiseKeys, run: checkHostileKeys},
-		{id: CaseContextEnded, promise: PromiseContextEnded, run: checkContext},
-		{id: CaseForeign, promise: PromiseForeign, run: checkForeign},
-		{id: CaseListPages, promise: PromiseListAll, lister: true, run: checkListPages},
-		{id: CaseListKeys, promise: PromiseListAll, lister: true, run: checkListKeys},
-		{id: CaseListExpired, promise: PromiseListExpired, lister: true, slow: true, run: checkListExpired},
-		{id: CaseFollowArgs, promise: PromiseFollowArgs, follower: true, run: checkFollowArgs},
-		{id: CaseFollowSnapshot, promise: PromiseFollowSnapshot, follower: true, run: checkFollowSnapshot},
-		{id: CaseFollowOrder, promise: PromiseFollowOrder, follower: true, run: checkFollowOrder},
-		{id: CaseFollowStorm, promise: PromiseFollowMirror, follower: true, run: checkFollowStorm},
-		{id: CaseFollowHeartbeat, promise: PromiseFollowHeartbeat, follower: true, waits: true, run: checkFollowHeartbeat},
-		{id: CaseFollowExpiry, promise: PromiseFollowExpiry, follower: true, slow: true, run: checkFollowExpiry},
-		{id: CaseClockSampler, promise: PromiseClockSampler, sampler: true, run: checkClockSampler},
-		{id: CaseReadStaleness, promise: PromiseReadStaleness, run: checkStaleness},
-		{id: CaseLinearizable, promise: PromiseLinearizable, atomic: true, run: checkLinearizable},
-		{id: CaseExpiry, promise: PromiseExpiryWindow, slow: true, run: checkExpiry},
-		{id: CaseExpiredAbsent, promise: PromiseExpiredCAS, slow: true, run: checkExpiredAbsent},
-		{id: CaseStateTTL, promise: PromiseStateTTL, waits: true, run: checkStateTTL},
-		{id: CaseReplaceTTL, promise: PromiseReplaceTTL, waits: true, run: checkReplaceTTL},
-		{id: CaseOffGrid, promise: PromiseOffGrid, waits: true, run: checkOffGrid},
-		{id: CaseSkewedReader, promise: PromiseSkewedReader, waits: true, run: checkSkewedReader},
-		{id: CaseFleet, promise: PromiseFleet, run: checkFleet},
-		{id: CaseMargin, promise: PromiseMargin, kind: kindDeclaration, run: checkMargin},
-		{id: CaseLostCAS, promise: PromiseLostCAS, atomic: true, alone: true, run: checkLostCAS},
-		{id: CaseLostDelete, promise: PromiseLostDelete, atomic: true, alone: true, run: checkLostDelete},
-		{id: CaseLostBreaker, promise: PromiseLostFailure, alone: true, run: checkLostFailure},
-		{id: CaseFollowLost, promise: PromiseFollowLost, follower: true, alone: true, run: checkFollowLost},
-		{id: CaseFollowWipe, promise: PromiseFollowWipe, follower: true, alone: true, run: checkFollowWipe},
+		{id: caseReachable, promise: promiseReachable},
+		{id: caseTraits, promise: promiseTraitsWellFormed, run: checkTraits},
+		{id: caseGetAbsent, promise: promiseGetAbsent, run: checkGetAbsent},
+		{id: caseCreateAndRead, promise: promiseCreate, run: checkCreateAndRead},
+		{id: caseVersionsChange, promise: promiseNewVersion, run: checkVersionsChange},
+		{id: caseCreateOnly, promise: promiseCreateOnly, atomic: true, run: checkCreateOnly},
+		{id: caseStaleVersion, promise: promiseStaleConflicts, atomic: true, run: checkStaleVersion},
+		{id: caseAbsentWithVersion, promise: promiseAbsentVersionConflicts, atomic: true, run: checkAbsentWithVersion},
+		{id: caseCompareAndDelete, promise: promiseDelete, run: checkDelete},
+		{id: caseCompareAndDeleteStale, promise: promiseDeleteStale, atomic: true, run: checkDeleteStale},
+		{id: caseRecreate, promise: promiseNoVersionReuse, atomic: true, run: checkRecreate},
+		{id: caseHostileKeys, promise: promiseKeys, run: checkHostileKeys},
+		{id: caseContextEnded, promise: promiseContextEnded, run: checkContext},
+		{id: caseForeign, promise: promiseForeign, run: checkForeign},
+		{id: caseListPages, promise: promiseListAll, lister: true, run: checkListPages},
+		{id: caseListKeys, promise: promiseListAll, lister: true, run: checkListKeys},
+		{id: caseListExpired, promise: promiseListExpired, lister: true, slow: true, run: checkListExpired},
+		{id: caseFollowArgs, promise: promiseFollowArgs, follower: true, run: checkFollowArgs},
+		{id: caseFollowSnapshot, promise: promiseFollowSnapshot, follower: true, run: checkFollowSnapshot},
+		{id: caseFollowOrder, promise: promiseFollowOrder, follower: true, run: checkFollowOrder},
+		{id: caseFollowStorm, promise: promiseFollowMirror, follower: true, run: checkFollowStorm},
+		{id: caseFollowHeartbeat, promise: promiseFollowHeartbeat, follower: true, waits: true, run: checkFollowHeartbeat},
+		{id: caseFollowExpiry, promise: promiseFollowExpiry, follower: true, slow: true, run: checkFollowExpiry},
+		{id: caseClockSampler, promise: promiseClockSampler, sampler: true, run: checkClockSampler},
+		{id: caseReadStaleness, promise: promiseReadStaleness, run: checkStaleness},
+		{id: caseLinearizable, promise: promiseLinearizable, atomic: true, run: checkLinearizable},
+		{id: caseExpiry, promise: promiseExpiryWindow, slow: true, run: checkExpiry},
+		{id: caseExpiredAbsent, promise: promiseExpiredCAS, slow: true, run: checkExpiredAbsent},
+		{id: caseStateTTL, promise: promiseStateTTL, waits: true, run: checkStateTTL},
+		{id: caseReplaceTTL, promise: promiseReplaceTTL, waits: true, run: checkReplaceTTL},
+		{id: caseOffGrid, promise: promiseOffGrid, waits: true, run: checkOffGrid},
+		{id: caseSkewedReader, promise: promiseSkewedReader, waits: true, run: checkSkewedReader},
+		{id: caseFleet, promise: promiseFleet, run: checkFleet},
+		{id: caseMargin, promise: promiseMargin, kind: kindDeclaration, run: checkMargin},
+		{id: caseLostCAS, promise: promiseLostCAS, atomic: true, alone: true, run: checkLostCAS},
+		{id: caseLostDelete, promise: promiseLostDelete, atomic: true, alone: true, run: checkLostDelete},
+		{id: caseLostBreaker, promise: promiseLostFailure, alone: true, run: checkLostFailure},
+		{id: caseFollowLost, promise: promiseFollowLost, follower: true, alone: true, run: checkFollowLost},
+		{id: caseFollowWipe, promise: promiseFollowWipe, follower: true, alone: true, run: checkFollowWipe},
 	}
 }
 
@@ -73,45 +73,45 @@ func checkTraits(_ context.Context, e *env) {
 	}{{"Expiry.Granularity", m.Granularity}, {"Expiry.MinTTL", m.MinTTL}, {"Expiry.Early", m.Early}, {"Expiry.Late", m.Late},
 		{"ReadStaleness", t.ReadStaleness}, {"MinWriteInterval", t.MinWriteInterval}} {
 		if d.v < 0 {
-			e.errorf(PromiseTraitsWellFormed, "%s is %v", d.name, d.v)
+			e.errorf(promiseTraitsWellFormed, "%s is %v", d.name, d.v)
 		}
 	}
 	if m.Kind != driver.ExpiryRelative && m.Kind != driver.ExpiryReaderFiltered {
-		e.errorf(PromiseTraitsWellFormed, "Expiry.Kind is %v", m.Kind)
+		e.errorf(promiseTraitsWellFormed, "Expiry.Kind is %v", m.Kind)
 	}
 	// The suite reads the traits once, from the first store, and holds
 	// every store of the harness to them: the same store asked again, and
 	// a second store of the same harness, must declare the same.
 	if again := e.raw.Traits(); again != t {
-		e.errorf(PromiseTraitsStable, "Traits changed between two calls on one store: %+v then %+v", t, again)
+		e.errorf(promiseTraitsStable, "Traits changed between two calls on one store: %+v then %+v", t, again)
 	}
 	s2, err := e.r.makeStore(e.ctx)
 	if err != nil {
-		e.errorf(PromiseMakeStore, "MakeStore for a second store: %v", err)
+		e.errorf(promiseMakeStore, "MakeStore for a second store: %v", err)
 		return
 	}
 	if other := s2.Traits(); other != t {
-		e.errorf(PromiseTraitsStable, "a second store of the harness declares %+v, the first %+v", other, t)
+		e.errorf(promiseTraitsStable, "a second store of the harness declares %+v, the first %+v", other, t)
 	}
 }
 
 func checkGetAbsent(ctx context.Context, e *env) {
 	v, ver, err := e.store.Get(ctx, "absent.example")
 	if !errors.Is(err, driver.ErrNotFound) {
-		e.errorf(PromiseGetAbsent, "Get(%q), a key never written, returned value %q, version %d, error %v; want an error matching driver.ErrNotFound", "absent.example", v, ver, err)
+		e.errorf(promiseGetAbsent, "Get(%q), a key never written, returned value %q, version %d, error %v; want an error matching driver.ErrNotFound", "absent.example", v, ver, err)
 	}
 }
 
 // create writes key with value if absent, reporting a violation of
-// PromiseCreate on failure.
+// "create" on failure.
 func (e *env) create(ctx context.Context, key string, value []byte, ttl time.Duration) (driver.Version, bool) {
 	ver, err := e.store.CompareAndSwap(ctx, key, driver.NoVersion, value, ttl)
 	switch {
 	case err != nil:
-		e.fatalf(PromiseCreate, "CompareAndSwap(%q, NoVersion) = %v", key, err)
+		e.fatalf(promiseCreate, "CompareAndSwap(%q, NoVersion) = %v", key, err)
 		return 0, false
 	case ver == driver.NoVersion:
-		e.fatalf(PromiseCreate, "CompareAndSwap(%q, NoVersion) returned driver.NoVersion", key)
+		e.fatalf(promiseCreate, "CompareAndSwap(%q, NoVersion) returned driver.NoVersion", key)
 		return 0, false
 	}
 	return ver, true
@@ -167,14 +167,14 @@ func checkCreateAndRead(ctx context.Context, e *env) {
 	if !ok {
 		return
 	}
-	e.awaitRead(ctx, PromiseRead, key, ver, val("one"))
+	e.awaitRead(ctx, promiseRead, key, ver, val("one"))
 	// An empty value is a value, not an absence.
 	ver2, err := e.store.CompareAndSwap(ctx, "empty.example", driver.NoVersion, []byte{}, ttl)
 	if err != nil {
-		e.errorf(PromiseCreate, "CompareAndSwap(empty.example, NoVersion, empty value) = %v", err)
+		e.errorf(promiseCreate, "CompareAndSwap(empty.example, NoVersion, empty value) = %v", err)
 		return
 	}
-	e.awaitRead(ctx, PromiseRead, "empty.example", ver2, []byte{})
+	e.awaitRead(ctx, promiseRead, "empty.example", ver2, []byte{})
 }
 
 func checkVersionsChange(ctx context.Context, e *env) {
@@ -188,19 +188,19 @@ func checkVersionsChange(ctx context.Context, e *env) {
 		// The same bytes each time: the version must change anyway.
 		next, err := e.store.CompareAndSwap(ctx, key, ver, val("same"), ttl)
 		if err != nil {
-			e.errorf(PromiseNewVersion, "write %d: CompareAndSwap(%q, %d) with the current version = %v", i, key, ver, err)
+			e.errorf(promiseNewVersion, "write %d: CompareAndSwap(%q, %d) with the current version = %v", i, key, ver, err)
 			return
 		}
 		if next == driver.NoVersion {
-			e.errorf(PromiseNewVersion, "write %d returned driver.NoVersion", i)
+			e.errorf(promiseNewVersion, "write %d returned driver.NoVersion", i)
 			return
 		}
 		if j, dup := seen[next]; dup {
-			e.errorf(PromiseNewVersion, "write %d returned version %d, already returned by write %d", i, next, j)
+			e.errorf(promiseNewVersion, "write %d returned version %d, already returned by write %d", i, next, j)
 		}
 		seen[next] = i
 		ver = next
-		if _, _, _, ok := e.awaitRead(ctx, PromiseRead, key, ver, val("same")); !ok {
+		if _, _, _, ok := e.awaitRead(ctx, promiseRead, key, ver, val("same")); !ok {
 			return
 		}
 	}
@@ -214,10 +214,10 @@ func checkCreateOnly(ctx context.Context, e *env) {
 	}
 	got, err := e.store.CompareAndSwap(ctx, key, driver.NoVersion, val("second"), ttl)
 	if !errors.Is(err, driver.ErrConflict) {
-		e.errorf(PromiseCreateOnly, "second CompareAndSwap(%q, NoVersion) = %d, %v", key, got, err)
+		e.errorf(promiseCreateOnly, "second CompareAndSwap(%q, NoVersion) = %d, %v", key, got, err)
 	}
 	e.checkConflict(err, key, ver, val("first"))
-	e.awaitRead(ctx, PromiseStaleConflicts, key, ver, val("first"))
+	e.awaitRead(ctx, promiseStaleConflicts, key, ver, val("first"))
 }
 
 // checkConflict checks that a *driver.ConflictError, if err is one, carries
@@ -228,10 +228,10 @@ func (e *env) checkConflict(err error, key string, ver driver.Version, value []b
 		return
 	}
 	if !errors.Is(err, driver.ErrConflict) {
-		e.errorf(PromiseConflictValue, "%q: the *driver.ConflictError does not match driver.ErrConflict", key)
+		e.errorf(promiseConflictValue, "%q: the *driver.ConflictError does not match driver.ErrConflict", key)
 	}
 	if ce.Version != ver || (ver != driver.NoVersion && !bytes.Equal(ce.Value, value)) {
-		e.errorf(PromiseConflictValue, "%q: conflict reported version %d value %q, but the key holds version %d value %q", key, ce.Version, ce.Value, ver, value)
+		e.errorf(promiseConflictValue, "%q: conflict reported version %d value %q, but the key holds version %d value %q", key, ce.Version, ce.Value, ver, value)
 	}
 }
 
@@ -243,22 +243,22 @@ func checkStaleVersion(ctx context.Context, e *env) {
 	}
 	v2, err := e.store.CompareAndSwap(ctx, key, v1, val("v2"), ttl)
 	if err != nil {
-		e.errorf(PromiseStaleConflicts, "CompareAndSwap(%q, %d) with the current version = %v", key, v1, err)
+		e.errorf(promiseStaleConflicts, "CompareAndSwap(%q, %d) with the current version = %v", key, v1, err)
 		return
 	}
 	got, err := e.store.CompareAndSwap(ctx, key, v1, val("v3"), ttl)
 	if !errors.Is(err, driver.ErrConflict) {
-		e.errorf(PromiseStaleConflicts, "CompareAndSwap(%q, %d) after the key moved to version %d = %d, %v", key, v1, v2, got, err)
+		e.errorf(promiseStaleConflicts, "CompareAndSwap(%q, %d) after the key moved to version %d = %d, %v", key, v1, v2, got, err)
 	}
 	e.checkConflict(err, key, v2, val("v2"))
-	e.awaitRead(ctx, PromiseStaleConflicts, key, v2, val("v2"))
+	e.awaitRead(ctx, promiseStaleConflicts, key, v2, val("v2"))
 	// A version the store never handed out conflicts too.
 	bogus := v2 + 1000003
 	if bogus == v1 {
 		bogus++
 	}
 	if _, err := e.store.CompareAndSwap(ctx, key, bogus, val("v4"), ttl); !errors.Is(err, driver.ErrConflict) {
-		e.errorf(PromiseStaleConflicts, "CompareAndSwap(%q, %d) with a version never written = %v", key, bogus, err)
+		e.errorf(promiseStaleConflicts, "CompareAndSwap(%q, %d) with a version never written = %v", key, bogus, err)
 	}
 }
 
@@ -266,10 +266,10 @@ func checkAbsentWithVersion(ctx context.Context, e *env) {
 	const key = "absent-with-version.example"
 	_, err := e.store.CompareAndSwap(ctx, key, 42, val("x"), ttl)
 	if !errors.Is(err, driver.ErrConflict) {
-		e.errorf(PromiseAbsentVersionConflicts, "CompareAndSwap(%q, 42) on an absent key = %v", key, err)
+		e.errorf(promiseAbsentVersionConflicts, "CompareAndSwap(%q, 42) on an absent key = %v", key, err)
 	}
 	e.checkConflict(err, key, driver.NoVersion, nil)
-	e.awaitRead(ctx, PromiseAbsentVersionConflicts, key, driver.NoVersion, nil)
+	e.awaitRead(ctx, promiseAbsentVersionConflicts, key, driver.NoVersion, nil)
 }
 
 func checkDelete(ctx context.Context, e *env) {
@@ -278,25 +278,25 @@ func checkDelete(ctx context.Context, e *env) {
 	if !ok {
 		return
 	}
-	if _, _, _, ok := e.awaitRead(ctx, PromiseRead, key, ver, val("doomed")); !ok {
+	if _, _, _, ok := e.awaitRead(ctx, promiseRead, key, ver, val("doomed")); !ok {
 		return
 	}
 	if err := e.store.CompareAndDelete(ctx, key, ver); err != nil {
-		e.errorf(PromiseDelete, "CompareAndDelete(%q, %d) with the current version = %v", key, ver, err)
+		e.errorf(promiseDelete, "CompareAndDelete(%q, %d) with the current version = %v", key, ver, err)
 		return
 	}
-	if _, _, _, ok := e.awaitRead(ctx, PromiseDelete, key, driver.NoVersion, nil); !ok {
+	if _, _, _, ok := e.awaitRead(ctx, promiseDelete, key, driver.NoVersion, nil); !ok {
 		return
 	}
 	if err := e.store.CompareAndDelete(ctx, key, ver); !errors.Is(err, driver.ErrNotFound) {
-		e.errorf(PromiseDeleteAbsent, "second CompareAndDelete(%q, %d) = %v", key, ver, err)
+		e.errorf(promiseDeleteAbsent, "second CompareAndDelete(%q, %d) = %v", key, ver, err)
 	}
 	if err := e.store.CompareAndDelete(ctx, "never-written.example", driver.NoVersion); !errors.Is(err, driver.ErrNotFound) {
-		e.errorf(PromiseDeleteAbsent, "CompareAndDelete(never-written.example, NoVersion) = %v", err)
+		e.errorf(promiseDeleteAbsent, "CompareAndDelete(never-written.example, NoVersion) = %v", err)
 	}
 	// Deleted means absent for create-only too.
 	if _, err := e.store.CompareAndSwap(ctx, key, driver.NoVersion, val("again"), ttl); err != nil {
-		e.errorf(PromiseCreate, "CompareAndSwap(%q, NoVersion) after a delete = %v", key, err)
+		e.errorf(promiseCreate, "CompareAndSwap(%q, NoVersion) after a delete = %v", key, err)
 	}
 }
 
@@ -308,15 +308,15 @@ func checkDeleteStale(ctx context.Context, e *env) {
 	}
 	v2, err := e.store.CompareAndSwap(ctx, key, v1, val("v2"), ttl)
 	if err != nil {
-		e.errorf(PromiseStaleConflicts, "CompareAndSwap(%q, %d) with the current version = %v", key, v1, err)
+		e.errorf(promiseStaleConflicts, "CompareAndSwap(%q, %d) with the current version = %v", key, v1, err)
 		return
 	}
 	err = e.store.CompareAndDelete(ctx, key, v1)
 	if !errors.Is(err, driver.ErrConflict) {
-		e.errorf(PromiseDeleteStale, "CompareAndDelete(%q, %d) after the key moved to version %d = %v", key, v1, v2, err)
+		e.errorf(promiseDeleteStale, "CompareAndDelete(%q, %d) after the key moved to version %d = %v", key, v1, v2, err)
 	}
 	e.checkConflict(err, key, v2, val("v2"))
-	e.awaitRead(ctx, PromiseDeleteStale, key, v2, val("v2"))
+	e.awaitRead(ctx, promiseDeleteStale, key, v2, val("v2"))
 }
 
 func checkRecreate(ctx context.Context, e *env) {
@@ -328,11 +328,11 @@ func checkRecreate(ctx context.Context, e *env) {
 			return
 		}
 		if seen[ver] {
-			e.errorf(PromiseNoVersionReuse, "creation %d of %q returned version %d again: a worker holding the old version could overwrite the new record", i+1, key, ver)
+			e.errorf(promiseNoVersionReuse, "creation %d of %q returned version %d again: a worker holding the old version could overwrite the new record", i+1, key, ver)
 		}
 		seen[ver] = true
 		if err := e.store.CompareAndDelete(ctx, key, ver); err != nil {
-			e.errorf(PromiseDelete, "CompareAndDelete(%q, %d) = %v", key, ver, err)
+			e.errorf(promiseDelete, "CompareAndDelete(%q, %d) = %v", key, ver, err)
 			return
 		}
 	}
@@ -366,7 +366,7 @@ func checkHostileKeys(ctx context.Context, e *env) {
 		}
 		ver, err := e.store.CompareAndSwap(ctx, k, driver.NoVersion, val(fmt.Sprintf("value %d", i)), ttl)
 		if err != nil {
-			e.errorf(PromiseKeys, "CompareAndSwap(%q, NoVersion) = %v (another key may have collided with it)", k, err)
+			e.errorf(promiseKeys, "CompareAndSwap(%q, NoVersion) = %v (another key may have collided with it)", k, err)
 			continue
 		}
 		vers[i] = ver
@@ -375,7 +375,7 @@ func checkHostileKeys(ctx context.Context, e *env) {
 		if vers[i] == driver.NoVersion {
 			continue
 		}
-		e.awaitRead(ctx, PromiseKeys, k, vers[i], val(fmt.Sprintf("value %d", i)))
+		e.awaitRead(ctx, promiseKeys, k, vers[i], val(fmt.Sprintf("value %d", i)))
 	}
 	// Deleting one key must leave its look-alikes in place.
 	for i, k := range keys[:2] {
@@ -383,7 +383,7 @@ func checkHostileKeys(ctx context.Context, e *env) {
 			continue
 		}
 		if err := e.store.CompareAndDelete(ctx, k, vers[i]); err != nil {
-			e.errorf(PromiseKeys, "CompareAndDelete(%q, %d) = %v", k, vers[i], err)
+			e.errorf(promiseKeys, "CompareAndDelete(%q, %d) = %v", k, vers[i], err)
 		}
 	}
 	for i, k := range keys[2:4] {
@@ -391,7 +391,7 @@ func checkHostileKeys(ctx context.Context, e *env) {
 		if vers[j] == driver.NoVersion {
 			continue
 		}
-		e.awaitRead(ctx, PromiseKeys, k, vers[j], val(fmt.Sprintf("value %d", j)))
+		e.awaitRead(ctx, promiseKeys, k, vers[j], val(fmt.Sprintf("value %d", j)))
 	}
 }
 
@@ -407,17 +407,17 @@ func checkContext(ctx context.Context, e *env) {
 		want error
 	}{{"canceled", canceled, context.Canceled}, {"past deadline", expired, context.DeadlineExceeded}} {
 		if _, _, err := e.store.Get(c.ctx, key); !errors.Is(err, c.want) {
-			e.errorf(PromiseContextEnded, "Get with a %s context = %v, want an error matching %v", c.name, err, c.want)
+			e.errorf(promiseContextEnded, "Get with a %s context = %v, want an error matching %v", c.name, err, c.want)
 		}
 		if _, err := e.store.CompareAndSwap(c.ctx, key, driver.NoVersion, val("x"), ttl); !errors.Is(err, c.want) {
-			e.errorf(PromiseContextEnded, "CompareAndSwap with a %s context = %v, want an error matching %v", c.name, err, c.want)
+			e.errorf(promiseContextEnded, "CompareAndSwap with a %s context = %v, want an error matching %v", c.name, err, c.want)
 		}
 		if err := e.store.CompareAndDelete(c.ctx, key, 1); !errors.Is(err, c.want) {
-			e.errorf(PromiseContextEnded, "CompareAndDelete with a %s context = %v, want an error matching %v", c.name, err, c.want)
+			e.errorf(promiseContextEnded, "CompareAndDelete with a %s context = %v, want an error matching %v", c.name, err, c.want)
 		}
 	}
 	if v, ver, err := e.store.Get(ctx, key); !errors.Is(err, driver.ErrNotFound) {
-		e.errorf(PromiseContextEnded, "a CompareAndSwap with an ended context wrote anyway: Get(%q) = %q, %d, %v", key, v, ver, err)
+		e.errorf(promiseContextEnded, "a CompareAndSwap with an ended context wrote anyway: Get(%q) = %q, %d, %v", key, v, ver, err)
 	}
 }
 
@@ -429,24 +429,24 @@ func checkStaleness(ctx context.Context, e *env) {
 	if !ok {
 		return
 	}
-	if _, _, _, ok := e.awaitRead(ctx, PromiseReadStaleness, key, ver, val("v0")); !ok {
+	if _, _, _, ok := e.awaitRead(ctx, promiseReadStaleness, key, ver, val("v0")); !ok {
 		return
 	}
 	var worst time.Duration
 	for i := 1; i <= 3; i++ {
 		// Read the current version right before overwriting it.
 		if _, _, err := e.store.Get(ctx, key); err != nil {
-			e.errorf(PromiseReadStaleness, "Get(%q) = %v", key, err)
+			e.errorf(promiseReadStaleness, "Get(%q) = %v", key, err)
 			return
 		}
 		value := val(fmt.Sprintf("v%d", i))
 		next, err := e.store.CompareAndSwap(ctx, key, ver, value, ttl)
 		if err != nil {
-			e.errorf(PromiseReadStaleness, "CompareAndSwap(%q, %d) with the current version = %v", key, ver, err)
+			e.errorf(promiseReadStaleness, "CompareAndSwap(%q, %d) with the current version = %v", key, ver, err)
 			return
 		}
 		ver = next
-		_, _, seen, ok := e.awaitRead(ctx, PromiseReadStaleness, key, ver, value)
+		_, _, seen, ok := e.awaitRead(ctx, promiseReadStaleness, key, ver, value)
 		worst = max(worst, seen)
 		if !ok {
 			break

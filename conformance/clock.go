@@ -91,7 +91,7 @@ func sampleClock(ctx context.Context, cs driver.ClockSampler, now func() time.Ti
 func checkClockSampler(ctx context.Context, e *env) {
 	cs, ok := e.raw.(driver.ClockSampler)
 	if !ok {
-		e.errorf(PromiseClockSampler, "this store (%T) does not implement driver.ClockSampler, but the harness's first store did", e.raw)
+		e.errorf(promiseClockSampler, "this store (%T) does not implement driver.ClockSampler, but the harness's first store did", e.raw)
 		return
 	}
 	// This machine's wall clock as it stood when the case began, moved on
@@ -108,15 +108,15 @@ func checkClockSampler(ctx context.Context, e *env) {
 	r, ok := sampleClock(canceled, cs, now)
 	switch {
 	case !ok:
-		e.errorf(PromiseClockSampler, "SampleClock with a canceled context had not returned %v later", clockPrompt)
+		e.errorf(promiseClockSampler, "SampleClock with a canceled context had not returned %v later", clockPrompt)
 		return
 	case r.panicked != nil:
-		e.errorf(PromiseNoPanic, "SampleClock with a canceled context panicked: %v", r.panicked)
+		e.errorf(promiseNoPanic, "SampleClock with a canceled context panicked: %v", r.panicked)
 		return
 	case r.err == nil:
-		e.errorf(PromiseClockSampler, "SampleClock with a canceled context = %v, %v, nil; want an error", r.t, r.res)
+		e.errorf(promiseClockSampler, "SampleClock with a canceled context = %v, %v, nil; want an error", r.t, r.res)
 	case !r.t.IsZero():
-		e.errorf(PromiseClockSampler, "SampleClock with a canceled context returned the time %v with its error (%v); want the zero time", r.t, r.err)
+		e.errorf(promiseClockSampler, "SampleClock with a canceled context returned the time %v with its error (%v); want the zero time", r.t, r.err)
 	}
 
 	rs := make([]clockReading, 0, clockSamples)
@@ -131,22 +131,22 @@ func checkClockSampler(ctx context.Context, e *env) {
 		cancel()
 		switch {
 		case !ok:
-			e.errorf(PromiseClockSampler, "sample %d: SampleClock had not returned %v after its context ended (%v)", i+1, clockPrompt, ended)
+			e.errorf(promiseClockSampler, "sample %d: SampleClock had not returned %v after its context ended (%v)", i+1, clockPrompt, ended)
 			return
 		case r.panicked != nil:
-			e.errorf(PromiseNoPanic, "sample %d: SampleClock panicked: %v", i+1, r.panicked)
+			e.errorf(promiseNoPanic, "sample %d: SampleClock panicked: %v", i+1, r.panicked)
 			return
 		case r.err != nil:
-			e.errorf(PromiseClockSampler, "sample %d: SampleClock = %v", i+1, r.err)
+			e.errorf(promiseClockSampler, "sample %d: SampleClock = %v", i+1, r.err)
 			return
 		}
 		bad := false
 		if r.t.IsZero() {
-			e.errorf(PromiseClockSampler, "sample %d: SampleClock returned the zero time (resolution %v)", i+1, r.res)
+			e.errorf(promiseClockSampler, "sample %d: SampleClock returned the zero time (resolution %v)", i+1, r.res)
 			bad = true
 		}
 		if r.res <= 0 || r.res > maxClockResolution {
-			e.errorf(PromiseClockSampler, "sample %d: SampleClock returned resolution %v; want more than 0 and at most %v", i+1, r.res, maxClockResolution)
+			e.errorf(promiseClockSampler, "sample %d: SampleClock returned resolution %v; want more than 0 and at most %v", i+1, r.res, maxClockResolution)
 			bad = true
 		}
 		if bad {
@@ -171,7 +171,7 @@ func checkClockSampler(ctx context.Context, e *env) {
 		// The server's clock did not go back, so c's true reading, below
 		// c.t+c.res, is at least p.t.
 		if back := p.t.Sub(c.t); back > c.res {
-			e.errorf(PromiseClockSampler, "sample %d read %v, %v before sample %d's %v: the clock went back by more than its resolution (%v)", i+1, c.t, back, i, p.t, c.res)
+			e.errorf(promiseClockSampler, "sample %d read %v, %v before sample %d's %v: the clock went back by more than its resolution (%v)", i+1, c.t, back, i, p.t, c.res)
 			failed = true
 		}
 	}
@@ -182,11 +182,11 @@ func checkClockSampler(ctx context.Context, e *env) {
 	minElapsed, maxElapsed := last.sent.Sub(first.received), last.received.Sub(first.sent)
 	drift := time.Duration(clockDriftRate * float64(maxElapsed))
 	if hi := maxElapsed + first.res + drift + clockSlack; moved > hi {
-		e.errorf(PromiseClockSampler, "the readings advanced %v over %d samples while at most %v passed here: faster than real time by more than resolution %v and %v slack", moved, len(rs), maxElapsed, first.res, clockSlack)
+		e.errorf(promiseClockSampler, "the readings advanced %v over %d samples while at most %v passed here: faster than real time by more than resolution %v and %v slack", moved, len(rs), maxElapsed, first.res, clockSlack)
 		failed = true
 	}
 	if lo := minElapsed - last.res - drift - clockSlack; moved < lo {
-		e.errorf(PromiseClockSampler, "the readings advanced %v over %d samples while at least %v passed here: the clock stood still or ran slow, by more than resolution %v and %v slack", moved, len(rs), minElapsed, last.res, clockSlack)
+		e.errorf(promiseClockSampler, "the readings advanced %v over %d samples while at least %v passed here: the clock stood still or ran slow, by more than resolution %v and %v slack", moved, len(rs), minElapsed, last.res, clockSlack)
 		failed = true
 	}
 	if failed {
@@ -209,7 +209,7 @@ func checkClockSampler(ctx context.Context, e *env) {
 	}
 	switch apart := lo - hi; {
 	case apart > clockSlack:
-		e.errorf(PromiseClockSampler, "the samples bound no common offset: sample %d puts the store's clock at least %v from this machine's, sample %d at most %v; %v apart, more than the %v slack", loAt+1, lo, hiAt+1, hi, apart, clockSlack)
+		e.errorf(promiseClockSampler, "the samples bound no common offset: sample %d puts the store's clock at least %v from this machine's, sample %d at most %v; %v apart, more than the %v slack", loAt+1, lo, hiAt+1, hi, apart, clockSlack)
 	case apart > 0:
 		e.logf("the samples' offset intervals overlap only within the slack (samples %d and %d, %v apart): a server clock that stepped, or nodes whose clocks differ; a Breaker restarts its estimate then", loAt+1, hiAt+1, apart)
 	default:

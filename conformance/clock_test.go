@@ -42,11 +42,11 @@ func samplingHarness(newSample func() func(context.Context) (time.Time, time.Dur
 func clockResult(t *testing.T, rep *conformcheck.Report) conformcheck.Result {
 	t.Helper()
 	for _, r := range rep.Results {
-		if r.Case == string(conformance.CaseClockSampler) {
+		if r.Case == "clock-sampler" {
 			return r
 		}
 	}
-	t.Fatalf("no %s result:\n%s", conformance.CaseClockSampler, rep)
+	t.Fatalf("no %s result:\n%s", "clock-sampler", rep)
 	return conformcheck.Result{}
 }
 
@@ -124,9 +124,9 @@ func TestClockSamplerBroken(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			rep, err := measure(t, samplingHarness(newSample), conformance.WithSkipSlow(true))
-			wantBroken(t, rep, err, conformance.CaseClockSampler, conformance.PromiseClockSampler)
+			wantBroken(t, rep, err, "clock-sampler", "clock-sampler")
 			for _, r := range rep.Results {
-				if r.Case != string(conformance.CaseClockSampler) && len(r.Problems) > 0 {
+				if r.Case != "clock-sampler" && len(r.Problems) > 0 {
 					t.Errorf("case %s failed too: %v", r.Case, r.Problems)
 				}
 			}
@@ -147,7 +147,7 @@ func TestClockSamplerNotApplicable(t *testing.T) {
 	if !r.NotPromised || !strings.Contains(r.Skipped, "(*memory.Store) does not implement driver.ClockSampler") {
 		t.Errorf("skipped %q, not promised %v", r.Skipped, r.NotPromised)
 	}
-	if nv := strings.Join(rep.NotVerified(), "\n"); strings.Contains(nv, string(conformance.CaseClockSampler)) {
+	if nv := strings.Join(rep.NotVerified(), "\n"); strings.Contains(nv, "clock-sampler") {
 		t.Errorf("not-verified list names %s:\n%s", r.Case, nv)
 	}
 }

@@ -97,16 +97,16 @@ func checkWaivers(o options) error {
 	seen := map[string]bool{}
 	for _, w := range o.Waivers {
 		p := PromiseID(w.Promise)
-		r, ok := reliedOn[p]
+		_, ok := reliedOn[p]
 		switch {
 		case !ok && promiseText[p] != "":
 			errs = append(errs, fmt.Errorf("conformance: Waive(%q): a promise the suite always verifies (or reports broken) cannot be waived; only these can: %s", w.Promise, waivable()))
 		case !ok:
 			errs = append(errs, fmt.Errorf("conformance: Waive(%q): no such promise; these can be waived: %s", w.Promise, waivable()))
 		case strings.TrimSpace(w.Reason) == "":
-			errs = append(errs, fmt.Errorf("conformance: Waive(conformance.%s, \"\"): a waiver needs a reason (why this store keeps the promise although the suite cannot check it)", r.name))
+			errs = append(errs, fmt.Errorf("conformance: Waive(%q, \"\"): a waiver needs a reason (why this store keeps the promise although the suite cannot check it)", w.Promise))
 		case seen[w.Promise]:
-			errs = append(errs, fmt.Errorf("conformance: conformance.%s is waived twice", r.name))
+			errs = append(errs, fmt.Errorf("conformance: %q is waived twice", w.Promise))
 		}
 		seen[w.Promise] = true
 	}
@@ -299,7 +299,7 @@ func notVerifiedErr(rep *conformcheck.Report) error {
 
 // Check runs the suite's cases against the stores h makes and returns every
 // violation, joined, each a *Problem naming the case and the promise it
-// breaks (match with errors.Is(err, PromiseExpiredCAS)), or nil. It is the
+// breaks (match with errors.Is(err, conformance.PromiseID("expired-absent-cas"))), or nil. It is the
 // form of Run that needs no *testing.T, and it fails closed as Run does: a
 // promise a Breaker relies on that the run could not verify, and the
 // harness did not waive, adds an error matching ErrNotVerified. Check does
@@ -441,7 +441,7 @@ type runner struct {
 	spare  driver.Store
 	// down says why the store is unreachable; every later case skips.
 	down string
-	// downPromise is the promise down breaks: PromiseReachable unless the
+	// downPromise is the promise down breaks: "reachable" unless the
 	// store answered the first Get with the wrong error.
 	downPromise PromiseID
 	// noSampler says why the harness's first store cannot show its clock
@@ -508,7 +508,7 @@ func (r *runner) reach(ctx context.Context, limit time.Duration) (down string) {
 		return fmt.Sprintf("%s did not answer Get within %v (after %v): %v", describe(r.h, s0), limit, took, err)
 	}
 	// It answered, wrongly: say what came back, not that nothing did.
-	r.downPromise = PromiseGetAbsent
+	r.downPromise = promiseGetAbsent
 	return fmt.Sprintf("%s answered Get(%q), a key never written, after %v: it returned %v; want an error matching driver.ErrNotFound (every other case relies on that answer, so none ran)",
 		describe(r.h, s0), key, took, err)
 }
@@ -580,14 +580,14 @@ func (r *runner) start(ctx context.Context, c *testCase) <-chan result {
 // MakeStore, the store, the case itself) fails the case, not the caller.
 func (r *runner) run(ctx context.Context, c *testCase, t *testing.T) (res result) {
 	res = c.result()
-	if c.id == CaseReachable {
+	if c.id == caseReachable {
 		if r.down != "" {
-			res.Problems = []error{c.problem(cmp.Or(r.downPromise, PromiseReachable), "%s", r.down)}
+			res.Problems = []error{c.problem(cmp.Or(r.downPromise, promiseReachable), "%s", r.down)}
 		}
 		return res
 	}
 	if r.down != "" {
-		res.Skipped = fmt.Sprintf("%s: not run, the store is unreachable (see case %s)", c.id, CaseReachable)
+		res.Skipped = fmt.Sprintf("%s: not run, the store is unreachable (see case %s)", c.id, caseReachable)
 		return res
 	}
 	if len(r.opts.Only) > 0 && !slices.Contains(r.opts.Only, string(c.id)) {
@@ -602,12 +602,12 @@ func (r *runner) run(ctx context.Context, c *testCase, t *testing.T) (res result
 	defer func() {
 		if p := recover(); p != nil {
 			res = c.result()
-			res.Problems = []error{c.problem(PromiseNoPanic, "panic outside the case's calls to the store: %v", p)}
+			res.Problems = []error{c.problem(promiseNoPanic, "panic outside the case's calls to the store: %v", p)}
 		}
 	}()
 	e, err := newEnv(ctx, r, r.takeSpare())
 	if err != nil {
-		res.Problems = []error{c.problem(PromiseMakeStore, "MakeStore: %v", err)}
+		res.Problems = []error{c.problem(promiseMakeStore, "MakeStore: %v", err)}
 		return res
 	}
 	e.t = t
@@ -618,7 +618,7 @@ func (r *runner) run(ctx context.Context, c *testCase, t *testing.T) (res result
 			// A case must not take kvbreaker check (or the suite) down
 			// with it.
 			if p := recover(); p != nil {
-				e.errorf(PromiseNoPanic, "panic: %v", p)
+				e.errorf(promiseNoPanic, "panic: %v", p)
 			}
 		}()
 		c.run(e.ctx, e)
@@ -684,7 +684,7 @@ func newEnv(ctx context.Context, r *runner, spare driver.Store) (*env, error) {
 	}
 	e := &env{ctx: ctx, cancel: cancel, r: r, h: r.h, raw: s, traits: r.traits, opts: r.opts, rep: r.rep}
 	e.store = &timedStore{Store: s, rep: r.rep, pace: r.traits.MinWriteInterval, last: make(map[string]time.Time),
-		panicked: func(op string, p any) { e.errorf(PromiseNoPanic, "%s panicked: %v", op, p) }}
+		panicked: func(op string, p any) { e.errorf(promiseNoPanic, "%s panicked: %v", op, p) }}
 	return e, nil
 }
 
@@ -730,14 +730,20 @@ func (e *env) undecidedf(format string, args ...any) {
 	e.gap("a measurement that real time left undecided, not a missing capability", format, args...)
 }
 
+// suggestWaive is the call a report suggests for a relied-on promise left
+// unverified.
+func suggestWaive(p PromiseID) string {
+	return fmt.Sprintf("conformance.Waive(%q, \"why this store keeps it\")", string(p))
+}
+
 func (e *env) gap(excused, format string, args ...any) {
 	p := e.c.promise
 	g := conformcheck.Gap{Promise: string(p), PromiseText: p.Text(), Detail: fmt.Sprintf(format, args...), Excused: excused}
-	if r, ok := reliedOn[p]; ok {
+	if meaning, ok := reliedOn[p]; ok {
 		g.ReliedOn = true
 		g.Waived = waiver(e.opts, p)
-		g.Waive = fmt.Sprintf("conformance.Waive(conformance.%s, \"why this store keeps it\")", r.name)
-		g.Meaning = r.meaning
+		g.Waive = suggestWaive(p)
+		g.Meaning = meaning
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()

@@ -164,7 +164,7 @@ func TestExpiresEarly(t *testing.T) {
 			// loaded the machine: at the default 2 s it lived 1 ms, and a
 			// read that came later reported a missing write instead.
 			rep, err := measure(t, h, conformance.WithExpiryTTL(4*time.Second))
-			wantBroken(t, rep, err, conformance.CaseExpiry, conformance.PromiseNotEarly)
+			wantBroken(t, rep, err, "expiry", "expiry-not-early")
 			if e := rep.Expiry; e == nil || e.Early < time.Second {
 				t.Fatalf("measured expiry %+v, want about 2 s early", e)
 			}
@@ -184,9 +184,9 @@ func (s leakStore) CompareAndSwap(ctx context.Context, key string, old driver.Ve
 
 func TestTTLIgnored(t *testing.T) {
 	t.Parallel()
-	rep, err := measure(t, memoryHarness(func(s *memory.Store) driver.Store { return leakStore{s} }), only(conformance.CaseExpiry, conformance.CaseExpiredAbsent))
-	wantBroken(t, rep, err, conformance.CaseExpiry, conformance.PromiseNotLate)
-	wantBroken(t, rep, err, conformance.CaseExpiredAbsent, conformance.PromiseNotLate)
+	rep, err := measure(t, memoryHarness(func(s *memory.Store) driver.Store { return leakStore{s} }), only("expiry", "expired-counts-as-absent"))
+	wantBroken(t, rep, err, "expiry", "expiry-not-late")
+	wantBroken(t, rep, err, "expired-counts-as-absent", "expiry-not-late")
 }
 
 // racyStore compares and then writes in two steps, letting others in
@@ -217,7 +217,7 @@ func TestCASNotAtomic(t *testing.T) {
 	t.Parallel()
 	rep, err := measure(t, memoryHarness(func(s *memory.Store) driver.Store { return racyStore{s} }),
 		conformance.WithSkipSlow(true), conformance.WithGoroutines(8), conformance.WithIterations(40))
-	wantBroken(t, rep, err, conformance.CaseLinearizable, conformance.PromiseNoLostUpdate)
+	wantBroken(t, rep, err, "concurrent-cas-linearizable", "no-lost-update")
 	if !strings.Contains(err.Error(), "concurrent CompareAndSwaps must be linearizable") {
 		// porcupine may time out proving a long history illegal; the
 		// lost update above is the direct evidence.
@@ -240,9 +240,9 @@ func (s blindStore) CompareAndSwap(ctx context.Context, key string, _ driver.Ver
 
 func TestVersionCheckSkipped(t *testing.T) {
 	t.Parallel()
-	rep, err := measure(t, memoryHarness(func(s *memory.Store) driver.Store { return blindStore{s} }), conformance.WithSkipSlow(true), only(conformance.CaseStaleVersion, conformance.CaseCreateOnly))
-	wantBroken(t, rep, err, conformance.CaseStaleVersion, conformance.PromiseStaleConflicts)
-	wantBroken(t, rep, err, conformance.CaseCreateOnly, conformance.PromiseCreateOnly)
+	rep, err := measure(t, memoryHarness(func(s *memory.Store) driver.Store { return blindStore{s} }), conformance.WithSkipSlow(true), only("stale-version-conflicts", "create-only"))
+	wantBroken(t, rep, err, "stale-version-conflicts", "stale-version-conflicts")
+	wantBroken(t, rep, err, "create-only", "create-only")
 }
 
 // cachingStore serves Gets from a 2 s cache while declaring fresh reads.
@@ -275,7 +275,7 @@ func TestStalerThanDeclared(t *testing.T) {
 	rep, err := measure(t, memoryHarness(func(s *memory.Store) driver.Store {
 		return &cachingStore{Store: s, cache: map[string]cached{}}
 	}), conformance.WithSkipSlow(true))
-	wantBroken(t, rep, err, conformance.CaseReadStaleness, conformance.PromiseReadStaleness)
+	wantBroken(t, rep, err, "read-staleness", "read-staleness")
 	if rep.Staleness != 0 || !rep.StalenessMeasured {
 		// The write never showed within the declared 0 s: measured as
 		// the polling gave up.
@@ -288,8 +288,8 @@ func TestVersionReused(t *testing.T) {
 	h := harness{make: func() driver.Store {
 		return &oneVersionStore{Store: memory.New()}
 	}}
-	rep, err := measure(t, h, conformance.WithSkipSlow(true), only(conformance.CaseRecreate))
-	wantBroken(t, rep, err, conformance.CaseRecreate, conformance.PromiseNoVersionReuse)
+	rep, err := measure(t, h, conformance.WithSkipSlow(true), only("recreate-new-version"))
+	wantBroken(t, rep, err, "recreate-new-version", "no-version-reuse")
 }
 
 // oneVersionStore numbers each key's writes from 1 since its creation, as a
@@ -376,8 +376,8 @@ func (s escapingStore) CompareAndDelete(ctx context.Context, key string, old dri
 
 func TestKeysCollide(t *testing.T) {
 	t.Parallel()
-	rep, err := measure(t, memoryHarness(func(s *memory.Store) driver.Store { return escapingStore{s} }), conformance.WithSkipSlow(true), only(conformance.CaseHostileKeys))
-	wantBroken(t, rep, err, conformance.CaseHostileKeys, conformance.PromiseKeys)
+	rep, err := measure(t, memoryHarness(func(s *memory.Store) driver.Store { return escapingStore{s} }), conformance.WithSkipSlow(true), only("hostile-keys"))
+	wantBroken(t, rep, err, "hostile-keys", "keys-distinct")
 }
 
 // deafStore ignores its context.
@@ -393,8 +393,8 @@ func (s deafStore) CompareAndSwap(_ context.Context, key string, old driver.Vers
 
 func TestContextIgnored(t *testing.T) {
 	t.Parallel()
-	rep, err := measure(t, memoryHarness(func(s *memory.Store) driver.Store { return deafStore{s} }), conformance.WithSkipSlow(true), only(conformance.CaseContextEnded))
-	wantBroken(t, rep, err, conformance.CaseContextEnded, conformance.PromiseContextEnded)
+	rep, err := measure(t, memoryHarness(func(s *memory.Store) driver.Store { return deafStore{s} }), conformance.WithSkipSlow(true), only("context-ended"))
+	wantBroken(t, rep, err, "context-ended", "context-ended")
 }
 
 // liarStore reports conflicts carrying a made-up current value.
@@ -410,8 +410,8 @@ func (s liarStore) CompareAndSwap(ctx context.Context, key string, old driver.Ve
 
 func TestConflictValueWrong(t *testing.T) {
 	t.Parallel()
-	rep, err := measure(t, memoryHarness(func(s *memory.Store) driver.Store { return liarStore{s} }), conformance.WithSkipSlow(true), only(conformance.CaseStaleVersion))
-	wantBroken(t, rep, err, conformance.CaseStaleVersion, conformance.PromiseConflictValue)
+	rep, err := measure(t, memoryHarness(func(s *memory.Store) driver.Store { return liarStore{s} }), conformance.WithSkipSlow(true), only("stale-version-conflicts"))
+	wantBroken(t, rep, err, "stale-version-conflicts", "conflict-carries-current")
 }
 
 // presentStore filters expired entries on read (the logical expiry is in a
@@ -441,8 +441,8 @@ func (s presentStore) CompareAndSwap(ctx context.Context, key string, old driver
 
 func TestExpiredButPresent(t *testing.T) {
 	t.Parallel()
-	rep, err := measure(t, memoryHarness(func(s *memory.Store) driver.Store { return presentStore{s} }), only(conformance.CaseExpiredAbsent))
-	wantBroken(t, rep, err, conformance.CaseExpiredAbsent, conformance.PromiseExpiredCAS)
+	rep, err := measure(t, memoryHarness(func(s *memory.Store) driver.Store { return presentStore{s} }), only("expired-counts-as-absent"))
+	wantBroken(t, rep, err, "expired-counts-as-absent", "expired-absent-cas")
 }
 
 // TestDistortedStoresConform: stores distorted the way each backend
@@ -468,7 +468,7 @@ func TestDistortedStoresConform(t *testing.T) {
 				t.Fatalf("%v\n%s", err, rep)
 			}
 			for _, r := range rep.Results {
-				if r.Case == string(conformance.CaseLinearizable) && tr.Atomic != (r.Skipped == "") {
+				if r.Case == "concurrent-cas-linearizable" && tr.Atomic != (r.Skipped == "") {
 					t.Errorf("linearizability for Atomic=%v: skipped %q", tr.Atomic, r.Skipped)
 				}
 				optional := r.NotPromised && strings.Contains(r.Skipped, "(optional)") // skew's view shows no ClockSampler nor Lister

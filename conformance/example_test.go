@@ -66,10 +66,10 @@ func ExampleRun() {
 func ExampleCheck() {
 	ctx := context.Background()
 	err := conformance.Check(ctx, memHarness{}, conformance.WithSkipSlow(true))
-	fmt.Println("expired entries absent for CompareAndSwap broken:", errors.Is(err, conformance.PromiseExpiredCAS))
+	fmt.Println("expired entries absent for CompareAndSwap broken:", errors.Is(err, conformance.PromiseID("expired-absent-cas")))
 	fmt.Println("not verified:", errors.Is(err, conformance.ErrNotVerified))
 	err = conformance.Check(ctx, memHarness{}, conformance.WithSkipSlow(true),
-		conformance.Waive(conformance.PromiseForeign, "an in-process store holds only what this process's Breakers wrote"))
+		conformance.Waive("foreign-value-replaced", "an in-process store holds only what this process's Breakers wrote"))
 	fmt.Println("with the waiver:", err)
 	// Output:
 	// expired entries absent for CompareAndSwap broken: false
@@ -95,8 +95,8 @@ func (deafHarness) Close() {}
 // errors.Is, read them with errors.As.
 func ExampleProblem() {
 	err := conformance.Check(context.Background(), deafHarness{}, conformance.WithSkipSlow(true),
-		conformance.Waive(conformance.PromiseForeign, "an in-process store holds only what this process's Breakers wrote"))
-	fmt.Println("context promise broken:", errors.Is(err, conformance.PromiseContextEnded))
+		conformance.Waive("foreign-value-replaced", "an in-process store holds only what this process's Breakers wrote"))
+	fmt.Println("context promise broken:", errors.Is(err, conformance.PromiseID("context-ended")))
 	if pr, ok := errors.AsType[*conformance.Problem](err); ok {
 		fmt.Printf("case %s broke %s: %s\n", pr.Case, string(pr.Promise), pr.Detail)
 	}

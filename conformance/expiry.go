@@ -32,12 +32,12 @@ func (e *env) present(ctx context.Context, key string, ver driver.Version, stale
 	case errors.Is(err, driver.ErrNotFound):
 		return false, true
 	case err != nil:
-		e.errorf(PromiseExpiredGet, "Get(%q) while waiting for it to expire = %v", key, err)
+		e.errorf(promiseExpiredGet, "Get(%q) while waiting for it to expire = %v", key, err)
 		return false, false
 	case got != ver && len(stale) > 0 && stale[0]:
 		return true, true
 	case got != ver:
-		e.errorf(PromiseExpiredGet, "Get(%q) returned version %d while waiting for version %d to expire; nothing else wrote it", key, got, ver)
+		e.errorf(promiseExpiredGet, "Get(%q) returned version %d while waiting for version %d to expire; nothing else wrote it", key, got, ver)
 		return false, false
 	}
 	return true, true
@@ -54,7 +54,7 @@ type expiring struct {
 	key          string
 	ttl          time.Duration
 	write        writeFunc // nil: create key with ttl
-	early, late  PromiseID // default PromiseNotEarly, PromiseNotLate
+	early, late  PromiseID // default "expiry-not-early", "expiry-not-late"
 	what         string    // how the entry was written, for messages
 	advanceFirst time.Duration
 	// fine is the step past the earliest permitted end on the harness's
@@ -67,10 +67,10 @@ func (x *expiring) defaults(e *env) {
 		x.write = func(ctx context.Context) (driver.Version, bool) { return e.create(ctx, x.key, val("expiring"), x.ttl) }
 	}
 	if x.early == "" {
-		x.early = PromiseNotEarly
+		x.early = promiseNotEarly
 	}
 	if x.late == "" {
-		x.late = PromiseNotLate
+		x.late = promiseNotLate
 	}
 	if x.what == "" {
 		x.what = "written with TTL " + x.ttl.String()
@@ -171,7 +171,7 @@ func (e *env) measureAdvancing(ctx context.Context, adv TimeAdvancer, x expiring
 	if !ok {
 		return 0, meas, false
 	}
-	if _, _, _, ok := e.awaitRead(ctx, PromiseRead, x.key, ver, nil); !ok {
+	if _, _, _, ok := e.awaitRead(ctx, promiseRead, x.key, ver, nil); !ok {
 		return ver, meas, false
 	}
 	// Approach lo in probes whose distance to it shrinks fourfold, down to
@@ -356,20 +356,20 @@ func checkExpiredAbsent(ctx context.Context, e *env) {
 	if e.traits.Atomic {
 		_, err := e.store.CompareAndSwap(ctx, key, old, val("resurrected"), ttl)
 		if !errors.Is(err, driver.ErrConflict) {
-			e.errorf(PromiseExpiredCAS, "CompareAndSwap(%q, %d) with the expired entry's version = %v, want an error matching driver.ErrConflict", key, old, err)
+			e.errorf(promiseExpiredCAS, "CompareAndSwap(%q, %d) with the expired entry's version = %v, want an error matching driver.ErrConflict", key, old, err)
 		}
 		e.checkConflict(err, key, driver.NoVersion, nil)
 		if err := e.store.CompareAndDelete(ctx, key, old); !errors.Is(err, driver.ErrNotFound) {
-			e.errorf(PromiseExpiredDelete, "CompareAndDelete(%q, %d) with the expired entry's version = %v, want an error matching driver.ErrNotFound", key, old, err)
+			e.errorf(promiseExpiredDelete, "CompareAndDelete(%q, %d) with the expired entry's version = %v, want an error matching driver.ErrNotFound", key, old, err)
 		}
 	}
 	ver, err := e.store.CompareAndSwap(ctx, key, driver.NoVersion, val("new"), ttl)
 	if err != nil {
-		e.errorf(PromiseExpiredCAS, "CompareAndSwap(%q, NoVersion) after the entry expired = %v; create-only must succeed", key, err)
+		e.errorf(promiseExpiredCAS, "CompareAndSwap(%q, NoVersion) after the entry expired = %v; create-only must succeed", key, err)
 		return
 	}
 	if ver == old && e.traits.Atomic {
-		e.errorf(PromiseNoVersionReuse, "the entry created after %q expired got the expired entry's version %d", key, ver)
+		e.errorf(promiseNoVersionReuse, "the entry created after %q expired got the expired entry's version %d", key, ver)
 	}
-	e.awaitRead(ctx, PromiseExpiredGet, key, ver, val("new"))
+	e.awaitRead(ctx, promiseExpiredGet, key, ver, val("new"))
 }

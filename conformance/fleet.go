@@ -49,7 +49,7 @@ func checkFleet(ctx context.Context, e *env) {
 		s.Clock = c.Now
 		b, err := kvbreaker.New(e.store, s)
 		if err != nil {
-			e.errorf(PromiseFleet, "kvbreaker.New over the store's declared traits: %v", err)
+			e.errorf(promiseFleet, "kvbreaker.New over the store's declared traits: %v", err)
 			return
 		}
 		fleet[i] = b
@@ -70,7 +70,7 @@ func checkFleet(ctx context.Context, e *env) {
 		wg.Wait()
 		for i, err := range errs {
 			if err != nil {
-				e.errorf(PromiseFleet, "worker %d: Allow(%q) = %v", i, host, err)
+				e.errorf(promiseFleet, "worker %d: Allow(%q) = %v", i, host, err)
 				return out, false
 			}
 		}
@@ -89,7 +89,7 @@ func checkFleet(ctx context.Context, e *env) {
 				return true
 			}
 			if time.Now().After(deadline) {
-				e.errorf(PromiseFleet, "%s: workers decided %v, want all %v", step, got, want)
+				e.errorf(promiseFleet, "%s: workers decided %v, want all %v", step, got, want)
 				return false
 			}
 			if sleep(ctx, 100*time.Millisecond) != nil {
@@ -111,16 +111,16 @@ func checkFleet(ctx context.Context, e *env) {
 				probers = append(probers, i)
 			case kvbreaker.Hold:
 			default:
-				e.errorf(PromiseFleet, "%s: worker %d decided %v, want probe or hold", step, i, dec)
+				e.errorf(promiseFleet, "%s: worker %d decided %v, want probe or hold", step, i, dec)
 				return -1, false
 			}
 		}
 		switch {
 		case len(probers) == 0:
-			e.errorf(PromiseFleet, "%s: no worker got the probe once every clock had passed the restraint (decisions %v)", step, got)
+			e.errorf(promiseFleet, "%s: no worker got the probe once every clock had passed the restraint (decisions %v)", step, got)
 			return -1, false
 		case len(probers) > 1 && e.traits.Atomic:
-			e.errorf(PromiseFleet, "%s: workers %v all got the probe; an atomic store elects exactly one (decisions %v)", step, probers, got)
+			e.errorf(promiseFleet, "%s: workers %v all got the probe; an atomic store elects exactly one (decisions %v)", step, probers, got)
 			return -1, false
 		}
 		return probers[0], true
@@ -132,7 +132,7 @@ func checkFleet(ctx context.Context, e *env) {
 	write := func(step string, w func() error) bool {
 		_, before, _ := e.store.Get(ctx, host)
 		if err := w(); err != nil {
-			e.errorf(PromiseFleet, "%s: %v", step, err)
+			e.errorf(promiseFleet, "%s: %v", step, err)
 			return false
 		}
 		deadline := time.Now().Add(e.traits.ReadStaleness)
@@ -170,7 +170,7 @@ func checkFleet(ctx context.Context, e *env) {
 	mu.Unlock()
 	want := []string{"closed→open", "open→half-open", "half-open→open", "open→half-open", "half-open→closed"}
 	if e.traits.Atomic && !slices.Equal(got, want) {
-		e.errorf(PromiseFleet, "OnStateChange fired %v across the fleet, want %v, each once", got, want)
+		e.errorf(promiseFleet, "OnStateChange fired %v across the fleet, want %v, each once", got, want)
 	}
 	e.logf("transitions across 3 workers skewed by ±%v: %v", d, got)
 }

@@ -136,7 +136,7 @@ func (e *env) follow(ctx context.Context, prefix string) *feed {
 		var err error
 		defer func() {
 			if p := recover(); p != nil {
-				e.errorf(PromiseNoPanic, "Follow(%q) panicked: %v", prefix, p)
+				e.errorf(promiseNoPanic, "Follow(%q) panicked: %v", prefix, p)
 				err = fmt.Errorf("panic: %v", p)
 			}
 			fd.mu.Lock()
@@ -217,7 +217,7 @@ func (fd *feed) reportEarly(ctx context.Context) {
 		return
 	}
 	fd.early = true
-	fd.e.errorf(PromiseFollowContext, "Follow(%q) returned %v after %v and %d change(s), while its context was live", fd.prefix, fd.err, time.Since(fd.start).Round(time.Millisecond), len(fd.events))
+	fd.e.errorf(promiseFollowContext, "Follow(%q) returned %v after %v and %d change(s), while its context was live", fd.prefix, fd.err, time.Since(fd.start).Round(time.Millisecond), len(fd.events))
 }
 
 // syncedAfter returns the index of the first Synced at or after from whose
@@ -256,20 +256,20 @@ func (fd *feed) stop() {
 	select {
 	case <-fd.done:
 		if !errors.Is(fd.err, context.Canceled) {
-			fd.e.errorf(PromiseFollowContext, "Follow(%q) returned %v once its context was canceled; want an error matching context.Canceled", fd.prefix, fd.err)
+			fd.e.errorf(promiseFollowContext, "Follow(%q) returned %v once its context was canceled; want an error matching context.Canceled", fd.prefix, fd.err)
 		}
 	case <-tm.C:
-		fd.e.errorf(PromiseFollowContext, "Follow(%q) had not returned %v after its context was canceled", fd.prefix, followStopWait)
+		fd.e.errorf(promiseFollowContext, "Follow(%q) had not returned %v after its context was canceled", fd.prefix, followStopWait)
 	}
 	fd.mu.Lock()
 	late, concurrent := fd.late, fd.concurrent
 	ev := slices.Clone(fd.events)
 	fd.mu.Unlock()
 	if late > 0 {
-		fd.e.errorf(PromiseFollowContext, "Follow(%q) called fn %d time(s) after it returned", fd.prefix, late)
+		fd.e.errorf(promiseFollowContext, "Follow(%q) called fn %d time(s) after it returned", fd.prefix, late)
 	}
 	if concurrent {
-		fd.e.errorf(PromiseFollowFeed, "Follow(%q) called fn on two goroutines at once; it delivers one change at a time", fd.prefix)
+		fd.e.errorf(promiseFollowFeed, "Follow(%q) called fn on two goroutines at once; it delivers one change at a time", fd.prefix)
 	}
 	fd.e.checkGrammar(fd.prefix, ev)
 }
@@ -298,62 +298,62 @@ func (e *env) checkGrammar(prefix string, ev []arrival) {
 		switch a.Kind {
 		case driver.ChangePut, driver.ChangeDelete:
 			if !strings.HasPrefix(a.Key, prefix) {
-				bad(PromiseFollowFeed, i, "the key is outside the followed prefix %q", prefix)
+				bad(promiseFollowFeed, i, "the key is outside the followed prefix %q", prefix)
 			}
 			if a.Kind == driver.ChangePut && a.Version == driver.NoVersion {
-				bad(PromiseFollowFeed, i, "a Put with driver.NoVersion")
+				bad(promiseFollowFeed, i, "a Put with driver.NoVersion")
 			}
 			switch {
 			case state == begin:
-				bad(PromiseFollowFeed, i, "a change before the feed's first Reset")
+				bad(promiseFollowFeed, i, "a change before the feed's first Reset")
 			case state == lost:
-				bad(PromiseFollowFeed, i, "a change after Lost and before the Reset that must follow it")
+				bad(promiseFollowFeed, i, "a change after Lost and before the Reset that must follow it")
 			case state == snap && a.Kind == driver.ChangeDelete:
-				bad(PromiseFollowFeed, i, "a Delete inside a snapshot (between Reset and Synced a feed sends only the live keys' Puts)")
+				bad(promiseFollowFeed, i, "a Delete inside a snapshot (between Reset and Synced a feed sends only the live keys' Puts)")
 			}
 		case driver.ChangeStale:
 			if !strings.HasPrefix(a.Key, prefix) {
-				bad(PromiseFollowFeed, i, "the key is outside the followed prefix %q", prefix)
+				bad(promiseFollowFeed, i, "the key is outside the followed prefix %q", prefix)
 			}
 			switch state {
 			case begin:
-				bad(PromiseFollowFeed, i, "a change before the feed's first Reset")
+				bad(promiseFollowFeed, i, "a change before the feed's first Reset")
 			case lost:
-				bad(PromiseFollowFeed, i, "a change after Lost and before the Reset that must follow it")
+				bad(promiseFollowFeed, i, "a change after Lost and before the Reset that must follow it")
 			}
 		case driver.ChangeReset:
 			if state == live {
-				bad(PromiseFollowFeed, i, "a Reset without a Lost before it: the caller would decide from a partial mirror until the Synced")
+				bad(promiseFollowFeed, i, "a Reset without a Lost before it: the caller would decide from a partial mirror until the Synced")
 			}
 			state = snap
 		case driver.ChangeSynced:
 			switch state {
 			case begin:
-				bad(PromiseFollowFeed, i, "a Synced before the feed's first Reset")
+				bad(promiseFollowFeed, i, "a Synced before the feed's first Reset")
 			case lost:
-				bad(PromiseFollowFeed, i, "a Synced after Lost without a Reset and snapshot: the caller would decide on a mirror that missed changes")
+				bad(promiseFollowFeed, i, "a Synced after Lost without a Reset and snapshot: the caller would decide on a mirror that missed changes")
 			}
 			if state != begin && state != lost {
 				state = live
 			}
 			switch {
 			case a.At.IsZero():
-				bad(PromiseFollowHeartbeat, i, "a Synced with a zero At")
+				bad(promiseFollowHeartbeat, i, "a Synced with a zero At")
 			case a.At.Before(lastAt):
-				bad(PromiseFollowHeartbeat, i, "its At went back %v from the previous Synced's (%s)", lastAt.Sub(a.At), lastAt.Format("15:04:05.000000"))
+				bad(promiseFollowHeartbeat, i, "its At went back %v from the previous Synced's (%s)", lastAt.Sub(a.At), lastAt.Format("15:04:05.000000"))
 			case a.At.After(a.at):
-				bad(PromiseFollowHeartbeat, i, "its At is %v later than its delivery (%s): it claims changes not yet committed were delivered", a.At.Sub(a.at), a.at.Format("15:04:05.000000"))
+				bad(promiseFollowHeartbeat, i, "its At is %v later than its delivery (%s): it claims changes not yet committed were delivered", a.At.Sub(a.at), a.at.Format("15:04:05.000000"))
 			}
 			if a.At.After(lastAt) {
 				lastAt = a.At
 			}
 		case driver.ChangeLost:
 			if a.Err == nil {
-				bad(PromiseFollowFeed, i, "a Lost without Err (it must say why)")
+				bad(promiseFollowFeed, i, "a Lost without Err (it must say why)")
 			}
 			state = lost
 		default:
-			bad(PromiseFollowFeed, i, "an unknown ChangeKind %d", a.Kind)
+			bad(promiseFollowFeed, i, "an unknown ChangeKind %d", a.Kind)
 		}
 	}
 	for p, n := range reported {
@@ -568,7 +568,7 @@ func (e *env) followPut(ctx context.Context, promise PromiseID, key string, old 
 		return 0, false
 	}
 	if ver == driver.NoVersion {
-		e.errorf(PromiseCreate, "CompareAndSwap(%q, %d) returned driver.NoVersion", key, old)
+		e.errorf(promiseCreate, "CompareAndSwap(%q, %d) returned driver.NoVersion", key, old)
 		return 0, false
 	}
 	return ver, true
@@ -604,7 +604,7 @@ func checkFollowSnapshot(ctx context.Context, e *env) {
 			old = w.version
 		}
 		since[key] = time.Now()
-		ver, ok := e.followPut(ctx, PromiseFollowSnapshot, key, old, value)
+		ver, ok := e.followPut(ctx, promiseFollowSnapshot, key, old, value)
 		if ok {
 			want[key] = &entry{value: value, version: ver}
 		}
@@ -619,13 +619,13 @@ func checkFollowSnapshot(ctx context.Context, e *env) {
 		return
 	}
 	since[prefix+"deleted.example"] = time.Now()
-	if !e.followDelete(ctx, PromiseFollowSnapshot, prefix+"deleted.example", want[prefix+"deleted.example"].version) {
+	if !e.followDelete(ctx, promiseFollowSnapshot, prefix+"deleted.example", want[prefix+"deleted.example"].version) {
 		return
 	}
 	want[prefix+"deleted.example"] = nil
 	outside := []string{"follow-snapshot", "follow-snapshoT/x.example", "follow-snapshot0/x.example", "follow-snapshot.example", "a.example"}
 	for _, k := range outside {
-		if _, ok := e.followPut(ctx, PromiseFollowSnapshot, k, driver.NoVersion, val("outside")); !ok {
+		if _, ok := e.followPut(ctx, promiseFollowSnapshot, k, driver.NoVersion, val("outside")); !ok {
 			return
 		}
 	}
@@ -638,7 +638,7 @@ func checkFollowSnapshot(ctx context.Context, e *env) {
 		return
 	}
 	defer fd.stop()
-	ev, iS := fd.initialSync(ctx, PromiseFollowSnapshot)
+	ev, iS := fd.initialSync(ctx, promiseFollowSnapshot)
 	if iS < 0 {
 		return
 	}
@@ -651,7 +651,7 @@ func checkFollowSnapshot(ctx context.Context, e *env) {
 		}
 	}
 	if iR < 0 {
-		e.errorf(PromiseFollowSnapshot, "the feed's first Synced came without a Reset before it: %s", describeEvents(ev[:iS+1]))
+		e.errorf(promiseFollowSnapshot, "the feed's first Synced came without a Reset before it: %s", describeEvents(ev[:iS+1]))
 		return
 	}
 	snap := ev[iR+1 : iS]
@@ -663,20 +663,20 @@ func checkFollowSnapshot(ctx context.Context, e *env) {
 	}
 	for k, n := range count {
 		if n > 1 {
-			e.errorf(PromiseFollowSnapshot, "the snapshot holds %q %d times: %s", k, n, describeEvents(changesOf(snap, k)))
+			e.errorf(promiseFollowSnapshot, "the snapshot holds %q %d times: %s", k, n, describeEvents(changesOf(snap, k)))
 		}
 	}
-	e.compareMirror(PromiseFollowSnapshot, mirrorOf(ev[:iS+1]), want, since, fmt.Sprintf("at the snapshot's Synced (%d Put(s) after Reset, writes finished %v before Follow began)", len(snap), fd.start.Sub(written).Round(time.Millisecond)))
+	e.compareMirror(promiseFollowSnapshot, mirrorOf(ev[:iS+1]), want, since, fmt.Sprintf("at the snapshot's Synced (%d Put(s) after Reset, writes finished %v before Follow began)", len(snap), fd.start.Sub(written).Round(time.Millisecond)))
 	// Writes beside the prefix while following must not arrive either;
 	// one under it shows when the feed has caught up.
 	for _, k := range outside {
 		if _, _, err := e.store.Get(ctx, k); err != nil {
-			e.errorf(PromiseRead, "Get(%q) = %v", k, err)
+			e.errorf(promiseRead, "Get(%q) = %v", k, err)
 			return
 		}
 	}
 	for _, k := range outside[1:] {
-		if _, ok := e.followPut(ctx, PromiseFollowSnapshot, k+".2", driver.NoVersion, val("outside, while following")); !ok {
+		if _, ok := e.followPut(ctx, promiseFollowSnapshot, k+".2", driver.NoVersion, val("outside, while following")); !ok {
 			return
 		}
 	}
@@ -685,11 +685,11 @@ func checkFollowSnapshot(ctx context.Context, e *env) {
 		return
 	}
 	done := time.Now()
-	ev, iA := fd.awaitSynced(ctx, PromiseFollowSnapshot, iS+1, done, "the last write returned")
+	ev, iA := fd.awaitSynced(ctx, promiseFollowSnapshot, iS+1, done, "the last write returned")
 	if iA < 0 {
 		return
 	}
-	e.compareMirror(PromiseFollowSnapshot, mirrorOf(ev[:iA+1]), want, since, "at the first Synced after a write that followed the snapshot")
+	e.compareMirror(promiseFollowSnapshot, mirrorOf(ev[:iA+1]), want, since, "at the first Synced after a write that followed the snapshot")
 	e.logf("snapshot of %d live keys (one updated twice, one deleted, one empty) beside %d keys outside the prefix", len(snap), len(outside))
 }
 
@@ -707,7 +707,7 @@ type script struct {
 func checkFollowOrder(ctx context.Context, e *env) {
 	const prefix = "follow-order/"
 	pre := prefix + "pre.example"
-	preVer, ok := e.followPut(ctx, PromiseFollowOrder, pre, driver.NoVersion, val("before the snapshot"))
+	preVer, ok := e.followPut(ctx, promiseFollowOrder, pre, driver.NoVersion, val("before the snapshot"))
 	if !ok {
 		return
 	}
@@ -717,7 +717,7 @@ func checkFollowOrder(ctx context.Context, e *env) {
 		return
 	}
 	defer fd.stop()
-	_, iS := fd.initialSync(ctx, PromiseFollowOrder)
+	_, iS := fd.initialSync(ctx, promiseFollowOrder)
 	if iS < 0 {
 		return
 	}
@@ -746,7 +746,7 @@ func checkFollowOrder(ctx context.Context, e *env) {
 				case 'p':
 					value := val(fmt.Sprintf("%s #%d", sc.key, n))
 					start := time.Now()
-					ver, ok := e.followPut(ctx, PromiseFollowOrder, sc.key, cur, value)
+					ver, ok := e.followPut(ctx, promiseFollowOrder, sc.key, cur, value)
 					if !ok {
 						return
 					}
@@ -755,7 +755,7 @@ func checkFollowOrder(ctx context.Context, e *env) {
 					cur = ver
 				case 'd':
 					start := time.Now()
-					if !e.followDelete(ctx, PromiseFollowOrder, sc.key, cur) {
+					if !e.followDelete(ctx, promiseFollowOrder, sc.key, cur) {
 						return
 					}
 					logs[i] = append(logs[i], committed{driver.ChangeDelete, cur, nil, start})
@@ -770,7 +770,7 @@ func checkFollowOrder(ctx context.Context, e *env) {
 		// Beside the prefix, interleaved with the others.
 		cur := driver.NoVersion
 		for n := range 4 {
-			ver, ok := e.followPut(ctx, PromiseFollowOrder, "follow-order.example", cur, val(fmt.Sprint("outside #", n)))
+			ver, ok := e.followPut(ctx, promiseFollowOrder, "follow-order.example", cur, val(fmt.Sprint("outside #", n)))
 			if !ok {
 				return
 			}
@@ -783,7 +783,7 @@ func checkFollowOrder(ctx context.Context, e *env) {
 	if ctx.Err() != nil {
 		return
 	}
-	ev, iA := fd.awaitSynced(ctx, PromiseFollowOrder, iS+1, done, "the last write returned")
+	ev, iA := fd.awaitSynced(ctx, promiseFollowOrder, iS+1, done, "the last write returned")
 	if iA < 0 {
 		return
 	}
@@ -800,7 +800,7 @@ func checkFollowOrder(ctx context.Context, e *env) {
 				since[sc.key] = logs[i][n-1].start
 			}
 		}
-		e.compareMirror(PromiseFollowOrder, mirrorOf(ev[:iA+1]), want, since, "at the first Synced after the last write returned")
+		e.compareMirror(promiseFollowOrder, mirrorOf(ev[:iA+1]), want, since, "at the first Synced after the last write returned")
 		return
 	}
 	// Every Synced vouches for the changes committed before its At: the
@@ -838,7 +838,7 @@ func checkFollowOrder(ctx context.Context, e *env) {
 				}
 				return present && got.version == c.version && bytes.Equal(got.value, c.value)
 			}) {
-				e.errorf(PromiseFollowOrder, "key %q: its change %s had returned by %s, but the Synced with At %s (delivered at %s) came before it arrived; before that Synced the feed had delivered %s",
+				e.errorf(promiseFollowOrder, "key %q: its change %s had returned by %s, but the Synced with At %s (delivered at %s) came before it arrived; before that Synced the feed had delivered %s",
 					sc.key, logs[i][last], rets[i][last].Format("15:04:05.000000"), ev[j].At.Format("15:04:05.000000"), ev[j].at.Format("15:04:05.000000"), describeEvents(before))
 				return
 			}
@@ -847,16 +847,16 @@ func checkFollowOrder(ctx context.Context, e *env) {
 	total := 0
 	for i, sc := range scripts {
 		total += len(logs[i])
-		e.compareSequence(PromiseFollowOrder, sc.key, logs[i], changesOf(after, sc.key), sc.key != pre, fmt.Sprintf("by the first Synced after the last write returned (At %s)", ev[iA].At.Format("15:04:05.000000")))
+		e.compareSequence(promiseFollowOrder, sc.key, logs[i], changesOf(after, sc.key), sc.key != pre, fmt.Sprintf("by the first Synced after the last write returned (At %s)", ev[iA].At.Format("15:04:05.000000")))
 	}
 	// Nothing more may arrive for them: the Synced said all had.
-	ev, iB := fd.awaitSynced(ctx, PromiseFollowHeartbeat, iA+1, ev[iA].At, "the Synced that covered the writes")
+	ev, iB := fd.awaitSynced(ctx, promiseFollowHeartbeat, iA+1, ev[iA].At, "the Synced that covered the writes")
 	if iB < 0 {
 		return
 	}
 	for _, sc := range scripts {
 		if more := changesOf(ev[iA+1:iB+1], sc.key); len(more) > 0 && !hasKind(ev[iA+1:iB+1], driver.ChangeReset) {
-			e.errorf(PromiseFollowOrder, "key %q: %s arrived after the Synced (At %s) that said every change committed before it had been delivered, and nothing was written since", sc.key, describeEvents(more), ev[iA].At.Format("15:04:05.000000"))
+			e.errorf(promiseFollowOrder, "key %q: %s arrived after the Synced (At %s) that said every change committed before it had been delivered, and nothing was written since", sc.key, describeEvents(more), ev[iA].At.Format("15:04:05.000000"))
 		}
 	}
 	e.logf("%d goroutines committed %d changes to %d keys (writes, deletes, re-creations), with writes beside the prefix between them; each key's changes arrived in commit order", len(scripts), total, len(scripts))
@@ -890,7 +890,7 @@ func checkFollowStorm(ctx context.Context, e *env) {
 		return
 	}
 	defer fd.stop()
-	_, iS := fd.initialSync(ctx, PromiseFollowMirror)
+	_, iS := fd.initialSync(ctx, promiseFollowMirror)
 	if iS < 0 {
 		return
 	}
@@ -910,7 +910,7 @@ func checkFollowStorm(ctx context.Context, e *env) {
 				key := keys[(g+n)%len(keys)]
 				_, cur, err := e.store.Get(ctx, key)
 				if err != nil && !errors.Is(err, driver.ErrNotFound) {
-					e.errorf(PromiseRead, "Get(%q) = %v", key, err)
+					e.errorf(promiseRead, "Get(%q) = %v", key, err)
 					return
 				}
 				value := val(fmt.Sprintf("g%d #%d", g, n))
@@ -936,7 +936,7 @@ func checkFollowStorm(ctx context.Context, e *env) {
 	if ctx.Err() != nil {
 		return
 	}
-	ev, iA := fd.awaitSynced(ctx, PromiseFollowMirror, iS+1, done, "the storm's last write returned")
+	ev, iA := fd.awaitSynced(ctx, promiseFollowMirror, iS+1, done, "the storm's last write returned")
 	if iA < 0 {
 		return
 	}
@@ -956,13 +956,13 @@ func checkFollowStorm(ctx context.Context, e *env) {
 		case errors.Is(err, driver.ErrNotFound):
 			want[k] = nil
 		case err != nil:
-			e.errorf(PromiseRead, "Get(%q) = %v", k, err)
+			e.errorf(promiseRead, "Get(%q) = %v", k, err)
 			return
 		default:
 			want[k] = &entry{value: v, version: ver}
 		}
 	}
-	e.compareMirror(PromiseFollowMirror, mirrorOf(ev[:iA+1]), want, since, fmt.Sprintf("at the first Synced after the storm's last write returned (At %s)", ev[iA].At.Format("15:04:05.000000")))
+	e.compareMirror(promiseFollowMirror, mirrorOf(ev[:iA+1]), want, since, fmt.Sprintf("at the first Synced after the storm's last write returned (At %s)", ev[iA].At.Format("15:04:05.000000")))
 	total := 0
 	for _, k := range keys {
 		total += len(swaps[k])
@@ -983,17 +983,17 @@ func checkFollowStorm(ctx context.Context, e *env) {
 	for _, k := range keys {
 		chain, ok := chainOf(swaps[k])
 		if !ok {
-			e.logf("%q: the successful swaps do not form one chain (see %s)", k, CaseLinearizable)
+			e.logf("%q: the successful swaps do not form one chain (see %s)", k, caseLinearizable)
 			continue
 		}
 		if !e.stormSyncedCovers(k, chain, swaps[k], ev, iS, iA) {
 			continue
 		}
-		e.compareSequence(PromiseFollowOrder, k, chain, changesOf(after, k), true, "in the storm")
+		e.compareSequence(promiseFollowOrder, k, chain, changesOf(after, k), true, "in the storm")
 	}
 }
 
-// stormSyncedCovers reports, under PromiseFollowOrder, a Synced among
+// stormSyncedCovers reports, under "follow-commit-order", a Synced among
 // ev(iS, iA] that arrived before key's swap that had returned by its At: the
 // key's state by that Synced must be that swap's or a later one's in chain,
 // or a Stale that arrived after that swap was sent. A feed whose changes
@@ -1029,7 +1029,7 @@ func (e *env) stormSyncedCovers(key string, chain []committed, ss []swap, ev []a
 		}) {
 			continue
 		}
-		e.errorf(PromiseFollowOrder, "key %q: its swap to %s had returned by %s, but the Synced with At %s (delivered at %s) came before it or a later one arrived; before that Synced the feed had delivered %s",
+		e.errorf(promiseFollowOrder, "key %q: its swap to %s had returned by %s, but the Synced with At %s (delivered at %s) came before it or a later one arrived; before that Synced the feed had delivered %s",
 			key, chain[last], ret[chain[last].version].Format("15:04:05.000000"), ev[j].At.Format("15:04:05.000000"), ev[j].at.Format("15:04:05.000000"), describeEvents(changesOf(ev[iS+1:j], key)))
 		return false
 	}
@@ -1073,7 +1073,7 @@ func checkFollowHeartbeat(ctx context.Context, e *env) {
 		return
 	}
 	defer fd.stop()
-	_, iS := fd.initialSync(ctx, PromiseFollowHeartbeat)
+	_, iS := fd.initialSync(ctx, promiseFollowHeartbeat)
 	if iS < 0 {
 		return
 	}
@@ -1114,7 +1114,7 @@ func checkFollowHeartbeat(ctx context.Context, e *env) {
 		case driver.ChangeLost, driver.ChangeReset:
 			e.logf("the feed resynchronised while idle: %s", a)
 		default:
-			e.errorf(PromiseFollowFeed, "%s arrived on a prefix nothing writes", a)
+			e.errorf(promiseFollowFeed, "%s arrived on a prefix nothing writes", a)
 		}
 	}
 	tail := end.Sub(prev.at)
@@ -1125,7 +1125,7 @@ func checkFollowHeartbeat(ctx context.Context, e *env) {
 	}
 	switch {
 	case len(gaps) == 0:
-		e.errorf(PromiseFollowHeartbeat, "no Synced arrived in the %v after the snapshot's, with heartbeat %v and no writes", window, h)
+		e.errorf(promiseFollowHeartbeat, "no Synced arrived in the %v after the snapshot's, with heartbeat %v and no writes", window, h)
 		return
 	case worst > maxGap:
 		// Stalls of this process that cover the overrun: without them the
@@ -1134,26 +1134,26 @@ func checkFollowHeartbeat(ctx context.Context, e *env) {
 			e.undecidedf("with heartbeat %v and no writes, %v passed between two Synced (at most %v allowed), %v of it with this process stalled (the machine's load); the gaps: %v", h, worst.Round(time.Millisecond), maxGap, st.Round(time.Millisecond), roundAll(gaps))
 			break
 		}
-		e.errorf(PromiseFollowHeartbeat, "with heartbeat %v and no writes, %v passed between two Synced (at most %v allowed: twice the heartbeat plus 100 ms); the gaps: %v", h, worst.Round(time.Millisecond), maxGap, roundAll(gaps))
+		e.errorf(promiseFollowHeartbeat, "with heartbeat %v and no writes, %v passed between two Synced (at most %v allowed: twice the heartbeat plus 100 ms); the gaps: %v", h, worst.Round(time.Millisecond), maxGap, roundAll(gaps))
 	case tail > maxGap:
 		if st := stalls.within(prev.at, end); st >= tail-maxGap {
 			e.undecidedf("with heartbeat %v and no writes, no Synced arrived in the last %v of the %v watched (at most %v allowed), %v of it with this process stalled (the machine's load)", h, tail.Round(time.Millisecond), window, maxGap, st.Round(time.Millisecond))
 			break
 		}
-		e.errorf(PromiseFollowHeartbeat, "with heartbeat %v and no writes, no Synced arrived in the last %v of the %v watched (at most %v allowed); the gaps before: %v", h, tail.Round(time.Millisecond), window, maxGap, roundAll(gaps))
+		e.errorf(promiseFollowHeartbeat, "with heartbeat %v and no writes, no Synced arrived in the last %v of the %v watched (at most %v allowed); the gaps before: %v", h, tail.Round(time.Millisecond), window, maxGap, roundAll(gaps))
 	case sum/time.Duration(len(gaps)) > meanGap:
 		over := sum - meanGap*time.Duration(len(gaps))
 		if st := stalls.within(ev[iS].at, prev.at); st >= over {
 			e.undecidedf("with heartbeat %v and no writes, Synced arrived every %v on average over %d beats (at most %v allowed), and the machine's load took %v from this process in those beats, more than the %v over; the gaps: %v", h, (sum / time.Duration(len(gaps))).Round(time.Millisecond), len(gaps), meanGap, st.Round(time.Millisecond), over.Round(time.Millisecond), roundAll(gaps))
 			break
 		}
-		e.errorf(PromiseFollowHeartbeat, "with heartbeat %v and no writes, Synced arrived every %v on average over %d beats (at most %v allowed); the gaps: %v", h, (sum / time.Duration(len(gaps))).Round(time.Millisecond), len(gaps), meanGap, roundAll(gaps))
+		e.errorf(promiseFollowHeartbeat, "with heartbeat %v and no writes, Synced arrived every %v on average over %d beats (at most %v allowed); the gaps: %v", h, (sum / time.Duration(len(gaps))).Round(time.Millisecond), len(gaps), meanGap, roundAll(gaps))
 	}
 	if worstLag > maxLag {
 		if st := stalls.within(lagFrom, lagTo); st >= worstLag-maxLag {
 			e.undecidedf("a Synced arrived %v after its At (at most the heartbeat %v plus 100 ms allowed), and the machine's load took %v from this process in between", worstLag.Round(time.Millisecond), h, st.Round(time.Millisecond))
 		} else {
-			e.errorf(PromiseFollowHeartbeat, "a Synced arrived %v after its At (at most the heartbeat %v plus 100 ms allowed): an idle feed's At must keep up with the clock", worstLag.Round(time.Millisecond), h)
+			e.errorf(promiseFollowHeartbeat, "a Synced arrived %v after its At (at most the heartbeat %v plus 100 ms allowed): an idle feed's At must keep up with the clock", worstLag.Round(time.Millisecond), h)
 		}
 	}
 	e.logf("heartbeat %v: %d Synced in %v idle, gaps up to %v (mean %v), At up to %v behind delivery",
@@ -1180,7 +1180,7 @@ func checkFollowExpiry(ctx context.Context, e *env) {
 		return
 	}
 	defer fd.stop()
-	_, iS := fd.initialSync(ctx, PromiseFollowExpiry)
+	_, iS := fd.initialSync(ctx, promiseFollowExpiry)
 	if iS < 0 {
 		return
 	}
@@ -1199,7 +1199,7 @@ func checkFollowExpiry(ctx context.Context, e *env) {
 		// The model's latest end, on the harness's clock.
 		lastPresent = time.Now()
 		if err := adv.Advance(ctx, hi+time.Millisecond); err != nil {
-			e.errorf(PromiseFollowExpiry, "TimeAdvancer.Advance(%v) = %v", hi, err)
+			e.errorf(promiseFollowExpiry, "TimeAdvancer.Advance(%v) = %v", hi, err)
 			return
 		}
 		e.advanced += hi + time.Millisecond
@@ -1214,7 +1214,7 @@ func checkFollowExpiry(ctx context.Context, e *env) {
 		if present {
 			lastPresent = s
 			if s.Sub(written) > hi+e.traits.ReadStaleness+2*time.Second {
-				e.errorf(PromiseNotLate, "%q written with TTL %v is still present %v after the write", key, ttl, s.Sub(written).Round(time.Millisecond))
+				e.errorf(promiseNotLate, "%q written with TTL %v is still present %v after the write", key, ttl, s.Sub(written).Round(time.Millisecond))
 				return
 			}
 			_ = sleep(ctx, interval)
@@ -1227,14 +1227,14 @@ func checkFollowExpiry(ctx context.Context, e *env) {
 	// deletes. Not the declared Late: that bounds when Get finds the key
 	// gone (etcd's is a minute), which is measured above; a Delete a
 	// reader-filtered store's purge sends later is allowed, not awaited.
-	ev, iA := fd.awaitSynced(ctx, PromiseFollowExpiry, iS+1, gone.Add(e.opts.FollowHeartbeat), "the key expired")
+	ev, iA := fd.awaitSynced(ctx, promiseFollowExpiry, iS+1, gone.Add(e.opts.FollowHeartbeat), "the key expired")
 	if iA < 0 {
 		return
 	}
 	got := changesOf(ev[iS+1:], key)
 	write := committed{kind: driver.ChangePut, version: ver, value: val("expiring")}
 	if len(got) == 0 || !write.matches(got[0]) && got[0].Kind != driver.ChangeStale {
-		e.errorf(PromiseFollowOrder, "key %q: committed [put v%d \"expiring\"]; the feed delivered %s", key, ver, describeEvents(got))
+		e.errorf(promiseFollowOrder, "key %q: committed [put v%d \"expiring\"]; the feed delivered %s", key, ver, describeEvents(got))
 		return
 	}
 	// A Stale (of the write, or of the expiry) says nothing of when the
@@ -1250,13 +1250,13 @@ func checkFollowExpiry(ctx context.Context, e *env) {
 	for i, a := range got {
 		switch {
 		case a.Kind == driver.ChangePut:
-			e.errorf(PromiseFollowExpiry, "key %q arrived as %s after it was written once (v%d) and expired: nothing wrote it again", key, a, ver)
+			e.errorf(promiseFollowExpiry, "key %q arrived as %s after it was written once (v%d) and expired: nothing wrote it again", key, a, ver)
 		case i > 0:
-			e.errorf(PromiseFollowExpiry, "key %q: a second Delete (%s) after it expired once", key, a)
+			e.errorf(promiseFollowExpiry, "key %q: a second Delete (%s) after it expired once", key, a)
 		case a.Version != ver && a.Version != driver.NoVersion:
-			e.errorf(PromiseFollowExpiry, "key %q expired at v%d, but the feed's Delete names v%d", key, ver, a.Version)
+			e.errorf(promiseFollowExpiry, "key %q expired at v%d, but the feed's Delete names v%d", key, ver, a.Version)
 		case a.at.Add(e.traits.ReadStaleness).Before(lastPresent):
-			e.errorf(PromiseFollowExpiry, "key %q: the feed delivered its Delete %v after the write, but a Get issued %v after the write still found it (TTL %v, declared Early %v, Granularity %v, ReadStaleness %v)",
+			e.errorf(promiseFollowExpiry, "key %q: the feed delivered its Delete %v after the write, but a Get issued %v after the write still found it (TTL %v, declared Early %v, Granularity %v, ReadStaleness %v)",
 				key, a.at.Sub(written).Round(time.Millisecond), lastPresent.Sub(written).Round(time.Millisecond), ttl, e.traits.Expiry.Early, e.traits.Expiry.Granularity, e.traits.ReadStaleness)
 		default:
 			e.logf("the store reports expiry: the Delete arrived %v after the write (TTL %v), %v after Get found the key gone", a.at.Sub(written).Round(time.Millisecond), ttl, a.at.Sub(gone).Round(time.Millisecond))
@@ -1291,7 +1291,7 @@ func checkFollowLost(ctx context.Context, e *env) {
 	since := map[string]time.Time{} // when each key's last write was sent
 	for _, k := range []string{kept, moved, doomed} {
 		since[k] = time.Now()
-		ver, ok := e.followPut(ctx, PromiseFollowLost, k, driver.NoVersion, val("before "+k))
+		ver, ok := e.followPut(ctx, promiseFollowLost, k, driver.NoVersion, val("before "+k))
 		if !ok {
 			return
 		}
@@ -1302,25 +1302,25 @@ func checkFollowLost(ctx context.Context, e *env) {
 		return
 	}
 	defer fd.stop()
-	_, iS := fd.initialSync(ctx, PromiseFollowLost)
+	_, iS := fd.initialSync(ctx, promiseFollowLost)
 	if iS < 0 {
 		return
 	}
 	// One write the live feed must carry before the break.
 	live := prefix + "live.example"
 	since[live] = time.Now()
-	lv, ok := e.followPut(ctx, PromiseFollowLost, live, driver.NoVersion, val("live"))
+	lv, ok := e.followPut(ctx, promiseFollowLost, live, driver.NoVersion, val("live"))
 	if !ok {
 		return
 	}
 	want[live] = &entry{value: val("live"), version: lv}
-	ev, iL := fd.awaitSynced(ctx, PromiseFollowOrder, iS+1, time.Now(), "a write before the break")
+	ev, iL := fd.awaitSynced(ctx, promiseFollowOrder, iS+1, time.Now(), "a write before the break")
 	if iL < 0 {
 		return
 	}
 	broken := len(ev)
 	if err := b.BreakFeed(ctx); err != nil {
-		e.errorf(PromiseFollowLost, "FeedBreaker.BreakFeed = %v", err)
+		e.errorf(promiseFollowLost, "FeedBreaker.BreakFeed = %v", err)
 		return
 	}
 	cut := time.Now()
@@ -1330,26 +1330,26 @@ func checkFollowLost(ctx context.Context, e *env) {
 	since[gap] = time.Now()
 	gv, err := e.retryPut(ctx, gap, driver.NoVersion, val("written while the feed was cut"))
 	if err != nil {
-		e.errorf(PromiseFollowLost, "creating %q after the break: %v", gap, err)
+		e.errorf(promiseFollowLost, "creating %q after the break: %v", gap, err)
 		return
 	}
 	want[gap] = &entry{value: val("written while the feed was cut"), version: gv}
 	since[moved] = time.Now()
 	mv, err := e.retryPut(ctx, moved, want[moved].version, val("moved while the feed was cut"))
 	if err != nil {
-		e.errorf(PromiseFollowLost, "updating %q after the break: %v", moved, err)
+		e.errorf(promiseFollowLost, "updating %q after the break: %v", moved, err)
 		return
 	}
 	want[moved] = &entry{value: val("moved while the feed was cut"), version: mv}
 	dv := want[doomed].version
 	since[doomed] = time.Now()
 	if err := e.retryDelete(ctx, doomed, dv); err != nil {
-		e.errorf(PromiseFollowLost, "deleting %q after the break: %v", doomed, err)
+		e.errorf(promiseFollowLost, "deleting %q after the break: %v", doomed, err)
 		return
 	}
 	want[doomed] = nil
 	done := time.Now()
-	ev, iA := fd.awaitSynced(ctx, PromiseFollowLost, broken, done, "the writes made after the break returned")
+	ev, iA := fd.awaitSynced(ctx, promiseFollowLost, broken, done, "the writes made after the break returned")
 	if iA < 0 {
 		return
 	}
@@ -1359,10 +1359,10 @@ func checkFollowLost(ctx context.Context, e *env) {
 	if lost < 0 {
 		// No Lost: the feed must have resumed from where it was, every
 		// change of the gap delivered in order.
-		ok := e.compareSequence(PromiseFollowLost, gap, []committed{{driver.ChangePut, gv, want[gap].value, since[gap]}}, changesOf(after, gap), false, "written while the feed was cut, resumed without Lost")
-		ok = e.compareSequence(PromiseFollowLost, moved, []committed{{driver.ChangePut, mv, want[moved].value, since[moved]}}, changesOf(after, moved), false, "updated while the feed was cut, resumed without Lost") && ok
-		ok = e.compareSequence(PromiseFollowLost, doomed, []committed{{driver.ChangeDelete, dv, nil, since[doomed]}}, changesOf(after, doomed), false, "deleted while the feed was cut, resumed without Lost") && ok
-		if ok && e.compareMirror(PromiseFollowLost, mirrorOf(ev[:iA+1]), want, since, when+", with no Lost (the feed resumed past a gap)") {
+		ok := e.compareSequence(promiseFollowLost, gap, []committed{{driver.ChangePut, gv, want[gap].value, since[gap]}}, changesOf(after, gap), false, "written while the feed was cut, resumed without Lost")
+		ok = e.compareSequence(promiseFollowLost, moved, []committed{{driver.ChangePut, mv, want[moved].value, since[moved]}}, changesOf(after, moved), false, "updated while the feed was cut, resumed without Lost") && ok
+		ok = e.compareSequence(promiseFollowLost, doomed, []committed{{driver.ChangeDelete, dv, nil, since[doomed]}}, changesOf(after, doomed), false, "deleted while the feed was cut, resumed without Lost") && ok
+		if ok && e.compareMirror(promiseFollowLost, mirrorOf(ev[:iA+1]), want, since, when+", with no Lost (the feed resumed past a gap)") {
 			e.logf("the feed said no Lost after the break and missed none of the %d writes made meanwhile: it resumed from its position (or its connection was not cut: does the follower dial through the harness's proxy?)", 3)
 		}
 		return
@@ -1373,10 +1373,10 @@ func checkFollowLost(ctx context.Context, e *env) {
 	iSy := slices.IndexFunc(rest, func(a arrival) bool { return a.Kind == driver.ChangeSynced })
 	switch {
 	case iR < 0 || (iSy >= 0 && iSy < iR):
-		e.errorf(PromiseFollowLost, "after Lost (%s) the feed sent %s: no Reset and snapshot before the next Synced", rest[0], describeEvents(rest[1:]))
+		e.errorf(promiseFollowLost, "after Lost (%s) the feed sent %s: no Reset and snapshot before the next Synced", rest[0], describeEvents(rest[1:]))
 		return
 	}
-	e.compareMirror(PromiseFollowLost, mirrorOf(ev[:iA+1]), want, since, when+", after the feed's Lost and resynchronisation")
+	e.compareMirror(promiseFollowLost, mirrorOf(ev[:iA+1]), want, since, when+", after the feed's Lost and resynchronisation")
 	e.logf("the break was said as Lost (%v) %v after it, then Reset, a snapshot of %d key(s) and Synced", rest[0].Err, rest[0].at.Sub(cut).Round(time.Millisecond), snapshotSize(rest[iR:]))
 }
 
@@ -1466,7 +1466,7 @@ func checkFollowArgs(ctx context.Context, e *env) {
 		go func() {
 			defer func() {
 				if p := recover(); p != nil {
-					e.errorf(PromiseNoPanic, "Follow with %s panicked: %v", c.what, p)
+					e.errorf(promiseNoPanic, "Follow with %s panicked: %v", c.what, p)
 					done <- fmt.Errorf("panic: %v", p)
 				}
 			}()
@@ -1477,7 +1477,7 @@ func checkFollowArgs(ctx context.Context, e *env) {
 		case err = <-done:
 		case <-time.After(bound + followStopWait):
 			cancel()
-			e.errorf(PromiseFollowArgs, "Follow with %s had not returned %v after it began, its context ended", c.what, bound+followStopWait)
+			e.errorf(promiseFollowArgs, "Follow with %s had not returned %v after it began, its context ended", c.what, bound+followStopWait)
 			continue
 		}
 		took := time.Since(start)
@@ -1486,14 +1486,14 @@ func checkFollowArgs(ctx context.Context, e *env) {
 		case ctx.Err() != nil:
 			return
 		case err == nil:
-			e.errorf(PromiseFollowArgs, "Follow with %s returned nil after %v", c.what, took.Round(time.Millisecond))
+			e.errorf(promiseFollowArgs, "Follow with %s returned nil after %v", c.what, took.Round(time.Millisecond))
 		case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled):
-			e.errorf(PromiseFollowArgs, "Follow with %s ran until its context ended (%v after it began: %v) instead of refusing it", c.what, took.Round(time.Millisecond), err)
+			e.errorf(promiseFollowArgs, "Follow with %s ran until its context ended (%v after it began: %v) instead of refusing it", c.what, took.Round(time.Millisecond), err)
 		default:
 			e.logf("%s refused after %v: %v", c.what, took.Round(time.Millisecond), err)
 		}
 	}
 	if n := delivered.Load(); n > 0 {
-		e.errorf(PromiseFollowArgs, "Follow delivered %d changes to a call it should have refused", n)
+		e.errorf(promiseFollowArgs, "Follow delivered %d changes to a call it should have refused", n)
 	}
 }

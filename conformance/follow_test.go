@@ -431,8 +431,8 @@ func newAdvancingFollow(b feedBug) *advancingFollow {
 }
 
 var followCases = []conformance.CaseID{
-	conformance.CaseFollowArgs, conformance.CaseFollowSnapshot, conformance.CaseFollowOrder, conformance.CaseFollowStorm,
-	conformance.CaseFollowHeartbeat, conformance.CaseFollowExpiry, conformance.CaseFollowLost,
+	"follow-arguments", "follow-snapshot", "follow-order", "follow-storm",
+	"follow-heartbeat", "follow-expiry", "follow-lost",
 }
 
 // TestFollowReference: a correct follower passes every Follower case, each
@@ -463,7 +463,7 @@ func TestFollowReference(t *testing.T) {
 			var undecided []string
 			for _, c := range followCases {
 				r := result(t, rep, c)
-				if c == conformance.CaseFollowExpiry && mode == "real-time" {
+				if c == "follow-expiry" && mode == "real-time" {
 					continue // slow: skipped under WithSkipSlow
 				}
 				var gaps []conformcheck.Gap
@@ -511,27 +511,27 @@ func TestFollowBugs(t *testing.T) {
 		c       conformance.CaseID
 		promise conformance.PromiseID
 	}{
-		{"drops-a-change", dropsChange, conformance.CaseFollowOrder, conformance.PromiseFollowOrder},
-		{"reorders-a-key", reordersKey, conformance.CaseFollowOrder, conformance.PromiseFollowOrder},
-		{"synced-ahead-of-delivery", syncedAhead, conformance.CaseFollowOrder, conformance.PromiseFollowOrder},
-		{"synced-ahead-in-a-storm", syncedAhead, conformance.CaseFollowStorm, conformance.PromiseFollowOrder},
-		{"never-heartbeats", noHeartbeat, conformance.CaseFollowHeartbeat, conformance.PromiseFollowHeartbeat},
-		{"snapshot-ignores-prefix", leaksPrefix, conformance.CaseFollowSnapshot, conformance.PromiseFollowSnapshot},
-		{"snapshot-ignores-prefix-feed", leaksPrefix, conformance.CaseFollowSnapshot, conformance.PromiseFollowFeed},
-		{"resumes-without-lost", resumesSilently, conformance.CaseFollowLost, conformance.PromiseFollowLost},
-		{"lost-without-reset", lostWithoutReset, conformance.CaseFollowLost, conformance.PromiseFollowLost},
-		{"lost-without-reset-feed", lostWithoutReset, conformance.CaseFollowLost, conformance.PromiseFollowFeed},
-		{"puts-expired-key-back", resurrects, conformance.CaseFollowExpiry, conformance.PromiseFollowExpiry},
-		{"stale-for-the-wrong-key", staleWrongKey, conformance.CaseFollowOrder, conformance.PromiseFollowOrder},
-		{"stale-for-the-wrong-key-storm", staleWrongKey, conformance.CaseFollowStorm, conformance.PromiseFollowMirror},
-		{"never-stale-for-a-changed-key", staleSkipsKey, conformance.CaseFollowOrder, conformance.PromiseFollowOrder},
-		{"never-stale-for-a-changed-key-storm", staleSkipsKey, conformance.CaseFollowStorm, conformance.PromiseFollowMirror},
+		{"drops-a-change", dropsChange, "follow-order", "follow-commit-order"},
+		{"reorders-a-key", reordersKey, "follow-order", "follow-commit-order"},
+		{"synced-ahead-of-delivery", syncedAhead, "follow-order", "follow-commit-order"},
+		{"synced-ahead-in-a-storm", syncedAhead, "follow-storm", "follow-commit-order"},
+		{"never-heartbeats", noHeartbeat, "follow-heartbeat", "follow-heartbeat"},
+		{"snapshot-ignores-prefix", leaksPrefix, "follow-snapshot", "follow-snapshot"},
+		{"snapshot-ignores-prefix-feed", leaksPrefix, "follow-snapshot", "follow-feed-well-formed"},
+		{"resumes-without-lost", resumesSilently, "follow-lost", "follow-lost"},
+		{"lost-without-reset", lostWithoutReset, "follow-lost", "follow-lost"},
+		{"lost-without-reset-feed", lostWithoutReset, "follow-lost", "follow-feed-well-formed"},
+		{"puts-expired-key-back", resurrects, "follow-expiry", "follow-expiry"},
+		{"stale-for-the-wrong-key", staleWrongKey, "follow-order", "follow-commit-order"},
+		{"stale-for-the-wrong-key-storm", staleWrongKey, "follow-storm", "follow-mirror-converges"},
+		{"never-stale-for-a-changed-key", staleSkipsKey, "follow-order", "follow-commit-order"},
+		{"never-stale-for-a-changed-key-storm", staleSkipsKey, "follow-storm", "follow-mirror-converges"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			var h conformance.Harness = breakingHarness{&followHarness{bug: tc.bug}}
 			opts := []conformance.Option{conformance.WithSkipSlow(true), only(tc.c)}
-			if tc.c == conformance.CaseFollowExpiry {
+			if tc.c == "follow-expiry" {
 				h, opts = newAdvancingFollow(tc.bug), []conformance.Option{conformance.WithExpiryTTL(time.Hour), only(tc.c)}
 			}
 			rep, err := measure(t, h, opts...)
@@ -544,8 +544,8 @@ func TestFollowBugs(t *testing.T) {
 // Get still finds the key fails follow-expiry, in real time.
 func TestFollowDeletesBeforeExpiry(t *testing.T) {
 	t.Parallel()
-	rep, err := measure(t, breakingHarness{&followHarness{bug: deletesEarly}}, only(conformance.CaseFollowExpiry))
-	wantBroken(t, rep, err, conformance.CaseFollowExpiry, conformance.PromiseFollowExpiry)
+	rep, err := measure(t, breakingHarness{&followHarness{bug: deletesEarly}}, only("follow-expiry"))
+	wantBroken(t, rep, err, "follow-expiry", "follow-expiry")
 }
 
 // TestFollowNotApplicable: a store without driver.Follower, and one whose
@@ -592,7 +592,7 @@ func TestFollowLostNeedsBreaker(t *testing.T) {
 	t.Parallel()
 	blocking := func(rep *conformcheck.Report) bool {
 		_, gaps := rep.Blocking()
-		return slices.ContainsFunc(gaps, func(g conformcheck.Gap) bool { return g.Promise == string(conformance.PromiseFollowLost) })
+		return slices.ContainsFunc(gaps, func(g conformcheck.Gap) bool { return g.Promise == "follow-lost" })
 	}
 	t.Run("networked", func(t *testing.T) {
 		t.Parallel()
@@ -600,11 +600,11 @@ func TestFollowLostNeedsBreaker(t *testing.T) {
 		if !blocking(rep) {
 			t.Fatalf("follow-lost is not a blocking gap without a FeedBreaker:\n%s", rep)
 		}
-		if !strings.Contains(rep.String(), "conformance.Waive(conformance.PromiseFollowLost") {
+		if !strings.Contains(rep.String(), "conformance.Waive(\"follow-lost\"") {
 			t.Errorf("the report does not name the waiver:\n%s", rep)
 		}
 		rep, _ = measure(t, &followHarness{networked: true}, conformance.WithSkipSlow(true),
-			conformance.Waive(conformance.PromiseFollowLost, "the test's follower cannot be cut"))
+			conformance.Waive("follow-lost", "the test's follower cannot be cut"))
 		if blocking(rep) {
 			t.Errorf("a waived follow-lost still blocks:\n%s", rep)
 		}
@@ -615,7 +615,7 @@ func TestFollowLostNeedsBreaker(t *testing.T) {
 		if blocking(rep) {
 			t.Errorf("follow-lost blocks an in-process store:\n%s", rep)
 		}
-		if r := result(t, rep, conformance.CaseFollowLost); !slices.ContainsFunc(r.Notes, func(n string) bool { return strings.Contains(n, "not applicable") }) {
+		if r := result(t, rep, "follow-lost"); !slices.ContainsFunc(r.Notes, func(n string) bool { return strings.Contains(n, "not applicable") }) {
 			t.Errorf("follow-lost over an in-process store without a FeedBreaker: notes %q, want it not applicable", r.Notes)
 		}
 	})
@@ -641,13 +641,13 @@ func TestFollowArgsBugs(t *testing.T) {
 		wrap    func(*memory.Store) driver.Store
 		promise conformance.PromiseID
 	}{
-		{"runs-with-any-heartbeat", func(s *memory.Store) driver.Store { return anyHeartbeat{s} }, conformance.PromiseFollowArgs},
-		{"calls-a-nil-fn", func(s *memory.Store) driver.Store { return nilFnCalled{s} }, conformance.PromiseNoPanic},
+		{"runs-with-any-heartbeat", func(s *memory.Store) driver.Store { return anyHeartbeat{s} }, "follow-refuses-bad-arguments"},
+		{"calls-a-nil-fn", func(s *memory.Store) driver.Store { return nilFnCalled{s} }, "no-panic"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			rep, err := measure(t, memoryHarness(tc.wrap), only(conformance.CaseFollowArgs))
-			wantBroken(t, rep, err, conformance.CaseFollowArgs, tc.promise)
+			rep, err := measure(t, memoryHarness(tc.wrap), only("follow-arguments"))
+			wantBroken(t, rep, err, "follow-arguments", tc.promise)
 		})
 	}
 }

@@ -46,7 +46,7 @@ func checkForeign(ctx context.Context, e *env) {
 		}
 		key := fmt.Sprintf("foreign-%d.example", i)
 		if err := p.PlantForeign(ctx, e.raw, key, shape); err != nil {
-			e.errorf(PromiseMakeStore, "ForeignPlanter.PlantForeign(%q, %q) = %v", key, shape, err)
+			e.errorf(promiseMakeStore, "ForeignPlanter.PlantForeign(%q, %q) = %v", key, shape, err)
 			continue
 		}
 		e.replaceForeign(ctx, key, shape)
@@ -61,21 +61,21 @@ func (e *env) replaceForeign(ctx context.Context, key, shape string) {
 	case errors.Is(err, driver.ErrNotFound):
 		ver = driver.NoVersion
 	case err != nil:
-		e.errorf(PromiseForeign, "%s: Get(%q) = %v; a value the adapter cannot read must read as some value with a version (or as absent), so that the next write replaces it", shape, key, err)
+		e.errorf(promiseForeign, "%s: Get(%q) = %v; a value the adapter cannot read must read as some value with a version (or as absent), so that the next write replaces it", shape, key, err)
 		return
 	default:
 		if ver == driver.NoVersion {
-			e.errorf(PromiseForeign, "%s: Get(%q) returned value %.40q with driver.NoVersion; a present value needs a version the next write can name", shape, key, old)
+			e.errorf(promiseForeign, "%s: Get(%q) returned value %.40q with driver.NoVersion; a present value needs a version the next write can name", shape, key, old)
 			return
 		}
 	}
 	want := val("replaced")
 	nv, err := e.store.CompareAndSwap(ctx, key, ver, want, ttl)
 	if err != nil {
-		e.errorf(PromiseForeign, "%s: CompareAndSwap(%q, %d) with the version Get returned = %v; the next write must replace what is there", shape, key, ver, err)
+		e.errorf(promiseForeign, "%s: CompareAndSwap(%q, %d) with the version Get returned = %v; the next write must replace what is there", shape, key, ver, err)
 		return
 	}
-	if _, _, _, ok := e.awaitRead(ctx, PromiseForeign, key, nv, want); !ok {
+	if _, _, _, ok := e.awaitRead(ctx, promiseForeign, key, nv, want); !ok {
 		return
 	}
 	if lr, ok := e.h.(LifetimeReporter); ok {
@@ -88,13 +88,13 @@ func (e *env) replaceForeign(ctx context.Context, key, shape string) {
 		}
 		switch {
 		case err != nil:
-			e.errorf(PromiseForeign, "%s: LifetimeReporter.Lifetime(%q) after the replacing write = %v", shape, key, err)
+			e.errorf(promiseForeign, "%s: LifetimeReporter.Lifetime(%q) after the replacing write = %v", shape, key, err)
 		case rem <= 0 || rem > hi:
-			e.errorf(PromiseForeign, "%s: after a write with TTL %v the backend keeps %q for %v; the write must replace the foreign value's expiry (or lack of one)", shape, ttl, key, rem)
+			e.errorf(promiseForeign, "%s: after a write with TTL %v the backend keeps %q for %v; the write must replace the foreign value's expiry (or lack of one)", shape, ttl, key, rem)
 		}
 	}
 	if err := e.store.CompareAndDelete(ctx, key, nv); err != nil {
-		e.errorf(PromiseForeign, "%s: CompareAndDelete(%q, %d) of the replacing write = %v", shape, key, nv, err)
+		e.errorf(promiseForeign, "%s: CompareAndDelete(%q, %d) of the replacing write = %v", shape, key, nv, err)
 	}
 }
 
@@ -102,7 +102,7 @@ func (e *env) replaceForeign(ctx context.Context, key, shape string) {
 // foreign shape opens its circuit at the threshold and can be reset.
 func (e *env) breakerOverForeign(ctx context.Context, p ForeignPlanter, host, shape string) {
 	if err := p.PlantForeign(ctx, e.raw, host, shape); err != nil {
-		e.errorf(PromiseMakeStore, "ForeignPlanter.PlantForeign(%q, %q) = %v", host, shape, err)
+		e.errorf(promiseMakeStore, "ForeignPlanter.PlantForeign(%q, %q) = %v", host, shape, err)
 		return
 	}
 	b, err := kvbreaker.New(e.store, kvbreaker.Settings{
@@ -115,13 +115,13 @@ func (e *env) breakerOverForeign(ctx context.Context, p ForeignPlanter, host, sh
 		Logger:           slog.New(slog.DiscardHandler),
 	})
 	if err != nil {
-		e.errorf(PromiseFleet, "kvbreaker.New over the store's declared traits: %v", err)
+		e.errorf(promiseFleet, "kvbreaker.New over the store's declared traits: %v", err)
 		return
 	}
 	defer b.Close(context.WithoutCancel(ctx))
 	for i := range 2 {
 		if err := b.Failure(ctx, host); err != nil {
-			e.errorf(PromiseForeign, "%s: Breaker.Failure(%q) #%d over a foreign value = %v", shape, host, i+1, err)
+			e.errorf(promiseForeign, "%s: Breaker.Failure(%q) #%d over a foreign value = %v", shape, host, i+1, err)
 			return
 		}
 	}
@@ -133,7 +133,7 @@ func (e *env) breakerOverForeign(ctx context.Context, p ForeignPlanter, host, sh
 			break
 		}
 		if err != nil || time.Now().After(deadline) {
-			e.errorf(PromiseForeign, "%s: after 2 failures (FailureThreshold 2) over a foreign value, Breaker.Allow(%q) = %v, %v; want Hold: foreign data at a key stopped the circuit opening", shape, host, v.Decision, err)
+			e.errorf(promiseForeign, "%s: after 2 failures (FailureThreshold 2) over a foreign value, Breaker.Allow(%q) = %v, %v; want Hold: foreign data at a key stopped the circuit opening", shape, host, v.Decision, err)
 			return
 		}
 		if sleep(ctx, 100*time.Millisecond) != nil {
@@ -146,11 +146,11 @@ func (e *env) breakerOverForeign(ctx context.Context, p ForeignPlanter, host, sh
 		d, err := r.Expiry(ctx, host)
 		lim := b.StateTTL() + e.traits.Expiry.Granularity + e.traits.Expiry.Late + e.traits.MaxClockSkew + time.Minute
 		if err != nil || d <= 0 || d > lim {
-			e.errorf(PromiseForeign, "%s: the Breaker's record over a foreign value expires in %v (%v); want within its StateTTL %v", shape, expiryText(d), err, b.StateTTL())
+			e.errorf(promiseForeign, "%s: the Breaker's record over a foreign value expires in %v (%v); want within its StateTTL %v", shape, expiryText(d), err, b.StateTTL())
 		}
 	}
 	if err := b.Reset(ctx, host); err != nil {
-		e.errorf(PromiseForeign, "%s: Breaker.Reset(%q) of the record written over a foreign value = %v", shape, host, err)
+		e.errorf(promiseForeign, "%s: Breaker.Reset(%q) of the record written over a foreign value = %v", shape, host, err)
 		return
 	}
 	deadline = time.Now().Add(e.traits.ReadStaleness)
@@ -160,7 +160,7 @@ func (e *env) breakerOverForeign(ctx context.Context, p ForeignPlanter, host, sh
 			return
 		}
 		if err != nil || time.Now().After(deadline) {
-			e.errorf(PromiseForeign, "%s: after Breaker.Reset(%q), Allow = %v, %v; want Send", shape, host, v.Decision, err)
+			e.errorf(promiseForeign, "%s: after Breaker.Reset(%q), Allow = %v, %v; want Send", shape, host, v.Decision, err)
 			return
 		}
 		if sleep(ctx, 100*time.Millisecond) != nil {

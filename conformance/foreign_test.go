@@ -100,11 +100,11 @@ func TestForeignValue(t *testing.T) {
 			h := &foreignHarness{wrap: tc.wrap, raw: map[driver.Store]*memory.Store{}}
 			rep, err := measure(t, h, conformance.WithSkipSlow(true))
 			if tc.broken {
-				wantBroken(t, rep, err, conformance.CaseForeign, conformance.PromiseForeign)
+				wantBroken(t, rep, err, "foreign-value-replaced", "foreign-value-replaced")
 				return
 			}
 			for _, res := range rep.Results {
-				if res.Case == string(conformance.CaseForeign) && (len(res.Problems) > 0 || len(res.NotVerified) > 0) {
+				if res.Case == "foreign-value-replaced" && (len(res.Problems) > 0 || len(res.NotVerified) > 0) {
 					t.Fatalf("foreign-value-replaced over memory: %v, not verified %v", res.Problems, res.NotVerified)
 				}
 			}

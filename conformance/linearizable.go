@@ -244,10 +244,10 @@ func (e *env) raceOnce(ctx context.Context, key string) (porcupine.CheckResult, 
 		if unanswered(ctx, failed) {
 			return porcupine.Unknown, failed
 		}
-		e.errorf(PromiseLinearizable, "a call failed under concurrency, so the history cannot be checked: %v", failed)
+		e.errorf(promiseLinearizable, "a call failed under concurrency, so the history cannot be checked: %v", failed)
 		return porcupine.Ok, nil
 	}
-	// Direct evidence first: versions are never reused (PromiseNoVersionReuse),
+	// Direct evidence first: versions are never reused ("no-version-reuse"),
 	// so two writes that both succeeded from one version lost an update.
 	wins := map[driver.Version][]string{}
 	oks := 0
@@ -269,16 +269,16 @@ func (e *env) raceOnce(ctx context.Context, key string) (porcupine.CheckResult, 
 	}
 	for old, ws := range wins {
 		if len(ws) > 1 {
-			e.errorf(PromiseNoLostUpdate, "%d writes expecting version %d all succeeded: %v", len(ws), old, ws)
+			e.errorf(promiseNoLostUpdate, "%d writes expecting version %d all succeeded: %v", len(ws), old, ws)
 		}
 	}
 	if oks == 0 {
-		e.errorf(PromiseLinearizable, "no write succeeded in %d operations", len(history))
+		e.errorf(promiseLinearizable, "no write succeeded in %d operations", len(history))
 	}
 	res := checkHistory(registerModel, history, e.opts.CheckTimeout)
 	switch res {
 	case porcupine.Illegal:
-		e.errorf(PromiseLinearizable, "the history of %d operations (%d successful writes) by %d goroutines has no linearization", len(history), oks, e.opts.Goroutines)
+		e.errorf(promiseLinearizable, "the history of %d operations (%d successful writes) by %d goroutines has no linearization", len(history), oks, e.opts.Goroutines)
 	case porcupine.Ok:
 		e.logf("%d operations (%d successful writes) by %d goroutines: linearizable", len(history), oks, e.opts.Goroutines)
 	}

@@ -80,11 +80,11 @@ func (e *env) listAll(ctx context.Context, l driver.Lister, s listSpec) ([]strin
 	for page := 0; ; page++ {
 		got, next, err := l.List(ctx, s.prefix, cursor, s.limit)
 		if err != nil {
-			e.errorf(PromiseListAll, "List(%q, cursor %q, %d) on page %d%s = %v", s.prefix, cursor, s.limit, page+1, s.what, err)
+			e.errorf(promiseListAll, "List(%q, cursor %q, %d) on page %d%s = %v", s.prefix, cursor, s.limit, page+1, s.what, err)
 			return keys, false
 		}
 		if len(got) > s.limit {
-			e.errorf(PromiseListLimit, "List(%q, cursor %q, %d) returned %d keys on page %d%s", s.prefix, cursor, s.limit, len(got), page+1, s.what)
+			e.errorf(promiseListLimit, "List(%q, cursor %q, %d) returned %d keys on page %d%s", s.prefix, cursor, s.limit, len(got), page+1, s.what)
 			return keys, false
 		}
 		keys = append(keys, got...)
@@ -92,11 +92,11 @@ func (e *env) listAll(ctx context.Context, l driver.Lister, s listSpec) ([]strin
 			return keys, true
 		}
 		if cursors[next] || next == cursor {
-			e.errorf(PromiseListLimit, "List(%q, …, %d) returned the cursor %q a second time on page %d%s: the listing does not end", s.prefix, s.limit, next, page+1, s.what)
+			e.errorf(promiseListLimit, "List(%q, …, %d) returned the cursor %q a second time on page %d%s: the listing does not end", s.prefix, s.limit, next, page+1, s.what)
 			return keys, false
 		}
 		if page >= maxListPages {
-			e.errorf(PromiseListLimit, "List(%q, …, %d) has not ended after %d pages%s", s.prefix, s.limit, page+1, s.what)
+			e.errorf(promiseListLimit, "List(%q, …, %d) has not ended after %d pages%s", s.prefix, s.limit, page+1, s.what)
 			return keys, false
 		}
 		cursors[next] = true
@@ -105,7 +105,7 @@ func (e *env) listAll(ctx context.Context, l driver.Lister, s listSpec) ([]strin
 			s.between(ctx, page)
 		}
 		if ctx.Err() != nil {
-			e.errorf(PromiseListAll, "the case's deadline passed during the listing%s: %v", s.what, ctx.Err())
+			e.errorf(promiseListAll, "the case's deadline passed during the listing%s: %v", s.what, ctx.Err())
 			return keys, false
 		}
 	}
@@ -116,7 +116,7 @@ func (e *env) listAll(ctx context.Context, l driver.Lister, s listSpec) ([]strin
 // missed, listed twice, or not allowed.
 func (e *env) checkListing(ctx context.Context, l driver.Lister, s listSpec, written time.Time) {
 	for attempt := 0; ; attempt++ {
-		if !e.flush(ctx, PromiseListAll) {
+		if !e.flush(ctx, promiseListAll) {
 			return
 		}
 		issued := time.Now()
@@ -133,7 +133,7 @@ func (e *env) checkListing(ctx context.Context, l driver.Lister, s listSpec, wri
 			_ = sleep(ctx, min(50*time.Millisecond, e.traits.ReadStaleness/20+time.Millisecond))
 			continue
 		}
-		e.errorf(PromiseListAll, "List(%q) by pages of %d%s missed %d of the %d live keys under the prefix (%s)%s",
+		e.errorf(promiseListAll, "List(%q) by pages of %d%s missed %d of the %d live keys under the prefix (%s)%s",
 			s.prefix, s.limit, s.what, len(missing), len(s.want), sample(missing), staleNote(attempt, e.traits.ReadStaleness))
 		return
 	}
@@ -177,10 +177,10 @@ func (e *env) judgeListing(keys []string, s listSpec) []string {
 		e.logf("List(%q) by pages of %d%s listed %d key(s) more than once: %s", s.prefix, s.limit, s.what, len(dup), sampleRaw(dup))
 	}
 	if len(outside) > 0 {
-		e.errorf(PromiseListPrefix, "List(%q) by pages of %d%s listed %d key(s) that do not begin with the prefix: %s", s.prefix, s.limit, s.what, len(outside), sample(outside))
+		e.errorf(promiseListPrefix, "List(%q) by pages of %d%s listed %d key(s) that do not begin with the prefix: %s", s.prefix, s.limit, s.what, len(outside), sample(outside))
 	}
 	if len(other) > 0 {
-		e.errorf(PromiseListPrefix, "List(%q) by pages of %d%s listed %d key(s) that are not live under it (deleted, or never written as listed: mangled?): %s", s.prefix, s.limit, s.what, len(other), sample(other))
+		e.errorf(promiseListPrefix, "List(%q) by pages of %d%s listed %d key(s) that are not live under it (deleted, or never written as listed: mangled?): %s", s.prefix, s.limit, s.what, len(other), sample(other))
 	}
 	var missing []string
 	for _, k := range s.want {
@@ -249,7 +249,7 @@ func checkListPages(ctx context.Context, e *env) {
 		return
 	}
 	if err := e.store.CompareAndDelete(ctx, deleted, ver); err != nil {
-		e.errorf(PromiseDelete, "CompareAndDelete(%q, %d) = %v", deleted, ver, err)
+		e.errorf(promiseDelete, "CompareAndDelete(%q, %d) = %v", deleted, ver, err)
 		return
 	}
 	written := time.Now()
@@ -264,7 +264,7 @@ func checkListPages(ctx context.Context, e *env) {
 	between := func(ctx context.Context, page int) {
 		k := betweenKey(page)
 		if _, err := e.store.CompareAndSwap(ctx, k, driver.NoVersion, val("between pages"), ttl); err != nil {
-			e.errorf(PromiseCreate, "CompareAndSwap(%q, NoVersion) between pages = %v", k, err)
+			e.errorf(promiseCreate, "CompareAndSwap(%q, NoVersion) between pages = %v", k, err)
 			return
 		}
 		during = append(during, k)
@@ -350,7 +350,7 @@ func checkListExpired(ctx context.Context, e *env) {
 	if _, _, ok := e.measure(ctx, expiring{key: gone, ttl: e.opts.ExpiryTTL}); !ok {
 		return
 	}
-	if !e.flush(ctx, PromiseListExpired) {
+	if !e.flush(ctx, promiseListExpired) {
 		return
 	}
 	for _, limit := range []int{1, 1000} {
@@ -359,12 +359,12 @@ func checkListExpired(ctx context.Context, e *env) {
 			return
 		}
 		if slices.Contains(keys, gone) {
-			e.errorf(PromiseListExpired, "List(%q) by pages of %d listed %q, which Get finds absent: it expired (TTL %v)", prefix, limit, gone, e.opts.ExpiryTTL)
+			e.errorf(promiseListExpired, "List(%q) by pages of %d listed %q, which Get finds absent: it expired (TTL %v)", prefix, limit, gone, e.opts.ExpiryTTL)
 		}
 		e.judgeListing(keys, listSpec{prefix: prefix, limit: limit, want: live, may: []string{gone}})
 		for _, k := range live {
 			if !slices.Contains(keys, k) {
-				e.errorf(PromiseListAll, "List(%q) by pages of %d missed the live key %q beside an expired one", prefix, limit, k)
+				e.errorf(promiseListAll, "List(%q) by pages of %d missed the live key %q beside an expired one", prefix, limit, k)
 			}
 		}
 	}

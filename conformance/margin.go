@@ -23,15 +23,15 @@ func checkMargin(ctx context.Context, e *env) {
 	need := p.RequiredMargin(e.opts.ClockSkew)
 	at, err := e.simulate(ctx, p, need)
 	if err != nil {
-		e.errorf(PromiseMargin, "the experiment failed: %v", err)
+		e.errorf(promiseMargin, "the experiment failed: %v", err)
 		return
 	}
 	if at.Demoted > 0 {
-		e.errorf(PromiseMargin, "%v; first: %v", at, at.Examples)
+		e.errorf(promiseMargin, "%v; first: %v", at, at.Examples)
 	}
 	below, err := e.simulate(ctx, p, need-time.Millisecond)
 	if err != nil {
-		e.errorf(PromiseMargin, "the experiment failed: %v", err)
+		e.errorf(promiseMargin, "the experiment failed: %v", err)
 		return
 	}
 	e.logf("%v", at)
@@ -39,7 +39,7 @@ func checkMargin(ctx context.Context, e *env) {
 	// A pass at the required margin means something only if the same
 	// experiment catches the demotions one tick below it.
 	if below.Due == 0 || below.Demoted == 0 {
-		e.errorf(PromiseMarginPower, "%v: with no demotion below the margin, none at the margin proves nothing (the experiment needs more trials than it ran)", below)
+		e.errorf(promiseMarginPower, "%v: with no demotion below the margin, none at the margin proves nothing (the experiment needs more trials than it ran)", below)
 	}
 }
 

@@ -50,8 +50,8 @@ func (h *disagreeing) Close() {}
 // let this harness through ("the suite found nothing wrong").
 func TestTraitsStoresDisagree(t *testing.T) {
 	t.Parallel()
-	rep, err := measure(t, &disagreeing{}, conformance.WithSkipSlow(true), only(conformance.CaseTraits))
-	wantBroken(t, rep, err, conformance.CaseTraits, conformance.PromiseTraitsStable)
+	rep, err := measure(t, &disagreeing{}, conformance.WithSkipSlow(true), only("traits"))
+	wantBroken(t, rep, err, "traits", "traits-stable")
 }
 
 // panicky panics in the calls named by op, from whatever goroutine makes
@@ -94,34 +94,34 @@ func (h *panickyHarness) MakeStore(context.Context) (driver.Store, error) {
 func (h *panickyHarness) Close() {}
 
 // TestPanicsAreProblems: a store or harness that panics, in the case's
-// goroutine or in one the case started, fails the case with PromiseNoPanic
+// goroutine or in one the case started, fails the case with "no-panic"
 // and the run goes on to the next case.
 func TestPanicsAreProblems(t *testing.T) {
 	t.Parallel()
 	t.Run("store-in-case-goroutines", func(t *testing.T) {
 		t.Parallel()
 		rep, err := measure(t, memoryHarness(func(s *memory.Store) driver.Store { return panicky{s, "cas"} }), conformance.WithSkipSlow(true))
-		wantBroken(t, rep, err, conformance.CaseLinearizable, conformance.PromiseNoPanic)
+		wantBroken(t, rep, err, "concurrent-cas-linearizable", "no-panic")
 		for _, r := range rep.Results {
-			if r.Case == string(conformance.CaseLostBreaker) && r.Skipped == "" && !r.Passed() {
+			if r.Case == "lost-answer-breaker" && r.Skipped == "" && !r.Passed() {
 				t.Errorf("the case after the panic did not run cleanly: %+v", r)
 			}
 		}
 	})
 	t.Run("store-in-case", func(t *testing.T) {
 		t.Parallel()
-		rep, err := measure(t, memoryHarness(func(s *memory.Store) driver.Store { return panicky{s, "delete"} }), conformance.WithSkipSlow(true), only(conformance.CaseCompareAndDelete))
-		wantBroken(t, rep, err, conformance.CaseCompareAndDelete, conformance.PromiseNoPanic)
+		rep, err := measure(t, memoryHarness(func(s *memory.Store) driver.Store { return panicky{s, "delete"} }), conformance.WithSkipSlow(true), only("compare-and-delete"))
+		wantBroken(t, rep, err, "compare-and-delete", "no-panic")
 	})
 	t.Run("harness", func(t *testing.T) {
 		t.Parallel()
 		rep, err := measure(t, &panickyHarness{after: 2}, conformance.WithSkipSlow(true))
-		wantBroken(t, rep, err, conformance.CaseGetAbsent, conformance.PromiseNoPanic)
+		wantBroken(t, rep, err, "get-absent", "no-panic")
 	})
 	t.Run("harness-first-store", func(t *testing.T) {
 		t.Parallel()
-		rep, err := measure(t, &panickyHarness{after: 0}, conformance.WithSkipSlow(true), only(conformance.CaseReachable))
-		wantBroken(t, rep, err, conformance.CaseReachable, conformance.PromiseReachable)
+		rep, err := measure(t, &panickyHarness{after: 0}, conformance.WithSkipSlow(true), only("reachable"))
+		wantBroken(t, rep, err, "reachable", "reachable")
 	})
 }
 
@@ -145,7 +145,7 @@ func TestResultsCarryIDs(t *testing.T) {
 		if r.Promise == "" || r.PromiseText == r.Promise {
 			t.Errorf("case %s: promise %q has no text", r.Case, r.Promise)
 		}
-		if want := r.Case == string(conformance.CaseMargin); (r.Kind == conformcheck.KindDeclaration) != want {
+		if want := r.Case == "margin-keeps-probes"; (r.Kind == conformcheck.KindDeclaration) != want {
 			t.Errorf("case %s: kind %v", r.Case, r.Kind)
 		}
 	}
@@ -178,11 +178,11 @@ func TestRunHelper(t *testing.T) {
 		}
 	case "waived":
 		mk = func() conformance.Harness { return memoryHarness(plain) }
-		opts = append(opts, conformance.Waive(conformance.PromiseStateTTL, stateTTLWaiver),
-			conformance.Waive(conformance.PromiseForeign, foreignWaiver))
+		opts = append(opts, conformance.Waive("state-ttl", stateTTLWaiver),
+			conformance.Waive("foreign-value-replaced", foreignWaiver))
 	case "no-reason":
 		mk = func() conformance.Harness { return memoryHarness(plain) }
-		opts = append(opts, conformance.Waive(conformance.PromiseStateTTL, " "))
+		opts = append(opts, conformance.Waive("state-ttl", " "))
 	}
 	conformance.Run(t, func(context.Context, *testing.T) (conformance.Harness, error) { return mk(), nil }, opts...)
 }
@@ -216,9 +216,9 @@ func TestRunOneLoop(t *testing.T) {
 		t.Fatalf("Run on a memory store failed: %v\n%s", err, out)
 	}
 	for _, want := range []string{
-		"--- SKIP: TestRunHelper/" + string(conformance.CaseExpiry) + " ",
+		"--- SKIP: TestRunHelper/expiry ",
 		"conformance report:",
-		string(conformance.CaseMargin) + " checks the declared Traits",
+		"margin-keeps-probes checks the declared Traits",
 		"--- SKIP: TestRunHelper/not-verified",
 	} {
 		if !strings.Contains(out, want) {
@@ -234,9 +234,9 @@ func TestRunOneLoop(t *testing.T) {
 		t.Fatalf("Run over a panicking store: %v, want exit status 1\n%s", err, out)
 	}
 	for _, want := range []string{
-		"--- FAIL: TestRunHelper/" + string(conformance.CaseCompareAndDelete) + " ",
-		conformance.PromiseNoPanic.Text(),
-		"--- PASS: TestRunHelper/" + string(conformance.CaseGetAbsent) + " ",
+		"--- FAIL: TestRunHelper/compare-and-delete ",
+		conformance.PromiseID("no-panic").Text(),
+		"--- PASS: TestRunHelper/get-absent ",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the output lacks %q:\n%s", want, out)
@@ -292,7 +292,7 @@ func TestRunFailsClosed(t *testing.T) {
 			t.Logf("output:\n%s", out)
 		}
 	}
-	stateTTL := string(conformance.CaseStateTTL)
+	stateTTL := "expiry-at-state-ttl"
 	for _, mode := range []string{"bare", "capped"} {
 		t.Run(mode, func(t *testing.T) {
 			t.Parallel()
@@ -304,8 +304,8 @@ func TestRunFailsClosed(t *testing.T) {
 				"--- FAIL: TestRunHelper/" + stateTTL + " ",
 				"--- FAIL: TestRunHelper/not-verified ",
 				conformance.ErrNotVerified.Error(),
-				`conformance.Waive(conformance.PromiseStateTTL, "why this store keeps it")`,
-				`conformance.Waive(conformance.PromiseForeign, "why this store keeps it")`,
+				`conformance.Waive("state-ttl", "why this store keeps it")`,
+				`conformance.Waive("foreign-value-replaced", "why this store keeps it")`,
 				"LifetimeReporter",
 			}, "--- PASS: TestRunHelper/"+stateTTL+" ")
 		})
@@ -318,9 +318,9 @@ func TestRunFailsClosed(t *testing.T) {
 		}
 		want(t, out, []string{
 			"--- SKIP: TestRunHelper/" + stateTTL + " ",
-			"WAIVED: " + string(conformance.PromiseStateTTL),
+			"WAIVED: state-ttl",
 			"WAIVED       " + stateTTL,
-			"WAIVED       " + string(conformance.CaseForeign),
+			"WAIVED       foreign-value-replaced",
 			"waived by the harness: " + stateTTLWaiver,
 			"waived by the harness: " + foreignWaiver,
 			// Passed, or skipped when the machine's load left a

@@ -40,7 +40,7 @@ func checkStateTTL(ctx context.Context, e *env) {
 			if _, ok := e.create(ctx, key, val("state"), long); !ok {
 				return
 			}
-			rem, ok := e.lifetime(ctx, lr, key, long, start, 0, PromiseStateTTL, PromiseStateTTL, what)
+			rem, ok := e.lifetime(ctx, lr, key, long, start, 0, promiseStateTTL, promiseStateTTL, what)
 			if !ok {
 				return
 			}
@@ -54,7 +54,7 @@ func checkStateTTL(ctx context.Context, e *env) {
 		}
 	}
 	if hasAdv {
-		_, meas, ok := e.measure(ctx, expiring{key: "state-ttl.example", ttl: long, early: PromiseStateTTL, late: PromiseStateTTL})
+		_, meas, ok := e.measure(ctx, expiring{key: "state-ttl.example", ttl: long, early: promiseStateTTL, late: promiseStateTTL})
 		if ok {
 			e.logf("TTL %v on the harness's clock: vanished between %v and %v after the write", long, meas.Min.Round(time.Millisecond), meas.Max.Round(time.Millisecond))
 		}
@@ -71,7 +71,7 @@ func (e *env) update(key string, ttl1, ttl2 time.Duration) writeFunc {
 		}
 		v2, err := e.store.CompareAndSwap(ctx, key, v1, val("second"), ttl2)
 		if err != nil {
-			e.errorf(PromiseReplaceTTL, "CompareAndSwap(%q, %d) with the current version = %v", key, v1, err)
+			e.errorf(promiseReplaceTTL, "CompareAndSwap(%q, %d) with the current version = %v", key, v1, err)
 			return 0, false
 		}
 		return v2, true
@@ -93,11 +93,11 @@ func checkReplaceTTL(ctx context.Context, e *env) {
 	what := fmt.Sprintf("created with TTL %v, then updated with TTL %v", short, long)
 	switch {
 	case hasAdv:
-		e.measure(ctx, expiring{key: key, ttl: long, write: e.update(key, short, long), early: PromiseReplaceTTL, late: PromiseReplaceTTL, what: what})
+		e.measure(ctx, expiring{key: key, ttl: long, write: e.update(key, short, long), early: promiseReplaceTTL, late: promiseReplaceTTL, what: what})
 	case hasLR:
 		start := time.Now()
 		if _, ok := e.update(key, short, long)(ctx); ok {
-			e.lifetime(ctx, lr, key, long, start, 0, PromiseReplaceTTL, PromiseReplaceTTL, what)
+			e.lifetime(ctx, lr, key, long, start, 0, promiseReplaceTTL, promiseReplaceTTL, what)
 		}
 		if !relative {
 			e.notVerifiedf("a longer TTL on update, as readers see it: a reader-filtered store's physical lifetime does not show the logical expiry; implement TimeAdvancer")
@@ -115,7 +115,7 @@ func checkReplaceTTL(ctx context.Context, e *env) {
 			e.notVerifiedf("a longer TTL on update: the declared model (Late %v) needs a %v wait in real time to tell the TTLs apart; implement TimeAdvancer or LifetimeReporter", m.Late, second)
 		default:
 			what = fmt.Sprintf("created with TTL %v, then updated with TTL %v", short, second)
-			e.measure(ctx, expiring{key: key, ttl: second, write: e.update(key, short, second), early: PromiseReplaceTTL, late: PromiseReplaceTTL, what: what})
+			e.measure(ctx, expiring{key: key, ttl: second, write: e.update(key, short, second), early: promiseReplaceTTL, late: promiseReplaceTTL, what: what})
 		}
 	}
 
@@ -124,16 +124,16 @@ func checkReplaceTTL(ctx context.Context, e *env) {
 	what = fmt.Sprintf("created with TTL %v, then updated with TTL %v", long, short)
 	switch {
 	case hasAdv:
-		e.measure(ctx, expiring{key: key, ttl: short, write: e.update(key, long, short), early: PromiseReplaceTTL, late: PromiseReplaceTTL, what: what})
+		e.measure(ctx, expiring{key: key, ttl: short, write: e.update(key, long, short), early: promiseReplaceTTL, late: promiseReplaceTTL, what: what})
 	case hasLR && relative:
 		start := time.Now()
 		if _, ok := e.update(key, long, short)(ctx); ok {
-			e.lifetime(ctx, lr, key, short, start, 0, PromiseReplaceTTL, PromiseReplaceTTL, what)
+			e.lifetime(ctx, lr, key, short, start, 0, promiseReplaceTTL, promiseReplaceTTL, what)
 		}
 	case e.opts.SkipSlow:
 		e.notVerifiedf("a shorter TTL on update: waits %v in real time (skipped under -short; implement TimeAdvancer)", short)
 	default:
-		e.measure(ctx, expiring{key: key, ttl: short, write: e.update(key, long, short), early: PromiseReplaceTTL, late: PromiseReplaceTTL, what: what})
+		e.measure(ctx, expiring{key: key, ttl: short, write: e.update(key, long, short), early: promiseReplaceTTL, late: promiseReplaceTTL, what: what})
 	}
 }
 
@@ -192,7 +192,7 @@ func (e *env) offGridLifetimes(ctx context.Context, lr LifetimeReporter, u time.
 		if _, ok := e.create(ctx, key, val("off grid"), t); !ok {
 			return
 		}
-		rem, ok := e.lifetime(ctx, lr, key, t, start, 0, PromiseOffGrid, PromiseOffGrid, "written with TTL "+t.String())
+		rem, ok := e.lifetime(ctx, lr, key, t, start, 0, promiseOffGrid, promiseOffGrid, "written with TTL "+t.String())
 		if !ok {
 			return
 		}
@@ -215,9 +215,9 @@ func (e *env) offGridFine(ctx context.Context, u time.Duration) {
 			// flushed, it has, and a unit late is the store's.
 			write := func(ctx context.Context) (driver.Version, bool) {
 				ver, ok := e.create(ctx, key, val("off grid"), t)
-				return ver, ok && e.flush(ctx, PromiseOffGrid)
+				return ver, ok && e.flush(ctx, promiseOffGrid)
 			}
-			x := expiring{key: key, ttl: t, write: write, early: PromiseOffGrid, late: PromiseOffGrid, advanceFirst: phase, fine: u}
+			x := expiring{key: key, ttl: t, write: write, early: promiseOffGrid, late: promiseOffGrid, advanceFirst: phase, fine: u}
 			if _, meas, ok := e.measure(ctx, x); ok {
 				e.logf("TTL %v on the harness's clock: vanished between %v and %v after the write", t, meas.Min, meas.Max)
 			}
@@ -314,7 +314,7 @@ func (e *env) edges(ctx context.Context, round int, ttls [3]time.Duration, u tim
 			break
 		}
 		if ctx.Err() != nil {
-			e.errorf(PromiseOffGrid, "the case's deadline passed while waiting for expiry: %v", ctx.Err())
+			e.errorf(promiseOffGrid, "the case's deadline passed while waiting for expiry: %v", ctx.Err())
 			return 0, false
 		}
 		if !polled {
@@ -357,7 +357,7 @@ func (e *env) edgePoll(ctx context.Context, x *edge) bool {
 		x.seen = true
 		x.lastPresent = s
 		if s.Sub(x.ret) > x.hi {
-			e.errorf(PromiseOffGrid, "%q written with TTL %v (effective %v) was still present %v after the write returned; the declared model (Granularity %v, Late %v) says it is gone by %v",
+			e.errorf(promiseOffGrid, "%q written with TTL %v (effective %v) was still present %v after the write returned; the declared model (Granularity %v, Late %v) says it is gone by %v",
 				x.key, x.ttl, x.eff, s.Sub(x.ret).Round(time.Microsecond), e.traits.Expiry.Granularity, e.traits.Expiry.Late, x.hi)
 			x.done = true
 		}
@@ -373,7 +373,7 @@ func (e *env) edgePoll(ctx context.Context, x *edge) bool {
 				x.key, x.ttl, x.eff, el.Round(time.Microsecond), wall.Round(time.Microsecond), (wall - el).Round(time.Microsecond))
 			return true
 		}
-		e.errorf(PromiseOffGrid, "%q written with TTL %v (effective %v) was gone %v after the write began; the declared model (Early %v, Granularity %v) keeps it for at least %v",
+		e.errorf(promiseOffGrid, "%q written with TTL %v (effective %v) was gone %v after the write began; the declared model (Early %v, Granularity %v) keeps it for at least %v",
 			x.key, x.ttl, x.eff, el.Round(time.Microsecond), e.traits.Expiry.Early, e.traits.Expiry.Granularity, x.lo)
 	}
 	return true
@@ -391,10 +391,10 @@ func (e *env) offGridCoarse(ctx context.Context) {
 		// The backend's clock is the harness's: move it to the phase,
 		// then half a second further for the second write.
 		first := e.advanced
-		e.measure(ctx, expiring{key: "off-grid-a.example", ttl: off, early: PromiseOffGrid, late: PromiseOffGrid, advanceFirst: phase + time.Millisecond})
+		e.measure(ctx, expiring{key: "off-grid-a.example", ttl: off, early: promiseOffGrid, late: promiseOffGrid, advanceFirst: phase + time.Millisecond})
 		since := (e.advanced - first - phase) % time.Second
 		next := (1500*time.Millisecond - since) % time.Second
-		e.measure(ctx, expiring{key: "off-grid-b.example", ttl: off, early: PromiseOffGrid, late: PromiseOffGrid, advanceFirst: next + time.Millisecond})
+		e.measure(ctx, expiring{key: "off-grid-b.example", ttl: off, early: promiseOffGrid, late: promiseOffGrid, advanceFirst: next + time.Millisecond})
 		e.logf("TTL %v written at backend-clock phases %v and about %v later", off, phase, 500*time.Millisecond)
 		return
 	}
@@ -413,7 +413,7 @@ func (e *env) offGridCoarse(ctx context.Context) {
 			break
 		}
 		wg.Go(func() {
-			e.measure(ctx, expiring{key: key, ttl: off, early: PromiseOffGrid, late: PromiseOffGrid})
+			e.measure(ctx, expiring{key: key, ttl: off, early: promiseOffGrid, late: promiseOffGrid})
 		})
 	}
 	wg.Wait()
@@ -443,7 +443,7 @@ func checkSkewedReader(ctx context.Context, e *env) {
 			if _, ok := e.create(ctx, key, val("padded"), t); !ok {
 				return
 			}
-			e.lifetime(ctx, lr, key, t, start, pad, PromiseSkewedReader, PromiseSkewedReader, "written with TTL "+t.String())
+			e.lifetime(ctx, lr, key, t, start, pad, promiseSkewedReader, promiseSkewedReader, "written with TTL "+t.String())
 		}
 	}
 	if !hasAdv || !hasSk {
@@ -453,7 +453,7 @@ func checkSkewedReader(ctx context.Context, e *env) {
 	long := e.opts.StateTTL
 	reader, err := sk.MakeSkewedStore(ctx, e.raw, -pad)
 	if err != nil || reader == nil {
-		e.errorf(PromiseSkewedReader, "SkewedStoreMaker.MakeSkewedStore(%v) = %v, %v", -pad, reader, err)
+		e.errorf(promiseSkewedReader, "SkewedStoreMaker.MakeSkewedStore(%v) = %v, %v", -pad, reader, err)
 		return
 	}
 	start := time.Now()
@@ -462,14 +462,14 @@ func checkSkewedReader(ctx context.Context, e *env) {
 		return
 	}
 	took := time.Since(start)
-	if _, _, _, ok := e.awaitRead(ctx, PromiseRead, key, ver, val("padded")); !ok {
+	if _, _, _, ok := e.awaitRead(ctx, promiseRead, key, ver, val("padded")); !ok {
 		return
 	}
 	eff, _, _ := e.windowFor(long)
 	guard := 2*took + e.traits.Expiry.Granularity + time.Millisecond
 	at := eff + pad - guard
 	if err := e.advance(ctx, adv, at); err != nil {
-		e.errorf(PromiseSkewedReader, "TimeAdvancer.Advance(%v) = %v", at, err)
+		e.errorf(promiseSkewedReader, "TimeAdvancer.Advance(%v) = %v", at, err)
 		return
 	}
 	_, got, err := reader.Get(ctx, key)
@@ -478,12 +478,12 @@ func checkSkewedReader(ctx context.Context, e *env) {
 	case errors.Is(err, driver.ErrNotFound) && at+el-pad >= eff:
 		e.undecidedf("%q: the reader %v behind found it gone after %v advanced and %v of real time, past its logical expiry: the probe came too late to tell", key, pad, at, el.Round(time.Millisecond))
 	case errors.Is(err, driver.ErrNotFound):
-		e.errorf(PromiseSkewedReader, "%q written with TTL %v (effective %v): a reader whose clock is %v behind found it gone once the backend clock advanced %v (%v counting real time), while by its clock the record is live for %v more",
+		e.errorf(promiseSkewedReader, "%q written with TTL %v (effective %v): a reader whose clock is %v behind found it gone once the backend clock advanced %v (%v counting real time), while by its clock the record is live for %v more",
 			key, long, eff, pad, at, (at + el).Round(time.Millisecond), (eff - (at + el - pad)).Round(time.Millisecond))
 	case err != nil:
-		e.errorf(PromiseSkewedReader, "the skewed reader's Get(%q) = %v", key, err)
+		e.errorf(promiseSkewedReader, "the skewed reader's Get(%q) = %v", key, err)
 	case got != ver:
-		e.errorf(PromiseSkewedReader, "the skewed reader's Get(%q) returned version %d, want %d", key, got, ver)
+		e.errorf(promiseSkewedReader, "the skewed reader's Get(%q) returned version %d, want %d", key, got, ver)
 	default:
 		e.logf("%q written with TTL %v: a reader %v behind still reads it %v after the write (backend clock)", key, long, pad, at)
 	}

@@ -110,13 +110,13 @@ func TestStateTTLCapped(t *testing.T) {
 	t.Parallel()
 	t.Run("advancing", func(t *testing.T) {
 		t.Parallel()
-		rep, err := measure(t, advancingHarness(func(s *memory.Store) driver.Store { return capped{s} }), conformance.WithSkipSlow(true), only(conformance.CaseStateTTL))
-		wantBroken(t, rep, err, conformance.CaseStateTTL, conformance.PromiseStateTTL)
+		rep, err := measure(t, advancingHarness(func(s *memory.Store) driver.Store { return capped{s} }), conformance.WithSkipSlow(true), only("expiry-at-state-ttl"))
+		wantBroken(t, rep, err, "expiry-at-state-ttl", "state-ttl")
 	})
 	t.Run("lifetime", func(t *testing.T) {
 		t.Parallel()
-		rep, err := measure(t, newLifetimes(func(s *tracked) driver.Store { return capped{s} }), conformance.WithSkipSlow(true), only(conformance.CaseStateTTL))
-		wantBroken(t, rep, err, conformance.CaseStateTTL, conformance.PromiseStateTTL)
+		rep, err := measure(t, newLifetimes(func(s *tracked) driver.Store { return capped{s} }), conformance.WithSkipSlow(true), only("expiry-at-state-ttl"))
+		wantBroken(t, rep, err, "expiry-at-state-ttl", "state-ttl")
 	})
 }
 
@@ -149,8 +149,8 @@ func TestTTLKeptOnUpdate(t *testing.T) {
 			case "lifetime":
 				h = newLifetimes(func(s *tracked) driver.Store { return newKeepTTL(s, time.Now) })
 			}
-			rep, err := measure(t, h, only(conformance.CaseReplaceTTL))
-			wantBroken(t, rep, err, conformance.CaseReplaceTTL, conformance.PromiseReplaceTTL)
+			rep, err := measure(t, h, only("every-write-replaces-ttl"))
+			wantBroken(t, rep, err, "every-write-replaces-ttl", "write-replaces-ttl")
 		})
 	}
 }
@@ -215,7 +215,7 @@ func TestTTLOffGrid(t *testing.T) {
 				// rather than guess. The control is then undecided too:
 				// tried again, and reported as undecided if it stays so.
 				for attempt := 1; ; attempt++ {
-					rep, err := measure(t, h, append(opts, only(conformance.CaseOffGrid))...)
+					rep, err := measure(t, h, append(opts, only("ttl-off-grid"))...)
 					if err == nil && len(rep.NotVerified()) > 0 {
 						if attempt < 3 {
 							t.Logf("attempt %d undecided: %v", attempt, rep.NotVerified())
@@ -223,7 +223,7 @@ func TestTTLOffGrid(t *testing.T) {
 						}
 						t.Skipf("undecided in %d attempts on this machine's load, not failed: %v", attempt, rep.NotVerified())
 					}
-					wantBroken(t, rep, err, conformance.CaseOffGrid, conformance.PromiseOffGrid)
+					wantBroken(t, rep, err, "ttl-off-grid", "ttl-rounded-up")
 					break
 				}
 			})
@@ -243,8 +243,8 @@ func (s unpadded) Traits() driver.Traits {
 
 func TestPaddingMissing(t *testing.T) {
 	t.Parallel()
-	rep, err := measure(t, newLifetimes(func(s *tracked) driver.Store { return unpadded{s} }), conformance.WithSkipSlow(true), only(conformance.CaseSkewedReader))
-	wantBroken(t, rep, err, conformance.CaseSkewedReader, conformance.PromiseSkewedReader)
+	rep, err := measure(t, newLifetimes(func(s *tracked) driver.Store { return unpadded{s} }), conformance.WithSkipSlow(true), only("skewed-reader"))
+	wantBroken(t, rep, err, "skewed-reader", "skewed-reader")
 }
 
 // slowAdvancing is a harness on a frozen clock (as Miniflare's) whose
@@ -299,7 +299,7 @@ func TestFakeTimeNoRealSlack(t *testing.T) {
 	const attempts = 5
 	for attempt := 1; ; attempt++ {
 		rep, err = measure(t, a, conformance.WithExpiryTTL(time.Hour), conformance.WithSkipSlow(true))
-		if !undecided(rep, conformance.CaseExpiry) {
+		if !undecided(rep, "expiry") {
 			break
 		}
 		if attempt == attempts {
@@ -309,7 +309,7 @@ func TestFakeTimeNoRealSlack(t *testing.T) {
 		}
 		t.Logf("attempt %d: the expiry case was undecided on this machine's timing; again", attempt)
 	}
-	wantBroken(t, rep, err, conformance.CaseExpiry, conformance.PromiseNotEarly)
+	wantBroken(t, rep, err, "expiry", "expiry-not-early")
 }
 
 // TestFakeTimeSlowApproachUndecided: when each advance takes 400 ms, as on
@@ -328,14 +328,14 @@ func TestFakeTimeSlowApproachUndecided(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, r := range rep.Results {
-		if r.Case != string(conformance.CaseExpiry) {
+		if r.Case != "expiry" {
 			continue
 		}
 		if len(r.Problems) > 0 {
 			t.Logf("caught outright: %v", r.Problems)
 			return
 		}
-		if !undecided(rep, conformance.CaseExpiry) {
+		if !undecided(rep, "expiry") {
 			t.Fatalf("the expiry case passed a store 500 ms early with 400 ms advances: %+v", r)
 		}
 		for _, g := range r.NotVerified {
@@ -380,7 +380,7 @@ func TestPorcupineUnknownInconclusive(t *testing.T) {
 		t.Errorf("the search ran %d times, want it retried", calls)
 	}
 	for _, r := range rep.Results {
-		if r.Case == string(conformance.CaseLinearizable) {
+		if r.Case == "concurrent-cas-linearizable" {
 			if r.Passed() || r.Inconclusive == "" {
 				t.Fatalf("result %+v, want inconclusive and not passed", r)
 			}
@@ -395,8 +395,8 @@ func TestPorcupineUnknownInconclusive(t *testing.T) {
 // below the margin, and says it has no power instead of passing.
 func TestMarginPower(t *testing.T) {
 	t.Parallel()
-	rep, err := measure(t, memoryHarness(plain), conformance.WithSkipSlow(true), conformcheck.WithTrials(1), only(conformance.CaseMargin))
-	wantBroken(t, rep, err, conformance.CaseMargin, conformance.PromiseMarginPower)
+	rep, err := measure(t, memoryHarness(plain), conformance.WithSkipSlow(true), conformcheck.WithTrials(1), only("margin-keeps-probes"))
+	wantBroken(t, rep, err, "margin-keeps-probes", "margin-has-power")
 }
 
 // TestShortListsNotVerified: under SkipSlow the report lists the promises
@@ -437,7 +437,7 @@ func TestUnreachableFailsFast(t *testing.T) {
 	if took := time.Since(start); took > 5*time.Second {
 		t.Errorf("took %v", took)
 	}
-	wantBroken(t, rep, err, conformance.CaseReachable, conformance.PromiseReachable)
+	wantBroken(t, rep, err, "reachable", "reachable")
 	if !strings.Contains(err.Error(), "hungkv at 127.0.0.1:9") {
 		t.Errorf("the error does not name the store: %v", err)
 	}
@@ -520,10 +520,10 @@ func TestLostAnswers(t *testing.T) {
 	})
 	t.Run("naive", func(t *testing.T) {
 		t.Parallel()
-		rep, err := measure(t, mk(false), conformance.WithSkipSlow(true), only(conformance.CaseLostCAS, conformance.CaseLostDelete, conformance.CaseLostBreaker))
-		wantBroken(t, rep, err, conformance.CaseLostCAS, conformance.PromiseLostCAS)
-		wantBroken(t, rep, err, conformance.CaseLostDelete, conformance.PromiseLostDelete)
-		wantBroken(t, rep, err, conformance.CaseLostBreaker, conformance.PromiseLostFailure)
+		rep, err := measure(t, mk(false), conformance.WithSkipSlow(true), only("lost-answer-cas", "lost-answer-delete", "lost-answer-breaker"))
+		wantBroken(t, rep, err, "lost-answer-cas", "lost-answer-cas")
+		wantBroken(t, rep, err, "lost-answer-delete", "lost-answer-delete")
+		wantBroken(t, rep, err, "lost-answer-breaker", "lost-answer-breaker")
 	})
 }
 
@@ -557,13 +557,13 @@ func TestLinearizableUnansweredInconclusive(t *testing.T) {
 			t.Parallel()
 			err := fmt.Errorf("no answer from the store before the context ended: %w", cause)
 			rep, merr := measure(t, memoryHarness(func(s *memory.Store) driver.Store { return failingRace{s, err} }),
-				conformance.WithSkipSlow(true), only(conformance.CaseLinearizable))
+				conformance.WithSkipSlow(true), only("concurrent-cas-linearizable"))
 			if merr != nil {
 				t.Fatalf("a race whose calls went unanswered is no violation: %v", merr)
 			}
 			found := false
 			for _, r := range rep.Results {
-				if r.Case == string(conformance.CaseLinearizable) {
+				if r.Case == "concurrent-cas-linearizable" {
 					found = true
 					if r.Passed() || !strings.Contains(r.Inconclusive, "had no answer") {
 						t.Errorf("result %+v, want inconclusive (a call had no answer) and not passed", r)
@@ -571,14 +571,14 @@ func TestLinearizableUnansweredInconclusive(t *testing.T) {
 				}
 			}
 			if !found {
-				t.Fatalf("no result for %s:\n%s", conformance.CaseLinearizable, rep)
+				t.Fatalf("no result for %s:\n%s", "concurrent-cas-linearizable", rep)
 			}
 		})
 	}
 	t.Run("control-refused", func(t *testing.T) {
 		t.Parallel()
 		rep, err := measure(t, memoryHarness(func(s *memory.Store) driver.Store { return failingRace{s, errors.New("the store refused the write")} }),
-			conformance.WithSkipSlow(true), only(conformance.CaseLinearizable))
-		wantBroken(t, rep, err, conformance.CaseLinearizable, conformance.PromiseLinearizable)
+			conformance.WithSkipSlow(true), only("concurrent-cas-linearizable"))
+		wantBroken(t, rep, err, "concurrent-cas-linearizable", "linearizable")
 	})
 }

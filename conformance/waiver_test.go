@@ -22,8 +22,8 @@ import (
 func TestCheckFailsClosed(t *testing.T) {
 	t.Parallel()
 	waivers := []conformance.Option{
-		conformance.Waive(conformance.PromiseStateTTL, stateTTLWaiver),
-		conformance.Waive(conformance.PromiseForeign, foreignWaiver),
+		conformance.Waive("state-ttl", stateTTLWaiver),
+		conformance.Waive("foreign-value-replaced", foreignWaiver),
 	}
 	for _, tc := range []struct {
 		name  string
@@ -31,9 +31,9 @@ func TestCheckFailsClosed(t *testing.T) {
 		opts  []conformance.Option
 		wants []string // in the error; none: Check must return nil
 	}{
-		{"bare", memoryHarness(plain), nil, []string{"conformance.PromiseStateTTL", "conformance.PromiseForeign", "LifetimeReporter", "ForeignPlanter"}},
-		{"capped", memoryHarness(func(s *memory.Store) driver.Store { return capped{s} }), nil, []string{"conformance.PromiseStateTTL"}},
-		{"bare-short", memoryHarness(plain), []conformance.Option{conformance.WithSkipSlow(true)}, []string{"conformance.PromiseForeign"}},
+		{"bare", memoryHarness(plain), nil, []string{"\"state-ttl\"", "\"foreign-value-replaced\"", "LifetimeReporter", "ForeignPlanter"}},
+		{"capped", memoryHarness(func(s *memory.Store) driver.Store { return capped{s} }), nil, []string{"\"state-ttl\""}},
+		{"bare-short", memoryHarness(plain), []conformance.Option{conformance.WithSkipSlow(true)}, []string{"\"foreign-value-replaced\""}},
 		{"waived", memoryHarness(plain), waivers, nil},
 		{"capped-waived", memoryHarness(func(s *memory.Store) driver.Store { return capped{s} }), waivers, nil},
 	} {
@@ -57,7 +57,7 @@ func TestCheckFailsClosed(t *testing.T) {
 					t.Errorf("the error lacks %q:\n%v", w, err)
 				}
 			}
-			if tc.name == "bare-short" && strings.Contains(err.Error(), "PromiseStateTTL") {
+			if tc.name == "bare-short" && strings.Contains(err.Error(), `"state-ttl"`) {
 				t.Errorf("under WithSkipSlow the error names the state TTL, which a run without would check:\n%v", err)
 			}
 		})
@@ -73,12 +73,12 @@ func TestWaiverRefused(t *testing.T) {
 		opts []conformance.Option
 		want string
 	}{
-		"no reason":    {[]conformance.Option{conformance.Waive(conformance.PromiseStateTTL, "")}, "a waiver needs a reason"},
-		"blank reason": {[]conformance.Option{conformance.Waive(conformance.PromiseStateTTL, " \t")}, "a waiver needs a reason"},
-		"always verified": {[]conformance.Option{conformance.Waive(conformance.PromiseCreate, "no")},
+		"no reason":    {[]conformance.Option{conformance.Waive("state-ttl", "")}, "a waiver needs a reason"},
+		"blank reason": {[]conformance.Option{conformance.Waive("state-ttl", " \t")}, "a waiver needs a reason"},
+		"always verified": {[]conformance.Option{conformance.Waive("create", "no")},
 			"cannot be waived; only these can: "},
 		"unknown": {[]conformance.Option{conformance.Waive("no-such-promise", "no")}, "no such promise"},
-		"twice": {[]conformance.Option{conformance.Waive(conformance.PromiseForeign, "a"), conformance.Waive(conformance.PromiseForeign, "b")},
+		"twice": {[]conformance.Option{conformance.Waive("foreign-value-replaced", "a"), conformance.Waive("foreign-value-replaced", "b")},
 			"waived twice"},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -115,7 +115,7 @@ func TestNotVerifiedIsNotPassed(t *testing.T) {
 		var opts []conformance.Option
 		status := "NOT VERIFIED"
 		if waived {
-			opts = append(opts, conformance.Waive(conformance.PromiseStateTTL, stateTTLWaiver))
+			opts = append(opts, conformance.Waive("state-ttl", stateTTLWaiver))
 			status = "WAIVED"
 		}
 		rep, err := measure(t, memoryHarness(plain), append(opts, conformance.WithSkipSlow(true))...)
@@ -124,7 +124,7 @@ func TestNotVerifiedIsNotPassed(t *testing.T) {
 		}
 		found := false
 		for _, r := range rep.Results {
-			if r.Case != string(conformance.CaseStateTTL) {
+			if r.Case != "expiry-at-state-ttl" {
 				continue
 			}
 			found = true
@@ -133,11 +133,11 @@ func TestNotVerifiedIsNotPassed(t *testing.T) {
 			}
 		}
 		if !found {
-			t.Fatalf("no %s result", conformance.CaseStateTTL)
+			t.Fatalf("no %s result", "expiry-at-state-ttl")
 		}
 		s := rep.String()
-		if !strings.Contains(s, status+" ") || strings.Contains(s, "PASS         "+string(conformance.CaseStateTTL)) {
-			t.Errorf("waived %v: the report does not show %s for %s:\n%s", waived, status, conformance.CaseStateTTL, s)
+		if !strings.Contains(s, status+" ") || strings.Contains(s, "PASS         "+"expiry-at-state-ttl") {
+			t.Errorf("waived %v: the report does not show %s for %s:\n%s", waived, status, "expiry-at-state-ttl", s)
 		}
 		if waived && !strings.Contains(s, "waived by the harness: "+stateTTLWaiver) {
 			t.Errorf("the report does not show the waiver:\n%s", s)

@@ -46,7 +46,7 @@ func wipeOnce(ctx context.Context, e *env, w Wiper, how, prefix string) {
 	keys := []string{prefix + "a.example", prefix + "b.example", prefix + "c.example"}
 	wrote := map[string]driver.Version{}
 	for _, k := range keys {
-		ver, ok := e.followPut(ctx, PromiseFollowWipe, k, driver.NoVersion, val("before "+k))
+		ver, ok := e.followPut(ctx, promiseFollowWipe, k, driver.NoVersion, val("before "+k))
 		if !ok {
 			return
 		}
@@ -57,7 +57,7 @@ func wipeOnce(ctx context.Context, e *env, w Wiper, how, prefix string) {
 		return
 	}
 	defer fd.stop()
-	_, iS := fd.initialSync(ctx, PromiseFollowWipe)
+	_, iS := fd.initialSync(ctx, promiseFollowWipe)
 	if iS < 0 {
 		return
 	}
@@ -65,19 +65,19 @@ func wipeOnce(ctx context.Context, e *env, w Wiper, how, prefix string) {
 	// snapshot, as a mirror's is.
 	live := prefix + "live.example"
 	keys = append(keys, live)
-	lv, ok := e.followPut(ctx, PromiseFollowWipe, live, driver.NoVersion, val("live"))
+	lv, ok := e.followPut(ctx, promiseFollowWipe, live, driver.NoVersion, val("live"))
 	if !ok {
 		return
 	}
 	wrote[live] = lv
-	ev, iL := fd.awaitSynced(ctx, PromiseFollowWipe, iS+1, time.Now(), "a write before the "+how)
+	ev, iL := fd.awaitSynced(ctx, promiseFollowWipe, iS+1, time.Now(), "a write before the "+how)
 	if iL < 0 {
 		return
 	}
 	before := len(ev)
 	sent := time.Now()
 	if err := w.Wipe(ctx, e.raw, how); err != nil {
-		e.errorf(PromiseFollowWipe, "Wiper.Wipe(%q) = %v", how, err)
+		e.errorf(promiseFollowWipe, "Wiper.Wipe(%q) = %v", how, err)
 		return
 	}
 	done := time.Now()
@@ -90,11 +90,11 @@ func wipeOnce(ctx context.Context, e *env, w Wiper, how, prefix string) {
 		return
 	}
 	when := fmt.Sprintf("after the %s (%d of %d keys left), at the first Synced whose At is after it returned", how, countLive(want), len(keys))
-	ev, iA := fd.awaitSynced(ctx, PromiseFollowWipe, before, done, "the "+how+" returned")
+	ev, iA := fd.awaitSynced(ctx, promiseFollowWipe, before, done, "the "+how+" returned")
 	if iA < 0 {
 		return
 	}
-	if !e.compareMirror(PromiseFollowWipe, mirrorOf(ev[:iA+1]), want, since, when) {
+	if !e.compareMirror(promiseFollowWipe, mirrorOf(ev[:iA+1]), want, since, when) {
 		return
 	}
 	seen := "nothing"
@@ -107,16 +107,16 @@ func wipeOnce(ctx context.Context, e *env, w Wiper, how, prefix string) {
 	// The feed goes on after the wipe: a key written now arrives.
 	after := prefix + "after.example"
 	since[after] = time.Now()
-	av, ok := e.followPut(ctx, PromiseFollowWipe, after, driver.NoVersion, val("after"))
+	av, ok := e.followPut(ctx, promiseFollowWipe, after, driver.NoVersion, val("after"))
 	if !ok {
 		return
 	}
 	want[after] = &entry{value: val("after"), version: av}
-	ev, iN := fd.awaitSynced(ctx, PromiseFollowWipe, iA+1, time.Now(), "a write after the "+how)
+	ev, iN := fd.awaitSynced(ctx, promiseFollowWipe, iA+1, time.Now(), "a write after the "+how)
 	if iN < 0 {
 		return
 	}
-	e.compareMirror(PromiseFollowWipe, mirrorOf(ev[:iN+1]), want, since, "after a write that followed the "+how)
+	e.compareMirror(promiseFollowWipe, mirrorOf(ev[:iN+1]), want, since, "after a write that followed the "+how)
 }
 
 // readBack reads keys through the store: what the wipe left (nil: absent).
@@ -132,7 +132,7 @@ func readBack(ctx context.Context, e *env, keys []string, sent time.Time) (map[s
 		case errors.Is(err, driver.ErrNotFound):
 			want[k] = nil
 		case err != nil:
-			e.errorf(PromiseFollowWipe, "Get(%q) after the wipe = %v", k, err)
+			e.errorf(promiseFollowWipe, "Get(%q) after the wipe = %v", k, err)
 			return nil, nil, false
 		default:
 			want[k] = &entry{value: v, version: ver}

@@ -101,11 +101,11 @@ func TestFollowWipe(t *testing.T) {
 	t.Parallel()
 	t.Run("reported", func(t *testing.T) {
 		t.Parallel()
-		rep, err := measure(t, wipingHarness{breakingHarness: breakingHarness{&followHarness{}}}, conformance.WithSkipSlow(true), only(conformance.CaseFollowWipe))
+		rep, err := measure(t, wipingHarness{breakingHarness: breakingHarness{&followHarness{}}}, conformance.WithSkipSlow(true), only("follow-wipe"))
 		if err != nil {
 			t.Fatalf("%v\n%s", err, rep)
 		}
-		r := result(t, rep, conformance.CaseFollowWipe)
+		r := result(t, rep, "follow-wipe")
 		if r.Skipped != "" || len(r.NotVerified) > 0 || r.Inconclusive != "" || len(r.Problems) > 0 {
 			t.Fatalf("follow-wipe did not verify all it checks: %+v", r)
 		}
@@ -123,14 +123,14 @@ func TestFollowWipe(t *testing.T) {
 		t.Run("blind-"+how, func(t *testing.T) {
 			t.Parallel()
 			h := wipingHarness{breakingHarness{&followHarness{bug: blindToWipes}}, []string{how}}
-			rep, err := measure(t, h, conformance.WithSkipSlow(true), only(conformance.CaseFollowWipe))
-			wantBroken(t, rep, err, conformance.CaseFollowWipe, conformance.PromiseFollowWipe)
+			rep, err := measure(t, h, conformance.WithSkipSlow(true), only("follow-wipe"))
+			wantBroken(t, rep, err, "follow-wipe", "follow-wipe")
 		})
 	}
 	t.Run("no-wiper", func(t *testing.T) {
 		t.Parallel()
-		rep, err := measure(t, breakingHarness{&followHarness{networked: true}}, conformance.WithSkipSlow(true), only(conformance.CaseFollowWipe))
-		r := result(t, rep, conformance.CaseFollowWipe)
+		rep, err := measure(t, breakingHarness{&followHarness{networked: true}}, conformance.WithSkipSlow(true), only("follow-wipe"))
+		r := result(t, rep, "follow-wipe")
 		if len(r.NotVerified) == 0 {
 			t.Errorf("follow-wipe without a Wiper: nothing reported not verified (err %v)\n%s", err, rep)
 		}

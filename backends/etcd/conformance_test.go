@@ -221,7 +221,7 @@ func TestConformanceUnreachable(t *testing.T) {
 	start := time.Now()
 	rep, err := conformcheck.Measure(t.Context(), h, conformcheck.WithReachTimeout(3*time.Second))
 	took := time.Since(start)
-	if !errors.Is(err, conformance.PromiseReachable) || !strings.Contains(err.Error(), dead) {
+	if !errors.Is(err, conformance.PromiseID("reachable")) || !strings.Contains(err.Error(), dead) {
 		t.Fatalf("Measure over an unreachable etcd = %v, want the first case failing naming %s", err, dead)
 	}
 	if took > 15*time.Second {

@@ -121,11 +121,11 @@ func TestClusterConformance(t *testing.T) {
 		n++
 		return &clusterHarness{t: t, servers: servers, run: fmt.Sprintf("cluster/%d/", n)}, nil
 	},
-		conformance.Waive(conformance.PromiseForeign, "TestConformance plants foreign values on the single server; the adapter reads them the same way here"),
-		conformance.Waive(conformance.PromiseLostCAS, "TestConformance drops answers through a fault proxy on the single server"),
-		conformance.Waive(conformance.PromiseLostDelete, "TestConformance drops answers through a fault proxy on the single server"),
-		conformance.Waive(conformance.PromiseLostFailure, "TestConformance drops answers through a fault proxy on the single server"),
-		conformance.Waive(conformance.PromiseFollowLost, "TestConformance breaks feeds through a fault proxy on the single server; TestClusterMemberKilled kills a member"),
+		conformance.Waive("foreign-value-replaced", "TestConformance plants foreign values on the single server; the adapter reads them the same way here"),
+		conformance.Waive("lost-answer-cas", "TestConformance drops answers through a fault proxy on the single server"),
+		conformance.Waive("lost-answer-delete", "TestConformance drops answers through a fault proxy on the single server"),
+		conformance.Waive("lost-answer-breaker", "TestConformance drops answers through a fault proxy on the single server"),
+		conformance.Waive("follow-lost", "TestConformance breaks feeds through a fault proxy on the single server; TestClusterMemberKilled kills a member"),
 	)
 }
 

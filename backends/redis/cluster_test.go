@@ -81,8 +81,8 @@ func hostsOnMasters(t *testing.T, cc *goredis.ClusterClient, prefix string) []st
 var lostOnStandalone = func() []conformance.Option {
 	const why = "a Cluster client dials every master, so no one fault proxy loses its answers; the same scripts are verified on a standalone server through the proxy (TestConformance)"
 	return []conformance.Option{
-		conformance.Waive(conformance.PromiseLostCAS, why),
-		conformance.Waive(conformance.PromiseLostDelete, why),
-		conformance.Waive(conformance.PromiseLostFailure, why),
+		conformance.Waive("lost-answer-cas", why),
+		conformance.Waive("lost-answer-delete", why),
+		conformance.Waive("lost-answer-breaker", why),
 	}
 }()

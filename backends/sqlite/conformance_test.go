@@ -188,9 +188,9 @@ func conformanceOn(t *testing.T, path string) {
 }
 
 var waivers = []conformance.Option{
-	conformance.Waive(conformance.PromiseLostCAS, lostAnswers),
-	conformance.Waive(conformance.PromiseLostDelete, lostAnswers),
-	conformance.Waive(conformance.PromiseLostFailure, lostAnswers),
+	conformance.Waive("lost-answer-cas", lostAnswers),
+	conformance.Waive("lost-answer-delete", lostAnswers),
+	conformance.Waive("lost-answer-breaker", lostAnswers),
 }
 
 // TestConformanceMissingFile: a store whose file is missing fails Open with

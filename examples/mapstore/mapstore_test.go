@@ -84,7 +84,7 @@ func (b blindStore) CompareAndSwap(ctx context.Context, key string, _ driver.Ver
 // fails the same adapter once its compare-and-swap stops comparing.
 func TestConformanceCatchesBlindWrites(t *testing.T) {
 	err := conformance.Check(t.Context(), &harness{blind: true}, conformance.WithSkipSlow(true), conformance.WithExpiryTTL(time.Hour))
-	if !errors.Is(err, conformance.PromiseStaleConflicts) {
-		t.Fatalf("conformance.Check over a store that writes blind = %v, want a failure of %v", err, conformance.PromiseStaleConflicts)
+	if !errors.Is(err, conformance.PromiseID("stale-version-conflicts")) {
+		t.Fatalf("conformance.Check over a store that writes blind = %v, want a failure of %v", err, "stale-version-conflicts")
 	}
 }

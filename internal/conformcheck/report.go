@@ -54,7 +54,7 @@ type Gap struct {
 	// skips real-time waits; a measurement could not decide), or "".
 	Excused string
 	// Waive is the call that would waive the promise
-	// (conformance.Waive(conformance.PromiseStateTTL, "…")), and Meaning
+	// (conformance.Waive("state-ttl", "…")), and Meaning
 	// what the waiver would accept; empty for a promise not relied on.
 	Waive, Meaning string
 }

@@ -106,17 +106,17 @@ func CheckBlindFails(t *testing.T, h Harness) {
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	defer cancel()
 	rep, err := conformcheck.Measure(ctx, Blind(h), func(o *conformcheck.Options) {
-		o.Only = []string{string(conformance.CaseFollowWipe)}
+		o.Only = []string{"follow-wipe"}
 		o.SkipSlow = true
 	})
 	if rep == nil {
 		t.Fatalf("Measure returned no report: %v", err)
 	}
-	if !errors.Is(err, conformance.PromiseFollowWipe) {
+	if !errors.Is(err, conformance.PromiseID("follow-wipe")) {
 		t.Fatalf("a feed blind to wipes passed follow-wipe (err %v):\n%s", err, rep)
 	}
 	for _, r := range rep.Results {
-		if r.Case == string(conformance.CaseFollowWipe) {
+		if r.Case == "follow-wipe" {
 			for _, p := range r.Problems {
 				t.Logf("blind feed, as wanted: %s", firstLine(p.Error()))
 			}
