@@ -359,6 +359,11 @@ func (it item) wrote(v driver.Version) bool {
 // a whole-second expiresAt is floor(now) >= expiresAt.
 func (it item) expired(now time.Time) bool { return now.Unix() >= it.expiresAt }
 
+// gate is what List and CompareAndSwap check before they send a request.
+func (s *Store) gate() adapter.Gate {
+	return adapter.Gate{Closed: s.closed.Load, ErrClosed: ErrClosed, Wrap: s.wrap}
+}
+
 func (s *Store) wrap(op, key string, err error) error {
 	return &driver.OpError{Backend: "dynamodb", Op: op, Key: key, Err: s.cause(err)}
 }
@@ -446,11 +451,8 @@ func (s *Store) readItem(ctx context.Context, key string) (it item, attrs map[st
 // earlier attempt (an SDK retry of an applied write) is a success: see
 // "Ambiguous outcomes" in the package doc. ttl must be positive.
 func (s *Store) CompareAndSwap(ctx context.Context, key string, old driver.Version, value []byte, ttl time.Duration) (driver.Version, error) {
-	if s.closed.Load() {
-		return driver.NoVersion, s.wrap(opSwap, key, ErrClosed)
-	}
-	if ttl <= 0 {
-		return driver.NoVersion, s.wrap(opSwap, key, fmt.Errorf("ttl %v is not positive", ttl))
+	if err := s.gate().Swap(key, ttl); err != nil {
+		return driver.NoVersion, err
 	}
 	now := s.clock()
 	exp := ceilUnix(now.Add(ttl))

@@ -10,7 +10,6 @@ import (
 	dyn "github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/kvbreaker/kvbreaker/adapter"
 	"github.com/kvbreaker/kvbreaker/driver"
 )
 
@@ -38,11 +37,8 @@ const cursorSep = "\x1f"
 // byte, and the key, so that every cursor begins with prefix and one from
 // another listing can be told apart.
 func (s *Store) List(ctx context.Context, prefix, cursor string, limit int) ([]string, string, error) {
-	if s.closed.Load() {
-		return nil, "", s.wrap(opList, prefix, ErrClosed)
-	}
-	if err := adapter.ListArgs(limit); err != nil {
-		return nil, "", s.wrap(opList, prefix, err)
+	if err := s.gate().List(prefix, limit); err != nil {
+		return nil, "", err
 	}
 	start, err := startKey(prefix, cursor)
 	if err != nil {

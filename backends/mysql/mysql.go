@@ -403,6 +403,12 @@ ORDER BY k LIMIT ?`, t, end, now)
 // in microseconds; reads on the primary are never stale. See DefaultTraits.
 func (s *Store) Traits() driver.Traits { return DefaultTraits() }
 
+// gate is what List and CompareAndSwap check before they contact the
+// server.
+func (s *Store) gate() adapter.Gate {
+	return adapter.Gate{Closed: s.closed.Load, ErrClosed: ErrClosed, Wrap: s.wrap}
+}
+
 func (s *Store) wrap(op, key string, err error) error {
 	return &driver.OpError{Backend: "mysql", Op: op, Key: key, Err: s.cause(err)}
 }
@@ -484,11 +490,8 @@ func holds(writes []byte, id int64) bool {
 // (NoVersion when absent or expired). ttl must be positive; it is rounded up
 // to microseconds.
 func (s *Store) CompareAndSwap(ctx context.Context, key string, old driver.Version, value []byte, ttl time.Duration) (driver.Version, error) {
-	if s.closed.Load() {
-		return driver.NoVersion, s.wrap(opSwap, key, ErrClosed)
-	}
-	if ttl <= 0 {
-		return driver.NoVersion, s.wrap(opSwap, key, fmt.Errorf("ttl %v is not positive", ttl))
+	if err := s.gate().Swap(key, ttl); err != nil {
+		return driver.NoVersion, err
 	}
 	if err := checkKey(key); err != nil {
 		return driver.NoVersion, s.wrap(opSwap, key, err)

@@ -48,7 +48,7 @@ const maxBatch = 256
 // resynchronisation, retried with a backoff up to 2 s for as long as ctx
 // lasts.
 func (s *Store) Follow(ctx context.Context, prefix string, heartbeat time.Duration, fn func(driver.Change)) error {
-	return s.follow(ctx, prefix, heartbeat, nil, fn)
+	return s.follow(ctx, prefix, heartbeat, false, nil, fn)
 }
 
 // FollowDemand implements driver.DemandFollower: Follow, but after each
@@ -57,18 +57,12 @@ func (s *Store) Follow(ctx context.Context, prefix string, heartbeat time.Durati
 // channel, dated by the server, that every follower of the table receives
 // (see "Following" in the package doc).
 func (s *Store) FollowDemand(ctx context.Context, prefix string, heartbeat time.Duration, want <-chan struct{}, fn func(driver.Change)) error {
-	if want == nil {
-		return s.wrap(opFollow, prefix, errNilWant)
-	}
-	return s.follow(ctx, prefix, heartbeat, want, fn)
+	return s.follow(ctx, prefix, heartbeat, true, want, fn)
 }
 
-func (s *Store) follow(ctx context.Context, prefix string, heartbeat time.Duration, want <-chan struct{}, fn func(driver.Change)) error {
-	if s.closed.Load() {
-		return s.wrap(opFollow, prefix, ErrClosed)
-	}
-	if err := adapter.FollowArgs(heartbeat, fn); err != nil {
-		return s.wrap(opFollow, prefix, err)
+func (s *Store) follow(ctx context.Context, prefix string, heartbeat time.Duration, demand bool, want <-chan struct{}, fn func(driver.Change)) error {
+	if err := s.gate().Follow(prefix, heartbeat, demand, want, fn); err != nil {
+		return err
 	}
 	var id [8]byte
 	_, _ = rand.Read(id[:])

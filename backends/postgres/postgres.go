@@ -428,6 +428,11 @@ ORDER BY key LIMIT $3`, t, end)
 // in microseconds; reads on the primary are never stale. See DefaultTraits.
 func (s *Store) Traits() driver.Traits { return DefaultTraits() }
 
+// gate is what List and Follow check before they contact the server.
+func (s *Store) gate() adapter.Gate {
+	return adapter.Gate{Closed: s.closed.Load, ErrClosed: ErrClosed, Wrap: s.wrap}
+}
+
 func (s *Store) wrap(op, key string, err error) error {
 	return &driver.OpError{Backend: "postgres", Op: op, Key: key, Err: s.cause(err)}
 }

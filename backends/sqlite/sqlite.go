@@ -373,6 +373,14 @@ func traits(purgeDelay time.Duration) driver.Traits {
 	}
 }
 
+// gate is what Follow and List check before they read the file. Its
+// refusals carry no cause of the file's (s.wrap): nothing was read.
+func (s *Store) gate() adapter.Gate {
+	return adapter.Gate{Closed: s.closed.Load, ErrClosed: ErrClosed, Wrap: func(op, key string, err error) error {
+		return &driver.OpError{Backend: "sqlite", Op: op, Key: key, Err: err}
+	}}
+}
+
 func (s *Store) wrap(ctx context.Context, op, key string, err error) error {
 	return &driver.OpError{Backend: "sqlite", Op: op, Key: key, Err: s.cause(ctx, err)}
 }
