@@ -36,15 +36,14 @@ var errNilWant = errors.New("want is nil: pass the channel that asks for a beat 
 // context is the adapter's to check: a feed that returns its context's
 // error as it is checks it after the Gate.
 func (g Gate) Follow(prefix string, heartbeat time.Duration, demand bool, want <-chan struct{}, fn func(driver.Change)) error {
-	const op = "follow"
 	if demand && want == nil {
-		return g.Wrap(op, prefix, errNilWant)
+		return g.Wrap(OpFollow, prefix, errNilWant)
 	}
 	if g.Closed() {
-		return g.Wrap(op, prefix, g.ErrClosed)
+		return g.Wrap(OpFollow, prefix, g.ErrClosed)
 	}
 	if err := FollowArgs(heartbeat, fn); err != nil {
-		return g.Wrap(op, prefix, err)
+		return g.Wrap(OpFollow, prefix, err)
 	}
 	return nil
 }
@@ -53,12 +52,11 @@ func (g Gate) Follow(prefix string, heartbeat time.Duration, demand bool, want <
 // contacts the store, nil when it may go on: a closed store, then a limit
 // that is not positive (ListArgs).
 func (g Gate) List(prefix string, limit int) error {
-	const op = "list"
 	if g.Closed() {
-		return g.Wrap(op, prefix, g.ErrClosed)
+		return g.Wrap(OpList, prefix, g.ErrClosed)
 	}
 	if err := ListArgs(limit); err != nil {
-		return g.Wrap(op, prefix, err)
+		return g.Wrap(OpList, prefix, err)
 	}
 	return nil
 }
@@ -68,12 +66,11 @@ func (g Gate) List(prefix string, limit int) error {
 // that is not positive (driver.Store promises a positive one; an adapter
 // that stored a key with none would keep it for ever, or not at all).
 func (g Gate) Swap(key string, ttl time.Duration) error {
-	const op = "compare-and-swap"
 	if g.Closed() {
-		return g.Wrap(op, key, g.ErrClosed)
+		return g.Wrap(OpSwap, key, g.ErrClosed)
 	}
 	if ttl <= 0 {
-		return g.Wrap(op, key, fmt.Errorf("ttl %v is not positive", ttl))
+		return g.Wrap(OpSwap, key, fmt.Errorf("ttl %v is not positive", ttl))
 	}
 	return nil
 }

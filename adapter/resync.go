@@ -73,7 +73,6 @@ type Resync struct {
 // closed (Gate's closed error) or refuses the first sessions (Wrap of the
 // refusal). fn receives the Lost changes; the sessions deliver the rest.
 func (r *Resync) Follow(ctx context.Context, prefix string, heartbeat time.Duration, demand bool, want <-chan struct{}, fn func(driver.Change)) error {
-	const op = "follow"
 	if err := r.Gate.Follow(prefix, heartbeat, demand, want, fn); err != nil {
 		return err
 	}
@@ -94,15 +93,15 @@ func (r *Resync) Follow(ctx context.Context, prefix string, heartbeat time.Durat
 			return ctx.Err()
 		}
 		if r.Gate.Closed() {
-			return r.Gate.Wrap(op, prefix, r.Gate.ErrClosed)
+			return r.Gate.Wrap(OpFollow, prefix, r.Gate.ErrClosed)
 		}
 		if !synced && !began && r.Refused(err) {
-			return r.Wrap(op, prefix, err)
+			return r.Wrap(OpFollow, prefix, err)
 		}
 		if began {
 			// A snapshot, perhaps part of one, or the changes after it,
 			// was delivered: the caller must not decide on it any more.
-			fn(driver.Change{Kind: driver.ChangeLost, Err: r.Wrap(op, prefix, err)})
+			fn(driver.Change{Kind: driver.ChangeLost, Err: r.Wrap(OpFollow, prefix, err)})
 		}
 		if err := r.Backoff.Wait(ctx); err != nil {
 			return err

@@ -156,15 +156,6 @@ const (
 	AttrHistory = "h"
 )
 
-// Op names in errors (driver.OpError.Op).
-const (
-	opGet    = "get"
-	opSwap   = "compare-and-swap"
-	opDelete = "compare-and-delete"
-	opList   = "list"
-	opExpiry = "expiry"
-)
-
 // historyDepth is how many replaced versions an item keeps. A write whose
 // answer was lost is recognised when its SDK retry finds its version among
 // the current one and these, so it tolerates this many writes by other
@@ -379,11 +370,11 @@ func keyAttr(key string) map[string]types.AttributeValue {
 // which the next write replaces.
 func (s *Store) Get(ctx context.Context, key string) ([]byte, driver.Version, error) {
 	if s.closed.Load() {
-		return nil, driver.NoVersion, s.wrap(opGet, key, ErrClosed)
+		return nil, driver.NoVersion, s.wrap(adapter.OpGet, key, ErrClosed)
 	}
 	it, found, err := s.read(ctx, key)
 	if err != nil {
-		return nil, driver.NoVersion, s.wrap(opGet, key, err)
+		return nil, driver.NoVersion, s.wrap(adapter.OpGet, key, err)
 	}
 	if !found {
 		return nil, driver.NoVersion, driver.ErrNotFound
@@ -400,11 +391,11 @@ func (s *Store) Get(ctx context.Context, key string) ([]byte, driver.Version, er
 // driver.ErrNotFound.
 func (s *Store) Expiry(ctx context.Context, key string) (time.Duration, error) {
 	if s.closed.Load() {
-		return 0, s.wrap(opExpiry, key, ErrClosed)
+		return 0, s.wrap(adapter.OpExpiry, key, ErrClosed)
 	}
 	it, attrs, err := s.readItem(ctx, key)
 	if err != nil {
-		return 0, s.wrap(opExpiry, key, err)
+		return 0, s.wrap(adapter.OpExpiry, key, err)
 	}
 	now := s.clock()
 	if attrs == nil || it.expired(now) {
@@ -458,7 +449,7 @@ func (s *Store) CompareAndSwap(ctx context.Context, key string, old driver.Versi
 	exp := ceilUnix(now.Add(ttl))
 	ver := newVersion(old)
 	write := func(f *foreign) error {
-		return s.write(ctx, opSwap, key, old, ver, now, s.update(key, old, ver, now, exp, exp+s.purge, value, f))
+		return s.write(ctx, adapter.OpSwap, key, old, ver, now, s.update(key, old, ver, now, exp, exp+s.purge, value, f))
 	}
 	if err := s.replacing(write); err != nil {
 		return driver.NoVersion, err
@@ -517,14 +508,14 @@ func (s *Store) write(ctx context.Context, op, key string, old, ver driver.Versi
 // driver.ErrNotFound or a *driver.ConflictError.
 func (s *Store) CompareAndDelete(ctx context.Context, key string, old driver.Version) error {
 	if s.closed.Load() {
-		return s.wrap(opDelete, key, ErrClosed)
+		return s.wrap(adapter.OpDelete, key, ErrClosed)
 	}
 	if old == driver.NoVersion {
 		// Deleting "absent": nothing to delete, but say what is there.
 		it, found, err := s.read(ctx, key)
 		switch {
 		case err != nil:
-			return s.wrap(opDelete, key, err)
+			return s.wrap(adapter.OpDelete, key, err)
 		case !found:
 			return driver.ErrNotFound
 		}
@@ -535,7 +526,7 @@ func (s *Store) CompareAndDelete(ctx context.Context, key string, old driver.Ver
 	// The tombstone stays physically for PurgeDelay, far longer than any
 	// retry of this call.
 	return s.replacing(func(f *foreign) error {
-		return s.write(ctx, opDelete, key, old, ver, now, s.update(key, old, ver, now, tombstoneExpiresAt, ceilUnix(now)+s.purge, nil, f))
+		return s.write(ctx, adapter.OpDelete, key, old, ver, now, s.update(key, old, ver, now, tombstoneExpiresAt, ceilUnix(now)+s.purge, nil, f))
 	})
 }
 
@@ -684,7 +675,7 @@ func (s *Store) conflict(ctx context.Context, op, key string, old, mine driver.V
 		}
 	}
 	if !found {
-		if op == opDelete {
+		if op == adapter.OpDelete {
 			return driver.ErrNotFound
 		}
 		return &driver.ConflictError{Version: driver.NoVersion, Err: err}

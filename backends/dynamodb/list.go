@@ -10,6 +10,7 @@ import (
 	dyn "github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/kvbreaker/kvbreaker/adapter"
 	"github.com/kvbreaker/kvbreaker/driver"
 )
 
@@ -42,7 +43,7 @@ func (s *Store) List(ctx context.Context, prefix, cursor string, limit int) ([]s
 	}
 	start, err := startKey(prefix, cursor)
 	if err != nil {
-		return nil, "", s.wrap(opList, prefix, err)
+		return nil, "", s.wrap(adapter.OpList, prefix, err)
 	}
 	names := map[string]string{"#pk": AttrKey, "#exp": AttrExpiresAt}
 	values := map[string]types.AttributeValue{
@@ -70,7 +71,7 @@ func (s *Store) List(ctx context.Context, prefix, cursor string, limit int) ([]s
 	}
 	out, err := s.client.Scan(ctx, in, s.failFast)
 	if err != nil {
-		return nil, "", s.wrap(opList, prefix, err)
+		return nil, "", s.wrap(adapter.OpList, prefix, err)
 	}
 	keys := make([]string, 0, len(out.Items))
 	for _, it := range out.Items {

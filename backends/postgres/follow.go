@@ -21,8 +21,6 @@ import (
 
 var _ driver.Follower = (*Store)(nil)
 
-const opFollow = "follow"
-
 // minLostAfter is the least time a heartbeat may take to come back before
 // the feed is declared lost: a loaded server or machine delays one by tens
 // of milliseconds, and a false Lost costs every follower a snapshot.
@@ -80,13 +78,13 @@ func (s *Store) follow(ctx context.Context, prefix string, heartbeat time.Durati
 			return ctx.Err()
 		}
 		if refused(err) {
-			return s.wrap(opFollow, prefix, err)
+			return s.wrap(adapter.OpFollow, prefix, err)
 		}
 		if f.wasSynced {
 			backoff.Reset()
 		}
 		if !f.lost { // once per outage: the caller knows until the next Reset
-			f.emit(driver.Change{Kind: driver.ChangeLost, Err: s.wrap(opFollow, prefix, err)})
+			f.emit(driver.Change{Kind: driver.ChangeLost, Err: s.wrap(adapter.OpFollow, prefix, err)})
 		}
 		if err := backoff.Wait(ctx); err != nil {
 			return err

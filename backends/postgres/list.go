@@ -41,7 +41,7 @@ func (s *Store) List(ctx context.Context, prefix, cursor string, limit int) ([]s
 		return rows.Err()
 	})
 	if err != nil {
-		return nil, "", s.wrap(opList, prefix, err)
+		return nil, "", s.wrap(adapter.OpList, prefix, err)
 	}
 	return keys, adapter.NextCursor(keys, limit), nil
 }
