@@ -5,9 +5,10 @@ import (
 	"errors"
 	"time"
 
-	"github.com/kvbreaker/kvbreaker/driver"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/kvbreaker/kvbreaker/driver"
 )
 
 // List implements driver.Lister: one range read of up to limit keys that
