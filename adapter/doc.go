@@ -46,6 +46,9 @@
 //     microseconds left (MySQL, PostgreSQL).
 //   - [CeilSeconds]: a TTL in whole seconds, rounded up, at least 1 (etcd,
 //     NATS).
+//   - [OpGet], [OpSwap], [OpDelete], [OpList], [OpExpiry], [OpFollow] and
+//     [OpClock]: the Op of a *driver.OpError from each of the contract's
+//     methods, spelled once.
 //
 // driver says what an adapter must do; adapter helps it do that. Neither
 // imports a backend or an SDK. This package's example_store_test.go is a
