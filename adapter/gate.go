@@ -13,8 +13,8 @@ import (
 // (a closed store answers ErrClosed whatever the limit or heartbeat), then
 // the arguments (FollowArgs, ListArgs, a ttl). Every refusal goes through
 // Wrap, so that it carries the adapter's *driver.OpError with the method's
-// op ("follow", "list", "compare-and-swap") and key. An adapter makes one per call from its
-// closed flag, its ErrClosed and its OpError constructor.
+// op (OpFollow, OpList, OpSwap) and key. An adapter makes one per call
+// from its closed flag, its ErrClosed and its OpError constructor.
 type Gate struct {
 	// Closed reports whether the store was closed.
 	Closed func() bool
