@@ -10,8 +10,11 @@
 //     expire by themselves (MySQL, PostgreSQL, SQLite), and the schedule that
 //     deletes one batch of expired rows in the background after every so
 //     many writes.
-//   - [FollowArgs] and [ListArgs]: the arguments every
-//     driver.Follower.Follow and driver.Lister.List refuse, in one wording.
+//   - [Gate]: what Follow, FollowDemand, List and CompareAndSwap check
+//     before they contact the store, in one order (the store closed, then
+//     the arguments) and one wording, each refusal the adapter's
+//     *driver.OpError; [FollowArgs] and [ListArgs] are its argument checks
+//     alone, for a Follow or a List with no store of its own behind it.
 //   - [MergeRecords], [MergeRecordsFrom] and [RebaseOnDelete]: the record
 //     merging of a store without compare-and-swap that sees concurrent
 //     writes (Workers KV), which keeps every failure and restraint.
@@ -29,9 +32,10 @@
 //   - [Explained]: a server's refusal explained in the adapter's words
 //     (what to change), which still unwraps to the SDK's error
 //     (MySQL, PostgreSQL, Redis).
-//   - [Resync] and [Backoff]: a feed's sessions one after another, a Lost
-//     after each that began, a doubling wait between them while the store
-//     refuses (etcd, NATS; the wait alone: PostgreSQL, Redis, SQLite).
+//   - [Resync] and [Backoff]: a Follow from the call's checks (its Gate)
+//     on, its sessions one after another, a Lost after each that began, a
+//     doubling wait between them while the store refuses (etcd, NATS; the
+//     wait alone: PostgreSQL, Redis, SQLite).
 //   - [PendingBeats]: a feed's heartbeats waiting for its changes to reach
 //     the position each read (etcd's revision, a NATS consumer's sequence).
 //   - [PrefixEnd] and [NextCursor]: a listed prefix's bytewise range and
@@ -42,6 +46,9 @@
 //     microseconds left (MySQL, PostgreSQL).
 //   - [CeilSeconds]: a TTL in whole seconds, rounded up, at least 1 (etcd,
 //     NATS).
+//   - [OpGet], [OpSwap], [OpDelete], [OpList], [OpExpiry], [OpFollow] and
+//     [OpClock]: the Op of a *driver.OpError from each of the contract's
+//     methods, spelled once.
 //
 // driver says what an adapter must do; adapter helps it do that. Neither
 // imports a backend or an SDK. This package's example_store_test.go is a

@@ -44,31 +44,44 @@ func (b *Backoff) Wait(ctx context.Context) error {
 // session. Backoff resets after each session that delivered a snapshot
 // whole.
 type Resync struct {
+	// Backoff is the wait between sessions; its zero value waits from
+	// 10 ms, doubling, up to 1 s: a store that restarts is followed again
+	// within a second of coming back, and a fleet of followers sends it
+	// no more than one attempt a second each while it refuses.
 	Backoff Backoff
+	// Gate is the adapter's: Follow checks the call with it, and a store
+	// closed during the feed ends Run with Gate's closed error.
+	Gate Gate
 	// Session follows once, until it fails or ctx ends: began says it
 	// delivered a Reset, synced that it delivered a snapshot whole, err
 	// why it ended.
 	Session func(ctx context.Context) (began, synced bool, err error)
-	// Closed says the store was closed; Run then returns ClosedErr (an
-	// OpError wrapping the adapter's ErrClosed).
-	Closed    func() bool
-	ClosedErr error
 	// Refused says err means the store will not let this client follow
-	// at all, as opposed to not now. Run returns Wrap(err) when the first
-	// sessions are refused before any began or synced; once one has, a
-	// refusal is a Lost and a resynchronisation like any other failure
-	// (the permission may come back).
+	// at all, as opposed to not now. Follow returns Wrap's error of it
+	// when the first sessions are refused before any began or synced;
+	// once one has, a refusal is a Lost and a resynchronisation like any
+	// other failure (the permission may come back).
 	Refused func(err error) bool
 	// Wrap makes a session's error Follow's (or a Lost's): the adapter's
-	// *driver.OpError.
-	Wrap func(err error) error
-	// Fn receives the Lost changes: Follow's fn.
-	Fn func(driver.Change)
+	// *driver.OpError, with op "follow" and the prefix for key.
+	Wrap func(op, key string, err error) error
 }
 
-// Run follows until ctx ends (its error), the store is closed
-// (ClosedErr) or refuses the first sessions (Wrap of the refusal).
-func (r *Resync) Run(ctx context.Context) error {
+// Follow is the adapter's Follow (demand false, want nil) or FollowDemand
+// (demand true): it checks the call (Gate.Follow, then ctx, whose error it
+// returns as it is), then follows until ctx ends (its error), the store is
+// closed (Gate's closed error) or refuses the first sessions (Wrap of the
+// refusal). fn receives the Lost changes; the sessions deliver the rest.
+func (r *Resync) Follow(ctx context.Context, prefix string, heartbeat time.Duration, demand bool, want <-chan struct{}, fn func(driver.Change)) error {
+	if err := r.Gate.Follow(prefix, heartbeat, demand, want, fn); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if r.Backoff == (Backoff{}) {
+		r.Backoff = Backoff{Min: 10 * time.Millisecond, Max: time.Second}
+	}
 	synced := false // a snapshot was delivered whole, once
 	for {
 		began, ok, err := r.Session(ctx)
@@ -79,16 +92,16 @@ func (r *Resync) Run(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		if r.Closed() {
-			return r.ClosedErr
+		if r.Gate.Closed() {
+			return r.Gate.Wrap(OpFollow, prefix, r.Gate.ErrClosed)
 		}
 		if !synced && !began && r.Refused(err) {
-			return r.Wrap(err)
+			return r.Wrap(OpFollow, prefix, err)
 		}
 		if began {
 			// A snapshot, perhaps part of one, or the changes after it,
 			// was delivered: the caller must not decide on it any more.
-			r.Fn(driver.Change{Kind: driver.ChangeLost, Err: r.Wrap(err)})
+			fn(driver.Change{Kind: driver.ChangeLost, Err: r.Wrap(OpFollow, prefix, err)})
 		}
 		if err := r.Backoff.Wait(ctx); err != nil {
 			return err

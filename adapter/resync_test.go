@@ -71,21 +71,23 @@ func resyncRun(t *testing.T, refusal error, script []session) ([]error, error) {
 			i++
 			return s.began, s.synced, s.err
 		},
-		Closed:    func() bool { return i == len(script) },
-		ClosedErr: errClosed,
-		Refused:   func(err error) bool { return errors.Is(err, refusal) },
-		Wrap:      func(err error) error { return fmt.Errorf("wrapped: %w", err) },
-		Fn: func(c driver.Change) {
-			if c.Kind != driver.ChangeLost {
-				t.Errorf("Resync sent %v, want only Lost", c.Kind)
-			}
-			lost = append(lost, c.Err)
-		},
+		Gate:    adapter.Gate{Closed: func() bool { return i == len(script) }, ErrClosed: errClosed, Wrap: bare},
+		Refused: func(err error) bool { return errors.Is(err, refusal) },
+		Wrap:    func(_, _ string, err error) error { return fmt.Errorf("wrapped: %w", err) },
+	}
+	fn := func(c driver.Change) {
+		if c.Kind != driver.ChangeLost {
+			t.Errorf("Resync sent %v, want only Lost", c.Kind)
+		}
+		lost = append(lost, c.Err)
 	}
 	var err error
-	synctest.Test(t, func(t *testing.T) { err = r.Run(t.Context()) })
+	synctest.Test(t, func(t *testing.T) { err = r.Follow(t.Context(), "p/", time.Second, false, nil, fn) })
 	return lost, err
 }
+
+// bare is a Wrap that returns the error as it is.
+func bare(_, _ string, err error) error { return err }
 
 var (
 	errClosed  = errors.New("closed")
@@ -120,12 +122,11 @@ func TestResyncEndsOnCancel(t *testing.T) {
 		r := adapter.Resync{
 			Backoff: adapter.Backoff{Min: time.Hour, Max: time.Hour},
 			Session: func(context.Context) (bool, bool, error) { return true, true, errBroken },
-			Closed:  func() bool { return false },
+			Gate:    adapter.Gate{Closed: func() bool { return false }, Wrap: bare},
 			Refused: func(error) bool { return false },
-			Wrap:    func(err error) error { return err },
-			Fn:      func(driver.Change) { lost++; cancel() },
+			Wrap:    bare,
 		}
-		if err := r.Run(ctx); !errors.Is(err, context.Canceled) || lost != 1 {
+		if err := r.Follow(ctx, "p/", time.Second, false, nil, func(driver.Change) { lost++; cancel() }); !errors.Is(err, context.Canceled) || lost != 1 {
 			t.Errorf("Run = %v after %d Lost, want context.Canceled after 1", err, lost)
 		}
 	})

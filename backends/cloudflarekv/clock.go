@@ -11,12 +11,11 @@ import (
 	"github.com/cloudflare/cloudflare-go/v6/kv"
 	"github.com/cloudflare/cloudflare-go/v6/option"
 
+	"github.com/kvbreaker/kvbreaker/adapter"
 	"github.com/kvbreaker/kvbreaker/driver"
 )
 
 var _ driver.ClockSampler = (*Store)(nil)
-
-const opClock = "sample clock"
 
 // clockKey is the key SampleClock reads. Its control character fails
 // driver.ValidateKey, so no Breaker ever writes it and the read is a miss:
@@ -38,16 +37,16 @@ const clockKey = "\x7fkvbreaker-clock-sample"
 // HTTP date, is an error, never a zero time.
 func (s *Store) SampleClock(ctx context.Context) (time.Time, time.Duration, error) {
 	if err := ctx.Err(); err != nil {
-		return time.Time{}, 0, opError(opClock, "", err)
+		return time.Time{}, 0, opError(adapter.OpClock, "", err)
 	}
 	if s.isClosed() {
-		return time.Time{}, 0, opError(opClock, "", ErrClosed)
+		return time.Time{}, 0, opError(adapter.OpClock, "", ErrClosed)
 	}
 	if until, limited := s.backingOff(); limited {
-		return time.Time{}, 0, opError(opClock, "", &RateLimitError{Until: until})
+		return time.Time{}, 0, opError(adapter.OpClock, "", &RateLimitError{Until: until})
 	}
 	if ok, next := s.spend(); !ok {
-		return time.Time{}, 0, opError(opClock, "", &BudgetError{Next: next})
+		return time.Time{}, 0, opError(adapter.OpClock, "", &BudgetError{Next: next})
 	}
 	rctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
@@ -77,23 +76,23 @@ func (s *Store) SampleClock(ctx context.Context) (time.Time, time.Duration, erro
 		s.mu.Lock()
 		s.backOffLocked(rl.Until)
 		s.mu.Unlock()
-		return time.Time{}, 0, opError(opClock, "", err)
+		return time.Time{}, 0, opError(adapter.OpClock, "", err)
 	case err != nil && rctx.Err() != nil:
-		return time.Time{}, 0, opError(opClock, "", s.noAnswer(rctx.Err()))
+		return time.Time{}, 0, opError(adapter.OpClock, "", s.noAnswer(rctx.Err()))
 	case err != nil:
-		return time.Time{}, 0, opError(opClock, "", err)
+		return time.Time{}, 0, opError(adapter.OpClock, "", err)
 	}
 	h := headers.Load()
 	if h == nil {
-		return time.Time{}, 0, opError(opClock, "", fmt.Errorf("no HTTP answer seen from %s", s.endpointName()))
+		return time.Time{}, 0, opError(adapter.OpClock, "", fmt.Errorf("no HTTP answer seen from %s", s.endpointName()))
 	}
 	v := h.Values("Date")
 	if len(v) == 0 || v[0] == "" {
-		return time.Time{}, 0, opError(opClock, "", fmt.Errorf("no Date header in the answer from %s", s.endpointName()))
+		return time.Time{}, 0, opError(adapter.OpClock, "", fmt.Errorf("no Date header in the answer from %s", s.endpointName()))
 	}
 	t, perr := http.ParseTime(v[0]) // any of the formats HTTP allows (RFC 9110 §5.6.7)
 	if perr != nil {
-		return time.Time{}, 0, opError(opClock, "", fmt.Errorf("unparsable Date header %q in the answer from %s", v[0], s.endpointName()))
+		return time.Time{}, 0, opError(adapter.OpClock, "", fmt.Errorf("unparsable Date header %q in the answer from %s", v[0], s.endpointName()))
 	}
 	return t, time.Second, nil
 }

@@ -410,7 +410,7 @@ func (s *Store) Traits() driver.Traits {
 // same key. An entry whose logical expiry has passed by the store's clock is
 // ErrNotFound.
 func (s *Store) Get(ctx context.Context, key string) ([]byte, driver.Version, error) {
-	e, err := s.lookup(ctx, opGet, key)
+	e, err := s.lookup(ctx, adapter.OpGet, key)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -522,20 +522,20 @@ func (s *Store) answer(e entry) ([]byte, driver.Version, error) {
 // RestrainedUntil; the decisions (hold) are the same.
 func (s *Store) CompareAndSwap(ctx context.Context, key string, old driver.Version, value []byte, ttl time.Duration) (driver.Version, error) {
 	if err := ctx.Err(); err != nil {
-		return 0, opError(opSwap, key, err)
+		return 0, opError(adapter.OpSwap, key, err)
 	}
 	if s.isClosed() {
-		return 0, opError(opSwap, key, ErrClosed)
+		return 0, opError(adapter.OpSwap, key, ErrClosed)
 	}
 	full, err := s.fullKey(key)
 	if err != nil {
-		return 0, opError(opSwap, key, err)
+		return 0, opError(adapter.OpSwap, key, err)
 	}
 	if ttl <= 0 {
-		return 0, opError(opSwap, key, fmt.Errorf("ttl %v is not positive", ttl))
+		return 0, opError(adapter.OpSwap, key, fmt.Errorf("ttl %v is not positive", ttl))
 	}
 	w := write{value: clone(value), ttl: ttl, exp: s.clock().Add(ttl).Truncate(time.Millisecond), ver: newVersion(), base: old}
-	return s.enqueue(ctx, opSwap, key, full, w)
+	return s.enqueue(ctx, adapter.OpSwap, key, full, w)
 }
 
 // CompareAndDelete implements driver.Store, last writer wins: it deletes key
@@ -544,11 +544,11 @@ func (s *Store) CompareAndSwap(ctx context.Context, key string, old driver.Versi
 // Deletes are coalesced with writes to the same key as CompareAndSwap says.
 func (s *Store) CompareAndDelete(ctx context.Context, key string, old driver.Version) error {
 	if err := ctx.Err(); err != nil {
-		return opError(opDelete, key, err)
+		return opError(adapter.OpDelete, key, err)
 	}
 	full, err := s.fullKey(key)
 	if err != nil {
-		return opError(opDelete, key, err)
+		return opError(adapter.OpDelete, key, err)
 	}
 	gone, cur, err := s.Get(ctx, key)
 	if err != nil {
@@ -558,12 +558,12 @@ func (s *Store) CompareAndDelete(ctx context.Context, key string, old driver.Ver
 		if oe, ok := err.(*driver.OpError); ok {
 			err = oe.Err // the delete's error, not the read's
 		}
-		return opError(opDelete, key, err)
+		return opError(adapter.OpDelete, key, err)
 	}
 	// The delete remembers what it removed, so that a write computed from
 	// that record (a Failure that read it before this Success) brings
 	// back none of it.
-	_, err = s.enqueue(ctx, opDelete, key, full, write{del: true, ver: newVersion(), base: old, goneVer: cur, goneVal: gone})
+	_, err = s.enqueue(ctx, adapter.OpDelete, key, full, write{del: true, ver: newVersion(), base: old, goneVer: cur, goneVal: gone})
 	return err
 }
 
@@ -633,15 +633,9 @@ func clone(b []byte) []byte {
 	return append([]byte{}, b...)
 }
 
-// Op names in errors (driver.OpError.Op).
-const (
-	opGet    = "get"
-	opSwap   = "compare-and-swap"
-	opDelete = "compare-and-delete"
-	opList   = "list"
-	opFlush  = "flush"
-	opExpiry = "expiry"
-)
+// opFlush is the Op of an error of the queued writes' flush
+// (driver.OpError.Op); the contract's methods use adapter's Op names.
+const opFlush = "flush"
 
 // opError returns err as a *driver.OpError, "cloudflarekv: <op> <key>:
 // <cause>"; driver.ErrNotFound passes through bare.

@@ -57,17 +57,17 @@ var _ driver.Lister = (*Store)(nil)
 // backoff: it fails with the backoff's error instead.
 func (s *Store) List(ctx context.Context, prefix, cursor string, limit int) ([]string, string, error) {
 	if err := adapter.ListArgs(limit); err != nil {
-		return nil, "", opError(opList, prefix, err)
+		return nil, "", opError(adapter.OpList, prefix, err)
 	}
 	if s.isClosed() {
-		return nil, "", opError(opList, prefix, ErrClosed)
+		return nil, "", opError(adapter.OpList, prefix, ErrClosed)
 	}
 	after, kvCursor := cursor, ""
 	if i := strings.LastIndex(cursor, cursorSep); i >= 0 {
 		after, kvCursor = cursor[:i], cursor[i+len(cursorSep):]
 	}
 	if cursor != "" && !strings.HasPrefix(after, prefix) {
-		return nil, "", opError(opList, prefix, fmt.Errorf("cursor %q does not belong to a listing of prefix %q", cursor, prefix))
+		return nil, "", opError(adapter.OpList, prefix, fmt.Errorf("cursor %q does not belong to a listing of prefix %q", cursor, prefix))
 	}
 	var params kv.NamespaceKeyListParams
 	params.Limit.Value, params.Limit.Present = float64(min(max(limit, minListRequest), MaxListLimit)), true
@@ -79,7 +79,7 @@ func (s *Store) List(ctx context.Context, prefix, cursor string, limit int) ([]s
 	}
 	page, err := s.listKeys(ctx, params)
 	if err != nil {
-		return nil, "", opError(opList, prefix, err)
+		return nil, "", opError(adapter.OpList, prefix, err)
 	}
 	now := s.clock()
 	keys := make([]string, 0, min(limit, len(page.Result)))
@@ -96,7 +96,7 @@ func (s *Store) List(ctx context.Context, prefix, cursor string, limit int) ([]s
 		if exp, ok := metadataExpiry(k.Metadata); ok && !now.Before(exp) {
 			live, err := s.live(ctx, k.Name)
 			if err != nil {
-				return nil, "", opError(opList, prefix, err)
+				return nil, "", opError(adapter.OpList, prefix, err)
 			}
 			if !live {
 				continue
@@ -161,7 +161,7 @@ var _ driver.ExpiryReader = (*Store)(nil)
 // key is driver.ErrNotFound. A write still queued by this store, which KV
 // does not list yet, counts by its logical expiry.
 func (s *Store) Expiry(ctx context.Context, key string) (time.Duration, error) {
-	e, err := s.lookup(ctx, opExpiry, key)
+	e, err := s.lookup(ctx, adapter.OpExpiry, key)
 	if err != nil {
 		return 0, err
 	}
@@ -172,7 +172,7 @@ func (s *Store) Expiry(ctx context.Context, key string) (time.Duration, error) {
 	at := e.exp
 	phys, err := s.expiration(ctx, key)
 	if err != nil {
-		return 0, opError(opExpiry, key, err)
+		return 0, opError(adapter.OpExpiry, key, err)
 	}
 	if !phys.IsZero() && phys.Before(at) {
 		at = phys

@@ -11,12 +11,11 @@ import (
 	dyn "github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 
+	"github.com/kvbreaker/kvbreaker/adapter"
 	"github.com/kvbreaker/kvbreaker/driver"
 )
 
 var _ driver.ClockSampler = (*Store)(nil)
-
-const opClock = "sample clock"
 
 // clockKey is the key SampleClock reads. Its control character fails
 // driver.ValidateKey, so no Breaker ever writes an item under it and the
@@ -41,7 +40,7 @@ const clockKey = "\x7fkvbreaker-clock-sample"
 // parse as an HTTP date, is an error, never a zero time.
 func (s *Store) SampleClock(ctx context.Context) (time.Time, time.Duration, error) {
 	if s.closed.Load() {
-		return time.Time{}, 0, s.wrap(opClock, "", ErrClosed)
+		return time.Time{}, 0, s.wrap(adapter.OpClock, "", ErrClosed)
 	}
 	out, err := s.client.GetItem(ctx, &dyn.GetItemInput{
 		TableName:            aws.String(s.table),
@@ -50,15 +49,15 @@ func (s *Store) SampleClock(ctx context.Context) (time.Time, time.Duration, erro
 		ProjectionExpression: aws.String(AttrKey),
 	}, s.failFast)
 	if err != nil {
-		return time.Time{}, 0, s.wrap(opClock, "", err)
+		return time.Time{}, 0, s.wrap(adapter.OpClock, "", err)
 	}
 	raw, ok := awsmiddleware.GetRawResponse(out.ResultMetadata).(*smithyhttp.Response)
 	if !ok || raw.Response == nil {
-		return time.Time{}, 0, s.wrap(opClock, "", fmt.Errorf("no HTTP response in the SDK's metadata (%T)", awsmiddleware.GetRawResponse(out.ResultMetadata)))
+		return time.Time{}, 0, s.wrap(adapter.OpClock, "", fmt.Errorf("no HTTP response in the SDK's metadata (%T)", awsmiddleware.GetRawResponse(out.ResultMetadata)))
 	}
 	t, err := dateHeader(raw.Header)
 	if err != nil {
-		return time.Time{}, 0, s.wrap(opClock, "", fmt.Errorf("%w from %s", err, s.endpoint))
+		return time.Time{}, 0, s.wrap(adapter.OpClock, "", fmt.Errorf("%w from %s", err, s.endpoint))
 	}
 	return t, time.Second, nil
 }

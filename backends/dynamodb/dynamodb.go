@@ -156,15 +156,6 @@ const (
 	AttrHistory = "h"
 )
 
-// Op names in errors (driver.OpError.Op).
-const (
-	opGet    = "get"
-	opSwap   = "compare-and-swap"
-	opDelete = "compare-and-delete"
-	opList   = "list"
-	opExpiry = "expiry"
-)
-
 // historyDepth is how many replaced versions an item keeps. A write whose
 // answer was lost is recognised when its SDK retry finds its version among
 // the current one and these, so it tolerates this many writes by other
@@ -359,6 +350,11 @@ func (it item) wrote(v driver.Version) bool {
 // a whole-second expiresAt is floor(now) >= expiresAt.
 func (it item) expired(now time.Time) bool { return now.Unix() >= it.expiresAt }
 
+// gate is what List and CompareAndSwap check before they send a request.
+func (s *Store) gate() adapter.Gate {
+	return adapter.Gate{Closed: s.closed.Load, ErrClosed: ErrClosed, Wrap: s.wrap}
+}
+
 func (s *Store) wrap(op, key string, err error) error {
 	return &driver.OpError{Backend: "dynamodb", Op: op, Key: key, Err: s.cause(err)}
 }
@@ -374,11 +370,11 @@ func keyAttr(key string) map[string]types.AttributeValue {
 // which the next write replaces.
 func (s *Store) Get(ctx context.Context, key string) ([]byte, driver.Version, error) {
 	if s.closed.Load() {
-		return nil, driver.NoVersion, s.wrap(opGet, key, ErrClosed)
+		return nil, driver.NoVersion, s.wrap(adapter.OpGet, key, ErrClosed)
 	}
 	it, found, err := s.read(ctx, key)
 	if err != nil {
-		return nil, driver.NoVersion, s.wrap(opGet, key, err)
+		return nil, driver.NoVersion, s.wrap(adapter.OpGet, key, err)
 	}
 	if !found {
 		return nil, driver.NoVersion, driver.ErrNotFound
@@ -395,11 +391,11 @@ func (s *Store) Get(ctx context.Context, key string) ([]byte, driver.Version, er
 // driver.ErrNotFound.
 func (s *Store) Expiry(ctx context.Context, key string) (time.Duration, error) {
 	if s.closed.Load() {
-		return 0, s.wrap(opExpiry, key, ErrClosed)
+		return 0, s.wrap(adapter.OpExpiry, key, ErrClosed)
 	}
 	it, attrs, err := s.readItem(ctx, key)
 	if err != nil {
-		return 0, s.wrap(opExpiry, key, err)
+		return 0, s.wrap(adapter.OpExpiry, key, err)
 	}
 	now := s.clock()
 	if attrs == nil || it.expired(now) {
@@ -446,17 +442,14 @@ func (s *Store) readItem(ctx context.Context, key string) (it item, attrs map[st
 // earlier attempt (an SDK retry of an applied write) is a success: see
 // "Ambiguous outcomes" in the package doc. ttl must be positive.
 func (s *Store) CompareAndSwap(ctx context.Context, key string, old driver.Version, value []byte, ttl time.Duration) (driver.Version, error) {
-	if s.closed.Load() {
-		return driver.NoVersion, s.wrap(opSwap, key, ErrClosed)
-	}
-	if ttl <= 0 {
-		return driver.NoVersion, s.wrap(opSwap, key, fmt.Errorf("ttl %v is not positive", ttl))
+	if err := s.gate().Swap(key, ttl); err != nil {
+		return driver.NoVersion, err
 	}
 	now := s.clock()
 	exp := ceilUnix(now.Add(ttl))
 	ver := newVersion(old)
 	write := func(f *foreign) error {
-		return s.write(ctx, opSwap, key, old, ver, now, s.update(key, old, ver, now, exp, exp+s.purge, value, f))
+		return s.write(ctx, adapter.OpSwap, key, old, ver, now, s.update(key, old, ver, now, exp, exp+s.purge, value, f))
 	}
 	if err := s.replacing(write); err != nil {
 		return driver.NoVersion, err
@@ -515,14 +508,14 @@ func (s *Store) write(ctx context.Context, op, key string, old, ver driver.Versi
 // driver.ErrNotFound or a *driver.ConflictError.
 func (s *Store) CompareAndDelete(ctx context.Context, key string, old driver.Version) error {
 	if s.closed.Load() {
-		return s.wrap(opDelete, key, ErrClosed)
+		return s.wrap(adapter.OpDelete, key, ErrClosed)
 	}
 	if old == driver.NoVersion {
 		// Deleting "absent": nothing to delete, but say what is there.
 		it, found, err := s.read(ctx, key)
 		switch {
 		case err != nil:
-			return s.wrap(opDelete, key, err)
+			return s.wrap(adapter.OpDelete, key, err)
 		case !found:
 			return driver.ErrNotFound
 		}
@@ -533,7 +526,7 @@ func (s *Store) CompareAndDelete(ctx context.Context, key string, old driver.Ver
 	// The tombstone stays physically for PurgeDelay, far longer than any
 	// retry of this call.
 	return s.replacing(func(f *foreign) error {
-		return s.write(ctx, opDelete, key, old, ver, now, s.update(key, old, ver, now, tombstoneExpiresAt, ceilUnix(now)+s.purge, nil, f))
+		return s.write(ctx, adapter.OpDelete, key, old, ver, now, s.update(key, old, ver, now, tombstoneExpiresAt, ceilUnix(now)+s.purge, nil, f))
 	})
 }
 
@@ -682,7 +675,7 @@ func (s *Store) conflict(ctx context.Context, op, key string, old, mine driver.V
 		}
 	}
 	if !found {
-		if op == opDelete {
+		if op == adapter.OpDelete {
 			return driver.ErrNotFound
 		}
 		return &driver.ConflictError{Version: driver.NoVersion, Err: err}

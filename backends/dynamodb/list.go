@@ -38,15 +38,12 @@ const cursorSep = "\x1f"
 // byte, and the key, so that every cursor begins with prefix and one from
 // another listing can be told apart.
 func (s *Store) List(ctx context.Context, prefix, cursor string, limit int) ([]string, string, error) {
-	if s.closed.Load() {
-		return nil, "", s.wrap(opList, prefix, ErrClosed)
-	}
-	if err := adapter.ListArgs(limit); err != nil {
-		return nil, "", s.wrap(opList, prefix, err)
+	if err := s.gate().List(prefix, limit); err != nil {
+		return nil, "", err
 	}
 	start, err := startKey(prefix, cursor)
 	if err != nil {
-		return nil, "", s.wrap(opList, prefix, err)
+		return nil, "", s.wrap(adapter.OpList, prefix, err)
 	}
 	names := map[string]string{"#pk": AttrKey, "#exp": AttrExpiresAt}
 	values := map[string]types.AttributeValue{
@@ -74,7 +71,7 @@ func (s *Store) List(ctx context.Context, prefix, cursor string, limit int) ([]s
 	}
 	out, err := s.client.Scan(ctx, in, s.failFast)
 	if err != nil {
-		return nil, "", s.wrap(opList, prefix, err)
+		return nil, "", s.wrap(adapter.OpList, prefix, err)
 	}
 	keys := make([]string, 0, len(out.Items))
 	for _, it := range out.Items {

@@ -3,6 +3,7 @@ package etcd_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -155,22 +156,18 @@ func TestHungServerErrorsWithinContext(t *testing.T) {
 // (lost and failed answers after apply, delays, resets, a hung server) and
 // checks that no failure is counted twice, each probe election's winner
 // probes, openings are reported, one probe per restraint, no transition
-// reported twice, and every call returns within CallTimeout.
+// reported twice, and every call returns within CallTimeout. Each worker
+// has its own client, as a separate process would.
 func TestFaultFleet(t *testing.T) {
-	p := startProxy(t)
 	prefix := uniquePrefix(t)
-	observer := newStoreUnder(t, prefix)
-	rep, err := faultfleet.Run(t.Context(), faultfleet.Config{
-		NewStore: func(ctx context.Context, _ int) (driver.Store, error) { return proxiedStore(t, p, prefix), nil },
-		Observer: observer,
-		Proxy:    p,
-		Short:    testing.Short(),
-		Logf:     t.Logf,
-	})
-	t.Log(rep)
-	if err != nil {
-		t.Fatal(err)
-	}
+	faultfleet.Proxied(t, strings.TrimPrefix(endpoints[0], "http://"), prefix, newStoreUnder(t, prefix), func(addr string) (driver.Store, error) {
+		cli, err := clientv3.New(clientv3.Config{Endpoints: []string{"http://" + addr}, DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
+		if err != nil {
+			return nil, err
+		}
+		t.Cleanup(func() { cli.Close() })
+		return etcd.New(cli)
+	}, func() string { return fmt.Sprintf("etcd pid %d (0: stopped)", server.PID()) })
 }
 
 // sdkRetry is an etcd store behind a client that, like the AWS SDK, retries

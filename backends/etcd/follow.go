@@ -47,10 +47,6 @@ const (
 	maxPendingBeats = 8
 	// minFollowTimeout is the least a snapshot page may take.
 	minFollowTimeout = 5 * time.Second
-	// Resynchronisation backs off from minBackoff to maxBackoff while the
-	// server refuses it.
-	minBackoff = 10 * time.Millisecond
-	maxBackoff = time.Second
 )
 
 // Follow implements driver.Follower with etcd's Watch from a revision, as
@@ -93,7 +89,7 @@ const (
 // was replaced (clientv3's namespace package) does not apply to it: use
 // kvbreaker.Prefixed to keep a fleet's keys apart.
 func (s *Store) Follow(ctx context.Context, prefix string, heartbeat time.Duration, fn func(driver.Change)) error {
-	return s.follow(ctx, prefix, heartbeat, nil, fn)
+	return s.follow(ctx, prefix, heartbeat, false, nil, fn)
 }
 
 // FollowDemand implements driver.DemandFollower: Follow, but after each
@@ -105,29 +101,17 @@ func (s *Store) Follow(ctx context.Context, prefix string, heartbeat time.Durati
 // heartbeat between its members. A client the server refuses the put
 // (permission) beats for itself, as Follow does, only when asked.
 func (s *Store) FollowDemand(ctx context.Context, prefix string, heartbeat time.Duration, want <-chan struct{}, fn func(driver.Change)) error {
-	if want == nil {
-		return opError("follow", prefix, errors.New("nil want"))
-	}
-	return s.follow(ctx, prefix, heartbeat, want, fn)
+	return s.follow(ctx, prefix, heartbeat, true, want, fn)
 }
 
-func (s *Store) follow(ctx context.Context, prefix string, heartbeat time.Duration, want <-chan struct{}, fn func(driver.Change)) error {
-	const op = "follow"
-	if s.closed.Load() {
-		return opError(op, prefix, ErrClosed)
-	}
-	if err := adapter.FollowArgs(heartbeat, fn); err != nil {
-		return opError(op, prefix, err)
-	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
+func (s *Store) follow(ctx context.Context, prefix string, heartbeat time.Duration, demand bool, want <-chan struct{}, fn func(driver.Change)) error {
 	f := &follower{s: s, prefix: prefix, heartbeat: heartbeat, fn: fn, want: want, start: prefix, end: clientv3.GetPrefixRangeEnd(prefix)}
 	if prefix == "" {
 		// etcd has no empty key: the whole key space is ["\x00", "\x00").
 		f.start = "\x00"
 	}
-	return f.run(ctx)
+	r := adapter.Resync{Gate: s.gate(), Session: f.session, Refused: refused, Wrap: s.callError}
+	return r.Follow(ctx, prefix, heartbeat, demand, want, fn)
 }
 
 // follower is one Follow call's state.
@@ -147,19 +131,6 @@ type follower struct {
 	// refused this client the beat's put, and it beats for itself.
 	beats      *fleetBeats
 	perProcess bool
-}
-
-func (f *follower) run(ctx context.Context) error {
-	r := adapter.Resync{
-		Backoff:   adapter.Backoff{Min: minBackoff, Max: maxBackoff},
-		Session:   f.session,
-		Closed:    f.s.closed.Load,
-		ClosedErr: opError("follow", f.prefix, ErrClosed),
-		Refused:   refused,
-		Wrap:      func(err error) error { return f.s.callError("follow", f.prefix, err) },
-		Fn:        f.fn,
-	}
-	return r.Run(ctx)
 }
 
 // session is a snapshot, then a watch from the revision after it.

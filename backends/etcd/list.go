@@ -5,10 +5,10 @@ import (
 	"errors"
 	"time"
 
-	"github.com/kvbreaker/kvbreaker/adapter"
-	"github.com/kvbreaker/kvbreaker/driver"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/kvbreaker/kvbreaker/driver"
 )
 
 // List implements driver.Lister: one range read of up to limit keys that
@@ -20,11 +20,8 @@ import (
 // keyspace the client may read.
 func (s *Store) List(ctx context.Context, prefix, cursor string, limit int) ([]string, string, error) {
 	const op = "list"
-	if s.closed.Load() {
-		return nil, "", opError(op, prefix, ErrClosed)
-	}
-	if err := adapter.ListArgs(limit); err != nil {
-		return nil, "", opError(op, prefix, err)
+	if err := s.gate().List(prefix, limit); err != nil {
+		return nil, "", err
 	}
 	start := prefix
 	if cursor >= start {

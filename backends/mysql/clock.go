@@ -22,11 +22,11 @@ var (
 // lies within it.
 func (s *Store) SampleClock(ctx context.Context) (time.Time, time.Duration, error) {
 	if s.closed.Load() {
-		return time.Time{}, 0, s.wrap(opClock, "", ErrClosed)
+		return time.Time{}, 0, s.wrap(adapter.OpClock, "", ErrClosed)
 	}
 	var us int64
 	if err := s.queryRow(ctx, stClock, nil, &us); err != nil {
-		return time.Time{}, 0, s.wrap(opClock, "", err)
+		return time.Time{}, 0, s.wrap(adapter.OpClock, "", err)
 	}
 	return time.UnixMicro(us), time.Microsecond, nil
 }
@@ -38,10 +38,10 @@ func (s *Store) SampleClock(ctx context.Context) (time.Time, time.Duration, erro
 // one, or a tombstone), though the row stays until purged.
 func (s *Store) Expiry(ctx context.Context, key string) (time.Duration, error) {
 	if s.closed.Load() {
-		return 0, s.wrap(opExpiry, key, ErrClosed)
+		return 0, s.wrap(adapter.OpExpiry, key, ErrClosed)
 	}
 	if err := checkKey(key); err != nil {
-		return 0, s.wrap(opExpiry, key, err)
+		return 0, s.wrap(adapter.OpExpiry, key, err)
 	}
 	var us int64
 	err := s.queryRow(ctx, stExpiry, []any{key}, &us)
@@ -49,7 +49,7 @@ func (s *Store) Expiry(ctx context.Context, key string) (time.Duration, error) {
 	case errors.Is(err, sql.ErrNoRows):
 		return 0, driver.ErrNotFound
 	case err != nil:
-		return 0, s.wrap(opExpiry, key, err)
+		return 0, s.wrap(adapter.OpExpiry, key, err)
 	}
 	return adapter.RowExpiry(us), nil
 }

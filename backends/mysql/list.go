@@ -14,11 +14,8 @@ var _ driver.Lister = (*Store)(nil)
 // the primary key. next is the last key returned when the page is full, ""
 // otherwise.
 func (s *Store) List(ctx context.Context, prefix, cursor string, limit int) ([]string, string, error) {
-	if s.closed.Load() {
-		return nil, "", s.wrap(opList, prefix, ErrClosed)
-	}
-	if err := adapter.ListArgs(limit); err != nil {
-		return nil, "", s.wrap(opList, prefix, err)
+	if err := s.gate().List(prefix, limit); err != nil {
+		return nil, "", err
 	}
 	st, args := stListAll, []any{prefix, cursor, limit}
 	if end, ok := adapter.PrefixEnd(prefix); ok {
@@ -46,7 +43,7 @@ func (s *Store) List(ctx context.Context, prefix, cursor string, limit int) ([]s
 		return rows.Err()
 	})
 	if err != nil {
-		return nil, "", s.wrap(opList, prefix, err)
+		return nil, "", s.wrap(adapter.OpList, prefix, err)
 	}
 	return keys, adapter.NextCursor(keys, limit), nil
 }

@@ -154,16 +154,11 @@ import (
 	"github.com/kvbreaker/kvbreaker/driver"
 )
 
-// Op names in errors (driver.OpError.Op).
+// The Op of an error of this adapter's own calls (driver.OpError.Op); the
+// contract's methods use adapter's Op names.
 const (
-	opGet    = "get"
-	opSwap   = "compare-and-swap"
-	opDelete = "compare-and-delete"
-	opList   = "list"
-	opPurge  = "purge"
-	opExpiry = "expiry"
-	opDial   = "dial"
-	opClock  = "sample clock"
+	opPurge = "purge"
+	opDial  = "dial"
 )
 
 // Defaults of the options.
@@ -403,6 +398,12 @@ ORDER BY k LIMIT ?`, t, end, now)
 // in microseconds; reads on the primary are never stale. See DefaultTraits.
 func (s *Store) Traits() driver.Traits { return DefaultTraits() }
 
+// gate is what List and CompareAndSwap check before they contact the
+// server.
+func (s *Store) gate() adapter.Gate {
+	return adapter.Gate{Closed: s.closed.Load, ErrClosed: ErrClosed, Wrap: s.wrap}
+}
+
 func (s *Store) wrap(op, key string, err error) error {
 	return &driver.OpError{Backend: "mysql", Op: op, Key: key, Err: s.cause(err)}
 }
@@ -433,10 +434,10 @@ func (s *Store) queryRow(ctx context.Context, i int, args []any, dest ...any) er
 // the server's clock, driver.ErrNotFound otherwise.
 func (s *Store) Get(ctx context.Context, key string) ([]byte, driver.Version, error) {
 	if s.closed.Load() {
-		return nil, driver.NoVersion, s.wrap(opGet, key, ErrClosed)
+		return nil, driver.NoVersion, s.wrap(adapter.OpGet, key, ErrClosed)
 	}
 	if err := checkKey(key); err != nil {
-		return nil, driver.NoVersion, s.wrap(opGet, key, err)
+		return nil, driver.NoVersion, s.wrap(adapter.OpGet, key, err)
 	}
 	var (
 		value       []byte
@@ -447,7 +448,7 @@ func (s *Store) Get(ctx context.Context, key string) ([]byte, driver.Version, er
 		return nil, driver.NoVersion, driver.ErrNotFound
 	}
 	if err != nil {
-		return nil, driver.NoVersion, s.wrap(opGet, key, err)
+		return nil, driver.NoVersion, s.wrap(adapter.OpGet, key, err)
 	}
 	if value == nil {
 		value = []byte{}
@@ -484,14 +485,11 @@ func holds(writes []byte, id int64) bool {
 // (NoVersion when absent or expired). ttl must be positive; it is rounded up
 // to microseconds.
 func (s *Store) CompareAndSwap(ctx context.Context, key string, old driver.Version, value []byte, ttl time.Duration) (driver.Version, error) {
-	if s.closed.Load() {
-		return driver.NoVersion, s.wrap(opSwap, key, ErrClosed)
-	}
-	if ttl <= 0 {
-		return driver.NoVersion, s.wrap(opSwap, key, fmt.Errorf("ttl %v is not positive", ttl))
+	if err := s.gate().Swap(key, ttl); err != nil {
+		return driver.NoVersion, err
 	}
 	if err := checkKey(key); err != nil {
-		return driver.NoVersion, s.wrap(opSwap, key, err)
+		return driver.NoVersion, s.wrap(adapter.OpSwap, key, err)
 	}
 	if value == nil {
 		value = []byte{}
@@ -510,7 +508,7 @@ func (s *Store) CompareAndSwap(ctx context.Context, key string, old driver.Versi
 		}
 		applied, err := s.exec(ctx, st, args)
 		if err != nil {
-			return driver.NoVersion, s.wrap(opSwap, key, err)
+			return driver.NoVersion, s.wrap(adapter.OpSwap, key, err)
 		}
 		if applied {
 			s.purger.Wrote()
@@ -518,7 +516,7 @@ func (s *Store) CompareAndSwap(ctx context.Context, key string, old driver.Versi
 		}
 		r, err := s.read(ctx, key)
 		if err != nil {
-			return driver.NoVersion, s.wrap(opSwap, key, err)
+			return driver.NoVersion, s.wrap(adapter.OpSwap, key, err)
 		}
 		switch {
 		case r.found && holds(r.writes, id):
@@ -620,20 +618,20 @@ func (s *Store) exec(ctx context.Context, i int, args []any) (bool, error) {
 // delete: it only reads.
 func (s *Store) CompareAndDelete(ctx context.Context, key string, old driver.Version) error {
 	if s.closed.Load() {
-		return s.wrap(opDelete, key, ErrClosed)
+		return s.wrap(adapter.OpDelete, key, ErrClosed)
 	}
 	if old == driver.NoVersion {
 		return adapter.NoVersionDelete(s.Get(ctx, key))
 	}
 	if err := checkKey(key); err != nil {
-		return s.wrap(opDelete, key, err)
+		return s.wrap(adapter.OpDelete, key, err)
 	}
 	id := writeID()
 	ver, hashed := adapter.RowVersionArgs(old)
 	args := []any{id, idBytes(id), key, ver, hashed}
 	applied, err := s.exec(ctx, stDelete, args)
 	if err != nil {
-		return s.wrap(opDelete, key, err)
+		return s.wrap(adapter.OpDelete, key, err)
 	}
 	if applied {
 		s.purger.Wrote()
@@ -642,7 +640,7 @@ func (s *Store) CompareAndDelete(ctx context.Context, key string, old driver.Ver
 	r, err := s.read(ctx, key)
 	switch {
 	case err != nil:
-		return s.wrap(opDelete, key, err)
+		return s.wrap(adapter.OpDelete, key, err)
 	case r.found && holds(r.writes, id):
 		s.purger.Wrote()
 		return nil

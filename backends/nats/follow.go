@@ -48,9 +48,6 @@ const (
 	// followConsumerIdle is how long the server keeps the consumer of a
 	// Follow whose client died without deleting it.
 	followConsumerIdle = 30 * time.Second
-	// Resynchronisation backs off from minBackoff to maxBackoff.
-	minBackoff = 10 * time.Millisecond
-	maxBackoff = time.Second
 )
 
 // Follow implements driver.Follower as a KV watch does (kv.Watch: a
@@ -93,7 +90,7 @@ const (
 // non-positive heartbeat, a nil fn, or the server refusing the first
 // consumer (no such stream, no permission).
 func (s *Store) Follow(ctx context.Context, prefix string, heartbeat time.Duration, fn func(driver.Change)) error {
-	return s.follow(ctx, prefix, heartbeat, nil, fn)
+	return s.follow(ctx, prefix, heartbeat, false, nil, fn)
 }
 
 // FollowDemand implements driver.DemandFollower: Follow, but after each
@@ -106,25 +103,13 @@ func (s *Store) Follow(ctx context.Context, prefix string, heartbeat time.Durati
 // (beat.go). On a replicated bucket it beats as Follow does (a consumer
 // info and the wipe check's stream info), for itself alone.
 func (s *Store) FollowDemand(ctx context.Context, prefix string, heartbeat time.Duration, want <-chan struct{}, fn func(driver.Change)) error {
-	if want == nil {
-		return opError("follow", prefix, errors.New("nil want"))
-	}
-	return s.follow(ctx, prefix, heartbeat, want, fn)
+	return s.follow(ctx, prefix, heartbeat, true, want, fn)
 }
 
-func (s *Store) follow(ctx context.Context, prefix string, heartbeat time.Duration, want <-chan struct{}, fn func(driver.Change)) error {
-	const op = "follow"
-	if s.closed.Load() {
-		return opError(op, prefix, ErrClosed)
-	}
-	if err := adapter.FollowArgs(heartbeat, fn); err != nil {
-		return opError(op, prefix, err)
-	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
+func (s *Store) follow(ctx context.Context, prefix string, heartbeat time.Duration, demand bool, want <-chan struct{}, fn func(driver.Change)) error {
 	f := &follower{s: s, prefix: prefix, heartbeat: heartbeat, fn: fn, want: want, filter: s.subjPre + filterFor(prefix)}
-	return f.run(ctx)
+	r := adapter.Resync{Gate: s.gate(), Session: f.once, Refused: refused, Wrap: s.callError}
+	return r.Follow(ctx, prefix, heartbeat, demand, want, fn)
 }
 
 type follower struct {
@@ -141,19 +126,6 @@ type follower struct {
 	// beatRefused: the server refused this feed's fleet beat (beat.go);
 	// it proves itself on its own for the rest of the Follow.
 	beatRefused bool
-}
-
-func (f *follower) run(ctx context.Context) error {
-	r := adapter.Resync{
-		Backoff:   adapter.Backoff{Min: minBackoff, Max: maxBackoff},
-		Session:   f.once,
-		Closed:    f.s.closed.Load,
-		ClosedErr: opError("follow", f.prefix, ErrClosed),
-		Refused:   refused,
-		Wrap:      func(err error) error { return f.s.callError("follow", f.prefix, err) },
-		Fn:        f.fn,
-	}
-	return r.Run(ctx)
 }
 
 // refused reports whether err means the server will not let this client

@@ -11,7 +11,6 @@ import (
 	natsgo "github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/kvbreaker/kvbreaker/adapter"
 	"github.com/kvbreaker/kvbreaker/driver"
 )
 
@@ -29,11 +28,8 @@ const listConsumerIdle = 30 * time.Second
 // by prefix's complete "/"-segments and here by the rest.
 func (s *Store) List(ctx context.Context, prefix, cursor string, limit int) ([]string, string, error) {
 	const op = "list"
-	if s.closed.Load() {
-		return nil, "", opError(op, prefix, ErrClosed)
-	}
-	if err := adapter.ListArgs(limit); err != nil {
-		return nil, "", opError(op, prefix, err)
+	if err := s.gate().List(prefix, limit); err != nil {
+		return nil, "", err
 	}
 	start := uint64(1)
 	if cursor != "" {

@@ -337,11 +337,8 @@ func (s *Store) Get(ctx context.Context, key string) ([]byte, driver.Version, er
 // expecting it.
 func (s *Store) CompareAndSwap(ctx context.Context, key string, old driver.Version, value []byte, ttl time.Duration) (driver.Version, error) {
 	const op = "compare-and-swap"
-	if s.closed.Load() {
-		return 0, opError(op, key, ErrClosed)
-	}
-	if ttl <= 0 {
-		return 0, opError(op, key, fmt.Errorf("ttl %v is not positive", ttl))
+	if err := s.gate().Swap(key, ttl); err != nil {
+		return 0, err
 	}
 	subj := s.Subject(key)
 	ttlSec := strconv.FormatInt(adapter.CeilSeconds(ttl), 10)
@@ -553,6 +550,12 @@ func (s *Store) getMsg(ctx context.Context, req map[string]any) (*storedMsg, err
 }
 
 // opError is the shape of every error but ErrNotFound and conflicts.
+// gate is what Follow, List and CompareAndSwap check before they contact
+// the server.
+func (s *Store) gate() adapter.Gate {
+	return adapter.Gate{Closed: s.closed.Load, ErrClosed: ErrClosed, Wrap: opError}
+}
+
 func opError(op, key string, err error) error {
 	return &driver.OpError{Backend: backend, Op: op, Key: key, Err: err}
 }

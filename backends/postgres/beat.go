@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strconv"
@@ -197,6 +196,3 @@ func (d *demand) received(ctx context.Context, payload string, arrival time.Time
 	d.setLast(at)
 	return at, true, nil
 }
-
-// errNilWant is FollowDemand's error for a nil want.
-var errNilWant = errors.New("want is nil")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/kvbreaker/kvbreaker/adapter"
 	"github.com/kvbreaker/kvbreaker/driver"
 )
 
@@ -11,8 +12,6 @@ var (
 	_ driver.ClockSampler = (*Store)(nil)
 	_ driver.ExpiryReader = (*Store)(nil)
 )
-
-const opClock = "sample clock"
 
 // sqlClock reads the server's clock as the statement runs.
 const sqlClock = "SELECT clock_timestamp()"
@@ -24,14 +23,14 @@ const sqlClock = "SELECT clock_timestamp()"
 // reading still lies within it.
 func (s *Store) SampleClock(ctx context.Context) (time.Time, time.Duration, error) {
 	if s.closed.Load() {
-		return time.Time{}, 0, s.wrap(opClock, "", ErrClosed)
+		return time.Time{}, 0, s.wrap(adapter.OpClock, "", ErrClosed)
 	}
 	var t time.Time
 	err := s.retry(ctx, func() error {
 		return s.pool.QueryRow(ctx, sqlClock).Scan(&t)
 	})
 	if err != nil {
-		return time.Time{}, 0, s.wrap(opClock, "", err)
+		return time.Time{}, 0, s.wrap(adapter.OpClock, "", err)
 	}
 	return t, time.Microsecond, nil
 }

@@ -21,8 +21,6 @@ import (
 
 var _ driver.Follower = (*Store)(nil)
 
-const opFollow = "follow"
-
 // minLostAfter is the least time a heartbeat may take to come back before
 // the feed is declared lost: a loaded server or machine delays one by tens
 // of milliseconds, and a false Lost costs every follower a snapshot.
@@ -48,7 +46,7 @@ const maxBatch = 256
 // resynchronisation, retried with a backoff up to 2 s for as long as ctx
 // lasts.
 func (s *Store) Follow(ctx context.Context, prefix string, heartbeat time.Duration, fn func(driver.Change)) error {
-	return s.follow(ctx, prefix, heartbeat, nil, fn)
+	return s.follow(ctx, prefix, heartbeat, false, nil, fn)
 }
 
 // FollowDemand implements driver.DemandFollower: Follow, but after each
@@ -57,18 +55,12 @@ func (s *Store) Follow(ctx context.Context, prefix string, heartbeat time.Durati
 // channel, dated by the server, that every follower of the table receives
 // (see "Following" in the package doc).
 func (s *Store) FollowDemand(ctx context.Context, prefix string, heartbeat time.Duration, want <-chan struct{}, fn func(driver.Change)) error {
-	if want == nil {
-		return s.wrap(opFollow, prefix, errNilWant)
-	}
-	return s.follow(ctx, prefix, heartbeat, want, fn)
+	return s.follow(ctx, prefix, heartbeat, true, want, fn)
 }
 
-func (s *Store) follow(ctx context.Context, prefix string, heartbeat time.Duration, want <-chan struct{}, fn func(driver.Change)) error {
-	if s.closed.Load() {
-		return s.wrap(opFollow, prefix, ErrClosed)
-	}
-	if err := adapter.FollowArgs(heartbeat, fn); err != nil {
-		return s.wrap(opFollow, prefix, err)
+func (s *Store) follow(ctx context.Context, prefix string, heartbeat time.Duration, demand bool, want <-chan struct{}, fn func(driver.Change)) error {
+	if err := s.gate().Follow(prefix, heartbeat, demand, want, fn); err != nil {
+		return err
 	}
 	var id [8]byte
 	_, _ = rand.Read(id[:])
@@ -86,13 +78,13 @@ func (s *Store) follow(ctx context.Context, prefix string, heartbeat time.Durati
 			return ctx.Err()
 		}
 		if refused(err) {
-			return s.wrap(opFollow, prefix, err)
+			return s.wrap(adapter.OpFollow, prefix, err)
 		}
 		if f.wasSynced {
 			backoff.Reset()
 		}
 		if !f.lost { // once per outage: the caller knows until the next Reset
-			f.emit(driver.Change{Kind: driver.ChangeLost, Err: s.wrap(opFollow, prefix, err)})
+			f.emit(driver.Change{Kind: driver.ChangeLost, Err: s.wrap(adapter.OpFollow, prefix, err)})
 		}
 		if err := backoff.Wait(ctx); err != nil {
 			return err

@@ -16,11 +16,8 @@ var _ driver.Lister = (*Store)(nil)
 // returned when the page is full, "" otherwise. A prefix that is not UTF-8
 // is refused by the server.
 func (s *Store) List(ctx context.Context, prefix, cursor string, limit int) ([]string, string, error) {
-	if s.closed.Load() {
-		return nil, "", s.wrap(opList, prefix, ErrClosed)
-	}
-	if err := adapter.ListArgs(limit); err != nil {
-		return nil, "", s.wrap(opList, prefix, err)
+	if err := s.gate().List(prefix, limit); err != nil {
+		return nil, "", err
 	}
 	sql, args := s.sqlListAll, []any{prefix, cursor, limit}
 	if end, ok := prefixEnd(prefix); ok {
@@ -44,7 +41,7 @@ func (s *Store) List(ctx context.Context, prefix, cursor string, limit int) ([]s
 		return rows.Err()
 	})
 	if err != nil {
-		return nil, "", s.wrap(opList, prefix, err)
+		return nil, "", s.wrap(adapter.OpList, prefix, err)
 	}
 	return keys, adapter.NextCursor(keys, limit), nil
 }

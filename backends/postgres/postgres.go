@@ -204,15 +204,11 @@ import (
 	"github.com/kvbreaker/kvbreaker/driver"
 )
 
-// Op names in errors (driver.OpError.Op).
+// The Op of an error of this adapter's own calls (driver.OpError.Op); the
+// contract's methods use adapter's Op names.
 const (
-	opGet    = "get"
-	opSwap   = "compare-and-swap"
-	opDelete = "compare-and-delete"
-	opList   = "list"
-	opPurge  = "purge"
-	opExpiry = "expiry"
-	opDial   = "dial"
+	opPurge = "purge"
+	opDial  = "dial"
 )
 
 // Defaults of the options.
@@ -428,6 +424,11 @@ ORDER BY key LIMIT $3`, t, end)
 // in microseconds; reads on the primary are never stale. See DefaultTraits.
 func (s *Store) Traits() driver.Traits { return DefaultTraits() }
 
+// gate is what List and Follow check before they contact the server.
+func (s *Store) gate() adapter.Gate {
+	return adapter.Gate{Closed: s.closed.Load, ErrClosed: ErrClosed, Wrap: s.wrap}
+}
+
 func (s *Store) wrap(op, key string, err error) error {
 	return &driver.OpError{Backend: "postgres", Op: op, Key: key, Err: s.cause(err)}
 }
@@ -436,7 +437,7 @@ func (s *Store) wrap(op, key string, err error) error {
 // the server's clock, driver.ErrNotFound otherwise.
 func (s *Store) Get(ctx context.Context, key string) ([]byte, driver.Version, error) {
 	if s.closed.Load() {
-		return nil, driver.NoVersion, s.wrap(opGet, key, ErrClosed)
+		return nil, driver.NoVersion, s.wrap(adapter.OpGet, key, ErrClosed)
 	}
 	var (
 		value       []byte
@@ -449,7 +450,7 @@ func (s *Store) Get(ctx context.Context, key string) ([]byte, driver.Version, er
 		return nil, driver.NoVersion, driver.ErrNotFound
 	}
 	if err != nil {
-		return nil, driver.NoVersion, s.wrap(opGet, key, err)
+		return nil, driver.NoVersion, s.wrap(adapter.OpGet, key, err)
 	}
 	if value == nil {
 		value = []byte{}
@@ -473,7 +474,7 @@ type result struct {
 // to microseconds.
 func (s *Store) CompareAndSwap(ctx context.Context, key string, old driver.Version, value []byte, ttl time.Duration) (driver.Version, error) {
 	if s.closed.Load() {
-		return driver.NoVersion, s.wrap(opSwap, key, ErrClosed)
+		return driver.NoVersion, s.wrap(adapter.OpSwap, key, ErrClosed)
 	}
 	return s.compareAndSwap(ctx, s.pool, s.retry, key, old, value, ttl)
 }
@@ -490,7 +491,7 @@ type sender func(ctx context.Context, send func() error) error
 
 func (s *Store) compareAndSwap(ctx context.Context, q querier, via sender, key string, old driver.Version, value []byte, ttl time.Duration) (driver.Version, error) {
 	if ttl <= 0 {
-		return driver.NoVersion, s.wrap(opSwap, key, fmt.Errorf("ttl %v is not positive", ttl))
+		return driver.NoVersion, s.wrap(adapter.OpSwap, key, fmt.Errorf("ttl %v is not positive", ttl))
 	}
 	if value == nil {
 		value = []byte{}
@@ -510,7 +511,7 @@ func (s *Store) compareAndSwap(ctx context.Context, q querier, via sender, key s
 		return driver.NoVersion, &driver.ConflictError{Version: driver.NoVersion} // a swap of an absent key
 	}
 	if err != nil {
-		return driver.NoVersion, s.wrap(opSwap, key, err)
+		return driver.NoVersion, s.wrap(adapter.OpSwap, key, err)
 	}
 	if r.mine != nil {
 		s.purger.Wrote()
@@ -532,7 +533,7 @@ func (s *Store) compareAndSwap(ctx context.Context, q querier, via sender, key s
 // delete: it only reads.
 func (s *Store) CompareAndDelete(ctx context.Context, key string, old driver.Version) error {
 	if s.closed.Load() {
-		return s.wrap(opDelete, key, ErrClosed)
+		return s.wrap(adapter.OpDelete, key, ErrClosed)
 	}
 	return s.compareAndDelete(ctx, s.pool, s.retry, key, old)
 }
@@ -551,7 +552,7 @@ func (s *Store) compareAndDelete(ctx context.Context, q querier, via sender, key
 	case errors.Is(err, pgx.ErrNoRows):
 		return driver.ErrNotFound
 	case err != nil:
-		return s.wrap(opDelete, key, err)
+		return s.wrap(adapter.OpDelete, key, err)
 	case r.mine != nil:
 		s.purger.Wrote()
 		return nil
@@ -571,7 +572,7 @@ func (s *Store) compareAndDelete(ctx context.Context, q querier, via sender, key
 // one, or a tombstone), though the row stays until purged.
 func (s *Store) Expiry(ctx context.Context, key string) (time.Duration, error) {
 	if s.closed.Load() {
-		return 0, s.wrap(opExpiry, key, ErrClosed)
+		return 0, s.wrap(adapter.OpExpiry, key, ErrClosed)
 	}
 	var us int64
 	err := s.retry(ctx, func() error {
@@ -581,7 +582,7 @@ func (s *Store) Expiry(ctx context.Context, key string) (time.Duration, error) {
 	case errors.Is(err, pgx.ErrNoRows):
 		return 0, driver.ErrNotFound
 	case err != nil:
-		return 0, s.wrap(opExpiry, key, err)
+		return 0, s.wrap(adapter.OpExpiry, key, err)
 	}
 	return adapter.RowExpiry(us), nil
 }

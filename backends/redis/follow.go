@@ -38,7 +38,7 @@ const invalidateChannel = "__redis__:invalidate"
 // with NOPERM (an ACL that denies the feed what it needs), Follow returns
 // an error saying so.
 func (s *Store) Follow(ctx context.Context, prefix string, heartbeat time.Duration, fn func(driver.Change)) error {
-	return s.follow(ctx, prefix, heartbeat, nil, fn)
+	return s.follow(ctx, prefix, heartbeat, false, nil, fn)
 }
 
 // FollowDemand implements driver.DemandFollower: Follow, but after each
@@ -47,19 +47,13 @@ func (s *Store) Follow(ctx context.Context, prefix string, heartbeat time.Durati
 // __redis__:invalidate that every follower of the server receives (see
 // "Following" in the package doc).
 func (s *Store) FollowDemand(ctx context.Context, prefix string, heartbeat time.Duration, want <-chan struct{}, fn func(driver.Change)) error {
-	if want == nil {
-		return opError("follow", prefix, errors.New("nil want"))
-	}
-	return s.follow(ctx, prefix, heartbeat, want, fn)
+	return s.follow(ctx, prefix, heartbeat, true, want, fn)
 }
 
-func (s *Store) follow(ctx context.Context, prefix string, heartbeat time.Duration, want <-chan struct{}, fn func(driver.Change)) error {
+func (s *Store) follow(ctx context.Context, prefix string, heartbeat time.Duration, demand bool, want <-chan struct{}, fn func(driver.Change)) error {
 	const op = "follow"
-	if s.closed.Load() {
-		return opError(op, prefix, ErrClosed)
-	}
-	if err := adapter.FollowArgs(heartbeat, fn); err != nil {
-		return opError(op, prefix, err)
+	if err := s.gate().Follow(prefix, heartbeat, demand, want, fn); err != nil {
+		return err
 	}
 	c, err := s.followable()
 	if err != nil {

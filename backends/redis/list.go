@@ -11,8 +11,6 @@ import (
 	"sync"
 
 	goredis "github.com/redis/go-redis/v9"
-
-	"github.com/kvbreaker/kvbreaker/adapter"
 )
 
 // List implements driver.Lister with SCAN MATCH <prefix>*, on each master
@@ -31,11 +29,8 @@ import (
 // deleted meanwhile may or may not be.
 func (s *Store) List(ctx context.Context, prefix, cursor string, limit int) ([]string, string, error) {
 	const op = "list"
-	if s.closed.Load() {
-		return nil, "", opError(op, prefix, ErrClosed)
-	}
-	if err := adapter.ListArgs(limit); err != nil {
-		return nil, "", opError(op, prefix, err)
+	if err := s.gate().List(prefix, limit); err != nil {
+		return nil, "", err
 	}
 	nodes, err := s.nodes(ctx)
 	if err != nil {

@@ -160,6 +160,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/kvbreaker/kvbreaker/adapter"
 	"github.com/kvbreaker/kvbreaker/driver"
 )
 
@@ -599,11 +600,8 @@ const TombstoneTTL = time.Minute
 // returns a *driver.ConflictError with the current value and version.
 func (s *Store) CompareAndSwap(ctx context.Context, key string, old driver.Version, value []byte, ttl time.Duration) (driver.Version, error) {
 	const op = "compare-and-swap"
-	if s.closed.Load() {
-		return 0, opError(op, key, ErrClosed)
-	}
-	if ttl <= 0 {
-		return 0, opError(op, key, fmt.Errorf("ttl %v is not positive", ttl))
+	if err := s.gate().Swap(key, ttl); err != nil {
+		return 0, err
 	}
 	res, err := s.write(ctx, casScript, key,
 		strconv.FormatUint(uint64(old), 10), value, ceilMillis(ttl), writeID(), foreignArg(old))
@@ -795,6 +793,12 @@ func writeID() string {
 // call whose connection could not be made (nothing was sent) has an
 // *driver.UnreachableError as its cause, as Dial's has, so that every call keeps
 // driver's promise for a store that cannot be reached.
+// gate is what Follow, List and CompareAndSwap check before they contact
+// the server.
+func (s *Store) gate() adapter.Gate {
+	return adapter.Gate{Closed: s.closed.Load, ErrClosed: ErrClosed, Wrap: opError}
+}
+
 func opError(op, key string, err error) error {
 	if dial, ok := driver.DialFailed(err); ok {
 		if _, already := errors.AsType[*driver.UnreachableError](err); !already {

@@ -49,11 +49,8 @@ const DefaultFollowPoll = 50 * time.Millisecond
 // nothing changed); a write reaches a follower at its next poll, so a
 // mirror lags the file by up to WithFollowPoll.
 func (s *Store) Follow(ctx context.Context, prefix string, heartbeat time.Duration, fn func(driver.Change)) error {
-	if s.closed.Load() {
-		return &driver.OpError{Backend: "sqlite", Op: "follow", Key: prefix, Err: ErrClosed}
-	}
-	if err := adapter.FollowArgs(heartbeat, fn); err != nil {
-		return &driver.OpError{Backend: "sqlite", Op: "follow", Key: prefix, Err: err}
+	if err := s.gate().Follow(prefix, heartbeat, false, nil, fn); err != nil {
+		return err
 	}
 	f := &follower{s: s, prefix: prefix, heartbeat: heartbeat, fn: fn, poll: min(s.o.poll, heartbeat)}
 	if err := f.snapshot(ctx); err != nil {

@@ -18,11 +18,8 @@ var (
 // the primary key. next is the last key returned when the page is full, ""
 // otherwise.
 func (s *Store) List(ctx context.Context, prefix, cursor string, limit int) ([]string, string, error) {
-	if s.closed.Load() {
-		return nil, "", s.wrap(ctx, opList, prefix, ErrClosed)
-	}
-	if err := adapter.ListArgs(limit); err != nil {
-		return nil, "", s.wrap(ctx, opList, prefix, err)
+	if err := s.gate().List(prefix, limit); err != nil {
+		return nil, "", err
 	}
 	now := s.now()
 	var (
@@ -37,19 +34,19 @@ WHERE key >= ?1 AND key < ?2 AND key > ?3 AND expires_at > ?4 ORDER BY key LIMIT
 WHERE key >= ?1 AND key > ?2 AND expires_at > ?3 ORDER BY key LIMIT ?4`, prefix, cursor, now, limit)
 	}
 	if err != nil {
-		return nil, "", s.wrap(ctx, opList, prefix, err)
+		return nil, "", s.wrap(ctx, adapter.OpList, prefix, err)
 	}
 	defer rows.Close()
 	var keys []string
 	for rows.Next() {
 		var k string
 		if err := rows.Scan(&k); err != nil {
-			return nil, "", s.wrap(ctx, opList, prefix, err)
+			return nil, "", s.wrap(ctx, adapter.OpList, prefix, err)
 		}
 		keys = append(keys, k)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, "", s.wrap(ctx, opList, prefix, err)
+		return nil, "", s.wrap(ctx, adapter.OpList, prefix, err)
 	}
 	return keys, adapter.NextCursor(keys, limit), nil
 }

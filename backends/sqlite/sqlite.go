@@ -115,15 +115,11 @@ import (
 	"github.com/kvbreaker/kvbreaker/driver"
 )
 
-// Op names in errors (driver.OpError.Op).
+// The Op of an error of this adapter's own calls (driver.OpError.Op); the
+// contract's methods use adapter's Op names.
 const (
-	opGet    = "get"
-	opSwap   = "compare-and-swap"
-	opDelete = "compare-and-delete"
-	opList   = "list"
-	opPurge  = "purge"
-	opExpiry = "expiry"
-	opOpen   = "open"
+	opPurge = "purge"
+	opOpen  = "open"
 )
 
 // Defaults of the options.
@@ -373,6 +369,14 @@ func traits(purgeDelay time.Duration) driver.Traits {
 	}
 }
 
+// gate is what Follow and List check before they read the file. Its
+// refusals carry no cause of the file's (s.wrap): nothing was read.
+func (s *Store) gate() adapter.Gate {
+	return adapter.Gate{Closed: s.closed.Load, ErrClosed: ErrClosed, Wrap: func(op, key string, err error) error {
+		return &driver.OpError{Backend: "sqlite", Op: op, Key: key, Err: err}
+	}}
+}
+
 func (s *Store) wrap(ctx context.Context, op, key string, err error) error {
 	return &driver.OpError{Backend: "sqlite", Op: op, Key: key, Err: s.cause(ctx, err)}
 }
@@ -383,10 +387,10 @@ func (s *Store) now() int64 { return s.o.clock().UnixNano() }
 // by the store's clock, driver.ErrNotFound otherwise.
 func (s *Store) Get(ctx context.Context, key string) ([]byte, driver.Version, error) {
 	if s.closed.Load() {
-		return nil, driver.NoVersion, s.wrap(ctx, opGet, key, ErrClosed)
+		return nil, driver.NoVersion, s.wrap(ctx, adapter.OpGet, key, ErrClosed)
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, driver.NoVersion, s.wrap(ctx, opGet, key, err)
+		return nil, driver.NoVersion, s.wrap(ctx, adapter.OpGet, key, err)
 	}
 	var (
 		value []byte
@@ -397,7 +401,7 @@ func (s *Store) Get(ctx context.Context, key string) ([]byte, driver.Version, er
 		return nil, driver.NoVersion, driver.ErrNotFound
 	}
 	if err != nil {
-		return nil, driver.NoVersion, s.wrap(ctx, opGet, key, err)
+		return nil, driver.NoVersion, s.wrap(ctx, adapter.OpGet, key, err)
 	}
 	if value == nil {
 		value = []byte{}
@@ -419,16 +423,16 @@ type row struct {
 // version (NoVersion when absent or expired). ttl must be positive.
 func (s *Store) CompareAndSwap(ctx context.Context, key string, old driver.Version, value []byte, ttl time.Duration) (driver.Version, error) {
 	if s.closed.Load() {
-		return driver.NoVersion, s.wrap(ctx, opSwap, key, ErrClosed)
+		return driver.NoVersion, s.wrap(ctx, adapter.OpSwap, key, ErrClosed)
 	}
 	if ttl <= 0 {
-		return driver.NoVersion, s.wrap(ctx, opSwap, key, fmt.Errorf("ttl %v is not positive", ttl))
+		return driver.NoVersion, s.wrap(ctx, adapter.OpSwap, key, fmt.Errorf("ttl %v is not positive", ttl))
 	}
 	if value == nil {
 		value = []byte{}
 	}
 	var got driver.Version
-	err := s.write(ctx, opSwap, key, func(tx *sql.Tx, r row, now int64) error {
+	err := s.write(ctx, adapter.OpSwap, key, func(tx *sql.Tx, r row, now int64) error {
 		live := r.found && r.expiresAt > now
 		switch {
 		case old == driver.NoVersion && live, old != driver.NoVersion && (!live || driver.Version(r.version) != old):
@@ -452,9 +456,9 @@ func (s *Store) CompareAndSwap(ctx context.Context, key string, old driver.Versi
 // for CompareAndSwap) when another version is there.
 func (s *Store) CompareAndDelete(ctx context.Context, key string, old driver.Version) error {
 	if s.closed.Load() {
-		return s.wrap(ctx, opDelete, key, ErrClosed)
+		return s.wrap(ctx, adapter.OpDelete, key, ErrClosed)
 	}
-	err := s.write(ctx, opDelete, key, func(tx *sql.Tx, r row, now int64) error {
+	err := s.write(ctx, adapter.OpDelete, key, func(tx *sql.Tx, r row, now int64) error {
 		live := r.found && r.expiresAt > now
 		switch {
 		case !live:
@@ -522,15 +526,15 @@ func (s *Store) write(ctx context.Context, op, key string, decide func(tx *sql.T
 func (s *Store) put(ctx context.Context, tx *sql.Tx, key string, value []byte, r row, expiresAt, purgeAt int64) (driver.Version, error) {
 	var counter int64
 	if err := tx.QueryRowContext(ctx, "SELECT value FROM kvbreaker_meta WHERE name = 'version'").Scan(&counter); err != nil {
-		return 0, s.wrap(ctx, opSwap, key, err)
+		return 0, s.wrap(ctx, adapter.OpSwap, key, err)
 	}
 	v := max(counter+1, r.version+1, time.Now().UnixMicro())
 	if _, err := tx.ExecContext(ctx, `INSERT INTO kvbreaker (key, value, version, expires_at, purge_at) VALUES (?1, ?2, ?3, ?4, ?5)
 ON CONFLICT (key) DO UPDATE SET value = ?2, version = ?3, expires_at = ?4, purge_at = ?5`, key, value, v, expiresAt, purgeAt); err != nil {
-		return 0, s.wrap(ctx, opSwap, key, err)
+		return 0, s.wrap(ctx, adapter.OpSwap, key, err)
 	}
 	if _, err := tx.ExecContext(ctx, "UPDATE kvbreaker_meta SET value = ? WHERE name = 'version'", v); err != nil {
-		return 0, s.wrap(ctx, opSwap, key, err)
+		return 0, s.wrap(ctx, adapter.OpSwap, key, err)
 	}
 	return driver.Version(v), nil
 }
@@ -549,7 +553,7 @@ func addSat(a, b int64) int64 {
 // though the row stays until purged.
 func (s *Store) Expiry(ctx context.Context, key string) (time.Duration, error) {
 	if s.closed.Load() {
-		return 0, s.wrap(ctx, opExpiry, key, ErrClosed)
+		return 0, s.wrap(ctx, adapter.OpExpiry, key, ErrClosed)
 	}
 	now := s.now()
 	var exp int64
@@ -558,7 +562,7 @@ func (s *Store) Expiry(ctx context.Context, key string) (time.Duration, error) {
 	case errors.Is(err, sql.ErrNoRows):
 		return 0, driver.ErrNotFound
 	case err != nil:
-		return 0, s.wrap(ctx, opExpiry, key, err)
+		return 0, s.wrap(ctx, adapter.OpExpiry, key, err)
 	case exp == math.MaxInt64:
 		return driver.NoExpiry, nil
 	}
