@@ -491,10 +491,21 @@ func loadTLS(f *backendFlags, caFlag, certFlag, keyFlag string) (*tls.Config, er
 	return cfg, err
 }
 
-// printScript is the print (init --print) of a backend whose store gives
-// the script that makes the table its flag names.
+// printScript is the print (init --print) of a backend whose module
+// gives the script that makes the table its flag names; its other flags
+// are checked as validate checks them (DynamoDB's endpoint).
 func printScript(flag string, script func(table string) (string, error)) func(*backendFlags, io.Writer) error {
 	return func(f *backendFlags, stdout io.Writer) error {
+		for _, c := range f.desc.flags {
+			if v := f.get(c.name); v != "" && c.check != nil && c.name != flag {
+				if err := c.check(f, c.name, v); err != nil {
+					return err
+				}
+			}
+		}
+		if f.get(flag) == "" {
+			return usagef("--backend %s needs --%s (or $%s)", f.backend, flag, f.env(flag))
+		}
 		sql, err := script(f.get(flag))
 		if err != nil {
 			return usagef("%s: %v", f.name(flag), err)

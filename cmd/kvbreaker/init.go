@@ -126,7 +126,7 @@ func printInit(bf *backendFlags, stdout, stderr io.Writer) error {
 		return usagef("%s is %q: want one of %s", bf.name("backend"), bf.backend, strings.Join(publicBackends, ", "))
 	}
 	d := descOf(backends[bf.backend].flags)
-	if d.print != nil {
+	if bf.desc = d; d.print != nil {
 		return d.print(bf, stdout)
 	}
 	fmt.Fprintln(stderr, d.noTableSays())
