@@ -432,6 +432,22 @@ func (f *backendFlags) checkURL(flag, raw string) error {
 	return nil
 }
 
+// checkWith is the check of a flag whose module checks its value: the
+// message shows the value as shown does (redactURL, redactDSN), or not at
+// all (nil).
+func checkWith(check func(string) error, shown func(string) string) func(*backendFlags, string, string) error {
+	return func(f *backendFlags, flag, v string) error {
+		switch err := check(v); {
+		case err == nil:
+			return nil
+		case shown == nil:
+			return usagef("%s (not shown): %v", f.name(flag), err)
+		default:
+			return usagef("%s is %q: %v", f.name(flag), shown(v), err)
+		}
+	}
+}
+
 // tableCheck is the check of a table flag, by its backend's Schema.
 func tableCheck(schema func(table string) (string, error)) func(*backendFlags, string, string) error {
 	return func(f *backendFlags, flag, table string) error {

@@ -15,7 +15,7 @@ var mysqlBackend = backendDesc{
 	title: "MySQL",
 	about: "(MySQL or MariaDB)",
 	flags: []connFlag{
-		{name: "mysql-dsn", env: "KVBREAKER_MYSQL_DSN", usage: "mysql: go-sql-driver/mysql data source name, user[:password]@tcp(host:port)/database[?options], for MySQL or MariaDB (output never shows it)", need: true, check: checkMySQLDSN},
+		{name: "mysql-dsn", env: "KVBREAKER_MYSQL_DSN", usage: "mysql: go-sql-driver/mysql data source name, user[:password]@tcp(host:port)/database[?options], for MySQL or MariaDB (output never shows it)", need: true, check: checkWith(mysql.CheckDSN, nil)},
 		{name: "mysql-table", env: "KVBREAKER_MYSQL_TABLE", usage: "mysql: the table (mysql.CreateTable)", value: "kvbreaker", need: true, check: tableCheck(mysql.Schema)},
 	},
 	usage: `--mysql-dsn 'app:secret@tcp(db:3306)/app' [--mysql-table kvbreaker]
@@ -28,24 +28,6 @@ var mysqlBackend = backendDesc{
 	examples: map[string]string{
 		"init": `  KVBREAKER_MYSQL_DSN='app:secret@tcp(db:3306)/app' kvbreaker init --backend mysql`,
 	},
-}
-
-// checkMySQLDSN checks --mysql-dsn without connecting: go-sql-driver's
-// data source name, user[:password]@tcp(host:port)/database[?options].
-// Messages never show it (it may hold the password), only the driver's
-// reason.
-func checkMySQLDSN(f *backendFlags, flag, dsn string) error {
-	if isURL(dsn) {
-		return usagef("%s is a URL: want go-sql-driver/mysql's user[:password]@tcp(host:port)/database, e.g. app@tcp(db:3306)/app", f.name("mysql-dsn"))
-	}
-	cfg, err := gomysql.ParseDSN(dsn)
-	if err != nil {
-		return usagef("%s (not shown): %v: want user[:password]@tcp(host:port)/database, e.g. app@tcp(db:3306)/app", f.name("mysql-dsn"), err)
-	}
-	if cfg.DBName == "" {
-		return usagef("%s (not shown) names no database: want user[:password]@tcp(host:port)/database", f.name("mysql-dsn"))
-	}
-	return nil
 }
 
 // openMySQL connects a small pool (a command makes a few calls) and

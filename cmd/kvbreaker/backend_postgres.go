@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -19,7 +18,7 @@ var postgresBackend = backendDesc{
 	about: "(PostgreSQL)",
 	flags: []connFlag{
 		{name: "postgres-url", env: "KVBREAKER_POSTGRES_URL", usage: "postgres: connection `URL`, e.g. postgres://user@db:5432/app, or keyword/value settings, e.g. 'host=db user=app dbname=app' (a password belongs in $PGPASSWORD or ~/.pgpass; output never shows one)", secret: true,
-			need: true, check: checkPostgresURL},
+			need: true, check: checkWith(postgres.CheckURL, redactDSN)},
 		{name: "postgres-table", env: "KVBREAKER_POSTGRES_TABLE", usage: "postgres: the table (postgres.CreateTable)", value: defaultPostgresTable, need: true, check: tableCheck(postgres.Schema)},
 	},
 	usage: `--postgres-url postgres://user@db:5432/app [--postgres-table kvbreaker]
@@ -50,20 +49,6 @@ TLS: ?sslmode=verify-full&sslrootcert=ca.pem, or $PGSSLROOTCERT)`,
 
 // defaultPostgresTable is --postgres-table's default.
 const defaultPostgresTable = "kvbreaker"
-
-// checkPostgresURL checks --postgres-url without connecting.
-// It takes what pgx takes: a postgres:// URL or a keyword/value string
-// (host=db user=app dbname=app); messages show it redacted (redactDSN).
-func checkPostgresURL(f *backendFlags, flag, raw string) error {
-	if isURL(raw) && !strings.HasPrefix(raw, "postgres://") && !strings.HasPrefix(raw, "postgresql://") {
-		return usagef("%s is %q: want a postgres:// URL, e.g. postgres://user@db:5432/app, or keyword/value settings (host=db user=app dbname=app)",
-			f.name(flag), redactDSN(raw))
-	}
-	if _, err := pgxpool.ParseConfig(raw); err != nil {
-		return usagef("%s is %q: %s", f.name(flag), redactDSN(raw), pgParseReason(err))
-	}
-	return nil
-}
 
 // openPostgres connects a small pool (a command makes a few calls) and
 // checks that the server answers and the table exists.
