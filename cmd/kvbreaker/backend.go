@@ -531,5 +531,25 @@ func printScript(flag string, script func(table string) (string, error)) func(*b
 	}
 }
 
+// prepared is init's output once a module's Prepare made target's table
+// ready (p says what it found or did), or Prepare's error in the
+// command's words: the store cannot read the table (foreign, the module's
+// ErrForeignTable), the module's explain of a refusal, or no answer.
+func prepared(ctx context.Context, f *backendFlags, target, endpoint string, p fmt.Stringer, existed bool, err, foreign error, explain func(error) error) (initOutput, error) {
+	switch {
+	case err != nil && errors.Is(err, foreign):
+		return initOutput{}, fmt.Errorf("%s: the store cannot read it (is it another program's table? see \"kvbreaker init --print\" for the one it needs): %w", target, explain(err))
+	case err != nil:
+		return initOutput{}, noAnswer(ctx, f.backend, endpoint, f.bound, explain(err))
+	}
+	return initOutput{Backend: f.backend, Target: target, Table: f.get(f.desc.name + "-table"), Created: !existed, Message: target + ": " + p.String()}, nil
+}
+
+// printHint names init --print's output for a CreateDeniedError's Script.
+func printHint(f *backendFlags) string {
+	table := f.desc.name + "-table"
+	return fmt.Sprintf(`what "kvbreaker init --backend %s --%s %s --print" shows`, f.backend, table, f.get(table))
+}
+
 // createHint is how an error about a missing table says to create it.
 const createHint = `create it with "kvbreaker init" and the same flags, or run what "kvbreaker init --print" shows`

@@ -70,27 +70,14 @@ func dynamoWhere(f *backendFlags, client *dyn.Client) string {
 	return where
 }
 
-// initDynamoDB creates the table (dynamodb.CreateTable) unless it exists,
+// initDynamoDB creates the table (dynamodb.Prepare) unless it exists,
 // waiting until it is ACTIVE, and enables TTL on it.
 func initDynamoDB(ctx context.Context, f *backendFlags) (initOutput, error) {
 	client, err := dynamodb.NewClient(ctx, f.get("dynamodb-endpoint"))
 	if err != nil {
 		return initOutput{}, err
 	}
-	table, where := f.get("dynamodb-table"), dynamoWhere(f, client)
-	out := initOutput{Backend: f.backend, Target: where, Table: table}
-	p, err := dynamodb.Prepare(ctx, client, table)
-	if err != nil {
-		if ctx.Err() != nil {
-			return out, noAnswer(ctx, "dynamodb", dynamodb.Endpoint(client), f.bound, err)
-		}
-		return out, fmt.Errorf("%s: %w", where, err)
-	}
-	if !p.Existed {
-		out.Created = true
-		out.Message = where + ": created (partition key \"" + dynamodb.AttrKey + "\", on-demand billing, TTL on \"" + dynamodb.AttrPurgeAt + "\" where the server has the TTL API)"
-		return out, nil
-	}
-	out.Message = where + ": exists already, with the key schema the store needs; TTL on \"" + dynamodb.AttrPurgeAt + "\" checked"
-	return out, nil
+	where := dynamoWhere(f, client)
+	p, err := dynamodb.Prepare(ctx, client, f.get("dynamodb-table"))
+	return prepared(ctx, f, where, dynamodb.Endpoint(client), p, p.Existed, err, nil, func(err error) error { return fmt.Errorf("%s: %w", where, err) })
 }

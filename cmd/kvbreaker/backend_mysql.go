@@ -69,24 +69,11 @@ func initMySQL(ctx context.Context, f *backendFlags) (initOutput, error) {
 	}
 	defer s.Close()
 	table := f.get("mysql-table")
-	target := "mysql table " + table + " in database " + cfg.DBName + " at " + cfg.Addr
-	out := initOutput{Backend: f.backend, Target: target, Table: table}
 	p, err := mysql.Prepare(ctx, s.DB(), table, mysql.WithEndpoint(cfg.Addr))
-	if errors.Is(err, mysql.ErrForeignTable) {
-		return out, fmt.Errorf("%s: the store cannot read it (is it another program's table? see \"kvbreaker init --print\" for the one it needs): %w", target, mysql.Explain(err, cfg, "--mysql-dsn"))
+	if de, ok := errors.AsType[*mysql.CreateDeniedError](err); ok {
+		de.Script = printHint(f)
+		return initOutput{}, fmt.Errorf("mysql at %s: %w", cfg.Addr, de)
 	}
-	if me, ok := errors.AsType[*gomysql.MySQLError](err); ok && me.Number == 1142 { // ER_TABLEACCESS_DENIED_ERROR
-		return out, fmt.Errorf("mysql at %s: user %q may not create table %s (%v): have an administrator run what \"kvbreaker init --backend mysql --mysql-table %s --print\" shows, and grant the user SELECT, INSERT, UPDATE, DELETE on it",
-			cfg.Addr, cfg.User, table, me, table)
-	}
-	if err != nil {
-		return out, noAnswer(ctx, "mysql", cfg.Addr, f.bound, mysql.Explain(err, cfg, "--mysql-dsn"))
-	}
-	if p.Existed {
-		out.Message = target + ": exists already; nothing changed (the store reads it)"
-		return out, nil
-	}
-	out.Created = true
-	out.Message = target + ": created (with index purge_at)"
-	return out, nil
+	return prepared(ctx, f, "mysql table "+table+" in database "+cfg.DBName+" at "+cfg.Addr, cfg.Addr, p, p.Existed, err, mysql.ErrForeignTable,
+		func(err error) error { return mysql.Explain(err, cfg, "--mysql-dsn") })
 }

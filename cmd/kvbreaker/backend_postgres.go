@@ -97,28 +97,11 @@ func initPostgres(ctx context.Context, f *backendFlags) (initOutput, error) {
 	}
 	defer s.Close()
 	table, addr := f.get("postgres-table"), s.Endpoint()
-	target := "postgres table " + table + " at " + addr
-	out := initOutput{Backend: f.backend, Target: target, Table: table}
 	p, err := postgres.Prepare(ctx, s.Pool(), table)
-	if errors.Is(err, postgres.ErrForeignTable) {
-		return out, fmt.Errorf("%s: the store cannot read it (is it another program's table? see \"kvbreaker init --print\" for the one it needs): %w", target, pgExplain(err, addr, f, cfg))
+	if de, ok := errors.AsType[*postgres.CreateDeniedError](err); ok {
+		de.Script = printHint(f)
+		return initOutput{}, fmt.Errorf("postgres at %s: %w", addr, de)
 	}
-	if pe, ok := errors.AsType[*pgconn.PgError](err); ok && pe.Code == "42501" {
-		return out, fmt.Errorf("postgres at %s: user %q may not create table %s or its trigger (%s: %s, SQLSTATE %s): have the database or table owner run what \"kvbreaker init --backend postgres --postgres-table %s --print\" shows, and grant the user SELECT, INSERT, UPDATE, DELETE on it and USAGE on its sequence",
-			addr, cfg.ConnConfig.User, table, pe.Severity, pe.Message, pe.Code, table)
-	}
-	if err != nil {
-		return out, noAnswer(ctx, "postgres", addr, f.bound, pgExplain(err, addr, f, cfg))
-	}
-	trig := table + "_notify"
-	switch {
-	case p.AddedTrigger:
-		out.Message = fmt.Sprintf("%s: exists already; added trigger %s, which following its changes needs (the store reads it)", target, trig)
-	case p.Existed:
-		out.Message = target + ": exists already; nothing changed (the store reads it)"
-	default:
-		out.Created = true
-		out.Message = fmt.Sprintf("%s: created (with sequence %s_version, index %s_purge_at and trigger %s)", target, table, table, trig)
-	}
-	return out, nil
+	return prepared(ctx, f, "postgres table "+table+" at "+addr, addr, p, p.Existed, err, postgres.ErrForeignTable,
+		func(err error) error { return pgExplain(err, addr, f, cfg) })
 }
