@@ -98,16 +98,6 @@ func titles(keep func(*backendDesc) bool) string {
 	return joinAnd(ts)
 }
 
-func joinAnd(s []string) string { return joinLast(s, " and ") }
-
-// joinLast joins s with commas, and last before its last item.
-func joinLast(s []string, last string) string {
-	if len(s) < 2 {
-		return strings.Join(s, "")
-	}
-	return strings.Join(s[:len(s)-1], ", ") + last + s[len(s)-1]
-}
-
 // examples joins the descriptors' examples of command cmd.
 func examples(cmd string) string {
 	var out []string

@@ -43,24 +43,6 @@ or --redis-cluster --redis-url redis://10.0.0.1:6379?addr=10.0.0.2:6379`,
 	tlsFix: fileTLSFix("redis-cacert", "redis-cert", "redis-key", "redis-url", "rediss://", "redis://"),
 }
 
-// boolString is a boolean flag kept as "true" or "" so that validate's
-// table of string flags can tell a misplaced --redis-cluster from an unset
-// one (and clear one that came from the environment for another backend).
-type boolString struct{ p *string }
-
-// String is called on a zero boolString too (pflag's test for a default).
-func (b boolString) String() string { return strconv.FormatBool(b.p != nil && *b.p != "") }
-func (boolString) Type() string     { return "bool" }
-func (boolString) IsBoolFlag() bool { return true }
-
-func (b boolString) Set(s string) error {
-	v, err := strconv.ParseBool(s)
-	if err == nil {
-		*b.p = map[bool]string{true: "true"}[v]
-	}
-	return err
-}
-
 // cluster reports --redis-cluster.
 func (f *backendFlags) cluster() bool { return f.get("redis-cluster") != "" }
 
