@@ -355,7 +355,26 @@ func (f *backendFlags) validate() error {
 			return usagef("--%s is a %s flag, but --backend is %s", c.name, d.name, f.backend)
 		}
 	}
-	for _, c := range f.desc.flags {
+	if err := f.checkFlags(f.desc.flags); err != nil {
+		return err
+	}
+	if f.desc.validate != nil {
+		if err := f.desc.validate(f); err != nil {
+			return err
+		}
+	}
+	if f.prefix != "" {
+		if _, err := kvbreaker.Prefixed(memory.New(), f.prefix); err != nil {
+			return usagef("%s: %v", f.name("prefix"), err)
+		}
+	}
+	return nil
+}
+
+// checkFlags checks flags' values (need, list, check) without touching
+// the network.
+func (f *backendFlags) checkFlags(flags []connFlag) error {
+	for _, c := range flags {
 		v := f.get(c.name)
 		items := []string{v}
 		if c.list != "" {
@@ -373,16 +392,6 @@ func (f *backendFlags) validate() error {
 			if err := c.check(f, c.name, it); err != nil {
 				return err
 			}
-		}
-	}
-	if f.desc.validate != nil {
-		if err := f.desc.validate(f); err != nil {
-			return err
-		}
-	}
-	if f.prefix != "" {
-		if _, err := kvbreaker.Prefixed(memory.New(), f.prefix); err != nil {
-			return usagef("%s: %v", f.name("prefix"), err)
 		}
 	}
 	return nil
@@ -498,19 +507,13 @@ func loadTLS(f *backendFlags, caFlag, certFlag, keyFlag string) (*tls.Config, er
 }
 
 // printScript is the print (init --print) of a backend whose module
-// gives the script that makes the table its flag names; its other flags
-// are checked as validate checks them (DynamoDB's endpoint).
+// gives the script that makes the table its flag names; the flags it
+// reads are checked as validate checks them (DynamoDB's endpoint too).
 func printScript(flag string, script func(table string) (string, error)) func(*backendFlags, io.Writer) error {
 	return func(f *backendFlags, stdout io.Writer) error {
-		for _, c := range f.desc.flags {
-			if v := f.get(c.name); v != "" && c.check != nil && c.name != flag {
-				if err := c.check(f, c.name, v); err != nil {
-					return err
-				}
-			}
-		}
-		if f.get(flag) == "" {
-			return usagef("--backend %s needs --%s (or $%s)", f.backend, flag, f.env(flag))
+		read := slices.DeleteFunc(slices.Clone(f.desc.flags), func(c connFlag) bool { return c.need && c.name != flag })
+		if err := f.checkFlags(read); err != nil {
+			return err
 		}
 		sql, err := script(f.get(flag))
 		if err != nil {
