@@ -6,7 +6,6 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/kvbreaker/kvbreaker/backends/postgres"
 	"github.com/kvbreaker/kvbreaker/tlsdiag"
@@ -53,7 +52,7 @@ const defaultPostgresTable = "kvbreaker"
 // openPostgres connects a small pool (a command makes a few calls) and
 // checks that the server answers and the table exists.
 func openPostgres(ctx context.Context, f *backendFlags) (*conn, error) {
-	s, cfg, err := connectPostgres(ctx, f)
+	s, explain, err := connectPostgres(ctx, f)
 	if err != nil {
 		return nil, err
 	}
@@ -63,7 +62,7 @@ func openPostgres(ctx context.Context, f *backendFlags) (*conn, error) {
 		if pe, ok := errors.AsType[*pgconn.PgError](err); ok && pe.Code == "42P01" {
 			return nil, fmt.Errorf("postgres: table %s does not exist at %s: %s", f.get("postgres-table"), addr, createHint)
 		}
-		return nil, noAnswer(ctx, "postgres", addr, f.bound, pgExplain(err, addr, f, cfg))
+		return nil, noAnswer(ctx, "postgres", addr, f.bound, explain(err))
 	}
 	return &conn{describe: "postgres table " + f.get("postgres-table") + " at " + addr, store: s,
 		leftBehind: "records expire within 10 minutes, but the rows stay until a purge (postgres.Store.Purge, which the fleet's stores run every 1000 writes) removes them",
@@ -71,27 +70,26 @@ func openPostgres(ctx context.Context, f *backendFlags) (*conn, error) {
 }
 
 // connectPostgres opens a store of two connections (postgres.Open: it
-// dials once first, within dialTimeout) and returns its configuration.
-func connectPostgres(ctx context.Context, f *backendFlags) (*postgres.Store, *pgxpool.Config, error) {
+// dials once first, within dialTimeout), and explain: postgres.Explain,
+// naming --postgres-url as the setting to change.
+func connectPostgres(ctx context.Context, f *backendFlags) (s *postgres.Store, explain func(error) error, err error) {
 	cfg, err := postgres.ParseConfig(f.get("postgres-url"))
 	if err != nil {
 		return nil, nil, usagef("%s: %v", f.name("postgres-url"), err)
 	}
 	cfg.MaxConns, cfg.ConnConfig.ConnectTimeout = 2, dialTimeout
-	s, err := postgres.Open(ctx, cfg, f.get("postgres-table"))
-	return s, cfg, err
-}
-
-// pgExplain is postgres.Explain, naming --postgres-url as the setting to
-// change.
-func pgExplain(err error, addr string, f *backendFlags, cfg *pgxpool.Config) error {
-	return postgres.Explain(err, addr, cfg, f.get("postgres-table"), f.name("postgres-url"))
+	if s, err = postgres.Open(ctx, cfg, f.get("postgres-table")); err != nil {
+		return nil, nil, err
+	}
+	return s, func(err error) error {
+		return postgres.Explain(err, s.Endpoint(), cfg, f.get("postgres-table"), f.name("postgres-url"))
+	}, nil
 }
 
 // initPostgres creates the table unless it exists, or adds the trigger it
 // lacks, once the store can read it (postgres.Prepare).
 func initPostgres(ctx context.Context, f *backendFlags) (initOutput, error) {
-	s, cfg, err := connectPostgres(ctx, f)
+	s, explain, err := connectPostgres(ctx, f)
 	if err != nil {
 		return initOutput{}, err
 	}
@@ -102,6 +100,5 @@ func initPostgres(ctx context.Context, f *backendFlags) (initOutput, error) {
 		de.Script = printHint(f)
 		return initOutput{}, fmt.Errorf("postgres at %s: %w", addr, de)
 	}
-	return prepared(ctx, f, "postgres table "+table+" at "+addr, addr, p, p.Existed, err, postgres.ErrForeignTable,
-		func(err error) error { return pgExplain(err, addr, f, cfg) })
+	return prepared(ctx, f, "postgres table "+table+" at "+addr, addr, p, p.Existed, err, postgres.ErrForeignTable, explain)
 }
