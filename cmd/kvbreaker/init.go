@@ -133,5 +133,3 @@ func printInit(bf *backendFlags, stdout, stderr io.Writer) error {
 	return nil
 }
 
-// shellQuote quotes s for a POSIX shell.
-func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
