@@ -132,4 +132,3 @@ func printInit(bf *backendFlags, stdout, stderr io.Writer) error {
 	fmt.Fprintln(stderr, d.noTableSays())
 	return nil
 }
-
