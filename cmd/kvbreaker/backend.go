@@ -74,14 +74,6 @@ type connFlag struct {
 	check func(f *backendFlags, flag, value string) error
 }
 
-// descOf is the descriptor named name, or nil.
-func descOf(name string) *backendDesc {
-	if i := slices.IndexFunc(registry, func(d *backendDesc) bool { return d.name == name }); i >= 0 {
-		return registry[i]
-	}
-	return nil
-}
-
 // noTableSays is what init says of a backend that needs nothing created.
 func (d *backendDesc) noTableSays() string {
 	return cmp.Or(d.noTable, d.name+" needs no table: nothing to create")
@@ -306,21 +298,14 @@ func (c *conn) prefixed(prefix string) (driver.Store, error) {
 	return kvbreaker.Prefixed(c.store, prefix)
 }
 
-// A backendDef opens a backend from the connection flags.
-type backendDef struct {
-	open func(ctx context.Context, f *backendFlags) (*conn, error)
-	// flags names the descriptor whose connection flags, validation and
-	// init it takes (its own for the registry's; tests register variants).
-	flags string
-}
-
-// backends is the table of backends by --backend name: the registry's,
-// and the variants tests add. publicBackends are the registry's names,
-// which help and completion offer.
-var backends, publicBackends = func() (map[string]backendDef, []string) {
-	m, names := map[string]backendDef{}, []string{}
+// backends are the descriptors by --backend name: the registry's, and
+// the variants tests add (a descriptor's copy with another opener, not in
+// help). publicBackends are the registry's names, which help and
+// completion offer.
+var backends, publicBackends = func() (map[string]*backendDesc, []string) {
+	m, names := map[string]*backendDesc{}, []string{}
 	for _, d := range registry {
-		m[d.name] = backendDef{d.open, d.name}
+		m[d.name] = d
 		names = append(names, d.name)
 	}
 	return m, slices.Sorted(slices.Values(names))
@@ -334,18 +319,16 @@ func (f *backendFlags) validate() error {
 	if f.backend == "" {
 		return usagef("--backend is required (or $KVBREAKER_BACKEND): one of %s", strings.Join(publicBackends, ", "))
 	}
-	def, ok := backends[f.backend]
-	if !ok {
+	if f.desc = backends[f.backend]; f.desc == nil {
 		return usagef("%s is %q: want one of %s", f.name("backend"), f.backend, strings.Join(publicBackends, ", "))
 	}
-	f.desc = descOf(def.flags)
 	if f.clockSkew < 0 {
 		return usagef("%s is %v: want zero or more", f.name("clock-skew"), f.clockSkew)
 	}
 	for _, d := range registry {
 		for _, c := range d.flags {
 			// A flag with a default (a table's name) is harmless elsewhere.
-			if f.get(c.name) == "" || c.value != "" || d == f.desc {
+			if f.get(c.name) == "" || c.value != "" || d.name == f.desc.name {
 				continue
 			}
 			if _, env := f.fromEnv[c.name]; env {
@@ -483,7 +466,7 @@ func (f *backendFlags) open(ctx context.Context, timeout time.Duration) (*conn, 
 	}
 	octx, cancel := context.WithTimeout(ctx, bound)
 	defer cancel()
-	c, err := backends[f.backend].open(octx, f)
+	c, err := f.desc.open(octx, f)
 	// A backend with TLS flags says which of them fixes a TLS failure.
 	if te, ok := errors.AsType[*tlsdiag.Error](err); ok && f.desc.tlsFix != nil {
 		return nil, tlsFlagError(f, te)

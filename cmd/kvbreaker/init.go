@@ -122,10 +122,10 @@ func printInit(bf *backendFlags, stdout, stderr io.Writer) error {
 	switch {
 	case bf.backend == "":
 		return usagef("--backend is required (or $KVBREAKER_BACKEND): one of %s", strings.Join(publicBackends, ", "))
-	case backends[bf.backend].open == nil:
+	case backends[bf.backend] == nil:
 		return usagef("%s is %q: want one of %s", bf.name("backend"), bf.backend, strings.Join(publicBackends, ", "))
 	}
-	d := descOf(backends[bf.backend].flags)
+	d := backends[bf.backend]
 	if bf.desc = d; d.print != nil {
 		return d.print(bf, stdout)
 	}
