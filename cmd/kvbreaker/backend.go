@@ -126,13 +126,6 @@ type backendFlags struct {
 	bound string
 }
 
-// sharedFlags are the connection flags of every backend.
-var sharedFlags = []connFlag{
-	{name: "backend", env: "KVBREAKER_BACKEND"},
-	{name: "prefix", env: "KVBREAKER_PREFIX"},
-	{name: "clock-skew", env: "KVBREAKER_CLOCK_SKEW"},
-}
-
 // get is the value of a backend's connection flag.
 func (f *backendFlags) get(flag string) string {
 	if p := f.values[flag]; p != nil {
@@ -147,10 +140,8 @@ func (f *backendFlags) env(flag string) string { return f.envs[flag] }
 // register adds the connection flags to fs.
 func (f *backendFlags) register(fs *pflag.FlagSet) {
 	f.fs = fs
-	f.values, f.envs = map[string]*string{}, map[string]string{}
-	for _, c := range sharedFlags {
-		f.envs[c.name] = c.env
-	}
+	// The flags every backend shares, then each backend's.
+	f.values, f.envs = map[string]*string{}, map[string]string{"backend": "KVBREAKER_BACKEND", "prefix": "KVBREAKER_PREFIX", "clock-skew": "KVBREAKER_CLOCK_SKEW"}
 	env := func(flag, usage string) string { return usage + " [$" + f.envs[flag] + "]" }
 	fs.StringVar(&f.backend, "backend", "", env("backend", "the store: "+strings.Join(publicBackends, ", ")+" (required)"))
 	fs.StringVar(&f.prefix, "prefix", "", env("prefix", "key prefix your fleet's Breakers use (kvbreaker.Prefixed); default none"))
