@@ -42,7 +42,7 @@ func Prepare(ctx context.Context, db *sql.DB, table string, opts ...Option) (Pre
 	}
 	if p.Existed = n > 0; !p.Existed {
 		if err := CreateTable(ctx, db, table); err != nil {
-			return p, err
+			return p, createDenied(ctx, db, table, err)
 		}
 	}
 	s, err := New(db, table, append(slices.Clip(opts), WithPurgeEvery(0))...)

@@ -18,7 +18,7 @@ func TestPrepareSaysWhatItDid(t *testing.T) {
 	t.Cleanup(func() { _, _ = db.ExecContext(ctx, "DROP TABLE IF EXISTS "+name+", "+name+"_other") })
 	for i, want := range []mysql.Prepared{{}, {Existed: true}} {
 		got, err := mysql.Prepare(ctx, db, name)
-		if err != nil || got != want {
+		if err != nil || got.Existed != want.Existed {
 			t.Fatalf("Prepare #%d = %+v, %v; want %+v", i+1, got, err, want)
 		}
 	}

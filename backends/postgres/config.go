@@ -24,15 +24,20 @@ func ParseConfig(connString string) (*pgxpool.Config, error) {
 	if err == nil {
 		return cfg, nil
 	}
+	return nil, &driver.OptionError{Backend: "postgres", Option: "connection string", Value: redactConnString(connString),
+		Fix: "give postgres://[user[:password]@]host[:port]/database[?options] or a keyword/value string, with reserved characters in the password %-escaped (" + parseReason(err) + ")"}
+}
+
+// parseReason is why pgx refused a connection string, without the string
+// and without what the reason quotes (either may carry a password).
+func parseReason(err error) string {
 	reason := err.Error()
 	if i := strings.LastIndex(reason, "`: "); i >= 0 && strings.HasPrefix(reason, "cannot parse `") {
 		reason = reason[i+len("`: "):]
 	} else {
 		reason = "pgx refused it"
 	}
-	reason = quoted.ReplaceAllString(reason, "…")
-	return nil, &driver.OptionError{Backend: "postgres", Option: "connection string", Value: redactConnString(connString),
-		Fix: "give postgres://[user[:password]@]host[:port]/database[?options] or a keyword/value string, with reserved characters in the password %-escaped (" + reason + ")"}
+	return quoted.ReplaceAllString(reason, "…")
 }
 
 // quoted matches a string as %q writes it.

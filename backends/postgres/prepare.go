@@ -15,6 +15,8 @@ type Prepared struct {
 	// that notifies followers of its changes (a table an earlier version
 	// made), and Prepare added it.
 	Existed, AddedTrigger bool
+
+	table string // for String
 }
 
 // ErrForeignTable matches (errors.Is) Prepare's error when the table
@@ -35,7 +37,7 @@ func (e *foreignTableError) Is(target error) bool { return target == ErrForeignT
 // if that fails), then CreateTable if it lacks the trigger Follow needs.
 // Every statement is idempotent.
 func Prepare(ctx context.Context, pool *pgxpool.Pool, table string) (Prepared, error) {
-	var p Prepared
+	p := Prepared{table: table}
 	if _, err := Schema(table); err != nil {
 		return p, err
 	}
@@ -50,7 +52,7 @@ func Prepare(ctx context.Context, pool *pgxpool.Pool, table string) (Prepared, e
 			return p, err
 		}
 	} else if err := CreateTable(ctx, pool, table); err != nil {
-		return p, err
+		return p, createDenied(pool, table, err)
 	}
 	// Read it as a Store does: a table of another shape fails here, and
 	// gets no trigger of ours.
@@ -64,7 +66,7 @@ func Prepare(ctx context.Context, pool *pgxpool.Pool, table string) (Prepared, e
 	}
 	if p.Existed && !triggered {
 		if err := CreateTable(ctx, pool, table); err != nil {
-			return p, err
+			return p, createDenied(pool, table, err)
 		}
 		p.AddedTrigger = true
 	}

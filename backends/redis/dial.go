@@ -42,13 +42,14 @@ const (
 // Store's later life. An invalid URL or option is a *driver.OptionError.
 // No error shows rawURL's userinfo, the value of a query option other than
 // go-redis's (password=… is none), or any of a string that is not a URL (a
-// keyword/value string), also when rawURL is malformed.
+// keyword/value string), also when rawURL is malformed. WithClusterCheck
+// makes it refuse a node of a Redis Cluster.
 func Dial(ctx context.Context, rawURL string, opts ...Option) (*Store, error) {
 	o, err := goredis.ParseURL(rawURL)
 	if err != nil {
 		return nil, urlError(rawURL, err)
 	}
-	return dial(ctx, opts, dialTarget{
+	s, err := dial(ctx, opts, dialTarget{
 		tls: &o.TLSConfig, dialTimeout: &o.DialTimeout, contextTimeout: &o.ContextTimeoutEnabled,
 		tlsURL: "rediss://host:port/db", addrs: []string{o.Addr},
 	}, func() goredis.UniversalClient { return goredis.NewClient(o) },
@@ -65,6 +66,13 @@ func Dial(ctx context.Context, rawURL string, opts ...Option) (*Store, error) {
 			}
 			return unreachable(o.Addr, err, waited)
 		})
+	if err == nil && resolve(opts).clusterCheck {
+		if err = checkClusterMode(ctx, s.Client(), o.Addr); err != nil {
+			_ = s.Close()
+			return nil, err
+		}
+	}
+	return s, err
 }
 
 // dialTarget is what dial sets in go-redis's Options or ClusterOptions,

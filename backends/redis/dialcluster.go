@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"slices"
+	"strings"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -24,7 +25,8 @@ import (
 // (go-redis asks every seed before giving up), or the node whose dial
 // failed when it is none of them (a node the Cluster announced, its
 // cluster-announce-ip). A TLS mismatch is a *tlsdiag.Error. A server that
-// is no Cluster answers the PING with "cluster support disabled". Errors
+// is no Cluster answers the PING with "cluster support disabled": a
+// *ClusterModeError. Errors
 // show rawURL as Dial's do.
 func DialCluster(ctx context.Context, rawURL string, opts ...Option) (*Store, error) {
 	o, err := goredis.ParseClusterURL(rawURL)
@@ -36,6 +38,9 @@ func DialCluster(ctx context.Context, rawURL string, opts ...Option) (*Store, er
 		tlsURL: "rediss://host:port", addrs: o.Addrs,
 	}, func() goredis.UniversalClient { return goredis.NewClusterClient(o) },
 		func(_ context.Context, err error, waited time.Duration) error {
+			if strings.Contains(err.Error(), "cluster support disabled") {
+				return &ClusterModeError{Addr: strings.Join(o.Addrs, ", "), Err: err}
+			}
 			endpoints := o.Addrs
 			if op, ok := errors.AsType[*net.OpError](err); ok && op.Op == "dial" && op.Addr != nil && !slices.Contains(o.Addrs, op.Addr.String()) {
 				endpoints = []string{op.Addr.String()}

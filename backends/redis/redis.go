@@ -203,6 +203,7 @@ type options struct {
 	waitTimeout   time.Duration
 	waitSet       bool
 	tlsConfig     *tls.Config // Dial's only
+	clusterCheck  bool        // Dial's only
 }
 
 // Option configures a Store.

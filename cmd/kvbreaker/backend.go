@@ -74,14 +74,6 @@ type connFlag struct {
 	check func(f *backendFlags, flag, value string) error
 }
 
-// descOf is the descriptor named name, or nil.
-func descOf(name string) *backendDesc {
-	if i := slices.IndexFunc(registry, func(d *backendDesc) bool { return d.name == name }); i >= 0 {
-		return registry[i]
-	}
-	return nil
-}
-
 // noTableSays is what init says of a backend that needs nothing created.
 func (d *backendDesc) noTableSays() string {
 	return cmp.Or(d.noTable, d.name+" needs no table: nothing to create")
@@ -96,16 +88,6 @@ func titles(keep func(*backendDesc) bool) string {
 		}
 	}
 	return joinAnd(ts)
-}
-
-func joinAnd(s []string) string { return joinLast(s, " and ") }
-
-// joinLast joins s with commas, and last before its last item.
-func joinLast(s []string, last string) string {
-	if len(s) < 2 {
-		return strings.Join(s, "")
-	}
-	return strings.Join(s[:len(s)-1], ", ") + last + s[len(s)-1]
 }
 
 // examples joins the descriptors' examples of command cmd.
@@ -144,13 +126,6 @@ type backendFlags struct {
 	bound string
 }
 
-// sharedFlags are the connection flags of every backend.
-var sharedFlags = []connFlag{
-	{name: "backend", env: "KVBREAKER_BACKEND"},
-	{name: "prefix", env: "KVBREAKER_PREFIX"},
-	{name: "clock-skew", env: "KVBREAKER_CLOCK_SKEW"},
-}
-
 // get is the value of a backend's connection flag.
 func (f *backendFlags) get(flag string) string {
 	if p := f.values[flag]; p != nil {
@@ -165,10 +140,8 @@ func (f *backendFlags) env(flag string) string { return f.envs[flag] }
 // register adds the connection flags to fs.
 func (f *backendFlags) register(fs *pflag.FlagSet) {
 	f.fs = fs
-	f.values, f.envs = map[string]*string{}, map[string]string{}
-	for _, c := range sharedFlags {
-		f.envs[c.name] = c.env
-	}
+	// The flags every backend shares, then each backend's.
+	f.values, f.envs = map[string]*string{}, map[string]string{"backend": "KVBREAKER_BACKEND", "prefix": "KVBREAKER_PREFIX", "clock-skew": "KVBREAKER_CLOCK_SKEW"}
 	env := func(flag, usage string) string { return usage + " [$" + f.envs[flag] + "]" }
 	fs.StringVar(&f.backend, "backend", "", env("backend", "the store: "+strings.Join(publicBackends, ", ")+" (required)"))
 	fs.StringVar(&f.prefix, "prefix", "", env("prefix", "key prefix your fleet's Breakers use (kvbreaker.Prefixed); default none"))
@@ -316,21 +289,14 @@ func (c *conn) prefixed(prefix string) (driver.Store, error) {
 	return kvbreaker.Prefixed(c.store, prefix)
 }
 
-// A backendDef opens a backend from the connection flags.
-type backendDef struct {
-	open func(ctx context.Context, f *backendFlags) (*conn, error)
-	// flags names the descriptor whose connection flags, validation and
-	// init it takes (its own for the registry's; tests register variants).
-	flags string
-}
-
-// backends is the table of backends by --backend name: the registry's,
-// and the variants tests add. publicBackends are the registry's names,
-// which help and completion offer.
-var backends, publicBackends = func() (map[string]backendDef, []string) {
-	m, names := map[string]backendDef{}, []string{}
+// backends are the descriptors by --backend name: the registry's, and
+// the variants tests add (a descriptor's copy with another opener, not in
+// help). publicBackends are the registry's names, which help and
+// completion offer.
+var backends, publicBackends = func() (map[string]*backendDesc, []string) {
+	m, names := map[string]*backendDesc{}, []string{}
 	for _, d := range registry {
-		m[d.name] = backendDef{d.open, d.name}
+		m[d.name] = d
 		names = append(names, d.name)
 	}
 	return m, slices.Sorted(slices.Values(names))
@@ -344,18 +310,16 @@ func (f *backendFlags) validate() error {
 	if f.backend == "" {
 		return usagef("--backend is required (or $KVBREAKER_BACKEND): one of %s", strings.Join(publicBackends, ", "))
 	}
-	def, ok := backends[f.backend]
-	if !ok {
+	if f.desc = backends[f.backend]; f.desc == nil {
 		return usagef("%s is %q: want one of %s", f.name("backend"), f.backend, strings.Join(publicBackends, ", "))
 	}
-	f.desc = descOf(def.flags)
 	if f.clockSkew < 0 {
 		return usagef("%s is %v: want zero or more", f.name("clock-skew"), f.clockSkew)
 	}
 	for _, d := range registry {
 		for _, c := range d.flags {
 			// A flag with a default (a table's name) is harmless elsewhere.
-			if f.get(c.name) == "" || c.value != "" || d == f.desc {
+			if f.get(c.name) == "" || c.value != "" || d.name == f.desc.name {
 				continue
 			}
 			if _, env := f.fromEnv[c.name]; env {
@@ -365,7 +329,26 @@ func (f *backendFlags) validate() error {
 			return usagef("--%s is a %s flag, but --backend is %s", c.name, d.name, f.backend)
 		}
 	}
-	for _, c := range f.desc.flags {
+	if err := f.checkFlags(f.desc.flags); err != nil {
+		return err
+	}
+	if f.desc.validate != nil {
+		if err := f.desc.validate(f); err != nil {
+			return err
+		}
+	}
+	if f.prefix != "" {
+		if _, err := kvbreaker.Prefixed(memory.New(), f.prefix); err != nil {
+			return usagef("%s: %v", f.name("prefix"), err)
+		}
+	}
+	return nil
+}
+
+// checkFlags checks flags' values (need, list, check) without touching
+// the network.
+func (f *backendFlags) checkFlags(flags []connFlag) error {
+	for _, c := range flags {
 		v := f.get(c.name)
 		items := []string{v}
 		if c.list != "" {
@@ -383,16 +366,6 @@ func (f *backendFlags) validate() error {
 			if err := c.check(f, c.name, it); err != nil {
 				return err
 			}
-		}
-	}
-	if f.desc.validate != nil {
-		if err := f.desc.validate(f); err != nil {
-			return err
-		}
-	}
-	if f.prefix != "" {
-		if _, err := kvbreaker.Prefixed(memory.New(), f.prefix); err != nil {
-			return usagef("%s: %v", f.name("prefix"), err)
 		}
 	}
 	return nil
@@ -432,6 +405,22 @@ func (f *backendFlags) checkURL(flag, raw string) error {
 	return nil
 }
 
+// checkWith is the check of a flag whose module checks its value: the
+// message shows the value as shown does (redactURL, redactDSN), or not at
+// all (nil).
+func checkWith(check func(string) error, shown func(string) string) func(*backendFlags, string, string) error {
+	return func(f *backendFlags, flag, v string) error {
+		switch err := check(v); {
+		case err == nil:
+			return nil
+		case shown == nil:
+			return usagef("%s (not shown): %v", f.name(flag), err)
+		default:
+			return usagef("%s is %q: %v", f.name(flag), shown(v), err)
+		}
+	}
+}
+
 // tableCheck is the check of a table flag, by its backend's Schema.
 func tableCheck(schema func(table string) (string, error)) func(*backendFlags, string, string) error {
 	return func(f *backendFlags, flag, table string) error {
@@ -468,7 +457,7 @@ func (f *backendFlags) open(ctx context.Context, timeout time.Duration) (*conn, 
 	}
 	octx, cancel := context.WithTimeout(ctx, bound)
 	defer cancel()
-	c, err := backends[f.backend].open(octx, f)
+	c, err := f.desc.open(octx, f)
 	// A backend with TLS flags says which of them fixes a TLS failure.
 	if te, ok := errors.AsType[*tlsdiag.Error](err); ok && f.desc.tlsFix != nil {
 		return nil, tlsFlagError(f, te)
@@ -491,10 +480,15 @@ func loadTLS(f *backendFlags, caFlag, certFlag, keyFlag string) (*tls.Config, er
 	return cfg, err
 }
 
-// printScript is the print (init --print) of a backend whose store gives
-// the script that makes the table its flag names.
+// printScript is the print (init --print) of a backend whose module
+// gives the script that makes the table its flag names; the flags it
+// reads are checked as validate checks them (DynamoDB's endpoint too).
 func printScript(flag string, script func(table string) (string, error)) func(*backendFlags, io.Writer) error {
 	return func(f *backendFlags, stdout io.Writer) error {
+		read := slices.DeleteFunc(slices.Clone(f.desc.flags), func(c connFlag) bool { return c.need && c.name != flag })
+		if err := f.checkFlags(read); err != nil {
+			return err
+		}
 		sql, err := script(f.get(flag))
 		if err != nil {
 			return usagef("%s: %v", f.name(flag), err)
@@ -502,6 +496,26 @@ func printScript(flag string, script func(table string) (string, error)) func(*b
 		_, err = io.WriteString(stdout, sql)
 		return err
 	}
+}
+
+// prepared is init's output once a module's Prepare made target's table
+// ready (p says what it found or did), or Prepare's error in the
+// command's words: the store cannot read the table (foreign, the module's
+// ErrForeignTable), the module's explain of a refusal, or no answer.
+func prepared(ctx context.Context, f *backendFlags, target, endpoint string, p fmt.Stringer, existed bool, err, foreign error, explain func(error) error) (initOutput, error) {
+	switch {
+	case err != nil && errors.Is(err, foreign):
+		return initOutput{}, fmt.Errorf("%s: the store cannot read it (is it another program's table? see \"kvbreaker init --print\" for the one it needs): %w", target, explain(err))
+	case err != nil:
+		return initOutput{}, noAnswer(ctx, f.backend, endpoint, f.bound, explain(err))
+	}
+	return initOutput{Backend: f.backend, Target: target, Table: f.get(f.desc.name + "-table"), Created: !existed, Message: target + ": " + p.String()}, nil
+}
+
+// printHint names init --print's output for a CreateDeniedError's Script.
+func printHint(f *backendFlags) string {
+	table := f.desc.name + "-table"
+	return fmt.Sprintf(`what "kvbreaker init --backend %s --%s %s --print" shows`, f.backend, table, f.get(table))
 }
 
 // createHint is how an error about a missing table says to create it.

@@ -29,7 +29,9 @@ var dynamodbBackend = backendDesc{
 	create:    initDynamoDB,
 	creates:   "DynamoDB's table (--dynamodb-table, partition key \"pk\", on-demand, TTL on \"purgeAt\": dynamodb.CreateTable)",
 	prints:    "the AWS CLI commands with DynamoDB's tables' JSON",
-	print:     printDynamoDB,
+	print: func(f *backendFlags, w io.Writer) error {
+		return printScript("dynamodb-table", func(t string) (string, error) { return dynamodb.CLIScript(t, f.get("dynamodb-endpoint")) })(f, w)
+	},
 	examples: map[string]string{
 		"check": `  AWS_REGION=eu-west-1 kvbreaker check --backend dynamodb --dynamodb-table kvbreaker
   kvbreaker check --backend dynamodb --dynamodb-table kvbreaker \
@@ -68,53 +70,14 @@ func dynamoWhere(f *backendFlags, client *dyn.Client) string {
 	return where
 }
 
-// initDynamoDB creates the table (dynamodb.CreateTable) unless it exists,
+// initDynamoDB creates the table (dynamodb.Prepare) unless it exists,
 // waiting until it is ACTIVE, and enables TTL on it.
 func initDynamoDB(ctx context.Context, f *backendFlags) (initOutput, error) {
 	client, err := dynamodb.NewClient(ctx, f.get("dynamodb-endpoint"))
 	if err != nil {
 		return initOutput{}, err
 	}
-	table, where := f.get("dynamodb-table"), dynamoWhere(f, client)
-	out := initOutput{Backend: f.backend, Target: where, Table: table}
-	p, err := dynamodb.Prepare(ctx, client, table)
-	if err != nil {
-		if ctx.Err() != nil {
-			return out, noAnswer(ctx, "dynamodb", dynamodb.Endpoint(client), f.bound, err)
-		}
-		return out, fmt.Errorf("%s: %w", where, err)
-	}
-	if !p.Existed {
-		out.Created = true
-		out.Message = where + ": created (partition key \"" + dynamodb.AttrKey + "\", on-demand billing, TTL on \"" + dynamodb.AttrPurgeAt + "\" where the server has the TTL API)"
-		return out, nil
-	}
-	out.Message = where + ": exists already, with the key schema the store needs; TTL on \"" + dynamodb.AttrPurgeAt + "\" checked"
-	return out, nil
-}
-
-// printDynamoDB prints the AWS CLI commands that make the table.
-func printDynamoDB(bf *backendFlags, stdout io.Writer) error {
-	table := bf.get("dynamodb-table")
-	if table == "" {
-		return usagef("--backend dynamodb needs --dynamodb-table (or $%s)", bf.env("dynamodb-table"))
-	}
-	create, ttl, err := dynamodb.TableJSON(table)
-	if err != nil {
-		return usagef("%s is %q: name a table of 3 to 255 letters, digits, '_', '-' or '.'", bf.name("dynamodb-table"), table)
-	}
-	endpoint := ""
-	if ep := bf.get("dynamodb-endpoint"); ep != "" {
-		if err := bf.checkURL("dynamodb-endpoint", ep); err != nil {
-			return err
-		}
-		endpoint = " --endpoint-url " + shellWord(redactURL(ep))
-	}
-	fmt.Fprintf(stdout, "# The DynamoDB table kvbreaker's store uses, as \"kvbreaker init\" creates it (dynamodb.CreateTable),\n")
-	fmt.Fprintf(stdout, "# with the AWS CLI v2 (region and credentials from AWS_REGION, AWS_PROFILE, ...).\n")
-	fmt.Fprintf(stdout, "aws dynamodb create-table%s --cli-input-json %s\n", endpoint, shellQuote(create))
-	fmt.Fprintf(stdout, "aws dynamodb wait table-exists%s --table-name %s\n", endpoint, shellQuote(table))
-	fmt.Fprintf(stdout, "# TTL lets DynamoDB delete expired items (within days); the store reads them as absent either way.\n")
-	fmt.Fprintf(stdout, "aws dynamodb update-time-to-live%s --cli-input-json %s\n", endpoint, shellQuote(ttl))
-	return nil
+	where := dynamoWhere(f, client)
+	p, err := dynamodb.Prepare(ctx, client, f.get("dynamodb-table"))
+	return prepared(ctx, f, where, dynamodb.Endpoint(client), p, p.Existed, err, nil, func(err error) error { return fmt.Errorf("%s: %w", where, err) })
 }

@@ -20,7 +20,15 @@ var mapstoreBackend = backendDesc{name: "mapstore", title: "map store", usage: "
 // The example's descriptor is registered as the tests register their
 // variants (not in the registry, which help and the docs' tables list),
 // with memory's flags: none.
-func init() { backends[mapstoreBackend.name] = backendDef{mapstoreBackend.open, "memory"} }
+func init() { backends[mapstoreBackend.name] = variant(mapstoreBackend.open, "memory") }
+
+// variant is a test's backend: the descriptor named base (its flags,
+// validation and init) with open as its opener.
+func variant(open func(context.Context, *backendFlags) (*conn, error), base string) *backendDesc {
+	d := *backends[base]
+	d.open = open
+	return &d
+}
 
 // TestExampleDescriptorRuns: the descriptor docs/backends.md shows is the
 // one this file registers, and with it alone kvbreaker check runs the

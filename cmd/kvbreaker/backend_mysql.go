@@ -15,7 +15,7 @@ var mysqlBackend = backendDesc{
 	title: "MySQL",
 	about: "(MySQL or MariaDB)",
 	flags: []connFlag{
-		{name: "mysql-dsn", env: "KVBREAKER_MYSQL_DSN", usage: "mysql: go-sql-driver/mysql data source name, user[:password]@tcp(host:port)/database[?options], for MySQL or MariaDB (output never shows it)", need: true, check: checkMySQLDSN},
+		{name: "mysql-dsn", env: "KVBREAKER_MYSQL_DSN", usage: "mysql: go-sql-driver/mysql data source name, user[:password]@tcp(host:port)/database[?options], for MySQL or MariaDB (output never shows it)", need: true, check: checkWith(mysql.CheckDSN, nil)},
 		{name: "mysql-table", env: "KVBREAKER_MYSQL_TABLE", usage: "mysql: the table (mysql.CreateTable)", value: "kvbreaker", need: true, check: tableCheck(mysql.Schema)},
 	},
 	usage: `--mysql-dsn 'app:secret@tcp(db:3306)/app' [--mysql-table kvbreaker]
@@ -28,24 +28,6 @@ var mysqlBackend = backendDesc{
 	examples: map[string]string{
 		"init": `  KVBREAKER_MYSQL_DSN='app:secret@tcp(db:3306)/app' kvbreaker init --backend mysql`,
 	},
-}
-
-// checkMySQLDSN checks --mysql-dsn without connecting: go-sql-driver's
-// data source name, user[:password]@tcp(host:port)/database[?options].
-// Messages never show it (it may hold the password), only the driver's
-// reason.
-func checkMySQLDSN(f *backendFlags, flag, dsn string) error {
-	if isURL(dsn) {
-		return usagef("%s is a URL: want go-sql-driver/mysql's user[:password]@tcp(host:port)/database, e.g. app@tcp(db:3306)/app", f.name("mysql-dsn"))
-	}
-	cfg, err := gomysql.ParseDSN(dsn)
-	if err != nil {
-		return usagef("%s (not shown): %v: want user[:password]@tcp(host:port)/database, e.g. app@tcp(db:3306)/app", f.name("mysql-dsn"), err)
-	}
-	if cfg.DBName == "" {
-		return usagef("%s (not shown) names no database: want user[:password]@tcp(host:port)/database", f.name("mysql-dsn"))
-	}
-	return nil
 }
 
 // openMySQL connects a small pool (a command makes a few calls) and
@@ -87,24 +69,11 @@ func initMySQL(ctx context.Context, f *backendFlags) (initOutput, error) {
 	}
 	defer s.Close()
 	table := f.get("mysql-table")
-	target := "mysql table " + table + " in database " + cfg.DBName + " at " + cfg.Addr
-	out := initOutput{Backend: f.backend, Target: target, Table: table}
 	p, err := mysql.Prepare(ctx, s.DB(), table, mysql.WithEndpoint(cfg.Addr))
-	if errors.Is(err, mysql.ErrForeignTable) {
-		return out, fmt.Errorf("%s: the store cannot read it (is it another program's table? see \"kvbreaker init --print\" for the one it needs): %w", target, mysql.Explain(err, cfg, "--mysql-dsn"))
+	if de, ok := errors.AsType[*mysql.CreateDeniedError](err); ok {
+		de.Script = printHint(f)
+		return initOutput{}, fmt.Errorf("mysql at %s: %w", cfg.Addr, de)
 	}
-	if me, ok := errors.AsType[*gomysql.MySQLError](err); ok && me.Number == 1142 { // ER_TABLEACCESS_DENIED_ERROR
-		return out, fmt.Errorf("mysql at %s: user %q may not create table %s (%v): have an administrator run what \"kvbreaker init --backend mysql --mysql-table %s --print\" shows, and grant the user SELECT, INSERT, UPDATE, DELETE on it",
-			cfg.Addr, cfg.User, table, me, table)
-	}
-	if err != nil {
-		return out, noAnswer(ctx, "mysql", cfg.Addr, f.bound, mysql.Explain(err, cfg, "--mysql-dsn"))
-	}
-	if p.Existed {
-		out.Message = target + ": exists already; nothing changed (the store reads it)"
-		return out, nil
-	}
-	out.Created = true
-	out.Message = target + ": created (with index purge_at)"
-	return out, nil
+	return prepared(ctx, f, "mysql table "+table+" in database "+cfg.DBName+" at "+cfg.Addr, cfg.Addr, p, p.Existed, err, mysql.ErrForeignTable,
+		func(err error) error { return mysql.Explain(err, cfg, "--mysql-dsn") })
 }

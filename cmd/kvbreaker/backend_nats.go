@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"net/url"
 	"strings"
 
 	kvnats "github.com/kvbreaker/kvbreaker/backends/nats"
@@ -14,20 +13,11 @@ var natsBackend = backendDesc{
 	about: "(NATS JetStream key-value)",
 	flags: []connFlag{
 		{name: "nats-url", env: "KVBREAKER_NATS_URL", usage: "nats: comma-separated server `URL`s, e.g. nats://nats-1:4222,nats://nats-2:4222 (user information in a URL authenticates and is never shown)", secret: true,
-			need: true, list: "URL", check: checkNATSURL},
+			need: true, list: "URL", check: checkWith(kvnats.CheckURL, redactURL)},
 		{name: "nats-bucket", env: "KVBREAKER_NATS_BUCKET", usage: "nats: the JetStream key-value bucket (created if missing)", value: "kvbreaker"},
 	},
 	usage: "--nats-url nats://nats-1:4222,nats://nats-2:4222 [--nats-bucket kvbreaker]",
 	open:  openNATS,
-}
-
-// checkNATSURL checks one of --nats-url's URLs without connecting.
-func checkNATSURL(f *backendFlags, flag, raw string) error {
-	u, err := url.Parse(raw)
-	if err != nil || (u.Scheme != "nats" && u.Scheme != "tls") || u.Hostname() == "" {
-		return usagef("%s is %q: want nats://host:4222 or tls://host:4222 (comma-separated for several)", f.name(flag), redactURL(raw))
-	}
-	return nil
 }
 
 // openNATS checks that a server accepts a connection, then dials the

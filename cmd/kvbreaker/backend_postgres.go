@@ -4,10 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/kvbreaker/kvbreaker/backends/postgres"
 	"github.com/kvbreaker/kvbreaker/tlsdiag"
@@ -19,7 +17,7 @@ var postgresBackend = backendDesc{
 	about: "(PostgreSQL)",
 	flags: []connFlag{
 		{name: "postgres-url", env: "KVBREAKER_POSTGRES_URL", usage: "postgres: connection `URL`, e.g. postgres://user@db:5432/app, or keyword/value settings, e.g. 'host=db user=app dbname=app' (a password belongs in $PGPASSWORD or ~/.pgpass; output never shows one)", secret: true,
-			need: true, check: checkPostgresURL},
+			need: true, check: checkWith(postgres.CheckURL, redactDSN)},
 		{name: "postgres-table", env: "KVBREAKER_POSTGRES_TABLE", usage: "postgres: the table (postgres.CreateTable)", value: defaultPostgresTable, need: true, check: tableCheck(postgres.Schema)},
 	},
 	usage: `--postgres-url postgres://user@db:5432/app [--postgres-table kvbreaker]
@@ -51,24 +49,10 @@ TLS: ?sslmode=verify-full&sslrootcert=ca.pem, or $PGSSLROOTCERT)`,
 // defaultPostgresTable is --postgres-table's default.
 const defaultPostgresTable = "kvbreaker"
 
-// checkPostgresURL checks --postgres-url without connecting.
-// It takes what pgx takes: a postgres:// URL or a keyword/value string
-// (host=db user=app dbname=app); messages show it redacted (redactDSN).
-func checkPostgresURL(f *backendFlags, flag, raw string) error {
-	if isURL(raw) && !strings.HasPrefix(raw, "postgres://") && !strings.HasPrefix(raw, "postgresql://") {
-		return usagef("%s is %q: want a postgres:// URL, e.g. postgres://user@db:5432/app, or keyword/value settings (host=db user=app dbname=app)",
-			f.name(flag), redactDSN(raw))
-	}
-	if _, err := pgxpool.ParseConfig(raw); err != nil {
-		return usagef("%s is %q: %s", f.name(flag), redactDSN(raw), pgParseReason(err))
-	}
-	return nil
-}
-
 // openPostgres connects a small pool (a command makes a few calls) and
 // checks that the server answers and the table exists.
 func openPostgres(ctx context.Context, f *backendFlags) (*conn, error) {
-	s, cfg, err := connectPostgres(ctx, f)
+	s, explain, err := connectPostgres(ctx, f)
 	if err != nil {
 		return nil, err
 	}
@@ -78,7 +62,7 @@ func openPostgres(ctx context.Context, f *backendFlags) (*conn, error) {
 		if pe, ok := errors.AsType[*pgconn.PgError](err); ok && pe.Code == "42P01" {
 			return nil, fmt.Errorf("postgres: table %s does not exist at %s: %s", f.get("postgres-table"), addr, createHint)
 		}
-		return nil, noAnswer(ctx, "postgres", addr, f.bound, pgExplain(err, addr, f, cfg))
+		return nil, noAnswer(ctx, "postgres", addr, f.bound, explain(err))
 	}
 	return &conn{describe: "postgres table " + f.get("postgres-table") + " at " + addr, store: s,
 		leftBehind: "records expire within 10 minutes, but the rows stay until a purge (postgres.Store.Purge, which the fleet's stores run every 1000 writes) removes them",
@@ -86,54 +70,35 @@ func openPostgres(ctx context.Context, f *backendFlags) (*conn, error) {
 }
 
 // connectPostgres opens a store of two connections (postgres.Open: it
-// dials once first, within dialTimeout) and returns its configuration.
-func connectPostgres(ctx context.Context, f *backendFlags) (*postgres.Store, *pgxpool.Config, error) {
+// dials once first, within dialTimeout), and explain: postgres.Explain,
+// naming --postgres-url as the setting to change.
+func connectPostgres(ctx context.Context, f *backendFlags) (s *postgres.Store, explain func(error) error, err error) {
 	cfg, err := postgres.ParseConfig(f.get("postgres-url"))
 	if err != nil {
 		return nil, nil, usagef("%s: %v", f.name("postgres-url"), err)
 	}
 	cfg.MaxConns, cfg.ConnConfig.ConnectTimeout = 2, dialTimeout
-	s, err := postgres.Open(ctx, cfg, f.get("postgres-table"))
-	return s, cfg, err
-}
-
-// pgExplain is postgres.Explain, naming --postgres-url as the setting to
-// change.
-func pgExplain(err error, addr string, f *backendFlags, cfg *pgxpool.Config) error {
-	return postgres.Explain(err, addr, cfg, f.get("postgres-table"), f.name("postgres-url"))
+	if s, err = postgres.Open(ctx, cfg, f.get("postgres-table")); err != nil {
+		return nil, nil, err
+	}
+	return s, func(err error) error {
+		return postgres.Explain(err, s.Endpoint(), cfg, f.get("postgres-table"), f.name("postgres-url"))
+	}, nil
 }
 
 // initPostgres creates the table unless it exists, or adds the trigger it
 // lacks, once the store can read it (postgres.Prepare).
 func initPostgres(ctx context.Context, f *backendFlags) (initOutput, error) {
-	s, cfg, err := connectPostgres(ctx, f)
+	s, explain, err := connectPostgres(ctx, f)
 	if err != nil {
 		return initOutput{}, err
 	}
 	defer s.Close()
 	table, addr := f.get("postgres-table"), s.Endpoint()
-	target := "postgres table " + table + " at " + addr
-	out := initOutput{Backend: f.backend, Target: target, Table: table}
 	p, err := postgres.Prepare(ctx, s.Pool(), table)
-	if errors.Is(err, postgres.ErrForeignTable) {
-		return out, fmt.Errorf("%s: the store cannot read it (is it another program's table? see \"kvbreaker init --print\" for the one it needs): %w", target, pgExplain(err, addr, f, cfg))
+	if de, ok := errors.AsType[*postgres.CreateDeniedError](err); ok {
+		de.Script = printHint(f)
+		return initOutput{}, fmt.Errorf("postgres at %s: %w", addr, de)
 	}
-	if pe, ok := errors.AsType[*pgconn.PgError](err); ok && pe.Code == "42501" {
-		return out, fmt.Errorf("postgres at %s: user %q may not create table %s or its trigger (%s: %s, SQLSTATE %s): have the database or table owner run what \"kvbreaker init --backend postgres --postgres-table %s --print\" shows, and grant the user SELECT, INSERT, UPDATE, DELETE on it and USAGE on its sequence",
-			addr, cfg.ConnConfig.User, table, pe.Severity, pe.Message, pe.Code, table)
-	}
-	if err != nil {
-		return out, noAnswer(ctx, "postgres", addr, f.bound, pgExplain(err, addr, f, cfg))
-	}
-	trig := table + "_notify"
-	switch {
-	case p.AddedTrigger:
-		out.Message = fmt.Sprintf("%s: exists already; added trigger %s, which following its changes needs (the store reads it)", target, trig)
-	case p.Existed:
-		out.Message = target + ": exists already; nothing changed (the store reads it)"
-	default:
-		out.Created = true
-		out.Message = fmt.Sprintf("%s: created (with sequence %s_version, index %s_purge_at and trigger %s)", target, table, table, trig)
-	}
-	return out, nil
+	return prepared(ctx, f, "postgres table "+table+" at "+addr, addr, p, p.Existed, err, postgres.ErrForeignTable, explain)
 }

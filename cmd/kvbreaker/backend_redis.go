@@ -43,35 +43,22 @@ or --redis-cluster --redis-url redis://10.0.0.1:6379?addr=10.0.0.2:6379`,
 	tlsFix: fileTLSFix("redis-cacert", "redis-cert", "redis-key", "redis-url", "rediss://", "redis://"),
 }
 
-// boolString is a boolean flag kept as "true" or "" so that validate's
-// table of string flags can tell a misplaced --redis-cluster from an unset
-// one (and clear one that came from the environment for another backend).
-type boolString struct{ p *string }
-
-// String is called on a zero boolString too (pflag's test for a default).
-func (b boolString) String() string { return strconv.FormatBool(b.p != nil && *b.p != "") }
-func (boolString) Type() string     { return "bool" }
-func (boolString) IsBoolFlag() bool { return true }
-
-func (b boolString) Set(s string) error {
-	v, err := strconv.ParseBool(s)
-	if err == nil {
-		*b.p = map[bool]string{true: "true"}[v]
-	}
-	return err
-}
-
 // cluster reports --redis-cluster.
 func (f *backendFlags) cluster() bool { return f.get("redis-cluster") != "" }
+
+// clusterSetting names --redis-cluster for a fix: as given, or how to
+// give it.
+func clusterSetting(f *backendFlags) string {
+	if f.cluster() {
+		return f.name("redis-cluster")
+	}
+	return "--redis-cluster (or $" + f.env("redis-cluster") + "=true)"
+}
 
 // checkRedisURL checks --redis-url (and --redis-cluster) without
 // connecting (redis.CheckURL).
 func checkRedisURL(f *backendFlags, flag, raw string) error {
-	setting := f.name("redis-cluster")
-	if !f.cluster() {
-		setting = "--redis-cluster (or $" + f.env("redis-cluster") + "=true)"
-	}
-	if err := redis.CheckURL(raw, f.cluster(), setting); err != nil {
+	if err := redis.CheckURL(raw, f.cluster(), clusterSetting(f)); err != nil {
 		// redactURL: go-redis's failover URLs take password=, and a
 		// mistyped URL may carry one.
 		return usagef("%s is %q: %v", f.name(flag), redactURL(raw), err)
@@ -86,19 +73,20 @@ type quietLog struct{}
 
 func (quietLog) Printf(context.Context, string, ...any) {}
 
-// openRedis dials the server (redis.Dial), or the Cluster's seeds with
-// --redis-cluster (redis.DialCluster), which confirm it answers a PING: a
-// refused port is reported within 2 s (redis.Dial's connection timeout), a
-// silent server when ctx (--timeout) ends.
+// openRedis dials the server (redis.Dial, which refuses a node of a
+// Cluster: WithClusterCheck), or the Cluster's seeds with --redis-cluster
+// (redis.DialCluster), which confirm it answers a PING: a refused port is
+// reported within 2 s (redis.Dial's connection timeout), a silent server
+// when ctx (--timeout) ends.
 func openRedis(ctx context.Context, f *backendFlags) (*conn, error) {
 	goredis.SetLogger(quietLog{})
 	raw, dial := f.get("redis-url"), redis.Dial
-	var where, addr string
+	var where string
 	var seeds []string
 	if o, err := goredis.ParseClusterURL(raw); f.cluster() && err == nil {
 		dial, seeds, where = redis.DialCluster, o.Addrs, "redis cluster via "+strings.Join(o.Addrs, ", ")
 	} else if o, err := goredis.ParseURL(raw); !f.cluster() && err == nil {
-		addr, where = o.Addr, "redis at "+o.Addr+" db "+strconv.Itoa(o.DB)
+		where = "redis at " + o.Addr + " db " + strconv.Itoa(o.DB)
 	} else {
 		return nil, usagef("%s does not parse", f.name("redis-url")) // checkRedisURL said why
 	}
@@ -106,7 +94,7 @@ func openRedis(ctx context.Context, f *backendFlags) (*conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	s, err := dial(ctx, raw, redis.WithTLSConfig(tlsConfig))
+	s, err := dial(ctx, raw, redis.WithTLSConfig(tlsConfig), redis.WithClusterCheck())
 	if ue, ok := errors.AsType[*driver.UnreachableError](err); ok {
 		why, endpoint := ue.Reason, strings.Join(ue.Endpoints, ", ")
 		if ctx.Err() != nil {
@@ -116,30 +104,18 @@ func openRedis(ctx context.Context, f *backendFlags) (*conn, error) {
 			endpoint += " (a node the Cluster announced)"
 		}
 		return nil, unreachable("redis", endpoint, why, err)
+	} else if ce, ok := errors.AsType[*redis.ClusterModeError](err); ok {
+		ce.Setting = clusterSetting(f)
+		return nil, ce
 	} else if err != nil {
-		if seeds != nil && strings.Contains(err.Error(), "cluster support disabled") {
-			return nil, fmt.Errorf("redis at %s is not a Redis Cluster (%v): drop %s", strings.Join(seeds, ", "), errors.Unwrap(err), f.name("redis-cluster"))
-		}
 		if err = redis.Explain(err, where, f.name("redis-url")); goredis.HasErrorPrefix(err, "NOAUTH") {
 			err = fmt.Errorf("%w (best through $%s, not the command line: ps shows flags)", err, f.env("redis-url"))
 		}
 		return nil, err
 	}
-	if seeds != nil {
-		return &conn{describe: where, store: s}, nil
+	c := &conn{describe: where, store: s}
+	if seeds == nil {
+		c.wipes = "SWAPDB is seen through a key per follower (kvbreaker:follow:<id>, kept an hour past its last check); under an ACL that refuses that key it is not: restart the fleet's processes after one"
 	}
-	// One node of a Cluster answers for its own slots only: list would show
-	// a third of the hosts and inspect would fail with MOVED.
-	info, err := s.Client().Info(ctx, "cluster").Result()
-	if err != nil {
-		_ = s.Close()
-		return nil, noAnswer(ctx, "redis", addr, f.bound, fmt.Errorf("redis at %s: INFO cluster: %w", addr, err))
-	}
-	if strings.Contains(info, "cluster_enabled:1") {
-		_ = s.Close()
-		return nil, fmt.Errorf("redis at %s is a node of a Redis Cluster, which holds only its own slots' keys: add --redis-cluster (or $%s=true)",
-			addr, f.env("redis-cluster"))
-	}
-	return &conn{describe: where, store: s,
-		wipes: "SWAPDB is seen through a key per follower (kvbreaker:follow:<id>, kept an hour past its last check); under an ACL that refuses that key it is not: restart the fleet's processes after one"}, nil
+	return c, nil
 }

@@ -20,22 +20,22 @@ const clockBehind = 5 * time.Second
 func init() {
 	// Redis, with this machine's clock read clockBehind late: an offset of
 	// a known size without touching the server's clock.
-	backends["redis-clock-behind"] = backendDef{func(ctx context.Context, f *backendFlags) (*conn, error) {
+	backends["redis-clock-behind"] = variant(func(ctx context.Context, f *backendFlags) (*conn, error) {
 		c, err := openRedis(ctx, f)
 		if c != nil {
 			c.clockShift = -clockBehind
 		}
 		return c, err
-	}, "redis"}
+	}, "redis")
 	// The same for DynamoDB, whose clock (the Date header) reads to the
 	// second.
-	backends["dynamodb-clock-behind"] = backendDef{func(ctx context.Context, f *backendFlags) (*conn, error) {
+	backends["dynamodb-clock-behind"] = variant(func(ctx context.Context, f *backendFlags) (*conn, error) {
 		c, err := openDynamoDB(ctx, f)
 		if c != nil {
 			c.clockShift = -clockBehind
 		}
 		return c, err
-	}, "dynamodb"}
+	}, "dynamodb")
 }
 
 // TestCheckClockNotMeasurable: stores that show no clock (etcd, memory)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -42,4 +43,34 @@ func wrap(text string, width int) string {
 		n += len(w)
 	}
 	return b.String() + "\n"
+}
+
+// joinAnd joins s with commas, and " and " before its last item.
+func joinAnd(s []string) string { return joinLast(s, " and ") }
+
+// joinLast joins s with commas, and last before its last item.
+func joinLast(s []string, last string) string {
+	if len(s) < 2 {
+		return strings.Join(s, "")
+	}
+	return strings.Join(s[:len(s)-1], ", ") + last + s[len(s)-1]
+}
+
+// boolString is a boolean flag kept as "true" or "" so that a table of
+// string flags (the backends' connection flags) can hold it: validate
+// tells a misplaced one from an unset one, and clears one that came from
+// the environment for another backend.
+type boolString struct{ p *string }
+
+// String is called on a zero boolString too (pflag's test for a default).
+func (b boolString) String() string { return strconv.FormatBool(b.p != nil && *b.p != "") }
+func (boolString) Type() string     { return "bool" }
+func (boolString) IsBoolFlag() bool { return true }
+
+func (b boolString) Set(s string) error {
+	v, err := strconv.ParseBool(s)
+	if err == nil {
+		*b.p = map[bool]string{true: "true"}[v]
+	}
+	return err
 }

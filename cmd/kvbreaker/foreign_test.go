@@ -97,9 +97,9 @@ func (s *expiryStore) breakGet(key string, n int) {
 var expiryMem = newExpiryStore()
 
 func init() {
-	backends["memory-expiry"] = backendDef{func(context.Context, *backendFlags) (*conn, error) {
+	backends["memory-expiry"] = variant(func(context.Context, *backendFlags) (*conn, error) {
 		return &conn{describe: "memory with expiry (test)", store: expiryMem}, nil
-	}, "memory"}
+	}, "memory")
 }
 
 // expiryBreaker is a Breaker over expiryMem under prefix.

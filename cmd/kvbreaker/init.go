@@ -122,16 +122,13 @@ func printInit(bf *backendFlags, stdout, stderr io.Writer) error {
 	switch {
 	case bf.backend == "":
 		return usagef("--backend is required (or $KVBREAKER_BACKEND): one of %s", strings.Join(publicBackends, ", "))
-	case backends[bf.backend].open == nil:
+	case backends[bf.backend] == nil:
 		return usagef("%s is %q: want one of %s", bf.name("backend"), bf.backend, strings.Join(publicBackends, ", "))
 	}
-	d := descOf(backends[bf.backend].flags)
-	if d.print != nil {
+	d := backends[bf.backend]
+	if bf.desc = d; d.print != nil {
 		return d.print(bf, stdout)
 	}
 	fmt.Fprintln(stderr, d.noTableSays())
 	return nil
 }
-
-// shellQuote quotes s for a POSIX shell.
-func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }

@@ -123,9 +123,9 @@ func TestList(t *testing.T) {
 type noLister struct{ driver.Store }
 
 func init() {
-	backends["memory-no-lister"] = backendDef{func(context.Context, *backendFlags) (*conn, error) {
+	backends["memory-no-lister"] = variant(func(context.Context, *backendFlags) (*conn, error) {
 		return &conn{describe: "memory without List (test)", store: noLister{memory.New()}}, nil
-	}, "memory"}
+	}, "memory")
 }
 
 // TestListUnsupported: a store without driver.Lister says so, and inspect
@@ -188,9 +188,9 @@ func (r *repeater) List(ctx context.Context, prefix, cursor string, limit int) (
 // allows it) still shows each host once and counts it once.
 func TestListRepeatedKeys(t *testing.T) {
 	store := &repeater{Store: memory.New()}
-	backends["memory-repeats"] = backendDef{func(context.Context, *backendFlags) (*conn, error) {
+	backends["memory-repeats"] = variant(func(context.Context, *backendFlags) (*conn, error) {
 		return &conn{describe: "memory that repeats keys (test)", store: store}, nil
-	}, "memory"}
+	}, "memory")
 	t.Cleanup(func() { delete(backends, "memory-repeats") })
 	b, err := kvbreaker.New(store, kvbreaker.Settings{Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {

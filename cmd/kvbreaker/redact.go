@@ -2,14 +2,12 @@ package main
 
 import (
 	"cmp"
-	"errors"
 	"net/url"
 	"os"
 	"regexp"
 	"slices"
 	"strings"
 
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/spf13/pflag"
 )
 
@@ -115,23 +113,6 @@ func redactDSN(raw string) string {
 		return "(a keyword/value connection string, not shown: it does not parse)"
 	}
 	return b.String()
-}
-
-// pgParseReason says why pgx refused a connection string, without the
-// string: pgx's ParseConfigError quotes it (redacted only best-effort) and
-// url.Parse's error quotes it whole.
-func pgParseReason(err error) string {
-	if ue, ok := errors.AsType[*url.Error](err); ok {
-		return ue.Err.Error()
-	}
-	msg := err.Error()
-	if _, ok := errors.AsType[*pgconn.ParseConfigError](err); ok {
-		// "cannot parse `<the string>`: why"
-		if i := strings.LastIndex(msg, "`: "); i >= 0 {
-			msg = msg[i+3:]
-		}
-	}
-	return msg
 }
 
 // secretsIn lists the credentials raw (a URL, or a keyword/value

@@ -242,9 +242,9 @@ func unwrapN(err error, i int) error {
 func init() {
 	// A backend whose library quotes its connection strings in an error,
 	// as url.Parse and some drivers do.
-	backends["leaky-postgres"] = backendDef{func(_ context.Context, f *backendFlags) (*conn, error) {
+	backends["leaky-postgres"] = variant(func(_ context.Context, f *backendFlags) (*conn, error) {
 		return nil, fmt.Errorf("driver: cannot use `%s` (env %s)", f.get("postgres-url"), os.Getenv("PGPASSWORD"))
-	}, "postgres"}
+	}, "postgres")
 }
 
 // TestScrubLibraryError: the last guard. An error that quotes a

@@ -107,14 +107,14 @@ func (s earlyStore) CompareAndSwap(ctx context.Context, key string, old driver.V
 }
 
 func init() {
-	backends["broken-early-expiry"] = backendDef{func(context.Context, *backendFlags) (*conn, error) {
+	backends["broken-early-expiry"] = variant(func(context.Context, *backendFlags) (*conn, error) {
 		return &conn{describe: "memory that expires 2s early (test)", store: earlyStore{memory.New()}}, nil
-	}, "memory"}
+	}, "memory")
 	// Workers KV on Miniflare's clock, which check advances instead of
 	// waiting (the fixture's clock stands still otherwise).
-	backends["cloudflarekv-miniflare-clock"] = backendDef{func(ctx context.Context, f *backendFlags) (*conn, error) {
+	backends["cloudflarekv-miniflare-clock"] = variant(func(ctx context.Context, f *backendFlags) (*conn, error) {
 		return openCloudflareKV(ctx, f, cfSrv.Now, cfSrv.Advance)
-	}, "cloudflarekv"}
+	}, "cloudflarekv")
 }
 
 // newClient returns a DynamoDB client for a local endpoint (dynalite, or

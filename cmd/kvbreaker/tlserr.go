@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 
 	"github.com/kvbreaker/kvbreaker/tlsdiag"
@@ -8,17 +9,10 @@ import (
 
 // tlsFlagError says what went wrong with a backend's TLS and which flag or
 // variable fixes it: the library's Fix speaks of crypto/tls fields, the
-// command's user of its flags (the backend's tlsFix).
+// command's user of its flags (the backend's tlsFix, "" for the library's
+// words).
 func tlsFlagError(f *backendFlags, te *tlsdiag.Error) error {
-	fix := te.Fix
-	// f.desc, not a look-up in the registry: the registry holds the
-	// openers that call this.
-	if d := f.desc; d != nil && d.tlsFix != nil {
-		if s := d.tlsFix(f, te); s != "" {
-			fix = s
-		}
-	}
-	return fmt.Errorf("%s at %s: TLS failed: %s: %s", te.Backend, te.Endpoint, te.Reason, fix)
+	return fmt.Errorf("%s at %s: TLS failed: %s: %s", te.Backend, te.Endpoint, te.Reason, cmp.Or(f.desc.tlsFix(f, te), te.Fix))
 }
 
 // fileTLSFix is the tlsFix of a backend whose TLS comes from its CA,
