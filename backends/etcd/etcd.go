@@ -504,8 +504,11 @@ func redactEndpoints(eps []string) []string {
 }
 
 // redactEndpoint drops any user information ("user:pass@") from an
-// endpoint.
+// endpoint, and its query and fragment, which may carry a token
+// ("?password=…"): etcd's client reads neither.
 func redactEndpoint(ep string) string {
+	ep, _, _ = strings.Cut(ep, "#")
+	ep, _, _ = strings.Cut(ep, "?")
 	scheme, rest, ok := strings.Cut(ep, "://")
 	if !ok {
 		scheme, rest = "", ep

@@ -251,12 +251,14 @@ func TestPoolBoundsSlots(t *testing.T) {
 
 func TestRedactEndpoint(t *testing.T) {
 	for in, want := range map[string]string{
-		"https://user:secret@etcd-0:2379": "https://etcd-0:2379",
-		"http://127.0.0.1:2379":           "http://127.0.0.1:2379",
-		"root:pw@10.0.0.1:2379":           "10.0.0.1:2379",
-		"unix://a@/tmp/etcd.sock":         "unix:///tmp/etcd.sock",
-		"etcd:2379":                       "etcd:2379",
-		"https://u:p@h:1/path":            "https://h:1/path",
+		"https://user:secret@etcd-0:2379":        "https://etcd-0:2379",
+		"http://127.0.0.1:2379":                  "http://127.0.0.1:2379",
+		"root:pw@10.0.0.1:2379":                  "10.0.0.1:2379",
+		"unix://a@/tmp/etcd.sock":                "unix:///tmp/etcd.sock",
+		"etcd:2379":                              "etcd:2379",
+		"https://u:p@h:1/path":                   "https://h:1/path",
+		"http://127.0.0.1:2379/?password=secret": "http://127.0.0.1:2379",
+		"etcd:2379?token=secret#frag":            "etcd:2379",
 	} {
 		if got := redactEndpoint(in); got != want {
 			t.Errorf("redactEndpoint(%q) = %q, want %q", in, got, want)
