@@ -25,10 +25,6 @@ type options = conformcheck.Options
 // Option sets one of the suite's settings.
 type Option func(*options)
 
-// WithGoroutines sets how many goroutines race through CompareAndSwap in the
-// linearizability case (default 8).
-func WithGoroutines(n int) Option { return func(o *options) { o.Goroutines = n } }
-
 // WithIterations sets how many read-then-swap rounds each goroutine makes
 // in the linearizability case (default 40). The check finds no false
 // violations but can miss a race that did not happen: raise it, and run
@@ -40,24 +36,9 @@ func WithIterations(n int) Option { return func(o *options) { o.Iterations = n }
 // can check expiry at a TTL of an hour.
 func WithExpiryTTL(d time.Duration) Option { return func(o *options) { o.ExpiryTTL = d } }
 
-// WithStateTTL sets the long TTL the expiry cases check through a
-// TimeAdvancer or LifetimeReporter, never waited for: by default the
-// StateTTL a Breaker with default Settings writes over the store (30 min
-// 5 s for a store needing at most the default 5 s margin). Set it to what
-// your Breakers' Settings make it.
-func WithStateTTL(d time.Duration) Option { return func(o *options) { o.StateTTL = d } }
-
 // WithClockSkew sets the fleet's clock-skew bound δ the Breaker-level cases
 // run with (default kvbreaker's default ClockSkew).
 func WithClockSkew(d time.Duration) Option { return func(o *options) { o.ClockSkew = d } }
-
-// WithFollowHeartbeat sets the heartbeat the Follower cases pass to
-// driver.Follower.Follow (default 250 ms): follow-heartbeat holds the feed
-// to a Synced at least that often, and the other cases wait for a Synced
-// after their writes.
-func WithFollowHeartbeat(d time.Duration) Option {
-	return func(o *options) { o.FollowHeartbeat = d }
-}
 
 // WithSkipSlow skips the cases that wait in real time when the harness
 // cannot advance the backend's clock: the -short of Check. Run also skips

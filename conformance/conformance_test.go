@@ -216,7 +216,7 @@ func (s racyStore) CompareAndSwap(ctx context.Context, key string, old driver.Ve
 func TestCASNotAtomic(t *testing.T) {
 	t.Parallel()
 	rep, err := measure(t, memoryHarness(func(s *memory.Store) driver.Store { return racyStore{s} }),
-		conformance.WithSkipSlow(true), conformance.WithGoroutines(8), conformance.WithIterations(40))
+		conformance.WithSkipSlow(true), conformance.WithIterations(40))
 	wantBroken(t, rep, err, "concurrent-cas-linearizable", "no-lost-update")
 	if !strings.Contains(err.Error(), "concurrent CompareAndSwaps must be linearizable") {
 		// porcupine may time out proving a long history illegal; the

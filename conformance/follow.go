@@ -25,8 +25,8 @@ import (
 // through the store, and judges the feed as it arrived: every message says
 // what was committed and what arrived.
 
-// defaultFollowHeartbeat is the heartbeat the cases pass to Follow unless
-// WithFollowHeartbeat says otherwise.
+// defaultFollowHeartbeat is the heartbeat the cases pass to Follow: short
+// enough that a case waits a second or two for its Synced.
 const defaultFollowHeartbeat = 250 * time.Millisecond
 
 // followStopWait is how long Follow may take to return once its context

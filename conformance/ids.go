@@ -2,7 +2,6 @@ package conformance
 
 import (
 	"fmt"
-	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -55,15 +54,6 @@ const (
 	caseFollowLost            CaseID = "follow-lost"
 	caseFollowWipe            CaseID = "follow-wipe"
 )
-
-// Cases returns every case's ID in the order the suite runs them.
-func Cases() []CaseID {
-	out := make([]CaseID, len(cases))
-	for i, c := range cases {
-		out[i] = c.id
-	}
-	return out
-}
 
 // PromiseID names a clause of the store contract (or of the harness's) that
 // the suite checks. It is stable; Text says it in words.
@@ -189,11 +179,6 @@ var promiseText = map[PromiseID]string{
 	promiseFollowWipe:             "keys deleted or replaced behind the adapter's back (a bulk delete, a flush, a restored copy) must reach the feed as deletes, changes or Lost before any Synced whose At is after the change",
 	promiseFollowFeed:             "the feed must keep its grammar: Reset, the snapshot's Puts, Synced, then changes and Synced; Lost (with Err) followed by Reset before the next Synced; one change at a time; no key outside the prefix, no Put without a version",
 	promiseFollowContext:          "Follow must run until its context ends, then return the context's error promptly and call fn no more",
-}
-
-// Promises returns every promise's ID, sorted.
-func Promises() []PromiseID {
-	return slices.Sorted(maps.Keys(promiseText))
 }
 
 // reliedOn lists, in one place, the promises a Breaker relies on that a

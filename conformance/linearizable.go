@@ -139,7 +139,7 @@ func checkLinearizable(ctx context.Context, e *env) {
 		}
 	}
 	e.mu.Lock()
-	e.inconclusive = fmt.Sprintf("no verdict on %d fresh histories (%s); lower WithIterations or WithGoroutines, or run on a less loaded machine", linearizableAttempts, strings.Join(why, "; "))
+	e.inconclusive = fmt.Sprintf("no verdict on %d fresh histories (%s); lower WithIterations, or run on a less loaded machine", linearizableAttempts, strings.Join(why, "; "))
 	e.mu.Unlock()
 }
 

@@ -3,6 +3,7 @@ package mapstore_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -86,5 +87,28 @@ func TestConformanceCatchesBlindWrites(t *testing.T) {
 	err := conformance.Check(t.Context(), &harness{blind: true}, conformance.WithSkipSlow(true), conformance.WithExpiryTTL(time.Hour))
 	if !errors.Is(err, conformance.PromiseID("stale-version-conflicts")) {
 		t.Fatalf("conformance.Check over a store that writes blind = %v, want a failure of %v", err, "stale-version-conflicts")
+	}
+}
+
+// bare is the harness with no optional capability: the suite can no
+// longer plant data another program left at a key (ForeignPlanter), so it
+// cannot verify that a Breaker's next write replaces it.
+type bare struct{ h *harness }
+
+func (b bare) MakeStore(ctx context.Context) (driver.Store, error) { return b.h.MakeStore(ctx) }
+func (b bare) Close()                                              {}
+
+// TestConformanceNamesWhatItCannotVerify: a promise a Breaker relies on
+// that the harness gives no way to verify fails Check with
+// conformance.ErrNotVerified, naming the Waive call that would accept it;
+// with that waiver, Check passes.
+func TestConformanceNamesWhatItCannotVerify(t *testing.T) {
+	err := conformance.Check(t.Context(), bare{&harness{}}, conformance.WithSkipSlow(true))
+	if !errors.Is(err, conformance.ErrNotVerified) || !strings.Contains(err.Error(), `conformance.Waive("foreign-value-replaced"`) {
+		t.Fatalf("conformance.Check over a harness without ForeignPlanter = %v, want ErrNotVerified naming the foreign-value-replaced waiver", err)
+	}
+	waive := conformance.Waive("foreign-value-replaced", "the example's test waives it to show the call")
+	if err := conformance.Check(t.Context(), bare{&harness{}}, waive, conformance.WithSkipSlow(true)); err != nil {
+		t.Fatalf("with the waiver, conformance.Check = %v, want nil", err)
 	}
 }
