@@ -28,7 +28,7 @@ func CheckDial(ctx context.Context, backend, network, addr string, timeout time.
 		return c.Close()
 	}
 	var netErr net.Error
-	why := driver.DialReason(err)
+	why := DialReason(err)
 	switch {
 	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &netErr) && netErr.Timeout():
 		why = fmt.Sprintf("no connection within %v (dial timeout)", timeout)
@@ -67,4 +67,47 @@ func ShownURL(rawURL string) string {
 		return "(a URL that does not parse)"
 	}
 	return (&url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path}).String()
+}
+
+// DialFailed returns the dial error within err if err says that no
+// connection could be made, so nothing was sent: a refused connection, a
+// unix socket that does not exist, or a name that does not resolve. A dial
+// that timed out is not one: the server may be slow rather than absent,
+// and bounding that is the caller's context's job.
+func DialFailed(err error) (dial error, ok bool) {
+	if err == nil {
+		return nil, false
+	}
+	if op, ok := errors.AsType[*net.OpError](err); ok && op.Op == "dial" &&
+		(errors.Is(op, syscall.ECONNREFUSED) || errors.Is(op, syscall.ENOENT)) {
+		return op, true
+	}
+	if dns, ok := errors.AsType[*net.DNSError](err); ok && dns.IsNotFound {
+		return dns, true
+	}
+	return nil, false
+}
+
+// DialReason is a failed dial's cause as an operator reads it: "connection
+// refused" rather than "dial tcp 127.0.0.1:2379: connect: connection
+// refused", "no such host db.example" rather than the resolver's whole
+// answer, "no such socket" for a unix socket that does not exist; for
+// another *net.OpError its inner error, otherwise err's own text.
+func DialReason(err error) string {
+	if errors.Is(err, syscall.ECONNREFUSED) {
+		return syscall.ECONNREFUSED.Error()
+	}
+	if errors.Is(err, syscall.ENOENT) {
+		return "no such socket"
+	}
+	if dns, ok := errors.AsType[*net.DNSError](err); ok && dns.IsNotFound {
+		return "no such host " + dns.Name
+	}
+	if op, ok := errors.AsType[*net.OpError](err); ok && op.Err != nil {
+		return op.Err.Error()
+	}
+	if err == nil {
+		return "unknown cause"
+	}
+	return err.Error()
 }

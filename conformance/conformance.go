@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvbreaker/kvbreaker/adapter"
 	"github.com/kvbreaker/kvbreaker/driver"
 	"github.com/kvbreaker/kvbreaker/internal/conformcheck"
 	"github.com/kvbreaker/kvbreaker/internal/machine"
@@ -481,7 +482,7 @@ func (r *runner) reach(ctx context.Context, limit time.Duration) (down string) {
 	const key = "reachable.example"
 	_, _, err = s0.Get(ctx, key)
 	took := time.Since(start).Round(time.Millisecond)
-	switch _, dial := driver.DialFailed(err); {
+	switch _, dial := adapter.DialFailed(err); {
 	case err == nil || errors.Is(err, driver.ErrNotFound):
 		r.noFollower = probeFollower(ctx, s0)
 		return ""

@@ -2,9 +2,7 @@ package driver
 
 import (
 	"errors"
-	"net"
 	"strings"
-	"syscall"
 )
 
 // ErrUnreachable is matched (errors.Is) by the error of a call that could
@@ -30,8 +28,9 @@ type UnreachableError struct {
 	// Endpoints are where the adapter tried (URLs, host:port or a socket's
 	// path), without credentials.
 	Endpoints []string
-	// Reason is the cause in a few words ("connection refused"); empty
-	// means DialReason(Err).
+	// Reason is the cause in a few words ("connection refused":
+	// adapter.DialReason shortens a failed dial's error to them); empty
+	// means Err's own text.
 	Reason string
 	// Err is the cause: the dial error(s), or a context's error.
 	Err error
@@ -39,8 +38,8 @@ type UnreachableError struct {
 
 func (e *UnreachableError) Error() string {
 	reason := e.Reason
-	if reason == "" {
-		reason = DialReason(e.Err)
+	if reason == "" && e.Err != nil {
+		reason = e.Err.Error()
 	}
 	return "cannot reach " + e.Backend + " at " + strings.Join(e.Endpoints, ", ") + ": " + reason
 }
@@ -50,46 +49,3 @@ func (e *UnreachableError) Is(target error) bool { return target == ErrUnreachab
 
 // Unwrap returns the cause.
 func (e *UnreachableError) Unwrap() error { return e.Err }
-
-// DialFailed returns the dial error within err if err says that no
-// connection could be made, so nothing was sent: a refused connection, a
-// unix socket that does not exist, or a name that does not resolve. A dial
-// that timed out is not one: the server may be slow rather than absent,
-// and bounding that is the caller's context's job.
-func DialFailed(err error) (dial error, ok bool) {
-	if err == nil {
-		return nil, false
-	}
-	if op, ok := errors.AsType[*net.OpError](err); ok && op.Op == "dial" &&
-		(errors.Is(op, syscall.ECONNREFUSED) || errors.Is(op, syscall.ENOENT)) {
-		return op, true
-	}
-	if dns, ok := errors.AsType[*net.DNSError](err); ok && dns.IsNotFound {
-		return dns, true
-	}
-	return nil, false
-}
-
-// DialReason is a failed dial's cause as an operator reads it: "connection
-// refused" rather than "dial tcp 127.0.0.1:2379: connect: connection
-// refused", "no such host db.example" rather than the resolver's whole
-// answer, "no such socket" for a unix socket that does not exist; for
-// another *net.OpError its inner error, otherwise err's own text.
-func DialReason(err error) string {
-	if errors.Is(err, syscall.ECONNREFUSED) {
-		return syscall.ECONNREFUSED.Error()
-	}
-	if errors.Is(err, syscall.ENOENT) {
-		return "no such socket"
-	}
-	if dns, ok := errors.AsType[*net.DNSError](err); ok && dns.IsNotFound {
-		return "no such host " + dns.Name
-	}
-	if op, ok := errors.AsType[*net.OpError](err); ok && op.Err != nil {
-		return op.Err.Error()
-	}
-	if err == nil {
-		return "unknown cause"
-	}
-	return err.Error()
-}

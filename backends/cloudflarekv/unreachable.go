@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/kvbreaker/kvbreaker/adapter"
 	"github.com/kvbreaker/kvbreaker/driver"
 )
 
@@ -27,8 +28,8 @@ func (s *Store) failFast(req *http.Request, next func(*http.Request) (*http.Resp
 		s.endpoint.CompareAndSwap(nil, &ep)
 	}
 	res, err := next(req)
-	if dial, ok := driver.DialFailed(err); ok {
-		return res, &notSent{&driver.UnreachableError{Backend: "Workers KV", Endpoints: []string{req.URL.Scheme + "://" + req.URL.Host}, Err: dial}}
+	if dial, ok := adapter.DialFailed(err); ok {
+		return res, &notSent{&driver.UnreachableError{Backend: "Workers KV", Endpoints: []string{req.URL.Scheme + "://" + req.URL.Host}, Reason: adapter.DialReason(dial), Err: dial}}
 	}
 	return res, err
 }

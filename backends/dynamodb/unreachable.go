@@ -9,6 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/smithy-go"
 
+	"github.com/kvbreaker/kvbreaker/adapter"
 	"github.com/kvbreaker/kvbreaker/driver"
 )
 
@@ -17,8 +18,8 @@ import (
 // dynamodb at <endpoint> before the context ended" when the context ended
 // while a request was out, and otherwise err itself.
 func (s *Store) cause(err error) error {
-	if dial, ok := driver.DialFailed(err); ok {
-		return &driver.UnreachableError{Backend: "dynamodb", Endpoints: []string{s.endpointOf(err)}, Err: dial}
+	if dial, ok := adapter.DialFailed(err); ok {
+		return &driver.UnreachableError{Backend: "dynamodb", Endpoints: []string{s.endpointOf(err)}, Reason: adapter.DialReason(dial), Err: dial}
 	}
 	// The SDK reports a request the context ended as a
 	// *smithy.CanceledError (not a *url.Error).
@@ -49,7 +50,7 @@ func (s *Store) endpointOf(err error) string {
 type failFastRetryer struct{ aws.Retryer }
 
 func (r failFastRetryer) IsErrorRetryable(err error) bool {
-	if _, ok := driver.DialFailed(err); ok {
+	if _, ok := adapter.DialFailed(err); ok {
 		return false
 	}
 	return r.Retryer.IsErrorRetryable(err)

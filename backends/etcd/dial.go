@@ -227,22 +227,22 @@ func checkConnect(ctx context.Context, endpoints, shown []string) error {
 }
 
 // dialReason is a failed connection's cause as an operator reads it:
-// driver.DialReason's words, except for what only this check knows.
+// adapter.DialReason's words, except for what only this check knows.
 func dialReason(err error) string {
 	var dns *net.DNSError
 	var nerr net.Error
 	switch {
 	case errors.Is(err, syscall.ECONNREFUSED):
-		// driver.DialReason's "connection refused", below.
+		// adapter.DialReason's "connection refused", below.
 	case errors.As(err, &dns):
 		// The resolver's whole answer, as etcd's message has always shown
-		// it (driver.DialReason shortens a missing name to "no such host").
+		// it (adapter.DialReason shortens a missing name to "no such host").
 		return dns.Error()
 	case errors.As(err, &nerr) && nerr.Timeout(), errors.Is(err, context.DeadlineExceeded):
 		// checkConnect's own bound, not the caller's context.
 		return "no connection within " + checkTimeout.String()
 	}
-	return driver.DialReason(err)
+	return adapter.DialReason(err)
 }
 
 // dialAddress is the network and address clientv3 connects to for an

@@ -672,7 +672,7 @@ func resendable(ctx context.Context, err error) bool {
 	if me, ok := errors.AsType[*gomysql.MySQLError](err); ok {
 		return me.Number == errDeadlock
 	}
-	if _, ok := driver.DialFailed(err); ok {
+	if _, ok := adapter.DialFailed(err); ok {
 		return false // nothing was sent: the caller decides
 	}
 	return true

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 
+	"github.com/kvbreaker/kvbreaker/adapter"
 	"github.com/kvbreaker/kvbreaker/driver"
 	"github.com/kvbreaker/kvbreaker/tlsdiag"
 )
@@ -20,8 +21,8 @@ func (s *Store) cause(err error) error {
 		te.Fix += ", in the tls.Config registered with mysql.RegisterTLSConfig and named by tls= in the DSN"
 		return te
 	}
-	if dial, ok := driver.DialFailed(err); ok {
-		return &driver.UnreachableError{Backend: "mysql", Endpoints: []string{s.dialedAt(dial)}, Err: err}
+	if dial, ok := adapter.DialFailed(err); ok {
+		return &driver.UnreachableError{Backend: "mysql", Endpoints: []string{s.dialedAt(dial)}, Reason: adapter.DialReason(dial), Err: err}
 	}
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
 		at := ""

@@ -247,7 +247,7 @@ func Dial(ctx context.Context, urls, bucket string, natsOpts []natsgo.Option, op
 		if te := certs.Refused(backend, strings.Join(shown, ","), r.err); te != nil {
 			return nil, opError("dial", "", te)
 		}
-		return nil, opError("dial", "", &driver.UnreachableError{Backend: backend, Endpoints: shown, Err: r.err})
+		return nil, opError("dial", "", &driver.UnreachableError{Backend: backend, Endpoints: shown, Reason: adapter.DialReason(r.err), Err: r.err})
 	}
 	s, err := newStore(ctx, r.nc, true, bucket, o)
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/kvbreaker/kvbreaker/adapter"
 	"github.com/kvbreaker/kvbreaker/driver"
 	"github.com/kvbreaker/kvbreaker/tlsdiag"
 )
@@ -22,8 +23,8 @@ func (s *Store) cause(err error) error {
 			return te
 		}
 		// Err stays pgx's error, so errors.As still finds the ConnectError.
-		if _, ok := driver.DialFailed(err); ok {
-			return &driver.UnreachableError{Backend: "postgres", Endpoints: []string{s.endpoint}, Err: err}
+		if dial, ok := adapter.DialFailed(err); ok {
+			return &driver.UnreachableError{Backend: "postgres", Endpoints: []string{s.endpoint}, Reason: adapter.DialReason(dial), Err: err}
 		}
 	}
 	if pe, ok := errors.AsType[*pgconn.PgError](err); ok && pe.Code == insufficientPrivilege {

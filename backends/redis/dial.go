@@ -15,6 +15,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/kvbreaker/kvbreaker/adapter"
 	"github.com/kvbreaker/kvbreaker/driver"
 	"github.com/kvbreaker/kvbreaker/tlsdiag"
 )
@@ -150,13 +151,13 @@ func unreachable(addr string, err error, waited time.Duration) error {
 	var op *net.OpError
 	switch {
 	case errors.Is(err, syscall.ECONNREFUSED):
-		ue.Reason = driver.DialReason(err)
+		ue.Reason = adapter.DialReason(err)
 	case errors.As(err, &dns):
 		// The resolver's whole answer, as this message has always shown it
-		// (driver.DialReason shortens a missing name to "no such host").
+		// (adapter.DialReason shortens a missing name to "no such host").
 		ue.Reason = dns.Error()
 	case errors.As(err, &op) && op.Op == "dial":
-		ue.Reason = driver.DialReason(err)
+		ue.Reason = adapter.DialReason(err)
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled), isTimeout(err):
 		ue.Reason = fmt.Sprintf("it accepted the connection but did not answer within %v", waited.Round(10*time.Millisecond))
 	default:

@@ -801,9 +801,9 @@ func (s *Store) gate() adapter.Gate {
 }
 
 func opError(op, key string, err error) error {
-	if dial, ok := driver.DialFailed(err); ok {
+	if dial, ok := adapter.DialFailed(err); ok {
 		if _, already := errors.AsType[*driver.UnreachableError](err); !already {
-			err = &driver.UnreachableError{Backend: backend, Endpoints: []string{dialedAt(dial)}, Err: err}
+			err = &driver.UnreachableError{Backend: backend, Endpoints: []string{dialedAt(dial)}, Reason: adapter.DialReason(dial), Err: err}
 		}
 	}
 	return &driver.OpError{Backend: backend, Op: op, Key: key, Err: err}
