@@ -55,8 +55,13 @@ type backendDesc struct {
 	// tlsFix says which of its flags fixes a TLS failure, or "" for the
 	// library's own words.
 	tlsFix func(f *backendFlags, te *tlsdiag.Error) string
-	// examples are its lines of each command's examples, by command name.
-	examples map[string]string
+	// example is its connection flags as one typical command line gives
+	// them, and exampleEnv what that line sets first (a region, a token, a
+	// data source name best kept out of ps): each command's examples show
+	// them. examples are its own lines of a command's examples, by command
+	// name, where they show something those do not.
+	example, exampleEnv string
+	examples            map[string]string
 }
 
 // A connFlag is one of a backend's connection flags.
@@ -90,10 +95,23 @@ func titles(keep func(*backendDesc) bool) string {
 	return joinAnd(ts)
 }
 
-// examples joins the descriptors' examples of command cmd.
-func examples(cmd string) string {
+// examples is command cmd's examples: a line for each backend (for init,
+// each that has a table to create) with its example connection, ending in
+// each of the command's own arguments, ends, in turn; each followed by the
+// backend's own lines. A line longer than 96 columns goes on after the
+// backend's name.
+func examples(cmd string, ends ...string) string {
 	var out []string
-	for _, d := range registry {
+	for i, d := range slices.DeleteFunc(slices.Clone(registry), func(d *backendDesc) bool { return cmd == "init" && d.create == nil }) {
+		head := strings.TrimSpace(d.exampleEnv + " kvbreaker " + cmd + " --backend " + d.name)
+		tail := strings.TrimSpace(d.example + " " + ends[i%len(ends)])
+		if sep := " "; tail != "" {
+			if len(head+sep+tail) > 96 {
+				sep = " \\\n      "
+			}
+			head += sep + tail
+		}
+		out = append(out, "  "+head)
 		if e := d.examples[cmd]; e != "" {
 			out = append(out, e)
 		}

@@ -21,15 +21,9 @@ var etcdBackend = backendDesc{
 	validate: func(f *backendFlags) error { return f.pairedFlags("etcd-cert", "etcd-key", "mutual TLS") },
 	open:     openEtcd,
 	tlsFix:   fileTLSFix("etcd-cacert", "etcd-cert", "etcd-key", "etcd-endpoints", "https://", "http://"),
-	examples: map[string]string{
-		"check": `  kvbreaker check --backend etcd --etcd-endpoints http://127.0.0.1:2379
-  kvbreaker check --backend etcd --etcd-endpoints https://etcd-1:2379 \
-      --etcd-cacert ca.pem --etcd-cert client.pem --etcd-key client-key.pem`,
-		"list": `  kvbreaker list --backend etcd --etcd-endpoints http://127.0.0.1:2379 --state open
-  kvbreaker list --backend etcd --etcd-endpoints http://127.0.0.1:2379 --cursor mastodon.example`,
-		"inspect": `  kvbreaker inspect --backend etcd --etcd-endpoints http://127.0.0.1:2379 mastodon.example`,
-		"reset":   `  kvbreaker reset --backend etcd --etcd-endpoints http://127.0.0.1:2379 --yes mastodon.example`,
-	},
+	example:  "--etcd-endpoints http://127.0.0.1:2379",
+	examples: map[string]string{"check": `  kvbreaker check --backend etcd --etcd-endpoints https://etcd-1:2379 \
+      --etcd-cacert ca.pem --etcd-cert client.pem --etcd-key client-key.pem`},
 }
 
 func openEtcd(ctx context.Context, f *backendFlags) (*conn, error) {

@@ -20,14 +20,12 @@ var mysqlBackend = backendDesc{
 	},
 	usage: `--mysql-dsn 'app:secret@tcp(db:3306)/app' [--mysql-table kvbreaker]
 (best from $KVBREAKER_MYSQL_DSN: a flag shows in ps)`,
-	open:    openMySQL,
-	create:  initMySQL,
-	creates: "MySQL's table (--mysql-table, with its expiry index: mysql.CreateTable)",
-	prints:  "MySQL's SQL (mysql.SchemaScript; pipe it to mysql)",
-	print:   printScript("mysql-table", mysql.SchemaScript),
-	examples: map[string]string{
-		"init": `  KVBREAKER_MYSQL_DSN='app:secret@tcp(db:3306)/app' kvbreaker init --backend mysql`,
-	},
+	open:       openMySQL,
+	create:     initMySQL,
+	creates:    "MySQL's table (--mysql-table, with its expiry index: mysql.CreateTable)",
+	prints:     "MySQL's SQL (mysql.SchemaScript; pipe it to mysql)",
+	print:      printScript("mysql-table", mysql.SchemaScript),
+	exampleEnv: "KVBREAKER_MYSQL_DSN='app:secret@tcp(db:3306)/app'",
 }
 
 // openMySQL connects a small pool (a command makes a few calls) and

@@ -16,8 +16,9 @@ var natsBackend = backendDesc{
 			need: true, list: "URL", check: checkWith(kvnats.CheckURL, redactURL)},
 		{name: "nats-bucket", env: "KVBREAKER_NATS_BUCKET", usage: "nats: the JetStream key-value bucket (created if missing)", value: "kvbreaker"},
 	},
-	usage: "--nats-url nats://nats-1:4222,nats://nats-2:4222 [--nats-bucket kvbreaker]",
-	open:  openNATS,
+	usage:   "--nats-url nats://nats-1:4222,nats://nats-2:4222 [--nats-bucket kvbreaker]",
+	open:    openNATS,
+	example: "--nats-url nats://127.0.0.1:4222",
 }
 
 // openNATS checks that a server accepts a connection, then dials the

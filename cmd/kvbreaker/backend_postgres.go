@@ -40,10 +40,8 @@ TLS: ?sslmode=verify-full&sslrootcert=ca.pem, or $PGSSLROOTCERT)`,
 		}
 		return te.Fix + " (in " + f.name("postgres-url") + " or the PGSSL* variables)"
 	},
-	examples: map[string]string{
-		"init": `  kvbreaker init --backend postgres --postgres-url postgres://app@db:5432/app
-  kvbreaker init --backend postgres --postgres-table kvbreaker --print | psql "$DATABASE_URL"`,
-	},
+	example:  "--postgres-url postgres://app@db:5432/app",
+	examples: map[string]string{"init": `  kvbreaker init --backend postgres --postgres-table kvbreaker --print | psql "$DATABASE_URL"`},
 }
 
 // defaultPostgresTable is --postgres-table's default.
