@@ -33,9 +33,6 @@ func openEtcd(ctx context.Context, f *backendFlags) (*conn, error) {
 		return nil, err
 	}
 	where := f.shownList("etcd-endpoints")
-	if err := preflight(ctx, "etcd", eps...); err != nil {
-		return nil, err
-	}
 	s, err := etcd.Dial(ctx, eps, etcd.WithTLSConfig(tlsConfig))
 	if err != nil {
 		return nil, noAnswer(ctx, "etcd", where, f.bound, err)

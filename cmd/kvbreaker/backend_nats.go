@@ -27,9 +27,6 @@ var natsBackend = backendDesc{
 func openNATS(ctx context.Context, f *backendFlags) (*conn, error) {
 	urls := f.list("nats-url")
 	where := f.shownList("nats-url")
-	if err := preflight(ctx, "nats", urls...); err != nil {
-		return nil, err
-	}
 	s, err := kvnats.Dial(ctx, strings.Join(urls, ","), f.get("nats-bucket"), nil)
 	if err != nil {
 		return nil, noAnswer(ctx, "nats", where, f.bound, err)
