@@ -215,16 +215,15 @@ func envHelp() string {
 	b.WriteString("Environment (a flag given on the command line wins):\n")
 	b.WriteString("  KVBREAKER_BACKEND, KVBREAKER_PREFIX, KVBREAKER_CLOCK_SKEW\n")
 	for _, d := range registry {
-		var line []string
+		var envs []string
 		for _, c := range d.flags {
-			if len(line) > 0 && len(strings.Join(append(line, c.env), ", ")) > 98 {
-				b.WriteString("  " + strings.Join(line, ", ") + "\n")
-				line = nil
-			}
-			line = append(line, c.env)
+			envs = append(envs, c.env)
 		}
-		if len(line) > 0 {
-			b.WriteString("  " + strings.Join(line, ", ") + "\n")
+		// A backend's variables on a line of their own, or a few.
+		for line := range strings.Lines(wrap(strings.Join(envs, ", "), 98)) {
+			if line = strings.TrimSpace(line); line != "" {
+				b.WriteString("  " + line + "\n")
+			}
 		}
 	}
 	for _, d := range registry {
