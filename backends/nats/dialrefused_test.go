@@ -47,3 +47,18 @@ func TestDialRefusedSaysWhy(t *testing.T) {
 	}
 	s.Close()
 }
+
+// TestStoreString: a Store names its bucket and the server it reached,
+// without the URL's user information; with a refused URL first in the
+// list, the live server's.
+func TestStoreString(t *testing.T) {
+	url := strings.Replace(server.URL(), "://", "://app:string-secret@", 1)
+	s, err := kvnats.Dial(t.Context(), "nats://"+backendtest.ClosedPort(t)+","+url, bucket, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if got, want := s.String(), "nats bucket "+bucket+" at "+server.URL(); got != want {
+		t.Errorf("String() = %q, want %q", got, want)
+	}
+}

@@ -404,15 +404,6 @@ func (f *backendFlags) list(flag string) []string {
 	return items
 }
 
-// shownList is a comma-separated flag's URLs, redacted, for messages.
-func (f *backendFlags) shownList(flag string) string {
-	var shown []string
-	for _, u := range f.list(flag) {
-		shown = append(shown, redactURL(u))
-	}
-	return strings.Join(shown, ",")
-}
-
 // checkURL checks that raw, a value of flag, is an http:// or https:// URL.
 func (f *backendFlags) checkURL(flag, raw string) error {
 	u, err := url.Parse(raw)

@@ -27,16 +27,14 @@ var etcdBackend = backendDesc{
 }
 
 func openEtcd(ctx context.Context, f *backendFlags) (*conn, error) {
-	eps := f.list("etcd-endpoints")
 	tlsConfig, err := loadTLS(f, "etcd-cacert", "etcd-cert", "etcd-key")
 	if err != nil {
 		return nil, err
 	}
-	where := f.shownList("etcd-endpoints")
-	s, err := etcd.Dial(ctx, eps, etcd.WithTLSConfig(tlsConfig))
+	s, err := etcd.Dial(ctx, f.list("etcd-endpoints"), etcd.WithTLSConfig(tlsConfig))
 	if err != nil {
-		return nil, noAnswer(ctx, "etcd", where, f.bound, err)
+		return nil, noAnswer(ctx, "etcd", "", f.bound, err)
 	}
-	return &conn{describe: "etcd at " + where, store: s,
+	return &conn{describe: s.String(), store: s,
 		wipes: "a compaction past a watch, and a restore (its members restart, which breaks every watch), are seen as Lost; a delete of the range or a revoked lease arrives as deletes. A restore that kept the members' client connections open would not be seen: restart the fleet's processes after a restore"}, nil
 }
