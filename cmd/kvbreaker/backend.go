@@ -96,22 +96,18 @@ func titles(keep func(*backendDesc) bool) string {
 }
 
 // examples is command cmd's examples: a line for each backend (for init,
-// each that has a table to create) with its example connection, ending in
-// each of the command's own arguments, ends, in turn; each followed by the
-// backend's own lines. A line longer than 96 columns goes on after the
-// backend's name.
+// each with a table to create) giving its example connection and then the
+// next of ends, the command's own arguments, in turn; after it, the
+// backend's own lines. A line over 96 columns goes on after --backend.
 func examples(cmd string, ends ...string) string {
 	var out []string
 	for i, d := range slices.DeleteFunc(slices.Clone(registry), func(d *backendDesc) bool { return cmd == "init" && d.create == nil }) {
 		head := strings.TrimSpace(d.exampleEnv + " kvbreaker " + cmd + " --backend " + d.name)
-		tail := strings.TrimSpace(d.example + " " + ends[i%len(ends)])
-		if sep := " "; tail != "" {
-			if len(head+sep+tail) > 96 {
-				sep = " \\\n      "
-			}
-			head += sep + tail
+		line, tail := head, strings.TrimSpace(d.example+" "+ends[i%len(ends)])
+		if line += " " + tail; len(line) > 96 {
+			line = head + " \\\n      " + tail
 		}
-		out = append(out, "  "+head)
+		out = append(out, "  "+strings.TrimSpace(line))
 		if e := d.examples[cmd]; e != "" {
 			out = append(out, e)
 		}
