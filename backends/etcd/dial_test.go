@@ -163,3 +163,18 @@ func leakCheck(t *testing.T) func() {
 	ignore := goleak.IgnoreCurrent()
 	return func() { goleak.VerifyNone(t, ignore) }
 }
+
+// TestStoreString: a Store names the cluster it talks to, its endpoints as
+// given to Dial less the user information and query, which may carry a
+// credential; what it names is where Dial connected.
+func TestStoreString(t *testing.T) {
+	ep := strings.Replace(endpoints[0], "://", "://user:string-secret@", 1) + "?token=string-secret"
+	s, err := etcd.Dial(t.Context(), []string{ep})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if got, want := s.String(), "etcd at "+endpoints[0]; got != want {
+		t.Errorf("String() = %q, want %q", got, want)
+	}
+}

@@ -202,6 +202,11 @@ func New(cli *clientv3.Client, opts ...Option) (*Store, error) {
 	return s, nil
 }
 
+// String names the cluster the Store talks to, for a tool's output or a
+// log: "etcd at https://etcd-1:2379,https://etcd-2:2379", the client's
+// endpoints without user information, query or fragment.
+func (s *Store) String() string { return "etcd at " + s.via }
+
 func newStore(cli *clientv3.Client, owns bool, o options) *Store {
 	s := &Store{cli: cli, ownsCli: owns, via: strings.Join(redactEndpoints(cli.Endpoints()), ",")}
 	s.pool = &leasePool{policy: o.policy, clock: o.clock, grant: s.grant, slots: make(map[int64]*leaseSlot)}

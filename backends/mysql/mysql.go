@@ -196,6 +196,7 @@ type Store struct {
 	db       *sql.DB
 	table    string
 	endpoint string
+	database string // Open's data source name's, for String
 	o        options
 
 	stmts [nStmts]lazyStmt

@@ -43,6 +43,20 @@ func Open(ctx context.Context, cfg *gomysql.Config, table string, maxConns int, 
 		db.Close()
 		return nil, err
 	}
-	s.ownDB = true
+	s.ownDB, s.database = true, cfg.DBName
 	return s, nil
+}
+
+// String names the table, its database (a Store Open made) and the server
+// (WithEndpoint's), for a tool's output or a log: "mysql table kvbreaker
+// in database app at db:3306", without credentials.
+func (s *Store) String() string {
+	where := "mysql table " + s.table
+	if s.database != "" {
+		where += " in database " + s.database
+	}
+	if s.endpoint != "" {
+		where += " at " + s.endpoint
+	}
+	return where
 }

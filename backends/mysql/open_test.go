@@ -13,7 +13,8 @@ import (
 )
 
 // TestOpenOwnsItsPool: Open's store answers on a pool of its own, of at
-// most maxConns connections, and its Close closes that pool (a ping fails
+// most maxConns connections, names its table, database and server
+// (String), and its Close closes that pool (a ping fails
 // after it), while New's Close leaves the caller's pool open. A closed port
 // is an *driver.UnreachableError naming the address, before any pool is made.
 func TestOpenOwnsItsPool(t *testing.T) {
@@ -32,6 +33,9 @@ func TestOpenOwnsItsPool(t *testing.T) {
 	if n := s.DB().Stats().MaxOpenConnections; n != 2 {
 		t.Errorf("Open's pool allows %d connections, want 2", n)
 	}
+	if got, want := s.String(), "mysql table "+table+" in database "+cfg.DBName+" at "+cfg.Addr; got != want || cfg.DBName == "" {
+		t.Errorf("String() = %q, want %q", got, want)
+	}
 	s.Close()
 	if err := s.DB().PingContext(ctx); err == nil {
 		t.Error("Open's pool still answers after Close")
@@ -42,6 +46,9 @@ func TestOpenOwnsItsPool(t *testing.T) {
 	n, err := mysql.New(db, table)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if got, want := n.String(), "mysql table "+table; got != want {
+		t.Errorf("New's String() = %q, want %q: a *sql.DB says neither its database nor its server", got, want)
 	}
 	n.Close()
 	if err := db.PingContext(ctx); err != nil {

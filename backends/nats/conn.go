@@ -1,6 +1,7 @@
 package nats
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -184,7 +185,8 @@ const (
 // Store in bucket that owns the connection: Close closes it. The
 // connection reconnects for ever and buffers nothing while it does, so a
 // call while the server is away fails at once. A server that refuses the
-// connection fails Dial within 2 s, one that does not answer
+// connection fails Dial within 2 s, saying why (each server's "connection
+// refused", "no such host"), one that does not answer
 // when ctx ends (DefaultDialTimeout without a deadline); both match
 // driver.ErrUnreachable. ctx does not bound the Store's later life.
 func Dial(ctx context.Context, urls, bucket string, natsOpts []natsgo.Option, opts ...Option) (*Store, error) {
@@ -247,7 +249,7 @@ func Dial(ctx context.Context, urls, bucket string, natsOpts []natsgo.Option, op
 		if te := certs.Refused(backend, strings.Join(shown, ","), r.err); te != nil {
 			return nil, opError("dial", "", te)
 		}
-		return nil, opError("dial", "", &driver.UnreachableError{Backend: backend, Endpoints: shown, Reason: adapter.DialReason(r.err), Err: r.err})
+		return nil, opError("dial", "", whyUnreachable(ctx, urls, shown, r.err))
 	}
 	s, err := newStore(ctx, r.nc, true, bucket, o)
 	if err != nil {
@@ -255,6 +257,35 @@ func Dial(ctx context.Context, urls, bucket string, natsOpts []natsgo.Option, op
 		return nil, err
 	}
 	return s, nil
+}
+
+// whyUnreachable is the error of a connection nats.go could not make
+// (err), naming the servers as shown. nats.go's "no servers available for
+// connection" does not say why: when no server accepts a TCP connection,
+// each one's dial does ("cannot reach nats at host:4222: connection
+// refused", "no such host"), host and port as nats.go names them.
+func whyUnreachable(ctx context.Context, urls string, shown []string, err error) error {
+	own := &driver.UnreachableError{Backend: backend, Endpoints: shown, Reason: adapter.DialReason(err), Err: err}
+	if !errors.Is(err, natsgo.ErrNoServers) {
+		return own
+	}
+	var errs []error
+	for raw := range strings.SplitSeq(urls, ",") {
+		if raw = strings.TrimSpace(raw); !strings.Contains(raw, "://") {
+			raw = "nats://" + raw // as nats.go reads a bare host:port
+		}
+		u, perr := url.Parse(raw)
+		if perr != nil || u.Host == "" {
+			return own
+		}
+		addr := net.JoinHostPort(u.Hostname(), cmp.Or(u.Port(), "4222"))
+		derr := adapter.CheckDial(ctx, backend, "tcp", addr, connectTimeout)
+		if derr == nil { // it accepts now: nats.go's own words stand
+			return own
+		}
+		errs = append(errs, derr)
+	}
+	return errors.Join(errs...)
 }
 
 // redactURLs is redactURL of each comma-separated URL.

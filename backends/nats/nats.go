@@ -169,6 +169,11 @@ func optionError(option string, value any, fix string) error {
 // deadline.
 const DefaultSetupTimeout = 5 * time.Second
 
+// String names the bucket and the server the Store's connection reached
+// first, for a tool's output or a log: "nats bucket kvbreaker at
+// nats://nats-1:4222", without user information.
+func (s *Store) String() string { return "nats bucket " + s.bucket + " at " + s.via }
+
 // New returns a Store over nc, which the caller keeps and closes, in
 // bucket: it reads the bucket's configuration, creating the bucket (with
 // WithReplicas and WithTombstoneTTL) if it does not exist, and refuses a

@@ -11,7 +11,7 @@ import (
 )
 
 // TestOpenOwnsItsPool: Open's store answers on a pool of its own, named by
-// Endpoint, and its Close closes that pool (an acquire fails after it),
+// Endpoint and String, and its Close closes that pool (an acquire fails after it),
 // while New's Close leaves the caller's pool open. A closed port is an
 // *driver.UnreachableError before any pool is made.
 func TestOpenOwnsItsPool(t *testing.T) {
@@ -29,6 +29,9 @@ func TestOpenOwnsItsPool(t *testing.T) {
 	}
 	if host := cfg.ConnConfig.Host; !strings.Contains(s.Endpoint(), host) {
 		t.Errorf("Endpoint() = %q, want the server's host %s in it", s.Endpoint(), host)
+	}
+	if got, want := s.String(), "postgres table "+table+" at "+s.Endpoint(); got != want {
+		t.Errorf("String() = %q, want %q", got, want)
 	}
 	s.Close()
 	if c, err := s.Pool().Acquire(ctx); err == nil {

@@ -55,8 +55,13 @@ type backendDesc struct {
 	// tlsFix says which of its flags fixes a TLS failure, or "" for the
 	// library's own words.
 	tlsFix func(f *backendFlags, te *tlsdiag.Error) string
-	// examples are its lines of each command's examples, by command name.
-	examples map[string]string
+	// example is its connection flags as one typical command line gives
+	// them, and exampleEnv what that line sets first (a region, a token, a
+	// data source name best kept out of ps): each command's examples show
+	// them. examples are its own lines of a command's examples, by command
+	// name, where they show something those do not.
+	example, exampleEnv string
+	examples            map[string]string
 }
 
 // A connFlag is one of a backend's connection flags.
@@ -90,10 +95,19 @@ func titles(keep func(*backendDesc) bool) string {
 	return joinAnd(ts)
 }
 
-// examples joins the descriptors' examples of command cmd.
-func examples(cmd string) string {
+// examples is command cmd's examples: a line for each backend (for init,
+// each with a table to create) giving its example connection and then the
+// next of ends, the command's own arguments, in turn; after it, the
+// backend's own lines. A line over 96 columns goes on after --backend.
+func examples(cmd string, ends ...string) string {
 	var out []string
-	for _, d := range registry {
+	for i, d := range slices.DeleteFunc(slices.Clone(registry), func(d *backendDesc) bool { return cmd == "init" && d.create == nil }) {
+		head := strings.TrimSpace(d.exampleEnv + " kvbreaker " + cmd + " --backend " + d.name)
+		line, tail := head, strings.TrimSpace(d.example+" "+ends[i%len(ends)])
+		if line += " " + tail; len(line) > 96 {
+			line = head + " \\\n      " + tail
+		}
+		out = append(out, "  "+strings.TrimSpace(line))
 		if e := d.examples[cmd]; e != "" {
 			out = append(out, e)
 		}
@@ -197,16 +211,15 @@ func envHelp() string {
 	b.WriteString("Environment (a flag given on the command line wins):\n")
 	b.WriteString("  KVBREAKER_BACKEND, KVBREAKER_PREFIX, KVBREAKER_CLOCK_SKEW\n")
 	for _, d := range registry {
-		var line []string
+		var envs []string
 		for _, c := range d.flags {
-			if len(line) > 0 && len(strings.Join(append(line, c.env), ", ")) > 98 {
-				b.WriteString("  " + strings.Join(line, ", ") + "\n")
-				line = nil
-			}
-			line = append(line, c.env)
+			envs = append(envs, c.env)
 		}
-		if len(line) > 0 {
-			b.WriteString("  " + strings.Join(line, ", ") + "\n")
+		// A backend's variables on a line of their own, or a few.
+		for line := range strings.Lines(wrap(strings.Join(envs, ", "), 98)) {
+			if line = strings.TrimSpace(line); line != "" {
+				b.WriteString("  " + line + "\n")
+			}
 		}
 	}
 	for _, d := range registry {
@@ -385,15 +398,6 @@ func (f *backendFlags) list(flag string) []string {
 		}
 	}
 	return items
-}
-
-// shownList is a comma-separated flag's URLs, redacted, for messages.
-func (f *backendFlags) shownList(flag string) string {
-	var shown []string
-	for _, u := range f.list(flag) {
-		shown = append(shown, redactURL(u))
-	}
-	return strings.Join(shown, ",")
 }
 
 // checkURL checks that raw, a value of flag, is an http:// or https:// URL.

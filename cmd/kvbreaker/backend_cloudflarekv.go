@@ -35,13 +35,9 @@ var cloudflarekvBackend = backendDesc{
 	open: func(ctx context.Context, f *backendFlags) (*conn, error) {
 		return openCloudflareKV(ctx, f, time.Now, nil)
 	},
-	noTable: "cloudflarekv needs no table: the Breakers' keys go into the Workers KV namespace --cf-namespace names, which init does not create (wrangler kv namespace create NAME)",
-	examples: map[string]string{
-		"check": `  CLOUDFLARE_API_TOKEN=... kvbreaker check --backend cloudflarekv \
-      --cf-account 0123abcd --cf-namespace 4567ef89 --format json`,
-		"inspect": `  CLOUDFLARE_API_TOKEN=... kvbreaker inspect --backend cloudflarekv \
-      --cf-account 0123abcd --cf-namespace 4567ef89 --format json hooks.example:8443`,
-	},
+	noTable:    "cloudflarekv needs no table: the Breakers' keys go into the Workers KV namespace --cf-namespace names, which init does not create (wrangler kv namespace create NAME)",
+	example:    "--cf-account 0123abcd --cf-namespace 4567ef89",
+	exampleEnv: TokenEnv + "=...",
 }
 
 // openCloudflareKV opens Workers KV (cloudflarekv.Dial). clock is the

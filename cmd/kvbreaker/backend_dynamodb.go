@@ -32,16 +32,9 @@ var dynamodbBackend = backendDesc{
 	print: func(f *backendFlags, w io.Writer) error {
 		return printScript("dynamodb-table", func(t string) (string, error) { return dynamodb.CLIScript(t, f.get("dynamodb-endpoint")) })(f, w)
 	},
-	examples: map[string]string{
-		"check": `  AWS_REGION=eu-west-1 kvbreaker check --backend dynamodb --dynamodb-table kvbreaker
-  kvbreaker check --backend dynamodb --dynamodb-table kvbreaker \
-      --dynamodb-endpoint http://localhost:8000 --quick`,
-		"list":    `  kvbreaker list --backend dynamodb --dynamodb-table kvbreaker --all --format json`,
-		"inspect": `  kvbreaker inspect --backend dynamodb --dynamodb-table kvbreaker https://relay.example/inbox`,
-		"reset":   `  kvbreaker reset --backend dynamodb --dynamodb-table kvbreaker --yes https://relay.example/inbox`,
-		"init": `  AWS_REGION=eu-west-1 kvbreaker init --backend dynamodb --dynamodb-table kvbreaker
-  kvbreaker init --backend dynamodb --dynamodb-table kvbreaker --print`,
-	},
+	example:    "--dynamodb-table kvbreaker",
+	exampleEnv: "AWS_REGION=eu-west-1",
+	examples:   map[string]string{"init": "  kvbreaker init --backend dynamodb --dynamodb-table kvbreaker --print"},
 }
 
 // openDynamoDB opens the table (dynamodb.Dial: it fails here, with one

@@ -21,31 +21,20 @@ var etcdBackend = backendDesc{
 	validate: func(f *backendFlags) error { return f.pairedFlags("etcd-cert", "etcd-key", "mutual TLS") },
 	open:     openEtcd,
 	tlsFix:   fileTLSFix("etcd-cacert", "etcd-cert", "etcd-key", "etcd-endpoints", "https://", "http://"),
-	examples: map[string]string{
-		"check": `  kvbreaker check --backend etcd --etcd-endpoints http://127.0.0.1:2379
-  kvbreaker check --backend etcd --etcd-endpoints https://etcd-1:2379 \
-      --etcd-cacert ca.pem --etcd-cert client.pem --etcd-key client-key.pem`,
-		"list": `  kvbreaker list --backend etcd --etcd-endpoints http://127.0.0.1:2379 --state open
-  kvbreaker list --backend etcd --etcd-endpoints http://127.0.0.1:2379 --cursor mastodon.example`,
-		"inspect": `  kvbreaker inspect --backend etcd --etcd-endpoints http://127.0.0.1:2379 mastodon.example`,
-		"reset":   `  kvbreaker reset --backend etcd --etcd-endpoints http://127.0.0.1:2379 --yes mastodon.example`,
-	},
+	example:  "--etcd-endpoints http://127.0.0.1:2379",
+	examples: map[string]string{"check": `  kvbreaker check --backend etcd --etcd-endpoints https://etcd-1:2379 \
+      --etcd-cacert ca.pem --etcd-cert client.pem --etcd-key client-key.pem`},
 }
 
 func openEtcd(ctx context.Context, f *backendFlags) (*conn, error) {
-	eps := f.list("etcd-endpoints")
 	tlsConfig, err := loadTLS(f, "etcd-cacert", "etcd-cert", "etcd-key")
 	if err != nil {
 		return nil, err
 	}
-	where := f.shownList("etcd-endpoints")
-	if err := preflight(ctx, "etcd", eps...); err != nil {
-		return nil, err
-	}
-	s, err := etcd.Dial(ctx, eps, etcd.WithTLSConfig(tlsConfig))
+	s, err := etcd.Dial(ctx, f.list("etcd-endpoints"), etcd.WithTLSConfig(tlsConfig))
 	if err != nil {
-		return nil, noAnswer(ctx, "etcd", where, f.bound, err)
+		return nil, noAnswer(ctx, "etcd", "", f.bound, err)
 	}
-	return &conn{describe: "etcd at " + where, store: s,
+	return &conn{describe: s.String(), store: s,
 		wipes: "a compaction past a watch, and a restore (its members restart, which breaks every watch), are seen as Lost; a delete of the range or a revoked lease arrives as deletes. A restore that kept the members' client connections open would not be seen: restart the fleet's processes after a restore"}, nil
 }

@@ -24,13 +24,13 @@ const maxNamedOutside = 5
 // failure in flags (tlserr.go).
 var backendCodeFiles = []string{"backend*.go", "reach.go", "tlserr.go"}
 
-// maxBackendLines bounds the lines of backendCodeFiles. Issue 39's goal is
+// maxBackendLines bounds the lines of backendCodeFiles. The goal is
 // 1,000; this is where moving the backends' knowledge into their modules
 // has got so far, and it only comes down: what a backend knows of its
 // store (checking a connection string, explaining a refusal, making its
 // table) belongs in the backend's module, where a library user gets it
 // too.
-const maxBackendLines = 1262
+const maxBackendLines = 1204
 
 // TestBackendCodeLines counts the lines of backendCodeFiles (tests apart).
 func TestBackendCodeLines(t *testing.T) {

@@ -11,9 +11,6 @@ var memoryBackend = backendDesc{
 	title: "memory",
 	usage: "no flags: a store inside this process, empty at start (a demo)",
 	open:  openMemory,
-	examples: map[string]string{
-		"check": "  kvbreaker check --backend memory",
-	},
 }
 
 // memoryStore is the memory backend's store: one per process, so that the

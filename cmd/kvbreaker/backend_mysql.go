@@ -20,14 +20,12 @@ var mysqlBackend = backendDesc{
 	},
 	usage: `--mysql-dsn 'app:secret@tcp(db:3306)/app' [--mysql-table kvbreaker]
 (best from $KVBREAKER_MYSQL_DSN: a flag shows in ps)`,
-	open:    openMySQL,
-	create:  initMySQL,
-	creates: "MySQL's table (--mysql-table, with its expiry index: mysql.CreateTable)",
-	prints:  "MySQL's SQL (mysql.SchemaScript; pipe it to mysql)",
-	print:   printScript("mysql-table", mysql.SchemaScript),
-	examples: map[string]string{
-		"init": `  KVBREAKER_MYSQL_DSN='app:secret@tcp(db:3306)/app' kvbreaker init --backend mysql`,
-	},
+	open:       openMySQL,
+	create:     initMySQL,
+	creates:    "MySQL's table (--mysql-table, with its expiry index: mysql.CreateTable)",
+	prints:     "MySQL's SQL (mysql.SchemaScript; pipe it to mysql)",
+	print:      printScript("mysql-table", mysql.SchemaScript),
+	exampleEnv: "KVBREAKER_MYSQL_DSN='app:secret@tcp(db:3306)/app'",
 }
 
 // openMySQL connects a small pool (a command makes a few calls) and
@@ -44,7 +42,7 @@ func openMySQL(ctx context.Context, f *backendFlags) (*conn, error) {
 		}
 		return nil, noAnswer(ctx, "mysql", cfg.Addr, f.bound, mysql.Explain(err, cfg, "--mysql-dsn"))
 	}
-	return &conn{describe: "mysql table " + f.get("mysql-table") + " in database " + cfg.DBName + " at " + cfg.Addr, store: s,
+	return &conn{describe: s.String(), store: s,
 		leftBehind: "records expire within 10 minutes, but the rows stay until a purge (mysql.Store.Purge, which the fleet's stores run every 1000 writes) removes them"}, nil
 }
 
@@ -68,12 +66,11 @@ func initMySQL(ctx context.Context, f *backendFlags) (initOutput, error) {
 		return initOutput{}, err
 	}
 	defer s.Close()
-	table := f.get("mysql-table")
-	p, err := mysql.Prepare(ctx, s.DB(), table, mysql.WithEndpoint(cfg.Addr))
+	p, err := mysql.Prepare(ctx, s.DB(), f.get("mysql-table"), mysql.WithEndpoint(cfg.Addr))
 	if de, ok := errors.AsType[*mysql.CreateDeniedError](err); ok {
 		de.Script = printHint(f)
 		return initOutput{}, fmt.Errorf("mysql at %s: %w", cfg.Addr, de)
 	}
-	return prepared(ctx, f, "mysql table "+table+" in database "+cfg.DBName+" at "+cfg.Addr, cfg.Addr, p, p.Existed, err, mysql.ErrForeignTable,
+	return prepared(ctx, f, s.String(), cfg.Addr, p, p.Existed, err, mysql.ErrForeignTable,
 		func(err error) error { return mysql.Explain(err, cfg, "--mysql-dsn") })
 }

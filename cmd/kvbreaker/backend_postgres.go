@@ -40,10 +40,8 @@ TLS: ?sslmode=verify-full&sslrootcert=ca.pem, or $PGSSLROOTCERT)`,
 		}
 		return te.Fix + " (in " + f.name("postgres-url") + " or the PGSSL* variables)"
 	},
-	examples: map[string]string{
-		"init": `  kvbreaker init --backend postgres --postgres-url postgres://app@db:5432/app
-  kvbreaker init --backend postgres --postgres-table kvbreaker --print | psql "$DATABASE_URL"`,
-	},
+	example:  "--postgres-url postgres://app@db:5432/app",
+	examples: map[string]string{"init": `  kvbreaker init --backend postgres --postgres-table kvbreaker --print | psql "$DATABASE_URL"`},
 }
 
 // defaultPostgresTable is --postgres-table's default.
@@ -64,7 +62,7 @@ func openPostgres(ctx context.Context, f *backendFlags) (*conn, error) {
 		}
 		return nil, noAnswer(ctx, "postgres", addr, f.bound, explain(err))
 	}
-	return &conn{describe: "postgres table " + f.get("postgres-table") + " at " + addr, store: s,
+	return &conn{describe: s.String(), store: s,
 		leftBehind: "records expire within 10 minutes, but the rows stay until a purge (postgres.Store.Purge, which the fleet's stores run every 1000 writes) removes them",
 		wipes:      "rows changed with the table's triggers off (DISABLE TRIGGER, session_replication_role = replica, pg_restore --disable-triggers) reach no mirror: restart the fleet's processes after such a change"}, nil
 }
@@ -94,11 +92,10 @@ func initPostgres(ctx context.Context, f *backendFlags) (initOutput, error) {
 		return initOutput{}, err
 	}
 	defer s.Close()
-	table, addr := f.get("postgres-table"), s.Endpoint()
-	p, err := postgres.Prepare(ctx, s.Pool(), table)
+	p, err := postgres.Prepare(ctx, s.Pool(), f.get("postgres-table"))
 	if de, ok := errors.AsType[*postgres.CreateDeniedError](err); ok {
 		de.Script = printHint(f)
-		return initOutput{}, fmt.Errorf("postgres at %s: %w", addr, de)
+		return initOutput{}, fmt.Errorf("postgres at %s: %w", s.Endpoint(), de)
 	}
-	return prepared(ctx, f, "postgres table "+table+" at "+addr, addr, p, p.Existed, err, postgres.ErrForeignTable, explain)
+	return prepared(ctx, f, s.String(), s.Endpoint(), p, p.Existed, err, postgres.ErrForeignTable, explain)
 }

@@ -39,8 +39,9 @@ or --redis-cluster --redis-url redis://10.0.0.1:6379?addr=10.0.0.2:6379`,
 		}
 		return nil
 	},
-	open:   openRedis,
-	tlsFix: fileTLSFix("redis-cacert", "redis-cert", "redis-key", "redis-url", "rediss://", "redis://"),
+	open:    openRedis,
+	example: "--redis-url redis://127.0.0.1:6379/0",
+	tlsFix:  fileTLSFix("redis-cacert", "redis-cert", "redis-key", "redis-url", "rediss://", "redis://"),
 }
 
 // cluster reports --redis-cluster.

@@ -21,9 +21,7 @@ var sqliteBackend = backendDesc{
 	creates: "SQLite's file and tables (--sqlite-path, in WAL mode: sqlite.Open)",
 	prints:  "SQLite's SQL (sqlite.SchemaScript; pipe it to sqlite3)",
 	print:   func(_ *backendFlags, w io.Writer) error { _, err := io.WriteString(w, sqlite.SchemaScript); return err },
-	examples: map[string]string{
-		"init": `  kvbreaker init --backend sqlite --sqlite-path /var/lib/app/kvbreaker.db`,
-	},
+	example: "--sqlite-path /var/lib/app/kvbreaker.db",
 }
 
 // openSQLite opens the file --sqlite-path names, which must exist and hold

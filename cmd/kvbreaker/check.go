@@ -69,7 +69,7 @@ func newCheckCmd(stopSignals func()) *cobra.Command {
 		Use:     "check --backend NAME [connection flags] [flags]",
 		Short:   "run the conformance checks against a live store and print what it keeps",
 		Long:    checkLong,
-		Example: examples("check"),
+		Example: examples("check", "", "--quick", "--format json"),
 		Args:    noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runCheck(cmd.Context(), stopSignals, &f, cmd.OutOrStdout(), cmd.ErrOrStderr())

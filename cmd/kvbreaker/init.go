@@ -42,7 +42,7 @@ func newInitCmd() *cobra.Command {
 		Use:     "init --backend " + strings.Join(creators(func(d *backendDesc) string { return d.name }), "|") + " [connection flags] [--print]",
 		Short:   "create the table " + joinLast(creators(func(d *backendDesc) string { return d.title }), " or ") + " needs (or print its SQL / AWS CLI commands)",
 		Long:    initLong(),
-		Example: examples("init"),
+		Example: examples("init", ""),
 		Args:    noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runInit(cmd.Context(), &f, cmd.OutOrStdout(), cmd.ErrOrStderr())

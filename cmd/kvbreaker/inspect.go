@@ -325,7 +325,7 @@ func newInspectCmd() *cobra.Command {
 		Use:     "inspect --backend NAME [connection flags] [flags] HOST",
 		Short:   "show a remote host's circuit as the fleet stores it",
 		Long:    inspectLong,
-		Example: examples("inspect"),
+		Example: examples("inspect", "mastodon.example", "--format json hooks.example:8443", "https://relay.example/inbox"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runInspect(cmd.Context(), &s, args, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
@@ -398,7 +398,7 @@ func newResetCmd() *cobra.Command {
 		Use:     "reset --backend NAME [connection flags] --yes HOST",
 		Short:   "force-close a remote host's circuit (with --yes)",
 		Long:    resetLong,
-		Example: examples("reset"),
+		Example: examples("reset", "--yes mastodon.example", "--yes https://relay.example/inbox"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runReset(cmd.Context(), &s, yes, args, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},

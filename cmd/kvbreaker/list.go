@@ -65,7 +65,7 @@ func newListCmd() *cobra.Command {
 		Use:     "list --backend NAME [connection flags] [flags]",
 		Short:   "list the hosts with a record, and their state (which are open now)",
 		Long:    listLong,
-		Example: examples("list"),
+		Example: examples("list", "--state open", "--cursor mastodon.example", "--all --format json"),
 		Args:    noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runList(cmd.Context(), &f, cmd.OutOrStdout(), cmd.ErrOrStderr())
