@@ -256,15 +256,7 @@ func (s *Store) MinTTL() time.Duration { return time.Duration(s.minTTL.Load()) *
 // 500 ms expiry check plus the lease-reuse slack (a leader change or restart
 // extends leases further, by up to an election timeout).
 func (s *Store) Traits() driver.Traits {
-	return driver.Traits{
-		Atomic: true,
-		Expiry: driver.ExpiryModel{
-			Kind:        driver.ExpiryRelative,
-			Granularity: time.Second,
-			MinTTL:      s.MinTTL(),
-			Late:        CheckInterval + time.Duration(s.pool.policy.maxSlack)*time.Second,
-		},
-	}
+	return traits(s.MinTTL(), time.Duration(s.pool.policy.maxSlack)*time.Second)
 }
 
 // Stats counts a Store's work since it was made.
