@@ -3,6 +3,7 @@ package adapter
 import (
 	"context"
 	"math/rand/v2"
+	"sync/atomic"
 	"time"
 )
 
@@ -23,6 +24,13 @@ type DemandBeats struct {
 	// Heartbeat is how old the newest Synced may grow, plus a jitter of
 	// up to an eighth of it, before the feed beats when asked.
 	Heartbeat time.Duration
+	// Dropped, when set, counts the beats Other dropped as late, over
+	// every feed that shares it (a package's count of what its feeds
+	// cost).
+	Dropped *atomic.Int64
+	// KeepLate, when set and true, keeps a late beat instead: a package's
+	// tests' negative control of that check.
+	KeepLate *atomic.Bool
 
 	last   time.Time
 	jitter time.Duration
@@ -81,21 +89,23 @@ func (b *DemandBeats) Own(seq uint64) (sent time.Time, ok bool) {
 }
 
 // Other dates another follower's beat that carries tb, the store's clock
-// when it ran, and arrived at arrival (BeatClock.Date). late reports a
-// beat that still converts to an instant after its arrival: it is dropped
-// unless keepLate (a package's negative control of that check). ok
-// reports a Synced to deliver at at: a beat kept and newer than the
-// newest Synced, which it becomes.
-func (b *DemandBeats) Other(ctx context.Context, tb, arrival time.Time, keepLate bool) (at time.Time, ok, late bool, err error) {
-	at, late, err = b.Clock.Date(ctx, tb, arrival)
+// when it ran, and arrived at arrival (BeatClock.Date). A beat that still
+// converts to an instant after its arrival is dropped (counted in
+// Dropped) unless KeepLate. ok reports a Synced to deliver at at: a beat
+// kept and newer than the newest Synced, which it becomes.
+func (b *DemandBeats) Other(ctx context.Context, tb, arrival time.Time) (at time.Time, ok bool, err error) {
+	at, late, err := b.Clock.Date(ctx, tb, arrival)
 	if err != nil {
-		return time.Time{}, false, false, err
+		return time.Time{}, false, err
 	}
-	if late && !keepLate {
-		return time.Time{}, false, true, nil
+	if late && (b.KeepLate == nil || !b.KeepLate.Load()) {
+		if b.Dropped != nil {
+			b.Dropped.Add(1)
+		}
+		return time.Time{}, false, nil
 	}
 	if !b.Synced(at) {
-		return time.Time{}, false, late, nil
+		return time.Time{}, false, nil
 	}
-	return at, true, late, nil
+	return at, true, nil
 }

@@ -3,6 +3,7 @@ package adapter_test
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,6 +15,8 @@ import (
 func demandBeats(now *time.Time, sampleErr *error) *adapter.DemandBeats {
 	return &adapter.DemandBeats{
 		Heartbeat: 800 * time.Millisecond,
+		Dropped:   new(atomic.Int64),
+		KeepLate:  new(atomic.Bool),
 		Clock: adapter.BeatClock{
 			Sample: func(context.Context) (before, server, after time.Time, err error) {
 				if *sampleErr != nil {
@@ -101,8 +104,8 @@ func TestDemandBeatsOwnBeatUnderWay(t *testing.T) {
 
 // TestDemandBeatsOther: another's beat is dated at or before its arrival
 // and delivered when newer than the last Synced; one that converts to an
-// instant after its arrival is dropped (kept only with keepLate, the
-// negative control), and the sample's error is returned.
+// instant after its arrival is dropped and counted (kept only with
+// KeepLate, the negative control), and the sample's error is returned.
 func TestDemandBeatsOther(t *testing.T) {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	var sampleErr error
@@ -111,33 +114,34 @@ func TestDemandBeatsOther(t *testing.T) {
 
 	// The beat ran 10 ms before its arrival by the store's clock.
 	arrival := now.Add(50 * time.Millisecond)
-	at, ok, late, err := b.Other(ctx, arrival.Add(time.Hour-10*time.Millisecond), arrival, false)
-	if err != nil || !ok || late {
-		t.Fatalf("Other = %v, %v, %v, %v; want a Synced", at, ok, late, err)
+	at, ok, err := b.Other(ctx, arrival.Add(time.Hour-10*time.Millisecond), arrival)
+	if err != nil || !ok {
+		t.Fatalf("Other = %v, %v, %v; want a Synced", at, ok, err)
 	}
 	if at.After(arrival) || !b.Last().Equal(at) {
 		t.Errorf("dated %v for an arrival at %v (Last %v)", at, arrival, b.Last())
 	}
-	// An older beat arriving after it is not delivered.
-	if _, ok, late, err := b.Other(ctx, arrival.Add(time.Hour-20*time.Millisecond), arrival.Add(time.Millisecond), false); err != nil || ok || late {
-		t.Errorf("an older beat: ok %v, late %v, err %v; want neither", ok, late, err)
+	// An older beat arriving after it is not delivered, nor counted late.
+	if _, ok, err := b.Other(ctx, arrival.Add(time.Hour-20*time.Millisecond), arrival.Add(time.Millisecond)); err != nil || ok || b.Dropped.Load() != 0 {
+		t.Errorf("an older beat: ok %v, err %v, %d dropped as late; want none", ok, err, b.Dropped.Load())
 	}
 	// A beat dated a minute after its arrival.
 	last := b.Last()
 	future := arrival.Add(time.Hour + time.Minute)
-	if _, ok, late, err := b.Other(ctx, future, arrival.Add(2*time.Millisecond), false); err != nil || ok || !late {
-		t.Errorf("a beat from the future: ok %v, late %v, err %v; want late and dropped", ok, late, err)
+	if _, ok, err := b.Other(ctx, future, arrival.Add(2*time.Millisecond)); err != nil || ok || b.Dropped.Load() != 1 {
+		t.Errorf("a beat from the future: ok %v, err %v, %d dropped as late; want it dropped", ok, err, b.Dropped.Load())
 	}
 	if !b.Last().Equal(last) {
 		t.Errorf("a dropped beat moved Last from %v to %v", last, b.Last())
 	}
-	if at, ok, late, err := b.Other(ctx, future, arrival.Add(3*time.Millisecond), true); err != nil || !ok || !late || !at.After(arrival) {
-		t.Errorf("the same beat with keepLate: %v, ok %v, late %v, err %v; want it delivered after its arrival", at, ok, late, err)
+	b.KeepLate.Store(true)
+	if at, ok, err := b.Other(ctx, future, arrival.Add(3*time.Millisecond)); err != nil || !ok || !at.After(arrival) || b.Dropped.Load() != 1 {
+		t.Errorf("the same beat with KeepLate: %v, ok %v, err %v, %d dropped; want it delivered after its arrival", at, ok, err, b.Dropped.Load())
 	}
 	// A sample that fails: its error, nothing delivered.
 	sampleErr = errors.New("connection refused")
 	now = now.Add(time.Hour)
-	if _, ok, _, err := b.Other(ctx, now.Add(time.Hour), now, false); !errors.Is(err, sampleErr) || ok {
+	if _, ok, err := b.Other(ctx, now.Add(time.Hour), now); !errors.Is(err, sampleErr) || ok {
 		t.Errorf("with a failing sample: ok %v, err %v; want the sample's error", ok, err)
 	}
 }

@@ -88,6 +88,7 @@ type demand struct {
 func newDemand(f *follower) *demand {
 	d := &demand{f: f}
 	d.Heartbeat = f.heartbeat
+	d.Dropped, d.KeepLate = &beatCounts.rejected, &acceptFutureBeats
 	d.Clock = adapter.BeatClock{Sample: d.sample, Every: beatSampleEvery, Fresh: f.s.o.callTimeout,
 		DriftPPM: beatDriftPPM, Unit: time.Microsecond}
 	d.Synced(f.syncedAt)
@@ -163,10 +164,5 @@ func (d *demand) received(ctx context.Context, payload string, arrival time.Time
 			return sent, d.Synced(sent), nil
 		}
 	}
-	keepLate := acceptFutureBeats.Load()
-	at, ok, late, err := d.Other(ctx, tb, arrival, keepLate)
-	if late && !keepLate {
-		beatCounts.rejected.Add(1)
-	}
-	return at, ok, err
+	return d.Other(ctx, tb, arrival)
 }

@@ -91,6 +91,7 @@ var beatCounts struct{ sent, checks, samples, rejected atomic.Int64 }
 func newBeats(f *follower, db int, sid int64, marker string, tc *goredis.Conn) *beats {
 	b := &beats{f: f, db: db, sid: sid, marker: marker, tc: tc, ownCheck: time.Now()}
 	b.Heartbeat = f.hb
+	b.Dropped, b.KeepLate = &beatCounts.rejected, &acceptFutureBeats
 	b.Clock = adapter.BeatClock{Sample: b.sample, Every: beatSampleEvery, Fresh: f.callTimeout(),
 		DriftPPM: beatDriftPPM, Unit: time.Microsecond}
 	return b
@@ -230,10 +231,5 @@ func (b *beats) received(ctx context.Context, payload string, conns int) (at tim
 		// clock.
 		return sent, b.Synced(sent), nil
 	}
-	keepLate := acceptFutureBeats.Load()
-	at, ok, late, err := b.Other(ctx, tb, arrival, keepLate)
-	if late && !keepLate {
-		beatCounts.rejected.Add(1)
-	}
-	return at, ok, err
+	return b.Other(ctx, tb, arrival)
 }
