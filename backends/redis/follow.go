@@ -51,7 +51,7 @@ func (s *Store) FollowDemand(ctx context.Context, prefix string, heartbeat time.
 }
 
 func (s *Store) follow(ctx context.Context, prefix string, heartbeat time.Duration, demand bool, want <-chan struct{}, fn func(driver.Change)) error {
-	const op = "follow"
+	const op = adapter.OpFollow
 	if err := s.gate().Follow(prefix, heartbeat, demand, want, fn); err != nil {
 		return err
 	}
