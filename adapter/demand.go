@@ -15,9 +15,9 @@ import (
 // before it beats, its own beat under way, and the dating of a beat that
 // arrives, its own by the instant it was sent, another's by Clock.
 //
-// Set Clock and Heartbeat; the rest starts empty. A DemandBeats is not
-// safe for concurrent use: a feed keeps one on the goroutine that receives
-// its beats.
+// Set Clock and Heartbeat (Dropped and KeepLate as needed); the rest
+// starts empty. A DemandBeats is not safe for concurrent use: a feed keeps
+// one on the goroutine that receives its beats.
 type DemandBeats struct {
 	// Clock dates the beats of other followers (BeatClock.Date).
 	Clock BeatClock
