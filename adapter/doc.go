@@ -20,7 +20,10 @@
 //     writes (Workers KV), which keeps every failure and restraint.
 //   - [BeatClock]: the dating of a feed's beats by the follower's own
 //     clock from the store's (driver.DemandFollower: PostgreSQL, Redis),
-//     as a lower bound, and the drop of a beat dated after its arrival.
+//     as a lower bound, and the drop of a beat dated after its arrival;
+//     [DemandBeats], the bookkeeping around it of a feed that beats on
+//     demand: its newest Synced and jitter, its own beat under way, and
+//     the dating of a beat that arrives, its own or another's.
 //   - [CheckDial]: one connection to a server, within a timeout, before a
 //     pool or a client that would retry a refused one until its deadline:
 //     a *driver.UnreachableError that says why, at once; [CheckDialURL]

@@ -23,16 +23,10 @@ type Purge struct {
 	Delay time.Duration
 }
 
-// The purge schedule of MySQL, PostgreSQL and SQLite unless told
-// otherwise.
-const (
-	DefaultPurgeEvery = 1000
-	DefaultPurgeBatch = 1000
-	DefaultPurgeDelay = time.Minute
-)
-
-// DefaultPurge is the schedule of the defaults.
-var DefaultPurge = Purge{Every: DefaultPurgeEvery, Batch: DefaultPurgeBatch, Delay: DefaultPurgeDelay}
+// DefaultPurge is the purge schedule of MySQL, PostgreSQL and SQLite unless
+// told otherwise: a batch of up to 1000 rows every 1000 writes, a row a
+// minute past its expiry.
+var DefaultPurge = Purge{Every: 1000, Batch: 1000, Delay: time.Minute}
 
 // Check records the invalid fields of p, named by the options that set
 // them (WithPurgeEvery, WithPurgeBatch, WithPurgeDelay).
@@ -41,10 +35,10 @@ func (p Purge) Check(problems *Problems) {
 		problems.Add("WithPurgeEvery", p.Every, "set a number of writes, or 0 to purge only by calling Purge")
 	}
 	if p.Batch <= 0 {
-		problems.Add("WithPurgeBatch", p.Batch, fmt.Sprintf("set a positive number of rows, or leave it out for %d", DefaultPurgeBatch))
+		problems.Add("WithPurgeBatch", p.Batch, fmt.Sprintf("set a positive number of rows, or leave it out for %d", DefaultPurge.Batch))
 	}
 	if p.Delay <= 0 {
-		problems.Add("WithPurgeDelay", p.Delay, fmt.Sprintf("set a positive duration longer than a call takes, or leave it out for %v", DefaultPurgeDelay))
+		problems.Add("WithPurgeDelay", p.Delay, fmt.Sprintf("set a positive duration longer than a call takes, or leave it out for %v", DefaultPurge.Delay))
 	}
 }
 

@@ -340,7 +340,7 @@ func New(client *kv.KVService, accountID, namespaceID string, opts ...Option) (*
 		namespace:  namespaceID,
 		clock:      o.clock,
 		skew:       o.skew,
-		pad:        2*o.skew + granularity,
+		pad:        padding(o.skew),
 		interval:   o.interval,
 		freshness:  o.freshness,
 		maxRetries: o.maxRetries,
@@ -389,20 +389,28 @@ func (s *Store) isClosed() bool {
 // padding covers a Settings.ClockSkew up to WithClockSkew's (MaxClockSkew),
 // reads are up to Propagation plus the cache's freshness stale, and one
 // write per key per write interval.
-func (s *Store) Traits() driver.Traits {
+func (s *Store) Traits() driver.Traits { return traits(s.skew, s.freshness, s.interval) }
+
+// traits is what a Store with these options declares (Traits).
+func traits(skew, freshness, interval time.Duration) driver.Traits {
 	return driver.Traits{
 		Atomic: false,
 		Expiry: driver.ExpiryModel{
 			Kind:        driver.ExpiryReaderFiltered,
 			Granularity: time.Millisecond,
-			Late:        MinTTL + s.pad + granularity,
+			Late:        MinTTL + padding(skew) + granularity,
 		},
-		ReadStaleness:      Propagation + s.freshness,
-		MinWriteInterval:   s.interval,
-		MaxClockSkew:       s.skew,
+		ReadStaleness:      Propagation + freshness,
+		MinWriteInterval:   interval,
+		MaxClockSkew:       skew,
 		MaxClockSkewOption: "cloudflarekv.WithClockSkew",
 	}
 }
+
+// padding is how much longer than its TTL KV keeps a record written under
+// a clock-skew bound of skew: twice the skew (a writer behind, a reader
+// ahead) and KV's whole-second rounding.
+func padding(skew time.Duration) time.Duration { return 2*skew + granularity }
 
 // Get implements driver.Store. It answers from the cache when it can (a read
 // less than the freshness old, or this store's own queued or just-sent

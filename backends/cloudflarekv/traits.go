@@ -1,8 +1,6 @@
 package cloudflarekv
 
 import (
-	"time"
-
 	"github.com/kvbreaker/kvbreaker"
 	"github.com/kvbreaker/kvbreaker/driver"
 )
@@ -16,18 +14,5 @@ import (
 // Package skew's WorkersKV profile equals it (checked by this package's
 // tests).
 func DefaultTraits() driver.Traits {
-	skew := kvbreaker.Settings{}.WithDefaults().ClockSkew
-	pad := 2*skew + time.Second
-	return driver.Traits{
-		Atomic: false,
-		Expiry: driver.ExpiryModel{
-			Kind:        driver.ExpiryReaderFiltered,
-			Granularity: time.Millisecond,
-			Late:        MinTTL + pad + time.Second,
-		},
-		ReadStaleness:      Propagation + DefaultCacheFreshness,
-		MinWriteInterval:   DefaultWriteInterval,
-		MaxClockSkew:       skew,
-		MaxClockSkewOption: "cloudflarekv.WithClockSkew",
-	}
+	return traits(kvbreaker.Settings{}.WithDefaults().ClockSkew, DefaultCacheFreshness, DefaultWriteInterval)
 }

@@ -300,21 +300,7 @@ func validTableName(name string) bool {
 // which covers δ ≤ P exactly. MaxClockSkew is therefore P (AWS's TTL clock
 // taken as true time), and kvbreaker.New refuses a larger
 // Settings.ClockSkew, naming WithPurgeDelay.
-func (s *Store) Traits() driver.Traits {
-	return driver.Traits{
-		MaxClockSkew:       time.Duration(s.purge) * time.Second,
-		MaxClockSkewOption: "dynamodb.WithPurgeDelay",
-		Atomic:             true,
-		Expiry: driver.ExpiryModel{
-			Kind:        driver.ExpiryReaderFiltered,
-			Granularity: time.Second,
-			// Rounding the expiry instant up keeps an entry readable for
-			// [ttl, ttl+1s) after its write, by the reader's clock.
-			Early: 0,
-			Late:  time.Second,
-		},
-	}
-}
+func (s *Store) Traits() driver.Traits { return traits(time.Duration(s.purge) * time.Second) }
 
 // item is a decoded host item.
 type item struct {

@@ -13,15 +13,21 @@ import (
 // DefaultPurgeDelay after the logical expiry, which bounds the fleet's clock
 // skew. Package skew's DynamoDB profile equals it (checked by this
 // package's tests).
-func DefaultTraits() driver.Traits {
+func DefaultTraits() driver.Traits { return traits(DefaultPurgeDelay) }
+
+// traits is what a Store with a purge delay of purge declares (Traits).
+func traits(purge time.Duration) driver.Traits {
 	return driver.Traits{
-		Atomic: true,
+		MaxClockSkew:       purge,
+		MaxClockSkewOption: "dynamodb.WithPurgeDelay",
+		Atomic:             true,
 		Expiry: driver.ExpiryModel{
 			Kind:        driver.ExpiryReaderFiltered,
 			Granularity: time.Second,
-			Late:        time.Second,
+			// Rounding the expiry instant up keeps an entry readable for
+			// [ttl, ttl+1s) after its write, by the reader's clock.
+			Early: 0,
+			Late:  time.Second,
 		},
-		MaxClockSkew:       DefaultPurgeDelay,
-		MaxClockSkewOption: "dynamodb.WithPurgeDelay",
 	}
 }

@@ -261,15 +261,7 @@ func (s *Store) MinTTL() time.Duration { return time.Duration(s.minTTL.Load()) *
 // 500 ms expiry check plus the lease-reuse slack (a leader change or restart
 // extends leases further, by up to an election timeout).
 func (s *Store) Traits() driver.Traits {
-	return driver.Traits{
-		Atomic: true,
-		Expiry: driver.ExpiryModel{
-			Kind:        driver.ExpiryRelative,
-			Granularity: time.Second,
-			MinTTL:      s.MinTTL(),
-			Late:        CheckInterval + time.Duration(s.pool.policy.maxSlack)*time.Second,
-		},
-	}
+	return traits(s.MinTTL(), time.Duration(s.pool.policy.maxSlack)*time.Second)
 }
 
 // Stats counts a Store's work since it was made.
@@ -306,11 +298,11 @@ func (s *Store) Stats() Stats {
 // Get implements driver.Store with a linearizable read.
 func (s *Store) Get(ctx context.Context, key string) ([]byte, driver.Version, error) {
 	if s.closed.Load() {
-		return nil, 0, opError("get", key, ErrClosed)
+		return nil, 0, opError(adapter.OpGet, key, ErrClosed)
 	}
 	resp, err := s.cli.Get(ctx, key)
 	if err != nil {
-		return nil, 0, s.callError("get", key, err)
+		return nil, 0, s.callError(adapter.OpGet, key, err)
 	}
 	if len(resp.Kvs) == 0 {
 		return nil, driver.NoVersion, driver.ErrNotFound
@@ -335,7 +327,7 @@ func (s *Store) Get(ctx context.Context, key string) ([]byte, driver.Version, er
 // (TestTxnAnswerLostIsNotRetried). The one resend below follows
 // ErrLeaseNotFound, which etcd returns for a Txn it refused whole.
 func (s *Store) CompareAndSwap(ctx context.Context, key string, old driver.Version, value []byte, ttl time.Duration) (driver.Version, error) {
-	const op = "compare-and-swap"
+	const op = adapter.OpSwap
 	if err := s.gate().Swap(key, ttl); err != nil {
 		return 0, err
 	}
@@ -389,7 +381,7 @@ func (s *Store) CompareAndSwap(ctx context.Context, key string, old driver.Versi
 // Txn once, so ErrNotFound always means another writer deleted the key, and
 // a lost answer is a transport error (outcome unknown).
 func (s *Store) CompareAndDelete(ctx context.Context, key string, old driver.Version) error {
-	const op = "compare-and-delete"
+	const op = adapter.OpDelete
 	if s.closed.Load() {
 		return opError(op, key, ErrClosed)
 	}

@@ -8,6 +8,7 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/kvbreaker/kvbreaker/adapter"
 	"github.com/kvbreaker/kvbreaker/driver"
 )
 
@@ -19,7 +20,7 @@ import (
 // the reuse slack, as Get sees it). An empty prefix lists the whole
 // keyspace the client may read.
 func (s *Store) List(ctx context.Context, prefix, cursor string, limit int) ([]string, string, error) {
-	const op = "list"
+	const op = adapter.OpList
 	if err := s.gate().List(prefix, limit); err != nil {
 		return nil, "", err
 	}
@@ -62,7 +63,7 @@ func (s *Store) List(ctx context.Context, prefix, cursor string, limit int) ([]s
 // whose lease has just expired, is driver.ErrNotFound. Two requests: a
 // linearizable read, then the lease's.
 func (s *Store) Expiry(ctx context.Context, key string) (time.Duration, error) {
-	const op = "expiry"
+	const op = adapter.OpExpiry
 	if s.closed.Load() {
 		return 0, opError(op, key, ErrClosed)
 	}

@@ -18,13 +18,20 @@ const DefaultServerMinTTL = 2 * time.Second
 // (DefaultMaxReuse). Package skew's Etcd profile equals it (checked by this
 // package's tests).
 func DefaultTraits() driver.Traits {
+	return traits(DefaultServerMinTTL, DefaultMaxReuse.Truncate(time.Second))
+}
+
+// traits is what a Store declares over a server granting leases of minTTL
+// at least, whose pooled leases outlive their keys by up to slack
+// (Traits).
+func traits(minTTL, slack time.Duration) driver.Traits {
 	return driver.Traits{
 		Atomic: true,
 		Expiry: driver.ExpiryModel{
 			Kind:        driver.ExpiryRelative,
 			Granularity: time.Second,
-			MinTTL:      DefaultServerMinTTL,
-			Late:        CheckInterval + DefaultMaxReuse.Truncate(time.Second),
+			MinTTL:      minTTL,
+			Late:        CheckInterval + slack,
 		},
 	}
 }

@@ -177,10 +177,10 @@ func (s *Store) unsubscribe(f *follower) {
 // whatever clock judges expiry. Close ends every Follow with ErrClosed.
 func (s *Store) Follow(ctx context.Context, prefix string, heartbeat time.Duration, fn func(driver.Change)) error {
 	if err := adapter.FollowArgs(heartbeat, fn); err != nil {
-		return opError("follow", prefix, err)
+		return opError(adapter.OpFollow, prefix, err)
 	}
 	if err := ctx.Err(); err != nil {
-		return opError("follow", prefix, err)
+		return opError(adapter.OpFollow, prefix, err)
 	}
 	f := &follower{prefix: prefix, limit: s.follow.queue, wake: make(chan struct{}, 1)}
 	snap, closed := s.subscribe(f, true)
@@ -190,9 +190,9 @@ func (s *Store) Follow(ctx context.Context, prefix string, heartbeat time.Durati
 	done := func() error {
 		select {
 		case <-ctx.Done():
-			return opError("follow", prefix, ctx.Err())
+			return opError(adapter.OpFollow, prefix, ctx.Err())
 		case <-closed:
-			return opError("follow", prefix, ErrClosed)
+			return opError(adapter.OpFollow, prefix, ErrClosed)
 		default:
 			return nil
 		}
@@ -219,9 +219,9 @@ func (s *Store) Follow(ctx context.Context, prefix string, heartbeat time.Durati
 		synced := false
 		select {
 		case <-ctx.Done():
-			return opError("follow", prefix, ctx.Err())
+			return opError(adapter.OpFollow, prefix, ctx.Err())
 		case <-closed:
-			return opError("follow", prefix, ErrClosed)
+			return opError(adapter.OpFollow, prefix, ErrClosed)
 		case <-f.wake:
 		case <-tick.C:
 			synced = true
@@ -233,7 +233,7 @@ func (s *Store) Follow(ctx context.Context, prefix string, heartbeat time.Durati
 		at := time.Now()
 		f.mu.Unlock()
 		if lost != nil {
-			fn(driver.Change{Kind: driver.ChangeLost, Err: opError("follow", prefix, lost)})
+			fn(driver.Change{Kind: driver.ChangeLost, Err: opError(adapter.OpFollow, prefix, lost)})
 			snap, _ = s.subscribe(f, false)
 			if err := deliver(snap); err != nil {
 				return err

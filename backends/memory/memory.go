@@ -200,7 +200,7 @@ func (sh *shard) lookup(s *Store, key string, c *clock) (*entry, bool) {
 // absent until a write or the sweep frees it.
 func (s *Store) Get(ctx context.Context, key string) ([]byte, driver.Version, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, 0, opError("get", key, err)
+		return nil, 0, opError(adapter.OpGet, key, err)
 	}
 	var c clock
 	e, ok := s.shard(key).live(s, key, &c)
@@ -215,7 +215,7 @@ func (s *Store) Get(ctx context.Context, key string) ([]byte, driver.Version, er
 // 292 years), ErrNotFound for an absent or expired key.
 func (s *Store) Expiry(ctx context.Context, key string) (time.Duration, error) {
 	if err := ctx.Err(); err != nil {
-		return 0, opError("expiry", key, err)
+		return 0, opError(adapter.OpExpiry, key, err)
 	}
 	var c clock
 	e, ok := s.shard(key).live(s, key, &c)
@@ -233,10 +233,10 @@ func (s *Store) Expiry(ctx context.Context, key string) (time.Duration, error) {
 // CompareAndSwap implements driver.Store.
 func (s *Store) CompareAndSwap(ctx context.Context, key string, old driver.Version, value []byte, ttl time.Duration) (driver.Version, error) {
 	if err := ctx.Err(); err != nil {
-		return 0, opError("compare-and-swap", key, err)
+		return 0, opError(adapter.OpSwap, key, err)
 	}
 	if ttl <= 0 {
-		return 0, opError("compare-and-swap", key, fmt.Errorf("ttl %v is not positive", ttl))
+		return 0, opError(adapter.OpSwap, key, fmt.Errorf("ttl %v is not positive", ttl))
 	}
 	sh := s.shard(key)
 	sh.mu.Lock()
@@ -274,7 +274,7 @@ func (s *Store) CompareAndSwap(ctx context.Context, key string, old driver.Versi
 // CompareAndDelete implements driver.Store.
 func (s *Store) CompareAndDelete(ctx context.Context, key string, old driver.Version) error {
 	if err := ctx.Err(); err != nil {
-		return opError("compare-and-delete", key, err)
+		return opError(adapter.OpDelete, key, err)
 	}
 	sh := s.shard(key)
 	var c clock
@@ -316,10 +316,10 @@ func (s *Store) Len() int {
 // ./backends/memory/).
 func (s *Store) List(ctx context.Context, prefix, cursor string, limit int) ([]string, string, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, "", opError("list", prefix, err)
+		return nil, "", opError(adapter.OpList, prefix, err)
 	}
 	if err := adapter.ListArgs(limit); err != nil {
-		return nil, "", opError("list", prefix, err)
+		return nil, "", opError(adapter.OpList, prefix, err)
 	}
 	// One more than limit tells whether another page follows.
 	want := limit + 1
@@ -327,7 +327,7 @@ func (s *Store) List(ctx context.Context, prefix, cursor string, limit int) ([]s
 	var c clock
 	for i := range s.shards {
 		if i%8 == 0 && ctx.Err() != nil {
-			return nil, "", opError("list", prefix, ctx.Err())
+			return nil, "", opError(adapter.OpList, prefix, ctx.Err())
 		}
 		sh := &s.shards[i]
 		sh.mu.Lock()

@@ -161,13 +161,9 @@ const (
 	opDial  = "dial"
 )
 
-// Defaults of the options.
-const (
-	DefaultPurgeEvery  = adapter.DefaultPurgeEvery
-	DefaultPurgeBatch  = adapter.DefaultPurgeBatch
-	DefaultPurgeDelay  = adapter.DefaultPurgeDelay
-	DefaultCallTimeout = 10 * time.Second
-)
+// DefaultCallTimeout is WithCallTimeout's default; the purge options'
+// defaults are adapter's (adapter.DefaultPurge).
+const DefaultCallTimeout = 10 * time.Second
 
 // MaxKeyLen is the longest key, in bytes, the table's k column holds: a
 // Breaker's keys (at most driver.MaxKeyLen) with a long prefix.
@@ -220,17 +216,18 @@ type options struct {
 type Option func(*options)
 
 // WithPurgeEvery makes the store purge one batch of expired rows in the
-// background after every n successful writes (default DefaultPurgeEvery); 0
-// turns automatic purging off (call Purge yourself).
+// background after every n successful writes (default
+// adapter.DefaultPurge.Every); 0 turns automatic purging off (call Purge
+// yourself).
 func WithPurgeEvery(n int) Option { return func(o *options) { o.purge.Every = n } }
 
 // WithPurgeBatch bounds the rows one purge deletes (default
-// DefaultPurgeBatch).
+// adapter.DefaultPurge.Batch).
 func WithPurgeBatch(n int) Option { return func(o *options) { o.purge.Batch = n } }
 
 // WithPurgeDelay sets how long after its expiry a row becomes eligible for
-// the purge (default DefaultPurgeDelay). It must be longer than a call may
-// take, so that a resent write still finds its own tombstone.
+// the purge (default adapter.DefaultPurge.Delay). It must be longer than a
+// call may take, so that a resent write still finds its own tombstone.
 func WithPurgeDelay(d time.Duration) Option { return func(o *options) { o.purge.Delay = d } }
 
 // WithCallTimeout bounds the purges the store runs on its own (default

@@ -11,6 +11,7 @@ import (
 	natsgo "github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/kvbreaker/kvbreaker/adapter"
 	"github.com/kvbreaker/kvbreaker/driver"
 )
 
@@ -27,7 +28,7 @@ const listConsumerIdle = 30 * time.Second
 // subject no Store wrote is not listed. Keys are filtered on the server
 // by prefix's complete "/"-segments and here by the rest.
 func (s *Store) List(ctx context.Context, prefix, cursor string, limit int) ([]string, string, error) {
-	const op = "list"
+	const op = adapter.OpList
 	if err := s.gate().List(prefix, limit); err != nil {
 		return nil, "", err
 	}
@@ -151,7 +152,7 @@ func fetch(ctx context.Context, cons jetstream.Consumer, n int) ([]jetstream.Msg
 // put). An absent key, or one whose last message is a marker, is
 // driver.ErrNotFound.
 func (s *Store) Expiry(ctx context.Context, key string) (time.Duration, error) {
-	const op = "expiry"
+	const op = adapter.OpExpiry
 	if s.closed.Load() {
 		return 0, opError(op, key, ErrClosed)
 	}

@@ -321,7 +321,7 @@ func (s *Store) Stats() Stats { return Stats{Writes: s.writes.Load(), Conflicts:
 // Get implements driver.Store with a read of the key's last message from
 // the stream's leader; a marker (a delete, an expiry) is absent.
 func (s *Store) Get(ctx context.Context, key string) ([]byte, driver.Version, error) {
-	const op = "get"
+	const op = adapter.OpGet
 	if s.closed.Load() {
 		return nil, 0, opError(op, key, ErrClosed)
 	}
@@ -341,7 +341,7 @@ func (s *Store) Get(ctx context.Context, key string) ([]byte, driver.Version, er
 // *driver.ConflictError; a create that finds a marker publishes again
 // expecting it.
 func (s *Store) CompareAndSwap(ctx context.Context, key string, old driver.Version, value []byte, ttl time.Duration) (driver.Version, error) {
-	const op = "compare-and-swap"
+	const op = adapter.OpSwap
 	if err := s.gate().Swap(key, ttl); err != nil {
 		return 0, err
 	}
@@ -405,7 +405,7 @@ var errRefusedUnseen = errors.New("the server kept refusing the compare while th
 // Sent once, like CompareAndSwap: ErrNotFound always means another writer
 // deleted the key.
 func (s *Store) CompareAndDelete(ctx context.Context, key string, old driver.Version) error {
-	const op = "compare-and-delete"
+	const op = adapter.OpDelete
 	if s.closed.Load() {
 		return opError(op, key, ErrClosed)
 	}

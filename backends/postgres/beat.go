@@ -3,7 +3,6 @@ package postgres
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -75,61 +74,42 @@ var dateOwnBeatsAtArrival atomic.Bool
 // the server's own count.
 var beatCounts struct{ sent, samples, rejected atomic.Int64 }
 
-// demand is one session's beating on demand, on the session's goroutine.
+// demand is one session's beating on demand, on the session's goroutine:
+// its newest Synced, its own beat under way and the dating of others'
+// (adapter.DemandBeats; Clock samples the server's clock for
+// beatSampleEvery).
 type demand struct {
 	f *follower
-	// last is the At of the newest Synced delivered; jitter, drawn anew
-	// with each, is how much longer than the heartbeat this feed lets it
-	// age before it beats: followers asked at once beat one after
-	// another, so the first one's beat arrives before the others send.
-	last   time.Time
-	jitter time.Duration
-	// clock converts others' beats (clk).
-	clock *adapter.BeatClock
-	// seq numbers the follower's beats; sent is when the one under way
-	// was sent (zero: none is).
-	seq  uint64
-	sent time.Time
+	adapter.DemandBeats
 }
 
-// setLast records the newest Synced and draws the next jitter, up to an
-// eighth of the heartbeat.
-func (d *demand) setLast(at time.Time) {
-	d.last = at
-	d.jitter = rand.N(d.f.heartbeat/8 + 1)
+// newDemand starts a session's beating on demand, its newest Synced the
+// session's first.
+func newDemand(f *follower) *demand {
+	d := &demand{f: f}
+	d.Heartbeat = f.heartbeat
+	d.Dropped, d.KeepLate = &beatCounts.rejected, &acceptFutureBeats
+	d.Clock = adapter.BeatClock{Sample: d.sample, Every: beatSampleEvery, Fresh: f.s.o.callTimeout,
+		DriftPPM: beatDriftPPM, Unit: time.Microsecond}
+	d.Synced(f.syncedAt)
+	return d
 }
 
-// due reports whether a beat is to be sent at now: none is under way and
-// the newest Synced is older than the heartbeat and the jitter.
-func (d *demand) due(now time.Time) bool {
-	return d.sent.IsZero() && now.Sub(d.last) >= d.f.heartbeat+d.jitter
-}
-
-// payload starts a beat sent at now and returns its "SENDER:SEQ".
+// start starts a beat sent at now and returns its "SENDER:SEQ".
 func (d *demand) start(now time.Time) string {
-	d.seq++
-	d.sent = now
+	seq := d.Next()
+	d.Sent(now)
 	beatCounts.sent.Add(1)
-	return d.f.id + ":" + strconv.FormatUint(d.seq, 10)
+	return d.f.id + ":" + strconv.FormatUint(seq, 10)
 }
 
 // overdue reports an error when the follower's own beat has not come back
 // within lostAfter: the listening connection no longer receives.
 func (d *demand) overdue(now time.Time) error {
-	if !d.sent.IsZero() && now.Sub(d.sent) > d.f.lostAfter {
+	if d.Overdue(now, d.f.lostAfter) {
 		return fmt.Errorf("the feed's own beat did not come back within %v", d.f.lostAfter)
 	}
 	return nil
-}
-
-// clk is the session's converter of others' beats, made on first use: a
-// sample of the server's clock serves beatSampleEvery.
-func (d *demand) clk() *adapter.BeatClock {
-	if d.clock == nil {
-		d.clock = &adapter.BeatClock{Sample: d.sample, Every: beatSampleEvery, Fresh: d.f.s.o.callTimeout,
-			DriftPPM: beatDriftPPM, Unit: time.Microsecond}
-	}
-	return d.clock
 }
 
 // sample reads the server's clock (adapter.BeatClock.Sample).
@@ -168,31 +148,21 @@ func (d *demand) received(ctx context.Context, payload string, arrival time.Time
 	if err1 != nil || err2 != nil {
 		return time.Time{}, false, fmt.Errorf("a beat %q of an unknown form", beatPrefix+payload)
 	}
-	if fields[1] == d.f.id && seq == d.seq && !d.sent.IsZero() {
-		// This follower's own: sent before its statement ran, by this
-		// clock. Its statement read the server's clock (MICROS) after
-		// that and before the arrival: a sample, which spares the
-		// follower one of its own while it sends beats.
-		at, d.sent = d.sent, time.Time{}
-		if !ignoreOwnBeatSamples.Load() {
-			d.clk().Observe(at, time.UnixMicro(micros), arrival)
-		}
-		if dateOwnBeatsAtArrival.Load() {
-			at = arrival
-		}
-	} else {
-		var late bool
-		if at, late, err = d.clk().Date(ctx, time.UnixMicro(micros), arrival); err != nil {
-			return time.Time{}, false, err
-		}
-		if late && !acceptFutureBeats.Load() {
-			beatCounts.rejected.Add(1)
-			return time.Time{}, false, nil
+	tb := time.UnixMicro(micros)
+	if fields[1] == d.f.id {
+		if sent, own := d.Own(seq); own {
+			// This follower's own: sent before its statement ran, by
+			// this clock. Its statement read the server's clock (MICROS)
+			// after that and before the arrival: a sample, which spares
+			// the follower one of its own while it sends beats.
+			if !ignoreOwnBeatSamples.Load() {
+				d.Clock.Observe(sent, tb, arrival)
+			}
+			if dateOwnBeatsAtArrival.Load() {
+				sent = arrival
+			}
+			return sent, d.Synced(sent), nil
 		}
 	}
-	if !at.After(d.last) {
-		return time.Time{}, false, nil
-	}
-	d.setLast(at)
-	return at, true, nil
+	return d.Other(ctx, tb, arrival)
 }

@@ -308,8 +308,7 @@ func (f *follower) stream(ctx context.Context, conn *pgx.Conn) error {
 	defer tick.Stop()
 	var d *demand
 	if f.want != nil {
-		d = &demand{f: f}
-		d.setLast(f.syncedAt)
+		d = newDemand(f)
 	}
 	var (
 		pending  []beat // heartbeats sent, oldest first
@@ -364,7 +363,7 @@ func (f *follower) stream(ctx context.Context, conn *pgx.Conn) error {
 		case <-f.want:
 			// A nil channel (Follow) never receives.
 			now := time.Now()
-			if sending || !d.due(now) {
+			if sending || !d.Due(now) {
 				continue
 			}
 			payload := d.start(now)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -65,26 +64,16 @@ type beats struct {
 	marker string
 	tc     *goredis.Conn
 
-	// last is the At of the newest Synced delivered; jitter, drawn anew
-	// with each, is how much longer than the heartbeat this feed lets it
-	// age before it beats: followers asked at once beat one after another,
-	// so the first one's beat arrives before the others send theirs.
-	last   time.Time
-	jitter time.Duration
-	// clock dates this session's beats and converts others' (clk).
-	clock *adapter.BeatClock
-	// seq numbers this session's beats; sent is when the one under way
-	// was sent (zero: none is).
-	seq  uint64
-	sent time.Time
+	// DemandBeats holds the newest Synced, this session's own beat under
+	// way, and dates this session's beats and others' (Clock: a TIME
+	// sample serves beatSampleEvery).
+	adapter.DemandBeats
 	// ownCheck is when this session last checked its own marker (or set
 	// it).
 	ownCheck time.Time
 	// noPublish: the server refused the PUBLISH (ACL): the session beats
 	// with its own PINGs.
 	noPublish bool
-	// rejected counts beats dropped as dated after their arrival.
-	rejected int
 }
 
 // acceptFutureBeats, set by tests only, delivers a beat whatever instant
@@ -96,28 +85,16 @@ var acceptFutureBeats atomic.Bool
 // (internal/model) is held to against the server's own count.
 var beatCounts struct{ sent, checks, samples, rejected atomic.Int64 }
 
-// synced records a Synced the session delivered itself (a PING's).
-func (b *beats) synced(at time.Time) {
-	if at.After(b.last) {
-		b.setLast(at)
-	}
-}
-
-// setLast records the newest Synced and draws the next jitter, up to an
-// eighth of the heartbeat.
-func (b *beats) setLast(at time.Time) {
-	b.last = at
-	b.jitter = rand.N(b.f.hb/8 + 1)
-}
-
-// clk is the session's converter of beats, made on first use: a TIME
-// sample serves beatSampleEvery.
-func (b *beats) clk() *adapter.BeatClock {
-	if b.clock == nil {
-		b.clock = &adapter.BeatClock{Sample: b.sample, Every: beatSampleEvery, Fresh: b.f.callTimeout(),
-			DriftPPM: beatDriftPPM, Unit: time.Microsecond}
-	}
-	return b.clock
+// newBeats starts a session's beating on demand: sid is its subscriber's
+// client id, marker its marker key (wipe.go; empty without one), tc the
+// connection that checks it.
+func newBeats(f *follower, db int, sid int64, marker string, tc *goredis.Conn) *beats {
+	b := &beats{f: f, db: db, sid: sid, marker: marker, tc: tc, ownCheck: time.Now()}
+	b.Heartbeat = f.hb
+	b.Dropped, b.KeepLate = &beatCounts.rejected, &acceptFutureBeats
+	b.Clock = adapter.BeatClock{Sample: b.sample, Every: beatSampleEvery, Fresh: f.callTimeout(),
+		DriftPPM: beatDriftPPM, Unit: time.Microsecond}
+	return b
 }
 
 // sample reads the server's clock (adapter.BeatClock.Sample).
@@ -133,22 +110,20 @@ func (b *beats) sample(ctx context.Context) (before, srv, after time.Time, err e
 	return before, srv, time.Now(), nil
 }
 
-// send sends a beat unless one is under way; usePing says the server
-// refuses the PUBLISH and the caller must PING instead.
+// send sends a beat (the caller found one Due: none is under way);
+// usePing says the server refuses the PUBLISH and the caller must PING
+// instead.
 func (b *beats) send(ctx context.Context) (usePing bool, err error) {
 	if b.noPublish {
 		return true, nil
 	}
-	if !b.sent.IsZero() {
-		return false, nil
-	}
-	if err := b.clk().Refresh(ctx, time.Now(), false); err != nil {
+	if err := b.Clock.Refresh(ctx, time.Now(), false); err != nil {
 		return false, err
 	}
 	// A lower bound of the server's clock as the PUBLISH runs (now read
 	// after any sample, which ServerAt moves on from).
 	now := time.Now()
-	tb := b.clk().ServerAt(now)
+	tb := b.Clock.ServerAt(now)
 	check := 0
 	if b.marker != "" {
 		if err := b.f.checkDB(ctx, b.tc, b.marker); err != nil {
@@ -161,8 +136,7 @@ func (b *beats) send(ctx context.Context) (usePing bool, err error) {
 		beatCounts.checks.Add(1)
 		b.ownCheck = time.Now()
 	}
-	b.seq++
-	err = b.publish(ctx, fmt.Sprintf("%s%d:%d:%d:%d:%d", beatPrefix, b.db, b.sid, b.seq, tb.UnixMicro(), check))
+	err = b.publish(ctx, fmt.Sprintf("%s%d:%d:%d:%d:%d", beatPrefix, b.db, b.sid, b.Next(), tb.UnixMicro(), check))
 	switch {
 	case err != nil && strings.HasPrefix(err.Error(), "NOPERM"):
 		b.noPublish = true
@@ -170,7 +144,7 @@ func (b *beats) send(ctx context.Context) (usePing bool, err error) {
 	case err != nil:
 		return false, fmt.Errorf("publish a beat: %w", err)
 	}
-	b.sent = now
+	b.Sent(now)
 	beatCounts.sent.Add(1)
 	return false, nil
 }
@@ -187,7 +161,7 @@ func (b *beats) publish(ctx context.Context, payload string) error {
 // its lifetime (an idle fleet, or a follower others always beat before),
 // so that a marker that expired is not taken for a swapped database.
 func (b *beats) overdue(ctx context.Context, now time.Time) error {
-	if !b.sent.IsZero() && now.Sub(b.sent) > b.f.callTimeout() {
+	if b.Overdue(now, b.f.callTimeout()) {
 		return fmt.Errorf("the feed's own beat did not arrive within %v", b.f.callTimeout())
 	}
 	if b.marker != "" && now.Sub(b.ownCheck) > markerTTL/2 {
@@ -242,7 +216,11 @@ func (b *beats) received(ctx context.Context, payload string, conns int) (at tim
 		return time.Time{}, false, fmt.Errorf("a beat %q of an unknown form", payload)
 	}
 	tb := time.UnixMicro(micros)
-	own := sid == b.sid && seq == b.seq && !b.sent.IsZero()
+	var sent time.Time
+	own := false
+	if sid == b.sid {
+		sent, own = b.Own(seq)
+	}
 	if !own && b.marker != "" && (fields[4] != "1" || db != b.db) {
 		// No check of this database's marker before it: a swap may
 		// precede it unseen.
@@ -251,21 +229,7 @@ func (b *beats) received(ctx context.Context, payload string, conns int) (at tim
 	if own {
 		// This session's own: sent before the PUBLISH ran, by this
 		// clock.
-		at, b.sent = b.sent, time.Time{}
-	} else {
-		var late bool
-		if at, late, err = b.clk().Date(ctx, tb, arrival); err != nil {
-			return time.Time{}, false, err
-		}
-		if late && !acceptFutureBeats.Load() {
-			b.rejected++
-			beatCounts.rejected.Add(1)
-			return time.Time{}, false, nil
-		}
+		return sent, b.Synced(sent), nil
 	}
-	if !at.After(b.last) {
-		return time.Time{}, false, nil
-	}
-	b.setLast(at)
-	return at, true, nil
+	return b.Other(ctx, tb, arrival)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/kvbreaker/kvbreaker/adapter"
 	"github.com/kvbreaker/kvbreaker/driver"
 )
 
@@ -18,11 +19,11 @@ var (
 // to the others'.
 func (s *Store) SampleClock(ctx context.Context) (time.Time, time.Duration, error) {
 	if s.closed.Load() {
-		return time.Time{}, 0, opError("sample clock", "", ErrClosed)
+		return time.Time{}, 0, opError(adapter.OpClock, "", ErrClosed)
 	}
 	t, err := s.c.Time(ctx).Result()
 	if err != nil {
-		return time.Time{}, 0, opError("sample clock", "", err)
+		return time.Time{}, 0, opError(adapter.OpClock, "", err)
 	}
 	return t, time.Microsecond, nil
 }

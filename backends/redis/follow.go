@@ -51,7 +51,7 @@ func (s *Store) FollowDemand(ctx context.Context, prefix string, heartbeat time.
 }
 
 func (s *Store) follow(ctx context.Context, prefix string, heartbeat time.Duration, demand bool, want <-chan struct{}, fn func(driver.Change)) error {
-	const op = "follow"
+	const op = adapter.OpFollow
 	if err := s.gate().Follow(prefix, heartbeat, demand, want, fn); err != nil {
 		return err
 	}
@@ -383,7 +383,7 @@ func (f *follower) session(ctx context.Context) (reset bool, err error) {
 	if err := ping(); err != nil {
 		return true, err
 	}
-	b := &beats{f: f, db: f.fc.Options().DB, sid: sid, marker: marker, tc: tc, ownCheck: time.Now()}
+	b := newBeats(f, f.fc.Options().DB, sid, marker, tc)
 	tick := time.NewTicker(max(f.hb/2, time.Millisecond))
 	defer tick.Stop()
 	for {
@@ -407,7 +407,7 @@ func (f *follower) session(ctx context.Context) (reset bool, err error) {
 				return true, err
 			}
 		case <-f.want:
-			if pending || time.Since(b.last) < f.hb+b.jitter {
+			if pending || !b.Due(time.Now()) {
 				continue
 			}
 			usePing, err := b.send(ctx)
@@ -458,7 +458,7 @@ func (f *follower) session(ctx context.Context) (reset bool, err error) {
 					return true, err
 				}
 				pending = false
-				b.synced(sentAt)
+				b.Synced(sentAt)
 				f.fn(driver.Change{Kind: driver.ChangeSynced, At: sentAt})
 			default:
 				return true, fmt.Errorf("unexpected message %v", m)

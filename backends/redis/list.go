@@ -11,6 +11,8 @@ import (
 	"sync"
 
 	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/kvbreaker/kvbreaker/adapter"
 )
 
 // List implements driver.Lister with SCAN MATCH <prefix>*, on each master
@@ -28,7 +30,7 @@ import (
 // during the whole listing is listed, at least once; a key written or
 // deleted meanwhile may or may not be.
 func (s *Store) List(ctx context.Context, prefix, cursor string, limit int) ([]string, string, error) {
-	const op = "list"
+	const op = adapter.OpList
 	if err := s.gate().List(prefix, limit); err != nil {
 		return nil, "", err
 	}

@@ -414,14 +414,14 @@ func DefaultTraits() driver.Traits {
 // second round trip, a script that reads it whole.
 func (s *Store) Get(ctx context.Context, key string) ([]byte, driver.Version, error) {
 	if s.closed.Load() {
-		return nil, 0, opError("get", key, ErrClosed)
+		return nil, 0, opError(adapter.OpGet, key, ErrClosed)
 	}
 	vals, err := s.c.HMGet(ctx, key, FieldValue, FieldVersion).Result()
 	switch {
 	case goredis.HasErrorPrefix(err, "WRONGTYPE"):
 		return s.getForeign(ctx, key)
 	case err != nil:
-		return nil, 0, opError("get", key, err)
+		return nil, 0, opError(adapter.OpGet, key, err)
 	}
 	v, ok := vals[0].(string)
 	if !ok {
@@ -440,18 +440,18 @@ func (s *Store) Get(ctx context.Context, key string) ([]byte, driver.Version, er
 func (s *Store) getForeign(ctx context.Context, key string) ([]byte, driver.Version, error) {
 	res, err := getScript.Run(ctx, s.c, []string{key}).Slice()
 	if err != nil {
-		return nil, 0, opError("get", key, err)
+		return nil, 0, opError(adapter.OpGet, key, err)
 	}
 	if len(res) != 3 {
 		return nil, driver.NoVersion, driver.ErrNotFound
 	}
 	v, ok := res[1].(string)
 	if !ok {
-		return nil, 0, opError("get", key, fmt.Errorf("unexpected script answer %v", res))
+		return nil, 0, opError(adapter.OpGet, key, fmt.Errorf("unexpected script answer %v", res))
 	}
 	ver, err := parseVersion(res[2])
 	if err != nil {
-		return nil, 0, opError("get", key, err)
+		return nil, 0, opError(adapter.OpGet, key, err)
 	}
 	return []byte(v), ver, nil
 }
@@ -600,7 +600,7 @@ const TombstoneTTL = time.Minute
 // old (driver.NoVersion: if key is absent or a tombstone), and otherwise
 // returns a *driver.ConflictError with the current value and version.
 func (s *Store) CompareAndSwap(ctx context.Context, key string, old driver.Version, value []byte, ttl time.Duration) (driver.Version, error) {
-	const op = "compare-and-swap"
+	const op = adapter.OpSwap
 	if err := s.gate().Swap(key, ttl); err != nil {
 		return 0, err
 	}
@@ -630,7 +630,7 @@ func (s *Store) CompareAndDelete(ctx context.Context, key string, old driver.Ver
 // compareAndDelete is CompareAndDelete as the write id's run: a rerun
 // passes the same id.
 func (s *Store) compareAndDelete(ctx context.Context, key string, old driver.Version, id string) error {
-	const op = "compare-and-delete"
+	const op = adapter.OpDelete
 	if s.closed.Load() {
 		return opError(op, key, ErrClosed)
 	}
@@ -833,7 +833,7 @@ return redis.call('PTTL', KEYS[1])
 // driver.ErrNotFound when Get reads the key as absent (no key, or a
 // tombstone).
 func (s *Store) Expiry(ctx context.Context, key string) (time.Duration, error) {
-	const op = "expiry"
+	const op = adapter.OpExpiry
 	if s.closed.Load() {
 		return 0, opError(op, key, ErrClosed)
 	}

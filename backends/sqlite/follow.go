@@ -57,7 +57,7 @@ func (s *Store) Follow(ctx context.Context, prefix string, heartbeat time.Durati
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		return &driver.OpError{Backend: "sqlite", Op: "follow", Key: prefix, Err: err}
+		return &driver.OpError{Backend: "sqlite", Op: adapter.OpFollow, Key: prefix, Err: err}
 	}
 	tick := time.NewTicker(f.poll)
 	defer tick.Stop()
@@ -77,7 +77,7 @@ func (s *Store) Follow(ctx context.Context, prefix string, heartbeat time.Durati
 		}
 		if s.closed.Load() {
 			// The database is closed: no resynchronisation can succeed.
-			return &driver.OpError{Backend: "sqlite", Op: "follow", Key: prefix, Err: ErrClosed}
+			return &driver.OpError{Backend: "sqlite", Op: adapter.OpFollow, Key: prefix, Err: ErrClosed}
 		}
 		fn(driver.Change{Kind: driver.ChangeLost, Err: err})
 		for {

@@ -122,12 +122,10 @@ const (
 	opOpen  = "open"
 )
 
-// Defaults of the options.
+// Defaults of the options; the purge options' defaults are adapter's
+// (adapter.DefaultPurge).
 const (
 	DefaultBusyTimeout = 5 * time.Second
-	DefaultPurgeEvery  = adapter.DefaultPurgeEvery
-	DefaultPurgeBatch  = adapter.DefaultPurgeBatch
-	DefaultPurgeDelay  = adapter.DefaultPurgeDelay
 	DefaultCallTimeout = 10 * time.Second
 )
 
@@ -200,16 +198,17 @@ type Option func(*options)
 func WithBusyTimeout(d time.Duration) Option { return func(o *options) { o.busyTimeout = d } }
 
 // WithPurgeEvery makes the store purge one batch of expired rows in the
-// background after every n successful writes (default DefaultPurgeEvery); 0
-// turns automatic purging off (call Purge yourself).
+// background after every n successful writes (default
+// adapter.DefaultPurge.Every); 0 turns automatic purging off (call Purge
+// yourself).
 func WithPurgeEvery(n int) Option { return func(o *options) { o.purge.Every = n } }
 
 // WithPurgeBatch bounds the rows one purge deletes (default
-// DefaultPurgeBatch).
+// adapter.DefaultPurge.Batch).
 func WithPurgeBatch(n int) Option { return func(o *options) { o.purge.Batch = n } }
 
 // WithPurgeDelay sets how long after its expiry (or its delete) a row may
-// be purged (default DefaultPurgeDelay). It is the largest
+// be purged (default adapter.DefaultPurge.Delay). It is the largest
 // Settings.ClockSkew a fleet may declare over this store
 // (Traits.MaxClockSkew), and how far behind a follower may fall before it
 // must resynchronise.
@@ -351,7 +350,7 @@ func (s *Store) Path() string { return s.path }
 func (s *Store) DB() *sql.DB { return s.db }
 
 // DefaultTraits is what a Store declares with default options: see Traits.
-func DefaultTraits() driver.Traits { return traits(DefaultPurgeDelay) }
+func DefaultTraits() driver.Traits { return traits(adapter.DefaultPurge.Delay) }
 
 // Traits: atomic conditional writes; expiry exact to the nanosecond, by
 // the clock every process on the host shares (driver.ExpiryReaderFiltered:
