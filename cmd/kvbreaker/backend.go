@@ -53,7 +53,7 @@ type backendDesc struct {
 	noTable         string
 	creates, prints string
 	// tlsFix says which of its flags fixes a TLS failure, or "" for the
-	// library's own words.
+	// library's own words; a backend with TLS file flags has theirs.
 	tlsFix func(f *backendFlags, te *tlsdiag.Error) string
 	// example is its connection flags as one typical command line gives
 	// them, and exampleEnv what that line sets first (a region, a token, a
@@ -77,6 +77,19 @@ type connFlag struct {
 	need  bool
 	list  string
 	check func(f *backendFlags, flag, value string) error
+	// tls is set on the URL flag of a backend with TLS file flags
+	// (tlsFileFlags).
+	tls *tlsFiles
+}
+
+// tls is its TLS file flags (tlsFileFlags), or nil.
+func (d *backendDesc) tls() *tlsFiles {
+	for _, c := range d.flags {
+		if c.tls != nil {
+			return c.tls
+		}
+	}
+	return nil
 }
 
 // noTableSays is what init says of a backend that needs nothing created.
@@ -435,14 +448,6 @@ func tableCheck(schema func(table string) (string, error)) func(*backendFlags, s
 	}
 }
 
-// pairedFlags checks that the flags a and b are given together.
-func (f *backendFlags) pairedFlags(a, b, what string) error {
-	if (f.get(a) == "") != (f.get(b) == "") {
-		return usagef("--%s and --%s go together (%s): give both or neither", a, b, what)
-	}
-	return nil
-}
-
 // maxConnect bounds connecting when --timeout is longer (check's --timeout
 // bounds a whole run of minutes).
 const maxConnect = 30 * time.Second
@@ -463,21 +468,22 @@ func (f *backendFlags) open(ctx context.Context, timeout time.Duration) (*conn, 
 	defer cancel()
 	c, err := f.desc.open(octx, f)
 	// A backend with TLS flags says which of them fixes a TLS failure.
-	if te, ok := errors.AsType[*tlsdiag.Error](err); ok && f.desc.tlsFix != nil {
+	if te, ok := errors.AsType[*tlsdiag.Error](err); ok && (f.desc.tlsFix != nil || f.desc.tls() != nil) {
 		return nil, tlsFlagError(f, te)
 	}
 	return c, err
 }
 
-// loadTLS builds a TLS configuration from a backend's CA, certificate and
-// key files (the flags caFlag, certFlag and keyFlag: tlsdiag.LoadFiles),
-// or nil if none is given.
-func loadTLS(f *backendFlags, caFlag, certFlag, keyFlag string) (*tls.Config, error) {
-	cfg, err := tlsdiag.LoadFiles(f.get(caFlag), f.get(certFlag), f.get(keyFlag))
+// loadTLS builds a TLS configuration from the backend's CA, certificate
+// and key files (its tlsFileFlags: tlsdiag.LoadFiles), or nil if none is
+// given.
+func loadTLS(f *backendFlags) (*tls.Config, error) {
+	t := f.desc.tls()
+	cfg, err := tlsdiag.LoadFiles(f.get(t.ca), f.get(t.cert), f.get(t.key))
 	if fe, ok := errors.AsType[*tlsdiag.FileError](err); ok {
-		flag := f.name(caFlag)
+		flag := f.name(t.ca)
 		if fe.ClientCert {
-			flag = "--" + certFlag + "/--" + keyFlag
+			flag = "--" + t.cert + "/--" + t.key
 		}
 		return nil, fmt.Errorf("%s: %s: %w", f.desc.name, flag, err)
 	}
