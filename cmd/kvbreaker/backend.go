@@ -40,10 +40,7 @@ type backendDesc struct {
 	// secretEnv are variables that hold a credential whole: never shown.
 	envHelp   string
 	secretEnv []string
-	// validate checks its flags without touching the network, after the
-	// shared checks; nil if it needs none.
-	validate func(f *backendFlags) error
-	open     func(ctx context.Context, f *backendFlags) (*conn, error)
+	open      func(ctx context.Context, f *backendFlags) (*conn, error)
 	// create makes what its store needs (init), or is nil: then init says
 	// noTable ("NAME needs no table: nothing to create" if empty). print
 	// shows what create would run (init --print); creates and prints say
@@ -151,6 +148,9 @@ type backendFlags struct {
 	fromEnv map[string]string
 	// bound says what bounds connecting, for messages ("--timeout 3s").
 	bound string
+	// print is init --print's: of the required flags it reads only the
+	// table's (NAME-table).
+	print bool
 }
 
 // get is the value of a backend's connection flag.
@@ -358,11 +358,6 @@ func (f *backendFlags) validate() error {
 	if err := f.checkFlags(f.desc.flags); err != nil {
 		return err
 	}
-	if f.desc.validate != nil {
-		if err := f.desc.validate(f); err != nil {
-			return err
-		}
-	}
 	if f.prefix != "" {
 		if _, err := kvbreaker.Prefixed(memory.New(), f.prefix); err != nil {
 			return usagef("%s: %v", f.name("prefix"), err)
@@ -381,7 +376,7 @@ func (f *backendFlags) checkFlags(flags []connFlag) error {
 			items = f.list(c.name)
 		}
 		switch {
-		case v == "" && c.need:
+		case v == "" && c.need && (!f.print || c.name == f.desc.name+"-table"):
 			return usagef("--backend %s needs --%s (or $%s)", f.backend, c.name, f.env(c.name))
 		case len(items) == 0 && v != "":
 			return usagef("%s has no %s", f.name(c.name), c.list)
@@ -491,14 +486,11 @@ func loadTLS(f *backendFlags) (*tls.Config, error) {
 }
 
 // printScript is the print (init --print) of a backend whose module
-// gives the script that makes the table its flag names; the flags it
-// reads are checked as validate checks them (DynamoDB's endpoint too).
-func printScript(flag string, script func(table string) (string, error)) func(*backendFlags, io.Writer) error {
+// gives the script that makes the table its NAME-table flag names, once
+// validate checked the flags (f.print).
+func printScript(script func(table string) (string, error)) func(*backendFlags, io.Writer) error {
 	return func(f *backendFlags, stdout io.Writer) error {
-		read := slices.DeleteFunc(slices.Clone(f.desc.flags), func(c connFlag) bool { return c.need && c.name != flag })
-		if err := f.checkFlags(read); err != nil {
-			return err
-		}
+		flag := f.desc.name + "-table"
 		sql, err := script(f.get(flag))
 		if err != nil {
 			return usagef("%s: %v", f.name(flag), err)

@@ -28,7 +28,7 @@ var dynamodbBackend = backendDesc{
 	creates:   "DynamoDB's table (--dynamodb-table, partition key \"pk\", on-demand, TTL on \"purgeAt\": dynamodb.CreateTable)",
 	prints:    "the AWS CLI commands with DynamoDB's tables' JSON",
 	print: func(f *backendFlags, w io.Writer) error {
-		return printScript("dynamodb-table", func(t string) (string, error) { return dynamodb.CLIScript(t, f.get("dynamodb-endpoint")) })(f, w)
+		return printScript(func(t string) (string, error) { return dynamodb.CLIScript(t, f.get("dynamodb-endpoint")) })(f, w)
 	},
 	example:    "--dynamodb-table kvbreaker",
 	exampleEnv: "AWS_REGION=eu-west-1",

@@ -24,7 +24,7 @@ var mysqlBackend = backendDesc{
 	create:     initMySQL,
 	creates:    "MySQL's table (--mysql-table, with its expiry index: mysql.CreateTable)",
 	prints:     "MySQL's SQL (mysql.SchemaScript; pipe it to mysql)",
-	print:      printScript("mysql-table", mysql.SchemaScript),
+	print:      printScript(mysql.SchemaScript),
 	exampleEnv: "KVBREAKER_MYSQL_DSN='app:secret@tcp(db:3306)/app'",
 }
 

@@ -33,7 +33,7 @@ TLS: ?sslmode=verify-full&sslrootcert=ca.pem, or $PGSSLROOTCERT)`,
 	create:    initPostgres,
 	creates:   "PostgreSQL's table (--postgres-table, with its version sequence, expiry index, and the trigger that notifies its changes to followers: postgres.CreateTable; an existing one gets the trigger if it lacks it)",
 	prints:    "PostgreSQL's SQL (postgres.SchemaScript; pipe it to psql)",
-	print:     printScript("postgres-table", postgres.SchemaScript),
+	print:     printScript(postgres.SchemaScript),
 	tlsFix: func(f *backendFlags, te *tlsdiag.Error) string {
 		if te.Kind == tlsdiag.Untrusted {
 			return "give the CA that signed it as sslrootcert= in " + f.name("postgres-url") + " (postgres://…?sslmode=verify-full&sslrootcert=ca.pem) or $PGSSLROOTCERT"
