@@ -218,58 +218,45 @@ func (f *backendFlags) name(flag string) string {
 	return "--" + flag
 }
 
-// envHelp is the part of a command's --help that lists the environment.
-func envHelp() string {
-	var b strings.Builder
-	b.WriteString("Environment (a flag given on the command line wins):\n")
-	b.WriteString("  KVBREAKER_BACKEND, KVBREAKER_PREFIX, KVBREAKER_CLOCK_SKEW\n")
-	for _, d := range registry {
-		var envs []string
-		for _, c := range d.flags {
-			envs = append(envs, c.env)
-		}
-		// A backend's variables on a line of their own, or a few.
-		for line := range strings.Lines(wrap(strings.Join(envs, ", "), 98)) {
-			if line = strings.TrimSpace(line); line != "" {
-				b.WriteString("  " + line + "\n")
-			}
-		}
-	}
-	for _, d := range registry {
-		b.WriteString(d.envHelp)
-	}
-	return b.String()
-}
-
 // backendFlagsHelp is the part of a command's --help that shows each
 // backend's flags by example, and the environment.
 var backendFlagsHelp = flagsHelp()
 
+// flagsHelp builds backendFlagsHelp in one pass over the registry: the
+// backends' names and usage, the variables that hold a credential, the
+// flags' variables (a backend's on a line of their own, or a few) and
+// what the backends say of their SDKs' variables.
 func flagsHelp() string {
-	var names []string
+	var names, secretEnv []string
+	var usage, env, sdkEnv strings.Builder
 	for _, d := range registry {
 		names = append(names, strings.TrimSpace(d.name+" "+d.about))
-	}
-	var b strings.Builder
-	b.WriteString(wrap("Backends (--backend): "+joinAnd(names)+". Their connection flags (the same for check, list, inspect, reset and init):", 92))
-	for _, d := range registry {
-		fmt.Fprintf(&b, "  %-13s %s\n", d.name, strings.ReplaceAll(d.usage, "\n", "\n"+strings.Repeat(" ", 16)))
-	}
-	var secretEnv []string
-	for _, d := range registry {
+		fmt.Fprintf(&usage, "  %-13s %s\n", d.name, strings.ReplaceAll(d.usage, "\n", "\n"+strings.Repeat(" ", 16)))
 		for _, e := range d.secretEnv {
 			secretEnv = append(secretEnv, "$"+e)
 		}
+		var envs []string
+		for _, c := range d.flags {
+			envs = append(envs, c.env)
+		}
+		for line := range strings.Lines(wrap(strings.Join(envs, ", "), 98)) {
+			if line = strings.TrimSpace(line); line != "" {
+				env.WriteString("  " + line + "\n")
+			}
+		}
+		sdkEnv.WriteString(d.envHelp)
 	}
-	b.WriteString(wrap(titles(func(d *backendDesc) bool { return d.create != nil })+` need a table: "kvbreaker init" with the same flags creates it ("kvbreaker init --print" shows the SQL or AWS CLI commands).`, 80))
-	b.WriteString(`--prefix must be the key prefix your fleet's Breakers use (kvbreaker.Prefixed).
-`)
-	b.WriteString(wrap("No output or error shows a credential: URLs are shown without user information or password=/token= values, keyword/value strings without password=, a data source name not at all, and "+joinAnd(secretEnv)+" never.", 80))
-	b.WriteString(`An unreachable endpoint is reported within about 2 s; one that accepts but
+	return wrap("Backends (--backend): "+joinAnd(names)+". Their connection flags (the same for check, list, inspect, reset and init):", 92) +
+		usage.String() +
+		wrap(titles(func(d *backendDesc) bool { return d.create != nil })+` need a table: "kvbreaker init" with the same flags creates it ("kvbreaker init --print" shows the SQL or AWS CLI commands).`, 80) +
+		"--prefix must be the key prefix your fleet's Breakers use (kvbreaker.Prefixed).\n" +
+		wrap("No output or error shows a credential: URLs are shown without user information or password=/token= values, keyword/value strings without password=, a data source name not at all, and "+joinAnd(secretEnv)+" never.", 80) +
+		`An unreachable endpoint is reported within about 2 s; one that accepts but
 never answers, within --timeout.
 
-`)
-	return b.String() + envHelp()
+Environment (a flag given on the command line wins):
+  KVBREAKER_BACKEND, KVBREAKER_PREFIX, KVBREAKER_CLOCK_SKEW
+` + env.String() + sdkEnv.String()
 }
 
 // A conn is an open connection to one deployment's store.
