@@ -48,7 +48,7 @@ func openDynamoDB(ctx context.Context, f *backendFlags) (*conn, error) {
 	return &conn{
 		describe:   s.String(),
 		store:      s,
-		leftBehind: "records expire within 10 minutes; DynamoDB's TTL deletes the items within days of that",
+		leftBehind: "records expire within 10 minutes; the items become eligible for DynamoDB's TTL deletion " + dynamodb.DefaultPurgeDelay.String() + " later (dynamodb.DefaultPurgeDelay), and it deletes them within days",
 	}, nil
 }
 
