@@ -85,5 +85,12 @@ func Endpoint(client *dyn.Client) string {
 	return "https://dynamodb." + client.Options().Region + ".amazonaws.com"
 }
 
+// String names the table, its region and endpoint (Endpoint), for a
+// tool's output or a log: "dynamodb table kvbreaker in eu-west-1 at
+// https://dynamodb.eu-west-1.amazonaws.com", as Dial's errors do.
+func (s *Store) String() string {
+	return "dynamodb table " + s.table + " in " + s.client.Options().Region + " at " + Endpoint(s.client)
+}
+
 // Client is the DynamoDB client the Store sends its requests through.
 func (s *Store) Client() *dyn.Client { return s.client }

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	dyn "github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
 	"github.com/kvbreaker/kvbreaker/backends/dynamodb"
 	"github.com/kvbreaker/kvbreaker/driver"
 )
@@ -58,5 +60,35 @@ func TestDialChecksWhatItOpens(t *testing.T) {
 	awsEnv(t, "")
 	if _, err := dynamodb.Dial(t.Context(), table, localEndpoint()); err == nil || !strings.Contains(err.Error(), "no AWS region") {
 		t.Errorf("Dial without a region = %v, want the missing region named", err)
+	}
+}
+
+// TestStoreString: a Store names its table, region and endpoint, Dial's
+// and New's alike, without the endpoint's user information; a client
+// without an endpoint of its own names AWS's for its region.
+func TestStoreString(t *testing.T) {
+	awsEnv(t, "us-east-1")
+	s, err := dynamodb.Dial(t.Context(), table, localEndpoint())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if got, want := s.String(), "dynamodb table "+table+" in us-east-1 at "+localEndpoint(); got != want {
+		t.Errorf("Dial's Store.String() = %q, want %q", got, want)
+	}
+	withUser := strings.Replace(localEndpoint(), "http://", "http://user:SECRET@", 1)
+	n, err := dynamodb.New(newClient(withUser), "other.table")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := n.String(), "dynamodb table other.table in us-east-1 at "+localEndpoint(); got != want {
+		t.Errorf("New's Store.String() = %q, want %q", got, want)
+	}
+	awsClient := dyn.New(dyn.Options{Region: "eu-west-1"})
+	if n, err = dynamodb.New(awsClient, table); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := n.String(), "dynamodb table "+table+" in eu-west-1 at https://dynamodb.eu-west-1.amazonaws.com"; got != want {
+		t.Errorf("String() without an endpoint = %q, want %q", got, want)
 	}
 }

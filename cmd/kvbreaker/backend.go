@@ -40,10 +40,7 @@ type backendDesc struct {
 	// secretEnv are variables that hold a credential whole: never shown.
 	envHelp   string
 	secretEnv []string
-	// validate checks its flags without touching the network, after the
-	// shared checks; nil if it needs none.
-	validate func(f *backendFlags) error
-	open     func(ctx context.Context, f *backendFlags) (*conn, error)
+	open      func(ctx context.Context, f *backendFlags) (*conn, error)
 	// create makes what its store needs (init), or is nil: then init says
 	// noTable ("NAME needs no table: nothing to create" if empty). print
 	// shows what create would run (init --print); creates and prints say
@@ -53,7 +50,7 @@ type backendDesc struct {
 	noTable         string
 	creates, prints string
 	// tlsFix says which of its flags fixes a TLS failure, or "" for the
-	// library's own words.
+	// library's own words; a backend with TLS file flags has theirs.
 	tlsFix func(f *backendFlags, te *tlsdiag.Error) string
 	// example is its connection flags as one typical command line gives
 	// them, and exampleEnv what that line sets first (a region, a token, a
@@ -77,6 +74,19 @@ type connFlag struct {
 	need  bool
 	list  string
 	check func(f *backendFlags, flag, value string) error
+	// tls is set on the URL flag of a backend with TLS file flags
+	// (tlsFileFlags).
+	tls *tlsFiles
+}
+
+// tls is its TLS file flags (tlsFileFlags), or nil.
+func (d *backendDesc) tls() *tlsFiles {
+	for _, c := range d.flags {
+		if c.tls != nil {
+			return c.tls
+		}
+	}
+	return nil
 }
 
 // noTableSays is what init says of a backend that needs nothing created.
@@ -138,6 +148,9 @@ type backendFlags struct {
 	fromEnv map[string]string
 	// bound says what bounds connecting, for messages ("--timeout 3s").
 	bound string
+	// print is init --print's: of the required flags it reads only the
+	// table's (NAME-table).
+	print bool
 }
 
 // get is the value of a backend's connection flag.
@@ -205,58 +218,45 @@ func (f *backendFlags) name(flag string) string {
 	return "--" + flag
 }
 
-// envHelp is the part of a command's --help that lists the environment.
-func envHelp() string {
-	var b strings.Builder
-	b.WriteString("Environment (a flag given on the command line wins):\n")
-	b.WriteString("  KVBREAKER_BACKEND, KVBREAKER_PREFIX, KVBREAKER_CLOCK_SKEW\n")
-	for _, d := range registry {
-		var envs []string
-		for _, c := range d.flags {
-			envs = append(envs, c.env)
-		}
-		// A backend's variables on a line of their own, or a few.
-		for line := range strings.Lines(wrap(strings.Join(envs, ", "), 98)) {
-			if line = strings.TrimSpace(line); line != "" {
-				b.WriteString("  " + line + "\n")
-			}
-		}
-	}
-	for _, d := range registry {
-		b.WriteString(d.envHelp)
-	}
-	return b.String()
-}
-
 // backendFlagsHelp is the part of a command's --help that shows each
 // backend's flags by example, and the environment.
 var backendFlagsHelp = flagsHelp()
 
+// flagsHelp builds backendFlagsHelp in one pass over the registry: the
+// backends' names and usage, the variables that hold a credential, the
+// flags' variables (a backend's on a line of their own, or a few) and
+// what the backends say of their SDKs' variables.
 func flagsHelp() string {
-	var names []string
+	var names, secretEnv []string
+	var usage, env, sdkEnv strings.Builder
 	for _, d := range registry {
 		names = append(names, strings.TrimSpace(d.name+" "+d.about))
-	}
-	var b strings.Builder
-	b.WriteString(wrap("Backends (--backend): "+joinAnd(names)+". Their connection flags (the same for check, list, inspect, reset and init):", 92))
-	for _, d := range registry {
-		fmt.Fprintf(&b, "  %-13s %s\n", d.name, strings.ReplaceAll(d.usage, "\n", "\n"+strings.Repeat(" ", 16)))
-	}
-	var secretEnv []string
-	for _, d := range registry {
+		fmt.Fprintf(&usage, "  %-13s %s\n", d.name, strings.ReplaceAll(d.usage, "\n", "\n"+strings.Repeat(" ", 16)))
 		for _, e := range d.secretEnv {
 			secretEnv = append(secretEnv, "$"+e)
 		}
+		var envs []string
+		for _, c := range d.flags {
+			envs = append(envs, c.env)
+		}
+		for line := range strings.Lines(wrap(strings.Join(envs, ", "), 98)) {
+			if line = strings.TrimSpace(line); line != "" {
+				env.WriteString("  " + line + "\n")
+			}
+		}
+		sdkEnv.WriteString(d.envHelp)
 	}
-	b.WriteString(wrap(titles(func(d *backendDesc) bool { return d.create != nil })+` need a table: "kvbreaker init" with the same flags creates it ("kvbreaker init --print" shows the SQL or AWS CLI commands).`, 80))
-	b.WriteString(`--prefix must be the key prefix your fleet's Breakers use (kvbreaker.Prefixed).
-`)
-	b.WriteString(wrap("No output or error shows a credential: URLs are shown without user information or password=/token= values, keyword/value strings without password=, a data source name not at all, and "+joinAnd(secretEnv)+" never.", 80))
-	b.WriteString(`An unreachable endpoint is reported within about 2 s; one that accepts but
+	return wrap("Backends (--backend): "+joinAnd(names)+". Their connection flags (the same for check, list, inspect, reset and init):", 92) +
+		usage.String() +
+		wrap(titles(func(d *backendDesc) bool { return d.create != nil })+` need a table: "kvbreaker init" with the same flags creates it ("kvbreaker init --print" shows the SQL or AWS CLI commands).`, 80) +
+		"--prefix must be the key prefix your fleet's Breakers use (kvbreaker.Prefixed).\n" +
+		wrap("No output or error shows a credential: URLs are shown without user information or password=/token= values, keyword/value strings without password=, a data source name not at all, and "+joinAnd(secretEnv)+" never.", 80) +
+		`An unreachable endpoint is reported within about 2 s; one that accepts but
 never answers, within --timeout.
 
-`)
-	return b.String() + envHelp()
+Environment (a flag given on the command line wins):
+  KVBREAKER_BACKEND, KVBREAKER_PREFIX, KVBREAKER_CLOCK_SKEW
+` + env.String() + sdkEnv.String()
 }
 
 // A conn is an open connection to one deployment's store.
@@ -345,11 +345,6 @@ func (f *backendFlags) validate() error {
 	if err := f.checkFlags(f.desc.flags); err != nil {
 		return err
 	}
-	if f.desc.validate != nil {
-		if err := f.desc.validate(f); err != nil {
-			return err
-		}
-	}
 	if f.prefix != "" {
 		if _, err := kvbreaker.Prefixed(memory.New(), f.prefix); err != nil {
 			return usagef("%s: %v", f.name("prefix"), err)
@@ -368,7 +363,7 @@ func (f *backendFlags) checkFlags(flags []connFlag) error {
 			items = f.list(c.name)
 		}
 		switch {
-		case v == "" && c.need:
+		case v == "" && c.need && (!f.print || c.name == f.desc.name+"-table"):
 			return usagef("--backend %s needs --%s (or $%s)", f.backend, c.name, f.env(c.name))
 		case len(items) == 0 && v != "":
 			return usagef("%s has no %s", f.name(c.name), c.list)
@@ -435,14 +430,6 @@ func tableCheck(schema func(table string) (string, error)) func(*backendFlags, s
 	}
 }
 
-// pairedFlags checks that the flags a and b are given together.
-func (f *backendFlags) pairedFlags(a, b, what string) error {
-	if (f.get(a) == "") != (f.get(b) == "") {
-		return usagef("--%s and --%s go together (%s): give both or neither", a, b, what)
-	}
-	return nil
-}
-
 // maxConnect bounds connecting when --timeout is longer (check's --timeout
 // bounds a whole run of minutes).
 const maxConnect = 30 * time.Second
@@ -463,21 +450,22 @@ func (f *backendFlags) open(ctx context.Context, timeout time.Duration) (*conn, 
 	defer cancel()
 	c, err := f.desc.open(octx, f)
 	// A backend with TLS flags says which of them fixes a TLS failure.
-	if te, ok := errors.AsType[*tlsdiag.Error](err); ok && f.desc.tlsFix != nil {
+	if te, ok := errors.AsType[*tlsdiag.Error](err); ok && (f.desc.tlsFix != nil || f.desc.tls() != nil) {
 		return nil, tlsFlagError(f, te)
 	}
 	return c, err
 }
 
-// loadTLS builds a TLS configuration from a backend's CA, certificate and
-// key files (the flags caFlag, certFlag and keyFlag: tlsdiag.LoadFiles),
-// or nil if none is given.
-func loadTLS(f *backendFlags, caFlag, certFlag, keyFlag string) (*tls.Config, error) {
-	cfg, err := tlsdiag.LoadFiles(f.get(caFlag), f.get(certFlag), f.get(keyFlag))
+// loadTLS builds a TLS configuration from the backend's CA, certificate
+// and key files (its tlsFileFlags: tlsdiag.LoadFiles), or nil if none is
+// given.
+func loadTLS(f *backendFlags) (*tls.Config, error) {
+	t := f.desc.tls()
+	cfg, err := tlsdiag.LoadFiles(f.get(t.ca), f.get(t.cert), f.get(t.key))
 	if fe, ok := errors.AsType[*tlsdiag.FileError](err); ok {
-		flag := f.name(caFlag)
+		flag := f.name(t.ca)
 		if fe.ClientCert {
-			flag = "--" + certFlag + "/--" + keyFlag
+			flag = "--" + t.cert + "/--" + t.key
 		}
 		return nil, fmt.Errorf("%s: %s: %w", f.desc.name, flag, err)
 	}
@@ -485,14 +473,11 @@ func loadTLS(f *backendFlags, caFlag, certFlag, keyFlag string) (*tls.Config, er
 }
 
 // printScript is the print (init --print) of a backend whose module
-// gives the script that makes the table its flag names; the flags it
-// reads are checked as validate checks them (DynamoDB's endpoint too).
-func printScript(flag string, script func(table string) (string, error)) func(*backendFlags, io.Writer) error {
+// gives the script that makes the table its NAME-table flag names, once
+// validate checked the flags (f.print).
+func printScript(script func(table string) (string, error)) func(*backendFlags, io.Writer) error {
 	return func(f *backendFlags, stdout io.Writer) error {
-		read := slices.DeleteFunc(slices.Clone(f.desc.flags), func(c connFlag) bool { return c.need && c.name != flag })
-		if err := f.checkFlags(read); err != nil {
-			return err
-		}
+		flag := f.desc.name + "-table"
 		sql, err := script(f.get(flag))
 		if err != nil {
 			return usagef("%s: %v", f.name(flag), err)

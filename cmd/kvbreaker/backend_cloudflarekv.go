@@ -31,19 +31,15 @@ var cloudflarekvBackend = backendDesc{
 	envHelp: `  CLOUDFLARE_API_TOKEN
                  the Workers KV API token (Workers KV Storage: Edit); never a flag
 `,
-	secretEnv: []string{TokenEnv},
-	open: func(ctx context.Context, f *backendFlags) (*conn, error) {
-		return openCloudflareKV(ctx, f, time.Now, nil)
-	},
+	secretEnv:  []string{TokenEnv},
+	open:       openCloudflareKV,
 	noTable:    "cloudflarekv needs no table: the Breakers' keys go into the Workers KV namespace --cf-namespace names, which init does not create (wrangler kv namespace create NAME)",
 	example:    "--cf-account 0123abcd --cf-namespace 4567ef89",
 	exampleEnv: TokenEnv + "=...",
 }
 
-// openCloudflareKV opens Workers KV (cloudflarekv.Dial). clock is the
-// store's clock and advance, when not nil, moves it (tests point them at
-// Miniflare's).
-func openCloudflareKV(ctx context.Context, f *backendFlags, clock func() time.Time, advance func(ctx context.Context, d time.Duration) error) (*conn, error) {
+// openCloudflareKV opens Workers KV (cloudflarekv.Dial).
+func openCloudflareKV(ctx context.Context, f *backendFlags) (*conn, error) {
 	token := os.Getenv(TokenEnv)
 	if token == "" {
 		return nil, fmt.Errorf("cloudflarekv: %s is not set: export an API token with Workers KV Storage: Edit permission", TokenEnv)
@@ -60,7 +56,6 @@ func openCloudflareKV(ctx context.Context, f *backendFlags, clock func() time.Ti
 		cloudflarekv.WithClockSkew(max(f.clockSkew, time.Millisecond)),
 		// A write the store gives up is reported by the command.
 		cloudflarekv.WithLogger(slog.New(slog.DiscardHandler)),
-		cloudflarekv.WithClock(clock),
 	}
 	s, err := cloudflarekv.Dial(ctx, account, namespace, token, baseURL, o...)
 	if oe, ok := errors.AsType[*driver.OpError](err); ok && oe.Op == "get" {
@@ -72,5 +67,5 @@ func openCloudflareKV(ctx context.Context, f *backendFlags, clock func() time.Ti
 	if err != nil {
 		return nil, err
 	}
-	return &conn{describe: where, store: s, advance: advance}, nil
+	return &conn{describe: where, store: s}, nil
 }

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"io"
 
-	dyn "github.com/aws/aws-sdk-go-v2/service/dynamodb"
-
 	"github.com/kvbreaker/kvbreaker/backends/dynamodb"
 )
 
@@ -30,7 +28,7 @@ var dynamodbBackend = backendDesc{
 	creates:   "DynamoDB's table (--dynamodb-table, partition key \"pk\", on-demand, TTL on \"purgeAt\": dynamodb.CreateTable)",
 	prints:    "the AWS CLI commands with DynamoDB's tables' JSON",
 	print: func(f *backendFlags, w io.Writer) error {
-		return printScript("dynamodb-table", func(t string) (string, error) { return dynamodb.CLIScript(t, f.get("dynamodb-endpoint")) })(f, w)
+		return printScript(func(t string) (string, error) { return dynamodb.CLIScript(t, f.get("dynamodb-endpoint")) })(f, w)
 	},
 	example:    "--dynamodb-table kvbreaker",
 	exampleEnv: "AWS_REGION=eu-west-1",
@@ -48,19 +46,10 @@ func openDynamoDB(ctx context.Context, f *backendFlags) (*conn, error) {
 		return nil, noAnswer(ctx, "dynamodb", "", f.bound, err)
 	}
 	return &conn{
-		describe:   dynamoWhere(f, s.Client()),
+		describe:   s.String(),
 		store:      s,
-		leftBehind: "records expire within 10 minutes; DynamoDB's TTL deletes the items within days of that",
+		leftBehind: "records expire within 10 minutes; the items become eligible for DynamoDB's TTL deletion " + dynamodb.DefaultPurgeDelay.String() + " later (dynamodb.DefaultPurgeDelay), and it deletes them within days",
 	}, nil
-}
-
-// dynamoWhere names the table for output.
-func dynamoWhere(f *backendFlags, client *dyn.Client) string {
-	where := "dynamodb table " + f.get("dynamodb-table") + " in " + client.Options().Region
-	if f.get("dynamodb-endpoint") != "" {
-		where += " at " + dynamodb.Endpoint(client)
-	}
-	return where
 }
 
 // initDynamoDB creates the table (dynamodb.Prepare) unless it exists,
@@ -70,7 +59,11 @@ func initDynamoDB(ctx context.Context, f *backendFlags) (initOutput, error) {
 	if err != nil {
 		return initOutput{}, err
 	}
-	where := dynamoWhere(f, client)
+	s, err := dynamodb.New(client, f.get("dynamodb-table"))
+	if err != nil {
+		return initOutput{}, err
+	}
+	where := s.String()
 	p, err := dynamodb.Prepare(ctx, client, f.get("dynamodb-table"))
 	return prepared(ctx, f, where, dynamodb.Endpoint(client), p, p.Existed, err, nil, func(err error) error { return fmt.Errorf("%s: %w", where, err) })
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 
 	gomysql "github.com/go-sql-driver/mysql"
 
@@ -24,7 +25,7 @@ var mysqlBackend = backendDesc{
 	create:     initMySQL,
 	creates:    "MySQL's table (--mysql-table, with its expiry index: mysql.CreateTable)",
 	prints:     "MySQL's SQL (mysql.SchemaScript; pipe it to mysql)",
-	print:      printScript("mysql-table", mysql.SchemaScript),
+	print:      printScript(mysql.SchemaScript),
 	exampleEnv: "KVBREAKER_MYSQL_DSN='app:secret@tcp(db:3306)/app'",
 }
 
@@ -43,7 +44,7 @@ func openMySQL(ctx context.Context, f *backendFlags) (*conn, error) {
 		return nil, noAnswer(ctx, "mysql", cfg.Addr, f.bound, mysql.Explain(err, cfg, "--mysql-dsn"))
 	}
 	return &conn{describe: s.String(), store: s,
-		leftBehind: "records expire within 10 minutes, but the rows stay until a purge (mysql.Store.Purge, which the fleet's stores run every 1000 writes) removes them"}, nil
+		leftBehind: "records expire within 10 minutes, but the rows stay until a purge (mysql.Store.Purge, which the fleet's stores run every " + strconv.Itoa(mysql.DefaultPurgeEvery) + " writes) removes them"}, nil
 }
 
 // connectMySQL opens a store of two connections (mysql.Open: it dials once

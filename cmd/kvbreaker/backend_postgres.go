@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 
 	"github.com/jackc/pgx/v5/pgconn"
 
@@ -33,7 +34,7 @@ TLS: ?sslmode=verify-full&sslrootcert=ca.pem, or $PGSSLROOTCERT)`,
 	create:    initPostgres,
 	creates:   "PostgreSQL's table (--postgres-table, with its version sequence, expiry index, and the trigger that notifies its changes to followers: postgres.CreateTable; an existing one gets the trigger if it lacks it)",
 	prints:    "PostgreSQL's SQL (postgres.SchemaScript; pipe it to psql)",
-	print:     printScript("postgres-table", postgres.SchemaScript),
+	print:     printScript(postgres.SchemaScript),
 	tlsFix: func(f *backendFlags, te *tlsdiag.Error) string {
 		if te.Kind == tlsdiag.Untrusted {
 			return "give the CA that signed it as sslrootcert= in " + f.name("postgres-url") + " (postgres://…?sslmode=verify-full&sslrootcert=ca.pem) or $PGSSLROOTCERT"
@@ -63,7 +64,7 @@ func openPostgres(ctx context.Context, f *backendFlags) (*conn, error) {
 		return nil, noAnswer(ctx, "postgres", addr, f.bound, explain(err))
 	}
 	return &conn{describe: s.String(), store: s,
-		leftBehind: "records expire within 10 minutes, but the rows stay until a purge (postgres.Store.Purge, which the fleet's stores run every 1000 writes) removes them",
+		leftBehind: "records expire within 10 minutes, but the rows stay until a purge (postgres.Store.Purge, which the fleet's stores run every " + strconv.Itoa(postgres.DefaultPurgeEvery) + " writes) removes them",
 		wipes:      "rows changed with the table's triggers off (DISABLE TRIGGER, session_replication_role = replica, pg_restore --disable-triggers) reach no mirror: restart the fleet's processes after such a change"}, nil
 }
 

@@ -18,30 +18,15 @@ var redisBackend = backendDesc{
 	name:  "redis",
 	title: "Redis",
 	about: "(Redis, or a Redis Cluster)",
-	flags: []connFlag{
-		{name: "redis-url", env: "KVBREAKER_REDIS_URL", usage: "redis: server `URL`, redis://[:password@]host:port/db (rediss:// for TLS); with --redis-cluster, redis://[:password@]host:port?addr=host2:port&addr=host3:port", secret: true,
-			need: true, check: checkRedisURL},
-		{name: "redis-cluster", env: "KVBREAKER_REDIS_CLUSTER", usage: "redis: --redis-url names the seed nodes of a Redis Cluster (go-redis ParseClusterURL); list visits every master", boolean: true},
-		{name: "redis-cacert", env: "KVBREAKER_REDIS_CACERT", usage: "redis: PEM `file` of the CA that signed the server's certificate, for a rediss:// URL (default: the system's)"},
-		{name: "redis-cert", env: "KVBREAKER_REDIS_CERT", usage: "redis: PEM client certificate `file`, for a server with tls-auth-clients (with --redis-key)"},
-		{name: "redis-key", env: "KVBREAKER_REDIS_KEY", usage: "redis: PEM client key `file` (with --redis-cert)"},
-	},
+	flags: append(tlsFileFlags("redis", connFlag{name: "redis-url", env: "KVBREAKER_REDIS_URL", usage: "redis: server `URL`, redis://[:password@]host:port/db (rediss:// for TLS); with --redis-cluster, redis://[:password@]host:port?addr=host2:port&addr=host3:port", secret: true,
+		need: true, check: checkRedisURL}, "rediss://", "redis://", "the server's certificate, for a rediss:// URL (default: the system's)"),
+		connFlag{name: "redis-cluster", env: "KVBREAKER_REDIS_CLUSTER", usage: "redis: --redis-url names the seed nodes of a Redis Cluster (go-redis ParseClusterURL); list visits every master", boolean: true}),
 	usage: `--redis-url redis://127.0.0.1:6379/0
 or --redis-url rediss://user:password@redis:6380/0 --redis-cacert ca.pem
 [--redis-cert client.pem --redis-key client-key.pem]
 or --redis-cluster --redis-url redis://10.0.0.1:6379?addr=10.0.0.2:6379`,
-	validate: func(f *backendFlags) error {
-		if err := f.pairedFlags("redis-cert", "redis-key", "a client certificate"); err != nil {
-			return err
-		}
-		if (f.get("redis-cacert") != "" || f.get("redis-cert") != "") && !strings.HasPrefix(f.get("redis-url"), "rediss://") {
-			return usagef("--redis-cacert, --redis-cert and --redis-key are for TLS: %s must start with rediss://", f.name("redis-url"))
-		}
-		return nil
-	},
 	open:    openRedis,
 	example: "--redis-url redis://127.0.0.1:6379/0",
-	tlsFix:  fileTLSFix("redis-cacert", "redis-cert", "redis-key", "redis-url", "rediss://", "redis://"),
 }
 
 // cluster reports --redis-cluster.
@@ -91,7 +76,7 @@ func openRedis(ctx context.Context, f *backendFlags) (*conn, error) {
 	} else {
 		return nil, usagef("%s does not parse", f.name("redis-url")) // checkRedisURL said why
 	}
-	tlsConfig, err := loadTLS(f, "redis-cacert", "redis-cert", "redis-key")
+	tlsConfig, err := loadTLS(f)
 	if err != nil {
 		return nil, err
 	}

@@ -22,6 +22,9 @@ func TestHostCommandsBadFlags(t *testing.T) {
 		{"etcd-empty-endpoints", []string{"check", "--backend", "etcd", "--etcd-endpoints", " , "}, "--etcd-endpoints has no endpoint"},
 		{"flag-of-other-backend", append([]string{"check", "--dynamodb-table", "t"}, etcdArgs...), "--dynamodb-table is a dynamodb flag, but --backend is etcd"},
 		{"cert-without-key", append([]string{"check", "--etcd-cert", "c.pem"}, etcdArgs...), "--etcd-cert and --etcd-key go together"},
+		{"key-without-cert", []string{"check", "--redis-key", "k.pem", "--backend", "redis", "--redis-url", "rediss://127.0.0.1:1"}, "--redis-cert and --redis-key go together"},
+		{"etcd-cacert-http", append([]string{"check", "--etcd-cacert", "ca.pem"}, etcdArgs...), "--etcd-cacert, --etcd-cert and --etcd-key are for TLS: --etcd-endpoints must start with https://"},
+		{"etcd-cacert-one-http", []string{"check", "--backend", "etcd", "--etcd-endpoints", "https://127.0.0.1:1,http://127.0.0.1:2", "--etcd-cacert", "ca.pem"}, "--etcd-endpoints must start with https://"},
 		{"dynamodb-no-table", []string{"check", "--backend", "dynamodb"}, "--backend dynamodb needs --dynamodb-table"},
 		{"dynamodb-bad-endpoint", []string{"check", "--backend", "dynamodb", "--dynamodb-table", "t", "--dynamodb-endpoint", "localhost:8000"}, "--dynamodb-endpoint is \"localhost:8000\": want an http:// or https:// URL"},
 		{"cf-no-namespace", []string{"check", "--backend", "cloudflarekv", "--cf-account", "a"}, "--backend cloudflarekv needs --cf-namespace"},
@@ -75,8 +78,8 @@ func TestConnectionErrors(t *testing.T) {
 		{"missing-table", "-", []string{"check", "--backend", "dynamodb", "--dynamodb-table", "no-such-table", "--dynamodb-endpoint", dynSrv.Endpoint}, []string{"dynamodb: table no-such-table does not exist", "ResourceNotFoundException", `"kvbreaker init"`}},
 		{"dynamodb-dead", "-", []string{"list", "--backend", "dynamodb", "--dynamodb-table", dynTable, "--dynamodb-endpoint", "http://127.0.0.1:1"}, []string{"cannot reach dynamodb at http://127.0.0.1:1: connection refused"}},
 		{"cloudflarekv-dead", "-", []string{"inspect", "--backend", "cloudflarekv", "--cf-account", "a", "--cf-namespace", "n", "--cf-base-url", "http://127.0.0.1:1/client/v4/", "a.example"}, []string{"cannot reach cloudflarekv at http://127.0.0.1:1/client/v4/: connection refused"}},
-		{"cacert-missing", "-", []string{"inspect", "--backend", "etcd", "--etcd-endpoints", etcdSrv.Endpoints()[0], "--etcd-cacert", filepath.Join(dir, "nope.pem"), "a.example"}, []string{"--etcd-cacert", "no such file"}},
-		{"cacert-not-pem", "-", []string{"inspect", "--backend", "etcd", "--etcd-endpoints", etcdSrv.Endpoints()[0], "--etcd-cacert", notPEM, "a.example"}, []string{"no PEM certificate"}},
+		{"cacert-missing", "-", []string{"inspect", "--backend", "etcd", "--etcd-endpoints", strings.Replace(etcdSrv.Endpoints()[0], "http://", "https://", 1), "--etcd-cacert", filepath.Join(dir, "nope.pem"), "a.example"}, []string{"--etcd-cacert", "no such file"}},
+		{"cacert-not-pem", "-", []string{"inspect", "--backend", "etcd", "--etcd-endpoints", strings.Replace(etcdSrv.Endpoints()[0], "http://", "https://", 1), "--etcd-cacert", notPEM, "a.example"}, []string{"no PEM certificate"}},
 		{"etcd-dead", "-", []string{"inspect", "--backend", "etcd", "--etcd-endpoints", "http://user:etcdpass-must-not-show@127.0.0.1:1", "--timeout", "1s", "a.example"}, []string{"Error: cannot reach etcd at http://127.0.0.1:1: connection refused"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

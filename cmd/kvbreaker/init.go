@@ -119,16 +119,13 @@ func runInit(ctx context.Context, f *initFlags, stdout, stderr io.Writer) error 
 
 // printInit prints what init would run, without connecting.
 func printInit(bf *backendFlags, stdout, stderr io.Writer) error {
-	switch {
-	case bf.backend == "":
-		return usagef("--backend is required (or $KVBREAKER_BACKEND): one of %s", strings.Join(publicBackends, ", "))
-	case backends[bf.backend] == nil:
-		return usagef("%s is %q: want one of %s", bf.name("backend"), bf.backend, strings.Join(publicBackends, ", "))
+	bf.print = true
+	if err := bf.validate(); err != nil {
+		return err
 	}
-	d := backends[bf.backend]
-	if bf.desc = d; d.print != nil {
-		return d.print(bf, stdout)
+	if bf.desc.print != nil {
+		return bf.desc.print(bf, stdout)
 	}
-	fmt.Fprintln(stderr, d.noTableSays())
+	fmt.Fprintln(stderr, bf.desc.noTableSays())
 	return nil
 }

@@ -155,7 +155,8 @@ func TestInitDynamoDB(t *testing.T) {
 }
 
 // TestInitOtherBackends: a store without a table needs nothing; init says
-// so and exits 0, and --print connects to nothing.
+// so and exits 0, and --print connects to nothing; --print refuses what
+// the other commands refuse.
 func TestInitOtherBackends(t *testing.T) {
 	code, out, errOut := runT(t, append([]string{"init"}, connArgs("etcd")...)...)
 	if code != exitOK || !strings.Contains(out, "etcd needs no table") {
@@ -168,5 +169,11 @@ func TestInitOtherBackends(t *testing.T) {
 	code, _, errOut = runT(t, "init", "--backend", "dynamodb", "--print")
 	if code != exitUsage || !strings.Contains(errOut, "needs --dynamodb-table") {
 		t.Errorf("init --print dynamodb without a table: exit %d\n%s", code, errOut)
+	}
+	// --print's flags pass the checks of every command's: here a flag of
+	// another backend.
+	code, _, errOut = runT(t, "init", "--backend", "postgres", "--print", "--mysql-dsn", "app@tcp(db:3306)/app")
+	if code != exitUsage || !strings.Contains(errOut, "--mysql-dsn is a mysql flag, but --backend is postgres") {
+		t.Errorf("init --print postgres with --mysql-dsn: exit %d\n%s", code, errOut)
 	}
 }

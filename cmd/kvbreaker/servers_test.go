@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"os"
 	"testing"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/kvbreaker/kvbreaker/backends/cloudflarekv"
 	"github.com/kvbreaker/kvbreaker/backends/memory"
 	"github.com/kvbreaker/kvbreaker/driver"
 	"github.com/kvbreaker/kvbreaker/internal/testservers/dynalite"
@@ -111,9 +113,15 @@ func init() {
 		return &conn{describe: "memory that expires 2s early (test)", store: earlyStore{memory.New()}}, nil
 	}, "memory")
 	// Workers KV on Miniflare's clock, which check advances instead of
-	// waiting (the fixture's clock stands still otherwise).
+	// waiting (the fixture's clock stands still otherwise): the store
+	// openCloudflareKV makes, on that clock.
 	backends["cloudflarekv-miniflare-clock"] = variant(func(ctx context.Context, f *backendFlags) (*conn, error) {
-		return openCloudflareKV(ctx, f, cfSrv.Now, cfSrv.Advance)
+		s, err := cloudflarekv.Dial(ctx, f.get("cf-account"), f.get("cf-namespace"), os.Getenv(TokenEnv), f.get("cf-base-url"),
+			cloudflarekv.WithClockSkew(max(f.clockSkew, time.Millisecond)), cloudflarekv.WithLogger(slog.New(slog.DiscardHandler)), cloudflarekv.WithClock(cfSrv.Now))
+		if err != nil {
+			return nil, err
+		}
+		return &conn{describe: "cloudflarekv on Miniflare's clock (test)", store: s, advance: cfSrv.Advance}, nil
 	}, "cloudflarekv")
 }
 
