@@ -8,6 +8,7 @@ import (
 
 	gomysql "github.com/go-sql-driver/mysql"
 
+	"github.com/kvbreaker/kvbreaker/adapter"
 	"github.com/kvbreaker/kvbreaker/backends/mysql"
 )
 
@@ -44,7 +45,7 @@ func openMySQL(ctx context.Context, f *backendFlags) (*conn, error) {
 		return nil, noAnswer(ctx, "mysql", cfg.Addr, f.bound, mysql.Explain(err, cfg, "--mysql-dsn"))
 	}
 	return &conn{describe: s.String(), store: s,
-		leftBehind: "records expire within 10 minutes, but the rows stay until a purge (mysql.Store.Purge, which the fleet's stores run every " + strconv.Itoa(mysql.DefaultPurgeEvery) + " writes) removes them"}, nil
+		leftBehind: "records expire within 10 minutes, but the rows stay until a purge (mysql.Store.Purge, which the fleet's stores run every " + strconv.Itoa(adapter.DefaultPurge.Every) + " writes) removes them"}, nil
 }
 
 // connectMySQL opens a store of two connections (mysql.Open: it dials once

@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/kvbreaker/kvbreaker/adapter"
 	"github.com/kvbreaker/kvbreaker/backends/postgres"
 	"github.com/kvbreaker/kvbreaker/tlsdiag"
 )
@@ -64,7 +65,7 @@ func openPostgres(ctx context.Context, f *backendFlags) (*conn, error) {
 		return nil, noAnswer(ctx, "postgres", addr, f.bound, explain(err))
 	}
 	return &conn{describe: s.String(), store: s,
-		leftBehind: "records expire within 10 minutes, but the rows stay until a purge (postgres.Store.Purge, which the fleet's stores run every " + strconv.Itoa(postgres.DefaultPurgeEvery) + " writes) removes them",
+		leftBehind: "records expire within 10 minutes, but the rows stay until a purge (postgres.Store.Purge, which the fleet's stores run every " + strconv.Itoa(adapter.DefaultPurge.Every) + " writes) removes them",
 		wipes:      "rows changed with the table's triggers off (DISABLE TRIGGER, session_replication_role = replica, pg_restore --disable-triggers) reach no mirror: restart the fleet's processes after such a change"}, nil
 }
 

@@ -21,16 +21,19 @@ func unreachable(backend, endpoint, why string, err error) error {
 	return &driver.UnreachableError{Backend: backend, Endpoints: []string{endpoint}, Reason: why, Err: err}
 }
 
-// noAnswer translates the failure of a connection's first request: when
-// ctx ended (the server accepted the connection but never answered) it
-// says which bound gave up; a store's dial that reached no server is "cannot
-// reach …" as every backend says it, without the store's "etcd: dial:";
-// otherwise err stands. An endpoint of "" is the one err's
+// noAnswer translates the failure of a connection's first request. A
+// store's dial that reached no server and knows why (refused, no such
+// host) is "cannot reach …" as every backend says it, without the store's
+// "etcd: dial:", even when ctx has ended since: the store's check of why
+// outlives a short --timeout. Otherwise, when ctx ended (the server
+// accepted the connection but never answered) it says which bound gave
+// up, and err stands when it did not. An endpoint of "" is the one err's
 // *driver.UnreachableError names.
 func noAnswer(ctx context.Context, backend, endpoint, bound string, err error) error {
 	oe, isOp := err.(*driver.OpError)
+	waited := errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
 	switch {
-	case ctx.Err() == nil && isOp && oe.Op == "dial" && errors.Is(err, driver.ErrUnreachable):
+	case isOp && oe.Op == "dial" && errors.Is(err, driver.ErrUnreachable) && !waited:
 		return oe.Err
 	case ctx.Err() == nil:
 		return err
