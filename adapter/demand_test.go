@@ -40,7 +40,7 @@ func TestDemandBeatsDueAfterHeartbeatAndJitter(t *testing.T) {
 	if !b.Due(t0) {
 		t.Error("a feed that delivered no Synced is not due")
 	}
-	dueMid, notDueMid := 0, 0
+	dueMid, notDueMid, notDueLate := 0, 0, 0
 	for i := range 400 {
 		at := t0.Add(time.Duration(i) * time.Hour)
 		if !b.Synced(at) {
@@ -57,9 +57,34 @@ func TestDemandBeatsDueAfterHeartbeatAndJitter(t *testing.T) {
 		} else {
 			notDueMid++
 		}
+		// Past nine tenths of the jitter's range: about one in ten waits
+		// longer, so not one in 400 would be a narrower range.
+		if !b.Due(at.Add(b.Heartbeat + b.Heartbeat/8*9/10)) {
+			notDueLate++
+		}
 	}
 	if dueMid == 0 || notDueMid == 0 {
 		t.Errorf("at the heartbeat and a sixteenth, %d of 400 feeds were due and %d were not: the jitter does not vary", dueMid, notDueMid)
+	}
+	if notDueLate == 0 {
+		t.Error("every feed was due at nine tenths of an eighth past the heartbeat: the jitter does not reach an eighth")
+	}
+}
+
+// TestDemandBeatsDueAtTheHeartbeat: with no room for a jitter (a
+// heartbeat under 8 ns) a feed is due exactly when its newest Synced is
+// the heartbeat old, not a nanosecond later.
+func TestDemandBeatsDueAtTheHeartbeat(t *testing.T) {
+	for _, h := range []time.Duration{0, 7} {
+		b := &adapter.DemandBeats{Heartbeat: h}
+		at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+		b.Synced(at)
+		if !b.Due(at.Add(h)) {
+			t.Errorf("heartbeat %v: not due at the heartbeat", h)
+		}
+		if h > 0 && b.Due(at.Add(h-1)) {
+			t.Errorf("heartbeat %v: due a nanosecond before the heartbeat", h)
+		}
 	}
 }
 

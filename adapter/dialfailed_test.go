@@ -148,3 +148,30 @@ func TestDialReasonUnclassified(t *testing.T) {
 		t.Errorf("DialReason of an unclassified error = %q, want its text", r)
 	}
 }
+
+// TestDialReasonShort: another failed dial reads as its inner error, not
+// the whole "dial tcp …" chain; no error at all is an unknown cause.
+func TestDialReasonShort(t *testing.T) {
+	op := &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("i/o timeout")}
+	if r := adapter.DialReason(op); r != "i/o timeout" {
+		t.Errorf("DialReason(%v) = %q, want %q", op, r, "i/o timeout")
+	}
+	if r := adapter.DialReason(nil); r != "unknown cause" {
+		t.Errorf("DialReason(nil) = %q, want %q", r, "unknown cause")
+	}
+}
+
+// TestShownURL: a URL is shown without user information, query or
+// fragment; one that does not parse, or names no host, is not shown.
+func TestShownURL(t *testing.T) {
+	for raw, want := range map[string]string{
+		"https://user:secret@kv.example:8443/v1?token=secret#frag": "https://kv.example:8443/v1",
+		"http://[::1":    "(a URL that does not parse)",
+		"db:5432":        "(a URL that does not parse)",
+		"secret@db:5432": "(a URL that does not parse)",
+	} {
+		if got := adapter.ShownURL(raw); got != want {
+			t.Errorf("ShownURL(%q) = %q, want %q", raw, got, want)
+		}
+	}
+}
