@@ -28,7 +28,10 @@
 //     pool or a client that would retry a refused one until its deadline:
 //     a *driver.UnreachableError that says why, at once; [CheckDialURL]
 //     for a client that takes an http(s) URL (DynamoDB's endpoint, Workers
-//     KV's base URL), naming it as [ShownURL] shows it, without credentials.
+//     KV's base URL), naming it as [ShownURL] shows it, without credentials;
+//     [DialFailed], whether an SDK's error says no connection was made
+//     (so nothing was sent), and [DialReason], a failed dial in a few
+//     words, the Reason of the *driver.UnreachableError built from it.
 //   - [RowVersion] and [RowVersionArgs]: the version a row of an SQL
 //     table reads as, a foreign row's (0 or negative) apart, and the two
 //     parameters a conditional write names it by (MySQL, PostgreSQL).
