@@ -11,20 +11,8 @@ import (
 
 	"github.com/kvbreaker/kvbreaker/adapter"
 	"github.com/kvbreaker/kvbreaker/driver"
+	"github.com/kvbreaker/kvbreaker/internal/backendtest"
 )
-
-// refusedAddr is a loopback address where nothing listens: connections to
-// it are refused.
-func refusedAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	_ = ln.Close()
-	return addr
-}
 
 func dial(t *testing.T, addr string) error {
 	t.Helper()
@@ -43,7 +31,7 @@ func dial(t *testing.T, addr string) error {
 // every backend's message does, matches ErrUnreachable (also through an
 // OpError) and still unwraps to the dial error.
 func TestUnreachableRefused(t *testing.T) {
-	addr := refusedAddr(t)
+	addr := backendtest.ClosedPort(t)
 	err := dial(t, addr)
 	got, ok := adapter.DialFailed(err)
 	if !ok {
