@@ -404,8 +404,77 @@ func TestFollowServerRestart(t *testing.T) {
 	if want := map[string]driver.Version{p + "a": va, p + "b": vb}; fmt.Sprint(m) != fmt.Sprint(want) {
 		t.Fatalf("mirror after the restart = %v, want %v", m, want)
 	}
-	if ev := f.snapshot(); count(ev, driver.ChangeLost) != 1 {
-		t.Errorf("Lost %d times, want once per outage:\n%s", count(ev, driver.ChangeLost), dump(ev))
+	lostOncePerOutage(t, f.snapshot())
+}
+
+// lostOncePerOutage fails t unless lostProblem finds none, and logs the
+// later outages it accepted.
+func lostOncePerOutage(t *testing.T, ev []event) {
+	t.Helper()
+	problem, later := lostProblem(ev)
+	for _, err := range later {
+		t.Logf("after the resync the feed missed its heartbeat and said Lost again (machine too slow to tell): %v", err)
+	}
+	if problem != "" {
+		t.Errorf("%s:\n%s", problem, dump(ev))
+	}
+}
+
+// lostProblem: the feed said Lost for the outage, and never again before
+// it had resynchronised (a Synced after the Lost). A later Lost is a feed
+// that synced and then missed its own heartbeat: on a loaded machine a
+// heartbeat's first statement over the pool's new connections can take
+// longer than the 1 s it is given, which is another outage as the feed
+// sees it, not a second report of this one (returned in later); any other
+// is the problem.
+func lostProblem(ev []event) (problem string, later []error) {
+	lost, synced := 0, false
+	for _, e := range ev {
+		switch {
+		case e.Kind == driver.ChangeSynced:
+			synced = true
+		case e.Kind != driver.ChangeLost:
+		case lost == 0:
+			lost, synced = 1, false
+		case !synced:
+			return "Lost again before a Synced, want once per outage", later
+		case e.Err == nil || !strings.Contains(e.Err.Error(), "no heartbeat back within"):
+			return fmt.Sprintf("a second Lost after the resync, not a missed heartbeat (%v)", e.Err), later
+		default:
+			lost, synced = lost+1, false
+			later = append(later, e.Err)
+		}
+	}
+	if lost == 0 {
+		return "no Lost for the outage", later
+	}
+	return "", later
+}
+
+// TestLostProblem is lostProblem's control: one Lost, or a missed
+// heartbeat after a resync, pass; none, a repeat before a Synced, or
+// another cause after it, do not.
+func TestLostProblem(t *testing.T) {
+	lost := func(msg string) event {
+		return event{Change: driver.Change{Kind: driver.ChangeLost, Err: errors.New(msg)}}
+	}
+	synced := event{Change: driver.Change{Kind: driver.ChangeSynced}}
+	reset := event{Change: driver.Change{Kind: driver.ChangeReset}}
+	broke, beat := lost("the listening connection failed: unexpected EOF"), lost("no heartbeat back within 1s")
+	for name, tc := range map[string]struct {
+		ev   []event
+		pass bool
+	}{
+		"once":                         {[]event{synced, broke, reset, synced}, true},
+		"a missed heartbeat after":     {[]event{synced, broke, reset, synced, beat, reset, synced}, true},
+		"none":                         {[]event{synced, reset, synced}, false},
+		"twice before a Synced":        {[]event{synced, broke, reset, broke, reset, synced}, false},
+		"a heartbeat before a Synced":  {[]event{synced, broke, reset, beat, reset, synced}, false},
+		"another cause after a Synced": {[]event{synced, broke, reset, synced, broke, reset, synced}, false},
+	} {
+		if problem, _ := lostProblem(tc.ev); (problem == "") != tc.pass {
+			t.Errorf("%s: lostProblem = %q, want pass %v", name, problem, tc.pass)
+		}
 	}
 }
 
