@@ -5,6 +5,7 @@ import (
 	"go/parser"
 	"go/token"
 	"io/fs"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
@@ -114,13 +115,7 @@ func uncalled(t *testing.T, root string, pkgs map[string]string) []string {
 			}
 		}
 		// What a used identifier's signature names is used too.
-		queue := slices.Collect(func(yield func(string) bool) {
-			for n := range used[p] {
-				if !yield(n) {
-					return
-				}
-			}
-		})
+		queue := slices.Collect(maps.Keys(used[p]))
 		for len(queue) > 0 {
 			n := queue[0]
 			queue = queue[1:]
@@ -148,9 +143,6 @@ func uncalled(t *testing.T, root string, pkgs map[string]string) []string {
 func declared(f *ast.File, ds map[string][]string, ifaces map[string][]string) {
 	idents := func(n ast.Node) []string {
 		var out []string
-		if n == nil || n == ast.Node(nil) {
-			return nil
-		}
 		ast.Inspect(n, func(n ast.Node) bool {
 			switch n := n.(type) {
 			case *ast.SelectorExpr:
