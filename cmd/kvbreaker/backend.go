@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net/url"
-	"os"
 	"slices"
 	"strings"
 	"time"
@@ -136,16 +135,13 @@ type backendFlags struct {
 	// by it (cloudflarekv) and to the Breakers the commands make.
 	clockSkew time.Duration
 
-	// values are the backends' connection flags by name; envs their
-	// environment variables.
+	// envFlags holds every flag's variable; values are the backends'
+	// connection flags by name.
+	envFlags
 	values map[string]*string
-	envs   map[string]string
 	// desc is the chosen backend's, once validated.
 	desc *backendDesc
 
-	fs *pflag.FlagSet
-	// fromEnv names the flags whose value came from the environment.
-	fromEnv map[string]string
 	// bound says what bounds connecting, for messages ("--timeout 3s").
 	bound string
 	// print is init --print's: of the required flags it reads only the
@@ -161,28 +157,23 @@ func (f *backendFlags) get(flag string) string {
 	return ""
 }
 
-// env is flag's environment variable.
-func (f *backendFlags) env(flag string) string { return f.envs[flag] }
-
 // register adds the connection flags to fs.
 func (f *backendFlags) register(fs *pflag.FlagSet) {
-	f.fs = fs
 	// The flags every backend shares, then each backend's.
-	f.values, f.envs = map[string]*string{}, map[string]string{"backend": "KVBREAKER_BACKEND", "prefix": "KVBREAKER_PREFIX", "clock-skew": "KVBREAKER_CLOCK_SKEW"}
-	env := func(flag, usage string) string { return usage + " [$" + f.envs[flag] + "]" }
-	fs.StringVar(&f.backend, "backend", "", env("backend", "the store: "+strings.Join(publicBackends, ", ")+" (required)"))
-	fs.StringVar(&f.prefix, "prefix", "", env("prefix", "key prefix your fleet's Breakers use (kvbreaker.Prefixed); default none"))
-	fs.DurationVar(&f.clockSkew, "clock-skew", kvbreaker.Settings{}.WithDefaults().ClockSkew, env("clock-skew", "the fleet's clock-skew bound (Settings.ClockSkew)"))
+	f.fs, f.values = fs, map[string]*string{}
+	fs.StringVar(&f.backend, "backend", "", f.withEnv("backend", "KVBREAKER_BACKEND", "the store: "+strings.Join(publicBackends, ", ")+" (required)"))
+	fs.StringVar(&f.prefix, "prefix", "", f.withEnv("prefix", "KVBREAKER_PREFIX", "key prefix your fleet's Breakers use (kvbreaker.Prefixed); default none"))
+	fs.DurationVar(&f.clockSkew, "clock-skew", kvbreaker.Settings{}.WithDefaults().ClockSkew, f.withEnv("clock-skew", "KVBREAKER_CLOCK_SKEW", "the fleet's clock-skew bound (Settings.ClockSkew)"))
 	for _, d := range registry {
 		for _, c := range d.flags {
 			p := new(string)
-			f.values[c.name], f.envs[c.name] = p, c.env
+			f.values[c.name] = p
 			if c.boolean {
-				fs.Var(boolString{p}, c.name, env(c.name, c.usage))
+				fs.Var(boolString{p}, c.name, f.withEnv(c.name, c.env, c.usage))
 				fs.Lookup(c.name).NoOptDefVal = "true"
 				continue
 			}
-			fs.StringVar(p, c.name, c.value, env(c.name, c.usage))
+			fs.StringVar(p, c.name, c.value, f.withEnv(c.name, c.env, c.usage))
 			if c.file {
 				// What cobra's MarkFlagFilename sets: shell completion
 				// offers PEM files.
@@ -190,32 +181,6 @@ func (f *backendFlags) register(fs *pflag.FlagSet) {
 			}
 		}
 	}
-}
-
-// applyEnv sets every connection flag not given on the command line from
-// its environment variable, if set; the first value refused (by a
-// duration or a boolean flag, in VisitAll's order) is the error.
-func (f *backendFlags) applyEnv() (err error) {
-	f.fromEnv = map[string]string{}
-	f.fs.VisitAll(func(fl *pflag.Flag) {
-		env := f.envs[fl.Name]
-		if v := os.Getenv(env); env != "" && v != "" && !fl.Changed && err == nil {
-			if err = f.fs.Set(fl.Name, v); err != nil {
-				err = usagef("%s: %v", env, err)
-				return
-			}
-			f.fromEnv[fl.Name] = env
-		}
-	})
-	return err
-}
-
-// name is how a message names a flag: "--x", or "--x (from $X)".
-func (f *backendFlags) name(flag string) string {
-	if env, ok := f.fromEnv[flag]; ok {
-		return "--" + flag + " (from $" + env + ")"
-	}
-	return "--" + flag
 }
 
 // backendFlagsHelp is the part of a command's --help that shows each
@@ -377,11 +342,6 @@ func (f *backendFlags) checkFlags(flags []connFlag) error {
 		}
 	}
 	return nil
-}
-
-// flagAndEnv names flag and its variable: "--x (or $X)".
-func (f *backendFlags) flagAndEnv(flag string) string {
-	return "--" + flag + " (or $" + f.env(flag) + ")"
 }
 
 // list is a comma-separated flag's items.

@@ -19,7 +19,8 @@ import (
 const maxNamedOutside = 5
 
 // backendCodeFiles are the command's product files that hold backend code:
-// the registry and its flags (backend.go), each backend's descriptor
+// the registry and its flags (backend.go; envflags.go gives any flag its
+// variable, the listener's too), each backend's descriptor
 // (backend_NAME.go), reaching a server (reach.go) and explaining a TLS
 // failure in flags (tlserr.go).
 var backendCodeFiles = []string{"backend*.go", "reach.go", "tlserr.go"}
@@ -30,7 +31,7 @@ var backendCodeFiles = []string{"backend*.go", "reach.go", "tlserr.go"}
 // store (checking a connection string, explaining a refusal, making its
 // table) belongs in the backend's module, where a library user gets it
 // too.
-const maxBackendLines = 1192
+const maxBackendLines = 1152
 
 // TestBackendCodeLines counts the lines of backendCodeFiles (tests apart).
 func TestBackendCodeLines(t *testing.T) {

@@ -71,7 +71,7 @@ func (f *dashboardFlags) validate() error {
 	if err := f.bf.applyEnv(); err != nil {
 		return err
 	}
-	if err := f.lf.validate(f.bf.fs); err != nil {
+	if err := f.lf.validate(); err != nil {
 		return err
 	}
 	if f.timeout <= 0 || f.callTimeout <= 0 {

@@ -59,53 +59,39 @@ const serveExample = `  KVBREAKER_SERVE_TOKENS="workers decide,report $(openssl 
     --tokens-file /etc/kvbreaker/tokens --listen 0.0.0.0:8443 \
     --tls-cert server.pem --tls-key server-key.pem --client-ca clients-ca.pem`
 
-// listenEnv maps the listener's flags, shared by serve and dashboard, to
-// their environment variables; the listen address has one per command
-// (listenFlags.listenEnv), so that both can run from one environment. The
-// tokens themselves can come from the environment but never from a flag:
-// a flag's value shows in ps.
-var listenEnv = []struct{ flag, env string }{
-	{"tokens-file", "KVBREAKER_SERVE_TOKENS_FILE"},
-	{"tls-cert", "KVBREAKER_SERVE_TLS_CERT"},
-	{"tls-key", "KVBREAKER_SERVE_TLS_KEY"},
-	{"client-ca", "KVBREAKER_SERVE_CLIENT_CA"},
-	{"client-cert-permissions", "KVBREAKER_SERVE_CLIENT_CERT_PERMISSIONS"},
-}
-
 // tokensEnv holds tokens inline (the tokens file's format).
 const tokensEnv = "KVBREAKER_SERVE_TOKENS"
 
 // listenFlags are where and how serve and dashboard listen, and whom they
 // let in.
 type listenFlags struct {
-	listenEnv                string
+	envFlags
 	listen, tokensFile       string
 	tlsCert, tlsKey          string
 	clientCA, clientCertPerm string
 	shutdownTimeout          time.Duration
 }
 
+// register adds the listener's flags to fs, each with a variable: the
+// listen address's, listenEnv, is the command's own, so that serve and
+// dashboard can run from one environment. The tokens themselves can come
+// from the environment but never from a flag: a flag's value shows in ps.
 func (l *listenFlags) register(fs *pflag.FlagSet, defaultListen, listenEnv string) {
-	l.listenEnv = listenEnv
-	fs.StringVar(&l.listen, "listen", defaultListen, "address to listen on [$"+listenEnv+"]")
-	fs.StringVar(&l.tokensFile, "tokens-file", "", "`file` of bearer tokens, one a line: NAME PERMISSIONS TOKEN [$KVBREAKER_SERVE_TOKENS_FILE; or the lines themselves in $KVBREAKER_SERVE_TOKENS]")
-	fs.StringVar(&l.tlsCert, "tls-cert", "", "PEM server certificate `file` (turns TLS on; with --tls-key) [$KVBREAKER_SERVE_TLS_CERT]")
-	fs.StringVar(&l.tlsKey, "tls-key", "", "PEM server key `file` [$KVBREAKER_SERVE_TLS_KEY]")
-	fs.StringVar(&l.clientCA, "client-ca", "", "PEM `file` of the CA that signs client certificates: every connection must present one (mutual TLS) [$KVBREAKER_SERVE_CLIENT_CA]")
-	fs.StringVar(&l.clientCertPerm, "client-cert-permissions", "", "permissions a verified client certificate carries without a token, e.g. decide,report [$KVBREAKER_SERVE_CLIENT_CERT_PERMISSIONS]")
+	l.fs = fs
+	fs.StringVar(&l.listen, "listen", defaultListen, l.withEnv("listen", listenEnv, "address to listen on"))
+	fs.StringVar(&l.tokensFile, "tokens-file", "", l.withEnv("tokens-file", "KVBREAKER_SERVE_TOKENS_FILE", "`file` of bearer tokens, one a line: NAME PERMISSIONS TOKEN (or the lines themselves in $"+tokensEnv+")"))
+	fs.StringVar(&l.tlsCert, "tls-cert", "", l.withEnv("tls-cert", "KVBREAKER_SERVE_TLS_CERT", "PEM server certificate `file` (turns TLS on; with --tls-key)"))
+	fs.StringVar(&l.tlsKey, "tls-key", "", l.withEnv("tls-key", "KVBREAKER_SERVE_TLS_KEY", "PEM server key `file`"))
+	fs.StringVar(&l.clientCA, "client-ca", "", l.withEnv("client-ca", "KVBREAKER_SERVE_CLIENT_CA", "PEM `file` of the CA that signs client certificates: every connection must present one (mutual TLS)"))
+	fs.StringVar(&l.clientCertPerm, "client-cert-permissions", "", l.withEnv("client-cert-permissions", "KVBREAKER_SERVE_CLIENT_CERT_PERMISSIONS", "permissions a verified client certificate carries without a token, e.g. decide,report"))
 	fs.DurationVar(&l.shutdownTimeout, "shutdown-timeout", 30*time.Second, "on SIGTERM, how long requests in flight and the store's queued writes may take")
 }
 
-// validate applies the environment to the flags fs did not set and checks
+// validate applies the environment to the flags not given and checks
 // them.
-func (l *listenFlags) validate(fs *pflag.FlagSet) error {
-	envs := append([]struct{ flag, env string }{{"listen", l.listenEnv}}, listenEnv...)
-	for _, e := range envs {
-		if v, ok := os.LookupEnv(e.env); ok && v != "" && !fs.Changed(e.flag) {
-			if err := fs.Set(e.flag, v); err != nil {
-				return usagef("%s: %v", e.env, err)
-			}
-		}
+func (l *listenFlags) validate() error {
+	if err := l.applyEnv(); err != nil {
+		return err
 	}
 	if l.shutdownTimeout <= 0 {
 		return usagef("--shutdown-timeout must be positive")
@@ -120,7 +106,7 @@ func (l *listenFlags) validate(fs *pflag.FlagSet) error {
 		return usagef("--client-cert-permissions needs --client-ca (which client certificates to trust)")
 	}
 	if _, _, err := net.SplitHostPort(l.listen); err != nil {
-		return usagef("--listen is %q: want host:port, e.g. %s", l.listen, "127.0.0.1:8420")
+		return usagef("%s is %q: want host:port, e.g. %s", l.name("listen"), l.listen, "127.0.0.1:8420")
 	}
 	return nil
 }
@@ -172,7 +158,7 @@ func (f *serveFlags) validate() error {
 	if err := f.bf.applyEnv(); err != nil {
 		return err
 	}
-	if err := f.lf.validate(f.bf.fs); err != nil {
+	if err := f.lf.validate(); err != nil {
 		return err
 	}
 	if f.timeout <= 0 {
