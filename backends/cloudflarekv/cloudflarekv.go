@@ -179,10 +179,13 @@ func (e *RateLimitError) Is(target error) bool { return target == ErrRateLimited
 // Store is a driver.Store over one Workers KV namespace. It is safe for
 // concurrent use. The zero value is not usable; call New.
 type Store struct {
-	values     *kv.NamespaceValueService
-	keyList    *kv.NamespaceKeyService
-	account    string
-	namespace  string
+	values    *kv.NamespaceValueService
+	keyList   *kv.NamespaceKeyService
+	account   string
+	namespace string
+	// base is the API base URL Dial was given, without credentials, for
+	// String; "" for Cloudflare's own or a client passed to New.
+	base       string
 	clock      func() time.Time
 	skew       time.Duration
 	pad        time.Duration // added to ttl for the physical TTL

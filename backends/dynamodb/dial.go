@@ -88,8 +88,11 @@ func Endpoint(client *dyn.Client) string {
 // String names the table, its region and endpoint (Endpoint), for a
 // tool's output or a log: "dynamodb table kvbreaker in eu-west-1 at
 // https://dynamodb.eu-west-1.amazonaws.com", as Dial's errors do.
-func (s *Store) String() string {
-	return "dynamodb table " + s.table + " in " + s.client.Options().Region + " at " + Endpoint(s.client)
+func (s *Store) String() string { return tableAt(s.client, s.table) }
+
+// tableAt names table as Store.String does.
+func tableAt(client *dyn.Client, table string) string {
+	return "dynamodb table " + table + " in " + client.Options().Region + " at " + Endpoint(client)
 }
 
 // Client is the DynamoDB client the Store sends its requests through.

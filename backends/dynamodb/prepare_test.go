@@ -3,20 +3,51 @@ package dynamodb_test
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	dyn "github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/kvbreaker/kvbreaker/backends/dynamodb"
 )
 
 // TestPrepareSaysWhatItDid: Prepare creates a missing table, and finds it
-// the second time.
+// the second time; each time it names the table, region and endpoint as
+// a Store over it does.
 func TestPrepareSaysWhatItDid(t *testing.T) {
 	name := fmt.Sprintf("prep-%d", prefixes.Add(1))
-	for i, want := range []dynamodb.Prepared{{}, {Existed: true}} {
+	target := "dynamodb table " + name + " in us-east-1 at " + localEndpoint()
+	for i, want := range []dynamodb.Prepared{{Target: target}, {Existed: true, Target: target}} {
 		got, err := dynamodb.Prepare(t.Context(), client, name)
 		if err != nil || got != want {
 			t.Fatalf("Prepare #%d = %+v, %v; want %+v", i+1, got, err, want)
 		}
+	}
+}
+
+// TestPrepareErrorsNameTheTarget: Prepare refuses a table with another key
+// schema in an error that begins with the table, region and endpoint,
+// which CreateTable's own error does not name.
+func TestPrepareErrorsNameTheTarget(t *testing.T) {
+	name := fmt.Sprintf("other-key-%d", prefixes.Add(1))
+	_, err := client.CreateTable(t.Context(), &dyn.CreateTableInput{
+		TableName:            aws.String(name),
+		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String("id"), AttributeType: types.ScalarAttributeTypeS}},
+		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String("id"), KeyType: types.KeyTypeHash}},
+		BillingMode:          types.BillingModePayPerRequest,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	target := "dynamodb table " + name + " in us-east-1 at " + localEndpoint()
+	p, err := dynamodb.Prepare(t.Context(), client, name)
+	if err == nil || !strings.HasPrefix(err.Error(), target+": ") || !strings.Contains(err.Error(), "another key schema") || p.Target != target {
+		t.Errorf("Prepare(table keyed by id) = %+v, %v; want an error beginning %q", p, err, target+": ")
+	}
+	if err := dynamodb.CreateTable(t.Context(), client, name); err == nil || strings.Contains(err.Error(), target) {
+		t.Errorf("CreateTable(table keyed by id) = %v; want its error without the target, which only Prepare adds", err)
 	}
 }
 

@@ -187,19 +187,26 @@ func TableJSON(table string) (create, ttl string, err error) {
 type Prepared struct {
 	// Existed: the table was there (Prepare created it otherwise).
 	Existed bool
+	// Target names the table, its region and endpoint, as Store.String
+	// does: "dynamodb table kvbreaker in eu-west-1 at
+	// https://dynamodb.eu-west-1.amazonaws.com".
+	Target string
 }
 
 // Prepare is CreateTable for a tool that prepares the table before a
 // fleet starts and says what it did: it looks the table up first and
 // reports whether it existed. Errors are CreateTable's, or the look-up's
-// ("dynamodb: describe table …").
+// ("dynamodb: describe table …"), after the Target they are about.
 func Prepare(ctx context.Context, client *dyn.Client, table string) (Prepared, error) {
-	var p Prepared
+	p := Prepared{Target: tableAt(client, table)}
 	_, err := client.DescribeTable(ctx, &dyn.DescribeTableInput{TableName: aws.String(table)})
 	_, missing := errors.AsType[*types.ResourceNotFoundException](err)
 	if err != nil && !missing {
-		return p, fmt.Errorf("dynamodb: describe table %s: %w", table, err)
+		return p, fmt.Errorf("%s: dynamodb: describe table %s: %w", p.Target, table, err)
 	}
 	p.Existed = !missing
-	return p, CreateTable(ctx, client, table)
+	if err := CreateTable(ctx, client, table); err != nil {
+		return p, fmt.Errorf("%s: %w", p.Target, err)
+	}
+	return p, nil
 }

@@ -344,6 +344,10 @@ func dsn(path, mode string, busy time.Duration) string {
 // Path returns the file's path as Open was given it.
 func (s *Store) Path() string { return s.path }
 
+// String names the store for a tool's output or a log: "sqlite file
+// /var/lib/app/kvbreaker.db".
+func (s *Store) String() string { return "sqlite file " + s.path }
+
 // DB returns the store's database handle, for what the store does not do
 // (PRAGMA integrity_check, backups). Writes to the store's tables
 // must keep its rules (Schema, the package doc).
@@ -660,21 +664,41 @@ func (s *Store) PurgeKey(ctx context.Context, key string) (int64, error) {
 	return n, tx.Commit()
 }
 
+// Initialized says what Init found or did.
+type Initialized struct {
+	// Created: Init made the file or the store's tables in it (they were
+	// there otherwise).
+	Created bool
+	path    string
+}
+
+// String says what Init found or did, for a tool's output: "created the
+// tables kvbreaker and kvbreaker_meta in PATH (WAL mode)" or "PATH
+// already holds the tables kvbreaker and kvbreaker_meta: left as it is".
+func (i Initialized) String() string {
+	if i.Created {
+		return fmt.Sprintf("created the tables %s and %s in %s (WAL mode)", Table, MetaTable, i.path)
+	}
+	return fmt.Sprintf("%s already holds the tables %s and %s: left as it is", i.path, Table, MetaTable)
+}
+
 // Init makes the file at path and the store's tables in it, as Open does,
-// unless they are there, and reports whether it made them: for a tool that
-// prepares the file before a fleet starts (kvbreaker init) and says what
-// it did. A file that holds a database without the store's tables gets
-// them; opts are Open's.
-func Init(ctx context.Context, path string, opts ...Option) (created bool, err error) {
+// unless they are there, and says what it found or did (Initialized): for
+// a tool that prepares the file before a fleet starts (kvbreaker init). A
+// file that holds a database without the store's tables gets them; opts
+// are Open's.
+func Init(ctx context.Context, path string, opts ...Option) (Initialized, error) {
+	i := Initialized{path: path}
 	s, err := Open(ctx, path, append(slices.Clip(opts), WithCreate(false))...)
 	if err == nil {
-		return false, s.Close()
+		return i, s.Close()
 	}
 	if !errors.Is(err, ErrFileMissing) && !errors.Is(err, ErrNotStore) {
-		return false, err
+		return i, err
 	}
 	if s, err = Open(ctx, path, opts...); err != nil {
-		return false, err
+		return i, err
 	}
-	return true, s.Close()
+	i.Created = true
+	return i, s.Close()
 }

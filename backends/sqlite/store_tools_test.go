@@ -57,21 +57,31 @@ func TestPurgeKeyRemovesTheTombstoneUnseenByFollowers(t *testing.T) {
 }
 
 // TestInitCreatesOnce: Init makes the file and says so, then finds it and
-// says so; a file that is no SQLite database is an error, not created.
+// says so; a file that is no SQLite database is an error, not created. The
+// Store over it names its file.
 func TestInitCreatesOnce(t *testing.T) {
 	path := tempDB(t)
-	for _, want := range []bool{true, false} {
-		created, err := sqlite.Init(t.Context(), path)
-		if err != nil || created != want {
-			t.Fatalf("Init = %v, %v; want %v", created, err, want)
+	for _, want := range []struct {
+		created bool
+		says    string
+	}{
+		{true, "created the tables kvbreaker and kvbreaker_meta in " + path + " (WAL mode)"},
+		{false, path + " already holds the tables kvbreaker and kvbreaker_meta: left as it is"},
+	} {
+		i, err := sqlite.Init(t.Context(), path)
+		if err != nil || i.Created != want.created || i.String() != want.says {
+			t.Fatalf("Init = %+v (%q), %v; want Created %v, %q", i, i, err, want.created, want.says)
 		}
 	}
-	open(t, path) // the store opens what Init made
+	s := open(t, path) // the store opens what Init made
+	if got := s.String(); got != "sqlite file "+path {
+		t.Errorf("Store.String() = %q, want %q", got, "sqlite file "+path)
+	}
 	junk := filepath.Join(t.TempDir(), "junk.db")
 	if err := os.WriteFile(junk, []byte(strings.Repeat("not a database ", 100)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if created, err := sqlite.Init(t.Context(), junk); err == nil || created {
-		t.Errorf("Init on a file that is no database: %v, %v; want an error", created, err)
+	if i, err := sqlite.Init(t.Context(), junk); err == nil || i.Created {
+		t.Errorf("Init on a file that is no database: %+v, %v; want an error", i, err)
 	}
 }

@@ -2,14 +2,12 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"time"
 
 	"github.com/kvbreaker/kvbreaker/backends/cloudflarekv"
-	"github.com/kvbreaker/kvbreaker/driver"
 )
 
 // TokenEnv is the environment variable the cloudflarekv backend reads its
@@ -38,34 +36,21 @@ var cloudflarekvBackend = backendDesc{
 	exampleEnv: TokenEnv + "=...",
 }
 
-// openCloudflareKV opens Workers KV (cloudflarekv.Dial).
+// openCloudflareKV opens Workers KV (cloudflarekv.Dial: a refused token,
+// account or namespace fails there, in words that say what to check).
 func openCloudflareKV(ctx context.Context, f *backendFlags) (*conn, error) {
 	token := os.Getenv(TokenEnv)
 	if token == "" {
 		return nil, fmt.Errorf("cloudflarekv: %s is not set: export an API token with Workers KV Storage: Edit permission", TokenEnv)
 	}
-	account, namespace, baseURL := f.get("cf-account"), f.get("cf-namespace"), f.get("cf-base-url")
-	where, endpoint := "cloudflarekv namespace "+namespace+" of account "+account, "https://api.cloudflare.com/client/v4/"
-	if baseURL != "" {
-		endpoint = redactURL(baseURL)
-		where += " at " + endpoint
-	}
-	o := []cloudflarekv.Option{
+	s, err := cloudflarekv.Dial(ctx, f.get("cf-account"), f.get("cf-namespace"), token, f.get("cf-base-url"),
 		// The padding covers --clock-skew; the store refuses a zero
 		// padding (it would declare no bound), so 0 pads by 1 ms.
 		cloudflarekv.WithClockSkew(max(f.clockSkew, time.Millisecond)),
 		// A write the store gives up is reported by the command.
-		cloudflarekv.WithLogger(slog.New(slog.DiscardHandler)),
-	}
-	s, err := cloudflarekv.Dial(ctx, account, namespace, token, baseURL, o...)
-	if oe, ok := errors.AsType[*driver.OpError](err); ok && oe.Op == "get" {
-		if ctx.Err() != nil {
-			return nil, noAnswer(ctx, "cloudflarekv", endpoint, f.bound, err)
-		}
-		return nil, fmt.Errorf("checking access to %s (are %s, --cf-account and --cf-namespace right?): %w", where, TokenEnv, err)
-	}
+		cloudflarekv.WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
-		return nil, err
+		return nil, noAnswer(ctx, "cloudflarekv", "", f.bound, err)
 	}
-	return &conn{describe: where, store: s}, nil
+	return &conn{describe: s.String(), store: s}, nil
 }

@@ -59,11 +59,7 @@ func initDynamoDB(ctx context.Context, f *backendFlags) (initOutput, error) {
 	if err != nil {
 		return initOutput{}, err
 	}
-	s, err := dynamodb.New(client, f.get("dynamodb-table"))
-	if err != nil {
-		return initOutput{}, err
-	}
-	where := s.String()
+	// Prepare's errors name the table, region and endpoint.
 	p, err := dynamodb.Prepare(ctx, client, f.get("dynamodb-table"))
-	return prepared(ctx, f, where, dynamodb.Endpoint(client), p, p.Existed, err, nil, func(err error) error { return fmt.Errorf("%s: %w", where, err) })
+	return prepared(ctx, f, p.Target, dynamodb.Endpoint(client), p, p.Existed, err, nil, func(err error) error { return err })
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"io"
 
 	"github.com/kvbreaker/kvbreaker/backends/sqlite"
@@ -32,24 +31,13 @@ func openSQLite(ctx context.Context, f *backendFlags) (*conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &conn{describe: "sqlite file " + f.get("sqlite-path"), store: s,
+	return &conn{describe: s.String(), store: s,
 		wipes: "rows deleted by another program are seen through the trigger kvbreaker_deleted; rows changed in place without a new version, or deleted with that trigger dropped, are not: restart the fleet's processes after such a change"}, nil
 }
 
 // initSQLite creates the file and its tables (sqlite.Init), or says they
 // were there.
 func initSQLite(ctx context.Context, f *backendFlags) (initOutput, error) {
-	path := f.get("sqlite-path")
-	out := initOutput{Backend: f.backend, Target: "sqlite file " + path, Table: sqlite.Table}
-	created, err := sqlite.Init(ctx, path)
-	switch {
-	case err != nil:
-		return out, err
-	case created:
-		out.Created = true
-		out.Message = fmt.Sprintf("created the tables %s and %s in %s (WAL mode)", sqlite.Table, sqlite.MetaTable, path)
-	default:
-		out.Message = fmt.Sprintf("%s already holds the tables %s and %s: left as it is", path, sqlite.Table, sqlite.MetaTable)
-	}
-	return out, nil
+	i, err := sqlite.Init(ctx, f.get("sqlite-path"))
+	return initOutput{Backend: f.backend, Target: "sqlite file " + f.get("sqlite-path"), Table: sqlite.Table, Created: i.Created, Message: i.String()}, err
 }
