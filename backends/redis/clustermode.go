@@ -60,7 +60,7 @@ func checkClusterMode(ctx context.Context, c goredis.UniversalClient, addr strin
 	start := time.Now()
 	info, err := c.Info(ctx, "cluster").Result()
 	if err != nil {
-		return opError("dial", "", fmt.Errorf("INFO cluster: %w", unreachable(addr, err, time.Since(start))))
+		return opError("dial", "", fmt.Errorf("INFO cluster: %w", unreachable(ctx, deployment(c), addr, err, time.Since(start))))
 	}
 	if strings.Contains(info, "cluster_enabled:1") {
 		return &ClusterModeError{Addr: addr, Cluster: true}

@@ -39,7 +39,10 @@ const (
 // answer it fails when ctx ends (DefaultDialTimeout when ctx has no
 // deadline), saying so. Both match driver.ErrUnreachable. A TLS mismatch (an
 // untrusted certificate, a client certificate the server requires, a
-// redis:// URL to a server that speaks TLS) is a *tlsdiag.Error. ctx does not bound the
+// redis:// URL to a server that speaks TLS) is a *tlsdiag.Error. A server's
+// refusal (a wrong password, a database it lacks) names the server as
+// Store.String does ("redis at host:port db N: WRONGPASS …"), and Explain
+// says what to change. ctx does not bound the
 // Store's later life. An invalid URL or option is a *driver.OptionError.
 // No error shows rawURL's userinfo, the value of a query option other than
 // go-redis's (password=… is none), or any of a string that is not a URL (a
@@ -54,7 +57,7 @@ func Dial(ctx context.Context, rawURL string, opts ...Option) (*Store, error) {
 		tls: &o.TLSConfig, dialTimeout: &o.DialTimeout, contextTimeout: &o.ContextTimeoutEnabled,
 		tlsURL: "rediss://host:port/db", addrs: []string{o.Addr},
 	}, func() goredis.UniversalClient { return goredis.NewClient(o) },
-		func(ctx context.Context, err error, waited time.Duration) error {
+		func(ctx context.Context, where string, err error, waited time.Duration) error {
 			if o.TLSConfig == nil && (errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET)) {
 				// A TLS server drops a plain-text client's first command.
 				pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), probeTimeout)
@@ -65,7 +68,7 @@ func Dial(ctx context.Context, rawURL string, opts ...Option) (*Store, error) {
 					return te
 				}
 			}
-			return unreachable(o.Addr, err, waited)
+			return unreachable(ctx, where, o.Addr, err, waited)
 		})
 	if err == nil && resolve(opts).clusterCheck {
 		if err = checkClusterMode(ctx, s.Client(), o.Addr); err != nil {
@@ -92,9 +95,10 @@ type dialTarget struct {
 // where the URL sets no dial timeout, the client-certificate watch, the
 // client connect makes, and the PING bounded by ctx or DefaultDialTimeout.
 // failed explains a PING's error that is not a refused client certificate
-// (ctx is the PING's, waited how long it took).
+// (ctx is the PING's, where the client's deployment, waited how long it
+// took).
 func dial(ctx context.Context, opts []Option, t dialTarget, connect func() goredis.UniversalClient,
-	failed func(ctx context.Context, err error, waited time.Duration) error) (*Store, error) {
+	failed func(ctx context.Context, where string, err error, waited time.Duration) error) (*Store, error) {
 	so := resolve(opts)
 	var problems []error
 	if so.tlsConfig != nil {
@@ -139,13 +143,17 @@ func dial(ctx context.Context, opts []Option, t dialTarget, connect func() gored
 		if te := certs.Refused("redis", strings.Join(t.addrs, ", "), err); te != nil {
 			return nil, opError("dial", "", te)
 		}
-		return nil, opError("dial", "", failed(ctx, err, time.Since(start)))
+		return nil, opError("dial", "", failed(ctx, deployment(c), err, time.Since(start)))
 	}
 	return s, nil
 }
 
-// unreachable explains a failed first request.
-func unreachable(addr string, err error, waited time.Duration) error {
+// unreachable explains a failed first request to addr, of the deployment
+// where (Store.String's name), made within ctx: a server that could not be
+// reached is a *driver.UnreachableError naming addr, any other error (the
+// server's answer: a wrong password, an ACL user without PING) is named by
+// where, which Explain takes from it.
+func unreachable(ctx context.Context, where, addr string, err error, waited time.Duration) error {
 	ue := &driver.UnreachableError{Backend: "redis", Endpoints: []string{addr}, Err: err}
 	var dns *net.DNSError
 	var op *net.OpError
@@ -160,8 +168,14 @@ func unreachable(addr string, err error, waited time.Duration) error {
 		ue.Reason = adapter.DialReason(err)
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled), isTimeout(err):
 		ue.Reason = fmt.Sprintf("it accepted the connection but did not answer within %v", waited.Round(10*time.Millisecond))
+		if end := ended(ctx); end != nil && !errors.Is(err, end) {
+			// A ClusterClient reports the socket deadline it took from
+			// ctx as its own i/o timeout: the error matches ctx's, as a
+			// Client's does.
+			ue.Err = fmt.Errorf("%w (%w)", err, end)
+		}
 	default:
-		return err // the server answered with an error (auth, …)
+		return &refusal{where: where, err: err}
 	}
 	return ue
 }
@@ -242,6 +256,18 @@ func redactURL(u *url.URL) (shown string, secrets []string) {
 		c.RawQuery = q.Encode()
 	}
 	return c.String(), secrets
+}
+
+// ended is ctx's error once it has ended or its deadline has passed: a
+// socket deadline taken from ctx may fire before ctx's own timer.
+func ended(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if d, ok := ctx.Deadline(); ok && !time.Now().Before(d) {
+		return context.DeadlineExceeded
+	}
+	return nil
 }
 
 func isTimeout(err error) bool {

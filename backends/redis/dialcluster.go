@@ -19,15 +19,16 @@ import (
 // "rediss://…" for TLS, with WithTLSConfig's configuration), and the Store
 // owns the ClusterClient it makes: Close closes it. DialCluster confirms
 // the Cluster answers a PING, which first loads its slot map from a seed,
-// with Dial's bounds: a refused seed fails within 2 s, a silent
-// one when ctx ends (DefaultDialTimeout when ctx has no deadline). Both
-// match driver.ErrUnreachable; the *driver.UnreachableError's Endpoints are the seeds
-// (go-redis asks every seed before giving up), or the node whose dial
-// failed when it is none of them (a node the Cluster announced, its
-// cluster-announce-ip). A TLS mismatch is a *tlsdiag.Error. A server that
-// is no Cluster answers the PING with "cluster support disabled": a
-// *ClusterModeError. Errors
-// show rawURL as Dial's do.
+// with Dial's bounds: a refused seed fails within 2 s, a silent one when
+// ctx ends (DefaultDialTimeout when ctx has no deadline). Both match
+// driver.ErrUnreachable; the *driver.UnreachableError's Endpoints are the
+// seeds (go-redis asks every seed before giving up), or the node whose
+// dial failed when it is none of them, and its Reason then says so (a node
+// the Cluster announced, at its cluster-announce-ip and -port). A TLS
+// mismatch is a *tlsdiag.Error. A server that is no Cluster answers the
+// PING with "cluster support disabled": a *ClusterModeError. A server's
+// refusal names the Cluster as Store.String does ("redis cluster via
+// host:port, …"). Errors show rawURL as Dial's do.
 func DialCluster(ctx context.Context, rawURL string, opts ...Option) (*Store, error) {
 	o, err := goredis.ParseClusterURL(rawURL)
 	if err != nil {
@@ -37,17 +38,23 @@ func DialCluster(ctx context.Context, rawURL string, opts ...Option) (*Store, er
 		tls: &o.TLSConfig, dialTimeout: &o.DialTimeout, contextTimeout: &o.ContextTimeoutEnabled,
 		tlsURL: "rediss://host:port", addrs: o.Addrs,
 	}, func() goredis.UniversalClient { return goredis.NewClusterClient(o) },
-		func(_ context.Context, err error, waited time.Duration) error {
+		func(ctx context.Context, where string, err error, waited time.Duration) error {
 			if strings.Contains(err.Error(), "cluster support disabled") {
 				return &ClusterModeError{Addr: strings.Join(o.Addrs, ", "), Err: err}
 			}
-			endpoints := o.Addrs
+			endpoints, announced := o.Addrs, false
 			if op, ok := errors.AsType[*net.OpError](err); ok && op.Op == "dial" && op.Addr != nil && !slices.Contains(o.Addrs, op.Addr.String()) {
-				endpoints = []string{op.Addr.String()}
+				endpoints, announced = []string{op.Addr.String()}, true
 			}
-			err = unreachable(endpoints[0], err, waited)
+			err = unreachable(ctx, where, endpoints[0], err, waited)
 			if ue, ok := errors.AsType[*driver.UnreachableError](err); ok {
 				ue.Endpoints = endpoints
+				if announced {
+					// The seeds answered; the address is what the Cluster
+					// says the node is at, which may not be where its
+					// clients can reach it.
+					ue.Reason += " (a node the Cluster announced, none of the seeds: see its cluster-announce-ip and cluster-announce-port)"
+				}
 			}
 			return err
 		})

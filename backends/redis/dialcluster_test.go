@@ -1,8 +1,11 @@
 package redis_test
 
 import (
+	"context"
 	"errors"
+	"net"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -49,6 +52,21 @@ func TestDialClusterUnreachable(t *testing.T) {
 	}
 }
 
+// TestDialClusterSilent: a seed that accepts connections and never
+// answers fails DialCluster when ctx ends, with an error that matches
+// ctx's as Dial's does (go-redis's ClusterClient reports its own i/o
+// timeout), and driver.ErrUnreachable, naming the seed.
+func TestDialClusterSilent(t *testing.T) {
+	addr, _ := backendtest.SilentListener(t)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+	defer cancel()
+	_, err := redis.DialCluster(ctx, "redis://"+addr)
+	ue, ok := errors.AsType[*driver.UnreachableError](err)
+	if !ok || !slices.Equal(ue.Endpoints, []string{addr}) || !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(ue.Reason, "did not answer") {
+		t.Errorf("DialCluster on a silent seed: %v, want an *driver.UnreachableError naming it that matches context.DeadlineExceeded", err)
+	}
+}
+
 // TestDialClusterOwnsItsClient: a Store DialCluster made works across the
 // Cluster's masters and closes its ClusterClient on Close.
 func TestDialClusterOwnsItsClient(t *testing.T) {
@@ -63,6 +81,9 @@ func TestDialClusterOwnsItsClient(t *testing.T) {
 	if _, ok := s.Client().(*goredis.ClusterClient); !ok {
 		t.Fatalf("DialCluster's client is a %T", s.Client())
 	}
+	if got, want := s.String(), "redis cluster via "+strings.Join(c.Addrs(), ", "); got != want {
+		t.Errorf("DialCluster's Store is %q, want %q", got, want)
+	}
 	for _, key := range []string{uniquePrefix(t) + "a.example", uniquePrefix(t) + "b.example", uniquePrefix(t) + "c.example"} {
 		if _, err := s.CompareAndSwap(t.Context(), key, driver.NoVersion, []byte("x"), time.Minute); err != nil {
 			t.Fatal(err)
@@ -73,5 +94,57 @@ func TestDialClusterOwnsItsClient(t *testing.T) {
 	}
 	if err := s.Client().Ping(t.Context()).Err(); !errors.Is(err, goredis.ErrClosed) {
 		t.Errorf("Ping after Close: %v, want the client closed", err)
+	}
+}
+
+// TestDialClusterAnnouncedNode: when the Cluster announces its nodes at
+// addresses where nothing listens (cluster-announce-port), the seed
+// answers and the PING's node is refused: the error names that node and
+// says the Cluster announced it, not a seed.
+func TestDialClusterAnnouncedNode(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a three-master cluster")
+	}
+	c := redistest.MustStartCluster(t, 3)
+	var announced []string
+	for _, n := range c.Nodes {
+		addr := backendtest.ClosedPort(t)
+		_, port, _ := net.SplitHostPort(addr)
+		if err := newClient(t, n.Addr()).ConfigSet(t.Context(), "cluster-announce-port", port).Err(); err != nil {
+			t.Fatal(err)
+		}
+		announced = append(announced, addr)
+	}
+	seed := c.Nodes[0].Addr()
+	// The other nodes' ports reach the seed by the cluster bus's gossip.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		shards, err := newClient(t, seed).ClusterShards(t.Context()).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		all := len(shards) == len(announced)
+		for _, sh := range shards {
+			for _, n := range sh.Nodes {
+				all = all && slices.Contains(announced, net.JoinHostPort(n.IP, strconv.FormatInt(n.Port, 10)))
+			}
+		}
+		if all {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the seed's CLUSTER SHARDS never showed the announced ports %v: %+v", announced, shards)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	_, err := redis.DialCluster(t.Context(), "redis://"+seed)
+	ue, ok := errors.AsType[*driver.UnreachableError](err)
+	if !ok || len(ue.Endpoints) != 1 || !slices.Contains(announced, ue.Endpoints[0]) || !strings.Contains(ue.Reason, "a node the Cluster announced, none of the seeds") {
+		t.Fatalf("DialCluster with nodes announced where nothing listens: %v, want an *driver.UnreachableError naming one of %v as announced", err, announced)
+	}
+	// Negative control: a refused seed is a seed, not a node announced.
+	_, err = redis.DialCluster(t.Context(), "redis://"+announced[0])
+	if ue, ok := errors.AsType[*driver.UnreachableError](err); !ok || strings.Contains(ue.Reason, "announced") {
+		t.Errorf("DialCluster on a refused seed: %v", err)
 	}
 }

@@ -13,14 +13,23 @@ import (
 // Explain says what to change when a Redis server answered a request with
 // a refusal: a missing or wrong password, an ACL user without the commands
 // the store runs, a database number the server lacks. where names the
-// server ("redis at host:port db N"); setting names where the URL came from
-// ("--redis-url", "$REDIS_URL"; "the URL" if empty). Any other error is
-// returned with where in front. The result wraps err; it never shows the
-// password.
+// server ("redis at host:port db N", Store.String); "" takes the name
+// Dial's and DialCluster's errors carry. setting names where the URL came
+// from ("--redis-url", "$REDIS_URL"; "the URL" if empty). Any other error
+// is returned with where in front, or as it is when it names where itself.
+// The result wraps err; it never shows the password.
 func Explain(err error, where, setting string) error {
+	other := func() error { return fmt.Errorf("%s: %w", where, err) }
+	if where == "" {
+		r, ok := errors.AsType[*refusal](err)
+		if !ok {
+			return err
+		}
+		where, other = r.where, func() error { return err }
+	}
 	var re goredis.Error
 	if !errors.As(err, &re) {
-		return fmt.Errorf("%s: %w", where, err)
+		return other()
 	}
 	if setting == "" {
 		setting = "the URL"
@@ -40,5 +49,16 @@ func Explain(err error, where, setting string) error {
 		return adapter.Explained(err, "%s: the server has no such database (%s): put a database it has in %s's path, redis://host:port/0 (its \"databases\" setting, 16 by default)",
 			where, msg, setting)
 	}
-	return fmt.Errorf("%s: %w", where, err)
+	return other()
 }
+
+// A refusal is the server's answer to Dial's or DialCluster's first
+// requests (a wrong password, an ACL user without PING), named by the
+// deployment that gave it: Explain finds where in it.
+type refusal struct {
+	where string
+	err   error
+}
+
+func (e *refusal) Error() string { return e.where + ": " + e.err.Error() }
+func (e *refusal) Unwrap() error { return e.err }

@@ -150,8 +150,10 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -367,6 +369,30 @@ func contextTimeouts(c goredis.UniversalClient) bool {
 
 // Client returns the client the store uses.
 func (s *Store) Client() goredis.UniversalClient { return s.c }
+
+// String names the Store's deployment without credentials: "redis at
+// host:port db N", "redis cluster via host:port, host2:port" (the seeds),
+// "redis via Sentinel db N" (a failover client, whose options keep no
+// address), "redis ring of host:port, …".
+func (s *Store) String() string { return deployment(s.c) }
+
+// deployment is Store.String's name of client c, which Dial's and
+// DialCluster's errors carry too.
+func deployment(c goredis.UniversalClient) string {
+	switch c := c.(type) {
+	case *goredis.Client:
+		o := c.Options()
+		if o.Addr == "FailoverClient" { // go-redis's placeholder in a failover client's options
+			return "redis via Sentinel db " + strconv.Itoa(o.DB)
+		}
+		return "redis at " + o.Addr + " db " + strconv.Itoa(o.DB)
+	case *goredis.ClusterClient:
+		return "redis cluster via " + strings.Join(c.Options().Addrs, ", ")
+	case *goredis.Ring:
+		return "redis ring of " + strings.Join(slices.Sorted(maps.Values(c.Options().Addrs)), ", ")
+	}
+	return backend
+}
 
 // Close releases the Store; later calls fail with ErrClosed. It ends every
 // running Follow and waits until each has closed its connections (so fn

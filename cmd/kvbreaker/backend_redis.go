@@ -4,14 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
-	"strconv"
-	"strings"
 
 	goredis "github.com/redis/go-redis/v9"
+	goredislog "github.com/redis/go-redis/v9/logging"
 
 	"github.com/kvbreaker/kvbreaker/backends/redis"
-	"github.com/kvbreaker/kvbreaker/driver"
 )
 
 var redisBackend = backendDesc{
@@ -42,22 +39,12 @@ func clusterSetting(f *backendFlags) string {
 }
 
 // checkRedisURL checks --redis-url (and --redis-cluster) without
-// connecting (redis.CheckURL).
+// connecting (redis.CheckURL), showing it by redactURL: go-redis's
+// failover URLs take password=, and a mistyped URL may carry one.
 func checkRedisURL(f *backendFlags, flag, raw string) error {
-	if err := redis.CheckURL(raw, f.cluster(), clusterSetting(f)); err != nil {
-		// redactURL: go-redis's failover URLs take password=, and a
-		// mistyped URL may carry one.
-		return usagef("%s is %q: %v", f.name(flag), redactURL(raw), err)
-	}
-	return nil
+	check := func(raw string) error { return redis.CheckURL(raw, f.cluster(), clusterSetting(f)) }
+	return checkWith(check, redactURL)(f, flag, raw)
 }
-
-// quietLog drops go-redis's own log lines (a pool's "failed to dial after
-// 5 attempts", several per refused port): the command reports a failure
-// once, in its own words, on stderr.
-type quietLog struct{}
-
-func (quietLog) Printf(context.Context, string, ...any) {}
 
 // openRedis dials the server (redis.Dial, which refuses a node of a
 // Cluster: WithClusterCheck), or the Cluster's seeds with --redis-cluster
@@ -65,42 +52,30 @@ func (quietLog) Printf(context.Context, string, ...any) {}
 // reported within 2 s (redis.Dial's connection timeout), a silent server
 // when ctx (--timeout) ends.
 func openRedis(ctx context.Context, f *backendFlags) (*conn, error) {
-	goredis.SetLogger(quietLog{})
-	raw, dial := f.get("redis-url"), redis.Dial
-	var where string
-	var seeds []string
-	if o, err := goredis.ParseClusterURL(raw); f.cluster() && err == nil {
-		dial, seeds, where = redis.DialCluster, o.Addrs, "redis cluster via "+strings.Join(o.Addrs, ", ")
-	} else if o, err := goredis.ParseURL(raw); !f.cluster() && err == nil {
-		where = "redis at " + o.Addr + " db " + strconv.Itoa(o.DB)
-	} else {
-		return nil, usagef("%s does not parse", f.name("redis-url")) // checkRedisURL said why
-	}
+	// go-redis's own log lines (a pool's "failed to dial after 5 attempts",
+	// several per refused port) would repeat the failure the command
+	// reports once, in its own words, on stderr.
+	goredislog.Disable()
 	tlsConfig, err := loadTLS(f)
 	if err != nil {
 		return nil, err
 	}
-	s, err := dial(ctx, raw, redis.WithTLSConfig(tlsConfig), redis.WithClusterCheck())
-	if ue, ok := errors.AsType[*driver.UnreachableError](err); ok {
-		why, endpoint := ue.Reason, strings.Join(ue.Endpoints, ", ")
-		if ctx.Err() != nil {
-			why = "no answer within " + f.bound
-		}
-		if seeds != nil && len(ue.Endpoints) == 1 && !slices.Contains(seeds, endpoint) {
-			endpoint += " (a node the Cluster announced)"
-		}
-		return nil, unreachable("redis", endpoint, why, err)
-	} else if ce, ok := errors.AsType[*redis.ClusterModeError](err); ok {
+	dial := redis.Dial
+	if f.cluster() {
+		dial = redis.DialCluster
+	}
+	s, err := dial(ctx, f.get("redis-url"), redis.WithTLSConfig(tlsConfig), redis.WithClusterCheck())
+	if ce, ok := errors.AsType[*redis.ClusterModeError](err); ok {
 		ce.Setting = clusterSetting(f)
 		return nil, ce
 	} else if err != nil {
-		if err = redis.Explain(err, where, f.name("redis-url")); goredis.HasErrorPrefix(err, "NOAUTH") {
+		if err = redis.Explain(err, "", f.name("redis-url")); goredis.HasErrorPrefix(err, "NOAUTH") {
 			err = fmt.Errorf("%w (best through $%s, not the command line: ps shows flags)", err, f.env("redis-url"))
 		}
-		return nil, err
+		return nil, noAnswer(ctx, "redis", "", f.bound, err)
 	}
-	c := &conn{describe: where, store: s}
-	if seeds == nil {
+	c := &conn{describe: s.String(), store: s}
+	if !f.cluster() {
 		c.wipes = "SWAPDB is seen through a key per follower (kvbreaker:follow:<id>, kept an hour past its last check); under an ACL that refuses that key it is not: restart the fleet's processes after one"
 	}
 	return c, nil

@@ -138,3 +138,22 @@ func TestFailFastSilentServer(t *testing.T) {
 		}
 	})
 }
+
+// TestFailFastSilentRedis: a Redis server, or a Cluster's seed, that
+// accepts the connection but never answers is bounded by --timeout, and
+// the message says so, as other backends' do.
+func TestFailFastSilentRedis(t *testing.T) {
+	addr := silentListener(t)
+	for name, args := range map[string][]string{
+		"server":  {"--redis-url", "redis://" + addr + "/0"},
+		"cluster": {"--redis-cluster", "--redis-url", "redis://" + addr},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			code, out, errOut := runT(t, append([]string{"inspect", "--timeout", "1s", "--backend", "redis", "a.example"}, args...)...)
+			if want := "Error: cannot reach redis at " + addr + ": no answer within --timeout 1s"; code != exitFail || !strings.Contains(errOut, want) {
+				t.Errorf("exit %d, stderr %q, stdout %q; want %q", code, errOut, out, want)
+			}
+		})
+	}
+}
