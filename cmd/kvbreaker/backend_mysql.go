@@ -56,7 +56,7 @@ func connectMySQL(ctx context.Context, f *backendFlags) (*mysql.Store, *gomysql.
 	if err != nil {
 		return nil, nil, usagef("%s (not shown): %v", f.name("mysql-dsn"), err)
 	}
-	s, err := mysql.Open(ctx, cfg, f.get("mysql-table"), 2)
+	s, err := mysql.Open(ctx, cfg, f.get("mysql-table"), mysql.WithMaxConns(2))
 	return s, cfg, err
 }
 
