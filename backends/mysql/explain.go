@@ -13,12 +13,17 @@ import (
 // statement of the data source name cfg: a wrong password or user, a
 // missing database or privilege. setting names where the data source name
 // came from ("--mysql-dsn", "$DATABASE_DSN"; "the data source name" if
-// empty). Any other error is returned with the address in front. The
-// result wraps err; the driver's errors hold neither the data source name
-// nor the password, and neither does the result.
+// empty). An error that says already what to change is returned as it is
+// (one matching ErrNoTable) or with the address in front (a
+// *CreateDeniedError), as is any other error. The result wraps err; the
+// driver's errors hold neither the data source name nor the password, and
+// neither does the result.
 func Explain(err error, cfg *gomysql.Config, setting string) error {
+	if errors.Is(err, ErrNoTable) {
+		return err
+	}
 	me, ok := errors.AsType[*gomysql.MySQLError](err)
-	if !ok {
+	if _, denied := errors.AsType[*CreateDeniedError](err); !ok || denied {
 		return fmt.Errorf("mysql at %s: %w", cfg.Addr, err)
 	}
 	if setting == "" {
@@ -37,3 +42,7 @@ func Explain(err error, cfg *gomysql.Config, setting string) error {
 
 // errTableAccessDenied is ER_TABLEACCESS_DENIED_ERROR.
 const errTableAccessDenied = 1142
+
+// Explain is the package's Explain of err with the data source name Open
+// was given (a store New made knows only WithEndpoint's address).
+func (s *Store) Explain(err error, setting string) error { return Explain(err, s.cfg, setting) }

@@ -192,7 +192,7 @@ type Store struct {
 	db       *sql.DB
 	table    string
 	endpoint string
-	database string // Open's data source name's, for String
+	cfg      *gomysql.Config // Open's data source name; New's has WithEndpoint's Addr alone
 	o        options
 
 	stmts [nStmts]lazyStmt
@@ -210,6 +210,19 @@ type options struct {
 	purge       adapter.Purge
 	callTimeout time.Duration
 	endpoint    string
+	maxConns    int
+	script      string
+}
+
+// apply is opts over the defaults.
+func apply(opts []Option) options {
+	o := options{purge: adapter.DefaultPurge, callTimeout: DefaultCallTimeout}
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&o)
+		}
+	}
+	return o
 }
 
 // Option configures a Store.
@@ -240,6 +253,17 @@ func WithCallTimeout(d time.Duration) Option { return func(o *options) { o.callT
 // the address it was refused at.
 func WithEndpoint(addr string) Option { return func(o *options) { o.endpoint = addr } }
 
+// WithCreateScript names, in the *CreateDeniedError of the store's
+// Prepare, what the one who may create the table is to run: a tool's
+// command that prints the SQL, or a migration's file (default: the SQL
+// SchemaScript returns).
+func WithCreateScript(script string) Option { return func(o *options) { o.script = script } }
+
+// WithMaxConns bounds the connections of the pool Open and Dial make (a
+// tool that makes a few calls needs two); 0 sets no bound. New's pool is
+// the caller's: it does not use it.
+func WithMaxConns(n int) Option { return func(o *options) { o.maxConns = n } }
+
 // New returns a Store over table, using db (sql.Open("mysql", dsn), or
 // sql.OpenDB of a go-sql-driver Connector) as configured by the caller. The
 // table must exist in db's database (see CreateTable and Schema); New sends
@@ -249,12 +273,7 @@ func WithEndpoint(addr string) Option { return func(o *options) { o.endpoint = a
 // purge and releases the prepared statements; db stays the caller's to
 // close.
 func New(db *sql.DB, table string, opts ...Option) (*Store, error) {
-	o := options{purge: adapter.DefaultPurge, callTimeout: DefaultCallTimeout}
-	for _, opt := range opts {
-		if opt != nil {
-			opt(&o)
-		}
-	}
+	o := apply(opts)
 	problems := adapter.Problems{Backend: "mysql"}
 	bad := problems.Add
 	if db == nil {
@@ -265,10 +284,13 @@ func New(db *sql.DB, table string, opts ...Option) (*Store, error) {
 	}
 	o.purge.Check(&problems)
 	problems.Positive("WithCallTimeout", o.callTimeout, DefaultCallTimeout)
+	if o.maxConns < 0 {
+		bad("WithMaxConns", o.maxConns, "give a positive number of connections, or 0 for no bound")
+	}
 	if err := problems.Err(); err != nil {
 		return nil, err
 	}
-	s := &Store{db: db, table: table, o: o, endpoint: o.endpoint}
+	s := &Store{db: db, table: table, o: o, endpoint: o.endpoint, cfg: &gomysql.Config{Addr: o.endpoint}}
 	s.purger = adapter.NewPurger(o.purge.Every, o.callTimeout, s.Purge)
 	s.prepare()
 	return s, nil
@@ -754,18 +776,41 @@ ORDER BY purge_at LIMIT ? FOR UPDATE SKIP LOCKED`, t, now), delay, s.o.purge.Bat
 }
 
 // Ping checks that the server answers and the table exists, as a command
-// does before its first call: a refused connection is an *driver.UnreachableError.
+// does before its first call: a refused connection is an
+// *driver.UnreachableError, a missing table an error matching ErrNoTable.
 func (s *Store) Ping(ctx context.Context) error {
 	if s.closed.Load() {
 		return s.wrap(opDial, "", ErrClosed)
 	}
 	rows, err := s.db.QueryContext(ctx, fmt.Sprintf("SELECT 1 FROM %s LIMIT 0", quoteIdent(s.table)))
+	if me, ok := errors.AsType[*gomysql.MySQLError](err); ok && me.Number == errNoSuchTable {
+		return &noTableError{fmt.Sprintf("mysql: table %s does not exist%s (error %d)", s.table, s.where(), me.Number), err}
+	}
 	if err != nil {
 		return s.wrap(opDial, "", err)
 	}
 	rows.Close()
 	return nil
 }
+
+// errNoSuchTable is ER_NO_SUCH_TABLE.
+const errNoSuchTable = 1146
+
+// ErrNoTable is matched (errors.Is) by Ping's error when the table does
+// not exist; the error names the table, the database and the server (those
+// Open was given) and unwraps to the driver's *mysql.MySQLError.
+var ErrNoTable = errors.New("table does not exist")
+
+// noTableError is Ping's error for a missing table: it reads as its
+// message alone.
+type noTableError struct {
+	msg string
+	err error
+}
+
+func (e *noTableError) Error() string        { return e.msg }
+func (e *noTableError) Unwrap() error        { return e.err }
+func (e *noTableError) Is(target error) bool { return target == ErrNoTable }
 
 // Close waits for a background purge to end, starts no more and closes the
 // prepared statements; it closes the pool if Open made it (New's pool is

@@ -13,7 +13,7 @@ import (
 )
 
 // TestOpenOwnsItsPool: Open's store answers on a pool of its own, of at
-// most maxConns connections, names its table, database and server
+// most WithMaxConns connections, names its table, database and server
 // (String), and its Close closes that pool (a ping fails
 // after it), while New's Close leaves the caller's pool open. A closed port
 // is an *driver.UnreachableError naming the address, before any pool is made.
@@ -23,7 +23,7 @@ func TestOpenOwnsItsPool(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := mysql.Open(ctx, cfg, table, 2)
+	s, err := mysql.Open(ctx, cfg, table, mysql.WithMaxConns(2))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +64,7 @@ func TestOpenOwnsItsPool(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = mysql.Open(ctx, shut, table, 2)
+	_, err = mysql.Open(ctx, shut, table, mysql.WithMaxConns(2))
 	if !errors.Is(err, driver.ErrUnreachable) || !strings.Contains(err.Error(), ln.Addr().String()+": connection refused") {
 		t.Errorf("Open at a closed port: %v, want an driver.UnreachableError saying connection refused", err)
 	}

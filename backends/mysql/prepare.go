@@ -55,3 +55,14 @@ func Prepare(ctx context.Context, db *sql.DB, table string, opts ...Option) (Pre
 	}
 	return p, nil
 }
+
+// Prepare is the package's Prepare of the store's table, on its pool,
+// naming its server in the read's errors; its *CreateDeniedError names
+// WithCreateScript's script.
+func (s *Store) Prepare(ctx context.Context) (Prepared, error) {
+	p, err := Prepare(ctx, s.db, s.table, WithEndpoint(s.endpoint))
+	if de, ok := errors.AsType[*CreateDeniedError](err); ok {
+		de.Script = s.o.script
+	}
+	return p, err
+}

@@ -53,6 +53,15 @@ func TestPrepareCreateDenied(t *testing.T) {
 		!strings.Contains(err.Error(), "grant the user SELECT, INSERT, UPDATE, DELETE on it") {
 		t.Fatalf("Prepare as a user without CREATE: %v; want a *CreateDeniedError naming the user and the grants", err)
 	}
+	// The store's Prepare names WithCreateScript's script, not SchemaScript.
+	s, err := mysql.Dial(ctx, user+"@tcp("+server.Addr()+")/"+mariadbtest.Database, "denied", mysql.WithCreateScript("what a tool prints"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.Prepare(ctx); !strings.Contains(fmt.Sprint(err), "administrator run what a tool prints, and grant") {
+		t.Errorf("Store.Prepare WithCreateScript: %v", err)
+	}
 	// Negative control: the administrator is not refused.
 	t.Cleanup(func() { _, _ = admin.ExecContext(ctx, "DROP TABLE IF EXISTS denied") })
 	if _, err := mysql.Prepare(ctx, admin, "denied"); err != nil {

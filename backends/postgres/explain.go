@@ -16,11 +16,16 @@ import (
 // wrong or missing password, an unknown user or database, a privilege
 // missing on table. setting names where the connection string came from
 // ("--postgres-url", "$DATABASE_URL"; "the connection string" if empty).
-// Any other error is returned with the address in front. The result wraps
-// err; it never shows the password.
+// An error that says already what to change is returned as it is (one
+// matching ErrNoTable) or with the address in front (a
+// *CreateDeniedError), as is any other error. The result wraps err; it
+// never shows the password.
 func Explain(err error, addr string, cfg *pgxpool.Config, table, setting string) error {
+	if errors.Is(err, ErrNoTable) {
+		return err
+	}
 	pe, ok := errors.AsType[*pgconn.PgError](err)
-	if !ok {
+	if _, denied := errors.AsType[*CreateDeniedError](err); !ok || denied {
 		return fmt.Errorf("postgres at %s: %w", addr, err)
 	}
 	if setting == "" {
@@ -46,4 +51,10 @@ func Explain(err error, addr string, cfg *pgxpool.Config, table, setting string)
 			addr, user, table, said, table, table, user)
 	}
 	return adapter.Explained(err, "postgres at %s: user %q, database %q: %s", addr, user, db, said)
+}
+
+// Explain is the package's Explain of err with the store's server, pool
+// configuration and table.
+func (s *Store) Explain(err error, setting string) error {
+	return Explain(err, s.endpoint, s.pool.Config(), s.table, setting)
 }

@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -11,27 +12,41 @@ import (
 	"github.com/kvbreaker/kvbreaker/adapter"
 )
 
-// dialTimeout is Open's first connection's bound when cfg sets no
-// ConnectTimeout.
+// dialTimeout is the ConnectTimeout Open gives a configuration that sets
+// none.
 const dialTimeout = 2 * time.Second
 
-// Open makes a pool of cfg (ParseConfig's, adjusted by the caller: its
-// size, its ConnectTimeout) and returns a Store over table on it, which
-// the Store's Close closes. Before making the pool it dials the server once,
-// within cfg's ConnectTimeout (2 s if none), so that a refused port, a
-// missing socket or an unknown host is an *driver.UnreachableError at once rather
-// than a pool that retries until its caller's deadline. It sends no
+// Dial makes a pool of connString (ParseConfig's, whose error never shows a
+// secret) and returns a Store over table on it, as Open does.
+func Dial(ctx context.Context, connString, table string, opts ...Option) (*Store, error) {
+	cfg, err := ParseConfig(connString)
+	if err != nil {
+		return nil, err
+	}
+	return Open(ctx, cfg, table, opts...)
+}
+
+// Open makes a pool of cfg (ParseConfig's, adjusted by the caller) and
+// returns a Store over table on it, which the Store's Close closes. The
+// pool's connections are bounded by cfg's ConnectTimeout, 2 s if it sets
+// none, and their number by WithMaxConns if given. Before making the pool
+// it dials the server once, within that timeout, so that a refused port, a
+// missing socket or an unknown host is an *driver.UnreachableError at once
+// rather than a pool that retries until its caller's deadline. It sends no
 // statement: Ping checks that the server answers and the table exists.
 func Open(ctx context.Context, cfg *pgxpool.Config, table string, opts ...Option) (*Store, error) {
 	cc := cfg.ConnConfig
-	timeout, network, addr := dialTimeout, "tcp", endpointOf(cc)
-	if cc.ConnectTimeout > 0 {
-		timeout = cc.ConnectTimeout
+	network, addr := "tcp", endpointOf(cc)
+	if cc.ConnectTimeout <= 0 {
+		cc.ConnectTimeout = dialTimeout
+	}
+	if n := apply(opts).maxConns; n > 0 {
+		cfg.MaxConns = int32(min(n, math.MaxInt32))
 	}
 	if strings.HasPrefix(cc.Host, "/") {
 		network = "unix"
 	}
-	if err := adapter.CheckDial(ctx, "postgres", network, addr, timeout); err != nil {
+	if err := adapter.CheckDial(ctx, "postgres", network, addr, cc.ConnectTimeout); err != nil {
 		return nil, err
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)

@@ -246,6 +246,19 @@ var ErrClosed = errors.New("store closed")
 type options struct {
 	purge       adapter.Purge
 	callTimeout time.Duration
+	maxConns    int
+	script      string
+}
+
+// apply is opts over the defaults.
+func apply(opts []Option) options {
+	o := options{purge: adapter.DefaultPurge, callTimeout: DefaultCallTimeout}
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&o)
+		}
+	}
+	return o
 }
 
 // Option configures a Store.
@@ -270,6 +283,17 @@ func WithPurgeDelay(d time.Duration) Option { return func(o *options) { o.purge.
 // DefaultCallTimeout); calls made by the caller are bounded by its context.
 func WithCallTimeout(d time.Duration) Option { return func(o *options) { o.callTimeout = d } }
 
+// WithCreateScript names, in the *CreateDeniedError of the store's
+// Prepare, what the one who may create the table is to run: a tool's
+// command that prints the SQL, or a migration's file (default: the SQL
+// SchemaScript returns).
+func WithCreateScript(script string) Option { return func(o *options) { o.script = script } }
+
+// WithMaxConns bounds the connections of the pool Open and Dial make (a
+// tool that makes a few calls needs two); 0 leaves pgxpool's bound (its
+// configuration's MaxConns). New's pool is the caller's: it ignores it.
+func WithMaxConns(n int) Option { return func(o *options) { o.maxConns = n } }
+
 // New returns a Store over table, using pool as configured by the caller.
 // The table must exist (see CreateTable and Schema); New sends nothing (Ping
 // checks). Every invalid argument or option is reported, joined, as a
@@ -277,12 +301,7 @@ func WithCallTimeout(d time.Duration) Option { return func(o *options) { o.callT
 // store with kvbreaker.Prefixed. Close stops the background purge; the
 // pool stays the caller's to close.
 func New(pool *pgxpool.Pool, table string, opts ...Option) (*Store, error) {
-	o := options{purge: adapter.DefaultPurge, callTimeout: DefaultCallTimeout}
-	for _, opt := range opts {
-		if opt != nil {
-			opt(&o)
-		}
-	}
+	o := apply(opts)
 	problems := adapter.Problems{Backend: "postgres"}
 	bad := problems.Add
 	if pool == nil {
@@ -293,6 +312,9 @@ func New(pool *pgxpool.Pool, table string, opts ...Option) (*Store, error) {
 	}
 	o.purge.Check(&problems)
 	problems.Positive("WithCallTimeout", o.callTimeout, DefaultCallTimeout)
+	if o.maxConns < 0 {
+		bad("WithMaxConns", o.maxConns, "give a positive number of connections, or 0 for pgxpool's default")
+	}
 	if err := problems.Err(); err != nil {
 		return nil, err
 	}
@@ -635,17 +657,41 @@ func (s *Store) Purge(ctx context.Context) (int64, error) {
 }
 
 // Ping checks that the server answers and the table exists, as a command
-// does before its first call: a refused connection is an *driver.UnreachableError.
+// does before its first call: a refused connection is an
+// *driver.UnreachableError, a missing table an error matching ErrNoTable.
 func (s *Store) Ping(ctx context.Context) error {
 	if s.closed.Load() {
 		return s.wrap(opDial, "", ErrClosed)
 	}
 	_, err := s.pool.Exec(ctx, fmt.Sprintf("SELECT 1 FROM %s LIMIT 0", quoteIdent(s.table)))
+	if pe, ok := errors.AsType[*pgconn.PgError](err); ok && pe.Code == undefinedTable {
+		return &noTableError{fmt.Sprintf("postgres: table %s does not exist in database %s at %s (SQLSTATE %s)",
+			s.table, s.pool.Config().ConnConfig.Database, s.endpoint, pe.Code), err}
+	}
 	if err != nil {
 		return s.wrap(opDial, "", err)
 	}
 	return nil
 }
+
+// undefinedTable is PostgreSQL's SQLSTATE 42P01.
+const undefinedTable = "42P01"
+
+// ErrNoTable is matched (errors.Is) by Ping's error when the table does
+// not exist; the error names the table, the database and the server, and
+// unwraps to the server's *pgconn.PgError.
+var ErrNoTable = errors.New("table does not exist")
+
+// noTableError is Ping's error for a missing table: it reads as its
+// message alone.
+type noTableError struct {
+	msg string
+	err error
+}
+
+func (e *noTableError) Error() string        { return e.msg }
+func (e *noTableError) Unwrap() error        { return e.err }
+func (e *noTableError) Is(target error) bool { return target == ErrNoTable }
 
 // Close waits for a background purge to end and starts no more; it closes
 // the pool if Open made it (New's pool is the caller's). Later calls fail

@@ -72,3 +72,13 @@ func Prepare(ctx context.Context, pool *pgxpool.Pool, table string) (Prepared, e
 	}
 	return p, nil
 }
+
+// Prepare is the package's Prepare of the store's table, on its pool;
+// its *CreateDeniedError names WithCreateScript's script.
+func (s *Store) Prepare(ctx context.Context) (Prepared, error) {
+	p, err := Prepare(ctx, s.pool, s.table)
+	if de, ok := errors.AsType[*CreateDeniedError](err); ok {
+		de.Script = s.o.script
+	}
+	return p, err
+}

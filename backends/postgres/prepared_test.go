@@ -75,6 +75,15 @@ func TestPrepareCreateDenied(t *testing.T) {
 	if !strings.Contains(de.Error(), "owner run what a tool prints, and grant") {
 		t.Errorf("with Script set: %v", de)
 	}
+	// The store's Prepare names WithCreateScript's script.
+	s, err := postgres.Dial(ctx, roleURL, "denied", postgres.WithCreateScript("what a tool prints"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.Prepare(ctx); !strings.Contains(fmt.Sprint(err), "owner run what a tool prints, and grant") {
+		t.Errorf("Store.Prepare WithCreateScript: %v", err)
+	}
 	// Negative control: a refusal of another kind is no CreateDeniedError.
 	if _, err := postgres.Prepare(ctx, admin, "bad name"); errors.As(err, new(*postgres.CreateDeniedError)) || err == nil {
 		t.Errorf("Prepare of a bad name: %v; want its own error", err)

@@ -58,6 +58,9 @@ type backendDesc struct {
 	// name, where they show something those do not.
 	example, exampleEnv string
 	examples            map[string]string
+	// noTableErr is its module's ErrNoTable, which open's error for a
+	// missing table matches: open adds how to create it (createHint).
+	noTableErr error
 }
 
 // A connFlag is one of a backend's connection flags.
@@ -409,6 +412,9 @@ func (f *backendFlags) open(ctx context.Context, timeout time.Duration) (*conn, 
 	octx, cancel := context.WithTimeout(ctx, bound)
 	defer cancel()
 	c, err := f.desc.open(octx, f)
+	if f.desc.noTableErr != nil && errors.Is(err, f.desc.noTableErr) {
+		return nil, fmt.Errorf("%w: %s", err, createHint)
+	}
 	// A backend with TLS flags says which of them fixes a TLS failure.
 	if te, ok := errors.AsType[*tlsdiag.Error](err); ok && (f.desc.tlsFix != nil || f.desc.tls() != nil) {
 		return nil, tlsFlagError(f, te)

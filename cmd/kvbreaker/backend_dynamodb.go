@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"io"
 
 	"github.com/kvbreaker/kvbreaker/backends/dynamodb"
@@ -33,15 +31,13 @@ var dynamodbBackend = backendDesc{
 	example:    "--dynamodb-table kvbreaker",
 	exampleEnv: "AWS_REGION=eu-west-1",
 	examples:   map[string]string{"init": "  kvbreaker init --backend dynamodb --dynamodb-table kvbreaker --print"},
+	noTableErr: dynamodb.ErrNoTable,
 }
 
 // openDynamoDB opens the table (dynamodb.Dial: it fails here, with one
 // clear error, if the table is missing or the credentials are refused).
 func openDynamoDB(ctx context.Context, f *backendFlags) (*conn, error) {
 	s, err := dynamodb.Dial(ctx, f.get("dynamodb-table"), f.get("dynamodb-endpoint"))
-	if errors.Is(err, dynamodb.ErrNoTable) {
-		return nil, fmt.Errorf("%w: %s", err, createHint)
-	}
 	if err != nil {
 		return nil, noAnswer(ctx, "dynamodb", "", f.bound, err)
 	}

@@ -2,14 +2,12 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 
-	"github.com/jackc/pgx/v5/pgconn"
-
 	"github.com/kvbreaker/kvbreaker/adapter"
 	"github.com/kvbreaker/kvbreaker/backends/postgres"
+	"github.com/kvbreaker/kvbreaker/driver"
 	"github.com/kvbreaker/kvbreaker/tlsdiag"
 )
 
@@ -31,8 +29,8 @@ TLS: ?sslmode=verify-full&sslrootcert=ca.pem, or $PGSSLROOTCERT)`,
                  --postgres-url win)
 `,
 	secretEnv: []string{"PGPASSWORD"},
-	open:      openPostgres,
-	create:    initPostgres,
+	open:      openSQL(dialPostgres, "rows changed with the table's triggers off (DISABLE TRIGGER, session_replication_role = replica, pg_restore --disable-triggers) reach no mirror: restart the fleet's processes after such a change"),
+	create:    initSQL(dialPostgres, func(p postgres.Prepared) bool { return p.Existed }, postgres.ErrForeignTable),
 	creates:   "PostgreSQL's table (--postgres-table, with its version sequence, expiry index, and the trigger that notifies its changes to followers: postgres.CreateTable; an existing one gets the trigger if it lacks it)",
 	prints:    "PostgreSQL's SQL (postgres.SchemaScript; pipe it to psql)",
 	print:     printScript(postgres.SchemaScript),
@@ -42,62 +40,62 @@ TLS: ?sslmode=verify-full&sslrootcert=ca.pem, or $PGSSLROOTCERT)`,
 		}
 		return te.Fix + " (in " + f.name("postgres-url") + " or the PGSSL* variables)"
 	},
-	example:  "--postgres-url postgres://app@db:5432/app",
-	examples: map[string]string{"init": `  kvbreaker init --backend postgres --postgres-table kvbreaker --print | psql "$DATABASE_URL"`},
+	example:    "--postgres-url postgres://app@db:5432/app",
+	examples:   map[string]string{"init": `  kvbreaker init --backend postgres --postgres-table kvbreaker --print | psql "$DATABASE_URL"`},
+	noTableErr: postgres.ErrNoTable,
 }
 
 // defaultPostgresTable is --postgres-table's default.
 const defaultPostgresTable = "kvbreaker"
 
-// openPostgres connects a small pool (a command makes a few calls) and
-// checks that the server answers and the table exists.
-func openPostgres(ctx context.Context, f *backendFlags) (*conn, error) {
-	s, explain, err := connectPostgres(ctx, f)
-	if err != nil {
-		return nil, err
-	}
-	addr := s.Endpoint()
-	if err := s.Ping(ctx); err != nil {
-		s.Close()
-		if pe, ok := errors.AsType[*pgconn.PgError](err); ok && pe.Code == "42P01" {
-			return nil, fmt.Errorf("postgres: table %s does not exist at %s: %s", f.get("postgres-table"), addr, createHint)
+// dialPostgres opens a store on a pool of two connections (a command makes
+// a few calls; postgres.Dial dials once first, within 2 s).
+func dialPostgres(ctx context.Context, f *backendFlags) (*postgres.Store, error) {
+	return postgres.Dial(ctx, f.get("postgres-url"), f.get("postgres-table"), postgres.WithMaxConns(2), postgres.WithCreateScript(printHint(f)))
+}
+
+// A sqlStore is a postgres or a mysql Store, P its module's Prepared: the
+// modules agree in shape, and the command opens, checks and prepares both
+// by one path.
+type sqlStore[P fmt.Stringer] interface {
+	driver.Store
+	String() string
+	Endpoint() string
+	Ping(ctx context.Context) error
+	Prepare(ctx context.Context) (P, error)
+	Explain(err error, setting string) error
+	Close() error
+}
+
+// openSQL is the open of a backend whose store dial opens: it checks that
+// the server answers and the table exists (Ping). A refusal is explained
+// naming the backend's first flag, its connection string.
+func openSQL[S sqlStore[P], P fmt.Stringer](dial func(context.Context, *backendFlags) (S, error), wipes string) func(context.Context, *backendFlags) (*conn, error) {
+	return func(ctx context.Context, f *backendFlags) (*conn, error) {
+		s, err := dial(ctx, f)
+		if err != nil {
+			return nil, err
 		}
-		return nil, noAnswer(ctx, "postgres", addr, f.bound, explain(err))
+		if err := s.Ping(ctx); err != nil {
+			s.Close()
+			return nil, noAnswer(ctx, f.desc.name, s.Endpoint(), f.bound, s.Explain(err, f.name(f.desc.flags[0].name)))
+		}
+		return &conn{describe: s.String(), store: s, wipes: wipes,
+			leftBehind: "records expire within 10 minutes, but the rows stay until a purge (" + f.desc.name + ".Store.Purge, which the fleet's stores run every " + strconv.Itoa(adapter.DefaultPurge.Every) + " writes) removes them"}, nil
 	}
-	return &conn{describe: s.String(), store: s,
-		leftBehind: "records expire within 10 minutes, but the rows stay until a purge (postgres.Store.Purge, which the fleet's stores run every " + strconv.Itoa(adapter.DefaultPurge.Every) + " writes) removes them",
-		wipes:      "rows changed with the table's triggers off (DISABLE TRIGGER, session_replication_role = replica, pg_restore --disable-triggers) reach no mirror: restart the fleet's processes after such a change"}, nil
 }
 
-// connectPostgres opens a store of two connections (postgres.Open: it
-// dials once first, within dialTimeout), and explain: postgres.Explain,
-// naming --postgres-url as the setting to change.
-func connectPostgres(ctx context.Context, f *backendFlags) (s *postgres.Store, explain func(error) error, err error) {
-	cfg, err := postgres.ParseConfig(f.get("postgres-url"))
-	if err != nil {
-		return nil, nil, usagef("%s: %v", f.name("postgres-url"), err)
+// initSQL is the create of a backend whose store dial opens: it makes the
+// table ready (Prepare) and says whether it existed; foreign is the
+// module's ErrForeignTable.
+func initSQL[S sqlStore[P], P fmt.Stringer](dial func(context.Context, *backendFlags) (S, error), existed func(P) bool, foreign error) func(context.Context, *backendFlags) (initOutput, error) {
+	return func(ctx context.Context, f *backendFlags) (initOutput, error) {
+		s, err := dial(ctx, f)
+		if err != nil {
+			return initOutput{}, err
+		}
+		defer s.Close()
+		p, err := s.Prepare(ctx)
+		return prepared(ctx, f, s.String(), s.Endpoint(), p, existed(p), err, foreign, func(err error) error { return s.Explain(err, f.name(f.desc.flags[0].name)) })
 	}
-	cfg.MaxConns, cfg.ConnConfig.ConnectTimeout = 2, dialTimeout
-	if s, err = postgres.Open(ctx, cfg, f.get("postgres-table")); err != nil {
-		return nil, nil, err
-	}
-	return s, func(err error) error {
-		return postgres.Explain(err, s.Endpoint(), cfg, f.get("postgres-table"), f.name("postgres-url"))
-	}, nil
-}
-
-// initPostgres creates the table unless it exists, or adds the trigger it
-// lacks, once the store can read it (postgres.Prepare).
-func initPostgres(ctx context.Context, f *backendFlags) (initOutput, error) {
-	s, explain, err := connectPostgres(ctx, f)
-	if err != nil {
-		return initOutput{}, err
-	}
-	defer s.Close()
-	p, err := postgres.Prepare(ctx, s.Pool(), f.get("postgres-table"))
-	if de, ok := errors.AsType[*postgres.CreateDeniedError](err); ok {
-		de.Script = printHint(f)
-		return initOutput{}, fmt.Errorf("postgres at %s: %w", s.Endpoint(), de)
-	}
-	return prepared(ctx, f, s.String(), s.Endpoint(), p, p.Existed, err, postgres.ErrForeignTable, explain)
 }

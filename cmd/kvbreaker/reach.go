@@ -4,15 +4,9 @@ import (
 	"context"
 	"errors"
 	"strings"
-	"time"
 
 	"github.com/kvbreaker/kvbreaker/driver"
 )
-
-// dialTimeout bounds the first TCP connection to an endpoint, as a store's
-// own command-line client's dial timeout does: a closed port or a dead host is reported within it,
-// not after the command's --timeout.
-const dialTimeout = 2 * time.Second
 
 // unreachable is the error of a backend's server that could not be reached
 // or did not answer: "cannot reach BACKEND at ENDPOINT: connection refused",
