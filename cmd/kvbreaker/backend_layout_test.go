@@ -21,7 +21,8 @@ const maxNamedOutside = 5
 // backendCodeFiles are the command's product files that hold backend code:
 // the registry and its flags (backend.go; envflags.go gives any flag its
 // variable, the listener's too), each backend's descriptor
-// (backend_NAME.go), reaching a server (reach.go) and explaining a TLS
+// (backend_NAME.go; backend_sql.go, PostgreSQL's and MySQL's shared path),
+// reaching a server (reach.go) and explaining a TLS
 // failure in flags (tlserr.go).
 var backendCodeFiles = []string{"backend*.go", "reach.go", "tlserr.go"}
 
@@ -31,7 +32,7 @@ var backendCodeFiles = []string{"backend*.go", "reach.go", "tlserr.go"}
 // store (checking a connection string, explaining a refusal, making its
 // table) belongs in the backend's module, where a library user gets it
 // too.
-const maxBackendLines = 1044
+const maxBackendLines = 1050
 
 // TestBackendCodeLines counts the lines of backendCodeFiles (tests apart).
 func TestBackendCodeLines(t *testing.T) {

@@ -2,12 +2,8 @@ package main
 
 import (
 	"context"
-	"fmt"
-	"strconv"
 
-	"github.com/kvbreaker/kvbreaker/adapter"
 	"github.com/kvbreaker/kvbreaker/backends/postgres"
-	"github.com/kvbreaker/kvbreaker/driver"
 	"github.com/kvbreaker/kvbreaker/tlsdiag"
 )
 
@@ -52,50 +48,4 @@ const defaultPostgresTable = "kvbreaker"
 // a few calls; postgres.Dial dials once first, within 2 s).
 func dialPostgres(ctx context.Context, f *backendFlags) (*postgres.Store, error) {
 	return postgres.Dial(ctx, f.get("postgres-url"), f.get("postgres-table"), postgres.WithMaxConns(2), postgres.WithCreateScript(printHint(f)))
-}
-
-// A sqlStore is a postgres or a mysql Store, P its module's Prepared: the
-// modules agree in shape, and the command opens, checks and prepares both
-// by one path.
-type sqlStore[P fmt.Stringer] interface {
-	driver.Store
-	String() string
-	Endpoint() string
-	Ping(ctx context.Context) error
-	Prepare(ctx context.Context) (P, error)
-	Explain(err error, setting string) error
-	Close() error
-}
-
-// openSQL is the open of a backend whose store dial opens: it checks that
-// the server answers and the table exists (Ping). A refusal is explained
-// naming the backend's first flag, its connection string.
-func openSQL[S sqlStore[P], P fmt.Stringer](dial func(context.Context, *backendFlags) (S, error), wipes string) func(context.Context, *backendFlags) (*conn, error) {
-	return func(ctx context.Context, f *backendFlags) (*conn, error) {
-		s, err := dial(ctx, f)
-		if err != nil {
-			return nil, err
-		}
-		if err := s.Ping(ctx); err != nil {
-			s.Close()
-			return nil, noAnswer(ctx, f.desc.name, s.Endpoint(), f.bound, s.Explain(err, f.name(f.desc.flags[0].name)))
-		}
-		return &conn{describe: s.String(), store: s, wipes: wipes,
-			leftBehind: "records expire within 10 minutes, but the rows stay until a purge (" + f.desc.name + ".Store.Purge, which the fleet's stores run every " + strconv.Itoa(adapter.DefaultPurge.Every) + " writes) removes them"}, nil
-	}
-}
-
-// initSQL is the create of a backend whose store dial opens: it makes the
-// table ready (Prepare) and says whether it existed; foreign is the
-// module's ErrForeignTable.
-func initSQL[S sqlStore[P], P fmt.Stringer](dial func(context.Context, *backendFlags) (S, error), existed func(P) bool, foreign error) func(context.Context, *backendFlags) (initOutput, error) {
-	return func(ctx context.Context, f *backendFlags) (initOutput, error) {
-		s, err := dial(ctx, f)
-		if err != nil {
-			return initOutput{}, err
-		}
-		defer s.Close()
-		p, err := s.Prepare(ctx)
-		return prepared(ctx, f, s.String(), s.Endpoint(), p, existed(p), err, foreign, func(err error) error { return s.Explain(err, f.name(f.desc.flags[0].name)) })
-	}
 }
