@@ -42,9 +42,9 @@ func (e *envFlags) applyEnv() (err error) {
 		if v := os.Getenv(env); env != "" && v != "" && !fl.Changed && err == nil {
 			if err = e.fs.Set(fl.Name, v); err != nil {
 				err = usagef("%s: %v", env, err)
-				return
+			} else {
+				e.fromEnv[fl.Name] = env
 			}
-			e.fromEnv[fl.Name] = env
 		}
 	})
 	return err
