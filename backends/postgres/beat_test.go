@@ -322,10 +322,14 @@ func TestFollowDemandOwnBeatSample(t *testing.T) {
 		// before feed 0's own wait returns (CI under load: no beat after
 		// the stop, and the wait ran out).
 		n1 := count(d.feeds[1].snapshot(), driver.ChangeSynced)
+		// Feed 0 beats until feed 1 has a Synced of one of its beats: on
+		// a loaded machine the first may date no later than feed 1's
+		// snapshot (its sample's span is wide), which is no news to
+		// feed 1; a later one is, converted by the same sample.
 		stop := d.ask(0)
 		d.feeds[0].waitFor(t, "feed 0's own beat", func(ev []event) bool { return count(ev, driver.ChangeSynced) > n0 })
-		stop()
 		d.feeds[1].waitFor(t, "feed 0's beat at feed 1", func(ev []event) bool { return count(ev, driver.ChangeSynced) > n1 })
+		stop()
 		n0 = count(d.feeds[0].snapshot(), driver.ChangeSynced)
 		stop = d.ask(1)
 		d.feeds[0].waitFor(t, "three of feed 1's beats at feed 0", func(ev []event) bool { return count(ev, driver.ChangeSynced) >= n0+3 })
