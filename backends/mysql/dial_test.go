@@ -81,3 +81,22 @@ func TestExplainLeavesCreateDenied(t *testing.T) {
 		t.Errorf("Explain of the bare refusal: %v", got)
 	}
 }
+
+// TestOpenLeavesTheCallersConfig: Open bounds its first dial and its
+// connections by 2 s on a copy; the configuration the caller passed keeps
+// its Timeout of zero.
+func TestOpenLeavesTheCallersConfig(t *testing.T) {
+	cfg, err := gomysql.ParseDSN(server.DSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Timeout = 0
+	s, err := mysql.Open(t.Context(), cfg, table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if cfg.Timeout != 0 {
+		t.Errorf("the caller's configuration became Timeout %v; want 0 as given", cfg.Timeout)
+	}
+}

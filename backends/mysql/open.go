@@ -35,6 +35,8 @@ func Dial(ctx context.Context, dsn, table string, opts ...Option) (*Store, error
 // *driver.UnreachableError at once. It sends no statement: Ping checks that
 // the server answers and the table exists.
 func Open(ctx context.Context, cfg *gomysql.Config, table string, opts ...Option) (*Store, error) {
+	// The bound goes on a copy: the caller's configuration stays as given.
+	cfg = cfg.Clone()
 	if cfg.Timeout == 0 {
 		cfg.Timeout = dialTimeout
 	}

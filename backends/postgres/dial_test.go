@@ -83,3 +83,26 @@ func TestExplainLeavesCreateDenied(t *testing.T) {
 		t.Errorf("Explain of the bare refusal: %v", got)
 	}
 }
+
+// TestOpenLeavesTheCallersConfig: Open's pool gets the 2 s connection
+// bound and WithMaxConns on a copy; the configuration the caller passed
+// keeps its own values.
+func TestOpenLeavesTheCallersConfig(t *testing.T) {
+	cfg, err := postgres.ParseConfig(server.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ConnConfig.ConnectTimeout = 0
+	maxConns := cfg.MaxConns
+	s, err := postgres.Open(t.Context(), cfg, table, postgres.WithMaxConns(int(maxConns)+1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if got := s.Pool().Config(); got.MaxConns != maxConns+1 || got.ConnConfig.ConnectTimeout != 2*time.Second {
+		t.Errorf("the pool: MaxConns %d, ConnectTimeout %v; want %d and 2s", got.MaxConns, got.ConnConfig.ConnectTimeout, maxConns+1)
+	}
+	if cfg.MaxConns != maxConns || cfg.ConnConfig.ConnectTimeout != 0 {
+		t.Errorf("the caller's configuration became MaxConns %d, ConnectTimeout %v; want %d and 0 as given", cfg.MaxConns, cfg.ConnConfig.ConnectTimeout, maxConns)
+	}
+}

@@ -35,6 +35,8 @@ func Dial(ctx context.Context, connString, table string, opts ...Option) (*Store
 // rather than a pool that retries until its caller's deadline. It sends no
 // statement: Ping checks that the server answers and the table exists.
 func Open(ctx context.Context, cfg *pgxpool.Config, table string, opts ...Option) (*Store, error) {
+	// The bounds go on a copy: the caller's configuration stays as given.
+	cfg = cfg.Copy()
 	cc := cfg.ConnConfig
 	network, addr := "tcp", endpointOf(cc)
 	if cc.ConnectTimeout <= 0 {
