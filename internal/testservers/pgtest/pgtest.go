@@ -115,20 +115,27 @@ func StartWith(ctx context.Context, o Options) (*Server, error) {
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	var lastErr error
-	// A port picked free can be taken by someone else before the server
-	// binds it; try a few.
+	if err := s.startOnFreePort(ctx); err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	return s, nil
+}
+
+// startOnFreePort starts the server on a port picked free. Another
+// process can take that port before the server binds it (tests run
+// side by side), so a few are tried.
+func (s *Server) startOnFreePort(ctx context.Context) error {
+	var err error
 	for range 3 {
-		if s.port, err = freePort(); err != nil {
-			os.RemoveAll(dir)
-			return nil, err
+		if s.port, err = pickPort(); err != nil {
+			return err
 		}
-		if lastErr = s.Restart(ctx); lastErr == nil {
-			return s, nil
+		if err = s.Restart(ctx); err == nil {
+			return nil
 		}
 	}
-	os.RemoveAll(dir)
-	return nil, lastErr
+	return err
 }
 
 // MustStart starts a server for tb and closes it when tb finishes; it fails
@@ -462,6 +469,9 @@ func credential() (*syscall.Credential, error) {
 	}
 	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), NoSetGroups: true}, nil
 }
+
+// pickPort is freePort; a test makes it return a taken port first.
+var pickPort = freePort
 
 // freePort returns a TCP port that was free on 127.0.0.1.
 func freePort() (int, error) {

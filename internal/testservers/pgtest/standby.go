@@ -26,12 +26,16 @@ func StartStandby(ctx context.Context, primary *Server) (*Server, error) {
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	if s.port, err = freePort(); err != nil {
+	if err := s.baseBackup(ctx, primary); err != nil {
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	if err := s.followAfresh(ctx, primary); err != nil {
+	if err := s.startOnFreePort(ctx); err != nil {
 		os.RemoveAll(dir)
+		return nil, err
+	}
+	if err := primary.WaitStreaming(ctx, 1); err != nil {
+		s.Close()
 		return nil, err
 	}
 	return s, nil
@@ -60,16 +64,28 @@ func (s *Server) Rejoin(ctx context.Context, primary *Server) error {
 	return s.followAfresh(ctx, primary)
 }
 
+// followAfresh copies primary's data (baseBackup) and starts s as its
+// standby on s's own port, and waits until primary counts it as
+// streaming.
 func (s *Server) followAfresh(ctx context.Context, primary *Server) error {
-	cmd := s.command(ctx, "pg_basebackup", "-D", s.DataDir(), "-R", "-X", "stream", "--no-sync",
-		"-h", "127.0.0.1", "-p", fmt.Sprint(primary.port), "-U", User, "-c", "fast")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("pgtest: pg_basebackup from %s: %v\n%s", primary.Addr(), err, out)
+	if err := s.baseBackup(ctx, primary); err != nil {
+		return err
 	}
 	if err := s.Restart(ctx); err != nil {
 		return err
 	}
 	return primary.WaitStreaming(ctx, 1)
+}
+
+// baseBackup copies primary's data into s's data directory, with the
+// settings that make it a standby (pg_basebackup -R).
+func (s *Server) baseBackup(ctx context.Context, primary *Server) error {
+	cmd := s.command(ctx, "pg_basebackup", "-D", s.DataDir(), "-R", "-X", "stream", "--no-sync",
+		"-h", "127.0.0.1", "-p", fmt.Sprint(primary.port), "-U", User, "-c", "fast")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("pgtest: pg_basebackup from %s: %v\n%s", primary.Addr(), err, out)
+	}
+	return nil
 }
 
 // Promote ends recovery on a standby (pg_ctl promote) and waits until it
