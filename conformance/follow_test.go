@@ -30,7 +30,7 @@ const (
 	resumesSilently          // after a break, resumes without Lost or a snapshot
 	lostWithoutReset         // after a break, says Lost and resumes without a snapshot
 	deletesEarly             // reports an expiry when the key has under 1.5 s left
-	resurrects               // puts an expired key back after its Delete
+	resurrects               // puts an expired key back right after its Delete
 	lazy                     // correct: after its snapshot, a Stale for each change instead of the change
 	staleWrongKey            // lazy, but each Stale names another key under the prefix
 	staleSkipsKey            // lazy, but sends nothing for the keys named c.example
@@ -201,7 +201,6 @@ type follow struct {
 	heldOnce        bool
 	dropped         string          // the key dropsChange stopped delivering
 	delivered       map[string]bool // dropsChange: keys with a change delivered
-	expired         []driver.Change // resurrects: put back next time
 	late            []driver.Change // syncedAhead: delivered after the next Synced
 }
 
@@ -290,11 +289,13 @@ func (f *follow) drain(ctx context.Context, tick bool) {
 	}
 	f.h.mu.Unlock()
 	slices.SortFunc(gone, func(a, b driver.Change) int { return strings.Compare(a.Key, b.Key) })
-	back := f.expired
-	f.expired = nil
+	// resurrects puts an expired key back in the batch of its Delete,
+	// before the Synced that covers both: a later batch may come after
+	// the Synced the check waits for, which on a loaded machine it did.
+	var back []driver.Change
 	if f.h.bug == resurrects {
 		for _, g := range gone {
-			f.expired = append(f.expired, view[g.Key])
+			back = append(back, view[g.Key])
 		}
 	}
 	if len(q) == 0 && len(gone) == 0 && len(back) == 0 && f.h.bug == noHeartbeat {
