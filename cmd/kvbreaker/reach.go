@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"time"
 
 	"github.com/kvbreaker/kvbreaker/driver"
 )
@@ -29,11 +30,19 @@ func noAnswer(ctx context.Context, backend, endpoint, bound string, err error) e
 	switch {
 	case isOp && oe.Op == "dial" && errors.Is(err, driver.ErrUnreachable) && !waited:
 		return oe.Err
-	case ctx.Err() == nil:
+	case !ended(ctx):
 		return err
 	}
 	if ue, ok := errors.AsType[*driver.UnreachableError](err); ok && endpoint == "" {
 		endpoint = strings.Join(ue.Endpoints, ", ")
 	}
 	return unreachable(backend, endpoint, "no answer within "+bound, err)
+}
+
+// ended reports whether ctx has ended or its deadline has passed: a store
+// whose socket deadline it took from ctx can report the timeout before
+// ctx's own timer has fired.
+func ended(ctx context.Context) bool {
+	d, ok := ctx.Deadline()
+	return ctx.Err() != nil || ok && !time.Now().Before(d)
 }
