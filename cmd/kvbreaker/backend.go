@@ -61,6 +61,9 @@ type backendDesc struct {
 	// noTableErr is its module's ErrNoTable, which open's error for a
 	// missing table matches: open adds how to create it (createHint).
 	noTableErr error
+	// wipes states, for a store whose feed a mirror follows, which changes
+	// made behind the adapters' back its feed cannot see (conn.wipes).
+	wipes string
 }
 
 // A connFlag is one of a backend's connection flags.
@@ -145,8 +148,10 @@ type backendFlags struct {
 	// desc is the chosen backend's, once validated.
 	desc *backendDesc
 
-	// bound says what bounds connecting, for messages ("--timeout 3s").
-	bound string
+	// bound says what bounds connecting, for messages ("--timeout 3s");
+	// endpoint is the server an open reached before it failed, if its
+	// error does not name it (noAnswer).
+	bound, endpoint string
 	// print is init --print's: of the required flags it reads only the
 	// table's (NAME-table).
 	print bool
@@ -237,9 +242,9 @@ type conn struct {
 	// leftBehind says how long what check could not remove stays; empty:
 	// it expires by itself.
 	leftBehind string
-	// wipes states, for a store whose feed a mirror follows, which changes
-	// made behind the adapters' back its feed cannot see (the operator's
-	// contract, docs/backends.md "Changes behind the adapters' back").
+	// wipes states what its feed cannot see (the operator's contract,
+	// docs/backends.md "Changes behind the adapters' back"): the
+	// backend's, unless its open says otherwise.
 	wipes string
 	// advance, when set, moves the backend's clock (test servers only).
 	advance func(ctx context.Context, d time.Duration) error
@@ -412,14 +417,30 @@ func (f *backendFlags) open(ctx context.Context, timeout time.Duration) (*conn, 
 	octx, cancel := context.WithTimeout(ctx, bound)
 	defer cancel()
 	c, err := f.desc.open(octx, f)
-	if f.desc.noTableErr != nil && errors.Is(err, f.desc.noTableErr) {
+	te, isTLS := errors.AsType[*tlsdiag.Error](err)
+	switch {
+	case err == nil:
+		c.wipes = cmp.Or(c.wipes, f.desc.wipes)
+		return c, nil
+	case f.desc.noTableErr != nil && errors.Is(err, f.desc.noTableErr):
 		return nil, fmt.Errorf("%w: %s", err, createHint)
-	}
-	// A backend with TLS flags says which of them fixes a TLS failure.
-	if te, ok := errors.AsType[*tlsdiag.Error](err); ok && (f.desc.tlsFix != nil || f.desc.tls() != nil) {
+	case isTLS && (f.desc.tlsFix != nil || f.desc.tls() != nil):
+		// A backend with TLS flags says which of them fixes a TLS failure.
 		return nil, tlsFlagError(f, te)
 	}
-	return c, err
+	return nil, noAnswer(octx, f.backend, f.endpoint, f.bound, err)
+}
+
+// opened is the conn of store s, which names its deployment (String), or
+// the error of the open that made it.
+func opened[S interface {
+	driver.Store
+	fmt.Stringer
+}](s S, err error) (*conn, error) {
+	if err != nil {
+		return nil, err
+	}
+	return &conn{describe: s.String(), store: s}, nil
 }
 
 // loadTLS builds a TLS configuration from the backend's CA, certificate

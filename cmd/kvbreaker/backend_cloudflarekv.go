@@ -49,8 +49,5 @@ func openCloudflareKV(ctx context.Context, f *backendFlags) (*conn, error) {
 		cloudflarekv.WithClockSkew(max(f.clockSkew, time.Millisecond)),
 		// A write the store gives up is reported by the command.
 		cloudflarekv.WithLogger(slog.New(slog.DiscardHandler)))
-	if err != nil {
-		return nil, noAnswer(ctx, "cloudflarekv", "", f.bound, err)
-	}
-	return &conn{describe: s.String(), store: s}, nil
+	return opened(s, err)
 }

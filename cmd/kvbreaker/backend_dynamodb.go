@@ -37,15 +37,11 @@ var dynamodbBackend = backendDesc{
 // openDynamoDB opens the table (dynamodb.Dial: it fails here, with one
 // clear error, if the table is missing or the credentials are refused).
 func openDynamoDB(ctx context.Context, f *backendFlags) (*conn, error) {
-	s, err := dynamodb.Dial(ctx, f.get("dynamodb-table"), f.get("dynamodb-endpoint"))
-	if err != nil {
-		return nil, noAnswer(ctx, "dynamodb", "", f.bound, err)
+	c, err := opened(dynamodb.Dial(ctx, f.get("dynamodb-table"), f.get("dynamodb-endpoint")))
+	if c != nil {
+		c.leftBehind = "records expire within 10 minutes; the items become eligible for DynamoDB's TTL deletion " + dynamodb.DefaultPurgeDelay.String() + " later (dynamodb.DefaultPurgeDelay), and it deletes them within days"
 	}
-	return &conn{
-		describe:   s.String(),
-		store:      s,
-		leftBehind: "records expire within 10 minutes; the items become eligible for DynamoDB's TTL deletion " + dynamodb.DefaultPurgeDelay.String() + " later (dynamodb.DefaultPurgeDelay), and it deletes them within days",
-	}, nil
+	return c, err
 }
 
 // initDynamoDB creates the table (dynamodb.Prepare) unless it exists,

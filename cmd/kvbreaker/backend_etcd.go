@@ -14,6 +14,7 @@ var etcdBackend = backendDesc{
 	usage: `--etcd-endpoints https://etcd-1:2379,https://etcd-2:2379
 [--etcd-cacert ca.pem [--etcd-cert client.pem --etcd-key client-key.pem]]`,
 	open:    openEtcd,
+	wipes:   "a compaction past a watch, and a restore (its members restart, which breaks every watch), are seen as Lost; a delete of the range or a revoked lease arrives as deletes. A restore that kept the members' client connections open would not be seen: restart the fleet's processes after a restore",
 	example: "--etcd-endpoints http://127.0.0.1:2379",
 	examples: map[string]string{"check": `  kvbreaker check --backend etcd --etcd-endpoints https://etcd-1:2379 \
       --etcd-cacert ca.pem --etcd-cert client.pem --etcd-key client-key.pem`},
@@ -24,10 +25,5 @@ func openEtcd(ctx context.Context, f *backendFlags) (*conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	s, err := etcd.Dial(ctx, f.list("etcd-endpoints"), etcd.WithTLSConfig(tlsConfig))
-	if err != nil {
-		return nil, noAnswer(ctx, "etcd", "", f.bound, err)
-	}
-	return &conn{describe: s.String(), store: s,
-		wipes: "a compaction past a watch, and a restore (its members restart, which breaks every watch), are seen as Lost; a delete of the range or a revoked lease arrives as deletes. A restore that kept the members' client connections open would not be seen: restart the fleet's processes after a restore"}, nil
+	return opened(etcd.Dial(ctx, f.list("etcd-endpoints"), etcd.WithTLSConfig(tlsConfig)))
 }

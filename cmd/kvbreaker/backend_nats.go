@@ -18,16 +18,12 @@ var natsBackend = backendDesc{
 	},
 	usage:   "--nats-url nats://nats-1:4222,nats://nats-2:4222 [--nats-bucket kvbreaker]",
 	open:    openNATS,
+	wipes:   "a purge or a deleted message is seen when the stream's message or subject count falls between two heartbeats; one hidden by as many new keys created in the same heartbeat is not: restart the fleet's processes after removing messages by hand",
 	example: "--nats-url nats://127.0.0.1:4222",
 }
 
 // openNATS dials the servers (nats.Dial, which says why none took the
 // connection) and opens the bucket, creating it if it does not exist.
 func openNATS(ctx context.Context, f *backendFlags) (*conn, error) {
-	s, err := kvnats.Dial(ctx, strings.Join(f.list("nats-url"), ","), f.get("nats-bucket"), nil)
-	if err != nil {
-		return nil, noAnswer(ctx, "nats", "", f.bound, err)
-	}
-	return &conn{describe: s.String(), store: s,
-		wipes: "a purge or a deleted message is seen when the stream's message or subject count falls between two heartbeats; one hidden by as many new keys created in the same heartbeat is not: restart the fleet's processes after removing messages by hand"}, nil
+	return opened(kvnats.Dial(ctx, strings.Join(f.list("nats-url"), ","), f.get("nats-bucket"), nil))
 }

@@ -72,7 +72,7 @@ func openRedis(ctx context.Context, f *backendFlags) (*conn, error) {
 		if err = redis.Explain(err, "", f.name("redis-url")); goredis.HasErrorPrefix(err, "NOAUTH") {
 			err = fmt.Errorf("%w (best through $%s, not the command line: ps shows flags)", err, f.env("redis-url"))
 		}
-		return nil, noAnswer(ctx, "redis", "", f.bound, err)
+		return nil, err
 	}
 	c := &conn{describe: s.String(), store: s}
 	if !f.cluster() {

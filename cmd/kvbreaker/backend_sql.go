@@ -25,7 +25,7 @@ type sqlStore[P fmt.Stringer] interface {
 // openSQL is the open of a backend whose store dial opens: it checks that
 // the server answers and the table exists (Ping). A refusal is explained
 // naming the backend's first flag, its connection string.
-func openSQL[S sqlStore[P], P fmt.Stringer](dial func(context.Context, *backendFlags) (S, error), wipes string) func(context.Context, *backendFlags) (*conn, error) {
+func openSQL[S sqlStore[P], P fmt.Stringer](dial func(context.Context, *backendFlags) (S, error)) func(context.Context, *backendFlags) (*conn, error) {
 	return func(ctx context.Context, f *backendFlags) (*conn, error) {
 		s, err := dial(ctx, f)
 		if err != nil {
@@ -33,9 +33,10 @@ func openSQL[S sqlStore[P], P fmt.Stringer](dial func(context.Context, *backendF
 		}
 		if err := s.Ping(ctx); err != nil {
 			s.Close()
-			return nil, noAnswer(ctx, f.desc.name, s.Endpoint(), f.bound, s.Explain(err, f.name(f.desc.flags[0].name)))
+			f.endpoint = s.Endpoint()
+			return nil, s.Explain(err, f.name(f.desc.flags[0].name))
 		}
-		return &conn{describe: s.String(), store: s, wipes: wipes,
+		return &conn{describe: s.String(), store: s,
 			leftBehind: "records expire within 10 minutes, but the rows stay until a purge (" + f.desc.name + ".Store.Purge, which the fleet's stores run every " + strconv.Itoa(adapter.DefaultPurge.Every) + " writes) removes them"}, nil
 	}
 }

@@ -16,6 +16,7 @@ var sqliteBackend = backendDesc{
 	},
 	usage:   "--sqlite-path /var/lib/app/kvbreaker.db",
 	open:    openSQLite,
+	wipes:   "rows deleted by another program are seen through the trigger kvbreaker_deleted; rows changed in place without a new version, or deleted with that trigger dropped, are not: restart the fleet's processes after such a change",
 	create:  initSQLite,
 	creates: "SQLite's file and tables (--sqlite-path, in WAL mode: sqlite.Open)",
 	prints:  "SQLite's SQL (sqlite.SchemaScript; pipe it to sqlite3)",
@@ -27,12 +28,7 @@ var sqliteBackend = backendDesc{
 // the store's tables: a command that reads never creates a file where a
 // path was mistyped ("kvbreaker init" creates it).
 func openSQLite(ctx context.Context, f *backendFlags) (*conn, error) {
-	s, err := sqlite.Open(ctx, f.get("sqlite-path"), sqlite.WithCreate(false))
-	if err != nil {
-		return nil, err
-	}
-	return &conn{describe: s.String(), store: s,
-		wipes: "rows deleted by another program are seen through the trigger kvbreaker_deleted; rows changed in place without a new version, or deleted with that trigger dropped, are not: restart the fleet's processes after such a change"}, nil
+	return opened(sqlite.Open(ctx, f.get("sqlite-path"), sqlite.WithCreate(false)))
 }
 
 // initSQLite creates the file and its tables (sqlite.Init), or says they
