@@ -270,11 +270,6 @@ func (c *conn) close() {
 	}
 }
 
-// prefixed is the store under prefix.
-func (c *conn) prefixed(prefix string) (driver.Store, error) {
-	return kvbreaker.Prefixed(c.store, prefix)
-}
-
 // backends are the descriptors by --backend name: the registry's, and
 // the variants tests add (a descriptor's copy with another opener, not in
 // help). publicBackends are the registry's names, which help and

@@ -51,7 +51,7 @@ func (h *checkHarness) Describe() string { return h.c.describe }
 func (h *checkHarness) MakeStore(context.Context) (driver.Store, error) {
 	n := h.n.Add(1)
 	prefix := fmt.Sprintf("%s%d/", h.prefix, n)
-	s, err := h.c.prefixed(prefix)
+	s, err := kvbreaker.Prefixed(h.c.store, prefix)
 	if err != nil {
 		return nil, err
 	}

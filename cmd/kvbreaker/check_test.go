@@ -302,7 +302,7 @@ func openTest(t *testing.T, backend, prefix string) (*kvbreaker.Breaker, func())
 		t.Fatal(err)
 	}
 	t.Cleanup(c.close)
-	s, err := c.prefixed(bf.prefix)
+	s, err := kvbreaker.Prefixed(c.store, bf.prefix)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -94,7 +94,7 @@ func (s *storeFlags) open(ctx context.Context) (*conn, driver.Store, *kvbreaker.
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	store, err := c.prefixed(s.bf.prefix)
+	store, err := kvbreaker.Prefixed(c.store, s.bf.prefix)
 	if err != nil {
 		c.close()
 		return nil, nil, nil, err

@@ -319,7 +319,7 @@ func runServe(ctx context.Context, f *serveFlags, stderr io.Writer, secrets []st
 		return err
 	}
 	defer c.close()
-	store, err := c.prefixed(f.bf.prefix)
+	store, err := kvbreaker.Prefixed(c.store, f.bf.prefix)
 	if err != nil {
 		return err
 	}
