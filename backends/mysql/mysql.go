@@ -784,7 +784,9 @@ func (s *Store) Ping(ctx context.Context) error {
 	}
 	rows, err := s.db.QueryContext(ctx, fmt.Sprintf("SELECT 1 FROM %s LIMIT 0", quoteIdent(s.table)))
 	if me, ok := errors.AsType[*gomysql.MySQLError](err); ok && me.Number == errNoSuchTable {
-		return &noTableError{fmt.Sprintf("mysql: table %s does not exist%s (error %d)", s.table, s.where(), me.Number), err}
+		// It reads as the explanation alone, and matches both ErrNoTable
+		// and the server's refusal.
+		return adapter.Explained(errors.Join(ErrNoTable, err), "mysql: table %s does not exist%s (error %d)", s.table, s.where(), me.Number)
 	}
 	if err != nil {
 		return s.wrap(opDial, "", err)
@@ -800,17 +802,6 @@ const errNoSuchTable = 1146
 // not exist; the error names the table, the database and the server (those
 // Open was given) and unwraps to the driver's *mysql.MySQLError.
 var ErrNoTable = errors.New("table does not exist")
-
-// noTableError is Ping's error for a missing table: it reads as its
-// message alone.
-type noTableError struct {
-	msg string
-	err error
-}
-
-func (e *noTableError) Error() string        { return e.msg }
-func (e *noTableError) Unwrap() error        { return e.err }
-func (e *noTableError) Is(target error) bool { return target == ErrNoTable }
 
 // Close waits for a background purge to end, starts no more and closes the
 // prepared statements; it closes the pool if Open made it (New's pool is
