@@ -441,11 +441,7 @@ func checkKey(key string) error {
 // queryRow runs statement i with args and scans its one row into dest,
 // resending as retry does. sql.ErrNoRows is returned as it is.
 func (s *Store) queryRow(ctx context.Context, i int, args []any, dest ...any) error {
-	return s.retry(ctx, func() error {
-		st, err := s.stmts[i].get(ctx, s.db)
-		if err != nil {
-			return err
-		}
+	return s.retry(ctx, i, func(st *sql.Stmt) error {
 		return st.QueryRowContext(ctx, args...).Scan(dest...)
 	})
 }
@@ -610,11 +606,7 @@ func (s *Store) read(ctx context.Context, key string) (row, error) {
 // UPDATE, by its one affected row (it always changes the version).
 func (s *Store) exec(ctx context.Context, i int, args []any) (bool, error) {
 	var applied bool
-	err := s.retry(ctx, func() error {
-		st, err := s.stmts[i].get(ctx, s.db)
-		if err != nil {
-			return err
-		}
+	err := s.retry(ctx, i, func(st *sql.Stmt) error {
 		res, err := st.ExecContext(ctx, args...)
 		if err != nil {
 			return err
@@ -670,12 +662,18 @@ func (s *Store) CompareAndDelete(ctx context.Context, key string, old driver.Ver
 	return &driver.ConflictError{Value: r.value, Version: adapter.RowVersion(r.version, r.hashed)}
 }
 
-// retry runs send until it succeeds, fails with an answer from the server
-// (including sql.ErrNoRows), finds no server, or attempts run out; a lost
-// answer, and a deadlock the server rolled back, is resent (see "Ambiguous
-// outcomes").
-func (s *Store) retry(ctx context.Context, send func() error) error {
-	return adapter.Resend(attempts, send, func(err error) bool { return resendable(ctx, err) })
+// retry runs send with statement i (prepared on first use, see lazyStmt)
+// until it succeeds, fails with an answer from the server (including
+// sql.ErrNoRows), finds no server, or attempts run out; a lost answer, and
+// a deadlock the server rolled back, is resent (see "Ambiguous outcomes").
+func (s *Store) retry(ctx context.Context, i int, send func(*sql.Stmt) error) error {
+	return adapter.Resend(attempts, func() error {
+		st, err := s.stmts[i].get(ctx, s.db)
+		if err != nil {
+			return err
+		}
+		return send(st)
+	}, func(err error) bool { return resendable(ctx, err) })
 }
 
 // errDeadlock is the server's ER_LOCK_DEADLOCK: the statement's
