@@ -21,14 +21,11 @@ var (
 // retried as Get is: the caller times the whole call, so the reading still
 // lies within it.
 func (s *Store) SampleClock(ctx context.Context) (time.Time, time.Duration, error) {
-	if s.closed.Load() {
-		return time.Time{}, 0, s.wrap(adapter.OpClock, "", ErrClosed)
-	}
-	var us int64
-	if err := s.queryRow(ctx, stClock, nil, &us); err != nil {
-		return time.Time{}, 0, s.wrap(adapter.OpClock, "", err)
-	}
-	return time.UnixMicro(us), time.Microsecond, nil
+	return adapter.SampleClock(ctx, s.gate(), time.Microsecond, func(ctx context.Context) (time.Time, error) {
+		var us int64
+		err := s.queryRow(ctx, stClock, nil, &us)
+		return time.UnixMicro(us), err
+	})
 }
 
 // Expiry implements driver.ExpiryReader: the time until the row's

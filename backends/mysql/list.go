@@ -2,6 +2,7 @@ package mysql
 
 import (
 	"context"
+	"database/sql"
 
 	"github.com/kvbreaker/kvbreaker/adapter"
 	"github.com/kvbreaker/kvbreaker/driver"
@@ -22,12 +23,8 @@ func (s *Store) List(ctx context.Context, prefix, cursor string, limit int) ([]s
 		st, args = stList, []any{prefix, cursor, end, limit}
 	}
 	var keys []string
-	err := s.retry(ctx, func() error {
+	err := s.retry(ctx, st, func(stmt *sql.Stmt) error {
 		keys = keys[:0]
-		stmt, err := s.stmts[st].get(ctx, s.db)
-		if err != nil {
-			return err
-		}
 		rows, err := stmt.QueryContext(ctx, args...)
 		if err != nil {
 			return err

@@ -441,11 +441,7 @@ func checkKey(key string) error {
 // queryRow runs statement i with args and scans its one row into dest,
 // resending as retry does. sql.ErrNoRows is returned as it is.
 func (s *Store) queryRow(ctx context.Context, i int, args []any, dest ...any) error {
-	return s.retry(ctx, func() error {
-		st, err := s.stmts[i].get(ctx, s.db)
-		if err != nil {
-			return err
-		}
+	return s.retry(ctx, i, func(st *sql.Stmt) error {
 		return st.QueryRowContext(ctx, args...).Scan(dest...)
 	})
 }
@@ -610,11 +606,7 @@ func (s *Store) read(ctx context.Context, key string) (row, error) {
 // UPDATE, by its one affected row (it always changes the version).
 func (s *Store) exec(ctx context.Context, i int, args []any) (bool, error) {
 	var applied bool
-	err := s.retry(ctx, func() error {
-		st, err := s.stmts[i].get(ctx, s.db)
-		if err != nil {
-			return err
-		}
+	err := s.retry(ctx, i, func(st *sql.Stmt) error {
 		res, err := st.ExecContext(ctx, args...)
 		if err != nil {
 			return err
@@ -670,12 +662,18 @@ func (s *Store) CompareAndDelete(ctx context.Context, key string, old driver.Ver
 	return &driver.ConflictError{Value: r.value, Version: adapter.RowVersion(r.version, r.hashed)}
 }
 
-// retry runs send until it succeeds, fails with an answer from the server
-// (including sql.ErrNoRows), finds no server, or attempts run out; a lost
-// answer, and a deadlock the server rolled back, is resent (see "Ambiguous
-// outcomes").
-func (s *Store) retry(ctx context.Context, send func() error) error {
-	return adapter.Resend(attempts, send, func(err error) bool { return resendable(ctx, err) })
+// retry runs send with statement i (prepared on first use, see lazyStmt)
+// until it succeeds, fails with an answer from the server (including
+// sql.ErrNoRows), finds no server, or attempts run out; a lost answer, and
+// a deadlock the server rolled back, is resent (see "Ambiguous outcomes").
+func (s *Store) retry(ctx context.Context, i int, send func(*sql.Stmt) error) error {
+	return adapter.Resend(attempts, func() error {
+		st, err := s.stmts[i].get(ctx, s.db)
+		if err != nil {
+			return err
+		}
+		return send(st)
+	}, func(err error) bool { return resendable(ctx, err) })
 }
 
 // errDeadlock is the server's ER_LOCK_DEADLOCK: the statement's
@@ -784,7 +782,9 @@ func (s *Store) Ping(ctx context.Context) error {
 	}
 	rows, err := s.db.QueryContext(ctx, fmt.Sprintf("SELECT 1 FROM %s LIMIT 0", quoteIdent(s.table)))
 	if me, ok := errors.AsType[*gomysql.MySQLError](err); ok && me.Number == errNoSuchTable {
-		return &noTableError{fmt.Sprintf("mysql: table %s does not exist%s (error %d)", s.table, s.where(), me.Number), err}
+		// It reads as the explanation alone, and matches both ErrNoTable
+		// and the server's refusal.
+		return adapter.Explained(errors.Join(ErrNoTable, err), "mysql: table %s does not exist%s (error %d)", s.table, s.where(), me.Number)
 	}
 	if err != nil {
 		return s.wrap(opDial, "", err)
@@ -800,17 +800,6 @@ const errNoSuchTable = 1146
 // not exist; the error names the table, the database and the server (those
 // Open was given) and unwraps to the driver's *mysql.MySQLError.
 var ErrNoTable = errors.New("table does not exist")
-
-// noTableError is Ping's error for a missing table: it reads as its
-// message alone.
-type noTableError struct {
-	msg string
-	err error
-}
-
-func (e *noTableError) Error() string        { return e.msg }
-func (e *noTableError) Unwrap() error        { return e.err }
-func (e *noTableError) Is(target error) bool { return target == ErrNoTable }
 
 // Close waits for a background purge to end, starts no more and closes the
 // prepared statements; it closes the pool if Open made it (New's pool is

@@ -3,9 +3,10 @@ package mysql
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/kvbreaker/kvbreaker/adapter"
 )
 
 // maxTableName is MySQL's and MariaDB's limit on an identifier.
@@ -16,15 +17,7 @@ const maxTableName = 64
 // sensitive (lower_case_table_names=0, Linux's default) and on one whose
 // are not.
 func validTableName(name string) error {
-	if name == "" || len(name) > maxTableName {
-		return fmt.Errorf("name a table of 1 to %d characters", maxTableName)
-	}
-	for i, c := range []byte(name) {
-		if !('a' <= c && c <= 'z' || c == '_' || i > 0 && '0' <= c && c <= '9') {
-			return errors.New("use lower-case letters, digits and '_', starting with a letter or '_' (the table is found in the connection's database)")
-		}
-	}
-	return nil
+	return adapter.SQLTableName(name, maxTableName, "in the connection's database")
 }
 
 // quoteIdent quotes a validated identifier.

@@ -22,15 +22,11 @@ const sqlClock = "SELECT clock_timestamp()"
 // lost is retried as Get is: the caller times the whole call, so the
 // reading still lies within it.
 func (s *Store) SampleClock(ctx context.Context) (time.Time, time.Duration, error) {
-	if s.closed.Load() {
-		return time.Time{}, 0, s.wrap(adapter.OpClock, "", ErrClosed)
-	}
-	var t time.Time
-	err := s.retry(ctx, func() error {
-		return s.pool.QueryRow(ctx, sqlClock).Scan(&t)
+	return adapter.SampleClock(ctx, s.gate(), time.Microsecond, func(ctx context.Context) (time.Time, error) {
+		var t time.Time
+		err := s.retry(ctx, func() error {
+			return s.pool.QueryRow(ctx, sqlClock).Scan(&t)
+		})
+		return t, err
 	})
-	if err != nil {
-		return time.Time{}, 0, s.wrap(adapter.OpClock, "", err)
-	}
-	return t, time.Microsecond, nil
 }

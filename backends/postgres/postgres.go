@@ -665,8 +665,10 @@ func (s *Store) Ping(ctx context.Context) error {
 	}
 	_, err := s.pool.Exec(ctx, fmt.Sprintf("SELECT 1 FROM %s LIMIT 0", quoteIdent(s.table)))
 	if pe, ok := errors.AsType[*pgconn.PgError](err); ok && pe.Code == undefinedTable {
-		return &noTableError{fmt.Sprintf("postgres: table %s does not exist in database %s at %s (SQLSTATE %s)",
-			s.table, s.pool.Config().ConnConfig.Database, s.endpoint, pe.Code), err}
+		// It reads as the explanation alone, and matches both ErrNoTable
+		// and the server's refusal.
+		return adapter.Explained(errors.Join(ErrNoTable, err), "postgres: table %s does not exist in database %s at %s (SQLSTATE %s)",
+			s.table, s.pool.Config().ConnConfig.Database, s.endpoint, pe.Code)
 	}
 	if err != nil {
 		return s.wrap(opDial, "", err)
@@ -681,17 +683,6 @@ const undefinedTable = "42P01"
 // not exist; the error names the table, the database and the server, and
 // unwraps to the server's *pgconn.PgError.
 var ErrNoTable = errors.New("table does not exist")
-
-// noTableError is Ping's error for a missing table: it reads as its
-// message alone.
-type noTableError struct {
-	msg string
-	err error
-}
-
-func (e *noTableError) Error() string        { return e.msg }
-func (e *noTableError) Unwrap() error        { return e.err }
-func (e *noTableError) Is(target error) bool { return target == ErrNoTable }
 
 // Close waits for a background purge to end and starts no more; it closes
 // the pool if Open made it (New's pool is the caller's). Later calls fail

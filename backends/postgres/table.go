@@ -2,11 +2,12 @@ package postgres
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/kvbreaker/kvbreaker/adapter"
 )
 
 // seqSuffix names the table's version sequence: <table>_version.
@@ -19,15 +20,7 @@ const maxTableName = 50
 // validTableName checks a table name: a plain lower-case identifier, so that
 // it means the same quoted or not.
 func validTableName(name string) error {
-	if name == "" || len(name) > maxTableName {
-		return fmt.Errorf("name a table of 1 to %d characters", maxTableName)
-	}
-	for i, c := range []byte(name) {
-		if !('a' <= c && c <= 'z' || c == '_' || i > 0 && '0' <= c && c <= '9') {
-			return errors.New("use lower-case letters, digits and '_', starting with a letter or '_' (the table is found on the connection's search_path)")
-		}
-	}
-	return nil
+	return adapter.SQLTableName(name, maxTableName, "on the connection's search_path")
 }
 
 // quoteIdent quotes a validated identifier.

@@ -18,12 +18,7 @@ var (
 // it to any node: every node's clock expires keys, and each should be close
 // to the others'.
 func (s *Store) SampleClock(ctx context.Context) (time.Time, time.Duration, error) {
-	if s.closed.Load() {
-		return time.Time{}, 0, opError(adapter.OpClock, "", ErrClosed)
-	}
-	t, err := s.c.Time(ctx).Result()
-	if err != nil {
-		return time.Time{}, 0, opError(adapter.OpClock, "", err)
-	}
-	return t, time.Microsecond, nil
+	return adapter.SampleClock(ctx, s.gate(), time.Microsecond, func(ctx context.Context) (time.Time, error) {
+		return s.c.Time(ctx).Result()
+	})
 }

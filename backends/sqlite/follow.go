@@ -107,6 +107,32 @@ type follower struct {
 
 type delivery struct{ version, expiresAt int64 }
 
+// fetched is a row a follower read: its key, its value and what a delivery
+// of it records.
+type fetched struct {
+	key   string
+	value []byte
+	d     delivery
+}
+
+// fetch runs q, a SELECT of key, value, version and expires_at, in tx and
+// hands keep each row.
+func fetch(ctx context.Context, tx *sql.Tx, keep func(fetched), q string, args ...any) error {
+	rows, err := tx.QueryContext(ctx, q, args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var r fetched
+		if err := rows.Scan(&r.key, &r.value, &r.d.version, &r.d.expiresAt); err != nil {
+			return err
+		}
+		keep(r)
+	}
+	return rows.Err()
+}
+
 // errPurged is a purge of a change the follower had not read.
 var errPurged = errors.New("sqlite: a purge deleted rows written since the follower's last read (it fell behind by more than WithPurgeDelay)")
 
@@ -115,12 +141,7 @@ var errPurged = errors.New("sqlite: a purge deleted rows written since the follo
 func (f *follower) snapshot(ctx context.Context) error {
 	at := time.Now()
 	now := f.s.now()
-	type kv struct {
-		key   string
-		value []byte
-		d     delivery
-	}
-	var got []kv
+	var got []fetched
 	var last int64
 	var w watch
 	if err := f.s.replaced(); err != nil {
@@ -139,19 +160,7 @@ func (f *follower) snapshot(ctx context.Context) error {
 		if end, ok := adapter.PrefixEnd(f.prefix); ok {
 			q, args = q+" AND key < ?3", append(args, end)
 		}
-		rows, err := tx.QueryContext(ctx, q+" ORDER BY key", args...)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var r kv
-			if err := rows.Scan(&r.key, &r.value, &r.d.version, &r.d.expiresAt); err != nil {
-				return err
-			}
-			got = append(got, r)
-		}
-		return rows.Err()
+		return fetch(ctx, tx, func(r fetched) { got = append(got, r) }, q+" ORDER BY key", args...)
 	})
 	if err != nil {
 		return f.s.cause(ctx, err)
@@ -170,12 +179,7 @@ func (f *follower) snapshot(ctx context.Context) error {
 // read sends what changed since the last read, and Synced when due.
 func (f *follower) read(ctx context.Context) error {
 	at := time.Now()
-	type change struct {
-		key   string
-		value []byte
-		d     delivery
-	}
-	var got []change
+	var got []fetched
 	var last, purged, deleted int64
 	var cur sql.NullInt64
 	top := f.watch.witness
@@ -190,22 +194,12 @@ func (f *follower) read(ctx context.Context) error {
 		if last == f.last {
 			return nil
 		}
-		rows, err := tx.QueryContext(ctx, "SELECT key, value, version, expires_at FROM kvbreaker WHERE version > ? ORDER BY version", f.last)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var c change
-			if err := rows.Scan(&c.key, &c.value, &c.d.version, &c.d.expiresAt); err != nil {
-				return err
-			}
+		return fetch(ctx, tx, func(c fetched) {
 			top = witness{c.key, c.d.version}
 			if strings.HasPrefix(c.key, f.prefix) {
 				got = append(got, c)
 			}
-		}
-		return rows.Err()
+		}, "SELECT key, value, version, expires_at FROM kvbreaker WHERE version > ? ORDER BY version", f.last)
 	})
 	if err != nil {
 		return f.s.cause(ctx, err)
