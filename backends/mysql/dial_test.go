@@ -36,7 +36,7 @@ func TestDialMissingTable(t *testing.T) {
 	if me, _ := errors.AsType[*gomysql.MySQLError](err); !errors.Is(err, mysql.ErrNoTable) || err.Error() != want || me == nil || me.Number != 1146 {
 		t.Fatalf("Ping on a missing table: %v; want %q, matching ErrNoTable and unwrapping to the server's 1146", err, want)
 	}
-	if got := s.Explain(err, "--mysql-dsn"); got != err {
+	if got := s.Explain(err); got != err {
 		t.Errorf("Explain of the missing table: %v; want it as it is", got)
 	}
 	if p, err := s.Prepare(ctx); err != nil || p.Existed {
@@ -61,6 +61,27 @@ func TestDialRefusesWhatItCannotUse(t *testing.T) {
 	}
 	if _, err := mysql.New(newDB(t, server.DSN()), table, mysql.WithMaxConns(-1)); !strings.Contains(fmt.Sprint(err), "WithMaxConns") {
 		t.Errorf("WithMaxConns(-1): %v; want it refused", err)
+	}
+}
+
+// TestExplainNamesTheSetting: a password the server refuses is explained
+// naming WithSetting's setting, or the data source name without it.
+func TestExplainNamesTheSetting(t *testing.T) {
+	cfg, err := gomysql.ParseDSN(server.DSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Passwd = "not-" + cfg.Passwd
+	for setting, want := range map[string]string{"$DATABASE_DSN": "check the user and password in $DATABASE_DSN", "": "check the user and password in the data source name"} {
+		s, err := mysql.Dial(t.Context(), cfg.FormatDSN(), table, mysql.WithSetting(setting))
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = s.Explain(s.Ping(t.Context()))
+		if me, _ := errors.AsType[*gomysql.MySQLError](err); me == nil || me.Number != 1045 || !strings.Contains(err.Error(), want) {
+			t.Errorf("WithSetting(%q): Ping refused as %v; want the server's 1045, and %q", setting, err, want)
+		}
+		s.Close()
 	}
 }
 

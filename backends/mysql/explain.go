@@ -44,5 +44,6 @@ func Explain(err error, cfg *gomysql.Config, setting string) error {
 const errTableAccessDenied = 1142
 
 // Explain is the package's Explain of err with the data source name Open
-// was given (a store New made knows only WithEndpoint's address).
-func (s *Store) Explain(err error, setting string) error { return Explain(err, s.cfg, setting) }
+// was given (a store New made knows only WithEndpoint's address), naming
+// WithSetting's setting.
+func (s *Store) Explain(err error) error { return Explain(err, s.cfg, s.o.setting) }

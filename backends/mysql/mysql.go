@@ -212,6 +212,7 @@ type options struct {
 	endpoint    string
 	maxConns    int
 	script      string
+	setting     string
 }
 
 // apply is opts over the defaults.
@@ -258,6 +259,11 @@ func WithEndpoint(addr string) Option { return func(o *options) { o.endpoint = a
 // command that prints the SQL, or a migration's file (default: the SQL
 // SchemaScript returns).
 func WithCreateScript(script string) Option { return func(o *options) { o.script = script } }
+
+// WithSetting names where the data source name came from ("--mysql-dsn",
+// "$DATABASE_DSN") in what Store.Explain says to change (default: "the
+// data source name").
+func WithSetting(name string) Option { return func(o *options) { o.setting = name } }
 
 // WithMaxConns bounds the connections of the pool Open and Dial make (a
 // tool that makes a few calls needs two); 0 sets no bound. New's pool is

@@ -37,7 +37,7 @@ func TestDialMissingTable(t *testing.T) {
 	if pe, _ := errors.AsType[*pgconn.PgError](err); !errors.Is(err, postgres.ErrNoTable) || err.Error() != want || pe == nil || pe.Code != "42P01" {
 		t.Fatalf("Ping on a missing table: %v; want %q, matching ErrNoTable and unwrapping to the server's 42P01", err, want)
 	}
-	if got := s.Explain(err, "--postgres-url"); got != err {
+	if got := s.Explain(err); got != err {
 		t.Errorf("Explain of the missing table: %v; want it as it is", got)
 	}
 	if p, err := s.Prepare(ctx); err != nil || p.Existed {
@@ -76,10 +76,10 @@ func TestExplainLeavesCreateDenied(t *testing.T) {
 	defer s.Close()
 	pe := &pgconn.PgError{Severity: "ERROR", Code: "42501", Message: "permission denied for schema public"}
 	de := &postgres.CreateDeniedError{User: "app", Table: "t", Err: pe}
-	if got := s.Explain(de, ""); got.Error() != "postgres at "+s.Endpoint()+": "+de.Error() || !errors.Is(got, de) {
+	if got := s.Explain(de); got.Error() != "postgres at "+s.Endpoint()+": "+de.Error() || !errors.Is(got, de) {
 		t.Errorf("Explain of a CreateDeniedError: %v", got)
 	}
-	if got := s.Explain(pe, ""); !strings.Contains(got.Error(), "lacks a privilege") {
+	if got := s.Explain(pe); !strings.Contains(got.Error(), "lacks a privilege") {
 		t.Errorf("Explain of the bare refusal: %v", got)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/kvbreaker/kvbreaker/adapter"
+	"github.com/kvbreaker/kvbreaker/tlsdiag"
 )
 
 // Explain says what to change when the server at addr refused a connection
@@ -19,17 +20,22 @@ import (
 // An error that says already what to change is returned as it is (one
 // matching ErrNoTable) or with the address in front (a
 // *CreateDeniedError), as is any other error. The result wraps err; it
-// never shows the password.
+// never shows the password. A *tlsdiag.Error's Fix names setting.
 func Explain(err error, addr string, cfg *pgxpool.Config, table, setting string) error {
+	if setting == "" {
+		setting = "the connection string"
+	}
+	if te, ok := errors.AsType[*tlsdiag.Error](err); ok {
+		named := *te
+		named.Fix = tlsFix(te.Kind, setting)
+		return &named
+	}
 	if errors.Is(err, ErrNoTable) {
 		return err
 	}
 	pe, ok := errors.AsType[*pgconn.PgError](err)
 	if _, denied := errors.AsType[*CreateDeniedError](err); !ok || denied {
 		return fmt.Errorf("postgres at %s: %w", addr, err)
-	}
-	if setting == "" {
-		setting = "the connection string"
 	}
 	user, db := cfg.ConnConfig.User, cfg.ConnConfig.Database
 	said := pe.Severity + ": " + pe.Message + " (SQLSTATE " + pe.Code + ")"
@@ -54,7 +60,7 @@ func Explain(err error, addr string, cfg *pgxpool.Config, table, setting string)
 }
 
 // Explain is the package's Explain of err with the store's server, pool
-// configuration and table.
-func (s *Store) Explain(err error, setting string) error {
-	return Explain(err, s.endpoint, s.pool.Config(), s.table, setting)
+// configuration and table, naming WithSetting's setting.
+func (s *Store) Explain(err error) error {
+	return Explain(err, s.endpoint, s.pool.Config(), s.table, s.o.setting)
 }

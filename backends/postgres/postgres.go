@@ -248,6 +248,7 @@ type options struct {
 	callTimeout time.Duration
 	maxConns    int
 	script      string
+	setting     string
 }
 
 // apply is opts over the defaults.
@@ -288,6 +289,11 @@ func WithCallTimeout(d time.Duration) Option { return func(o *options) { o.callT
 // command that prints the SQL, or a migration's file (default: the SQL
 // SchemaScript returns).
 func WithCreateScript(script string) Option { return func(o *options) { o.script = script } }
+
+// WithSetting names where the connection string came from ("--postgres-url",
+// "$DATABASE_URL") in what Store.Explain says to change (default: "the
+// connection string").
+func WithSetting(name string) Option { return func(o *options) { o.setting = name } }
 
 // WithMaxConns bounds the connections of the pool Open and Dial make (a
 // tool that makes a few calls needs two); 0 leaves pgxpool's bound (its

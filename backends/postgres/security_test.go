@@ -132,15 +132,20 @@ func TestVerifyFullAndLimitedRole(t *testing.T) {
 	q := u.Query()
 	q.Set("sslrootcert", wrong.CAFile)
 	u.RawQuery = q.Encode()
-	ws, err := postgres.New(newPool(t, u.String()), "fleet_a")
+	ws, err := postgres.New(newPool(t, u.String()), "fleet_a", postgres.WithSetting("$DATABASE_URL"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ws.Close()
 	err = ws.Ping(ctx)
 	te, ok := errors.AsType[*tlsdiag.Error](err)
-	if !ok || te.Kind != tlsdiag.Untrusted || !strings.Contains(err.Error(), `("postgres test CA"): give the authority that signed it as sslrootcert=`) {
+	if !ok || te.Kind != tlsdiag.Untrusted || !strings.Contains(err.Error(), `("postgres test CA"): give the authority that signed it as sslrootcert= in the connection string`) {
 		t.Errorf("trusting another CA: %v, want a *tlsdiag.Error naming sslrootcert", err)
+	}
+	// Explain names where the caller's connection string came from.
+	explained := ws.Explain(err)
+	if te, ok := errors.AsType[*tlsdiag.Error](explained); !ok || te.Kind != tlsdiag.Untrusted || !strings.Contains(explained.Error(), "sslrootcert= in $DATABASE_URL (") {
+		t.Errorf("Explain of trusting another CA: %v, want a *tlsdiag.Error naming sslrootcert= in $DATABASE_URL", explained)
 	}
 	plain := strings.Replace(roleURL, "sslmode=verify-full", "sslmode=disable", 1)
 	ps, err := postgres.New(newPool(t, plain), "fleet_a")

@@ -19,7 +19,7 @@ import (
 func (s *Store) cause(err error) error {
 	if _, ok := errors.AsType[*pgconn.ConnectError](err); ok {
 		if te := tlsdiag.Classify("postgres", s.endpoint, err); te != nil {
-			te.Fix = tlsFix[te.Kind]
+			te.Fix = tlsFix(te.Kind, "the connection string")
 			return te
 		}
 		// Err stays pgx's error, so errors.As still finds the ConnectError.
@@ -36,15 +36,25 @@ func (s *Store) cause(err error) error {
 	return err
 }
 
-// tlsFix is what fixes each TLS mismatch, in libpq's terms (which pgx's
-// connection strings and the PG* variables share).
-var tlsFix = map[tlsdiag.Problem]string{
-	tlsdiag.Untrusted:         "give the authority that signed it as sslrootcert= (or $PGSSLROOTCERT)",
-	tlsdiag.WrongName:         "connect by a host name or address the certificate holds (sslmode=verify-full checks it)",
-	tlsdiag.InvalidCert:       "renew the server's certificate, or check this machine's clock",
-	tlsdiag.ClientCertRefused: "give a client certificate and key the server's authority signed as sslcert= and sslkey= (or $PGSSLCERT, $PGSSLKEY)",
-	tlsdiag.ServerPlain:       "the server has ssl=off: turn it on, or connect with sslmode=disable",
-	tlsdiag.ServerSpeaksTLS:   "connect with sslmode=verify-full and sslrootcert=",
+// tlsFix is what fixes a TLS mismatch of kind, in libpq's terms (which
+// pgx's connection strings and the PG* variables share), naming setting
+// where the connection string is to change.
+func tlsFix(kind tlsdiag.Problem, setting string) string {
+	switch kind {
+	case tlsdiag.Untrusted:
+		return "give the authority that signed it as sslrootcert= in " + setting + " (postgres://…?sslmode=verify-full&sslrootcert=ca.pem) or $PGSSLROOTCERT"
+	case tlsdiag.WrongName:
+		return "connect by a host name or address the certificate holds (sslmode=verify-full checks it)"
+	case tlsdiag.InvalidCert:
+		return "renew the server's certificate, or check this machine's clock"
+	case tlsdiag.ClientCertRefused:
+		return "give a client certificate and key the server's authority signed as sslcert= and sslkey= in " + setting + " (or $PGSSLCERT, $PGSSLKEY)"
+	case tlsdiag.ServerPlain:
+		return "the server has ssl=off: turn it on, or connect with sslmode=disable in " + setting
+	case tlsdiag.ServerSpeaksTLS:
+		return "connect with sslmode=verify-full and sslrootcert= in " + setting
+	}
+	return ""
 }
 
 // insufficientPrivilege is PostgreSQL's SQLSTATE 42501.

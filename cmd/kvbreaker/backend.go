@@ -48,9 +48,6 @@ type backendDesc struct {
 	print           func(f *backendFlags, stdout io.Writer) error
 	noTable         string
 	creates, prints string
-	// tlsFix says which of its flags fixes a TLS failure, or "" for the
-	// library's own words; a backend with TLS file flags has theirs.
-	tlsFix func(f *backendFlags, te *tlsdiag.Error) string
 	// example is its connection flags as one typical command line gives
 	// them, and exampleEnv what that line sets first (a region, a token, a
 	// data source name best kept out of ps): each command's examples show
@@ -419,8 +416,7 @@ func (f *backendFlags) open(ctx context.Context, timeout time.Duration) (*conn, 
 		return c, nil
 	case f.desc.noTableErr != nil && errors.Is(err, f.desc.noTableErr):
 		return nil, fmt.Errorf("%w: %s", err, createHint)
-	case isTLS && (f.desc.tlsFix != nil || f.desc.tls() != nil):
-		// A backend with TLS flags says which of them fixes a TLS failure.
+	case isTLS:
 		return nil, tlsFlagError(f, te)
 	}
 	return nil, noAnswer(octx, f.backend, f.endpoint, f.bound, err)

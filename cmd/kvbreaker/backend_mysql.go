@@ -28,5 +28,5 @@ var mysqlBackend = backendDesc{
 // dialMySQL opens a store on a pool of two connections (a command makes a
 // few calls; mysql.Dial dials once first, within 2 s).
 func dialMySQL(ctx context.Context, f *backendFlags) (*mysql.Store, error) {
-	return mysql.Dial(ctx, f.get("mysql-dsn"), f.get("mysql-table"), mysql.WithMaxConns(2), mysql.WithCreateScript(printHint(f)))
+	return mysql.Dial(ctx, f.get("mysql-dsn"), f.get("mysql-table"), mysql.WithMaxConns(2), mysql.WithCreateScript(printHint(f)), mysql.WithSetting(f.name("mysql-dsn")))
 }

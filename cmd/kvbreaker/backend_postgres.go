@@ -4,7 +4,6 @@ import (
 	"context"
 
 	"github.com/kvbreaker/kvbreaker/backends/postgres"
-	"github.com/kvbreaker/kvbreaker/tlsdiag"
 )
 
 var postgresBackend = backendDesc{
@@ -24,19 +23,13 @@ TLS: ?sslmode=verify-full&sslrootcert=ca.pem, or $PGSSLROOTCERT)`,
                  libpq's variables, as psql reads them (sslmode=, sslrootcert=, … in
                  --postgres-url win)
 `,
-	secretEnv: []string{"PGPASSWORD"},
-	open:      openSQL(dialPostgres),
-	wipes:     "rows changed with the table's triggers off (DISABLE TRIGGER, session_replication_role = replica, pg_restore --disable-triggers) reach no mirror: restart the fleet's processes after such a change",
-	create:    initSQL(dialPostgres, func(p postgres.Prepared) bool { return p.Existed }, postgres.ErrForeignTable),
-	creates:   "PostgreSQL's table (--postgres-table, with its version sequence, expiry index, and the trigger that notifies its changes to followers: postgres.CreateTable; an existing one gets the trigger if it lacks it)",
-	prints:    "PostgreSQL's SQL (postgres.SchemaScript; pipe it to psql)",
-	print:     printScript(postgres.SchemaScript),
-	tlsFix: func(f *backendFlags, te *tlsdiag.Error) string {
-		if te.Kind == tlsdiag.Untrusted {
-			return "give the CA that signed it as sslrootcert= in " + f.name("postgres-url") + " (postgres://…?sslmode=verify-full&sslrootcert=ca.pem) or $PGSSLROOTCERT"
-		}
-		return te.Fix + " (in " + f.name("postgres-url") + " or the PGSSL* variables)"
-	},
+	secretEnv:  []string{"PGPASSWORD"},
+	open:       openSQL(dialPostgres),
+	wipes:      "rows changed with the table's triggers off (DISABLE TRIGGER, session_replication_role = replica, pg_restore --disable-triggers) reach no mirror: restart the fleet's processes after such a change",
+	create:     initSQL(dialPostgres, func(p postgres.Prepared) bool { return p.Existed }, postgres.ErrForeignTable),
+	creates:    "PostgreSQL's table (--postgres-table, with its version sequence, expiry index, and the trigger that notifies its changes to followers: postgres.CreateTable; an existing one gets the trigger if it lacks it)",
+	prints:     "PostgreSQL's SQL (postgres.SchemaScript; pipe it to psql)",
+	print:      printScript(postgres.SchemaScript),
 	example:    "--postgres-url postgres://app@db:5432/app",
 	examples:   map[string]string{"init": `  kvbreaker init --backend postgres --postgres-table kvbreaker --print | psql "$DATABASE_URL"`},
 	noTableErr: postgres.ErrNoTable,
@@ -48,5 +41,5 @@ const defaultPostgresTable = "kvbreaker"
 // dialPostgres opens a store on a pool of two connections (a command makes
 // a few calls; postgres.Dial dials once first, within 2 s).
 func dialPostgres(ctx context.Context, f *backendFlags) (*postgres.Store, error) {
-	return postgres.Dial(ctx, f.get("postgres-url"), f.get("postgres-table"), postgres.WithMaxConns(2), postgres.WithCreateScript(printHint(f)))
+	return postgres.Dial(ctx, f.get("postgres-url"), f.get("postgres-table"), postgres.WithMaxConns(2), postgres.WithCreateScript(printHint(f)), postgres.WithSetting(f.name("postgres-url")))
 }

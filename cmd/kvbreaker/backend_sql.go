@@ -18,13 +18,13 @@ type sqlStore[P fmt.Stringer] interface {
 	Endpoint() string
 	Ping(ctx context.Context) error
 	Prepare(ctx context.Context) (P, error)
-	Explain(err error, setting string) error
+	Explain(err error) error
 	Close() error
 }
 
 // openSQL is the open of a backend whose store dial opens: it checks that
 // the server answers and the table exists (Ping). A refusal is explained
-// naming the backend's first flag, its connection string.
+// naming the flag dial gave the store (WithSetting).
 func openSQL[S sqlStore[P], P fmt.Stringer](dial func(context.Context, *backendFlags) (S, error)) func(context.Context, *backendFlags) (*conn, error) {
 	return func(ctx context.Context, f *backendFlags) (*conn, error) {
 		s, err := dial(ctx, f)
@@ -34,7 +34,7 @@ func openSQL[S sqlStore[P], P fmt.Stringer](dial func(context.Context, *backendF
 		if err := s.Ping(ctx); err != nil {
 			s.Close()
 			f.endpoint = s.Endpoint()
-			return nil, s.Explain(err, f.name(f.desc.flags[0].name))
+			return nil, s.Explain(err)
 		}
 		return &conn{describe: s.String(), store: s,
 			leftBehind: "records expire within 10 minutes, but the rows stay until a purge (" + f.desc.name + ".Store.Purge, which the fleet's stores run every " + strconv.Itoa(adapter.DefaultPurge.Every) + " writes) removes them"}, nil
@@ -52,6 +52,6 @@ func initSQL[S sqlStore[P], P fmt.Stringer](dial func(context.Context, *backendF
 		}
 		defer s.Close()
 		p, err := s.Prepare(ctx)
-		return prepared(ctx, f, s.String(), s.Endpoint(), p, existed(p), err, foreign, func(err error) error { return s.Explain(err, f.name(f.desc.flags[0].name)) })
+		return prepared(ctx, f, s.String(), s.Endpoint(), p, existed(p), err, foreign, s.Explain)
 	}
 }

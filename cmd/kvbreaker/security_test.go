@@ -170,5 +170,5 @@ func TestPostgresVerifyFullAndRole(t *testing.T) {
 	wantFail(t, []string{"inspect", "--backend", "postgres", "--postgres-url", strings.Replace(url, "app@", "nobody@", 1), "x.example"},
 		`user "nobody" lacks a privilege on table kvbreaker`, "GRANT SELECT, INSERT, UPDATE, DELETE ON kvbreaker")
 	wantFail(t, []string{"inspect", "--backend", "postgres", "--postgres-url", strings.Replace(url, pki.CAFile, other.CAFile, 1), "x.example"},
-		"postgres at "+srv.Addr()+": TLS failed: the server's certificate is signed by an authority the client does not trust (\"postgres test CA\"): give the CA that signed it as sslrootcert= in --postgres-url")
+		"postgres at "+srv.Addr()+": TLS failed: the server's certificate is signed by an authority the client does not trust (\"postgres test CA\"): give the authority that signed it as sslrootcert= in --postgres-url")
 }

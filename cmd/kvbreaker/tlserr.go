@@ -8,16 +8,16 @@ import (
 	"github.com/kvbreaker/kvbreaker/tlsdiag"
 )
 
-// tlsFlagError says what went wrong with a backend's TLS and which flag or
-// variable fixes it: the library's Fix speaks of crypto/tls fields, the
-// command's user of its flags (the backend's tlsFix, "" for the library's
-// words).
+// tlsFlagError says what went wrong with a backend's TLS and what fixes
+// it: the library's Fix speaks of crypto/tls fields, the command's user of
+// the backend's TLS file flags where it has them; a module that takes TLS
+// from a connection string names its flag itself (WithSetting).
 func tlsFlagError(f *backendFlags, te *tlsdiag.Error) error {
-	fix := f.desc.tlsFix
+	fix := te.Fix
 	if t := f.desc.tls(); t != nil {
-		fix = t.fix
+		fix = cmp.Or(t.fix(f, te), te.Fix)
 	}
-	return fmt.Errorf("%s at %s: TLS failed: %s: %s", te.Backend, te.Endpoint, te.Reason, cmp.Or(fix(f, te), te.Fix))
+	return fmt.Errorf("%s at %s: TLS failed: %s: %s", te.Backend, te.Endpoint, te.Reason, fix)
 }
 
 // A tlsFiles is a backend's TLS file flags (tlsFileFlags).
@@ -49,7 +49,7 @@ func tlsFileFlags(backend string, url connFlag, on, off, signed string) []connFl
 	}
 }
 
-// fix is the tlsFix of a backend with TLS file flags.
+// fix says which of the TLS file flags fixes te, or "" for te's own Fix.
 func (t *tlsFiles) fix(f *backendFlags, te *tlsdiag.Error) string {
 	switch te.Kind {
 	case tlsdiag.Untrusted:
