@@ -52,6 +52,11 @@
 //     microseconds left (MySQL, PostgreSQL).
 //   - [CeilSeconds]: a TTL in whole seconds, rounded up, at least 1 (etcd,
 //     NATS).
+//   - [ServerExpiry]: the Traits of a store whose server expires keys by
+//     its own clock, from the three durations in which such stores differ
+//     (etcd, NATS, Redis); [RowTraits], those of an SQL row store whose
+//     expiry is the server's clock plus the TTL in microseconds (MySQL,
+//     PostgreSQL).
 //   - [OpGet], [OpSwap], [OpDelete], [OpList], [OpExpiry], [OpFollow] and
 //     [OpClock]: the Op of a *driver.OpError from each of the contract's
 //     methods, spelled once.

@@ -295,15 +295,7 @@ func (s *Store) Traits() driver.Traits { return DefaultTraits() }
 // up (at least 1 s), never early, late by up to ExpiryLate. Package skew's
 // NATS profile equals it (checked by this package's tests).
 func DefaultTraits() driver.Traits {
-	return driver.Traits{
-		Atomic: true,
-		Expiry: driver.ExpiryModel{
-			Kind:        driver.ExpiryRelative,
-			Granularity: time.Second,
-			MinTTL:      time.Second,
-			Late:        ExpiryLate,
-		},
-	}
+	return adapter.ServerExpiry{Granularity: time.Second, MinTTL: time.Second, Late: ExpiryLate}.Traits()
 }
 
 // Stats counts a Store's work since it was made.
