@@ -42,6 +42,9 @@
 //     on, its sessions one after another, a Lost after each that began, a
 //     doubling wait between them while the store refuses (etcd, NATS; the
 //     wait alone: PostgreSQL, Redis, SQLite).
+//   - [Feed]: one Follow or FollowDemand call as its sessions see it (etcd,
+//     NATS): its arguments, the newest Synced delivered, whether a beat
+//     asked for is due, and the bound of one of its requests.
 //   - [PendingBeats]: a feed's heartbeats waiting for its changes to reach
 //     the position each read (etcd's revision, a NATS consumer's sequence).
 //   - [PrefixEnd] and [NextCursor]: a listed prefix's bytewise range and
