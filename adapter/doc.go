@@ -24,6 +24,8 @@
 //     [DemandBeats], the bookkeeping around it of a feed that beats on
 //     demand: its newest Synced and jitter, its own beat under way, and
 //     the dating of a beat that arrives, its own or another's.
+//   - [DialContext]: a Dial's context, bounded by [DefaultDialTimeout]
+//     when the caller's has no deadline (etcd, NATS, Redis).
 //   - [CheckDial]: one connection to a server, within a timeout, before a
 //     pool or a client that would retry a refused one until its deadline:
 //     a *driver.UnreachableError that says why, at once; [CheckDialURL]

@@ -209,11 +209,8 @@ func newStore(ctx context.Context, nc *natsgo.Conn, owns bool, bucket string, o 
 	if s.via == "" {
 		s.via = redactURL(nc.Opts.Url)
 	}
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, DefaultSetupTimeout)
-		defer cancel()
-	}
+	ctx, cancel := adapter.DialContext(ctx, DefaultSetupTimeout)
+	defer cancel()
 	s.conn = watchConn(nc)
 	if _, err := s.conn.connected(ctx); err != nil {
 		s.conn.stop()
