@@ -12,6 +12,23 @@ import (
 	"github.com/kvbreaker/kvbreaker/driver"
 )
 
+// DefaultDialTimeout bounds a Dial (etcd's, NATS's, Redis's) whose context
+// has no deadline: it waits for the server's first answer, and a server
+// that accepts connections but does not answer would otherwise hold it for
+// ever (DialContext).
+const DefaultDialTimeout = 5 * time.Second
+
+// DialContext is ctx for a constructor that waits for its server: ctx
+// itself when it has a deadline (the caller's bound, longer or shorter),
+// else ctx bounded by timeout (DefaultDialTimeout for a Dial). Call cancel
+// when the constructor returns; the store's later life is not bound by it.
+func DialContext(ctx context.Context, timeout time.Duration) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, timeout)
+}
+
 // CheckDial opens (and closes) one connection to addr over network ("tcp",
 // "unix") within timeout, and returns nil or the *driver.UnreachableError
 // that says, in an operator's words, why it failed: "connection refused",

@@ -72,3 +72,36 @@ func TestCheckDialURLShowsNoCredential(t *testing.T) {
 		t.Errorf("CheckDialURL(ftp://) = %v, want a refusal of the scheme", err)
 	}
 }
+
+// TestDialContext: a context without a deadline gets one timeout away; a
+// caller's deadline stands, longer or shorter than the timeout (the
+// control: context.WithTimeout alone would shorten the longer one); the
+// caller's cancellation still reaches the result.
+func TestDialContext(t *testing.T) {
+	before := time.Now()
+	ctx, cancel := DialContext(context.Background(), time.Minute)
+	dl, ok := ctx.Deadline()
+	cancel()
+	if !ok || dl.Before(before.Add(time.Minute)) || dl.After(time.Now().Add(time.Minute)) {
+		t.Errorf("no deadline: got %v (%v), want a minute from the call", dl, ok)
+	}
+	if ctx.Err() == nil {
+		t.Error("cancel did not end the bounded context")
+	}
+	for _, d := range []time.Duration{time.Second, time.Hour} {
+		want := time.Now().Add(d)
+		parent, pcancel := context.WithDeadline(context.Background(), want)
+		ctx, cancel := DialContext(parent, time.Minute)
+		if got, ok := ctx.Deadline(); !ok || !got.Equal(want) {
+			t.Errorf("caller's deadline %v away: got %v (%v), want the caller's", d, got, ok)
+		}
+		cancel()
+		if ctx.Err() != nil {
+			t.Errorf("caller's deadline %v away: DialContext's cancel ended the caller's context", d)
+		}
+		pcancel()
+		if ctx.Err() == nil {
+			t.Errorf("caller's deadline %v away: the caller's cancel did not reach the result", d)
+		}
+	}
+}

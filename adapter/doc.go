@@ -24,6 +24,8 @@
 //     [DemandBeats], the bookkeeping around it of a feed that beats on
 //     demand: its newest Synced and jitter, its own beat under way, and
 //     the dating of a beat that arrives, its own or another's.
+//   - [DialContext]: a Dial's context, bounded by [DefaultDialTimeout]
+//     when the caller's has no deadline (etcd, NATS, Redis).
 //   - [CheckDial]: one connection to a server, within a timeout, before a
 //     pool or a client that would retry a refused one until its deadline:
 //     a *driver.UnreachableError that says why, at once; [CheckDialURL]
@@ -42,6 +44,9 @@
 //     on, its sessions one after another, a Lost after each that began, a
 //     doubling wait between them while the store refuses (etcd, NATS; the
 //     wait alone: PostgreSQL, Redis, SQLite).
+//   - [Feed]: one Follow or FollowDemand call as its sessions see it (etcd,
+//     NATS): its arguments, the newest Synced delivered, whether a beat
+//     asked for is due, and the bound of one of its requests.
 //   - [PendingBeats]: a feed's heartbeats waiting for its changes to reach
 //     the position each read (etcd's revision, a NATS consumer's sequence).
 //   - [PrefixEnd] and [NextCursor]: a listed prefix's bytewise range and
@@ -52,6 +57,11 @@
 //     microseconds left (MySQL, PostgreSQL).
 //   - [CeilSeconds]: a TTL in whole seconds, rounded up, at least 1 (etcd,
 //     NATS).
+//   - [ServerExpiry]: the Traits of a store whose server expires keys by
+//     its own clock, from the three durations in which such stores differ
+//     (etcd, NATS, Redis); [RowTraits], those of an SQL row store whose
+//     expiry is the server's clock plus the TTL in microseconds (MySQL,
+//     PostgreSQL).
 //   - [OpGet], [OpSwap], [OpDelete], [OpList], [OpExpiry], [OpFollow] and
 //     [OpClock]: the Op of a *driver.OpError from each of the contract's
 //     methods, spelled once.

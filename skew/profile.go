@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/kvbreaker/kvbreaker"
+	"github.com/kvbreaker/kvbreaker/adapter"
 	"github.com/kvbreaker/kvbreaker/backends/memory"
 	"github.com/kvbreaker/kvbreaker/driver"
 )
@@ -16,8 +17,11 @@ import (
 //	p := skew.Profile{Name: "mykv", Traits: store.Traits()}
 //
 // The profiles below are built from each backend's exported DefaultTraits:
-// Memory by calling memory.DefaultTraits, the others as values, since skew (in the root module) cannot import the backends'
-// modules. Each backend's own test checks that its DefaultTraits equal its
+// Memory by calling memory.DefaultTraits, the others as values, since skew
+// (in the root module) cannot import the backends' modules; those whose
+// server expires keys declare their values as their DefaultTraits do,
+// through adapter.ServerExpiry (adapter.RowTraits for the SQL row
+// stores). Each backend's own test checks that its DefaultTraits equal its
 // profile here and that a Store with default options declares them, so
 // none can drift.
 type Profile struct {
@@ -45,11 +49,8 @@ var (
 	// Etcd (etcd.DefaultTraits): leases of whole seconds rounded up, at
 	// least the server's default 2 s minimum; the leader checks expiry
 	// every 500 ms, and pooled leases may outlive the TTL by up to 60 s.
-	Etcd = Profile{Name: "etcd", Traits: driver.Traits{
-		Atomic: true,
-		Expiry: driver.ExpiryModel{Kind: driver.ExpiryRelative, Granularity: time.Second, MinTTL: 2 * time.Second,
-			Late: 500*time.Millisecond + 60*time.Second},
-	}}
+	Etcd = Profile{Name: "etcd", Traits: adapter.ServerExpiry{Granularity: time.Second, MinTTL: 2 * time.Second,
+		Late: 500*time.Millisecond + 60*time.Second}.Traits()}
 	// DynamoDB (dynamodb.DefaultTraits): an expiry attribute in epoch
 	// seconds (rounded up), filtered on read by the reader's clock, with
 	// consistent reads; the physical copy is purged an hour after the
@@ -79,25 +80,16 @@ var (
 	// Redis (redis.DefaultTraits): PEXPIRE in milliseconds on every write,
 	// judged by the server's clock, so a key lives through the millisecond
 	// its TTL ends in.
-	Redis = Profile{Name: "redis", Traits: driver.Traits{
-		Atomic: true,
-		Expiry: driver.ExpiryModel{Kind: driver.ExpiryRelative, Granularity: time.Millisecond, Late: time.Millisecond},
-	}}
+	Redis = Profile{Name: "redis", Traits: adapter.ServerExpiry{Granularity: time.Millisecond, Late: time.Millisecond}.Traits()}
 	// PostgreSQL (postgres.DefaultTraits): expires_at = now() + ttl in the
 	// microseconds of timestamptz, judged against now() by every read and
 	// condition on the server: never early nor late on its clock.
-	PostgreSQL = Profile{Name: "postgres", Traits: driver.Traits{
-		Atomic: true,
-		Expiry: driver.ExpiryModel{Kind: driver.ExpiryRelative, Granularity: time.Microsecond},
-	}}
+	PostgreSQL = Profile{Name: "postgres", Traits: adapter.RowTraits()}
 	// MySQL (mysql.DefaultTraits): expires_at = UTC_TIMESTAMP(6) + ttl in
 	// the microseconds of DATETIME(6), judged against UTC_TIMESTAMP(6) by
 	// every read and condition on the server: never early nor late on its
 	// clock.
-	MySQL = Profile{Name: "mysql", Traits: driver.Traits{
-		Atomic: true,
-		Expiry: driver.ExpiryModel{Kind: driver.ExpiryRelative, Granularity: time.Microsecond},
-	}}
+	MySQL = Profile{Name: "mysql", Traits: adapter.RowTraits()}
 	// SQLite (sqlite.DefaultTraits): the writer's clock + ttl in Unix
 	// nanoseconds, judged by the reader's clock, which on one host is
 	// the same clock; the row stays a minute past its expiry (the purge
@@ -112,11 +104,8 @@ var (
 	// whole seconds rounded up, at least 1 s, judged by the server's clock
 	// in a wheel of 1 s ticks, so a message can outlive its TTL by up to
 	// 1.5 s.
-	NATS = Profile{Name: "nats", Traits: driver.Traits{
-		Atomic: true,
-		Expiry: driver.ExpiryModel{Kind: driver.ExpiryRelative, Granularity: time.Second, MinTTL: time.Second,
-			Late: 1500 * time.Millisecond},
-	}}
+	NATS = Profile{Name: "nats", Traits: adapter.ServerExpiry{Granularity: time.Second, MinTTL: time.Second,
+		Late: 1500 * time.Millisecond}.Traits()}
 )
 
 // Profiles returns the backend profiles.

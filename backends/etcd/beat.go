@@ -135,16 +135,16 @@ type heardBeat struct {
 }
 
 func newFleetBeats(f *follower) *fleetBeats {
-	b := &fleetBeats{f: f, key: f.prefix + beatSuffix, id: strconv.FormatUint(rand.Uint64(), 36)}
+	b := &fleetBeats{f: f, key: f.Prefix + beatSuffix, id: strconv.FormatUint(rand.Uint64(), 36)}
 	b.drawJitter()
 	return b
 }
 
-func (b *fleetBeats) drawJitter() { b.jitter = rand.N(b.f.heartbeat/8 + 1) }
+func (b *fleetBeats) drawJitter() { b.jitter = rand.N(b.f.Heartbeat/8 + 1) }
 
 // timeout bounds a request, and how long this follower's own beat may take
 // to come back through the watch.
-func (b *fleetBeats) timeout() time.Duration { return max(b.f.heartbeat, time.Second) }
+func (b *fleetBeats) timeout() time.Duration { return max(b.f.Heartbeat, time.Second) }
 
 // restart forgets what a session knew: a new snapshot, read at rev after
 // at, is the only anchor; the chain's revisions may name another history
@@ -165,7 +165,7 @@ func (b *fleetBeats) anchored(at time.Time, rev int64) {
 
 // due reports whether a beat is wanted at now.
 func (b *fleetBeats) due(now time.Time) bool {
-	return b.sent.IsZero() && now.Sub(b.f.last) >= b.f.heartbeat+b.jitter
+	return b.sent.IsZero() && now.Sub(b.f.Last()) >= b.f.Heartbeat+b.jitter
 }
 
 // overdue reports an error when this follower's own beat has not come back
@@ -250,7 +250,7 @@ func (b *fleetBeats) received(rev int64, payload []byte, arrival time.Time) (at 
 	if !at.IsZero() {
 		b.remember(rev, at)
 	}
-	if at.IsZero() || !at.After(b.f.last) {
+	if at.IsZero() || !at.After(b.f.Last()) {
 		return time.Time{}, false
 	}
 	b.drawJitter()

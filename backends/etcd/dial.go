@@ -26,8 +26,6 @@ const (
 	// everywhere, the call fails then; accepted somewhere, it waits for the
 	// answer as long as its context allows.
 	connectTimeout = 2 * time.Second
-	// DefaultDialTimeout bounds Dial when its context has no deadline.
-	DefaultDialTimeout = 5 * time.Second
 	// checkTimeout bounds the connection check of each endpoint.
 	checkTimeout = 500 * time.Millisecond
 )
@@ -43,9 +41,9 @@ var firstProbeTimeout = checkTimeout
 // 1-second lease, learning the server's minimum TTL): against a port where
 // nothing listens it fails after 2 s with "cannot reach etcd at
 // <endpoint>: connection refused"; against a server that accepts but does
-// not answer it fails when ctx ends (DefaultDialTimeout when ctx has no
-// deadline), saying so. Both match driver.ErrUnreachable. ctx does not bound the
-// Store's later life. Invalid endpoints and options are *driver.OptionError,
+// not answer it fails when ctx ends (adapter.DefaultDialTimeout, 5 s, when
+// ctx has no deadline), saying so. Both match driver.ErrUnreachable. ctx
+// does not bound the Store's later life. Invalid endpoints and options are *driver.OptionError,
 // all of them joined.
 func Dial(ctx context.Context, endpoints []string, opts ...Option) (*Store, error) {
 	problems := adapter.Problems{Backend: backend}
@@ -62,11 +60,8 @@ func Dial(ctx context.Context, endpoints []string, opts ...Option) (*Store, erro
 		return nil, err
 	}
 	eps := redactEndpoints(endpoints)
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, DefaultDialTimeout)
-		defer cancel()
-	}
+	ctx, cancel := adapter.DialContext(ctx, adapter.DefaultDialTimeout)
+	defer cancel()
 	cli, err := clientv3.New(clientv3.Config{
 		Endpoints:   eps,
 		TLS:         o.tlsConfig,

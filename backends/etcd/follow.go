@@ -45,8 +45,6 @@ const (
 	// their revision; a watch that far behind gets no Synced until it
 	// catches up.
 	maxPendingBeats = 8
-	// minFollowTimeout is the least a snapshot page may take.
-	minFollowTimeout = 5 * time.Second
 )
 
 // Follow implements driver.Follower with etcd's Watch from a revision, as
@@ -89,7 +87,7 @@ const (
 // was replaced (clientv3's namespace package) does not apply to it: use
 // kvbreaker.Prefixed to keep a fleet's keys apart.
 func (s *Store) Follow(ctx context.Context, prefix string, heartbeat time.Duration, fn func(driver.Change)) error {
-	return s.follow(ctx, prefix, heartbeat, false, nil, fn)
+	return s.follow(ctx, adapter.Feed{Prefix: prefix, Heartbeat: heartbeat, Fn: fn})
 }
 
 // FollowDemand implements driver.DemandFollower: Follow, but after each
@@ -101,30 +99,24 @@ func (s *Store) Follow(ctx context.Context, prefix string, heartbeat time.Durati
 // heartbeat between its members. A client the server refuses the put
 // (permission) beats for itself, as Follow does, only when asked.
 func (s *Store) FollowDemand(ctx context.Context, prefix string, heartbeat time.Duration, want <-chan struct{}, fn func(driver.Change)) error {
-	return s.follow(ctx, prefix, heartbeat, true, want, fn)
+	return s.follow(ctx, adapter.Feed{Prefix: prefix, Heartbeat: heartbeat, Demand: true, Want: want, Fn: fn})
 }
 
-func (s *Store) follow(ctx context.Context, prefix string, heartbeat time.Duration, demand bool, want <-chan struct{}, fn func(driver.Change)) error {
-	f := &follower{s: s, prefix: prefix, heartbeat: heartbeat, fn: fn, want: want, start: prefix, end: clientv3.GetPrefixRangeEnd(prefix)}
-	if prefix == "" {
+func (s *Store) follow(ctx context.Context, feed adapter.Feed) error {
+	f := &follower{Feed: feed, s: s, start: feed.Prefix, end: clientv3.GetPrefixRangeEnd(feed.Prefix)}
+	if feed.Prefix == "" {
 		// etcd has no empty key: the whole key space is ["\x00", "\x00").
 		f.start = "\x00"
 	}
 	r := adapter.Resync{Gate: s.gate(), Session: f.session, Refused: refused, Wrap: s.callError}
-	return r.Follow(ctx, prefix, heartbeat, demand, want, fn)
+	return r.Follow(ctx, feed.Prefix, feed.Heartbeat, feed.Demand, feed.Want, feed.Fn)
 }
 
 // follower is one Follow call's state.
 type follower struct {
+	adapter.Feed
 	s          *Store
-	prefix     string
-	heartbeat  time.Duration
-	fn         func(driver.Change)
 	start, end string // the prefix's key range
-	// want asks for a beat (FollowDemand); nil: beat every heartbeat.
-	want <-chan struct{}
-	// last is the At of the newest Synced sent.
-	last time.Time
 	// snapAt is when the newest snapshot's linearizable read was sent.
 	snapAt time.Time
 	// beats beats for the fleet (FollowDemand); perProcess: the server
@@ -162,7 +154,7 @@ func refused(err error) bool {
 func (f *follower) snapshot(ctx context.Context) (rev int64, began bool, err error) {
 	at := time.Now()
 	from := f.start
-	timeout := max(minFollowTimeout, 4*f.heartbeat)
+	timeout := f.CallTimeout()
 	for {
 		opts := []clientv3.OpOption{clientv3.WithRange(f.end), clientv3.WithLimit(followPage)}
 		if rev != 0 {
@@ -177,13 +169,13 @@ func (f *follower) snapshot(ctx context.Context) (rev int64, began bool, err err
 		if rev == 0 {
 			rev = resp.Header.Revision
 			began = true
-			f.fn(driver.Change{Kind: driver.ChangeReset})
+			f.Fn(driver.Change{Kind: driver.ChangeReset})
 		}
 		for _, kv := range resp.Kvs {
 			if isBeatKey(kv.Key) {
 				continue
 			}
-			f.fn(driver.Change{Kind: driver.ChangePut, Key: string(kv.Key), Value: kv.Value, Version: driver.Version(kv.ModRevision)})
+			f.Fn(driver.Change{Kind: driver.ChangePut, Key: string(kv.Key), Value: kv.Value, Version: driver.Version(kv.ModRevision)})
 		}
 		if !resp.More || len(resp.Kvs) == 0 {
 			break
@@ -192,8 +184,8 @@ func (f *follower) snapshot(ctx context.Context) (rev int64, began bool, err err
 	}
 	// Every commit acknowledged before at has a revision of at most rev:
 	// the first page was a linearizable read sent after at.
-	f.last, f.snapAt = at, at
-	f.fn(driver.Change{Kind: driver.ChangeSynced, At: at})
+	f.snapAt = at
+	f.Synced(at)
 	return rev, true, nil
 }
 
@@ -209,12 +201,12 @@ func (f *follower) watch(ctx context.Context, rev int64) error {
 
 	// On demand, no ticker: a beat only when asked.
 	var tick <-chan time.Time
-	if f.want == nil {
-		ticker := time.NewTicker(f.heartbeat)
+	if f.Want == nil {
+		ticker := time.NewTicker(f.Heartbeat)
 		defer ticker.Stop()
 		tick = ticker.C
 	}
-	if f.want != nil {
+	if f.Want != nil {
 		if f.beats == nil {
 			f.beats = newFleetBeats(f)
 		}
@@ -241,7 +233,7 @@ func (f *follower) watch(ctx context.Context, rev int64) error {
 		pending.Add(at, cur)
 		f.proven(&pending, seen)
 		if _, waiting := pending.Newest(); waiting {
-			pctx, pcancel := context.WithTimeout(wctx, f.heartbeat)
+			pctx, pcancel := context.WithTimeout(wctx, f.Heartbeat)
 			_ = w.RequestProgress(pctx) // a lost request only delays Synced
 			pcancel()
 		}
@@ -269,7 +261,7 @@ func (f *follower) watch(ctx context.Context, rev int64) error {
 						f.beatEvent(ev)
 						continue
 					}
-					f.fn(change(ev))
+					f.Fn(change(ev))
 				}
 				seen = max(seen, wr.Events[n-1].Kv.ModRevision)
 			} else if wr.IsProgressNotify() {
@@ -280,7 +272,7 @@ func (f *follower) watch(ctx context.Context, rev int64) error {
 			f.proven(&pending, seen)
 		case <-tick:
 			beatNow()
-		case <-f.want:
+		case <-f.Want:
 			// Not while the newest Synced is fresh, nor while a beat
 			// sent within the heartbeat waits for the watch.
 			now := time.Now()
@@ -299,8 +291,7 @@ func (f *follower) watch(ctx context.Context, rev int64) error {
 				f.perProcess = true
 				beatCounts.fallbacks.Add(1)
 			}
-			newest, waiting := pending.Newest()
-			if now.Sub(f.last) < f.heartbeat || waiting && now.Sub(newest) < f.heartbeat {
+			if newest, waiting := pending.Newest(); !f.Due(now, newest, waiting) {
 				continue
 			}
 			beatNow()
@@ -315,8 +306,7 @@ func (f *follower) beatEvent(ev *clientv3.Event) {
 		return
 	}
 	if at, ok := f.beats.received(ev.Kv.ModRevision, ev.Kv.Value, time.Now()); ok {
-		f.last = at
-		f.fn(driver.Change{Kind: driver.ChangeSynced, At: at})
+		f.Synced(at)
 	}
 }
 
@@ -324,15 +314,14 @@ func (f *follower) beatEvent(ev *clientv3.Event) {
 // having delivered every event up to revision seen.
 func (f *follower) proven(pending *adapter.PendingBeats[int64], seen int64) {
 	if at, ok := pending.Reached(seen); ok {
-		f.last = at
-		f.fn(driver.Change{Kind: driver.ChangeSynced, At: at})
+		f.Synced(at)
 	}
 }
 
 // currentRevision is the cluster's revision by a linearizable read (of
 // one key, counting only), within a heartbeat.
 func (f *follower) currentRevision(ctx context.Context) (int64, error) {
-	cctx, cancel := context.WithTimeout(ctx, f.heartbeat)
+	cctx, cancel := context.WithTimeout(ctx, f.Heartbeat)
 	defer cancel()
 	resp, err := f.s.cli.Get(cctx, f.start, clientv3.WithCountOnly())
 	if err != nil {

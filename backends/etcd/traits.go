@@ -3,6 +3,7 @@ package etcd
 import (
 	"time"
 
+	"github.com/kvbreaker/kvbreaker/adapter"
 	"github.com/kvbreaker/kvbreaker/driver"
 )
 
@@ -25,13 +26,5 @@ func DefaultTraits() driver.Traits {
 // at least, whose pooled leases outlive their keys by up to slack
 // (Traits).
 func traits(minTTL, slack time.Duration) driver.Traits {
-	return driver.Traits{
-		Atomic: true,
-		Expiry: driver.ExpiryModel{
-			Kind:        driver.ExpiryRelative,
-			Granularity: time.Second,
-			MinTTL:      minTTL,
-			Late:        CheckInterval + slack,
-		},
-	}
+	return adapter.ServerExpiry{Granularity: time.Second, MinTTL: minTTL, Late: CheckInterval + slack}.Traits()
 }

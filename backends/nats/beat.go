@@ -135,7 +135,7 @@ var (
 var ignoreOthersBeats atomic.Bool
 
 func newFleetBeats(f *follower) *fleetBeats {
-	b := &fleetBeats{f: f, subject: f.s.beatSubject(f.prefix), id: nuid.Next()}
+	b := &fleetBeats{f: f, subject: f.s.beatSubject(f.Prefix), id: nuid.Next()}
 	b.clock = &adapter.BeatClock{Sample: b.sample, Every: beatSampleEvery, Fresh: b.timeout(),
 		DriftPPM: beatDriftPPM, Unit: time.Microsecond}
 	b.drawJitter()
@@ -144,9 +144,9 @@ func newFleetBeats(f *follower) *fleetBeats {
 
 // timeout bounds a request, and the time a beat of the follower's own may
 // take to come back.
-func (b *fleetBeats) timeout() time.Duration { return max(b.f.heartbeat, time.Second) }
+func (b *fleetBeats) timeout() time.Duration { return max(b.f.Heartbeat, time.Second) }
 
-func (b *fleetBeats) drawJitter() { b.jitter = rand.N(b.f.heartbeat/8 + 1) }
+func (b *fleetBeats) drawJitter() { b.jitter = rand.N(b.f.Heartbeat/8 + 1) }
 
 // streamInfo reads the stream's info in one request, between the local
 // instants before and after.
@@ -214,7 +214,7 @@ func (b *fleetBeats) refused() bool {
 // than the heartbeat and the jitter, and no beat of this follower's own
 // is under way.
 func (b *fleetBeats) due(now time.Time) bool {
-	return b.sent.IsZero() && now.Sub(b.f.last) >= b.f.heartbeat+b.jitter
+	return b.sent.IsZero() && now.Sub(b.f.Last()) >= b.f.Heartbeat+b.jitter
 }
 
 // send reads the stream's state and puts a beat carrying it. The put's
@@ -288,7 +288,7 @@ func (b *fleetBeats) received(ctx context.Context, m *natsgo.Msg, sseq uint64, a
 			at = other
 		}
 	}
-	if err != nil || at.IsZero() || !at.After(b.f.last) {
+	if err != nil || at.IsZero() || !at.After(b.f.Last()) {
 		return time.Time{}, false, err
 	}
 	b.drawJitter()

@@ -171,8 +171,6 @@ func (s *Store) requestOnce(ctx context.Context, msg *natsgo.Msg) (*natsgo.Msg, 
 const (
 	// connectTimeout bounds Dial's TCP connection and NATS handshake.
 	connectTimeout = 2 * time.Second
-	// DefaultDialTimeout bounds Dial when its context has no deadline.
-	DefaultDialTimeout = 5 * time.Second
 	// ReconnectWait is how long Dial's connection waits between
 	// reconnection attempts; it retries for ever until Close.
 	ReconnectWait = 250 * time.Millisecond
@@ -186,8 +184,8 @@ const (
 // connection reconnects for ever and buffers nothing while it does, so a
 // call while the server is away fails at once. A server that refuses the
 // connection fails Dial within 2 s, saying why (each server's "connection
-// refused", "no such host"), one that does not answer
-// when ctx ends (DefaultDialTimeout without a deadline); both match
+// refused", "no such host"), one that does not answer when ctx ends
+// (adapter.DefaultDialTimeout, 5 s, without a deadline); both match
 // driver.ErrUnreachable. ctx does not bound the Store's later life.
 func Dial(ctx context.Context, urls, bucket string, natsOpts []natsgo.Option, opts ...Option) (*Store, error) {
 	problems := adapter.Problems{Backend: backend}
@@ -198,11 +196,8 @@ func Dial(ctx context.Context, urls, bucket string, natsOpts []natsgo.Option, op
 	if err != nil {
 		return nil, err
 	}
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, DefaultDialTimeout)
-		defer cancel()
-	}
+	ctx, cancel := adapter.DialContext(ctx, adapter.DefaultDialTimeout)
+	defer cancel()
 	all := append([]natsgo.Option{
 		natsgo.Name("kvbreaker"),
 		natsgo.Timeout(connectTimeout),

@@ -90,7 +90,7 @@ const (
 // non-positive heartbeat, a nil fn, or the server refusing the first
 // consumer (no such stream, no permission).
 func (s *Store) Follow(ctx context.Context, prefix string, heartbeat time.Duration, fn func(driver.Change)) error {
-	return s.follow(ctx, prefix, heartbeat, false, nil, fn)
+	return s.follow(ctx, adapter.Feed{Prefix: prefix, Heartbeat: heartbeat, Fn: fn})
 }
 
 // FollowDemand implements driver.DemandFollower: Follow, but after each
@@ -103,26 +103,20 @@ func (s *Store) Follow(ctx context.Context, prefix string, heartbeat time.Durati
 // (beat.go). On a replicated bucket it beats as Follow does (a consumer
 // info and the wipe check's stream info), for itself alone.
 func (s *Store) FollowDemand(ctx context.Context, prefix string, heartbeat time.Duration, want <-chan struct{}, fn func(driver.Change)) error {
-	return s.follow(ctx, prefix, heartbeat, true, want, fn)
+	return s.follow(ctx, adapter.Feed{Prefix: prefix, Heartbeat: heartbeat, Demand: true, Want: want, Fn: fn})
 }
 
-func (s *Store) follow(ctx context.Context, prefix string, heartbeat time.Duration, demand bool, want <-chan struct{}, fn func(driver.Change)) error {
-	f := &follower{s: s, prefix: prefix, heartbeat: heartbeat, fn: fn, want: want, filter: s.subjPre + filterFor(prefix)}
+func (s *Store) follow(ctx context.Context, feed adapter.Feed) error {
+	f := &follower{Feed: feed, s: s, filter: s.subjPre + filterFor(feed.Prefix)}
 	r := adapter.Resync{Gate: s.gate(), Session: f.once, Refused: refused, Wrap: s.callError}
-	return r.Follow(ctx, prefix, heartbeat, demand, want, fn)
+	return r.Follow(ctx, feed.Prefix, feed.Heartbeat, feed.Demand, feed.Want, feed.Fn)
 }
 
 type follower struct {
-	s         *Store
-	prefix    string
-	heartbeat time.Duration
-	fn        func(driver.Change)
-	filter    string
-	wipe      wipeWatch
-	// want asks for a beat (FollowDemand); nil: beat every heartbeat.
-	want <-chan struct{}
-	// last is the At of the newest Synced sent.
-	last time.Time
+	adapter.Feed
+	s      *Store
+	filter string
+	wipe   wipeWatch
 	// beatRefused: the server refused this feed's fleet beat (beat.go);
 	// it proves itself on its own for the rest of the Follow.
 	beatRefused bool
@@ -164,7 +158,7 @@ func (f *follower) once(ctx context.Context) (began, synced bool, err error) {
 	// On demand, a bucket of one server whose stream info tells its
 	// time beats for the fleet (beat.go).
 	var fb *fleetBeats
-	if f.want != nil && !s.replicated && !f.beatRefused && f.wipe.st != nil && !f.wipe.st.CachedInfo().TimeStamp.IsZero() {
+	if f.Want != nil && !s.replicated && !f.beatRefused && f.wipe.st != nil && !f.wipe.st.CachedInfo().TimeStamp.IsZero() {
 		fb = newFleetBeats(f)
 		refused, err := fb.seed(ctx)
 		if err != nil {
@@ -186,16 +180,15 @@ func (f *follower) once(ctx context.Context) (began, synced bool, err error) {
 	info := cons.CachedInfo()
 	initial := info.Delivered.Consumer + info.NumPending
 
-	f.fn(driver.Change{Kind: driver.ChangeReset})
+	f.Fn(driver.Change{Kind: driver.ChangeReset})
 	began = true
 	if initial == 0 {
 		synced = true
-		f.last = at
-		f.fn(driver.Change{Kind: driver.ChangeSynced, At: at})
+		f.Synced(at)
 	}
-	ticker := time.NewTicker(f.heartbeat)
+	ticker := time.NewTicker(f.Heartbeat)
 	defer ticker.Stop()
-	stall := max(minFollowTimeout, 10*f.heartbeat)
+	stall := max(minFollowTimeout, 10*f.Heartbeat)
 	var seen uint64 // the consumer sequence delivered last
 	// Heartbeats waiting for the feed: once it has delivered the
 	// consumer's messages up to a beat's sequence, every commit before the
@@ -206,7 +199,7 @@ func (f *follower) once(ctx context.Context) (began, synced bool, err error) {
 	sendBeat := func() error {
 		bat := time.Now()
 		beatsSent.Add(1)
-		ictx, cancel := context.WithTimeout(ctx, max(f.heartbeat, time.Second))
+		ictx, cancel := context.WithTimeout(ctx, max(f.Heartbeat, time.Second))
 		if err := f.checkWipe(ictx); err != nil {
 			cancel()
 			if errors.Is(err, ErrFeedWiped) || errors.Is(err, jetstream.ErrStreamNotFound) {
@@ -255,8 +248,7 @@ func (f *follower) once(ctx context.Context) (began, synced bool, err error) {
 			f.deliver(m, sseq, synced)
 			if !synced && (seen >= initial || left == 0) {
 				synced = true
-				f.last = at
-				f.fn(driver.Change{Kind: driver.ChangeSynced, At: at})
+				f.Synced(at)
 			}
 			if synced {
 				f.proven(&pending, seen)
@@ -267,11 +259,10 @@ func (f *follower) once(ctx context.Context) (began, synced bool, err error) {
 					return began, synced, err
 				}
 				if ok {
-					f.last = at
-					f.fn(driver.Change{Kind: driver.ChangeSynced, At: at})
+					f.Synced(at)
 				}
 			}
-		case <-f.want:
+		case <-f.Want:
 			if fb != nil {
 				// Not before the snapshot is whole: a beat arriving
 				// before then is not taken as one.
@@ -295,8 +286,7 @@ func (f *follower) once(ctx context.Context) (began, synced bool, err error) {
 			// Not while the newest Synced is fresh, nor while a beat
 			// sent within the heartbeat waits for the feed.
 			now := time.Now()
-			newest, waiting := pending.Newest()
-			if now.Sub(f.last) < f.heartbeat || waiting && now.Sub(newest) < f.heartbeat {
+			if newest, waiting := pending.Newest(); !f.Due(now, newest, waiting) {
 				continue
 			}
 			if err := sendBeat(); err != nil {
@@ -313,7 +303,7 @@ func (f *follower) once(ctx context.Context) (began, synced bool, err error) {
 				}
 				continue
 			}
-			if f.want != nil {
+			if f.Want != nil {
 				continue
 			}
 			if err := sendBeat(); err != nil {
@@ -336,7 +326,7 @@ const maxPlacements = 12
 // placed elsewhere and asks again.
 func (f *follower) consumer(ctx context.Context, inbox string) (jetstream.PushConsumer, error) {
 	s := f.s
-	timeout := max(minFollowTimeout, 4*f.heartbeat)
+	timeout := f.CallTimeout()
 	for range maxPlacements {
 		cctx, cancel := context.WithTimeout(ctx, timeout)
 		cons, err := s.js.CreatePushConsumer(cctx, s.stream, jetstream.ConsumerConfig{
@@ -347,7 +337,7 @@ func (f *follower) consumer(ctx context.Context, inbox string) (jetstream.PushCo
 			FilterSubject:     f.filter,
 			MemoryStorage:     true,
 			Replicas:          1,
-			InactiveThreshold: max(followConsumerIdle, 4*f.heartbeat),
+			InactiveThreshold: max(followConsumerIdle, 4*f.Heartbeat),
 		})
 		if err != nil || !s.replicated {
 			cancel()
@@ -386,26 +376,25 @@ func (s *Store) streamLeader(ctx context.Context) (string, error) {
 // deliver sends the change m makes: in the snapshot only live keys.
 func (f *follower) deliver(m *natsgo.Msg, sseq uint64, live bool) {
 	key, ok := decodeKey(strings.TrimPrefix(m.Subject, f.s.subjPre))
-	if !ok || !strings.HasPrefix(key, f.prefix) {
+	if !ok || !strings.HasPrefix(key, f.Prefix) {
 		return
 	}
 	if isMarker(m.Header) {
 		f.wipe.del(m.Subject)
 		if live {
-			f.fn(driver.Change{Kind: driver.ChangeDelete, Key: key, Version: driver.NoVersion})
+			f.Fn(driver.Change{Kind: driver.ChangeDelete, Key: key, Version: driver.NoVersion})
 		}
 		return
 	}
 	f.wipe.put(m.Subject)
-	f.fn(driver.Change{Kind: driver.ChangePut, Key: key, Value: m.Data, Version: driver.Version(sseq)})
+	f.Fn(driver.Change{Kind: driver.ChangePut, Key: key, Value: m.Data, Version: driver.Version(sseq)})
 }
 
 // proven sends Synced for the latest pending beat the feed has reached,
 // having delivered the consumer's messages up to seen.
 func (f *follower) proven(pending *adapter.PendingBeats[uint64], seen uint64) {
 	if at, ok := pending.Reached(seen); ok {
-		f.last = at
-		f.fn(driver.Change{Kind: driver.ChangeSynced, At: at})
+		f.Synced(at)
 	}
 }
 

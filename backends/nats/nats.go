@@ -209,11 +209,8 @@ func newStore(ctx context.Context, nc *natsgo.Conn, owns bool, bucket string, o 
 	if s.via == "" {
 		s.via = redactURL(nc.Opts.Url)
 	}
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, DefaultSetupTimeout)
-		defer cancel()
-	}
+	ctx, cancel := adapter.DialContext(ctx, DefaultSetupTimeout)
+	defer cancel()
 	s.conn = watchConn(nc)
 	if _, err := s.conn.connected(ctx); err != nil {
 		s.conn.stop()
@@ -295,15 +292,7 @@ func (s *Store) Traits() driver.Traits { return DefaultTraits() }
 // up (at least 1 s), never early, late by up to ExpiryLate. Package skew's
 // NATS profile equals it (checked by this package's tests).
 func DefaultTraits() driver.Traits {
-	return driver.Traits{
-		Atomic: true,
-		Expiry: driver.ExpiryModel{
-			Kind:        driver.ExpiryRelative,
-			Granularity: time.Second,
-			MinTTL:      time.Second,
-			Late:        ExpiryLate,
-		},
-	}
+	return adapter.ServerExpiry{Granularity: time.Second, MinTTL: time.Second, Late: ExpiryLate}.Traits()
 }
 
 // Stats counts a Store's work since it was made.

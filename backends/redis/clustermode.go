@@ -7,6 +7,8 @@ import (
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/kvbreaker/kvbreaker/adapter"
 )
 
 // WithClusterCheck makes Dial refuse a node of a Redis Cluster with a
@@ -52,11 +54,8 @@ func (e *ClusterModeError) Unwrap() error { return e.Err }
 // checkClusterMode is WithClusterCheck's question to the server Dial
 // reached at addr.
 func checkClusterMode(ctx context.Context, c goredis.UniversalClient, addr string) error {
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, DefaultDialTimeout)
-		defer cancel()
-	}
+	ctx, cancel := adapter.DialContext(ctx, adapter.DefaultDialTimeout)
+	defer cancel()
 	start := time.Now()
 	info, err := c.Info(ctx, "cluster").Result()
 	if err != nil {

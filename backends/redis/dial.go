@@ -24,8 +24,6 @@ const (
 	// connectTimeout is the dial timeout Dial gives a client whose URL sets
 	// none: a refused or unroutable address fails within it.
 	connectTimeout = 2 * time.Second
-	// DefaultDialTimeout bounds Dial when its context has no deadline.
-	DefaultDialTimeout = 5 * time.Second
 	// probeTimeout bounds the check whether a server that dropped a
 	// plain-text connection speaks TLS.
 	probeTimeout = 500 * time.Millisecond
@@ -36,8 +34,8 @@ const (
 // and returns a Store that owns the client: Close closes it. Dial confirms the server answers a PING: against a port where nothing
 // listens it fails within 2 s with "cannot reach redis at
 // <addr>: connection refused"; against a server that accepts but does not
-// answer it fails when ctx ends (DefaultDialTimeout when ctx has no
-// deadline), saying so. Both match driver.ErrUnreachable. A TLS mismatch (an
+// answer it fails when ctx ends (adapter.DefaultDialTimeout, 5 s, when
+// ctx has no deadline), saying so. Both match driver.ErrUnreachable. A TLS mismatch (an
 // untrusted certificate, a client certificate the server requires, a
 // redis:// URL to a server that speaks TLS) is a *tlsdiag.Error. A server's
 // refusal (a wrong password, a database it lacks) names the server as
@@ -93,7 +91,8 @@ type dialTarget struct {
 // that owns its client: WithTLSConfig merged into the URL's TLS (a
 // redis:// URL has none to merge into: an option error), connectTimeout
 // where the URL sets no dial timeout, the client-certificate watch, the
-// client connect makes, and the PING bounded by ctx or DefaultDialTimeout.
+// client connect makes, and the PING bounded by ctx or
+// adapter.DefaultDialTimeout.
 // failed explains a PING's error that is not a refused client certificate
 // (ctx is the PING's, where the client's deployment, waited how long it
 // took).
@@ -132,11 +131,8 @@ func dial(ctx context.Context, opts []Option, t dialTarget, connect func() gored
 		return nil, err
 	}
 	s.owns = true
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, DefaultDialTimeout)
-		defer cancel()
-	}
+	ctx, cancel := adapter.DialContext(ctx, adapter.DefaultDialTimeout)
+	defer cancel()
 	start := time.Now()
 	if err := c.Ping(ctx).Err(); err != nil {
 		c.Close()

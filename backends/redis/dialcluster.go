@@ -20,7 +20,7 @@ import (
 // owns the ClusterClient it makes: Close closes it. DialCluster confirms
 // the Cluster answers a PING, which first loads its slot map from a seed,
 // with Dial's bounds: a refused seed fails within 2 s, a silent one when
-// ctx ends (DefaultDialTimeout when ctx has no deadline). Both match
+// ctx ends (adapter.DefaultDialTimeout when ctx has no deadline). Both match
 // driver.ErrUnreachable; the *driver.UnreachableError's Endpoints are the
 // seeds (go-redis asks every seed before giving up), or the node whose
 // dial failed when it is none of them, and its Reason then says so (a node

@@ -12,6 +12,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/kvbreaker/kvbreaker/adapter"
 	"github.com/kvbreaker/kvbreaker/backends/redis"
 	"github.com/kvbreaker/kvbreaker/driver"
 	"github.com/kvbreaker/kvbreaker/internal/backendtest"
@@ -43,8 +44,8 @@ func TestDialClusterUnreachable(t *testing.T) {
 	if !ok || !errors.Is(err, driver.ErrUnreachable) || !slices.Equal(ue.Endpoints, seeds) {
 		t.Fatalf("DialCluster on closed ports: %v, want an *driver.UnreachableError naming %v", err, seeds)
 	}
-	if waited := time.Since(start); waited > redis.DefaultDialTimeout {
-		t.Errorf("DialCluster on closed ports took %v, beyond DefaultDialTimeout %v", waited, redis.DefaultDialTimeout)
+	if waited := time.Since(start); waited > adapter.DefaultDialTimeout {
+		t.Errorf("DialCluster on closed ports took %v, beyond adapter.DefaultDialTimeout %v", waited, adapter.DefaultDialTimeout)
 	}
 	_, err = redis.DialCluster(t.Context(), srv.URL())
 	if err == nil || !strings.Contains(err.Error(), "cluster support disabled") || errors.Is(err, driver.ErrUnreachable) {

@@ -425,14 +425,7 @@ func (s *Store) Traits() driver.Traits {
 
 // DefaultTraits is what a Store declares with default options.
 func DefaultTraits() driver.Traits {
-	return driver.Traits{
-		Atomic: true,
-		Expiry: driver.ExpiryModel{
-			Kind:        driver.ExpiryRelative,
-			Granularity: time.Millisecond,
-			Late:        Late,
-		},
-	}
+	return adapter.ServerExpiry{Granularity: time.Millisecond, Late: Late}.Traits()
 }
 
 // Get implements driver.Store: one HMGET of the record's value and version.
