@@ -55,21 +55,32 @@ func CheckDial(ctx context.Context, backend, network, addr string, timeout time.
 	return &driver.UnreachableError{Backend: backend, Endpoints: []string{addr}, Reason: why, Err: err}
 }
 
+// CheckHTTPURL checks, without connecting, that rawURL is an http:// or
+// https:// URL with a host, as CheckDialURL wants it: for a tool that
+// validates an endpoint's setting before it dials.
+func CheckHTTPURL(rawURL string) error {
+	u, err := url.Parse(rawURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return errors.New("want an http:// or https:// URL")
+	}
+	return nil
+}
+
 // CheckDialURL is CheckDial to the host and port of an http:// or https://
 // URL (80 or 443 when it names none), for an adapter whose client takes a
 // URL (an endpoint override, an API's base URL). Its error names the URL
 // without user information, query or fragment, which may carry a
 // credential.
 func CheckDialURL(ctx context.Context, backend, rawURL string, timeout time.Duration) error {
-	u, err := url.Parse(rawURL)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return fmt.Errorf("%s: want an http:// or https:// URL, not %q", backend, ShownURL(rawURL))
+	if err := CheckHTTPURL(rawURL); err != nil {
+		return fmt.Errorf("%s: %w, not %q", backend, err, ShownURL(rawURL))
 	}
+	u, _ := url.Parse(rawURL)
 	port := u.Port()
 	if port == "" {
 		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
 	}
-	err = CheckDial(ctx, backend, "tcp", net.JoinHostPort(u.Hostname(), port), timeout)
+	err := CheckDial(ctx, backend, "tcp", net.JoinHostPort(u.Hostname(), port), timeout)
 	if ue, ok := err.(*driver.UnreachableError); ok {
 		ue.Endpoints[0] = ShownURL(rawURL)
 	}

@@ -105,3 +105,21 @@ func TestDialContext(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckHTTPURL: an http:// or https:// URL with a host passes; another
+// scheme, no host or no URL at all does not.
+func TestCheckHTTPURL(t *testing.T) {
+	for raw, ok := range map[string]bool{
+		"http://127.0.0.1:8000":          true,
+		"https://api.example/client/v4/": true,
+		"ftp://127.0.0.1":                false,
+		"127.0.0.1:2379":                 false,
+		"http://":                        false,
+		"http://a b":                     false,
+		"":                               false,
+	} {
+		if err := CheckHTTPURL(raw); (err == nil) != ok {
+			t.Errorf("CheckHTTPURL(%q) = %v; want ok %v", raw, err, ok)
+		}
+	}
+}

@@ -30,10 +30,13 @@
 //     pool or a client that would retry a refused one until its deadline:
 //     a *driver.UnreachableError that says why, at once; [CheckDialURL]
 //     for a client that takes an http(s) URL (DynamoDB's endpoint, Workers
-//     KV's base URL), naming it as [ShownURL] shows it, without credentials;
+//     KV's base URL), naming it as [ShownURL] shows it, without credentials,
+//     and [CheckHTTPURL], that URL's check alone, without connecting;
 //     [DialFailed], whether an SDK's error says no connection was made
 //     (so nothing was sent), and [DialReason], a failed dial in a few
-//     words, the Reason of the *driver.UnreachableError built from it.
+//     words, the Reason of the *driver.UnreachableError built from it;
+//     [Ended], whether a context bounded a failure, its deadline passed
+//     counting before its timer has fired (Redis, the command).
 //   - [RowVersion] and [RowVersionArgs]: the version a row of an SQL
 //     table reads as, a foreign row's (0 or negative) apart, and the two
 //     parameters a conditional write names it by (MySQL, PostgreSQL).
@@ -62,6 +65,10 @@
 //     (etcd, NATS, Redis); [RowTraits], those of an SQL row store whose
 //     expiry is the server's clock plus the TTL in microseconds (MySQL,
 //     PostgreSQL).
+//   - [SampleClock]: a ClockSampler whose server answers its clock in one
+//     call, behind the store's Gate (MySQL, PostgreSQL, Redis);
+//     [SQLTableName], an SQL table's name checked as a plain lower-case
+//     identifier within the server's limit (MySQL, PostgreSQL).
 //   - [OpGet], [OpSwap], [OpDelete], [OpList], [OpExpiry], [OpFollow] and
 //     [OpClock]: the Op of a *driver.OpError from each of the contract's
 //     methods, spelled once.

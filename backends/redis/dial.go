@@ -164,7 +164,7 @@ func unreachable(ctx context.Context, where, addr string, err error, waited time
 		ue.Reason = adapter.DialReason(err)
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled), isTimeout(err):
 		ue.Reason = fmt.Sprintf("it accepted the connection but did not answer within %v", waited.Round(10*time.Millisecond))
-		if end := ended(ctx); end != nil && !errors.Is(err, end) {
+		if end := adapter.Ended(ctx); end != nil && !errors.Is(err, end) {
 			// A ClusterClient reports the socket deadline it took from
 			// ctx as its own i/o timeout: the error matches ctx's, as a
 			// Client's does.
@@ -252,18 +252,6 @@ func redactURL(u *url.URL) (shown string, secrets []string) {
 		c.RawQuery = q.Encode()
 	}
 	return c.String(), secrets
-}
-
-// ended is ctx's error once it has ended or its deadline has passed: a
-// socket deadline taken from ctx may fire before ctx's own timer.
-func ended(ctx context.Context) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	if d, ok := ctx.Deadline(); ok && !time.Now().Before(d) {
-		return context.DeadlineExceeded
-	}
-	return nil
 }
 
 func isTimeout(err error) bool {

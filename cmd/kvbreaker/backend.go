@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -353,15 +352,6 @@ func (f *backendFlags) list(flag string) []string {
 		}
 	}
 	return items
-}
-
-// checkURL checks that raw, a value of flag, is an http:// or https:// URL.
-func (f *backendFlags) checkURL(flag, raw string) error {
-	u, err := url.Parse(raw)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return usagef("%s is %q: want an http:// or https:// URL", f.name(flag), redactURL(raw))
-	}
-	return nil
 }
 
 // checkWith is the check of a flag whose module checks its value: the

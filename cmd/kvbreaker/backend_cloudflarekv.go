@@ -7,6 +7,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/kvbreaker/kvbreaker/adapter"
 	"github.com/kvbreaker/kvbreaker/backends/cloudflarekv"
 )
 
@@ -22,7 +23,7 @@ var cloudflarekvBackend = backendDesc{
 	flags: []connFlag{
 		{name: "cf-account", env: "KVBREAKER_CLOUDFLARE_ACCOUNT_ID", usage: "cloudflarekv: the account ID", need: true},
 		{name: "cf-namespace", env: "KVBREAKER_CLOUDFLARE_NAMESPACE_ID", usage: "cloudflarekv: the Workers KV namespace ID", need: true},
-		{name: "cf-base-url", env: "KVBREAKER_CLOUDFLARE_BASE_URL", usage: "cloudflarekv: API base `URL` override, e.g. a local Miniflare's http://127.0.0.1:8787/client/v4/", secret: true, check: (*backendFlags).checkURL},
+		{name: "cf-base-url", env: "KVBREAKER_CLOUDFLARE_BASE_URL", usage: "cloudflarekv: API base `URL` override, e.g. a local Miniflare's http://127.0.0.1:8787/client/v4/", secret: true, check: checkWith(adapter.CheckHTTPURL, redactURL)},
 	},
 	usage: `--cf-account ACCOUNT_ID --cf-namespace NAMESPACE_ID
 [--cf-base-url http://127.0.0.1:8787/client/v4/]`,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 
+	"github.com/kvbreaker/kvbreaker/adapter"
 	"github.com/kvbreaker/kvbreaker/backends/dynamodb"
 )
 
@@ -13,7 +14,7 @@ var dynamodbBackend = backendDesc{
 	about: "(Amazon DynamoDB)",
 	flags: []connFlag{
 		{name: "dynamodb-table", env: "KVBREAKER_DYNAMODB_TABLE", usage: "dynamodb: the table (partition key \"pk\", a String)", need: true},
-		{name: "dynamodb-endpoint", env: "KVBREAKER_DYNAMODB_ENDPOINT", usage: "dynamodb: endpoint `URL` override, for DynamoDB Local or dynalite", secret: true, check: (*backendFlags).checkURL},
+		{name: "dynamodb-endpoint", env: "KVBREAKER_DYNAMODB_ENDPOINT", usage: "dynamodb: endpoint `URL` override, for DynamoDB Local or dynalite", secret: true, check: checkWith(adapter.CheckHTTPURL, redactURL)},
 	},
 	usage: "--dynamodb-table kvbreaker [--dynamodb-endpoint http://localhost:8000]",
 	envHelp: `  AWS_REGION, AWS_PROFILE, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, ...

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 
+	"github.com/kvbreaker/kvbreaker/adapter"
 	"github.com/kvbreaker/kvbreaker/backends/etcd"
 )
 
@@ -10,7 +11,7 @@ var etcdBackend = backendDesc{
 	name:  "etcd",
 	title: "etcd",
 	flags: tlsFileFlags("etcd", connFlag{name: "etcd-endpoints", env: "KVBREAKER_ETCD_ENDPOINTS", usage: "etcd: comma-separated client URLs, e.g. https://etcd-1:2379,https://etcd-2:2379", secret: true,
-		need: true, list: "endpoint", check: (*backendFlags).checkURL}, "https://", "http://", "the servers' certificates, for https:// endpoints"),
+		need: true, list: "endpoint", check: checkWith(adapter.CheckHTTPURL, redactURL)}, "https://", "http://", "the servers' certificates, for https:// endpoints"),
 	usage: `--etcd-endpoints https://etcd-1:2379,https://etcd-2:2379
 [--etcd-cacert ca.pem [--etcd-cert client.pem --etcd-key client-key.pem]]`,
 	open:    openEtcd,
