@@ -17,6 +17,7 @@ import (
 // states as "One way per concept" and returns what breaks it, one line
 // each, prefixed with the package's name:
 //   - a Store type with a Close method, and an exported ErrClosed;
+//   - a String method on Store, which names its deployment;
 //   - constructors of *Store named New, Open or Dial… (DialCluster);
 //   - TLS configuration as an option, never a constructor's parameter;
 //   - every function that returns an Option named With…; an option that
@@ -70,6 +71,9 @@ func backendRules(t *testing.T, dir string) []string {
 	} else {
 		if !slices.ContainsFunc(store.Methods, func(f *doc.Func) bool { return f.Name == "Close" }) {
 			bad("Store has no Close method")
+		}
+		if !slices.ContainsFunc(store.Methods, func(f *doc.Func) bool { return f.Name == "String" }) {
+			bad("Store has no String method: name the deployment it reaches, without credentials")
 		}
 		for _, f := range store.Funcs {
 			if f.Name != "New" && f.Name != "Open" && !strings.HasPrefix(f.Name, "Dial") {
@@ -178,6 +182,8 @@ type Store struct{}
 
 func (*Store) Close() error { return nil }
 
+func (*Store) String() string { return "good" }
+
 type options struct{}
 
 type Option func(*options)
@@ -221,6 +227,7 @@ func Dial(ctx context.Context, addr string, cfg *tls.Config) (*Store, error) { r
 		{"good", good, nil},
 		{"bad", bad, []string{
 			"bad: Store has no Close method",
+			"bad: Store has no String method: name the deployment it reaches, without credentials",
 			"bad: constructor Connect: name it New (over a client the caller made), Dial… (the Store makes and owns the client) or Open (a local file)",
 			"bad: constructor Dial takes a *tls.Config: make TLS an option, WithTLSConfig",
 			"bad: no ErrClosed: export the error a call to a closed Store matches",

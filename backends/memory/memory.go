@@ -107,6 +107,10 @@ type Option func(*options)
 // every entry expired before them is freed.
 func WithClock(clock func() time.Time) Option { return func(o *options) { o.clock = clock } }
 
+// String names the deployment as every backend's Store does: a memory
+// store lives in this process, and no other sees it.
+func (s *Store) String() string { return "memory (this process)" }
+
 // New returns an empty Store. Unlike the other adapters' constructors it
 // returns no error: no option value is invalid.
 func New(opts ...Option) *Store {

@@ -119,3 +119,11 @@ func TestFollowWipeBlind(t *testing.T) {
 type blindable struct{ harness }
 
 func (blindable) Wipes() []string { return []string{"delete every key"} }
+
+// TestString: a memory store names itself as living in this process, the
+// one place its records are.
+func TestString(t *testing.T) {
+	if got, want := memory.New().String(), "memory (this process)"; got != want {
+		t.Errorf("String() = %q, want %q", got, want)
+	}
+}
