@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/kvbreaker/kvbreaker/adapter"
 	"github.com/kvbreaker/kvbreaker/backends/cloudflarekv"
+	"github.com/kvbreaker/kvbreaker/driver"
 )
 
 // TokenEnv is the environment variable the cloudflarekv backend reads its
@@ -50,5 +52,10 @@ func openCloudflareKV(ctx context.Context, f *backendFlags) (*conn, error) {
 		cloudflarekv.WithClockSkew(max(f.clockSkew, time.Millisecond)),
 		// A write the store gives up is reported by the command.
 		cloudflarekv.WithLogger(slog.New(slog.DiscardHandler)))
+	// The module says which settings to check; the command's user sets
+	// them here.
+	if oe, ok := errors.AsType[*driver.OpError](err); ok && oe.Op == adapter.OpGet && !errors.Is(err, driver.ErrUnreachable) {
+		err = fmt.Errorf("%w; the token comes from $%s, the account from %s, the namespace from %s", err, TokenEnv, f.name("cf-account"), f.name("cf-namespace"))
+	}
 	return opened(s, err)
 }
