@@ -42,7 +42,8 @@
 //     parameters a conditional write names it by (MySQL, PostgreSQL).
 //   - [Explained]: a server's refusal explained in the adapter's words
 //     (what to change), which still unwraps to the SDK's error
-//     (MySQL, PostgreSQL, Redis).
+//     (MySQL, PostgreSQL, Redis); [ErrNoTable], what every backend's
+//     missing table matches (DynamoDB, MySQL, PostgreSQL).
 //   - [Resync] and [Backoff]: a Follow from the call's checks (its Gate)
 //     on, its sessions one after another, a Lost after each that began, a
 //     doubling wait between them while the store refuses (etcd, NATS; the

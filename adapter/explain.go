@@ -1,6 +1,14 @@
 package adapter
 
-import "fmt"
+import (
+	"errors"
+	"fmt"
+)
+
+// ErrNoTable is matched (errors.Is) by a store's error when the table it
+// was given does not exist: every backend's own ErrNoTable is this one, so
+// that a tool that offers to create the table asks once for all of them.
+var ErrNoTable = errors.New("table does not exist")
 
 // Explained returns an error whose text is the explanation formatted from
 // format and a, and which unwraps to err. It is for the explanation of a

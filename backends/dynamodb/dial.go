@@ -16,8 +16,9 @@ import (
 )
 
 // ErrNoTable is matched (errors.Is) by Dial's error when the table does
-// not exist; the error names the table, the region and the endpoint.
-var ErrNoTable = errors.New("table does not exist")
+// not exist; the error names the table, the region and the endpoint. It is
+// adapter.ErrNoTable, which every backend's missing table matches.
+var ErrNoTable = adapter.ErrNoTable
 
 // noTable is Dial's error for a missing table: it reads as its message
 // alone and matches ErrNoTable.

@@ -804,8 +804,9 @@ const errNoSuchTable = 1146
 
 // ErrNoTable is matched (errors.Is) by Ping's error when the table does
 // not exist; the error names the table, the database and the server (those
-// Open was given) and unwraps to the driver's *mysql.MySQLError.
-var ErrNoTable = errors.New("table does not exist")
+// Open was given) and unwraps to the driver's *mysql.MySQLError. It is
+// adapter.ErrNoTable, which every backend's missing table matches.
+var ErrNoTable = adapter.ErrNoTable
 
 // Close waits for a background purge to end, starts no more and closes the
 // prepared statements; it closes the pool if Open made it (New's pool is

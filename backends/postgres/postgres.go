@@ -687,8 +687,9 @@ const undefinedTable = "42P01"
 
 // ErrNoTable is matched (errors.Is) by Ping's error when the table does
 // not exist; the error names the table, the database and the server, and
-// unwraps to the server's *pgconn.PgError.
-var ErrNoTable = errors.New("table does not exist")
+// unwraps to the server's *pgconn.PgError. It is adapter.ErrNoTable, which
+// every backend's missing table matches.
+var ErrNoTable = adapter.ErrNoTable
 
 // Close waits for a background purge to end and starts no more; it closes
 // the pool if Open made it (New's pool is the caller's). Later calls fail

@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/kvbreaker/kvbreaker"
+	"github.com/kvbreaker/kvbreaker/adapter"
 	"github.com/kvbreaker/kvbreaker/backends/memory"
 	"github.com/kvbreaker/kvbreaker/driver"
 	"github.com/kvbreaker/kvbreaker/tlsdiag"
@@ -54,9 +55,6 @@ type backendDesc struct {
 	// name, where they show something those do not.
 	example, exampleEnv string
 	examples            map[string]string
-	// noTableErr is its module's ErrNoTable, which open's error for a
-	// missing table matches: open adds how to create it (createHint).
-	noTableErr error
 	// wipes states, for a store whose feed a mirror follows, which changes
 	// made behind the adapters' back its feed cannot see (conn.wipes).
 	wipes string
@@ -404,7 +402,8 @@ func (f *backendFlags) open(ctx context.Context, timeout time.Duration) (*conn, 
 	case err == nil:
 		c.wipes = cmp.Or(c.wipes, f.desc.wipes)
 		return c, nil
-	case f.desc.noTableErr != nil && errors.Is(err, f.desc.noTableErr):
+	case errors.Is(err, adapter.ErrNoTable):
+		// Every module's missing table matches it: say how to create it.
 		return nil, fmt.Errorf("%w: %s", err, createHint)
 	case isTLS:
 		return nil, tlsFlagError(f, te)

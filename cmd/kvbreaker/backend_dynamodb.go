@@ -32,7 +32,6 @@ var dynamodbBackend = backendDesc{
 	example:    "--dynamodb-table kvbreaker",
 	exampleEnv: "AWS_REGION=eu-west-1",
 	examples:   map[string]string{"init": "  kvbreaker init --backend dynamodb --dynamodb-table kvbreaker --print"},
-	noTableErr: dynamodb.ErrNoTable,
 }
 
 // openDynamoDB opens the table (dynamodb.Dial: it fails here, with one

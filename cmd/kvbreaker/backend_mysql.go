@@ -22,7 +22,6 @@ var mysqlBackend = backendDesc{
 	prints:     "MySQL's SQL (mysql.SchemaScript; pipe it to mysql)",
 	print:      printScript(mysql.SchemaScript),
 	exampleEnv: "KVBREAKER_MYSQL_DSN='app:secret@tcp(db:3306)/app'",
-	noTableErr: mysql.ErrNoTable,
 }
 
 // dialMySQL opens a store on a pool of two connections (a command makes a

@@ -11,8 +11,9 @@ import (
 
 // TestMySQLBackend: list, inspect, reset and check with --backend mysql
 // against a real MariaDB this test starts, the DSN from the flag or from
-// $KVBREAKER_MYSQL_DSN; a refused port is reported as such; init creates
-// the table, says so, and leaves an existing one alone.
+// $KVBREAKER_MYSQL_DSN; a refused port is reported as such; a missing
+// table is named with how to create it; init creates the table, says so,
+// and leaves an existing one alone.
 func TestMySQLBackend(t *testing.T) {
 	srv := mariadbtest.MustStart(t)
 	db, err := sql.Open("mysql", srv.DSN())
@@ -20,7 +21,11 @@ func TestMySQLBackend(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	code, out, errOut := runT(t, "init", "--backend", "mysql", "--mysql-dsn", srv.DSN(), "--mysql-table", "fleet")
+	code, out, errOut := runT(t, "list", "--backend", "mysql", "--mysql-dsn", srv.DSN(), "--mysql-table", "fleet")
+	if code != exitFail || !strings.Contains(errOut, "table fleet does not exist") || !strings.Contains(errOut, `"kvbreaker init" and the same flags`) {
+		t.Fatalf("list on a missing table: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	code, out, errOut = runT(t, "init", "--backend", "mysql", "--mysql-dsn", srv.DSN(), "--mysql-table", "fleet")
 	if code != exitOK || !strings.Contains(out, "mysql table fleet in database kvbreaker at "+srv.Addr()+": created") {
 		t.Fatalf("init: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
