@@ -43,7 +43,9 @@
 //   - [Explained]: a server's refusal explained in the adapter's words
 //     (what to change), which still unwraps to the SDK's error
 //     (MySQL, PostgreSQL, Redis); [ErrNoTable], what every backend's
-//     missing table matches (DynamoDB, MySQL, PostgreSQL).
+//     missing table matches (DynamoDB, MySQL, PostgreSQL), and
+//     [ErrForeignTable], what a table no Store can read matches (MySQL,
+//     PostgreSQL).
 //   - [Resync] and [Backoff]: a Follow from the call's checks (its Gate)
 //     on, its sessions one after another, a Lost after each that began, a
 //     doubling wait between them while the store refuses (etcd, NATS; the

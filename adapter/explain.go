@@ -10,6 +10,12 @@ import (
 // that a tool that offers to create the table asks once for all of them.
 var ErrNoTable = errors.New("table does not exist")
 
+// ErrForeignTable is matched (errors.Is) by a store's error when the table
+// it was given exists but a Store cannot read it: another program's table
+// of the same name, or one of another shape. Every backend's own
+// ErrForeignTable is this one.
+var ErrForeignTable = errors.New("a store cannot read the table")
+
 // Explained returns an error whose text is the explanation formatted from
 // format and a, and which unwraps to err. It is for the explanation of a
 // server's refusal in words of the store's own (a wrong password, a missing

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"slices"
 
+	"github.com/kvbreaker/kvbreaker/adapter"
 	"github.com/kvbreaker/kvbreaker/driver"
 )
 
@@ -17,8 +18,9 @@ type Prepared struct {
 
 // ErrForeignTable matches (errors.Is) Prepare's error when a Store cannot
 // read the table: another program's table of the same name, or one of
-// another shape. The error unwraps to the read's.
-var ErrForeignTable = errors.New("mysql: a store cannot read the table")
+// another shape. The error unwraps to the read's. It is
+// adapter.ErrForeignTable, as every backend's.
+var ErrForeignTable = adapter.ErrForeignTable
 
 type foreignTableError struct{ err error }
 

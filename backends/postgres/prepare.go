@@ -6,6 +6,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/kvbreaker/kvbreaker/adapter"
 	"github.com/kvbreaker/kvbreaker/driver"
 )
 
@@ -22,8 +23,8 @@ type Prepared struct {
 // ErrForeignTable matches (errors.Is) Prepare's error when the table
 // exists but a Store cannot read it: another program's table, or one of
 // another shape. Prepare then adds nothing to it. The error unwraps to the
-// read's.
-var ErrForeignTable = errors.New("postgres: a store cannot read the table")
+// read's. It is adapter.ErrForeignTable, as every backend's.
+var ErrForeignTable = adapter.ErrForeignTable
 
 type foreignTableError struct{ err error }
 

@@ -456,11 +456,11 @@ func printScript(script func(table string) (string, error)) func(*backendFlags, 
 
 // prepared is init's output once a module's Prepare made target's table
 // ready (p says what it found or did), or Prepare's error in the
-// command's words: the store cannot read the table (foreign, the module's
-// ErrForeignTable), the module's explain of a refusal, or no answer.
-func prepared(ctx context.Context, f *backendFlags, target, endpoint string, p fmt.Stringer, existed bool, err, foreign error, explain func(error) error) (initOutput, error) {
+// command's words: the store cannot read the table (ErrForeignTable), the
+// module's explain of a refusal, or no answer.
+func prepared(ctx context.Context, f *backendFlags, target, endpoint string, p fmt.Stringer, existed bool, err error, explain func(error) error) (initOutput, error) {
 	switch {
-	case err != nil && errors.Is(err, foreign):
+	case errors.Is(err, adapter.ErrForeignTable):
 		return initOutput{}, fmt.Errorf("%s: the store cannot read it (is it another program's table? see \"kvbreaker init --print\" for the one it needs): %w", target, explain(err))
 	case err != nil:
 		return initOutput{}, noAnswer(ctx, f.backend, endpoint, f.bound, explain(err))

@@ -53,5 +53,5 @@ func initDynamoDB(ctx context.Context, f *backendFlags) (initOutput, error) {
 	}
 	// Prepare's errors name the table, region and endpoint.
 	p, err := dynamodb.Prepare(ctx, client, f.get("dynamodb-table"))
-	return prepared(ctx, f, p.Target, dynamodb.Endpoint(client), p, p.Existed, err, nil, func(err error) error { return err })
+	return prepared(ctx, f, p.Target, dynamodb.Endpoint(client), p, p.Existed, err, func(err error) error { return err })
 }

@@ -32,7 +32,7 @@ var backendCodeFiles = []string{"backend*.go", "reach.go", "tlserr.go"}
 // store (checking a connection string, explaining a refusal, making its
 // table) belongs in the backend's module, where a library user gets it
 // too.
-const maxBackendLines = 1024
+const maxBackendLines = 1023
 
 // TestBackendCodeLines counts the lines of backendCodeFiles (tests apart).
 func TestBackendCodeLines(t *testing.T) {

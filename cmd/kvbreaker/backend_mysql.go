@@ -17,7 +17,7 @@ var mysqlBackend = backendDesc{
 	usage: `--mysql-dsn 'app:secret@tcp(db:3306)/app' [--mysql-table kvbreaker]
 (best from $KVBREAKER_MYSQL_DSN: a flag shows in ps)`,
 	open:       openSQL(dialMySQL),
-	create:     initSQL(dialMySQL, func(p mysql.Prepared) bool { return p.Existed }, mysql.ErrForeignTable),
+	create:     initSQL(dialMySQL, func(p mysql.Prepared) bool { return p.Existed }),
 	creates:    "MySQL's table (--mysql-table, with its expiry index: mysql.CreateTable)",
 	prints:     "MySQL's SQL (mysql.SchemaScript; pipe it to mysql)",
 	print:      printScript(mysql.SchemaScript),

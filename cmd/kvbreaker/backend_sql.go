@@ -42,9 +42,8 @@ func openSQL[S sqlStore[P], P fmt.Stringer](dial func(context.Context, *backendF
 }
 
 // initSQL is the create of a backend whose store dial opens: it makes the
-// table ready (Prepare) and says whether it existed; foreign is the
-// module's ErrForeignTable.
-func initSQL[S sqlStore[P], P fmt.Stringer](dial func(context.Context, *backendFlags) (S, error), existed func(P) bool, foreign error) func(context.Context, *backendFlags) (initOutput, error) {
+// table ready (Prepare) and says whether it existed.
+func initSQL[S sqlStore[P], P fmt.Stringer](dial func(context.Context, *backendFlags) (S, error), existed func(P) bool) func(context.Context, *backendFlags) (initOutput, error) {
 	return func(ctx context.Context, f *backendFlags) (initOutput, error) {
 		s, err := dial(ctx, f)
 		if err != nil {
@@ -52,6 +51,6 @@ func initSQL[S sqlStore[P], P fmt.Stringer](dial func(context.Context, *backendF
 		}
 		defer s.Close()
 		p, err := s.Prepare(ctx)
-		return prepared(ctx, f, s.String(), s.Endpoint(), p, existed(p), err, foreign, s.Explain)
+		return prepared(ctx, f, s.String(), s.Endpoint(), p, existed(p), err, s.Explain)
 	}
 }
