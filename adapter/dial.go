@@ -103,9 +103,6 @@ func ShownURL(rawURL string) string {
 // that timed out is not one: the server may be slow rather than absent,
 // and bounding that is the caller's context's job.
 func DialFailed(err error) (dial error, ok bool) {
-	if err == nil {
-		return nil, false
-	}
 	if op, ok := errors.AsType[*net.OpError](err); ok && op.Op == "dial" &&
 		(errors.Is(op, syscall.ECONNREFUSED) || errors.Is(op, syscall.ENOENT)) {
 		return op, true

@@ -47,6 +47,7 @@ func TestGateFollowOrder(t *testing.T) {
 		{"zero heartbeat", false, 0, true, want, fn, "heartbeat 0s is not positive"},
 		{"nil fn", false, time.Second, false, nil, nil, "fn is nil"},
 		{"follow", false, time.Second, false, nil, fn, ""},
+		{"the least positive heartbeat", false, time.Nanosecond, false, nil, fn, ""},
 		{"follow demand", false, time.Second, true, want, fn, ""},
 	} {
 		closed := tc.closed

@@ -12,7 +12,7 @@ import (
 // letter, a leading digit or another character naming where the table is
 // found.
 func TestSQLTableName(t *testing.T) {
-	for _, name := range []string{"a", "_", "kv_2", "a0", strings.Repeat("x", 8)} {
+	for _, name := range []string{"a", "z", "_", "kv_2", "a0", "a9", strings.Repeat("x", 8)} {
 		if err := adapter.SQLTableName(name, 8, "here"); err != nil {
 			t.Errorf("SQLTableName(%q) = %v, want nil", name, err)
 		}
