@@ -54,7 +54,7 @@ func openCloudflareKV(ctx context.Context, f *backendFlags) (*conn, error) {
 		cloudflarekv.WithLogger(slog.New(slog.DiscardHandler)))
 	// The module says which settings to check; the command's user sets
 	// them here.
-	if oe, ok := errors.AsType[*driver.OpError](err); ok && oe.Op == adapter.OpGet && !errors.Is(err, driver.ErrUnreachable) {
+	if oe, ok := errors.AsType[*driver.OpError](err); ok && oe.Op == adapter.OpGet {
 		err = fmt.Errorf("%w; the token comes from $%s, the account from %s, the namespace from %s", err, TokenEnv, f.name("cf-account"), f.name("cf-namespace"))
 	}
 	return opened(s, err)

@@ -125,6 +125,10 @@ func TestFailFastSilentServer(t *testing.T) {
 			if code != exitFail || !strings.Contains(errOut, want) || !strings.Contains(errOut, "no answer within --timeout 1s") {
 				t.Errorf("exit %d, stderr %q, stdout %q", code, errOut, out)
 			}
+			// Silence is no refusal: no credential is to blame.
+			if strings.Contains(errOut, "the token comes from") {
+				t.Errorf("a silent server's error points at the credentials: %q", errOut)
+			}
 			if took < time.Second || took >= failFastBound {
 				t.Errorf("took %v: want --timeout 1s, not the connection's bound of %v", took, maxConnect)
 			}
