@@ -56,8 +56,10 @@ type backendDesc struct {
 	example, exampleEnv string
 	examples            map[string]string
 	// wipes states, for a store whose feed a mirror follows, which changes
-	// made behind the adapters' back its feed cannot see (conn.wipes).
-	wipes string
+	// made behind the adapters' back its feed cannot see, and leftBehind
+	// how long what check could not remove stays: conn's, unless its open
+	// says otherwise.
+	wipes, leftBehind string
 }
 
 // A connFlag is one of a backend's connection flags.
@@ -237,8 +239,7 @@ type conn struct {
 	// it expires by itself.
 	leftBehind string
 	// wipes states what its feed cannot see (the operator's contract,
-	// docs/backends.md "Changes behind the adapters' back"): the
-	// backend's, unless its open says otherwise.
+	// docs/backends.md "Changes behind the adapters' back").
 	wipes string
 	// advance, when set, moves the backend's clock (test servers only).
 	advance func(ctx context.Context, d time.Duration) error
@@ -400,7 +401,7 @@ func (f *backendFlags) open(ctx context.Context, timeout time.Duration) (*conn, 
 	te, isTLS := errors.AsType[*tlsdiag.Error](err)
 	switch {
 	case err == nil:
-		c.wipes = cmp.Or(c.wipes, f.desc.wipes)
+		c.wipes, c.leftBehind = cmp.Or(c.wipes, f.desc.wipes), cmp.Or(c.leftBehind, f.desc.leftBehind)
 		return c, nil
 	case errors.Is(err, adapter.ErrNoTable):
 		// Every module's missing table matches it: say how to create it.

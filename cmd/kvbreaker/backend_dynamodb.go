@@ -21,11 +21,12 @@ var dynamodbBackend = backendDesc{
                  DynamoDB's region and credentials: the AWS SDK's default chain
                  (environment, shared config and credentials files, SSO, instance role)
 `,
-	secretEnv: []string{"AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_ACCESS_KEY_ID"},
-	open:      openDynamoDB,
-	create:    initDynamoDB,
-	creates:   "DynamoDB's table (--dynamodb-table, partition key \"pk\", on-demand, TTL on \"purgeAt\": dynamodb.CreateTable)",
-	prints:    "the AWS CLI commands with DynamoDB's tables' JSON",
+	secretEnv:  []string{"AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_ACCESS_KEY_ID"},
+	open:       openDynamoDB,
+	leftBehind: "records expire within 10 minutes; the items become eligible for DynamoDB's TTL deletion " + dynamodb.DefaultPurgeDelay.String() + " later (dynamodb.DefaultPurgeDelay), and it deletes them within days",
+	create:     initDynamoDB,
+	creates:    "DynamoDB's table (--dynamodb-table, partition key \"pk\", on-demand, TTL on \"purgeAt\": dynamodb.CreateTable)",
+	prints:     "the AWS CLI commands with DynamoDB's tables' JSON",
 	print: func(f *backendFlags, w io.Writer) error {
 		return printScript(func(t string) (string, error) { return dynamodb.CLIScript(t, f.get("dynamodb-endpoint")) })(f, w)
 	},
@@ -37,11 +38,7 @@ var dynamodbBackend = backendDesc{
 // openDynamoDB opens the table (dynamodb.Dial: it fails here, with one
 // clear error, if the table is missing or the credentials are refused).
 func openDynamoDB(ctx context.Context, f *backendFlags) (*conn, error) {
-	c, err := opened(dynamodb.Dial(ctx, f.get("dynamodb-table"), f.get("dynamodb-endpoint")))
-	if c != nil {
-		c.leftBehind = "records expire within 10 minutes; the items become eligible for DynamoDB's TTL deletion " + dynamodb.DefaultPurgeDelay.String() + " later (dynamodb.DefaultPurgeDelay), and it deletes them within days"
-	}
-	return c, err
+	return opened(dynamodb.Dial(ctx, f.get("dynamodb-table"), f.get("dynamodb-endpoint")))
 }
 
 // initDynamoDB creates the table (dynamodb.Prepare) unless it exists,
