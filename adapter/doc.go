@@ -36,7 +36,10 @@
 //     (so nothing was sent), and [DialReason], a failed dial in a few
 //     words, the Reason of the *driver.UnreachableError built from it;
 //     [Ended], whether a context bounded a failure, its deadline passed
-//     counting before its timer has fired (Redis, the command).
+//     counting before its timer has fired (Redis, the command);
+//     [NoAnswerError] and [NoAnswer], a call the context ended while its
+//     request was out, naming the server it waited for (DynamoDB, Workers
+//     KV, MySQL, PostgreSQL).
 //   - [RowVersion] and [RowVersionArgs]: the version a row of an SQL
 //     table reads as, a foreign row's (0 or negative) apart, and the two
 //     parameters a conditional write names it by (MySQL, PostgreSQL).
@@ -45,7 +48,7 @@
 //     (MySQL, PostgreSQL, Redis); [ErrNoTable], what every backend's
 //     missing table matches (DynamoDB, MySQL, PostgreSQL), and
 //     [ErrForeignTable], what a table no Store can read matches (MySQL,
-//     PostgreSQL).
+//     PostgreSQL), and [ForeignTable], a failed read of such a table.
 //   - [Resync] and [Backoff]: a Follow from the call's checks (its Gate)
 //     on, its sessions one after another, a Lost after each that began, a
 //     doubling wait between them while the store refuses (etcd, NATS; the

@@ -1,8 +1,11 @@
 package adapter
 
 import (
+	"context"
 	"errors"
 	"fmt"
+
+	"github.com/kvbreaker/kvbreaker/driver"
 )
 
 // ErrNoTable is matched (errors.Is) by a store's error when the table it
@@ -15,6 +18,23 @@ var ErrNoTable = errors.New("table does not exist")
 // of the same name, or one of another shape. Every backend's own
 // ErrForeignTable is this one.
 var ErrForeignTable = errors.New("a store cannot read the table")
+
+// ForeignTable is the error of a Store's read of an existing table that
+// failed: it matches ErrForeignTable and reads and unwraps as err. A read
+// the server never answered (the context ended, or it was unreachable)
+// says nothing of the table, and stands as err.
+func ForeignTable(err error) error {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) || errors.Is(err, driver.ErrUnreachable) {
+		return err
+	}
+	return &foreignTable{err}
+}
+
+type foreignTable struct{ err error }
+
+func (e *foreignTable) Error() string        { return e.err.Error() }
+func (e *foreignTable) Unwrap() error        { return e.err }
+func (e *foreignTable) Is(target error) bool { return target == ErrForeignTable }
 
 // Explained returns an error whose text is the explanation formatted from
 // format and a, and which unwraps to err. It is for the explanation of a

@@ -1,6 +1,7 @@
 package adapter_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -9,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/kvbreaker/kvbreaker/adapter"
+	"github.com/kvbreaker/kvbreaker/driver"
 )
 
 // TestExplainedTextAloneUnwrapsToCause: the error's text is the
@@ -39,5 +41,25 @@ func TestExplainedTextAloneUnwrapsToCause(t *testing.T) {
 	wrapped := fmt.Errorf("the store refused (%v): grant access to %s: %w", cause, "/x", cause)
 	if n := strings.Count(wrapped.Error(), cause.Error()); n == 1 {
 		t.Errorf("negative control: %%w wrapping printed the cause once (%q); the count cannot tell Explained from it", wrapped.Error())
+	}
+}
+
+// TestForeignTable: a read the server answered with a failure makes a
+// foreign table, which reads as that failure and still finds it; a read
+// the context ended or the server was unreachable for stands as it is.
+func TestForeignTable(t *testing.T) {
+	refused := errors.New(`column "v" does not exist`)
+	err := adapter.ForeignTable(fmt.Errorf("get: %w", refused))
+	if !errors.Is(err, adapter.ErrForeignTable) || !errors.Is(err, refused) || err.Error() != `get: column "v" does not exist` {
+		t.Errorf("ForeignTable = %v: want it to read as the read's error and match ErrForeignTable and it", err)
+	}
+	for _, cause := range []error{
+		adapter.NoAnswer("postgres", "db:5432", context.DeadlineExceeded),
+		fmt.Errorf("get: %w", context.Canceled),
+		&driver.UnreachableError{Backend: "mysql", Endpoints: []string{"db:3306"}, Reason: "connection refused"},
+	} {
+		if got := adapter.ForeignTable(cause); got != cause || errors.Is(got, adapter.ErrForeignTable) {
+			t.Errorf("ForeignTable(%v) = %v, want it unchanged: the table was never read", cause, got)
+		}
 	}
 }

@@ -183,6 +183,9 @@ type Store struct {
 	keyList   *kv.NamespaceKeyService
 	account   string
 	namespace string
+	// setting names where the token, account and namespace came from
+	// (WithSetting).
+	setting [3]string
 	// base is the API base URL Dial was given, without credentials, for
 	// String; "" for Cloudflare's own or a client passed to New.
 	base       string
@@ -227,6 +230,7 @@ type options struct {
 	timeout    time.Duration
 	log        *slog.Logger
 	budget     *budget
+	setting    [3]string
 }
 
 // Option configures a Store.
@@ -272,6 +276,13 @@ func WithCallTimeout(d time.Duration) Option { return func(o *options) { o.timeo
 // WithLogger sets where the store reports writes it had to give up with no
 // caller left to tell (default slog.Default()).
 func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
+
+// WithSetting names where the API token, the account ID and the namespace
+// ID came from ("$CLOUDFLARE_API_TOKEN", "--cf-account", "--cf-namespace")
+// in what Dial says to check when the API refuses its first read.
+func WithSetting(token, account, namespace string) Option {
+	return func(o *options) { o.setting = [3]string{token, account, namespace} }
+}
 
 // New returns a store over the Workers KV namespace namespaceID of account
 // accountID, using client (a *kv.KVService: cloudflare.Client's KV field, or
@@ -341,6 +352,7 @@ func New(client *kv.KVService, accountID, namespaceID string, opts ...Option) (*
 		keyList:    client.Namespaces.Keys,
 		account:    accountID,
 		namespace:  namespaceID,
+		setting:    o.setting,
 		clock:      o.clock,
 		skew:       o.skew,
 		pad:        padding(o.skew),

@@ -24,8 +24,8 @@ const defaultBaseURL = "https://api.cloudflare.com/client/v4/"
 // API otherwise). A connection to baseURL is tried first, within 2 s, so
 // that a closed port fails at once as a *driver.UnreachableError. Dial then reads
 // one key that no Breaker writes, so that a wrong token, account or
-// namespace fails here: that error names the namespace and what to check,
-// and wraps the read's *driver.OpError (Op "get"), which unwraps to the
+// namespace fails here: that error names the namespace and what to check
+// (where each came from: WithSetting), and wraps the read's *driver.OpError (Op "get"), which unwraps to the
 // API's. When ctx ends before the API answers, the error is a
 // *driver.UnreachableError naming the base URL.
 func Dial(ctx context.Context, accountID, namespaceID, token, baseURL string, opts ...Option) (*Store, error) {
@@ -56,9 +56,18 @@ func Dial(ctx context.Context, accountID, namespaceID, token, baseURL string, op
 		if ctx.Err() != nil {
 			return nil, &driver.UnreachableError{Backend: "cloudflarekv", Endpoints: []string{shown}, Reason: "no answer before the context ended", Err: err}
 		}
-		return nil, fmt.Errorf("checking access to %s (are the API token, with Workers KV Storage: Edit permission, the account ID and the namespace ID right?): %w", s, err)
+		return nil, fmt.Errorf("checking access to %s (are %s, with Workers KV Storage: Edit permission, %s and %s right?): %w",
+			s, named("the API token", s.setting[0]), named("the account ID", s.setting[1]), named("the namespace ID", s.setting[2]), err)
 	}
 	return s, nil
+}
+
+// named is what, followed by where it came from (WithSetting) if known.
+func named(what, from string) string {
+	if from == "" {
+		return what
+	}
+	return what + " (" + from + ")"
 }
 
 // String names the namespace and its account, and the API base URL Dial

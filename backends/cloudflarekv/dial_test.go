@@ -32,8 +32,12 @@ func TestDialChecksAccess(t *testing.T) {
 	_ = s.Close()
 
 	_, err = Dial(t.Context(), srv.AccountID, srv.NamespaceID, "wrong-token", srv.BaseURL())
-	if oe, ok := errors.AsType[*driver.OpError](err); !ok || oe.Op != "get" || !strings.HasPrefix(err.Error(), "checking access to "+where+" (are the API token") || strings.Contains(err.Error(), "wrong-token") {
+	if oe, ok := errors.AsType[*driver.OpError](err); !ok || oe.Op != "get" || !strings.HasPrefix(err.Error(), "checking access to "+where+" (are the API token, with Workers KV Storage: Edit permission, the account ID and the namespace ID right?)") || strings.Contains(err.Error(), "wrong-token") {
 		t.Errorf("Dial(wrong token) = %v, want the read's *driver.OpError after %q and what to check, without the token", err, "checking access to "+where)
+	}
+	_, err = Dial(t.Context(), srv.AccountID, srv.NamespaceID, "wrong-token", srv.BaseURL(), WithSetting("$TOKEN", "--account", "--namespace"))
+	if want := " (are the API token ($TOKEN), with Workers KV Storage: Edit permission, the account ID (--account) and the namespace ID (--namespace) right?)"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("Dial(wrong token, WithSetting) = %v, want it to say %q", err, want)
 	}
 
 	l, err := net.Listen("tcp", "127.0.0.1:0")

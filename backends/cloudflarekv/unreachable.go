@@ -2,7 +2,6 @@ package cloudflarekv
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 
 	"github.com/kvbreaker/kvbreaker/adapter"
@@ -46,7 +45,7 @@ func (s *Store) endpointName() string {
 // was out: "no answer from Workers KV at <endpoint> before the context
 // ended: context deadline exceeded". It matches the context's error.
 func (s *Store) noAnswer(ctxErr error) error {
-	return fmt.Errorf("no answer from Workers KV at %s before the context ended: %w", s.endpointName(), ctxErr)
+	return &adapter.NoAnswerError{Name: "Workers KV", Endpoint: s.endpointName(), Err: ctxErr}
 }
 
 // sending reports whether p (or the op it was folded into) is in flight

@@ -12,6 +12,8 @@ import (
 	dyn "github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go"
+
+	"github.com/kvbreaker/kvbreaker/adapter"
 )
 
 // CreateTable makes table ready for a Store, idempotently: it creates it with
@@ -196,17 +198,19 @@ type Prepared struct {
 // Prepare is CreateTable for a tool that prepares the table before a
 // fleet starts and says what it did: it looks the table up first and
 // reports whether it existed. Errors are CreateTable's, or the look-up's
-// ("dynamodb: describe table …"), after the Target they are about.
+// ("dynamodb: describe table …"), after the Target they are about; a
+// request the context cut short is an *adapter.NoAnswerError naming the
+// endpoint.
 func Prepare(ctx context.Context, client *dyn.Client, table string) (Prepared, error) {
 	p := Prepared{Target: tableAt(client, table)}
 	_, err := client.DescribeTable(ctx, &dyn.DescribeTableInput{TableName: aws.String(table)})
 	_, missing := errors.AsType[*types.ResourceNotFoundException](err)
 	if err != nil && !missing {
-		return p, fmt.Errorf("%s: dynamodb: describe table %s: %w", p.Target, table, err)
+		return p, fmt.Errorf("%s: dynamodb: describe table %s: %w", p.Target, table, adapter.NoAnswer("dynamodb", Endpoint(client), err))
 	}
 	p.Existed = !missing
 	if err := CreateTable(ctx, client, table); err != nil {
-		return p, fmt.Errorf("%s: %w", p.Target, err)
+		return p, fmt.Errorf("%s: %w", p.Target, adapter.NoAnswer("dynamodb", Endpoint(client), err))
 	}
 	return p, nil
 }

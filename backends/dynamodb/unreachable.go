@@ -3,7 +3,6 @@ package dynamodb
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/url"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -14,9 +13,8 @@ import (
 )
 
 // cause turns the SDK's error into the cause an OpError carries: an
-// *driver.UnreachableError when no connection could be made, "no answer from
-// dynamodb at <endpoint> before the context ended" when the context ended
-// while a request was out, and otherwise err itself.
+// *driver.UnreachableError when no connection could be made, an
+// *adapter.NoAnswerError when the context ended while a request was out, and otherwise err itself.
 func (s *Store) cause(err error) error {
 	if dial, ok := adapter.DialFailed(err); ok {
 		return &driver.UnreachableError{Backend: "dynamodb", Endpoints: []string{s.endpointOf(err)}, Reason: adapter.DialReason(dial), Err: dial}
@@ -25,7 +23,7 @@ func (s *Store) cause(err error) error {
 	// *smithy.CanceledError (not a *url.Error).
 	if _, sent := errors.AsType[*smithy.CanceledError](err); sent &&
 		(errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)) {
-		return fmt.Errorf("no answer from dynamodb at %s before the context ended: %w", s.endpointOf(err), err)
+		return &adapter.NoAnswerError{Name: "dynamodb", Endpoint: s.endpointOf(err), Err: err}
 	}
 	return err
 }

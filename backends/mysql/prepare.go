@@ -22,12 +22,6 @@ type Prepared struct {
 // adapter.ErrForeignTable, as every backend's.
 var ErrForeignTable = adapter.ErrForeignTable
 
-type foreignTableError struct{ err error }
-
-func (e *foreignTableError) Error() string        { return e.err.Error() }
-func (e *foreignTableError) Unwrap() error        { return e.err }
-func (e *foreignTableError) Is(target error) bool { return target == ErrForeignTable }
-
 // Prepare makes table ready for a Store in db's database, for a tool that
 // prepares it before a fleet starts and says what it did: CreateTable when
 // the table does not exist, then a read as a Store reads
@@ -53,18 +47,19 @@ func Prepare(ctx context.Context, db *sql.DB, table string, opts ...Option) (Pre
 	}
 	defer s.Close()
 	if _, _, err := s.Get(ctx, "kvbreaker-prepare-check.invalid"); err != nil && !errors.Is(err, driver.ErrNotFound) {
-		return p, &foreignTableError{err}
+		return p, adapter.ForeignTable(err)
 	}
 	return p, nil
 }
 
 // Prepare is the package's Prepare of the store's table, on its pool,
 // naming its server in the read's errors; its *CreateDeniedError names
-// WithCreateScript's script.
+// WithCreateScript's script, and a statement the context cut short is an
+// *adapter.NoAnswerError naming the server.
 func (s *Store) Prepare(ctx context.Context) (Prepared, error) {
 	p, err := Prepare(ctx, s.db, s.table, WithEndpoint(s.endpoint))
 	if de, ok := errors.AsType[*CreateDeniedError](err); ok {
 		de.Script = s.o.script
 	}
-	return p, err
+	return p, adapter.NoAnswer("mysql", s.endpoint, err)
 }

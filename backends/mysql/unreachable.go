@@ -1,9 +1,6 @@
 package mysql
 
 import (
-	"context"
-	"errors"
-	"fmt"
 	"net"
 
 	"github.com/kvbreaker/kvbreaker/adapter"
@@ -12,9 +9,9 @@ import (
 )
 
 // cause turns the driver's error into the cause an OpError carries: an
-// *driver.UnreachableError when no connection could be made, "no answer from
-// mysql at <endpoint> before the context ended" when the context ended
-// while a statement was out, a *tlsdiag.Error (saying which side must
+// *driver.UnreachableError when no connection could be made, an
+// *adapter.NoAnswerError (naming WithEndpoint's address) when the context
+// ended while a statement was out, a *tlsdiag.Error (saying which side must
 // change) when the TLS handshake failed, and otherwise err itself.
 func (s *Store) cause(err error) error {
 	if te := tlsdiag.Classify("mysql", s.tlsEndpoint(), err); te != nil {
@@ -24,14 +21,7 @@ func (s *Store) cause(err error) error {
 	if dial, ok := adapter.DialFailed(err); ok {
 		return &driver.UnreachableError{Backend: "mysql", Endpoints: []string{s.dialedAt(dial)}, Reason: adapter.DialReason(dial), Err: err}
 	}
-	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
-		at := ""
-		if s.endpoint != "" {
-			at = " at " + s.endpoint
-		}
-		return fmt.Errorf("no answer from mysql%s before the context ended: %w", at, err)
-	}
-	return err
+	return adapter.NoAnswer("mysql", s.endpoint, err)
 }
 
 // tlsEndpoint names the server a handshake failed with: WithEndpoint's

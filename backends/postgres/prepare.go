@@ -26,12 +26,6 @@ type Prepared struct {
 // read's. It is adapter.ErrForeignTable, as every backend's.
 var ErrForeignTable = adapter.ErrForeignTable
 
-type foreignTableError struct{ err error }
-
-func (e *foreignTableError) Error() string        { return e.err.Error() }
-func (e *foreignTableError) Unwrap() error        { return e.err }
-func (e *foreignTableError) Is(target error) bool { return target == ErrForeignTable }
-
 // Prepare makes table ready for a Store, for a tool that prepares it
 // before a fleet starts and says what it did: CreateTable when the table
 // does not exist; when it does, a read as a Store reads (ErrForeignTable
@@ -63,7 +57,7 @@ func Prepare(ctx context.Context, pool *pgxpool.Pool, table string) (Prepared, e
 	}
 	defer s.Close()
 	if _, _, err := s.Get(ctx, "kvbreaker-prepare-check.invalid"); err != nil && !errors.Is(err, driver.ErrNotFound) {
-		return p, &foreignTableError{err}
+		return p, adapter.ForeignTable(err)
 	}
 	if p.Existed && !triggered {
 		if err := CreateTable(ctx, pool, table); err != nil {
@@ -75,11 +69,12 @@ func Prepare(ctx context.Context, pool *pgxpool.Pool, table string) (Prepared, e
 }
 
 // Prepare is the package's Prepare of the store's table, on its pool;
-// its *CreateDeniedError names WithCreateScript's script.
+// its *CreateDeniedError names WithCreateScript's script, and a statement
+// the context cut short is an *adapter.NoAnswerError naming the server.
 func (s *Store) Prepare(ctx context.Context) (Prepared, error) {
 	p, err := Prepare(ctx, s.pool, s.table)
 	if de, ok := errors.AsType[*CreateDeniedError](err); ok {
 		de.Script = s.o.script
 	}
-	return p, err
+	return p, adapter.NoAnswer("postgres", s.endpoint, err)
 }

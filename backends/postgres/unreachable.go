@@ -1,7 +1,6 @@
 package postgres
 
 import (
-	"context"
 	"errors"
 	"fmt"
 
@@ -13,9 +12,9 @@ import (
 )
 
 // cause turns pgx's error into the cause an OpError carries: an
-// *driver.UnreachableError when no connection could be made, "no answer from
-// postgres at <endpoint> before the context ended" when the context ended
-// while a statement was out, and otherwise err itself.
+// *driver.UnreachableError when no connection could be made, an
+// *adapter.NoAnswerError when the context ended while a statement was out,
+// and otherwise err itself.
 func (s *Store) cause(err error) error {
 	if _, ok := errors.AsType[*pgconn.ConnectError](err); ok {
 		if te := tlsdiag.Classify("postgres", s.endpoint, err); te != nil {
@@ -30,10 +29,7 @@ func (s *Store) cause(err error) error {
 	if pe, ok := errors.AsType[*pgconn.PgError](err); ok && pe.Code == insufficientPrivilege {
 		return &PrivilegeError{Role: s.role, Table: s.table, Err: err}
 	}
-	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
-		return fmt.Errorf("no answer from postgres at %s before the context ended: %w", s.endpoint, err)
-	}
-	return err
+	return adapter.NoAnswer("postgres", s.endpoint, err)
 }
 
 // tlsFix is what fixes a TLS mismatch of kind, in libpq's terms (which
