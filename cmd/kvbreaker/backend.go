@@ -41,11 +41,11 @@ type backendDesc struct {
 	secretEnv []string
 	open      func(ctx context.Context, f *backendFlags) (*conn, error)
 	// create makes what its store needs (init), or is nil: then init says
-	// noTable ("NAME needs no table: nothing to create" if empty). print
-	// shows what create would run (init --print); creates and prints say
-	// what they make and show, for init's help.
+	// noTable ("NAME needs no table: nothing to create" if empty). script
+	// is what create would run (init --print); creates and prints say what
+	// they make and show, for init's help.
 	create          func(ctx context.Context, f *backendFlags) (initOutput, error)
-	print           func(f *backendFlags, stdout io.Writer) error
+	script          func(f *backendFlags) (string, error)
 	noTable         string
 	creates, prints string
 	// example is its connection flags as one typical command line gives
@@ -55,10 +55,10 @@ type backendDesc struct {
 	// name, where they show something those do not.
 	example, exampleEnv string
 	examples            map[string]string
-	// wipes states, for a store whose feed a mirror follows, which changes
-	// made behind the adapters' back its feed cannot see, and leftBehind
-	// how long what check could not remove stays: conn's, unless its open
-	// says otherwise.
+	// wipes says which changes behind the adapters' back the feed a mirror
+	// follows cannot see (docs/backends.md has the operator's contract);
+	// leftBehind, how long what check could not remove stays (empty: it
+	// expires by itself).
 	wipes, leftBehind string
 }
 
@@ -144,10 +144,8 @@ type backendFlags struct {
 	// desc is the chosen backend's, once validated.
 	desc *backendDesc
 
-	// bound says what bounds connecting, for messages ("--timeout 3s");
-	// endpoint is the server an open reached before it failed, if its
-	// error does not name it (noAnswer).
-	bound, endpoint string
+	// bound says what bounds connecting, for messages ("--timeout 3s").
+	bound string
 	// print is init --print's: of the required flags it reads only the
 	// table's (NAME-table).
 	print bool
@@ -179,9 +177,7 @@ func (f *backendFlags) register(fs *pflag.FlagSet) {
 			}
 			fs.StringVar(p, c.name, c.value, f.withEnv(c.name, c.env, c.usage))
 			if c.file {
-				// What cobra's MarkFlagFilename sets: shell completion
-				// offers PEM files.
-				_ = fs.SetAnnotation(c.name, cobra.BashCompFilenameExt, []string{"pem", "crt", "key"})
+				_ = cobra.MarkFlagFilename(fs, c.name, "pem", "crt", "key")
 			}
 		}
 	}
@@ -235,12 +231,8 @@ type conn struct {
 	// store is the backend's store, without prefix: the commands wrap it
 	// with kvbreaker.Prefixed.
 	store driver.Store
-	// leftBehind says how long what check could not remove stays; empty:
-	// it expires by itself.
-	leftBehind string
-	// wipes states what its feed cannot see (the operator's contract,
-	// docs/backends.md "Changes behind the adapters' back").
-	wipes string
+	// backend is the descriptor open opened it by.
+	backend *backendDesc
 	// advance, when set, moves the backend's clock (test servers only).
 	advance func(ctx context.Context, d time.Duration) error
 	// clockShift moves this machine's clock as check's clock measurement
@@ -401,7 +393,7 @@ func (f *backendFlags) open(ctx context.Context, timeout time.Duration) (*conn, 
 	te, isTLS := errors.AsType[*tlsdiag.Error](err)
 	switch {
 	case err == nil:
-		c.wipes, c.leftBehind = cmp.Or(c.wipes, f.desc.wipes), cmp.Or(c.leftBehind, f.desc.leftBehind)
+		c.backend = f.desc
 		return c, nil
 	case errors.Is(err, adapter.ErrNoTable):
 		// Every module's missing table matches it: say how to create it.
@@ -409,7 +401,7 @@ func (f *backendFlags) open(ctx context.Context, timeout time.Duration) (*conn, 
 	case isTLS:
 		return nil, tlsFlagError(f, te)
 	}
-	return nil, noAnswer(octx, f.backend, f.endpoint, f.bound, err)
+	return nil, noAnswer(octx, f.backend, f.bound, err)
 }
 
 // opened is the conn of store s, which names its deployment (String), or
@@ -440,31 +432,22 @@ func loadTLS(f *backendFlags) (*tls.Config, error) {
 	return cfg, err
 }
 
-// printScript is the print (init --print) of a backend whose module
-// gives the script that makes the table its NAME-table flag names, once
-// validate checked the flags (f.print).
-func printScript(script func(table string) (string, error)) func(*backendFlags, io.Writer) error {
-	return func(f *backendFlags, stdout io.Writer) error {
-		flag := f.desc.name + "-table"
-		sql, err := script(f.get(flag))
-		if err != nil {
-			return usagef("%s: %v", f.name(flag), err)
-		}
-		_, err = io.WriteString(stdout, sql)
-		return err
-	}
+// tableScript is the script of a backend whose module gives the one that
+// makes the table its NAME-table flag names.
+func tableScript(script func(table string) (string, error)) func(*backendFlags) (string, error) {
+	return func(f *backendFlags) (string, error) { return script(f.get(f.desc.name + "-table")) }
 }
 
 // prepared is init's output once a module's Prepare made target's table
 // ready (p says what it found or did), or Prepare's error in the
 // command's words: the store cannot read the table (ErrForeignTable), the
 // module's explain of a refusal, or no answer.
-func prepared(ctx context.Context, f *backendFlags, target, endpoint string, p fmt.Stringer, existed bool, err error, explain func(error) error) (initOutput, error) {
+func prepared(ctx context.Context, f *backendFlags, target string, p fmt.Stringer, existed bool, err error, explain func(error) error) (initOutput, error) {
 	switch {
 	case errors.Is(err, adapter.ErrForeignTable):
 		return initOutput{}, fmt.Errorf("%s: the store cannot read it (is it another program's table? see \"kvbreaker init --print\" for the one it needs): %w", target, explain(err))
 	case err != nil:
-		return initOutput{}, noAnswer(ctx, f.backend, endpoint, f.bound, explain(err))
+		return initOutput{}, noAnswer(ctx, f.backend, f.bound, explain(err))
 	}
 	return initOutput{Backend: f.backend, Target: target, Table: f.get(f.desc.name + "-table"), Created: !existed, Message: target + ": " + p.String()}, nil
 }

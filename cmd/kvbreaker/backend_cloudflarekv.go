@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -10,7 +9,6 @@ import (
 
 	"github.com/kvbreaker/kvbreaker/adapter"
 	"github.com/kvbreaker/kvbreaker/backends/cloudflarekv"
-	"github.com/kvbreaker/kvbreaker/driver"
 )
 
 // TokenEnv is the environment variable the cloudflarekv backend reads its
@@ -51,11 +49,7 @@ func openCloudflareKV(ctx context.Context, f *backendFlags) (*conn, error) {
 		// padding (it would declare no bound), so 0 pads by 1 ms.
 		cloudflarekv.WithClockSkew(max(f.clockSkew, time.Millisecond)),
 		// A write the store gives up is reported by the command.
-		cloudflarekv.WithLogger(slog.New(slog.DiscardHandler)))
-	// The module says which settings to check; the command's user sets
-	// them here.
-	if oe, ok := errors.AsType[*driver.OpError](err); ok && oe.Op == adapter.OpGet {
-		err = fmt.Errorf("%w; the token comes from $%s, the account from %s, the namespace from %s", err, TokenEnv, f.name("cf-account"), f.name("cf-namespace"))
-	}
+		cloudflarekv.WithLogger(slog.New(slog.DiscardHandler)),
+		cloudflarekv.WithSetting("$"+TokenEnv, f.name("cf-account"), f.name("cf-namespace")))
 	return opened(s, err)
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"io"
 
 	"github.com/kvbreaker/kvbreaker/adapter"
 	"github.com/kvbreaker/kvbreaker/backends/dynamodb"
@@ -27,8 +26,8 @@ var dynamodbBackend = backendDesc{
 	create:     initDynamoDB,
 	creates:    "DynamoDB's table (--dynamodb-table, partition key \"pk\", on-demand, TTL on \"purgeAt\": dynamodb.CreateTable)",
 	prints:     "the AWS CLI commands with DynamoDB's tables' JSON",
-	print: func(f *backendFlags, w io.Writer) error {
-		return printScript(func(t string) (string, error) { return dynamodb.CLIScript(t, f.get("dynamodb-endpoint")) })(f, w)
+	script: func(f *backendFlags) (string, error) {
+		return dynamodb.CLIScript(f.get("dynamodb-table"), f.get("dynamodb-endpoint"))
 	},
 	example:    "--dynamodb-table kvbreaker",
 	exampleEnv: "AWS_REGION=eu-west-1",
@@ -50,5 +49,5 @@ func initDynamoDB(ctx context.Context, f *backendFlags) (initOutput, error) {
 	}
 	// Prepare's errors name the table, region and endpoint.
 	p, err := dynamodb.Prepare(ctx, client, f.get("dynamodb-table"))
-	return prepared(ctx, f, p.Target, dynamodb.Endpoint(client), p, p.Existed, err, func(err error) error { return err })
+	return prepared(ctx, f, p.Target, p, p.Existed, err, func(err error) error { return err })
 }

@@ -29,13 +29,11 @@ const maxNamedOutside = 5
 // failure in flags (tlserr.go).
 var backendCodeFiles = []string{"backend*.go", "reach.go", "tlserr.go"}
 
-// maxBackendLines bounds the lines of backendCodeFiles. The goal is
-// 1,000; this is where moving the backends' knowledge into their modules
-// has got so far, and it only comes down: what a backend knows of its
-// store (checking a connection string, explaining a refusal, making its
-// table) belongs in the backend's module, where a library user gets it
-// too.
-const maxBackendLines = 1021
+// maxBackendLines bounds the lines of backendCodeFiles: what a backend
+// knows of its store (checking a connection string, explaining a refusal,
+// making its table) belongs in the backend's module, where a library user
+// gets it too, and the command keeps its flags, help and data.
+const maxBackendLines = 1000
 
 // TestBackendCodeLines counts the lines of backendCodeFiles (tests apart).
 func TestBackendCodeLines(t *testing.T) {
@@ -64,9 +62,9 @@ func TestBackendCodeLines(t *testing.T) {
 		t.Fatalf("backend code counted %d lines in %v: the files have moved, update backendCodeFiles", total, per)
 	}
 	if total > maxBackendLines {
-		t.Errorf("cmd/kvbreaker's backend code is %d lines, want at most %d (goal 1,000):\n%s", total, maxBackendLines, strings.Join(per, "\n"))
+		t.Errorf("cmd/kvbreaker's backend code is %d lines, want at most %d:\n%s", total, maxBackendLines, strings.Join(per, "\n"))
 	} else {
-		t.Logf("backend code: %d lines (at most %d; goal 1,000)", total, maxBackendLines)
+		t.Logf("backend code: %d lines (at most %d)", total, maxBackendLines)
 	}
 }
 
@@ -158,20 +156,29 @@ func TestRegistryMatchesProfilesAndDocs(t *testing.T) {
 	}
 }
 
-// TestConnTakesItsBackendsTexts: open gives a conn its backend's leftBehind
-// and wipes: DynamoDB's items wait for its TTL deletion, etcd's feed sees
-// a compaction as Lost, and memory's records expire by themselves (no
-// text, the control).
+// TestConnTakesItsBackendsTexts: a conn open made has its backend's
+// leftBehind and wipes: DynamoDB's items wait for its TTL deletion, etcd's feed sees
+// a compaction as Lost, SQLite's rows stay until a purge, and memory's
+// records expire by themselves (no text, the control).
 func TestConnTakesItsBackendsTexts(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "k.db")
+	if code, _, errOut := runT(t, "init", "--backend", "sqlite", "--sqlite-path", path); code != exitOK {
+		t.Fatalf("init: exit %d, stderr %q", code, errOut)
+	}
 	for _, tc := range []struct{ backend, leftBehind, wipes string }{
 		{"dynamodb", "DynamoDB's TTL deletion", ""},
 		{"etcd", "", "a compaction past a watch"},
+		{"sqlite", "sqlite.Store.Purge", "kvbreaker_deleted"},
 		{"memory", "", ""},
 	} {
 		var bf backendFlags
 		fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
 		bf.register(fs)
-		if err := fs.Parse(connArgs(tc.backend)); err != nil {
+		args := connArgs(tc.backend)
+		if tc.backend == "sqlite" {
+			args = append(args, "--sqlite-path", path)
+		}
+		if err := fs.Parse(args); err != nil {
 			t.Fatal(err)
 		}
 		c, err := bf.open(t.Context(), time.Minute)
@@ -179,11 +186,11 @@ func TestConnTakesItsBackendsTexts(t *testing.T) {
 			t.Fatalf("%s: %v", tc.backend, err)
 		}
 		c.close()
-		if (tc.leftBehind == "") != (c.leftBehind == "") || !strings.Contains(c.leftBehind, tc.leftBehind) {
-			t.Errorf("%s: leftBehind %q, want %q", tc.backend, c.leftBehind, tc.leftBehind)
+		if got := c.backend.leftBehind; (tc.leftBehind == "") != (got == "") || !strings.Contains(got, tc.leftBehind) {
+			t.Errorf("%s: leftBehind %q, want %q", tc.backend, got, tc.leftBehind)
 		}
-		if (tc.wipes == "") != (c.wipes == "") || !strings.Contains(c.wipes, tc.wipes) {
-			t.Errorf("%s: wipes %q, want %q", tc.backend, c.wipes, tc.wipes)
+		if got := c.backend.wipes; (tc.wipes == "") != (got == "") || !strings.Contains(got, tc.wipes) {
+			t.Errorf("%s: wipes %q, want %q", tc.backend, got, tc.wipes)
 		}
 	}
 }

@@ -17,10 +17,11 @@ var mysqlBackend = backendDesc{
 	usage: `--mysql-dsn 'app:secret@tcp(db:3306)/app' [--mysql-table kvbreaker]
 (best from $KVBREAKER_MYSQL_DSN: a flag shows in ps)`,
 	open:       openSQL(dialMySQL),
+	leftBehind: purgedRows("mysql"),
 	create:     initSQL(dialMySQL, func(p mysql.Prepared) bool { return p.Existed }),
 	creates:    "MySQL's table (--mysql-table, with its expiry index: mysql.CreateTable)",
 	prints:     "MySQL's SQL (mysql.SchemaScript; pipe it to mysql)",
-	print:      printScript(mysql.SchemaScript),
+	script:     tableScript(mysql.SchemaScript),
 	exampleEnv: "KVBREAKER_MYSQL_DSN='app:secret@tcp(db:3306)/app'",
 }
 

@@ -62,4 +62,21 @@ func TestMySQLBackend(t *testing.T) {
 	if code != exitOK || !strings.Contains(out, "CREATE TABLE IF NOT EXISTS `fleet`") {
 		t.Errorf("init --print: exit %d, stdout %q", code, out)
 	}
+	// A table another session holds locked: open's read of it and init's
+	// wait, and the command gives up at --timeout naming the server; init
+	// does not call it a table a store cannot read.
+	lock, err := db.Conn(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Close()
+	if _, err := lock.ExecContext(t.Context(), "LOCK TABLES fleet WRITE"); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"inspect", "x.example"}, {"init"}} {
+		code, _, errOut := runT(t, append(args, "--timeout", "1s", "--backend", "mysql", "--mysql-dsn", srv.DSN(), "--mysql-table", "fleet")...)
+		if want := "Error: cannot reach mysql at " + srv.Addr() + ": no answer within --timeout 1s"; code != exitFail || !strings.Contains(errOut, want) {
+			t.Errorf("%s on a locked table: exit %d, stderr %q; want %q", args[0], code, errOut, want)
+		}
+	}
 }

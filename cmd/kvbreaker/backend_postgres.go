@@ -23,15 +23,16 @@ TLS: ?sslmode=verify-full&sslrootcert=ca.pem, or $PGSSLROOTCERT)`,
                  libpq's variables, as psql reads them (sslmode=, sslrootcert=, … in
                  --postgres-url win)
 `,
-	secretEnv: []string{"PGPASSWORD"},
-	open:      openSQL(dialPostgres),
-	wipes:     "rows changed with the table's triggers off (DISABLE TRIGGER, session_replication_role = replica, pg_restore --disable-triggers) reach no mirror: restart the fleet's processes after such a change",
-	create:    initSQL(dialPostgres, func(p postgres.Prepared) bool { return p.Existed }),
-	creates:   "PostgreSQL's table (--postgres-table, with its version sequence, expiry index, and the trigger that notifies its changes to followers: postgres.CreateTable; an existing one gets the trigger if it lacks it)",
-	prints:    "PostgreSQL's SQL (postgres.SchemaScript; pipe it to psql)",
-	print:     printScript(postgres.SchemaScript),
-	example:   "--postgres-url postgres://app@db:5432/app",
-	examples:  map[string]string{"init": `  kvbreaker init --backend postgres --postgres-table kvbreaker --print | psql "$DATABASE_URL"`},
+	secretEnv:  []string{"PGPASSWORD"},
+	open:       openSQL(dialPostgres),
+	leftBehind: purgedRows("postgres"),
+	wipes:      "rows changed with the table's triggers off (DISABLE TRIGGER, session_replication_role = replica, pg_restore --disable-triggers) reach no mirror: restart the fleet's processes after such a change",
+	create:     initSQL(dialPostgres, func(p postgres.Prepared) bool { return p.Existed }),
+	creates:    "PostgreSQL's table (--postgres-table, with its version sequence, expiry index, and the trigger that notifies its changes to followers: postgres.CreateTable; an existing one gets the trigger if it lacks it)",
+	prints:     "PostgreSQL's SQL (postgres.SchemaScript; pipe it to psql)",
+	script:     tableScript(postgres.SchemaScript),
+	example:    "--postgres-url postgres://app@db:5432/app",
+	examples:   map[string]string{"init": `  kvbreaker init --backend postgres --postgres-table kvbreaker --print | psql "$DATABASE_URL"`},
 }
 
 // defaultPostgresTable is --postgres-table's default.

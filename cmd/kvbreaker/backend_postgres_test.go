@@ -43,4 +43,21 @@ func TestPostgresBackend(t *testing.T) {
 	if code == exitOK || !strings.Contains(errOut, "want a postgres:// URL") {
 		t.Errorf("inspect with an http URL: exit %d, stderr %q", code, errOut)
 	}
+	// A table another session holds locked: open's read of it and init's
+	// wait, and the command gives up at --timeout naming the server; init
+	// does not call it a table a store cannot read.
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, "LOCK TABLE fleet IN ACCESS EXCLUSIVE MODE"); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"inspect", "x.example"}, {"init"}} {
+		code, _, errOut := runT(t, append(args, "--timeout", "1s", "--backend", "postgres", "--postgres-url", srv.URL(), "--postgres-table", "fleet")...)
+		if want := "Error: cannot reach postgres at " + srv.Addr() + ": no answer within --timeout 1s"; code != exitFail || !strings.Contains(errOut, want) {
+			t.Errorf("%s on a locked table: exit %d, stderr %q; want %q", args[0], code, errOut, want)
+		}
+	}
 }

@@ -23,6 +23,7 @@ or --redis-url rediss://user:password@redis:6380/0 --redis-cacert ca.pem
 [--redis-cert client.pem --redis-key client-key.pem]
 or --redis-cluster --redis-url redis://10.0.0.1:6379?addr=10.0.0.2:6379`,
 	open:    openRedis,
+	wipes:   "SWAPDB (a Cluster has none) is seen through a key per follower (kvbreaker:follow:<id>, kept an hour past its last check); under an ACL that refuses that key it is not: restart the fleet's processes after one",
 	example: "--redis-url redis://127.0.0.1:6379/0",
 }
 
@@ -67,16 +68,10 @@ func openRedis(ctx context.Context, f *backendFlags) (*conn, error) {
 	s, err := dial(ctx, f.get("redis-url"), redis.WithTLSConfig(tlsConfig), redis.WithClusterCheck())
 	if ce, ok := errors.AsType[*redis.ClusterModeError](err); ok {
 		ce.Setting = clusterSetting(f)
-		return nil, ce
 	} else if err != nil {
 		if err = redis.Explain(err, "", f.name("redis-url")); goredis.HasErrorPrefix(err, "NOAUTH") {
 			err = fmt.Errorf("%w (best through $%s, not the command line: ps shows flags)", err, f.env("redis-url"))
 		}
-		return nil, err
 	}
-	c := &conn{describe: s.String(), store: s}
-	if !f.cluster() {
-		c.wipes = "SWAPDB is seen through a key per follower (kvbreaker:follow:<id>, kept an hour past its last check); under an ACL that refuses that key it is not: restart the fleet's processes after one"
-	}
-	return c, nil
+	return opened(s, err)
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"strconv"
 
 	"github.com/kvbreaker/kvbreaker/adapter"
 	"github.com/kvbreaker/kvbreaker/driver"
@@ -15,7 +14,6 @@ import (
 type sqlStore[P fmt.Stringer] interface {
 	driver.Store
 	String() string
-	Endpoint() string
 	Ping(ctx context.Context) error
 	Prepare(ctx context.Context) (P, error)
 	Explain(err error) error
@@ -33,12 +31,15 @@ func openSQL[S sqlStore[P], P fmt.Stringer](dial func(context.Context, *backendF
 		}
 		if err := s.Ping(ctx); err != nil {
 			s.Close()
-			f.endpoint = s.Endpoint()
 			return nil, s.Explain(err)
 		}
-		return &conn{describe: s.String(), store: s,
-			leftBehind: "records expire within 10 minutes, but the rows stay until a purge (" + f.desc.name + ".Store.Purge, which the fleet's stores run every " + strconv.Itoa(adapter.DefaultPurge.Every) + " writes) removes them"}, nil
+		return opened(s, nil)
 	}
+}
+
+// purgedRows is the leftBehind of a backend whose rows stay until a purge.
+func purgedRows(backend string) string {
+	return fmt.Sprintf("records expire within 10 minutes, but the rows stay until a purge (%s.Store.Purge, which the fleet's stores run every %d writes) removes them", backend, adapter.DefaultPurge.Every)
 }
 
 // initSQL is the create of a backend whose store dial opens: it makes the
@@ -51,6 +52,6 @@ func initSQL[S sqlStore[P], P fmt.Stringer](dial func(context.Context, *backendF
 		}
 		defer s.Close()
 		p, err := s.Prepare(ctx)
-		return prepared(ctx, f, s.String(), s.Endpoint(), p, existed(p), err, s.Explain)
+		return prepared(ctx, f, s.String(), p, existed(p), err, s.Explain)
 	}
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"io"
 
 	"github.com/kvbreaker/kvbreaker/backends/sqlite"
 )
@@ -14,14 +13,15 @@ var sqliteBackend = backendDesc{
 	flags: []connFlag{
 		{name: "sqlite-path", env: "KVBREAKER_SQLITE_PATH", usage: "sqlite: the database `file` the fleet's processes share (made by \"kvbreaker init\" or the first sqlite.Open)", need: true},
 	},
-	usage:   "--sqlite-path /var/lib/app/kvbreaker.db",
-	open:    openSQLite,
-	wipes:   "rows deleted by another program are seen through the trigger kvbreaker_deleted; rows changed in place without a new version, or deleted with that trigger dropped, are not: restart the fleet's processes after such a change",
-	create:  initSQLite,
-	creates: "SQLite's file and tables (--sqlite-path, in WAL mode: sqlite.Open)",
-	prints:  "SQLite's SQL (sqlite.SchemaScript; pipe it to sqlite3)",
-	print:   func(_ *backendFlags, w io.Writer) error { _, err := io.WriteString(w, sqlite.SchemaScript); return err },
-	example: "--sqlite-path /var/lib/app/kvbreaker.db",
+	usage:      "--sqlite-path /var/lib/app/kvbreaker.db",
+	open:       openSQLite,
+	leftBehind: purgedRows("sqlite"),
+	wipes:      "rows deleted by another program are seen through the trigger kvbreaker_deleted; rows changed in place without a new version, or deleted with that trigger dropped, are not: restart the fleet's processes after such a change",
+	create:     initSQLite,
+	creates:    "SQLite's file and tables (--sqlite-path, in WAL mode: sqlite.Open)",
+	prints:     "SQLite's SQL (sqlite.SchemaScript; pipe it to sqlite3)",
+	script:     func(*backendFlags) (string, error) { return sqlite.SchemaScript, nil },
+	example:    "--sqlite-path /var/lib/app/kvbreaker.db",
 }
 
 // openSQLite opens the file --sqlite-path names, which must exist and hold

@@ -179,7 +179,7 @@ func runCheck(sigCtx context.Context, stopSignals func(), f *checkFlags, stdout,
 		}
 	} else {
 		out.writeTable(stdout)
-		if w := c.wipes; w != "" {
+		if w := c.backend.wipes; w != "" {
 			fmt.Fprintf(stdout, "mirror, changes behind the adapters' back: %s\n", w)
 		}
 	}
@@ -201,8 +201,8 @@ func runCheck(sigCtx context.Context, stopSignals func(), f *checkFlags, stdout,
 
 // leftBehind says how long what check could not remove stays.
 func leftBehind(c *conn) string {
-	if c.leftBehind != "" {
-		return c.leftBehind
+	if c.backend.leftBehind != "" {
+		return c.backend.leftBehind
 	}
 	return "they expire by themselves within 10 minutes"
 }

@@ -126,7 +126,7 @@ func TestFailFastSilentServer(t *testing.T) {
 				t.Errorf("exit %d, stderr %q, stdout %q", code, errOut, out)
 			}
 			// Silence is no refusal: no credential is to blame.
-			if strings.Contains(errOut, "the token comes from") {
+			if strings.Contains(errOut, "are the API token") {
 				t.Errorf("a silent server's error points at the credentials: %q", errOut)
 			}
 			if took < time.Second || took >= failFastBound {

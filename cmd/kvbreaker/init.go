@@ -123,8 +123,13 @@ func printInit(bf *backendFlags, stdout, stderr io.Writer) error {
 	if err := bf.validate(); err != nil {
 		return err
 	}
-	if bf.desc.print != nil {
-		return bf.desc.print(bf, stdout)
+	if bf.desc.script != nil {
+		script, err := bf.desc.script(bf)
+		if err != nil {
+			return usagef("%s: %v", bf.name(bf.desc.name+"-table"), err)
+		}
+		_, err = io.WriteString(stdout, script)
+		return err
 	}
 	fmt.Fprintln(stderr, bf.desc.noTableSays())
 	return nil

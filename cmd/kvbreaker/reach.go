@@ -3,7 +3,7 @@ package main
 import (
 	"context"
 	"errors"
-	"strings"
+	"fmt"
 
 	"github.com/kvbreaker/kvbreaker/adapter"
 	"github.com/kvbreaker/kvbreaker/driver"
@@ -15,9 +15,9 @@ import (
 // "etcd: dial:", even when ctx has ended since: the store's check of why
 // outlives a short --timeout. Otherwise, when ctx ended (the server
 // accepted the connection but never answered) it says which bound gave
-// up, and err stands when it did not. An endpoint of "" is the one err's
-// *driver.UnreachableError names.
-func noAnswer(ctx context.Context, backend, endpoint, bound string, err error) error {
+// up, naming the server err's *driver.UnreachableError or
+// *adapter.NoAnswerError names, and err stands when it did not.
+func noAnswer(ctx context.Context, backend, bound string, err error) error {
 	oe, isOp := err.(*driver.OpError)
 	waited := errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
 	switch {
@@ -26,8 +26,13 @@ func noAnswer(ctx context.Context, backend, endpoint, bound string, err error) e
 	case adapter.Ended(ctx) == nil:
 		return err
 	}
-	if ue, ok := errors.AsType[*driver.UnreachableError](err); ok && endpoint == "" {
-		endpoint = strings.Join(ue.Endpoints, ", ")
+	var at []string
+	if ue, ok := errors.AsType[*driver.UnreachableError](err); ok {
+		at = ue.Endpoints
+	} else if na, ok := errors.AsType[*adapter.NoAnswerError](err); ok && na.Endpoint != "" {
+		at = []string{na.Endpoint}
+	} else {
+		return fmt.Errorf("%s: no answer within %s: %w", backend, bound, err)
 	}
-	return &driver.UnreachableError{Backend: backend, Endpoints: []string{endpoint}, Reason: "no answer within " + bound, Err: err}
+	return &driver.UnreachableError{Backend: backend, Endpoints: at, Reason: "no answer within " + bound, Err: err}
 }

@@ -126,7 +126,7 @@ func TestSecretsNeverShown(t *testing.T) {
 		{"dynamodb-env", []string{"--backend", "dynamodb", "--dynamodb-table", dynTable}, map[string]string{"KVBREAKER_DYNAMODB_ENDPOINT": "http://u:SECRET@" + dead}, exitFail, refused},
 		// Workers KV
 		{"cf-token-refused", cf("http://" + dead + "/client/v4/"), map[string]string{TokenEnv: "SECRET"}, exitFail, refused},
-		{"cf-token-wrong", cf(cfSrv.BaseURL()), map[string]string{TokenEnv: "SECRET"}, exitFail, "; the token comes from $" + TokenEnv + ", the account from --cf-account, the namespace from --cf-namespace"},
+		{"cf-token-wrong", cf(cfSrv.BaseURL()), map[string]string{TokenEnv: "SECRET"}, exitFail, "(are the API token ($" + TokenEnv + "), with Workers KV Storage: Edit permission, the account ID (--cf-account) and the namespace ID (--cf-namespace) right?)"},
 		{"cf-base-userinfo", cf("http://u:SECRET@" + dead + "/client/v4/"), nil, exitFail, refused},
 		{"cf-base-query", cf("http://" + dead + "/client/v4/?token=SECRET"), nil, exitFail, refused},
 		{"cf-base-unparsable", cf("http://u:SECRET@bad host/client/v4/"), nil, exitUsage, "--cf-base-url"},
