@@ -62,10 +62,6 @@ func Open(ctx context.Context, cfg *gomysql.Config, table string, opts ...Option
 	return s, nil
 }
 
-// Endpoint is the server's address, WithEndpoint's (Open's cfg.Addr), for
-// messages; "" when New was given none.
-func (s *Store) Endpoint() string { return s.endpoint }
-
 // String names the table, its database (a Store Open made) and the server
 // (WithEndpoint's), for a tool's output or a log: "mysql table kvbreaker
 // in database app at db:3306", without credentials.

@@ -76,7 +76,7 @@ func TestExplainLeavesCreateDenied(t *testing.T) {
 	defer s.Close()
 	pe := &pgconn.PgError{Severity: "ERROR", Code: "42501", Message: "permission denied for schema public"}
 	de := &postgres.CreateDeniedError{User: "app", Table: "t", Err: pe}
-	if got := s.Explain(de); got.Error() != "postgres at "+s.Endpoint()+": "+de.Error() || !errors.Is(got, de) {
+	if got := s.Explain(de); got.Error() != "postgres at "+server.Addr()+": "+de.Error() || !errors.Is(got, de) {
 		t.Errorf("Explain of a CreateDeniedError: %v", got)
 	}
 	if got := s.Explain(pe); !strings.Contains(got.Error(), "lacks a privilege") {

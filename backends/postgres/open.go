@@ -64,10 +64,6 @@ func Open(ctx context.Context, cfg *pgxpool.Config, table string, opts ...Option
 	return s, nil
 }
 
-// Endpoint is where the store's pool connects: host:port, or a unix
-// socket's path, for messages.
-func (s *Store) Endpoint() string { return s.endpoint }
-
 // String names the table and the server, for a tool's output or a log:
 // "postgres table kvbreaker at db:5432", without credentials.
 func (s *Store) String() string { return "postgres table " + s.table + " at " + s.endpoint }
