@@ -73,15 +73,21 @@ func (sc backendScenario) run(t *testing.T) {
 		return // a file, not a server
 	}
 	dead := closedPort(t)
-	start := time.Now()
-	code, out, errOut = runT(t, append(append([]string{"inspect", "--backend", sc.backend}, sc.dead(dead)...), "x.example")...)
-	// etcd names the endpoint as given (https://host:port), the others
-	// host:port.
-	want := "cannot reach " + sc.backend + " at " + dead + ": connection refused"
-	if code != exitFail || !strings.Contains(errOut, "cannot reach "+sc.backend+" at ") || !strings.Contains(errOut, dead+": connection refused") {
-		t.Errorf("inspect on a closed port: exit %d, stderr %q, stdout %q; want %q", code, errOut, out, want)
+	commands := [][]string{{"inspect", "x.example"}}
+	if backends[sc.backend].create != nil {
+		commands = append(commands, []string{"init"})
 	}
-	if took := time.Since(start); took >= failFastBound {
-		t.Errorf("took %v to report a closed port", took)
+	for _, args := range commands {
+		start := time.Now()
+		code, out, errOut = runT(t, append(append([]string{args[0], "--backend", sc.backend}, sc.dead(dead)...), args[1:]...)...)
+		// etcd names the endpoint as given (https://host:port), the others
+		// host:port.
+		want := "cannot reach " + sc.backend + " at " + dead + ": connection refused"
+		if code != exitFail || !strings.Contains(errOut, "cannot reach "+sc.backend+" at ") || !strings.Contains(errOut, dead+": connection refused") {
+			t.Errorf("%s on a closed port: exit %d, stderr %q, stdout %q; want %q", args[0], code, errOut, out, want)
+		}
+		if took := time.Since(start); took >= failFastBound {
+			t.Errorf("%s took %v to report a closed port", args[0], took)
+		}
 	}
 }
