@@ -31,6 +31,14 @@ func (p *Problems) Positive(option string, d, def time.Duration) {
 	}
 }
 
+// Clock records a nil clock given to WithClock, with the fix "pass the
+// Breakers' Settings.Clock, or leave it out for time.Now".
+func (p *Problems) Clock(clock func() time.Time) {
+	if clock == nil {
+		p.Add("WithClock", "nil", "pass the Breakers' Settings.Clock, or leave it out for time.Now")
+	}
+}
+
 // Err returns nil when nothing was recorded, the one *driver.OptionError,
 // or all of them joined (errors.As finds the first; errors.Join's Unwrap
 // lists each).

@@ -105,6 +105,20 @@ func TestPurgeCheck(t *testing.T) {
 	}
 }
 
+// TestProblemsClock: a nil clock is a problem that names the Breakers'
+// clock; time.Now is not.
+func TestProblemsClock(t *testing.T) {
+	p := &adapter.Problems{Backend: "x"}
+	p.Clock(time.Now)
+	if err := p.Err(); err != nil {
+		t.Fatal(err)
+	}
+	p.Clock(nil)
+	if err := p.Err(); err == nil || err.Error() != "x: invalid WithClock: nil: pass the Breakers' Settings.Clock, or leave it out for time.Now" {
+		t.Fatalf("Err() = %v", err)
+	}
+}
+
 // TestProblemsPositive: a zero or negative duration is a problem that
 // names the default; a positive one is not.
 func TestProblemsPositive(t *testing.T) {

@@ -317,9 +317,7 @@ func New(client *kv.KVService, accountID, namespaceID string, opts ...Option) (*
 	if namespaceID == "" || strings.ContainsAny(namespaceID, "/?#%") {
 		bad("namespace ID", strconv.Quote(namespaceID), "pass the namespace's ID (wrangler kv namespace list), not its title")
 	}
-	if o.clock == nil {
-		bad("WithClock", "nil", "pass the Breakers' Settings.Clock, or leave it out for time.Now")
-	}
+	problems.Clock(o.clock)
 	if o.skew <= 0 {
 		bad("WithClockSkew", o.skew, fmt.Sprintf("set a positive bound, the Breakers' Settings.ClockSkew (default %v)", kvbreaker.Settings{}.WithDefaults().ClockSkew))
 	}
@@ -335,9 +333,7 @@ func New(client *kv.KVService, accountID, namespaceID string, opts ...Option) (*
 	if o.maxRetries < 0 {
 		bad("WithMaxRetries", o.maxRetries, fmt.Sprintf("set 0 or more retries (default %d)", DefaultMaxRetries))
 	}
-	if o.timeout <= 0 {
-		bad("WithCallTimeout", o.timeout, fmt.Sprintf("set a positive duration (default %v)", DefaultCallTimeout))
-	}
+	problems.Positive("WithCallTimeout", o.timeout, DefaultCallTimeout)
 	if o.budget != nil {
 		o.budget.validate(&problems)
 	}

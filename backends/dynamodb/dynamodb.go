@@ -236,9 +236,7 @@ func New(client *dyn.Client, table string, opts ...Option) (*Store, error) {
 	if !validTableName(table) {
 		bad("table name", strconv.Quote(table), "name a table of 3 to 255 letters, digits, '_', '-' or '.' (see CreateTable)")
 	}
-	if o.clock == nil {
-		bad("WithClock", "nil", "pass the Breakers' Settings.Clock, or leave it out for time.Now")
-	}
+	problems.Clock(o.clock)
 	if o.purge <= 0 {
 		bad("WithPurgeDelay", o.purge, fmt.Sprintf("set at least the fleet's clock skew (Settings.ClockSkew), or leave it out for %v", DefaultPurgeDelay))
 	}

@@ -255,12 +255,8 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 	}
 	o.purge.Check(&problems)
 	problems.Positive("WithCallTimeout", o.callTimeout, DefaultCallTimeout)
-	if o.clock == nil {
-		bad("WithClock", "nil", "pass a clock, or leave it out for time.Now")
-	}
-	if o.poll <= 0 {
-		bad("WithFollowPoll", o.poll, fmt.Sprintf("set a positive duration, or leave it out for %v", DefaultFollowPoll))
-	}
+	problems.Clock(o.clock)
+	problems.Positive("WithFollowPoll", o.poll, DefaultFollowPoll)
 	if err := problems.Err(); err != nil {
 		return nil, err
 	}
