@@ -25,9 +25,10 @@ const defaultBaseURL = "https://api.cloudflare.com/client/v4/"
 // that a closed port fails at once as a *driver.UnreachableError. Dial then reads
 // one key that no Breaker writes, so that a wrong token, account or
 // namespace fails here: that error names the namespace and what to check
-// (where each came from: WithSetting), and wraps the read's *driver.OpError (Op "get"), which unwraps to the
-// API's. When ctx ends before the API answers, the error is a
-// *driver.UnreachableError naming the base URL.
+// (where each came from: WithSetting), and wraps the read's
+// *driver.OpError (Op "get"), which unwraps to the API's. When ctx ends
+// before the API answers, the error is a *driver.UnreachableError naming
+// the base URL.
 func Dial(ctx context.Context, accountID, namespaceID, token, baseURL string, opts ...Option) (*Store, error) {
 	if token == "" {
 		return nil, &driver.OptionError{Backend: "cloudflarekv", Option: "token", Value: `""`, Fix: "pass an API token with Workers KV Storage: Edit permission"}

@@ -14,7 +14,8 @@ import (
 
 // cause turns the SDK's error into the cause an OpError carries: an
 // *driver.UnreachableError when no connection could be made, an
-// *adapter.NoAnswerError when the context ended while a request was out, and otherwise err itself.
+// *adapter.NoAnswerError when the context ended while a request was out,
+// and otherwise err itself.
 func (s *Store) cause(err error) error {
 	if dial, ok := adapter.DialFailed(err); ok {
 		return &driver.UnreachableError{Backend: "dynamodb", Endpoints: []string{s.endpointOf(err)}, Reason: adapter.DialReason(dial), Err: dial}

@@ -42,8 +42,8 @@ type backendDesc struct {
 	open      func(ctx context.Context, f *backendFlags) (*conn, error)
 	// create makes what its store needs (init), or is nil: then init says
 	// noTable ("NAME needs no table: nothing to create" if empty). script
-	// is what create would run (init --print); creates and prints say what
-	// they make and show, for init's help.
+	// is what create would run (init --print; an error is NAME-table's);
+	// creates and prints say what they make and show, for init's help.
 	create          func(ctx context.Context, f *backendFlags) (initOutput, error)
 	script          func(f *backendFlags) (string, error)
 	noTable         string
